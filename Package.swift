@@ -1,0 +1,159 @@
+// swift-tools-version:6.1
+import PackageDescription
+
+/// Sky: a distributed worker system for Swift on ZeroMQ.
+///
+/// Layout: libraries live in `Sources/`, the broker's entry point in `Broker/`,
+/// the worker's in `Workers/`. libzmq comes from the system (Debian's `libzmq3-dev`).
+let strictSettings: [SwiftSetting] = [
+    .enableUpcomingFeature("ExistentialAny"),
+    .enableUpcomingFeature("MemberImportVisibility"),
+]
+
+let package = Package(
+    name: "Sky",
+    platforms: [.macOS(.v15)],
+    products: [
+        .library(name: "Sky", targets: ["Sky"]),
+        .library(name: "SkyWorkerKit", targets: ["SkyWorkerKit"]),
+        .library(name: "SkyBrokerKit", targets: ["SkyBrokerKit"]),
+        .library(name: "SkyWorkloads", targets: ["SkyWorkloads"]),
+        .library(name: "SkyProtocol", targets: ["SkyProtocol"]),
+        .library(name: "SkyZMQ", targets: ["SkyZMQ"]),
+        .executable(name: "skybroker", targets: ["skybroker"]),
+        .executable(name: "skyworker", targets: ["skyworker"]),
+        .executable(name: "skyscan", targets: ["skyscan"]),
+        .executable(name: "skywatch", targets: ["skywatch"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
+        .package(url: "https://github.com/apple/swift-log", from: "1.6.0"),
+        .package(url: "https://github.com/apple/swift-collections", from: "1.1.0"),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.6.0"),
+    ],
+    targets: [
+        // libzmq from the system. No pkgConfig: zmq.h is on the default include path and the
+        // module map links zmq; pkg-config's private requirements only add a build warning.
+        .systemLibrary(name: "CZMQ", path: "Sources/CZMQ"),
+        .target(
+            name: "SkyZMQ",
+            dependencies: ["CZMQ"],
+            swiftSettings: strictSettings
+        ),
+        .target(
+            name: "SkyProtocol",
+            swiftSettings: strictSettings
+        ),
+        .target(
+            name: "SkyWorkloads",
+            dependencies: ["SkyProtocol"],
+            swiftSettings: strictSettings
+        ),
+        .target(
+            name: "SkyBrokerKit",
+            dependencies: [
+                "SkyZMQ", "SkyProtocol",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "DequeModule", package: "swift-collections"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            swiftSettings: strictSettings
+        ),
+        .target(
+            name: "SkyWorkerKit",
+            dependencies: [
+                "SkyZMQ", "SkyProtocol", "SkyWorkloads",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "DequeModule", package: "swift-collections"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            swiftSettings: strictSettings
+        ),
+        .target(
+            name: "Sky",
+            dependencies: [
+                "SkyZMQ", "SkyProtocol",
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strictSettings
+        ),
+        .target(
+            name: "SkyCLISupport",
+            dependencies: [
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
+            swiftSettings: strictSettings
+        ),
+        .executableTarget(
+            name: "skybroker",
+            dependencies: [
+                "SkyBrokerKit", "SkyCLISupport",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "UnixSignals", package: "swift-service-lifecycle"),
+            ],
+            path: "Broker",
+            swiftSettings: strictSettings
+        ),
+        .executableTarget(
+            name: "skyworker",
+            dependencies: [
+                "SkyWorkerKit", "SkyWorkloads", "SkyCLISupport",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "UnixSignals", package: "swift-service-lifecycle"),
+            ],
+            path: "Workers",
+            swiftSettings: strictSettings
+        ),
+        .executableTarget(
+            name: "skyscan",
+            dependencies: [
+                "Sky", "SkyWorkloads", "SkyCLISupport",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strictSettings
+        ),
+        .executableTarget(
+            name: "skywatch",
+            dependencies: [
+                "SkyZMQ", "SkyProtocol", "SkyCLISupport",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strictSettings
+        ),
+        .testTarget(
+            name: "SkyZMQTests",
+            dependencies: ["SkyZMQ"],
+            swiftSettings: strictSettings
+        ),
+        .testTarget(
+            name: "SkyProtocolTests",
+            dependencies: ["SkyProtocol"],
+            swiftSettings: strictSettings
+        ),
+        .testTarget(
+            name: "SkyBrokerKitTests",
+            dependencies: ["SkyBrokerKit", "SkyProtocol"],
+            swiftSettings: strictSettings
+        ),
+        .testTarget(
+            name: "SkyWorkloadsTests",
+            dependencies: ["SkyWorkloads", "SkyWorkerKit", "SkyProtocol"],
+            swiftSettings: strictSettings
+        ),
+        .testTarget(
+            name: "IntegrationTests",
+            dependencies: [
+                "Sky", "SkyWorkloads", "SkyZMQ", "SkyProtocol",
+                "skybroker", "skyworker", "skyscan", "skywatch",
+            ],
+            swiftSettings: strictSettings
+        ),
+    ]
+)

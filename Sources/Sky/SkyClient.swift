@@ -1,0 +1,131 @@
+import Foundation
+import Logging
+import SkyProtocol
+import SkyZMQ
+
+/// Runs tasks on a Sky cluster.
+///
+/// ```swift
+/// let sky = try await SkyClient(broker: "tcp://127.0.0.1:5555")
+/// let report = try await sky.scan(ScanTask(sector: 42))
+/// ```
+///
+/// One client multiplexes any number of concurrent calls over one connection: each call gets a
+/// unique ``RequestID``, and replies are matched to calls by it. The connection is owned by an
+/// I/O thread; calls never block a thread while they wait. Call ``close()`` when done.
+public actor SkyClient {
+    private static let socket = ZMQEventLoop.SocketID(0, name: "broker")
+
+    /// The broker's clients endpoint this client talks to.
+    public nonisolated let broker: String
+    private let loop: ZMQEventLoop
+    private var pending: [RequestID: CheckedContinuation<TaskReply, any Error>] = [:]
+    private var closed = false
+    private var pump: Task<Void, Never>?
+    /// Replies that matched no waiting call (late, duplicate, or for a cancelled call).
+    public private(set) var unmatchedReplies = 0
+
+    /// Connects to a broker. The connection is made in the background: calls made before the
+    /// broker is reachable wait for it.
+    public init(broker: String = "tcp://127.0.0.1:5555") async throws {
+        self.broker = broker
+        loop = try await ZMQEventLoop.start(
+            name: "skyclient-io",
+            sockets: [
+                .init(
+                    id: Self.socket, type: .dealer,
+                    options: [.sendHighWaterMark(0), .receiveHighWaterMark(0)],
+                    connect: [broker])
+            ])
+        let inbound = loop.inbound
+        pump = Task { [weak self] in
+            for await batch in inbound {
+                guard let self else { return }
+                await self.receive(batch)
+            }
+        }
+    }
+
+    /// Runs a task on some worker and returns its result.
+    /// - Throws: ``SkyError`` for every failure the cluster reports, `CancellationError` when
+    ///   the calling task is cancelled.
+    public func scan<T: SkyTask>(_ task: T) async throws -> T.Result {
+        let body: [UInt8]
+        do {
+            body = Array(try JSONEncoder().encode(task))
+        } catch {
+            throw SkyError.invalidTask(String(describing: error))
+        }
+        let reply = try await request(service: T.service, body: body)
+        do {
+            return try JSONDecoder().decode(T.Result.self, from: Data(reply))
+        } catch {
+            throw SkyError.invalidResult(String(describing: error))
+        }
+    }
+
+    /// Runs a task given as an encoded payload and returns the encoded result.
+    public func request(service: String, body: [UInt8]) async throws -> [UInt8] {
+        let requestID = RequestID.random()
+        let request = TaskRequest(requestID: requestID, service: service, body: body)
+        let reply: TaskReply = try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<TaskReply, any Error>) in
+                if closed {
+                    continuation.resume(throwing: SkyError.clientClosed)
+                } else if Task.isCancelled {
+                    continuation.resume(throwing: CancellationError())
+                } else {
+                    pending[requestID] = continuation
+                    loop.send(ClientToBroker.request(request).encode(), on: Self.socket)
+                }
+            }
+        } onCancel: {
+            Task { await self.abandon(requestID) }
+        }
+        guard reply.status == .ok else { throw SkyError(status: reply.status, body: reply.body, service: service) }
+        return reply.body
+    }
+
+    /// The broker's current view of the cluster.
+    public func clusterSnapshot() async throws -> ClusterSnapshot {
+        let body = try await request(service: BrokerService.workers, body: [])
+        do {
+            return try JSONDecoder().decode(ClusterSnapshot.self, from: Data(body))
+        } catch {
+            throw SkyError.invalidResult("mmi.workers: \(error)")
+        }
+    }
+
+    /// Calls waiting for a reply now.
+    public var inFlightCount: Int { pending.count }
+
+    /// Closes the connection. Waiting calls throw ``SkyError/clientClosed``.
+    public func close() async {
+        guard !closed else { return }
+        closed = true
+        let waiting = pending
+        pending.removeAll()
+        for continuation in waiting.values { continuation.resume(throwing: SkyError.clientClosed) }
+        await loop.shutdown()
+        pump?.cancel()
+    }
+
+    private func abandon(_ requestID: RequestID) {
+        pending.removeValue(forKey: requestID)?.resume(throwing: CancellationError())
+    }
+
+    private func receive(_ batch: [ZMQEventLoop.Inbound]) {
+        for inbound in batch {
+            guard case .message(_, let message) = inbound else { continue }
+            guard case .reply(let reply) = try? BrokerToClient.decode(message.frames) else {
+                unmatchedReplies += 1
+                continue
+            }
+            if let continuation = pending.removeValue(forKey: reply.requestID) {
+                continuation.resume(returning: reply)
+            } else {
+                unmatchedReplies += 1
+            }
+        }
+    }
+}

@@ -1,0 +1,155 @@
+import Logging
+import ServiceLifecycle
+import SkyProtocol
+import SkyZMQ
+
+/// The running broker: one I/O thread owning its three sockets, and one task that feeds what
+/// arrives to ``BrokerStateMachine`` and hands the resulting sends back to the thread in a batch.
+///
+/// Start it with ``start(configuration:logger:)`` (binding errors surface there, before anything
+/// runs), then ``run()`` it, usually inside a `ServiceGroup` that ends it on SIGTERM/SIGINT.
+public final class Broker: Service, Sendable {
+    /// The endpoints actually bound, with real ports when `*` was asked for.
+    public struct Endpoints: Sendable, Equatable {
+        public var clients: String
+        public var workers: String
+        public var events: String
+    }
+
+    static let clientsSocket = ZMQEventLoop.SocketID(0, name: "clients")
+    static let workersSocket = ZMQEventLoop.SocketID(1, name: "workers")
+    static let eventsSocket = ZMQEventLoop.SocketID(2, name: "events")
+
+    public let endpoints: Endpoints
+    private let loop: ZMQEventLoop
+    private let logger: Logger
+    private let state = Locked(BrokerStateMachine())
+
+    private init(loop: ZMQEventLoop, endpoints: Endpoints, logger: Logger) {
+        self.loop = loop
+        self.endpoints = endpoints
+        self.logger = logger
+    }
+
+    /// Binds the three sockets.
+    /// - Throws: ``BrokerStartError`` naming the endpoint that could not be bound and why.
+    public static func start(configuration: BrokerConfiguration, logger: Logger) async throws -> Broker {
+        let guardrails: [ZMQSocketOption] = [
+            .sendHighWaterMark(configuration.highWaterMark),
+            .receiveHighWaterMark(configuration.highWaterMark),
+            .maxMessageSize(configuration.maxFrameSize),
+        ]
+        let specs: [(ZMQEventLoop.SocketSpec, String)] = [
+            (
+                .init(
+                    id: clientsSocket, type: .router, options: guardrails + [.routerMandatory(true)],
+                    bind: [configuration.clientsEndpoint]), "clients"
+            ),
+            (
+                .init(
+                    id: workersSocket, type: .router, options: guardrails + [.routerMandatory(true)],
+                    bind: [configuration.workersEndpoint]), "workers"
+            ),
+            (
+                .init(
+                    id: eventsSocket, type: .xpub, options: guardrails + [.xpubVerbose(true)],
+                    bind: [configuration.eventsEndpoint]), "events"
+            ),
+        ]
+        let loop: ZMQEventLoop
+        do {
+            loop = try await ZMQEventLoop.start(name: "skybroker-io", sockets: specs.map(\.0))
+        } catch let error as ZMQError {
+            let failed = specs.first { error.operation.contains($0.0.bind.first ?? "\u{0}") }
+            throw BrokerStartError(role: failed?.1 ?? "broker", endpoint: failed?.0.bind.first ?? "", underlying: error)
+        }
+        let endpoints = Endpoints(
+            clients: loop.boundEndpoints(of: clientsSocket).first ?? configuration.clientsEndpoint,
+            workers: loop.boundEndpoints(of: workersSocket).first ?? configuration.workersEndpoint,
+            events: loop.boundEndpoints(of: eventsSocket).first ?? configuration.eventsEndpoint)
+        return Broker(loop: loop, endpoints: endpoints, logger: logger)
+    }
+
+    /// Serves until the surrounding `ServiceGroup` shuts down gracefully or the task is cancelled,
+    /// then closes the sockets.
+    public func run() async throws {
+        logger.info(
+            "skybroker serving: clients \(endpoints.clients), workers \(endpoints.workers), events \(endpoints.events)")
+        for await batch in loop.inbound.cancelOnGracefulShutdown() {
+            handle(batch)
+        }
+        logger.info("skybroker stopping")
+        await loop.shutdown()
+    }
+
+    /// The current view of the cluster (what `mmi.workers` answers).
+    public func snapshot() -> ClusterSnapshot {
+        state.withLock { $0.snapshot() }
+    }
+
+    private func handle(_ batch: [ZMQEventLoop.Inbound]) {
+        var actions: [BrokerAction] = []
+        actions.reserveCapacity(batch.count * 2)
+        state.withLock { machine in
+            for inbound in batch {
+                switch inbound {
+                case .message(Self.clientsSocket, let message):
+                    guard message.frames.count >= 1 else { continue }
+                    machine.clientMessage(
+                        from: PeerID(message.frames[0]), frames: Array(message.frames.dropFirst()), into: &actions)
+                case .message(Self.workersSocket, let message):
+                    guard message.frames.count >= 1 else { continue }
+                    machine.workerMessage(
+                        from: PeerID(message.frames[0]), frames: Array(message.frames.dropFirst()), into: &actions)
+                case .message(Self.eventsSocket, let message):
+                    // XPUB: [0x01 topic] subscribes, [0x00 topic] unsubscribes.
+                    if message.frames.first?.first == 1 { machine.subscriberJoined(into: &actions) }
+                case .sendFailed(Self.clientsSocket, let frames, _):
+                    if let peer = frames.first { machine.clientUnreachable(PeerID(peer), into: &actions) }
+                case .sendFailed(Self.workersSocket, let frames, _):
+                    if let peer = frames.first { machine.workerUnreachable(PeerID(peer), into: &actions) }
+                case .sendFailed(let socket, _, let error):
+                    actions.append(.log(.warning, "send on \(socket) failed: \(error)"))
+                case .message, .monitor, .tick:
+                    continue
+                }
+            }
+        }
+        execute(actions)
+    }
+
+    private func execute(_ actions: [BrokerAction]) {
+        var outbound: [ZMQEventLoop.Outbound] = []
+        outbound.reserveCapacity(actions.count)
+        for action in actions {
+            switch action {
+            case .sendToClient(let peer, let command):
+                outbound.append(.init(socket: Self.clientsSocket, frames: [peer.bytes] + command.encode()))
+            case .sendToWorker(let peer, let command):
+                outbound.append(.init(socket: Self.workersSocket, frames: [peer.bytes] + command.encode()))
+            case .publish(var event):
+                event.time = SkyEvent.timestamp()
+                outbound.append(.init(socket: Self.eventsSocket, frames: event.encodeFrames()))
+            case .log(.debug, let line): logger.debug("\(line)")
+            case .log(.info, let line): logger.info("\(line)")
+            case .log(.warning, let line): logger.warning("\(line)")
+            }
+        }
+        loop.send(outbound)
+    }
+}
+
+/// The broker could not bind one of its endpoints.
+public struct BrokerStartError: Error, CustomStringConvertible {
+    public let role: String
+    public let endpoint: String
+    public let underlying: ZMQError
+
+    public var description: String {
+        var text = "cannot bind the \(role) endpoint \(endpoint): \(underlying.message)"
+        if underlying.isAddressInUse {
+            text += ". Another process (another skybroker?) uses it; stop it or pick another endpoint with --\(role)."
+        }
+        return text
+    }
+}

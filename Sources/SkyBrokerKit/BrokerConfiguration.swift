@@ -1,0 +1,31 @@
+/// Where the broker listens and how it guards its sockets.
+public struct BrokerConfiguration: Sendable {
+    /// The ROUTER clients connect to.
+    public var clientsEndpoint: String
+    /// The ROUTER workers connect to.
+    public var workersEndpoint: String
+    /// The XPUB (a PUB that also sees subscriptions) watchers subscribe to.
+    public var eventsEndpoint: String
+    /// Largest inbound frame in bytes; a peer sending a larger one is disconnected by libzmq.
+    public var maxFrameSize: Int64
+    /// Per-peer queue limit on every socket, in messages.
+    public var highWaterMark: Int32
+
+    public static let defaultClientsEndpoint = "tcp://127.0.0.1:5555"
+    public static let defaultWorkersEndpoint = "tcp://127.0.0.1:5556"
+    public static let defaultEventsEndpoint = "tcp://127.0.0.1:5557"
+
+    public init(
+        clientsEndpoint: String = BrokerConfiguration.defaultClientsEndpoint,
+        workersEndpoint: String = BrokerConfiguration.defaultWorkersEndpoint,
+        eventsEndpoint: String = BrokerConfiguration.defaultEventsEndpoint,
+        maxFrameSize: Int64 = 16 << 20,
+        highWaterMark: Int32 = 100_000
+    ) {
+        self.clientsEndpoint = clientsEndpoint
+        self.workersEndpoint = workersEndpoint
+        self.eventsEndpoint = eventsEndpoint
+        self.maxFrameSize = maxFrameSize
+        self.highWaterMark = highWaterMark
+    }
+}

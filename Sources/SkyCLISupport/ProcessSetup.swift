@@ -1,0 +1,59 @@
+import ArgumentParser
+import Foundation
+import Logging
+
+/// Options every Sky executable shares.
+public struct CommonOptions: ParsableArguments {
+    @Option(help: "Log level: trace, debug, info, notice, warning, error or critical. Logs go to standard error.")
+    public var logLevel: Logger.Level = .info
+
+    public init() {}
+}
+
+extension Logger.Level: @retroactive ExpressibleByArgument {}
+
+/// Process-wide set-up shared by the executables.
+public enum ProcessSetup {
+    /// Environment variable that makes a process exit when its parent dies (set by the
+    /// integration tests and the ops scripts, so a crashed runner leaves no process behind).
+    public static let exitWithParentVariable = "SKY_EXIT_WITH_PARENT"
+
+    /// Sends logs to standard error at the chosen level and starts the parent watchdog when
+    /// asked for. Write standard output with ``line(_:)``.
+    public static func prepare(label: String, options: CommonOptions) -> Logger {
+        let level = options.logLevel
+        LoggingSystem.bootstrap { label in
+            var handler = StreamLogHandler.standardError(label: label)
+            handler.logLevel = level
+            return handler
+        }
+        if ProcessInfo.processInfo.environment[exitWithParentVariable] == "1" {
+            watchParent()
+        }
+        return Logger(label: label)
+    }
+
+    private static func watchParent() {
+        let parent = getppid()
+        let thread = Thread {
+            while true {
+                usleep(250_000)
+                if getppid() != parent { _exit(3) }
+            }
+        }
+        thread.name = "parent-watchdog"
+        thread.start()
+    }
+
+    /// Writes one line to standard output at once, unbuffered, so a program reading it through
+    /// a pipe (a test, a script waiting for "ready") sees it immediately.
+    public static func line(_ text: String) {
+        FileHandle.standardOutput.write(Data((text + "\n").utf8))
+    }
+
+    /// Prints to standard error and exits with `code`.
+    public static func fail(_ program: String, _ message: String, code: Int32 = 1) -> Never {
+        FileHandle.standardError.write(Data("\(program): \(message)\n".utf8))
+        exit(code)
+    }
+}

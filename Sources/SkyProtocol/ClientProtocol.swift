@@ -1,0 +1,68 @@
+/// Commands a client sends to the broker (signature "SKYC01").
+public enum ClientToBroker: Sendable, Equatable {
+    /// `[SKYC01][0x01][request-id][service][header][body]`: run a task.
+    case request(TaskRequest)
+
+    public enum Command: UInt8 {
+        case request = 0x01
+    }
+
+    public static func decode(_ frames: [[UInt8]]) throws(ProtocolError) -> ClientToBroker {
+        let byte = try WireFormat.command(of: frames, signature: WireFormat.clientSignature)
+        guard let command = Command(rawValue: byte) else { throw .unknownCommand(byte) }
+        switch command {
+        case .request:
+            try WireFormat.expectFrames(frames, 6, command: "REQUEST")
+            return .request(
+                TaskRequest(
+                    requestID: try RequestID(frame: frames[2]),
+                    service: try WireFormat.name(frames[3]),
+                    header: try RequestHeader(frame: frames[4]),
+                    body: frames[5]))
+        }
+    }
+
+    public func encode() -> [[UInt8]] {
+        switch self {
+        case .request(let request):
+            [
+                WireFormat.clientSignature, [Command.request.rawValue], request.requestID.frame,
+                Array(request.service.utf8), request.header.frame, request.body,
+            ]
+        }
+    }
+}
+
+/// Commands the broker sends to a client (signature "SKYC01").
+public enum BrokerToClient: Sendable, Equatable {
+    /// `[SKYC01][0x02][request-id][status][body]`: the one reply to a request.
+    case reply(TaskReply)
+
+    public enum Command: UInt8 {
+        case reply = 0x02
+    }
+
+    public static func decode(_ frames: [[UInt8]]) throws(ProtocolError) -> BrokerToClient {
+        let byte = try WireFormat.command(of: frames, signature: WireFormat.clientSignature)
+        guard let command = Command(rawValue: byte) else { throw .unknownCommand(byte) }
+        switch command {
+        case .reply:
+            try WireFormat.expectFrames(frames, 5, command: "REPLY")
+            return .reply(
+                TaskReply(
+                    requestID: try RequestID(frame: frames[2]),
+                    status: try ReplyStatus(frame: frames[3]),
+                    body: frames[4]))
+        }
+    }
+
+    public func encode() -> [[UInt8]] {
+        switch self {
+        case .reply(let reply):
+            [
+                WireFormat.clientSignature, [Command.reply.rawValue], reply.requestID.frame,
+                [reply.status.rawValue], reply.body,
+            ]
+        }
+    }
+}

@@ -1,0 +1,54 @@
+/// What the broker counts. Counters only grow during a broker run.
+public struct BrokerCounters: Codable, Sendable, Equatable {
+    /// Requests accepted from clients.
+    public var requestsAccepted: UInt64 = 0
+    /// Replies forwarded to clients (from workers or made by the broker).
+    public var repliesSent: UInt64 = 0
+    /// Messages on the client port that were not valid Sky client commands, dropped.
+    public var malformedClientMessages: UInt64 = 0
+    /// Messages on the worker port that were not valid Sky worker commands, dropped.
+    public var malformedWorkerMessages: UInt64 = 0
+    /// Valid worker commands from peers that are not registered workers (answered with DISCONNECT).
+    public var unknownWorkerMessages: UInt64 = 0
+    /// Worker replies for tasks the worker did not hold, dropped.
+    public var unexpectedReplies: UInt64 = 0
+    /// Replies that could not be delivered because the client was gone, dropped.
+    public var undeliverableReplies: UInt64 = 0
+    /// Tasks put back in the queue because their worker left while holding them.
+    public var requeued: UInt64 = 0
+
+    public init() {}
+}
+
+/// The broker's current view of the cluster, as answered to `mmi.workers`.
+public struct ClusterSnapshot: Codable, Sendable, Equatable {
+    /// The sequence number of the last event published before this snapshot was taken.
+    public var seq: UInt64
+    public var workers: [WorkerInfo]
+    /// Requests waiting for a worker, per service.
+    public var queued: [String: Int]
+    /// Tasks outstanding at workers.
+    public var inFlight: Int
+    public var counters: BrokerCounters
+
+    public init(seq: UInt64, workers: [WorkerInfo], queued: [String: Int], inFlight: Int, counters: BrokerCounters) {
+        self.seq = seq
+        self.workers = workers
+        self.queued = queued
+        self.inFlight = inFlight
+        self.counters = counters
+    }
+
+    /// Requests waiting over all services.
+    public var totalQueued: Int { queued.values.reduce(0, +) }
+}
+
+/// Services the broker answers itself, after Majordomo's MMI (8/MMI).
+public enum BrokerService {
+    /// Body: a service name. Reply: "200" if a connected worker serves it, else "404".
+    public static let service = "mmi.service"
+    /// Reply: a ``ClusterSnapshot`` as JSON.
+    public static let workers = "mmi.workers"
+    /// The prefix reserved for broker services; workers may not register such names.
+    public static let prefix = "mmi."
+}

@@ -1,0 +1,77 @@
+import Foundation
+
+/// The one-byte outcome of a task, as carried in every reply.
+public enum ReplyStatus: UInt8, Sendable, CaseIterable, CustomStringConvertible {
+    /// The handler returned; the body is its result.
+    case ok = 0
+    /// The handler threw; the body names the error type and message.
+    case handlerError = 1
+    /// The worker does not serve the service, or the broker has no such internal service.
+    case unknownService = 2
+    /// The worker could not decode the task payload.
+    case invalidPayload = 3
+    /// The broker's queue is full.
+    case overloaded = 4
+    /// No worker serves the service and none joined before the deadline.
+    case noWorkers = 5
+    /// The workers holding the task died more often than the broker's delivery limit allows.
+    case workerLost = 6
+    /// The task's deadline passed before it could run or finish.
+    case deadlineExceeded = 7
+    /// The broker is shutting down and did not run the task.
+    case brokerShuttingDown = 8
+    /// The task was cancelled.
+    case cancelled = 9
+    /// Something unexpected failed inside the broker or worker.
+    case internalError = 10
+
+    public var description: String {
+        switch self {
+        case .ok: "ok"
+        case .handlerError: "handlerError"
+        case .unknownService: "unknownService"
+        case .invalidPayload: "invalidPayload"
+        case .overloaded: "overloaded"
+        case .noWorkers: "noWorkers"
+        case .workerLost: "workerLost"
+        case .deadlineExceeded: "deadlineExceeded"
+        case .brokerShuttingDown: "brokerShuttingDown"
+        case .cancelled: "cancelled"
+        case .internalError: "internalError"
+        }
+    }
+
+    init(frame: [UInt8]) throws(ProtocolError) {
+        guard frame.count == 1 else { throw .invalidField(name: "status", expectedLength: 1, actual: frame.count) }
+        guard let status = ReplyStatus(rawValue: frame[0]) else {
+            throw .invalidValue(name: "status", reason: "unknown status \(frame[0])")
+        }
+        self = status
+    }
+}
+
+/// The body of every failure reply: `{"type": "...", "message": "..."}` in UTF-8 JSON.
+public struct RemoteErrorBody: Codable, Sendable, Equatable {
+    /// The Swift type of a handler's error, or the kind of failure for broker-made replies.
+    public var type: String
+    /// A sentence for humans.
+    public var message: String
+
+    public init(type: String, message: String) {
+        self.type = type
+        self.message = message
+    }
+
+    public func encoded() -> [UInt8] {
+        (try? Array(JSONEncoder().encode(self))) ?? Array(#"{"type":"unknown","message":""}"#.utf8)
+    }
+
+    /// Decodes a failure body; a body that is not such JSON becomes its text as the message.
+    public init(decoding body: [UInt8]) {
+        if let decoded = try? JSONDecoder().decode(RemoteErrorBody.self, from: Data(body)) {
+            self = decoded
+        } else {
+            self.init(type: "unknown", message: String(decoding: body, as: UTF8.self))
+        }
+    }
+}

@@ -1,0 +1,127 @@
+import Foundation
+
+/// The name of an event, also its PUB/SUB topic. Open-ended so that a watcher built against an
+/// older version still decodes events it does not know.
+public struct EventKind: RawRepresentable, Codable, Hashable, Sendable, CustomStringConvertible {
+    public let rawValue: String
+    public init(rawValue: String) { self.rawValue = rawValue }
+
+    /// A worker registered (READY).
+    public static let workerConnected = EventKind(rawValue: "worker.connected")
+    /// A worker left or was removed; ``SkyEvent/reason`` says why.
+    public static let workerDisconnected = EventKind(rawValue: "worker.disconnected")
+    /// Sent whenever a subscriber joins: the current workers, so a new watcher starts from the
+    /// present state and knows its subscription is live.
+    public static let brokerHello = EventKind(rawValue: "broker.hello")
+
+    public init(from decoder: any Decoder) throws {
+        rawValue = try decoder.singleValueContainer().decode(String.self)
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.singleValueContainer()
+        try container.encode(rawValue)
+    }
+
+    public var description: String { rawValue }
+}
+
+/// A worker as the broker sees it.
+public struct WorkerInfo: Codable, Sendable, Equatable {
+    /// The worker's routing id at the broker, in hex: unique while it is connected.
+    public var id: String
+    public var name: String
+    public var capacity: Int
+    public var services: [String]
+    /// Tasks outstanding at the worker (in snapshots).
+    public var inFlight: Int?
+
+    public init(id: String, name: String, capacity: Int, services: [String], inFlight: Int? = nil) {
+        self.id = id
+        self.name = name
+        self.capacity = capacity
+        self.services = services
+        self.inFlight = inFlight
+    }
+}
+
+/// Why a worker left.
+public enum DisconnectReason: String, Codable, Sendable {
+    /// It said DISCONNECT.
+    case graceful
+    /// The broker could not route to it any more (its connection is gone).
+    case unreachable
+    /// It broke the protocol (for example a second READY) and was dropped.
+    case protocolError
+}
+
+/// One event on the broker's event socket.
+///
+/// On the wire: `[topic][SKYE01][seq: 8 bytes big-endian][JSON]`, where topic is the event
+/// kind (so subscribers can filter by prefix) and the JSON is this structure.
+public struct SkyEvent: Codable, Sendable, Equatable {
+    /// Strictly increasing per broker run, starting at 1.
+    public var seq: UInt64
+    public var event: EventKind
+    /// When the broker published it, ISO 8601 UTC with milliseconds.
+    public var time: String
+    public var worker: WorkerInfo?
+    public var reason: DisconnectReason?
+    /// For `worker.disconnected`: tasks the worker held, which went back to the queue.
+    public var tasksHeld: Int?
+    /// For `broker.hello`: every connected worker.
+    public var workers: [WorkerInfo]?
+    /// For `broker.hello`: requests waiting for a worker.
+    public var queued: Int?
+
+    public init(
+        seq: UInt64, event: EventKind, time: String, worker: WorkerInfo? = nil, reason: DisconnectReason? = nil,
+        tasksHeld: Int? = nil, workers: [WorkerInfo]? = nil, queued: Int? = nil
+    ) {
+        self.seq = seq
+        self.event = event
+        self.time = time
+        self.worker = worker
+        self.reason = reason
+        self.tasksHeld = tasksHeld
+        self.workers = workers
+        self.queued = queued
+    }
+
+    /// One line of JSON with keys in a stable order.
+    public func jsonLine() -> String {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        return (try? String(decoding: encoder.encode(self), as: UTF8.self)) ?? "{}"
+    }
+
+    public func encodeFrames() -> [[UInt8]] {
+        [Array(event.rawValue.utf8), WireFormat.eventSignature, WireFormat.bytes(seq), Array(jsonLine().utf8)]
+    }
+
+    public static func decode(_ frames: [[UInt8]]) throws(ProtocolError) -> SkyEvent {
+        guard !frames.isEmpty else { throw .empty }
+        guard frames.count == 4 else {
+            throw .wrongFrameCount(command: "EVENT", expected: "4", actual: frames.count)
+        }
+        guard frames[1] == WireFormat.eventSignature else { throw .unknownSignature(frames[1]) }
+        let seq = try WireFormat.uint64(frames[2], name: "seq")
+        let event: SkyEvent
+        do {
+            event = try JSONDecoder().decode(SkyEvent.self, from: Data(frames[3]))
+        } catch {
+            throw .invalidValue(name: "event body", reason: "not an event JSON object")
+        }
+        guard event.seq == seq, Array(event.event.rawValue.utf8) == frames[0] else {
+            throw .invalidValue(name: "event", reason: "topic or seq differ between frames and body")
+        }
+        return event
+    }
+
+    /// The current time in the format of ``time``: `2026-11-22T04:14:27.595Z`.
+    public static func timestamp(_ date: Date = Date()) -> String {
+        let formatter = ISO8601DateFormatter()
+        formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+        return formatter.string(from: date)
+    }
+}

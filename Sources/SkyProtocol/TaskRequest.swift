@@ -1,0 +1,64 @@
+/// Per-attempt facts a request carries besides its payload.
+public struct RequestHeader: Sendable, Equatable {
+    /// 1 for the first delivery of a call; raised by each retry.
+    public var attempt: UInt32
+    /// How long the caller will wait for this attempt, in milliseconds; 0 means no deadline.
+    /// Relative, not absolute, so client and broker clocks need not agree.
+    public var timeoutMilliseconds: UInt32
+
+    public static let byteCount = 8
+
+    public init(attempt: UInt32 = 1, timeoutMilliseconds: UInt32 = 0) {
+        self.attempt = attempt
+        self.timeoutMilliseconds = timeoutMilliseconds
+    }
+
+    init(frame: [UInt8]) throws(ProtocolError) {
+        guard frame.count == Self.byteCount else {
+            throw .invalidField(name: "request header", expectedLength: Self.byteCount, actual: frame.count)
+        }
+        attempt = try WireFormat.uint32(Array(frame[0..<4]), name: "attempt")
+        timeoutMilliseconds = try WireFormat.uint32(Array(frame[4..<8]), name: "timeout")
+    }
+
+    var frame: [UInt8] { WireFormat.bytes(attempt) + WireFormat.bytes(timeoutMilliseconds) }
+}
+
+/// One task to run: what a client asks for and what a worker is handed.
+///
+/// The broker never looks inside ``body``: it is the task encoded by the client (JSON for the
+/// typed API) and travels by reference from the client's frame to the worker's.
+public struct TaskRequest: Sendable, Equatable {
+    public var requestID: RequestID
+    public var service: String
+    public var header: RequestHeader
+    public var body: [UInt8]
+
+    public init(requestID: RequestID, service: String, header: RequestHeader = RequestHeader(), body: [UInt8]) {
+        self.requestID = requestID
+        self.service = service
+        self.header = header
+        self.body = body
+    }
+}
+
+/// The outcome of one task: a status and, for success, the result; otherwise an error body.
+public struct TaskReply: Sendable, Equatable {
+    public var requestID: RequestID
+    public var status: ReplyStatus
+    /// The encoded result when ``status`` is ``ReplyStatus/ok``, otherwise a ``RemoteErrorBody`` as JSON.
+    public var body: [UInt8]
+
+    public init(requestID: RequestID, status: ReplyStatus, body: [UInt8]) {
+        self.requestID = requestID
+        self.status = status
+        self.body = body
+    }
+
+    /// A failure reply whose body explains it.
+    public static func failure(
+        _ requestID: RequestID, _ status: ReplyStatus, type: String, message: String
+    ) -> TaskReply {
+        TaskReply(requestID: requestID, status: status, body: RemoteErrorBody(type: type, message: message).encoded())
+    }
+}

@@ -1,0 +1,60 @@
+/// Field codecs shared by every Sky command: signatures, command bytes, integers, names.
+public enum WireFormat {
+    /// Client protocol signature, version 1.
+    public static let clientSignature: [UInt8] = Array("SKYC01".utf8)
+    /// Worker protocol signature, version 1.
+    public static let workerSignature: [UInt8] = Array("SKYW01".utf8)
+    /// Event protocol signature, version 1.
+    public static let eventSignature: [UInt8] = Array("SKYE01".utf8)
+
+    /// Longest service or worker name, in bytes.
+    public static let maxNameLength = 255
+
+    /// Checks the signature and returns the command byte.
+    static func command(of frames: [[UInt8]], signature: [UInt8]) throws(ProtocolError) -> UInt8 {
+        guard let first = frames.first else { throw .empty }
+        guard first == signature else { throw .unknownSignature(first) }
+        guard frames.count >= 2 else { throw .missingCommand }
+        guard frames[1].count == 1 else { throw .invalidCommandFrame(length: frames[1].count) }
+        return frames[1][0]
+    }
+
+    static func expectFrames(
+        _ frames: [[UInt8]], _ count: Int, command: String
+    ) throws(ProtocolError) {
+        guard frames.count == count else {
+            throw .wrongFrameCount(command: command, expected: "\(count)", actual: frames.count)
+        }
+    }
+
+    /// Decodes a service or worker name: 1...255 bytes of UTF-8 without control characters.
+    public static func name(_ frame: [UInt8]) throws(ProtocolError) -> String {
+        guard !frame.isEmpty, frame.count <= maxNameLength else { throw .invalidServiceName }
+        guard !frame.contains(where: { $0 < 0x20 || $0 == 0x7f }) else { throw .invalidServiceName }
+        guard let name = String(validating: frame, as: UTF8.self) else { throw .invalidServiceName }
+        return name
+    }
+
+    /// Checks that a name is valid before it goes on the wire.
+    public static func isValidName(_ name: String) -> Bool {
+        (try? Self.name(Array(name.utf8))) != nil
+    }
+
+    static func uint32(_ frame: [UInt8], name: String) throws(ProtocolError) -> UInt32 {
+        guard frame.count == 4 else { throw .invalidField(name: name, expectedLength: 4, actual: frame.count) }
+        return frame.withUnsafeBytes { UInt32(bigEndian: $0.loadUnaligned(as: UInt32.self)) }
+    }
+
+    static func uint64(_ frame: [UInt8], name: String) throws(ProtocolError) -> UInt64 {
+        guard frame.count == 8 else { throw .invalidField(name: name, expectedLength: 8, actual: frame.count) }
+        return frame.withUnsafeBytes { UInt64(bigEndian: $0.loadUnaligned(as: UInt64.self)) }
+    }
+
+    static func bytes(_ value: UInt32) -> [UInt8] {
+        withUnsafeBytes(of: value.bigEndian) { Array($0) }
+    }
+
+    static func bytes(_ value: UInt64) -> [UInt8] {
+        withUnsafeBytes(of: value.bigEndian) { Array($0) }
+    }
+}

@@ -1,0 +1,150 @@
+/// What a worker tells the broker when it joins.
+public struct WorkerAnnouncement: Sendable, Equatable {
+    /// A name for humans (host and pid by default); not required to be unique.
+    public var name: String
+    /// How many tasks the broker may have outstanding at this worker at once (its credits).
+    public var capacity: UInt32
+    /// The services it runs, at least one.
+    public var services: [String]
+
+    public init(name: String, capacity: UInt32, services: [String]) {
+        self.name = name
+        self.capacity = capacity
+        self.services = services
+    }
+}
+
+/// Commands a worker sends to the broker (signature "SKYW01").
+public enum WorkerToBroker: Sendable, Equatable {
+    /// `[SKYW01][0x01][name][capacity][service]...`: join with a capacity and services.
+    case ready(WorkerAnnouncement)
+    /// `[SKYW01][0x03][client][request-id][status][body]`: the outcome of a task.
+    case reply(client: [UInt8], TaskReply)
+    /// `[SKYW01][0x04]`: still alive.
+    case heartbeat
+    /// `[SKYW01][0x05]`: leaving; the broker sends nothing more.
+    case disconnect
+
+    public enum Command: UInt8 {
+        case ready = 0x01
+        case reply = 0x03
+        case heartbeat = 0x04
+        case disconnect = 0x05
+    }
+
+    /// Largest capacity a worker may announce.
+    public static let maxCapacity: UInt32 = 65_536
+
+    public static func decode(_ frames: [[UInt8]]) throws(ProtocolError) -> WorkerToBroker {
+        let byte = try WireFormat.command(of: frames, signature: WireFormat.workerSignature)
+        guard let command = Command(rawValue: byte) else { throw .unknownCommand(byte) }
+        switch command {
+        case .ready:
+            guard frames.count >= 5 else {
+                throw .wrongFrameCount(command: "READY", expected: "5 or more", actual: frames.count)
+            }
+            guard frames.count <= 4 + 1024 else {
+                throw .wrongFrameCount(command: "READY", expected: "at most 1028", actual: frames.count)
+            }
+            let name = try WireFormat.name(frames[2])
+            let capacity = try WireFormat.uint32(frames[3], name: "capacity")
+            guard capacity >= 1, capacity <= maxCapacity else {
+                throw .invalidValue(name: "capacity", reason: "\(capacity) is outside 1...\(maxCapacity)")
+            }
+            var services: [String] = []
+            for frame in frames[4...] { services.append(try WireFormat.name(frame)) }
+            return .ready(WorkerAnnouncement(name: name, capacity: capacity, services: services))
+        case .reply:
+            try WireFormat.expectFrames(frames, 6, command: "REPLY")
+            let client = frames[2]
+            guard !client.isEmpty, client.count <= 255 else {
+                throw .invalidValue(name: "client address", reason: "\(client.count) bytes")
+            }
+            return .reply(
+                client: client,
+                TaskReply(
+                    requestID: try RequestID(frame: frames[3]),
+                    status: try ReplyStatus(frame: frames[4]),
+                    body: frames[5]))
+        case .heartbeat:
+            try WireFormat.expectFrames(frames, 2, command: "HEARTBEAT")
+            return .heartbeat
+        case .disconnect:
+            try WireFormat.expectFrames(frames, 2, command: "DISCONNECT")
+            return .disconnect
+        }
+    }
+
+    public func encode() -> [[UInt8]] {
+        let signature = WireFormat.workerSignature
+        switch self {
+        case .ready(let announcement):
+            return [
+                signature, [Command.ready.rawValue], Array(announcement.name.utf8),
+                WireFormat.bytes(announcement.capacity),
+            ] + announcement.services.map { Array($0.utf8) }
+        case .reply(let client, let reply):
+            return [
+                signature, [Command.reply.rawValue], client, reply.requestID.frame, [reply.status.rawValue],
+                reply.body,
+            ]
+        case .heartbeat:
+            return [signature, [Command.heartbeat.rawValue]]
+        case .disconnect:
+            return [signature, [Command.disconnect.rawValue]]
+        }
+    }
+}
+
+/// Commands the broker sends to a worker (signature "SKYW01").
+public enum BrokerToWorker: Sendable, Equatable {
+    /// `[SKYW01][0x02][client][request-id][service][header][body]`: run this task.
+    case request(client: [UInt8], TaskRequest)
+    /// `[SKYW01][0x04]`: the broker is alive.
+    case heartbeat
+    /// `[SKYW01][0x05]`: the broker no longer knows this worker; re-register on a new socket.
+    case disconnect
+
+    public enum Command: UInt8 {
+        case request = 0x02
+        case heartbeat = 0x04
+        case disconnect = 0x05
+    }
+
+    public static func decode(_ frames: [[UInt8]]) throws(ProtocolError) -> BrokerToWorker {
+        let byte = try WireFormat.command(of: frames, signature: WireFormat.workerSignature)
+        guard let command = Command(rawValue: byte) else { throw .unknownCommand(byte) }
+        switch command {
+        case .request:
+            try WireFormat.expectFrames(frames, 7, command: "REQUEST")
+            return .request(
+                client: frames[2],
+                TaskRequest(
+                    requestID: try RequestID(frame: frames[3]),
+                    service: try WireFormat.name(frames[4]),
+                    header: try RequestHeader(frame: frames[5]),
+                    body: frames[6]))
+        case .heartbeat:
+            try WireFormat.expectFrames(frames, 2, command: "HEARTBEAT")
+            return .heartbeat
+        case .disconnect:
+            try WireFormat.expectFrames(frames, 2, command: "DISCONNECT")
+            return .disconnect
+        }
+    }
+
+    public func encode() -> [[UInt8]] {
+        let signature = WireFormat.workerSignature
+        switch self {
+        case .request(let client, let request):
+            return [
+                signature, [Command.request.rawValue], client, request.requestID.frame,
+                Array(request.service.utf8), request.header.frame, request.body,
+            ]
+        case .heartbeat:
+            return [signature, [Command.heartbeat.rawValue]]
+        case .disconnect:
+            return [signature, [Command.disconnect.rawValue]]
+        }
+    }
+}

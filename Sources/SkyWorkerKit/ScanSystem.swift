@@ -1,0 +1,109 @@
+import DequeModule
+import Foundation
+import SkyProtocol
+
+/// Runs tasks for a worker: a registry of handlers per service plus a capacity that the actor
+/// owns.
+///
+/// At most ``capacity`` handlers run at once. Further tasks wait, in arrival order, on
+/// continuations; a finishing handler hands its slot straight to the oldest waiter. Nothing
+/// polls or sleeps. Handlers run outside the actor, so a CPU-bound handler never blocks others
+/// from being admitted.
+public actor ScanSystem {
+    /// A handler over encoded payloads, for services that do not decode (echo) or bring their own codec.
+    public typealias RawHandler = @Sendable ([UInt8]) async throws -> [UInt8]
+
+    public nonisolated let name: String
+    public nonisolated let capacity: Int
+
+    private var handlers: [String: RawHandler] = [:]
+    private var running = 0
+    private var waiters: Deque<CheckedContinuation<Void, Never>> = []
+
+    /// - Parameters:
+    ///   - name: how the worker is called in events and logs.
+    ///   - capacity: how many handlers may run at once (at least 1).
+    public init(name: String, capacity: Int) {
+        precondition(capacity >= 1, "capacity must be at least 1")
+        self.name = name
+        self.capacity = capacity
+    }
+
+    /// The services that have a handler.
+    public var services: [String] { handlers.keys.sorted() }
+
+    /// Handlers running now.
+    public var runningCount: Int { running }
+
+    /// Tasks waiting for a free slot.
+    public var waitingCount: Int { waiters.count }
+
+    /// Registers a typed handler for `T.service`. Tasks and results are JSON.
+    public func register<T: SkyTask>(
+        _ task: T.Type, handler: @escaping @Sendable (T) async throws -> T.Result
+    ) {
+        handlers[T.service] = { body in
+            let decoded: T
+            do {
+                decoded = try JSONDecoder().decode(T.self, from: Data(body))
+            } catch {
+                throw InvalidPayload(service: T.service, reason: String(describing: error))
+            }
+            let result = try await handler(decoded)
+            return Array(try JSONEncoder().encode(result))
+        }
+    }
+
+    /// Registers a handler that sees the encoded payload.
+    public func register(service: String, handler: @escaping RawHandler) {
+        handlers[service] = handler
+    }
+
+    /// Runs one task and turns every outcome into a reply: the result, or a typed failure
+    /// (unknown service, undecodable payload, or the handler's error with its type and message).
+    public func execute(_ request: TaskRequest) async -> TaskReply {
+        guard let handler = handlers[request.service] else {
+            return .failure(
+                request.requestID, .unknownService, type: "unknownService",
+                message: "worker \(name) does not serve \(request.service); it serves \(services.joined(separator: ", "))")
+        }
+        await acquireSlot()
+        defer { releaseSlot() }
+        do {
+            let result = try await handler(request.body)
+            return TaskReply(requestID: request.requestID, status: .ok, body: result)
+        } catch let error as InvalidPayload {
+            return .failure(request.requestID, .invalidPayload, type: "invalidPayload", message: error.description)
+        } catch is CancellationError {
+            return .failure(request.requestID, .cancelled, type: "CancellationError", message: "the task was cancelled")
+        } catch {
+            return .failure(
+                request.requestID, .handlerError, type: String(reflecting: Swift.type(of: error)),
+                message: String(describing: error))
+        }
+    }
+
+    private func acquireSlot() async {
+        if running < capacity {
+            running += 1
+            return
+        }
+        await withCheckedContinuation { waiters.append($0) }
+        // The releasing task handed its slot over without decrementing `running`.
+    }
+
+    private func releaseSlot() {
+        if let next = waiters.popFirst() {
+            next.resume()
+        } else {
+            running -= 1
+        }
+    }
+}
+
+/// A task payload that does not decode as the service's task type.
+struct InvalidPayload: Error, CustomStringConvertible {
+    let service: String
+    let reason: String
+    var description: String { "the payload is not a valid \(service) task: \(reason)" }
+}

@@ -1,0 +1,39 @@
+import CZMQ
+
+/// An error reported by libzmq, carrying its errno and zmq's own text for it.
+///
+/// Every failing libzmq call in the wrapper throws one of these, so a caller can both show
+/// a precise message ("zmq_bind(tcp://127.0.0.1:5555): Address already in use") and switch
+/// on the code (``isAddressInUse``, ``isWouldBlock``...).
+public struct ZMQError: Error, Equatable, Sendable, CustomStringConvertible {
+    /// The errno value libzmq reported.
+    public let code: Int32
+    /// The call that failed, with its argument when that helps (an endpoint, an option).
+    public let operation: String
+    /// libzmq's text for ``code`` (`zmq_strerror`).
+    public let message: String
+
+    public init(code: Int32, operation: String) {
+        self.code = code
+        self.operation = operation
+        self.message = String(cString: zmq_strerror(code))
+    }
+
+    /// Captures `zmq_errno()` right after a failed call.
+    static func last(_ operation: @autoclosure () -> String) -> ZMQError {
+        ZMQError(code: zmq_errno(), operation: operation())
+    }
+
+    public var description: String { "\(operation): \(message)" }
+
+    /// The operation would block (`EAGAIN`): a full queue on a non-blocking send or nothing to read.
+    public var isWouldBlock: Bool { code == EAGAIN }
+    /// The endpoint is already bound by someone else (`EADDRINUSE`).
+    public var isAddressInUse: Bool { code == EADDRINUSE }
+    /// A ROUTER with `ROUTER_MANDATORY` has no peer with that routing id (`EHOSTUNREACH`).
+    public var isHostUnreachable: Bool { code == EHOSTUNREACH }
+    /// The context or socket was terminated (`ETERM`).
+    public var isTerminated: Bool { code == ETERM }
+    /// The call was interrupted by a signal (`EINTR`); it can be retried.
+    public var isInterrupted: Bool { code == EINTR }
+}

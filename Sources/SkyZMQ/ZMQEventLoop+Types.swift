@@ -1,0 +1,85 @@
+extension ZMQEventLoop {
+    /// Names a socket of the loop. Chosen by the caller, unique within one loop.
+    public struct SocketID: Hashable, Sendable, CustomStringConvertible {
+        public let rawValue: Int
+        public let name: String
+
+        public init(_ rawValue: Int, name: String) {
+            self.rawValue = rawValue
+            self.name = name
+        }
+
+        public static func == (lhs: SocketID, rhs: SocketID) -> Bool { lhs.rawValue == rhs.rawValue }
+        public func hash(into hasher: inout Hasher) { hasher.combine(rawValue) }
+        public var description: String { name }
+    }
+
+    /// Everything the I/O thread needs to create, configure, bind and connect one socket.
+    ///
+    /// A description rather than a socket, because sockets may not cross threads: the loop's
+    /// thread builds the socket from it.
+    public struct SocketSpec: Sendable {
+        public var id: SocketID
+        public var type: ZMQSocketType
+        public var options: [ZMQSocketOption]
+        public var bind: [String]
+        public var connect: [String]
+        /// Read the ZAP `User-Id` of every received message (costs a metadata lookup per message).
+        public var readUserID: Bool
+        /// Report these monitor events as ``Inbound/monitor(_:_:)``; `nil` for none.
+        public var monitor: ZMQMonitorEvent.Kind.Set?
+
+        public init(
+            id: SocketID, type: ZMQSocketType, options: [ZMQSocketOption] = [],
+            bind: [String] = [], connect: [String] = [], readUserID: Bool = false,
+            monitor: ZMQMonitorEvent.Kind.Set? = nil
+        ) {
+            self.id = id
+            self.type = type
+            self.options = options
+            self.bind = bind
+            self.connect = connect
+            self.readUserID = readUserID
+            self.monitor = monitor
+        }
+    }
+
+    /// What the I/O thread reports. Delivered in batches: one batch per wake-up of the thread.
+    public enum Inbound: Sendable {
+        /// A message arrived on a socket.
+        case message(SocketID, ZMQMessage)
+        /// The socket monitor reported a transport event.
+        case monitor(SocketID, ZMQMonitorEvent)
+        /// A message could not be sent and was dropped: an unknown ROUTER peer (`EHOSTUNREACH`),
+        /// a full peer queue on a ROUTER (`EAGAIN`), a closed socket, or another libzmq error.
+        case sendFailed(SocketID, [[UInt8]], ZMQError)
+        /// The loop's tick interval passed (only when the loop was started with a tick).
+        case tick
+    }
+
+    /// One message to send.
+    public struct Outbound: Sendable {
+        public var socket: SocketID
+        public var frames: [[UInt8]]
+
+        public init(socket: SocketID, frames: [[UInt8]]) {
+            self.socket = socket
+            self.frames = frames
+        }
+    }
+
+    enum Command: Sendable {
+        case send(Outbound)
+        case open(SocketSpec, CheckedContinuation<[String], any Error>)
+        case close(SocketID, linger: Int32)
+        case shutdown
+    }
+
+    struct Mailbox: Sendable {
+        var commands: [Command] = []
+        var wakePending = false
+        var stopped = false
+        var shutdownWaiters: [CheckedContinuation<Void, Never>] = []
+        var finished = false
+    }
+}

@@ -1,0 +1,138 @@
+import CZMQ
+import Foundation
+
+/// One I/O thread that owns a set of ZeroMQ sockets and is the only thread that touches them.
+///
+/// Async code never calls libzmq. It talks to the loop through a locked mailbox plus a wake-up
+/// pipe (``send(_:on:)`` never blocks), and hears back through ``inbound``, an `AsyncStream` of
+/// batches: after every wake-up the thread reads *every* waiting message of every ready socket
+/// and yields them together, so one hand-off to the async world carries many messages.
+///
+/// Sends use `ZMQ_DONTWAIT`. A DEALER, PAIR or SUB whose queue is full keeps the message in a
+/// pending queue and waits for `POLLOUT`; a ROUTER or PUB never blocks the loop: what it cannot
+/// deliver is reported as ``Inbound/sendFailed(_:_:_:)`` and dropped.
+///
+/// Call ``shutdown()`` when done: it closes the sockets on their own thread and ends the stream.
+public final class ZMQEventLoop: Sendable {
+    /// Batches of everything the I/O thread received, in arrival order. Read it from one task.
+    public let inbound: AsyncStream<[Inbound]>
+
+    let continuation: AsyncStream<[Inbound]>.Continuation
+    let mailbox = Locked(Mailbox())
+    let wakeReadFD: Int32
+    let wakeWriteFD: Int32
+    let tick: Duration?
+    private let endpointsByID = Locked([SocketID: [String]]())
+
+    private init(tick: Duration?) throws(ZMQError) {
+        var fds: [Int32] = [0, 0]
+        guard pipe(&fds) == 0 else { throw ZMQError(code: errno, operation: "pipe") }
+        for fd in fds { _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK) }
+        wakeReadFD = fds[0]
+        wakeWriteFD = fds[1]
+        self.tick = tick
+        (inbound, continuation) = AsyncStream.makeStream(of: [Inbound].self, bufferingPolicy: .unbounded)
+    }
+
+    deinit {
+        Foundation.close(wakeReadFD)
+        Foundation.close(wakeWriteFD)
+    }
+
+    /// Starts the I/O thread, creates the sockets, binds and connects them.
+    ///
+    /// - Parameters:
+    ///   - name: the thread's name (shows in debuggers and `top -H`).
+    ///   - context: a context to share (needed for `inproc://` between loops); by default the
+    ///     loop makes its own and terminates it on its thread at shutdown, after lingering
+    ///     messages have left, so no Swift task ever waits in `zmq_ctx_term`.
+    ///   - tick: if given, the loop also yields ``Inbound/tick`` about this often.
+    /// - Throws: the first ``ZMQError`` of the setup (for example `EADDRINUSE` from a bind);
+    ///   nothing is left open then.
+    public static func start(
+        name: String, context: ZMQContext? = nil, sockets: [SocketSpec], tick: Duration? = nil
+    ) async throws -> ZMQEventLoop {
+        let loop = try ZMQEventLoop(tick: tick)
+        let ownsContext = context == nil
+        let context = try context ?? ZMQContext()
+        let endpoints: [SocketID: [String]] = try await withCheckedThrowingContinuation { ready in
+            let thread = Thread {
+                let runner = ZMQEventLoopRunner(loop: loop, context: context, ownsContext: ownsContext)
+                runner.run(initialSockets: sockets, ready: ready)
+            }
+            thread.name = name
+            thread.start()
+        }
+        loop.endpointsByID.withLock { $0 = endpoints }
+        return loop
+    }
+
+    /// The endpoints a socket was bound to, resolved: `tcp://127.0.0.1:*` comes back with its port.
+    public func boundEndpoints(of socket: SocketID) -> [String] {
+        endpointsByID.withLock { $0[socket] ?? [] }
+    }
+
+    /// Queues one message for sending. Never blocks; ignored after ``shutdown()``.
+    public func send(_ frames: [[UInt8]], on socket: SocketID) {
+        post([.send(Outbound(socket: socket, frames: frames))])
+    }
+
+    /// Queues many messages with one lock and at most one wake-up.
+    public func send(_ batch: [Outbound]) {
+        guard !batch.isEmpty else { return }
+        post(batch.map { .send($0) })
+    }
+
+    /// Creates another socket on the loop's thread.
+    /// - Returns: the resolved endpoints it was bound to.
+    @discardableResult
+    public func open(_ spec: SocketSpec) async throws -> [String] {
+        let endpoints: [String] = try await withCheckedThrowingContinuation { done in
+            if !post([.open(spec, done)]) {
+                done.resume(throwing: ZMQError(code: ETERM, operation: "open(\(spec.id)) after shutdown"))
+            }
+        }
+        endpointsByID.withLock { $0[spec.id] = endpoints }
+        return endpoints
+    }
+
+    /// Closes a socket on the loop's thread; messages still queued for it are kept for `linger` ms.
+    public func close(_ socket: SocketID, linger: Int32 = 0) {
+        post([.close(socket, linger: linger)])
+    }
+
+    /// Closes every socket on the loop's thread, ends ``inbound`` and stops the thread.
+    /// Returns once the sockets are closed. Safe to call more than once.
+    public func shutdown() async {
+        await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
+            let alreadyFinished = mailbox.withLock { box -> Bool in
+                if box.finished { return true }
+                box.shutdownWaiters.append(done)
+                return false
+            }
+            if alreadyFinished {
+                done.resume()
+            } else {
+                post([.shutdown])
+            }
+        }
+    }
+
+    /// Appends commands and wakes the thread if it is not already awake for earlier ones.
+    /// - Returns: `false` if the loop has stopped and the commands were not accepted.
+    @discardableResult
+    private func post(_ commands: [Command]) -> Bool {
+        let (accepted, wake) = mailbox.withLock { box -> (Bool, Bool) in
+            if box.stopped { return (false, false) }
+            box.commands.append(contentsOf: commands)
+            if box.wakePending { return (true, false) }
+            box.wakePending = true
+            return (true, true)
+        }
+        if wake {
+            var byte: UInt8 = 1
+            _ = write(wakeWriteFD, &byte, 1)
+        }
+        return accepted
+    }
+}

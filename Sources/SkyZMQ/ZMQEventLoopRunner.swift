@@ -1,0 +1,285 @@
+import CZMQ
+import Foundation
+
+/// The body of a ``ZMQEventLoop``'s thread. Created on that thread and never leaves it, so the
+/// sockets it holds are used by exactly one thread.
+final class ZMQEventLoopRunner {
+    private struct Entry {
+        let socket: ZMQSocket
+        let spec: ZMQEventLoop.SocketSpec
+        /// Messages libzmq refused for now (DEALER/PAIR at its high-water mark), oldest first.
+        var pending: [[[UInt8]]] = []
+        var pendingHead = 0
+        var monitorPair: ZMQSocket?
+        /// Whether sends that would block are dropped (ROUTER, PUB) rather than kept.
+        var dropsWhenFull: Bool { spec.type == .router || spec.type == .pub || spec.type == .xpub }
+        var hasPending: Bool { pendingHead < pending.count }
+    }
+
+    /// Upper bound of messages read from one socket per wake-up, so one busy socket cannot
+    /// starve the others or the mailbox. The loop polls again at once when it was reached.
+    private static let readBudget = 4096
+
+    private let loop: ZMQEventLoop
+    private let context: ZMQContext
+    private let ownsContext: Bool
+    private var entries: [ZMQEventLoop.SocketID: Entry] = [:]
+    private var order: [ZMQEventLoop.SocketID] = []
+    private var poller = ZMQPoller()
+    private var pollerIsStale = true
+    private var batch: [ZMQEventLoop.Inbound] = []
+    private var running = true
+    private let clock = ContinuousClock()
+    private var nextTick: ContinuousClock.Instant?
+
+    init(loop: ZMQEventLoop, context: ZMQContext, ownsContext: Bool) {
+        self.loop = loop
+        self.context = context
+        self.ownsContext = ownsContext
+    }
+
+    func run(
+        initialSockets: [ZMQEventLoop.SocketSpec],
+        ready: CheckedContinuation<[ZMQEventLoop.SocketID: [String]], any Error>
+    ) {
+        var endpoints: [ZMQEventLoop.SocketID: [String]] = [:]
+        do {
+            for spec in initialSockets { endpoints[spec.id] = try open(spec) }
+        } catch {
+            closeAll()
+            finish()
+            ready.resume(throwing: error)
+            return
+        }
+        ready.resume(returning: endpoints)
+        if let tick = loop.tick { nextTick = clock.now + tick }
+
+        while running {
+            takeCommands()
+            guard running else { break }
+            flushPending()
+            waitAndRead()
+            if let tick = loop.tick, let due = nextTick, clock.now >= due {
+                batch.append(.tick)
+                nextTick = clock.now + tick
+            }
+            if !batch.isEmpty {
+                loop.continuation.yield(batch)
+                batch = []
+                batch.reserveCapacity(64)
+            }
+        }
+        closeAll()
+        finish()
+    }
+
+    // MARK: Sockets
+
+    private func open(_ spec: ZMQEventLoop.SocketSpec) throws -> [String] {
+        if entries[spec.id] != nil {
+            throw ZMQError(code: EEXIST, operation: "open(\(spec.id)): socket id already in use")
+        }
+        let socket = try ZMQSocket(context: context, type: spec.type)
+        var monitorPair: ZMQSocket?
+        do {
+            // Never let a close wait on undeliverable messages unless the spec asks for it.
+            try socket.set(.linger(milliseconds: 0))
+            try socket.set(spec.options)
+            if let events = spec.monitor {
+                let endpoint = "inproc://sky-monitor-\(UUID().uuidString)"
+                try socket.startMonitor(endpoint: endpoint, events: events)
+                let pair = try ZMQSocket(context: context, type: .pair)
+                try pair.connect(endpoint)
+                monitorPair = pair
+            }
+            var bound: [String] = []
+            for endpoint in spec.bind {
+                try socket.bind(endpoint)
+                bound.append(socket.lastEndpoint)
+            }
+            for endpoint in spec.connect { try socket.connect(endpoint) }
+            entries[spec.id] = Entry(socket: socket, spec: spec, monitorPair: monitorPair)
+            order.append(spec.id)
+            pollerIsStale = true
+            return bound
+        } catch {
+            monitorPair?.close(linger: 0)
+            socket.close(linger: 0)
+            throw error
+        }
+    }
+
+    private func closeSocket(_ id: ZMQEventLoop.SocketID, linger: Int32) {
+        guard let entry = entries.removeValue(forKey: id) else { return }
+        order.removeAll { $0 == id }
+        entry.monitorPair?.close(linger: 0)
+        entry.socket.close(linger: linger)
+        pollerIsStale = true
+    }
+
+    private func closeAll() {
+        for id in order {
+            guard let entry = entries[id] else { continue }
+            entry.monitorPair?.close(linger: 0)
+            entry.socket.close()
+        }
+        entries.removeAll()
+        order.removeAll()
+    }
+
+    /// Ends the stream and wakes ``ZMQEventLoop/shutdown()`` callers, after terminating an owned
+    /// context here on the I/O thread (it waits for lingering messages to leave).
+    private func finish() {
+        if ownsContext { context.terminate() }
+        loop.continuation.finish()
+        let waiters = loop.mailbox.withLock { box -> [CheckedContinuation<Void, Never>] in
+            box.stopped = true
+            box.finished = true
+            box.commands.removeAll()
+            defer { box.shutdownWaiters.removeAll() }
+            return box.shutdownWaiters
+        }
+        for waiter in waiters { waiter.resume() }
+    }
+
+    // MARK: Mailbox
+
+    private func takeCommands() {
+        let commands = loop.mailbox.withLock { box -> [ZMQEventLoop.Command] in
+            box.wakePending = false
+            defer { box.commands.removeAll(keepingCapacity: true) }
+            return box.commands
+        }
+        for command in commands {
+            switch command {
+            case .send(let outbound): send(outbound)
+            case .open(let spec, let done):
+                do { done.resume(returning: try open(spec)) } catch { done.resume(throwing: error) }
+            case .close(let id, let linger): closeSocket(id, linger: linger)
+            case .shutdown:
+                loop.mailbox.withLock { $0.stopped = true }
+                running = false
+            }
+        }
+    }
+
+    private func send(_ outbound: ZMQEventLoop.Outbound) {
+        guard var entry = entries[outbound.socket] else {
+            batch.append(
+                .sendFailed(
+                    outbound.socket, outbound.frames,
+                    ZMQError(code: ENOTSOCK, operation: "send on \(outbound.socket): socket is not open")))
+            return
+        }
+        if entry.hasPending {
+            entry.pending.append(outbound.frames)
+            entries[outbound.socket] = entry
+            return
+        }
+        do {
+            if try entry.socket.send(outbound.frames, dontWait: true) { return }
+            if entry.dropsWhenFull {
+                batch.append(
+                    .sendFailed(outbound.socket, outbound.frames, ZMQError(code: EAGAIN, operation: "zmq_send")))
+            } else {
+                entry.pending.append(outbound.frames)
+                entries[outbound.socket] = entry
+            }
+        } catch {
+            batch.append(.sendFailed(outbound.socket, outbound.frames, error))
+        }
+    }
+
+    private func flushPending() {
+        for id in order {
+            guard var entry = entries[id], entry.hasPending else { continue }
+            while entry.hasPending {
+                let frames = entry.pending[entry.pendingHead]
+                do {
+                    guard try entry.socket.send(frames, dontWait: true) else { break }
+                } catch {
+                    batch.append(.sendFailed(id, frames, error))
+                }
+                entry.pendingHead += 1
+            }
+            if !entry.hasPending {
+                entry.pending.removeAll(keepingCapacity: true)
+                entry.pendingHead = 0
+            }
+            entries[id] = entry
+        }
+    }
+
+    // MARK: Polling
+
+    /// Polls every socket plus the wake-up pipe, then reads everything that is waiting. A socket
+    /// that had more than the read budget stays readable, so the next poll returns at once.
+    private func waitAndRead() {
+        if pollerIsStale { rebuildPoller() }
+        for (index, id) in order.enumerated() {
+            let entry = entries[id]!
+            let events: ZMQPoller.Events = entry.hasPending ? [.readable, .writable] : .readable
+            poller.setEvents(events, at: 1 + index * 2)
+        }
+        var timeout = -1
+        if let due = nextTick {
+            let remaining = clock.now.duration(to: due)
+            let (seconds, attoseconds) = remaining.components
+            timeout = max(0, Int(seconds * 1000 + attoseconds / 1_000_000_000_000_000))
+        }
+        do {
+            try poller.poll(timeoutMilliseconds: timeout)
+        } catch {
+            // Only ETERM/EFAULT can reach here; the loop cannot go on polling.
+            running = false
+            return
+        }
+        if poller.ready(at: 0).contains(.readable) { drainWakePipe() }
+        for (index, id) in order.enumerated() {
+            let socketIndex = 1 + index * 2
+            if poller.ready(at: socketIndex).contains(.readable) { read(from: id) }
+            if poller.ready(at: socketIndex + 1).contains(.readable) {
+                readMonitor(of: id)
+            }
+        }
+    }
+
+    private func rebuildPoller() {
+        poller.removeAll()
+        poller.add(fileDescriptor: loop.wakeReadFD, events: .readable)
+        for id in order {
+            let entry = entries[id]!
+            poller.add(entry.socket, events: .readable)
+            if let pair = entry.monitorPair {
+                poller.add(pair, events: .readable)
+            } else {
+                // Keeps two slots per socket; a closed-for-reading fd of -1 never becomes ready.
+                poller.add(fileDescriptor: -1, events: [])
+            }
+        }
+        pollerIsStale = false
+    }
+
+    private func drainWakePipe() {
+        var buffer = [UInt8](repeating: 0, count: 256)
+        while Foundation.read(loop.wakeReadFD, &buffer, buffer.count) > 0 {}
+    }
+
+    /// Reads up to the budget from one socket.
+    private func read(from id: ZMQEventLoop.SocketID) {
+        guard let entry = entries[id] else { return }
+        for _ in 0..<Self.readBudget {
+            guard
+                let message = try? entry.socket.receive(dontWait: true, readUserID: entry.spec.readUserID)
+            else { return }
+            batch.append(.message(id, message))
+        }
+    }
+
+    private func readMonitor(of id: ZMQEventLoop.SocketID) {
+        guard let pair = entries[id]?.monitorPair else { return }
+        while let message = try? pair.receive(dontWait: true) {
+            if let event = ZMQMonitorEvent(message: message) { batch.append(.monitor(id, event)) }
+        }
+    }
+}

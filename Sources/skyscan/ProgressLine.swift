@@ -1,0 +1,33 @@
+import Foundation
+import SkyCLISupport
+
+/// A one-line progress display on standard error, redrawn in place, shown only on a terminal.
+struct ProgressLine {
+    private let total: Int
+    private let enabled: Bool
+    private let start = ContinuousClock.now
+    private var lastDraw = ContinuousClock.now
+
+    init(total: Int, enabled: Bool) {
+        self.total = total
+        self.enabled = enabled && isatty(STDERR_FILENO) == 1
+    }
+
+    mutating func update(done: Int, failed: Int) {
+        guard enabled else { return }
+        let now = ContinuousClock.now
+        guard now - lastDraw >= .milliseconds(100) || done == total else { return }
+        lastDraw = now
+        let elapsed = max(0.001, (now - start).inSeconds)
+        let width = 30
+        let filled = total == 0 ? width : width * done / total
+        let bar = String(repeating: "#", count: filled) + String(repeating: ".", count: width - filled)
+        let text = String(format: "\r[%@] %d/%d  %.0f tasks/s  %d failed ", bar, done, total, Double(done) / elapsed, failed)
+        FileHandle.standardError.write(Data(text.utf8))
+    }
+
+    func finish() {
+        guard enabled else { return }
+        FileHandle.standardError.write(Data("\n".utf8))
+    }
+}

@@ -1,0 +1,53 @@
+import Foundation
+
+/// What a skyscan run achieved; printed as a table or as one JSON object.
+struct ScanSummary: Codable {
+    var sectors: Int
+    var completed: Int
+    var failed: Int
+    /// Results that differed from the local computation (only with --verify).
+    var mismatches: Int
+    var verified: Bool
+    var blobs: Int
+    var elapsedSeconds: Double
+    var tasksPerSecond: Double
+    var p50Milliseconds: Double
+    var p99Milliseconds: Double
+    /// Failure descriptions and how often each occurred.
+    var errors: [String: Int]
+
+    var succeeded: Bool { completed == sectors && failed == 0 && mismatches == 0 }
+
+    static func percentile(_ sorted: [Double], _ fraction: Double) -> Double {
+        guard !sorted.isEmpty else { return 0 }
+        let rank = Int((fraction * Double(sorted.count)).rounded(.up))
+        return sorted[min(sorted.count - 1, max(0, rank - 1))]
+    }
+
+    func json() -> String {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys]
+        return String(decoding: (try? encoder.encode(self)) ?? Data("{}".utf8), as: UTF8.self)
+    }
+
+    func table() -> String {
+        var lines = [
+            "sectors      \(sectors)",
+            "completed    \(completed)",
+            "failed       \(failed)",
+        ]
+        if verified { lines.append("mismatches   \(mismatches) (every result checked against a local scan)") }
+        lines += [
+            "blobs found  \(blobs)",
+            String(format: "elapsed      %.2f s", elapsedSeconds),
+            String(format: "throughput   %.1f tasks/s", tasksPerSecond),
+            String(format: "latency p50  %.2f ms", p50Milliseconds),
+            String(format: "latency p99  %.2f ms", p99Milliseconds),
+        ]
+        for (error, count) in errors.sorted(by: { $0.value > $1.value }).prefix(5) {
+            lines.append("error ×\(count): \(error)")
+        }
+        lines.append(succeeded ? "result       OK" : "result       FAILED")
+        return lines.joined(separator: "\n")
+    }
+}
