@@ -1,7 +1,8 @@
 /// Renders a sector's image and detects its bright blobs. A pure function of the task.
 ///
 /// The image is noise (0...63) plus 8...24 cone-shaped spots of random radius and peak.
-/// Detection thresholds at 128 and labels 4-connected regions of at least 4 pixels.
+/// Detection smooths it with a 5×5 box filter (denoising, as a real pipeline would), thresholds
+/// at 128 and labels 4-connected regions of at least 4 pixels.
 public enum SectorScanner {
     public static let threshold: UInt8 = 128
     public static let minimumArea = 4
@@ -15,7 +16,7 @@ public enum SectorScanner {
         guard ScanTask.sizeRange.contains(task.size) else {
             throw InvalidTask(description: "size \(task.size) is outside \(ScanTask.sizeRange)")
         }
-        var image = render(task)
+        var image = smooth(render(task), size: task.size)
         return detect(&image, task: task)
     }
 
@@ -57,6 +58,36 @@ public enum SectorScanner {
             }
         }
         return image
+    }
+
+    /// A separable 5×5 box filter with clamped edges, in integers (so it is exact everywhere).
+    static func smooth(_ image: [UInt8], size: Int) -> [UInt8] {
+        let radius = 2
+        let taps = 2 * radius + 1
+        var rows = [UInt16](repeating: 0, count: image.count)
+        var out = [UInt8](repeating: 0, count: image.count)
+        image.withUnsafeBufferPointer { source in
+            rows.withUnsafeMutableBufferPointer { rows in
+                for y in 0..<size {
+                    let base = y * size
+                    for x in 0..<size {
+                        var sum = 0
+                        for dx in -radius...radius { sum += Int(source[base + min(size - 1, max(0, x + dx))]) }
+                        rows[base + x] = UInt16(sum)
+                    }
+                }
+                out.withUnsafeMutableBufferPointer { out in
+                    for y in 0..<size {
+                        for x in 0..<size {
+                            var sum = 0
+                            for dy in -radius...radius { sum += Int(rows[min(size - 1, max(0, y + dy)) * size + x]) }
+                            out[y * size + x] = UInt8(sum / (taps * taps))
+                        }
+                    }
+                }
+            }
+        }
+        return out
     }
 
     /// Labels bright regions; clears visited pixels in `image`.

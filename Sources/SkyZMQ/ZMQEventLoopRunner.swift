@@ -221,8 +221,9 @@ final class ZMQEventLoopRunner {
             let events: ZMQPoller.Events = entry.hasPending ? [.readable, .writable] : .readable
             poller.setEvents(events, at: 1 + index * 2)
         }
-        var timeout = -1
-        if let due = nextTick {
+        // Never sleep while holding reports (send failures, replies to commands) for the stream.
+        var timeout = batch.isEmpty ? -1 : 0
+        if timeout != 0, let due = nextTick {
             let remaining = clock.now.duration(to: due)
             let (seconds, attoseconds) = remaining.components
             timeout = max(0, Int(seconds * 1000 + attoseconds / 1_000_000_000_000_000))

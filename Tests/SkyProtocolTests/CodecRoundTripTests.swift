@@ -1,0 +1,97 @@
+import Testing
+
+@testable import SkyProtocol
+
+@Suite("Protocol codec: every command round-trips")
+struct CodecRoundTripTests {
+    static let id = RequestID(high: 0x0102_0304_0506_0708, low: 0x090a_0b0c_0d0e_0f10)
+    static let request = TaskRequest(
+        requestID: id, service: "sky.scan", header: RequestHeader(attempt: 3, timeoutMilliseconds: 2500),
+        body: Array(#"{"sector":7}"#.utf8))
+
+    @Test func requestIDFrameIsBigEndian() throws {
+        #expect(Self.id.frame == Array(1...16))
+        #expect(try RequestID(frame: Self.id.frame) == Self.id)
+        #expect(Self.id.description == "0102030405060708090a0b0c0d0e0f10")
+    }
+
+    @Test func randomRequestIDsDiffer() {
+        let ids = Set((0..<1000).map { _ in RequestID.random() })
+        #expect(ids.count == 1000)
+    }
+
+    @Test func clientRequest() throws {
+        let command = ClientToBroker.request(Self.request)
+        let frames = command.encode()
+        #expect(frames.count == 6)
+        #expect(frames[0] == Array("SKYC01".utf8))
+        #expect(frames[1] == [0x01])
+        #expect(frames[4] == [0, 0, 0, 3, 0, 0, 0x09, 0xc4])
+        #expect(try ClientToBroker.decode(frames) == command)
+    }
+
+    @Test(arguments: ReplyStatus.allCases)
+    func brokerReply(status: ReplyStatus) throws {
+        let command = BrokerToClient.reply(TaskReply(requestID: Self.id, status: status, body: [1, 2, 3]))
+        let frames = command.encode()
+        #expect(frames[1] == [0x02])
+        #expect(frames[3] == [status.rawValue])
+        #expect(try BrokerToClient.decode(frames) == command)
+    }
+
+    @Test func workerReady() throws {
+        let command = WorkerToBroker.ready(
+            WorkerAnnouncement(name: "host-1", capacity: 8, services: ["sky.scan", "sky.echo"]))
+        let frames = command.encode()
+        #expect(frames.count == 6)
+        #expect(frames[0] == Array("SKYW01".utf8))
+        #expect(frames[3] == [0, 0, 0, 8])
+        #expect(try WorkerToBroker.decode(frames) == command)
+    }
+
+    @Test func workerReply() throws {
+        let command = WorkerToBroker.reply(
+            client: [0, 1, 2, 3, 4], TaskReply(requestID: Self.id, status: .handlerError, body: [9]))
+        #expect(try WorkerToBroker.decode(command.encode()) == command)
+    }
+
+    @Test func heartbeatAndDisconnectBothWays() throws {
+        #expect(WorkerToBroker.heartbeat.encode() == [Array("SKYW01".utf8), [0x04]])
+        #expect(WorkerToBroker.disconnect.encode() == [Array("SKYW01".utf8), [0x05]])
+        #expect(try WorkerToBroker.decode(WorkerToBroker.heartbeat.encode()) == .heartbeat)
+        #expect(try WorkerToBroker.decode(WorkerToBroker.disconnect.encode()) == .disconnect)
+        #expect(try BrokerToWorker.decode(BrokerToWorker.heartbeat.encode()) == .heartbeat)
+        #expect(try BrokerToWorker.decode(BrokerToWorker.disconnect.encode()) == .disconnect)
+    }
+
+    @Test func brokerRequestToWorker() throws {
+        let command = BrokerToWorker.request(client: [0, 0xaa, 0xbb, 0xcc, 0xdd], Self.request)
+        let frames = command.encode()
+        #expect(frames.count == 7)
+        #expect(frames[1] == [0x02])
+        #expect(try BrokerToWorker.decode(frames) == command)
+    }
+
+    @Test func eventRoundTrip() throws {
+        let event = SkyEvent(
+            seq: 42, event: .workerDisconnected, time: "2026-11-22T04:14:27.595Z",
+            worker: WorkerInfo(id: "00aabb", name: "w1", capacity: 4, services: ["sky.scan"]),
+            reason: .graceful, tasksHeld: 2)
+        let frames = event.encodeFrames()
+        #expect(frames[0] == Array("worker.disconnected".utf8))
+        #expect(frames[1] == Array("SKYE01".utf8))
+        #expect(frames[2] == [0, 0, 0, 0, 0, 0, 0, 42])
+        #expect(try SkyEvent.decode(frames) == event)
+    }
+
+    @Test func unknownEventKindsStillDecode() throws {
+        let event = SkyEvent(seq: 1, event: EventKind(rawValue: "future.thing"), time: "t")
+        #expect(try SkyEvent.decode(event.encodeFrames()).event.rawValue == "future.thing")
+    }
+
+    @Test func remoteErrorBodyRoundTripsAndToleratesPlainText() {
+        let body = RemoteErrorBody(type: "MyError", message: "boom")
+        #expect(RemoteErrorBody(decoding: body.encoded()) == body)
+        #expect(RemoteErrorBody(decoding: Array("plain".utf8)) == RemoteErrorBody(type: "unknown", message: "plain"))
+    }
+}

@@ -1,0 +1,147 @@
+import Testing
+
+@testable import SkyProtocol
+
+/// Every malformed input must give a typed error, never a trap.
+@Suite("Protocol codec: malformed input gives typed errors")
+struct MalformedInputTests {
+    static let client = Array("SKYC01".utf8)
+    static let worker = Array("SKYW01".utf8)
+    static let id = [UInt8](repeating: 7, count: 16)
+    static let header = [UInt8](repeating: 0, count: 8)
+
+    static let clientCorpus: [(String, [[UInt8]], ProtocolError)] = [
+        ("empty", [], .empty),
+        ("signature only", [client], .missingCommand),
+        ("unknown signature", [Array("MDPC02".utf8), [1]], .unknownSignature(Array("MDPC02".utf8))),
+        ("empty first frame", [[], [1]], .unknownSignature([])),
+        ("unknown command", [client, [0x7f]], .unknownCommand(0x7f)),
+        ("reply command from a client", [client, [0x02]], .unknownCommand(0x02)),
+        ("two-byte command", [client, [1, 1]], .invalidCommandFrame(length: 2)),
+        ("empty command", [client, []], .invalidCommandFrame(length: 0)),
+        (
+            "request without body", [client, [1], id, Array("s".utf8), header],
+            .wrongFrameCount(command: "REQUEST", expected: "6", actual: 5)
+        ),
+        (
+            "truncated request id", [client, [1], Array(id.prefix(15)), Array("s".utf8), header, []],
+            .invalidRequestID(length: 15)
+        ),
+        ("empty service", [client, [1], id, [], header, []], .invalidServiceName),
+        ("service with control characters", [client, [1], id, [0x41, 0x0a], header, []], .invalidServiceName),
+        ("service not UTF-8", [client, [1], id, [0xff, 0xfe], header, []], .invalidServiceName),
+        ("service over 255 bytes", [client, [1], id, [UInt8](repeating: 0x61, count: 256), header, []], .invalidServiceName),
+        (
+            "short header", [client, [1], id, Array("s".utf8), [0, 0, 1], []],
+            .invalidField(name: "request header", expectedLength: 8, actual: 3)
+        ),
+    ]
+
+    @Test(arguments: 0..<clientCorpus.count)
+    func clientMessages(index: Int) {
+        let (_, frames, expected) = Self.clientCorpus[index]
+        #expect(throws: expected) { try ClientToBroker.decode(frames) }
+    }
+
+    static let workerCorpus: [(String, [[UInt8]], ProtocolError)] = [
+        ("empty", [], .empty),
+        ("client signature on the worker port", [client, [1]], .unknownSignature(client)),
+        ("unknown command", [worker, [0xff]], .unknownCommand(0xff)),
+        ("request command from a worker", [worker, [0x02]], .unknownCommand(0x02)),
+        (
+            "ready without services", [worker, [1], Array("w".utf8), [0, 0, 0, 1]],
+            .wrongFrameCount(command: "READY", expected: "5 or more", actual: 4)
+        ),
+        (
+            "ready with zero capacity", [worker, [1], Array("w".utf8), [0, 0, 0, 0], Array("s".utf8)],
+            .invalidValue(name: "capacity", reason: "0 is outside 1...65536")
+        ),
+        (
+            "ready with a 2-byte capacity", [worker, [1], Array("w".utf8), [0, 1], Array("s".utf8)],
+            .invalidField(name: "capacity", expectedLength: 4, actual: 2)
+        ),
+        (
+            "heartbeat with a payload", [worker, [4], [1]],
+            .wrongFrameCount(command: "HEARTBEAT", expected: "2", actual: 3)
+        ),
+        (
+            "reply with an empty client address", [worker, [3], [], id, [0], []],
+            .invalidValue(name: "client address", reason: "0 bytes")
+        ),
+        ("reply with unknown status", [worker, [3], [1], id, [200], []], .invalidValue(name: "status", reason: "unknown status 200")),
+        ("reply with truncated id", [worker, [3], [1], [1, 2], [0], []], .invalidRequestID(length: 2)),
+    ]
+
+    @Test(arguments: 0..<workerCorpus.count)
+    func workerMessages(index: Int) {
+        let (_, frames, expected) = Self.workerCorpus[index]
+        #expect(throws: expected) { try WorkerToBroker.decode(frames) }
+    }
+
+    @Test func brokerToWorkerRejectsBadRequests() {
+        #expect(throws: ProtocolError.wrongFrameCount(command: "REQUEST", expected: "7", actual: 3)) {
+            try BrokerToWorker.decode([Self.worker, [2], [1]])
+        }
+        #expect(throws: ProtocolError.unknownCommand(0x03)) { try BrokerToWorker.decode([Self.worker, [3]]) }
+    }
+
+    @Test func eventsRejectGarbage() {
+        #expect(throws: ProtocolError.empty) { try SkyEvent.decode([]) }
+        #expect(throws: ProtocolError.invalidValue(name: "event body", reason: "not an event JSON object")) {
+            try SkyEvent.decode([Array("x".utf8), Array("SKYE01".utf8), [0, 0, 0, 0, 0, 0, 0, 1], [0x7b]])
+        }
+        #expect(throws: ProtocolError.invalidField(name: "seq", expectedLength: 8, actual: 1)) {
+            try SkyEvent.decode([Array("x".utf8), Array("SKYE01".utf8), [1], []])
+        }
+    }
+
+    /// Seeded random frames and mutations of valid messages: decoding must always return or
+    /// throw a ProtocolError, whatever the input.
+    @Test func randomAndMutatedInputNeverTraps() {
+        var seeded = Xorshift(seed: 0x5eed)
+        let valid: [[[UInt8]]] = [
+            ClientToBroker.request(TaskRequest(requestID: .random(), service: "sky.scan", body: [1, 2])).encode(),
+            WorkerToBroker.ready(WorkerAnnouncement(name: "w", capacity: 2, services: ["a"])).encode(),
+            WorkerToBroker.reply(client: [1, 2], TaskReply(requestID: .random(), status: .ok, body: [])).encode(),
+        ]
+        var decoded = 0
+        for round in 0..<20_000 {
+            var frames = valid[round % valid.count]
+            switch seeded.next() % 4 {
+            case 0:
+                frames = (0..<Int(seeded.next() % 8)).map { _ in
+                    (0..<Int(seeded.next() % 24)).map { _ in UInt8(truncatingIfNeeded: seeded.next()) }
+                }
+            case 1:
+                let f = Int(seeded.next() % UInt64(frames.count))
+                if !frames[f].isEmpty {
+                    frames[f][Int(seeded.next() % UInt64(frames[f].count))] ^= UInt8(truncatingIfNeeded: seeded.next() | 1)
+                }
+            case 2:
+                frames.removeLast(Int(seeded.next() % UInt64(frames.count)))
+            default:
+                frames.append(Array(repeating: 0, count: Int(seeded.next() % 4)))
+            }
+            if (try? ClientToBroker.decode(frames)) != nil { decoded += 1 }
+            if (try? WorkerToBroker.decode(frames)) != nil { decoded += 1 }
+            if (try? BrokerToWorker.decode(frames)) != nil { decoded += 1 }
+            if (try? BrokerToClient.decode(frames)) != nil { decoded += 1 }
+            _ = try? SkyEvent.decode(frames)
+        }
+        // Some mutations stay valid (a flipped body byte); most must not.
+        #expect(decoded > 0)
+        #expect(decoded < 20_000)
+    }
+}
+
+/// A tiny deterministic generator for the mutation test.
+struct Xorshift {
+    var state: UInt64
+    init(seed: UInt64) { state = seed }
+    mutating func next() -> UInt64 {
+        state ^= state << 13
+        state ^= state >> 7
+        state ^= state << 17
+        return state
+    }
+}

@@ -1,0 +1,199 @@
+import Foundation
+import Testing
+
+@testable import SkyZMQ
+
+@Suite("libzmq wrapper: the I/O event loop")
+struct ZMQEventLoopTests {
+    static let server = ZMQEventLoop.SocketID(1, name: "server")
+    static let client = ZMQEventLoop.SocketID(2, name: "client")
+    /// A ROUTER drops what exceeds a peer's high-water mark (1000 by default), by design.
+    static let roomFor10k: [ZMQSocketOption] = [.sendHighWaterMark(10_000), .receiveHighWaterMark(10_000)]
+
+    /// Collects messages from a loop's stream until `count` arrived (or the stream ends).
+    static func collect(_ loop: ZMQEventLoop, messages count: Int) async -> (messages: [ZMQMessage], batches: Int) {
+        var messages: [ZMQMessage] = []
+        var batches = 0
+        for await batch in loop.inbound {
+            batches += 1
+            for case .message(_, let message) in batch { messages.append(message) }
+            if messages.count >= count { break }
+        }
+        return (messages, batches)
+    }
+
+    @Test(arguments: [Transport.inproc, .tcp])
+    func manyMessagesRoundTripInOrder(transport: Transport) async throws {
+        let context = try ZMQContext()
+        let server = try await ZMQEventLoop.start(
+            name: "test-server", context: context,
+            sockets: [.init(id: Self.server, type: .router, options: Self.roomFor10k, bind: [transport.endpoint()])])
+        let endpoint = try #require(server.boundEndpoints(of: Self.server).first)
+        let client = try await ZMQEventLoop.start(
+            name: "test-client", context: context,
+            sockets: [.init(id: Self.client, type: .dealer, options: Self.roomFor10k, connect: [endpoint])])
+
+        let count = 2000
+        client.send((0..<count).map { .init(socket: Self.client, frames: [Array("\($0)".utf8), [0xff]]) })
+        let (received, batches) = await Self.collect(server, messages: count)
+        #expect(received.count == count)
+        #expect(received.map { String(decoding: $0.frames[1], as: UTF8.self) } == (0..<count).map { "\($0)" })
+        // The thread reads every waiting message per wake-up, so batches carry many messages.
+        #expect(batches < count)
+
+        // Echo back by routing id; the client receives them in order.
+        server.send(received.map { .init(socket: Self.server, frames: [$0.frames[0], $0.frames[1]]) })
+        let (echoed, _) = await Self.collect(client, messages: count)
+        #expect(echoed.map(\.frames) == received.map { [$0.frames[1]] })
+
+        await client.shutdown()
+        await server.shutdown()
+    }
+
+    @Test func aRouterReportsWhatItCannotQueueForASlowPeer() async throws {
+        let server = try await ZMQEventLoop.start(
+            name: "test-hwm",
+            sockets: [
+                .init(
+                    id: Self.server, type: .router, options: [.sendHighWaterMark(10), .routerMandatory(true)],
+                    bind: ["tcp://127.0.0.1:*"])
+            ])
+        let endpoint = try #require(server.boundEndpoints(of: Self.server).first)
+        let client = try await ZMQEventLoop.start(
+            name: "test-hwm-client",
+            sockets: [.init(id: Self.client, type: .dealer, options: [.receiveHighWaterMark(10)], connect: [endpoint])])
+        client.send([[1]], on: Self.client)
+        let peer = try #require(await Self.collect(server, messages: 1).messages.first?.frames.first)
+        // The client reads every reply, but 5000 at once exceed what the pipes hold.
+        server.send((0..<5000).map { _ in .init(socket: Self.server, frames: [peer, [2]]) })
+        var dropped = 0
+        for await batch in server.inbound {
+            for case .sendFailed(_, _, let error) in batch where error.isWouldBlock { dropped += 1 }
+            if dropped > 0 { break }
+        }
+        #expect(dropped > 0)
+        await client.shutdown()
+        await server.shutdown()
+    }
+
+    @Test func shutdownWhileTheThreadWaitsReturnsPromptlyAndEndsTheStream() async throws {
+        let loop = try await ZMQEventLoop.start(
+            name: "test-idle", sockets: [.init(id: Self.server, type: .router, bind: ["tcp://127.0.0.1:*"])])
+        let drained = Task {
+            var batches = 0
+            for await _ in loop.inbound { batches += 1 }
+            return batches
+        }
+        let start = ContinuousClock.now
+        await loop.shutdown()
+        #expect(ContinuousClock.now - start < .seconds(1))
+        #expect(await drained.value == 0)
+        // A second shutdown returns at once; sends after it are ignored.
+        await loop.shutdown()
+        loop.send([[1]], on: Self.server)
+    }
+
+    @Test func startFailsWithTheBindErrorAndLeavesNothingOpen() async throws {
+        let first = try await ZMQEventLoop.start(
+            name: "test-first", sockets: [.init(id: Self.server, type: .router, bind: ["tcp://127.0.0.1:*"])])
+        let endpoint = try #require(first.boundEndpoints(of: Self.server).first)
+        await #expect {
+            _ = try await ZMQEventLoop.start(
+                name: "test-second",
+                sockets: [
+                    .init(id: Self.client, type: .dealer, bind: ["tcp://127.0.0.1:*"]),
+                    .init(id: Self.server, type: .router, bind: [endpoint]),
+                ])
+        } throws: { error in
+            (error as? ZMQError)?.isAddressInUse == true
+        }
+        await first.shutdown()
+        // The endpoint is free again once the first loop closed it.
+        let again = try await ZMQEventLoop.start(
+            name: "test-again", sockets: [.init(id: Self.server, type: .router, bind: [endpoint])])
+        await again.shutdown()
+    }
+
+    @Test func unroutableSendsAreReportedNotSilentlyLost() async throws {
+        let loop = try await ZMQEventLoop.start(
+            name: "test-unroutable",
+            sockets: [
+                .init(id: Self.server, type: .router, options: [.routerMandatory(true)], bind: ["tcp://127.0.0.1:*"])
+            ])
+        loop.send([[1, 2, 3], Array("lost".utf8)], on: Self.server)
+        loop.send([[1]], on: ZMQEventLoop.SocketID(99, name: "nope"))
+        var failures: [(ZMQEventLoop.SocketID, ZMQError)] = []
+        for await batch in loop.inbound {
+            for case .sendFailed(let socket, _, let error) in batch { failures.append((socket, error)) }
+            if failures.count == 2 { break }
+        }
+        #expect(failures[0].0 == Self.server)
+        #expect(failures[0].1.isHostUnreachable)
+        #expect(failures[1].0.rawValue == 99)
+        await loop.shutdown()
+    }
+
+    @Test func socketsCanBeOpenedAndClosedWhileRunning() async throws {
+        let context = try ZMQContext()
+        let server = try await ZMQEventLoop.start(
+            name: "test-dyn-server", context: context,
+            sockets: [.init(id: Self.server, type: .router, bind: ["inproc://dynamic"])])
+        let loop = try await ZMQEventLoop.start(name: "test-dyn", context: context, sockets: [])
+        try await loop.open(.init(id: Self.client, type: .dealer, connect: ["inproc://dynamic"]))
+        loop.send([Array("first".utf8)], on: Self.client)
+        #expect(await Self.collect(server, messages: 1).messages.first?.frames.last == Array("first".utf8))
+        loop.close(Self.client)
+        await #expect(throws: ZMQError.self) {
+            try await loop.open(.init(id: Self.server, type: .dealer, connect: ["nonsense://"]))
+        }
+        await loop.shutdown()
+        await server.shutdown()
+    }
+
+    @Test func monitorEventsArriveThroughTheStream() async throws {
+        let loop = try await ZMQEventLoop.start(
+            name: "test-monitor",
+            sockets: [.init(id: Self.server, type: .router, bind: ["tcp://127.0.0.1:*"], monitor: .accepted)])
+        let endpoint = try #require(loop.boundEndpoints(of: Self.server).first)
+        let client = try await ZMQEventLoop.start(
+            name: "test-monitor-client", sockets: [.init(id: Self.client, type: .dealer, connect: [endpoint])])
+        var event: ZMQMonitorEvent?
+        for await batch in loop.inbound {
+            for case .monitor(Self.server, let e) in batch { event = e }
+            if event != nil { break }
+        }
+        #expect(event?.kind == .accepted)
+        await client.shutdown()
+        await loop.shutdown()
+    }
+
+    @Test func ticksArriveAtTheirInterval() async throws {
+        let loop = try await ZMQEventLoop.start(name: "test-tick", sockets: [], tick: .milliseconds(20))
+        let start = ContinuousClock.now
+        var ticks = 0
+        for await batch in loop.inbound {
+            ticks += batch.filter { if case .tick = $0 { true } else { false } }.count
+            if ticks == 5 { break }
+        }
+        // The first tick may come up to one interval after `start`; the next four are 20 ms apart.
+        #expect(ContinuousClock.now - start >= .milliseconds(78))
+        await loop.shutdown()
+    }
+
+    @Test func readsUserIDWhenAsked() async throws {
+        let context = try ZMQContext()
+        let server = try await ZMQEventLoop.start(
+            name: "test-uid", context: context,
+            sockets: [.init(id: Self.server, type: .router, bind: ["inproc://uid"], readUserID: true)])
+        let client = try await ZMQEventLoop.start(
+            name: "test-uid-client", context: context,
+            sockets: [.init(id: Self.client, type: .dealer, connect: ["inproc://uid"])])
+        client.send([[1]], on: Self.client)
+        let message = await Self.collect(server, messages: 1).messages.first
+        // Without a ZAP handler there is no authenticated user id.
+        #expect(message?.userID == nil)
+        #expect(message?.frames.count == 2)
+        await client.shutdown()
+        await server.shutdown()
+    }
+}

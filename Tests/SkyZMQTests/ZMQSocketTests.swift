@@ -1,0 +1,158 @@
+import Foundation
+import Testing
+
+@testable import SkyZMQ
+
+@Suite("libzmq wrapper: sockets")
+struct ZMQSocketTests {
+    @Test(arguments: Transport.allCases)
+    func multipartRoundTrip(transport: Transport) async throws {
+        try await onThread {
+            let context = try ZMQContext()
+            let router = try ZMQSocket(context: context, type: .router)
+            try router.bind(transport.endpoint())
+            let dealer = try ZMQSocket(context: context, type: .dealer)
+            try dealer.connect(router.lastEndpoint)
+
+            let big = [UInt8](repeating: 0xab, count: 1 << 20)
+            let frames: [[UInt8]] = [Array("hello".utf8), [], [0, 1, 2], big]
+            #expect(try dealer.send(frames))
+            let received = try #require(try router.receive())
+            #expect(received.frames.count == 5)
+            #expect(Array(received.frames.dropFirst()) == frames)
+            #expect(received.userID == nil)
+
+            // The routing id in frame 0 sends the reply back to that dealer.
+            try router.send([received.frames[0], Array("world".utf8)])
+            #expect(try dealer.receive()?.frames == [Array("world".utf8)])
+            dealer.close()
+            router.close()
+        }
+    }
+
+    @Test func receiveWithDontWaitReturnsNilWhenIdle() async throws {
+        try await onThread {
+            let context = try ZMQContext()
+            let socket = try ZMQSocket(context: context, type: .dealer)
+            try socket.bind("inproc://idle-\(UUID().uuidString)")
+            #expect(try socket.receive(dontWait: true) == nil)
+        }
+    }
+
+    @Test func pollTimesOut() async throws {
+        let elapsed = try await onThread {
+            let context = try ZMQContext()
+            let socket = try ZMQSocket(context: context, type: .dealer)
+            try socket.bind("tcp://127.0.0.1:*")
+            var poller = ZMQPoller()
+            poller.add(socket, events: .readable)
+            let start = ContinuousClock.now
+            let ready = try poller.poll(timeoutMilliseconds: 100)
+            #expect(ready == 0)
+            #expect(poller.ready(at: 0).isEmpty)
+            return ContinuousClock.now - start
+        }
+        #expect(elapsed >= .milliseconds(95))
+        #expect(elapsed < .seconds(2))
+    }
+
+    @Test func pollSeesReadableSocketsAndPipes() async throws {
+        try await onThread {
+            let context = try ZMQContext()
+            let endpoint = "inproc://poll-\(UUID().uuidString)"
+            let a = try ZMQSocket(context: context, type: .pair)
+            try a.bind(endpoint)
+            let b = try ZMQSocket(context: context, type: .pair)
+            try b.connect(endpoint)
+            var fds: [Int32] = [0, 0]
+            #expect(pipe(&fds) == 0)
+            defer { close(fds[0]); close(fds[1]) }
+            var poller = ZMQPoller()
+            poller.add(a, events: .readable)
+            poller.add(fileDescriptor: fds[0], events: .readable)
+            try b.send([[1]])
+            var byte: UInt8 = 1
+            _ = write(fds[1], &byte, 1)
+            #expect(try poller.poll(timeoutMilliseconds: 1000) == 2)
+            #expect(poller.ready(at: 0).contains(.readable))
+            #expect(poller.ready(at: 1).contains(.readable))
+        }
+    }
+
+    @Test func bindingAnEndpointInUseGivesAClearError() async throws {
+        try await onThread {
+            let context = try ZMQContext()
+            let first = try ZMQSocket(context: context, type: .router)
+            try first.bind("tcp://127.0.0.1:*")
+            let endpoint = first.lastEndpoint
+            let second = try ZMQSocket(context: context, type: .router)
+            let error = #expect(throws: ZMQError.self) { try second.bind(endpoint) }
+            #expect(error?.isAddressInUse == true)
+            #expect(error?.description == "zmq_bind(\(endpoint)): Address already in use")
+        }
+    }
+
+    @Test func invalidEndpointGivesATypedError() async throws {
+        try await onThread {
+            let context = try ZMQContext()
+            let socket = try ZMQSocket(context: context, type: .dealer)
+            let error = #expect(throws: ZMQError.self) { try socket.connect("nonsense://x") }
+            #expect(error?.operation == "zmq_connect(nonsense://x)")
+            #expect(error?.message.isEmpty == false)
+        }
+    }
+
+    @Test func routerMandatoryReportsAnUnknownPeer() async throws {
+        try await onThread {
+            let context = try ZMQContext()
+            let router = try ZMQSocket(context: context, type: .router)
+            try router.set(.routerMandatory(true))
+            try router.bind("inproc://mandatory-\(UUID().uuidString)")
+            let error = #expect(throws: ZMQError.self) { try router.send([[9, 9, 9], [1]], dontWait: true) }
+            #expect(error?.isHostUnreachable == true)
+        }
+    }
+
+    @Test func optionsApply() async throws {
+        try await onThread {
+            let context = try ZMQContext()
+            let socket = try ZMQSocket(context: context, type: .dealer)
+            try socket.set([
+                .linger(milliseconds: 0), .sendHighWaterMark(10), .receiveHighWaterMark(10),
+                .routingID(Array("me".utf8)), .maxMessageSize(1024), .reconnectInterval(milliseconds: 100),
+                .reconnectIntervalMax(milliseconds: 1000), .handshakeInterval(milliseconds: 5000),
+                .immediate(false), .heartbeatInterval(milliseconds: 1000), .heartbeatTimeout(milliseconds: 3000),
+            ])
+            let error = #expect(throws: ZMQError.self) { try socket.set(.curvePublicKey([1, 2, 3])) }
+            #expect(error?.operation == "zmq_setsockopt(ZMQ_CURVE_PUBLICKEY)")
+        }
+    }
+
+    @Test func monitorReportsAcceptedAndDisconnected() async throws {
+        let kinds = try await onThread { () -> [ZMQMonitorEvent.Kind] in
+            let context = try ZMQContext()
+            let router = try ZMQSocket(context: context, type: .router)
+            let monitorEndpoint = "inproc://monitor-\(UUID().uuidString)"
+            try router.startMonitor(endpoint: monitorEndpoint, events: [.accepted, .disconnected])
+            let pair = try ZMQSocket(context: context, type: .pair)
+            try pair.connect(monitorEndpoint)
+            try router.bind("tcp://127.0.0.1:*")
+            let dealer = try ZMQSocket(context: context, type: .dealer)
+            try dealer.connect(router.lastEndpoint)
+            try dealer.send([[1]])
+            _ = try router.receive()
+            dealer.close()
+            var kinds: [ZMQMonitorEvent.Kind] = []
+            while kinds.count < 2, let message = try pair.receive() {
+                if let event = ZMQMonitorEvent(message: message) { kinds.append(event.kind) }
+            }
+            return kinds
+        }
+        #expect(kinds == [.accepted, .disconnected])
+    }
+
+    @Test func capabilities() {
+        #expect(ZMQContext.version.hasPrefix("4."))
+        #expect(ZMQContext.has("curve"))
+    }
+}
