@@ -1,0 +1,115 @@
+import Foundation
+import SkyProtocol
+import SkyWorkloads
+import Testing
+
+@testable import SkyWorkerKit
+
+/// Counts handlers running at once and records the order in which they started.
+actor ConcurrencyProbe {
+    private(set) var running = 0
+    private(set) var peak = 0
+    private(set) var started: [Int] = []
+
+    func enter(_ number: Int) {
+        running += 1
+        peak = max(peak, running)
+        started.append(number)
+    }
+
+    func leave() { running -= 1 }
+}
+
+struct Boom: Error, CustomStringConvertible {
+    var description: String { "boom: the handler failed on purpose" }
+}
+
+struct SleepTask: SkyTask {
+    static let service = "test.sleep"
+    typealias Result = Int
+    var number: Int
+}
+
+@Suite("ScanSystem: capacity, dispatch and errors")
+struct ScanSystemTests {
+    static func request(_ service: String, _ body: [UInt8]) -> TaskRequest {
+        TaskRequest(requestID: .random(), service: service, body: body)
+    }
+
+    @Test func typedHandlersDecodeRunAndEncode() async throws {
+        let system = ScanSystem(name: "t", capacity: 2)
+        try await BuiltInWorkloads.register(BuiltInWorkloads.all, on: system)
+        let task = ScanTask(sector: 5, size: 64)
+        let reply = await system.execute(Self.request(ScanTask.service, Array(try JSONEncoder().encode(task))))
+        #expect(reply.status == .ok)
+        let report = try JSONDecoder().decode(SectorReport.self, from: Data(reply.body))
+        #expect(report == (try SectorScanner.scan(task)))
+        #expect(await system.services == ["sky.echo", "sky.scan"])
+    }
+
+    @Test func echoReturnsItsInputBytes() async throws {
+        let system = ScanSystem(name: "t", capacity: 1)
+        try await BuiltInWorkloads.register([EchoTask.service], on: system)
+        let body: [UInt8] = [0, 1, 2, 0xff]
+        let reply = await system.execute(Self.request(EchoTask.service, body))
+        #expect(reply.status == .ok)
+        #expect(reply.body == body)
+    }
+
+    @Test func aThrowingHandlerBecomesATypedRemoteError() async {
+        let system = ScanSystem(name: "t", capacity: 1)
+        await system.register(SleepTask.self) { _ in throw Boom() }
+        let reply = await system.execute(Self.request(SleepTask.service, Array(#"{"number":1}"#.utf8)))
+        #expect(reply.status == .handlerError)
+        let error = RemoteErrorBody(decoding: reply.body)
+        #expect(error.type.hasSuffix("Boom"))
+        #expect(error.message == "boom: the handler failed on purpose")
+    }
+
+    @Test func anUnknownServiceAndABadPayloadAreTypedErrors() async {
+        let system = ScanSystem(name: "t", capacity: 1)
+        await system.register(SleepTask.self) { $0.number }
+        let unknown = await system.execute(Self.request("nope", []))
+        #expect(unknown.status == .unknownService)
+        #expect(RemoteErrorBody(decoding: unknown.body).message.contains("does not serve nope"))
+        let bad = await system.execute(Self.request(SleepTask.service, Array("not json".utf8)))
+        #expect(bad.status == .invalidPayload)
+    }
+
+    @Test func unknownBuiltInWorkloadsAreRejected() async {
+        let system = ScanSystem(name: "t", capacity: 1)
+        await #expect(throws: BuiltInWorkloads.UnknownWorkload.self) {
+            try await BuiltInWorkloads.register(["sky.nope"], on: system)
+        }
+    }
+
+    /// 10× overload: never more than `capacity` handlers at once, and waiting work starts in
+    /// arrival order (checked exactly with capacity 1, where one start follows one finish).
+    @Test(arguments: [1, 3])
+    func underOverloadCapacityHoldsAndWaitersAreServedInOrder(capacity: Int) async throws {
+        let system = ScanSystem(name: "t", capacity: capacity)
+        let probe = ConcurrencyProbe()
+        await system.register(SleepTask.self) { task in
+            await probe.enter(task.number)
+            try await Task.sleep(for: .milliseconds(5))
+            await probe.leave()
+            return task.number
+        }
+        let total = capacity * 10
+        // Submit one by one so arrival order is known, then wait for all.
+        var tasks: [Task<TaskReply, Never>] = []
+        for number in 0..<total {
+            let request = Self.request(SleepTask.service, Array(try JSONEncoder().encode(SleepTask(number: number))))
+            tasks.append(Task { await system.execute(request) })
+            // Wait until this one is admitted or queued before submitting the next.
+            while await system.runningCount + system.waitingCount < min(number + 1, total) { await Task.yield() }
+        }
+        for task in tasks { #expect(await task.value.status == .ok) }
+        #expect(await probe.peak == capacity)
+        let started = await probe.started
+        #expect(started.count == total)
+        if capacity == 1 { #expect(started == Array(0..<total)) }
+        #expect(await system.runningCount == 0)
+        #expect(await system.waitingCount == 0)
+    }
+}
