@@ -1,0 +1,163 @@
+import Foundation
+import SkyZMQ
+
+/// A Sky executable started by a test: its output is collected line by line, and a test can
+/// await a line instead of sleeping. Every process is started with the parent watchdog on, so
+/// it dies with the test runner even if the runner crashes.
+final class SkyProcess: Sendable {
+    struct Timeout: Error, CustomStringConvertible {
+        let description: String
+    }
+
+    private struct Output {
+        var lines: [String] = []
+        var partial = ""
+        var waiters: [Waiter] = []
+    }
+
+    private struct Waiter {
+        let id: UUID
+        let condition: @Sendable ([String]) -> Bool
+        let continuation: CheckedContinuation<[String], any Error>
+    }
+
+    let name: String
+    private let process: Process
+    private let stdout = Locked(Output())
+    private let stderr = Locked(Output())
+    private let exit = Locked<(status: Int32?, waiters: [CheckedContinuation<Int32, Never>])>((nil, []))
+
+    /// The directory holding the built executables (next to the test bundle).
+    static let binaries: URL = {
+        if let override = ProcessInfo.processInfo.environment["SKY_BIN_DIR"] {
+            return URL(fileURLWithPath: override)
+        }
+        let me = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
+        return me.deletingLastPathComponent()
+    }()
+
+    init(_ executable: String, _ arguments: [String], name: String? = nil) throws {
+        self.name = name ?? executable
+        process = Process()
+        process.executableURL = Self.binaries.appendingPathComponent(executable)
+        process.arguments = arguments
+        var environment = ProcessInfo.processInfo.environment
+        environment["SKY_EXIT_WITH_PARENT"] = "1"
+        process.environment = environment
+        let outPipe = Pipe()
+        let errPipe = Pipe()
+        process.standardOutput = outPipe
+        process.standardError = errPipe
+        process.standardInput = FileHandle.nullDevice
+        let stdout = self.stdout
+        let stderr = self.stderr
+        outPipe.fileHandleForReading.readabilityHandler = { handle in Self.append(handle.availableData, to: stdout) }
+        errPipe.fileHandleForReading.readabilityHandler = { handle in Self.append(handle.availableData, to: stderr) }
+        let exit = self.exit
+        process.terminationHandler = { process in
+            let status = process.terminationStatus
+            let waiters = exit.withLock { state -> [CheckedContinuation<Int32, Never>] in
+                state.status = status
+                defer { state.waiters = [] }
+                return state.waiters
+            }
+            for waiter in waiters { waiter.resume(returning: status) }
+        }
+        try process.run()
+    }
+
+    var pid: Int32 { process.processIdentifier }
+    var isRunning: Bool { exit.withLock { $0.status == nil } }
+    var outputLines: [String] { stdout.withLock { $0.lines } }
+    var errorText: String { stderr.withLock { ($0.lines + [$0.partial]).joined(separator: "\n") } }
+
+    private static func append(_ data: Data, to buffer: Locked<Output>) {
+        guard !data.isEmpty else { return }
+        let ready = buffer.withLock { output -> [(CheckedContinuation<[String], any Error>, [String])] in
+            output.partial += String(decoding: data, as: UTF8.self)
+            var added = false
+            while let newline = output.partial.firstIndex(of: "\n") {
+                output.lines.append(String(output.partial[..<newline]))
+                output.partial.removeSubrange(...newline)
+                added = true
+            }
+            guard added else { return [] }
+            var fired: [(CheckedContinuation<[String], any Error>, [String])] = []
+            let lines = output.lines
+            output.waiters.removeAll { waiter in
+                guard waiter.condition(lines) else { return false }
+                fired.append((waiter.continuation, lines))
+                return true
+            }
+            return fired
+        }
+        for (continuation, lines) in ready { continuation.resume(returning: lines) }
+    }
+
+    /// Waits until the lines printed so far (on standard output, or standard error) satisfy
+    /// `condition`; it is checked now and after every new line. Fails after `timeout`.
+    @discardableResult
+    func waitUntil(
+        onStandardError: Bool = false, timeout: Duration = .seconds(20),
+        _ condition: @escaping @Sendable ([String]) -> Bool
+    ) async throws -> [String] {
+        let buffer = onStandardError ? stderr : stdout
+        let id = UUID()
+        let name = self.name
+        let timer = Task { [weak self] in
+            try await Task.sleep(for: timeout)
+            let waiter = buffer.withLock { output in
+                output.waiters.firstIndex { $0.id == id }.map { output.waiters.remove(at: $0) }
+            }
+            let details = self.map { "\nstdout:\n\($0.outputLines.joined(separator: "\n"))\nstderr:\n\($0.errorText)" } ?? ""
+            waiter?.continuation.resume(throwing: Timeout(description: "\(name): condition not met within \(timeout)\(details)"))
+        }
+        defer { timer.cancel() }
+        return try await withCheckedThrowingContinuation { continuation in
+            let now = buffer.withLock { output -> [String]? in
+                if condition(output.lines) { return output.lines }
+                output.waiters.append(Waiter(id: id, condition: condition, continuation: continuation))
+                return nil
+            }
+            if let now { continuation.resume(returning: now) }
+        }
+    }
+
+    /// Waits for a line that satisfies `predicate` (one printed earlier counts) and returns it.
+    @discardableResult
+    func waitForLine(
+        onStandardError: Bool = false, timeout: Duration = .seconds(20),
+        where predicate: @escaping @Sendable (String) -> Bool
+    ) async throws -> String {
+        let lines = try await waitUntil(onStandardError: onStandardError, timeout: timeout) {
+            $0.contains(where: predicate)
+        }
+        return lines.first(where: predicate)!
+    }
+
+    func signal(_ signal: Int32) {
+        if isRunning { kill(pid, signal) }
+    }
+
+    /// Waits for the process to exit and returns its status (the signal number if killed).
+    func waitForExit(timeout: Duration = .seconds(20)) async throws -> Int32 {
+        let timer = Task {
+            try await Task.sleep(for: timeout)
+            kill(pid, SIGKILL)
+        }
+        defer { timer.cancel() }
+        return await withCheckedContinuation { continuation in
+            let status = exit.withLock { state -> Int32? in
+                if let status = state.status { return status }
+                state.waiters.append(continuation)
+                return nil
+            }
+            if let status { continuation.resume(returning: status) }
+        }
+    }
+
+    /// Kills the process at once (safety net for `defer`).
+    func killNow() {
+        if isRunning { kill(pid, SIGKILL) }
+    }
+}

@@ -1,0 +1,94 @@
+import Foundation
+import SkyProtocol
+import SkyZMQ
+
+/// A real skybroker on free loopback ports, plus the workers and watchers a test starts.
+/// `killAll()` (for `defer`) leaves no process behind; `stop()` ends them gracefully.
+final class TestCluster: Sendable {
+    let broker: SkyProcess
+    let clients: String
+    let workers: String
+    let events: String
+    private let processes = Locked<[SkyProcess]>([])
+
+    private init(broker: SkyProcess, clients: String, workers: String, events: String) {
+        self.broker = broker
+        self.clients = clients
+        self.workers = workers
+        self.events = events
+        processes.withLock { $0.append(broker) }
+    }
+
+    static func start(extraArguments: [String] = []) async throws -> TestCluster {
+        let broker = try SkyProcess(
+            "skybroker",
+            ["--clients", "tcp://127.0.0.1:*", "--workers", "tcp://127.0.0.1:*", "--events", "tcp://127.0.0.1:*"]
+                + extraArguments)
+        let ready: String
+        do {
+            ready = try await broker.waitForLine { $0.hasPrefix("skybroker ready ") }
+        } catch {
+            broker.killNow()
+            throw error
+        }
+        func field(_ key: String) -> String {
+            ready.split(separator: " ").first { $0.hasPrefix(key + "=") }.map { String($0.dropFirst(key.count + 1)) } ?? ""
+        }
+        return TestCluster(broker: broker, clients: field("clients"), workers: field("workers"), events: field("events"))
+    }
+
+    /// Starts `skywatch --json` and waits for the broker's greeting, so its subscription is live.
+    func startWatch() async throws -> SkyProcess {
+        let watch = try track(SkyProcess("skywatch", ["--events", events, "--json"]))
+        try await watch.waitForLine { $0.contains(#""event":"broker.hello""#) }
+        return watch
+    }
+
+    /// Starts a skyworker and waits until it printed its ready line.
+    func startWorker(name: String, capacity: Int = 4, extraArguments: [String] = []) async throws -> SkyProcess {
+        let worker = try track(
+            SkyProcess(
+                "skyworker", ["--broker", workers, "--name", name, "--capacity", "\(capacity)"] + extraArguments,
+                name: name))
+        try await worker.waitForLine { $0.hasPrefix("skyworker ready ") }
+        return worker
+    }
+
+    @discardableResult
+    func track(_ process: SkyProcess) -> SkyProcess {
+        processes.withLock { $0.append(process) }
+        return process
+    }
+
+    /// SIGTERM to everything (workers first, broker last) and wait for each to exit.
+    func stop() async {
+        let all = processes.withLock { $0 }
+        for process in all.reversed() {
+            process.signal(SIGTERM)
+            _ = try? await process.waitForExit(timeout: .seconds(10))
+        }
+    }
+
+    /// SIGKILL to everything still running. Synchronous, for `defer`.
+    func killAll() {
+        for process in processes.withLock({ $0 }) { process.killNow() }
+    }
+}
+
+extension SkyProcess {
+    /// skywatch --json output decoded as events (lines that are not events are skipped).
+    var events: [SkyEvent] {
+        outputLines.compactMap { try? JSONDecoder().decode(SkyEvent.self, from: Data($0.utf8)) }
+    }
+
+    /// Waits until skywatch printed events satisfying `condition`.
+    @discardableResult
+    func waitForEvents(timeout: Duration = .seconds(20), _ condition: @escaping @Sendable ([SkyEvent]) -> Bool)
+        async throws -> [SkyEvent]
+    {
+        let lines = try await waitUntil(timeout: timeout) { lines in
+            condition(lines.compactMap { try? JSONDecoder().decode(SkyEvent.self, from: Data($0.utf8)) })
+        }
+        return lines.compactMap { try? JSONDecoder().decode(SkyEvent.self, from: Data($0.utf8)) }
+    }
+}
