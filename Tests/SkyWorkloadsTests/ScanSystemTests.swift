@@ -20,6 +20,23 @@ actor ConcurrencyProbe {
     func leave() { running -= 1 }
 }
 
+/// Holds handlers until the test opens it.
+actor Gate {
+    private var isOpen = false
+    private var waiters: [CheckedContinuation<Void, Never>] = []
+
+    func wait() async {
+        if isOpen { return }
+        await withCheckedContinuation { waiters.append($0) }
+    }
+
+    func open() {
+        isOpen = true
+        for waiter in waiters { waiter.resume() }
+        waiters.removeAll()
+    }
+}
+
 struct Boom: Error, CustomStringConvertible {
     var description: String { "boom: the handler failed on purpose" }
 }
@@ -89,21 +106,25 @@ struct ScanSystemTests {
     func underOverloadCapacityHoldsAndWaitersAreServedInOrder(capacity: Int) async throws {
         let system = ScanSystem(name: "t", capacity: capacity)
         let probe = ConcurrencyProbe()
+        let gate = Gate()
         await system.register(SleepTask.self) { task in
             await probe.enter(task.number)
-            try await Task.sleep(for: .milliseconds(5))
+            await gate.wait()
             await probe.leave()
             return task.number
         }
         let total = capacity * 10
-        // Submit one by one so arrival order is known, then wait for all.
+        // Submit one by one so arrival order is known. Nothing finishes before the gate opens,
+        // so running + waiting grows by exactly one per submission.
         var tasks: [Task<TaskReply, Never>] = []
         for number in 0..<total {
             let request = Self.request(SleepTask.service, Array(try JSONEncoder().encode(SleepTask(number: number))))
             tasks.append(Task { await system.execute(request) })
-            // Wait until this one is admitted or queued before submitting the next.
-            while await system.runningCount + system.waitingCount < min(number + 1, total) { await Task.yield() }
+            while await system.runningCount + system.waitingCount < number + 1 { await Task.yield() }
         }
+        #expect(await system.runningCount == capacity)
+        #expect(await system.waitingCount == total - capacity)
+        await gate.open()
         for task in tasks { #expect(await task.value.status == .ok) }
         #expect(await probe.peak == capacity)
         let started = await probe.started
