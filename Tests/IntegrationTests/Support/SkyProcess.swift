@@ -49,10 +49,11 @@ final class SkyProcess: Sendable {
         process.standardOutput = outPipe
         process.standardError = errPipe
         process.standardInput = FileHandle.nullDevice
-        let stdout = self.stdout
-        let stderr = self.stderr
-        outPipe.fileHandleForReading.readabilityHandler = { handle in Self.append(handle.availableData, to: stdout) }
-        errPipe.fileHandleForReading.readabilityHandler = { handle in Self.append(handle.availableData, to: stderr) }
+        // Plain blocking reads on a thread of their own until EOF. (Foundation's
+        // readabilityHandler keeps a dispatch source on the fd, which crashed libdispatch here
+        // when the pipe closed under it.)
+        Self.drain(outPipe, into: stdout, name: "\(self.name)-stdout")
+        Self.drain(errPipe, into: stderr, name: "\(self.name)-stderr")
         let exit = self.exit
         process.terminationHandler = { process in
             let status = process.terminationStatus
@@ -70,6 +71,26 @@ final class SkyProcess: Sendable {
     var isRunning: Bool { exit.withLock { $0.status == nil } }
     var outputLines: [String] { stdout.withLock { $0.lines } }
     var errorText: String { stderr.withLock { ($0.lines + [$0.partial]).joined(separator: "\n") } }
+
+    private static func drain(_ pipe: Pipe, into buffer: Locked<Output>, name: String) {
+        let thread = Thread {
+            let fd = pipe.fileHandleForReading.fileDescriptor
+            var chunk = [UInt8](repeating: 0, count: 65_536)
+            while true {
+                let count = read(fd, &chunk, chunk.count)
+                if count > 0 {
+                    append(Data(chunk[0..<count]), to: buffer)
+                } else if count < 0 && errno == EINTR {
+                    continue
+                } else {
+                    break
+                }
+            }
+            try? pipe.fileHandleForReading.close()
+        }
+        thread.name = name
+        thread.start()
+    }
 
     private static func append(_ data: Data, to buffer: Locked<Output>) {
         guard !data.isEmpty else { return }
