@@ -155,7 +155,9 @@ public struct BrokerStateMachine: Sendable {
 
     // MARK: Workers
 
-    private mutating func register(_ peer: PeerID, _ announcement: WorkerAnnouncement, into actions: inout [BrokerAction]) {
+    private mutating func register(
+        _ peer: PeerID, _ announcement: WorkerAnnouncement, into actions: inout [BrokerAction]
+    ) {
         if workers[peer] != nil {
             actions.append(.log(.warning, "worker \(peer) sent a second READY; disconnecting it"))
             remove(peer, reason: .protocolError, into: &actions)
@@ -164,7 +166,8 @@ public struct BrokerStateMachine: Sendable {
         }
         if let reserved = announcement.services.first(where: { $0.hasPrefix(BrokerService.prefix) }) {
             counters.malformedWorkerMessages += 1
-            actions.append(.log(.warning, "worker \(peer) tried to register reserved service \(reserved); disconnecting it"))
+            actions.append(
+                .log(.warning, "worker \(peer) tried to register reserved service \(reserved); disconnecting it"))
             actions.append(.sendToWorker(peer, .disconnect))
             return
         }
@@ -175,7 +178,10 @@ public struct BrokerStateMachine: Sendable {
         workers[peer] = record
         for service in services { workersByService[service, default: []].append(peer) }
         actions.append(
-            .log(.info, "worker \(announcement.name) (\(peer)) connected: capacity \(record.capacity), services \(services.joined(separator: ", "))"))
+            .log(
+                .info,
+                "worker \(announcement.name) (\(peer)) connected: capacity \(record.capacity), services \(services.joined(separator: ", "))"
+            ))
         publish(SkyEvent(seq: 0, event: .workerConnected, time: "", worker: record.info), into: &actions)
         fill(peer, into: &actions)
     }
@@ -191,9 +197,13 @@ public struct BrokerStateMachine: Sendable {
         for task in held { queues[task.request.service, default: []].prepend(task) }
         counters.requeued += UInt64(held.count)
         actions.append(
-            .log(.info, "worker \(record.name) (\(peer)) disconnected (\(reason.rawValue)); \(held.count) task(s) requeued"))
+            .log(
+                .info,
+                "worker \(record.name) (\(peer)) disconnected (\(reason.rawValue)); \(held.count) task(s) requeued"))
         publish(
-            SkyEvent(seq: 0, event: .workerDisconnected, time: "", worker: record.info, reason: reason, tasksHeld: held.count),
+            SkyEvent(
+                seq: 0, event: .workerDisconnected, time: "", worker: record.info, reason: reason, tasksHeld: held.count
+            ),
             into: &actions)
         let services = Set(held.map(\.request.service))
         for service in services {
@@ -215,7 +225,8 @@ public struct BrokerStateMachine: Sendable {
         let key = TaskKey(client: client, requestID: reply.requestID)
         guard workers[peer]?.inFlight.removeValue(forKey: key) != nil else {
             counters.unexpectedReplies += 1
-            actions.append(.log(.warning, "dropped reply for \(reply.requestID) from worker \(peer): it does not hold that task"))
+            actions.append(
+                .log(.warning, "dropped reply for \(reply.requestID) from worker \(peer): it does not hold that task"))
             return
         }
         counters.repliesSent += 1
@@ -269,7 +280,9 @@ public struct BrokerStateMachine: Sendable {
 
     // MARK: Broker services and events
 
-    private mutating func answerBrokerService(_ request: TaskRequest, for client: PeerID, into actions: inout [BrokerAction]) {
+    private mutating func answerBrokerService(
+        _ request: TaskRequest, for client: PeerID, into actions: inout [BrokerAction]
+    ) {
         let reply: TaskReply
         switch request.service {
         case BrokerService.service:

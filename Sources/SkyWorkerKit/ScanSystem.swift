@@ -65,7 +65,8 @@ public actor ScanSystem {
         guard let handler = handlers[request.service] else {
             return .failure(
                 request.requestID, .unknownService, type: "unknownService",
-                message: "worker \(name) does not serve \(request.service); it serves \(services.joined(separator: ", "))")
+                message:
+                    "worker \(name) does not serve \(request.service); it serves \(services.joined(separator: ", "))")
         }
         await acquireSlot()
         defer { releaseSlot() }

@@ -22,7 +22,8 @@ struct ProgressLine {
         let width = 30
         let filled = total == 0 ? width : width * done / total
         let bar = String(repeating: "#", count: filled) + String(repeating: ".", count: width - filled)
-        let text = String(format: "\r[%@] %d/%d  %.0f tasks/s  %d failed ", bar, done, total, Double(done) / elapsed, failed)
+        let text = String(
+            format: "\r[%@] %d/%d  %.0f tasks/s  %d failed ", bar, done, total, Double(done) / elapsed, failed)
         FileHandle.standardError.write(Data(text.utf8))
     }
 

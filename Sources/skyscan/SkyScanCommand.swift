@@ -45,7 +45,9 @@ struct SkyScanCommand: AsyncParsableCommand {
     func validate() throws {
         guard sectors >= 0 else { throw ValidationError("--sectors must be 0 or more") }
         guard concurrency >= 1 else { throw ValidationError("--concurrency must be at least 1") }
-        guard ScanTask.sizeRange.contains(size) else { throw ValidationError("--size must be in \(ScanTask.sizeRange)") }
+        guard ScanTask.sizeRange.contains(size) else {
+            throw ValidationError("--size must be in \(ScanTask.sizeRange)")
+        }
         guard timeout > 0 else { throw ValidationError("--timeout must be positive") }
     }
 

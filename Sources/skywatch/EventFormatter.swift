@@ -5,7 +5,8 @@ enum EventFormatter {
     static func line(_ event: SkyEvent) -> String {
         var text = "\(event.time) #\(event.seq) \(event.event)"
         if let worker = event.worker {
-            text += " \(worker.name) [\(worker.id)] capacity=\(worker.capacity) services=\(worker.services.joined(separator: ","))"
+            text +=
+                " \(worker.name) [\(worker.id)] capacity=\(worker.capacity) services=\(worker.services.joined(separator: ","))"
         }
         if let reason = event.reason { text += " reason=\(reason.rawValue)" }
         if let held = event.tasksHeld { text += " tasks-held=\(held)" }

@@ -49,7 +49,10 @@ struct EndToEndTests {
         let scan = try cluster.track(
             SkyProcess(
                 "skyscan",
-                ["--broker", cluster.clients, "--sectors", "150", "--size", "48", "--concurrency", "32", "--verify", "--json"]))
+                [
+                    "--broker", cluster.clients, "--sectors", "150", "--size", "48", "--concurrency", "32", "--verify",
+                    "--json",
+                ]))
         #expect(try await scan.waitForExit() == 0)
         let summaryLine = try #require(scan.outputLines.last)
         let summary = try #require(
@@ -102,9 +105,12 @@ struct EndToEndTests {
         let cluster = try await TestCluster.start()
         defer { cluster.killAll() }
         let second = try cluster.track(
-            SkyProcess("skybroker", ["--clients", cluster.clients, "--workers", "tcp://127.0.0.1:*", "--events", "tcp://127.0.0.1:*"]))
+            SkyProcess(
+                "skybroker",
+                ["--clients", cluster.clients, "--workers", "tcp://127.0.0.1:*", "--events", "tcp://127.0.0.1:*"]))
         #expect(try await second.waitForExit() == 1)
-        #expect(second.errorText.contains("cannot bind the clients endpoint \(cluster.clients): Address already in use"))
+        #expect(
+            second.errorText.contains("cannot bind the clients endpoint \(cluster.clients): Address already in use"))
         await cluster.stop()
     }
 

@@ -62,7 +62,8 @@ struct BrokerMalformedInputTests {
         let snapshotRequest = ClientToBroker.request(
             TaskRequest(requestID: .random(), service: BrokerService.workers, body: [])
         ).encode()
-        let clientAnswer = try #require(try await Self.sendRaw(Self.clientGarbage + [snapshotRequest], to: cluster.clients))
+        let clientAnswer = try #require(
+            try await Self.sendRaw(Self.clientGarbage + [snapshotRequest], to: cluster.clients))
         guard case .reply(let reply) = try BrokerToClient.decode(clientAnswer.frames) else {
             Issue.record("expected a reply")
             return

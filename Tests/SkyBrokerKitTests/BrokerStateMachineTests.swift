@@ -88,7 +88,8 @@ struct BrokerRoutingTests {
         _ = broker.ready(worker1)
         _ = broker.request(clientB, id1)
         let actions = broker.reply(worker1, client: clientB, id1)
-        #expect(effects(actions) == [.sendToClient(clientB, .reply(TaskReply(requestID: id1, status: .ok, body: [42])))])
+        #expect(
+            effects(actions) == [.sendToClient(clientB, .reply(TaskReply(requestID: id1, status: .ok, body: [42])))])
         #expect(broker.machine.counters.repliesSent == 1)
         #expect(broker.machine.inFlightCount == 0)
     }
@@ -246,7 +247,10 @@ struct BrokerMembershipTests {
         all += events(broker.worker(worker1, .disconnect))
         all += events(broker.ready(worker2))  // protocol error
         #expect(all.map(\.seq) == [1, 2, 3, 4, 5])
-        #expect(all.map(\.event) == [.brokerHello, .workerConnected, .workerConnected, .workerDisconnected, .workerDisconnected])
+        #expect(
+            all.map(\.event) == [
+                .brokerHello, .workerConnected, .workerConnected, .workerDisconnected, .workerDisconnected,
+            ])
         #expect(broker.machine.snapshot().seq == 5)
     }
 
@@ -302,10 +306,22 @@ struct BrokerInputTests {
     @Test func mmiServiceAnswers200Or404() {
         var broker = BrokerHarness()
         _ = broker.ready(worker, services: ["sky.scan"])
-        let known = broker.request(client, RequestID(high: 0, low: 1), service: "mmi.service", body: Array("sky.scan".utf8))
-        let unknown = broker.request(client, RequestID(high: 0, low: 2), service: "mmi.service", body: Array("nope".utf8))
-        #expect(effects(known) == [.sendToClient(client, .reply(TaskReply(requestID: RequestID(high: 0, low: 1), status: .ok, body: Array("200".utf8))))])
-        #expect(effects(unknown) == [.sendToClient(client, .reply(TaskReply(requestID: RequestID(high: 0, low: 2), status: .ok, body: Array("404".utf8))))])
+        let known = broker.request(
+            client, RequestID(high: 0, low: 1), service: "mmi.service", body: Array("sky.scan".utf8))
+        let unknown = broker.request(
+            client, RequestID(high: 0, low: 2), service: "mmi.service", body: Array("nope".utf8))
+        #expect(
+            effects(known) == [
+                .sendToClient(
+                    client,
+                    .reply(TaskReply(requestID: RequestID(high: 0, low: 1), status: .ok, body: Array("200".utf8))))
+            ])
+        #expect(
+            effects(unknown) == [
+                .sendToClient(
+                    client,
+                    .reply(TaskReply(requestID: RequestID(high: 0, low: 2), status: .ok, body: Array("404".utf8))))
+            ])
     }
 
     @Test func mmiWorkersReturnsASnapshot() throws {

@@ -30,7 +30,10 @@ struct MalformedInputTests {
         ("empty service", [client, [1], id, [], header, []], .invalidServiceName),
         ("service with control characters", [client, [1], id, [0x41, 0x0a], header, []], .invalidServiceName),
         ("service not UTF-8", [client, [1], id, [0xff, 0xfe], header, []], .invalidServiceName),
-        ("service over 255 bytes", [client, [1], id, [UInt8](repeating: 0x61, count: 256), header, []], .invalidServiceName),
+        (
+            "service over 255 bytes", [client, [1], id, [UInt8](repeating: 0x61, count: 256), header, []],
+            .invalidServiceName
+        ),
         (
             "short header", [client, [1], id, Array("s".utf8), [0, 0, 1], []],
             .invalidField(name: "request header", expectedLength: 8, actual: 3)
@@ -68,7 +71,10 @@ struct MalformedInputTests {
             "reply with an empty client address", [worker, [3], [], id, [0], []],
             .invalidValue(name: "client address", reason: "0 bytes")
         ),
-        ("reply with unknown status", [worker, [3], [1], id, [200], []], .invalidValue(name: "status", reason: "unknown status 200")),
+        (
+            "reply with unknown status", [worker, [3], [1], id, [200], []],
+            .invalidValue(name: "status", reason: "unknown status 200")
+        ),
         ("reply with truncated id", [worker, [3], [1], [1, 2], [0], []], .invalidRequestID(length: 2)),
     ]
 
@@ -115,7 +121,8 @@ struct MalformedInputTests {
             case 1:
                 let f = Int(seeded.next() % UInt64(frames.count))
                 if !frames[f].isEmpty {
-                    frames[f][Int(seeded.next() % UInt64(frames[f].count))] ^= UInt8(truncatingIfNeeded: seeded.next() | 1)
+                    frames[f][Int(seeded.next() % UInt64(frames[f].count))] ^= UInt8(
+                        truncatingIfNeeded: seeded.next() | 1)
                 }
             case 2:
                 frames.removeLast(Int(seeded.next() % UInt64(frames.count)))

@@ -130,8 +130,10 @@ final class SkyProcess: Sendable {
             let waiter = buffer.withLock { output in
                 output.waiters.firstIndex { $0.id == id }.map { output.waiters.remove(at: $0) }
             }
-            let details = self.map { "\nstdout:\n\($0.outputLines.joined(separator: "\n"))\nstderr:\n\($0.errorText)" } ?? ""
-            waiter?.continuation.resume(throwing: Timeout(description: "\(name): condition not met within \(timeout)\(details)"))
+            let details =
+                self.map { "\nstdout:\n\($0.outputLines.joined(separator: "\n"))\nstderr:\n\($0.errorText)" } ?? ""
+            waiter?.continuation.resume(
+                throwing: Timeout(description: "\(name): condition not met within \(timeout)\(details)"))
         }
         defer { timer.cancel() }
         return try await withCheckedThrowingContinuation { continuation in

@@ -32,9 +32,11 @@ final class TestCluster: Sendable {
             throw error
         }
         func field(_ key: String) -> String {
-            ready.split(separator: " ").first { $0.hasPrefix(key + "=") }.map { String($0.dropFirst(key.count + 1)) } ?? ""
+            ready.split(separator: " ").first { $0.hasPrefix(key + "=") }.map { String($0.dropFirst(key.count + 1)) }
+                ?? ""
         }
-        return TestCluster(broker: broker, clients: field("clients"), workers: field("workers"), events: field("events"))
+        return TestCluster(
+            broker: broker, clients: field("clients"), workers: field("workers"), events: field("events"))
     }
 
     /// Starts `skywatch --json` and waits for the broker's greeting, so its subscription is live.
