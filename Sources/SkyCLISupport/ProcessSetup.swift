@@ -37,7 +37,7 @@ public enum ProcessSetup {
         let parent = getppid()
         let thread = Thread {
             while true {
-                usleep(250_000)
+                usleep(100_000)
                 if getppid() != parent { _exit(3) }
             }
         }
