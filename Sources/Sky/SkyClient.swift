@@ -12,7 +12,8 @@ import SkyZMQ
 ///
 /// One client multiplexes any number of concurrent calls over one connection: each call gets a
 /// unique ``RequestID``, and replies are matched to calls by it. The connection is owned by an
-/// I/O thread; calls never block a thread while they wait. Call ``close()`` when done.
+/// I/O thread; calls never block a thread while they wait. Call ``close()`` when done (dropping
+/// the last reference also closes the connection, without waiting).
 public actor SkyClient {
     private static let socket = ZMQEventLoop.SocketID(0, name: "broker")
 
@@ -44,6 +45,11 @@ public actor SkyClient {
                 await self.receive(batch)
             }
         }
+    }
+
+    deinit {
+        // Calls in flight keep the client alive, so none is waiting here; just free the thread.
+        loop.requestShutdown()
     }
 
     /// Runs a task on some worker and returns its result.

@@ -39,29 +39,23 @@ public final class Broker: Service, Sendable {
             .receiveHighWaterMark(configuration.highWaterMark),
             .maxMessageSize(configuration.maxFrameSize),
         ]
-        let specs: [(ZMQEventLoop.SocketSpec, String)] = [
-            (
-                .init(
-                    id: clientsSocket, type: .router, options: guardrails + [.routerMandatory(true)],
-                    bind: [configuration.clientsEndpoint]), "clients"
-            ),
-            (
-                .init(
-                    id: workersSocket, type: .router, options: guardrails + [.routerMandatory(true)],
-                    bind: [configuration.workersEndpoint]), "workers"
-            ),
-            (
-                .init(
-                    id: eventsSocket, type: .xpub, options: guardrails + [.xpubVerbose(true)],
-                    bind: [configuration.eventsEndpoint]), "events"
-            ),
+        let specs: [ZMQEventLoop.SocketSpec] = [
+            .init(
+                id: clientsSocket, type: .router, options: guardrails + [.routerMandatory(true)],
+                bind: [configuration.clientsEndpoint]),
+            .init(
+                id: workersSocket, type: .router, options: guardrails + [.routerMandatory(true)],
+                bind: [configuration.workersEndpoint]),
+            .init(
+                id: eventsSocket, type: .xpub, options: guardrails + [.xpubVerbose(true)],
+                bind: [configuration.eventsEndpoint]),
         ]
         let loop: ZMQEventLoop
         do {
-            loop = try await ZMQEventLoop.start(name: "skybroker-io", sockets: specs.map(\.0))
-        } catch let error as ZMQError {
-            let failed = specs.first { error.operation.contains($0.0.bind.first ?? "\u{0}") }
-            throw BrokerStartError(role: failed?.1 ?? "broker", endpoint: failed?.0.bind.first ?? "", underlying: error)
+            loop = try await ZMQEventLoop.start(name: "skybroker-io", sockets: specs)
+        } catch let error as ZMQEventLoop.SetupError {
+            let endpoint = specs.first { $0.id == error.socket }?.bind.first ?? ""
+            throw BrokerStartError(role: error.socket.name, endpoint: endpoint, underlying: error.underlying)
         }
         let endpoints = Endpoints(
             clients: loop.boundEndpoints(of: clientsSocket).first ?? configuration.clientsEndpoint,

@@ -40,6 +40,14 @@ public enum WireFormat {
         (try? Self.name(Array(name.utf8))) != nil
     }
 
+    /// Decodes a client address: a ROUTER routing id, 1...255 bytes.
+    static func clientAddress(_ frame: [UInt8]) throws(ProtocolError) -> [UInt8] {
+        guard !frame.isEmpty, frame.count <= 255 else {
+            throw .invalidValue(name: "client address", reason: "\(frame.count) bytes")
+        }
+        return frame
+    }
+
     static func uint32(_ frame: [UInt8], name: String) throws(ProtocolError) -> UInt32 {
         guard frame.count == 4 else { throw .invalidField(name: name, expectedLength: 4, actual: frame.count) }
         return frame.withUnsafeBytes { UInt32(bigEndian: $0.loadUnaligned(as: UInt32.self)) }

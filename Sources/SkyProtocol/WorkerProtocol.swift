@@ -56,12 +56,8 @@ public enum WorkerToBroker: Sendable, Equatable {
             return .ready(WorkerAnnouncement(name: name, capacity: capacity, services: services))
         case .reply:
             try WireFormat.expectFrames(frames, 6, command: "REPLY")
-            let client = frames[2]
-            guard !client.isEmpty, client.count <= 255 else {
-                throw .invalidValue(name: "client address", reason: "\(client.count) bytes")
-            }
             return .reply(
-                client: client,
+                client: try WireFormat.clientAddress(frames[2]),
                 TaskReply(
                     requestID: try RequestID(frame: frames[3]),
                     status: try ReplyStatus(frame: frames[4]),
@@ -118,7 +114,7 @@ public enum BrokerToWorker: Sendable, Equatable {
         case .request:
             try WireFormat.expectFrames(frames, 7, command: "REQUEST")
             return .request(
-                client: frames[2],
+                client: try WireFormat.clientAddress(frames[2]),
                 TaskRequest(
                     requestID: try RequestID(frame: frames[3]),
                     service: try WireFormat.name(frames[4]),

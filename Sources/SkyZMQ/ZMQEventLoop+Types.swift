@@ -68,6 +68,16 @@ extension ZMQEventLoop {
         }
     }
 
+    /// A socket could not be created, configured, bound or connected.
+    public struct SetupError: Error, CustomStringConvertible {
+        /// The socket that failed.
+        public let socket: SocketID
+        /// libzmq's error, naming the call and endpoint.
+        public let underlying: ZMQError
+
+        public var description: String { "\(socket): \(underlying)" }
+    }
+
     enum Command: Sendable {
         case send(Outbound)
         case open(SocketSpec, CheckedContinuation<[String], any Error>)

@@ -47,8 +47,8 @@ public final class ZMQEventLoop: Sendable {
     ///     loop makes its own and terminates it on its thread at shutdown, after lingering
     ///     messages have left, so no Swift task ever waits in `zmq_ctx_term`.
     ///   - tick: if given, the loop also yields ``Inbound/tick`` about this often.
-    /// - Throws: the first ``ZMQError`` of the setup (for example `EADDRINUSE` from a bind);
-    ///   nothing is left open then.
+    /// - Throws: ``SetupError`` for the first socket that failed (for example `EADDRINUSE`
+    ///   from a bind); nothing is left open then.
     public static func start(
         name: String, context: ZMQContext? = nil, sockets: [SocketSpec], tick: Duration? = nil
     ) async throws -> ZMQEventLoop {
@@ -85,6 +85,7 @@ public final class ZMQEventLoop: Sendable {
 
     /// Creates another socket on the loop's thread.
     /// - Returns: the resolved endpoints it was bound to.
+    /// - Throws: ``SetupError`` if the socket could not be created, bound or connected.
     @discardableResult
     public func open(_ spec: SocketSpec) async throws -> [String] {
         let endpoints: [String] = try await withCheckedThrowingContinuation { done in
@@ -105,16 +106,25 @@ public final class ZMQEventLoop: Sendable {
     /// Returns once the sockets are closed. Safe to call more than once.
     public func shutdown() async {
         await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
-            let alreadyFinished = mailbox.withLock { box -> Bool in
-                if box.finished { return true }
-                box.shutdownWaiters.append(done)
-                return false
-            }
-            if alreadyFinished {
-                done.resume()
-            } else {
-                post([.shutdown])
-            }
+            requestShutdown(waiter: done)
+        }
+    }
+
+    /// Starts the shutdown without waiting for it (for `deinit`s, which cannot await).
+    public func requestShutdown() {
+        requestShutdown(waiter: nil)
+    }
+
+    private func requestShutdown(waiter done: CheckedContinuation<Void, Never>?) {
+        let alreadyFinished = mailbox.withLock { box -> Bool in
+            if box.finished { return true }
+            if let done { box.shutdownWaiters.append(done) }
+            return false
+        }
+        if alreadyFinished {
+            done?.resume()
+        } else {
+            post([.shutdown])
         }
     }
 

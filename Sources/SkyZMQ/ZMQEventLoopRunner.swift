@@ -75,11 +75,17 @@ final class ZMQEventLoopRunner {
 
     // MARK: Sockets
 
-    private func open(_ spec: ZMQEventLoop.SocketSpec) throws -> [String] {
+    private func open(_ spec: ZMQEventLoop.SocketSpec) throws(ZMQEventLoop.SetupError) -> [String] {
         if entries[spec.id] != nil {
-            throw ZMQError(code: EEXIST, operation: "open(\(spec.id)): socket id already in use")
+            throw ZMQEventLoop.SetupError(
+                socket: spec.id, underlying: ZMQError(code: EEXIST, operation: "open: socket id already in use"))
         }
-        let socket = try ZMQSocket(context: context, type: spec.type)
+        let socket: ZMQSocket
+        do {
+            socket = try ZMQSocket(context: context, type: spec.type)
+        } catch {
+            throw ZMQEventLoop.SetupError(socket: spec.id, underlying: error)
+        }
         var monitorPair: ZMQSocket?
         do {
             // Never let a close wait on undeliverable messages unless the spec asks for it.
@@ -105,7 +111,7 @@ final class ZMQEventLoopRunner {
         } catch {
             monitorPair?.close(linger: 0)
             socket.close(linger: 0)
-            throw error
+            throw ZMQEventLoop.SetupError(socket: spec.id, underlying: error)
         }
     }
 

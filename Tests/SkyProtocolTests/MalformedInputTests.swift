@@ -89,6 +89,9 @@ struct MalformedInputTests {
             try BrokerToWorker.decode([Self.worker, [2], [1]])
         }
         #expect(throws: ProtocolError.unknownCommand(0x03)) { try BrokerToWorker.decode([Self.worker, [3]]) }
+        #expect(throws: ProtocolError.invalidValue(name: "client address", reason: "0 bytes")) {
+            try BrokerToWorker.decode([Self.worker, [2], [], Self.id, Array("s".utf8), Self.header, []])
+        }
     }
 
     @Test func eventsRejectGarbage() {

@@ -105,7 +105,8 @@ struct ZMQEventLoopTests {
                     .init(id: Self.server, type: .router, bind: [endpoint]),
                 ])
         } throws: { error in
-            (error as? ZMQError)?.isAddressInUse == true
+            guard let failure = error as? ZMQEventLoop.SetupError else { return false }
+            return failure.socket == Self.server && failure.underlying.isAddressInUse
         }
         await first.shutdown()
         // The endpoint is free again once the first loop closed it.
@@ -143,7 +144,7 @@ struct ZMQEventLoopTests {
         loop.send([Array("first".utf8)], on: Self.client)
         #expect(await Self.collect(server, messages: 1).messages.first?.frames.last == Array("first".utf8))
         loop.close(Self.client)
-        await #expect(throws: ZMQError.self) {
+        await #expect(throws: ZMQEventLoop.SetupError.self) {
             try await loop.open(.init(id: Self.server, type: .dealer, connect: ["nonsense://"]))
         }
         await loop.shutdown()
