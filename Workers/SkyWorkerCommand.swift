@@ -30,10 +30,22 @@ struct SkyWorkerCommand: AsyncParsableCommand {
     @Option(help: "Comma-separated built-in workloads to serve.")
     var workloads = BuiltInWorkloads.all.joined(separator: ",")
 
+    @Option(help: "Seconds between heartbeats with the broker (match the broker's).")
+    var heartbeatInterval: Double = 1
+
+    @Option(help: "Missed heartbeat intervals before the broker is presumed lost and the worker reconnects.")
+    var liveness = 3
+
+    @Option(help: "Seconds a graceful stop waits for running tasks before handing them back.")
+    var drainGrace: Double = 30
+
     @OptionGroup var common: CommonOptions
 
     func validate() throws {
         guard (1...65_536).contains(capacity) else { throw ValidationError("--capacity must be 1...65536") }
+        guard heartbeatInterval >= 0.01 else { throw ValidationError("--heartbeat-interval must be at least 0.01") }
+        guard liveness >= 1 else { throw ValidationError("--liveness must be at least 1") }
+        guard drainGrace >= 0 else { throw ValidationError("--drain-grace must be 0 or more") }
     }
 
     func run() async throws {
@@ -46,7 +58,13 @@ struct SkyWorkerCommand: AsyncParsableCommand {
         } catch {
             ProcessSetup.fail("skyworker", "\(error)")
         }
-        let worker = SkyWorker(configuration: .init(broker: broker), system: system, logger: logger)
+        var liveness = BrokerLiveness.Configuration()
+        liveness.heartbeatInterval = .milliseconds(Int64(heartbeatInterval * 1000))
+        liveness.liveness = self.liveness
+        let worker = SkyWorker(
+            configuration: .init(
+                broker: broker, liveness: liveness, drainGrace: .milliseconds(Int64(drainGrace * 1000))),
+            system: system, logger: logger)
         ProcessSetup.line("skyworker ready name=\(workerName) capacity=\(capacity) broker=\(broker)")
         let group = ServiceGroup(
             configuration: .init(

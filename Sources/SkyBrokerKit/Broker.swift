@@ -23,12 +23,16 @@ public final class Broker: Service, Sendable {
     public let endpoints: Endpoints
     private let loop: ZMQEventLoop
     private let logger: Logger
-    private let state = Locked(BrokerStateMachine())
+    private let configuration: BrokerConfiguration
+    private let state: Locked<BrokerStateMachine>
+    private let clock = ContinuousClock()
 
-    private init(loop: ZMQEventLoop, endpoints: Endpoints, logger: Logger) {
+    private init(loop: ZMQEventLoop, endpoints: Endpoints, configuration: BrokerConfiguration, logger: Logger) {
         self.loop = loop
         self.endpoints = endpoints
         self.logger = logger
+        self.configuration = configuration
+        self.state = Locked(BrokerStateMachine(configuration: configuration.routing))
     }
 
     /// Binds the three sockets.
@@ -52,7 +56,10 @@ public final class Broker: Service, Sendable {
         ]
         let loop: ZMQEventLoop
         do {
-            loop = try await ZMQEventLoop.start(name: "skybroker-io", sockets: specs)
+            // Ticks drive expiry, heartbeats, deadlines and stats; a tenth of the heartbeat
+            // interval keeps detection within 10 % of the configured times.
+            let tick = max(.milliseconds(10), configuration.routing.heartbeatInterval / 10)
+            loop = try await ZMQEventLoop.start(name: "skybroker-io", sockets: specs, tick: tick)
         } catch let error as ZMQEventLoop.SetupError {
             let endpoint = specs.first { $0.id == error.socket }?.bind.first ?? ""
             throw BrokerStartError(role: error.socket.name, endpoint: endpoint, underlying: error.underlying)
@@ -61,11 +68,12 @@ public final class Broker: Service, Sendable {
             clients: loop.boundEndpoints(of: clientsSocket).first ?? configuration.clientsEndpoint,
             workers: loop.boundEndpoints(of: workersSocket).first ?? configuration.workersEndpoint,
             events: loop.boundEndpoints(of: eventsSocket).first ?? configuration.eventsEndpoint)
-        return Broker(loop: loop, endpoints: endpoints, logger: logger)
+        return Broker(loop: loop, endpoints: endpoints, configuration: configuration, logger: logger)
     }
 
-    /// Serves until the surrounding `ServiceGroup` shuts down gracefully or the task is cancelled,
-    /// then closes the sockets.
+    /// Serves until the surrounding `ServiceGroup` shuts down gracefully or the task is cancelled.
+    /// Then it answers every waiting and running request with `brokerShuttingDown`, tells the
+    /// workers, lets those messages leave, and closes the sockets.
     public func run() async throws {
         logger.info(
             "skybroker serving: clients \(endpoints.clients), workers \(endpoints.workers), events \(endpoints.events)")
@@ -73,7 +81,12 @@ public final class Broker: Service, Sendable {
             handle(batch)
         }
         logger.info("skybroker stopping")
-        await loop.shutdown()
+        var actions: [BrokerAction] = []
+        let now = clock.now
+        state.withLock { $0.shutdown(now: now, into: &actions) }
+        execute(actions)
+        await loop.shutdown(linger: configuration.shutdownLinger)
+        logger.info("skybroker stopped")
     }
 
     /// The current view of the cluster (what `mmi.workers` answers).
@@ -84,27 +97,32 @@ public final class Broker: Service, Sendable {
     private func handle(_ batch: [ZMQEventLoop.Inbound]) {
         var actions: [BrokerAction] = []
         actions.reserveCapacity(batch.count * 2)
+        let now = clock.now
         state.withLock { machine in
             for inbound in batch {
                 switch inbound {
                 case .message(Self.clientsSocket, let message):
                     guard message.frames.count >= 1 else { continue }
                     machine.clientMessage(
-                        from: PeerID(message.frames[0]), frames: Array(message.frames.dropFirst()), into: &actions)
+                        from: PeerID(message.frames[0]), frames: Array(message.frames.dropFirst()), now: now,
+                        into: &actions)
                 case .message(Self.workersSocket, let message):
                     guard message.frames.count >= 1 else { continue }
                     machine.workerMessage(
-                        from: PeerID(message.frames[0]), frames: Array(message.frames.dropFirst()), into: &actions)
+                        from: PeerID(message.frames[0]), frames: Array(message.frames.dropFirst()), now: now,
+                        into: &actions)
                 case .message(Self.eventsSocket, let message):
                     // XPUB: [0x01 topic] subscribes, [0x00 topic] unsubscribes.
                     if message.frames.first?.first == 1 { machine.subscriberJoined(into: &actions) }
                 case .sendFailed(Self.clientsSocket, let frames, _):
                     if let peer = frames.first { machine.clientUnreachable(PeerID(peer), into: &actions) }
                 case .sendFailed(Self.workersSocket, let frames, _):
-                    if let peer = frames.first { machine.workerUnreachable(PeerID(peer), into: &actions) }
+                    if let peer = frames.first { machine.workerUnreachable(PeerID(peer), now: now, into: &actions) }
                 case .sendFailed(let socket, _, let error):
                     actions.append(.log(.warning, "send on \(socket) failed: \(error)"))
-                case .message, .monitor, .tick:
+                case .tick:
+                    machine.tick(now: now, into: &actions)
+                case .message, .monitor:
                     continue
                 }
             }

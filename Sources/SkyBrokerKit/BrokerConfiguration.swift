@@ -10,6 +10,10 @@ public struct BrokerConfiguration: Sendable {
     public var maxFrameSize: Int64
     /// Per-peer queue limit on every socket, in messages.
     public var highWaterMark: Int32
+    /// Heartbeats, liveness, deliveries, queue bound, lease grace, events.
+    public var routing: BrokerStateMachine.Configuration
+    /// How long replies made at shutdown may take to leave, in milliseconds.
+    public var shutdownLinger: Int32 = 1000
 
     public static let defaultClientsEndpoint = "tcp://127.0.0.1:5555"
     public static let defaultWorkersEndpoint = "tcp://127.0.0.1:5556"
@@ -20,8 +24,10 @@ public struct BrokerConfiguration: Sendable {
         workersEndpoint: String = BrokerConfiguration.defaultWorkersEndpoint,
         eventsEndpoint: String = BrokerConfiguration.defaultEventsEndpoint,
         maxFrameSize: Int64 = 16 << 20,
-        highWaterMark: Int32 = 100_000
+        highWaterMark: Int32 = 100_000,
+        routing: BrokerStateMachine.Configuration = .init()
     ) {
+        self.routing = routing
         self.clientsEndpoint = clientsEndpoint
         self.workersEndpoint = workersEndpoint
         self.eventsEndpoint = eventsEndpoint

@@ -1,31 +1,83 @@
 import DequeModule
+import HeapModule
 import SkyProtocol
 
-/// The broker's logic, free of sockets and threads.
+/// The broker's logic, free of sockets, threads and clocks.
 ///
 /// Inputs are messages from clients and workers (as frames, after the ROUTER's routing-id frame),
-/// failed sends, and subscriptions to the event socket; each input appends ``BrokerAction``s for
-/// the I/O shell to perform. Nothing here blocks, sleeps or reads a clock, so every transition can
-/// be tested as values.
+/// failed sends, subscriptions to the event socket, clock ticks and shutdown; every input carries
+/// `now`, so time is injected and tests move it by hand. Each input appends ``BrokerAction``s for
+/// the I/O shell to perform.
 ///
-/// Routing: a request goes to a worker that serves its service and has a free credit, choosing
-/// the least loaded (outstanding ÷ capacity), then the one that was given work longest ago.
-/// When no such worker exists the request waits in a per-service FIFO queue; whenever a worker
-/// frees a credit or joins it takes the oldest waiting request among the services it serves.
-/// The broker never decodes task payloads.
+/// **Routing.** A request goes to a worker that serves its service and has a free credit: the
+/// least loaded (outstanding ÷ capacity), then the one given work longest ago. Otherwise it waits
+/// in a per-service FIFO queue (bounded: beyond ``Configuration/queueLimit`` it is refused as
+/// `overloaded`); a worker that frees a credit or joins takes the oldest waiting request among
+/// its services. Payloads are never decoded.
+///
+/// **Liveness.** Any message from a worker refreshes it; one silent for `liveness × interval`
+/// expires. The broker heartbeats every worker each interval.
+///
+/// **Never lose, never duplicate.** Tasks held by a worker that leaves or expires go back to the
+/// front of their queue (after ``Configuration/maxDeliveries`` deliveries the client gets
+/// `workerLost` instead). A reply for a task its worker no longer holds is dropped and counted.
+/// Every accepted request gets exactly one reply: the worker's, or one the broker makes
+/// (`deadlineExceeded`, `noWorkers`, `workerLost`, `cancelled`, `brokerShuttingDown`).
+///
+/// **Deadlines.** A request's `timeout-ms` sets its deadline. One still waiting at its deadline is
+/// answered `deadlineExceeded` (`noWorkers` if no worker serves its service). One running past
+/// deadline + ``Configuration/leaseGrace`` is taken from its worker (a lease), answered
+/// `deadlineExceeded`, and the worker is told to cancel it.
 public struct BrokerStateMachine: Sendable {
-    /// A request waiting for a worker.
+    public typealias Instant = ContinuousClock.Instant
+
+    public struct Configuration: Sendable {
+        /// How often the broker and workers exchange heartbeats.
+        public var heartbeatInterval: Duration = .seconds(1)
+        /// Missed intervals before a worker is declared dead.
+        public var liveness: Int = 3
+        /// Deliveries of one request before it fails with `workerLost`.
+        public var maxDeliveries: Int = 3
+        /// Requests that may wait for a worker.
+        public var queueLimit: Int = 100_000
+        /// How long past its deadline a task may run before it is taken from its worker.
+        public var leaseGrace: Duration = .seconds(5)
+        /// How often `broker.stats` is published.
+        public var statsInterval: Duration = .seconds(1)
+        /// Publish `task.dispatched` and `task.completed` for every task (costs throughput).
+        public var taskEvents: Bool = false
+
+        public init() {}
+
+        /// How long a worker may stay silent.
+        public var expiry: Duration { heartbeatInterval * liveness }
+    }
+
+    /// A request the broker accepted and has not answered.
     struct QueuedRequest: Sendable {
         var client: PeerID
         var request: TaskRequest
-        /// Arrival order over all services, so a worker serving several services takes the oldest.
+        /// Arrival order over all services, so a worker serving several takes the oldest.
         var arrival: UInt64
+        var deadline: Instant?
+        /// How many times it was handed to a worker.
+        var deliveries: Int = 0
+
+        var key: TaskKey { TaskKey(client: client, requestID: request.requestID) }
     }
 
-    /// Identifies a task at a worker: the client that asked and its request id.
+    /// Identifies a request: the client that sent it and its request id.
     struct TaskKey: Hashable, Sendable {
         var client: PeerID
         var requestID: RequestID
+    }
+
+    struct InFlightTask: Sendable {
+        var task: QueuedRequest
+        /// When the task is taken from the worker: deadline + grace.
+        var leaseExpiry: Instant?
+        /// Already answered (cancelled by its client): the worker's reply only returns the credit.
+        var answered = false
     }
 
     struct WorkerRecord: Sendable {
@@ -33,10 +85,10 @@ public struct BrokerStateMachine: Sendable {
         var name: String
         var capacity: Int
         var services: [String]
-        /// Tasks outstanding at this worker, with what is needed to queue them again.
-        var inFlight: [TaskKey: QueuedRequest] = [:]
-        /// When it was last given a task (a dispatch counter), for round-robin among equals.
+        var inFlight: [TaskKey: InFlightTask] = [:]
+        /// When it was last given a task (a dispatch counter), for round robin among equals.
         var lastDispatch: UInt64 = 0
+        var expiresAt: Instant
 
         var freeCredits: Int { capacity - inFlight.count }
 
@@ -45,24 +97,49 @@ public struct BrokerStateMachine: Sendable {
         }
     }
 
-    private var workers: [PeerID: WorkerRecord] = [:]
-    /// Workers per service, in registration order.
-    private var workersByService: [String: [PeerID]] = [:]
-    private var queues: [String: Deque<QueuedRequest>] = [:]
-    private var nextArrival: UInt64 = 0
-    private var dispatchCounter: UInt64 = 0
-    private var lastEventSeq: UInt64 = 0
-    public private(set) var counters = BrokerCounters()
+    /// A waiting request's deadline, ordered for the deadline heap.
+    struct DeadlineEntry: Comparable, Sendable {
+        var deadline: Instant
+        var key: TaskKey
+        var arrival: UInt64
 
-    public init() {}
+        static func < (lhs: Self, rhs: Self) -> Bool { lhs.deadline < rhs.deadline }
+        static func == (lhs: Self, rhs: Self) -> Bool { lhs.deadline == rhs.deadline && lhs.arrival == rhs.arrival }
+    }
+
+    public let configuration: Configuration
+    var workers: [PeerID: WorkerRecord] = [:]
+    /// Workers per service, in registration order.
+    var workersByService: [String: [PeerID]] = [:]
+    /// Waiting requests per service, oldest first. May hold entries that were cancelled or expired
+    /// meanwhile; ``waiting`` says which are live.
+    var queues: [String: Deque<QueuedRequest>] = [:]
+    /// Live waiting requests: their service and arrival number.
+    var waiting: [TaskKey: (service: String, arrival: UInt64)] = [:]
+    var waitingPerService: [String: Int] = [:]
+    /// Requests at a worker, and which one.
+    var running: [TaskKey: PeerID] = [:]
+    var deadlines = Heap<DeadlineEntry>()
+    var nextArrival: UInt64 = 0
+    var dispatchCounter: UInt64 = 0
+    var lastEventSeq: UInt64 = 0
+    var nextHeartbeat: Instant?
+    var nextStats: Instant?
+    var completedAtLastStats: UInt64 = 0
+    var stopping = false
+    public internal(set) var counters = BrokerCounters()
+
+    public init(configuration: Configuration = Configuration()) {
+        self.configuration = configuration
+    }
 
     // MARK: Queries
 
-    /// Requests waiting over all services.
-    public var queuedCount: Int { queues.values.reduce(0) { $0 + $1.count } }
+    /// Requests waiting for a worker.
+    public var queuedCount: Int { waiting.count }
 
     /// Tasks outstanding at workers.
-    public var inFlightCount: Int { workers.values.reduce(0) { $0 + $1.inFlight.count } }
+    public var inFlightCount: Int { running.count }
 
     public var workerCount: Int { workers.count }
 
@@ -74,14 +151,16 @@ public struct BrokerStateMachine: Sendable {
             return info
         }
         return ClusterSnapshot(
-            seq: lastEventSeq, workers: list, queued: queues.filter { !$0.value.isEmpty }.mapValues(\.count),
+            seq: lastEventSeq, workers: list, queued: waitingPerService.filter { $0.value > 0 },
             inFlight: inFlightCount, counters: counters)
     }
 
-    // MARK: Inputs
+    // MARK: Clients
 
     /// A message arrived on the clients ROUTER from `client`.
-    public mutating func clientMessage(from client: PeerID, frames: [[UInt8]], into actions: inout [BrokerAction]) {
+    public mutating func clientMessage(
+        from client: PeerID, frames: [[UInt8]], now: Instant, into actions: inout [BrokerAction]
+    ) {
         let command: ClientToBroker
         do {
             command = try ClientToBroker.decode(frames)
@@ -92,44 +171,9 @@ public struct BrokerStateMachine: Sendable {
         }
         switch command {
         case .request(let request):
-            if request.service.hasPrefix(BrokerService.prefix) {
-                answerBrokerService(request, for: client, into: &actions)
-                return
-            }
-            counters.requestsAccepted += 1
-            nextArrival += 1
-            let queued = QueuedRequest(client: client, request: request, arrival: nextArrival)
-            if queues[request.service]?.isEmpty ?? true, let worker = bestWorker(for: request.service) {
-                dispatch(queued, to: worker, into: &actions)
-            } else {
-                queues[request.service, default: []].append(queued)
-            }
-        }
-    }
-
-    /// A message arrived on the workers ROUTER from `peer`.
-    public mutating func workerMessage(from peer: PeerID, frames: [[UInt8]], into actions: inout [BrokerAction]) {
-        let command: WorkerToBroker
-        do {
-            command = try WorkerToBroker.decode(frames)
-        } catch {
-            counters.malformedWorkerMessages += 1
-            actions.append(.log(.warning, "dropped malformed message from worker \(peer): \(error)"))
-            return
-        }
-        switch command {
-        case .ready(let announcement):
-            register(peer, announcement, into: &actions)
-        case .reply(let client, let reply):
-            guard workers[peer] != nil else {
-                rejectUnknownWorker(peer, command: "REPLY", into: &actions)
-                return
-            }
-            completeTask(at: peer, client: PeerID(client), reply: reply, into: &actions)
-        case .heartbeat:
-            if workers[peer] == nil { rejectUnknownWorker(peer, command: "HEARTBEAT", into: &actions) }
-        case .disconnect:
-            if workers[peer] != nil { remove(peer, reason: .graceful, into: &actions) }
+            accept(request, from: client, now: now, into: &actions)
+        case .cancel(let requestID):
+            cancel(TaskKey(client: client, requestID: requestID), into: &actions)
         }
     }
 
@@ -139,171 +183,123 @@ public struct BrokerStateMachine: Sendable {
         actions.append(.log(.debug, "reply to client \(client) dropped: client unreachable"))
     }
 
-    /// The shell could not deliver a message to a worker: its connection is gone.
-    public mutating func workerUnreachable(_ peer: PeerID, into actions: inout [BrokerAction]) {
-        guard workers[peer] != nil else { return }
-        remove(peer, reason: .unreachable, into: &actions)
+    private mutating func accept(
+        _ request: TaskRequest, from client: PeerID, now: Instant, into actions: inout [BrokerAction]
+    ) {
+        if request.service.hasPrefix(BrokerService.prefix) {
+            answerBrokerService(request, for: client, into: &actions)
+            return
+        }
+        if stopping {
+            reply(
+                to: client,
+                .failure(
+                    request.requestID, .brokerShuttingDown, type: "brokerShuttingDown",
+                    message: "the broker is shutting down"), into: &actions)
+            return
+        }
+        let key = TaskKey(client: client, requestID: request.requestID)
+        if waiting[key] != nil || running[key] != nil {
+            // A retry of a request that is still being handled: its one reply is coming.
+            counters.duplicateRequests += 1
+            return
+        }
+        nextArrival += 1
+        let deadline: Instant? =
+            request.header.timeoutMilliseconds > 0
+            ? now + .milliseconds(Int64(request.header.timeoutMilliseconds)) : nil
+        let task = QueuedRequest(client: client, request: request, arrival: nextArrival, deadline: deadline)
+        if waitingPerService[request.service, default: 0] == 0, let worker = bestWorker(for: request.service) {
+            counters.requestsAccepted += 1
+            dispatch(task, to: worker, now: now, into: &actions)
+            return
+        }
+        guard waiting.count < configuration.queueLimit else {
+            counters.rejectedOverloaded += 1
+            fail(
+                task, .overloaded,
+                "the broker's queue holds \(configuration.queueLimit) requests, its limit", into: &actions)
+            return
+        }
+        counters.requestsAccepted += 1
+        enqueue(task, atFront: false)
+    }
+
+    private mutating func cancel(_ key: TaskKey, into actions: inout [BrokerAction]) {
+        if let entry = waiting.removeValue(forKey: key) {
+            waitingPerService[entry.service, default: 1] -= 1
+            counters.cancelled += 1
+            reply(
+                to: key.client,
+                .failure(key.requestID, .cancelled, type: "cancelled", message: "cancelled by the client"),
+                into: &actions)
+        } else if let peer = running[key], var task = workers[peer]?.inFlight[key], !task.answered {
+            task.answered = true
+            workers[peer]?.inFlight[key] = task
+            counters.cancelled += 1
+            actions.append(.sendToWorker(peer, .cancel(client: key.client.bytes, key.requestID)))
+            reply(
+                to: key.client,
+                .failure(key.requestID, .cancelled, type: "cancelled", message: "cancelled by the client"),
+                into: &actions)
+        }
+    }
+
+    // MARK: Replies and events
+
+    mutating func reply(to client: PeerID, _ reply: TaskReply, into actions: inout [BrokerAction]) {
+        counters.repliesSent += 1
+        actions.append(.sendToClient(client, .reply(reply)))
+    }
+
+    /// Answers a request with a failure the broker made, and says so on the event socket.
+    mutating func fail(
+        _ task: QueuedRequest, _ status: ReplyStatus, _ message: String, worker: PeerID? = nil,
+        into actions: inout [BrokerAction]
+    ) {
+        reply(
+            to: task.client, .failure(task.request.requestID, status, type: status.description, message: message),
+            into: &actions)
+        publish(
+            SkyEvent(
+                seq: 0, event: .taskFailed, time: "",
+                task: TaskInfo(
+                    requestID: task.request.requestID.description, service: task.request.service,
+                    deliveries: task.deliveries, worker: worker?.description, status: status.description)),
+            into: &actions)
+    }
+
+    mutating func publish(_ event: SkyEvent, into actions: inout [BrokerAction]) {
+        lastEventSeq += 1
+        var event = event
+        event.seq = lastEventSeq
+        actions.append(.publish(event))
     }
 
     /// Someone subscribed to the event socket: greet them with the current state, which also
     /// tells them their subscription is live.
     public mutating func subscriberJoined(into actions: inout [BrokerAction]) {
-        let list = snapshot().workers
         publish(
-            SkyEvent(seq: 0, event: .brokerHello, time: "", workers: list, queued: queuedCount), into: &actions)
-    }
-
-    // MARK: Workers
-
-    private mutating func register(
-        _ peer: PeerID, _ announcement: WorkerAnnouncement, into actions: inout [BrokerAction]
-    ) {
-        if workers[peer] != nil {
-            actions.append(.log(.warning, "worker \(peer) sent a second READY; disconnecting it"))
-            remove(peer, reason: .protocolError, into: &actions)
-            actions.append(.sendToWorker(peer, .disconnect))
-            return
-        }
-        if let reserved = announcement.services.first(where: { $0.hasPrefix(BrokerService.prefix) }) {
-            counters.malformedWorkerMessages += 1
-            actions.append(
-                .log(.warning, "worker \(peer) tried to register reserved service \(reserved); disconnecting it"))
-            actions.append(.sendToWorker(peer, .disconnect))
-            return
-        }
-        var services: [String] = []
-        for service in announcement.services where !services.contains(service) { services.append(service) }
-        let record = WorkerRecord(
-            id: peer, name: announcement.name, capacity: Int(announcement.capacity), services: services)
-        workers[peer] = record
-        for service in services { workersByService[service, default: []].append(peer) }
-        actions.append(
-            .log(
-                .info,
-                "worker \(announcement.name) (\(peer)) connected: capacity \(record.capacity), services \(services.joined(separator: ", "))"
-            ))
-        publish(SkyEvent(seq: 0, event: .workerConnected, time: "", worker: record.info), into: &actions)
-        fill(peer, into: &actions)
-    }
-
-    private mutating func remove(_ peer: PeerID, reason: DisconnectReason, into actions: inout [BrokerAction]) {
-        guard let record = workers.removeValue(forKey: peer) else { return }
-        for service in record.services {
-            workersByService[service]?.removeAll { $0 == peer }
-            if workersByService[service]?.isEmpty == true { workersByService[service] = nil }
-        }
-        // Back to the front of their queues, oldest first, so they run before newer work.
-        let held = record.inFlight.values.sorted { $0.arrival > $1.arrival }
-        for task in held { queues[task.request.service, default: []].prepend(task) }
-        counters.requeued += UInt64(held.count)
-        actions.append(
-            .log(
-                .info,
-                "worker \(record.name) (\(peer)) disconnected (\(reason.rawValue)); \(held.count) task(s) requeued"))
-        publish(
-            SkyEvent(
-                seq: 0, event: .workerDisconnected, time: "", worker: record.info, reason: reason, tasksHeld: held.count
-            ),
+            SkyEvent(seq: 0, event: .brokerHello, time: "", workers: snapshot().workers, queued: queuedCount),
             into: &actions)
-        let services = Set(held.map(\.request.service))
-        for service in services {
-            for candidate in workersByService[service] ?? [] { fill(candidate, into: &actions) }
-        }
     }
-
-    private mutating func rejectUnknownWorker(_ peer: PeerID, command: String, into actions: inout [BrokerAction]) {
-        counters.unknownWorkerMessages += 1
-        actions.append(.log(.warning, "\(command) from unregistered worker \(peer); telling it to re-register"))
-        actions.append(.sendToWorker(peer, .disconnect))
-    }
-
-    // MARK: Tasks
-
-    private mutating func completeTask(
-        at peer: PeerID, client: PeerID, reply: TaskReply, into actions: inout [BrokerAction]
-    ) {
-        let key = TaskKey(client: client, requestID: reply.requestID)
-        guard workers[peer]?.inFlight.removeValue(forKey: key) != nil else {
-            counters.unexpectedReplies += 1
-            actions.append(
-                .log(.warning, "dropped reply for \(reply.requestID) from worker \(peer): it does not hold that task"))
-            return
-        }
-        counters.repliesSent += 1
-        actions.append(.sendToClient(client, .reply(reply)))
-        fill(peer, into: &actions)
-    }
-
-    /// The worker to give a new task of `service`: a free credit, least loaded, least recently used.
-    private func bestWorker(for service: String) -> PeerID? {
-        var best: WorkerRecord?
-        for peer in workersByService[service] ?? [] {
-            guard let candidate = workers[peer], candidate.freeCredits > 0 else { continue }
-            guard let current = best else {
-                best = candidate
-                continue
-            }
-            // Compare load ratios without division: a/b < c/d  ⇔  a·d < c·b.
-            let lhs = candidate.inFlight.count * current.capacity
-            let rhs = current.inFlight.count * candidate.capacity
-            if lhs < rhs || (lhs == rhs && candidate.lastDispatch < current.lastDispatch) {
-                best = candidate
-            }
-        }
-        return best?.id
-    }
-
-    private mutating func dispatch(_ task: QueuedRequest, to peer: PeerID, into actions: inout [BrokerAction]) {
-        dispatchCounter += 1
-        let key = TaskKey(client: task.client, requestID: task.request.requestID)
-        workers[peer]?.inFlight[key] = task
-        workers[peer]?.lastDispatch = dispatchCounter
-        actions.append(.sendToWorker(peer, .request(client: task.client.bytes, task.request)))
-    }
-
-    /// Gives a worker queued work until its credits are used up or nothing it serves is waiting.
-    private mutating func fill(_ peer: PeerID, into actions: inout [BrokerAction]) {
-        guard let record = workers[peer] else { return }
-        var free = record.freeCredits
-        while free > 0 {
-            var oldest: (service: String, arrival: UInt64)?
-            for service in record.services {
-                guard let head = queues[service]?.first else { continue }
-                if oldest == nil || head.arrival < oldest!.arrival { oldest = (service, head.arrival) }
-            }
-            guard let pick = oldest, let task = queues[pick.service]?.popFirst() else { return }
-            if queues[pick.service]?.isEmpty == true { queues[pick.service] = nil }
-            dispatch(task, to: peer, into: &actions)
-            free -= 1
-        }
-    }
-
-    // MARK: Broker services and events
 
     private mutating func answerBrokerService(
         _ request: TaskRequest, for client: PeerID, into actions: inout [BrokerAction]
     ) {
-        let reply: TaskReply
+        let answer: TaskReply
         switch request.service {
         case BrokerService.service:
             let name = String(decoding: request.body, as: UTF8.self)
             let served = workersByService[name]?.isEmpty == false
-            reply = TaskReply(requestID: request.requestID, status: .ok, body: Array((served ? "200" : "404").utf8))
+            answer = TaskReply(requestID: request.requestID, status: .ok, body: Array((served ? "200" : "404").utf8))
         case BrokerService.workers:
-            reply = TaskReply(requestID: request.requestID, status: .ok, body: Array(JSONCoding.encode(snapshot())))
+            answer = TaskReply(requestID: request.requestID, status: .ok, body: JSONCoding.encode(snapshot()))
         default:
-            reply = .failure(
+            answer = .failure(
                 request.requestID, .unknownService, type: "unknownService",
                 message: "501: the broker has no internal service \(request.service)")
         }
-        counters.repliesSent += 1
-        actions.append(.sendToClient(client, .reply(reply)))
-    }
-
-    private mutating func publish(_ event: SkyEvent, into actions: inout [BrokerAction]) {
-        lastEventSeq += 1
-        var event = event
-        event.seq = lastEventSeq
-        actions.append(.publish(event))
+        reply(to: client, answer, into: &actions)
     }
 }

@@ -2,9 +2,12 @@
 public enum ClientToBroker: Sendable, Equatable {
     /// `[SKYC01][0x01][request-id][service][header][body]`: run a task.
     case request(TaskRequest)
+    /// `[SKYC01][0x03][request-id]`: the caller no longer wants this request.
+    case cancel(RequestID)
 
     public enum Command: UInt8 {
         case request = 0x01
+        case cancel = 0x03
     }
 
     public static func decode(_ frames: [[UInt8]]) throws(ProtocolError) -> ClientToBroker {
@@ -19,6 +22,9 @@ public enum ClientToBroker: Sendable, Equatable {
                     service: try WireFormat.name(frames[3]),
                     header: try RequestHeader(frame: frames[4]),
                     body: frames[5]))
+        case .cancel:
+            try WireFormat.expectFrames(frames, 3, command: "CANCEL")
+            return .cancel(try RequestID(frame: frames[2]))
         }
     }
 
@@ -29,6 +35,8 @@ public enum ClientToBroker: Sendable, Equatable {
                 WireFormat.clientSignature, [Command.request.rawValue], request.requestID.frame,
                 Array(request.service.utf8), request.header.frame, request.body,
             ]
+        case .cancel(let requestID):
+            [WireFormat.clientSignature, [Command.cancel.rawValue], requestID.frame]
         }
     }
 }

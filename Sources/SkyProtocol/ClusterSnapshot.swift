@@ -10,12 +10,26 @@ public struct BrokerCounters: Codable, Sendable, Equatable {
     public var malformedWorkerMessages: UInt64 = 0
     /// Valid worker commands from peers that are not registered workers (answered with DISCONNECT).
     public var unknownWorkerMessages: UInt64 = 0
-    /// Worker replies for tasks the worker did not hold, dropped.
-    public var unexpectedReplies: UInt64 = 0
     /// Replies that could not be delivered because the client was gone, dropped.
     public var undeliverableReplies: UInt64 = 0
     /// Tasks put back in the queue because their worker left while holding them.
     public var requeued: UInt64 = 0
+    /// Replies from workers for tasks they no longer hold (re-dispatched, answered, or the
+    /// worker was declared dead), dropped so that no client gets two replies.
+    public var staleReplies: UInt64 = 0
+    /// Workers declared dead because their heartbeats stopped.
+    public var workersExpired: UInt64 = 0
+    /// Requests refused because the queue was full.
+    public var rejectedOverloaded: UInt64 = 0
+    /// Requests answered `deadlineExceeded` (queued past their deadline, or their lease ran out).
+    public var deadlinesExceeded: UInt64 = 0
+    /// Requests that failed because their workers were lost too often.
+    public var failedWorkerLost: UInt64 = 0
+    /// Requests cancelled by their clients.
+    public var cancelled: UInt64 = 0
+    /// REQUESTs that repeated a request id already waiting or running (a client retry); ignored,
+    /// since the first one will be answered.
+    public var duplicateRequests: UInt64 = 0
 
     public init() {}
 }

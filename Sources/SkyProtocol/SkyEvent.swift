@@ -13,6 +13,17 @@ public struct EventKind: RawRepresentable, Codable, Hashable, Sendable, CustomSt
     /// Sent whenever a subscriber joins: the current workers, so a new watcher starts from the
     /// present state and knows its subscription is live.
     public static let brokerHello = EventKind(rawValue: "broker.hello")
+    /// Every second: counts of workers, queued and in-flight tasks, and throughput.
+    public static let brokerStats = EventKind(rawValue: "broker.stats")
+    /// A task went back to the queue because the worker holding it was lost.
+    public static let taskRedispatched = EventKind(rawValue: "task.redispatched")
+    /// The broker answered a task with a failure it made itself (worker lost too often,
+    /// deadline passed, no workers, overloaded, shutting down).
+    public static let taskFailed = EventKind(rawValue: "task.failed")
+    /// A task was handed to a worker (only with per-task events enabled).
+    public static let taskDispatched = EventKind(rawValue: "task.dispatched")
+    /// A worker's reply was forwarded to the client (only with per-task events enabled).
+    public static let taskCompleted = EventKind(rawValue: "task.completed")
 
     public init(from decoder: any Decoder) throws {
         rawValue = try decoder.singleValueContainer().decode(String.self)
@@ -53,6 +64,52 @@ public enum DisconnectReason: String, Codable, Sendable {
     case unreachable
     /// It broke the protocol (for example a second READY) and was dropped.
     case protocolError
+    /// It stopped sending heartbeats (crashed, frozen, or cut off) for liveness × interval.
+    case expired
+}
+
+/// A task, as task events describe it.
+public struct TaskInfo: Codable, Sendable, Equatable {
+    /// The request id, hex.
+    public var requestID: String
+    public var service: String
+    /// How many times the broker has handed it to a worker so far.
+    public var deliveries: Int
+    /// The worker involved (id, hex), when there is one.
+    public var worker: String?
+    /// For `task.failed` and `task.completed`: the reply status.
+    public var status: String?
+
+    public init(requestID: String, service: String, deliveries: Int, worker: String? = nil, status: String? = nil) {
+        self.requestID = requestID
+        self.service = service
+        self.deliveries = deliveries
+        self.worker = worker
+        self.status = status
+    }
+}
+
+/// The broker's load, as `broker.stats` reports it.
+public struct BrokerStats: Codable, Sendable, Equatable {
+    public var workers: Int
+    /// Credits over all workers.
+    public var capacity: Int
+    public var queued: Int
+    public var inFlight: Int
+    /// Replies forwarded since the broker started.
+    public var completed: UInt64
+    /// Replies forwarded in the last stats period, per second.
+    public var completedPerSecond: Double
+
+    public init(workers: Int, capacity: Int, queued: Int, inFlight: Int, completed: UInt64, completedPerSecond: Double)
+    {
+        self.workers = workers
+        self.capacity = capacity
+        self.queued = queued
+        self.inFlight = inFlight
+        self.completed = completed
+        self.completedPerSecond = completedPerSecond
+    }
 }
 
 /// One event on the broker's event socket.
@@ -73,10 +130,15 @@ public struct SkyEvent: Codable, Sendable, Equatable {
     public var workers: [WorkerInfo]?
     /// For `broker.hello`: requests waiting for a worker.
     public var queued: Int?
+    /// For task events.
+    public var task: TaskInfo?
+    /// For `broker.stats`.
+    public var stats: BrokerStats?
 
     public init(
         seq: UInt64, event: EventKind, time: String, worker: WorkerInfo? = nil, reason: DisconnectReason? = nil,
-        tasksHeld: Int? = nil, workers: [WorkerInfo]? = nil, queued: Int? = nil
+        tasksHeld: Int? = nil, workers: [WorkerInfo]? = nil, queued: Int? = nil, task: TaskInfo? = nil,
+        stats: BrokerStats? = nil
     ) {
         self.seq = seq
         self.event = event
@@ -86,6 +148,8 @@ public struct SkyEvent: Codable, Sendable, Equatable {
         self.tasksHeld = tasksHeld
         self.workers = workers
         self.queued = queued
+        self.task = task
+        self.stats = stats
     }
 
     /// One line of JSON with keys in a stable order.

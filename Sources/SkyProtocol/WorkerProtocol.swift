@@ -100,11 +100,14 @@ public enum BrokerToWorker: Sendable, Equatable {
     case heartbeat
     /// `[SKYW01][0x05]`: the broker no longer knows this worker; re-register on a new socket.
     case disconnect
+    /// `[SKYW01][0x06][client][request-id]`: stop running this task; its result is not wanted.
+    case cancel(client: [UInt8], RequestID)
 
     public enum Command: UInt8 {
         case request = 0x02
         case heartbeat = 0x04
         case disconnect = 0x05
+        case cancel = 0x06
     }
 
     public static func decode(_ frames: [[UInt8]]) throws(ProtocolError) -> BrokerToWorker {
@@ -126,12 +129,17 @@ public enum BrokerToWorker: Sendable, Equatable {
         case .disconnect:
             try WireFormat.expectFrames(frames, 2, command: "DISCONNECT")
             return .disconnect
+        case .cancel:
+            try WireFormat.expectFrames(frames, 4, command: "CANCEL")
+            return .cancel(client: try WireFormat.clientAddress(frames[2]), try RequestID(frame: frames[3]))
         }
     }
 
     public func encode() -> [[UInt8]] {
         let signature = WireFormat.workerSignature
         switch self {
+        case .cancel(let client, let requestID):
+            return [signature, [Command.cancel.rawValue], client, requestID.frame]
         case .request(let client, let request):
             return [
                 signature, [Command.request.rawValue], client, request.requestID.frame,

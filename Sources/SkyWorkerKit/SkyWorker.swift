@@ -7,16 +7,32 @@ import SkyZMQ
 /// Connects a ``ScanSystem`` to a broker: announces its name, capacity and services, runs every
 /// task the broker sends, and returns the replies.
 ///
-/// One I/O thread owns the DEALER socket; each task runs as a child task that hands its reply
-/// back to that thread. On graceful shutdown (SIGTERM/SIGINT through a `ServiceGroup`) it stops
-/// reading new work, lets the tasks it is running finish and reply, says DISCONNECT, and closes.
+/// One I/O thread owns the DEALER socket and sends the heartbeats itself, so they keep flowing
+/// however busy the handlers keep the cooperative pool. The broker's own heartbeats feed a
+/// ``BrokerLiveness``: when the broker falls silent the worker reconnects with backoff and
+/// registers again; when the broker says DISCONNECT (it restarted and does not know this
+/// worker) it registers again at once.
+///
+/// On graceful shutdown (SIGTERM/SIGINT through a `ServiceGroup`) it stops reading new work, lets
+/// the tasks it runs finish and reply for up to ``Configuration/drainGrace``, says DISCONNECT,
+/// and closes. Tasks still running then are cancelled and not answered: on DISCONNECT the broker
+/// gives them to another worker.
 public final class SkyWorker: Service, Sendable {
     public struct Configuration: Sendable {
         /// The broker's workers endpoint.
         public var broker: String
+        /// Heartbeats, liveness and reconnect backoff.
+        public var liveness: BrokerLiveness.Configuration
+        /// How long a graceful stop waits for running tasks.
+        public var drainGrace: Duration
 
-        public init(broker: String = "tcp://127.0.0.1:5556") {
+        public init(
+            broker: String = "tcp://127.0.0.1:5556", liveness: BrokerLiveness.Configuration = .init(),
+            drainGrace: Duration = .seconds(30)
+        ) {
             self.broker = broker
+            self.liveness = liveness
+            self.drainGrace = drainGrace
         }
     }
 
@@ -24,6 +40,7 @@ public final class SkyWorker: Service, Sendable {
     private let system: ScanSystem
     private let logger: Logger
     private let socketCounter = Locked(0)
+    private let clock = ContinuousClock()
 
     public init(configuration: Configuration, system: ScanSystem, logger: Logger) {
         self.configuration = configuration
@@ -39,19 +56,27 @@ public final class SkyWorker: Service, Sendable {
     public func run() async throws {
         let services = await system.services
         guard !services.isEmpty else { throw WorkerSetupError.noServices }
-        let loop = try await ZMQEventLoop.start(name: "skyworker-io", sockets: [])
-        var socket = try await openBrokerSocket(on: loop)
         let ready = WorkerToBroker.ready(
             WorkerAnnouncement(name: system.name, capacity: UInt32(system.capacity), services: services))
-        loop.send(ready.encode(), on: socket)
+        let tick = max(.milliseconds(10), configuration.liveness.heartbeatInterval / 10)
+        let loop = try await ZMQEventLoop.start(name: "skyworker-io", sockets: [], tick: tick)
+        // Replies go out on the connection that is current when they are ready: a reply for a task
+        // from an earlier connection then reaches the broker, which drops and counts it.
+        let current = Locked(try await connect(on: loop, ready: ready))
+        var liveness = BrokerLiveness(configuration: configuration.liveness, now: clock.now)
+        let registry = InFlightRegistry()
         logger.info(
             "worker \(system.name) registering with \(configuration.broker): capacity \(system.capacity), services \(services.joined(separator: ", "))"
         )
 
-        await withDiscardingTaskGroup { group in
-            for await batch in loop.inbound.cancelOnGracefulShutdown() {
-                for inbound in batch {
-                    guard case .message(let from, let message) = inbound else { continue }
+        for await batch in loop.inbound.cancelOnGracefulShutdown() {
+            let now = clock.now
+            for inbound in batch {
+                switch inbound {
+                case .message(let from, let message):
+                    // Messages on a connection already replaced are ignored.
+                    guard from == current.withLock({ $0 }) else { continue }
+                    liveness.heard(now: now)
                     let command: BrokerToWorker
                     do {
                         command = try BrokerToWorker.decode(message.frames)
@@ -61,35 +86,93 @@ public final class SkyWorker: Service, Sendable {
                     }
                     switch command {
                     case .request(let client, let request):
-                        let system = self.system
-                        group.addTask {
-                            let reply = await system.execute(request)
-                            loop.send(WorkerToBroker.reply(client: client, reply).encode(), on: from)
-                        }
+                        run(request, for: client, replyingOn: current, loop: loop, registry: registry)
+                    case .cancel(let client, let requestID):
+                        let found = registry.cancel(.init(client: client, requestID: requestID.frame))
+                        logger.debug("broker cancelled \(requestID)\(found ? "" : " (not running here)")")
                     case .heartbeat:
                         continue
                     case .disconnect:
-                        // The broker does not know us (it restarted, or we broke the protocol):
-                        // register again on a new socket, as the Majordomo rules require.
-                        logger.warning("the broker asked this worker to re-register; reconnecting")
-                        loop.close(from)
-                        if let fresh = try? await openBrokerSocket(on: loop) {
-                            socket = fresh
-                            loop.send(ready.encode(), on: socket)
-                        }
+                        logger.warning("the broker does not know this worker (did it restart?); registering again")
+                        _ = liveness.brokerDisconnected(now: now)
+                        await reconnect(current, on: loop, ready: ready)
                     }
+                case .tick:
+                    switch liveness.tick(now: now) {
+                    case .disconnect(let reconnectAt):
+                        let wait = now.duration(to: reconnectAt)
+                        logger.warning(
+                            "no word from the broker for \(configuration.liveness.expiry); reconnecting in \(wait.formatted(.units(allowed: [.seconds, .milliseconds], width: .narrow)))"
+                        )
+                    // Stay on the old connection, heartbeating, until then: a broker that comes
+                    // back answers the heartbeat with DISCONNECT, and the worker registers at once.
+                    case .connect:
+                        await reconnect(current, on: loop, ready: ready)
+                    case nil:
+                        continue
+                    }
+                case .sendFailed, .monitor:
+                    continue
                 }
             }
-            logger.info("worker \(system.name) stopping: finishing tasks it holds")
         }
-        loop.send(WorkerToBroker.disconnect.encode(), on: socket)
-        // Let the DISCONNECT (and the last replies) leave before the socket goes.
-        loop.close(socket, linger: 2000)
-        await loop.shutdown()
+
+        await drain(registry)
+        loop.send(WorkerToBroker.disconnect.encode(), on: current.withLock { $0 })
+        // Let the last replies and the DISCONNECT leave before the sockets go.
+        await loop.shutdown(linger: 2000)
         logger.info("worker \(system.name) disconnected")
     }
 
-    private func openBrokerSocket(on loop: ZMQEventLoop) async throws -> ZMQEventLoop.SocketID {
+    private func run(
+        _ request: TaskRequest, for client: [UInt8], replyingOn current: Locked<ZMQEventLoop.SocketID>,
+        loop: ZMQEventLoop, registry: InFlightRegistry
+    ) {
+        let system = self.system
+        registry.start(.init(client: client, requestID: request.requestID.frame)) {
+            let reply = await system.execute(request)
+            // After an abandoned drain the broker runs the task elsewhere: no reply then.
+            guard registry.mayReply else { return }
+            loop.send(WorkerToBroker.reply(client: client, reply).encode(), on: current.withLock { $0 })
+        }
+    }
+
+    /// Registers again on a new connection, then closes the old one.
+    private func reconnect(_ current: Locked<ZMQEventLoop.SocketID>, on loop: ZMQEventLoop, ready: WorkerToBroker) async
+    {
+        do {
+            let fresh = try await connect(on: loop, ready: ready)
+            let old = current.withLock { socket -> ZMQEventLoop.SocketID in
+                defer { socket = fresh }
+                return socket
+            }
+            loop.close(old, linger: 0)
+        } catch {
+            logger.error("cannot open a new connection to \(configuration.broker): \(error)")
+        }
+    }
+
+    private func drain(_ registry: InFlightRegistry) async {
+        let running = registry.count
+        guard running > 0 else { return }
+        logger.info(
+            "worker \(system.name) stopping: finishing \(running) task(s), for at most \(configuration.drainGrace)")
+        let grace = configuration.drainGrace
+        let timer = Task {
+            try await Task.sleep(for: grace)
+            registry.abandonAll()
+        }
+        await registry.waitUntilEmpty()
+        timer.cancel()
+        let left = registry.count
+        if left > 0 {
+            logger.warning(
+                "worker \(system.name): \(left) task(s) unfinished after \(grace); the broker will run them elsewhere")
+        }
+    }
+
+    /// Opens a new connection to the broker, registers, and starts heartbeating on it.
+    private func connect(on loop: ZMQEventLoop, ready: WorkerToBroker) async throws -> ZMQEventLoop.SocketID {
         let number = socketCounter.withLock { counter -> Int in
             counter += 1
             return counter
@@ -98,8 +181,14 @@ public final class SkyWorker: Service, Sendable {
         try await loop.open(
             .init(
                 id: id, type: .dealer,
-                options: [.sendHighWaterMark(100_000), .receiveHighWaterMark(100_000)],
+                options: [
+                    .sendHighWaterMark(100_000), .receiveHighWaterMark(100_000),
+                    .reconnectInterval(milliseconds: 250), .reconnectIntervalMax(milliseconds: 4000),
+                ],
                 connect: [configuration.broker]))
+        loop.send(ready.encode(), on: id)
+        loop.sendPeriodically(
+            WorkerToBroker.heartbeat.encode(), on: id, every: configuration.liveness.heartbeatInterval)
         return id
     }
 }

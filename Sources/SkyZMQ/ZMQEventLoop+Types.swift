@@ -82,7 +82,8 @@ extension ZMQEventLoop {
         case send(Outbound)
         case open(SocketSpec, CheckedContinuation<[String], any Error>)
         case close(SocketID, linger: Int32)
-        case shutdown
+        case periodic(SocketID, [[UInt8]]?, every: Duration)
+        case shutdown(linger: Int32)
     }
 
     struct Mailbox: Sendable {

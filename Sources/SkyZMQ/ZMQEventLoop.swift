@@ -97,6 +97,13 @@ public final class ZMQEventLoop: Sendable {
         return endpoints
     }
 
+    /// Makes the I/O thread itself send `frames` on `socket` every `interval` (a heartbeat), so the
+    /// message keeps flowing however busy the rest of the process is. `nil` stops it; closing
+    /// the socket stops it too.
+    public func sendPeriodically(_ frames: [[UInt8]]?, on socket: SocketID, every interval: Duration) {
+        post([.periodic(socket, frames, every: interval)])
+    }
+
     /// Closes a socket on the loop's thread; messages still queued for it are kept for `linger` ms.
     public func close(_ socket: SocketID, linger: Int32 = 0) {
         post([.close(socket, linger: linger)])
@@ -104,18 +111,20 @@ public final class ZMQEventLoop: Sendable {
 
     /// Closes every socket on the loop's thread, ends ``inbound`` and stops the thread.
     /// Returns once the sockets are closed. Safe to call more than once.
-    public func shutdown() async {
+    /// - Parameter linger: how long messages still queued may take to leave, in milliseconds.
+    ///   With a context the loop owns, the call returns after they left or the time is up.
+    public func shutdown(linger: Int32 = 0) async {
         await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
-            requestShutdown(waiter: done)
+            requestShutdown(waiter: done, linger: linger)
         }
     }
 
     /// Starts the shutdown without waiting for it (for `deinit`s, which cannot await).
     public func requestShutdown() {
-        requestShutdown(waiter: nil)
+        requestShutdown(waiter: nil, linger: 0)
     }
 
-    private func requestShutdown(waiter done: CheckedContinuation<Void, Never>?) {
+    private func requestShutdown(waiter done: CheckedContinuation<Void, Never>?, linger: Int32) {
         let alreadyFinished = mailbox.withLock { box -> Bool in
             if box.finished { return true }
             if let done { box.shutdownWaiters.append(done) }
@@ -124,7 +133,7 @@ public final class ZMQEventLoop: Sendable {
         if alreadyFinished {
             done?.resume()
         } else {
-            post([.shutdown])
+            post([.shutdown(linger: linger)])
         }
     }
 

@@ -29,8 +29,12 @@ final class ZMQEventLoopRunner {
     private var pollerIsStale = true
     private var batch: [ZMQEventLoop.Inbound] = []
     private var running = true
+    private var closingLinger: Int32 = 0
     private let clock = ContinuousClock()
     private var nextTick: ContinuousClock.Instant?
+    private var periodic:
+        [ZMQEventLoop.SocketID: (frames: [[UInt8]], interval: Duration, next: ContinuousClock.Instant)] =
+            [:]
 
     init(loop: ZMQEventLoop, context: ZMQContext, ownsContext: Bool) {
         self.loop = loop
@@ -57,6 +61,7 @@ final class ZMQEventLoopRunner {
         while running {
             takeCommands()
             guard running else { break }
+            sendDuePeriodic()
             flushPending()
             waitAndRead()
             if let tick = loop.tick, let due = nextTick, clock.now >= due {
@@ -116,6 +121,7 @@ final class ZMQEventLoopRunner {
     }
 
     private func closeSocket(_ id: ZMQEventLoop.SocketID, linger: Int32) {
+        periodic[id] = nil
         guard let entry = entries.removeValue(forKey: id) else { return }
         order.removeAll { $0 == id }
         entry.monitorPair?.close(linger: 0)
@@ -127,7 +133,7 @@ final class ZMQEventLoopRunner {
         for id in order {
             guard let entry = entries[id] else { continue }
             entry.monitorPair?.close(linger: 0)
-            entry.socket.close()
+            entry.socket.close(linger: closingLinger)
         }
         entries.removeAll()
         order.removeAll()
@@ -162,8 +168,15 @@ final class ZMQEventLoopRunner {
             case .open(let spec, let done):
                 do { done.resume(returning: try open(spec)) } catch { done.resume(throwing: error) }
             case .close(let id, let linger): closeSocket(id, linger: linger)
-            case .shutdown:
+            case .periodic(let id, let frames, let interval):
+                if let frames, entries[id] != nil {
+                    periodic[id] = (frames, interval, clock.now)
+                } else {
+                    periodic[id] = nil
+                }
+            case .shutdown(let linger):
                 loop.mailbox.withLock { $0.stopped = true }
+                closingLinger = linger
                 running = false
             }
         }
@@ -193,6 +206,15 @@ final class ZMQEventLoopRunner {
             }
         } catch {
             batch.append(.sendFailed(outbound.socket, outbound.frames, error))
+        }
+    }
+
+    private func sendDuePeriodic() {
+        guard !periodic.isEmpty else { return }
+        let now = clock.now
+        for (id, job) in periodic where job.next <= now {
+            send(ZMQEventLoop.Outbound(socket: id, frames: job.frames))
+            periodic[id]?.next = now + job.interval
         }
     }
 
@@ -229,10 +251,14 @@ final class ZMQEventLoopRunner {
         }
         // Never sleep while holding reports (send failures, replies to commands) for the stream.
         var timeout = batch.isEmpty ? -1 : 0
-        if timeout != 0, let due = nextTick {
-            let remaining = clock.now.duration(to: due)
-            let (seconds, attoseconds) = remaining.components
-            timeout = max(0, Int(seconds * 1000 + attoseconds / 1_000_000_000_000_000))
+        if timeout != 0 {
+            let dues = [nextTick].compactMap { $0 } + periodic.values.map(\.next)
+            if let due = dues.min() {
+                let remaining = clock.now.duration(to: due)
+                let (seconds, attoseconds) = remaining.components
+                // Round up, so the thread does not wake a fraction of a millisecond early.
+                timeout = max(0, Int(seconds * 1000 + (attoseconds + 999_999_999_999_999) / 1_000_000_000_000_000))
+            }
         }
         do {
             try poller.poll(timeoutMilliseconds: timeout)

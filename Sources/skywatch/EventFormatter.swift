@@ -1,3 +1,4 @@
+import Foundation
 import SkyProtocol
 
 /// Renders events for people: one line each, time first, then what happened.
@@ -15,6 +16,16 @@ enum EventFormatter {
             if !workers.isEmpty { text += " (\(workers.map(\.name).joined(separator: ", ")))" }
         }
         if let queued = event.queued { text += " queued=\(queued)" }
+        if let task = event.task {
+            text += " task=\(task.requestID) service=\(task.service) deliveries=\(task.deliveries)"
+            if let worker = task.worker { text += " worker=\(worker)" }
+            if let status = task.status { text += " status=\(status)" }
+        }
+        if let stats = event.stats {
+            text +=
+                " workers=\(stats.workers) capacity=\(stats.capacity) queued=\(stats.queued) in-flight=\(stats.inFlight)"
+                + " completed=\(stats.completed) rate=\(String(format: "%.1f", stats.completedPerSecond))/s"
+        }
         return text
     }
 }

@@ -6,11 +6,24 @@ import Testing
 
 /// A small driver that feeds the machine and returns the actions of each input.
 struct BrokerHarness {
-    var machine = BrokerStateMachine()
+    var machine: BrokerStateMachine
+    /// The injected clock: tests move it by hand.
+    var now = ContinuousClock.now
+
+    init(_ configuration: BrokerStateMachine.Configuration = .init()) {
+        machine = BrokerStateMachine(configuration: configuration)
+    }
+
+    mutating func advance(_ duration: Duration) -> [BrokerAction] {
+        now = now + duration
+        var actions: [BrokerAction] = []
+        machine.tick(now: now, into: &actions)
+        return actions
+    }
 
     mutating func client(_ peer: PeerID, _ frames: [[UInt8]]) -> [BrokerAction] {
         var actions: [BrokerAction] = []
-        machine.clientMessage(from: peer, frames: frames, into: &actions)
+        machine.clientMessage(from: peer, frames: frames, now: now, into: &actions)
         return actions
     }
 
@@ -20,14 +33,24 @@ struct BrokerHarness {
 
     mutating func worker(_ peer: PeerID, frames: [[UInt8]]) -> [BrokerAction] {
         var actions: [BrokerAction] = []
-        machine.workerMessage(from: peer, frames: frames, into: &actions)
+        machine.workerMessage(from: peer, frames: frames, now: now, into: &actions)
         return actions
     }
 
-    mutating func request(_ client: PeerID, _ id: RequestID, service: String = "sky.scan", body: [UInt8] = [1])
-        -> [BrokerAction]
-    {
-        self.client(client, ClientToBroker.request(TaskRequest(requestID: id, service: service, body: body)).encode())
+    mutating func request(
+        _ client: PeerID, _ id: RequestID, service: String = "sky.scan", body: [UInt8] = [1], timeout: Duration? = nil
+    ) -> [BrokerAction] {
+        let milliseconds =
+            timeout.map { UInt32($0.components.seconds * 1000 + $0.components.attoseconds / 1_000_000_000_000_000) }
+            ?? 0
+        let header = RequestHeader(attempt: 1, timeoutMilliseconds: milliseconds)
+        return self.client(
+            client,
+            ClientToBroker.request(TaskRequest(requestID: id, service: service, header: header, body: body)).encode())
+    }
+
+    mutating func cancel(_ client: PeerID, _ id: RequestID) -> [BrokerAction] {
+        self.client(client, ClientToBroker.cancel(id).encode())
     }
 
     mutating func ready(_ peer: PeerID, capacity: UInt32 = 1, services: [String] = ["sky.scan"]) -> [BrokerAction] {
@@ -176,8 +199,8 @@ struct BrokerMembershipTests {
         for id in ids { _ = broker.request(client, id) }  // 1 and 2 at worker1, 3 queued
 
         let leave = broker.worker(worker1, .disconnect)
-        let event = events(leave).first
-        #expect(event?.event == .workerDisconnected)
+        let event = events(leave).first { $0.event == .workerDisconnected }
+        #expect(events(leave).filter { $0.event == .taskRedispatched }.count == 2)
         #expect(event?.reason == .graceful)
         #expect(event?.tasksHeld == 2)
         #expect(broker.machine.queuedCount == 3)
@@ -195,8 +218,8 @@ struct BrokerMembershipTests {
         let target = dispatched(broker.request(client, id)).first!.0
         let other = target == worker1 ? worker2 : worker1
         var actions: [BrokerAction] = []
-        broker.machine.workerUnreachable(target, into: &actions)
-        #expect(events(actions).first?.reason == .unreachable)
+        broker.machine.workerUnreachable(target, now: broker.now, into: &actions)
+        #expect(events(actions).first { $0.event == .workerDisconnected }?.reason == .unreachable)
         #expect(dispatched(actions).map(\.0) == [other])
         #expect(broker.machine.workerCount == 1)
     }
@@ -205,9 +228,10 @@ struct BrokerMembershipTests {
         var broker = BrokerHarness()
         let reply = broker.reply(stranger, client: client, RequestID(high: 0, low: 1))
         #expect(effects(reply) == [.sendToWorker(stranger, .disconnect)])
+        #expect(broker.machine.counters.staleReplies == 1)
         let heartbeat = broker.worker(stranger, .heartbeat)
         #expect(effects(heartbeat) == [.sendToWorker(stranger, .disconnect)])
-        #expect(broker.machine.counters.unknownWorkerMessages == 2)
+        #expect(broker.machine.counters.unknownWorkerMessages == 1)
         // A DISCONNECT from a stranger needs no answer.
         #expect(effects(broker.worker(stranger, .disconnect)).isEmpty)
     }
@@ -217,7 +241,7 @@ struct BrokerMembershipTests {
         _ = broker.ready(worker1)
         let actions = broker.reply(worker1, client: client, RequestID(high: 7, low: 7))
         #expect(effects(actions).isEmpty)
-        #expect(broker.machine.counters.unexpectedReplies == 1)
+        #expect(broker.machine.counters.staleReplies == 1)
     }
 
     @Test func aSecondReadyIsAProtocolErrorThatDropsTheWorker() {

@@ -61,7 +61,7 @@ struct ScanSystemTests {
         #expect(reply.status == .ok)
         let report = try JSONDecoder().decode(SectorReport.self, from: Data(reply.body))
         #expect(report == (try SectorScanner.scan(task)))
-        #expect(await system.services == ["sky.echo", "sky.scan"])
+        #expect(await system.services == ["sky.echo", "sky.scan", "sky.sleep"])
     }
 
     @Test func echoReturnsItsInputBytes() async throws {

@@ -1,0 +1,99 @@
+import DequeModule
+import HeapModule
+import SkyProtocol
+
+extension BrokerStateMachine {
+    /// Puts a request in its service's queue (at the front when it comes back from a lost worker).
+    mutating func enqueue(_ task: QueuedRequest, atFront: Bool) {
+        let service = task.request.service
+        if atFront {
+            queues[service, default: []].prepend(task)
+        } else {
+            queues[service, default: []].append(task)
+        }
+        waiting[task.key] = (service, task.arrival)
+        waitingPerService[service, default: 0] += 1
+        if let deadline = task.deadline {
+            deadlines.insert(DeadlineEntry(deadline: deadline, key: task.key, arrival: task.arrival))
+        }
+    }
+
+    /// The oldest live request of a service, removed from the queue. Skips entries that were
+    /// cancelled or expired while they waited.
+    mutating func popWaiting(_ service: String) -> QueuedRequest? {
+        while let task = queues[service]?.popFirst() {
+            guard let entry = waiting[task.key], entry.arrival == task.arrival else { continue }
+            waiting[task.key] = nil
+            waitingPerService[service, default: 1] -= 1
+            if queues[service]?.isEmpty == true { queues[service] = nil }
+            return task
+        }
+        queues[service] = nil
+        return nil
+    }
+
+    /// Arrival number of the oldest live request of a service.
+    mutating func oldestWaiting(_ service: String) -> UInt64? {
+        while let head = queues[service]?.first {
+            if let entry = waiting[head.key], entry.arrival == head.arrival { return head.arrival }
+            queues[service]?.removeFirst()
+        }
+        return nil
+    }
+
+    /// The worker to give a new task of `service`: a free credit, least loaded, least recently used.
+    func bestWorker(for service: String) -> PeerID? {
+        var best: WorkerRecord?
+        for peer in workersByService[service] ?? [] {
+            guard let candidate = workers[peer], candidate.freeCredits > 0 else { continue }
+            guard let current = best else {
+                best = candidate
+                continue
+            }
+            // Compare load ratios without division: a/b < c/d  ⇔  a·d < c·b.
+            let lhs = candidate.inFlight.count * current.capacity
+            let rhs = current.inFlight.count * candidate.capacity
+            if lhs < rhs || (lhs == rhs && candidate.lastDispatch < current.lastDispatch) {
+                best = candidate
+            }
+        }
+        return best?.id
+    }
+
+    mutating func dispatch(_ task: QueuedRequest, to peer: PeerID, now: Instant, into actions: inout [BrokerAction]) {
+        var task = task
+        task.deliveries += 1
+        dispatchCounter += 1
+        let key = task.key
+        let lease = task.deadline.map { $0 + configuration.leaseGrace }
+        workers[peer]?.inFlight[key] = InFlightTask(task: task, leaseExpiry: lease)
+        workers[peer]?.lastDispatch = dispatchCounter
+        running[key] = peer
+        actions.append(.sendToWorker(peer, .request(client: task.client.bytes, task.request)))
+        if configuration.taskEvents {
+            publish(
+                SkyEvent(
+                    seq: 0, event: .taskDispatched, time: "",
+                    task: TaskInfo(
+                        requestID: task.request.requestID.description, service: task.request.service,
+                        deliveries: task.deliveries, worker: peer.description)),
+                into: &actions)
+        }
+    }
+
+    /// Gives a worker queued work until its credits are used up or nothing it serves is waiting.
+    mutating func fill(_ peer: PeerID, now: Instant, into actions: inout [BrokerAction]) {
+        guard let record = workers[peer] else { return }
+        var free = record.freeCredits
+        while free > 0 {
+            var oldest: (service: String, arrival: UInt64)?
+            for service in record.services {
+                guard let arrival = oldestWaiting(service) else { continue }
+                if oldest == nil || arrival < oldest!.arrival { oldest = (service, arrival) }
+            }
+            guard let pick = oldest, let task = popWaiting(pick.service) else { return }
+            dispatch(task, to: peer, now: now, into: &actions)
+            free -= 1
+        }
+    }
+}

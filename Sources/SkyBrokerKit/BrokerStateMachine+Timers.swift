@@ -1,0 +1,102 @@
+import DequeModule
+import HeapModule
+import SkyProtocol
+
+extension BrokerStateMachine {
+    /// Time passed: expire silent workers, heartbeat the rest, answer requests whose deadline
+    /// passed, take tasks whose lease ran out from their workers, and publish stats when due.
+    public mutating func tick(now: Instant, into actions: inout [BrokerAction]) {
+        for (peer, record) in workers where record.expiresAt <= now {
+            remove(peer, reason: .expired, now: now, into: &actions)
+        }
+        if now >= nextHeartbeat ?? now {
+            for peer in workers.keys { actions.append(.sendToWorker(peer, .heartbeat)) }
+            nextHeartbeat = now + configuration.heartbeatInterval
+        }
+        expireDeadlines(now: now, into: &actions)
+        expireLeases(now: now, into: &actions)
+        if let due = nextStats {
+            if now >= due {
+                publishStats(over: configuration.statsInterval, into: &actions)
+                nextStats = now + configuration.statsInterval
+            }
+        } else {
+            nextStats = now + configuration.statsInterval
+        }
+    }
+
+    private mutating func expireDeadlines(now: Instant, into actions: inout [BrokerAction]) {
+        while let first = deadlines.min, first.deadline <= now {
+            deadlines.removeMin()
+            guard let entry = waiting[first.key], entry.arrival == first.arrival else { continue }
+            waiting[first.key] = nil
+            waitingPerService[entry.service, default: 1] -= 1
+            guard let task = queues[entry.service]?.first(where: { $0.arrival == first.arrival }) else { continue }
+            counters.deadlinesExceeded += 1
+            if workersByService[entry.service]?.isEmpty ?? true {
+                fail(
+                    task, .noWorkers, "no worker serves \(entry.service) and none joined before the deadline",
+                    into: &actions)
+            } else {
+                fail(
+                    task, .deadlineExceeded, "it waited for a free \(entry.service) worker past its deadline",
+                    into: &actions)
+            }
+        }
+    }
+
+    private mutating func expireLeases(now: Instant, into actions: inout [BrokerAction]) {
+        var expired: [(PeerID, TaskKey, InFlightTask)] = []
+        for (peer, record) in workers {
+            for (key, held) in record.inFlight {
+                if let lease = held.leaseExpiry, lease <= now { expired.append((peer, key, held)) }
+            }
+        }
+        for (peer, key, held) in expired {
+            workers[peer]?.inFlight[key] = nil
+            running[key] = nil
+            actions.append(.sendToWorker(peer, .cancel(client: key.client.bytes, key.requestID)))
+            if !held.answered {
+                counters.deadlinesExceeded += 1
+                fail(
+                    held.task, .deadlineExceeded,
+                    "it ran past its deadline and the grace period on worker \(workers[peer]?.name ?? peer.description)",
+                    worker: peer, into: &actions)
+            }
+            fill(peer, now: now, into: &actions)
+        }
+    }
+
+    private mutating func publishStats(over period: Duration, into actions: inout [BrokerAction]) {
+        let completed = counters.repliesSent
+        let seconds = Double(period.components.seconds) + Double(period.components.attoseconds) / 1e18
+        let stats = BrokerStats(
+            workers: workers.count, capacity: workers.values.reduce(0) { $0 + $1.capacity }, queued: queuedCount,
+            inFlight: inFlightCount, completed: completed,
+            completedPerSecond: seconds > 0 ? Double(completed - completedAtLastStats) / seconds : 0)
+        completedAtLastStats = completed
+        publish(SkyEvent(seq: 0, event: .brokerStats, time: "", stats: stats), into: &actions)
+    }
+
+    /// The broker is stopping: refuse new work, answer everything waiting or running with
+    /// `brokerShuttingDown`, and tell every worker.
+    public mutating func shutdown(now: Instant, into actions: inout [BrokerAction]) {
+        guard !stopping else { return }
+        stopping = true
+        let message = "the broker shut down before the task finished; retry once it is back"
+        for service in Array(queues.keys) {
+            while let task = popWaiting(service) { fail(task, .brokerShuttingDown, message, into: &actions) }
+        }
+        for (peer, record) in workers {
+            for held in record.inFlight.values where !held.answered {
+                fail(held.task, .brokerShuttingDown, message, worker: peer, into: &actions)
+            }
+            actions.append(.sendToWorker(peer, .disconnect))
+        }
+        workers.removeAll()
+        workersByService.removeAll()
+        running.removeAll()
+        deadlines = Heap()
+        actions.append(.log(.info, "stopping: answered waiting and running requests, told the workers"))
+    }
+}

@@ -1,0 +1,173 @@
+import DequeModule
+import HeapModule
+import SkyProtocol
+
+extension BrokerStateMachine {
+    /// A message arrived on the workers ROUTER from `peer`.
+    public mutating func workerMessage(
+        from peer: PeerID, frames: [[UInt8]], now: Instant, into actions: inout [BrokerAction]
+    ) {
+        let command: WorkerToBroker
+        do {
+            command = try WorkerToBroker.decode(frames)
+        } catch {
+            counters.malformedWorkerMessages += 1
+            actions.append(.log(.warning, "dropped malformed message from worker \(peer): \(error)"))
+            return
+        }
+        if case .ready(let announcement) = command {
+            register(peer, announcement, now: now, into: &actions)
+            return
+        }
+        guard workers[peer] != nil else {
+            switch command {
+            case .reply(_, let reply):
+                // From a worker the broker gave up on (expired, then woke up): its tasks are
+                // already elsewhere. Drop the reply and make it register again.
+                counters.staleReplies += 1
+                actions.append(
+                    .log(.info, "dropped stale reply for \(reply.requestID) from unregistered worker \(peer)"))
+                actions.append(.sendToWorker(peer, .disconnect))
+            case .heartbeat:
+                counters.unknownWorkerMessages += 1
+                actions.append(.log(.info, "heartbeat from unregistered worker \(peer); telling it to re-register"))
+                actions.append(.sendToWorker(peer, .disconnect))
+            case .ready, .disconnect:
+                break
+            }
+            return
+        }
+        let expiresAt = now + configuration.expiry
+        workers[peer]?.expiresAt = expiresAt
+        switch command {
+        case .ready:
+            break
+        case .reply(let client, let reply):
+            complete(
+                at: peer, key: TaskKey(client: PeerID(client), requestID: reply.requestID), answer: reply, now: now,
+                into: &actions)
+        case .heartbeat:
+            break
+        case .disconnect:
+            remove(peer, reason: .graceful, now: now, into: &actions)
+        }
+    }
+
+    /// The shell could not deliver a message to a worker: its connection is gone.
+    public mutating func workerUnreachable(_ peer: PeerID, now: Instant, into actions: inout [BrokerAction]) {
+        guard workers[peer] != nil else { return }
+        remove(peer, reason: .unreachable, now: now, into: &actions)
+    }
+
+    private mutating func register(
+        _ peer: PeerID, _ announcement: WorkerAnnouncement, now: Instant, into actions: inout [BrokerAction]
+    ) {
+        if workers[peer] != nil {
+            actions.append(.log(.warning, "worker \(peer) sent a second READY; disconnecting it"))
+            remove(peer, reason: .protocolError, now: now, into: &actions)
+            actions.append(.sendToWorker(peer, .disconnect))
+            return
+        }
+        if stopping {
+            actions.append(.sendToWorker(peer, .disconnect))
+            return
+        }
+        if let reserved = announcement.services.first(where: { $0.hasPrefix(BrokerService.prefix) }) {
+            counters.malformedWorkerMessages += 1
+            actions.append(
+                .log(.warning, "worker \(peer) tried to register reserved service \(reserved); disconnecting it"))
+            actions.append(.sendToWorker(peer, .disconnect))
+            return
+        }
+        var services: [String] = []
+        for service in announcement.services where !services.contains(service) { services.append(service) }
+        let record = WorkerRecord(
+            id: peer, name: announcement.name, capacity: Int(announcement.capacity), services: services,
+            expiresAt: now + configuration.expiry)
+        workers[peer] = record
+        for service in services { workersByService[service, default: []].append(peer) }
+        actions.append(
+            .log(
+                .info,
+                "worker \(announcement.name) (\(peer)) connected: capacity \(record.capacity), services \(services.joined(separator: ", "))"
+            ))
+        publish(SkyEvent(seq: 0, event: .workerConnected, time: "", worker: record.info), into: &actions)
+        fill(peer, now: now, into: &actions)
+    }
+
+    /// Removes a worker. Each task it held goes back to the front of its queue, or fails with
+    /// `workerLost` once it was delivered the maximum number of times.
+    mutating func remove(_ peer: PeerID, reason: DisconnectReason, now: Instant, into actions: inout [BrokerAction]) {
+        guard let record = workers.removeValue(forKey: peer) else { return }
+        for service in record.services {
+            workersByService[service]?.removeAll { $0 == peer }
+            if workersByService[service]?.isEmpty == true { workersByService[service] = nil }
+        }
+        var requeued = 0
+        // Newest first, so that prepending leaves the oldest at the front.
+        for held in record.inFlight.values.sorted(by: { $0.task.arrival > $1.task.arrival }) {
+            running[held.task.key] = nil
+            if held.answered { continue }
+            if held.task.deliveries >= configuration.maxDeliveries {
+                counters.failedWorkerLost += 1
+                fail(
+                    held.task, .workerLost,
+                    "the workers running it were lost \(held.task.deliveries) times (the limit); the last was \(record.name)",
+                    worker: peer, into: &actions)
+            } else {
+                requeued += 1
+                enqueue(held.task, atFront: true)
+                publish(
+                    SkyEvent(
+                        seq: 0, event: .taskRedispatched, time: "",
+                        task: TaskInfo(
+                            requestID: held.task.request.requestID.description, service: held.task.request.service,
+                            deliveries: held.task.deliveries, worker: peer.description)),
+                    into: &actions)
+            }
+        }
+        counters.requeued += UInt64(requeued)
+        if reason == .expired { counters.workersExpired += 1 }
+        actions.append(
+            .log(
+                reason == .graceful ? .info : .warning,
+                "worker \(record.name) (\(peer)) disconnected (\(reason.rawValue)); \(requeued) task(s) requeued"))
+        publish(
+            SkyEvent(
+                seq: 0, event: .workerDisconnected, time: "", worker: record.info, reason: reason,
+                tasksHeld: record.inFlight.count),
+            into: &actions)
+        let services = Set(record.inFlight.values.map(\.task.request.service))
+        for service in services {
+            for candidate in workersByService[service] ?? [] { fill(candidate, now: now, into: &actions) }
+        }
+    }
+
+    private mutating func complete(
+        at peer: PeerID, key: TaskKey, answer: TaskReply, now: Instant, into actions: inout [BrokerAction]
+    ) {
+        guard let held = workers[peer]?.inFlight.removeValue(forKey: key) else {
+            counters.staleReplies += 1
+            actions.append(
+                .log(
+                    .info,
+                    "dropped stale reply for \(answer.requestID) from worker \(peer): it no longer holds that task"))
+            return
+        }
+        running[key] = nil
+        if !held.answered {
+            reply(to: key.client, answer, into: &actions)
+            if configuration.taskEvents {
+                publish(
+                    SkyEvent(
+                        seq: 0, event: .taskCompleted, time: "",
+                        task: TaskInfo(
+                            requestID: answer.requestID.description, service: held.task.request.service,
+                            deliveries: held.task.deliveries, worker: peer.description,
+                            status: answer.status.description)),
+                    into: &actions)
+            }
+        }
+        fill(peer, now: now, into: &actions)
+    }
+}

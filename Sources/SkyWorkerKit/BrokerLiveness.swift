@@ -1,0 +1,87 @@
+/// The worker's view of whether its broker is alive, and when to reconnect. A value type: every
+/// input carries `now`, so tests move time by hand.
+///
+/// Any message from the broker proves it alive. Silence for `liveness × interval` means the
+/// broker is lost: close the connection and reconnect after a backoff that starts at
+/// ``Configuration/initialBackoff``, doubles up to ``Configuration/maxBackoff``, and is spread by
+/// ±``Configuration/jitter`` so that a fleet of workers does not reconnect in lockstep. A message
+/// from the broker resets the backoff. A DISCONNECT from the broker (it does not know this
+/// worker) means: register again now.
+public struct BrokerLiveness: Sendable {
+    public typealias Instant = ContinuousClock.Instant
+
+    public struct Configuration: Sendable {
+        public var heartbeatInterval: Duration = .seconds(1)
+        public var liveness: Int = 3
+        public var initialBackoff: Duration = .seconds(1)
+        public var maxBackoff: Duration = .seconds(32)
+        /// Fraction of the backoff by which it is randomly shortened or lengthened.
+        public var jitter: Double = 0.2
+
+        public init() {}
+
+        public var expiry: Duration { heartbeatInterval * liveness }
+    }
+
+    public enum Action: Sendable, Equatable {
+        /// Close the connection; ``tick(now:)`` says `.connect` once `until` has passed.
+        case disconnect(reconnectAt: Instant)
+        /// Open a new connection and register.
+        case connect
+    }
+
+    public enum State: Sendable, Equatable {
+        case connected(lastHeard: Instant)
+        case waiting(until: Instant)
+    }
+
+    public let configuration: Configuration
+    public private(set) var state: State
+    public private(set) var backoff: Duration
+    private var random: UInt64
+
+    public init(configuration: Configuration = Configuration(), now: Instant, seed: UInt64 = .random(in: 1...(.max))) {
+        self.configuration = configuration
+        state = .connected(lastHeard: now)
+        backoff = configuration.initialBackoff
+        random = seed | 1
+    }
+
+    /// A message arrived from the broker on the current connection.
+    public mutating func heard(now: Instant) {
+        state = .connected(lastHeard: now)
+        backoff = configuration.initialBackoff
+    }
+
+    /// Time passed.
+    public mutating func tick(now: Instant) -> Action? {
+        switch state {
+        case .connected(let lastHeard):
+            guard now - lastHeard >= configuration.expiry else { return nil }
+            let until = now + jittered(backoff)
+            backoff = min(backoff * 2, configuration.maxBackoff)
+            state = .waiting(until: until)
+            return .disconnect(reconnectAt: until)
+        case .waiting(let until):
+            guard now >= until else { return nil }
+            state = .connected(lastHeard: now)
+            return .connect
+        }
+    }
+
+    /// The broker said DISCONNECT: it does not know this connection.
+    public mutating func brokerDisconnected(now: Instant) -> Action {
+        state = .connected(lastHeard: now)
+        return .connect
+    }
+
+    private mutating func jittered(_ duration: Duration) -> Duration {
+        // xorshift64: cheap, deterministic for a given seed.
+        random ^= random << 13
+        random ^= random >> 7
+        random ^= random << 17
+        let unit = Double(random >> 11) / Double(1 << 53)  // 0..<1
+        let factor = 1 + configuration.jitter * (2 * unit - 1)
+        return duration * factor
+    }
+}

@@ -1,0 +1,89 @@
+import SkyZMQ
+
+/// The tasks a worker is running, so that a CANCEL from the broker reaches the right handler and
+/// a graceful stop can wait for them. Shared by the worker's loop and the task bodies.
+final class InFlightRegistry: Sendable {
+    struct Key: Hashable, Sendable {
+        var client: [UInt8]
+        var requestID: [UInt8]
+    }
+
+    private struct State {
+        /// Running tasks; `nil` while the task is being attached.
+        var tasks: [Key: Task<Void, Never>?] = [:]
+        var cancelRequested: Set<Key> = []
+        var emptyWaiters: [CheckedContinuation<Void, Never>] = []
+        /// After the drain's grace period: results are no longer sent (the broker requeues them).
+        var repliesSuppressed = false
+    }
+
+    private let state = Locked(State())
+
+    var count: Int { state.withLock { $0.tasks.count } }
+
+    /// Starts `body` as a task registered under `key`.
+    func start(_ key: Key, _ body: @escaping @Sendable () async -> Void) {
+        state.withLock { $0.tasks[key] = .some(nil) }
+        let task = Task {
+            await body()
+            self.finish(key)
+        }
+        let cancelNow = state.withLock { state -> Bool in
+            guard state.tasks[key] != nil else { return false }  // already finished
+            state.tasks[key] = task
+            return state.cancelRequested.remove(key) != nil
+        }
+        if cancelNow { task.cancel() }
+    }
+
+    /// Whether a finished task may still send its reply.
+    var mayReply: Bool { state.withLock { !$0.repliesSuppressed } }
+
+    private func finish(_ key: Key) {
+        let waiters = state.withLock { state -> [CheckedContinuation<Void, Never>] in
+            state.tasks[key] = nil
+            state.cancelRequested.remove(key)
+            guard state.tasks.isEmpty else { return [] }
+            defer { state.emptyWaiters = [] }
+            return state.emptyWaiters
+        }
+        for waiter in waiters { waiter.resume() }
+    }
+
+    /// Cancels the task under `key`, if it runs. Returns whether it did.
+    @discardableResult
+    func cancel(_ key: Key) -> Bool {
+        let task = state.withLock { state -> Task<Void, Never>?? in
+            guard let entry = state.tasks[key] else { return nil }
+            if entry == nil { state.cancelRequested.insert(key) }
+            return entry
+        }
+        guard let task else { return false }
+        task?.cancel()
+        return true
+    }
+
+    /// End of a drain's grace period: stops replies (the broker will run those tasks elsewhere),
+    /// cancels everything still running, and releases ``waitUntilEmpty()`` at once.
+    func abandonAll() {
+        let (tasks, waiters) = state.withLock { state -> ([Task<Void, Never>], [CheckedContinuation<Void, Never>]) in
+            state.repliesSuppressed = true
+            defer { state.emptyWaiters = [] }
+            return (state.tasks.values.compactMap { $0 }, state.emptyWaiters)
+        }
+        for task in tasks { task.cancel() }
+        for waiter in waiters { waiter.resume() }
+    }
+
+    /// Returns when no task runs, or when ``abandonAll()`` is called.
+    func waitUntilEmpty() async {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let done = state.withLock { state -> Bool in
+                if state.tasks.isEmpty || state.repliesSuppressed { return true }
+                state.emptyWaiters.append(continuation)
+                return false
+            }
+            if done { continuation.resume() }
+        }
+    }
+}

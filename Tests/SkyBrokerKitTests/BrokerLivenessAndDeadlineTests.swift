@@ -1,0 +1,263 @@
+import Foundation
+import Testing
+
+@testable import SkyBrokerKit
+@testable import SkyProtocol
+
+func replies(_ actions: [BrokerAction]) -> [(PeerID, TaskReply)] {
+    actions.compactMap { if case .sendToClient(let peer, .reply(let reply)) = $0 { (peer, reply) } else { nil } }
+}
+
+@Suite("Broker state machine: liveness and re-dispatch (time moved by hand)")
+struct BrokerLivenessTests {
+    let client = PeerID([0, 0, 0, 0, 1])
+    let worker1 = PeerID([0, 0, 0, 1, 1])
+    let worker2 = PeerID([0, 0, 0, 1, 2])
+    let id = RequestID(high: 5, low: 1)
+
+    @Test func aSilentWorkerExpiresAtExactlyLivenessTimesInterval() {
+        var broker = BrokerHarness()  // 1 s × 3
+        _ = broker.ready(worker1)
+        #expect(events(broker.advance(.seconds(3) - .nanoseconds(1))).allSatisfy { $0.event != .workerDisconnected })
+        #expect(broker.machine.workerCount == 1)
+        let expired = events(broker.advance(.nanoseconds(1))).first { $0.event == .workerDisconnected }
+        #expect(expired?.reason == .expired)
+        #expect(broker.machine.workerCount == 0)
+        #expect(broker.machine.counters.workersExpired == 1)
+    }
+
+    @Test func anyMessageFromAWorkerRefreshesIt() {
+        var broker = BrokerHarness()
+        _ = broker.ready(worker1)
+        _ = broker.advance(.seconds(2))
+        _ = broker.worker(worker1, .heartbeat)
+        _ = broker.advance(.milliseconds(2999))
+        #expect(broker.machine.workerCount == 1)
+        _ = broker.request(client, id)
+        _ = broker.reply(worker1, client: client, id)  // a reply counts as a sign of life too
+        _ = broker.advance(.milliseconds(2999))
+        #expect(broker.machine.workerCount == 1)
+        _ = broker.advance(.milliseconds(1))
+        #expect(broker.machine.workerCount == 0)
+    }
+
+    @Test func theBrokerHeartbeatsEveryWorkerEachInterval() {
+        var broker = BrokerHarness()
+        _ = broker.ready(worker1)
+        _ = broker.ready(worker2)
+        let first = broker.advance(.milliseconds(100))
+        #expect(effects(first).filter { if case .sendToWorker(_, .heartbeat) = $0 { true } else { false } }.count == 2)
+        #expect(effects(broker.advance(.milliseconds(500))).isEmpty)
+        let next = broker.advance(.milliseconds(500))
+        #expect(next.contains(.sendToWorker(worker1, .heartbeat)))
+        #expect(next.contains(.sendToWorker(worker2, .heartbeat)))
+    }
+
+    @Test func tasksOfAnExpiredWorkerRunElsewhereAndItsLateReplyIsDropped() {
+        var broker = BrokerHarness()
+        _ = broker.ready(worker1)
+        _ = broker.request(client, id)
+        _ = broker.ready(worker2)
+        // worker2 keeps heartbeating, worker1 goes silent.
+        _ = broker.advance(.seconds(2))
+        _ = broker.worker(worker2, .heartbeat)
+        let actions = broker.advance(.seconds(1))
+        #expect(dispatched(actions).map(\.0) == [worker2])
+        let redispatched = events(actions).first { $0.event == .taskRedispatched }
+        #expect(redispatched?.task?.requestID == id.description)
+        #expect(redispatched?.task?.deliveries == 1)
+        #expect(events(actions).first { $0.event == .workerDisconnected }?.tasksHeld == 1)
+        #expect(broker.machine.counters.requeued == 1)
+
+        // worker1 wakes up and answers: dropped, counted, told to register again.
+        let late = broker.reply(worker1, client: client, id)
+        #expect(effects(late) == [.sendToWorker(worker1, .disconnect)])
+        #expect(broker.machine.counters.staleReplies == 1)
+        // worker2's answer is the one the client gets, once.
+        let answer = broker.reply(worker2, client: client, id)
+        #expect(replies(answer).count == 1)
+        #expect(replies(broker.reply(worker2, client: client, id)).isEmpty)
+        #expect(broker.machine.counters.staleReplies == 2)
+    }
+
+    @Test func afterTheMaximumDeliveriesTheClientGetsWorkerLost() {
+        var configuration = BrokerStateMachine.Configuration()
+        configuration.maxDeliveries = 2
+        var broker = BrokerHarness(configuration)
+        _ = broker.request(client, id)
+        _ = broker.ready(worker1)
+        var actions: [BrokerAction] = []
+        broker.machine.workerUnreachable(worker1, now: broker.now, into: &actions)
+        #expect(broker.machine.queuedCount == 1)
+        _ = broker.ready(worker2)
+        actions = broker.worker(worker2, .disconnect)
+        let lost = replies(actions)
+        #expect(lost.count == 1)
+        #expect(lost.first?.0 == client)
+        #expect(lost.first?.1.status == .workerLost)
+        #expect(events(actions).first { $0.event == .taskFailed }?.task?.status == "workerLost")
+        #expect(broker.machine.queuedCount == 0)
+        #expect(broker.machine.counters.failedWorkerLost == 1)
+    }
+}
+
+@Suite("Broker state machine: deadlines, leases, backpressure, cancel, shutdown")
+struct BrokerDeadlineTests {
+    let client = PeerID([0, 0, 0, 0, 1])
+    let worker = PeerID([0, 0, 0, 1, 1])
+    let id1 = RequestID(high: 6, low: 1)
+    let id2 = RequestID(high: 6, low: 2)
+    let id3 = RequestID(high: 6, low: 3)
+
+    @Test func aRequestStillWaitingAtItsDeadlineIsAnsweredDeadlineExceeded() {
+        var broker = BrokerHarness()
+        _ = broker.ready(worker, capacity: 1)
+        _ = broker.request(client, id1)
+        _ = broker.request(client, id2, timeout: .seconds(2))
+        #expect(replies(broker.advance(.milliseconds(1999))).isEmpty)
+        _ = broker.worker(worker, .heartbeat)
+        let expired = replies(broker.advance(.milliseconds(1)))
+        #expect(expired.map(\.1.requestID) == [id2])
+        #expect(expired.first?.1.status == .deadlineExceeded)
+        // It is not dispatched when the worker frees up.
+        #expect(dispatched(broker.reply(worker, client: client, id1)).isEmpty)
+        #expect(broker.machine.counters.deadlinesExceeded == 1)
+    }
+
+    @Test func aRequestForAServiceNobodyServesFailsWithNoWorkersAtItsDeadline() {
+        var broker = BrokerHarness()
+        _ = broker.request(client, id1, service: "nobody", timeout: .seconds(1))
+        let actions = broker.advance(.seconds(1))
+        #expect(replies(actions).first?.1.status == .noWorkers)
+        #expect(RemoteErrorBody(decoding: replies(actions).first!.1.body).message.contains("nobody"))
+    }
+
+    @Test func aTaskRunningPastDeadlinePlusGraceIsTakenFromItsWorker() {
+        var configuration = BrokerStateMachine.Configuration()
+        configuration.leaseGrace = .seconds(5)
+        var broker = BrokerHarness(configuration)
+        _ = broker.ready(worker, capacity: 1)
+        _ = broker.request(client, id1, timeout: .seconds(1))
+        _ = broker.request(client, id2)
+        _ = broker.advance(.milliseconds(2500))
+        _ = broker.worker(worker, .heartbeat)
+        _ = broker.advance(.milliseconds(2500))
+        _ = broker.worker(worker, .heartbeat)
+        // The deadline (1 s) has long passed, but the lease runs to deadline + grace = 6 s.
+        #expect(replies(broker.advance(.milliseconds(999))).isEmpty)
+        let actions = broker.advance(.milliseconds(1))
+        #expect(actions.contains(.sendToWorker(worker, .cancel(client: client.bytes, id1))))
+        #expect(replies(actions).map(\.1.status) == [.deadlineExceeded])
+        // The credit came back: the waiting request runs.
+        #expect(dispatched(actions).map(\.1) == [id2])
+        // A reply for the taken task arriving later is stale.
+        #expect(replies(broker.reply(worker, client: client, id1)).isEmpty)
+    }
+
+    @Test func beyondTheQueueLimitRequestsAreRefusedAsOverloaded() {
+        var configuration = BrokerStateMachine.Configuration()
+        configuration.queueLimit = 2
+        var broker = BrokerHarness(configuration)
+        _ = broker.request(client, id1)
+        _ = broker.request(client, id2)
+        let refused = broker.request(client, id3)
+        #expect(replies(refused).first?.1.status == .overloaded)
+        #expect(events(refused).first?.event == .taskFailed)
+        #expect(broker.machine.queuedCount == 2)
+        #expect(broker.machine.counters.rejectedOverloaded == 1)
+        // A request that can go straight to a worker is never refused.
+        _ = broker.ready(worker, capacity: 3)
+        #expect(dispatched(broker.request(client, RequestID(high: 6, low: 4))).count == 1)
+    }
+
+    @Test func cancellingAWaitingRequestAnswersItAndItNeverRuns() {
+        var broker = BrokerHarness()
+        _ = broker.request(client, id1)
+        let actions = broker.cancel(client, id1)
+        #expect(replies(actions).map(\.1.status) == [.cancelled])
+        #expect(broker.machine.queuedCount == 0)
+        #expect(dispatched(broker.ready(worker)).isEmpty)
+        // Cancelling again, or something unknown, does nothing.
+        #expect(effects(broker.cancel(client, id1)).isEmpty)
+    }
+
+    @Test func cancellingARunningTaskTellsItsWorkerAndTheLateReplyOnlyReturnsTheCredit() {
+        var broker = BrokerHarness()
+        _ = broker.ready(worker, capacity: 1)
+        _ = broker.request(client, id1)
+        _ = broker.request(client, id2)
+        let actions = broker.cancel(client, id1)
+        #expect(actions.contains(.sendToWorker(worker, .cancel(client: client.bytes, id1))))
+        #expect(replies(actions).map(\.1.status) == [.cancelled])
+        // The credit stays taken until the worker answers (its handler may still be running).
+        #expect(dispatched(actions).isEmpty)
+        let late = broker.reply(worker, client: client, id1, status: .cancelled)
+        #expect(replies(late).isEmpty)
+        #expect(dispatched(late).map(\.1) == [id2])
+        #expect(broker.machine.counters.cancelled == 1)
+    }
+
+    @Test func aRepeatedRequestIDWhileTheFirstIsPendingIsIgnored() {
+        var broker = BrokerHarness()
+        _ = broker.ready(worker, capacity: 2)
+        #expect(dispatched(broker.request(client, id1)).count == 1)
+        #expect(effects(broker.request(client, id1)).isEmpty)
+        #expect(broker.machine.counters.duplicateRequests == 1)
+        #expect(replies(broker.reply(worker, client: client, id1)).count == 1)
+        // Once answered, the same id is a new request again (a retry after a lost reply).
+        #expect(dispatched(broker.request(client, id1)).count == 1)
+    }
+
+    @Test func statsArePublishedEveryInterval() {
+        var broker = BrokerHarness()
+        _ = broker.ready(worker, capacity: 4)
+        _ = broker.advance(.milliseconds(10))  // starts the stats clock
+        for low in 1...3 {
+            let id = RequestID(high: 7, low: UInt64(low))
+            _ = broker.request(client, id)
+            _ = broker.reply(worker, client: client, id)
+        }
+        _ = broker.request(client, id1)
+        let stats = events(broker.advance(.seconds(1))).first { $0.event == .brokerStats }?.stats
+        #expect(
+            stats == BrokerStats(workers: 1, capacity: 4, queued: 0, inFlight: 1, completed: 3, completedPerSecond: 3))
+    }
+
+    @Test func taskEventsOnlyWhenEnabled() {
+        var quiet = BrokerHarness()
+        _ = quiet.ready(worker)
+        #expect(events(quiet.request(client, id1)).isEmpty)
+        var configuration = BrokerStateMachine.Configuration()
+        configuration.taskEvents = true
+        var loud = BrokerHarness(configuration)
+        _ = loud.ready(worker)
+        #expect(events(loud.request(client, id1)).map(\.event) == [.taskDispatched])
+        #expect(events(loud.reply(worker, client: client, id1)).map(\.event) == [.taskCompleted])
+    }
+
+    @Test func shutdownAnswersEverythingTellsWorkersAndRefusesNewWork() {
+        var broker = BrokerHarness()
+        _ = broker.ready(worker, capacity: 1)
+        _ = broker.request(client, id1)
+        _ = broker.request(client, id2)
+        var actions: [BrokerAction] = []
+        broker.machine.shutdown(now: broker.now, into: &actions)
+        #expect(Set(replies(actions).map(\.1.requestID)) == [id1, id2])
+        #expect(replies(actions).allSatisfy { $0.1.status == .brokerShuttingDown })
+        #expect(actions.contains(.sendToWorker(worker, .disconnect)))
+        #expect(replies(broker.request(client, id3)).first?.1.status == .brokerShuttingDown)
+        #expect(effects(broker.ready(PeerID([9]))) == [.sendToWorker(PeerID([9]), .disconnect)])
+    }
+
+    @Test func theSnapshotShowsQueuesInFlightAndTheLastEventSeq() {
+        var broker = BrokerHarness()
+        _ = broker.ready(worker, capacity: 1)
+        _ = broker.request(client, id1)
+        _ = broker.request(client, id2)
+        let snapshot = broker.machine.snapshot()
+        #expect(snapshot.seq == 1)
+        #expect(snapshot.inFlight == 1)
+        #expect(snapshot.queued == ["sky.scan": 1])
+        #expect(snapshot.workers.first?.inFlight == 1)
+    }
+}

@@ -1,0 +1,74 @@
+import Testing
+
+@testable import SkyWorkerKit
+
+@Suite("Worker: broker liveness and reconnect backoff (time moved by hand)")
+struct WorkerBrokerLivenessTests {
+    let start = ContinuousClock.now
+
+    func liveness(jitter: Double = 0) -> BrokerLiveness {
+        var configuration = BrokerLiveness.Configuration()
+        configuration.jitter = jitter
+        return BrokerLiveness(configuration: configuration, now: start, seed: 42)
+    }
+
+    @Test func theBrokerIsLostAfterExactlyLivenessTimesIntervalOfSilence() {
+        var state = liveness()
+        #expect(state.tick(now: start + .seconds(3) - .nanoseconds(1)) == nil)
+        #expect(state.tick(now: start + .seconds(3)) == .disconnect(reconnectAt: start + .seconds(4)))
+    }
+
+    @Test func anyMessageKeepsItAlive() {
+        var state = liveness()
+        state.heard(now: start + .seconds(2))
+        #expect(state.tick(now: start + .seconds(4)) == nil)
+        #expect(state.tick(now: start + .seconds(5)) != nil)
+    }
+
+    @Test func backoffDoublesUpToItsCapAndResetsWhenTheBrokerSpeaks() {
+        var state = liveness()
+        var now = start
+        var waits: [Duration] = []
+        for _ in 0..<8 {
+            now = now + .seconds(3)
+            guard case .disconnect(let reconnectAt) = state.tick(now: now) else {
+                Issue.record("expected a disconnect")
+                return
+            }
+            waits.append(now.duration(to: reconnectAt))
+            now = reconnectAt
+            #expect(state.tick(now: now) == .connect)
+        }
+        #expect(waits == [1, 2, 4, 8, 16, 32, 32, 32].map { Duration.seconds($0) })
+        state.heard(now: now)
+        now = now + .seconds(3)
+        #expect(state.tick(now: now) == .disconnect(reconnectAt: now + .seconds(1)))
+    }
+
+    @Test func nothingHappensWhileWaitingToReconnect() {
+        var state = liveness()
+        _ = state.tick(now: start + .seconds(3))
+        #expect(state.tick(now: start + .milliseconds(3999)) == nil)
+        #expect(state.tick(now: start + .seconds(4)) == .connect)
+    }
+
+    @Test func jitterSpreadsReconnectsWithinItsBounds() {
+        var waits: Set<Duration> = []
+        for seed in 1...50 {
+            var configuration = BrokerLiveness.Configuration()
+            configuration.jitter = 0.2
+            var state = BrokerLiveness(configuration: configuration, now: start, seed: UInt64(seed) * 7919)
+            guard case .disconnect(let at) = state.tick(now: start + .seconds(3)) else { continue }
+            let wait = (start + .seconds(3)).duration(to: at)
+            #expect(wait >= .milliseconds(800) && wait <= .milliseconds(1200))
+            waits.insert(wait)
+        }
+        #expect(waits.count > 10)
+    }
+
+    @Test func aDisconnectFromTheBrokerMeansRegisterNow() {
+        var state = liveness()
+        #expect(state.brokerDisconnected(now: start + .seconds(1)) == .connect)
+        #expect(state.tick(now: start + .seconds(3)) == nil)
+    }
+}
