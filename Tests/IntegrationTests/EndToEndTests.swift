@@ -4,121 +4,125 @@ import SkyProtocol
 import SkyWorkloads
 import Testing
 
-@Suite("End to end: real skybroker, skyworker, skywatch and skyscan processes", .serialized)
-struct EndToEndTests {
-    @Test func scansRunAcrossWorkersAndEventsTellWhoCameAndWent() async throws {
-        let cluster = try await TestCluster.start()
-        defer { cluster.killAll() }
-        let watch = try await cluster.startWatch()
-        let first = try await cluster.startWorker(name: "worker-a", capacity: 3)
-        _ = try await cluster.startWorker(name: "worker-b", capacity: 3)
-        try await watch.waitForEvents { $0.filter { $0.event == .workerConnected }.count == 2 }
+extension IntegrationSuite {
+    @Suite("End to end: real skybroker, skyworker, skywatch and skyscan processes")
+    struct EndToEndTests {
+        @Test func scansRunAcrossWorkersAndEventsTellWhoCameAndWent() async throws {
+            let cluster = try await TestCluster.start()
+            defer { cluster.killAll() }
+            let watch = try await cluster.startWatch()
+            let first = try await cluster.startWorker(name: "worker-a", capacity: 3)
+            _ = try await cluster.startWorker(name: "worker-b", capacity: 3)
+            try await watch.waitForEvents { $0.filter { $0.event == .workerConnected }.count == 2 }
 
-        // Through the library: every result equals the scan computed locally.
-        let sky = try await SkyClient(broker: cluster.clients)
-        let tasks = (0..<120).map { ScanTask(sector: 1000 + $0, size: 64) }
-        let reports = try await withThrowingTaskGroup(of: SectorReport.self) { group in
-            for task in tasks { group.addTask { try await sky.scan(task) } }
-            return try await group.reduce(into: []) { $0.append($1) }
-        }
-        #expect(reports.count == tasks.count)
-        for report in reports {
-            #expect(report == (try SectorScanner.scan(ScanTask(sector: report.sector, size: 64))))
-        }
-
-        // Hundreds in flight from one client at once.
-        let echoes = try await withThrowingTaskGroup(of: Bool.self) { group in
-            for index in 0..<500 {
-                group.addTask {
-                    let message = "echo \(index)"
-                    return try await sky.scan(EchoTask(message: message)).message == message
-                }
+            // Through the library: every result equals the scan computed locally.
+            let sky = try await SkyClient(broker: cluster.clients)
+            let tasks = (0..<120).map { ScanTask(sector: 1000 + $0, size: 64) }
+            let reports = try await withThrowingTaskGroup(of: SectorReport.self) { group in
+                for task in tasks { group.addTask { try await sky.scan(task) } }
+                return try await group.reduce(into: []) { $0.append($1) }
             }
-            return try await group.reduce(into: 0) { $0 += $1 ? 1 : 0 }
+            #expect(reports.count == tasks.count)
+            for report in reports {
+                #expect(report == (try SectorScanner.scan(ScanTask(sector: report.sector, size: 64))))
+            }
+
+            // Hundreds in flight from one client at once.
+            let echoes = try await withThrowingTaskGroup(of: Bool.self) { group in
+                for index in 0..<500 {
+                    group.addTask {
+                        let message = "echo \(index)"
+                        return try await sky.scan(EchoTask(message: message)).message == message
+                    }
+                }
+                return try await group.reduce(into: 0) { $0 += $1 ? 1 : 0 }
+            }
+            #expect(echoes == 500)
+
+            // Both workers did work: the broker spread it.
+            let snapshot = try await sky.clusterSnapshot()
+            #expect(snapshot.workers.map(\.name).sorted() == ["worker-a", "worker-b"])
+            #expect(snapshot.counters.requestsAccepted == 620)
+            #expect(snapshot.counters.repliesSent >= 620)
+            await sky.close()
+
+            // Through skyscan, checking every result locally.
+            let scan = try cluster.track(
+                SkyProcess(
+                    "skyscan",
+                    [
+                        "--broker", cluster.clients, "--sectors", "150", "--size", "48", "--concurrency", "32",
+                        "--verify",
+                        "--json",
+                    ]))
+            #expect(try await scan.waitForExit() == 0)
+            let summaryLine = try #require(scan.outputLines.last)
+            let summary = try #require(
+                try JSONSerialization.jsonObject(with: Data(summaryLine.utf8)) as? [String: Any])
+            #expect(summary["completed"] as? Int == 150)
+            #expect(summary["failed"] as? Int == 0)
+            #expect(summary["mismatches"] as? Int == 0)
+            #expect((summary["tasksPerSecond"] as? Double ?? 0) > 0)
+
+            // A worker that is stopped says goodbye; skywatch prints exactly one disconnect for it.
+            first.signal(SIGTERM)
+            #expect(try await first.waitForExit() == 0)
+            let events = try await watch.waitForEvents { $0.contains { $0.event == .workerDisconnected } }
+            let connected = events.filter { $0.event == .workerConnected }
+            let disconnected = events.filter { $0.event == .workerDisconnected }
+            #expect(connected.compactMap(\.worker?.name).sorted() == ["worker-a", "worker-b"])
+            #expect(disconnected.count == 1)
+            #expect(disconnected.first?.worker?.name == "worker-a")
+            #expect(disconnected.first?.reason == .graceful)
+            #expect(connected.first?.worker?.capacity == 3)
+            #expect(connected.first?.worker?.services == ["sky.echo", "sky.scan", "sky.sleep"])
+            let seqs = events.map(\.seq)
+            #expect(seqs == seqs.sorted() && Set(seqs).count == seqs.count)
+
+            await cluster.stop()
+            #expect(!cluster.broker.isRunning)
         }
-        #expect(echoes == 500)
 
-        // Both workers did work: the broker spread it.
-        let snapshot = try await sky.clusterSnapshot()
-        #expect(snapshot.workers.map(\.name).sorted() == ["worker-a", "worker-b"])
-        #expect(snapshot.counters.requestsAccepted == 620)
-        #expect(snapshot.counters.repliesSent >= 620)
-        await sky.close()
+        @Test func aRequestSentWithoutWorkersWaitsAndCompletesWhenOneJoins() async throws {
+            let cluster = try await TestCluster.start()
+            defer { cluster.killAll() }
+            let sky = try await SkyClient(broker: cluster.clients)
+            let task = ScanTask(sector: 77, size: 64)
+            let pending = Task { try await sky.scan(task) }
+            while await sky.inFlightCount == 0 { await Task.yield() }
+            // The snapshot request leaves after the scan on the same connection, so the broker has
+            // already queued the scan when it answers.
+            let before = try await sky.clusterSnapshot()
+            #expect(before.workers.isEmpty)
+            #expect(before.queued == ["sky.scan": 1])
 
-        // Through skyscan, checking every result locally.
-        let scan = try cluster.track(
-            SkyProcess(
-                "skyscan",
-                [
-                    "--broker", cluster.clients, "--sectors", "150", "--size", "48", "--concurrency", "32", "--verify",
-                    "--json",
-                ]))
-        #expect(try await scan.waitForExit() == 0)
-        let summaryLine = try #require(scan.outputLines.last)
-        let summary = try #require(
-            try JSONSerialization.jsonObject(with: Data(summaryLine.utf8)) as? [String: Any])
-        #expect(summary["completed"] as? Int == 150)
-        #expect(summary["failed"] as? Int == 0)
-        #expect(summary["mismatches"] as? Int == 0)
-        #expect((summary["tasksPerSecond"] as? Double ?? 0) > 0)
+            _ = try await cluster.startWorker(name: "late", capacity: 1)
+            let report = try await pending.value
+            #expect(report == (try SectorScanner.scan(task)))
+            await sky.close()
+            await cluster.stop()
+        }
 
-        // A worker that is stopped says goodbye; skywatch prints exactly one disconnect for it.
-        first.signal(SIGTERM)
-        #expect(try await first.waitForExit() == 0)
-        let events = try await watch.waitForEvents { $0.contains { $0.event == .workerDisconnected } }
-        let connected = events.filter { $0.event == .workerConnected }
-        let disconnected = events.filter { $0.event == .workerDisconnected }
-        #expect(connected.compactMap(\.worker?.name).sorted() == ["worker-a", "worker-b"])
-        #expect(disconnected.count == 1)
-        #expect(disconnected.first?.worker?.name == "worker-a")
-        #expect(disconnected.first?.reason == .graceful)
-        #expect(connected.first?.worker?.capacity == 3)
-        #expect(connected.first?.worker?.services == ["sky.echo", "sky.scan", "sky.sleep"])
-        let seqs = events.map(\.seq)
-        #expect(seqs == seqs.sorted() && Set(seqs).count == seqs.count)
+        @Test func aBusyEndpointStopsTheBrokerWithAClearMessage() async throws {
+            let cluster = try await TestCluster.start()
+            defer { cluster.killAll() }
+            let second = try cluster.track(
+                SkyProcess(
+                    "skybroker",
+                    ["--clients", cluster.clients, "--workers", "tcp://127.0.0.1:*", "--events", "tcp://127.0.0.1:*"]))
+            #expect(try await second.waitForExit() == 1)
+            #expect(
+                second.errorText.contains("cannot bind the clients endpoint \(cluster.clients): Address already in use")
+            )
+            await cluster.stop()
+        }
 
-        await cluster.stop()
-        #expect(!cluster.broker.isRunning)
-    }
-
-    @Test func aRequestSentWithoutWorkersWaitsAndCompletesWhenOneJoins() async throws {
-        let cluster = try await TestCluster.start()
-        defer { cluster.killAll() }
-        let sky = try await SkyClient(broker: cluster.clients)
-        let task = ScanTask(sector: 77, size: 64)
-        let pending = Task { try await sky.scan(task) }
-        while await sky.inFlightCount == 0 { await Task.yield() }
-        // The snapshot request leaves after the scan on the same connection, so the broker has
-        // already queued the scan when it answers.
-        let before = try await sky.clusterSnapshot()
-        #expect(before.workers.isEmpty)
-        #expect(before.queued == ["sky.scan": 1])
-
-        _ = try await cluster.startWorker(name: "late", capacity: 1)
-        let report = try await pending.value
-        #expect(report == (try SectorScanner.scan(task)))
-        await sky.close()
-        await cluster.stop()
-    }
-
-    @Test func aBusyEndpointStopsTheBrokerWithAClearMessage() async throws {
-        let cluster = try await TestCluster.start()
-        defer { cluster.killAll() }
-        let second = try cluster.track(
-            SkyProcess(
-                "skybroker",
-                ["--clients", cluster.clients, "--workers", "tcp://127.0.0.1:*", "--events", "tcp://127.0.0.1:*"]))
-        #expect(try await second.waitForExit() == 1)
-        #expect(
-            second.errorText.contains("cannot bind the clients endpoint \(cluster.clients): Address already in use"))
-        await cluster.stop()
-    }
-
-    @Test(arguments: ["skybroker", "skyworker", "skyscan", "skywatch"])
-    func everyExecutableExplainsItself(executable: String) async throws {
-        let process = try SkyProcess(executable, ["--help"])
-        defer { process.killNow() }
-        #expect(try await process.waitForExit() == 0)
-        #expect(process.outputLines.joined(separator: "\n").contains("USAGE: \(executable)"))
+        @Test(arguments: ["skybroker", "skyworker", "skyscan", "skywatch"])
+        func everyExecutableExplainsItself(executable: String) async throws {
+            let process = try SkyProcess(executable, ["--help"])
+            defer { process.killNow() }
+            #expect(try await process.waitForExit() == 0)
+            #expect(process.outputLines.joined(separator: "\n").contains("USAGE: \(executable)"))
+        }
     }
 }

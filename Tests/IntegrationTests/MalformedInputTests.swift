@@ -5,93 +5,97 @@ import SkyWorkloads
 import SkyZMQ
 import Testing
 
-@Suite("Broker under malformed input from raw sockets", .serialized)
-struct BrokerMalformedInputTests {
-    static let raw = ZMQEventLoop.SocketID(0, name: "raw")
-    static let id = [UInt8](repeating: 1, count: 16)
-    static let header = [UInt8](repeating: 0, count: 8)
+extension IntegrationSuite {
+    @Suite("Broker under malformed input from raw sockets")
+    struct BrokerMalformedInputTests {
+        static let raw = ZMQEventLoop.SocketID(0, name: "raw")
+        static let id = [UInt8](repeating: 1, count: 16)
+        static let header = [UInt8](repeating: 0, count: 8)
 
-    static let clientGarbage: [[[UInt8]]] = [
-        [[]],  // empty
-        [Array("SKYC01".utf8)],  // one frame
-        [Array("MDPC02".utf8), [0x01], Array("sky.echo".utf8), [1]],  // unknown signature
-        [Array("SKYC01".utf8), [0x7f]],  // unknown command
-        [Array("SKYC01".utf8), [0x01], Array(id.prefix(15)), Array("sky.echo".utf8), header, [1]],  // truncated id
-    ]
+        static let clientGarbage: [[[UInt8]]] = [
+            [[]],  // empty
+            [Array("SKYC01".utf8)],  // one frame
+            [Array("MDPC02".utf8), [0x01], Array("sky.echo".utf8), [1]],  // unknown signature
+            [Array("SKYC01".utf8), [0x7f]],  // unknown command
+            [Array("SKYC01".utf8), [0x01], Array(id.prefix(15)), Array("sky.echo".utf8), header, [1]],  // truncated id
+        ]
 
-    static let workerGarbage: [[[UInt8]]] = [
-        [[]],
-        [Array("SKYW01".utf8)],
-        [Array("MDPW02".utf8), [0x01], Array("sky.echo".utf8)],
-        [Array("SKYW01".utf8), [0x7f]],
-        [Array("SKYW01".utf8), [0x03], [0, 1, 2], Array(id.prefix(15)), [0], [1]],
-    ]
+        static let workerGarbage: [[[UInt8]]] = [
+            [[]],
+            [Array("SKYW01".utf8)],
+            [Array("MDPW02".utf8), [0x01], Array("sky.echo".utf8)],
+            [Array("SKYW01".utf8), [0x7f]],
+            [Array("SKYW01".utf8), [0x03], [0, 1, 2], Array(id.prefix(15)), [0], [1]],
+        ]
 
-    /// Sends messages on a raw DEALER and returns the first message the broker sends back.
-    static func sendRaw(_ messages: [[[UInt8]]], to endpoint: String) async throws -> ZMQMessage? {
-        let loop = try await ZMQEventLoop.start(
-            name: "raw-peer", sockets: [.init(id: raw, type: .dealer, connect: [endpoint])])
-        loop.send(messages.map { .init(socket: raw, frames: $0) })
-        var answer: ZMQMessage?
-        for await batch in loop.inbound {
-            for case .message(_, let message) in batch { answer = message }
-            if answer != nil { break }
-        }
-        await loop.shutdown()
-        return answer
-    }
-
-    @Test func garbageOnBothPortsIsDroppedCountedAndLoggedWhileRealScansGoOn() async throws {
-        let cluster = try await TestCluster.start()
-        defer { cluster.killAll() }
-        _ = try await cluster.startWorker(name: "steady", capacity: 4)
-        let sky = try await SkyClient(broker: cluster.clients)
-
-        // Real traffic beside the garbage.
-        let traffic = Task {
-            try await withThrowingTaskGroup(of: Bool.self) { group in
-                for index in 0..<300 {
-                    group.addTask { try await sky.scan(EchoTask(message: "\(index)")).message == "\(index)" }
-                }
-                return try await group.reduce(into: 0) { $0 += $1 ? 1 : 0 }
+        /// Sends messages on a raw DEALER and returns the first message the broker sends back.
+        static func sendRaw(_ messages: [[[UInt8]]], to endpoint: String) async throws -> ZMQMessage? {
+            let loop = try await ZMQEventLoop.start(
+                name: "raw-peer", sockets: [.init(id: raw, type: .dealer, connect: [endpoint])])
+            loop.send(messages.map { .init(socket: raw, frames: $0) })
+            var answer: ZMQMessage?
+            for await batch in loop.inbound {
+                for case .message(_, let message) in batch { answer = message }
+                if answer != nil { break }
             }
+            await loop.shutdown()
+            return answer
         }
 
-        // Client port: the garbage, then a valid mmi.workers on the same connection; its answer
-        // is produced after the broker handled every message before it.
-        let snapshotRequest = ClientToBroker.request(
-            TaskRequest(requestID: .random(), service: BrokerService.workers, body: [])
-        ).encode()
-        let clientAnswer = try #require(
-            try await Self.sendRaw(Self.clientGarbage + [snapshotRequest], to: cluster.clients))
-        guard case .reply(let reply) = try BrokerToClient.decode(clientAnswer.frames) else {
-            Issue.record("expected a reply")
-            return
+        @Test func garbageOnBothPortsIsDroppedCountedAndLoggedWhileRealScansGoOn() async throws {
+            let cluster = try await TestCluster.start()
+            defer { cluster.killAll() }
+            _ = try await cluster.startWorker(name: "steady", capacity: 4)
+            let sky = try await SkyClient(broker: cluster.clients)
+
+            // Real traffic beside the garbage.
+            let traffic = Task {
+                try await withThrowingTaskGroup(of: Bool.self) { group in
+                    for index in 0..<300 {
+                        group.addTask { try await sky.scan(EchoTask(message: "\(index)")).message == "\(index)" }
+                    }
+                    return try await group.reduce(into: 0) { $0 += $1 ? 1 : 0 }
+                }
+            }
+
+            // Client port: the garbage, then a valid mmi.workers on the same connection; its answer
+            // is produced after the broker handled every message before it.
+            let snapshotRequest = ClientToBroker.request(
+                TaskRequest(requestID: .random(), service: BrokerService.workers, body: [])
+            ).encode()
+            let clientAnswer = try #require(
+                try await Self.sendRaw(Self.clientGarbage + [snapshotRequest], to: cluster.clients))
+            guard case .reply(let reply) = try BrokerToClient.decode(clientAnswer.frames) else {
+                Issue.record("expected a reply")
+                return
+            }
+            let afterClientGarbage = try JSONDecoder().decode(ClusterSnapshot.self, from: Data(reply.body))
+            #expect(afterClientGarbage.counters.malformedClientMessages == UInt64(Self.clientGarbage.count))
+
+            // Worker port: the garbage, then a HEARTBEAT from this unregistered peer, which the
+            // broker answers with DISCONNECT after handling everything before it.
+            let workerAnswer = try #require(
+                try await Self.sendRaw(Self.workerGarbage + [WorkerToBroker.heartbeat.encode()], to: cluster.workers))
+            #expect(try BrokerToWorker.decode(workerAnswer.frames) == .disconnect)
+
+            #expect(try await traffic.value == 300)
+            let snapshot = try await sky.clusterSnapshot()
+            #expect(snapshot.counters.malformedWorkerMessages == UInt64(Self.workerGarbage.count))
+            #expect(snapshot.counters.unknownWorkerMessages == 1)
+            #expect(snapshot.workers.map(\.name) == ["steady"])
+            #expect(cluster.broker.isRunning)
+            // One log line per dropped message (awaited: log lines and replies travel separately).
+            let expected = Self.clientGarbage.count + Self.workerGarbage.count
+            let lines = try await cluster.broker.waitUntil(onStandardError: true) {
+                $0.filter { $0.contains("dropped malformed message from") }.count >= expected
+            }
+            #expect(
+                lines.filter { $0.contains("dropped malformed message from client") }.count == Self.clientGarbage.count)
+            #expect(
+                lines.filter { $0.contains("dropped malformed message from worker") }.count == Self.workerGarbage.count)
+
+            await sky.close()
+            await cluster.stop()
         }
-        let afterClientGarbage = try JSONDecoder().decode(ClusterSnapshot.self, from: Data(reply.body))
-        #expect(afterClientGarbage.counters.malformedClientMessages == UInt64(Self.clientGarbage.count))
-
-        // Worker port: the garbage, then a HEARTBEAT from this unregistered peer, which the
-        // broker answers with DISCONNECT after handling everything before it.
-        let workerAnswer = try #require(
-            try await Self.sendRaw(Self.workerGarbage + [WorkerToBroker.heartbeat.encode()], to: cluster.workers))
-        #expect(try BrokerToWorker.decode(workerAnswer.frames) == .disconnect)
-
-        #expect(try await traffic.value == 300)
-        let snapshot = try await sky.clusterSnapshot()
-        #expect(snapshot.counters.malformedWorkerMessages == UInt64(Self.workerGarbage.count))
-        #expect(snapshot.counters.unknownWorkerMessages == 1)
-        #expect(snapshot.workers.map(\.name) == ["steady"])
-        #expect(cluster.broker.isRunning)
-        // One log line per dropped message (awaited: log lines and replies travel separately).
-        let expected = Self.clientGarbage.count + Self.workerGarbage.count
-        let lines = try await cluster.broker.waitUntil(onStandardError: true) {
-            $0.filter { $0.contains("dropped malformed message from") }.count >= expected
-        }
-        #expect(lines.filter { $0.contains("dropped malformed message from client") }.count == Self.clientGarbage.count)
-        #expect(lines.filter { $0.contains("dropped malformed message from worker") }.count == Self.workerGarbage.count)
-
-        await sky.close()
-        await cluster.stop()
     }
 }

@@ -5,19 +5,27 @@ import SkyZMQ
 /// A real skybroker on free loopback ports, plus the workers and watchers a test starts.
 /// `killAll()` (for `defer`) leaves no process behind; `stop()` ends them gracefully.
 final class TestCluster: Sendable {
-    let broker: SkyProcess
+    private let currentBroker: Locked<SkyProcess>
     let clients: String
     let workers: String
     let events: String
+    let brokerArguments: [String]
     private let processes = Locked<[SkyProcess]>([])
 
-    private init(broker: SkyProcess, clients: String, workers: String, events: String) {
-        self.broker = broker
+    /// The broker process (a new one after ``restartBroker()``).
+    var broker: SkyProcess { currentBroker.withLock { $0 } }
+
+    private init(broker: SkyProcess, clients: String, workers: String, events: String, arguments: [String]) {
+        currentBroker = Locked(broker)
         self.clients = clients
         self.workers = workers
         self.events = events
+        brokerArguments = arguments
         processes.withLock { $0.append(broker) }
     }
+
+    /// Fast failure detection for tests: 0.5 s heartbeats × 3.
+    static let fastHeartbeats = ["--heartbeat-interval", "0.5", "--liveness", "3"]
 
     static func start(extraArguments: [String] = []) async throws -> TestCluster {
         let broker = try SkyProcess(
@@ -36,7 +44,17 @@ final class TestCluster: Sendable {
                 ?? ""
         }
         return TestCluster(
-            broker: broker, clients: field("clients"), workers: field("workers"), events: field("events"))
+            broker: broker, clients: field("clients"), workers: field("workers"), events: field("events"),
+            arguments: extraArguments)
+    }
+
+    /// Starts a new broker on the same endpoints (after the old one was killed).
+    func restartBroker() async throws {
+        let broker = try track(
+            SkyProcess(
+                "skybroker", ["--clients", clients, "--workers", workers, "--events", events] + brokerArguments))
+        try await broker.waitForLine { $0.hasPrefix("skybroker ready ") }
+        currentBroker.withLock { $0 = broker }
     }
 
     /// Starts `skywatch --json` and waits for the broker's greeting, so its subscription is live.
@@ -50,10 +68,23 @@ final class TestCluster: Sendable {
     func startWorker(name: String, capacity: Int = 4, extraArguments: [String] = []) async throws -> SkyProcess {
         let worker = try track(
             SkyProcess(
-                "skyworker", ["--broker", workers, "--name", name, "--capacity", "\(capacity)"] + extraArguments,
+                "skyworker",
+                ["--broker", workers, "--name", name, "--capacity", "\(capacity)"] + heartbeatArguments
+                    + extraArguments,
                 name: name))
         try await worker.waitForLine { $0.hasPrefix("skyworker ready ") }
         return worker
+    }
+
+    /// The broker's heartbeat settings, which workers must share.
+    private var heartbeatArguments: [String] {
+        var result: [String] = []
+        for flag in ["--heartbeat-interval", "--liveness"] {
+            if let index = brokerArguments.firstIndex(of: flag), index + 1 < brokerArguments.count {
+                result += [flag, brokerArguments[index + 1]]
+            }
+        }
+        return result
     }
 
     @discardableResult

@@ -1,0 +1,198 @@
+import Foundation
+import Sky
+import SkyProtocol
+import SkyWorkloads
+import Testing
+
+extension IntegrationSuite {
+    /// Faults injected into real processes: the broker must notice, re-dispatch, and give every
+    /// call exactly one outcome.
+    @Suite("Broker under worker and broker failures")
+    struct FailureTests {
+        /// 0.5 s × 3: a worker is declared dead 1.5 s after its last sign of life.
+        static let expiry: Duration = .milliseconds(1500)
+
+        /// Starts three workers (capacity 2), puts six 2-second sleeps on them, and returns the
+        /// cluster, the client, the pending results and the name of a worker that holds tasks.
+        static func clusterHoldingWork() async throws -> (
+            TestCluster, SkyProcess, [String: SkyProcess], SkyClient, Task<[SleepTask], any Error>, String
+        ) {
+            let cluster = try await TestCluster.start(extraArguments: TestCluster.fastHeartbeats)
+            let watch = try await cluster.startWatch()
+            var workers: [String: SkyProcess] = [:]
+            for name in ["w-a", "w-b", "w-c"] { workers[name] = try await cluster.startWorker(name: name, capacity: 2) }
+            try await watch.waitForEvents { $0.filter { $0.event == .workerConnected }.count == 3 }
+            let sky = try await SkyClient(broker: cluster.clients)
+            let results = Task {
+                try await withThrowingTaskGroup(of: SleepTask.self) { group in
+                    for tag in 0..<6 { group.addTask { try await sky.scan(SleepTask(milliseconds: 2000, tag: tag)) } }
+                    return try await group.reduce(into: []) { $0.append($1) }
+                }
+            }
+            while await sky.inFlightCount < 6 { await Task.yield() }
+            // Sent after the six on the same connection: the broker has placed them all.
+            let snapshot = try await sky.clusterSnapshot()
+            #expect(snapshot.inFlight == 6)
+            let victim = try #require(snapshot.workers.first { ($0.inFlight ?? 0) > 0 }?.name)
+            return (cluster, watch, workers, sky, results, victim)
+        }
+
+        @Test func killingAWorkerThatHoldsTasksLosesNothingAndDuplicatesNothing() async throws {
+            let (cluster, watch, workers, sky, results, victim) = try await Self.clusterHoldingWork()
+            defer { cluster.killAll() }
+            let killedAt = ContinuousClock.now
+            workers[victim]!.signal(SIGKILL)
+
+            let events = try await watch.waitForEvents {
+                $0.contains { $0.event == .workerDisconnected && $0.worker?.name == victim }
+            }
+            let detection = ContinuousClock.now - killedAt
+            #expect(detection <= Self.expiry + .seconds(1), "detected after \(detection)")
+            let gone = try #require(events.first { $0.event == .workerDisconnected })
+            // A killed process's connection drops, so the next heartbeat to it fails at once
+            // (unreachable); had the connection stayed up, it would have expired.
+            #expect(gone.reason == .unreachable || gone.reason == .expired)
+            #expect(gone.tasksHeld == 2)
+            #expect(events.filter { $0.event == .taskRedispatched }.count == 2)
+
+            let done = try await results.value
+            #expect(done.map(\.tag).sorted() == Array(0..<6))
+            #expect(await sky.unmatchedReplies == 0)
+            let snapshot = try await sky.clusterSnapshot()
+            #expect(snapshot.counters.requeued == 2)
+            #expect(snapshot.workers.count == 2)
+            await sky.close()
+            await cluster.stop()
+        }
+
+        @Test func aFrozenWorkerIsReplacedAndItsLateRepliesAreDroppedWhenItWakes() async throws {
+            let (cluster, watch, workers, sky, results, victim) = try await Self.clusterHoldingWork()
+            defer { cluster.killAll() }
+            let frozen = workers[victim]!
+            let stoppedAt = ContinuousClock.now
+            frozen.signal(SIGSTOP)
+            try await watch.waitForEvents {
+                $0.contains { $0.event == .workerDisconnected && $0.worker?.name == victim && $0.reason == .expired }
+            }
+            #expect(ContinuousClock.now - stoppedAt <= Self.expiry + .seconds(1))
+            let done = try await results.value
+            #expect(done.map(\.tag).sorted() == Array(0..<6))
+
+            // Wake it: its two sleeps finish at once and reply; the broker drops both and the
+            // worker registers again.
+            frozen.signal(SIGCONT)
+            try await cluster.broker.waitUntil(onStandardError: true) {
+                $0.filter { $0.contains("dropped stale reply") }.count >= 2
+            }
+            try await watch.waitForEvents {
+                $0.filter { $0.event == .workerConnected && $0.worker?.name == victim }.count == 2
+            }
+            let snapshot = try await sky.clusterSnapshot()
+            #expect(snapshot.counters.staleReplies == 2)
+            #expect(snapshot.workers.map(\.name).sorted() == ["w-a", "w-b", "w-c"])
+            #expect(await sky.unmatchedReplies == 0)
+            await sky.close()
+            await cluster.stop()
+        }
+
+        @Test func tenThousandScansAcrossFourWorkersGetExactlyOneReplyEach() async throws {
+            let cluster = try await TestCluster.start(extraArguments: TestCluster.fastHeartbeats)
+            defer { cluster.killAll() }
+            let watch = try await cluster.startWatch()
+            for index in 1...4 { _ = try await cluster.startWorker(name: "soak-\(index)", capacity: 4) }
+            try await watch.waitForEvents { $0.filter { $0.event == .workerConnected }.count == 4 }
+            let sky = try await SkyClient(broker: cluster.clients)
+            let total = 10_000
+            let window = 256
+            var seen = Set<Int>()
+            var wrong = 0
+            try await withThrowingTaskGroup(of: SectorReport.self) { group in
+                var next = 0
+                while next < min(window, total) {
+                    let task = ScanTask(sector: next, size: 16)
+                    group.addTask { try await sky.scan(task) }
+                    next += 1
+                }
+                for try await report in group {
+                    if !seen.insert(report.sector).inserted { wrong += 1 }
+                    if report != (try SectorScanner.scan(ScanTask(sector: report.sector, size: 16))) { wrong += 1 }
+                    if next < total {
+                        let task = ScanTask(sector: next, size: 16)
+                        group.addTask { try await sky.scan(task) }
+                        next += 1
+                    }
+                }
+            }
+            #expect(seen.count == total)
+            #expect(wrong == 0)
+            #expect(await sky.unmatchedReplies == 0)
+            let snapshot = try await sky.clusterSnapshot()
+            #expect(snapshot.counters.requestsAccepted == UInt64(total))
+            #expect(snapshot.counters.staleReplies == 0)
+            #expect(snapshot.counters.requeued == 0)
+            let events = watch.events
+            #expect(events.filter { $0.event == .workerConnected }.count == 4)
+            #expect(events.filter { $0.event == .workerDisconnected }.isEmpty)
+            #expect(events.filter { $0.event == .taskFailed }.isEmpty)
+            await sky.close()
+            await cluster.stop()
+        }
+
+        @Test func workersRegisterAgainWithARestartedBroker() async throws {
+            let cluster = try await TestCluster.start(extraArguments: TestCluster.fastHeartbeats)
+            defer { cluster.killAll() }
+            let watch = try await cluster.startWatch()
+            _ = try await cluster.startWorker(name: "r-1", capacity: 2)
+            _ = try await cluster.startWorker(name: "r-2", capacity: 2)
+            try await watch.waitForEvents { $0.filter { $0.event == .workerConnected }.count == 2 }
+
+            cluster.broker.signal(SIGKILL)
+            _ = try await cluster.broker.waitForExit()
+            try await cluster.restartBroker()
+            let restartedAt = ContinuousClock.now
+            // The watcher reconnects by itself; the new broker greets it and announces the
+            // workers as they register again.
+            try await watch.waitForEvents(timeout: .seconds(15)) { events in
+                guard let hello = events.lastIndex(where: { $0.event == .brokerHello && $0.seq == 1 }) else {
+                    return false
+                }
+                return events[hello...].filter { $0.event == .workerConnected }.count == 2
+            }
+            // Expiry on the worker's side plus at most one jittered backoff (1 s + 20 %).
+            #expect(ContinuousClock.now - restartedAt <= Self.expiry + .milliseconds(1200) + .seconds(1))
+            let sky = try await SkyClient(broker: cluster.clients)
+            #expect(try await sky.scan(EchoTask(message: "after restart")).message == "after restart")
+            await sky.close()
+            await cluster.stop()
+        }
+
+        @Test func aStoppingBrokerAnswersWaitingRequestsAndExitsZero() async throws {
+            let cluster = try await TestCluster.start()
+            defer { cluster.killAll() }
+            let sky = try await SkyClient(broker: cluster.clients)
+            let calls = Task {
+                await withTaskGroup(of: String.self) { group in
+                    for sector in 0..<3 {
+                        group.addTask {
+                            do {
+                                _ = try await sky.scan(ScanTask(sector: sector, size: 16))
+                                return "ok"
+                            } catch {
+                                return "\(error)"
+                            }
+                        }
+                    }
+                    return await group.reduce(into: []) { $0.append($1) }
+                }
+            }
+            while await sky.inFlightCount < 3 { await Task.yield() }
+            #expect(try await sky.clusterSnapshot().totalQueued == 3)
+            cluster.broker.signal(SIGTERM)
+            let outcomes = await calls.value
+            #expect(outcomes.count == 3)
+            #expect(outcomes.allSatisfy { $0.hasPrefix("the broker is shutting down") })
+            #expect(try await cluster.broker.waitForExit() == 0)
+            await sky.close()
+        }
+    }
+}
