@@ -35,6 +35,8 @@ let package = Package(
         // libzmq from the system. No pkgConfig: zmq.h is on the default include path and the
         // module map links zmq; pkg-config's private requirements only add a build warning.
         .systemLibrary(name: "CZMQ", path: "Sources/CZMQ"),
+        // glibc facts Swift's Glibc module does not expose (heap in use).
+        .target(name: "CSkySystem", path: "Sources/CSkySystem"),
         .target(
             name: "SkyZMQ",
             dependencies: ["CZMQ"],
@@ -52,7 +54,7 @@ let package = Package(
         .target(
             name: "SkyBrokerKit",
             dependencies: [
-                "SkyZMQ", "SkyProtocol",
+                "SkyZMQ", "SkyProtocol", "CSkySystem",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "DequeModule", package: "swift-collections"),
                 .product(name: "HeapModule", package: "swift-collections"),

@@ -32,7 +32,9 @@ public final class Broker: Service, Sendable {
         self.endpoints = endpoints
         self.logger = logger
         self.configuration = configuration
-        self.state = Locked(BrokerStateMachine(configuration: configuration.routing))
+        var routing = configuration.routing
+        if routing.memoryProbe == nil { routing.memoryProbe = { ProcessMemoryProbe.measure() } }
+        self.state = Locked(BrokerStateMachine(configuration: routing))
     }
 
     /// Binds the three sockets.
@@ -40,7 +42,7 @@ public final class Broker: Service, Sendable {
     public static func start(configuration: BrokerConfiguration, logger: Logger) async throws -> Broker {
         let guardrails: [ZMQSocketOption] = [
             .sendHighWaterMark(configuration.highWaterMark),
-            .receiveHighWaterMark(configuration.highWaterMark),
+            .receiveHighWaterMark(configuration.receiveHighWaterMark),
             .maxMessageSize(configuration.maxFrameSize),
         ]
         let specs: [ZMQEventLoop.SocketSpec] = [

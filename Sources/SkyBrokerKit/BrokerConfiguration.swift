@@ -8,8 +8,12 @@ public struct BrokerConfiguration: Sendable {
     public var eventsEndpoint: String
     /// Largest inbound frame in bytes; a peer sending a larger one is disconnected by libzmq.
     public var maxFrameSize: Int64
-    /// Per-peer queue limit on every socket, in messages.
+    /// Per-peer queue limit for messages the broker sends, in messages. High, because a ROUTER
+    /// drops what exceeds it (counted as undeliverable).
     public var highWaterMark: Int32
+    /// Per-peer queue limit for messages the broker has not read yet. Lower: beyond it a peer's
+    /// messages wait on its side and in TCP, not in the broker's memory.
+    public var receiveHighWaterMark: Int32 = 10_000
     /// Heartbeats, liveness, deliveries, queue bound, lease grace, events.
     public var routing: BrokerStateMachine.Configuration
     /// How long replies made at shutdown may take to leave, in milliseconds.

@@ -11,20 +11,33 @@ extension BrokerStateMachine {
         } else {
             queues[service, default: []].append(task)
         }
-        waiting[task.key] = (service, task.arrival)
-        waitingPerService[service, default: 0] += 1
-        if let deadline = task.deadline {
-            deadlines.insert(DeadlineEntry(deadline: deadline, key: task.key, arrival: task.arrival))
+        waiting[task.request.requestID] = task.arrival
+        if task.deadline != QueuedRequest.noDeadline {
+            deadlines.insert(DeadlineEntry(deadline: task.deadline, arrival: task.arrival, service: service))
         }
+    }
+
+    /// The waiting request of `service` that arrived as number `arrival`, if it is still live.
+    /// A queue is ordered by arrival (requests join at the back; requests coming back from a lost
+    /// worker are older than every request still waiting behind them), so this is a binary search.
+    func waitingRequest(_ service: String, arrival: UInt64) -> QueuedRequest? {
+        guard let queue = queues[service] else { return nil }
+        var low = queue.startIndex
+        var high = queue.endIndex
+        while low < high {
+            let middle = (low + high) / 2
+            if queue[middle].arrival < arrival { low = middle + 1 } else { high = middle }
+        }
+        guard low < queue.endIndex, queue[low].arrival == arrival else { return nil }
+        return queue[low]
     }
 
     /// The oldest live request of a service, removed from the queue. Skips entries that were
     /// cancelled or expired while they waited.
     mutating func popWaiting(_ service: String) -> QueuedRequest? {
         while let task = queues[service]?.popFirst() {
-            guard let entry = waiting[task.key], entry.arrival == task.arrival else { continue }
-            waiting[task.key] = nil
-            waitingPerService[service, default: 1] -= 1
+            guard waiting[task.request.requestID] == task.arrival else { continue }
+            waiting[task.request.requestID] = nil
             if queues[service]?.isEmpty == true { queues[service] = nil }
             return task
         }
@@ -35,7 +48,7 @@ extension BrokerStateMachine {
     /// Arrival number of the oldest live request of a service.
     mutating func oldestWaiting(_ service: String) -> UInt64? {
         while let head = queues[service]?.first {
-            if let entry = waiting[head.key], entry.arrival == head.arrival { return head.arrival }
+            if waiting[head.request.requestID] == head.arrival { return head.arrival }
             queues[service]?.removeFirst()
         }
         return nil
@@ -65,10 +78,11 @@ extension BrokerStateMachine {
         task.deliveries += 1
         dispatchCounter += 1
         let key = task.key
-        let lease = task.deadline.map { $0 + configuration.leaseGrace }
+        let lease =
+            task.deadline == QueuedRequest.noDeadline ? nil : instant(task.deadline) + configuration.leaseGrace
         workers[peer]?.inFlight[key] = InFlightTask(task: task, leaseExpiry: lease)
         workers[peer]?.lastDispatch = dispatchCounter
-        running[key] = peer
+        running[key.requestID] = peer
         actions.append(.sendToWorker(peer, .request(client: task.client.bytes, task.request)))
         if configuration.taskEvents {
             publish(

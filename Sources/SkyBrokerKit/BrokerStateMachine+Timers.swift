@@ -26,20 +26,21 @@ extension BrokerStateMachine {
     }
 
     private mutating func expireDeadlines(now: Instant, into actions: inout [BrokerAction]) {
+        let now = ticks(now)
         while let first = deadlines.min, first.deadline <= now {
             deadlines.removeMin()
-            guard let entry = waiting[first.key], entry.arrival == first.arrival else { continue }
-            waiting[first.key] = nil
-            waitingPerService[entry.service, default: 1] -= 1
-            guard let task = queues[entry.service]?.first(where: { $0.arrival == first.arrival }) else { continue }
+            guard let task = waitingRequest(first.service, arrival: first.arrival),
+                waiting[task.request.requestID] == first.arrival
+            else { continue }
+            waiting[task.request.requestID] = nil
             counters.deadlinesExceeded += 1
-            if workersByService[entry.service]?.isEmpty ?? true {
+            if workersByService[first.service]?.isEmpty ?? true {
                 fail(
-                    task, .noWorkers, "no worker serves \(entry.service) and none joined before the deadline",
+                    task, .noWorkers, "no worker serves \(first.service) and none joined before the deadline",
                     into: &actions)
             } else {
                 fail(
-                    task, .deadlineExceeded, "it waited for a free \(entry.service) worker past its deadline",
+                    task, .deadlineExceeded, "it waited for a free \(first.service) worker past its deadline",
                     into: &actions)
             }
         }
@@ -54,7 +55,7 @@ extension BrokerStateMachine {
         }
         for (peer, key, held) in expired {
             workers[peer]?.inFlight[key] = nil
-            running[key] = nil
+            running[key.requestID] = nil
             actions.append(.sendToWorker(peer, .cancel(client: key.client.bytes, key.requestID)))
             if !held.answered {
                 counters.deadlinesExceeded += 1

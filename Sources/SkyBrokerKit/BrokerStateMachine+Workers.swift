@@ -106,7 +106,7 @@ extension BrokerStateMachine {
         var requeued = 0
         // Newest first, so that prepending leaves the oldest at the front.
         for held in record.inFlight.values.sorted(by: { $0.task.arrival > $1.task.arrival }) {
-            running[held.task.key] = nil
+            running[held.task.request.requestID] = nil
             if held.answered { continue }
             if held.task.deliveries >= configuration.maxDeliveries {
                 counters.failedWorkerLost += 1
@@ -154,7 +154,7 @@ extension BrokerStateMachine {
                     "dropped stale reply for \(answer.requestID) from worker \(peer): it no longer holds that task"))
             return
         }
-        running[key] = nil
+        running[key.requestID] = nil
         if !held.answered {
             reply(to: key.client, answer, into: &actions)
             if configuration.taskEvents {

@@ -46,6 +46,8 @@ public struct BrokerStateMachine: Sendable {
         public var statsInterval: Duration = .seconds(1)
         /// Publish `task.dispatched` and `task.completed` for every task (costs throughput).
         public var taskEvents: Bool = false
+        /// Measures the process's memory for snapshots; `nil` leaves it out (tests).
+        public var memoryProbe: (@Sendable () -> ProcessMemory)?
 
         public init() {}
 
@@ -59,9 +61,14 @@ public struct BrokerStateMachine: Sendable {
         var request: TaskRequest
         /// Arrival order over all services, so a worker serving several takes the oldest.
         var arrival: UInt64
-        var deadline: Instant?
+        /// Nanoseconds after the machine's epoch (see ``BrokerStateMachine/ticks(_:)``);
+        /// ``noDeadline`` for none. 8 bytes rather than an optional `Instant`'s 24: this struct
+        /// exists once per waiting request.
+        var deadline: Int64
         /// How many times it was handed to a worker.
         var deliveries: Int = 0
+
+        static let noDeadline = Int64.max
 
         var key: TaskKey { TaskKey(client: client, requestID: request.requestID) }
     }
@@ -97,11 +104,12 @@ public struct BrokerStateMachine: Sendable {
         }
     }
 
-    /// A waiting request's deadline, ordered for the deadline heap.
+    /// A waiting request's deadline, ordered for the deadline heap. The request is found again by
+    /// service and arrival (queues are sorted by arrival).
     struct DeadlineEntry: Comparable, Sendable {
-        var deadline: Instant
-        var key: TaskKey
+        var deadline: Int64
         var arrival: UInt64
+        var service: String
 
         static func < (lhs: Self, rhs: Self) -> Bool { lhs.deadline < rhs.deadline }
         static func == (lhs: Self, rhs: Self) -> Bool { lhs.deadline == rhs.deadline && lhs.arrival == rhs.arrival }
@@ -114,12 +122,16 @@ public struct BrokerStateMachine: Sendable {
     /// Waiting requests per service, oldest first. May hold entries that were cancelled or expired
     /// meanwhile; ``waiting`` says which are live.
     var queues: [String: Deque<QueuedRequest>] = [:]
-    /// Live waiting requests: their service and arrival number.
-    var waiting: [TaskKey: (service: String, arrival: UInt64)] = [:]
-    var waitingPerService: [String: Int] = [:]
+    /// Live waiting requests: request id → arrival number. Kept as small as possible, since it
+    /// costs memory for every waiting request: keyed by the id alone (128 random bits; another
+    /// client could match an entry only by guessing its id), and without the service, which
+    /// the queues know.
+    var waiting: [RequestID: UInt64] = [:]
     /// Requests at a worker, and which one.
-    var running: [TaskKey: PeerID] = [:]
+    var running: [RequestID: PeerID] = [:]
     var deadlines = Heap<DeadlineEntry>()
+    /// The first instant the machine saw; compact timestamps count from it.
+    var epoch: Instant?
     var nextArrival: UInt64 = 0
     var dispatchCounter: UInt64 = 0
     var lastEventSeq: UInt64 = 0
@@ -143,6 +155,17 @@ public struct BrokerStateMachine: Sendable {
 
     public var workerCount: Int { workers.count }
 
+    /// Live waiting requests per service. Counts the queues, so it costs a pass over them: for
+    /// snapshots, not for every request.
+    func queuedPerService() -> [String: Int] {
+        var counts: [String: Int] = [:]
+        for (service, queue) in queues {
+            let live = queue.reduce(0) { $0 + (waiting[$1.request.requestID] == $1.arrival ? 1 : 0) }
+            if live > 0 { counts[service] = live }
+        }
+        return counts
+    }
+
     /// The current view, as answered to `mmi.workers`.
     public func snapshot() -> ClusterSnapshot {
         let list = workers.values.sorted { $0.id.bytes.lexicographicallyPrecedes($1.id.bytes) }.map {
@@ -151,8 +174,8 @@ public struct BrokerStateMachine: Sendable {
             return info
         }
         return ClusterSnapshot(
-            seq: lastEventSeq, workers: list, queued: waitingPerService.filter { $0.value > 0 },
-            inFlight: inFlightCount, counters: counters)
+            seq: lastEventSeq, workers: list, queued: queuedPerService(),
+            inFlight: inFlightCount, counters: counters, memory: configuration.memoryProbe?())
     }
 
     // MARK: Clients
@@ -199,17 +222,19 @@ public struct BrokerStateMachine: Sendable {
             return
         }
         let key = TaskKey(client: client, requestID: request.requestID)
-        if waiting[key] != nil || running[key] != nil {
+        if waiting[key.requestID] != nil || running[key.requestID] != nil {
             // A retry of a request that is still being handled: its one reply is coming.
             counters.duplicateRequests += 1
             return
         }
         nextArrival += 1
-        let deadline: Instant? =
+        let deadline =
             request.header.timeoutMilliseconds > 0
-            ? now + .milliseconds(Int64(request.header.timeoutMilliseconds)) : nil
+            ? ticks(now) + Int64(request.header.timeoutMilliseconds) * 1_000_000 : QueuedRequest.noDeadline
         let task = QueuedRequest(client: client, request: request, arrival: nextArrival, deadline: deadline)
-        if waitingPerService[request.service, default: 0] == 0, let worker = bestWorker(for: request.service) {
+        // A worker with a free credit means nothing of this service is waiting (the broker hands
+        // queued work to every credit that frees up), so going straight to it keeps FIFO order.
+        if let worker = bestWorker(for: request.service) {
             counters.requestsAccepted += 1
             dispatch(task, to: worker, now: now, into: &actions)
             return
@@ -226,14 +251,13 @@ public struct BrokerStateMachine: Sendable {
     }
 
     private mutating func cancel(_ key: TaskKey, into actions: inout [BrokerAction]) {
-        if let entry = waiting.removeValue(forKey: key) {
-            waitingPerService[entry.service, default: 1] -= 1
+        if waiting.removeValue(forKey: key.requestID) != nil {
             counters.cancelled += 1
             reply(
                 to: key.client,
                 .failure(key.requestID, .cancelled, type: "cancelled", message: "cancelled by the client"),
                 into: &actions)
-        } else if let peer = running[key], var task = workers[peer]?.inFlight[key], !task.answered {
+        } else if let peer = running[key.requestID], var task = workers[peer]?.inFlight[key], !task.answered {
             task.answered = true
             workers[peer]?.inFlight[key] = task
             counters.cancelled += 1
@@ -243,6 +267,21 @@ public struct BrokerStateMachine: Sendable {
                 .failure(key.requestID, .cancelled, type: "cancelled", message: "cancelled by the client"),
                 into: &actions)
         }
+    }
+
+    // MARK: Time
+
+    /// `now` as nanoseconds after the machine's epoch (the first instant it converts).
+    mutating func ticks(_ now: Instant) -> Int64 {
+        let epoch = self.epoch ?? now
+        self.epoch = epoch
+        let (seconds, attoseconds) = (now - epoch).components
+        return seconds * 1_000_000_000 + attoseconds / 1_000_000_000
+    }
+
+    /// The instant of a compact timestamp.
+    func instant(_ ticks: Int64) -> Instant {
+        (epoch ?? .now) + .nanoseconds(ticks)
     }
 
     // MARK: Replies and events

@@ -1,11 +1,38 @@
 import SkyProtocol
 
 /// A peer's ZeroMQ routing id at one of the broker's ROUTER sockets.
+///
+/// Ids of up to 16 bytes (libzmq generates 5-byte ones) are stored inline, without a heap
+/// allocation: the broker keeps one per waiting request, so this is most of a request's overhead.
 public struct PeerID: Hashable, Sendable, CustomStringConvertible {
-    public let bytes: [UInt8]
+    private enum Storage: Hashable, Sendable {
+        case inline(UInt64, UInt64, count: UInt8)
+        case heap([UInt8])
+    }
+
+    private let storage: Storage
 
     public init(_ bytes: [UInt8]) {
-        self.bytes = bytes
+        guard bytes.count <= 16 else {
+            storage = .heap(bytes)
+            return
+        }
+        var words: (UInt64, UInt64) = (0, 0)
+        withUnsafeMutableBytes(of: &words) { raw in
+            for (index, byte) in bytes.enumerated() { raw[index] = byte }
+        }
+        storage = .inline(words.0, words.1, count: UInt8(bytes.count))
+    }
+
+    /// The routing id as sent on the wire.
+    public var bytes: [UInt8] {
+        switch storage {
+        case .heap(let bytes):
+            return bytes
+        case .inline(let first, let second, let count):
+            var words = (first, second)
+            return withUnsafeBytes(of: &words) { Array($0.prefix(Int(count))) }
+        }
     }
 
     public var description: String { Hex.encode(bytes) }

@@ -34,6 +34,19 @@ public struct BrokerCounters: Codable, Sendable, Equatable {
     public init() {}
 }
 
+/// Memory the broker process uses.
+public struct ProcessMemory: Codable, Sendable, Equatable {
+    /// Bytes held by live heap allocations.
+    public var heapInUse: Int
+    /// Resident set size in bytes (includes memory the allocator keeps after frees).
+    public var resident: Int
+
+    public init(heapInUse: Int, resident: Int) {
+        self.heapInUse = heapInUse
+        self.resident = resident
+    }
+}
+
 /// The broker's current view of the cluster, as answered to `mmi.workers`.
 public struct ClusterSnapshot: Codable, Sendable, Equatable {
     /// The sequence number of the last event published before this snapshot was taken.
@@ -44,13 +57,19 @@ public struct ClusterSnapshot: Codable, Sendable, Equatable {
     /// Tasks outstanding at workers.
     public var inFlight: Int
     public var counters: BrokerCounters
+    /// The broker process's memory, when it measures it.
+    public var memory: ProcessMemory?
 
-    public init(seq: UInt64, workers: [WorkerInfo], queued: [String: Int], inFlight: Int, counters: BrokerCounters) {
+    public init(
+        seq: UInt64, workers: [WorkerInfo], queued: [String: Int], inFlight: Int, counters: BrokerCounters,
+        memory: ProcessMemory? = nil
+    ) {
         self.seq = seq
         self.workers = workers
         self.queued = queued
         self.inFlight = inFlight
         self.counters = counters
+        self.memory = memory
     }
 
     /// Requests waiting over all services.

@@ -86,8 +86,36 @@ extension ZMQEventLoop {
         case shutdown(linger: Int32)
     }
 
+    /// The loop's inbound batches. Iterating it tells the loop that a batch was consumed, which
+    /// is what lets the loop stop reading when its consumer falls behind (see
+    /// ``ZMQEventLoop/start(name:context:sockets:tick:maxPendingBatches:)``).
+    public struct InboundBatches: AsyncSequence, Sendable {
+        public typealias Element = [Inbound]
+        let stream: AsyncStream<[Inbound]>
+        let loop: ZMQEventLoop
+
+        public struct AsyncIterator: AsyncIteratorProtocol {
+            var base: AsyncStream<[Inbound]>.AsyncIterator
+            let loop: ZMQEventLoop
+
+            public mutating func next() async -> [Inbound]? {
+                guard let batch = await base.next() else { return nil }
+                loop.batchConsumed()
+                return batch
+            }
+        }
+
+        public func makeAsyncIterator() -> AsyncIterator {
+            AsyncIterator(base: stream.makeAsyncIterator(), loop: loop)
+        }
+    }
+
     struct Mailbox: Sendable {
         var commands: [Command] = []
+        /// Batches yielded and not yet taken by the consumer.
+        var pendingBatches = 0
+        /// The thread stopped reading sockets because ``pendingBatches`` reached the limit.
+        var readingPaused = false
         var wakePending = false
         var stopped = false
         var shutdownWaiters: [CheckedContinuation<Void, Never>] = []

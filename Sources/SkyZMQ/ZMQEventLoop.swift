@@ -15,23 +15,27 @@ import Foundation
 /// Call ``shutdown()`` when done: it closes the sockets on their own thread and ends the stream.
 public final class ZMQEventLoop: Sendable {
     /// Batches of everything the I/O thread received, in arrival order. Read it from one task.
-    public let inbound: AsyncStream<[Inbound]>
+    public var inbound: InboundBatches { InboundBatches(stream: stream, loop: self) }
 
+    let stream: AsyncStream<[Inbound]>
     let continuation: AsyncStream<[Inbound]>.Continuation
+    /// Batches the consumer may fall behind by before the thread stops reading.
+    let maxPendingBatches: Int
     let mailbox = Locked(Mailbox())
     let wakeReadFD: Int32
     let wakeWriteFD: Int32
     let tick: Duration?
     private let endpointsByID = Locked([SocketID: [String]]())
 
-    private init(tick: Duration?) throws(ZMQError) {
+    private init(tick: Duration?, maxPendingBatches: Int) throws(ZMQError) {
+        self.maxPendingBatches = max(1, maxPendingBatches)
         var fds: [Int32] = [0, 0]
         guard pipe(&fds) == 0 else { throw ZMQError(code: errno, operation: "pipe") }
         for fd in fds { _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK) }
         wakeReadFD = fds[0]
         wakeWriteFD = fds[1]
         self.tick = tick
-        (inbound, continuation) = AsyncStream.makeStream(of: [Inbound].self, bufferingPolicy: .unbounded)
+        (stream, continuation) = AsyncStream.makeStream(of: [Inbound].self, bufferingPolicy: .unbounded)
     }
 
     deinit {
@@ -47,12 +51,17 @@ public final class ZMQEventLoop: Sendable {
     ///     loop makes its own and terminates it on its thread at shutdown, after lingering
     ///     messages have left, so no Swift task ever waits in `zmq_ctx_term`.
     ///   - tick: if given, the loop also yields ``Inbound/tick`` about this often.
+    ///   - maxPendingBatches: how many batches the consumer of ``inbound`` may fall behind by. At
+    ///     that point the thread stops reading its sockets (it still sends), so libzmq's queues
+    ///     fill up to their high-water marks and TCP pushes back on the senders, instead of
+    ///     memory growing without bound in front of a slow consumer.
     /// - Throws: ``SetupError`` for the first socket that failed (for example `EADDRINUSE`
     ///   from a bind); nothing is left open then.
     public static func start(
-        name: String, context: ZMQContext? = nil, sockets: [SocketSpec], tick: Duration? = nil
+        name: String, context: ZMQContext? = nil, sockets: [SocketSpec], tick: Duration? = nil,
+        maxPendingBatches: Int = 8
     ) async throws -> ZMQEventLoop {
-        let loop = try ZMQEventLoop(tick: tick)
+        let loop = try ZMQEventLoop(tick: tick, maxPendingBatches: maxPendingBatches)
         let ownsContext = context == nil
         let context = try context ?? ZMQContext()
         let endpoints: [SocketID: [String]] = try await withCheckedThrowingContinuation { ready in
@@ -134,6 +143,25 @@ public final class ZMQEventLoop: Sendable {
             done?.resume()
         } else {
             post([.shutdown(linger: linger)])
+        }
+    }
+
+    /// Batches yielded and not yet consumed (for tests and diagnostics).
+    var pendingBatchCount: Int { mailbox.withLock { $0.pendingBatches } }
+
+    /// The consumer took a batch; wakes the thread if it had stopped reading for want of that.
+    func batchConsumed() {
+        let wake = mailbox.withLock { box -> Bool in
+            box.pendingBatches -= 1
+            guard box.readingPaused, box.pendingBatches < maxPendingBatches else { return false }
+            box.readingPaused = false
+            if box.wakePending { return false }
+            box.wakePending = true
+            return true
+        }
+        if wake {
+            var byte: UInt8 = 1
+            _ = write(wakeWriteFD, &byte, 1)
         }
     }
 

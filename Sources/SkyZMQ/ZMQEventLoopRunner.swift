@@ -18,7 +18,7 @@ final class ZMQEventLoopRunner {
 
     /// Upper bound of messages read from one socket per wake-up, so one busy socket cannot
     /// starve the others or the mailbox. The loop polls again at once when it was reached.
-    private static let readBudget = 4096
+    private static let readBudget = 1024
 
     private let loop: ZMQEventLoop
     private let context: ZMQContext
@@ -63,16 +63,16 @@ final class ZMQEventLoopRunner {
             guard running else { break }
             sendDuePeriodic()
             flushPending()
-            waitAndRead()
+            let paused = readingPaused()
+            // Hand over what is collected before sleeping (send failures, monitor events).
+            if !paused { yieldBatch() }
+            waitAndRead(paused: paused)
             if let tick = loop.tick, let due = nextTick, clock.now >= due {
-                batch.append(.tick)
+                // A consumer that is behind gets the next tick after it caught up.
+                if !paused { batch.append(.tick) }
                 nextTick = clock.now + tick
             }
-            if !batch.isEmpty {
-                loop.continuation.yield(batch)
-                batch = []
-                batch.reserveCapacity(64)
-            }
+            if !paused { yieldBatch() }
         }
         closeAll()
         finish()
@@ -152,6 +152,25 @@ final class ZMQEventLoopRunner {
             return box.shutdownWaiters
         }
         for waiter in waiters { waiter.resume() }
+    }
+
+    // MARK: Flow control
+
+    /// Whether the consumer is so far behind that the thread must stop reading.
+    private func readingPaused() -> Bool {
+        let limit = loop.maxPendingBatches
+        return loop.mailbox.withLock { box in
+            box.readingPaused = box.pendingBatches >= limit
+            return box.readingPaused
+        }
+    }
+
+    private func yieldBatch() {
+        guard !batch.isEmpty else { return }
+        loop.mailbox.withLock { $0.pendingBatches += 1 }
+        loop.continuation.yield(batch)
+        batch = []
+        batch.reserveCapacity(64)
     }
 
     // MARK: Mailbox
@@ -242,23 +261,23 @@ final class ZMQEventLoopRunner {
 
     /// Polls every socket plus the wake-up pipe, then reads everything that is waiting. A socket
     /// that had more than the read budget stays readable, so the next poll returns at once.
-    private func waitAndRead() {
+    /// While `paused`, sockets are polled only for sending and nothing is read.
+    private func waitAndRead(paused: Bool) {
         if pollerIsStale { rebuildPoller() }
         for (index, id) in order.enumerated() {
             let entry = entries[id]!
-            let events: ZMQPoller.Events = entry.hasPending ? [.readable, .writable] : .readable
+            var events: ZMQPoller.Events = paused ? [] : .readable
+            if entry.hasPending { events.insert(.writable) }
             poller.setEvents(events, at: 1 + index * 2)
+            poller.setEvents(paused || entry.monitorPair == nil ? [] : .readable, at: 2 + index * 2)
         }
-        // Never sleep while holding reports (send failures, replies to commands) for the stream.
-        var timeout = batch.isEmpty ? -1 : 0
-        if timeout != 0 {
-            let dues = [nextTick].compactMap { $0 } + periodic.values.map(\.next)
-            if let due = dues.min() {
-                let remaining = clock.now.duration(to: due)
-                let (seconds, attoseconds) = remaining.components
-                // Round up, so the thread does not wake a fraction of a millisecond early.
-                timeout = max(0, Int(seconds * 1000 + (attoseconds + 999_999_999_999_999) / 1_000_000_000_000_000))
-            }
+        var timeout = -1
+        let dues = [nextTick].compactMap { $0 } + periodic.values.map(\.next)
+        if let due = dues.min() {
+            let remaining = clock.now.duration(to: due)
+            let (seconds, attoseconds) = remaining.components
+            // Round up, so the thread does not wake a fraction of a millisecond early.
+            timeout = max(0, Int(seconds * 1000 + (attoseconds + 999_999_999_999_999) / 1_000_000_000_000_000))
         }
         do {
             try poller.poll(timeoutMilliseconds: timeout)
@@ -268,6 +287,7 @@ final class ZMQEventLoopRunner {
             return
         }
         if poller.ready(at: 0).contains(.readable) { drainWakePipe() }
+        guard !paused else { return }
         for (index, id) in order.enumerated() {
             let socketIndex = 1 + index * 2
             if poller.ready(at: socketIndex).contains(.readable) { read(from: id) }

@@ -76,6 +76,35 @@ struct ZMQEventLoopTests {
         await server.shutdown()
     }
 
+    @Test func aSlowConsumerMakesTheThreadStopReadingAndNothingIsLost() async throws {
+        let context = try ZMQContext()
+        let server = try await ZMQEventLoop.start(
+            name: "test-flow", context: context,
+            sockets: [.init(id: Self.server, type: .router, bind: ["inproc://flow"])], maxPendingBatches: 2)
+        let client = try await ZMQEventLoop.start(
+            name: "test-flow-client", context: context,
+            sockets: [
+                .init(id: Self.client, type: .dealer, options: [.sendHighWaterMark(0)], connect: ["inproc://flow"])
+            ])
+        let count = 20_000
+        client.send((0..<count).map { .init(socket: Self.client, frames: [Array("\($0)".utf8)]) })
+        // The thread reads until two batches wait, then stops.
+        let deadline = ContinuousClock.now + .seconds(10)
+        while server.pendingBatchCount < 2 && ContinuousClock.now < deadline { await Task.yield() }
+        #expect(server.pendingBatchCount == 2)
+        var received: [String] = []
+        for await batch in server.inbound {
+            #expect(server.pendingBatchCount <= 2)
+            for case .message(_, let message) in batch {
+                received.append(String(decoding: message.frames[1], as: UTF8.self))
+            }
+            if received.count == count { break }
+        }
+        #expect(received == (0..<count).map { "\($0)" })
+        await client.shutdown()
+        await server.shutdown()
+    }
+
     @Test func shutdownWhileTheThreadWaitsReturnsPromptlyAndEndsTheStream() async throws {
         let loop = try await ZMQEventLoop.start(
             name: "test-idle", sockets: [.init(id: Self.server, type: .router, bind: ["tcp://127.0.0.1:*"])])

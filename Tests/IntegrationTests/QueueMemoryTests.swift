@@ -1,0 +1,68 @@
+import Foundation
+import Sky
+import SkyProtocol
+import SkyZMQ
+import Testing
+
+extension IntegrationSuite {
+    @Suite("Broker memory per queued request")
+    struct QueueMemoryTests {
+        /// 100,000 requests with 64-byte payloads and deadlines wait for a service nobody serves;
+        /// the broker's live heap may grow by at most 300 bytes per request beyond the payload.
+        @Test func aHundredThousandQueuedRequestsStaySmall() async throws {
+            let cluster = try await TestCluster.start(extraArguments: ["--queue-limit", "200000"])
+            defer { cluster.killAll() }
+            let raw = ZMQEventLoop.SocketID(0, name: "raw")
+            let loop = try await ZMQEventLoop.start(
+                name: "queue-filler",
+                sockets: [.init(id: raw, type: .dealer, options: [.sendHighWaterMark(0)], connect: [cluster.clients])])
+            /// Queues `count` requests, then asks for a snapshot on the same connection: its answer
+            /// comes after the broker handled every request before it.
+            func fill(_ count: Int, from start: Int) async throws -> ClusterSnapshot {
+                var batch: [ZMQEventLoop.Outbound] = (start..<start + count).map { index in
+                    .init(
+                        socket: raw,
+                        frames: ClientToBroker.request(
+                            TaskRequest(
+                                requestID: RequestID(high: 1, low: UInt64(index)), service: "nobody",
+                                // With a deadline, as real clients send: it costs a heap entry.
+                                header: RequestHeader(attempt: 1, timeoutMilliseconds: 600_000),
+                                body: [UInt8](repeating: UInt8(index & 0xff), count: 64))
+                        ).encode())
+                }
+                let snapshotID = RequestID.random()
+                batch.append(
+                    .init(
+                        socket: raw,
+                        frames: ClientToBroker.request(
+                            TaskRequest(requestID: snapshotID, service: BrokerService.workers, body: [])
+                        ).encode()))
+                loop.send(batch)
+                for await inbound in loop.inbound {
+                    for case .message(_, let message) in inbound {
+                        if case .reply(let reply) = try BrokerToClient.decode(message.frames),
+                            reply.requestID == snapshotID
+                        {
+                            return try JSONDecoder().decode(ClusterSnapshot.self, from: Data(reply.body))
+                        }
+                    }
+                }
+                throw SkyError.clientClosed
+            }
+            // Warm the broker's paths (allocator arenas, socket buffers) before the baseline.
+            let warm = try await fill(1000, from: 0)
+            #expect(warm.totalQueued == 1000)
+            let count = 100_000
+            let full = try await fill(count, from: 1000)
+            #expect(full.totalQueued == 1000 + count)
+            let before = try #require(warm.memory)
+            let after = try #require(full.memory)
+            let heapPerRequest = Double(after.heapInUse - before.heapInUse) / Double(count)
+            let residentPerRequest = Double(after.resident - before.resident) / Double(count)
+            print("queued request memory (64 B payload): heap \(heapPerRequest) B, resident \(residentPerRequest) B")
+            #expect(heapPerRequest - 64 <= 300)
+            await loop.shutdown()
+            await cluster.stop()
+        }
+    }
+}
