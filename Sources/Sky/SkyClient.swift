@@ -35,7 +35,12 @@ public actor SkyClient {
             sockets: [
                 .init(
                     id: Self.socket, type: .dealer,
-                    options: [.sendHighWaterMark(0), .receiveHighWaterMark(0)],
+                    // libzmq reconnects a lost connection after 1 s, doubling to 32 s, each wait
+                    // lengthened by a random part of up to 1 s (its built-in jitter).
+                    options: [
+                        .sendHighWaterMark(0), .receiveHighWaterMark(0), .reconnectInterval(milliseconds: 1000),
+                        .reconnectIntervalMax(milliseconds: 32_000),
+                    ],
                     connect: [broker])
             ])
         let inbound = loop.inbound

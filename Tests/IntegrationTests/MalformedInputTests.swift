@@ -30,16 +30,23 @@ extension IntegrationSuite {
 
         /// Sends messages on a raw DEALER and returns the first message the broker sends back.
         static func sendRaw(_ messages: [[[UInt8]]], to endpoint: String) async throws -> ZMQMessage? {
+            try await sendRaw(messages, to: endpoint, expecting: 1).first
+        }
+
+        /// Sends messages on a raw DEALER and returns the first `count` messages sent back.
+        static func sendRaw(_ messages: [[[UInt8]]], to endpoint: String, expecting count: Int) async throws
+            -> [ZMQMessage]
+        {
             let loop = try await ZMQEventLoop.start(
                 name: "raw-peer", sockets: [.init(id: raw, type: .dealer, connect: [endpoint])])
             loop.send(messages.map { .init(socket: raw, frames: $0) })
-            var answer: ZMQMessage?
+            var answers: [ZMQMessage] = []
             for await batch in loop.inbound {
-                for case .message(_, let message) in batch { answer = message }
-                if answer != nil { break }
+                for case .message(_, let message) in batch { answers.append(message) }
+                if answers.count >= count { break }
             }
             await loop.shutdown()
-            return answer
+            return answers
         }
 
         @Test func garbageOnBothPortsIsDroppedCountedAndLoggedWhileRealScansGoOn() async throws {
@@ -72,16 +79,21 @@ extension IntegrationSuite {
             let afterClientGarbage = try JSONDecoder().decode(ClusterSnapshot.self, from: Data(reply.body))
             #expect(afterClientGarbage.counters.malformedClientMessages == UInt64(Self.clientGarbage.count))
 
-            // Worker port: the garbage, then a HEARTBEAT from this unregistered peer, which the
-            // broker answers with DISCONNECT after handling everything before it.
-            let workerAnswer = try #require(
-                try await Self.sendRaw(Self.workerGarbage + [WorkerToBroker.heartbeat.encode()], to: cluster.workers))
-            #expect(try BrokerToWorker.decode(workerAnswer.frames) == .disconnect)
+            // Worker port: the garbage, then a REPLY and a HEARTBEAT from this unregistered peer. The
+            // broker drops the reply (counted as stale) and answers each with DISCONNECT, after
+            // handling everything before them.
+            let strayReply = WorkerToBroker.reply(
+                client: [0, 1, 2, 3, 4], TaskReply(requestID: .random(), status: .ok, body: [1])
+            ).encode()
+            let workerAnswers = try await Self.sendRaw(
+                Self.workerGarbage + [strayReply, WorkerToBroker.heartbeat.encode()], to: cluster.workers, expecting: 2)
+            #expect(try workerAnswers.map { try BrokerToWorker.decode($0.frames) } == [.disconnect, .disconnect])
 
             #expect(try await traffic.value == 300)
             let snapshot = try await sky.clusterSnapshot()
             #expect(snapshot.counters.malformedWorkerMessages == UInt64(Self.workerGarbage.count))
             #expect(snapshot.counters.unknownWorkerMessages == 1)
+            #expect(snapshot.counters.staleReplies == 1)
             #expect(snapshot.workers.map(\.name) == ["steady"])
             #expect(cluster.broker.isRunning)
             // One log line per dropped message (awaited: log lines and replies travel separately).
