@@ -121,8 +121,12 @@ public actor SkyClient {
         pump?.cancel()
     }
 
+    /// The caller's task was cancelled: stop waiting, and tell the broker, which drops the request
+    /// or has its worker cancel the handler.
     private func abandon(_ requestID: RequestID) {
-        pending.removeValue(forKey: requestID)?.resume(throwing: CancellationError())
+        guard let continuation = pending.removeValue(forKey: requestID) else { return }
+        continuation.resume(throwing: CancellationError())
+        if !closed { loop.send(ClientToBroker.cancel(requestID).encode(), on: Self.socket) }
     }
 
     private func receive(_ batch: [ZMQEventLoop.Inbound]) {

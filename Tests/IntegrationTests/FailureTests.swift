@@ -166,6 +166,30 @@ extension IntegrationSuite {
             await cluster.stop()
         }
 
+        @Test func cancellingACallCancelsTheHandlerOnTheWorker() async throws {
+            let cluster = try await TestCluster.start()
+            defer { cluster.killAll() }
+            let watch = try await cluster.startWatch()
+            _ = try await cluster.startWorker(name: "single", capacity: 1)
+            try await watch.waitForEvents { $0.contains { $0.event == .workerConnected } }
+            let sky = try await SkyClient(broker: cluster.clients)
+            let long = Task { try await sky.scan(SleepTask(milliseconds: 10_000, tag: 1)) }
+            while await sky.inFlightCount == 0 { await Task.yield() }
+            #expect(try await sky.clusterSnapshot().inFlight == 1)
+            let cancelledAt = ContinuousClock.now
+            long.cancel()
+            await #expect(throws: CancellationError.self) { try await long.value }
+            // The worker's only slot is free again long before the 10 s sleep would end.
+            let next = try await sky.scan(EchoTask(message: "next"))
+            #expect(next.message == "next")
+            #expect(ContinuousClock.now - cancelledAt < .seconds(2))
+            let snapshot = try await sky.clusterSnapshot()
+            #expect(snapshot.counters.cancelled == 1)
+            #expect(snapshot.inFlight == 0)
+            await sky.close()
+            await cluster.stop()
+        }
+
         @Test func aStoppingBrokerAnswersWaitingRequestsAndExitsZero() async throws {
             let cluster = try await TestCluster.start()
             defer { cluster.killAll() }
