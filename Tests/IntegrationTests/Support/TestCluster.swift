@@ -1,4 +1,5 @@
 import Foundation
+import Testing
 import SkyProtocol
 import SkyZMQ
 
@@ -93,12 +94,16 @@ final class TestCluster: Sendable {
         return process
     }
 
-    /// SIGTERM to everything (workers first, broker last) and wait for each to exit.
+    /// SIGTERM to everything (workers first, broker last) and wait for each to exit. Under
+    /// ThreadSanitizer (`ops/sky test --tsan`) a race report from any process fails the test.
     func stop() async {
         let all = processes.withLock { $0 }
         for process in all.reversed() {
             process.signal(SIGTERM)
             _ = try? await process.waitForExit(timeout: .seconds(10))
+        }
+        for process in all {
+            #expect(!process.errorText.contains("ThreadSanitizer"), "\(process.name): \(process.errorText)")
         }
     }
 
