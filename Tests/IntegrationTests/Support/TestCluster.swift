@@ -1,7 +1,7 @@
 import Foundation
-import Testing
 import SkyProtocol
 import SkyZMQ
+import Testing
 
 /// A real skybroker on free loopback ports, plus the workers and watchers a test starts.
 /// `killAll()` (for `defer`) leaves no process behind; `stop()` ends them gracefully.
