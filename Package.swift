@@ -24,6 +24,7 @@ let package = Package(
         .executable(name: "skyworker", targets: ["skyworker"]),
         .executable(name: "skyscan", targets: ["skyscan"]),
         .executable(name: "skywatch", targets: ["skywatch"]),
+        .executable(name: "sky-example-worker", targets: ["ExampleWorker"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
@@ -130,6 +131,17 @@ let package = Package(
             ],
             swiftSettings: strictSettings
         ),
+        // The README's example: a worker with a custom typed service, in about 20 lines.
+        .executableTarget(
+            name: "ExampleWorker",
+            dependencies: [
+                "SkyWorkerKit",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "UnixSignals", package: "swift-service-lifecycle"),
+            ],
+            swiftSettings: strictSettings
+        ),
         .testTarget(
             name: "SkyZMQTests",
             dependencies: ["SkyZMQ"],
@@ -147,14 +159,14 @@ let package = Package(
         ),
         .testTarget(
             name: "SkyWorkloadsTests",
-            dependencies: ["SkyWorkloads", "SkyWorkerKit", "SkyProtocol"],
+            dependencies: ["SkyWorkloads", "SkyWorkerKit", "SkyProtocol", "SkyZMQ"],
             swiftSettings: strictSettings
         ),
         .testTarget(
             name: "IntegrationTests",
             dependencies: [
                 "Sky", "SkyWorkloads", "SkyZMQ", "SkyProtocol",
-                "skybroker", "skyworker", "skyscan", "skywatch",
+                "skybroker", "skyworker", "skyscan", "skywatch", "ExampleWorker",
             ],
             swiftSettings: strictSettings
         ),

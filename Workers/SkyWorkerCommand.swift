@@ -15,7 +15,9 @@ struct SkyWorkerCommand: AsyncParsableCommand {
         discussion: """
             Connects to the broker's workers endpoint and serves the chosen built-in workloads
             (\(BuiltInWorkloads.all.joined(separator: ", "))). SIGTERM or SIGINT finishes the
-            tasks it holds, tells the broker, and exits 0.
+            tasks it holds (for at most --drain-grace seconds; the broker gets no new tasks for it
+            meanwhile and runs unfinished ones elsewhere), disconnects, and exits 0. A second signal
+            exits at once.
             """)
 
     @Option(help: "The broker's workers endpoint.")
@@ -24,8 +26,8 @@ struct SkyWorkerCommand: AsyncParsableCommand {
     @Option(help: "Worker name shown in events (default: host-pid).")
     var name: String?
 
-    @Option(help: "Tasks run at once.")
-    var capacity = 4
+    @Option(help: "Tasks run at once (default: the number of cores).")
+    var capacity = ProcessInfo.processInfo.activeProcessorCount
 
     @Option(help: "Comma-separated built-in workloads to serve.")
     var workloads = BuiltInWorkloads.all.joined(separator: ",")
@@ -39,6 +41,9 @@ struct SkyWorkerCommand: AsyncParsableCommand {
     @Option(help: "Seconds a graceful stop waits for running tasks before handing them back.")
     var drainGrace: Double = 30
 
+    @Option(help: "sky.flaky fails every this many calls.")
+    var flakyEvery = 3
+
     @OptionGroup var common: CommonOptions
 
     func validate() throws {
@@ -46,6 +51,7 @@ struct SkyWorkerCommand: AsyncParsableCommand {
         guard heartbeatInterval >= 0.01 else { throw ValidationError("--heartbeat-interval must be at least 0.01") }
         guard liveness >= 1 else { throw ValidationError("--liveness must be at least 1") }
         guard drainGrace >= 0 else { throw ValidationError("--drain-grace must be 0 or more") }
+        guard flakyEvery >= 1 else { throw ValidationError("--flaky-every must be at least 1") }
     }
 
     func run() async throws {
@@ -54,7 +60,7 @@ struct SkyWorkerCommand: AsyncParsableCommand {
         let system = ScanSystem(name: workerName, capacity: capacity)
         do {
             let names = workloads.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }
-            try await BuiltInWorkloads.register(names, on: system)
+            try await BuiltInWorkloads.register(names, on: system, flakyEvery: flakyEvery)
         } catch {
             ProcessSetup.fail("skyworker", "\(error)")
         }
@@ -66,6 +72,17 @@ struct SkyWorkerCommand: AsyncParsableCommand {
                 broker: broker, liveness: liveness, drainGrace: .milliseconds(Int64(drainGrace * 1000))),
             system: system, logger: logger)
         ProcessSetup.line("skyworker ready name=\(workerName) capacity=\(capacity) broker=\(broker)")
+        Task {
+            // The first signal starts the drain (ServiceGroup); a second one ends it now.
+            var seen = 0
+            for await signal in await UnixSignalsSequence(trapping: .sigterm, .sigint) {
+                seen += 1
+                if seen >= 2 {
+                    logger.warning("second \(signal): exiting without finishing the drain")
+                    Foundation.exit(1)
+                }
+            }
+        }
         let group = ServiceGroup(
             configuration: .init(
                 services: [.init(service: worker)],

@@ -32,7 +32,7 @@ extension BrokerStateMachine {
                 counters.unknownWorkerMessages += 1
                 actions.append(.log(.info, "heartbeat from unregistered worker \(peer); telling it to re-register"))
                 actions.append(.sendToWorker(peer, .disconnect))
-            case .ready, .disconnect:
+            case .ready, .disconnect, .draining:
                 break
             }
             return
@@ -50,6 +50,15 @@ extension BrokerStateMachine {
             break
         case .disconnect:
             remove(peer, reason: .graceful, now: now, into: &actions)
+        case .draining:
+            guard let record = workers[peer], !record.draining else { return }
+            workers[peer]?.draining = true
+            actions.append(
+                .log(.info, "worker \(record.name) (\(peer)) is draining: \(record.inFlight.count) task(s) to finish"))
+            publish(
+                SkyEvent(
+                    seq: 0, event: .workerDraining, time: "", worker: record.info, tasksHeld: record.inFlight.count),
+                into: &actions)
         }
     }
 

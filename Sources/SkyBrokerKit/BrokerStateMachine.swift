@@ -96,8 +96,10 @@ public struct BrokerStateMachine: Sendable {
         /// When it was last given a task (a dispatch counter), for round robin among equals.
         var lastDispatch: UInt64 = 0
         var expiresAt: Instant
+        /// It said DRAINING: no new tasks.
+        var draining = false
 
-        var freeCredits: Int { capacity - inFlight.count }
+        var freeCredits: Int { draining ? 0 : capacity - inFlight.count }
 
         var info: WorkerInfo {
             WorkerInfo(id: id.description, name: name, capacity: capacity, services: services)

@@ -13,6 +13,8 @@ public struct EventKind: RawRepresentable, Codable, Hashable, Sendable, CustomSt
     /// Sent whenever a subscriber joins: the current workers, so a new watcher starts from the
     /// present state and knows its subscription is live.
     public static let brokerHello = EventKind(rawValue: "broker.hello")
+    /// A worker is stopping: it gets no new tasks and finishes the ones it holds.
+    public static let workerDraining = EventKind(rawValue: "worker.draining")
     /// Every second: counts of workers, queued and in-flight tasks, and throughput.
     public static let brokerStats = EventKind(rawValue: "broker.stats")
     /// A task went back to the queue because the worker holding it was lost.

@@ -24,12 +24,15 @@ public enum WorkerToBroker: Sendable, Equatable {
     case heartbeat
     /// `[SKYW01][0x05]`: leaving; the broker sends nothing more.
     case disconnect
+    /// `[SKYW01][0x07]`: stopping; send no new tasks, the ones held will be answered.
+    case draining
 
     public enum Command: UInt8 {
         case ready = 0x01
         case reply = 0x03
         case heartbeat = 0x04
         case disconnect = 0x05
+        case draining = 0x07
     }
 
     /// Largest capacity a worker may announce.
@@ -68,12 +71,17 @@ public enum WorkerToBroker: Sendable, Equatable {
         case .disconnect:
             try WireFormat.expectFrames(frames, 2, command: "DISCONNECT")
             return .disconnect
+        case .draining:
+            try WireFormat.expectFrames(frames, 2, command: "DRAINING")
+            return .draining
         }
     }
 
     public func encode() -> [[UInt8]] {
         let signature = WireFormat.workerSignature
         switch self {
+        case .draining:
+            return [signature, [Command.draining.rawValue]]
         case .ready(let announcement):
             return [
                 signature, [Command.ready.rawValue], Array(announcement.name.utf8),

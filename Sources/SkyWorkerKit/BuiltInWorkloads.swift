@@ -4,11 +4,12 @@ import SkyWorkloads
 /// The workloads every skyworker can serve without user code.
 public enum BuiltInWorkloads {
     /// Service names by which the built-ins can be selected.
-    public static let all = [ScanTask.service, EchoTask.service, SleepTask.service]
+    public static let all = [ScanTask.service, EchoTask.service, SleepTask.service, FlakyTask.service]
 
     /// Registers the named built-in workloads on `system`.
+    /// - Parameter flakyEvery: `sky.flaky` fails every this many calls (at least 1).
     /// - Throws: ``UnknownWorkload`` for a name that is not a built-in.
-    public static func register(_ names: [String], on system: ScanSystem) async throws {
+    public static func register(_ names: [String], on system: ScanSystem, flakyEvery: Int = 3) async throws {
         for name in names {
             switch name {
             case ScanTask.service:
@@ -19,6 +20,14 @@ public enum BuiltInWorkloads {
             case SleepTask.service:
                 await system.register(SleepTask.self) { task in
                     try await Task.sleep(for: .milliseconds(max(0, task.milliseconds)))
+                    return task
+                }
+            case FlakyTask.service:
+                let every = max(1, flakyEvery)
+                let calls = CallCounter()
+                await system.register(FlakyTask.self) { task in
+                    let call = await calls.next()
+                    if call % every == 0 { throw FlakyFailure(call: call, every: every) }
                     return task
                 }
             default:
@@ -32,5 +41,15 @@ public enum BuiltInWorkloads {
         public var description: String {
             "unknown built-in workload \(name); choose from \(BuiltInWorkloads.all.joined(separator: ", "))"
         }
+    }
+}
+
+/// Numbers the calls of a workload.
+actor CallCounter {
+    private var count = 0
+
+    func next() -> Int {
+        count += 1
+        return count
     }
 }

@@ -1,7 +1,7 @@
 import SkyZMQ
 
 /// The tasks a worker is running, so that a CANCEL from the broker reaches the right handler and
-/// a graceful stop can wait for them. Shared by the worker's loop and the task bodies.
+/// a graceful stop knows when they are done. Shared by the worker's loop and the task bodies.
 final class InFlightRegistry: Sendable {
     struct Key: Hashable, Sendable {
         var client: [UInt8]
@@ -12,7 +12,6 @@ final class InFlightRegistry: Sendable {
         /// Running tasks; `nil` while the task is being attached.
         var tasks: [Key: Task<Void, Never>?] = [:]
         var cancelRequested: Set<Key> = []
-        var emptyWaiters: [CheckedContinuation<Void, Never>] = []
         /// After the drain's grace period: results are no longer sent (the broker requeues them).
         var repliesSuppressed = false
     }
@@ -40,14 +39,10 @@ final class InFlightRegistry: Sendable {
     var mayReply: Bool { state.withLock { !$0.repliesSuppressed } }
 
     private func finish(_ key: Key) {
-        let waiters = state.withLock { state -> [CheckedContinuation<Void, Never>] in
+        state.withLock { state in
             state.tasks[key] = nil
             state.cancelRequested.remove(key)
-            guard state.tasks.isEmpty else { return [] }
-            defer { state.emptyWaiters = [] }
-            return state.emptyWaiters
         }
-        for waiter in waiters { waiter.resume() }
     }
 
     /// Cancels the task under `key`, if it runs. Returns whether it did.
@@ -63,27 +58,13 @@ final class InFlightRegistry: Sendable {
         return true
     }
 
-    /// End of a drain's grace period: stops replies (the broker will run those tasks elsewhere),
-    /// cancels everything still running, and releases ``waitUntilEmpty()`` at once.
+    /// End of a drain's grace period: stops replies (the broker will run those tasks elsewhere)
+    /// and cancels everything still running.
     func abandonAll() {
-        let (tasks, waiters) = state.withLock { state -> ([Task<Void, Never>], [CheckedContinuation<Void, Never>]) in
+        let tasks = state.withLock { state -> [Task<Void, Never>] in
             state.repliesSuppressed = true
-            defer { state.emptyWaiters = [] }
-            return (state.tasks.values.compactMap { $0 }, state.emptyWaiters)
+            return state.tasks.values.compactMap { $0 }
         }
         for task in tasks { task.cancel() }
-        for waiter in waiters { waiter.resume() }
-    }
-
-    /// Returns when no task runs, or when ``abandonAll()`` is called.
-    func waitUntilEmpty() async {
-        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-            let done = state.withLock { state -> Bool in
-                if state.tasks.isEmpty || state.repliesSuppressed { return true }
-                state.emptyWaiters.append(continuation)
-                return false
-            }
-            if done { continuation.resume() }
-        }
     }
 }

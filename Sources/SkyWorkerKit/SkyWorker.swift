@@ -13,10 +13,10 @@ import SkyZMQ
 /// registers again; when the broker says DISCONNECT (it restarted and does not know this
 /// worker) it registers again at once.
 ///
-/// On graceful shutdown (SIGTERM/SIGINT through a `ServiceGroup`) it stops reading new work, lets
-/// the tasks it runs finish and reply for up to ``Configuration/drainGrace``, says DISCONNECT,
-/// and closes. Tasks still running then are cancelled and not answered: on DISCONNECT the broker
-/// gives them to another worker.
+/// On graceful shutdown (SIGTERM/SIGINT through a `ServiceGroup`) it tells the broker DRAINING
+/// (no new tasks), starts no new work, lets the tasks it runs finish and reply for up to
+/// ``Configuration/drainGrace``, says DISCONNECT, and closes. Tasks still running then are
+/// cancelled and not answered: on DISCONNECT the broker gives them to another worker.
 public final class SkyWorker: Service, Sendable {
     public struct Configuration: Sendable {
         /// The broker's workers endpoint.
@@ -69,55 +69,81 @@ public final class SkyWorker: Service, Sendable {
             "worker \(system.name) registering with \(configuration.broker): capacity \(system.capacity), services \(services.joined(separator: ", "))"
         )
 
-        for await batch in loop.inbound.cancelOnGracefulShutdown() {
-            let now = clock.now
-            for inbound in batch {
-                switch inbound {
-                case .message(let from, let message):
-                    // Messages on a connection already replaced are ignored.
-                    guard from == current.withLock({ $0 }) else { continue }
-                    liveness.heard(now: now)
-                    let command: BrokerToWorker
-                    do {
-                        command = try BrokerToWorker.decode(message.frames)
-                    } catch {
-                        logger.warning("dropped malformed message from the broker: \(error)")
-                        continue
-                    }
-                    switch command {
-                    case .request(let client, let request):
-                        run(request, for: client, replyingOn: current, loop: loop, registry: registry)
-                    case .cancel(let client, let requestID):
-                        let found = registry.cancel(.init(client: client, requestID: requestID.frame))
-                        logger.debug("broker cancelled \(requestID)\(found ? "" : " (not running here)")")
-                    case .heartbeat:
-                        continue
-                    case .disconnect:
-                        logger.warning("the broker does not know this worker (did it restart?); registering again")
-                        _ = liveness.brokerDisconnected(now: now)
-                        await reconnect(current, on: loop, ready: ready)
-                    }
-                case .tick:
-                    switch liveness.tick(now: now) {
-                    case .disconnect(let reconnectAt):
-                        let wait = now.duration(to: reconnectAt)
-                        logger.warning(
-                            "no word from the broker for \(configuration.liveness.expiry); reconnecting in \(wait.formatted(.units(allowed: [.seconds, .milliseconds], width: .narrow)))"
+        let stopRequested = Locked(false)
+        var drainDeadline: ContinuousClock.Instant?
+        await withGracefulShutdownHandler {
+            for await batch in loop.inbound {
+                let now = clock.now
+                if stopRequested.withLock({ $0 }) {
+                    if drainDeadline == nil {
+                        drainDeadline = now + configuration.drainGrace
+                        loop.send(WorkerToBroker.draining.encode(), on: current.withLock { $0 })
+                        logger.info(
+                            "worker \(system.name) stopping: finishing \(registry.count) task(s), for at most \(configuration.drainGrace)"
                         )
-                    // Stay on the old connection, heartbeating, until then: a broker that comes
-                    // back answers the heartbeat with DISCONNECT, and the worker registers at once.
-                    case .connect:
-                        await reconnect(current, on: loop, ready: ready)
-                    case nil:
+                    }
+                    if registry.count == 0 { break }
+                    if let deadline = drainDeadline, now >= deadline {
+                        registry.abandonAll()
+                        logger.warning(
+                            "worker \(system.name): \(registry.count) task(s) unfinished after \(configuration.drainGrace); the broker will run them elsewhere"
+                        )
+                        break
+                    }
+                }
+                for inbound in batch {
+                    switch inbound {
+                    case .message(let from, let message):
+                        // Messages on a connection already replaced are ignored.
+                        guard from == current.withLock({ $0 }) else { continue }
+                        liveness.heard(now: now)
+                        let command: BrokerToWorker
+                        do {
+                            command = try BrokerToWorker.decode(message.frames)
+                        } catch {
+                            logger.warning("dropped malformed message from the broker: \(error)")
+                            continue
+                        }
+                        switch command {
+                        case .request(let client, let request):
+                            // While draining, new work is left alone: the broker hands it on when
+                            // this worker says DISCONNECT.
+                            guard drainDeadline == nil else { continue }
+                            run(request, for: client, replyingOn: current, loop: loop, registry: registry)
+                        case .cancel(let client, let requestID):
+                            let found = registry.cancel(.init(client: client, requestID: requestID.frame))
+                            logger.debug("broker cancelled \(requestID)\(found ? "" : " (not running here)")")
+                        case .heartbeat:
+                            continue
+                        case .disconnect:
+                            logger.warning("the broker does not know this worker (did it restart?); registering again")
+                            _ = liveness.brokerDisconnected(now: now)
+                            await reconnect(current, on: loop, ready: ready)
+                        }
+                    case .tick:
+                        switch liveness.tick(now: now) {
+                        case .disconnect(let reconnectAt):
+                            let wait = now.duration(to: reconnectAt)
+                            logger.warning(
+                                "no word from the broker for \(configuration.liveness.expiry); reconnecting in \(wait.formatted(.units(allowed: [.seconds, .milliseconds], width: .narrow)))"
+                            )
+                        // Stay on the old connection, heartbeating, until then: a broker that comes
+                        // back answers the heartbeat with DISCONNECT, and the worker registers at once.
+                        case .connect:
+                            await reconnect(current, on: loop, ready: ready)
+                        case nil:
+                            continue
+                        }
+                    case .sendFailed, .monitor:
                         continue
                     }
-                case .sendFailed, .monitor:
-                    continue
                 }
             }
+        } onGracefulShutdown: {
+            // Acted on at the next batch; ticks arrive every tenth of a heartbeat interval.
+            stopRequested.withLock { $0 = true }
         }
 
-        await drain(registry)
         loop.send(WorkerToBroker.disconnect.encode(), on: current.withLock { $0 })
         // Let the last replies and the DISCONNECT leave before the sockets go.
         await loop.shutdown(linger: 2000)
@@ -149,25 +175,6 @@ public final class SkyWorker: Service, Sendable {
             loop.close(old, linger: 0)
         } catch {
             logger.error("cannot open a new connection to \(configuration.broker): \(error)")
-        }
-    }
-
-    private func drain(_ registry: InFlightRegistry) async {
-        let running = registry.count
-        guard running > 0 else { return }
-        logger.info(
-            "worker \(system.name) stopping: finishing \(running) task(s), for at most \(configuration.drainGrace)")
-        let grace = configuration.drainGrace
-        let timer = Task {
-            try await Task.sleep(for: grace)
-            registry.abandonAll()
-        }
-        await registry.waitUntilEmpty()
-        timer.cancel()
-        let left = registry.count
-        if left > 0 {
-            logger.warning(
-                "worker \(system.name): \(left) task(s) unfinished after \(grace); the broker will run them elsewhere")
         }
     }
 

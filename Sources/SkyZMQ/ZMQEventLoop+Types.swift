@@ -86,9 +86,9 @@ extension ZMQEventLoop {
         case shutdown(linger: Int32)
     }
 
-    /// The loop's inbound batches. Iterating it tells the loop that a batch was consumed, which
-    /// is what lets the loop stop reading when its consumer falls behind (see
-    /// ``ZMQEventLoop/start(name:context:sockets:tick:maxPendingBatches:)``).
+    /// The loop's inbound batches. Iterating it tells the loop what was consumed, which is what
+    /// lets the loop stop reading when its consumer falls behind (see
+    /// ``ZMQEventLoop/start(name:context:sockets:tick:maxPendingMessages:)``).
     public struct InboundBatches: AsyncSequence, Sendable {
         public typealias Element = [Inbound]
         let stream: AsyncStream<[Inbound]>
@@ -100,7 +100,7 @@ extension ZMQEventLoop {
 
             public mutating func next() async -> [Inbound]? {
                 guard let batch = await base.next() else { return nil }
-                loop.batchConsumed()
+                loop.consumed(messages: batch.messageCount)
                 return batch
             }
         }
@@ -112,13 +112,22 @@ extension ZMQEventLoop {
 
     struct Mailbox: Sendable {
         var commands: [Command] = []
-        /// Batches yielded and not yet taken by the consumer.
-        var pendingBatches = 0
-        /// The thread stopped reading sockets because ``pendingBatches`` reached the limit.
+        /// Messages yielded and not yet taken by the consumer.
+        var pendingMessages = 0
+        /// The thread stopped reading sockets because ``pendingMessages`` reached the limit.
         var readingPaused = false
         var wakePending = false
         var stopped = false
         var shutdownWaiters: [CheckedContinuation<Void, Never>] = []
         var finished = false
+    }
+}
+
+extension [ZMQEventLoop.Inbound] {
+    /// Received messages in a batch (ticks and reports do not count toward flow control).
+    var messageCount: Int {
+        reduce(0) { count, item in
+            if case .message = item { count + 1 } else { count }
+        }
     }
 }

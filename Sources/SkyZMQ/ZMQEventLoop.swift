@@ -19,16 +19,16 @@ public final class ZMQEventLoop: Sendable {
 
     let stream: AsyncStream<[Inbound]>
     let continuation: AsyncStream<[Inbound]>.Continuation
-    /// Batches the consumer may fall behind by before the thread stops reading.
-    let maxPendingBatches: Int
+    /// Messages the consumer may fall behind by before the thread stops reading.
+    let maxPendingMessages: Int
     let mailbox = Locked(Mailbox())
     let wakeReadFD: Int32
     let wakeWriteFD: Int32
     let tick: Duration?
     private let endpointsByID = Locked([SocketID: [String]]())
 
-    private init(tick: Duration?, maxPendingBatches: Int) throws(ZMQError) {
-        self.maxPendingBatches = max(1, maxPendingBatches)
+    private init(tick: Duration?, maxPendingMessages: Int) throws(ZMQError) {
+        self.maxPendingMessages = max(1, maxPendingMessages)
         var fds: [Int32] = [0, 0]
         guard pipe(&fds) == 0 else { throw ZMQError(code: errno, operation: "pipe") }
         for fd in fds { _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK) }
@@ -51,17 +51,19 @@ public final class ZMQEventLoop: Sendable {
     ///     loop makes its own and terminates it on its thread at shutdown, after lingering
     ///     messages have left, so no Swift task ever waits in `zmq_ctx_term`.
     ///   - tick: if given, the loop also yields ``Inbound/tick`` about this often.
-    ///   - maxPendingBatches: how many batches the consumer of ``inbound`` may fall behind by. At
-    ///     that point the thread stops reading its sockets (it still sends), so libzmq's queues
-    ///     fill up to their high-water marks and TCP pushes back on the senders, instead of
-    ///     memory growing without bound in front of a slow consumer.
+    ///   - maxPendingMessages: how many received messages the consumer of ``inbound`` may fall
+    ///     behind by. At that point the thread stops reading its sockets (it still sends), so
+    ///     libzmq's queues fill up to their high-water marks and TCP pushes back on the senders,
+    ///     instead of memory growing without bound in front of a slow consumer. Counted in
+    ///     messages, not batches: a consumer starved for a while (CPU-bound work on every thread)
+    ///     must still find every heartbeat that came meanwhile, in order, when it runs again.
     /// - Throws: ``SetupError`` for the first socket that failed (for example `EADDRINUSE`
     ///   from a bind); nothing is left open then.
     public static func start(
         name: String, context: ZMQContext? = nil, sockets: [SocketSpec], tick: Duration? = nil,
-        maxPendingBatches: Int = 8
+        maxPendingMessages: Int = 10_000
     ) async throws -> ZMQEventLoop {
-        let loop = try ZMQEventLoop(tick: tick, maxPendingBatches: maxPendingBatches)
+        let loop = try ZMQEventLoop(tick: tick, maxPendingMessages: maxPendingMessages)
         let ownsContext = context == nil
         let context = try context ?? ZMQContext()
         let endpoints: [SocketID: [String]] = try await withCheckedThrowingContinuation { ready in
@@ -146,14 +148,15 @@ public final class ZMQEventLoop: Sendable {
         }
     }
 
-    /// Batches yielded and not yet consumed (for tests and diagnostics).
-    var pendingBatchCount: Int { mailbox.withLock { $0.pendingBatches } }
+    /// Messages yielded and not yet consumed (for tests and diagnostics).
+    var pendingMessageCount: Int { mailbox.withLock { $0.pendingMessages } }
 
     /// The consumer took a batch; wakes the thread if it had stopped reading for want of that.
-    func batchConsumed() {
+    func consumed(messages: Int) {
+        guard messages > 0 else { return }
         let wake = mailbox.withLock { box -> Bool in
-            box.pendingBatches -= 1
-            guard box.readingPaused, box.pendingBatches < maxPendingBatches else { return false }
+            box.pendingMessages -= messages
+            guard box.readingPaused, box.pendingMessages < maxPendingMessages else { return false }
             box.readingPaused = false
             if box.wakePending { return false }
             box.wakePending = true

@@ -158,16 +158,17 @@ final class ZMQEventLoopRunner {
 
     /// Whether the consumer is so far behind that the thread must stop reading.
     private func readingPaused() -> Bool {
-        let limit = loop.maxPendingBatches
+        let limit = loop.maxPendingMessages
         return loop.mailbox.withLock { box in
-            box.readingPaused = box.pendingBatches >= limit
+            box.readingPaused = box.pendingMessages >= limit
             return box.readingPaused
         }
     }
 
     private func yieldBatch() {
         guard !batch.isEmpty else { return }
-        loop.mailbox.withLock { $0.pendingBatches += 1 }
+        let messages = batch.messageCount
+        if messages > 0 { loop.mailbox.withLock { $0.pendingMessages += messages } }
         loop.continuation.yield(batch)
         batch = []
         batch.reserveCapacity(64)

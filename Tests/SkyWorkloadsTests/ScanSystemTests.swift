@@ -1,6 +1,7 @@
 import Foundation
 import SkyProtocol
 import SkyWorkloads
+import SkyZMQ
 import Testing
 
 @testable import SkyWorkerKit
@@ -61,7 +62,7 @@ struct ScanSystemTests {
         #expect(reply.status == .ok)
         let report = try JSONDecoder().decode(SectorReport.self, from: Data(reply.body))
         #expect(report == (try SectorScanner.scan(task)))
-        #expect(await system.services == ["sky.echo", "sky.scan", "sky.sleep"])
+        #expect(await system.services == ["sky.echo", "sky.flaky", "sky.scan", "sky.sleep"])
     }
 
     @Test func echoReturnsItsInputBytes() async throws {
@@ -91,6 +92,45 @@ struct ScanSystemTests {
         #expect(RemoteErrorBody(decoding: unknown.body).message.contains("does not serve nope"))
         let bad = await system.execute(Self.request(SleepTask.service, Array("not json".utf8)))
         #expect(bad.status == .invalidPayload)
+    }
+
+    @Test func aCancelledTaskSHandlerObservesCancellationWithin50Milliseconds() async throws {
+        let system = ScanSystem(name: "t", capacity: 1)
+        let observed = Locked<ContinuousClock.Instant?>(nil)
+        await system.register(SleepTask.self) { task in
+            do {
+                try await Task.sleep(for: .seconds(30))
+            } catch {
+                observed.withLock { $0 = .now }
+                throw error
+            }
+            return task.number
+        }
+        let request = Self.request(SleepTask.service, Array(try JSONEncoder().encode(SleepTask(number: 1))))
+        let running = Task { await system.execute(request) }
+        while await system.runningCount == 0 { await Task.yield() }
+        let cancelledAt = ContinuousClock.now
+        running.cancel()
+        let reply = await running.value
+        #expect(reply.status == .cancelled)
+        let seen = try #require(observed.withLock { $0 })
+        #expect(seen - cancelledAt < .milliseconds(50))
+        #expect(await system.runningCount == 0)
+    }
+
+    @Test func flakyFailsEveryNthCallWithATypedError() async throws {
+        let system = ScanSystem(name: "t", capacity: 1)
+        try await BuiltInWorkloads.register([FlakyTask.service], on: system, flakyEvery: 3)
+        var statuses: [ReplyStatus] = []
+        for value in 1...6 {
+            let body = Array(try JSONEncoder().encode(FlakyTask(value: value)))
+            let reply = await system.execute(Self.request(FlakyTask.service, body))
+            statuses.append(reply.status)
+            if reply.status == .handlerError {
+                #expect(RemoteErrorBody(decoding: reply.body).message.hasPrefix("simulated failure on call \(value)"))
+            }
+        }
+        #expect(statuses == [.ok, .ok, .handlerError, .ok, .ok, .handlerError])
     }
 
     @Test func unknownBuiltInWorkloadsAreRejected() async {

@@ -80,7 +80,7 @@ struct ZMQEventLoopTests {
         let context = try ZMQContext()
         let server = try await ZMQEventLoop.start(
             name: "test-flow", context: context,
-            sockets: [.init(id: Self.server, type: .router, bind: ["inproc://flow"])], maxPendingBatches: 2)
+            sockets: [.init(id: Self.server, type: .router, bind: ["inproc://flow"])], maxPendingMessages: 3000)
         let client = try await ZMQEventLoop.start(
             name: "test-flow-client", context: context,
             sockets: [
@@ -88,13 +88,13 @@ struct ZMQEventLoopTests {
             ])
         let count = 20_000
         client.send((0..<count).map { .init(socket: Self.client, frames: [Array("\($0)".utf8)]) })
-        // The thread reads until two batches wait, then stops.
+        // The thread reads until 3000 messages wait (at most one read budget more), then stops.
         let deadline = ContinuousClock.now + .seconds(10)
-        while server.pendingBatchCount < 2 && ContinuousClock.now < deadline { await Task.yield() }
-        #expect(server.pendingBatchCount == 2)
+        while server.pendingMessageCount < 3000 && ContinuousClock.now < deadline { await Task.yield() }
+        #expect((3000..<3000 + 1024).contains(server.pendingMessageCount))
         var received: [String] = []
         for await batch in server.inbound {
-            #expect(server.pendingBatchCount <= 2)
+            #expect(server.pendingMessageCount < 3000 + 1024)
             for case .message(_, let message) in batch {
                 received.append(String(decoding: message.frames[1], as: UTF8.self))
             }

@@ -1,0 +1,2 @@
+// Workers declare their tasks with `SkyTask`; one import gives them everything.
+@_exported import SkyProtocol

@@ -1,0 +1,137 @@
+import Foundation
+import Sky
+import SkyProtocol
+import SkyWorkloads
+import Testing
+
+/// The example worker's task, declared again on the client side, as another application would.
+struct WordCount: SkyTask {
+    static let service = "example.wordcount"
+    typealias Result = Counts
+    var text: String
+}
+
+struct Counts: Codable, Sendable, Equatable {
+    var words: Int
+    var characters: Int
+}
+
+extension IntegrationSuite {
+    @Suite("Worker runtime: drain, errors, heartbeats under load, custom workers")
+    struct WorkerRuntimeTests {
+        @Test func sigtermLetsRunningTasksFinishAndHandsNoWorkToTheDrainingWorker() async throws {
+            let cluster = try await TestCluster.start(extraArguments: TestCluster.fastHeartbeats)
+            defer { cluster.killAll() }
+            let watch = try await cluster.startWatch()
+            let draining = try await cluster.startWorker(name: "drainer", capacity: 4)
+            try await watch.waitForEvents { $0.contains { $0.event == .workerConnected } }
+            let sky = try await SkyClient(broker: cluster.clients)
+            let first = Task {
+                try await withThrowingTaskGroup(of: SleepTask.self) { group in
+                    for tag in 0..<4 { group.addTask { try await sky.scan(SleepTask(milliseconds: 2000, tag: tag)) } }
+                    return try await group.reduce(into: []) { $0.append($1) }
+                }
+            }
+            while await sky.inFlightCount < 4 { await Task.yield() }
+            #expect(try await sky.clusterSnapshot().inFlight == 4)
+
+            draining.signal(SIGTERM)
+            try await watch.waitForEvents { $0.contains { $0.event == .workerDraining } }
+            // Work sent now must not go to the draining worker: it waits for another one.
+            let later = Task {
+                try await withThrowingTaskGroup(of: SleepTask.self) { group in
+                    for tag in 10..<12 { group.addTask { try await sky.scan(SleepTask(milliseconds: 10, tag: tag)) } }
+                    return try await group.reduce(into: []) { $0.append($1) }
+                }
+            }
+            while await sky.inFlightCount < 6 { await Task.yield() }
+            #expect(try await sky.clusterSnapshot().queued == ["sky.sleep": 2])
+
+            #expect(try await first.value.map(\.tag).sorted() == [0, 1, 2, 3])
+            #expect(try await draining.waitForExit() == 0)
+            let gone = try await watch.waitForEvents { $0.contains { $0.event == .workerDisconnected } }
+                .first { $0.event == .workerDisconnected }
+            #expect(gone?.reason == .graceful)
+            #expect(gone?.tasksHeld == 0)
+
+            _ = try await cluster.startWorker(name: "successor", capacity: 2)
+            #expect(try await later.value.map(\.tag).sorted() == [10, 11])
+            #expect(await sky.unmatchedReplies == 0)
+            await sky.close()
+            await cluster.stop()
+        }
+
+        @Test func flakyFailuresReachTheCallerAsTypedErrorsWithTheHandlersMessage() async throws {
+            let cluster = try await TestCluster.start()
+            defer { cluster.killAll() }
+            _ = try await cluster.startWorker(name: "flaky", capacity: 1, extraArguments: ["--flaky-every", "3"])
+            let sky = try await SkyClient(broker: cluster.clients)
+            var failures: [SkyError] = []
+            for value in 1...6 {
+                do {
+                    #expect(try await sky.scan(FlakyTask(value: value)).value == value)
+                } catch let error as SkyError {
+                    failures.append(error)
+                }
+            }
+            #expect(failures.count == 2)
+            guard case .remote(let type, let message) = failures.first else {
+                Issue.record("expected a remote handler error, got \(failures)")
+                return
+            }
+            #expect(type.hasSuffix("FlakyFailure"))
+            #expect(message.hasPrefix("simulated failure on call 3"))
+            await sky.close()
+            await cluster.stop()
+        }
+
+        /// Handlers keep every core busy for five times the heartbeat expiry; heartbeats come from
+        /// the I/O thread, so the worker is never declared dead.
+        @Test func aWorkerWhoseHandlersSaturateEveryCoreStaysConnected() async throws {
+            let cluster = try await TestCluster.start(extraArguments: TestCluster.fastHeartbeats)
+            defer { cluster.killAll() }
+            let watch = try await cluster.startWatch()
+            let cores = ProcessInfo.processInfo.activeProcessorCount
+            _ = try await cluster.startWorker(name: "busy", capacity: cores)
+            try await watch.waitForEvents { $0.contains { $0.event == .workerConnected } }
+            let sky = try await SkyClient(broker: cluster.clients)
+            let expiry = Duration.milliseconds(1500)
+            let start = ContinuousClock.now
+            // Large scans: CPU-bound for long stretches, no suspension points inside.
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for lane in 0..<cores * 2 {
+                    group.addTask {
+                        var sector = lane * 1000
+                        while ContinuousClock.now - start < expiry * 5 {
+                            _ = try await sky.scan(ScanTask(sector: sector, size: 1024))
+                            sector += 1
+                        }
+                    }
+                }
+                try await group.waitForAll()
+            }
+            #expect(ContinuousClock.now - start >= expiry * 5)
+            let snapshot = try await sky.clusterSnapshot()
+            #expect(snapshot.counters.workersExpired == 0)
+            #expect(snapshot.workers.map(\.name) == ["busy"])
+            #expect(!watch.events.contains { $0.event == .workerDisconnected })
+            await sky.close()
+            await cluster.stop()
+        }
+
+        @Test func theExampleWorkerServesItsCustomService() async throws {
+            let cluster = try await TestCluster.start()
+            defer { cluster.killAll() }
+            let watch = try await cluster.startWatch()
+            cluster.track(try SkyProcess("sky-example-worker", [cluster.workers]))
+            try await watch.waitForEvents {
+                $0.contains { $0.event == .workerConnected && $0.worker?.services == ["example.wordcount"] }
+            }
+            let sky = try await SkyClient(broker: cluster.clients)
+            let counts = try await sky.scan(WordCount(text: "the quick brown fox"))
+            #expect(counts == Counts(words: 4, characters: 19))
+            await sky.close()
+            await cluster.stop()
+        }
+    }
+}
