@@ -61,6 +61,31 @@ extension IntegrationSuite {
             await cluster.stop()
         }
 
+        @Test func aSecondSignalEndsTheDrainAtOnceAndTheTaskGoesBackToTheQueue() async throws {
+            let cluster = try await TestCluster.start(extraArguments: TestCluster.fastHeartbeats)
+            defer { cluster.killAll() }
+            let watch = try await cluster.startWatch()
+            let worker = try await cluster.startWorker(
+                name: "impatient", capacity: 1, extraArguments: ["--drain-grace", "60"])
+            try await watch.waitForEvents { $0.contains { $0.event == .workerConnected } }
+            let sky = try await SkyClient(broker: cluster.clients)
+            let held = Task { try await sky.scan(SleepTask(milliseconds: 30_000)) }
+            while await sky.inFlightCount == 0 { await Task.yield() }
+            #expect(try await sky.clusterSnapshot().inFlight == 1)
+            worker.signal(SIGTERM)
+            try await watch.waitForEvents { $0.contains { $0.event == .workerDraining } }
+            let secondAt = ContinuousClock.now
+            worker.signal(SIGTERM)
+            #expect(try await worker.waitForExit() == 1)
+            #expect(ContinuousClock.now - secondAt < .seconds(2))
+            // The broker notices the worker is gone and puts its task back in the queue.
+            try await watch.waitForEvents { $0.contains { $0.event == .taskRedispatched } }
+            #expect(try await sky.clusterSnapshot().queued == ["sky.sleep": 1])
+            held.cancel()
+            await sky.close()
+            await cluster.stop()
+        }
+
         @Test func flakyFailuresReachTheCallerAsTypedErrorsWithTheHandlersMessage() async throws {
             let cluster = try await TestCluster.start()
             defer { cluster.killAll() }
