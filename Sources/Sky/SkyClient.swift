@@ -58,18 +58,20 @@ public actor SkyClient {
     }
 
     /// Runs a task on some worker and returns its result.
+    /// - Parameter coder: how the task and result are encoded (JSON by default); the workers of
+    ///   the service must use the same one.
     /// - Throws: ``SkyError`` for every failure the cluster reports, `CancellationError` when
     ///   the calling task is cancelled.
-    public func scan<T: SkyTask>(_ task: T) async throws -> T.Result {
+    public func scan<T: SkyTask>(_ task: T, coder: some TaskCoder = .json) async throws -> T.Result {
         let body: [UInt8]
         do {
-            body = Array(try JSONEncoder().encode(task))
+            body = try coder.encode(task)
         } catch {
             throw SkyError.invalidTask(String(describing: error))
         }
         let reply = try await request(service: T.service, body: body)
         do {
-            return try JSONDecoder().decode(T.Result.self, from: Data(reply))
+            return try coder.decode(T.Result.self, from: reply)
         } catch {
             throw SkyError.invalidResult(String(describing: error))
         }

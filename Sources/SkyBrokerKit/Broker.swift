@@ -79,8 +79,16 @@ public final class Broker: Service, Sendable {
     public func run() async throws {
         logger.info(
             "skybroker serving: clients \(endpoints.clients), workers \(endpoints.workers), events \(endpoints.events)")
-        for await batch in loop.inbound.cancelOnGracefulShutdown() {
-            handle(batch)
+        // A flag checked per batch (ticks come every tenth of a heartbeat interval) rather than
+        // `cancelOnGracefulShutdown()`, which would add a merged sequence to every batch.
+        let stopRequested = Locked(false)
+        await withGracefulShutdownHandler {
+            for await batch in loop.inbound {
+                if stopRequested.withLock({ $0 }) { break }
+                handle(batch)
+            }
+        } onGracefulShutdown: {
+            stopRequested.withLock { $0 = true }
         }
         logger.info("skybroker stopping")
         var actions: [BrokerAction] = []

@@ -38,19 +38,21 @@ public actor ScanSystem {
     /// Tasks waiting for a free slot.
     public var waitingCount: Int { waiters.count }
 
-    /// Registers a typed handler for `T.service`. Tasks and results are JSON.
+    /// Registers a typed handler for `T.service`.
+    /// - Parameter coder: how tasks and results are encoded (JSON by default); clients of this
+    ///   service must use the same one.
     public func register<T: SkyTask>(
-        _ task: T.Type, handler: @escaping @Sendable (T) async throws -> T.Result
+        _ task: T.Type, coder: some TaskCoder = .json, handler: @escaping @Sendable (T) async throws -> T.Result
     ) {
         handlers[T.service] = { body in
             let decoded: T
             do {
-                decoded = try JSONDecoder().decode(T.self, from: Data(body))
+                decoded = try coder.decode(T.self, from: body)
             } catch {
                 throw InvalidPayload(service: T.service, reason: String(describing: error))
             }
             let result = try await handler(decoded)
-            return Array(try JSONEncoder().encode(result))
+            return try coder.encode(result)
         }
     }
 

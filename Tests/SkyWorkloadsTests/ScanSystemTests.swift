@@ -65,6 +65,19 @@ struct ScanSystemTests {
         #expect(await system.services == ["sky.echo", "sky.flaky", "sky.scan", "sky.sleep"])
     }
 
+    @Test func theCoderIsPluggable() async throws {
+        let system = ScanSystem(name: "t", capacity: 1)
+        await system.register(EchoTask.self, coder: .propertyList) { EchoTask(message: $0.message.uppercased()) }
+        let coder = PropertyListTaskCoder()
+        let reply = await system.execute(Self.request(EchoTask.service, try coder.encode(EchoTask(message: "plist"))))
+        #expect(reply.status == .ok)
+        #expect(try coder.decode(EchoTask.self, from: reply.body) == EchoTask(message: "PLIST"))
+        // A client speaking JSON to a property-list service gets a typed error.
+        let mismatched = await system.execute(
+            Self.request(EchoTask.service, try JSONTaskCoder().encode(EchoTask(message: "json"))))
+        #expect(mismatched.status == .invalidPayload)
+    }
+
     @Test func echoReturnsItsInputBytes() async throws {
         let system = ScanSystem(name: "t", capacity: 1)
         try await BuiltInWorkloads.register([EchoTask.service], on: system)
@@ -114,7 +127,7 @@ struct ScanSystemTests {
         let reply = await running.value
         #expect(reply.status == .cancelled)
         let seen = try #require(observed.withLock { $0 })
-        #expect(seen - cancelledAt < .milliseconds(50))
+        #expect(seen - cancelledAt < Duration.milliseconds(50).scaled)
         #expect(await system.runningCount == 0)
     }
 

@@ -1,0 +1,46 @@
+import Foundation
+
+/// Turns tasks and results into payload bytes and back. Client and worker must use the same
+/// coder for a service; the broker never looks at payloads, so any format works.
+public protocol TaskCoder: Sendable {
+    func encode<Value: Encodable>(_ value: Value) throws -> [UInt8]
+    func decode<Value: Decodable>(_ type: Value.Type, from bytes: [UInt8]) throws -> Value
+}
+
+/// JSON, the default: readable, and easy to speak from other languages.
+public struct JSONTaskCoder: TaskCoder {
+    public init() {}
+
+    public func encode<Value: Encodable>(_ value: Value) throws -> [UInt8] {
+        Array(try JSONEncoder().encode(value))
+    }
+
+    public func decode<Value: Decodable>(_ type: Value.Type, from bytes: [UInt8]) throws -> Value {
+        try JSONDecoder().decode(type, from: Data(bytes))
+    }
+}
+
+/// Binary property lists: more compact than JSON for numeric data.
+public struct PropertyListTaskCoder: TaskCoder {
+    public init() {}
+
+    public func encode<Value: Encodable>(_ value: Value) throws -> [UInt8] {
+        let encoder = PropertyListEncoder()
+        encoder.outputFormat = .binary
+        return Array(try encoder.encode(value))
+    }
+
+    public func decode<Value: Decodable>(_ type: Value.Type, from bytes: [UInt8]) throws -> Value {
+        try PropertyListDecoder().decode(type, from: Data(bytes))
+    }
+}
+
+extension TaskCoder where Self == JSONTaskCoder {
+    /// `coder: .json`
+    public static var json: JSONTaskCoder { JSONTaskCoder() }
+}
+
+extension TaskCoder where Self == PropertyListTaskCoder {
+    /// `coder: .propertyList`
+    public static var propertyList: PropertyListTaskCoder { PropertyListTaskCoder() }
+}
