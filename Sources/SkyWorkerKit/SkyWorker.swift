@@ -72,7 +72,7 @@ public final class SkyWorker: Service, Sendable {
         let stopRequested = Locked(false)
         var drainDeadline: ContinuousClock.Instant?
         await withGracefulShutdownHandler {
-            for await batch in loop.inbound {
+            batches: for await batch in loop.inbound {
                 let now = clock.now
                 if stopRequested.withLock({ $0 }) {
                     if drainDeadline == nil {
@@ -82,13 +82,13 @@ public final class SkyWorker: Service, Sendable {
                             "worker \(system.name) stopping: finishing \(registry.count) task(s), for at most \(configuration.drainGrace)"
                         )
                     }
-                    if registry.count == 0 { break }
+                    if registry.count == 0 { break batches }
                     if let deadline = drainDeadline, now >= deadline {
                         registry.abandonAll()
                         logger.warning(
                             "worker \(system.name): \(registry.count) task(s) unfinished after \(configuration.drainGrace); the broker will run them elsewhere"
                         )
-                        break
+                        break batches
                     }
                 }
                 for inbound in batch {
@@ -116,6 +116,9 @@ public final class SkyWorker: Service, Sendable {
                         case .heartbeat:
                             continue
                         case .disconnect:
+                            // Draining: the broker no longer holds our tasks; registering again
+                            // would only attract new work. Leave.
+                            guard drainDeadline == nil else { break batches }
                             logger.warning("the broker does not know this worker (did it restart?); registering again")
                             _ = liveness.brokerDisconnected(now: now)
                             await reconnect(current, on: loop, ready: ready)
@@ -123,13 +126,16 @@ public final class SkyWorker: Service, Sendable {
                     case .tick:
                         switch liveness.tick(now: now) {
                         case .disconnect(let reconnectAt):
+                            // Stay on the old connection, heartbeating, until then: a broker that
+                            // comes back answers the heartbeat with DISCONNECT, and the worker
+                            // registers at once.
                             let wait = now.duration(to: reconnectAt)
                             logger.warning(
                                 "no word from the broker for \(configuration.liveness.expiry); reconnecting in \(wait.formatted(.units(allowed: [.seconds, .milliseconds], width: .narrow)))"
                             )
-                        // Stay on the old connection, heartbeating, until then: a broker that comes
-                        // back answers the heartbeat with DISCONNECT, and the worker registers at once.
                         case .connect:
+                            // Draining without a broker: nobody will take the results. Leave.
+                            guard drainDeadline == nil else { break batches }
                             await reconnect(current, on: loop, ready: ready)
                         case nil:
                             continue
