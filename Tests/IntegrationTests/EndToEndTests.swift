@@ -89,7 +89,7 @@ extension IntegrationSuite {
             let sky = try await SkyClient(broker: cluster.clients)
             let task = ScanTask(sector: 77, size: 64)
             let pending = Task { try await sky.scan(task) }
-            while await sky.inFlightCount == 0 { await Task.yield() }
+            try await eventually("a call in flight") { await sky.inFlightCount > 0 }
             // The snapshot request leaves after the scan on the same connection, so the broker has
             // already queued the scan when it answers.
             let before = try await sky.clusterSnapshot()

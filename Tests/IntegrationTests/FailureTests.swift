@@ -29,7 +29,7 @@ extension IntegrationSuite {
                     return try await group.reduce(into: []) { $0.append($1) }
                 }
             }
-            while await sky.inFlightCount < 6 { await Task.yield() }
+            try await eventually("6 calls in flight") { await sky.inFlightCount >= 6 }
             // Sent after the six on the same connection: the broker has placed them all.
             let snapshot = try await sky.clusterSnapshot()
             #expect(snapshot.inFlight == 6)
@@ -182,7 +182,7 @@ extension IntegrationSuite {
             try await watch.waitForEvents { $0.contains { $0.event == .workerConnected } }
             let sky = try await SkyClient(broker: cluster.clients)
             let long = Task { try await sky.scan(SleepTask(milliseconds: 10_000, tag: 1)) }
-            while await sky.inFlightCount == 0 { await Task.yield() }
+            try await eventually("a call in flight") { await sky.inFlightCount > 0 }
             #expect(try await sky.clusterSnapshot().inFlight == 1)
             let cancelledAt = ContinuousClock.now
             long.cancel()
@@ -217,7 +217,7 @@ extension IntegrationSuite {
                     return await group.reduce(into: []) { $0.append($1) }
                 }
             }
-            while await sky.inFlightCount < 3 { await Task.yield() }
+            try await eventually("3 calls in flight") { await sky.inFlightCount >= 3 }
             #expect(try await sky.clusterSnapshot().totalQueued == 3)
             cluster.broker.signal(SIGTERM)
             let outcomes = await calls.value

@@ -32,7 +32,7 @@ extension IntegrationSuite {
                     return try await group.reduce(into: []) { $0.append($1) }
                 }
             }
-            while await sky.inFlightCount < 4 { await Task.yield() }
+            try await eventually("4 calls in flight") { await sky.inFlightCount >= 4 }
             #expect(try await sky.clusterSnapshot().inFlight == 4)
 
             draining.signal(SIGTERM)
@@ -44,7 +44,7 @@ extension IntegrationSuite {
                     return try await group.reduce(into: []) { $0.append($1) }
                 }
             }
-            while await sky.inFlightCount < 6 { await Task.yield() }
+            try await eventually("6 calls in flight") { await sky.inFlightCount >= 6 }
             #expect(try await sky.clusterSnapshot().queued == ["sky.sleep": 2])
 
             #expect(try await first.value.map(\.tag).sorted() == [0, 1, 2, 3])
@@ -70,7 +70,7 @@ extension IntegrationSuite {
             try await watch.waitForEvents { $0.contains { $0.event == .workerConnected } }
             let sky = try await SkyClient(broker: cluster.clients)
             let held = Task { try await sky.scan(SleepTask(milliseconds: 30_000)) }
-            while await sky.inFlightCount == 0 { await Task.yield() }
+            try await eventually("a call in flight") { await sky.inFlightCount > 0 }
             #expect(try await sky.clusterSnapshot().inFlight == 1)
             worker.signal(SIGTERM)
             try await watch.waitForEvents { $0.contains { $0.event == .workerDraining } }

@@ -126,7 +126,7 @@ struct ScanSystemTests {
             observed.withLock { $0 = nil }
             let request = Self.request(SleepTask.service, Array(try JSONEncoder().encode(SleepTask(number: trial))))
             let running = Task { await system.execute(request) }
-            while await system.runningCount == 0 { await Task.yield() }
+            try await eventually("the handler runs") { await system.runningCount > 0 }
             let cancelledAt = ContinuousClock.now
             running.cancel()
             let reply = await running.value
@@ -182,7 +182,9 @@ struct ScanSystemTests {
         for number in 0..<total {
             let request = Self.request(SleepTask.service, Array(try JSONEncoder().encode(SleepTask(number: number))))
             tasks.append(Task { await system.execute(request) })
-            while await system.runningCount + system.waitingCount < number + 1 { await Task.yield() }
+            try await eventually("task \(number) admitted or waiting") {
+                await system.runningCount + system.waitingCount >= number + 1
+            }
         }
         #expect(await system.runningCount == capacity)
         #expect(await system.waitingCount == total - capacity)
