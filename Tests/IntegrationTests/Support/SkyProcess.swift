@@ -88,7 +88,8 @@ final class SkyProcess: Sendable {
             }
             try? pipe.fileHandleForReading.close()
         }
-        thread.name = name
+        // Linux keeps thread names of at most 15 bytes and ignores longer ones.
+        thread.name = String(name.suffix(15))
         thread.start()
     }
 
