@@ -53,6 +53,8 @@ extension BrokerStateMachine {
         case .draining:
             guard let record = workers[peer], !record.draining else { return }
             workers[peer]?.draining = true
+            // Every task for it was sent before this; the worker runs those, then leaves.
+            actions.append(.sendToWorker(peer, .drainingAcknowledged))
             actions.append(
                 .log(.info, "worker \(record.name) (\(peer)) is draining: \(record.inFlight.count) task(s) to finish"))
             publish(

@@ -18,9 +18,12 @@ public enum ProcessSetup {
     /// integration tests and the ops scripts, so a crashed runner leaves no process behind).
     public static let exitWithParentVariable = "SKY_EXIT_WITH_PARENT"
 
-    /// Sends logs to standard error at the chosen level and starts the parent watchdog when
-    /// asked for. Write standard output with ``line(_:)``.
+    /// Sends logs to standard error at the chosen level, ignores SIGPIPE, and starts the parent
+    /// watchdog when asked for. Write standard output with ``line(_:)``.
     public static func prepare(label: String, options: CommonOptions) -> Logger {
+        // A process whose standard output or error is a pipe nobody reads any more must not die
+        // of SIGPIPE at its next log line: writes fail with EPIPE instead.
+        signal(SIGPIPE, SIG_IGN)
         let level = options.logLevel
         LoggingSystem.bootstrap { label in
             var handler = StreamLogHandler.standardError(label: label)

@@ -110,12 +110,15 @@ public enum BrokerToWorker: Sendable, Equatable {
     case disconnect
     /// `[SKYW01][0x06][client][request-id]`: stop running this task; its result is not wanted.
     case cancel(client: [UInt8], RequestID)
+    /// `[SKYW01][0x07]`: DRAINING acknowledged; no task is sent after this.
+    case drainingAcknowledged
 
     public enum Command: UInt8 {
         case request = 0x02
         case heartbeat = 0x04
         case disconnect = 0x05
         case cancel = 0x06
+        case drainingAcknowledged = 0x07
     }
 
     public static func decode(_ frames: [[UInt8]]) throws(ProtocolError) -> BrokerToWorker {
@@ -140,6 +143,9 @@ public enum BrokerToWorker: Sendable, Equatable {
         case .cancel:
             try WireFormat.expectFrames(frames, 4, command: "CANCEL")
             return .cancel(client: try WireFormat.clientAddress(frames[2]), try RequestID(frame: frames[3]))
+        case .drainingAcknowledged:
+            try WireFormat.expectFrames(frames, 2, command: "DRAINING")
+            return .drainingAcknowledged
         }
     }
 
@@ -148,6 +154,8 @@ public enum BrokerToWorker: Sendable, Equatable {
         switch self {
         case .cancel(let client, let requestID):
             return [signature, [Command.cancel.rawValue], client, requestID.frame]
+        case .drainingAcknowledged:
+            return [signature, [Command.drainingAcknowledged.rawValue]]
         case .request(let client, let request):
             return [
                 signature, [Command.request.rawValue], client, request.requestID.frame,

@@ -71,6 +71,8 @@ public final class SkyWorker: Service, Sendable {
 
         let stopRequested = Locked(false)
         var drainDeadline: ContinuousClock.Instant?
+        // Set when the broker acknowledged DRAINING (no task comes after that) or is gone.
+        var nothingMoreComing = false
         await withGracefulShutdownHandler {
             batches: for await batch in loop.inbound {
                 let now = clock.now
@@ -82,7 +84,7 @@ public final class SkyWorker: Service, Sendable {
                             "worker \(system.name) stopping: finishing \(registry.count) task(s), for at most \(configuration.drainGrace)"
                         )
                     }
-                    if registry.count == 0 { break batches }
+                    if nothingMoreComing && registry.count == 0 { break batches }
                     if let deadline = drainDeadline, now >= deadline {
                         registry.abandonAll()
                         logger.warning(
@@ -106,10 +108,11 @@ public final class SkyWorker: Service, Sendable {
                         }
                         switch command {
                         case .request(let client, let request):
-                            // While draining, new work is left alone: the broker hands it on when
-                            // this worker says DISCONNECT.
-                            guard drainDeadline == nil else { continue }
+                            // Also while draining: the broker sent it before it saw DRAINING.
+                            logger.debug("running \(request.service) \(request.requestID)")
                             run(request, for: client, replyingOn: current, loop: loop, registry: registry)
+                        case .drainingAcknowledged:
+                            nothingMoreComing = true
                         case .cancel(let client, let requestID):
                             let found = registry.cancel(.init(client: client, requestID: requestID.frame))
                             logger.debug("broker cancelled \(requestID)\(found ? "" : " (not running here)")")
@@ -128,7 +131,8 @@ public final class SkyWorker: Service, Sendable {
                         case .disconnect(let reconnectAt):
                             // Stay on the old connection, heartbeating, until then: a broker that
                             // comes back answers the heartbeat with DISCONNECT, and the worker
-                            // registers at once.
+                            // registers at once. A draining worker expects nothing more.
+                            if drainDeadline != nil { nothingMoreComing = true }
                             let wait = now.duration(to: reconnectAt)
                             logger.warning(
                                 "no word from the broker for \(configuration.liveness.expiry); reconnecting in \(wait.formatted(.units(allowed: [.seconds, .milliseconds], width: .narrow)))"

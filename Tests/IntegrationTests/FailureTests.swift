@@ -56,7 +56,13 @@ extension IntegrationSuite {
             #expect(gone.tasksHeld == 2)
             #expect(events.filter { $0.event == .taskRedispatched }.count == 2)
 
-            let done = try await results.value
+            let done: [SleepTask]
+            do {
+                done = try await value(of: results, "six sleeps after the kill")
+            } catch {
+                Issue.record("\(error)\n\(cluster.diagnostics)")
+                throw error
+            }
             #expect(done.map(\.tag).sorted() == Array(0..<6))
             #expect(await sky.unmatchedReplies == 0)
             let snapshot = try await sky.clusterSnapshot()
@@ -78,7 +84,13 @@ extension IntegrationSuite {
             let detection = ContinuousClock.now - stoppedAt
             print("SIGSTOP: worker.disconnected seen \(detection) after the stop")
             #expect(detection <= Self.expiry + .seconds(1))
-            let done = try await results.value
+            let done: [SleepTask]
+            do {
+                done = try await value(of: results, "six sleeps after the freeze")
+            } catch {
+                Issue.record("\(error)\n\(cluster.diagnostics)")
+                throw error
+            }
             #expect(done.map(\.tag).sorted() == Array(0..<6))
 
             // Wake it: its two sleeps finish at once and reply; the broker drops both and the

@@ -47,7 +47,7 @@ extension IntegrationSuite {
             try await eventually("6 calls in flight") { await sky.inFlightCount >= 6 }
             #expect(try await sky.clusterSnapshot().queued == ["sky.sleep": 2])
 
-            #expect(try await first.value.map(\.tag).sorted() == [0, 1, 2, 3])
+            #expect(try await value(of: first, "the four sleeps held at SIGTERM").map(\.tag).sorted() == [0, 1, 2, 3])
             #expect(try await draining.waitForExit() == 0)
             let gone = try await watch.waitForEvents { $0.contains { $0.event == .workerDisconnected } }
                 .first { $0.event == .workerDisconnected }
@@ -55,7 +55,7 @@ extension IntegrationSuite {
             #expect(gone?.tasksHeld == 0)
 
             _ = try await cluster.startWorker(name: "successor", capacity: 2)
-            #expect(try await later.value.map(\.tag).sorted() == [10, 11])
+            #expect(try await value(of: later, "the two sleeps sent while draining").map(\.tag).sorted() == [10, 11])
             #expect(await sky.unmatchedReplies == 0)
             await sky.close()
             await cluster.stop()

@@ -80,6 +80,21 @@ struct BrokerLivenessTests {
         #expect(broker.machine.counters.staleReplies == 2)
     }
 
+    @Test func aDrainingWorkerIsAcknowledgedAndGetsNoNewTasks() {
+        var broker = BrokerHarness()
+        _ = broker.ready(worker1, capacity: 2)
+        _ = broker.request(client, id)
+        let actions = broker.worker(worker1, .draining)
+        #expect(effects(actions).first == .sendToWorker(worker1, .drainingAcknowledged))
+        #expect(events(actions).first?.event == .workerDraining)
+        #expect(events(actions).first?.tasksHeld == 1)
+        // A free credit, but draining: the next request waits for another worker.
+        #expect(dispatched(broker.request(client, RequestID(high: 5, low: 2))).isEmpty)
+        // The task it holds still completes normally.
+        #expect(replies(broker.reply(worker1, client: client, id)).count == 1)
+        #expect(dispatched(broker.ready(worker2)).map(\.0) == [worker2])
+    }
+
     @Test func afterTheMaximumDeliveriesTheClientGetsWorkerLost() {
         var configuration = BrokerStateMachine.Configuration()
         configuration.maxDeliveries = 2

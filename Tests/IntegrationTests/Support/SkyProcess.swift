@@ -48,7 +48,8 @@ final class SkyProcess: Sendable {
         let errPipe = Pipe()
         process.standardOutput = outPipe
         process.standardError = errPipe
-        process.standardInput = FileHandle.nullDevice
+        // A /dev/null of its own: the shared FileHandle.nullDevice is one descriptor for all.
+        process.standardInput = FileHandle(forReadingAtPath: "/dev/null")
         // Plain blocking reads on a thread of their own until EOF. (Foundation's
         // readabilityHandler keeps a dispatch source on the fd, which crashed libdispatch here
         // when the pipe closed under it.)

@@ -107,6 +107,13 @@ final class TestCluster: Sendable {
         }
     }
 
+    /// Every process's exit status and standard error, for failure messages.
+    var diagnostics: String {
+        processes.withLock { $0 }.map { process in
+            "--- \(process.name) (pid \(process.pid), running: \(process.isRunning))\n\(process.errorText)"
+        }.joined(separator: "\n")
+    }
+
     /// SIGKILL to everything still running. Synchronous, for `defer`.
     func killAll() {
         for process in processes.withLock({ $0 }) { process.killNow() }
