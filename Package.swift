@@ -142,6 +142,11 @@ let package = Package(
             ],
             swiftSettings: strictSettings
         ),
+        // Helpers the test targets share.
+        .target(
+            name: "SkyTestSupport",
+            swiftSettings: strictSettings
+        ),
         .testTarget(
             name: "SkyZMQTests",
             dependencies: ["SkyZMQ"],
@@ -159,13 +164,13 @@ let package = Package(
         ),
         .testTarget(
             name: "SkyWorkloadsTests",
-            dependencies: ["SkyWorkloads", "SkyWorkerKit", "SkyProtocol", "SkyZMQ"],
+            dependencies: ["SkyWorkloads", "SkyWorkerKit", "SkyProtocol", "SkyZMQ", "SkyTestSupport"],
             swiftSettings: strictSettings
         ),
         .testTarget(
             name: "IntegrationTests",
             dependencies: [
-                "Sky", "SkyWorkloads", "SkyZMQ", "SkyProtocol",
+                "Sky", "SkyWorkloads", "SkyZMQ", "SkyProtocol", "SkyTestSupport",
                 "skybroker", "skyworker", "skyscan", "skywatch", "ExampleWorker",
             ],
             swiftSettings: strictSettings

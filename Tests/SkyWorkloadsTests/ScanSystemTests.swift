@@ -1,5 +1,6 @@
 import Foundation
 import SkyProtocol
+import SkyTestSupport
 import SkyWorkloads
 import SkyZMQ
 import Testing

@@ -1,10 +1,11 @@
-struct NeverTrue: Error, CustomStringConvertible {
-    let description: String
+/// A condition that did not come true in time.
+public struct NeverTrue: Error, CustomStringConvertible {
+    public let description: String
 }
 
-/// Waits until `condition` holds, failing after `timeout` instead of hanging: yields first, then
-/// checks every millisecond. For actor state that has no event to await.
-func eventually(
+/// Waits until `condition` holds, failing after `timeout` instead of hanging. For state that has
+/// no event to await (an actor's counters): it yields first, then checks every millisecond.
+public func eventually(
     _ what: String, timeout: Duration = .seconds(20), _ condition: () async throws -> Bool
 ) async throws {
     let deadline = ContinuousClock.now + timeout
