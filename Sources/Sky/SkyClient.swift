@@ -79,6 +79,11 @@ public actor SkyClient {
 
     /// Runs a task given as an encoded payload and returns the encoded result.
     public func request(service: String, body: [UInt8]) async throws -> [UInt8] {
+        // The broker drops a request with an invalid name unanswered; refuse it here instead.
+        guard WireFormat.isValidName(service) else {
+            throw SkyError.invalidTask(
+                "service name \"\(service)\" is not 1...255 bytes of UTF-8 without control characters")
+        }
         let requestID = RequestID.random()
         let request = TaskRequest(requestID: requestID, service: service, body: body)
         let reply: TaskReply = try await withTaskCancellationHandler {

@@ -118,6 +118,14 @@ extension IntegrationSuite {
             await cluster.stop()
         }
 
+        @Test(arguments: ["", "bad\nname", String(repeating: "s", count: 256)])
+        func anInvalidServiceNameIsRefusedLocallyInsteadOfWaitingForever(service: String) async throws {
+            // No broker at all: the call must fail before anything is sent.
+            let sky = try await SkyClient(broker: "tcp://127.0.0.1:1")
+            await #expect(throws: SkyError.self) { _ = try await sky.request(service: service, body: []) }
+            await sky.close()
+        }
+
         @Test(arguments: ["skybroker", "skyworker", "skyscan", "skywatch"])
         func everyExecutableExplainsItself(executable: String) async throws {
             let process = try SkyProcess(executable, ["--help"])
