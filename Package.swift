@@ -76,8 +76,9 @@ let package = Package(
         .target(
             name: "Sky",
             dependencies: [
-                "SkyZMQ", "SkyProtocol",
+                "SkyZMQ", "SkyProtocol", "SkyWorkerKit",
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "HeapModule", package: "swift-collections"),
             ],
             swiftSettings: strictSettings
         ),
@@ -163,6 +164,11 @@ let package = Package(
             swiftSettings: strictSettings
         ),
         .testTarget(
+            name: "SkyClientTests",
+            dependencies: ["Sky", "SkyProtocol", "SkyZMQ", "SkyWorkerKit", "SkyWorkloads", "SkyTestSupport"],
+            swiftSettings: strictSettings
+        ),
+        .testTarget(
             name: "SkyWorkloadsTests",
             dependencies: ["SkyWorkloads", "SkyWorkerKit", "SkyProtocol", "SkyZMQ", "SkyTestSupport"],
             swiftSettings: strictSettings
@@ -170,7 +176,7 @@ let package = Package(
         .testTarget(
             name: "IntegrationTests",
             dependencies: [
-                "Sky", "SkyWorkloads", "SkyZMQ", "SkyProtocol", "SkyTestSupport",
+                "Sky", "SkyWorkloads", "SkyWorkerKit", "SkyZMQ", "SkyProtocol", "SkyTestSupport",
                 "skybroker", "skyworker", "skyscan", "skywatch", "ExampleWorker",
             ],
             swiftSettings: strictSettings

@@ -1,6 +1,7 @@
 import Foundation
 import Logging
 import SkyProtocol
+import SkyWorkerKit
 import SkyZMQ
 
 /// Runs tasks on a Sky cluster.
@@ -10,103 +11,97 @@ import SkyZMQ
 /// let report = try await sky.scan(ScanTask(sector: 42))
 /// ```
 ///
-/// One client multiplexes any number of concurrent calls over one connection: each call gets a
-/// unique ``RequestID``, and replies are matched to calls by it. The connection is owned by an
-/// I/O thread; calls never block a thread while they wait. Call ``close()`` when done (dropping
-/// the last reference also closes the connection, without waiting).
+/// Every call returns exactly once: a result, a ``SkyError``, or `CancellationError`; never a
+/// hang, never a silent duplicate. Underneath, each call gets a unique ``RequestID``; attempts
+/// that time out or fail transiently are retried with the same id after a backoff
+/// (``RetryPolicy``); late and duplicate replies are discarded and counted. Concurrent calls of
+/// an equal task share one execution (``ScanOptions/coalesce``). Cancelling the calling task
+/// throws `CancellationError` at once and cancels the task at the broker and its worker.
+///
+/// The connection is made on first use (concurrent first callers share it), owned by one I/O
+/// thread, and remade when lost: calls in flight then are sent again. Given several broker
+/// endpoints, the client moves to the next when one stays unreachable. Call ``close()`` when
+/// done (dropping the last reference also frees the connection, without waiting).
 public actor SkyClient {
-    private static let socket = ZMQEventLoop.SocketID(0, name: "broker")
+    /// The broker's clients endpoints, tried in order.
+    public nonisolated let endpoints: [String]
+    /// The first of ``endpoints``.
+    public nonisolated var broker: String { endpoints[0] }
+    public nonisolated let configuration: Configuration
 
-    /// The broker's clients endpoint this client talks to.
-    public nonisolated let broker: String
-    private let loop: ZMQEventLoop
-    private var pending: [RequestID: CheckedContinuation<TaskReply, any Error>] = [:]
-    private var closed = false
-    private var pump: Task<Void, Never>?
-    /// Replies that matched no waiting call (late, duplicate, or for a cancelled call).
-    public private(set) var unmatchedReplies = 0
+    let time: TimeSource
+    var table: RequestTable
+    var loop: ZMQEventLoop?
+    var starting: Task<ZMQEventLoop, any Error>?
+    var socket = ZMQEventLoop.SocketID(0, name: "broker")
+    var endpointIndex = 0
+    var nextSocketNumber = 1
+    var pump: Task<Void, Never>?
+    var timer: Task<Void, Never>?
+    var armedDeadline: Duration?
+    var closed = false
+    var nextWaiter: RequestTable.WaiterID = 0
+    var waiters: [RequestTable.WaiterID: CheckedContinuation<Completion, any Error>] = [:]
+    var connectionWaiters: [RequestTable.WaiterID: CheckedContinuation<Void, any Error>] = [:]
+    var eventSinks: [ZMQEventLoop.SocketID: AsyncStream<SkyEvent>.Continuation] = [:]
+    var serviceCache: [String: (served: Bool, checkedAt: Duration)] = [:]
+    var localRuns = 0
 
-    /// Connects to a broker. The connection is made in the background: calls made before the
-    /// broker is reachable wait for it.
-    public init(broker: String = "tcp://127.0.0.1:5555") async throws {
-        self.broker = broker
-        loop = try await ZMQEventLoop.start(
-            name: "skyclient-io",
-            sockets: [
-                .init(
-                    id: Self.socket, type: .dealer,
-                    // libzmq reconnects a lost connection after 1 s, doubling to 32 s, each wait
-                    // lengthened by a random part of up to 1 s (its built-in jitter).
-                    options: [
-                        .sendHighWaterMark(0), .receiveHighWaterMark(0), .reconnectInterval(milliseconds: 1000),
-                        .reconnectIntervalMax(milliseconds: 32_000),
-                    ],
-                    connect: [broker])
-            ])
-        let inbound = loop.inbound
-        pump = Task { [weak self] in
-            for await batch in inbound {
-                guard let self else { return }
-                await self.receive(batch)
-            }
-        }
+    /// How a call ended, with the attempts it took (for batch progress).
+    struct Completion: Sendable {
+        var result: Result<[UInt8], SkyError>
+        var attempts: Int
+    }
+
+    /// Prepares a client of the broker at `broker`. Connects on first use.
+    public init(broker: String = "tcp://127.0.0.1:5555", configuration: Configuration = Configuration()) async throws {
+        try await self.init(brokers: [broker], configuration: configuration)
+    }
+
+    /// Prepares a client of a broker reachable at several endpoints (for example a primary and a
+    /// standby), tried in order. Connects on first use.
+    /// - Throws: ``SkyError/brokerUnreachable(_:)`` if the list is empty.
+    public init(brokers: [String], configuration: Configuration = Configuration()) async throws {
+        guard !brokers.isEmpty else { throw SkyError.brokerUnreachable("no broker endpoint was given") }
+        endpoints = brokers
+        self.configuration = configuration
+        time = TimeSource(configuration.clock)
+        table = RequestTable(
+            connectTimeout: configuration.connectTimeout, endpointCount: brokers.count,
+            seed: configuration.jitterSeed ?? UInt64.random(in: .min ... .max), now: time.now())
     }
 
     deinit {
         // Calls in flight keep the client alive, so none is waiting here; just free the thread.
-        loop.requestShutdown()
+        loop?.requestShutdown()
+        timer?.cancel()
     }
 
+    // MARK: Calls
+
     /// Runs a task on some worker and returns its result.
-    /// - Parameter coder: how the task and result are encoded (JSON by default); the workers of
-    ///   the service must use the same one.
-    /// - Throws: ``SkyError`` for every failure the cluster reports, `CancellationError` when
-    ///   the calling task is cancelled.
-    public func scan<T: SkyTask>(_ task: T, coder: some TaskCoder = .json) async throws -> T.Result {
-        let body: [UInt8]
-        do {
-            body = try coder.encode(task)
-        } catch {
-            throw SkyError.invalidTask(String(describing: error))
-        }
-        let reply = try await request(service: T.service, body: body)
-        do {
-            return try coder.decode(T.Result.self, from: reply)
-        } catch {
-            throw SkyError.invalidResult(String(describing: error))
-        }
+    /// - Parameters:
+    ///   - options: timeouts, retries and coalescing for this call; `nil` takes the client's
+    ///     ``Configuration/defaults``.
+    ///   - coder: how the task and result are encoded (JSON by default); the workers of the
+    ///     service must use the same one.
+    /// - Throws: ``SkyError`` for every failure, `CancellationError` when the calling task is
+    ///   cancelled.
+    public func scan<T: SkyTask>(
+        _ task: T, options: ScanOptions? = nil, coder: some TaskCoder = .json
+    ) async throws -> T.Result {
+        try await scanReportingAttempts(task, options: options, coder: coder).result.get()
     }
 
     /// Runs a task given as an encoded payload and returns the encoded result.
-    public func request(service: String, body: [UInt8]) async throws -> [UInt8] {
-        // The broker drops a request with an invalid name unanswered; refuse it here instead.
-        guard WireFormat.isValidName(service) else {
-            throw SkyError.invalidTask(
-                "service name \"\(service)\" is not 1...255 bytes of UTF-8 without control characters")
-        }
-        let requestID = RequestID.random()
-        let request = TaskRequest(requestID: requestID, service: service, body: body)
-        let reply: TaskReply = try await withTaskCancellationHandler {
-            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<TaskReply, any Error>) in
-                if closed {
-                    continuation.resume(throwing: SkyError.clientClosed)
-                } else if Task.isCancelled {
-                    continuation.resume(throwing: CancellationError())
-                } else {
-                    pending[requestID] = continuation
-                    loop.send(ClientToBroker.request(request).encode(), on: Self.socket)
-                }
-            }
-        } onCancel: {
-            Task { await self.abandon(requestID) }
-        }
-        guard reply.status == .ok else { throw SkyError(status: reply.status, body: reply.body, service: service) }
-        return reply.body
+    public func request(service: String, body: [UInt8], options: ScanOptions? = nil) async throws -> [UInt8] {
+        try await execute(service: service, body: body, options: options ?? configuration.defaults).result.get()
     }
 
-    /// The broker's current view of the cluster.
+    /// The broker's current view of the cluster (`mmi.workers`).
     public func clusterSnapshot() async throws -> ClusterSnapshot {
-        let body = try await request(service: BrokerService.workers, body: [])
+        let body = try await request(
+            service: BrokerService.workers, body: [], options: ScanOptions(timeout: configuration.connectTimeout))
         do {
             return try JSONDecoder().decode(ClusterSnapshot.self, from: Data(body))
         } catch {
@@ -114,40 +109,128 @@ public actor SkyClient {
         }
     }
 
-    /// Calls waiting for a reply now.
-    public var inFlightCount: Int { pending.count }
+    /// Callers waiting for a result now.
+    public var inFlightCount: Int { table.waiterCount }
+
+    /// Replies that matched no waiting call (late, duplicate, or for a cancelled call).
+    public var unmatchedReplies: Int { table.counters.unmatchedReplies }
+
+    public var statistics: Statistics {
+        let counters = table.counters
+        return Statistics(
+            calls: counters.calls + localRuns, coalesced: counters.coalesced, attemptsSent: counters.attemptsSent,
+            retries: counters.retries, resentAfterReconnect: counters.resentAfterReconnect,
+            unmatchedReplies: counters.unmatchedReplies, staleReplies: counters.staleReplies,
+            attemptTimeouts: counters.attemptTimeouts, localRuns: localRuns, callsInFlight: table.callCount,
+            suspendedCallers: waiters.count + connectionWaiters.count + eventSinks.count,
+            connected: table.isConnected, endpoint: endpoints[endpointIndex])
+    }
 
     /// Closes the connection. Waiting calls throw ``SkyError/clientClosed``.
     public func close() async {
         guard !closed else { return }
         closed = true
-        let waiting = pending
-        pending.removeAll()
-        for continuation in waiting.values { continuation.resume(throwing: SkyError.clientClosed) }
-        await loop.shutdown()
+        perform(table.closeAll())
+        for waiter in connectionWaiters.values { waiter.resume(throwing: SkyError.clientClosed) }
+        connectionWaiters.removeAll()
+        for sink in eventSinks.values { sink.finish() }
+        eventSinks.removeAll()
+        timer?.cancel()
+        timer = nil
+        if loop == nil, let starting { loop = try? await starting.value }
+        await loop?.shutdown()
         pump?.cancel()
     }
 
-    /// The caller's task was cancelled: stop waiting, and tell the broker, which drops the request
-    /// or has its worker cancel the handler.
-    private func abandon(_ requestID: RequestID) {
-        guard let continuation = pending.removeValue(forKey: requestID) else { return }
-        continuation.resume(throwing: CancellationError())
-        if !closed { loop.send(ClientToBroker.cancel(requestID).encode(), on: Self.socket) }
-    }
+    // MARK: Running a call
 
-    private func receive(_ batch: [ZMQEventLoop.Inbound]) {
-        for inbound in batch {
-            guard case .message(_, let message) = inbound else { continue }
-            guard case .reply(let reply) = try? BrokerToClient.decode(message.frames) else {
-                unmatchedReplies += 1
-                continue
-            }
-            if let continuation = pending.removeValue(forKey: reply.requestID) {
-                continuation.resume(returning: reply)
-            } else {
-                unmatchedReplies += 1
+    func scanReportingAttempts<T: SkyTask>(
+        _ task: T, options: ScanOptions?, coder: some TaskCoder
+    ) async throws -> (result: Result<T.Result, SkyError>, attempts: Int) {
+        let body: [UInt8]
+        do {
+            body = try coder.encode(task)
+        } catch {
+            return (.failure(.invalidTask(String(describing: error))), 0)
+        }
+        let completion = try await execute(service: T.service, body: body, options: options ?? configuration.defaults)
+        let result = completion.result.flatMap { reply -> Result<T.Result, SkyError> in
+            do {
+                return .success(try coder.decode(T.Result.self, from: reply))
+            } catch {
+                return .failure(.invalidResult(String(describing: error)))
             }
         }
+        return (result, completion.attempts)
+    }
+
+    /// One call from start to outcome: locally if the fallback applies, else remotely within its
+    /// overall deadline. Throws only `CancellationError`; every other failure is in the result.
+    func execute(service: String, body: [UInt8], options: ScanOptions) async throws -> Completion {
+        // The broker drops a request with an invalid name unanswered; refuse it here instead.
+        guard WireFormat.isValidName(service) else {
+            return Completion(
+                result: .failure(
+                    .invalidTask("service name \"\(service)\" is not 1...255 bytes of UTF-8 without control characters")
+                ),
+                attempts: 0)
+        }
+        guard !closed else { return Completion(result: .failure(.clientClosed), attempts: 0) }
+        if let fallback = configuration.localFallback, await shouldRunLocally(service, system: fallback) {
+            return try await runLocally(service: service, body: body, options: options, system: fallback)
+        }
+        var completion: Completion
+        if let deadline = options.deadline {
+            do {
+                completion = try await TimeoutTask(timeout: deadline, clock: configuration.clock) {
+                    try await self.executeRemotely(service: service, body: body, options: options)
+                }.value
+            } catch is TimeoutError {
+                completion = Completion(
+                    result: .failure(.timeout("the call's deadline of \(deadline) passed")), attempts: 0)
+            }
+        } else {
+            completion = try await executeRemotely(service: service, body: body, options: options)
+        }
+        if let fallback = configuration.localFallback, case .failure(let error) = completion.result,
+            error.code == .brokerUnreachable || error.code == .noWorkers,
+            await fallback.services.contains(service)
+        {
+            completion = try await runLocally(service: service, body: body, options: options, system: fallback)
+        }
+        return completion
+    }
+
+    func executeRemotely(service: String, body: [UInt8], options: ScanOptions) async throws -> Completion {
+        do {
+            try await startIfNeeded()
+        } catch let error as SkyError {
+            return Completion(result: .failure(error), attempts: 0)
+        }
+        nextWaiter += 1
+        let waiter = nextWaiter
+        return try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Completion, any Error>) in
+                if closed {
+                    continuation.resume(returning: Completion(result: .failure(.clientClosed), attempts: 0))
+                } else if Task.isCancelled {
+                    continuation.resume(throwing: CancellationError())
+                } else {
+                    waiters[waiter] = continuation
+                    let call = RequestTable.Call(service: service, body: body, options: options)
+                    perform(table.start(call, id: .random(), waiter: waiter, now: time.now()))
+                }
+            }
+        } onCancel: {
+            Task { await self.abandon(waiter) }
+        }
+    }
+
+    /// The caller's task was cancelled: it stops waiting now; the broker is told once no caller
+    /// waits for the call, and drops the request or has its worker cancel the handler.
+    private func abandon(_ waiter: RequestTable.WaiterID) {
+        guard let continuation = waiters.removeValue(forKey: waiter) else { return }
+        continuation.resume(throwing: CancellationError())
+        perform(table.abandon(waiter))
     }
 }

@@ -1,37 +1,67 @@
 import SkyProtocol
 
-/// Everything a `scan` can fail with. Each case's description says what happened and what to do.
+/// Everything a `scan` can fail with, as one enum to switch over. Each case's description says
+/// what happened and what to do. Swift task cancellation is not in here: a cancelled caller gets
+/// `CancellationError`, as everywhere in Swift.
 public enum SkyError: Error, Sendable, Equatable, CustomStringConvertible {
-    /// The task's handler threw on the worker; `type` is the Swift type of its error.
-    case remote(type: String, message: String)
-    /// No worker (or broker service) serves this service.
-    case unknownService(String)
-    /// The worker could not decode the task.
-    case invalidPayload(String)
-    /// The broker's queue is full.
+    /// No attempt was answered within its timeout, or the call's overall deadline passed.
+    case timeout(String)
+    /// The broker's queue is full; nothing was queued.
     case overloaded(String)
     /// No worker serves the service and none joined before the deadline.
     case noWorkers(String)
     /// The workers running the task kept dying.
     case workerLost(String)
-    /// The deadline passed before the task could finish.
-    case timeout(String)
-    /// The broker is shutting down.
-    case brokerShuttingDown(String)
-    /// The task was cancelled on the worker.
+    /// The task's handler threw on the worker; `type` is the Swift type of its error.
+    case remote(type: String, message: String)
+    /// The broker refused this client's credentials.
+    case unauthorized(String)
+    /// The task was cancelled on the worker or at the broker (not by this caller).
     case cancelled(String)
+    /// The client has no connection to the broker, or the broker is shutting down.
+    case brokerUnreachable(String)
+    /// No worker (or broker service) serves this service.
+    case unknownService(String)
+    /// The worker could not decode the task.
+    case invalidPayload(String)
     /// The worker or broker failed internally.
     case internalError(String)
     /// The result could not be decoded as the task's result type.
     case invalidResult(String)
-    /// The task could not be encoded.
+    /// The task could not be encoded, or its service name is invalid.
     case invalidTask(String)
     /// The client was closed while the call was waiting, or before it started.
     case clientClosed
 
-    init(status: ReplyStatus, body: [UInt8], service: String) {
-        let error = RemoteErrorBody(decoding: body)
-        switch status {
+    /// The kind of an error without its message: what retry policies name.
+    public enum Code: String, Sendable, Hashable, CaseIterable {
+        case timeout, overloaded, noWorkers, workerLost, remote, unauthorized, cancelled, brokerUnreachable
+        case unknownService, invalidPayload, internalError, invalidResult, invalidTask, clientClosed
+    }
+
+    public var code: Code {
+        switch self {
+        case .timeout: .timeout
+        case .overloaded: .overloaded
+        case .noWorkers: .noWorkers
+        case .workerLost: .workerLost
+        case .remote: .remote
+        case .unauthorized: .unauthorized
+        case .cancelled: .cancelled
+        case .brokerUnreachable: .brokerUnreachable
+        case .unknownService: .unknownService
+        case .invalidPayload: .invalidPayload
+        case .internalError: .internalError
+        case .invalidResult: .invalidResult
+        case .invalidTask: .invalidTask
+        case .clientClosed: .clientClosed
+        }
+    }
+
+    /// The error a failure reply stands for.
+    init(failure reply: TaskReply) {
+        let error = RemoteErrorBody(decoding: reply.body)
+        switch reply.status {
         case .ok: self = .internalError("a success reply was treated as a failure")
         case .handlerError: self = .remote(type: error.type, message: error.message)
         case .unknownService: self = .unknownService(error.message)
@@ -40,7 +70,7 @@ public enum SkyError: Error, Sendable, Equatable, CustomStringConvertible {
         case .noWorkers: self = .noWorkers(error.message)
         case .workerLost: self = .workerLost(error.message)
         case .deadlineExceeded: self = .timeout(error.message)
-        case .brokerShuttingDown: self = .brokerShuttingDown(error.message)
+        case .brokerShuttingDown: self = .brokerUnreachable(error.message)
         case .cancelled: self = .cancelled(error.message)
         case .internalError: self = .internalError(error.message)
         }
@@ -48,19 +78,24 @@ public enum SkyError: Error, Sendable, Equatable, CustomStringConvertible {
 
     public var description: String {
         switch self {
+        case .timeout(let message): "the task timed out: \(message). Raise the timeout or add workers."
+        case .overloaded(let message): "the broker is overloaded: \(message). Retry later or add workers."
+        case .noWorkers(let message): "no worker serves this service: \(message). Start one."
+        case .workerLost(let message):
+            "the workers running this task were lost: \(message). Check the workers' logs; the task may crash them."
         case .remote(let type, let message):
             "the task's handler failed with \(type): \(message). Fix the handler or the task; retrying will not help."
+        case .unauthorized(let message):
+            "the broker refused this client's credentials: \(message). Check the client's keys and the broker's allow-list."
+        case .cancelled(let message): "the task was cancelled: \(message)."
+        case .brokerUnreachable(let message):
+            "the broker is unreachable: \(message). Check that skybroker runs and that its clients endpoint is right."
         case .unknownService(let message):
             "\(message). Start a worker that serves this service, or check the service name."
         case .invalidPayload(let message):
             "\(message). Client and worker disagree on the task type; deploy matching versions."
-        case .overloaded(let message): "the broker is overloaded: \(message). Retry later or add workers."
-        case .noWorkers(let message): "no worker serves this service: \(message). Start one."
-        case .workerLost(let message): "the workers running this task were lost: \(message)."
-        case .timeout(let message): "the task timed out: \(message). Raise the timeout or add workers."
-        case .brokerShuttingDown(let message): "the broker is shutting down: \(message). Retry once it is back."
-        case .cancelled(let message): "the task was cancelled: \(message)."
-        case .internalError(let message): "internal error: \(message)."
+        case .internalError(let message):
+            "internal error in the broker or worker: \(message). Report it with the logs of both."
         case .invalidResult(let message):
             "the result could not be decoded: \(message). Client and worker disagree on the result type."
         case .invalidTask(let message): "the task could not be encoded: \(message)."

@@ -17,10 +17,22 @@ extension BrokerStateMachine {
         }
     }
 
+    /// Changes the queued request of `service` that arrived as number `arrival`, if there is one.
+    mutating func updateWaitingRequest(_ service: String, arrival: UInt64, _ change: (inout QueuedRequest) -> Void) {
+        guard let index = queueIndex(service, arrival: arrival) else { return }
+        change(&queues[service]![index])
+    }
+
     /// The waiting request of `service` that arrived as number `arrival`, if it is still live.
     /// A queue is ordered by arrival (requests join at the back; requests coming back from a lost
     /// worker are older than every request still waiting behind them), so this is a binary search.
     func waitingRequest(_ service: String, arrival: UInt64) -> QueuedRequest? {
+        guard let index = queueIndex(service, arrival: arrival) else { return nil }
+        return queues[service]?[index]
+    }
+
+    /// Where in its queue the request that arrived as number `arrival` is (binary search).
+    private func queueIndex(_ service: String, arrival: UInt64) -> Int? {
         guard let queue = queues[service] else { return nil }
         var low = queue.startIndex
         var high = queue.endIndex
@@ -29,7 +41,7 @@ extension BrokerStateMachine {
             if queue[middle].arrival < arrival { low = middle + 1 } else { high = middle }
         }
         guard low < queue.endIndex, queue[low].arrival == arrival else { return nil }
-        return queue[low]
+        return low
     }
 
     /// The oldest live request of a service, removed from the queue. Skips entries that were

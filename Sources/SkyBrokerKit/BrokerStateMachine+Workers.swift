@@ -167,6 +167,8 @@ extension BrokerStateMachine {
         }
         running[key.requestID] = nil
         if !held.answered {
+            var answer = answer
+            answer.attempt = held.task.request.header.attempt
             reply(to: key.client, answer, into: &actions)
             if configuration.taskEvents {
                 publish(

@@ -220,13 +220,15 @@ public struct BrokerStateMachine: Sendable {
                 to: client,
                 .failure(
                     request.requestID, .brokerShuttingDown, type: "brokerShuttingDown",
-                    message: "the broker is shutting down"), into: &actions)
+                    message: "the broker is shutting down", attempt: request.header.attempt), into: &actions)
             return
         }
         let key = TaskKey(client: client, requestID: request.requestID)
         if waiting[key.requestID] != nil || running[key.requestID] != nil {
-            // A retry of a request that is still being handled: its one reply is coming.
+            // A retry of a request that is still being handled: its one reply is coming, and
+            // will name the newest attempt, which is the one the client now waits for.
             counters.duplicateRequests += 1
+            supersede(key, service: request.service, attempt: request.header.attempt)
             return
         }
         nextArrival += 1
@@ -252,12 +254,26 @@ public struct BrokerStateMachine: Sendable {
         enqueue(task, atFront: false)
     }
 
+    /// Records a retry's attempt number on the request it repeats, so that its reply answers it.
+    private mutating func supersede(_ key: TaskKey, service: String, attempt: UInt32) {
+        if let peer = running[key.requestID], var task = workers[peer]?.inFlight[key] {
+            task.task.request.header.attempt = max(task.task.request.header.attempt, attempt)
+            workers[peer]?.inFlight[key] = task
+        } else if let arrival = waiting[key.requestID] {
+            updateWaitingRequest(service, arrival: arrival) { queued in
+                guard queued.client == key.client else { return }
+                queued.request.header.attempt = max(queued.request.header.attempt, attempt)
+            }
+        }
+    }
+
+    /// Answers a CANCEL. The reply carries attempt 0: it answers the CANCEL, not an attempt.
     private mutating func cancel(_ key: TaskKey, into actions: inout [BrokerAction]) {
         if waiting.removeValue(forKey: key.requestID) != nil {
             counters.cancelled += 1
             reply(
                 to: key.client,
-                .failure(key.requestID, .cancelled, type: "cancelled", message: "cancelled by the client"),
+                .failure(key.requestID, .cancelled, type: "cancelled", message: "cancelled by the client", attempt: 0),
                 into: &actions)
         } else if let peer = running[key.requestID], var task = workers[peer]?.inFlight[key], !task.answered {
             task.answered = true
@@ -266,7 +282,7 @@ public struct BrokerStateMachine: Sendable {
             actions.append(.sendToWorker(peer, .cancel(client: key.client.bytes, key.requestID)))
             reply(
                 to: key.client,
-                .failure(key.requestID, .cancelled, type: "cancelled", message: "cancelled by the client"),
+                .failure(key.requestID, .cancelled, type: "cancelled", message: "cancelled by the client", attempt: 0),
                 into: &actions)
         }
     }
@@ -299,7 +315,10 @@ public struct BrokerStateMachine: Sendable {
         into actions: inout [BrokerAction]
     ) {
         reply(
-            to: task.client, .failure(task.request.requestID, status, type: status.description, message: message),
+            to: task.client,
+            .failure(
+                task.request.requestID, status, type: status.description, message: message,
+                attempt: task.request.header.attempt),
             into: &actions)
         publish(
             SkyEvent(
@@ -328,7 +347,7 @@ public struct BrokerStateMachine: Sendable {
     private mutating func answerBrokerService(
         _ request: TaskRequest, for client: PeerID, into actions: inout [BrokerAction]
     ) {
-        let answer: TaskReply
+        var answer: TaskReply
         switch request.service {
         case BrokerService.service:
             let name = String(decoding: request.body, as: UTF8.self)
@@ -341,6 +360,7 @@ public struct BrokerStateMachine: Sendable {
                 request.requestID, .unknownService, type: "unknownService",
                 message: "501: the broker has no internal service \(request.service)")
         }
+        answer.attempt = request.header.attempt
         reply(to: client, answer, into: &actions)
     }
 }

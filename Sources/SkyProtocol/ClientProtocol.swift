@@ -43,7 +43,7 @@ public enum ClientToBroker: Sendable, Equatable {
 
 /// Commands the broker sends to a client (signature "SKYC01").
 public enum BrokerToClient: Sendable, Equatable {
-    /// `[SKYC01][0x02][request-id][status][body]`: the one reply to a request.
+    /// `[SKYC01][0x02][request-id][attempt][status][body]`: the one reply to a request.
     case reply(TaskReply)
 
     public enum Command: UInt8 {
@@ -55,12 +55,13 @@ public enum BrokerToClient: Sendable, Equatable {
         guard let command = Command(rawValue: byte) else { throw .unknownCommand(byte) }
         switch command {
         case .reply:
-            try WireFormat.expectFrames(frames, 5, command: "REPLY")
+            try WireFormat.expectFrames(frames, 6, command: "REPLY")
             return .reply(
                 TaskReply(
                     requestID: try RequestID(frame: frames[2]),
-                    status: try ReplyStatus(frame: frames[3]),
-                    body: frames[4]))
+                    attempt: try WireFormat.uint32(frames[3], name: "attempt"),
+                    status: try ReplyStatus(frame: frames[4]),
+                    body: frames[5]))
         }
     }
 
@@ -69,7 +70,7 @@ public enum BrokerToClient: Sendable, Equatable {
         case .reply(let reply):
             [
                 WireFormat.clientSignature, [Command.reply.rawValue], reply.requestID.frame,
-                [reply.status.rawValue], reply.body,
+                WireFormat.bytes(reply.attempt), [reply.status.rawValue], reply.body,
             ]
         }
     }

@@ -8,11 +8,17 @@ public protocol TaskCoder: Sendable {
 }
 
 /// JSON, the default: readable, and easy to speak from other languages.
+///
+/// Keys are sorted, so equal tasks encode to equal bytes; the client's coalescing of equal
+/// concurrent tasks depends on it (without sorting, key order can differ between two encodings
+/// of the same value).
 public struct JSONTaskCoder: TaskCoder {
     public init() {}
 
     public func encode<Value: Encodable>(_ value: Value) throws -> [UInt8] {
-        Array(try JSONEncoder().encode(value))
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = .sortedKeys
+        return Array(try encoder.encode(value))
     }
 
     public func decode<Value: Decodable>(_ type: Value.Type, from bytes: [UInt8]) throws -> Value {

@@ -45,20 +45,27 @@ public struct TaskRequest: Sendable, Equatable {
 /// The outcome of one task: a status and, for success, the result; otherwise an error body.
 public struct TaskReply: Sendable, Equatable {
     public var requestID: RequestID
+    /// Which attempt of the call this answers (the request's ``RequestHeader/attempt``), so a
+    /// client that retried can tell a late answer to an earlier attempt from the current one.
+    /// Carried on the client protocol only; the broker fills it in from the request it holds.
+    public var attempt: UInt32
     public var status: ReplyStatus
     /// The encoded result when ``status`` is ``ReplyStatus/ok``, otherwise a ``RemoteErrorBody`` as JSON.
     public var body: [UInt8]
 
-    public init(requestID: RequestID, status: ReplyStatus, body: [UInt8]) {
+    public init(requestID: RequestID, attempt: UInt32 = 1, status: ReplyStatus, body: [UInt8]) {
         self.requestID = requestID
+        self.attempt = attempt
         self.status = status
         self.body = body
     }
 
     /// A failure reply whose body explains it.
     public static func failure(
-        _ requestID: RequestID, _ status: ReplyStatus, type: String, message: String
+        _ requestID: RequestID, _ status: ReplyStatus, type: String, message: String, attempt: UInt32 = 1
     ) -> TaskReply {
-        TaskReply(requestID: requestID, status: status, body: RemoteErrorBody(type: type, message: message).encoded())
+        TaskReply(
+            requestID: requestID, attempt: attempt, status: status,
+            body: RemoteErrorBody(type: type, message: message).encoded())
     }
 }

@@ -1,3 +1,5 @@
+import SkyProtocol
+
 /// Renders a sector's image and detects its bright blobs. A pure function of the task.
 ///
 /// The image is noise (0...63) plus 8...24 cone-shaped spots of random radius and peak.

@@ -1,11 +1,11 @@
 import Foundation
+import Sky
 import SkyCLISupport
 
 /// A one-line progress display on standard error, redrawn in place, shown only on a terminal.
 struct ProgressLine {
     private let total: Int
     private let enabled: Bool
-    private let start = ContinuousClock.now
     private var lastDraw = ContinuousClock.now
 
     init(total: Int, enabled: Bool) {
@@ -13,17 +13,18 @@ struct ProgressLine {
         self.enabled = enabled && isatty(STDERR_FILENO) == 1
     }
 
-    mutating func update(done: Int, failed: Int) {
+    mutating func update(_ progress: BatchProgress) {
         guard enabled else { return }
         let now = ContinuousClock.now
+        let done = progress.finished
         guard now - lastDraw >= .milliseconds(100) || done == total else { return }
         lastDraw = now
-        let elapsed = max(0.001, (now - start).inSeconds)
         let width = 30
         let filled = total == 0 ? width : width * done / total
         let bar = String(repeating: "#", count: filled) + String(repeating: ".", count: width - filled)
         let text = String(
-            format: "\r[%@] %d/%d  %.0f tasks/s  %d failed ", bar, done, total, Double(done) / elapsed, failed)
+            format: "\r[%@] %d/%d  %.0f tasks/s  %d retried  %d failed ", bar, done, total, progress.tasksPerSecond,
+            progress.retried, progress.failed)
         FileHandle.standardError.write(Data(text.utf8))
     }
 

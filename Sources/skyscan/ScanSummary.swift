@@ -5,6 +5,8 @@ struct ScanSummary: Codable {
     var sectors: Int
     var completed: Int
     var failed: Int
+    /// Extra attempts made (retries after timeouts and lost workers).
+    var retried: Int
     /// Results that differed from the local computation (only with --verify).
     var mismatches: Int
     var verified: Bool
@@ -35,6 +37,7 @@ struct ScanSummary: Codable {
             "sectors      \(sectors)",
             "completed    \(completed)",
             "failed       \(failed)",
+            "retried      \(retried)",
         ]
         if verified { lines.append("mismatches   \(mismatches) (every result checked against a local scan)") }
         lines += [

@@ -31,8 +31,11 @@ struct SkyScanCommand: AsyncParsableCommand {
     @Option(help: "Image side in pixels (CPU per scan grows with its square).")
     var size = ScanTask.defaultSize
 
-    @Option(help: "Seconds to wait for each scan before counting it as failed.")
+    @Option(help: "Seconds each attempt of a scan may take.")
     var timeout: Double = 60
+
+    @Option(help: "Attempts per scan (1 = no retry); timeouts and lost workers are retried.")
+    var attempts = 3
 
     @Flag(help: "Check every result against a scan computed locally.")
     var verify = false
@@ -49,6 +52,7 @@ struct SkyScanCommand: AsyncParsableCommand {
             throw ValidationError("--size must be in \(ScanTask.sizeRange)")
         }
         guard timeout > 0 else { throw ValidationError("--timeout must be positive") }
+        guard attempts >= 1 else { throw ValidationError("--attempts must be at least 1") }
     }
 
     func run() async throws {
@@ -60,81 +64,41 @@ struct SkyScanCommand: AsyncParsableCommand {
         if !summary.succeeded { throw ExitCode(1) }
     }
 
-    private enum Outcome: Sendable {
-        case report(SectorReport, latency: Duration)
-        case failure(String)
-    }
-
     private func scanAll(with client: SkyClient) async -> ScanSummary {
-        var progress = ProgressLine(total: sectors, enabled: !json)
+        var progressLine = ProgressLine(total: sectors, enabled: !json)
         var latencies: [Double] = []
         latencies.reserveCapacity(sectors)
         var summary = ScanSummary(
-            sectors: sectors, completed: 0, failed: 0, mismatches: 0, verified: verify, blobs: 0, elapsedSeconds: 0,
-            tasksPerSecond: 0, p50Milliseconds: 0, p99Milliseconds: 0, errors: [:])
-        let start = ContinuousClock.now
-        await withTaskGroup(of: (Int, Outcome).self) { group in
-            var next = first
-            let end = first + sectors
-            func launch(_ sector: Int) {
-                let task = ScanTask(sector: sector, size: size)
-                let limit = Duration.milliseconds(Int64(timeout * 1000))
-                group.addTask {
-                    let begin = ContinuousClock.now
-                    do {
-                        let report = try await Self.scan(task, on: client, timeout: limit)
-                        return (sector, .report(report, latency: ContinuousClock.now - begin))
-                    } catch {
-                        return (sector, .failure(String(describing: error)))
-                    }
+            sectors: sectors, completed: 0, failed: 0, retried: 0, mismatches: 0, verified: verify, blobs: 0,
+            elapsedSeconds: 0, tasksPerSecond: 0, p50Milliseconds: 0, p99Milliseconds: 0, errors: [:])
+        let tasks = (first..<first + sectors).map { ScanTask(sector: $0, size: size) }
+        let options = ScanOptions(
+            timeout: .milliseconds(Int64(timeout * 1000)), retry: RetryPolicy(maxAttempts: attempts))
+        var last = BatchProgress(total: sectors)
+        for await done in client.scanAll(tasks, concurrency: concurrency, options: options) {
+            switch done.result {
+            case .success(let report):
+                summary.blobs += report.blobs.count
+                latencies.append(done.latency.inSeconds * 1000)
+                if verify, (try? SectorScanner.scan(done.task)) != report {
+                    summary.mismatches += 1
+                    summary.errors["sector \(done.task.sector): result differs from the local scan", default: 0] += 1
                 }
+            case .failure(let error):
+                summary.errors[String(describing: error), default: 0] += 1
             }
-            while next < end && next - first < concurrency {
-                launch(next)
-                next += 1
-            }
-            for await (sector, outcome) in group {
-                switch outcome {
-                case .report(let report, let latency):
-                    summary.completed += 1
-                    summary.blobs += report.blobs.count
-                    latencies.append(latency.inSeconds * 1000)
-                    if verify, (try? SectorScanner.scan(ScanTask(sector: sector, size: size))) != report {
-                        summary.mismatches += 1
-                        summary.errors["sector \(sector): result differs from the local scan", default: 0] += 1
-                    }
-                case .failure(let description):
-                    summary.failed += 1
-                    summary.errors[description, default: 0] += 1
-                }
-                progress.update(done: summary.completed + summary.failed, failed: summary.failed)
-                if next < end {
-                    launch(next)
-                    next += 1
-                }
-            }
+            last = done.progress
+            progressLine.update(last)
         }
-        progress.finish()
-        let elapsed = ContinuousClock.now - start
-        summary.elapsedSeconds = elapsed.inSeconds
-        summary.tasksPerSecond = summary.elapsedSeconds > 0 ? Double(summary.completed) / summary.elapsedSeconds : 0
+        progressLine.finish()
+        summary.completed = last.completed
+        summary.failed = last.failed
+        summary.retried = last.retried
+        summary.elapsedSeconds = last.elapsed.inSeconds
+        summary.tasksPerSecond = last.tasksPerSecond
         latencies.sort()
         summary.p50Milliseconds = ScanSummary.percentile(latencies, 0.50)
         summary.p99Milliseconds = ScanSummary.percentile(latencies, 0.99)
         return summary
-    }
-
-    /// One scan with a deadline: whichever finishes first, the scan or the timer, wins; the other
-    /// is cancelled (which abandons the call in the client).
-    private static func scan(_ task: ScanTask, on client: SkyClient, timeout: Duration) async throws -> SectorReport {
-        try await withThrowingTaskGroup(of: SectorReport.self) { group in
-            group.addTask { try await client.scan(task) }
-            group.addTask {
-                try await Task.sleep(for: timeout)
-                throw SkyError.timeout("no result for sector \(task.sector) within \(timeout)")
-            }
-            defer { group.cancelAll() }
-            return try await group.next()!
-        }
     }
 }

@@ -32,10 +32,13 @@ struct CodecRoundTripTests {
 
     @Test(arguments: ReplyStatus.allCases)
     func brokerReply(status: ReplyStatus) throws {
-        let command = BrokerToClient.reply(TaskReply(requestID: Self.id, status: status, body: [1, 2, 3]))
+        let command = BrokerToClient.reply(
+            TaskReply(requestID: Self.id, attempt: 258, status: status, body: [1, 2, 3]))
         let frames = command.encode()
+        #expect(frames.count == 6)
         #expect(frames[1] == [0x02])
-        #expect(frames[3] == [status.rawValue])
+        #expect(frames[3] == [0, 0, 1, 2])
+        #expect(frames[4] == [status.rawValue])
         #expect(try BrokerToClient.decode(frames) == command)
     }
 

@@ -66,6 +66,12 @@ struct ScanSystemTests {
         #expect(await system.services == ["sky.echo", "sky.flaky", "sky.scan", "sky.sleep"])
     }
 
+    @Test func jsonEncodingIsCanonicalSoEqualTasksGiveEqualBytes() throws {
+        // Equal bytes for equal tasks is what lets the client coalesce concurrent equal scans.
+        let bytes = try JSONTaskCoder().encode(SkyWorkloads.SleepTask(milliseconds: 2000, tag: 7))
+        #expect(bytes == Array(#"{"milliseconds":2000,"tag":7}"#.utf8))
+    }
+
     @Test func theCoderIsPluggable() async throws {
         let system = ScanSystem(name: "t", capacity: 1)
         await system.register(EchoTask.self, coder: .propertyList) { EchoTask(message: $0.message.uppercased()) }

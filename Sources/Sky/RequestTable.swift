@@ -1,0 +1,393 @@
+import HeapModule
+import SkyProtocol
+
+/// The client's calls in flight, as a state machine free of sockets, tasks and clocks.
+///
+/// Inputs are a new call, a reply, the passing of time (`expire`), a caller giving up, and the
+/// connection going up or down; each carries `now` (time since the client started) and returns
+/// ``Action``s for the client to perform. Tests drive it by hand.
+///
+/// **One outcome per call.** A call is finished exactly once, by its first success or by the
+/// failure that ends its retries, and is then forgotten: any later reply for its id matches
+/// nothing and is counted in ``Counters/unmatchedReplies``.
+///
+/// **Attempts.** Every try of a call reuses its request id with a raised attempt number. A
+/// success answers the call whichever attempt it names (the work is done); a failure counts only
+/// if it names the attempt now outstanding. Otherwise it answers an attempt the call already
+/// gave up on, and is counted in ``Counters/staleReplies``.
+///
+/// **Connection.** Attempts due while there is no connection are held and sent when it comes
+/// up. Attempts that were out when a connection was lost are sent again (raised attempt number;
+/// the broker runs a request id at most once at a time). A call that waits for a connection
+/// longer than `connectTimeout` fails its attempt with ``SkyError/brokerUnreachable(_:)``.
+///
+/// **Coalescing.** A call with `coalesce` and the same service and payload as a call in flight
+/// joins it as another waiter; the remote work runs once and every waiter gets its outcome.
+/// It is cancelled at the broker only when its last waiter leaves.
+struct RequestTable {
+    typealias WaiterID = UInt64
+
+    /// What a call asks for.
+    struct Call {
+        var service: String
+        var body: [UInt8]
+        var options: ScanOptions
+    }
+
+    enum Action: Equatable {
+        /// Send this request (an attempt) to the broker.
+        case send(TaskRequest)
+        /// Tell the broker the request is no longer wanted.
+        case cancel(RequestID)
+        /// The call succeeded: resume these waiters with the result.
+        case succeed([WaiterID], body: [UInt8], attempts: Int)
+        /// The call failed for good.
+        case fail([WaiterID], SkyError, attempts: Int)
+        /// Close the connection and connect to `endpoints[index]` instead.
+        case switchEndpoint(Int)
+    }
+
+    struct Counters: Sendable, Equatable {
+        /// Calls that reached the broker or joined one that did.
+        var calls = 0
+        /// Calls that joined an equal call in flight instead of running their own.
+        var coalesced = 0
+        /// Requests handed to the socket, resends included.
+        var attemptsSent = 0
+        /// Attempts started after a failed one (backoff, then a new attempt).
+        var retries = 0
+        /// Requests sent again because the connection they went out on was lost.
+        var resentAfterReconnect = 0
+        /// Replies whose id matched no call in flight (late, duplicate, or for a finished call).
+        var unmatchedReplies = 0
+        /// Failure replies to an attempt the call had already given up on.
+        var staleReplies = 0
+        /// Attempts that found no reply within their timeout.
+        var attemptTimeouts = 0
+    }
+
+    private enum Phase: Equatable {
+        /// The attempt went out on the current connection.
+        case sent
+        /// The attempt is due but there is no connection to send it on.
+        case held
+        /// Waiting to start the next attempt.
+        case backingOff(until: Duration)
+    }
+
+    private struct Entry {
+        let id: RequestID
+        /// Start order, so that calls held for a connection go out in the order they were made.
+        let sequence: UInt64
+        let call: Call
+        var waiters: [WaiterID]
+        var flight: FlightKey?
+        /// The number on the wire: raised for every send of a new attempt and every resend.
+        var wireAttempt: UInt32 = 1
+        /// Attempts that count against the retry policy.
+        var attempts = 1
+        var phase: Phase = .held
+        var attemptDeadline: Duration?
+        /// Since when this attempt has been waiting for a connection.
+        var unreachableSince: Duration?
+        /// Bumped whenever the deadline changes; older heap entries are stale.
+        var generation: UInt64 = 0
+    }
+
+    private struct FlightKey: Hashable {
+        var service: String
+        var body: [UInt8]
+    }
+
+    private struct Timer: Comparable {
+        var deadline: Duration
+        var id: RequestID
+        var generation: UInt64
+
+        static func < (lhs: Timer, rhs: Timer) -> Bool { lhs.deadline < rhs.deadline }
+        static func == (lhs: Timer, rhs: Timer) -> Bool {
+            lhs.deadline == rhs.deadline && lhs.id == rhs.id && lhs.generation == rhs.generation
+        }
+    }
+
+    private enum Connection: Equatable {
+        case up
+        case down(since: Duration)
+    }
+
+    let connectTimeout: Duration
+    let endpointCount: Int
+    private(set) var counters = Counters()
+    private var entries: [RequestID: Entry] = [:]
+    private var flights: [FlightKey: RequestID] = [:]
+    private var callOfWaiter: [WaiterID: RequestID] = [:]
+    private var timers = Heap<Timer>()
+    private var connection = Connection.down(since: .zero)
+    private var endpointIndex = 0
+    private var failoverAt: Duration?
+    private var random: SplitMix64
+    private var nextSequence: UInt64 = 0
+
+    /// - Parameters:
+    ///   - connectTimeout: how long an attempt may wait for a connection, and how long one
+    ///     endpoint of several is tried before the next.
+    ///   - endpointCount: how many broker endpoints there are to fail over between.
+    ///   - seed: seeds the backoff jitter.
+    init(connectTimeout: Duration, endpointCount: Int = 1, seed: UInt64, now: Duration = .zero) {
+        self.connectTimeout = connectTimeout
+        self.endpointCount = max(1, endpointCount)
+        random = SplitMix64(seed: seed)
+        connection = .down(since: now)
+        if endpointCount > 1 { failoverAt = now + connectTimeout }
+    }
+
+    // MARK: Queries
+
+    /// Calls in flight.
+    var callCount: Int { entries.count }
+
+    /// Callers waiting, coalesced ones included.
+    var waiterCount: Int { callOfWaiter.count }
+
+    var isConnected: Bool { connection == .up }
+
+    /// How long there has been no connection (since the table was made, if never); `nil` when up.
+    func disconnectedFor(now: Duration) -> Duration? {
+        if case .down(let since) = connection { now - since } else { nil }
+    }
+
+    /// When ``expire(now:)`` next has something to do.
+    mutating func nextDeadline() -> Duration? {
+        while let top = timers.min, entries[top.id]?.generation != top.generation {
+            timers.removeMin()
+        }
+        switch (timers.min?.deadline, failoverAt) {
+        case (let timer?, let failover?): return min(timer, failover)
+        case (let timer, let failover): return timer ?? failover
+        }
+    }
+
+    // MARK: Inputs
+
+    /// A caller starts a call with a fresh `id` (used unless the call joins an equal one).
+    mutating func start(_ call: Call, id: RequestID, waiter: WaiterID, now: Duration) -> [Action] {
+        counters.calls += 1
+        let key = FlightKey(service: call.service, body: call.body)
+        if call.options.coalesce, let leader = flights[key], entries[leader] != nil {
+            entries[leader]?.waiters.append(waiter)
+            callOfWaiter[waiter] = leader
+            counters.coalesced += 1
+            return []
+        }
+        nextSequence += 1
+        var entry = Entry(id: id, sequence: nextSequence, call: call, waiters: [waiter])
+        if call.options.coalesce {
+            entry.flight = key
+            flights[key] = id
+        }
+        callOfWaiter[waiter] = id
+        var actions: [Action] = []
+        beginAttempt(&entry, now: now, into: &actions)
+        entries[id] = entry
+        return actions
+    }
+
+    /// A reply arrived.
+    mutating func received(_ reply: TaskReply, now: Duration) -> [Action] {
+        guard var entry = entries[reply.requestID] else {
+            counters.unmatchedReplies += 1
+            return []
+        }
+        var actions: [Action] = []
+        if reply.status == .ok {
+            if entry.phase == .sent, reply.attempt != entry.wireAttempt {
+                // A newer attempt is out as a separate request; it is no longer needed.
+                actions.append(.cancel(entry.id))
+            }
+            finish(entry, .succeed(entry.waiters, body: reply.body, attempts: entry.attempts), into: &actions)
+            return actions
+        }
+        guard entry.phase == .sent, reply.attempt == entry.wireAttempt else {
+            counters.staleReplies += 1
+            return []
+        }
+        attemptFailed(&entry, SkyError(failure: reply), now: now, into: &actions)
+        return actions
+    }
+
+    /// Time passed: attempts time out, backoffs end, a silent endpoint is given up for the next.
+    mutating func expire(now: Duration) -> [Action] {
+        var actions: [Action] = []
+        if let failover = failoverAt, failover <= now {
+            if connection == .up {
+                failoverAt = nil
+            } else {
+                endpointIndex = (endpointIndex + 1) % endpointCount
+                failoverAt = now + connectTimeout
+                actions.append(.switchEndpoint(endpointIndex))
+            }
+        }
+        while let top = timers.min, top.deadline <= now {
+            timers.removeMin()
+            guard var entry = entries[top.id], entry.generation == top.generation else { continue }
+            switch entry.phase {
+            case .backingOff:
+                entry.attempts += 1
+                entry.wireAttempt += 1
+                counters.retries += 1
+                beginAttempt(&entry, now: now, into: &actions)
+                entries[entry.id] = entry
+            case .sent, .held:
+                let error: SkyError
+                if case .down(let since) = connection {
+                    error = .brokerUnreachable(
+                        "no connection to the broker for \(Self.seconds(now - since)) (attempt \(entry.attempts))")
+                } else {
+                    counters.attemptTimeouts += 1
+                    error = .timeout(
+                        "no reply within \(Self.seconds(entry.call.options.timeout ?? .zero)) (attempt \(entry.attempts))"
+                    )
+                    // Drop the attempt at the broker, so that a retry is a fresh request there.
+                    actions.append(.cancel(entry.id))
+                }
+                attemptFailed(&entry, error, now: now, into: &actions)
+            }
+        }
+        return actions
+    }
+
+    /// A caller stopped waiting (its task was cancelled, or its deadline passed). The call is
+    /// cancelled at the broker once no caller waits for it.
+    mutating func abandon(_ waiter: WaiterID) -> [Action] {
+        guard let id = callOfWaiter.removeValue(forKey: waiter), var entry = entries[id] else { return [] }
+        entry.waiters.removeAll { $0 == waiter }
+        guard entry.waiters.isEmpty else {
+            entries[id] = entry
+            return []
+        }
+        remove(entry)
+        return entry.phase == .sent && connection == .up ? [.cancel(id)] : []
+    }
+
+    /// A connection to the broker is ready (the first, or again after a loss).
+    mutating func connectionUp(now: Duration) -> [Action] {
+        connection = .up
+        failoverAt = nil
+        var actions: [Action] = []
+        for var entry in entries.values.sorted(by: { $0.sequence < $1.sequence }) {
+            let id = entry.id
+            switch entry.phase {
+            case .sent:
+                // Out on a connection that is gone; the broker may never have seen it.
+                entry.wireAttempt += 1
+                counters.resentAfterReconnect += 1
+                send(&entry, into: &actions)
+            case .held:
+                send(&entry, into: &actions)
+            case .backingOff:
+                continue
+            }
+            entry.unreachableSince = nil
+            schedule(&entry)
+            entries[id] = entry
+        }
+        return actions
+    }
+
+    /// The connection to the broker is lost; calls wait for the next one.
+    mutating func connectionDown(now: Duration) {
+        guard connection == .up else { return }
+        connection = .down(since: now)
+        if endpointCount > 1 { failoverAt = now + connectTimeout }
+        for id in Array(entries.keys) {
+            guard var entry = entries[id], entry.phase != .held else { continue }
+            if entry.phase == .sent {
+                entry.unreachableSince = now
+                schedule(&entry)
+            }
+            entries[id] = entry
+        }
+    }
+
+    /// The client is closing: every call fails.
+    mutating func closeAll() -> [Action] {
+        var actions: [Action] = []
+        for entry in entries.values {
+            finish(entry, .fail(entry.waiters, .clientClosed, attempts: entry.attempts), into: &actions)
+        }
+        return actions
+    }
+
+    // MARK: Steps
+
+    private mutating func beginAttempt(_ entry: inout Entry, now: Duration, into actions: inout [Action]) {
+        entry.attemptDeadline = entry.call.options.timeout.map { now + $0 }
+        if connection == .up {
+            entry.unreachableSince = nil
+            send(&entry, into: &actions)
+        } else {
+            entry.phase = .held
+            entry.unreachableSince = now
+        }
+        schedule(&entry)
+    }
+
+    private mutating func send(_ entry: inout Entry, into actions: inout [Action]) {
+        entry.phase = .sent
+        counters.attemptsSent += 1
+        let timeout = entry.call.options.timeout.map { UInt32(clamping: max(1, $0.milliseconds)) } ?? 0
+        actions.append(
+            .send(
+                TaskRequest(
+                    requestID: entry.id, service: entry.call.service,
+                    header: RequestHeader(attempt: entry.wireAttempt, timeoutMilliseconds: timeout),
+                    body: entry.call.body)))
+    }
+
+    private mutating func attemptFailed(
+        _ entry: inout Entry, _ error: SkyError, now: Duration, into actions: inout [Action]
+    ) {
+        guard entry.call.options.retry.shouldRetry(error, afterAttempt: entry.attempts) else {
+            finish(entry, .fail(entry.waiters, error, attempts: entry.attempts), into: &actions)
+            return
+        }
+        let delay = entry.call.options.retry.backoff(afterAttempt: entry.attempts, using: &random)
+        entry.phase = .backingOff(until: now + delay)
+        entry.unreachableSince = nil
+        schedule(&entry)
+        entries[entry.id] = entry
+    }
+
+    /// Re-arms the entry's one timer at its current deadline.
+    private mutating func schedule(_ entry: inout Entry) {
+        entry.generation += 1
+        let deadline: Duration?
+        switch entry.phase {
+        case .backingOff(let until):
+            deadline = until
+        case .sent, .held:
+            let unreachable = entry.unreachableSince.map { $0 + connectTimeout }
+            switch (entry.attemptDeadline, unreachable) {
+            case (let attempt?, let unreachable?): deadline = min(attempt, unreachable)
+            case (let attempt, let unreachable): deadline = attempt ?? unreachable
+            }
+        }
+        if let deadline { timers.insert(Timer(deadline: deadline, id: entry.id, generation: entry.generation)) }
+    }
+
+    private mutating func finish(_ entry: Entry, _ outcome: Action, into actions: inout [Action]) {
+        remove(entry)
+        for waiter in entry.waiters { callOfWaiter[waiter] = nil }
+        actions.append(outcome)
+    }
+
+    private mutating func remove(_ entry: Entry) {
+        entries[entry.id] = nil
+        if let flight = entry.flight, flights[flight] == entry.id { flights[flight] = nil }
+    }
+
+    private static func seconds(_ duration: Duration) -> String {
+        let milliseconds = duration.milliseconds
+        return milliseconds % 1000 == 0 ? "\(milliseconds / 1000) s" : "\(Double(milliseconds) / 1000) s"
+    }
+}

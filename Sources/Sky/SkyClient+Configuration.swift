@@ -1,0 +1,62 @@
+import Logging
+import SkyWorkerKit
+
+extension SkyClient {
+    /// Client-wide settings. Every field has a default that suits a cluster on one network.
+    public struct Configuration: Sendable {
+        /// Options for calls that pass none.
+        public var defaults: ScanOptions = .default
+        /// How long a call waits for a connection to the broker before its attempt fails with
+        /// ``SkyError/brokerUnreachable(_:)`` (and is retried by the default policy); with several
+        /// broker endpoints, also how long one is tried before the next.
+        public var connectTimeout: Duration = .seconds(5)
+        /// The broker's events endpoint, for ``SkyClient/events()``. `nil`: the clients endpoint's
+        /// host with its port + 2 (skybroker's default layout: 5555 clients, 5557 events).
+        public var events: String?
+        /// Runs tasks in this process when the broker is unreachable or has no worker for the
+        /// task's service, through the same `scan` call (location transparency). Only services
+        /// the system has a handler for fall back.
+        public var localFallback: ScanSystem?
+        /// With ``localFallback``: how long a call waits for a first connection before running
+        /// locally.
+        public var localFallbackWait: Duration = .seconds(1)
+        /// Where all timeouts, deadlines and backoffs take their time from. Tests pass a manual clock.
+        public var clock: any Clock<Duration> = ContinuousClock()
+        /// Seeds the backoff jitter; `nil` draws a seed at random.
+        public var jitterSeed: UInt64?
+        public var logger = Logger(label: "sky.client")
+
+        public init() {}
+    }
+
+    /// What the client has done so far, for diagnostics and tests.
+    public struct Statistics: Sendable, Equatable {
+        /// Calls made (coalesced and local ones included).
+        public var calls: Int
+        /// Calls that shared an equal call's execution.
+        public var coalesced: Int
+        /// Requests sent to the broker, retries and resends included.
+        public var attemptsSent: Int
+        /// Attempts made after a failed attempt.
+        public var retries: Int
+        /// Requests sent again after the connection they went out on was lost.
+        public var resentAfterReconnect: Int
+        /// Replies that matched no call in flight (late or duplicate), discarded.
+        public var unmatchedReplies: Int
+        /// Failure replies to attempts already given up on, discarded.
+        public var staleReplies: Int
+        /// Attempts that got no reply within their timeout.
+        public var attemptTimeouts: Int
+        /// Calls run by the local fallback.
+        public var localRuns: Int
+        /// Remote calls in flight.
+        public var callsInFlight: Int
+        /// Suspended callers of every kind the client holds: waiting for a reply, for a
+        /// connection, or for events. Zero when nothing is in flight; a test hook for leaks.
+        public var suspendedCallers: Int
+        /// Whether a connection to the broker is up.
+        public var connected: Bool
+        /// The broker endpoint in use.
+        public var endpoint: String
+    }
+}

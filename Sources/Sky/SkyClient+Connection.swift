@@ -1,0 +1,187 @@
+import Logging
+import SkyProtocol
+import SkyZMQ
+
+extension SkyClient {
+    /// Starts the I/O thread and connects to the first endpoint, once: concurrent first callers
+    /// wait for the same start.
+    func startIfNeeded() async throws {
+        if loop != nil { return }
+        if starting == nil {
+            let spec = brokerSocket(number: 0, endpoint: endpoints[0])
+            starting = Task { try await ZMQEventLoop.start(name: "skyclient-io", sockets: [spec]) }
+        }
+        let started: ZMQEventLoop
+        do {
+            started = try await starting!.value
+        } catch {
+            starting = nil
+            throw SkyError.brokerUnreachable("cannot connect to \(endpoints[0]): \(error)")
+        }
+        guard loop == nil else { return }
+        loop = started
+        if closed {
+            await started.shutdown()
+            throw SkyError.clientClosed
+        }
+        let inbound = started.inbound
+        pump = Task { [weak self] in
+            for await batch in inbound {
+                guard let self else { return }
+                await self.receive(batch)
+            }
+        }
+        rearmTimer()
+    }
+
+    /// The DEALER to one broker endpoint, watched for connections made and lost.
+    func brokerSocket(number: Int, endpoint: String) -> ZMQEventLoop.SocketSpec {
+        socket = ZMQEventLoop.SocketID(number, name: "broker")
+        return ZMQEventLoop.SocketSpec(
+            id: socket, type: .dealer,
+            options: [
+                .sendHighWaterMark(0), .receiveHighWaterMark(0),
+                // Reconnect soon after a broker restart: 250 ms, doubling to 4 s (plus libzmq's jitter).
+                .reconnectInterval(milliseconds: 250), .reconnectIntervalMax(milliseconds: 4000),
+                // ZMTP heartbeats notice a broker host that vanished without closing the connection.
+                .heartbeatInterval(milliseconds: 1000), .heartbeatTimeout(milliseconds: 3000),
+            ],
+            connect: [endpoint], monitor: [.handshakeSucceeded, .disconnected, .handshakeFailed])
+    }
+
+    /// Everything the I/O thread received since the last batch.
+    func receive(_ batch: [ZMQEventLoop.Inbound]) {
+        var actions: [RequestTable.Action] = []
+        for inbound in batch {
+            switch inbound {
+            case .message(let from, let message) where from == socket:
+                guard case .reply(let reply) = try? BrokerToClient.decode(message.frames) else {
+                    configuration.logger.warning("dropped a message from the broker that is not a Sky reply")
+                    continue
+                }
+                actions += table.received(reply, now: time.now())
+            case .message(let from, let message):
+                guard let sink = eventSinks[from] else { continue }
+                if let event = try? SkyEvent.decode(message.frames) { sink.yield(event) }
+            case .monitor(let from, let event) where from == socket:
+                actions += connectionEvent(event)
+            case .monitor, .sendFailed, .tick:
+                continue
+            }
+        }
+        perform(actions)
+    }
+
+    private func connectionEvent(_ event: ZMQMonitorEvent) -> [RequestTable.Action] {
+        switch event.kind {
+        case .handshakeSucceeded:
+            configuration.logger.debug("connected to \(event.endpoint)")
+            let waiting = connectionWaiters
+            connectionWaiters.removeAll()
+            for waiter in waiting.values { waiter.resume() }
+            return table.connectionUp(now: time.now())
+        case .disconnected:
+            configuration.logger.info("lost the connection to \(event.endpoint); reconnecting")
+            table.connectionDown(now: time.now())
+        case .handshakeFailedAuth, .handshakeFailedProtocol, .handshakeFailedNoDetail:
+            configuration.logger.warning("handshake with \(event.endpoint) failed (\(event.kind), \(event.value))")
+        default:
+            break
+        }
+        return []
+    }
+
+    /// Carries out what the request table decided, then re-arms the timer.
+    func perform(_ actions: [RequestTable.Action]) {
+        var outbound: [ZMQEventLoop.Outbound] = []
+        for action in actions {
+            switch action {
+            case .send(let request):
+                outbound.append(.init(socket: socket, frames: ClientToBroker.request(request).encode()))
+            case .cancel(let requestID):
+                outbound.append(.init(socket: socket, frames: ClientToBroker.cancel(requestID).encode()))
+            case .succeed(let ids, let body, let attempts):
+                for id in ids {
+                    waiters.removeValue(forKey: id)?.resume(
+                        returning: Completion(result: .success(body), attempts: attempts))
+                }
+            case .fail(let ids, let error, let attempts):
+                for id in ids {
+                    waiters.removeValue(forKey: id)?.resume(
+                        returning: Completion(result: .failure(error), attempts: attempts))
+                }
+            case .switchEndpoint(let index):
+                switchEndpoint(to: index)
+            }
+        }
+        if !outbound.isEmpty { loop?.send(outbound) }
+        rearmTimer()
+    }
+
+    /// Gives up the current endpoint for `endpoints[index]`: a new socket, whose first handshake
+    /// makes the table send every call again.
+    private func switchEndpoint(to index: Int) {
+        guard let loop, !closed else { return }
+        configuration.logger.warning("\(endpoints[endpointIndex]) unreachable; trying \(endpoints[index])")
+        loop.close(socket)
+        endpointIndex = index
+        let spec = brokerSocket(number: nextSocketNumber, endpoint: endpoints[index])
+        nextSocketNumber += 1
+        Task {
+            do {
+                try await loop.open(spec)
+            } catch {
+                configuration.logger.error("cannot connect to \(spec.connect.first ?? ""): \(error)")
+            }
+        }
+    }
+
+    /// One timer for the whole table, armed at its earliest deadline.
+    func rearmTimer() {
+        guard !closed, let next = table.nextDeadline() else {
+            timer?.cancel()
+            timer = nil
+            armedDeadline = nil
+            return
+        }
+        if let armed = armedDeadline, armed <= next, timer != nil { return }
+        timer?.cancel()
+        armedDeadline = next
+        let time = time
+        timer = Task { [weak self] in
+            guard (try? await time.sleep(next)) != nil else { return }
+            await self?.timerFired()
+        }
+    }
+
+    private func timerFired() {
+        timer = nil
+        armedDeadline = nil
+        perform(table.expire(now: time.now()))
+    }
+
+    /// Returns once a connection to the broker is up; throws `CancellationError` if cancelled.
+    func waitForConnection() async throws {
+        try await startIfNeeded()
+        if table.isConnected { return }
+        nextWaiter += 1
+        let id = nextWaiter
+        try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+                if table.isConnected {
+                    continuation.resume()
+                } else if Task.isCancelled || closed {
+                    continuation.resume(throwing: closed ? SkyError.clientClosed : CancellationError())
+                } else {
+                    connectionWaiters[id] = continuation
+                }
+            }
+        } onCancel: {
+            Task { await self.stopWaitingForConnection(id) }
+        }
+    }
+
+    private func stopWaitingForConnection(_ id: RequestTable.WaiterID) {
+        connectionWaiters.removeValue(forKey: id)?.resume(throwing: CancellationError())
+    }
+}

@@ -1,0 +1,79 @@
+import SkyProtocol
+import SkyZMQ
+
+/// What ``SkyClient/events()`` yields: first the cluster as it is, then every change.
+public enum ClusterEvent: Sendable, Equatable {
+    /// The broker's view at one moment (`seq` is the last event it includes). Comes first, and
+    /// again whenever the broker restarted (its event numbers then begin anew).
+    case snapshot(ClusterSnapshot)
+    /// An event published after the last snapshot.
+    case event(SkyEvent)
+}
+
+extension SkyClient {
+    /// The broker's events, starting from a snapshot: the stream first yields
+    /// ``ClusterEvent/snapshot(_:)``, then every event the broker publishes after it (worker
+    /// connected or disconnected, stats, task events when the broker publishes them), none
+    /// missed and none twice. Ends when the client closes or the consumer stops iterating.
+    ///
+    /// Uses the events endpoint of ``Configuration/events``.
+    public nonisolated func events() -> AsyncThrowingStream<ClusterEvent, any Error> {
+        let (stream, continuation) = AsyncThrowingStream.makeStream(of: ClusterEvent.self)
+        let feeder = Task {
+            do {
+                try await self.feedEvents(into: continuation)
+                continuation.finish()
+            } catch {
+                continuation.finish(throwing: error)
+            }
+        }
+        continuation.onTermination = { _ in feeder.cancel() }
+        return stream
+    }
+
+    /// The events endpoint: the configured one, or the clients endpoint's port + 2.
+    nonisolated var eventsEndpoint: String? {
+        if let events = configuration.events { return events }
+        guard broker.hasPrefix("tcp://"), let colon = broker.lastIndex(of: ":"),
+            let port = Int(broker[broker.index(after: colon)...])
+        else { return nil }
+        return "\(broker[..<colon]):\(port + 2)"
+    }
+
+    private func feedEvents(into output: AsyncThrowingStream<ClusterEvent, any Error>.Continuation) async throws {
+        guard let endpoint = eventsEndpoint else {
+            throw SkyError.brokerUnreachable(
+                "cannot tell the events endpoint from \(broker); set SkyClient.Configuration.events")
+        }
+        try await startIfNeeded()
+        guard let loop, !closed else { throw SkyError.clientClosed }
+        let id = ZMQEventLoop.SocketID(1_000_000 + nextSocketNumber, name: "events")
+        nextSocketNumber += 1
+        let (raw, sink) = AsyncStream.makeStream(of: SkyEvent.self)
+        eventSinks[id] = sink
+        defer {
+            eventSinks.removeValue(forKey: id)?.finish()
+            loop.close(id)
+        }
+        try await loop.open(.init(id: id, type: .sub, options: [.subscribe([])], connect: [endpoint]))
+        var lastSeq: UInt64 = 0
+        var needSnapshot = true
+        for await event in raw {
+            // The broker greets every new subscriber, so the first event proves the subscription
+            // is live: a snapshot taken now misses nothing. A greeting numbered at or below what
+            // was seen means the broker restarted and counts anew.
+            if event.event == .brokerHello && event.seq <= lastSeq { needSnapshot = true }
+            if needSnapshot {
+                let snapshot = try await clusterSnapshot()
+                output.yield(.snapshot(snapshot))
+                lastSeq = snapshot.seq
+                needSnapshot = false
+            }
+            if event.seq > lastSeq {
+                output.yield(.event(event))
+                lastSeq = event.seq
+            }
+        }
+        try Task.checkCancellation()
+    }
+}

@@ -1,0 +1,181 @@
+import Foundation
+import Sky
+import SkyProtocol
+import SkyTestSupport
+import SkyWorkerKit
+import SkyWorkloads
+import Testing
+
+extension IntegrationSuite {
+    @Suite("SkyClient on a real cluster: coalescing, cancellation, broker restarts, events, batches")
+    struct ClientTests {
+        @Test func aHundredEqualConcurrentScansRunOnceAndAllGetTheResult() async throws {
+            let cluster = try await TestCluster.start()
+            defer { cluster.killAll() }
+            _ = try await cluster.startWorker(name: "solo", capacity: 4)
+            let sky = try await SkyClient(broker: cluster.clients)
+            // Long enough that all 100 calls are made before it finishes, even on a loaded machine.
+            let task = SleepTask(milliseconds: 2000, tag: 7)
+            let results = try await withThrowingTaskGroup(of: SleepTask.self) { group in
+                for _ in 0..<100 { group.addTask { try await sky.scan(task) } }
+                return try await group.reduce(into: []) { $0.append($1) }
+            }
+            #expect(results.count == 100 && results.allSatisfy { $0 == task })
+            let accepted = try await sky.clusterSnapshot().counters.requestsAccepted
+            let statistics = await sky.statistics
+            #expect(accepted == 1, "one execution; \(statistics)")
+            #expect(statistics.coalesced == 99)
+
+            // Opting out runs every call.
+            let separate = ScanOptions(coalesce: false)
+            try await withThrowingTaskGroup(of: SleepTask.self) { group in
+                for _ in 0..<10 {
+                    group.addTask { try await sky.scan(SleepTask(milliseconds: 50, tag: 8), options: separate) }
+                }
+                try await group.waitForAll()
+            }
+            #expect(try await sky.clusterSnapshot().counters.requestsAccepted == 11)
+            await sky.close()
+            await cluster.stop()
+        }
+
+        @Test func cancellingACallStopsItOnTheWorkerWithin50ms() async throws {
+            let cluster = try await TestCluster.start()
+            defer { cluster.killAll() }
+            _ = try await cluster.startWorker(name: "single", capacity: 1)
+            let sky = try await SkyClient(broker: cluster.clients)
+            let call = Task { try await sky.scan(SleepTask(milliseconds: 60_000, tag: 1)) }
+            try await eventually("the task runs on the worker") { try await sky.clusterSnapshot().inFlight == 1 }
+            let cancelledAt = ContinuousClock.now
+            call.cancel()
+            await #expect(throws: CancellationError.self) { _ = try await call.value }
+            let latency = ContinuousClock.now - cancelledAt
+            #expect(latency < .milliseconds(50), "CancellationError after \(latency)")
+            #expect(await sky.statistics.suspendedCallers == 0)
+            // The worker's only slot is free again: its handler was cancelled, not left sleeping.
+            let next = try await value(
+                of: Task { try await sky.scan(SleepTask(milliseconds: 10, tag: 2)) }, within: .seconds(10),
+                "a task on the freed slot")
+            #expect(next.tag == 2)
+            let snapshot = try await sky.clusterSnapshot()
+            #expect(snapshot.counters.cancelled == 1 && snapshot.inFlight == 0)
+            print("cancellation: CancellationError after \(latency)")
+            await sky.close()
+            await cluster.stop()
+        }
+
+        @Test func aThousandScansInFlightSurviveTheBrokerBeingKilledAndRestarted() async throws {
+            let cluster = try await TestCluster.start(extraArguments: TestCluster.fastHeartbeats)
+            defer { cluster.killAll() }
+            for name in ["r-1", "r-2"] { _ = try await cluster.startWorker(name: name, capacity: 8) }
+            let sky = try await SkyClient(broker: cluster.clients)
+            let tasks = (0..<1000).map { SleepTask(milliseconds: 20, tag: $0) }
+            var seen = Set<Int>()
+            var failures: [String] = []
+            var restart: Task<Void, any Error>?
+            let started = ContinuousClock.now
+            for await done in sky.scanAll(tasks, concurrency: 1000) {
+                #expect(seen.insert(done.index).inserted, "task \(done.index) returned twice")
+                switch done.result {
+                case .success(let result): #expect(result == done.task)
+                case .failure(let error): failures.append("\(done.index): \(error)")
+                }
+                if done.progress.finished == 50 {
+                    cluster.broker.signal(SIGKILL)
+                    print("broker killed with \(1000 - 50) scans in flight")
+                    restart = Task {
+                        try await Task.sleep(for: .seconds(3))  // the scenario: down for 3 s
+                        try await cluster.restartBroker()
+                    }
+                }
+            }
+            try await restart?.value
+            let elapsed = ContinuousClock.now - started
+            #expect(failures.isEmpty, "\(failures.prefix(5))\n\(cluster.diagnostics)")
+            #expect(seen.count == 1000)
+            let statistics = await sky.statistics
+            #expect(statistics.suspendedCallers == 0 && statistics.callsInFlight == 0)
+            print(
+                "broker restart: 1000/1000 in \(elapsed); resent \(statistics.resentAfterReconnect),"
+                    + " retries \(statistics.retries), unmatched replies \(statistics.unmatchedReplies)")
+            await sky.close()
+            await cluster.stop()
+        }
+
+        @Test func eventsStartFromASnapshotAndFollowTheCluster() async throws {
+            let cluster = try await TestCluster.start()
+            defer { cluster.killAll() }
+            var configuration = SkyClient.Configuration()
+            configuration.events = cluster.events
+            let sky = try await SkyClient(broker: cluster.clients, configuration: configuration)
+            var events = sky.events().makeAsyncIterator()
+            guard case .snapshot(let snapshot) = try await events.next() else {
+                Issue.record("the first element is not a snapshot")
+                return
+            }
+            #expect(snapshot.workers.isEmpty)
+            _ = try await cluster.startWorker(name: "newcomer", capacity: 2)
+            var lastSeq = snapshot.seq
+            while let element = try await events.next() {
+                guard case .event(let event) = element else {
+                    Issue.record("a second snapshot without a broker restart")
+                    break
+                }
+                #expect(event.seq > lastSeq)
+                lastSeq = event.seq
+                if event.event == .workerConnected {
+                    #expect(event.worker?.name == "newcomer")
+                    break
+                }
+            }
+            await sky.close()
+            await cluster.stop()
+        }
+
+        @Test func aServiceWithoutWorkersFallsBackToTheLocalSystemUntilOneJoins() async throws {
+            let cluster = try await TestCluster.start()
+            defer { cluster.killAll() }
+            let local = ScanSystem(name: "in-process", capacity: 2)
+            try await BuiltInWorkloads.register([EchoTask.service], on: local)
+            var configuration = SkyClient.Configuration()
+            configuration.localFallback = local
+            let sky = try await SkyClient(broker: cluster.clients, configuration: configuration)
+            #expect(try await sky.scan(EchoTask(message: "here")) == EchoTask(message: "here"))
+            #expect(await sky.statistics.localRuns == 1)
+
+            _ = try await cluster.startWorker(name: "echoer", capacity: 2)
+            try await eventually("scans go to the worker once it serves sky.echo") {
+                let before = await sky.statistics.localRuns
+                _ = try await sky.scan(EchoTask(message: "there"))
+                return await sky.statistics.localRuns == before
+            }
+            #expect(try await sky.clusterSnapshot().counters.requestsAccepted >= 1)
+            await sky.close()
+            await cluster.stop()
+        }
+
+        @Test func scanAllRetriesFlakyTasksAndReportsProgress() async throws {
+            let cluster = try await TestCluster.start()
+            defer { cluster.killAll() }
+            _ = try await cluster.startWorker(name: "flaky", capacity: 4, extraArguments: ["--flaky-every", "4"])
+            let sky = try await SkyClient(broker: cluster.clients)
+            let options = ScanOptions(
+                retry: RetryPolicy(maxAttempts: 5, initialBackoff: .milliseconds(10)).retryingHandlerErrors())
+            var last = BatchProgress(total: 0)
+            var indexes: [Int] = []
+            for await done in sky.scanAll((0..<60).map { FlakyTask(value: $0) }, concurrency: 8, options: options) {
+                #expect(try done.result.get() == done.task)
+                indexes.append(done.index)
+                #expect(done.progress.finished == indexes.count)
+                last = done.progress
+            }
+            #expect(indexes.sorted() == Array(0..<60))
+            #expect(last.completed == 60 && last.failed == 0 && last.total == 60)
+            // Every 4th call failed once: 60 tasks took 60 + about 20 attempts.
+            #expect(last.retried >= 15, "\(last)")
+            #expect(last.tasksPerSecond > 0)
+            await sky.close()
+            await cluster.stop()
+        }
+    }
+}

@@ -1,0 +1,228 @@
+import Foundation
+import Sky
+import SkyTestSupport
+import SkyWorkerKit
+import SkyWorkloads
+import Testing
+
+extension IntegrationSuite {
+    /// SkyClient against a scripted fake broker (a raw ROUTER in this process). Part of the
+    /// serialized integration suite because these tests measure real time.
+    @Suite("SkyClient against a fake broker")
+    struct FakeBrokerClientTests {
+        /// Measured runs of the backoff schedule: attempts wait 500 ms, then back off 250 ms × 2ⁿ.
+        static let measured = ScanOptions(
+            timeout: .milliseconds(500),
+            retry: RetryPolicy(maxAttempts: 4, initialBackoff: .milliseconds(250), multiplier: 2, jitter: 0))
+
+        static func within20Percent(_ measured: Duration, of expected: Duration) -> Bool {
+            let ratio = measured.inMilliseconds / expected.inMilliseconds
+            return ratio >= 0.8 && ratio <= 1.2
+        }
+
+        @Test(arguments: [0, 2, 5])
+        func aBrokerThatDropsTheFirstKRepliesSeesMinKRPlusOneAttemptsOnTheBackoffSchedule(dropped k: Int) async throws {
+            let retries = Self.measured.retry.maxAttempts - 1
+            let expectedAttempts = min(k, retries) + 1
+            let broker = try await FakeBroker.start()
+            let sky = try await SkyClient(broker: broker.endpoint)
+            let started = ContinuousClock.now
+            let call = Task { try await sky.request(service: "svc", body: [1, 2, 3], options: Self.measured) }
+            var requests: [FakeBroker.Received] = []
+            var cancels = 0
+            while true {
+                let message = await broker.next()
+                guard let request = message.request else {
+                    cancels += 1
+                    continue
+                }
+                requests.append(message)
+                #expect(request.header.attempt == UInt32(requests.count))
+                #expect(request.header.timeoutMilliseconds == 500)
+                if requests.count > k { broker.echo(message) }
+                if requests.count == expectedAttempts { break }
+            }
+            let outcome = await call.result
+            let elapsed = ContinuousClock.now - started
+            let statistics = await sky.statistics
+            #expect(statistics.attemptsSent == expectedAttempts, "exactly min(k, R) + 1 attempts")
+            #expect(Set(requests.compactMap(\.request?.requestID)).count == 1, "one request id for every attempt")
+            // Attempt n + 1 follows attempt n by its timeout plus the nth backoff.
+            for n in 1..<requests.count {
+                let gap = requests[n].at - requests[n - 1].at
+                let expected = Duration.milliseconds(500) + Self.measured.retry.nominalBackoff(afterAttempt: n)
+                #expect(Self.within20Percent(gap, of: expected), "gap \(n): \(gap), expected \(expected)")
+            }
+            if k <= retries {
+                #expect(try outcome.get() == [1, 2, 3])
+            } else {
+                #expect(throws: SkyError.self) { try outcome.get() }
+                let expected = (1...retries).reduce(Duration.milliseconds(500 * (retries + 1))) {
+                    $0 + Self.measured.retry.nominalBackoff(afterAttempt: $1)
+                }
+                #expect(Self.within20Percent(elapsed, of: expected), "gave up after \(elapsed), expected \(expected)")
+            }
+            print("dropped \(k): \(requests.count) attempts, \(cancels) cancels, \(elapsed)")
+            await sky.close()
+            await broker.stop()
+        }
+
+        @Test func aTimeoutFiresWithinTwentyPercentOfItsDeadlineOnTheRealClock() async throws {
+            let broker = try await FakeBroker.start()
+            let sky = try await SkyClient(broker: broker.endpoint)
+            let started = ContinuousClock.now
+            await #expect(throws: SkyError.self) {
+                _ = try await sky.request(
+                    service: "svc", body: [], options: ScanOptions(timeout: .milliseconds(800), retry: .never))
+            }
+            let elapsed = ContinuousClock.now - started
+            #expect(
+                elapsed >= .milliseconds(800) && Self.within20Percent(elapsed, of: .milliseconds(800)), "\(elapsed)")
+            print("800 ms timeout fired after \(elapsed)")
+            await sky.close()
+            await broker.stop()
+        }
+
+        @Test func aTimeoutFiresExactlyAtItsDeadlineOnAManualClock() async throws {
+            let clock = ManualClock()
+            var configuration = SkyClient.Configuration()
+            configuration.clock = clock
+            configuration.connectTimeout = .seconds(60)
+            let broker = try await FakeBroker.start()
+            let sky = try await SkyClient(broker: broker.endpoint, configuration: configuration)
+            let call = Task {
+                try await sky.request(
+                    service: "svc", body: [], options: ScanOptions(timeout: .seconds(10), retry: .never))
+            }
+            _ = await broker.nextRequest()
+            await clock.waitForSleepers(1)
+            clock.advance(by: .milliseconds(9_999))
+            try await eventually("the timer re-armed for the last millisecond") { clock.sleeperCount == 1 }
+            #expect(await sky.statistics.callsInFlight == 1)
+            clock.advance(by: .milliseconds(1))
+            await #expect(throws: SkyError.self) { try await call.value }
+            #expect(await sky.statistics.attemptTimeouts == 1)
+            await sky.close()
+            await broker.stop()
+        }
+
+        @Test func cancellingCallersThrowsWithin50msTellsTheBrokerAndLeaksNothing() async throws {
+            let broker = try await FakeBroker.start()
+            let sky = try await SkyClient(broker: broker.endpoint)
+            let calls = (0..<100).map { index in
+                Task { try await sky.request(service: "svc", body: [UInt8(index)]) }
+            }
+            for _ in calls { _ = await broker.nextRequest() }
+            let cancelledAt = ContinuousClock.now
+            for call in calls { call.cancel() }
+            for call in calls {
+                await #expect(throws: CancellationError.self) { _ = try await call.value }
+            }
+            let latency = ContinuousClock.now - cancelledAt
+            #expect(latency < .milliseconds(50), "all 100 threw CancellationError after \(latency)")
+            var cancelled = Set<RequestID>()
+            while cancelled.count < calls.count {
+                if case .cancel(let id) = await broker.next().command { cancelled.insert(id) }
+            }
+            let statistics = await sky.statistics
+            #expect(statistics.suspendedCallers == 0, "no continuation left behind")
+            #expect(statistics.callsInFlight == 0)
+            print("100 cancellations in \(latency)")
+            await sky.close()
+            await broker.stop()
+        }
+
+        @Test func lateAndDuplicateRepliesAreDiscardedAndCounted() async throws {
+            let broker = try await FakeBroker.start()
+            let sky = try await SkyClient(broker: broker.endpoint)
+            let call = Task { try await sky.request(service: "svc", body: [5]) }
+            let message = await broker.nextRequest()
+            broker.echo(message)
+            broker.echo(message)
+            broker.reply(to: message.peer, TaskReply(requestID: .random(), status: .ok, body: []))
+            #expect(try await call.value == [5])
+            try await eventually("both extra replies arrived") { await sky.unmatchedReplies == 2 }
+            await sky.close()
+            await broker.stop()
+        }
+
+        @Test func concurrentFirstCallersShareOneConnection() async throws {
+            let broker = try await FakeBroker.start()
+            let sky = try await SkyClient(broker: broker.endpoint)
+            let calls = (0..<50).map { index in Task { try await sky.request(service: "svc", body: [UInt8(index)]) } }
+            var peers = Set<[UInt8]>()
+            for _ in calls {
+                let message = await broker.nextRequest()
+                peers.insert(message.peer)
+                broker.echo(message)
+            }
+            for (index, call) in calls.enumerated() { #expect(try await call.value == [UInt8(index)]) }
+            #expect(peers.count == 1)
+            await sky.close()
+            await broker.stop()
+        }
+
+        @Test func aLostConnectionIsRemadeAndTheCallInFlightSentAgain() async throws {
+            let first = try await FakeBroker.start()
+            let endpoint = first.endpoint
+            let sky = try await SkyClient(broker: endpoint)
+            let call = Task { try await sky.request(service: "svc", body: [8]) }
+            _ = await first.nextRequest()
+            await first.stop()  // the broker dies holding the request
+            let second = try await FakeBroker.start(on: endpoint)
+            let resent = await second.nextRequest()
+            #expect(resent.request?.header.attempt == 2)
+            second.echo(resent)
+            #expect(try await call.value == [8])
+            let statistics = await sky.statistics
+            #expect(statistics.resentAfterReconnect == 1 && statistics.retries == 0)
+            await sky.close()
+            await second.stop()
+        }
+
+        @Test func anUnreachableEndpointIsLeftForTheNextInTheList() async throws {
+            let dead = try await unusedEndpoint()
+            let broker = try await FakeBroker.start()
+            var configuration = SkyClient.Configuration()
+            configuration.connectTimeout = .milliseconds(300)
+            let sky = try await SkyClient(brokers: [dead, broker.endpoint], configuration: configuration)
+            let call = Task { try await sky.request(service: "svc", body: [4]) }
+            broker.echo(await broker.nextRequest())
+            #expect(try await call.value == [4])
+            #expect(await sky.statistics.endpoint == broker.endpoint)
+            await sky.close()
+            await broker.stop()
+        }
+
+        @Test func withoutABrokerAClientWithALocalSystemRunsItsScansLocally() async throws {
+            let system = ScanSystem(name: "local", capacity: 2)
+            try await BuiltInWorkloads.register(BuiltInWorkloads.all, on: system)
+            var configuration = SkyClient.Configuration()
+            configuration.localFallback = system
+            configuration.localFallbackWait = .milliseconds(200)
+            configuration.connectTimeout = .milliseconds(500)
+            let sky = try await SkyClient(broker: try await unusedEndpoint(), configuration: configuration)
+            let started = ContinuousClock.now
+            for sector in 0..<20 {
+                let task = ScanTask(sector: sector, size: 32)
+                #expect(try await sky.scan(task) == SectorScanner.scan(task))
+            }
+            let elapsed = ContinuousClock.now - started
+            #expect(await sky.statistics.localRuns == 20)
+            #expect(elapsed < .seconds(1), "only the first call waits for a connection: \(elapsed)")
+            // A service the local system does not have still reports the broker as unreachable.
+            await #expect(throws: SkyError.self) {
+                _ = try await sky.request(
+                    service: "elsewhere", body: [],
+                    options: ScanOptions(timeout: .seconds(5), retry: .never))
+            }
+            await sky.close()
+        }
+    }
+}
+
+extension Duration {
+    fileprivate var inMilliseconds: Double {
+        Double(components.seconds) * 1000 + Double(components.attoseconds) / 1e15
+    }
+}

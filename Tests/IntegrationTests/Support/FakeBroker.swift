@@ -1,0 +1,100 @@
+import SkyProtocol
+import SkyZMQ
+
+/// A raw ROUTER playing the broker: it reports every message a client sends, with its arrival
+/// time, and answers only what the test tells it to. Read what arrived with ``next()``.
+final class FakeBroker: Sendable {
+    struct Received: Sendable {
+        let peer: [UInt8]
+        let command: ClientToBroker
+        let at: ContinuousClock.Instant
+
+        var request: TaskRequest? { if case .request(let request) = command { request } else { nil } }
+    }
+
+    static let socket = ZMQEventLoop.SocketID(0, name: "fake-broker")
+    let endpoint: String
+    private let loop: ZMQEventLoop
+    private let pump: Task<Void, Never>
+    private let mailbox = Locked<(arrived: [Received], waiter: CheckedContinuation<Received, Never>?)>(([], nil))
+
+    private init(loop: ZMQEventLoop, endpoint: String) {
+        self.loop = loop
+        self.endpoint = endpoint
+        let inbound = loop.inbound
+        let mailbox = mailbox
+        pump = Task {
+            for await batch in inbound {
+                for case .message(_, let message) in batch {
+                    let frames = message.frames
+                    guard frames.count > 1, let command = try? ClientToBroker.decode(Array(frames.dropFirst())) else {
+                        continue
+                    }
+                    let received = Received(peer: frames[0], command: command, at: .now)
+                    let waiter = mailbox.withLock { box -> CheckedContinuation<Received, Never>? in
+                        guard let waiter = box.waiter else {
+                            box.arrived.append(received)
+                            return nil
+                        }
+                        box.waiter = nil
+                        return waiter
+                    }
+                    waiter?.resume(returning: received)
+                }
+            }
+        }
+    }
+
+    /// The next message a client sent, in arrival order; waits for it. One reader at a time.
+    func next() async -> Received {
+        await withCheckedContinuation { continuation in
+            let ready = mailbox.withLock { box -> Received? in
+                if !box.arrived.isEmpty { return box.arrived.removeFirst() }
+                box.waiter = continuation
+                return nil
+            }
+            if let ready { continuation.resume(returning: ready) }
+        }
+    }
+
+    /// The next REQUEST, skipping other commands.
+    func nextRequest() async -> Received {
+        while true {
+            let message = await next()
+            if message.request != nil { return message }
+        }
+    }
+
+    /// Binds a ROUTER to a free loopback port (or to `endpoint`).
+    static func start(on endpoint: String = "tcp://127.0.0.1:*") async throws -> FakeBroker {
+        let loop = try await ZMQEventLoop.start(
+            name: "fake-broker",
+            sockets: [.init(id: socket, type: .router, options: [.routerMandatory(true)], bind: [endpoint])])
+        return FakeBroker(loop: loop, endpoint: loop.boundEndpoints(of: socket)[0])
+    }
+
+    func reply(to peer: [UInt8], _ reply: TaskReply) {
+        loop.send([peer] + BrokerToClient.reply(reply).encode(), on: Self.socket)
+    }
+
+    /// Answers a request as a worker would have: status ok, the body echoed.
+    func echo(_ received: Received) {
+        guard let request = received.request else { return }
+        reply(
+            to: received.peer,
+            TaskReply(requestID: request.requestID, attempt: request.header.attempt, status: .ok, body: request.body))
+    }
+
+    func stop() async {
+        await loop.shutdown()
+        pump.cancel()
+    }
+}
+
+/// A free loopback endpoint nobody listens on (bound, then released).
+func unusedEndpoint() async throws -> String {
+    let broker = try await FakeBroker.start()
+    let endpoint = broker.endpoint
+    await broker.stop()
+    return endpoint
+}

@@ -1,0 +1,174 @@
+import Testing
+
+@testable import Sky
+
+/// The client's request table, driven by hand: every instant is given, nothing waits.
+@Suite("Request table")
+struct RequestTableTests {
+    typealias Action = RequestTable.Action
+
+    static let id1 = RequestID(high: 1, low: 1)
+    static let id2 = RequestID(high: 2, low: 2)
+    static let noJitter = RetryPolicy(
+        maxAttempts: 4, initialBackoff: .milliseconds(100), multiplier: 2, maxBackoff: .seconds(5), jitter: 0)
+
+    static func call(
+        _ body: [UInt8] = [1], timeout: Duration? = .seconds(1), retry: RetryPolicy = noJitter, coalesce: Bool = true
+    ) -> RequestTable.Call {
+        RequestTable.Call(
+            service: "svc", body: body, options: ScanOptions(timeout: timeout, retry: retry, coalesce: coalesce))
+    }
+
+    /// A table whose connection is up at time zero.
+    static func connected(endpoints: Int = 1) -> RequestTable {
+        var table = RequestTable(connectTimeout: .seconds(5), endpointCount: endpoints, seed: 1)
+        _ = table.connectionUp(now: .zero)
+        return table
+    }
+
+    static func sent(_ actions: [Action]) -> [TaskRequest] {
+        actions.compactMap { if case .send(let request) = $0 { request } else { nil } }
+    }
+
+    static func ok(_ id: RequestID, attempt: UInt32 = 1, _ body: [UInt8] = [9]) -> TaskReply {
+        TaskReply(requestID: id, attempt: attempt, status: .ok, body: body)
+    }
+
+    @Test func aCallIsSentWithItsTimeoutAndAnsweredOnce() {
+        var table = Self.connected()
+        let actions = table.start(Self.call(), id: Self.id1, waiter: 1, now: .zero)
+        let request = try! #require(Self.sent(actions).first)
+        #expect(request.header == RequestHeader(attempt: 1, timeoutMilliseconds: 1000))
+        #expect(table.received(Self.ok(Self.id1), now: .milliseconds(5)) == [.succeed([1], body: [9], attempts: 1)])
+        #expect(table.received(Self.ok(Self.id1), now: .milliseconds(6)) == [], "a duplicate reply")
+        #expect(table.counters.unmatchedReplies == 1)
+        #expect(table.callCount == 0 && table.waiterCount == 0)
+        #expect(table.nextDeadline() == nil)
+    }
+
+    @Test func timeoutsRetryOnTheBackoffScheduleWithTheSameIDAndARaisedAttempt() {
+        var table = Self.connected()
+        var sends = Self.sent(table.start(Self.call(), id: Self.id1, waiter: 1, now: .zero)).map { ($0, Duration.zero) }
+        var finished: [Action] = []
+        // Walk time from deadline to deadline, as the client's timer does.
+        while let next = table.nextDeadline() {
+            let actions = table.expire(now: next)
+            sends += Self.sent(actions).map { ($0, next) }
+            finished += actions.filter { if case .fail = $0 { true } else { false } }
+            #expect(actions.contains(.cancel(Self.id1)) || !Self.sent(actions).isEmpty)
+        }
+        #expect(sends.map(\.0.requestID) == Array(repeating: Self.id1, count: 4))
+        #expect(sends.map(\.0.header.attempt) == [1, 2, 3, 4])
+        // Each attempt waits 1 s, then backs off 100, 200, 400 ms.
+        #expect(sends.map(\.1) == [0, 1100, 2300, 3700].map { Duration.milliseconds($0) })
+        guard case .fail(let waiters, let error, let attempts) = try! #require(finished.first) else { return }
+        #expect(waiters == [1] && attempts == 4 && error.code == .timeout)
+        #expect(table.counters.attemptTimeouts == 4 && table.counters.retries == 3)
+    }
+
+    @Test func aFailureForAnEarlierAttemptIsStaleButItsSuccessCounts() {
+        var table = Self.connected()
+        _ = table.start(Self.call(), id: Self.id1, waiter: 1, now: .zero)
+        _ = table.expire(now: .seconds(1))  // attempt 1 timed out
+        #expect(
+            table.received(.failure(Self.id1, .deadlineExceeded, type: "t", message: "m"), now: .milliseconds(1050))
+                == [], "answers the attempt given up on")
+        #expect(
+            table.received(
+                .failure(Self.id1, .cancelled, type: "t", message: "m", attempt: 0), now: .milliseconds(1060))
+                == [], "the broker's answer to the client's CANCEL")
+        #expect(table.counters.staleReplies == 2)
+        #expect(Self.sent(table.expire(now: .milliseconds(1100))).map(\.header.attempt) == [2])
+        // The first attempt's work finished after all: the call is done, attempt 2 is cancelled.
+        #expect(
+            table.received(Self.ok(Self.id1, attempt: 1), now: .milliseconds(1200))
+                == [.cancel(Self.id1), .succeed([1], body: [9], attempts: 2)])
+    }
+
+    @Test func aFailureThatIsNotRetriedEndsTheCallAtOnce() {
+        var table = Self.connected()
+        _ = table.start(Self.call(), id: Self.id1, waiter: 1, now: .zero)
+        let actions = table.received(
+            .failure(Self.id1, .handlerError, type: "E", message: "bad input"), now: .milliseconds(3))
+        #expect(actions == [.fail([1], .remote(type: "E", message: "bad input"), attempts: 1)])
+    }
+
+    @Test func callsMadeBeforeTheConnectionAreSentInOrderWhenItComesUp() {
+        var table = RequestTable(connectTimeout: .seconds(5), seed: 1)
+        #expect(table.start(Self.call([1]), id: Self.id2, waiter: 1, now: .zero).isEmpty)
+        #expect(table.start(Self.call([2]), id: Self.id1, waiter: 2, now: .milliseconds(1)).isEmpty)
+        let sends = Self.sent(table.connectionUp(now: .milliseconds(300)))
+        #expect(sends.map(\.requestID) == [Self.id2, Self.id1])
+        #expect(sends.map(\.header.attempt) == [1, 1])
+    }
+
+    @Test func aLostConnectionResendsWhatWasOutWithARaisedAttemptThatIsNotARetry() {
+        var table = Self.connected()
+        _ = table.start(Self.call(), id: Self.id1, waiter: 1, now: .zero)
+        table.connectionDown(now: .milliseconds(100))
+        let resent = Self.sent(table.connectionUp(now: .milliseconds(800)))
+        #expect(resent.map(\.header.attempt) == [2])
+        #expect(table.counters.resentAfterReconnect == 1 && table.counters.retries == 0)
+        #expect(
+            table.received(Self.ok(Self.id1, attempt: 2), now: .milliseconds(900))
+                == [.succeed([1], body: [9], attempts: 1)])
+    }
+
+    @Test func waitingLongerThanTheConnectTimeoutIsBrokerUnreachable() {
+        var table = RequestTable(connectTimeout: .seconds(2), seed: 1)
+        let call = Self.call(timeout: .seconds(30), retry: .never)
+        _ = table.start(call, id: Self.id1, waiter: 1, now: .zero)
+        #expect(table.nextDeadline() == .seconds(2))
+        guard case .fail(_, let error, _) = try! #require(table.expire(now: .seconds(2)).first) else { return }
+        #expect(error.code == .brokerUnreachable)
+        #expect(error.description.contains("no connection to the broker for 2 s"))
+    }
+
+    @Test func equalCallsShareOneExecution() {
+        var table = Self.connected()
+        #expect(Self.sent(table.start(Self.call([7]), id: Self.id1, waiter: 1, now: .zero)).count == 1)
+        #expect(table.start(Self.call([7]), id: Self.id2, waiter: 2, now: .zero).isEmpty)
+        #expect(
+            Self.sent(table.start(Self.call([8]), id: RequestID(high: 3, low: 3), waiter: 3, now: .zero)).count == 1)
+        #expect(table.counters.coalesced == 1 && table.callCount == 2 && table.waiterCount == 3)
+        #expect(table.received(Self.ok(Self.id1), now: .milliseconds(1)) == [.succeed([1, 2], body: [9], attempts: 1)])
+        // Once finished, an equal call runs again.
+        #expect(Self.sent(table.start(Self.call([7]), id: Self.id2, waiter: 4, now: .milliseconds(2))).count == 1)
+    }
+
+    @Test func optingOutOfCoalescingRunsEveryCall() {
+        var table = Self.connected()
+        _ = table.start(Self.call([7], coalesce: false), id: Self.id1, waiter: 1, now: .zero)
+        #expect(Self.sent(table.start(Self.call([7], coalesce: false), id: Self.id2, waiter: 2, now: .zero)).count == 1)
+        #expect(table.counters.coalesced == 0)
+    }
+
+    @Test func theBrokerIsToldOnlyWhenTheLastWaiterLeaves() {
+        var table = Self.connected()
+        _ = table.start(Self.call([7]), id: Self.id1, waiter: 1, now: .zero)
+        _ = table.start(Self.call([7]), id: Self.id2, waiter: 2, now: .zero)
+        #expect(table.abandon(1) == [])
+        #expect(table.waiterCount == 1 && table.callCount == 1)
+        #expect(table.abandon(2) == [.cancel(Self.id1)])
+        #expect(table.callCount == 0 && table.waiterCount == 0)
+        #expect(table.abandon(2) == [], "abandoning twice is harmless")
+        #expect(table.received(Self.ok(Self.id1), now: .milliseconds(1)) == [])
+    }
+
+    @Test func aSilentEndpointIsLeftForTheNextAfterTheConnectTimeout() {
+        var table = RequestTable(connectTimeout: .seconds(2), endpointCount: 3, seed: 1)
+        #expect(table.nextDeadline() == .seconds(2))
+        #expect(table.expire(now: .seconds(2)) == [.switchEndpoint(1)])
+        #expect(table.expire(now: .seconds(4)) == [.switchEndpoint(2)])
+        #expect(table.expire(now: .seconds(6)) == [.switchEndpoint(0)])
+        _ = table.connectionUp(now: .milliseconds(6500))
+        #expect(table.nextDeadline() == nil)
+    }
+
+    @Test func closingFailsEveryWaiter() {
+        var table = Self.connected()
+        _ = table.start(Self.call([7]), id: Self.id1, waiter: 1, now: .zero)
+        _ = table.start(Self.call([7]), id: Self.id2, waiter: 2, now: .zero)
+        #expect(table.closeAll() == [.fail([1, 2], .clientClosed, attempts: 1)])
+    }
+}

@@ -1,0 +1,61 @@
+import Testing
+
+@testable import Sky
+
+@Suite("Retry policy")
+struct RetryPolicyTests {
+    @Test func backoffGrowsExponentiallyUpToItsCap() {
+        let policy = RetryPolicy(
+            maxAttempts: 10, initialBackoff: .milliseconds(100), multiplier: 2, maxBackoff: .milliseconds(1000))
+        let schedule = (1...6).map { policy.nominalBackoff(afterAttempt: $0) }
+        #expect(schedule == [100, 200, 400, 800, 1000, 1000].map { Duration.milliseconds($0) })
+    }
+
+    @Test func jitterStaysWithinItsBoundsAndSpreads() {
+        let policy = RetryPolicy(initialBackoff: .milliseconds(1000), jitter: 0.2)
+        var random = SplitMix64(seed: 7)
+        let samples = (0..<2000).map { _ in policy.backoff(afterAttempt: 1, using: &random).milliseconds }
+        #expect(samples.allSatisfy { (800...1200).contains($0) })
+        #expect(samples.min()! < 820 && samples.max()! > 1180)
+        #expect(Set(samples).count > 300)
+    }
+
+    @Test func noJitterMeansTheNominalSchedule() {
+        let policy = RetryPolicy(initialBackoff: .milliseconds(250), jitter: 0)
+        var random = SplitMix64(seed: 1)
+        #expect(policy.backoff(afterAttempt: 3, using: &random) == .milliseconds(1000))
+    }
+
+    @Test func byDefaultOnlyTransientErrorsAreRetried() {
+        let policy = RetryPolicy.default
+        #expect(policy.maxAttempts == 3)
+        for error: SkyError in [.timeout("t"), .workerLost("w"), .brokerUnreachable("b")] {
+            #expect(policy.shouldRetry(error, afterAttempt: 1))
+            #expect(policy.shouldRetry(error, afterAttempt: 2))
+            #expect(!policy.shouldRetry(error, afterAttempt: 3), "three attempts in all")
+        }
+        for error: SkyError in [
+            .remote(type: "E", message: "m"), .overloaded("o"), .noWorkers("n"), .cancelled("c"), .unauthorized("u"),
+            .invalidPayload("p"), .unknownService("s"), .clientClosed,
+        ] {
+            #expect(!policy.shouldRetry(error, afterAttempt: 1), "\(error.code)")
+        }
+        #expect(policy.retryingHandlerErrors().shouldRetry(.remote(type: "E", message: "m"), afterAttempt: 1))
+        #expect(!RetryPolicy.never.shouldRetry(.timeout("t"), afterAttempt: 1))
+    }
+
+    @Test func everyReplyStatusMapsToAnErrorThatSaysWhatToDo() {
+        for status in ReplyStatus.allCases where status != .ok {
+            let reply = TaskReply.failure(RequestID(high: 1, low: 2), status, type: "T", message: "because")
+            let error = SkyError(failure: reply)
+            #expect(error.description.contains("because"), "\(status)")
+            #expect(error.description.count > "because".count + 20, "\(status): \(error)")
+        }
+        let lost = SkyError(failure: .failure(RequestID(high: 1, low: 2), .brokerShuttingDown, type: "b", message: "m"))
+        #expect(lost.code == .brokerUnreachable)
+        let remote = SkyError(
+            failure: .failure(
+                RequestID(high: 1, low: 2), .handlerError, type: "MyApp.RateLimited", message: "slow down"))
+        #expect(remote == .remote(type: "MyApp.RateLimited", message: "slow down"))
+    }
+}
