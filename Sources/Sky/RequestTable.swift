@@ -92,6 +92,7 @@ struct RequestTable {
         var unreachableSince: Duration?
         /// Bumped whenever the deadline changes; older heap entries are stale.
         var generation: UInt64 = 0
+        var deadline: Duration?
     }
 
     private struct FlightKey: Hashable {
@@ -372,8 +373,21 @@ struct RequestTable {
             case (let attempt, let unreachable): deadline = attempt ?? unreachable
             }
         }
+        entry.deadline = deadline
         if let deadline { timers.insert(Timer(deadline: deadline, id: entry.id, generation: entry.generation)) }
+        // Timers of finished calls leave the heap only when they come due; with many short
+        // calls and long timeouts they would pile up, so rebuild from the live calls now and then.
+        if timers.count > 1024 && timers.count > 4 * (entries.count + 1) {
+            timers = Heap(
+                entries.values.compactMap { live in
+                    live.deadline.map { Timer(deadline: $0, id: live.id, generation: live.generation) }
+                })
+            if let deadline { timers.insert(Timer(deadline: deadline, id: entry.id, generation: entry.generation)) }
+        }
     }
+
+    /// Timers held, stale ones included (for tests).
+    var timerCount: Int { timers.count }
 
     private mutating func finish(_ entry: Entry, _ outcome: Action, into actions: inout [Action]) {
         remove(entry)

@@ -40,7 +40,7 @@ extension SkyClient {
         return ZMQEventLoop.SocketSpec(
             id: socket, type: .dealer,
             options: [
-                .sendHighWaterMark(0), .receiveHighWaterMark(0),
+                .routingID(identity), .sendHighWaterMark(0), .receiveHighWaterMark(0),
                 // Reconnect soon after a broker restart: 250 ms, doubling to 4 s (plus libzmq's jitter).
                 .reconnectInterval(milliseconds: 250), .reconnectIntervalMax(milliseconds: 4000),
                 // ZMTP heartbeats notice a broker host that vanished without closing the connection.

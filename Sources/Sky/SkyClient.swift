@@ -46,6 +46,9 @@ public actor SkyClient {
     var eventSinks: [ZMQEventLoop.SocketID: AsyncStream<SkyEvent>.Continuation] = [:]
     var serviceCache: [String: (served: Bool, checkedAt: Duration)] = [:]
     var localRuns = 0
+    /// This client's routing id at the broker, the same on every connection: the broker holds
+    /// requests under it, so after a reconnect their replies still reach this client.
+    let identity = RequestID.random().frame
 
     /// How a call ended, with the attempts it took (for batch progress).
     struct Completion: Sendable {

@@ -46,8 +46,12 @@ public final class Broker: Service, Sendable {
             .maxMessageSize(configuration.maxFrameSize),
         ]
         let specs: [ZMQEventLoop.SocketSpec] = [
+            // Clients announce a random 16-byte routing id and keep it across reconnects; handover
+            // lets a client whose connection broke come back under it before the broker noticed
+            // the break, so the replies for its requests in flight still find it.
             .init(
-                id: clientsSocket, type: .router, options: guardrails + [.routerMandatory(true)],
+                id: clientsSocket, type: .router,
+                options: guardrails + [.routerMandatory(true), .routerHandover(true)],
                 bind: [configuration.clientsEndpoint]),
             .init(
                 id: workersSocket, type: .router, options: guardrails + [.routerMandatory(true)],

@@ -12,6 +12,9 @@ public enum ZMQSocketOption: Sendable, Hashable {
     case routingID([UInt8])
     /// ROUTER: fail sends to unknown peers with `EHOSTUNREACH` instead of dropping them silently.
     case routerMandatory(Bool)
+    /// ROUTER: a new connection that announces a routing id already in use takes it over (the
+    /// old connection is presumed dead) instead of being ignored.
+    case routerHandover(Bool)
     /// Largest inbound frame in bytes; a peer sending a larger one is disconnected (-1 = no limit).
     case maxMessageSize(Int64)
     /// First reconnect delay in milliseconds.
@@ -49,6 +52,8 @@ public enum ZMQSocketOption: Sendable, Hashable {
         case .routingID(let id): try Self.set(socket, ZMQ_ROUTING_ID, id, "ZMQ_ROUTING_ID")
         case .routerMandatory(let on):
             try Self.set(socket, ZMQ_ROUTER_MANDATORY, Int32(on ? 1 : 0), "ZMQ_ROUTER_MANDATORY")
+        case .routerHandover(let on):
+            try Self.set(socket, ZMQ_ROUTER_HANDOVER, Int32(on ? 1 : 0), "ZMQ_ROUTER_HANDOVER")
         case .maxMessageSize(let n): try Self.set(socket, ZMQ_MAXMSGSIZE, n, "ZMQ_MAXMSGSIZE")
         case .reconnectInterval(let ms):
             try Self.set(socket, ZMQ_RECONNECT_IVL, ms, "ZMQ_RECONNECT_IVL")

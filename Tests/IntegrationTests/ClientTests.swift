@@ -102,6 +102,49 @@ extension IntegrationSuite {
             await cluster.stop()
         }
 
+        /// `ss -K` (socket destroy) needs root and a kernel with INET_DIAG_DESTROY.
+        static let canBreakConnections =
+            getuid() == 0 && FileManager.default.isExecutableFile(atPath: "/usr/bin/ss")
+
+        @Test(
+            "A broken connection (broker still running) costs the calls in flight no timeout",
+            .enabled(if: canBreakConnections, "needs root for ss -K"))
+        func aBrokenConnectionIsRepairedWithoutWaitingForTimeouts() async throws {
+            let cluster = try await TestCluster.start()
+            defer { cluster.killAll() }
+            _ = try await cluster.startWorker(name: "steady", capacity: 20)
+            let sky = try await SkyClient(broker: cluster.clients)
+            let calls = Task {
+                try await withThrowingTaskGroup(of: SleepTask.self) { group in
+                    for tag in 0..<20 { group.addTask { try await sky.scan(SleepTask(milliseconds: 1500, tag: tag)) } }
+                    return try await group.reduce(into: []) { $0.append($1) }
+                }
+            }
+            try await eventually("20 tasks running") { try await sky.clusterSnapshot().inFlight == 20 }
+            let port = String(cluster.clients.split(separator: ":").last!)
+            let brokenAt = ContinuousClock.now
+            let killer = Process()
+            killer.executableURL = URL(fileURLWithPath: "/usr/bin/ss")
+            killer.arguments = ["-K", "dst", "127.0.0.1", "dport", "=", port]
+            killer.standardOutput = FileHandle.nullDevice
+            killer.standardError = FileHandle.nullDevice
+            try killer.run()
+            killer.waitUntilExit()
+            let results = try await value(of: calls, within: .seconds(20), "20 sleeps after the connection broke")
+            let elapsed = ContinuousClock.now - brokenAt
+            #expect(results.map(\.tag).sorted() == Array(0..<20))
+            let statistics = await sky.statistics
+            #expect(statistics.resentAfterReconnect == 20, "\(statistics)")
+            #expect(statistics.attemptTimeouts == 0 && statistics.retries == 0)
+            #expect(elapsed < .seconds(5), "done \(elapsed) after the break; an attempt timeout is 30 s")
+            let snapshot = try await sky.clusterSnapshot()
+            #expect(snapshot.counters.requestsAccepted == 20, "each ran once; the resends joined them")
+            print(
+                "connection broken: 20/20 done \(elapsed) later, \(snapshot.counters.duplicateRequests) resends joined")
+            await sky.close()
+            await cluster.stop()
+        }
+
         @Test func eventsStartFromASnapshotAndFollowTheCluster() async throws {
             let cluster = try await TestCluster.start()
             defer { cluster.killAll() }

@@ -167,11 +167,13 @@ extension IntegrationSuite {
             let endpoint = first.endpoint
             let sky = try await SkyClient(broker: endpoint)
             let call = Task { try await sky.request(service: "svc", body: [8]) }
-            _ = await first.nextRequest()
+            let original = await first.nextRequest()
             await first.stop()  // the broker dies holding the request
             let second = try await FakeBroker.start(on: endpoint)
             let resent = await second.nextRequest()
             #expect(resent.request?.header.attempt == 2)
+            #expect(resent.peer == original.peer, "the client keeps its routing id across connections")
+            #expect(resent.peer.count == 16)
             second.echo(resent)
             #expect(try await call.value == [8])
             let statistics = await sky.statistics

@@ -165,6 +165,18 @@ struct RequestTableTests {
         #expect(table.nextDeadline() == nil)
     }
 
+    @Test func timersOfFinishedCallsDoNotPileUp() {
+        var table = Self.connected()
+        for number in 0..<20_000 {
+            let id = RequestID(high: 9, low: UInt64(number))
+            _ = table.start(
+                Self.call(timeout: .seconds(30), coalesce: false), id: id, waiter: UInt64(number), now: .zero)
+            _ = table.received(Self.ok(id), now: .zero)
+        }
+        #expect(table.callCount == 0)
+        #expect(table.timerCount <= 1025, "\(table.timerCount) timers for no call in flight")
+    }
+
     @Test func closingFailsEveryWaiter() {
         var table = Self.connected()
         _ = table.start(Self.call([7]), id: Self.id1, waiter: 1, now: .zero)
