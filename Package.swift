@@ -126,9 +126,10 @@ let package = Package(
         .executableTarget(
             name: "skywatch",
             dependencies: [
-                "SkyZMQ", "SkyProtocol", "SkyCLISupport",
+                "Sky", "SkyProtocol", "SkyCLISupport",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "UnixSignals", package: "swift-service-lifecycle"),
             ],
             swiftSettings: strictSettings
         ),

@@ -14,7 +14,9 @@ extension SkyClient {
     /// The broker's events, starting from a snapshot: the stream first yields
     /// ``ClusterEvent/snapshot(_:)``, then every event the broker publishes after it (worker
     /// connected or disconnected, stats, task events when the broker publishes them), none
-    /// missed and none twice. Ends when the client closes or the consumer stops iterating.
+    /// missed and none twice. When events were lost on the way (a gap in their numbers) or the
+    /// broker restarted, a new snapshot comes before the events that follow. Ends when the
+    /// client closes or the consumer stops iterating; throws when a snapshot cannot be had.
     ///
     /// Uses the events endpoint of ``Configuration/events``.
     public nonisolated func events() -> AsyncThrowingStream<ClusterEvent, any Error> {
@@ -57,16 +59,20 @@ extension SkyClient {
         }
         try await loop.open(.init(id: id, type: .sub, options: [.subscribe([])], connect: [endpoint]))
         var lastSeq: UInt64 = 0
+        var instance: String?
         var needSnapshot = true
         for await event in raw {
             // The broker greets every new subscriber, so the first event proves the subscription
-            // is live: a snapshot taken now misses nothing. A greeting numbered at or below what
-            // was seen means the broker restarted and counts anew.
-            if event.event == .brokerHello && event.seq <= lastSeq { needSnapshot = true }
+            // is live: a snapshot taken now misses nothing. A greeting from another run of the
+            // broker means it restarted and counts anew; a number beyond the next one means
+            // events were lost on the way (a slow subscriber): either way, take a new snapshot.
+            if event.event == .brokerHello, let run = event.broker, run != instance { needSnapshot = true }
+            if event.seq > lastSeq + 1 { needSnapshot = true }
             if needSnapshot {
                 let snapshot = try await clusterSnapshot()
                 output.yield(.snapshot(snapshot))
                 lastSeq = snapshot.seq
+                instance = snapshot.broker
                 needSnapshot = false
             }
             if event.seq > lastSeq {

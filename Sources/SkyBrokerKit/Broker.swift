@@ -55,7 +55,7 @@ public final class Broker: Service, Sendable {
                 bind: [configuration.clientsEndpoint]),
             .init(
                 id: workersSocket, type: .router, options: guardrails + [.routerMandatory(true)],
-                bind: [configuration.workersEndpoint]),
+                bind: [configuration.workersEndpoint], readPeerAddress: true),
             .init(
                 id: eventsSocket, type: .xpub, options: guardrails + [.xpubVerbose(true)],
                 bind: [configuration.eventsEndpoint]),
@@ -105,7 +105,7 @@ public final class Broker: Service, Sendable {
 
     /// The current view of the cluster (what `mmi.workers` answers).
     public func snapshot() -> ClusterSnapshot {
-        state.withLock { $0.snapshot() }
+        state.withLock { $0.snapshot(now: clock.now) }
     }
 
     private func handle(_ batch: [ZMQEventLoop.Inbound]) {
@@ -123,8 +123,8 @@ public final class Broker: Service, Sendable {
                 case .message(Self.workersSocket, let message):
                     guard message.frames.count >= 1 else { continue }
                     machine.workerMessage(
-                        from: PeerID(message.frames[0]), frames: Array(message.frames.dropFirst()), now: now,
-                        into: &actions)
+                        from: PeerID(message.frames[0]), frames: Array(message.frames.dropFirst()),
+                        host: message.peerAddress, now: now, into: &actions)
                 case .message(Self.eventsSocket, let message):
                     // XPUB: [0x01 topic] subscribes, [0x00 topic] unsubscribes.
                     if message.frames.first?.first == 1 { machine.subscriberJoined(into: &actions) }

@@ -17,7 +17,7 @@ extension BrokerStateMachine {
         expireLeases(now: now, into: &actions)
         if let due = nextStats {
             if now >= due {
-                publishStats(over: configuration.statsInterval, into: &actions)
+                publishStats(over: configuration.statsInterval, now: now, into: &actions)
                 nextStats = now + configuration.statsInterval
             }
         } else {
@@ -68,7 +68,7 @@ extension BrokerStateMachine {
         }
     }
 
-    private mutating func publishStats(over period: Duration, into actions: inout [BrokerAction]) {
+    private mutating func publishStats(over period: Duration, now: Instant, into actions: inout [BrokerAction]) {
         let completed = counters.repliesSent
         let seconds = Double(period.components.seconds) + Double(period.components.attoseconds) / 1e18
         let stats = BrokerStats(
@@ -76,7 +76,9 @@ extension BrokerStateMachine {
             inFlight: inFlightCount, completed: completed,
             completedPerSecond: seconds > 0 ? Double(completed - completedAtLastStats) / seconds : 0)
         completedAtLastStats = completed
-        publish(SkyEvent(seq: 0, event: .brokerStats, time: "", stats: stats), into: &actions)
+        publish(
+            SkyEvent(seq: 0, event: .brokerStats, time: "", workers: workerLoads(now: now), stats: stats),
+            into: &actions)
     }
 
     /// The broker is stopping: refuse new work, answer everything waiting or running with

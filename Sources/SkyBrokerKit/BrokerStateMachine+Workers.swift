@@ -4,8 +4,9 @@ import SkyProtocol
 
 extension BrokerStateMachine {
     /// A message arrived on the workers ROUTER from `peer`.
+    /// - Parameter host: the address the message came from, if known (recorded on READY).
     public mutating func workerMessage(
-        from peer: PeerID, frames: [[UInt8]], now: Instant, into actions: inout [BrokerAction]
+        from peer: PeerID, frames: [[UInt8]], host: String? = nil, now: Instant, into actions: inout [BrokerAction]
     ) {
         let command: WorkerToBroker
         do {
@@ -16,7 +17,7 @@ extension BrokerStateMachine {
             return
         }
         if case .ready(let announcement) = command {
-            register(peer, announcement, now: now, into: &actions)
+            register(peer, announcement, host: host, now: now, into: &actions)
             return
         }
         guard workers[peer] != nil else {
@@ -39,6 +40,7 @@ extension BrokerStateMachine {
         }
         let expiresAt = now + configuration.expiry
         workers[peer]?.expiresAt = expiresAt
+        workers[peer]?.lastHeard = now
         switch command {
         case .ready:
             break
@@ -71,7 +73,8 @@ extension BrokerStateMachine {
     }
 
     private mutating func register(
-        _ peer: PeerID, _ announcement: WorkerAnnouncement, now: Instant, into actions: inout [BrokerAction]
+        _ peer: PeerID, _ announcement: WorkerAnnouncement, host: String?, now: Instant,
+        into actions: inout [BrokerAction]
     ) {
         if workers[peer] != nil {
             actions.append(.log(.warning, "worker \(peer) sent a second READY; disconnecting it"))
@@ -94,7 +97,7 @@ extension BrokerStateMachine {
         for service in announcement.services where !services.contains(service) { services.append(service) }
         let record = WorkerRecord(
             id: peer, name: announcement.name, capacity: Int(announcement.capacity), services: services,
-            expiresAt: now + configuration.expiry)
+            expiresAt: now + configuration.expiry, host: host, lastHeard: now)
         workers[peer] = record
         for service in services { workersByService[service, default: []].append(peer) }
         actions.append(
@@ -166,6 +169,7 @@ extension BrokerStateMachine {
             return
         }
         running[key.requestID] = nil
+        workers[peer]?.completed += 1
         if !held.answered {
             var answer = answer
             answer.attempt = held.task.request.header.attempt

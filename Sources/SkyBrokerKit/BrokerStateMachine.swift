@@ -48,6 +48,8 @@ public struct BrokerStateMachine: Sendable {
         public var taskEvents: Bool = false
         /// Measures the process's memory for snapshots; `nil` leaves it out (tests).
         public var memoryProbe: (@Sendable () -> ProcessMemory)?
+        /// Names this run of the broker in greetings and snapshots.
+        public var instance = RequestID.random().description
 
         public init() {}
 
@@ -98,11 +100,26 @@ public struct BrokerStateMachine: Sendable {
         var expiresAt: Instant
         /// It said DRAINING: no new tasks.
         var draining = false
+        /// The address it connected from, if the transport tells.
+        var host: String?
+        /// Replies it sent for tasks it held.
+        var completed: UInt64 = 0
+        var lastHeard: Instant
 
         var freeCredits: Int { draining ? 0 : capacity - inFlight.count }
 
         var info: WorkerInfo {
-            WorkerInfo(id: id.description, name: name, capacity: capacity, services: services)
+            WorkerInfo(id: id.description, name: name, capacity: capacity, services: services, host: host)
+        }
+
+        /// The info with its load, as snapshots and stats show it.
+        func load(now: Instant) -> WorkerInfo {
+            var info = info
+            info.inFlight = inFlight.count
+            info.completed = completed
+            let (seconds, attoseconds) = (now - lastHeard).components
+            info.lastHeardMilliseconds = Int(seconds * 1000 + attoseconds / 1_000_000_000_000_000)
+            return info
         }
     }
 
@@ -169,15 +186,17 @@ public struct BrokerStateMachine: Sendable {
     }
 
     /// The current view, as answered to `mmi.workers`.
-    public func snapshot() -> ClusterSnapshot {
-        let list = workers.values.sorted { $0.id.bytes.lexicographicallyPrecedes($1.id.bytes) }.map {
-            var info = $0.info
-            info.inFlight = $0.inFlight.count
-            return info
-        }
+    public func snapshot(now: Instant) -> ClusterSnapshot {
+        let list = workerLoads(now: now)
         return ClusterSnapshot(
             seq: lastEventSeq, workers: list, queued: queuedPerService(),
-            inFlight: inFlightCount, counters: counters, memory: configuration.memoryProbe?())
+            inFlight: inFlightCount, counters: counters, memory: configuration.memoryProbe?(),
+            broker: configuration.instance)
+    }
+
+    /// Every worker with its load, in a stable order.
+    func workerLoads(now: Instant) -> [WorkerInfo] {
+        workers.values.sorted { $0.id.bytes.lexicographicallyPrecedes($1.id.bytes) }.map { $0.load(now: now) }
     }
 
     // MARK: Clients
@@ -212,7 +231,7 @@ public struct BrokerStateMachine: Sendable {
         _ request: TaskRequest, from client: PeerID, now: Instant, into actions: inout [BrokerAction]
     ) {
         if request.service.hasPrefix(BrokerService.prefix) {
-            answerBrokerService(request, for: client, into: &actions)
+            answerBrokerService(request, for: client, now: now, into: &actions)
             return
         }
         if stopping {
@@ -340,12 +359,15 @@ public struct BrokerStateMachine: Sendable {
     /// tells them their subscription is live.
     public mutating func subscriberJoined(into actions: inout [BrokerAction]) {
         publish(
-            SkyEvent(seq: 0, event: .brokerHello, time: "", workers: snapshot().workers, queued: queuedCount),
+            SkyEvent(
+                seq: 0, event: .brokerHello, time: "",
+                workers: workers.values.sorted { $0.id.bytes.lexicographicallyPrecedes($1.id.bytes) }.map(\.info),
+                queued: queuedCount, broker: configuration.instance),
             into: &actions)
     }
 
     private mutating func answerBrokerService(
-        _ request: TaskRequest, for client: PeerID, into actions: inout [BrokerAction]
+        _ request: TaskRequest, for client: PeerID, now: Instant, into actions: inout [BrokerAction]
     ) {
         var answer: TaskReply
         switch request.service {
@@ -354,7 +376,7 @@ public struct BrokerStateMachine: Sendable {
             let served = workersByService[name]?.isEmpty == false
             answer = TaskReply(requestID: request.requestID, status: .ok, body: Array((served ? "200" : "404").utf8))
         case BrokerService.workers:
-            answer = TaskReply(requestID: request.requestID, status: .ok, body: JSONCoding.encode(snapshot()))
+            answer = TaskReply(requestID: request.requestID, status: .ok, body: JSONCoding.encode(snapshot(now: now)))
         default:
             answer = .failure(
                 request.requestID, .unknownService, type: "unknownService",

@@ -59,11 +59,14 @@ public struct ClusterSnapshot: Codable, Sendable, Equatable {
     public var counters: BrokerCounters
     /// The broker process's memory, when it measures it.
     public var memory: ProcessMemory?
+    /// Names this run of the broker (random, chosen at start): event numbers count per run.
+    public var broker: String?
 
     public init(
         seq: UInt64, workers: [WorkerInfo], queued: [String: Int], inFlight: Int, counters: BrokerCounters,
-        memory: ProcessMemory? = nil
+        memory: ProcessMemory? = nil, broker: String? = nil
     ) {
+        self.broker = broker
         self.seq = seq
         self.workers = workers
         self.queued = queued

@@ -46,15 +46,27 @@ public struct WorkerInfo: Codable, Sendable, Equatable {
     public var name: String
     public var capacity: Int
     public var services: [String]
-    /// Tasks outstanding at the worker (in snapshots).
+    /// Tasks outstanding at the worker (in snapshots and stats).
     public var inFlight: Int?
+    /// The IP address the broker sees the worker connect from (TCP only).
+    public var host: String?
+    /// Replies the worker sent for tasks it held, since it registered (in snapshots and stats).
+    public var completed: UInt64?
+    /// Milliseconds since the broker last heard from the worker (in snapshots and stats).
+    public var lastHeardMilliseconds: Int?
 
-    public init(id: String, name: String, capacity: Int, services: [String], inFlight: Int? = nil) {
+    public init(
+        id: String, name: String, capacity: Int, services: [String], inFlight: Int? = nil, host: String? = nil,
+        completed: UInt64? = nil, lastHeardMilliseconds: Int? = nil
+    ) {
         self.id = id
         self.name = name
         self.capacity = capacity
         self.services = services
         self.inFlight = inFlight
+        self.host = host
+        self.completed = completed
+        self.lastHeardMilliseconds = lastHeardMilliseconds
     }
 }
 
@@ -136,12 +148,16 @@ public struct SkyEvent: Codable, Sendable, Equatable {
     public var task: TaskInfo?
     /// For `broker.stats`.
     public var stats: BrokerStats?
+    /// For `broker.hello`: names this run of the broker (as ``ClusterSnapshot/broker``), so a
+    /// subscriber can tell a restarted broker, whose event numbers start again at 1.
+    public var broker: String?
 
     public init(
         seq: UInt64, event: EventKind, time: String, worker: WorkerInfo? = nil, reason: DisconnectReason? = nil,
         tasksHeld: Int? = nil, workers: [WorkerInfo]? = nil, queued: Int? = nil, task: TaskInfo? = nil,
-        stats: BrokerStats? = nil
+        stats: BrokerStats? = nil, broker: String? = nil
     ) {
+        self.broker = broker
         self.seq = seq
         self.event = event
         self.time = time

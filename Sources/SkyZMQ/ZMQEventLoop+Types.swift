@@ -26,14 +26,17 @@ extension ZMQEventLoop {
         public var connect: [String]
         /// Read the ZAP `User-Id` of every received message (costs a metadata lookup per message).
         public var readUserID: Bool
+        /// Read the peer's IP address (`Peer-Address`) of every received message.
+        public var readPeerAddress: Bool
         /// Report these monitor events as ``Inbound/monitor(_:_:)``; `nil` for none.
         public var monitor: ZMQMonitorEvent.Kind.Set?
 
         public init(
             id: SocketID, type: ZMQSocketType, options: [ZMQSocketOption] = [],
-            bind: [String] = [], connect: [String] = [], readUserID: Bool = false,
+            bind: [String] = [], connect: [String] = [], readUserID: Bool = false, readPeerAddress: Bool = false,
             monitor: ZMQMonitorEvent.Kind.Set? = nil
         ) {
+            self.readPeerAddress = readPeerAddress
             self.id = id
             self.type = type
             self.options = options

@@ -324,7 +324,8 @@ final class ZMQEventLoopRunner {
         guard let entry = entries[id] else { return }
         for _ in 0..<Self.readBudget {
             guard
-                let message = try? entry.socket.receive(dontWait: true, readUserID: entry.spec.readUserID)
+                let message = try? entry.socket.receive(
+                    dontWait: true, readUserID: entry.spec.readUserID, readPeerAddress: entry.spec.readPeerAddress)
             else { return }
             batch.append(.message(id, message))
         }

@@ -103,9 +103,13 @@ public final class ZMQSocket {
     /// - Parameters:
     ///   - dontWait: return `nil` at once when nothing is waiting instead of blocking.
     ///   - readUserID: also read the ZAP `User-Id` metadata of the message.
-    public func receive(dontWait: Bool = false, readUserID: Bool = false) throws(ZMQError) -> ZMQMessage? {
+    ///   - readPeerAddress: also read the peer's IP address (`Peer-Address`, TCP only).
+    public func receive(
+        dontWait: Bool = false, readUserID: Bool = false, readPeerAddress: Bool = false
+    ) throws(ZMQError) -> ZMQMessage? {
         var frames: [[UInt8]] = []
         var userID: String?
+        var peerAddress: String?
         var message = zmq_msg_t()
         zmq_msg_init(&message)
         defer { zmq_msg_close(&message) }
@@ -123,12 +127,17 @@ public final class ZMQSocket {
             } else {
                 frames.append([])
             }
-            if readUserID && frames.count == 1, let value = zmq_msg_gets(&message, "User-Id") {
+            // A ROUTER makes up the routing-id frame itself; only the peer's own frames carry
+            // its metadata, so look until one has it.
+            if readUserID && userID == nil, let value = zmq_msg_gets(&message, "User-Id") {
                 userID = String(cString: value)
+            }
+            if readPeerAddress && peerAddress == nil, let value = zmq_msg_gets(&message, "Peer-Address") {
+                peerAddress = String(cString: value)
             }
             if zmq_msg_more(&message) == 0 { break }
         }
-        return ZMQMessage(frames: frames, userID: userID)
+        return ZMQMessage(frames: frames, userID: userID, peerAddress: peerAddress)
     }
 
     /// Starts libzmq's socket monitor: events are published on a PAIR socket bound at `endpoint`

@@ -1,44 +1,101 @@
 import ArgumentParser
+import Foundation
 import Logging
+import Sky
 import SkyCLISupport
-import SkyProtocol
-import SkyZMQ
+import UnixSignals
 
 @main
 struct SkyWatchCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "skywatch",
-        abstract: "Prints the events of a Sky broker: workers connecting and leaving.",
+        abstract: "Shows a Sky cluster live: its workers, their load, and what happens to them.",
         discussion: """
-            Subscribes to the broker's events endpoint and prints one line per event (--json: one
-            JSON object per line). The broker greets each new subscriber with a broker.hello event
-            listing the workers connected at that moment. Runs until interrupted.
+            Takes the broker's snapshot, then applies its events in order (a gap in their numbers,
+            or a broker restart, takes a new snapshot). On a terminal it shows a table that
+            redraws in place; piped, it prints one line per event; --json prints JSON lines
+            (the snapshot as {"snapshot": ...}, then the events) and, when stopped with SIGTERM
+            or SIGINT, the final worker table as {"table": [...]}. With --wait-workers N it exits
+            0 as soon as N workers are connected, or 1 after --timeout seconds. While the
+            broker is unreachable it says so and keeps trying.
             """)
 
-    @Option(help: "The broker's events endpoint.")
-    var events = "tcp://127.0.0.1:5557"
+    @Option(help: "The broker's clients endpoint (for snapshots).")
+    var broker = "tcp://127.0.0.1:5555"
 
-    @Flag(help: "Print events as JSON lines.")
+    @Option(help: "The broker's events endpoint (default: the clients endpoint's port + 2).")
+    var events: String?
+
+    @Flag(help: "Print JSON lines instead of a table or text.")
     var json = false
+
+    @Option(help: "Exit 0 once this many workers are connected.")
+    var waitWorkers: Int?
+
+    @Option(help: "With --wait-workers: give up after this many seconds (exit 1).")
+    var timeout: Double = 30
 
     @OptionGroup var common: CommonOptions
 
+    func validate() throws {
+        if let waitWorkers, waitWorkers < 0 { throw ValidationError("--wait-workers must be 0 or more") }
+        guard timeout > 0 else { throw ValidationError("--timeout must be positive") }
+    }
+
     func run() async throws {
         let logger = ProcessSetup.prepare(label: "skywatch", options: common)
-        let socket = ZMQEventLoop.SocketID(0, name: "events")
-        let loop = try await ZMQEventLoop.start(
-            name: "skywatch-io",
-            sockets: [.init(id: socket, type: .sub, options: [.subscribe([])], connect: [events])])
-        logger.info("watching \(events)")
-        for await batch in loop.inbound {
-            for case .message(_, let message) in batch {
-                do {
-                    let event = try SkyEvent.decode(message.frames)
-                    ProcessSetup.line(json ? event.jsonLine() : EventFormatter.line(event))
-                } catch {
-                    logger.warning("ignored a message that is not a Sky event: \(error)")
+        var configuration = SkyClient.Configuration()
+        configuration.events = events
+        configuration.logger = logger
+        let client = try await SkyClient(broker: broker, configuration: configuration)
+        let style: WatchDisplay.Style =
+            json ? .json : (isatty(STDOUT_FILENO) == 1 && waitWorkers == nil ? .table : .lines)
+        let display = WatchDisplay(style: style, broker: broker)
+        let signals = await UnixSignalsSequence(trapping: .sigterm, .sigint)
+        let outcome = await withTaskGroup(of: Int32.self) { group in
+            let target = waitWorkers
+            group.addTask { await Self.watch(client, display, until: target) }
+            group.addTask {
+                for await _ in signals { return 0 }
+                return 0
+            }
+            if waitWorkers != nil {
+                let limit = timeout
+                group.addTask {
+                    try? await Task.sleep(for: .milliseconds(Int64(limit * 1000)))
+                    guard !Task.isCancelled else { return 0 }
+                    await display.timedOut(after: limit)
+                    return 1
                 }
             }
+            let first = await group.next() ?? 0
+            group.cancelAll()
+            return first
         }
+        await display.finish()
+        await client.close()
+        if outcome != 0 { throw ExitCode(outcome) }
+    }
+
+    /// Follows the cluster until --wait-workers is met (returns 0) or the task is cancelled.
+    private static func watch(_ client: SkyClient, _ display: WatchDisplay, until waitWorkers: Int?) async -> Int32 {
+        let patience = Task {
+            try await Task.sleep(for: .seconds(2))
+            await display.brokerSilent()
+        }
+        defer { patience.cancel() }
+        while !Task.isCancelled {
+            do {
+                for try await change in client.events() {
+                    patience.cancel()
+                    await display.show(change)
+                    if let waitWorkers, await display.view.workers.count >= waitWorkers { return 0 }
+                }
+            } catch {
+                await display.problem("\(error)")
+                try? await Task.sleep(for: .seconds(1))
+            }
+        }
+        return 0
     }
 }

@@ -168,14 +168,12 @@ extension IntegrationSuite {
             let linesBefore = watch.outputLines.count
             try await cluster.restartBroker()
             let restartedAt = ContinuousClock.now
-            // The watcher reconnects by itself; the new broker greets it and announces the
-            // workers as they register again. Only what was printed after the restart counts.
+            // The watcher reconnects by itself; the new broker's greeting names a new run, so
+            // it takes a new snapshot and then sees the workers register again. Only what was
+            // printed after the restart counts.
             try await watch.waitUntil(timeout: .seconds(15)) { lines in
-                let events = lines.dropFirst(linesBefore).compactMap {
-                    try? JSONDecoder().decode(SkyEvent.self, from: Data($0.utf8))
-                }
-                return events.contains { $0.event == .brokerHello }
-                    && events.filter { $0.event == .workerConnected }.count == 2
+                let workers = SkyProcess.watchedWorkers(lines.dropFirst(linesBefore))
+                return workers.map { Set($0.values.map(\.name)) } == ["r-1", "r-2"]
             }
             // Expiry on the worker's side plus at most one jittered backoff (1 s + 20 %).
             let registeredAgain = ContinuousClock.now - restartedAt

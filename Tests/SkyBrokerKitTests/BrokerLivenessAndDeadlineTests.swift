@@ -269,7 +269,7 @@ struct BrokerDeadlineTests {
         _ = broker.ready(worker, capacity: 1)
         _ = broker.request(client, id1)
         _ = broker.request(client, id2)
-        let snapshot = broker.machine.snapshot()
+        let snapshot = broker.machine.snapshot(now: broker.now)
         #expect(snapshot.seq == 1)
         #expect(snapshot.inFlight == 1)
         #expect(snapshot.queued == ["sky.scan": 1])

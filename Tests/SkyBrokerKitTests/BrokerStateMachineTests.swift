@@ -275,7 +275,7 @@ struct BrokerMembershipTests {
             all.map(\.event) == [
                 .brokerHello, .workerConnected, .workerConnected, .workerDisconnected, .workerDisconnected,
             ])
-        #expect(broker.machine.snapshot().seq == 5)
+        #expect(broker.machine.snapshot(now: broker.now).seq == 5)
     }
 
     @Test func helloDescribesTheCurrentWorkersAndQueue() {
@@ -363,6 +363,31 @@ struct BrokerInputTests {
         #expect(snapshot.workers.first?.inFlight == 1)
         #expect(snapshot.queued == ["idle": 1])
         #expect(snapshot.counters.requestsAccepted == 2)
+    }
+
+    @Test func snapshotsAndStatsShowEachWorkersHostLoadAndLastWord() {
+        var broker = BrokerHarness()
+        var actions: [BrokerAction] = []
+        broker.machine.workerMessage(
+            from: worker,
+            frames: WorkerToBroker.ready(WorkerAnnouncement(name: "w", capacity: 2, services: ["sky.scan"]))
+                .encode(), host: "10.0.0.7", now: broker.now, into: &actions)
+        _ = broker.request(client, RequestID(high: 0, low: 1))
+        _ = broker.request(client, RequestID(high: 0, low: 2))
+        _ = broker.advance(.milliseconds(300))
+        _ = broker.reply(worker, client: client, RequestID(high: 0, low: 1))
+        _ = broker.advance(.milliseconds(450))
+        let info = broker.machine.snapshot(now: broker.now).workers.first
+        #expect(info?.host == "10.0.0.7")
+        #expect(info?.completed == 1 && info?.inFlight == 1)
+        #expect(info?.lastHeardMilliseconds == 450)
+        // broker.stats carries the same per-worker load, once a second.
+        let stats = broker.advance(.milliseconds(600)).compactMap { action -> SkyEvent? in
+            if case .publish(let event) = action, event.event == .brokerStats { event } else { nil }
+        }
+        #expect(stats.first?.workers?.first?.completed == 1)
+        #expect(stats.first?.workers?.first?.lastHeardMilliseconds == 1050)
+        #expect(broker.machine.snapshot(now: broker.now).broker == broker.machine.configuration.instance)
     }
 
     @Test func unknownBrokerServicesAnswer501() {

@@ -226,4 +226,20 @@ struct ZMQEventLoopTests {
         await client.shutdown()
         await server.shutdown()
     }
+
+    @Test func readsThePeerAddressOfARouterPeerOverTCP() async throws {
+        let server = try await ZMQEventLoop.start(
+            name: "test-peer",
+            sockets: [.init(id: Self.server, type: .router, bind: ["tcp://127.0.0.1:*"], readPeerAddress: true)])
+        let client = try await ZMQEventLoop.start(
+            name: "test-peer-client",
+            sockets: [.init(id: Self.client, type: .dealer, connect: server.boundEndpoints(of: Self.server))])
+        client.send([[1], [2]], on: Self.client)
+        let message = await Self.collect(server, messages: 1).messages.first
+        // The ROUTER's routing-id frame carries no metadata; the address comes from the peer's frames.
+        #expect(message?.peerAddress == "127.0.0.1")
+        #expect(message?.frames.count == 3)
+        await client.shutdown()
+        await server.shutdown()
+    }
 }

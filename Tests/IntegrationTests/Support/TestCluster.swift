@@ -58,10 +58,10 @@ final class TestCluster: Sendable {
         currentBroker.withLock { $0 = broker }
     }
 
-    /// Starts `skywatch --json` and waits for the broker's greeting, so its subscription is live.
+    /// Starts `skywatch --json` and waits for its first snapshot, so its subscription is live.
     func startWatch() async throws -> SkyProcess {
-        let watch = try track(SkyProcess("skywatch", ["--events", events, "--json"]))
-        try await watch.waitForLine { $0.contains(#""event":"broker.hello""#) }
+        let watch = try track(SkyProcess("skywatch", ["--broker", clients, "--events", events, "--json"]))
+        try await watch.waitForLine { $0.hasPrefix(#"{"snapshot":"#) }
         return watch
     }
 
@@ -120,10 +120,38 @@ final class TestCluster: Sendable {
     }
 }
 
+/// skywatch's `--json` line for a snapshot.
+struct SnapshotLine: Decodable {
+    var snapshot: ClusterSnapshot
+}
+
+/// skywatch's last `--json` line: its worker table.
+struct TableLine: Decodable {
+    var table: [WorkerInfo]
+}
+
 extension SkyProcess {
     /// skywatch --json output decoded as events (lines that are not events are skipped).
     var events: [SkyEvent] {
         outputLines.compactMap { try? JSONDecoder().decode(SkyEvent.self, from: Data($0.utf8)) }
+    }
+
+    /// The workers skywatch knows of after the given lines of its `--json` output: those of its
+    /// last snapshot, plus those connected and minus those disconnected since. `nil` before a
+    /// snapshot.
+    static func watchedWorkers(_ lines: ArraySlice<String>) -> [String: WorkerInfo]? {
+        let decoder = JSONDecoder()
+        guard
+            let index = lines.lastIndex(where: { $0.hasPrefix(#"{"snapshot":"#) }),
+            let snapshot = try? decoder.decode(SnapshotLine.self, from: Data(lines[index].utf8)).snapshot
+        else { return nil }
+        var workers = Dictionary(snapshot.workers.map { ($0.id, $0) }, uniquingKeysWith: { $1 })
+        for line in lines[lines.index(after: index)...] {
+            guard let event = try? decoder.decode(SkyEvent.self, from: Data(line.utf8)) else { continue }
+            if event.event == .workerConnected, let worker = event.worker { workers[worker.id] = worker }
+            if event.event == .workerDisconnected, let worker = event.worker { workers[worker.id] = nil }
+        }
+        return workers
     }
 
     /// Waits until skywatch printed events satisfying `condition`.

@@ -1,0 +1,45 @@
+import Foundation
+import Sky
+
+/// The live table: a header with the broker's totals, then one row per worker.
+enum WorkerTable {
+    static func render(_ view: ClusterView, broker: String) -> String {
+        var lines = [
+            "Sky cluster at \(broker)   (event #\(view.seq))",
+            String(
+                format: "workers %d   queued %d   in flight %d   completed %llu   %.1f tasks/s",
+                view.workers.count, view.queued, view.inFlight, view.completed, view.tasksPerSecond),
+            "",
+            pad(["WORKER", "HOST", "CAPACITY", "RUNNING", "COMPLETED", "LAST HEARD", "SERVICES"]),
+        ]
+        for worker in view.sortedWorkers {
+            let heard = worker.lastHeardMilliseconds.map { String(format: "%.1f s ago", Double($0) / 1000) } ?? "-"
+            let name = view.draining.contains(worker.id) ? worker.name + " (draining)" : worker.name
+            lines.append(
+                pad([
+                    name, worker.host ?? "-", "\(worker.capacity)", "\(worker.inFlight ?? 0)",
+                    "\(worker.completed ?? 0)", heard, worker.services.joined(separator: ","),
+                ]))
+        }
+        if view.workers.isEmpty { lines.append("(no workers connected)") }
+        return lines.joined(separator: "\n") + "\n"
+    }
+
+    private static let widths = [24, 16, 9, 8, 10, 12, 0]
+
+    private static func pad(_ cells: [String]) -> String {
+        zip(cells, widths).map { cell, width in
+            width == 0 || cell.count >= width ? cell + " " : cell.padding(toLength: width, withPad: " ", startingAt: 0)
+        }.joined()
+    }
+}
+
+/// One-key JSON objects for skywatch's JSON lines.
+enum JSONLines {
+    static func object(_ key: String, _ value: some Encodable) -> String {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        let body = (try? encoder.encode(value)).map { String(decoding: $0, as: UTF8.self) } ?? "null"
+        return "{\"\(key)\":\(body)}"
+    }
+}
