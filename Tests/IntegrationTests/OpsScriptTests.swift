@@ -1,0 +1,97 @@
+import Foundation
+import Testing
+
+extension IntegrationSuite {
+    @Suite("ops/sky: up, status, down")
+    struct OpsScriptTests {
+        static let repository = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+            .deletingLastPathComponent().deletingLastPathComponent()
+
+        /// Runs `ops/sky` with the test's executables, its own state directory and ports.
+        static func ops(_ arguments: [String], state: URL, portBase: Int) async throws -> (
+            status: Int32, output: String
+        ) {
+            let process = Process()
+            process.executableURL = repository.appendingPathComponent("ops/sky")
+            process.arguments = arguments
+            var environment = ProcessInfo.processInfo.environment
+            environment["SKY_BIN_DIR"] = SkyProcess.binaries.path
+            environment["SKY_STATE_DIR"] = state.path
+            environment["SKY_PORT_BASE"] = "\(portBase)"
+            process.environment = environment
+            // A file, not a pipe: the cluster's processes inherit the script's descriptors and
+            // would keep a pipe open long after the script exited.
+            let log = FileManager.default.temporaryDirectory.appendingPathComponent("sky-ops-\(UUID().uuidString).log")
+            _ = FileManager.default.createFile(atPath: log.path, contents: nil)
+            defer { try? FileManager.default.removeItem(at: log) }
+            let handle = try FileHandle(forWritingTo: log)
+            defer { try? handle.close() }
+            process.standardOutput = handle
+            process.standardError = handle
+            // Waits through the termination handler: waitUntilExit() spins a run loop that a
+            // Swift concurrency thread does not run.
+            let exited = AsyncStream.makeStream(of: Int32.self)
+            process.terminationHandler = { exited.continuation.yield($0.terminationStatus) }
+            try process.run()
+            var statuses = exited.stream.makeAsyncIterator()
+            _ = await statuses.next()
+            let output = try String(contentsOf: log, encoding: .utf8)
+            return (process.terminationStatus, output)
+        }
+
+        /// Three consecutive loopback ports nobody listens on (checked by binding them).
+        static func freePortTriple() async throws -> Int {
+            for _ in 0..<50 {
+                let base = Int.random(in: 20_000..<60_000)
+                var bound: [FakeBroker] = []
+                for port in base..<base + 3 {
+                    guard let broker = try? await FakeBroker.start(on: "tcp://127.0.0.1:\(port)") else { break }
+                    bound.append(broker)
+                }
+                for broker in bound { await broker.stop() }
+                if bound.count == 3 { return base }
+            }
+            throw SkyProcess.Timeout(description: "no three free consecutive ports found")
+        }
+
+        /// The pids in the pid files `up` wrote.
+        static func pids(in state: URL) -> [Int32] {
+            let files = (try? FileManager.default.contentsOfDirectory(atPath: state.path)) ?? []
+            return files.filter { $0.hasSuffix(".pid") }.compactMap { file in
+                (try? String(contentsOf: state.appendingPathComponent(file), encoding: .utf8)).flatMap {
+                    Int32($0.trimmingCharacters(in: .whitespacesAndNewlines))
+                }
+            }
+        }
+
+        @Test func upStartsTheClusterStatusShowsItAndDownLeavesNoProcessBehind() async throws {
+            let state = FileManager.default.temporaryDirectory.appendingPathComponent("sky-ops-\(UUID().uuidString)")
+            let base = try await Self.freePortTriple()
+            defer {
+                // If the test failed half-way: SIGKILL whatever `up` started, then tidy up.
+                for pid in Self.pids(in: state) { kill(pid, SIGKILL) }
+                try? FileManager.default.removeItem(at: state)
+            }
+            let up = try await Self.ops(["up", "--workers", "2", "--capacity", "2"], state: state, portBase: base)
+            #expect(up.status == 0, "\(up.output)")
+            #expect(up.output.contains("Cluster up: skybroker ready clients=tcp://127.0.0.1:\(base)"))
+            let pids = Self.pids(in: state)
+            #expect(pids.count == 4, "broker, watcher and two workers")
+
+            let status = try await Self.ops(["status"], state: state, portBase: base)
+            #expect(status.status == 0)
+            for part in ["broker", "watch", "worker-1", "worker-2"] {
+                #expect(
+                    status.output.range(of: "\(part) +pid [0-9]+ +running", options: .regularExpression) != nil,
+                    "\(status.output)")
+            }
+            #expect(status.output.contains("2 worker(s) (worker-1, worker-2)"), "\(status.output)")
+
+            let down = try await Self.ops(["down"], state: state, portBase: base)
+            #expect(down.status == 0 && down.output.contains("Cluster down."))
+            for pid in pids { #expect(kill(pid, 0) != 0, "process \(pid) still runs after down") }
+            let after = try await Self.ops(["status"], state: state, portBase: base)
+            #expect(after.output.contains("No cluster is up."))
+        }
+    }
+}
