@@ -28,8 +28,7 @@ extension IntegrationSuite {
             defer { try? handle.close() }
             process.standardOutput = handle
             process.standardError = handle
-            // Waits through the termination handler: waitUntilExit() spins a run loop that a
-            // Swift concurrency thread does not run.
+            // Waits through the termination handler, without blocking a thread of the pool.
             let exited = AsyncStream.makeStream(of: Int32.self)
             process.terminationHandler = { exited.continuation.yield($0.terminationStatus) }
             try process.run()

@@ -36,11 +36,19 @@ final class SkyProcess: Sendable {
         return me.deletingLastPathComponent()
     }()
 
-    init(_ executable: String, _ arguments: [String], name: String? = nil) throws {
+    /// - Parameter namespace: run it inside this Linux network namespace (`ip netns exec`, which
+    ///   execs the program, so the pid is the program's).
+    init(_ executable: String, _ arguments: [String], name: String? = nil, namespace: String? = nil) throws {
         self.name = name ?? executable
         process = Process()
-        process.executableURL = Self.binaries.appendingPathComponent(executable)
-        process.arguments = arguments
+        let program = Self.binaries.appendingPathComponent(executable)
+        if let namespace {
+            process.executableURL = URL(fileURLWithPath: "/usr/sbin/ip")
+            process.arguments = ["netns", "exec", namespace, program.path] + arguments
+        } else {
+            process.executableURL = program
+            process.arguments = arguments
+        }
         var environment = ProcessInfo.processInfo.environment
         environment["SKY_EXIT_WITH_PARENT"] = "1"
         process.environment = environment

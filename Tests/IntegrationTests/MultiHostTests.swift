@@ -1,0 +1,101 @@
+import Foundation
+import SkyProtocol
+import Testing
+
+extension IntegrationSuite {
+    @Suite("Several hosts: network namespaces on one bridge")
+    struct MultiHostTests {
+        @Test(
+            "A worker whose link goes down is dropped, its tasks finish elsewhere, and it comes back",
+            .enabled(if: NetworkLab.available, Comment(rawValue: NetworkLab.unavailableReason)))
+        func aWorkerCutOffFromTheNetworkIsReplacedAndReturns() async throws {
+            let lab = try NetworkLab()
+            defer { lab.deleteAll() }
+            // Host 1: the broker; hosts 2 and 3: a worker each; host 4: the clients.
+            let (brokerHost, firstHost, secondHost, clientHost) = (
+                try lab.addHost(1), try lab.addHost(2), try lab.addHost(3), try lab.addHost(4)
+            )
+            let broker = NetworkLab.address(1)
+            let heartbeats = ["--heartbeat-interval", "0.5", "--liveness", "3"]
+            let expiry = Duration.milliseconds(1500)
+            var processes: [SkyProcess] = []
+            defer { for process in processes { process.killNow() } }
+
+            let brokerProcess = try SkyProcess(
+                "skybroker",
+                [
+                    "--clients", "tcp://\(broker):5555", "--workers", "tcp://\(broker):5556", "--events",
+                    "tcp://\(broker):5557",
+                ]
+                    + heartbeats, namespace: brokerHost)
+            processes.append(brokerProcess)
+            try await brokerProcess.waitForLine { $0.hasPrefix("skybroker ready") }
+            let watch = try SkyProcess(
+                "skywatch", ["--broker", "tcp://\(broker):5555", "--events", "tcp://\(broker):5557", "--json"],
+                namespace: clientHost)
+            processes.append(watch)
+            try await watch.waitForLine { $0.hasPrefix(#"{"snapshot":"#) }
+            for (name, host) in [("far-1", firstHost), ("far-2", secondHost)] {
+                let worker = try SkyProcess(
+                    "skyworker", ["--broker", "tcp://\(broker):5556", "--name", name, "--capacity", "2"] + heartbeats,
+                    name: name, namespace: host)
+                processes.append(worker)
+            }
+            let joined = try await watch.waitForEvents { $0.filter { $0.event == .workerConnected }.count == 2 }
+            let hosts = Dictionary(
+                joined.compactMap { $0.worker }.map { ($0.name, $0.host ?? "?") }, uniquingKeysWith: { $1 })
+            #expect(
+                hosts == ["far-1": NetworkLab.address(2), "far-2": NetworkLab.address(3)], "the broker sees each host")
+
+            // Scans from the client host, across the bridge, with every result checked.
+            let scan = try SkyProcess(
+                "skyscan",
+                [
+                    "--broker", "tcp://\(broker):5555", "--sectors", "800", "--size", "256", "--concurrency", "8",
+                    "--verify", "--json",
+                ], namespace: clientHost)
+            processes.append(scan)
+            try await watch.waitForEvents { events in
+                events.contains {
+                    ($0.stats?.completed ?? 0) >= 100 && ($0.workers ?? []).allSatisfy { ($0.inFlight ?? 0) > 0 }
+                }
+            }
+
+            // Cut host 2 off for 3 × the expiry.
+            try lab.setLink(of: 2, up: false)
+            let cutAt = ContinuousClock.now
+            let dropped = try await watch.waitForEvents(timeout: .seconds(10)) {
+                $0.contains { $0.event == .workerDisconnected && $0.worker?.name == "far-1" }
+            }.first { $0.event == .workerDisconnected }
+            let detection = ContinuousClock.now - cutAt
+            let remaining = expiry * 3 - detection
+            if remaining > .zero { try await Task.sleep(for: remaining) }  // the fault: the link stays down
+            try lab.setLink(of: 2, up: true)
+            let restoredAt = ContinuousClock.now
+
+            try await watch.waitForEvents(timeout: .seconds(30)) {
+                $0.filter { $0.event == .workerConnected && $0.worker?.name == "far-1" }.count == 2
+            }
+            let back = ContinuousClock.now - restoredAt
+            #expect(try await scan.waitForExit(timeout: .seconds(120)) == 0, "\(scan.outputLines)\n\(scan.errorText)")
+            let summary =
+                try JSONSerialization.jsonObject(with: Data((scan.outputLines.last ?? "{}").utf8)) as? [String: Any]
+            let completed = summary?["completed"] as? Int
+            let failed = summary?["failed"] as? Int
+            let mismatches = summary?["mismatches"] as? Int
+            #expect(completed == 800 && failed == 0 && mismatches == 0, "\(summary ?? [:])")
+            #expect(dropped?.reason == .expired)
+            #expect((dropped?.tasksHeld ?? 0) > 0, "it held tasks when it was cut off")
+            print(
+                "multi-host: link of far-1 down for \(expiry * 3); dropped after \(detection) "
+                    + "(reason \(dropped?.reason?.rawValue ?? "?"), \(dropped?.tasksHeld ?? 0) tasks requeued); "
+                    + "registered again \(back) after the link came back; skyscan: \(completed ?? 0) completed, "
+                    + "\(failed ?? -1) failed, \(mismatches ?? -1) mismatches")
+
+            for process in processes.reversed() {
+                process.signal(SIGTERM)
+                _ = try? await process.waitForExit(timeout: .seconds(10))
+            }
+        }
+    }
+}
