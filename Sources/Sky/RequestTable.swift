@@ -336,7 +336,7 @@ struct RequestTable {
     private mutating func send(_ entry: inout Entry, into actions: inout [Action]) {
         entry.phase = .sent
         counters.attemptsSent += 1
-        let timeout = entry.call.options.timeout.map { UInt32(clamping: max(1, $0.milliseconds)) } ?? 0
+        let timeout = entry.call.options.timeout.map { UInt32(clamping: max(1, $0.wholeMilliseconds)) } ?? 0
         actions.append(
             .send(
                 TaskRequest(
@@ -401,7 +401,7 @@ struct RequestTable {
     }
 
     private static func seconds(_ duration: Duration) -> String {
-        let milliseconds = duration.milliseconds
+        let milliseconds = duration.wholeMilliseconds
         return milliseconds % 1000 == 0 ? "\(milliseconds / 1000) s" : "\(Double(milliseconds) / 1000) s"
     }
 }

@@ -58,23 +58,15 @@ public struct RetryPolicy: Sendable, Equatable {
 
     /// The backoff after attempt `attempt` (1 for the first), before jitter.
     public func nominalBackoff(afterAttempt attempt: Int) -> Duration {
-        let base = Double(initialBackoff.milliseconds)
+        let base = Double(initialBackoff.wholeMilliseconds)
         let grown = base * pow(multiplier, Double(max(0, attempt - 1)))
-        return .milliseconds(Int64(min(grown, Double(maxBackoff.milliseconds)).rounded()))
+        return .milliseconds(Int64(min(grown, Double(maxBackoff.wholeMilliseconds)).rounded()))
     }
 
     /// The backoff after attempt `attempt`, with jitter drawn from `random`.
     public func backoff(afterAttempt attempt: Int, using random: inout some RandomNumberGenerator) -> Duration {
-        let nominal = Double(nominalBackoff(afterAttempt: attempt).milliseconds)
+        let nominal = Double(nominalBackoff(afterAttempt: attempt).wholeMilliseconds)
         let factor = jitter > 0 ? Double.random(in: (1 - jitter)...(1 + jitter), using: &random) : 1
         return .milliseconds(Int64((nominal * factor).rounded()))
-    }
-}
-
-extension Duration {
-    /// Whole milliseconds, rounded toward zero.
-    var milliseconds: Int64 {
-        let (seconds, attoseconds) = components
-        return seconds * 1000 + attoseconds / 1_000_000_000_000_000
     }
 }

@@ -17,7 +17,7 @@ public struct BatchProgress: Sendable, Equatable {
 
     /// Finished tasks per second so far.
     public var tasksPerSecond: Double {
-        let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+        let seconds = elapsed.inSeconds
         return seconds > 0 ? Double(completed + failed) / seconds : 0
     }
 

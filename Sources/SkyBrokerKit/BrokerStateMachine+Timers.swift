@@ -70,7 +70,7 @@ extension BrokerStateMachine {
 
     private mutating func publishStats(over period: Duration, now: Instant, into actions: inout [BrokerAction]) {
         let completed = counters.repliesSent
-        let seconds = Double(period.components.seconds) + Double(period.components.attoseconds) / 1e18
+        let seconds = period.inSeconds
         let stats = BrokerStats(
             workers: workers.count, capacity: workers.values.reduce(0) { $0 + $1.capacity }, queued: queuedCount,
             inFlight: inFlightCount, completed: completed,

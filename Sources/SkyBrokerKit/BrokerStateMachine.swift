@@ -117,8 +117,7 @@ public struct BrokerStateMachine: Sendable {
             var info = info
             info.inFlight = inFlight.count
             info.completed = completed
-            let (seconds, attoseconds) = (now - lastHeard).components
-            info.lastHeardMilliseconds = Int(seconds * 1000 + attoseconds / 1_000_000_000_000_000)
+            info.lastHeardMilliseconds = Int((now - lastHeard).wholeMilliseconds)
             return info
         }
     }
@@ -376,7 +375,8 @@ public struct BrokerStateMachine: Sendable {
             let served = workersByService[name]?.isEmpty == false
             answer = TaskReply(requestID: request.requestID, status: .ok, body: Array((served ? "200" : "404").utf8))
         case BrokerService.workers:
-            answer = TaskReply(requestID: request.requestID, status: .ok, body: JSONCoding.encode(snapshot(now: now)))
+            let body = (try? CanonicalJSON.encode(snapshot(now: now))) ?? Array("{}".utf8)
+            answer = TaskReply(requestID: request.requestID, status: .ok, body: body)
         default:
             answer = .failure(
                 request.requestID, .unknownService, type: "unknownService",

@@ -172,9 +172,7 @@ public struct SkyEvent: Codable, Sendable, Equatable {
 
     /// One line of JSON with keys in a stable order.
     public func jsonLine() -> String {
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-        return (try? String(decoding: encoder.encode(self), as: UTF8.self)) ?? "{}"
+        CanonicalJSON.line(self)
     }
 
     public func encodeFrames() -> [[UInt8]] {

@@ -16,9 +16,7 @@ public struct JSONTaskCoder: TaskCoder {
     public init() {}
 
     public func encode<Value: Encodable>(_ value: Value) throws -> [UInt8] {
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = .sortedKeys
-        return Array(try encoder.encode(value))
+        try CanonicalJSON.encode(value)
     }
 
     public func decode<Value: Decodable>(_ type: Value.Type, from bytes: [UInt8]) throws -> Value {

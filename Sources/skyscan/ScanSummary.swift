@@ -1,4 +1,5 @@
 import Foundation
+import Sky
 
 /// What a skyscan run achieved; printed as a table or as one JSON object.
 struct ScanSummary: Codable {
@@ -27,9 +28,7 @@ struct ScanSummary: Codable {
     }
 
     func json() -> String {
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys]
-        return String(decoding: (try? encoder.encode(self)) ?? Data("{}".utf8), as: UTF8.self)
+        CanonicalJSON.line(self)
     }
 
     func table() -> String {

@@ -37,9 +37,6 @@ enum WorkerTable {
 /// One-key JSON objects for skywatch's JSON lines.
 enum JSONLines {
     static func object(_ key: String, _ value: some Encodable) -> String {
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-        let body = (try? encoder.encode(value)).map { String(decoding: $0, as: UTF8.self) } ?? "null"
-        return "{\"\(key)\":\(body)}"
+        "{\"\(key)\":\(CanonicalJSON.line(value, fallback: "null"))}"
     }
 }

@@ -16,7 +16,7 @@ extension IntegrationSuite {
             retry: RetryPolicy(maxAttempts: 4, initialBackoff: .milliseconds(250), multiplier: 2, jitter: 0))
 
         static func within20Percent(_ measured: Duration, of expected: Duration) -> Bool {
-            let ratio = measured.inMilliseconds / expected.inMilliseconds
+            let ratio = measured.inSeconds / expected.inSeconds
             return ratio >= 0.8 && ratio <= 1.2
         }
 
@@ -220,11 +220,5 @@ extension IntegrationSuite {
             }
             await sky.close()
         }
-    }
-}
-
-extension Duration {
-    fileprivate var inMilliseconds: Double {
-        Double(components.seconds) * 1000 + Double(components.attoseconds) / 1e15
     }
 }

@@ -41,7 +41,7 @@ struct BrokerHarness {
         _ client: PeerID, _ id: RequestID, service: String = "sky.scan", body: [UInt8] = [1], timeout: Duration? = nil
     ) -> [BrokerAction] {
         let milliseconds =
-            timeout.map { UInt32($0.components.seconds * 1000 + $0.components.attoseconds / 1_000_000_000_000_000) }
+            timeout.map { UInt32($0.wholeMilliseconds) }
             ?? 0
         let header = RequestHeader(attempt: 1, timeoutMilliseconds: milliseconds)
         return self.client(

@@ -14,7 +14,7 @@ struct RetryPolicyTests {
     @Test func jitterStaysWithinItsBoundsAndSpreads() {
         let policy = RetryPolicy(initialBackoff: .milliseconds(1000), jitter: 0.2)
         var random = SplitMix64(seed: 7)
-        let samples = (0..<2000).map { _ in policy.backoff(afterAttempt: 1, using: &random).milliseconds }
+        let samples = (0..<2000).map { _ in policy.backoff(afterAttempt: 1, using: &random).wholeMilliseconds }
         #expect(samples.allSatisfy { (800...1200).contains($0) })
         #expect(samples.min()! < 820 && samples.max()! > 1180)
         #expect(Set(samples).count > 300)

@@ -1,0 +1,16 @@
+import Foundation
+
+/// JSON with sorted keys and unescaped slashes: equal values give equal bytes, and lines read
+/// the same on every run. Used for task payloads, events, snapshots and tool output alike.
+public enum CanonicalJSON {
+    public static func encode(_ value: some Encodable) throws -> [UInt8] {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        return Array(try encoder.encode(value))
+    }
+
+    /// One line of JSON text; `fallback` if the value cannot be encoded.
+    public static func line(_ value: some Encodable, fallback: String = "{}") -> String {
+        (try? encode(value)).map { String(decoding: $0, as: UTF8.self) } ?? fallback
+    }
+}
