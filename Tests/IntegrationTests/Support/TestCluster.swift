@@ -1,4 +1,5 @@
 import Foundation
+import Sky
 import SkyProtocol
 import SkyZMQ
 import Testing
@@ -136,22 +137,19 @@ extension SkyProcess {
         outputLines.compactMap { try? JSONDecoder().decode(SkyEvent.self, from: Data($0.utf8)) }
     }
 
-    /// The workers skywatch knows of after the given lines of its `--json` output: those of its
-    /// last snapshot, plus those connected and minus those disconnected since. `nil` before a
-    /// snapshot.
+    /// The workers skywatch knows of after the given lines of its `--json` output, replayed
+    /// through the same `ClusterView` skywatch keeps. `nil` before a snapshot.
     static func watchedWorkers(_ lines: ArraySlice<String>) -> [String: WorkerInfo]? {
         let decoder = JSONDecoder()
-        guard
-            let index = lines.lastIndex(where: { $0.hasPrefix(#"{"snapshot":"#) }),
-            let snapshot = try? decoder.decode(SnapshotLine.self, from: Data(lines[index].utf8)).snapshot
-        else { return nil }
-        var workers = Dictionary(snapshot.workers.map { ($0.id, $0) }, uniquingKeysWith: { $1 })
-        for line in lines[lines.index(after: index)...] {
-            guard let event = try? decoder.decode(SkyEvent.self, from: Data(line.utf8)) else { continue }
-            if event.event == .workerConnected, let worker = event.worker { workers[worker.id] = worker }
-            if event.event == .workerDisconnected, let worker = event.worker { workers[worker.id] = nil }
+        var view = ClusterView()
+        for line in lines {
+            if let snapshot = try? decoder.decode(SnapshotLine.self, from: Data(line.utf8)).snapshot {
+                view.apply(.snapshot(snapshot))
+            } else if view.snapshots > 0, let event = try? decoder.decode(SkyEvent.self, from: Data(line.utf8)) {
+                view.apply(.event(event))
+            }
         }
-        return workers
+        return view.snapshots > 0 ? view.workers : nil
     }
 
     /// Waits until skywatch printed events satisfying `condition`.
