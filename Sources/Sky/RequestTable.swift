@@ -47,24 +47,7 @@ struct RequestTable {
         case switchEndpoint(Int)
     }
 
-    struct Counters: Sendable, Equatable {
-        /// Calls that reached the broker or joined one that did.
-        var calls = 0
-        /// Calls that joined an equal call in flight instead of running their own.
-        var coalesced = 0
-        /// Requests handed to the socket, resends included.
-        var attemptsSent = 0
-        /// Attempts started after a failed one (backoff, then a new attempt).
-        var retries = 0
-        /// Requests sent again because the connection they went out on was lost.
-        var resentAfterReconnect = 0
-        /// Replies whose id matched no call in flight (late, duplicate, or for a finished call).
-        var unmatchedReplies = 0
-        /// Failure replies to an attempt the call had already given up on.
-        var staleReplies = 0
-        /// Attempts that found no reply within their timeout.
-        var attemptTimeouts = 0
-    }
+    typealias Counters = ClientCounters
 
     private enum Phase: Equatable {
         /// The attempt went out on the current connection.

@@ -29,24 +29,11 @@ extension SkyClient {
         public init() {}
     }
 
-    /// What the client has done so far, for diagnostics and tests.
+    /// What the client has done so far, for diagnostics and tests. The counters read as its
+    /// own fields: `statistics.retries`.
+    @dynamicMemberLookup
     public struct Statistics: Sendable, Equatable {
-        /// Calls made (coalesced and local ones included).
-        public var calls: Int
-        /// Calls that shared an equal call's execution.
-        public var coalesced: Int
-        /// Requests sent to the broker, retries and resends included.
-        public var attemptsSent: Int
-        /// Attempts made after a failed attempt.
-        public var retries: Int
-        /// Requests sent again after the connection they went out on was lost.
-        public var resentAfterReconnect: Int
-        /// Replies that matched no call in flight (late or duplicate), discarded.
-        public var unmatchedReplies: Int
-        /// Failure replies to attempts already given up on, discarded.
-        public var staleReplies: Int
-        /// Attempts that got no reply within their timeout.
-        public var attemptTimeouts: Int
+        public var counters: ClientCounters
         /// Calls run by the local fallback.
         public var localRuns: Int
         /// Remote calls in flight.
@@ -58,5 +45,12 @@ extension SkyClient {
         public var connected: Bool
         /// The broker endpoint in use.
         public var endpoint: String
+
+        /// Calls made, local runs included.
+        public var calls: Int { counters.calls + localRuns }
+
+        public subscript<Value>(dynamicMember counter: KeyPath<ClientCounters, Value>) -> Value {
+            counters[keyPath: counter]
+        }
     }
 }

@@ -119,12 +119,8 @@ public actor SkyClient {
     public var unmatchedReplies: Int { table.counters.unmatchedReplies }
 
     public var statistics: Statistics {
-        let counters = table.counters
-        return Statistics(
-            calls: counters.calls + localRuns, coalesced: counters.coalesced, attemptsSent: counters.attemptsSent,
-            retries: counters.retries, resentAfterReconnect: counters.resentAfterReconnect,
-            unmatchedReplies: counters.unmatchedReplies, staleReplies: counters.staleReplies,
-            attemptTimeouts: counters.attemptTimeouts, localRuns: localRuns, callsInFlight: table.callCount,
+        Statistics(
+            counters: table.counters, localRuns: localRuns, callsInFlight: table.callCount,
             suspendedCallers: waiters.count + connectionWaiters.count + eventSinks.count,
             connected: table.isConnected, endpoint: endpoints[endpointIndex])
     }
