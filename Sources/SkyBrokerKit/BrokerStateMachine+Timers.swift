@@ -6,7 +6,7 @@ extension BrokerStateMachine {
     /// Time passed: expire silent workers, heartbeat the rest, answer requests whose deadline
     /// passed, take tasks whose lease ran out from their workers, and publish stats when due.
     public mutating func tick(now: Instant, into actions: inout [BrokerAction]) {
-        for (peer, record) in workers where record.expiresAt <= now {
+        for (peer, record) in workers where record.lastHeard + configuration.expiry <= now {
             remove(peer, reason: .expired, now: now, into: &actions)
         }
         if now >= nextHeartbeat ?? now {

@@ -38,8 +38,6 @@ extension BrokerStateMachine {
             }
             return
         }
-        let expiresAt = now + configuration.expiry
-        workers[peer]?.expiresAt = expiresAt
         workers[peer]?.lastHeard = now
         switch command {
         case .ready:
@@ -97,7 +95,7 @@ extension BrokerStateMachine {
         for service in announcement.services where !services.contains(service) { services.append(service) }
         let record = WorkerRecord(
             id: peer, name: announcement.name, capacity: Int(announcement.capacity), services: services,
-            expiresAt: now + configuration.expiry, host: host, lastHeard: now)
+            host: host, lastHeard: now)
         workers[peer] = record
         for service in services { workersByService[service, default: []].append(peer) }
         actions.append(

@@ -97,13 +97,13 @@ public struct BrokerStateMachine: Sendable {
         var inFlight: [TaskKey: InFlightTask] = [:]
         /// When it was last given a task (a dispatch counter), for round robin among equals.
         var lastDispatch: UInt64 = 0
-        var expiresAt: Instant
         /// It said DRAINING: no new tasks.
         var draining = false
         /// The address it connected from, if the transport tells.
         var host: String?
         /// Replies it sent for tasks it held.
         var completed: UInt64 = 0
+        /// When any message from it last arrived; it expires `expiry` later.
         var lastHeard: Instant
 
         var freeCredits: Int { draining ? 0 : capacity - inFlight.count }
