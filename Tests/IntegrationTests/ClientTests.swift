@@ -16,10 +16,7 @@ extension IntegrationSuite {
             let sky = try await SkyClient(broker: cluster.clients)
             // Long enough that all 100 calls are made before it finishes, even on a loaded machine.
             let task = SleepTask(milliseconds: 2000, tag: 7)
-            let results = try await withThrowingTaskGroup(of: SleepTask.self) { group in
-                for _ in 0..<100 { group.addTask { try await sky.scan(task) } }
-                return try await group.reduce(into: []) { $0.append($1) }
-            }
+            let results = try await sky.scanConcurrently(Array(repeating: task, count: 100))
             #expect(results.count == 100 && results.allSatisfy { $0 == task })
             let accepted = try await sky.clusterSnapshot().counters.requestsAccepted
             let statistics = await sky.statistics
@@ -28,12 +25,8 @@ extension IntegrationSuite {
 
             // Opting out runs every call.
             let separate = ScanOptions(coalesce: false)
-            try await withThrowingTaskGroup(of: SleepTask.self) { group in
-                for _ in 0..<10 {
-                    group.addTask { try await sky.scan(SleepTask(milliseconds: 50, tag: 8), options: separate) }
-                }
-                try await group.waitForAll()
-            }
+            _ = try await sky.scanConcurrently(
+                Array(repeating: SleepTask(milliseconds: 50, tag: 8), count: 10), options: separate)
             #expect(try await sky.clusterSnapshot().counters.requestsAccepted == 11)
             await sky.close()
             await cluster.stop()
@@ -115,10 +108,7 @@ extension IntegrationSuite {
             _ = try await cluster.startWorker(name: "steady", capacity: 20)
             let sky = try await SkyClient(broker: cluster.clients)
             let calls = Task {
-                try await withThrowingTaskGroup(of: SleepTask.self) { group in
-                    for tag in 0..<20 { group.addTask { try await sky.scan(SleepTask(milliseconds: 1500, tag: tag)) } }
-                    return try await group.reduce(into: []) { $0.append($1) }
-                }
+                try await sky.scanConcurrently((0..<20).map { SleepTask(milliseconds: 1500, tag: $0) })
             }
             try await eventually("20 tasks running") { try await sky.clusterSnapshot().inFlight == 20 }
             let port = String(cluster.clients.split(separator: ":").last!)

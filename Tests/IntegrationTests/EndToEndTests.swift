@@ -19,10 +19,7 @@ extension IntegrationSuite {
             // Through the library: every result equals the scan computed locally.
             let sky = try await SkyClient(broker: cluster.clients)
             let tasks = (0..<120).map { ScanTask(sector: 1000 + $0, size: 64) }
-            let reports = try await withThrowingTaskGroup(of: SectorReport.self) { group in
-                for task in tasks { group.addTask { try await sky.scan(task) } }
-                return try await group.reduce(into: []) { $0.append($1) }
-            }
+            let reports = try await sky.scanConcurrently(tasks)
             #expect(reports.count == tasks.count)
             for report in reports {
                 #expect(report == (try SectorScanner.scan(ScanTask(sector: report.sector, size: 64))))

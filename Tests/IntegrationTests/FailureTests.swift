@@ -25,10 +25,7 @@ extension IntegrationSuite {
             try await watch.waitForEvents { $0.filter { $0.event == .workerConnected }.count == 3 }
             let sky = try await SkyClient(broker: cluster.clients)
             let results = Task {
-                try await withThrowingTaskGroup(of: SleepTask.self) { group in
-                    for tag in 0..<6 { group.addTask { try await sky.scan(SleepTask(milliseconds: 2000, tag: tag)) } }
-                    return try await group.reduce(into: []) { $0.append($1) }
-                }
+                try await sky.scanConcurrently((0..<6).map { SleepTask(milliseconds: 2000, tag: $0) })
             }
             try await eventually("6 calls in flight") { await sky.inFlightCount >= 6 }
             // Sent after the six on the same connection: the broker has placed them all.

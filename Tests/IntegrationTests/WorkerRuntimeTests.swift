@@ -28,10 +28,7 @@ extension IntegrationSuite {
             try await watch.waitForEvents { $0.contains { $0.event == .workerConnected } }
             let sky = try await SkyClient(broker: cluster.clients)
             let first = Task {
-                try await withThrowingTaskGroup(of: SleepTask.self) { group in
-                    for tag in 0..<4 { group.addTask { try await sky.scan(SleepTask(milliseconds: 2000, tag: tag)) } }
-                    return try await group.reduce(into: []) { $0.append($1) }
-                }
+                try await sky.scanConcurrently((0..<4).map { SleepTask(milliseconds: 2000, tag: $0) })
             }
             try await eventually("4 calls in flight") { await sky.inFlightCount >= 4 }
             #expect(try await sky.clusterSnapshot().inFlight == 4)
@@ -40,10 +37,7 @@ extension IntegrationSuite {
             try await watch.waitForEvents { $0.contains { $0.event == .workerDraining } }
             // Work sent now must not go to the draining worker: it waits for another one.
             let later = Task {
-                try await withThrowingTaskGroup(of: SleepTask.self) { group in
-                    for tag in 10..<12 { group.addTask { try await sky.scan(SleepTask(milliseconds: 10, tag: tag)) } }
-                    return try await group.reduce(into: []) { $0.append($1) }
-                }
+                try await sky.scanConcurrently((10..<12).map { SleepTask(milliseconds: 10, tag: $0) })
             }
             try await eventually("6 calls in flight") { await sky.inFlightCount >= 6 }
             #expect(try await sky.clusterSnapshot().queued == ["sky.sleep": 2])
