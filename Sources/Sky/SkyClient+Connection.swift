@@ -136,14 +136,17 @@ extension SkyClient {
         }
     }
 
-    /// One timer for the whole table, armed at its earliest deadline.
+    /// One timer for the whole table, armed at its earliest deadline. A timer armed earlier than
+    /// needed, or with nothing left to time, is left to fire (into a table with nothing due):
+    /// cancelling and re-creating it around every call woke a timer thread twice per call.
     func rearmTimer() {
-        guard !closed, let next = table.nextDeadline() else {
+        guard !closed else {
             timer?.cancel()
             timer = nil
             armedDeadline = nil
             return
         }
+        guard let next = table.nextDeadline() else { return }
         if let armed = armedDeadline, armed <= next, timer != nil { return }
         timer?.cancel()
         armedDeadline = next

@@ -49,6 +49,9 @@ public actor SkyClient {
     /// This client's routing id at the broker, the same on every connection: the broker holds
     /// requests under it, so after a reconnect their replies still reach this client.
     let identity = RequestID.random().frame
+    /// Request ids: 128 bits from a generator seeded at random, not the system's random source
+    /// (one system call per id). Unique within the client; the broker keys them by client too.
+    var requestIDs = SplitMix64(seed: UInt64.random(in: .min ... .max))
 
     /// How a call ended, with the attempts it took (for batch progress).
     struct Completion: Sendable {
@@ -217,7 +220,8 @@ public actor SkyClient {
                 } else {
                     waiters[waiter] = continuation
                     let call = RequestTable.Call(service: service, body: body, options: options)
-                    perform(table.start(call, id: .random(), waiter: waiter, now: time.now()))
+                    let id = RequestID(high: requestIDs.next(), low: requestIDs.next())
+                    perform(table.start(call, id: id, waiter: waiter, now: time.now()))
                 }
             }
         } onCancel: {

@@ -109,11 +109,13 @@ extension BrokerStateMachine {
 
     /// Gives a worker queued work until its credits are used up or nothing it serves is waiting.
     mutating func fill(_ peer: PeerID, now: Instant, into actions: inout [BrokerAction]) {
-        guard let record = workers[peer] else { return }
-        var free = record.freeCredits
+        // Only these two fields: a copy of the whole record would share its `inFlight` table, and
+        // the dispatches below would then copy that table on write, once per task.
+        guard let (services, credits) = workers[peer].map({ ($0.services, $0.freeCredits) }) else { return }
+        var free = credits
         while free > 0 {
             var oldest: (service: String, arrival: UInt64)?
-            for service in record.services {
+            for service in services {
                 guard let arrival = oldestWaiting(service) else { continue }
                 if oldest == nil || arrival < oldest!.arrival { oldest = (service, arrival) }
             }

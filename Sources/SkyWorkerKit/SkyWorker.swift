@@ -114,7 +114,7 @@ public final class SkyWorker: Service, Sendable {
                         case .drainingAcknowledged:
                             nothingMoreComing = true
                         case .cancel(let client, let requestID):
-                            let found = registry.cancel(.init(client: client, requestID: requestID.frame))
+                            let found = registry.cancel(.init(client: client, requestID: requestID))
                             logger.debug("broker cancelled \(requestID)\(found ? "" : " (not running here)")")
                         case .heartbeat:
                             continue
@@ -165,7 +165,7 @@ public final class SkyWorker: Service, Sendable {
         loop: ZMQEventLoop, registry: InFlightRegistry
     ) {
         let system = self.system
-        registry.start(.init(client: client, requestID: request.requestID.frame)) {
+        registry.start(.init(client: client, requestID: request.requestID)) {
             let reply = await system.execute(request)
             // After an abandoned drain the broker runs the task elsewhere: no reply then.
             guard registry.mayReply else { return }

@@ -167,6 +167,15 @@ final class ZMQEventLoopRunner {
 
     private func yieldBatch() {
         guard !batch.isEmpty else { return }
+        if let handler = loop.handler {
+            let taken = batch
+            batch = []
+            var outbound: [ZMQEventLoop.Outbound] = []
+            handler(taken, &outbound)
+            // Failures land in `batch`, for the handler's next call.
+            for message in outbound { send(message) }
+            return
+        }
         let messages = batch.messageCount
         if messages > 0 { loop.mailbox.withLock { $0.pendingMessages += messages } }
         loop.continuation.yield(batch)
