@@ -25,12 +25,14 @@ let package = Package(
         .executable(name: "skyscan", targets: ["skyscan"]),
         .executable(name: "skywatch", targets: ["skywatch"]),
         .executable(name: "sky-example-worker", targets: ["ExampleWorker"]),
+        .executable(name: "skybench", targets: ["skybench"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
         .package(url: "https://github.com/apple/swift-log", from: "1.6.0"),
         .package(url: "https://github.com/apple/swift-collections", from: "1.1.0"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.6.0"),
+        .package(url: "https://github.com/HdrHistogram/hdrhistogram-swift", from: "0.1.0"),
     ],
     targets: [
         // libzmq from the system. No pkgConfig: zmq.h is on the default include path and the
@@ -144,9 +146,21 @@ let package = Package(
             ],
             swiftSettings: strictSettings
         ),
-        // Helpers the test targets share.
+        // The benchmark: Sky against a plain-libzmq baseline (bench/baseline) in the same run.
+        // A separate executable, never run by the test suite beyond one smoke test.
+        .executableTarget(
+            name: "skybench",
+            dependencies: [
+                "Sky", "SkyProtocol", "SkyWorkloads", "SkyTestSupport", "CSkySystem",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Histogram", package: "hdrhistogram-swift"),
+            ],
+            swiftSettings: strictSettings
+        ),
+        // Helpers the test targets (and the benchmark) share: clocks, waiting, child processes.
         .target(
             name: "SkyTestSupport",
+            dependencies: ["SkyZMQ"],
             swiftSettings: strictSettings
         ),
         .testTarget(
@@ -178,7 +192,7 @@ let package = Package(
             name: "IntegrationTests",
             dependencies: [
                 "Sky", "SkyWorkloads", "SkyWorkerKit", "SkyZMQ", "SkyProtocol", "SkyTestSupport",
-                "skybroker", "skyworker", "skyscan", "skywatch", "ExampleWorker",
+                "skybroker", "skyworker", "skyscan", "skywatch", "ExampleWorker", "skybench",
             ],
             swiftSettings: strictSettings
         ),

@@ -1,7 +1,35 @@
+#define _GNU_SOURCE
 #include "sky_system.h"
+#include <dirent.h>
+#include <errno.h>
 #include <malloc.h>
+#include <sched.h>
+#include <stdlib.h>
+#include <unistd.h>
 
 size_t sky_heap_in_use(void) {
     struct mallinfo2 info = mallinfo2();
     return info.uordblks + info.hblkhd;
+}
+
+int sky_set_process_cpus(int first, int count) {
+    long online = sysconf(_SC_NPROCESSORS_CONF);
+    if (count <= 0) {
+        first = 0;
+        count = (int)online;
+    }
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    for (int cpu = first; cpu < first + count && cpu < CPU_SETSIZE; cpu++) CPU_SET(cpu, &set);
+    DIR *tasks = opendir("/proc/self/task");
+    if (!tasks) return errno;
+    int result = 0;
+    struct dirent *entry;
+    while ((entry = readdir(tasks)) != NULL) {
+        pid_t tid = (pid_t)atoi(entry->d_name);
+        // A thread that ended since the directory was read (ESRCH) needs nothing.
+        if (tid > 0 && sched_setaffinity(tid, sizeof set, &set) != 0 && errno != ESRCH) result = errno;
+    }
+    closedir(tasks);
+    return result;
 }

@@ -1,12 +1,13 @@
 import Foundation
 import SkyZMQ
 
-/// A Sky executable started by a test: its output is collected line by line, and a test can
-/// await a line instead of sleeping. Every process is started with the parent watchdog on, so
-/// it dies with the test runner even if the runner crashes.
-final class SkyProcess: Sendable {
-    struct Timeout: Error, CustomStringConvertible {
-        let description: String
+/// A Sky executable (or any program) started by a test or a benchmark: its output is collected
+/// line by line, and the caller can await a line instead of sleeping. Every process is started
+/// with the parent watchdog on, so it dies with its parent even if the parent crashes.
+public final class SkyProcess: Sendable {
+    public struct Timeout: Error, CustomStringConvertible {
+        public let description: String
+        public init(description: String) { self.description = description }
     }
 
     private struct Output {
@@ -21,14 +22,14 @@ final class SkyProcess: Sendable {
         let continuation: CheckedContinuation<[String], any Error>
     }
 
-    let name: String
+    public let name: String
     private let process: Process
     private let stdout = Locked(Output())
     private let stderr = Locked(Output())
     private let exit = Locked<(status: Int32?, waiters: [CheckedContinuation<Int32, Never>])>((nil, []))
 
     /// The directory holding the built executables (next to the test bundle).
-    static let binaries: URL = {
+    public static let binaries: URL = {
         if let override = ProcessInfo.processInfo.environment["SKY_BIN_DIR"] {
             return URL(fileURLWithPath: override)
         }
@@ -38,10 +39,18 @@ final class SkyProcess: Sendable {
 
     /// - Parameter namespace: run it inside this Linux network namespace (`ip netns exec`, which
     ///   execs the program, so the pid is the program's).
-    init(_ executable: String, _ arguments: [String], name: String? = nil, namespace: String? = nil) throws {
-        self.name = name ?? executable
+    public convenience init(
+        _ executable: String, _ arguments: [String], name: String? = nil, namespace: String? = nil
+    ) throws {
+        try self.init(
+            program: Self.binaries.appendingPathComponent(executable), arguments, name: name ?? executable,
+            namespace: namespace)
+    }
+
+    /// Starts the program at `program` (not necessarily a Sky executable).
+    public init(program: URL, _ arguments: [String], name: String, namespace: String? = nil) throws {
+        self.name = name
         process = Process()
-        let program = Self.binaries.appendingPathComponent(executable)
         if let namespace {
             process.executableURL = URL(fileURLWithPath: "/usr/sbin/ip")
             process.arguments = ["netns", "exec", namespace, program.path] + arguments
@@ -76,10 +85,10 @@ final class SkyProcess: Sendable {
         try process.run()
     }
 
-    var pid: Int32 { process.processIdentifier }
-    var isRunning: Bool { exit.withLock { $0.status == nil } }
-    var outputLines: [String] { stdout.withLock { $0.lines } }
-    var errorText: String { stderr.withLock { ($0.lines + [$0.partial]).joined(separator: "\n") } }
+    public var pid: Int32 { process.processIdentifier }
+    public var isRunning: Bool { exit.withLock { $0.status == nil } }
+    public var outputLines: [String] { stdout.withLock { $0.lines } }
+    public var errorText: String { stderr.withLock { ($0.lines + [$0.partial]).joined(separator: "\n") } }
 
     private static func drain(_ pipe: Pipe, into buffer: Locked<Output>, name: String) {
         let thread = Thread {
@@ -128,7 +137,7 @@ final class SkyProcess: Sendable {
     /// Waits until the lines printed so far (on standard output, or standard error) satisfy
     /// `condition`; it is checked now and after every new line. Fails after `timeout`.
     @discardableResult
-    func waitUntil(
+    public func waitUntil(
         onStandardError: Bool = false, timeout: Duration = .seconds(20),
         _ condition: @escaping @Sendable ([String]) -> Bool
     ) async throws -> [String] {
@@ -158,7 +167,7 @@ final class SkyProcess: Sendable {
 
     /// Waits for a line that satisfies `predicate` (one printed earlier counts) and returns it.
     @discardableResult
-    func waitForLine(
+    public func waitForLine(
         onStandardError: Bool = false, timeout: Duration = .seconds(20),
         where predicate: @escaping @Sendable (String) -> Bool
     ) async throws -> String {
@@ -168,12 +177,12 @@ final class SkyProcess: Sendable {
         return lines.first(where: predicate)!
     }
 
-    func signal(_ signal: Int32) {
+    public func signal(_ signal: Int32) {
         if isRunning { kill(pid, signal) }
     }
 
     /// Waits for the process to exit and returns its status (the signal number if killed).
-    func waitForExit(timeout: Duration = .seconds(20)) async throws -> Int32 {
+    public func waitForExit(timeout: Duration = .seconds(20)) async throws -> Int32 {
         let timer = Task {
             try await Task.sleep(for: timeout)
             kill(pid, SIGKILL)
@@ -190,7 +199,7 @@ final class SkyProcess: Sendable {
     }
 
     /// Kills the process at once (safety net for `defer`).
-    func killNow() {
+    public func killNow() {
         if isRunning { kill(pid, SIGKILL) }
     }
 }

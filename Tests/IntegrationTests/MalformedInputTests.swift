@@ -1,6 +1,7 @@
 import Foundation
 import Sky
 import SkyProtocol
+import SkyTestSupport
 import SkyWorkloads
 import SkyZMQ
 import Testing

@@ -1,5 +1,6 @@
 import Foundation
 import SkyProtocol
+import SkyTestSupport
 import Testing
 
 extension IntegrationSuite {

@@ -1,4 +1,5 @@
 import Foundation
+import SkyTestSupport
 import Testing
 
 extension IntegrationSuite {

@@ -6,4 +6,9 @@
 /// process really holds, unlike RSS, which also counts freed memory the allocator keeps.
 size_t sky_heap_in_use(void);
 
+/// Restricts every thread of this process to CPUs first..<first+count (count 0: every CPU the
+/// machine has). Threads and child processes created later inherit it. Returns 0, or an errno.
+/// (CPU_SET and friends are C macros, out of Swift's reach.)
+int sky_set_process_cpus(int first, int count);
+
 #endif

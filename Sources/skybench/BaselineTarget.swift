@@ -1,0 +1,151 @@
+import Foundation
+import SkyProtocol
+import SkyTestSupport
+
+/// The plain-libzmq baseline under test: `bench/baseline/broker.c` and `workers` ×
+/// `worker.c` with `credits` credits each; every measurement runs `client.c` in a process of
+/// its own, which samples the CPU of every process over its measured phase.
+final class BaselineTarget: BenchTarget {
+    let system = BenchSystem.baseline
+    private let programs: BaselinePrograms
+    private let broker: SkyProcess
+    private let workers: [SkyProcess]
+    private let clientsEndpoint: String
+
+    private init(programs: BaselinePrograms, broker: SkyProcess, workers: [SkyProcess], clientsEndpoint: String) {
+        self.programs = programs
+        self.broker = broker
+        self.workers = workers
+        self.clientsEndpoint = clientsEndpoint
+    }
+
+    static func start(
+        programs: BaselinePrograms, workers count: Int, credits: Int, transport: Transport
+    ) async throws -> BaselineTarget {
+        let endpoints = transport.endpoints(for: "baseline")
+        let broker = try SkyProcess(program: programs.broker, [endpoints[0], endpoints[1]], name: "baseline-broker")
+        var workers: [SkyProcess] = []
+        do {
+            // "ready FRONT BACK"
+            let ready = try await broker.waitForLine { $0.hasPrefix("ready ") }.split(separator: " ")
+            guard ready.count == 3 else { throw BenchError("the baseline broker said \(ready)") }
+            for index in stride(from: 1, through: count, by: 1) {
+                workers.append(
+                    try SkyProcess(
+                        program: programs.worker, [String(ready[2]), "\(credits)"], name: "baseline-worker-\(index)"))
+            }
+            let target = BaselineTarget(
+                programs: programs, broker: broker, workers: workers, clientsEndpoint: String(ready[1]))
+            // The workers' READY may still be on its way; a request sent before it only waits.
+            _ = try await target.latency(payload: 1, requests: 1, warmup: 0)
+            return target
+        } catch {
+            for process in [broker] + workers { process.killNow() }
+            throw error
+        }
+    }
+
+    func latency(payload: Int, requests: Int, warmup: Int) async throws -> Figures {
+        try await runClient(["lat", "\(payload)", "\(requests)", "\(warmup)"])
+    }
+
+    func throughput(payload: Int, inFlight: Int, warmup: Duration, measure: Duration) async throws -> Figures {
+        try await runClient([
+            "thr", "\(payload)", "\(inFlight)", "\(warmup.wholeMilliseconds)", "\(measure.wholeMilliseconds)",
+        ])
+    }
+
+    /// The client's one JSON line.
+    private struct ClientReport: Decodable {
+        var count: Int?
+        var completed: Int?
+        var elapsed: Double
+        var p50: Double?
+        var p99: Double?
+        var cpu: [String: Double]
+    }
+
+    private func runClient(_ arguments: [String]) async throws -> Figures {
+        var roles = ["broker": broker.pid]
+        for (index, worker) in workers.enumerated() { roles["worker-\(index + 1)"] = worker.pid }
+        let pids = roles.values.map(String.init).joined(separator: ",")
+        let client = try SkyProcess(
+            program: programs.client, [clientsEndpoint] + arguments + [pids], name: "baseline-client")
+        let status = try await client.waitForExit(timeout: .seconds(120))
+        guard status == 0, let line = client.outputLines.last,
+            let report = try? JSONDecoder().decode(ClientReport.self, from: Data(line.utf8))
+        else {
+            throw BenchError(
+                "the baseline client \(arguments.joined(separator: " ")) failed (status \(status)): \(client.errorText)"
+            )
+        }
+        var cpuSeconds: [String: Double] = [:]
+        let roleOfPid = Dictionary(uniqueKeysWithValues: roles.map { ("\($0.value)", $0.key) })
+        for (pid, seconds) in report.cpu { cpuSeconds[roleOfPid[pid] ?? "client"] = seconds }
+        return Figures(
+            tasks: report.count ?? report.completed ?? 0, seconds: report.elapsed, p50: report.p50, p99: report.p99,
+            cpuSeconds: cpuSeconds)
+    }
+
+    func stop() async {
+        for process in workers + [broker] { process.killNow() }
+        for process in workers + [broker] { _ = try? await process.waitForExit(timeout: .seconds(5)) }
+    }
+}
+
+/// The baseline's three programs, compiled from `bench/baseline` with the system's C compiler.
+struct BaselinePrograms: Sendable {
+    var broker: URL
+    var worker: URL
+    var client: URL
+    /// The compiler's first line of `--version`, for the report.
+    var compiler: String
+
+    /// Compiles the sources in `source` into `build` (again only when a source is newer).
+    static func build(source: URL, into build: URL) async throws -> BaselinePrograms {
+        guard let compiler = findCompiler() else {
+            throw BenchError("no C compiler found (tried $CC, cc, gcc, clang); install gcc or pass --no-baseline")
+        }
+        try FileManager.default.createDirectory(at: build, withIntermediateDirectories: true)
+        let names = ["broker", "worker", "client"]
+        let header = source.appendingPathComponent("common.h")
+        for name in names {
+            let input = source.appendingPathComponent("\(name).c")
+            let output = build.appendingPathComponent("sky-baseline-\(name)")
+            guard FileManager.default.fileExists(atPath: input.path) else {
+                throw BenchError(
+                    "\(input.path) is missing; pass --baseline-source DIR (the repository's bench/baseline)")
+            }
+            if modified(output) >= max(modified(input), modified(header)) { continue }
+            let cc = try SkyProcess(
+                program: compiler, ["-O2", "-Wall", "-o", output.path, input.path, "-lzmq"], name: "cc-\(name)")
+            guard try await cc.waitForExit(timeout: .seconds(120)) == 0 else {
+                throw BenchError("compiling \(input.path) failed:\n\(cc.errorText)")
+            }
+        }
+        let version = try SkyProcess(program: compiler, ["--version"], name: "cc-version")
+        _ = try await version.waitForExit()
+        return BaselinePrograms(
+            broker: build.appendingPathComponent("sky-baseline-broker"),
+            worker: build.appendingPathComponent("sky-baseline-worker"),
+            client: build.appendingPathComponent("sky-baseline-client"),
+            compiler: version.outputLines.first ?? compiler.lastPathComponent)
+    }
+
+    private static func modified(_ url: URL) -> Date {
+        ((try? FileManager.default.attributesOfItem(atPath: url.path))?[.modificationDate] as? Date) ?? .distantPast
+    }
+
+    private static func findCompiler() -> URL? {
+        let environment = ProcessInfo.processInfo.environment
+        let path = (environment["PATH"] ?? "/usr/bin:/bin").split(separator: ":")
+        for name in [environment["CC"], "cc", "gcc", "clang"].compactMap({ $0 }) where !name.isEmpty {
+            if name.hasPrefix("/") { return URL(fileURLWithPath: name) }
+            for directory in path {
+                let candidate = "\(directory)/\(name)"
+                if FileManager.default.isExecutableFile(atPath: candidate) { return URL(fileURLWithPath: candidate) }
+            }
+        }
+        return nil
+    }
+}

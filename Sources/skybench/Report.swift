@@ -1,0 +1,104 @@
+import Foundation
+
+/// One measurement of one system in one round.
+struct Sample: Codable, Sendable {
+    enum Kind: String, Codable, Sendable {
+        case latency
+        case throughput
+    }
+
+    var round: Int
+    var system: BenchSystem
+    var kind: Kind
+    var workers: Int
+    var payload: Int
+    /// Requests in flight (1 for latency).
+    var inFlight: Int
+    var figures: Figures
+}
+
+/// sky.scan tasks per second for one shape of cluster in one round.
+struct ScanScalingSample: Codable, Sendable {
+    var round: Int
+    var workers: Int
+    var capacity: Int
+    var tasksPerSecond: Double
+}
+
+/// The broker's memory before and after requests were queued.
+struct QueueMemoryResult: Codable, Sendable {
+    var queued: Int
+    var payload: Int
+    var heapBytesPerRequest: Double
+    var residentBytesPerRequest: Double
+    /// Heap per request beyond the payload itself: what the 300-byte target is about.
+    var overheadBytesPerRequest: Double { heapBytesPerRequest - Double(payload) }
+}
+
+/// Everything a run measured, as `--json` writes it.
+struct Report: Codable, Sendable {
+    var machine: Machine
+    var settings: BenchSettings
+    var samples: [Sample] = []
+    var scanScaling: [ScanScalingSample] = []
+    var queueMemory: QueueMemoryResult?
+}
+
+/// Median, minimum and maximum of a set of figures.
+struct Spread: Codable, Sendable {
+    var median: Double
+    var min: Double
+    var max: Double
+
+    init?(_ values: [Double]) {
+        guard !values.isEmpty else { return nil }
+        let sorted = values.sorted()
+        let middle = sorted.count / 2
+        median = sorted.count.isMultiple(of: 2) ? (sorted[middle - 1] + sorted[middle]) / 2 : sorted[middle]
+        min = sorted[0]
+        max = sorted[sorted.count - 1]
+    }
+}
+
+extension Report {
+    /// The figures of one system at one point, over all rounds.
+    func values(
+        _ system: BenchSystem, _ kind: Sample.Kind, workers: Int, payload: Int, inFlight: Int,
+        _ figure: (Figures) -> Double?
+    ) -> Spread? {
+        Spread(
+            samples.filter {
+                $0.system == system && $0.kind == kind && $0.workers == workers && $0.payload == payload
+                    && $0.inFlight == inFlight
+            }.compactMap { figure($0.figures) })
+    }
+
+    /// Median CPU microseconds per task of each role at one point.
+    func cpuByRole(_ system: BenchSystem, _ kind: Sample.Kind, workers: Int, payload: Int, inFlight: Int)
+        -> [(role: String, micros: Double)]
+    {
+        let matching = samples.filter {
+            $0.system == system && $0.kind == kind && $0.workers == workers && $0.payload == payload
+                && $0.inFlight == inFlight
+        }
+        let roles = Set(matching.flatMap { $0.figures.cpuSeconds.keys }).sorted {
+            Self.roleOrder($0) < Self.roleOrder($1)
+        }
+        return roles.compactMap { role in
+            Spread(
+                matching.compactMap { sample in
+                    sample.figures.cpuSeconds[role].map { $0 / Double(max(1, sample.figures.tasks)) * 1e6 }
+                }
+            )
+            .map { (role, $0.median) }
+        }
+    }
+
+    private static func roleOrder(_ role: String) -> String {
+        switch role {
+        case "client": "0"
+        case "broker": "1"
+        default: "2" + role
+        }
+    }
+}

@@ -1,0 +1,222 @@
+import Foundation
+
+/// The report as the tables `skybench` prints.
+extension Report {
+    /// Throughput at this many in flight must reach 0.6 × the baseline's.
+    static let throughputTarget = (inFlight: 256, ratio: 0.6)
+    static let latencyTarget = 1.3
+    static let cpuTarget = 2.0
+    static let memoryTarget = 300.0
+
+    func table() -> String {
+        var out: [String] = []
+        let s = settings
+        out.append(
+            "Sky vs plain libzmq: sky.echo over \(s.transport) loopback, \(s.capacity) credits per worker, "
+                + (s.pinned ? "every process pinned to CPU 0" : "free-running on \(machine.cores) cores"))
+        out.append(
+            "\(s.rounds) round(s), "
+                + (s.baseline ? "Sky and the baseline alternating; " : "") + "medians (min-max over rounds)")
+        out.append("\(machine.cpu), \(machine.cores) cores, \(machine.kernel), libzmq \(machine.libzmq)")
+        out.append("")
+        out += latencyTable()
+        out.append("")
+        out += throughputTable()
+        out.append("")
+        out += cpuTable()
+        if s.baseline {
+            out.append("")
+            out += targets()
+        }
+        if let memory = queueMemory {
+            out.append("")
+            out.append(
+                "Broker memory with \(memory.queued.formatted()) queued requests (\(memory.payload) B payload): heap "
+                    + "\(Self.number(memory.heapBytesPerRequest)) B per request, \(Self.number(memory.overheadBytesPerRequest)) B "
+                    + "beyond the payload (target <= \(Int(Self.memoryTarget))), resident \(Self.number(memory.residentBytesPerRequest)) B"
+            )
+        }
+        if !scanScaling.isEmpty {
+            out.append("")
+            out += scanTable()
+        }
+        return out.joined(separator: "\n")
+    }
+
+    private func latencyTable() -> [String] {
+        var rows = [["workers", "payload", "Sky p50", "baseline p50", "ratio", "Sky p99", "baseline p99", "ratio"]]
+        for workers in settings.workerCounts {
+            for payload in settings.payloads {
+                let point = { (system: BenchSystem, figure: @escaping (Figures) -> Double?) in
+                    values(system, .latency, workers: workers, payload: payload, inFlight: 1, figure)
+                }
+                let skyP50 = point(.sky, \.p50), baseP50 = point(.baseline, \.p50)
+                let skyP99 = point(.sky, \.p99), baseP99 = point(.baseline, \.p99)
+                rows.append([
+                    "\(workers)", Self.bytes(payload), Self.spread(skyP50), Self.spread(baseP50),
+                    Self.ratio(skyP50, baseP50),
+                    Self.spread(skyP99), Self.spread(baseP99), Self.ratio(skyP99, baseP99),
+                ])
+            }
+        }
+        return ["Latency, one request in flight (microseconds)"] + Self.columns(rows)
+    }
+
+    private func throughputTable() -> [String] {
+        var rows = [["workers", "payload", "in flight", "Sky", "baseline", "Sky / baseline"]]
+        for workers in settings.workerCounts {
+            for payload in settings.payloads {
+                for inFlight in settings.inFlight {
+                    let sky = values(.sky, .throughput, workers: workers, payload: payload, inFlight: inFlight) {
+                        $0.rate
+                    }
+                    let base = values(.baseline, .throughput, workers: workers, payload: payload, inFlight: inFlight) {
+                        $0.rate
+                    }
+                    rows.append([
+                        "\(workers)", Self.bytes(payload), "\(inFlight)", Self.spread(sky), Self.spread(base),
+                        Self.ratio(sky, base),
+                    ])
+                }
+            }
+        }
+        return ["Throughput (tasks per second)"] + Self.columns(rows)
+    }
+
+    /// The phases CPU per task is shown for: one in flight, and the most in flight.
+    private var cpuPhases: [(kind: Sample.Kind, inFlight: Int, name: String)] {
+        var phases: [(Sample.Kind, Int, String)] = [(.latency, 1, "latency")]
+        if let most = settings.inFlight.max() { phases.append((.throughput, most, "\(most) in flight")) }
+        return phases
+    }
+
+    private func cpuTable() -> [String] {
+        var rows = [
+            ["workers", "payload", "phase", "Sky", "baseline", "ratio", "Sky by process", "baseline by process"]
+        ]
+        for workers in settings.workerCounts {
+            for payload in settings.payloads {
+                for phase in cpuPhases {
+                    let sky = values(.sky, phase.kind, workers: workers, payload: payload, inFlight: phase.inFlight) {
+                        $0.cpuPerTask
+                    }
+                    let base = values(
+                        .baseline, phase.kind, workers: workers, payload: payload, inFlight: phase.inFlight
+                    ) {
+                        $0.cpuPerTask
+                    }
+                    let split = { (system: BenchSystem) in
+                        cpuByRole(system, phase.kind, workers: workers, payload: payload, inFlight: phase.inFlight)
+                            .map { "\($0.role) \(Self.number($0.micros))" }.joined(separator: ", ")
+                    }
+                    rows.append([
+                        "\(workers)", Self.bytes(payload), phase.name, Self.spread(sky), Self.spread(base),
+                        Self.ratio(sky, base), split(.sky), split(.baseline),
+                    ])
+                }
+            }
+        }
+        return ["CPU time per task, all processes together (microseconds)"] + Self.columns(rows)
+    }
+
+    private func targets() -> [String] {
+        var lines = ["Targets (ratio of medians; met or not)"]
+        func check(_ name: String, _ pairs: [(String, Spread?, Spread?)], holds: (Double) -> Bool) {
+            let parts = pairs.map { label, sky, base -> String in
+                guard let sky, let base, base.median > 0 else { return "\(label) n/a" }
+                let ratio = sky.median / base.median
+                return "\(label) \(String(format: "%.2f", ratio)) \(holds(ratio) ? "met" : "NOT met")"
+            }
+            lines.append("- \(name): " + parts.joined(separator: "; "))
+        }
+        let shapes = settings.workerCounts.flatMap { workers in settings.payloads.map { (workers, $0) } }
+        let label = { (workers: Int, payload: Int) in "\(workers)w/\(Self.bytes(payload))" }
+        let most = settings.inFlight.max() ?? Self.throughputTarget.inFlight
+        check(
+            "throughput at \(most) in flight >= \(Self.throughputTarget.ratio) x baseline",
+            shapes.map { w, p in
+                (
+                    label(w, p), values(.sky, .throughput, workers: w, payload: p, inFlight: most) { $0.rate },
+                    values(.baseline, .throughput, workers: w, payload: p, inFlight: most) { $0.rate }
+                )
+            }
+        ) { $0 >= Self.throughputTarget.ratio }
+        check(
+            "p50 latency <= \(Self.latencyTarget) x baseline",
+            shapes.map { w, p in
+                (
+                    label(w, p), values(.sky, .latency, workers: w, payload: p, inFlight: 1) { $0.p50 },
+                    values(.baseline, .latency, workers: w, payload: p, inFlight: 1) { $0.p50 }
+                )
+            }
+        ) { $0 <= Self.latencyTarget }
+        check(
+            "CPU per task at \(most) in flight <= \(Self.cpuTarget) x baseline",
+            shapes.map { w, p in
+                (
+                    label(w, p), values(.sky, .throughput, workers: w, payload: p, inFlight: most) { $0.cpuPerTask },
+                    values(.baseline, .throughput, workers: w, payload: p, inFlight: most) { $0.cpuPerTask }
+                )
+            }
+        ) { $0 <= Self.cpuTarget }
+        if let memory = queueMemory {
+            let overhead = memory.overheadBytesPerRequest
+            lines.append(
+                "- broker memory per queued request beyond the payload <= \(Int(Self.memoryTarget)) B: "
+                    + "\(Self.number(overhead)) B \(overhead <= Self.memoryTarget ? "met" : "NOT met")")
+        }
+        return lines
+    }
+
+    private func scanTable() -> [String] {
+        var rows = [["workers", "capacity each", "sky.scan tasks/s", "vs 1 x 1"]]
+        let shapes = Array(Set(scanScaling.map { [$0.workers, $0.capacity] })).sorted {
+            ($0[0] * 1000 + $0[1]) < ($1[0] * 1000 + $1[1])
+        }
+        let rate = { (shape: [Int]) in
+            Spread(scanScaling.filter { $0.workers == shape[0] && $0.capacity == shape[1] }.map(\.tasksPerSecond))
+        }
+        let single = rate([1, 1])
+        for shape in shapes {
+            let spread = rate(shape)
+            rows.append(["\(shape[0])", "\(shape[1])", Self.spread(spread), Self.ratio(spread, single)])
+        }
+        return ["sky.scan (CPU-bound, ~2 ms each) spread over workers; free-running, 64 in flight"] + Self.columns(rows)
+    }
+
+    // MARK: Formatting
+
+    static func number(_ value: Double) -> String {
+        if value >= 10_000 { return String(format: "%.1fk", value / 1000) }
+        if value >= 100 { return String(format: "%.0f", value) }
+        if value >= 10 { return String(format: "%.1f", value) }
+        return String(format: "%.2f", value)
+    }
+
+    static func spread(_ spread: Spread?) -> String {
+        guard let spread else { return "-" }
+        if spread.min == spread.max { return number(spread.median) }
+        return "\(number(spread.median)) (\(number(spread.min))-\(number(spread.max)))"
+    }
+
+    static func ratio(_ sky: Spread?, _ base: Spread?) -> String {
+        guard let sky, let base, base.median > 0 else { return "-" }
+        return String(format: "%.2f", sky.median / base.median)
+    }
+
+    static func bytes(_ count: Int) -> String {
+        count >= 1024 && count.isMultiple(of: 1024) ? "\(count / 1024) KiB" : "\(count) B"
+    }
+
+    /// Rows as left-aligned columns two spaces apart.
+    static func columns(_ rows: [[String]]) -> [String] {
+        let widths = (0..<(rows.map(\.count).max() ?? 0)).map { column in
+            rows.map { column < $0.count ? $0[column].count : 0 }.max() ?? 0
+        }
+        return rows.map { row in
+            row.enumerated().map { index, cell in
+                index == row.count - 1 ? cell : cell.padding(toLength: widths[index], withPad: " ", startingAt: 0)
+            }.joined(separator: "  ")
+        }
+    }
+}

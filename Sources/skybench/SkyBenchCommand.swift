@@ -1,0 +1,147 @@
+import ArgumentParser
+import CSkySystem
+import Foundation
+
+extension Transport: ExpressibleByArgument {}
+
+@main
+struct SkyBenchCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "skybench",
+        abstract: "Measures Sky against a plain-libzmq baseline on this machine, in the same run.",
+        discussion: """
+            For sky.echo with each payload: latency with one request in flight (p50, p99), throughput
+            with each --in-flight count, and CPU time per task of every process, against 1 and 2
+            workers. The baseline (bench/baseline/*.c: the same client -> broker -> worker flow in C,
+            credit-based, no application work) is compiled with the system's C compiler and runs
+            alternately with Sky, round after round; the table shows medians and Sky / baseline.
+            Then the broker's memory with --queue-memory requests queued, and sky.scan throughput
+            for 1 and 2 workers (free-running: CPU-bound work should spread).
+            By default every process of the latency and throughput runs is pinned to CPU 0: on a
+            small virtual machine that gives stable figures (see docs/performance.md); --free
+            lets them run on every core.
+            """)
+
+    @Option(help: "Rounds; each measures both systems at every point.")
+    var rounds = 5
+
+    @Option(help: "Comma-separated worker counts.")
+    var workers = "1,2"
+
+    @Option(help: "Comma-separated payload sizes in bytes.")
+    var payloads = "64,1024"
+
+    @Option(name: .customLong("in-flight"), help: "Comma-separated numbers of requests kept in flight.")
+    var inFlight = "1,16,64,256"
+
+    @Option(help: "Credits per worker (skyworker --capacity; the baseline worker's READY credits).")
+    var capacity = 16
+
+    @Option(help: "Timed round trips per latency measurement.")
+    var latencyRequests = 5000
+
+    @Option(help: "Untimed round trips before them.")
+    var latencyWarmup = 500
+
+    @Option(help: "Seconds of each throughput measurement before counting starts.")
+    var warmup = 0.2
+
+    @Option(help: "Seconds counted in each throughput measurement.")
+    var measure = 0.8
+
+    @Option(help: "tcp or ipc.")
+    var transport = Transport.tcp
+
+    @Flag(help: "Do not pin the latency and throughput runs to CPU 0.")
+    var free = false
+
+    @Flag(help: "Measure Sky alone.")
+    var noBaseline = false
+
+    @Option(help: "The baseline's C sources (default: bench/baseline of this checkout).")
+    var baselineSource: String?
+
+    @Option(help: "Where the baseline is compiled to (default: bench/build beside the sources).")
+    var baselineBuild: String?
+
+    @Option(help: "Requests queued for the broker memory measurement (0 skips it).")
+    var queueMemory = 100_000
+
+    @Option(help: "sky.scan tasks per scaling measurement (0 skips it).")
+    var scanTasks = 2000
+
+    @Option(help: "Also write the report as JSON to this file.")
+    var json: String?
+
+    func validate() throws {
+        guard rounds >= 1 else { throw ValidationError("--rounds must be at least 1") }
+        guard capacity >= 1 else { throw ValidationError("--capacity must be at least 1") }
+        guard latencyRequests >= 1, latencyWarmup >= 0 else {
+            throw ValidationError("--latency-requests must be at least 1 and --latency-warmup 0 or more")
+        }
+        guard warmup >= 0, measure > 0 else { throw ValidationError("--warmup must be 0 or more, --measure above 0") }
+        for (name, list) in [("--workers", workers), ("--payloads", payloads), ("--in-flight", inFlight)] {
+            guard let values = Self.integers(list), !values.isEmpty, values.allSatisfy({ $0 >= 1 }) else {
+                throw ValidationError("\(name) takes comma-separated numbers of at least 1, not \(list)")
+            }
+        }
+        guard queueMemory >= 0, scanTasks >= 0 else {
+            throw ValidationError("--queue-memory and --scan-tasks must be 0 or more")
+        }
+    }
+
+    static func integers(_ list: String) -> [Int]? {
+        let values = list.split(separator: ",").map { Int($0.trimmingCharacters(in: .whitespaces)) }
+        return values.contains(nil) ? nil : values.compactMap { $0 }
+    }
+
+    func run() async throws {
+        signal(SIGPIPE, SIG_IGN)
+        let settings = BenchSettings(
+            rounds: rounds, workerCounts: Self.integers(workers) ?? [1], payloads: Self.integers(payloads) ?? [64],
+            inFlight: Self.integers(inFlight) ?? [1], capacity: capacity, latencyRequests: latencyRequests,
+            latencyWarmup: latencyWarmup, warmupSeconds: warmup, measureSeconds: measure, transport: transport,
+            pinned: !free, baseline: !noBaseline, queueMemoryRequests: queueMemory, scanScaling: scanTasks > 0,
+            scanTasks: scanTasks)
+        var programs: BaselinePrograms?
+        if settings.baseline {
+            let source = try baselineSourceDirectory()
+            let build =
+                baselineBuild.map { URL(fileURLWithPath: $0) }
+                ?? source.deletingLastPathComponent()
+                .appendingPathComponent("build")
+            programs = try await BaselinePrograms.build(source: source, into: build)
+        }
+        let run = BenchRun(settings: settings, baseline: programs)
+        let report = try await run.run()
+        print(report.table())
+        if let json {
+            let encoder = JSONEncoder()
+            encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
+            try encoder.encode(report).write(to: URL(fileURLWithPath: json))
+            print("\nJSON written to \(json)")
+        }
+    }
+
+    /// `--baseline-source`, or `bench/baseline` found above this executable or the working directory.
+    private func baselineSourceDirectory() throws -> URL {
+        if let baselineSource { return URL(fileURLWithPath: baselineSource) }
+        let starts = [
+            URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath().deletingLastPathComponent(),
+            URL(fileURLWithPath: FileManager.default.currentDirectoryPath),
+        ]
+        for start in starts {
+            var directory = start
+            while directory.path != "/" {
+                let candidate = directory.appendingPathComponent("bench/baseline")
+                if FileManager.default.fileExists(atPath: candidate.appendingPathComponent("broker.c").path) {
+                    return candidate
+                }
+                directory.deleteLastPathComponent()
+            }
+        }
+        throw BenchError(
+            "cannot find bench/baseline/*.c above \(starts.map(\.path).joined(separator: " or ")); pass --baseline-source DIR or --no-baseline"
+        )
+    }
+}

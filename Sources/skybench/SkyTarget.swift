@@ -1,0 +1,162 @@
+import Foundation
+import Histogram
+import Sky
+import SkyProtocol
+import SkyTestSupport
+import SkyWorkloads
+
+/// A Sky cluster under test: a `skybroker`, `workers` × `skyworker` serving one built-in
+/// service, and a `SkyClient` in this process (whose CPU counts as the client's).
+final class SkyTarget: BenchTarget {
+    let system = BenchSystem.sky
+    let client: SkyClient
+    private let broker: SkyProcess
+    private let workers: [SkyProcess]
+    private let cpu: ProcessCPU
+    private let service: String
+    private let clock = ContinuousClock()
+
+    /// Every call of a measurement: no sharing of equal payloads, no retry (a failure fails the
+    /// run instead of hiding in the figures).
+    static let options = ScanOptions(timeout: .seconds(30), retry: RetryPolicy(maxAttempts: 1), coalesce: false)
+
+    private init(broker: SkyProcess, workers: [SkyProcess], client: SkyClient, service: String) {
+        self.broker = broker
+        self.workers = workers
+        self.client = client
+        self.service = service
+        cpu = ProcessCPU(
+            roles: [("client", getpid()), ("broker", broker.pid)]
+                + workers.enumerated().map { ("worker-\($0.offset + 1)", $0.element.pid) })
+    }
+
+    /// Starts a broker and `workers` workers of `capacity` each, and waits until all registered.
+    static func start(
+        workers count: Int, capacity: Int, service: String = EchoTask.service, transport: Transport,
+        brokerArguments: [String] = []
+    ) async throws -> SkyTarget {
+        let endpoints = transport.endpoints(for: "sky")
+        let broker = try SkyProcess(
+            "skybroker",
+            ["--clients", endpoints[0], "--workers", endpoints[1], "--events", endpoints[2], "--log-level", "warning"]
+                + brokerArguments)
+        var workers: [SkyProcess] = []
+        do {
+            let ready = try await broker.waitForLine { $0.hasPrefix("skybroker ready ") }
+            let bound = Transport.fields(of: ready)
+            guard let clients = bound["clients"], let workersEndpoint = bound["workers"] else {
+                throw BenchError("skybroker's ready line has no endpoints: \(ready)")
+            }
+            for index in stride(from: 1, through: count, by: 1) {
+                workers.append(
+                    try SkyProcess(
+                        "skyworker",
+                        [
+                            "--broker", workersEndpoint, "--capacity", "\(capacity)", "--workloads", service,
+                            "--name", "bench-\(index)", "--log-level", "warning",
+                        ], name: "skyworker-\(index)"))
+            }
+            let client = try await SkyClient(broker: clients)
+            let target = SkyTarget(broker: broker, workers: workers, client: client, service: service)
+            try await target.waitForWorkers(count)
+            return target
+        } catch {
+            for process in [broker] + workers { process.killNow() }
+            throw error
+        }
+    }
+
+    /// Waits until the broker knows `count` workers (there is no event to await from here
+    /// without a subscriber, and this runs once per cluster, outside any measurement).
+    private func waitForWorkers(_ count: Int) async throws {
+        let deadline = clock.now + .seconds(30)
+        while try await client.clusterSnapshot().workers.count < count {
+            guard clock.now < deadline else {
+                throw BenchError("only some of \(count) skyworkers registered within 30 s")
+            }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+    }
+
+    func latency(payload: Int, requests: Int, warmup: Int) async throws -> Figures {
+        let body = [UInt8](repeating: 0x61, count: payload)
+        for _ in 0..<warmup { try await call(body) }
+        // Microseconds with three significant digits, up to a minute.
+        var histogram = Histogram<UInt64>(highestTrackableValue: 60_000_000, numberOfSignificantValueDigits: .three)
+        let cpuBefore = cpu.read()
+        let started = clock.now
+        for _ in 0..<requests {
+            let sent = clock.now
+            try await call(body)
+            histogram.record(UInt64(max(1, (clock.now - sent).inSeconds * 1e6)))
+        }
+        let elapsed = (clock.now - started).inSeconds
+        return Figures(
+            tasks: requests, seconds: elapsed, p50: Double(histogram.valueAtPercentile(50)),
+            p99: Double(histogram.valueAtPercentile(99)), cpuSeconds: cpu.since(cpuBefore))
+    }
+
+    func throughput(payload: Int, inFlight: Int, warmup: Duration, measure: Duration) async throws -> Figures {
+        let body = [UInt8](repeating: 0x61, count: payload)
+        let from = clock.now + warmup
+        let until = from + measure
+        let cpu = self.cpu
+        let cpuUsed = Task {
+            try await Task.sleep(until: from, clock: .continuous)
+            let before = cpu.read()
+            try await Task.sleep(until: until, clock: .continuous)
+            return cpu.since(before)
+        }
+        let completed = try await withThrowingTaskGroup(of: Int.self) { group in
+            for _ in 0..<inFlight {
+                group.addTask {
+                    var counted = 0
+                    while true {
+                        try await self.call(body)
+                        let now = ContinuousClock.now
+                        if now >= until { return counted }
+                        if now >= from { counted += 1 }
+                    }
+                }
+            }
+            return try await group.reduce(0, +)
+        }
+        return Figures(tasks: completed, seconds: measure.inSeconds, cpuSeconds: try await cpuUsed.value)
+    }
+
+    /// Runs `tasks` sky.scan tasks, `concurrency` at a time, and returns the tasks per second.
+    func scanRate(tasks: Int, concurrency: Int) async throws -> Double {
+        let started = clock.now
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            var next = 0
+            func add() {
+                let sector = next
+                next += 1
+                group.addTask { _ = try await self.client.scan(ScanTask(sector: sector), options: Self.options) }
+            }
+            for _ in 0..<min(concurrency, tasks) { add() }
+            while try await group.next() != nil {
+                if next < tasks { add() }
+            }
+        }
+        return Double(tasks) / (clock.now - started).inSeconds
+    }
+
+    /// The broker's memory and queue, as its snapshot reports them.
+    func snapshot() async throws -> ClusterSnapshot {
+        try await client.clusterSnapshot()
+    }
+
+    private func call(_ body: [UInt8]) async throws {
+        let reply = try await client.request(service: service, body: body, options: Self.options)
+        guard reply.count == body.count else {
+            throw BenchError("\(service) answered \(reply.count) bytes for \(body.count)")
+        }
+    }
+
+    func stop() async {
+        await client.close()
+        for process in workers + [broker] { process.killNow() }
+        for process in workers + [broker] { _ = try? await process.waitForExit(timeout: .seconds(5)) }
+    }
+}

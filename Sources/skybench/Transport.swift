@@ -1,0 +1,39 @@
+import Foundation
+
+/// How the processes of a run reach each other.
+enum Transport: String, Codable, Sendable, CaseIterable {
+    /// TCP on 127.0.0.1, ports picked by the kernel.
+    case tcp
+    /// Unix domain sockets in the temporary directory.
+    case ipc
+
+    /// Three endpoints to bind (clients, workers, events), fresh for each cluster.
+    func endpoints(for name: String) -> [String] {
+        switch self {
+        case .tcp:
+            return Array(repeating: "tcp://127.0.0.1:*", count: 3)
+        case .ipc:
+            let base = NSTemporaryDirectory() + "skybench-\(name)-\(UUID().uuidString.prefix(8))"
+            return ["clients", "workers", "events"].map { "ipc://\(base)-\($0)" }
+        }
+    }
+
+    /// The `key=value` words of a ready line.
+    static func fields(of line: String) -> [String: String] {
+        var fields: [String: String] = [:]
+        for word in line.split(separator: " ") {
+            guard let equals = word.firstIndex(of: "=") else { continue }
+            fields[String(word[..<equals])] = String(word[word.index(after: equals)...])
+        }
+        return fields
+    }
+}
+
+/// A run that cannot go on, with what happened.
+struct BenchError: Error, CustomStringConvertible {
+    let description: String
+
+    init(_ description: String) {
+        self.description = description
+    }
+}

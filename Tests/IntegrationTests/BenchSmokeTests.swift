@@ -1,0 +1,55 @@
+import Foundation
+import SkyTestSupport
+import Testing
+
+extension IntegrationSuite {
+    /// The benchmark never runs in the test suite; this checks that it still works end to end.
+    @Suite("skybench smoke test")
+    struct BenchSmokeTests {
+        /// skybench compiles the C baseline, measures a few hundred requests of Sky and of the
+        /// baseline, prints its table and exits 0; its JSON report holds both systems' figures.
+        @Test func skybenchMeasuresAFewHundredRequestsOfBothSystemsAndExitsZero() async throws {
+            let scratch = FileManager.default.temporaryDirectory.appendingPathComponent("skybench-\(UUID().uuidString)")
+            try FileManager.default.createDirectory(at: scratch, withIntermediateDirectories: true)
+            defer { try? FileManager.default.removeItem(at: scratch) }
+            let source = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+                .deletingLastPathComponent().appendingPathComponent("bench/baseline")
+            let report = scratch.appendingPathComponent("report.json")
+            let bench = try SkyProcess(
+                "skybench",
+                [
+                    "--rounds", "1", "--workers", "1", "--payloads", "64", "--in-flight", "8",
+                    "--latency-requests", "200", "--latency-warmup", "20", "--warmup", "0.05", "--measure", "0.3",
+                    "--queue-memory", "500", "--scan-tasks", "0", "--free",
+                    "--baseline-source", source.path, "--baseline-build", scratch.appendingPathComponent("build").path,
+                    "--json", report.path,
+                ])
+            defer { bench.killNow() }
+            let status = try await bench.waitForExit(timeout: .seconds(100))
+            #expect(status == 0, "skybench failed: \(bench.errorText)")
+            let table = bench.outputLines.joined(separator: "\n")
+            #expect(table.contains("Sky / baseline"))
+            #expect(table.contains("Targets"))
+
+            let json = try #require(
+                try JSONSerialization.jsonObject(with: Data(contentsOf: report)) as? [String: Any])
+            let samples = try #require(json["samples"] as? [[String: Any]])
+            for system in ["sky", "baseline"] {
+                let latency = try #require(
+                    samples.first { $0["system"] as? String == system && $0["kind"] as? String == "latency" })
+                let figures = try #require(latency["figures"] as? [String: Any])
+                #expect(figures["tasks"] as? Int == 200, "\(system) latency: \(figures)")
+                #expect((figures["p50"] as? Double ?? 0) > 0, "\(system) latency: \(figures)")
+                let throughput = try #require(
+                    samples.first { $0["system"] as? String == system && $0["kind"] as? String == "throughput" })
+                let counted = try #require(throughput["figures"] as? [String: Any])
+                #expect((counted["tasks"] as? Int ?? 0) > 0, "\(system) throughput: \(counted)")
+                print(
+                    "skybench smoke, \(system): latency p50 \(figures["p50"] ?? "-") us, \(counted["tasks"] ?? 0) tasks in 0.3 s at 8 in flight"
+                )
+            }
+            let memory = try #require(json["queueMemory"] as? [String: Any])
+            #expect(memory["queued"] as? Int == 500)
+        }
+    }
+}

@@ -1,0 +1,167 @@
+/* Baseline client: DEALER to the broker's front.
+ *   lat: one request in flight; WARMUP untimed, then COUNT timed round trips.
+ *   thr: INFLIGHT requests in flight; WARMUP_MS, then MEASURE_MS counted.
+ * Over the measured phase it samples the CPU time (utime + stime) of itself and of PIDS
+ * (comma-separated) from /proc, and prints one JSON line.
+ * Usage: sky-baseline-client ENDPOINT lat PAYLOAD COUNT WARMUP PIDS
+ *        sky-baseline-client ENDPOINT thr PAYLOAD INFLIGHT WARMUP_MS MEASURE_MS PIDS */
+#include <stdint.h>
+#include <time.h>
+#include <unistd.h>
+#include "common.h"
+
+#define MAX_PIDS 16
+
+static int pids[MAX_PIDS];
+static int pid_count = 0;
+static double cpu_start[MAX_PIDS];
+
+static uint64_t now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* utime + stime of a process (all its threads, living and gone), in seconds. */
+static double cpu_seconds(int pid) {
+    char path[64], buffer[2048];
+    snprintf(path, sizeof path, "/proc/%d/stat", pid);
+    FILE *file = fopen(path, "r");
+    if (!file) return -1;
+    size_t n = fread(buffer, 1, sizeof buffer - 1, file);
+    fclose(file);
+    buffer[n] = 0;
+    char *field = strrchr(buffer, ')');
+    if (!field) return -1;
+    unsigned long utime = 0, stime = 0;
+    /* After ")": state is field 3; utime and stime are fields 14 and 15. */
+    if (sscanf(field + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &utime, &stime) != 2) return -1;
+    return (double)(utime + stime) / (double)sysconf(_SC_CLK_TCK);
+}
+
+static void parse_pids(const char *list) {
+    pids[pid_count++] = getpid();
+    char *copy = strdup(list), *save = NULL;
+    for (char *token = strtok_r(copy, ",", &save); token && pid_count < MAX_PIDS; token = strtok_r(NULL, ",", &save))
+        if (atoi(token) > 0) pids[pid_count++] = atoi(token);
+    free(copy);
+}
+
+static void cpu_begin(void) {
+    for (int i = 0; i < pid_count; i++) cpu_start[i] = cpu_seconds(pids[i]);
+}
+
+static void cpu_print(void) {
+    printf("\"cpu\":{");
+    for (int i = 0; i < pid_count; i++)
+        printf("%s\"%d\":%.4f", i ? "," : "", pids[i], cpu_seconds(pids[i]) - cpu_start[i]);
+    printf("}");
+}
+
+static void send_request(void *socket, uint64_t seq, const void *payload, size_t size) {
+    if (zmq_send(socket, &seq, sizeof seq, ZMQ_SNDMORE) < 0 || zmq_send(socket, payload, size, 0) < 0)
+        die("send");
+}
+
+/* Waits for one reply (5 s at most) and returns its sequence number. */
+static uint64_t receive_reply(void *socket) {
+    zmq_msg_t msgs[MAX_FRAMES];
+    int count = recv_message(socket, msgs, 0);
+    if (count <= 0) die("no reply within 5 s");
+    uint64_t seq = 0;
+    if (count >= 1 && zmq_msg_size(&msgs[0]) == sizeof seq) memcpy(&seq, zmq_msg_data(&msgs[0]), sizeof seq);
+    for (int i = 0; i < count; i++) zmq_msg_close(&msgs[i]);
+    return seq;
+}
+
+static int compare(const void *a, const void *b) {
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+static double percentile_us(uint64_t *sorted, long count, double percentile) {
+    long rank = (long)((percentile / 100.0) * (double)count + 0.999999);
+    if (rank < 1) rank = 1;
+    return (double)sorted[rank - 1] / 1000.0;
+}
+
+int main(int argc, char **argv) {
+    if (argc < 7) {
+        fprintf(stderr, "usage: see the comment at the top of client.c\n");
+        return 2;
+    }
+    const char *mode = argv[2];
+    size_t size = (size_t)atol(argv[3]);
+    void *payload = calloc(1, size ? size : 1);
+    void *context = zmq_ctx_new();
+    void *socket = zmq_socket(context, ZMQ_DEALER);
+    set_int(socket, ZMQ_SNDHWM, 0);
+    set_int(socket, ZMQ_RCVHWM, 0);
+    set_int(socket, ZMQ_LINGER, 0);
+    set_int(socket, ZMQ_RCVTIMEO, 5000);
+    if (zmq_connect(socket, argv[1]) != 0) die(argv[1]);
+
+    if (strcmp(mode, "lat") == 0) {
+        long count = atol(argv[4]), warmup = atol(argv[5]);
+        parse_pids(argv[6]);
+        uint64_t *samples = malloc(sizeof(uint64_t) * (size_t)count);
+        uint64_t seq = 0;
+        for (long i = 0; i < warmup; i++) {
+            send_request(socket, ++seq, payload, size);
+            if (receive_reply(socket) != seq) die("reply out of order");
+        }
+        cpu_begin();
+        uint64_t started = now_ns();
+        for (long i = 0; i < count; i++) {
+            uint64_t sent = now_ns();
+            send_request(socket, ++seq, payload, size);
+            if (receive_reply(socket) != seq) die("reply out of order");
+            samples[i] = now_ns() - sent;
+        }
+        double elapsed = (double)(now_ns() - started) / 1e9;
+        qsort(samples, (size_t)count, sizeof *samples, compare);
+        double sum = 0;
+        for (long i = 0; i < count; i++) sum += (double)samples[i];
+        printf("{\"mode\":\"lat\",\"count\":%ld,\"elapsed\":%.6f,\"p50\":%.2f,\"p99\":%.2f,\"mean\":%.2f,", count, elapsed,
+               percentile_us(samples, count, 50), percentile_us(samples, count, 99), sum / (double)count / 1000.0);
+        cpu_print();
+        printf("}\n");
+    } else if (strcmp(mode, "thr") == 0 && argc >= 8) {
+        long inflight = atol(argv[4]);
+        uint64_t warmup = (uint64_t)atol(argv[5]) * 1000000u, measure = (uint64_t)atol(argv[6]) * 1000000u;
+        parse_pids(argv[7]);
+        uint64_t seq = 0;
+        long outstanding = 0, completed = 0;
+        for (; outstanding < inflight; outstanding++) send_request(socket, ++seq, payload, size);
+        uint64_t begin = now_ns(), measure_from = begin + warmup, measure_to = measure_from + measure;
+        int measuring = 0;
+        uint64_t now = begin;
+        while (now < measure_to) {
+            receive_reply(socket);
+            now = now_ns();
+            if (!measuring && now >= measure_from) {
+                measuring = 1;
+                measure_from = now;
+                measure_to = now + measure;
+                cpu_begin();
+            }
+            if (measuring) completed++;
+            send_request(socket, ++seq, payload, size);
+        }
+        double elapsed = (double)(now - measure_from) / 1e9;
+        printf("{\"mode\":\"thr\",\"completed\":%ld,\"elapsed\":%.6f,\"rate\":%.1f,", completed, elapsed,
+               (double)completed / elapsed);
+        cpu_print();
+        printf("}\n");
+        fflush(stdout);
+        /* Collect what is still in flight, so the broker's credits come back before the next run. */
+        for (long i = 0; i < outstanding; i++) receive_reply(socket);
+    } else {
+        fprintf(stderr, "unknown mode %s\n", mode);
+        return 2;
+    }
+    fflush(stdout);
+    zmq_close(socket);
+    zmq_ctx_term(context);
+    return 0;
+}

@@ -1,0 +1,67 @@
+/* Shared by the plain-libzmq baseline programs that skybench runs beside Sky.
+ * The baseline is the same message flow as Sky (client DEALER -> broker ROUTER|ROUTER ->
+ * worker DEALER, credit-based) with no application work, so Sky's figures can be read as a
+ * ratio of what libzmq allows on the same machine in the same run. */
+#ifndef SKY_BASELINE_COMMON_H
+#define SKY_BASELINE_COMMON_H
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <zmq.h>
+
+#define MAX_FRAMES 8
+
+static inline void die(const char *what) {
+    fprintf(stderr, "%s: %s\n", what, zmq_strerror(zmq_errno()));
+    exit(1);
+}
+
+/* skybench sets SKY_EXIT_WITH_PARENT=1: then leave when the parent is gone, so a benchmark
+ * that crashed leaves nothing running. Called between waits of at most 200 ms. */
+static pid_t parent_at_start = 0;
+static inline void exit_if_orphaned(void) {
+    const char *flag = getenv("SKY_EXIT_WITH_PARENT");
+    if (!flag || strcmp(flag, "1") != 0) return;
+    if (parent_at_start == 0) parent_at_start = getppid();
+    if (getppid() != parent_at_start) exit(3);
+}
+
+static inline void set_int(void *socket, int option, int value) {
+    if (zmq_setsockopt(socket, option, &value, sizeof value) != 0) die("zmq_setsockopt");
+}
+
+/* Receives every frame of one message into msgs; returns the frame count, 0 on EAGAIN
+ * (non-blocking), -1 on another error. Extra frames beyond MAX_FRAMES are dropped. */
+static inline int recv_message(void *socket, zmq_msg_t *msgs, int flags) {
+    int count = 0;
+    for (;;) {
+        zmq_msg_t scratch;
+        zmq_msg_t *msg = count < MAX_FRAMES ? &msgs[count] : &scratch;
+        zmq_msg_init(msg);
+        if (zmq_msg_recv(msg, socket, count == 0 ? flags : 0) < 0) {
+            int error = zmq_errno();
+            zmq_msg_close(msg);
+            for (int i = 0; i < count && i < MAX_FRAMES; i++) zmq_msg_close(&msgs[i]);
+            return error == EAGAIN ? 0 : -1;
+        }
+        int more = zmq_msg_more(msg);
+        if (count < MAX_FRAMES) count++; else zmq_msg_close(msg);
+        if (!more) return count;
+    }
+}
+
+/* Sends frames[from..<count] (taking ownership of them) as one message. */
+static inline int send_frames(void *socket, zmq_msg_t *msgs, int from, int count) {
+    for (int i = from; i < count; i++) {
+        if (zmq_msg_send(&msgs[i], socket, i + 1 < count ? ZMQ_SNDMORE : 0) < 0) {
+            for (int j = i; j < count; j++) zmq_msg_close(&msgs[j]);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+#endif

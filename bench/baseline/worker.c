@@ -1,0 +1,33 @@
+/* Baseline worker: DEALER, announces CREDITS, echoes every request [id][seq][payload] as is.
+ * Usage: sky-baseline-worker BACK CREDITS */
+#include "common.h"
+
+int main(int argc, char **argv) {
+    if (argc != 3) {
+        fprintf(stderr, "usage: %s BACK CREDITS\n", argv[0]);
+        return 2;
+    }
+    void *context = zmq_ctx_new();
+    void *socket = zmq_socket(context, ZMQ_DEALER);
+    set_int(socket, ZMQ_SNDHWM, 100000);
+    set_int(socket, ZMQ_RCVHWM, 100000);
+    set_int(socket, ZMQ_LINGER, 0);
+    set_int(socket, ZMQ_RCVTIMEO, 200);
+    exit_if_orphaned();
+    if (zmq_connect(socket, argv[1]) != 0) die(argv[1]);
+    if (zmq_send(socket, "READY", 5, ZMQ_SNDMORE) < 0 || zmq_send(socket, argv[2], strlen(argv[2]), 0) < 0)
+        die("send READY");
+    zmq_msg_t msgs[MAX_FRAMES];
+    for (;;) {
+        int count = recv_message(socket, msgs, 0);
+        if (count < 0) {
+            if (zmq_errno() == EINTR) continue;
+            die("receive");
+        }
+        if (count == 0) {
+            exit_if_orphaned(); /* 200 ms without a request */
+            continue;
+        }
+        if (send_frames(socket, msgs, 0, count) != 0) die("send");
+    }
+}
