@@ -53,7 +53,8 @@ public final class ZMQEventLoop: Sendable {
     /// Starts the I/O thread, creates the sockets, binds and connects them.
     ///
     /// - Parameters:
-    ///   - name: the thread's name (shows in debuggers and `top -H`).
+    ///   - name: the thread's name (Foundation's `Thread.name`; on Linux the kernel's thread name,
+    ///     which top and perf show, stays the one inherited from the thread that started the loop).
     ///   - context: a context to share (needed for `inproc://` between loops); by default the
     ///     loop makes its own and terminates it on its thread at shutdown, after lingering
     ///     messages have left, so no Swift task ever waits in `zmq_ctx_term`.

@@ -76,6 +76,53 @@ struct ZMQEventLoopTests {
         await server.shutdown()
     }
 
+    /// An inline handler sees every batch on the I/O thread and what it sends leaves at once;
+    /// nothing reaches `inbound`; a send that fails comes back to the handler in a later batch.
+    @Test(.timeLimit(.minutes(1)))
+    func anInlineHandlerAnswersOnTheLoopsThreadAndHearsOfFailedSends() async throws {
+        let seen = Locked((threads: Set<UInt>(), failures: 0, messages: 0))
+        let server = try await ZMQEventLoop.start(
+            name: "test-inline",
+            sockets: [
+                .init(id: Self.server, type: .router, options: [.routerMandatory(true)], bind: ["tcp://127.0.0.1:*"])
+            ],
+            handler: { batch, outbound in
+                let thread = UInt(pthread_self())
+                for inbound in batch {
+                    switch inbound {
+                    case .message(_, let message):
+                        seen.withLock { $0.messages += 1 }
+                        // Echo, and also send to a peer that does not exist.
+                        outbound.append(.init(socket: Self.server, frames: message.frames))
+                        outbound.append(.init(socket: Self.server, frames: [[9, 9, 9], [1]]))
+                    case .sendFailed:
+                        seen.withLock { $0.failures += 1 }
+                    case .monitor, .tick:
+                        continue
+                    }
+                }
+                seen.withLock { _ = $0.threads.insert(thread) }
+            })
+        let endpoint = try #require(server.boundEndpoints(of: Self.server).first)
+        let client = try await ZMQEventLoop.start(
+            name: "test-inline-client", sockets: [.init(id: Self.client, type: .dealer, connect: [endpoint])])
+        let count = 100
+        client.send((0..<count).map { .init(socket: Self.client, frames: [Array("\($0)".utf8)]) })
+        let (echoed, _) = await Self.collect(client, messages: count)
+        #expect(echoed.map { String(decoding: $0.frames[0], as: UTF8.self) } == (0..<count).map { "\($0)" })
+        // The failures of the last batch's sends arrive with the batch after it.
+        client.send([Array("last".utf8)], on: Self.client)
+        _ = await Self.collect(client, messages: 1)
+        let state = seen.withLock { $0 }
+        #expect(state.messages == count + 1)
+        #expect(state.failures >= count)
+        // One thread ran every batch: the loop's own (a pool thread would show as several).
+        #expect(state.threads.count == 1)
+        #expect(server.pendingMessageCount == 0)
+        await client.shutdown()
+        await server.shutdown()
+    }
+
     @Test func aSlowConsumerMakesTheThreadStopReadingAndNothingIsLost() async throws {
         let context = try ZMQContext()
         let server = try await ZMQEventLoop.start(
