@@ -87,6 +87,7 @@ let package = Package(
         .target(
             name: "SkyCLISupport",
             dependencies: [
+                "SkyZMQ",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
@@ -95,7 +96,7 @@ let package = Package(
         .executableTarget(
             name: "skybroker",
             dependencies: [
-                "SkyBrokerKit", "SkyCLISupport",
+                "SkyBrokerKit", "SkyCLISupport", "SkyZMQ",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),

@@ -46,6 +46,8 @@ struct SkyWorkerCommand: AsyncParsableCommand {
 
     @OptionGroup var common: CommonOptions
 
+    @OptionGroup var curve: CurveOptions
+
     func validate() throws {
         guard (1...65_536).contains(capacity) else { throw ValidationError("--capacity must be 1...65536") }
         guard heartbeatInterval >= 0.01 else { throw ValidationError("--heartbeat-interval must be at least 0.01") }
@@ -69,7 +71,8 @@ struct SkyWorkerCommand: AsyncParsableCommand {
         liveness.liveness = self.liveness
         let worker = SkyWorker(
             configuration: .init(
-                broker: broker, liveness: liveness, drainGrace: .milliseconds(Int64(drainGrace * 1000))),
+                broker: broker, liveness: liveness, drainGrace: .milliseconds(Int64(drainGrace * 1000)),
+                credentials: curve.credentials(program: "skyworker")),
             system: system, logger: logger)
         ProcessSetup.line("skyworker ready name=\(workerName) capacity=\(capacity) broker=\(broker)")
         Task {

@@ -295,9 +295,14 @@ struct RequestTable {
 
     /// The client is closing: every call fails.
     mutating func closeAll() -> [Action] {
+        failAll(.clientClosed)
+    }
+
+    /// Ends every call with `error` (the client closed, or the broker refused its credentials).
+    mutating func failAll(_ error: SkyError) -> [Action] {
         var actions: [Action] = []
         for entry in entries.values {
-            finish(entry, .fail(entry.waiters, .clientClosed, attempts: entry.attempts), into: &actions)
+            finish(entry, .fail(entry.waiters, error, attempts: entry.attempts), into: &actions)
         }
         return actions
     }

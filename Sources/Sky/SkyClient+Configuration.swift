@@ -1,5 +1,6 @@
 import Logging
 import SkyWorkerKit
+import SkyZMQ
 
 extension SkyClient {
     /// Client-wide settings. Every field has a default that suits a cluster on one network.
@@ -25,6 +26,12 @@ extension SkyClient {
         /// Seeds the backoff jitter; `nil` draws a seed at random.
         public var jitterSeed: UInt64?
         public var logger = Logger(label: "sky.client")
+        /// CURVE: the broker's public key and this client's key pair. Required by a broker that
+        /// runs with `--secret-key`; this client's public key must be on its client allow-list.
+        public var credentials: CurveCredentials?
+        /// The largest encoded task sent; a larger one fails at once with
+        /// ``SkyError/requestTooLarge(bytes:limit:)``. Match the broker's `--max-frame-size`.
+        public var maxRequestBytes = 16 << 20
 
         public init() {}
     }

@@ -45,7 +45,7 @@ extension SkyClient {
                 .reconnectInterval(milliseconds: 250), .reconnectIntervalMax(milliseconds: 4000),
                 // ZMTP heartbeats notice a broker host that vanished without closing the connection.
                 .heartbeatInterval(milliseconds: 1000), .heartbeatTimeout(milliseconds: 3000),
-            ],
+            ] + (configuration.credentials?.socketOptions ?? []),
             connect: [endpoint], monitor: [.handshakeSucceeded, .disconnected, .handshakeFailed])
     }
 
@@ -75,20 +75,55 @@ extension SkyClient {
     private func connectionEvent(_ event: ZMQMonitorEvent) -> [RequestTable.Action] {
         switch event.kind {
         case .handshakeSucceeded:
+            handshake.succeeded()
             configuration.logger.debug("connected to \(event.endpoint)")
             let waiting = connectionWaiters
             connectionWaiters.removeAll()
             for waiter in waiting.values { waiter.resume() }
             return table.connectionUp(now: time.now())
         case .disconnected:
+            if handshake.closedBeforeHandshake() {
+                // A CURVE server that cannot open our HELLO (we hold the wrong server key) just
+                // closes the connection, and one that gets a NULL greeting often closes before
+                // libzmq reports the mechanism mismatch: both look like this, again and again.
+                return refuse(
+                    "\(event.endpoint) closed the connection during the handshake \(HandshakeWatch.strikes) times in a row: "
+                        + (configuration.credentials == nil
+                            ? "the broker probably requires CURVE; give this client credentials"
+                            : "the broker public key given to this client is probably not the broker's"))
+            }
             configuration.logger.info("lost the connection to \(event.endpoint); reconnecting")
             table.connectionDown(now: time.now())
-        case .handshakeFailedAuth, .handshakeFailedProtocol, .handshakeFailedNoDetail:
-            configuration.logger.warning("handshake with \(event.endpoint) failed (\(event.kind), \(event.value))")
+        case .handshakeFailedAuth:
+            return refuse(
+                "\(event.endpoint) refused this client's key (ZAP status \(event.value)): it is not on the broker's client allow-list"
+            )
+        case .handshakeFailedProtocol:
+            return refuse(
+                "the security handshake with \(event.endpoint) failed (libzmq protocol error 0x\(String(UInt32(bitPattern: event.value), radix: 16))): "
+                    + (configuration.credentials == nil
+                        ? "the broker requires CURVE and this client has no credentials"
+                        : "the broker does not speak CURVE, or rejected these keys"))
+        case .handshakeFailedNoDetail:
+            configuration.logger.warning("handshake with \(event.endpoint) failed (\(event.value))")
         default:
             break
         }
         return []
+    }
+
+    /// The broker refused this client's credentials: every call fails with
+    /// ``SkyError/unauthorized(_:)`` now and from now on, and the connection is closed, so the
+    /// client does not knock again and again with the same keys.
+    private func refuse(_ reason: String) -> [RequestTable.Action] {
+        guard refusal == nil else { return [] }
+        configuration.logger.error("\(reason); giving up on this broker")
+        let error = SkyError.unauthorized(reason)
+        refusal = error
+        loop?.close(socket)
+        for waiter in connectionWaiters.values { waiter.resume(throwing: error) }
+        connectionWaiters.removeAll()
+        return table.failAll(error)
     }
 
     /// Carries out what the request table decided, then re-arms the timer.

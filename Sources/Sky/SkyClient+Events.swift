@@ -57,7 +57,10 @@ extension SkyClient {
             eventSinks.removeValue(forKey: id)?.finish()
             loop.close(id)
         }
-        try await loop.open(.init(id: id, type: .sub, options: [.subscribe([])], connect: [endpoint]))
+        try await loop.open(
+            .init(
+                id: id, type: .sub, options: [.subscribe([])] + (configuration.credentials?.socketOptions ?? []),
+                connect: [endpoint]))
         var lastSeq: UInt64 = 0
         var instance: String?
         var needSnapshot = true

@@ -45,6 +45,9 @@ public actor SkyClient {
     var connectionWaiters: [RequestTable.WaiterID: CheckedContinuation<Void, any Error>] = [:]
     var eventSinks: [ZMQEventLoop.SocketID: AsyncStream<SkyEvent>.Continuation] = [:]
     var serviceCache: [String: (served: Bool, checkedAt: Duration)] = [:]
+    /// Set once the broker refused this client's credentials; every call fails with it.
+    var refusal: SkyError?
+    var handshake = HandshakeWatch()
     var localRuns = 0
     /// This client's routing id at the broker, the same on every connection: the broker holds
     /// requests under it, so after a reconnect their replies still reach this client.
@@ -178,6 +181,12 @@ public actor SkyClient {
                 attempts: 0)
         }
         guard !closed else { return Completion(result: .failure(.clientClosed), attempts: 0) }
+        guard body.count <= configuration.maxRequestBytes else {
+            return Completion(
+                result: .failure(.requestTooLarge(bytes: body.count, limit: configuration.maxRequestBytes)), attempts: 0
+            )
+        }
+        if let refusal { return Completion(result: .failure(refusal), attempts: 0) }
         if let fallback = configuration.localFallback, await shouldRunLocally(service, system: fallback) {
             return try await runLocally(service: service, body: body, options: options, system: fallback)
         }
@@ -213,8 +222,8 @@ public actor SkyClient {
         let waiter = nextWaiter
         return try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Completion, any Error>) in
-                if closed {
-                    continuation.resume(returning: Completion(result: .failure(.clientClosed), attempts: 0))
+                if closed || refusal != nil {
+                    continuation.resume(returning: Completion(result: .failure(refusal ?? .clientClosed), attempts: 0))
                 } else if Task.isCancelled {
                     continuation.resume(throwing: CancellationError())
                 } else {

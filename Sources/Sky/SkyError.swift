@@ -32,11 +32,14 @@ public enum SkyError: Error, Sendable, Equatable, CustomStringConvertible {
     case invalidTask(String)
     /// The client was closed while the call was waiting, or before it started.
     case clientClosed
+    /// The encoded task is larger than the broker accepts; it was not sent.
+    case requestTooLarge(bytes: Int, limit: Int)
 
     /// The kind of an error without its message: what retry policies name.
     public enum Code: String, Sendable, Hashable, CaseIterable {
         case timeout, overloaded, noWorkers, workerLost, remote, unauthorized, cancelled, brokerUnreachable
         case unknownService, invalidPayload, internalError, invalidResult, invalidTask, clientClosed
+        case requestTooLarge
     }
 
     public var code: Code {
@@ -55,6 +58,7 @@ public enum SkyError: Error, Sendable, Equatable, CustomStringConvertible {
         case .invalidResult: .invalidResult
         case .invalidTask: .invalidTask
         case .clientClosed: .clientClosed
+        case .requestTooLarge: .requestTooLarge
         }
     }
 
@@ -100,6 +104,8 @@ public enum SkyError: Error, Sendable, Equatable, CustomStringConvertible {
             "the result could not be decoded: \(message). Client and worker disagree on the result type."
         case .invalidTask(let message): "the task could not be encoded: \(message)."
         case .clientClosed: "the client was closed; create a new SkyClient."
+        case .requestTooLarge(let bytes, let limit):
+            "the task encodes to \(bytes) bytes and the broker accepts at most \(limit) (SkyClient.Configuration.maxRequestBytes, skybroker --max-frame-size); it was not sent. Send a reference to the data instead, or raise both limits."
         }
     }
 }

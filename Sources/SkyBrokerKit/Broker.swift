@@ -21,6 +21,7 @@ public final class Broker: Service, Sendable {
     static let clientsSocket = ZMQEventLoop.SocketID(0, name: "clients")
     static let workersSocket = ZMQEventLoop.SocketID(1, name: "workers")
     static let eventsSocket = ZMQEventLoop.SocketID(2, name: "events")
+    static let zapSocket = ZMQEventLoop.SocketID(3, name: "zap")
 
     public let endpoints: Endpoints
     private let loop: ZMQEventLoop
@@ -45,25 +46,52 @@ public final class Broker: Service, Sendable {
             .sendHighWaterMark(configuration.highWaterMark),
             .receiveHighWaterMark(configuration.receiveHighWaterMark),
             .maxMessageSize(configuration.maxFrameSize),
+            .handshakeInterval(milliseconds: configuration.handshakeTimeout),
         ]
-        let specs: [ZMQEventLoop.SocketSpec] = [
+        let security = configuration.security
+        if let security {
+            // Fail early and clearly on an allow-list that cannot be read.
+            for (role, path) in security.allowLists.sorted(by: { $0.key.rawValue < $1.key.rawValue }) {
+                do {
+                    _ = try CurveKeyFile.readAllowList(path)
+                } catch {
+                    throw BrokerStartError(role: role.rawValue, endpoint: path, reason: "allow-list: \(error)")
+                }
+            }
+        }
+        /// CURVE server options of a role's socket, when the broker runs with keys.
+        func curve(_ role: BrokerSecurity.Role) -> [ZMQSocketOption] {
+            security?.keys.serverOptions(domain: role.domain) ?? []
+        }
+        var specs: [ZMQEventLoop.SocketSpec] = []
+        if security != nil {
+            // The ZAP handler must be bound before any CURVE socket: without it libzmq admits
+            // every key. If it cannot be bound (another handler in this context), start fails.
+            specs.append(.init(id: zapSocket, type: .router, bind: [ZAPAuthenticator.endpoint]))
+        }
+        let authenticated = security != nil
+        specs += [
             // Clients announce a random 16-byte routing id and keep it across reconnects; handover
             // lets a client whose connection broke come back under it before the broker noticed
             // the break, so the replies for its requests in flight still find it.
             .init(
                 id: clientsSocket, type: .router,
-                options: guardrails + [.routerMandatory(true), .routerHandover(true)],
-                bind: [configuration.clientsEndpoint]),
+                options: guardrails + curve(.client) + [.routerMandatory(true), .routerHandover(true)],
+                bind: [configuration.clientsEndpoint], readUserID: authenticated),
             .init(
-                id: workersSocket, type: .router, options: guardrails + [.routerMandatory(true)],
-                bind: [configuration.workersEndpoint], readPeerAddress: true),
+                id: workersSocket, type: .router, options: guardrails + curve(.worker) + [.routerMandatory(true)],
+                bind: [configuration.workersEndpoint], readUserID: authenticated, readPeerAddress: true),
             .init(
-                id: eventsSocket, type: .xpub, options: guardrails + [.xpubVerbose(true)],
-                bind: [configuration.eventsEndpoint]),
+                id: eventsSocket, type: .xpub, options: guardrails + curve(.watcher) + [.xpubVerbose(true)],
+                bind: [configuration.eventsEndpoint], readUserID: authenticated),
         ]
         var routing = configuration.routing
         if routing.memoryProbe == nil { routing.memoryProbe = { ProcessMemoryProbe.measure() } }
-        let shell = Shell(state: Locked(BrokerStateMachine(configuration: routing)), logger: logger)
+        let shell = Shell(
+            state: Locked(BrokerStateMachine(configuration: routing)),
+            authenticator: Locked(security.map { ZAPAuthenticator(security: $0) }),
+            limits: .init(frames: configuration.maxFramesPerMessage, bytes: configuration.maxMessageBytes),
+            logger: logger)
         let loop: ZMQEventLoop
         do {
             // Ticks drive expiry, heartbeats, deadlines and stats; a tenth of the heartbeat
@@ -89,6 +117,19 @@ public final class Broker: Service, Sendable {
     public func run() async throws {
         logger.info(
             "skybroker serving: clients \(endpoints.clients), workers \(endpoints.workers), events \(endpoints.events)")
+        if let security = configuration.security {
+            let lists = BrokerSecurity.Role.allCases.map { "\($0.rawValue)s \(security.allowLists[$0] ?? "(nobody)")" }
+            logger.info(
+                "CURVE on: broker public key \(security.keys.publicKey.z85); allowed keys: \(lists.joined(separator: ", "))"
+            )
+        } else if configuration.bindsLoopbackOnly {
+            logger.warning(
+                "traffic is neither authenticated nor encrypted (no --secret-key); listening on loopback only")
+        } else {
+            logger.warning(
+                "traffic is neither authenticated nor encrypted (no --secret-key) and the broker listens beyond loopback: anyone who reaches these ports can submit tasks or register as a worker. Use --secret-key and allow-lists (docs/security.md) on any network you do not fully trust."
+            )
+        }
         // The I/O thread does the serving; this task only waits for the end.
         try? await gracefulShutdown()
         logger.info("skybroker stopping")
@@ -108,7 +149,16 @@ public final class Broker: Service, Sendable {
     /// Runs on the I/O thread; the lock is there for ``snapshot()`` and the shutdown, which come
     /// from other threads.
     struct Shell: Sendable {
+        /// What one message may hold.
+        struct Limits: Sendable {
+            var frames: Int
+            var bytes: Int64
+        }
+
         let state: Locked<BrokerStateMachine>
+        /// Only with CURVE on; only the I/O thread uses it.
+        let authenticator: Locked<ZAPAuthenticator?>
+        let limits: Limits
         let logger: Logger
         let clock = ContinuousClock()
 
@@ -131,17 +181,20 @@ public final class Broker: Service, Sendable {
             state.withLock { machine in
                 for inbound in batch {
                     switch inbound {
+                    case .message(Broker.zapSocket, let message):
+                        authenticate(message, machine: &machine, into: &outbound, actions: &actions)
                     case .message(Broker.clientsSocket, let message):
-                        guard message.frames.count >= 1 else { continue }
+                        guard admit(message, as: .client, machine: &machine, actions: &actions) else { continue }
                         machine.clientMessage(
                             from: PeerID(message.frames[0]), frames: Array(message.frames.dropFirst()), now: now,
                             into: &actions)
                     case .message(Broker.workersSocket, let message):
-                        guard message.frames.count >= 1 else { continue }
+                        guard admit(message, as: .worker, machine: &machine, actions: &actions) else { continue }
                         machine.workerMessage(
                             from: PeerID(message.frames[0]), frames: Array(message.frames.dropFirst()),
-                            host: message.peerAddress, now: now, into: &actions)
+                            host: message.peerAddress, key: message.userID, now: now, into: &actions)
                     case .message(Broker.eventsSocket, let message):
+                        guard admit(message, as: .watcher, machine: &machine, actions: &actions) else { continue }
                         // XPUB: [0x01 topic] subscribes, [0x00 topic] unsubscribes.
                         if message.frames.first?.first == 1 { machine.subscriberJoined(into: &actions) }
                     case .sendFailed(Broker.clientsSocket, let frames, _):
@@ -160,6 +213,57 @@ public final class Broker: Service, Sendable {
                 }
             }
             execute(actions, into: &outbound)
+        }
+
+        /// Whether a message may reach the state machine: within the limits, and, with CURVE
+        /// on, from a peer authenticated for the socket's role. Fails closed: a message without
+        /// a User-Id (which libzmq would let through if the ZAP handler were missing) is dropped.
+        private func admit(
+            _ message: ZMQMessage, as role: BrokerSecurity.Role, machine: inout BrokerStateMachine,
+            actions: inout [BrokerAction]
+        ) -> Bool {
+            guard !message.frames.isEmpty else { return false }
+            // The routing-id frame is the ROUTER's, not the peer's; the limits count the rest.
+            let frames = message.frames.count - (role == .watcher ? 0 : 1)
+            let bytes = message.frames.reduce(0) { $0 + Int64($1.count) }
+            if frames > limits.frames || bytes > limits.bytes {
+                machine.counters.oversizedMessages += 1
+                actions.append(
+                    .log(
+                        .warning,
+                        "dropped a \(bytes)-byte message of \(frames) frames on the \(role.rawValue) port: the limits are \(limits.frames) frames and \(limits.bytes) bytes"
+                    ))
+                return false
+            }
+            if authenticator.withLock({ $0 != nil }),
+                !(message.userID?.hasPrefix(role.userIDPrefix) ?? false)
+            {
+                machine.counters.unauthenticatedMessages += 1
+                actions.append(.log(.warning, "dropped a message without an authenticated \(role.rawValue) key"))
+                return false
+            }
+            return true
+        }
+
+        /// Answers libzmq's ZAP request for a connecting CURVE peer.
+        private func authenticate(
+            _ message: ZMQMessage, machine: inout BrokerStateMachine, into outbound: inout [ZMQEventLoop.Outbound],
+            actions: inout [BrokerAction]
+        ) {
+            let answered = authenticator.withLock {
+                authenticator -> (reply: [[UInt8]], ZAPAuthenticator.Decision, String?)? in
+                guard authenticator != nil, let (reply, decision) = authenticator!.answer(message.frames) else {
+                    return nil
+                }
+                return (reply, decision, authenticator!.lastError)
+            }
+            guard let (reply, decision, listError) = answered else { return }
+            outbound.append(.init(socket: Broker.zapSocket, frames: reply))
+            if case .denied(let reason) = decision {
+                machine.counters.handshakesDenied += 1
+                actions.append(.log(.warning, "refused a connection: \(reason)"))
+            }
+            if let listError { actions.append(.log(.warning, "allow-list unreadable, admitting nobody: \(listError)")) }
         }
 
         private func execute(_ actions: [BrokerAction], into outbound: inout [ZMQEventLoop.Outbound]) {
@@ -181,13 +285,33 @@ public final class Broker: Service, Sendable {
     }
 }
 
-/// The broker could not bind one of its endpoints.
+/// The broker could not bind one of its endpoints, or cannot read its keys.
 public struct BrokerStartError: Error, CustomStringConvertible {
     public let role: String
     public let endpoint: String
-    public let underlying: ZMQError
+    public let underlying: ZMQError?
+    public let reason: String?
+
+    init(role: String, endpoint: String, underlying: ZMQError) {
+        self.role = role
+        self.endpoint = endpoint
+        self.underlying = underlying
+        reason = nil
+    }
+
+    init(role: String, endpoint: String, reason: String) {
+        self.role = role
+        self.endpoint = endpoint
+        underlying = nil
+        self.reason = reason
+    }
 
     public var description: String {
+        guard let underlying else { return "cannot start the \(role) side: \(reason ?? "")" }
+        if role == "zap" {
+            return
+                "cannot start the ZAP authentication handler at \(endpoint): \(underlying.message). Without it CURVE would admit any key, so the broker does not start."
+        }
         var text = "cannot bind the \(role) endpoint \(endpoint): \(underlying.message)"
         if underlying.isAddressInUse {
             text += ". Another process (another skybroker?) uses it; stop it or pick another endpoint with --\(role)."

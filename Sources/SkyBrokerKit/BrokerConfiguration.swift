@@ -18,6 +18,17 @@ public struct BrokerConfiguration: Sendable {
     public var routing: BrokerStateMachine.Configuration
     /// How long replies made at shutdown may take to leave, in milliseconds.
     public var shutdownLinger: Int32 = 1000
+    /// Most frames a message may have; more are dropped and counted (libzmq limits only the size
+    /// of each frame, so ten frames under the limit would otherwise pass).
+    public var maxFramesPerMessage = 16
+    /// Most bytes a message may have over all its frames; a larger one is dropped and counted.
+    public var maxMessageBytes: Int64
+    /// How long a peer may take for the ZMTP and CURVE handshake, in milliseconds; a peer that
+    /// connects and says nothing is disconnected then.
+    public var handshakeTimeout: Int32 = 5000
+    /// CURVE and per-role allow-lists; `nil` runs without authentication or encryption (for
+    /// loopback and trusted networks only; the broker says so when it starts).
+    public var security: BrokerSecurity?
 
     public static let defaultClientsEndpoint = "tcp://127.0.0.1:5555"
     public static let defaultWorkersEndpoint = "tcp://127.0.0.1:5556"
@@ -37,5 +48,15 @@ public struct BrokerConfiguration: Sendable {
         self.eventsEndpoint = eventsEndpoint
         self.maxFrameSize = maxFrameSize
         self.highWaterMark = highWaterMark
+        // The largest body frame plus room for the other frames of a request.
+        maxMessageBytes = maxFrameSize + (64 << 10)
+    }
+
+    /// Whether every endpoint is on the loopback interface (or a local transport).
+    public var bindsLoopbackOnly: Bool {
+        [clientsEndpoint, workersEndpoint, eventsEndpoint].allSatisfy { endpoint in
+            endpoint.hasPrefix("ipc://") || endpoint.hasPrefix("inproc://") || endpoint.hasPrefix("tcp://127.")
+                || endpoint.hasPrefix("tcp://localhost:") || endpoint.hasPrefix("tcp://[::1]:")
+        }
     }
 }

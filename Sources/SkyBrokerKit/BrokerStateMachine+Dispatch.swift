@@ -48,7 +48,10 @@ extension BrokerStateMachine {
     /// cancelled or expired while they waited.
     mutating func popWaiting(_ service: String) -> QueuedRequest? {
         while let task = queues[service]?.popFirst() {
-            guard waiting[task.request.requestID] == task.arrival else { continue }
+            guard waiting[task.request.requestID] == task.arrival else {
+                deadQueued -= 1
+                continue
+            }
             waiting[task.request.requestID] = nil
             if queues[service]?.isEmpty == true { queues[service] = nil }
             return task
@@ -62,8 +65,35 @@ extension BrokerStateMachine {
         while let head = queues[service]?.first {
             if waiting[head.request.requestID] == head.arrival { return head.arrival }
             queues[service]?.removeFirst()
+            deadQueued -= 1
         }
+        queues[service] = nil
         return nil
+    }
+
+    /// Drops what answered requests left behind once it outweighs what is live: queue entries
+    /// of requests that expired or were cancelled while waiting (taken out of ``waiting`` only;
+    /// a service that no worker serves never pops them), and deadline entries of requests that
+    /// were dispatched or answered. Without it, requests with short deadlines for a service
+    /// nobody serves would grow the broker without bound. Amortised O(1) per request.
+    mutating func compactIfMostlyDead() {
+        let live = waiting.count
+        if deadQueued > 1024 && deadQueued > live {
+            for service in Array(queues.keys) {
+                let kept = queues[service]!.filter { waiting[$0.request.requestID] == $0.arrival }
+                queues[service] = kept.isEmpty ? nil : Deque(kept)
+            }
+            deadQueued = 0
+        }
+        if deadlines.count > 1024 && deadlines.count > 2 * live {
+            var entries: [DeadlineEntry] = []
+            for (service, queue) in queues {
+                for task in queue where task.deadline != QueuedRequest.noDeadline {
+                    entries.append(DeadlineEntry(deadline: task.deadline, arrival: task.arrival, service: service))
+                }
+            }
+            deadlines = Heap(entries)
+        }
     }
 
     /// The worker to give a new task of `service`: a free credit, least loaded, least recently used.

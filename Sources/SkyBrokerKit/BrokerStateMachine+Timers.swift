@@ -15,6 +15,7 @@ extension BrokerStateMachine {
         }
         expireDeadlines(now: now, into: &actions)
         expireLeases(now: now, into: &actions)
+        compactIfMostlyDead()
         if let due = nextStats {
             if now >= due {
                 publishStats(over: configuration.statsInterval, now: now, into: &actions)
@@ -33,6 +34,9 @@ extension BrokerStateMachine {
                 waiting[task.request.requestID] == first.arrival
             else { continue }
             waiting[task.request.requestID] = nil
+            deadQueued += 1
+            // Usually the expired request is the oldest of its queue: trim it right away.
+            _ = oldestWaiting(first.service)
             counters.deadlinesExceeded += 1
             if workersByService[first.service]?.isEmpty ?? true {
                 fail(

@@ -4,10 +4,28 @@ import SkyProtocol
 
 extension BrokerStateMachine {
     /// A message arrived on the workers ROUTER from `peer`.
-    /// - Parameter host: the address the message came from, if known (recorded on READY).
+    /// - Parameters:
+    ///   - host: the address the message came from, if known (recorded on READY).
+    ///   - key: the sender's authenticated identity (ZAP User-Id) when the broker runs CURVE. A
+    ///     worker's registration belongs to the key that registered it. Routing ids are whatever
+    ///     a peer announces, and libzmq gives a registered worker's id to a new connection only
+    ///     once the worker's own connection is gone; so a message from that id under another
+    ///     key is dropped unread, and the registration it would have inherited ends (its tasks
+    ///     go to other workers).
     public mutating func workerMessage(
-        from peer: PeerID, frames: [[UInt8]], host: String? = nil, now: Instant, into actions: inout [BrokerAction]
+        from peer: PeerID, frames: [[UInt8]], host: String? = nil, key: String? = nil, now: Instant,
+        into actions: inout [BrokerAction]
     ) {
+        if let record = workers[peer], record.key != key {
+            counters.spoofedWorkerMessages += 1
+            actions.append(
+                .log(
+                    .warning,
+                    "a peer with another key (\(key ?? "none")) took over the routing id of worker \(record.name) (\(peer)); its message is dropped and the worker's registration ends"
+                ))
+            remove(peer, reason: .unreachable, now: now, into: &actions)
+            return
+        }
         let command: WorkerToBroker
         do {
             command = try WorkerToBroker.decode(frames)
@@ -17,7 +35,7 @@ extension BrokerStateMachine {
             return
         }
         if case .ready(let announcement) = command {
-            register(peer, announcement, host: host, now: now, into: &actions)
+            register(peer, announcement, host: host, key: key, now: now, into: &actions)
             return
         }
         guard workers[peer] != nil else {
@@ -71,7 +89,7 @@ extension BrokerStateMachine {
     }
 
     private mutating func register(
-        _ peer: PeerID, _ announcement: WorkerAnnouncement, host: String?, now: Instant,
+        _ peer: PeerID, _ announcement: WorkerAnnouncement, host: String?, key: String?, now: Instant,
         into actions: inout [BrokerAction]
     ) {
         if workers[peer] != nil {
@@ -95,7 +113,7 @@ extension BrokerStateMachine {
         for service in announcement.services where !services.contains(service) { services.append(service) }
         let record = WorkerRecord(
             id: peer, name: announcement.name, capacity: Int(announcement.capacity), services: services,
-            host: host, lastHeard: now)
+            host: host, key: key, lastHeard: now)
         workers[peer] = record
         for service in services { workersByService[service, default: []].append(peer) }
         actions.append(

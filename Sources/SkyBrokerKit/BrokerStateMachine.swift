@@ -101,6 +101,8 @@ public struct BrokerStateMachine: Sendable {
         var draining = false
         /// The address it connected from, if the transport tells.
         var host: String?
+        /// The authenticated key it registered with (CURVE), which owns the registration.
+        var key: String?
         /// Replies it sent for tasks it held.
         var completed: UInt64 = 0
         /// When any message from it last arrived; it expires `expiry` later.
@@ -148,6 +150,8 @@ public struct BrokerStateMachine: Sendable {
     /// Requests at a worker, and which one.
     var running: [RequestID: PeerID] = [:]
     var deadlines = Heap<DeadlineEntry>()
+    /// Queue entries whose request is no longer in ``waiting`` (see ``compactIfMostlyDead()``).
+    var deadQueued = 0
     /// The first instant the machine saw; compact timestamps count from it.
     var epoch: Instant?
     var nextArrival: UInt64 = 0
@@ -172,6 +176,11 @@ public struct BrokerStateMachine: Sendable {
     public var inFlightCount: Int { running.count }
 
     public var workerCount: Int { workers.count }
+
+    /// Entries in the queues and the deadline heap, live or not (for tests of their bounds).
+    var bookkeepingEntries: (queued: Int, deadlines: Int) {
+        (queues.values.reduce(0) { $0 + $1.count }, deadlines.count)
+    }
 
     /// Live waiting requests per service. Counts the queues, so it costs a pass over them: for
     /// snapshots, not for every request.
@@ -288,6 +297,7 @@ public struct BrokerStateMachine: Sendable {
     /// Answers a CANCEL. The reply carries attempt 0: it answers the CANCEL, not an attempt.
     private mutating func cancel(_ key: TaskKey, into actions: inout [BrokerAction]) {
         if waiting.removeValue(forKey: key.requestID) != nil {
+            deadQueued += 1
             counters.cancelled += 1
             reply(
                 to: key.client,

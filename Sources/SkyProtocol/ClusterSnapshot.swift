@@ -30,6 +30,15 @@ public struct BrokerCounters: Codable, Sendable, Equatable {
     /// REQUESTs that repeated a request id already waiting or running (a client retry); ignored,
     /// since the first one will be answered.
     public var duplicateRequests: UInt64 = 0
+    /// Connections whose CURVE key is not on the allow-list of the socket's role (ZAP 400).
+    public var handshakesDenied: UInt64 = 0
+    /// Messages without an authenticated identity of the socket's role, dropped (a CURVE broker
+    /// fails closed: libzmq would let them through if its ZAP handler were missing).
+    public var unauthenticatedMessages: UInt64 = 0
+    /// Messages from a registered worker's routing id under another key, dropped.
+    public var spoofedWorkerMessages: UInt64 = 0
+    /// Messages over the broker's frame-count or total-size limit, dropped.
+    public var oversizedMessages: UInt64 = 0
 
     public init() {}
 }

@@ -25,14 +25,18 @@ public final class SkyWorker: Service, Sendable {
         public var liveness: BrokerLiveness.Configuration
         /// How long a graceful stop waits for running tasks.
         public var drainGrace: Duration
+        /// CURVE: the broker's public key and this worker's key pair (on the broker's worker
+        /// allow-list). Required by a broker that runs with `--secret-key`.
+        public var credentials: CurveCredentials?
 
         public init(
             broker: String = "tcp://127.0.0.1:5556", liveness: BrokerLiveness.Configuration = .init(),
-            drainGrace: Duration = .seconds(30)
+            drainGrace: Duration = .seconds(30), credentials: CurveCredentials? = nil
         ) {
             self.broker = broker
             self.liveness = liveness
             self.drainGrace = drainGrace
+            self.credentials = credentials
         }
     }
 
@@ -201,7 +205,7 @@ public final class SkyWorker: Service, Sendable {
                 options: [
                     .sendHighWaterMark(100_000), .receiveHighWaterMark(100_000),
                     .reconnectInterval(milliseconds: 250), .reconnectIntervalMax(milliseconds: 4000),
-                ],
+                ] + (configuration.credentials?.socketOptions ?? []),
                 connect: [configuration.broker]))
         loop.send(ready.encode(), on: id)
         loop.sendPeriodically(

@@ -74,7 +74,10 @@ public enum ZMQSocketOption: Sendable, Hashable {
         case .curveServerKey(let key):
             try Self.set(socket, ZMQ_CURVE_SERVERKEY, key, "ZMQ_CURVE_SERVERKEY")
         case .zapDomain(let domain):
-            try Self.set(socket, ZMQ_ZAP_DOMAIN, Array(domain.utf8), "ZMQ_ZAP_DOMAIN")
+            // Typed, so the bytes overload is chosen (the generic one would copy the array's
+            // own pointer and length instead of the text).
+            let text: [UInt8] = Array(domain.utf8)
+            try Self.set(socket, ZMQ_ZAP_DOMAIN, text, "ZMQ_ZAP_DOMAIN")
         case .heartbeatInterval(let ms):
             try Self.set(socket, ZMQ_HEARTBEAT_IVL, ms, "ZMQ_HEARTBEAT_IVL")
         case .heartbeatTimeout(let ms):

@@ -45,6 +45,8 @@ struct SkyScanCommand: AsyncParsableCommand {
 
     @OptionGroup var common: CommonOptions
 
+    @OptionGroup var curve: CurveOptions
+
     func validate() throws {
         guard sectors >= 0 else { throw ValidationError("--sectors must be 0 or more") }
         guard concurrency >= 1 else { throw ValidationError("--concurrency must be at least 1") }
@@ -57,7 +59,9 @@ struct SkyScanCommand: AsyncParsableCommand {
 
     func run() async throws {
         _ = ProcessSetup.prepare(label: "skyscan", options: common)
-        let client = try await SkyClient(broker: broker)
+        var configuration = SkyClient.Configuration()
+        configuration.credentials = curve.credentials(program: "skyscan")
+        let client = try await SkyClient(broker: broker, configuration: configuration)
         let summary = await scanAll(with: client)
         await client.close()
         ProcessSetup.line(json ? summary.json() : summary.table())

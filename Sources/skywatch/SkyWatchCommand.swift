@@ -37,6 +37,8 @@ struct SkyWatchCommand: AsyncParsableCommand {
 
     @OptionGroup var common: CommonOptions
 
+    @OptionGroup var curve: CurveOptions
+
     func validate() throws {
         if let waitWorkers, waitWorkers < 0 { throw ValidationError("--wait-workers must be 0 or more") }
         guard timeout > 0 else { throw ValidationError("--timeout must be positive") }
@@ -47,6 +49,8 @@ struct SkyWatchCommand: AsyncParsableCommand {
         var configuration = SkyClient.Configuration()
         configuration.events = events
         configuration.logger = logger
+        // One key pair for both sockets: on the client list (snapshots) and the watcher list (events).
+        configuration.credentials = curve.credentials(program: "skywatch")
         let client = try await SkyClient(broker: broker, configuration: configuration)
         let style: WatchDisplay.Style =
             json ? .json : (isatty(STDOUT_FILENO) == 1 && waitWorkers == nil ? .table : .lines)

@@ -31,9 +31,9 @@ struct BrokerHarness {
         worker(peer, frames: command.encode())
     }
 
-    mutating func worker(_ peer: PeerID, frames: [[UInt8]]) -> [BrokerAction] {
+    mutating func worker(_ peer: PeerID, frames: [[UInt8]], key: String? = nil) -> [BrokerAction] {
         var actions: [BrokerAction] = []
-        machine.workerMessage(from: peer, frames: frames, now: now, into: &actions)
+        machine.workerMessage(from: peer, frames: frames, key: key, now: now, into: &actions)
         return actions
     }
 

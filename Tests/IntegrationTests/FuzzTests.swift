@@ -1,0 +1,170 @@
+import Foundation
+import Sky
+import SkyProtocol
+import SkyTestSupport
+import SkyWorkloads
+import SkyZMQ
+import Testing
+
+extension IntegrationSuite {
+    @Suite("Fuzzing both broker ports while real scans run")
+    struct FuzzTests {
+        static let clientsPeer = ZMQEventLoop.SocketID(0, name: "fuzz-clients")
+        static let workersPeer = ZMQEventLoop.SocketID(1, name: "fuzz-workers")
+
+        /// Random and mutated messages: half pure noise, half a valid command with bytes flipped,
+        /// frames cut, dropped, duplicated or shuffled. Valid bases use their own service name
+        /// and short deadlines, so what parses as a real command cannot crowd out real work.
+        struct Fuzzer {
+            var random: SplitMix64
+            var sent = 0
+
+            mutating func noise() -> [[UInt8]] {
+                (0..<(1 + random.next(below: 8))).map { _ in
+                    (0..<random.next(below: 200)).map { _ in UInt8(truncatingIfNeeded: random.next()) }
+                }
+            }
+
+            mutating func mutate(_ frames: [[UInt8]]) -> [[UInt8]] {
+                var frames = frames
+                for _ in 0..<(1 + random.next(below: 3)) {
+                    switch random.next(below: 6) {
+                    case 0, 1:
+                        let index = random.next(below: frames.count)
+                        if !frames[index].isEmpty {
+                            frames[index][random.next(below: frames[index].count)] ^= UInt8(1 + random.next(below: 255))
+                        }
+                    case 2:
+                        let index = random.next(below: frames.count)
+                        frames[index] = Array(frames[index].prefix(random.next(below: frames[index].count + 1)))
+                    case 3 where frames.count > 1: frames.remove(at: random.next(below: frames.count))
+                    case 4:
+                        frames.insert(frames[random.next(below: frames.count)], at: random.next(below: frames.count))
+                    default: frames.shuffle(using: &random)
+                    }
+                }
+                return frames
+            }
+
+            mutating func clientMessage() -> [[UInt8]] {
+                sent += 1
+                guard random.next(below: 2) == 0 else { return noise() }
+                let id = RequestID(high: random.next(), low: random.next())
+                let base: ClientToBroker =
+                    random.next(below: 4) == 0
+                    ? .cancel(id)
+                    : .request(
+                        TaskRequest(
+                            requestID: id, service: "fuzz.none", header: RequestHeader(timeoutMilliseconds: 50),
+                            body: noise().first ?? []))
+                return mutate(base.encode())
+            }
+
+            mutating func workerMessage() -> [[UInt8]] {
+                sent += 1
+                guard random.next(below: 2) == 0 else { return noise() }
+                let base: WorkerToBroker
+                switch random.next(below: 4) {
+                case 0: base = .ready(WorkerAnnouncement(name: "fuzz", capacity: 1, services: ["fuzz.none"]))
+                case 1: base = .heartbeat
+                case 2: base = .disconnect
+                default:
+                    base = .reply(
+                        client: noise().first ?? [1],
+                        TaskReply(requestID: RequestID(high: random.next(), low: random.next()), status: .ok, body: [1])
+                    )
+                }
+                return mutate(base.encode())
+            }
+        }
+
+        /// For 60 s (SKY_FUZZ_SECONDS overrides), seeded noise and mutations hit both ROUTER ports
+        /// while a client keeps real scans going. The broker must not crash, its heap at the end
+        /// must be within 10 % of what it was after a 20 s warm-up, every real scan must complete
+        /// correctly, and the protocol-error counters must rise.
+        @Test(.timeLimit(.minutes(2)))
+        func seededNoiseOnBothPortsForAMinuteCrashesNothingLeaksNothingAndLosesNoScan() async throws {
+            let seconds = Double(ProcessInfo.processInfo.environment["SKY_FUZZ_SECONDS"] ?? "") ?? 60
+            let seed = UInt64(ProcessInfo.processInfo.environment["SKY_FUZZ_SEED"] ?? "") ?? 20_261_122
+            let cluster = try await TestCluster.start(
+                extraArguments: TestCluster.fastHeartbeats + ["--log-level", "error"])
+            defer { cluster.killAll() }
+            _ = try await cluster.startWorker(name: "real", capacity: 4, extraArguments: ["--workloads", "sky.scan"])
+            let sky = try await SkyClient(broker: cluster.clients)
+            let started = ContinuousClock.now
+            let end = started + .seconds(seconds)
+
+            let fuzz = try await ZMQEventLoop.start(
+                name: "fuzzer",
+                sockets: [
+                    .init(
+                        id: Self.clientsPeer, type: .dealer, options: [.sendHighWaterMark(0)],
+                        connect: [cluster.clients]),
+                    .init(
+                        id: Self.workersPeer, type: .dealer, options: [.sendHighWaterMark(0)],
+                        connect: [cluster.workers]),
+                ])
+            // Read what the broker answers, as a real peer would: unread replies would pile up in
+            // the broker's send queue and look like a leak.
+            let answers = fuzz.inbound
+            let draining = Task { for await _ in answers {} }
+            defer { draining.cancel() }
+            let fuzzing = Task {
+                var fuzzer = Fuzzer(random: SplitMix64(seed: seed))
+                while ContinuousClock.now < end {
+                    var batch: [ZMQEventLoop.Outbound] = []
+                    for _ in 0..<50 {
+                        batch.append(.init(socket: Self.clientsPeer, frames: fuzzer.clientMessage()))
+                        batch.append(.init(socket: Self.workersPeer, frames: fuzzer.workerMessage()))
+                    }
+                    fuzz.send(batch)
+                    try? await Task.sleep(for: .milliseconds(50))
+                }
+                return fuzzer.sent
+            }
+            let scanning = Task {
+                var done = 0
+                var sector = 0
+                while ContinuousClock.now < end {
+                    let tasks = (sector..<sector + 32).map { ScanTask(sector: $0, size: 64) }
+                    sector += 32
+                    let reports = try await sky.scanConcurrently(tasks)
+                    for (task, report) in zip(tasks, reports.sorted { $0.sector < $1.sector }) {
+                        #expect(report == (try SectorScanner.scan(task)))
+                    }
+                    done += reports.count
+                }
+                return done
+            }
+            // The baseline after a warm-up: until then the broker's tables grow to their working size.
+            try await Task.sleep(until: started + .seconds(min(20, seconds / 3)), clock: .continuous)
+            let early = try await sky.clusterSnapshot()
+            // The heap every 10 s, for the log: flat, or growing?
+            var heaps: [Int] = [early.memory?.heapInUse ?? 0]
+            var next = started + .seconds(min(20, seconds / 3)) + .seconds(10)
+            while next < end {
+                try await Task.sleep(until: next, clock: .continuous)
+                heaps.append(try await sky.clusterSnapshot().memory?.heapInUse ?? 0)
+                next = next + .seconds(10)
+            }
+            let sent = await fuzzing.value
+            let scanned = try await scanning.value
+            let late = try await sky.clusterSnapshot()
+            await fuzz.shutdown()
+
+            let malformed = late.counters.malformedClientMessages + late.counters.malformedWorkerMessages
+            let heapBefore = try #require(early.memory?.heapInUse)
+            let heapAfter = try #require(late.memory?.heapInUse)
+            let growth = Double(heapAfter - heapBefore) / Double(heapBefore)
+            print(
+                "fuzz (seed \(seed), \(seconds) s): \(sent) hostile messages, \(malformed) counted malformed, \(late.counters.unknownWorkerMessages) unknown-worker; \(scanned) real scans all correct; broker heap \(heapBefore) -> \(heapAfter) bytes (\(String(format: "%+.1f", growth * 100)) %; every 10 s: \(heaps.map(String.init).joined(separator: ", ")))"
+            )
+            #expect(cluster.broker.isRunning, "the broker died: \(cluster.diagnostics)")
+            #expect(malformed > early.counters.malformedClientMessages + early.counters.malformedWorkerMessages)
+            #expect(abs(growth) <= 0.10, "the broker's heap moved by \(growth * 100) %")
+            #expect(scanned > 0)
+            await sky.close()
+            await cluster.stop()
+        }
+    }
+}

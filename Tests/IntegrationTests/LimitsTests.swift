@@ -1,0 +1,100 @@
+import Foundation
+import Sky
+import SkyProtocol
+import SkyTestSupport
+import SkyZMQ
+import Testing
+
+extension IntegrationSuite {
+    @Suite("Size limits: per frame, per message, and in the client")
+    struct LimitsTests {
+        static let raw = ZMQEventLoop.SocketID(0, name: "raw")
+
+        static func request(body: [UInt8]) -> [[UInt8]] {
+            ClientToBroker.request(
+                TaskRequest(
+                    requestID: .random(), service: "sky.echo", header: RequestHeader(timeoutMilliseconds: 5000),
+                    body: body)
+            ).encode()
+        }
+
+        /// A frame over --max-frame-size disconnects its sender before the broker holds it; a
+        /// message over the frame-count or total-size cap is dropped and counted; the broker
+        /// serves on.
+        @Test func oversizedFramesDisconnectTheirSenderAndOversizedMessagesAreDroppedAndCounted() async throws {
+            let cluster = try await TestCluster.start(extraArguments: ["--max-frame-size", "65536"])
+            defer { cluster.killAll() }
+            _ = try await cluster.startWorker(name: "echo", capacity: 2)
+            let sky = try await SkyClient(broker: cluster.clients)
+            _ = try await sky.request(service: "sky.echo", body: [1])
+            let before = try await sky.clusterSnapshot()
+
+            // One 8 MiB frame: libzmq reads its size from the header and drops the connection.
+            let loop = try await ZMQEventLoop.start(
+                name: "oversize",
+                sockets: [
+                    .init(
+                        id: Self.raw, type: .dealer, options: [.sendHighWaterMark(0)], connect: [cluster.clients],
+                        monitor: [.disconnected, .handshakeSucceeded])
+                ])
+            loop.send(Self.request(body: [UInt8](repeating: 7, count: 8 << 20)), on: Self.raw)
+            var disconnected = false
+            watching: for await batch in loop.inbound {
+                for case .monitor(_, let event) in batch where event.kind == .disconnected {
+                    disconnected = true
+                    break watching
+                }
+            }
+            #expect(disconnected)
+            await loop.shutdown()
+            let afterFrame = try await sky.clusterSnapshot()
+            let grown = (afterFrame.memory?.heapInUse ?? 0) - (before.memory?.heapInUse ?? 0)
+            print("limits: 8 MiB frame refused; broker heap grew by \(grown) bytes")
+            #expect(grown < 1 << 20, "the broker allocated the oversized frame")
+            #expect(afterFrame.counters.requestsAccepted == before.counters.requestsAccepted)
+
+            // Under the frame limit but over the message limits: 20 frames; 3 frames of 60 KB.
+            let manyFrames = Self.request(body: [1]) + Array(repeating: [UInt8](repeating: 2, count: 10), count: 14)
+            let bigMessage =
+                Self.request(body: [UInt8](repeating: 3, count: 60_000)) + [
+                    [UInt8](repeating: 4, count: 60_000), [UInt8](repeating: 5, count: 60_000),
+                ]
+            let peer = try await ZMQEventLoop.start(
+                name: "overcap", sockets: [.init(id: Self.raw, type: .dealer, connect: [cluster.clients])])
+            peer.send([.init(socket: Self.raw, frames: manyFrames), .init(socket: Self.raw, frames: bigMessage)])
+            try await eventually("both messages are dropped and counted") {
+                try await sky.clusterSnapshot().counters.oversizedMessages
+                    >= before.counters.oversizedMessages + 2
+            }
+            await peer.shutdown()
+            let after = try await sky.clusterSnapshot()
+            #expect(after.counters.requestsAccepted == before.counters.requestsAccepted)
+            #expect(try await sky.request(service: "sky.echo", body: [9]) == [9], "the broker serves on")
+            await sky.close()
+            await cluster.stop()
+        }
+
+        /// The client refuses a task larger than the broker accepts, at once and without sending it.
+        @Test func theClientRefusesAnOversizedTaskLocallyInUnder10ms() async throws {
+            let cluster = try await TestCluster.start()
+            defer { cluster.killAll() }
+            var configuration = SkyClient.Configuration()
+            configuration.maxRequestBytes = 64 << 10
+            let sky = try await SkyClient(broker: cluster.clients, configuration: configuration)
+            let before = try await sky.clusterSnapshot().counters.requestsAccepted
+            let started = ContinuousClock.now
+            do {
+                _ = try await sky.request(service: "sky.echo", body: [UInt8](repeating: 1, count: 1 << 20))
+                Issue.record("an oversized task was accepted")
+            } catch let error as SkyError {
+                let elapsed = ContinuousClock.now - started
+                print("limits: client refused a 1 MiB task in \(elapsed): \(error)")
+                #expect(error == .requestTooLarge(bytes: 1 << 20, limit: 64 << 10))
+                #expect(elapsed < .milliseconds(10))
+            }
+            #expect(try await sky.clusterSnapshot().counters.requestsAccepted == before)
+            await sky.close()
+            await cluster.stop()
+        }
+    }
+}

@@ -1,0 +1,50 @@
+import Foundation
+import Testing
+
+@testable import SkyBrokerKit
+@testable import SkyProtocol
+
+@Suite("Broker state machine: what hostile or careless peers cannot do")
+struct BrokerHostileInputTests {
+    let client = PeerID([0, 0, 0, 0, 1])
+    let worker = PeerID(Array("worker-x".utf8))
+
+    /// Requests that expire or are cancelled while waiting for a service nobody serves leave
+    /// nothing behind: no queue entries, no deadline entries (the fuzz test found this).
+    @Test func expiredAndCancelledRequestsForAnUnservedServiceLeaveNothingBehind() {
+        var broker = BrokerHarness()
+        for round in 0..<10 {
+            for index in 0..<1000 {
+                let id = RequestID(high: UInt64(round), low: UInt64(index))
+                _ = broker.request(client, id, service: "nobody.\(index % 7)", timeout: .milliseconds(50))
+                if index.isMultiple(of: 3) { _ = broker.cancel(client, id) }
+            }
+            _ = broker.advance(.milliseconds(100))
+        }
+        #expect(broker.machine.queuedCount == 0)
+        let entries = broker.machine.bookkeepingEntries
+        #expect(entries.queued <= 1024 + 1000, "dead queue entries piled up: \(entries.queued)")
+        #expect(entries.deadlines <= 2048, "dead deadline entries piled up: \(entries.deadlines)")
+        #expect(broker.machine.counters.deadlinesExceeded + broker.machine.counters.cancelled == 10_000)
+    }
+
+    /// A registration belongs to the key that made it: a message from its routing id under
+    /// another key is not acted on, and ends the registration instead of passing it on.
+    @Test func aMessageUnderAnotherKeyEndsTheRegistrationAndIsNotActedOn() {
+        var broker = BrokerHarness()
+        let ready = WorkerToBroker.ready(WorkerAnnouncement(name: "owner", capacity: 2, services: ["sky.scan"]))
+        _ = broker.worker(worker, frames: ready.encode(), key: "worker:A")
+        _ = broker.request(client, RequestID(high: 1, low: 1))
+        #expect(broker.machine.inFlightCount == 1)
+        // The same key is fine.
+        _ = broker.worker(worker, frames: WorkerToBroker.heartbeat.encode(), key: "worker:A")
+        #expect(broker.machine.counters.spoofedWorkerMessages == 0)
+        // Another key: a READY that would re-register it with more capacity is dropped.
+        let impostor = WorkerToBroker.ready(WorkerAnnouncement(name: "impostor", capacity: 8, services: ["sky.scan"]))
+        let actions = broker.worker(worker, frames: impostor.encode(), key: "worker:B")
+        #expect(broker.machine.counters.spoofedWorkerMessages == 1)
+        #expect(broker.machine.workerCount == 0, "the owner's registration ended")
+        #expect(broker.machine.queuedCount == 1, "its task waits for another worker")
+        #expect(!effects(actions).contains { if case .sendToWorker(_, .request) = $0 { true } else { false } })
+    }
+}
