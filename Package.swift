@@ -176,7 +176,7 @@ let package = Package(
         ),
         .testTarget(
             name: "SkyBrokerKitTests",
-            dependencies: ["SkyBrokerKit", "SkyProtocol"],
+            dependencies: ["SkyBrokerKit", "SkyProtocol", "SkyZMQ"],
             swiftSettings: strictSettings
         ),
         .testTarget(

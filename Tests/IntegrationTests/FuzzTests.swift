@@ -161,7 +161,11 @@ extension IntegrationSuite {
             )
             #expect(cluster.broker.isRunning, "the broker died: \(cluster.diagnostics)")
             #expect(malformed > early.counters.malformedClientMessages + early.counters.malformedWorkerMessages)
-            #expect(abs(growth) <= 0.10, "the broker's heap moved by \(growth * 100) %")
+            if heapBefore > 0 {
+                #expect(abs(growth) <= 0.10, "the broker's heap moved by \(growth * 100) %")
+            } else {
+                print("fuzz: this allocator does not report its heap (a sanitizer's); memory not checked")
+            }
             #expect(scanned > 0)
             await sky.close()
             await cluster.stop()

@@ -74,6 +74,42 @@ extension IntegrationSuite {
             await cluster.stop()
         }
 
+        /// A peer that connects and never completes its handshake is disconnected after 5 s.
+        @Test func aSilentConnectionIsClosedAfterTheHandshakeTimeout() async throws {
+            let cluster = try await TestCluster.start()
+            defer { cluster.killAll() }
+            let port = try #require(cluster.clients.split(separator: ":").last.flatMap { UInt16($0) })
+            let started = ContinuousClock.now
+            // A plain TCP connection that says nothing; its blocking read waits on a thread of its own.
+            let closed: Bool = await withCheckedContinuation { done in
+                Thread {
+                    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+                    var address = sockaddr_in()
+                    address.sin_family = sa_family_t(AF_INET)
+                    address.sin_port = port.bigEndian
+                    address.sin_addr.s_addr = inet_addr("127.0.0.1")
+                    var timeout = timeval(tv_sec: 15, tv_usec: 0)
+                    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+                    let connected = withUnsafePointer(to: &address) {
+                        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                            connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+                        }
+                    }
+                    var buffer = [UInt8](repeating: 0, count: 256)
+                    // The broker sends its greeting; then, without ours, it must close.
+                    var result = connected == 0 ? 1 : -1
+                    while result > 0 { result = recv(fd, &buffer, buffer.count, 0) }
+                    close(fd)
+                    done.resume(returning: result == 0)
+                }.start()
+            }
+            let elapsed = ContinuousClock.now - started
+            print("limits: a silent connection was closed after \(elapsed)")
+            #expect(closed, "the connection was not closed by the broker")
+            #expect(elapsed >= .seconds(4) && elapsed < .seconds(8), "closed after \(elapsed)")
+            await cluster.stop()
+        }
+
         /// The client refuses a task larger than the broker accepts, at once and without sending it.
         @Test func theClientRefusesAnOversizedTaskLocallyInUnder10ms() async throws {
             let cluster = try await TestCluster.start()
