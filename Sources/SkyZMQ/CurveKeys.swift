@@ -29,15 +29,20 @@ public struct CurveKey: Sendable, Hashable, CustomStringConvertible {
     public var z85: String {
         var text = [CChar](repeating: 0, count: 41)
         _ = bytes.withUnsafeBufferPointer { zmq_z85_encode(&text, $0.baseAddress, 32) }
-        return String(decoding: text.prefix(40).map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        return Self.string(text)
     }
 
-    /// Z85, like the files; a key is public information unless it is a secret key.
+    /// Z85, like the files. ``CurveKeyPair`` never prints its secret key this way.
     public var description: String { z85 }
+
+    /// The 40 characters of a NUL-terminated Z85 buffer libzmq filled.
+    static func string(_ text: [CChar]) -> String {
+        String(decoding: text.prefix(40).map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    }
 }
 
 /// A CURVE key pair.
-public struct CurveKeyPair: Sendable, Hashable {
+public struct CurveKeyPair: Sendable, Hashable, CustomStringConvertible, CustomDebugStringConvertible {
     public let publicKey: CurveKey
     public let secretKey: CurveKey
 
@@ -47,18 +52,20 @@ public struct CurveKeyPair: Sendable, Hashable {
         var publicText = [CChar](repeating: 0, count: 41)
         var secretText = [CChar](repeating: 0, count: 41)
         guard zmq_curve_keypair(&publicText, &secretText) == 0 else { throw .unsupported }
-        let text = { (chars: [CChar]) in String(decoding: chars.prefix(40).map { UInt8(bitPattern: $0) }, as: UTF8.self)
-        }
         return CurveKeyPair(
-            publicKey: try CurveKey(z85: text(publicText)), secretKey: try CurveKey(z85: text(secretText)))
+            publicKey: try CurveKey(z85: CurveKey.string(publicText)),
+            secretKey: try CurveKey(z85: CurveKey.string(secretText)))
     }
+
+    /// The public key only: a pair printed in a log or a failed test must not leak its secret.
+    public var description: String { "CurveKeyPair(public: \(publicKey.z85), secret: redacted)" }
+    public var debugDescription: String { description }
 
     /// The pair of a secret key (the public key is derived from it).
     public init(secretKey: CurveKey) throws(CurveKeyError) {
         var publicText = [CChar](repeating: 0, count: 41)
         guard zmq_curve_public(&publicText, secretKey.z85) == 0 else { throw .unsupported }
-        self.publicKey = try CurveKey(
-            z85: String(decoding: publicText.prefix(40).map { UInt8(bitPattern: $0) }, as: UTF8.self))
+        self.publicKey = try CurveKey(z85: CurveKey.string(publicText))
         self.secretKey = secretKey
     }
 
