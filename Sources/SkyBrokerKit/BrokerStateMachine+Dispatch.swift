@@ -78,7 +78,7 @@ extension BrokerStateMachine {
     /// nobody serves would grow the broker without bound. Amortised O(1) per request.
     mutating func compactIfMostlyDead() {
         let live = waiting.count
-        if deadQueued > 1024 && deadQueued > live {
+        if deadQueued > 256 && deadQueued > live {
             for service in Array(queues.keys) {
                 let kept = queues[service]!.filter { waiting[$0.request.requestID] == $0.arrival }
                 queues[service] = kept.isEmpty ? nil : Deque(kept)

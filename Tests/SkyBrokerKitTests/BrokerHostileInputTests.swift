@@ -23,7 +23,7 @@ struct BrokerHostileInputTests {
         }
         #expect(broker.machine.queuedCount == 0)
         let entries = broker.machine.bookkeepingEntries
-        #expect(entries.queued <= 1024 + 1000, "dead queue entries piled up: \(entries.queued)")
+        #expect(entries.queued <= 256 + 1000, "dead queue entries piled up: \(entries.queued)")
         #expect(entries.deadlines <= 2048, "dead deadline entries piled up: \(entries.deadlines)")
         #expect(broker.machine.counters.deadlinesExceeded + broker.machine.counters.cancelled == 10_000)
     }
