@@ -88,8 +88,7 @@ final class BaselineTarget: BenchTarget {
     }
 
     func stop() async {
-        for process in workers + [broker] { process.killNow() }
-        for process in workers + [broker] { _ = try? await process.waitForExit(timeout: .seconds(5)) }
+        await SkyProcess.killAll(workers + [broker])
     }
 }
 

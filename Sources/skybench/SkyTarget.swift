@@ -36,27 +36,22 @@ final class SkyTarget: BenchTarget {
         brokerArguments: [String] = []
     ) async throws -> SkyTarget {
         let endpoints = transport.endpoints(for: "sky")
-        let broker = try SkyProcess(
-            "skybroker",
-            ["--clients", endpoints[0], "--workers", endpoints[1], "--events", endpoints[2], "--log-level", "warning"]
-                + brokerArguments)
+        let started = try await StartedBroker.start(
+            clients: endpoints[0], workers: endpoints[1], events: endpoints[2],
+            arguments: ["--log-level", "warning"] + brokerArguments)
+        let broker = started.process
         var workers: [SkyProcess] = []
         do {
-            let ready = try await broker.waitForLine { $0.hasPrefix("skybroker ready ") }
-            let bound = Transport.fields(of: ready)
-            guard let clients = bound["clients"], let workersEndpoint = bound["workers"] else {
-                throw BenchError("skybroker's ready line has no endpoints: \(ready)")
-            }
             for index in stride(from: 1, through: count, by: 1) {
                 workers.append(
                     try SkyProcess(
                         "skyworker",
                         [
-                            "--broker", workersEndpoint, "--capacity", "\(capacity)", "--workloads", service,
+                            "--broker", started.workers, "--capacity", "\(capacity)", "--workloads", service,
                             "--name", "bench-\(index)", "--log-level", "warning",
                         ], name: "skyworker-\(index)"))
             }
-            let client = try await SkyClient(broker: clients)
+            let client = try await SkyClient(broker: started.clients)
             let target = SkyTarget(broker: broker, workers: workers, client: client, service: service)
             try await target.waitForWorkers(count)
             return target
@@ -156,7 +151,6 @@ final class SkyTarget: BenchTarget {
 
     func stop() async {
         await client.close()
-        for process in workers + [broker] { process.killNow() }
-        for process in workers + [broker] { _ = try? await process.waitForExit(timeout: .seconds(5)) }
+        await SkyProcess.killAll(workers + [broker])
     }
 }

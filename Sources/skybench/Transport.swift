@@ -17,16 +17,6 @@ enum Transport: String, Codable, Sendable, CaseIterable {
             return ["clients", "workers", "events"].map { "ipc://\(base)-\($0)" }
         }
     }
-
-    /// The `key=value` words of a ready line.
-    static func fields(of line: String) -> [String: String] {
-        var fields: [String: String] = [:]
-        for word in line.split(separator: " ") {
-            guard let equals = word.firstIndex(of: "=") else { continue }
-            fields[String(word[..<equals])] = String(word[word.index(after: equals)...])
-        }
-        return fields
-    }
 }
 
 /// A run that cannot go on, with what happened.

@@ -22,15 +22,11 @@ extension IntegrationSuite {
             var processes: [SkyProcess] = []
             defer { for process in processes { process.killNow() } }
 
-            let brokerProcess = try SkyProcess(
-                "skybroker",
-                [
-                    "--clients", "tcp://\(broker):5555", "--workers", "tcp://\(broker):5556", "--events",
-                    "tcp://\(broker):5557",
-                ]
-                    + heartbeats, namespace: brokerHost)
+            let brokerProcess = try await StartedBroker.start(
+                clients: "tcp://\(broker):5555", workers: "tcp://\(broker):5556", events: "tcp://\(broker):5557",
+                arguments: heartbeats, namespace: brokerHost
+            ).process
             processes.append(brokerProcess)
-            try await brokerProcess.waitForLine { $0.hasPrefix("skybroker ready") }
             let watch = try SkyProcess(
                 "skywatch", ["--broker", "tcp://\(broker):5555", "--events", "tcp://\(broker):5557", "--json"],
                 namespace: clientHost)

@@ -31,33 +31,18 @@ final class TestCluster: Sendable {
     static let fastHeartbeats = ["--heartbeat-interval", "0.5", "--liveness", "3"]
 
     static func start(extraArguments: [String] = []) async throws -> TestCluster {
-        let broker = try SkyProcess(
-            "skybroker",
-            ["--clients", "tcp://127.0.0.1:*", "--workers", "tcp://127.0.0.1:*", "--events", "tcp://127.0.0.1:*"]
-                + extraArguments)
-        let ready: String
-        do {
-            ready = try await broker.waitForLine { $0.hasPrefix("skybroker ready ") }
-        } catch {
-            broker.killNow()
-            throw error
-        }
-        func field(_ key: String) -> String {
-            ready.split(separator: " ").first { $0.hasPrefix(key + "=") }.map { String($0.dropFirst(key.count + 1)) }
-                ?? ""
-        }
+        let broker = try await StartedBroker.start(arguments: extraArguments)
         return TestCluster(
-            broker: broker, clients: field("clients"), workers: field("workers"), events: field("events"),
+            broker: broker.process, clients: broker.clients, workers: broker.workers, events: broker.events,
             arguments: extraArguments)
     }
 
     /// Starts a new broker on the same endpoints (after the old one was killed).
     func restartBroker() async throws {
-        let broker = try track(
-            SkyProcess(
-                "skybroker", ["--clients", clients, "--workers", workers, "--events", events] + brokerArguments))
-        try await broker.waitForLine { $0.hasPrefix("skybroker ready ") }
-        currentBroker.withLock { $0 = broker }
+        let broker = try await StartedBroker.start(
+            clients: clients, workers: workers, events: events, arguments: brokerArguments)
+        track(broker.process)
+        currentBroker.withLock { $0 = broker.process }
     }
 
     /// Starts `skywatch --json` and waits for its first snapshot, so its subscription is live.

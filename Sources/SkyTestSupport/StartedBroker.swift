@@ -1,0 +1,43 @@
+/// A `skybroker` that printed its ready line, with the endpoints it bound (real ports where `*`
+/// was asked for). Tests and the benchmark start brokers this one way.
+public struct StartedBroker: Sendable {
+    public let process: SkyProcess
+    public let clients: String
+    public let workers: String
+    public let events: String
+
+    /// Starts `skybroker` on the given endpoints and waits for its ready line; a broker that
+    /// never gets ready is killed before the error is thrown.
+    public static func start(
+        clients: String = "tcp://127.0.0.1:*", workers: String = "tcp://127.0.0.1:*",
+        events: String = "tcp://127.0.0.1:*", arguments: [String] = [], namespace: String? = nil
+    ) async throws -> StartedBroker {
+        let process = try SkyProcess(
+            "skybroker", ["--clients", clients, "--workers", workers, "--events", events] + arguments,
+            namespace: namespace)
+        let ready: String
+        do {
+            ready = try await process.waitForLine { $0.hasPrefix("skybroker ready ") }
+        } catch {
+            process.killNow()
+            throw error
+        }
+        // "skybroker ready clients=... workers=... events=..."
+        var bound: [String: String] = [:]
+        for word in ready.split(separator: " ") {
+            guard let equals = word.firstIndex(of: "=") else { continue }
+            bound[String(word[..<equals])] = String(word[word.index(after: equals)...])
+        }
+        return StartedBroker(
+            process: process, clients: bound["clients"] ?? clients, workers: bound["workers"] ?? workers,
+            events: bound["events"] ?? events)
+    }
+}
+
+extension SkyProcess {
+    /// Kills every process at once, then waits (up to 5 s each) until they are gone.
+    public static func killAll(_ processes: [SkyProcess]) async {
+        for process in processes { process.killNow() }
+        for process in processes { _ = try? await process.waitForExit(timeout: .seconds(5)) }
+    }
+}
