@@ -46,9 +46,22 @@ struct BenchRun {
         }
     }
 
-    private func measure(_ system: BenchSystem, workers: Int, round: Int) async throws -> [Sample] {
-        let target = try await start(system, workers: workers)
+    /// Runs `body` on `target` and stops the target afterwards, whether `body` threw or not.
+    private func using<Target: BenchTarget, Result>(
+        _ target: Target, _ body: (Target) async throws -> Result
+    ) async throws -> Result {
         do {
+            let result = try await body(target)
+            await target.stop()
+            return result
+        } catch {
+            await target.stop()
+            throw error
+        }
+    }
+
+    private func measure(_ system: BenchSystem, workers: Int, round: Int) async throws -> [Sample] {
+        try await using(try await start(system, workers: workers)) { target in
             var samples: [Sample] = []
             for payload in settings.payloads {
                 let latency = try await target.latency(
@@ -67,11 +80,7 @@ struct BenchRun {
                             inFlight: inFlight, figures: throughput))
                 }
             }
-            await target.stop()
             return samples
-        } catch {
-            await target.stop()
-            throw error
         }
     }
 
@@ -86,16 +95,9 @@ struct BenchRun {
             let target = try await SkyTarget.start(
                 workers: shape.workers, capacity: shape.capacity, service: ScanTask.service,
                 transport: settings.transport)
-            do {
-                let rate = try await target.scanRate(tasks: settings.scanTasks, concurrency: 64)
-                samples.append(
-                    ScanScalingSample(
-                        round: round, workers: shape.workers, capacity: shape.capacity, tasksPerSecond: rate))
-                await target.stop()
-            } catch {
-                await target.stop()
-                throw error
-            }
+            let rate = try await using(target) { try await $0.scanRate(tasks: settings.scanTasks, concurrency: 64) }
+            samples.append(
+                ScanScalingSample(round: round, workers: shape.workers, capacity: shape.capacity, tasksPerSecond: rate))
         }
         return samples
     }
@@ -126,24 +128,20 @@ struct BenchRun {
                 Task { _ = try? await client.request(service: "bench.nobody", body: body, options: waiting) }
             }
         }
-        do {
+        defer { calls.cancel() }
+        let (heapBefore, heapAfter) = try await using(target) { target in
             let before = try await waitForQueue(warm, on: target)
             let after = try await waitForQueue(warm + requests, on: target)
             guard let heapBefore = before.memory, let heapAfter = after.memory else {
                 throw BenchError("the broker's snapshot reports no memory")
             }
-            await target.stop()
-            calls.cancel()
-            await calls.value
-            return QueueMemoryResult(
-                queued: requests, payload: payload,
-                heapBytesPerRequest: Double(heapAfter.heapInUse - heapBefore.heapInUse) / Double(requests),
-                residentBytesPerRequest: Double(heapAfter.resident - heapBefore.resident) / Double(requests))
-        } catch {
-            await target.stop()
-            calls.cancel()
-            throw error
+            return (heapBefore, heapAfter)
         }
+        await calls.value
+        return QueueMemoryResult(
+            queued: requests, payload: payload,
+            heapBytesPerRequest: Double(heapAfter.heapInUse - heapBefore.heapInUse) / Double(requests),
+            residentBytesPerRequest: Double(heapAfter.resident - heapBefore.resident) / Double(requests))
     }
 
     /// The broker's snapshot once exactly `count` requests wait.

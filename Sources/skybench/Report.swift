@@ -1,5 +1,22 @@
 import Foundation
 
+/// Where in a run a measurement was taken: the same point is measured for both systems.
+struct Point: Hashable, Sendable {
+    var kind: Sample.Kind
+    var workers: Int
+    var payload: Int
+    /// Requests in flight (1 for latency).
+    var inFlight: Int
+
+    static func latency(workers: Int, payload: Int) -> Point {
+        Point(kind: .latency, workers: workers, payload: payload, inFlight: 1)
+    }
+
+    static func throughput(workers: Int, payload: Int, inFlight: Int) -> Point {
+        Point(kind: .throughput, workers: workers, payload: payload, inFlight: inFlight)
+    }
+}
+
 /// One measurement of one system in one round.
 struct Sample: Codable, Sendable {
     enum Kind: String, Codable, Sendable {
@@ -15,6 +32,8 @@ struct Sample: Codable, Sendable {
     /// Requests in flight (1 for latency).
     var inFlight: Int
     var figures: Figures
+
+    var point: Point { Point(kind: kind, workers: workers, payload: payload, inFlight: inFlight) }
 }
 
 /// sky.scan tasks per second for one shape of cluster in one round.
@@ -61,26 +80,24 @@ struct Spread: Codable, Sendable {
 }
 
 extension Report {
-    /// The figures of one system at one point, over all rounds.
-    func values(
-        _ system: BenchSystem, _ kind: Sample.Kind, workers: Int, payload: Int, inFlight: Int,
-        _ figure: (Figures) -> Double?
-    ) -> Spread? {
-        Spread(
-            samples.filter {
-                $0.system == system && $0.kind == kind && $0.workers == workers && $0.payload == payload
-                    && $0.inFlight == inFlight
-            }.compactMap { figure($0.figures) })
+    /// The samples of one system at one point, over all rounds.
+    private func samples(_ system: BenchSystem, at point: Point) -> [Sample] {
+        samples.filter { $0.system == system && $0.point == point }
+    }
+
+    /// One figure of one system at one point, over all rounds.
+    func spread(_ system: BenchSystem, at point: Point, _ figure: (Figures) -> Double?) -> Spread? {
+        Spread(samples(system, at: point).compactMap { figure($0.figures) })
+    }
+
+    /// One figure of Sky and of the baseline at one point.
+    func compared(at point: Point, _ figure: (Figures) -> Double?) -> (sky: Spread?, baseline: Spread?) {
+        (spread(.sky, at: point, figure), spread(.baseline, at: point, figure))
     }
 
     /// Median CPU microseconds per task of each role at one point.
-    func cpuByRole(_ system: BenchSystem, _ kind: Sample.Kind, workers: Int, payload: Int, inFlight: Int)
-        -> [(role: String, micros: Double)]
-    {
-        let matching = samples.filter {
-            $0.system == system && $0.kind == kind && $0.workers == workers && $0.payload == payload
-                && $0.inFlight == inFlight
-        }
+    func cpuByRole(_ system: BenchSystem, at point: Point) -> [(role: String, micros: Double)] {
+        let matching = samples(system, at: point)
         let roles = Set(matching.flatMap { $0.figures.cpuSeconds.keys }).sorted {
             Self.roleOrder($0) < Self.roleOrder($1)
         }

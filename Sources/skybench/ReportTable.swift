@@ -47,15 +47,13 @@ extension Report {
         var rows = [["workers", "payload", "Sky p50", "baseline p50", "ratio", "Sky p99", "baseline p99", "ratio"]]
         for workers in settings.workerCounts {
             for payload in settings.payloads {
-                let point = { (system: BenchSystem, figure: @escaping (Figures) -> Double?) in
-                    values(system, .latency, workers: workers, payload: payload, inFlight: 1, figure)
-                }
-                let skyP50 = point(.sky, \.p50), baseP50 = point(.baseline, \.p50)
-                let skyP99 = point(.sky, \.p99), baseP99 = point(.baseline, \.p99)
+                let point = Point.latency(workers: workers, payload: payload)
+                let p50 = compared(at: point, \.p50)
+                let p99 = compared(at: point, \.p99)
                 rows.append([
-                    "\(workers)", Self.bytes(payload), Self.spread(skyP50), Self.spread(baseP50),
-                    Self.ratio(skyP50, baseP50),
-                    Self.spread(skyP99), Self.spread(baseP99), Self.ratio(skyP99, baseP99),
+                    "\(workers)", Self.bytes(payload), Self.spread(p50.sky), Self.spread(p50.baseline),
+                    Self.ratio(p50.sky, p50.baseline), Self.spread(p99.sky), Self.spread(p99.baseline),
+                    Self.ratio(p99.sky, p99.baseline),
                 ])
             }
         }
@@ -67,15 +65,11 @@ extension Report {
         for workers in settings.workerCounts {
             for payload in settings.payloads {
                 for inFlight in settings.inFlight {
-                    let sky = values(.sky, .throughput, workers: workers, payload: payload, inFlight: inFlight) {
-                        $0.rate
-                    }
-                    let base = values(.baseline, .throughput, workers: workers, payload: payload, inFlight: inFlight) {
-                        $0.rate
-                    }
+                    let rate = compared(
+                        at: .throughput(workers: workers, payload: payload, inFlight: inFlight), \.rate)
                     rows.append([
-                        "\(workers)", Self.bytes(payload), "\(inFlight)", Self.spread(sky), Self.spread(base),
-                        Self.ratio(sky, base),
+                        "\(workers)", Self.bytes(payload), "\(inFlight)", Self.spread(rate.sky),
+                        Self.spread(rate.baseline), Self.ratio(rate.sky, rate.baseline),
                     ])
                 }
             }
@@ -84,9 +78,11 @@ extension Report {
     }
 
     /// The phases CPU per task is shown for: one in flight, and the most in flight.
-    private var cpuPhases: [(kind: Sample.Kind, inFlight: Int, name: String)] {
-        var phases: [(Sample.Kind, Int, String)] = [(.latency, 1, "latency")]
-        if let most = settings.inFlight.max() { phases.append((.throughput, most, "\(most) in flight")) }
+    private func cpuPhases(workers: Int, payload: Int) -> [(point: Point, name: String)] {
+        var phases = [(Point.latency(workers: workers, payload: payload), "latency")]
+        if let most = settings.inFlight.max() {
+            phases.append((.throughput(workers: workers, payload: payload, inFlight: most), "\(most) in flight"))
+        }
         return phases
     }
 
@@ -96,22 +92,15 @@ extension Report {
         ]
         for workers in settings.workerCounts {
             for payload in settings.payloads {
-                for phase in cpuPhases {
-                    let sky = values(.sky, phase.kind, workers: workers, payload: payload, inFlight: phase.inFlight) {
-                        $0.cpuPerTask
-                    }
-                    let base = values(
-                        .baseline, phase.kind, workers: workers, payload: payload, inFlight: phase.inFlight
-                    ) {
-                        $0.cpuPerTask
-                    }
+                for (point, name) in cpuPhases(workers: workers, payload: payload) {
+                    let cpu = compared(at: point, \.cpuPerTask)
                     let split = { (system: BenchSystem) in
-                        cpuByRole(system, phase.kind, workers: workers, payload: payload, inFlight: phase.inFlight)
-                            .map { "\($0.role) \(Self.number($0.micros))" }.joined(separator: ", ")
+                        cpuByRole(system, at: point).map { "\($0.role) \(Self.number($0.micros))" }
+                            .joined(separator: ", ")
                     }
                     rows.append([
-                        "\(workers)", Self.bytes(payload), phase.name, Self.spread(sky), Self.spread(base),
-                        Self.ratio(sky, base), split(.sky), split(.baseline),
+                        "\(workers)", Self.bytes(payload), name, Self.spread(cpu.sky), Self.spread(cpu.baseline),
+                        Self.ratio(cpu.sky, cpu.baseline), split(.sky), split(.baseline),
                     ])
                 }
             }
@@ -121,44 +110,31 @@ extension Report {
 
     private func targets() -> [String] {
         var lines = ["Targets (ratio of medians; met or not)"]
-        func check(_ name: String, _ pairs: [(String, Spread?, Spread?)], holds: (Double) -> Bool) {
-            let parts = pairs.map { label, sky, base -> String in
+        let shapes = settings.workerCounts.flatMap { workers in settings.payloads.map { (workers, $0) } }
+        let most = settings.inFlight.max() ?? Self.throughputTarget.inFlight
+        /// One line: the ratio at `point` of each shape, and whether it `holds`.
+        func check(
+            _ name: String, _ point: (Int, Int) -> Point, _ figure: (Figures) -> Double?, holds: (Double) -> Bool
+        ) {
+            let parts = shapes.map { workers, payload -> String in
+                let label = "\(workers)w/\(Self.bytes(payload))"
+                let (sky, base) = compared(at: point(workers, payload), figure)
                 guard let sky, let base, base.median > 0 else { return "\(label) n/a" }
                 let ratio = sky.median / base.median
                 return "\(label) \(String(format: "%.2f", ratio)) \(holds(ratio) ? "met" : "NOT met")"
             }
             lines.append("- \(name): " + parts.joined(separator: "; "))
         }
-        let shapes = settings.workerCounts.flatMap { workers in settings.payloads.map { (workers, $0) } }
-        let label = { (workers: Int, payload: Int) in "\(workers)w/\(Self.bytes(payload))" }
-        let most = settings.inFlight.max() ?? Self.throughputTarget.inFlight
-        check(
-            "throughput at \(most) in flight >= \(Self.throughputTarget.ratio) x baseline",
-            shapes.map { w, p in
-                (
-                    label(w, p), values(.sky, .throughput, workers: w, payload: p, inFlight: most) { $0.rate },
-                    values(.baseline, .throughput, workers: w, payload: p, inFlight: most) { $0.rate }
-                )
-            }
-        ) { $0 >= Self.throughputTarget.ratio }
-        check(
-            "p50 latency <= \(Self.latencyTarget) x baseline",
-            shapes.map { w, p in
-                (
-                    label(w, p), values(.sky, .latency, workers: w, payload: p, inFlight: 1) { $0.p50 },
-                    values(.baseline, .latency, workers: w, payload: p, inFlight: 1) { $0.p50 }
-                )
-            }
-        ) { $0 <= Self.latencyTarget }
-        check(
-            "CPU per task at \(most) in flight <= \(Self.cpuTarget) x baseline",
-            shapes.map { w, p in
-                (
-                    label(w, p), values(.sky, .throughput, workers: w, payload: p, inFlight: most) { $0.cpuPerTask },
-                    values(.baseline, .throughput, workers: w, payload: p, inFlight: most) { $0.cpuPerTask }
-                )
-            }
-        ) { $0 <= Self.cpuTarget }
+        let loaded = { (workers: Int, payload: Int) in
+            Point.throughput(workers: workers, payload: payload, inFlight: most)
+        }
+        check("throughput at \(most) in flight >= \(Self.throughputTarget.ratio) x baseline", loaded, \.rate) {
+            $0 >= Self.throughputTarget.ratio
+        }
+        check("p50 latency <= \(Self.latencyTarget) x baseline", Point.latency, \.p50) { $0 <= Self.latencyTarget }
+        check("CPU per task at \(most) in flight <= \(Self.cpuTarget) x baseline", loaded, \.cpuPerTask) {
+            $0 <= Self.cpuTarget
+        }
         if let memory = queueMemory {
             let overhead = memory.overheadBytesPerRequest
             lines.append(
