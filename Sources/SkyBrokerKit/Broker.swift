@@ -89,7 +89,7 @@ public final class Broker: Service, Sendable {
         if routing.memoryProbe == nil { routing.memoryProbe = { ProcessMemoryProbe.measure() } }
         let shell = Shell(
             state: Locked(BrokerStateMachine(configuration: routing)),
-            authenticator: Locked(security.map { ZAPAuthenticator(security: $0) }),
+            authenticator: security.map { Locked(ZAPAuthenticator(security: $0)) },
             limits: .init(frames: configuration.maxFramesPerMessage, bytes: configuration.maxMessageBytes),
             logger: logger)
         let loop: ZMQEventLoop
@@ -156,8 +156,8 @@ public final class Broker: Service, Sendable {
         }
 
         let state: Locked<BrokerStateMachine>
-        /// Only with CURVE on; only the I/O thread uses it.
-        let authenticator: Locked<ZAPAuthenticator?>
+        /// Only with CURVE on; only the I/O thread uses it (the lock makes the shell `Sendable`).
+        let authenticator: Locked<ZAPAuthenticator>?
         let limits: Limits
         let logger: Logger
         let clock = ContinuousClock()
@@ -235,9 +235,7 @@ public final class Broker: Service, Sendable {
                     ))
                 return false
             }
-            if authenticator.withLock({ $0 != nil }),
-                !(message.userID?.hasPrefix(role.userIDPrefix) ?? false)
-            {
+            if authenticator != nil, !(message.userID?.hasPrefix(role.userIDPrefix) ?? false) {
                 machine.counters.unauthenticatedMessages += 1
                 actions.append(.log(.warning, "dropped a message without an authenticated \(role.rawValue) key"))
                 return false
@@ -250,14 +248,10 @@ public final class Broker: Service, Sendable {
             _ message: ZMQMessage, machine: inout BrokerStateMachine, into outbound: inout [ZMQEventLoop.Outbound],
             actions: inout [BrokerAction]
         ) {
-            let answered = authenticator.withLock {
-                authenticator -> (reply: [[UInt8]], ZAPAuthenticator.Decision, String?)? in
-                guard authenticator != nil, let (reply, decision) = authenticator!.answer(message.frames) else {
-                    return nil
-                }
-                return (reply, decision, authenticator!.lastError)
+            let answered = authenticator?.withLock { authenticator in
+                authenticator.answer(message.frames).map { ($0.reply, $0.decision, authenticator.lastError) }
             }
-            guard let (reply, decision, listError) = answered else { return }
+            guard let (reply, decision, listError) = answered ?? nil else { return }
             outbound.append(.init(socket: Broker.zapSocket, frames: reply))
             if case .denied(let reason) = decision {
                 machine.counters.handshakesDenied += 1
