@@ -94,12 +94,7 @@ int main(int argc, char **argv) {
     size_t size = (size_t)atol(argv[3]);
     void *payload = calloc(1, size ? size : 1);
     void *context = zmq_ctx_new();
-    void *socket = zmq_socket(context, ZMQ_DEALER);
-    set_int(socket, ZMQ_SNDHWM, 0);
-    set_int(socket, ZMQ_RCVHWM, 0);
-    set_int(socket, ZMQ_LINGER, 0);
-    set_int(socket, ZMQ_RCVTIMEO, 5000);
-    if (zmq_connect(socket, argv[1]) != 0) die(argv[1]);
+    void *socket = connected_dealer(context, argv[1], 0, 5000);
 
     if (strcmp(mode, "lat") == 0) {
         long count = atol(argv[4]), warmup = atol(argv[5]);

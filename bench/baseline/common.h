@@ -33,6 +33,19 @@ static inline void set_int(void *socket, int option, int value) {
     if (zmq_setsockopt(socket, option, &value, sizeof value) != 0) die("zmq_setsockopt");
 }
 
+/* A DEALER connected to endpoint: hwm for both queues (0 = none), linger 0, and receives that
+ * give up after receive_timeout_ms (EAGAIN). */
+static inline void *connected_dealer(void *context, const char *endpoint, int hwm, int receive_timeout_ms) {
+    void *socket = zmq_socket(context, ZMQ_DEALER);
+    if (!socket) die("zmq_socket");
+    set_int(socket, ZMQ_SNDHWM, hwm);
+    set_int(socket, ZMQ_RCVHWM, hwm);
+    set_int(socket, ZMQ_LINGER, 0);
+    set_int(socket, ZMQ_RCVTIMEO, receive_timeout_ms);
+    if (zmq_connect(socket, endpoint) != 0) die(endpoint);
+    return socket;
+}
+
 /* Receives every frame of one message into msgs; returns the frame count, 0 on EAGAIN
  * (non-blocking), -1 on another error. Extra frames beyond MAX_FRAMES are dropped. */
 static inline int recv_message(void *socket, zmq_msg_t *msgs, int flags) {

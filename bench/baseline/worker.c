@@ -8,13 +8,8 @@ int main(int argc, char **argv) {
         return 2;
     }
     void *context = zmq_ctx_new();
-    void *socket = zmq_socket(context, ZMQ_DEALER);
-    set_int(socket, ZMQ_SNDHWM, 100000);
-    set_int(socket, ZMQ_RCVHWM, 100000);
-    set_int(socket, ZMQ_LINGER, 0);
-    set_int(socket, ZMQ_RCVTIMEO, 200);
     exit_if_orphaned();
-    if (zmq_connect(socket, argv[1]) != 0) die(argv[1]);
+    void *socket = connected_dealer(context, argv[1], 100000, 200);
     if (zmq_send(socket, "READY", 5, ZMQ_SNDMORE) < 0 || zmq_send(socket, argv[2], strlen(argv[2]), 0) < 0)
         die("send READY");
     zmq_msg_t msgs[MAX_FRAMES];
