@@ -108,7 +108,7 @@ let package = Package(
         .executableTarget(
             name: "skyworker",
             dependencies: [
-                "SkyWorkerKit", "SkyWorkloads", "SkyCLISupport",
+                "SkyWorkerKit", "SkyWorkloads", "SkyCLISupport", "SkyProtocol",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -122,6 +122,7 @@ let package = Package(
             dependencies: [
                 "Sky", "SkyWorkloads", "SkyCLISupport",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Histogram", package: "hdrhistogram-swift"),
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: strictSettings

@@ -47,6 +47,18 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(help: "Requests that may wait for a worker; more are refused as overloaded.")
     var queueLimit = 100_000
 
+    @Option(help: "Bytes of request bodies that may wait for a worker; more are refused as overloaded.")
+    var queueBytes = 256 << 20
+
+    @Option(help: "Share (0.01-1) of the queue limits one client may hold; beyond it only its requests are refused.")
+    var clientQueueShare = 0.5
+
+    @Option(help: "Seconds a request may wait for a worker at most, whatever its timeout (also with none).")
+    var maxWait: Double = 3600
+
+    @Option(help: "Seconds a request may wait while no connected worker serves its service, before noWorkers.")
+    var noWorkersGrace: Double = 2
+
     @Option(help: "Seconds a task may run past its deadline before it is taken from its worker.")
     var leaseGrace: Double = 5
 
@@ -71,12 +83,21 @@ struct ServeCommand: AsyncParsableCommand {
     @OptionGroup var common: CommonOptions
 
     func validate() throws {
-        guard heartbeatInterval >= 0.01 else { throw ValidationError("--heartbeat-interval must be at least 0.01") }
-        guard liveness >= 1 else { throw ValidationError("--liveness must be at least 1") }
-        guard maxDeliveries >= 1 else { throw ValidationError("--max-deliveries must be at least 1") }
-        guard queueLimit >= 0 else { throw ValidationError("--queue-limit must be 0 or more") }
-        guard leaseGrace >= 0 else { throw ValidationError("--lease-grace must be 0 or more") }
-        guard maxFrames >= 6 else { throw ValidationError("--max-frames must be at least 6 (a request has 6)") }
+        try FlagCheck.endpoint(clients, "--clients", binding: true)
+        try FlagCheck.endpoint(workers, "--workers", binding: true)
+        try FlagCheck.endpoint(events, "--events", binding: true)
+        try FlagCheck.integer(maxFrameSize, "--max-frame-size", in: 1024...(1 << 31))
+        try FlagCheck.seconds(heartbeatInterval, "--heartbeat-interval", in: 0.01...3600)
+        try FlagCheck.integer(liveness, "--liveness", in: 1...1000)
+        try FlagCheck.integer(maxDeliveries, "--max-deliveries", in: 1...1000)
+        try FlagCheck.integer(queueLimit, "--queue-limit", in: 0...100_000_000)
+        try FlagCheck.integer(queueBytes, "--queue-bytes", in: 0...(1 << 40))
+        try FlagCheck.number(clientQueueShare, "--client-queue-share", in: 0.01...1)
+        try FlagCheck.seconds(maxWait, "--max-wait", in: 0.001...31_536_000)
+        try FlagCheck.seconds(noWorkersGrace, "--no-workers-grace", in: 0...86_400)
+        try FlagCheck.seconds(leaseGrace, "--lease-grace", in: 0...86_400)
+        // A request has 6 frames; a READY of 1,024 services has 1,028 whatever this says.
+        try FlagCheck.integer(maxFrames, "--max-frames", in: 6...100_000)
         if secretKey == nil && [clientKeys, workerKeys, watcherKeys].contains(where: { $0 != nil }) {
             throw ValidationError("allow-lists need --secret-key: without it the broker runs without CURVE")
         }
@@ -85,11 +106,15 @@ struct ServeCommand: AsyncParsableCommand {
     func run() async throws {
         let logger = ProcessSetup.prepare(label: "skybroker", options: common)
         var routing = BrokerStateMachine.Configuration()
-        routing.heartbeatInterval = .milliseconds(Int64(heartbeatInterval * 1000))
+        routing.heartbeatInterval = FlagCheck.duration(seconds: heartbeatInterval)
         routing.liveness = liveness
         routing.maxDeliveries = maxDeliveries
         routing.queueLimit = queueLimit
-        routing.leaseGrace = .milliseconds(Int64(leaseGrace * 1000))
+        routing.queueBytesLimit = queueBytes
+        routing.clientQueueShare = clientQueueShare
+        routing.maxWait = FlagCheck.duration(seconds: maxWait)
+        routing.noWorkersGrace = FlagCheck.duration(seconds: noWorkersGrace)
+        routing.leaseGrace = FlagCheck.duration(seconds: leaseGrace)
         routing.taskEvents = taskEvents
         var configuration = BrokerConfiguration(
             clientsEndpoint: clients, workersEndpoint: workers, eventsEndpoint: events, maxFrameSize: maxFrameSize,

@@ -3,6 +3,7 @@ import Foundation
 import Logging
 import ServiceLifecycle
 import SkyCLISupport
+import SkyProtocol
 import SkyWorkerKit
 import SkyWorkloads
 import UnixSignals
@@ -49,11 +50,12 @@ struct SkyWorkerCommand: AsyncParsableCommand {
     @OptionGroup var curve: CurveOptions
 
     func validate() throws {
-        guard (1...65_536).contains(capacity) else { throw ValidationError("--capacity must be 1...65536") }
-        guard heartbeatInterval >= 0.01 else { throw ValidationError("--heartbeat-interval must be at least 0.01") }
-        guard liveness >= 1 else { throw ValidationError("--liveness must be at least 1") }
-        guard drainGrace >= 0 else { throw ValidationError("--drain-grace must be 0 or more") }
-        guard flakyEvery >= 1 else { throw ValidationError("--flaky-every must be at least 1") }
+        try FlagCheck.endpoint(broker, "--broker")
+        try FlagCheck.integer(capacity, "--capacity", in: 1...Int(WorkerToBroker.maxCapacity))
+        try FlagCheck.seconds(heartbeatInterval, "--heartbeat-interval", in: 0.01...3600)
+        try FlagCheck.integer(liveness, "--liveness", in: 1...1000)
+        try FlagCheck.seconds(drainGrace, "--drain-grace", in: 0...86_400)
+        try FlagCheck.integer(flakyEvery, "--flaky-every", in: 1...1_000_000_000)
     }
 
     func run() async throws {
@@ -67,14 +69,14 @@ struct SkyWorkerCommand: AsyncParsableCommand {
             ProcessSetup.fail("skyworker", "\(error)")
         }
         var liveness = BrokerLiveness.Configuration()
-        liveness.heartbeatInterval = .milliseconds(Int64(heartbeatInterval * 1000))
+        liveness.heartbeatInterval = FlagCheck.duration(seconds: heartbeatInterval)
         liveness.liveness = self.liveness
-        let worker = SkyWorker(
-            configuration: .init(
-                broker: broker, liveness: liveness, drainGrace: .milliseconds(Int64(drainGrace * 1000)),
-                credentials: curve.credentials(program: "skyworker")),
-            system: system, logger: logger)
-        ProcessSetup.line("skyworker ready name=\(workerName) capacity=\(capacity) broker=\(broker)")
+        var configuration = SkyWorker.Configuration(
+            broker: broker, liveness: liveness, drainGrace: FlagCheck.duration(seconds: drainGrace),
+            credentials: curve.credentials(program: "skyworker"))
+        let line = "skyworker ready name=\(workerName) capacity=\(capacity) broker=\(broker)"
+        configuration.onStarted = { ProcessSetup.line(line) }
+        let worker = SkyWorker(configuration: configuration, system: system, logger: logger)
         Task {
             // The first signal starts the drain (ServiceGroup); a second one ends it now.
             var seen = 0

@@ -33,3 +33,13 @@ int sky_set_process_cpus(int first, int count) {
     closedir(tasks);
     return result;
 }
+
+void sky_release_free_memory(void) {
+    malloc_trim(0);
+}
+
+void sky_fix_mmap_threshold(size_t bytes) {
+    // A fixed threshold also stops glibc from raising it after large frees, which would put
+    // later large blocks on the heap, where freeing them does not return them to the system.
+    mallopt(M_MMAP_THRESHOLD, (int)bytes);
+}

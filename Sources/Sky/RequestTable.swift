@@ -101,6 +101,9 @@ struct RequestTable {
 
     let connectTimeout: Duration
     let endpointCount: Int
+    /// Sent in every request's header: how long the broker may wait for a worker of the
+    /// service when none is connected (0: the broker's default).
+    let noWorkersGraceMilliseconds: UInt32
     private(set) var counters = Counters()
     private var entries: [RequestID: Entry] = [:]
     private var flights: [FlightKey: RequestID] = [:]
@@ -117,8 +120,14 @@ struct RequestTable {
     ///     endpoint of several is tried before the next.
     ///   - endpointCount: how many broker endpoints there are to fail over between.
     ///   - seed: seeds the backoff jitter.
-    init(connectTimeout: Duration, endpointCount: Int = 1, seed: UInt64, now: Duration = .zero) {
+    ///   - noWorkersGrace: how long the broker may wait for a worker of a call's service when
+    ///     none is connected; `nil` for the broker's default.
+    init(
+        connectTimeout: Duration, endpointCount: Int = 1, noWorkersGrace: Duration? = nil, seed: UInt64,
+        now: Duration = .zero
+    ) {
         self.connectTimeout = connectTimeout
+        noWorkersGraceMilliseconds = noWorkersGrace.map { UInt32(clamping: max(1, $0.wholeMilliseconds)) } ?? 0
         self.endpointCount = max(1, endpointCount)
         random = SplitMix64(seed: seed)
         connection = .down(since: now)
@@ -195,7 +204,7 @@ struct RequestTable {
             counters.staleReplies += 1
             return []
         }
-        attemptFailed(&entry, SkyError(failure: reply), now: now, into: &actions)
+        attemptFailed(&entry, SkyError(failure: reply, service: entry.call.service), now: now, into: &actions)
         return actions
     }
 
@@ -329,7 +338,9 @@ struct RequestTable {
             .send(
                 TaskRequest(
                     requestID: entry.id, service: entry.call.service,
-                    header: RequestHeader(attempt: entry.wireAttempt, timeoutMilliseconds: timeout),
+                    header: RequestHeader(
+                        attempt: entry.wireAttempt, timeoutMilliseconds: timeout,
+                        noWorkersGraceMilliseconds: noWorkersGraceMilliseconds),
                     body: entry.call.body)))
     }
 

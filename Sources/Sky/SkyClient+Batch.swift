@@ -50,32 +50,43 @@ extension SkyClient {
     /// ```
     ///
     /// Stopping the iteration (or cancelling its task) cancels the tasks still in flight.
-    public nonisolated func scanAll<T: SkyTask>(
-        _ tasks: [T], concurrency: Int = 64, options: ScanOptions? = nil, coder: some TaskCoder = .json
-    ) -> AsyncStream<BatchResult<T>> {
+    ///
+    /// `tasks` is read as tasks are started, so a lazy sequence (`(0..<n).lazy.map { … }`) keeps
+    /// memory bounded by `concurrency` however many tasks it yields; the progress's total is the
+    /// sequence's `underestimatedCount`.
+    public nonisolated func scanAll<T: SkyTask, Tasks: Sequence & Sendable>(
+        _ tasks: Tasks, concurrency: Int = 64, options: ScanOptions? = nil, coder: some TaskCoder = .json
+    ) -> AsyncStream<BatchResult<T>> where Tasks.Element == T {
         let limit = max(1, concurrency)
         let time = time
         let (stream, output) = AsyncStream.makeStream(of: BatchResult<T>.self)
         let runner = Task {
             let start = time.now()
-            var progress = BatchProgress(total: tasks.count)
+            var progress = BatchProgress(total: tasks.underestimatedCount)
+            var pending = tasks.makeIterator()
             await withTaskGroup(of: Finished<T>?.self) { group in
                 var next = 0
-                func launch() {
+                var running = 0
+                func launch() -> Bool {
+                    guard let task = pending.next() else { return false }
                     let index = next
                     next += 1
+                    running += 1
                     group.addTask {
                         let began = time.now()
                         guard
                             let (result, attempts) = try? await self.scanReportingAttempts(
-                                tasks[index], options: options, coder: coder)
+                                task, options: options, coder: coder)
                         else { return nil }  // cancelled
                         return Finished(
-                            index: index, result: result, attempts: attempts, latency: time.now() - began)
+                            index: index, task: task, result: result, attempts: attempts,
+                            latency: time.now() - began)
                     }
+                    return true
                 }
-                while next < tasks.count && next < limit { launch() }
+                while running < limit, launch() {}
                 for await finished in group {
+                    running -= 1
                     guard let finished else { continue }
                     switch finished.result {
                     case .success: progress.completed += 1
@@ -85,9 +96,9 @@ extension SkyClient {
                     progress.elapsed = time.now() - start
                     output.yield(
                         BatchResult(
-                            index: finished.index, task: tasks[finished.index], result: finished.result,
+                            index: finished.index, task: finished.task, result: finished.result,
                             attempts: finished.attempts, latency: finished.latency, progress: progress))
-                    if next < tasks.count && !Task.isCancelled { launch() }
+                    if !Task.isCancelled { _ = launch() }
                 }
             }
             output.finish()
@@ -100,6 +111,7 @@ extension SkyClient {
 /// A task of a batch as its child task reports it.
 private struct Finished<T: SkyTask>: Sendable {
     let index: Int
+    let task: T
     let result: Result<T.Result, SkyError>
     let attempts: Int
     let latency: Duration

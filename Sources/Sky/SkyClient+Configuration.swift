@@ -32,6 +32,10 @@ extension SkyClient {
         /// The largest encoded task sent; a larger one fails at once with
         /// ``SkyError/requestTooLarge(bytes:limit:)``. Match the broker's `--max-frame-size`.
         public var maxRequestBytes = 16 << 20
+        /// How long the broker may hold a call while no connected worker serves its service,
+        /// before it answers ``SkyError/noWorkers(service:)``; `nil` takes the broker's
+        /// `--no-workers-grace` (2 s by default). Raise it when workers start after clients.
+        public var noWorkersGrace: Duration?
 
         public init() {}
     }

@@ -59,6 +59,11 @@ extension SkyClient {
                     configuration.logger.warning("dropped a message from the broker that is not a Sky reply")
                     continue
                 }
+                if reply.status == .wrongEndpoint {
+                    // A configuration mistake, not a failure of this call: every call fails with it.
+                    actions += refuse(.wrongEndpoint(RemoteErrorBody(decoding: reply.body).message))
+                    continue
+                }
                 actions += table.received(reply, now: time.now())
             case .message(let from, let message):
                 guard let sink = eventSinks[from] else { continue }
@@ -86,7 +91,7 @@ extension SkyClient {
                 // A CURVE server that cannot open our HELLO (we hold the wrong server key) just
                 // closes the connection, and one that gets a NULL greeting often closes before
                 // libzmq reports the mechanism mismatch: both look like this, again and again.
-                return refuse(
+                return refuseCredentials(
                     "\(event.endpoint) closed the connection during the handshake \(HandshakeWatch.strikes) times in a row: "
                         + (configuration.credentials == nil
                             ? "the broker probably requires CURVE; give this client credentials"
@@ -95,11 +100,11 @@ extension SkyClient {
             configuration.logger.info("lost the connection to \(event.endpoint); reconnecting")
             table.connectionDown(now: time.now())
         case .handshakeFailedAuth:
-            return refuse(
+            return refuseCredentials(
                 "\(event.endpoint) refused this client's key (ZAP status \(event.value)): it is not on the broker's client allow-list"
             )
         case .handshakeFailedProtocol:
-            return refuse(
+            return refuseCredentials(
                 "the security handshake with \(event.endpoint) failed (libzmq protocol error 0x\(String(UInt32(bitPattern: event.value), radix: 16))): "
                     + (configuration.credentials == nil
                         ? "the broker requires CURVE and this client has no credentials"
@@ -113,12 +118,17 @@ extension SkyClient {
     }
 
     /// The broker refused this client's credentials: every call fails with
-    /// ``SkyError/unauthorized(_:)`` now and from now on, and the connection is closed, so the
-    /// client does not knock again and again with the same keys.
-    private func refuse(_ reason: String) -> [RequestTable.Action] {
+    /// ``SkyError/unauthorized(_:)`` now and from now on (see ``refuse(_:)``).
+    private func refuseCredentials(_ reason: String) -> [RequestTable.Action] {
+        refuse(.unauthorized(reason))
+    }
+
+    /// The broker will not serve this client as configured (its keys, or the endpoint it was
+    /// given): every call fails with `error` now and from now on, and the connection is closed,
+    /// so the client does not knock again and again.
+    private func refuse(_ error: SkyError) -> [RequestTable.Action] {
         guard refusal == nil else { return [] }
-        configuration.logger.error("\(reason); giving up on this broker")
-        let error = SkyError.unauthorized(reason)
+        configuration.logger.error("giving up on this broker", metadata: ["reason": "\(error)"])
         refusal = error
         loop?.close(socket)
         for waiter in connectionWaiters.values { waiter.resume(throwing: error) }

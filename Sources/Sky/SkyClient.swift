@@ -77,6 +77,7 @@ public actor SkyClient {
         time = TimeSource(configuration.clock)
         table = RequestTable(
             connectTimeout: configuration.connectTimeout, endpointCount: brokers.count,
+            noWorkersGrace: configuration.noWorkersGrace,
             seed: configuration.jitterSeed ?? UInt64.random(in: .min ... .max), now: time.now())
     }
 

@@ -8,8 +8,9 @@ public enum SkyError: Error, Sendable, Equatable, CustomStringConvertible {
     case timeout(String)
     /// The broker's queue is full; nothing was queued.
     case overloaded(String)
-    /// No worker serves the service and none joined before the deadline.
-    case noWorkers(String)
+    /// No connected worker serves `service`, and none joined within the broker's grace (2 s by
+    /// default; ``SkyClient/Configuration/noWorkersGrace``).
+    case noWorkers(service: String)
     /// The workers running the task kept dying.
     case workerLost(String)
     /// The task's handler threw on the worker; `type` is the Swift type of its error.
@@ -34,12 +35,15 @@ public enum SkyError: Error, Sendable, Equatable, CustomStringConvertible {
     case clientClosed
     /// The encoded task is larger than the broker accepts; it was not sent.
     case requestTooLarge(bytes: Int, limit: Int)
+    /// The client is connected to the broker's workers endpoint, not its clients endpoint; the
+    /// message names the right one. Every call fails with it until the client is remade.
+    case wrongEndpoint(String)
 
     /// The kind of an error without its message: what retry policies name.
     public enum Code: String, Sendable, Hashable, CaseIterable {
         case timeout, overloaded, noWorkers, workerLost, remote, unauthorized, cancelled, brokerUnreachable
         case unknownService, invalidPayload, internalError, invalidResult, invalidTask, clientClosed
-        case requestTooLarge
+        case requestTooLarge, wrongEndpoint
     }
 
     public var code: Code {
@@ -59,11 +63,12 @@ public enum SkyError: Error, Sendable, Equatable, CustomStringConvertible {
         case .invalidTask: .invalidTask
         case .clientClosed: .clientClosed
         case .requestTooLarge: .requestTooLarge
+        case .wrongEndpoint: .wrongEndpoint
         }
     }
 
-    /// The error a failure reply stands for.
-    init(failure reply: TaskReply) {
+    /// The error a failure reply to a call of `service` stands for.
+    init(failure reply: TaskReply, service: String) {
         let error = RemoteErrorBody(decoding: reply.body)
         switch reply.status {
         case .ok: self = .internalError("a success reply was treated as a failure")
@@ -71,12 +76,13 @@ public enum SkyError: Error, Sendable, Equatable, CustomStringConvertible {
         case .unknownService: self = .unknownService(error.message)
         case .invalidPayload: self = .invalidPayload(error.message)
         case .overloaded: self = .overloaded(error.message)
-        case .noWorkers: self = .noWorkers(error.message)
+        case .noWorkers: self = .noWorkers(service: service)
         case .workerLost: self = .workerLost(error.message)
         case .deadlineExceeded: self = .timeout(error.message)
         case .brokerShuttingDown: self = .brokerUnreachable(error.message)
         case .cancelled: self = .cancelled(error.message)
         case .internalError: self = .internalError(error.message)
+        case .wrongEndpoint: self = .wrongEndpoint(error.message)
         }
     }
 
@@ -84,7 +90,8 @@ public enum SkyError: Error, Sendable, Equatable, CustomStringConvertible {
         switch self {
         case .timeout(let message): "the task timed out: \(message). Raise the timeout or add workers."
         case .overloaded(let message): "the broker is overloaded: \(message). Retry later or add workers."
-        case .noWorkers(let message): "no worker serves this service: \(message). Start one."
+        case .noWorkers(let service):
+            "no connected worker serves \(service), and none joined within the broker's grace period. Start a worker that serves \(service), or check the service name."
         case .workerLost(let message):
             "the workers running this task were lost: \(message). Check the workers' logs; the task may crash them."
         case .remote(let type, let message):
@@ -104,6 +111,8 @@ public enum SkyError: Error, Sendable, Equatable, CustomStringConvertible {
             "the result could not be decoded: \(message). Client and worker disagree on the result type."
         case .invalidTask(let message): "the task could not be encoded: \(message)."
         case .clientClosed: "the client was closed; create a new SkyClient."
+        case .wrongEndpoint(let message):
+            "the client is pointed at the wrong endpoint: \(message). Give SkyClient the broker's clients endpoint."
         case .requestTooLarge(let bytes, let limit):
             "the task encodes to \(bytes) bytes and the broker accepts at most \(limit) (SkyClient.Configuration.maxRequestBytes, skybroker --max-frame-size); it was not sent. Send a reference to the data instead, or raise both limits."
         }

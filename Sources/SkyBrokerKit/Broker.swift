@@ -1,3 +1,4 @@
+import CSkySystem
 import Logging
 import ServiceLifecycle
 import SkyProtocol
@@ -87,6 +88,9 @@ public final class Broker: Service, Sendable {
         ]
         var routing = configuration.routing
         if routing.memoryProbe == nil { routing.memoryProbe = { ProcessMemoryProbe.measure() } }
+        // Request bodies of a megabyte or more get their own mappings, which go back to the
+        // system when the request is answered (see also BrokerAction.releaseMemory).
+        sky_fix_mmap_threshold(1 << 20)
         let shell = Shell(
             state: Locked(BrokerStateMachine(configuration: routing)),
             authenticator: security.map { Locked(ZAPAuthenticator(security: $0)) },
@@ -108,6 +112,8 @@ public final class Broker: Service, Sendable {
             clients: loop.boundEndpoints(of: clientsSocket).first ?? configuration.clientsEndpoint,
             workers: loop.boundEndpoints(of: workersSocket).first ?? configuration.workersEndpoint,
             events: loop.boundEndpoints(of: eventsSocket).first ?? configuration.eventsEndpoint)
+        shell.loop.withLock { $0 = loop }
+        shell.state.withLock { $0.announce(clients: endpoints.clients, workers: endpoints.workers) }
         return Broker(loop: loop, shell: shell, endpoints: endpoints, configuration: configuration, logger: logger)
     }
 
@@ -159,6 +165,8 @@ public final class Broker: Service, Sendable {
         /// Only with CURVE on; only the I/O thread uses it (the lock makes the shell `Sendable`).
         let authenticator: Locked<ZAPAuthenticator>?
         let limits: Limits
+        /// The loop that runs the shell, set once it started: ticks read its longest iteration.
+        let loop = Locked<ZMQEventLoop?>(nil)
         let logger: Logger
         let clock = ContinuousClock()
 
@@ -196,7 +204,7 @@ public final class Broker: Service, Sendable {
                     case .message(Broker.eventsSocket, let message):
                         guard admit(message, as: .watcher, machine: &machine, actions: &actions) else { continue }
                         // XPUB: [0x01 topic] subscribes, [0x00 topic] unsubscribes.
-                        if message.frames.first?.first == 1 { machine.subscriberJoined(into: &actions) }
+                        if message.frames.first?.first == 1 { machine.subscriberJoined(now: now, into: &actions) }
                     case .sendFailed(Broker.clientsSocket, let frames, _):
                         if let peer = frames.first { machine.clientUnreachable(PeerID(peer), into: &actions) }
                     case .sendFailed(Broker.workersSocket, let frames, _):
@@ -206,6 +214,7 @@ public final class Broker: Service, Sendable {
                     case .sendFailed(let socket, _, let error):
                         actions.append(.log(.warning, "send on \(socket) failed: \(error)"))
                     case .tick:
+                        if let loop = loop.withLock({ $0 }) { machine.loopIteration(took: loop.takeLongestIteration()) }
                         machine.tick(now: now, into: &actions)
                     case .message, .monitor:
                         continue
@@ -226,13 +235,23 @@ public final class Broker: Service, Sendable {
             // The routing-id frame is the ROUTER's, not the peer's; the limits count the rest.
             let frames = message.frames.count - (role == .watcher ? 0 : 1)
             let bytes = message.frames.reduce(0) { $0 + Int64($1.count) }
-            if frames > limits.frames || bytes > limits.bytes {
+            // A READY names up to 1,024 services: the workers port takes that many frames.
+            let frameLimit = role == .worker ? max(limits.frames, WorkerToBroker.maxReadyFrames) : limits.frames
+            if frames > frameLimit || bytes > limits.bytes {
                 machine.counters.oversizedMessages += 1
                 actions.append(
                     .log(
                         .warning,
-                        "dropped a \(bytes)-byte message of \(frames) frames on the \(role.rawValue) port: the limits are \(limits.frames) frames and \(limits.bytes) bytes"
+                        "dropped a \(bytes)-byte message of \(frames) frames on the \(role.rawValue) port: the limits are \(frameLimit) frames and \(limits.bytes) bytes"
                     ))
+                let content = Array(message.frames.dropFirst().prefix(2))
+                if role == .worker, BrokerStateMachine.looksLikeReady(content) {
+                    machine.refuseRegistration(
+                        PeerID(message.frames[0]),
+                        reason:
+                            "READY of \(frames) frames and \(bytes) bytes is over the broker's limits (at most \(WorkerToBroker.maxServices) services, \(limits.bytes) bytes)",
+                        now: clock.now, into: &actions)
+                }
                 return false
             }
             if authenticator != nil, !(message.userID?.hasPrefix(role.userIDPrefix) ?? false) {
@@ -267,9 +286,15 @@ public final class Broker: Service, Sendable {
                     outbound.append(.init(socket: Broker.clientsSocket, frames: [peer.bytes] + command.encode()))
                 case .sendToWorker(let peer, let command):
                     outbound.append(.init(socket: Broker.workersSocket, frames: [peer.bytes] + command.encode()))
+                case .sendRaw(.clients, let peer, let frames):
+                    outbound.append(.init(socket: Broker.clientsSocket, frames: [peer.bytes] + frames))
+                case .sendRaw(.workers, let peer, let frames):
+                    outbound.append(.init(socket: Broker.workersSocket, frames: [peer.bytes] + frames))
                 case .publish(var event):
                     event.time = SkyEvent.timestamp()
                     outbound.append(.init(socket: Broker.eventsSocket, frames: event.encodeFrames()))
+                case .releaseMemory:
+                    sky_release_free_memory()
                 case .log(.debug, let line): logger.debug("\(line)")
                 case .log(.info, let line): logger.info("\(line)")
                 case .log(.warning, let line): logger.warning("\(line)")

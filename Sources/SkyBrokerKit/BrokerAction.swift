@@ -8,8 +8,18 @@ public enum BrokerAction: Sendable, Equatable {
     case sendToWorker(PeerID, BrokerToWorker)
     /// Publish an event. Its ``SkyEvent/time`` is empty: the shell stamps the wall clock.
     case publish(SkyEvent)
+    /// Send frames of the *other* port's protocol to a peer that connected to the wrong port
+    /// (a worker on the clients port, a client on the workers port), so it learns its mistake.
+    case sendRaw(BrokerPort, PeerID, [[UInt8]])
+    /// The queue drained after holding much: return freed memory to the system.
+    case releaseMemory
     /// Write a log line.
     case log(BrokerLogLevel, String)
+}
+
+/// The broker's two ROUTER ports.
+public enum BrokerPort: Sendable, Equatable {
+    case clients, workers
 }
 
 public enum BrokerLogLevel: Sendable, Equatable {

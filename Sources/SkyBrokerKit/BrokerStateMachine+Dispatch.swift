@@ -3,18 +3,105 @@ import HeapModule
 import SkyProtocol
 
 extension BrokerStateMachine {
-    /// Puts a request in its service's queue (at the front when it comes back from a lost worker).
-    mutating func enqueue(_ task: QueuedRequest, atFront: Bool) {
+    /// When a waiting request must be answered if no worker takes it: its deadline or the
+    /// broker's maximum wait, whichever comes first.
+    func queueExpiry(_ task: QueuedRequest) -> Int64 {
+        let maxWait = Self.nanoseconds(configuration.maxWait)
+        let (limit, overflow) = task.arrivedAt.addingReportingOverflow(maxWait)
+        return min(task.deadline, overflow ? Int64.max : limit)
+    }
+
+    /// How long a request may wait while nobody serves its service.
+    func noWorkersGrace(_ task: QueuedRequest) -> Int64 {
+        let asked = task.request.header.noWorkersGraceMilliseconds
+        return asked > 0 ? Int64(asked) * 1_000_000 : Self.nanoseconds(configuration.noWorkersGrace)
+    }
+
+    func isServed(_ service: String) -> Bool { workersByService[service]?.isEmpty == false }
+
+    /// Low bits of an arrival number that name its queue's slot (4 M services may wait at once;
+    /// the counter above them lasts 2^42 requests).
+    static let slotBits: UInt64 = 22
+    static let slotMask: UInt64 = (1 << slotBits) - 1
+
+    /// The service whose queue holds the request that arrived as `arrival`.
+    func service(ofArrival arrival: UInt64) -> String {
+        slotServices[arrival & Self.slotMask] ?? ""
+    }
+
+    /// The slot of a service's queue, made if it has none; `nil` when every slot is taken.
+    private mutating func slot(for service: String) -> UInt64? {
+        if let slot = serviceSlots[service] { return slot }
+        let slot: UInt64
+        if let free = freeSlots.popLast() {
+            slot = free
+        } else {
+            guard nextSlot <= Self.slotMask else { return nil }
+            slot = nextSlot
+            nextSlot += 1
+        }
+        serviceSlots[service] = slot
+        slotServices[slot] = service
+        return slot
+    }
+
+    /// Removes a service's (empty or dead) queue and frees its slot.
+    mutating func removeQueue(_ service: String) {
+        queues[service] = nil
+        if let slot = serviceSlots.removeValue(forKey: service) {
+            slotServices[slot] = nil
+            freeSlots.append(slot)
+        }
+    }
+
+    /// Puts a request in its service's queue (at the front when it comes back from a lost
+    /// worker), its arrival number naming the queue's slot.
+    /// - Returns: `false` if no slot is free for a new queue (the request was not queued).
+    mutating func enqueue(_ task: QueuedRequest, atFront: Bool, now: Instant) -> Bool {
         let service = task.request.service
+        guard let slot = slot(for: service) else { return false }
+        var task = task
+        task.arrival = task.arrival & ~Self.slotMask | slot
         if atFront {
             queues[service, default: []].prepend(task)
         } else {
             queues[service, default: []].append(task)
         }
-        waiting[task.request.requestID] = task.arrival
-        if task.deadline != QueuedRequest.noDeadline {
-            deadlines.insert(DeadlineEntry(deadline: task.deadline, arrival: task.arrival, service: service))
+        waiting[task.key] = task.arrival
+        let bytes = task.request.body.count
+        queuedBytes += bytes
+        queuedBytesPeak = max(queuedBytesPeak, queuedBytes)
+        clients[task.client]?.waiting += 1
+        clients[task.client]?.waitingBytes += bytes
+        var expiry = queueExpiry(task)
+        if !isServed(service) {
+            let (graceEnd, overflow) = ticks(now).addingReportingOverflow(noWorkersGrace(task))
+            expiry = min(expiry, overflow ? Int64.max : graceEnd)
         }
+        deadlines.insert(DeadlineEntry(expiry: expiry, arrival: task.arrival, service: service))
+        return true
+    }
+
+    /// Takes a live request out of the waiting set (it was dispatched, or is being answered),
+    /// keeping the counts of its client and of the queue's bytes.
+    private mutating func unmarkWaiting(_ task: QueuedRequest) {
+        waiting[task.key] = nil
+        let bytes = task.request.body.count
+        queuedBytes -= bytes
+        clients[task.client]?.waiting -= 1
+        clients[task.client]?.waitingBytes -= bytes
+    }
+
+    /// Removes a waiting request that will not be dispatched (cancelled or expired); its queue
+    /// entry stays until it reaches the head or compaction, without its body.
+    mutating func dropWaiting(_ key: TaskKey, service: String, arrival: UInt64) {
+        guard let index = queueIndex(service, arrival: arrival) else {
+            waiting[key] = nil
+            return
+        }
+        unmarkWaiting(queues[service]![index])
+        queues[service]![index].request.body = []
+        deadQueued += 1
     }
 
     /// Changes the queued request of `service` that arrived as number `arrival`, if there is one.
@@ -24,14 +111,14 @@ extension BrokerStateMachine {
     }
 
     /// The waiting request of `service` that arrived as number `arrival`, if it is still live.
-    /// A queue is ordered by arrival (requests join at the back; requests coming back from a lost
-    /// worker are older than every request still waiting behind them), so this is a binary search.
     func waitingRequest(_ service: String, arrival: UInt64) -> QueuedRequest? {
         guard let index = queueIndex(service, arrival: arrival) else { return nil }
         return queues[service]?[index]
     }
 
-    /// Where in its queue the request that arrived as number `arrival` is (binary search).
+    /// Where in its queue the request that arrived as number `arrival` is. A queue is ordered by
+    /// arrival (requests join at the back; requests coming back from a lost worker are older
+    /// than every request still waiting behind them), so this is a binary search.
     private func queueIndex(_ service: String, arrival: UInt64) -> Int? {
         guard let queue = queues[service] else { return nil }
         var low = queue.startIndex
@@ -48,59 +135,84 @@ extension BrokerStateMachine {
     /// cancelled or expired while they waited.
     mutating func popWaiting(_ service: String) -> QueuedRequest? {
         while let task = queues[service]?.popFirst() {
-            guard waiting[task.request.requestID] == task.arrival else {
+            guard waiting[task.key] == task.arrival else {
                 deadQueued -= 1
                 continue
             }
-            waiting[task.request.requestID] = nil
-            if queues[service]?.isEmpty == true { queues[service] = nil }
+            unmarkWaiting(task)
+            if queues[service]?.isEmpty == true { removeQueue(service) }
             return task
         }
-        queues[service] = nil
+        removeQueue(service)
         return nil
     }
 
     /// Arrival number of the oldest live request of a service.
     mutating func oldestWaiting(_ service: String) -> UInt64? {
         while let head = queues[service]?.first {
-            if waiting[head.request.requestID] == head.arrival { return head.arrival }
+            if waiting[head.key] == head.arrival { return head.arrival }
             queues[service]?.removeFirst()
             deadQueued -= 1
         }
-        queues[service] = nil
+        removeQueue(service)
         return nil
     }
 
     /// Drops what answered requests left behind once it outweighs what is live: queue entries
-    /// of requests that expired or were cancelled while waiting (taken out of ``waiting`` only;
-    /// a service that no worker serves never pops them), and deadline entries of requests that
-    /// were dispatched or answered. Without it, requests with short deadlines for a service
-    /// nobody serves would grow the broker without bound. Amortised O(1) per request.
+    /// of requests that expired or were cancelled while waiting (taken out of ``waiting`` only),
+    /// and deadline and lease entries of requests that were dispatched or answered. Amortised
+    /// O(1) per request.
     mutating func compactIfMostlyDead() {
         let live = waiting.count
         if deadQueued > 256 && deadQueued > live {
             for service in Array(queues.keys) {
-                let kept = queues[service]!.filter { waiting[$0.request.requestID] == $0.arrival }
-                queues[service] = kept.isEmpty ? nil : Deque(kept)
+                let kept = queues[service]!.filter { waiting[$0.key] == $0.arrival }
+                if kept.isEmpty { removeQueue(service) } else { queues[service] = Deque(kept) }
             }
             deadQueued = 0
         }
         if deadlines.count > 1024 && deadlines.count > 2 * live {
             var entries: [DeadlineEntry] = []
             for (service, queue) in queues {
-                for task in queue where task.deadline != QueuedRequest.noDeadline {
-                    entries.append(DeadlineEntry(deadline: task.deadline, arrival: task.arrival, service: service))
+                for task in queue where waiting[task.key] == task.arrival {
+                    entries.append(DeadlineEntry(expiry: queueExpiry(task), arrival: task.arrival, service: service))
                 }
             }
             deadlines = Heap(entries)
         }
+        if leases.count > 1024 && leases.count > 2 * running.count {
+            leases = Heap(
+                running.compactMap { _, delivery in
+                    workers[delivery.peer]?.inFlight[delivery.tag].flatMap { held in
+                        leaseExpiry(held.task).map { LeaseEntry(expiry: $0, tag: delivery.tag, peer: delivery.peer) }
+                    }
+                })
+        }
+        if queuedBytes == 0 && queuedBytesPeak >= configuration.memoryReleaseThreshold {
+            queuedBytesPeak = 0
+            releaseMemorySoon = true
+        }
     }
 
-    /// The worker to give a new task of `service`: a free credit, least loaded, least recently used.
-    func bestWorker(for service: String) -> PeerID? {
+    /// When a delivery of `task` is taken from its worker: deadline + lease grace; `nil` without
+    /// a deadline.
+    func leaseExpiry(_ task: QueuedRequest) -> Int64? {
+        guard task.deadline != Int64.max else { return nil }
+        let (expiry, overflow) = task.deadline.addingReportingOverflow(Self.nanoseconds(configuration.leaseGrace))
+        return overflow ? Int64.max : expiry
+    }
+
+    /// The worker to give a new task of `service`: a free credit, least loaded, least recently
+    /// used; one still holding a cancelled delivery of the same request only if no other is free.
+    func bestWorker(for service: String, avoiding key: TaskKey? = nil) -> PeerID? {
         var best: WorkerRecord?
+        var fallback: PeerID?
         for peer in workersByService[service] ?? [] {
             guard let candidate = workers[peer], candidate.freeCredits > 0 else { continue }
+            if let key, !candidate.cancelledKeys.isEmpty, candidate.cancelledKeys.contains(key) {
+                fallback = fallback ?? peer
+                continue
+            }
             guard let current = best else {
                 best = candidate
                 continue
@@ -112,27 +224,28 @@ extension BrokerStateMachine {
                 best = candidate
             }
         }
-        return best?.id
+        return best?.id ?? fallback
     }
 
     mutating func dispatch(_ task: QueuedRequest, to peer: PeerID, now: Instant, into actions: inout [BrokerAction]) {
         var task = task
         task.deliveries += 1
         dispatchCounter += 1
+        nextTag += 1
+        let tag = nextTag
         let key = task.key
-        let lease =
-            task.deadline == QueuedRequest.noDeadline ? nil : instant(task.deadline) + configuration.leaseGrace
-        workers[peer]?.inFlight[key] = InFlightTask(task: task, leaseExpiry: lease)
+        workers[peer]?.inFlight[tag] = InFlightTask(task: task)
         workers[peer]?.lastDispatch = dispatchCounter
-        running[key.requestID] = peer
-        actions.append(.sendToWorker(peer, .request(client: task.client.bytes, task.request)))
+        running[key] = Delivery(peer: peer, tag: tag)
+        if let lease = leaseExpiry(task) { leases.insert(LeaseEntry(expiry: lease, tag: tag, peer: peer)) }
+        actions.append(.sendToWorker(peer, .request(tag: Self.tagFrame(tag), task.request)))
         if configuration.taskEvents {
             publish(
                 SkyEvent(
                     seq: 0, event: .taskDispatched, time: "",
                     task: TaskInfo(
                         requestID: task.request.requestID.description, service: task.request.service,
-                        deliveries: task.deliveries, worker: peer.description)),
+                        deliveries: Int(task.deliveries), worker: peer.description)),
                 into: &actions)
         }
     }

@@ -3,8 +3,10 @@ import HeapModule
 import SkyProtocol
 
 extension BrokerStateMachine {
-    /// Time passed: expire silent workers, heartbeat the rest, answer requests whose deadline
-    /// passed, take tasks whose lease ran out from their workers, and publish stats when due.
+    /// Time passed: expire silent workers, heartbeat the rest, answer requests whose deadline,
+    /// maximum wait or no-workers grace passed (at most ``Configuration/expiryBatch``; the rest at
+    /// the next tick), take tasks whose lease ran out from their workers, greet subscribers that
+    /// waited for the hello interval, and publish stats when due.
     public mutating func tick(now: Instant, into actions: inout [BrokerAction]) {
         for (peer, record) in workers where record.lastHeard + configuration.expiry <= now {
             remove(peer, reason: .expired, now: now, into: &actions)
@@ -13,9 +15,16 @@ extension BrokerStateMachine {
             for peer in workers.keys { actions.append(.sendToWorker(peer, .heartbeat)) }
             nextHeartbeat = now + configuration.heartbeatInterval
         }
-        expireDeadlines(now: now, into: &actions)
-        expireLeases(now: now, into: &actions)
+        var budget = configuration.expiryBatch
+        expireDeadlines(now: now, budget: &budget, into: &actions)
+        expireUnserved(now: now, budget: &budget, into: &actions)
+        expireLeases(now: now, budget: &budget, into: &actions)
         compactIfMostlyDead()
+        if releaseMemorySoon {
+            releaseMemorySoon = false
+            actions.append(.releaseMemory)
+        }
+        if helloPending, now >= nextHelloAllowed ?? now { sayHello(now: now, into: &actions) }
         if let due = nextStats {
             if now >= due {
                 publishStats(over: configuration.statsInterval, now: now, into: &actions)
@@ -26,23 +35,34 @@ extension BrokerStateMachine {
         }
     }
 
-    private mutating func expireDeadlines(now: Instant, into actions: inout [BrokerAction]) {
+    private mutating func expireDeadlines(now: Instant, budget: inout Int, into actions: inout [BrokerAction]) {
         let now = ticks(now)
-        while let first = deadlines.min, first.deadline <= now {
+        while budget > 0, let first = deadlines.min, first.expiry <= now {
             deadlines.removeMin()
             guard let task = waitingRequest(first.service, arrival: first.arrival),
-                waiting[task.request.requestID] == first.arrival
+                waiting[task.key] == first.arrival
             else { continue }
-            waiting[task.request.requestID] = nil
-            deadQueued += 1
+            let served = isServed(first.service)
+            let expiry = queueExpiry(task)
+            if served && first.expiry < expiry {
+                // Its no-workers grace ran out, but a worker of the service joined meanwhile.
+                deadlines.insert(DeadlineEntry(expiry: expiry, arrival: first.arrival, service: first.service))
+                continue
+            }
+            budget -= 1
+            dropWaiting(task.key, service: first.service, arrival: first.arrival)
             // Usually the expired request is the oldest of its queue: trim it right away.
             _ = oldestWaiting(first.service)
-            counters.deadlinesExceeded += 1
-            if workersByService[first.service]?.isEmpty ?? true {
+            if !served {
+                answerNoWorkers(task, into: &actions)
+            } else if expiry < task.deadline {
+                counters.maxWaitExpired += 1
                 fail(
-                    task, .noWorkers, "no worker serves \(first.service) and none joined before the deadline",
+                    task, .deadlineExceeded,
+                    "it waited \(configuration.maxWait) for a free \(first.service) worker, the broker's limit (--max-wait)",
                     into: &actions)
             } else {
+                counters.deadlinesExceeded += 1
                 fail(
                     task, .deadlineExceeded, "it waited for a free \(first.service) worker past its deadline",
                     into: &actions)
@@ -50,26 +70,53 @@ extension BrokerStateMachine {
         }
     }
 
-    private mutating func expireLeases(now: Instant, into actions: inout [BrokerAction]) {
-        var expired: [(PeerID, TaskKey, InFlightTask)] = []
-        for (peer, record) in workers {
-            for (key, held) in record.inFlight {
-                if let lease = held.leaseExpiry, lease <= now { expired.append((peer, key, held)) }
+    /// Services whose last worker left while requests of them waited: once the grace has passed
+    /// and still nobody serves them, their requests are answered `noWorkers`.
+    private mutating func expireUnserved(now: Instant, budget: inout Int, into actions: inout [BrokerAction]) {
+        let now = ticks(now)
+        while budget > 0, let first = unserved.min, first.expiry <= now {
+            if isServed(first.service) {
+                unserved.removeMin()
+                continue
             }
+            while budget > 0, let task = popWaiting(first.service) {
+                budget -= 1
+                answerNoWorkers(task, into: &actions)
+            }
+            if queues[first.service] == nil { unserved.removeMin() }
         }
-        for (peer, key, held) in expired {
-            workers[peer]?.inFlight[key] = nil
-            running[key.requestID] = nil
-            actions.append(.sendToWorker(peer, .cancel(client: key.client.bytes, key.requestID)))
-            if !held.answered {
+    }
+
+    private mutating func answerNoWorkers(_ task: QueuedRequest, into actions: inout [BrokerAction]) {
+        counters.noWorkersAnswered += 1
+        fail(
+            task, .noWorkers,
+            "no connected worker serves \(task.request.service), and none joined within the grace period; start a worker that serves it, or check the service name",
+            into: &actions)
+    }
+
+    private mutating func expireLeases(now: Instant, budget: inout Int, into actions: inout [BrokerAction]) {
+        let nowTicks = ticks(now)
+        var touched: [PeerID] = []
+        while budget > 0, let first = leases.min, first.expiry <= nowTicks {
+            leases.removeMin()
+            guard let held = workers[first.peer]?.inFlight.removeValue(forKey: first.tag) else { continue }
+            budget -= 1
+            let key = held.task.key
+            actions.append(.sendToWorker(first.peer, .cancel(tag: Self.tagFrame(first.tag), key.requestID)))
+            if held.answered {
+                workers[first.peer]?.cancelledKeys.remove(key)
+            } else {
+                running[key] = nil
                 counters.deadlinesExceeded += 1
                 fail(
                     held.task, .deadlineExceeded,
-                    "it ran past its deadline and the grace period on worker \(workers[peer]?.name ?? peer.description)",
-                    worker: peer, into: &actions)
+                    "it ran past its deadline and the grace period on worker \(workers[first.peer]?.name ?? first.peer.description)",
+                    worker: first.peer, into: &actions)
             }
-            fill(peer, now: now, into: &actions)
+            touched.append(first.peer)
         }
+        for peer in touched { fill(peer, now: now, into: &actions) }
     }
 
     private mutating func publishStats(over period: Duration, now: Instant, into actions: inout [BrokerAction]) {
@@ -78,8 +125,10 @@ extension BrokerStateMachine {
         let stats = BrokerStats(
             workers: workers.count, capacity: workers.values.reduce(0) { $0 + $1.capacity }, queued: queuedCount,
             inFlight: inFlightCount, completed: completed,
-            completedPerSecond: seconds > 0 ? Double(completed - completedAtLastStats) / seconds : 0)
+            completedPerSecond: seconds > 0 ? Double(completed - completedAtLastStats) / seconds : 0,
+            queuedBytes: queuedBytes, longestIterationMilliseconds: longestIteration.inSeconds * 1000)
         completedAtLastStats = completed
+        longestIteration = .zero
         publish(
             SkyEvent(seq: 0, event: .brokerStats, time: "", workers: workerLoads(now: now), stats: stats),
             into: &actions)
@@ -104,6 +153,8 @@ extension BrokerStateMachine {
         workersByService.removeAll()
         running.removeAll()
         deadlines = Heap()
+        leases = Heap()
+        unserved = Heap()
         actions.append(.log(.info, "stopping: answered waiting and running requests, told the workers"))
     }
 }

@@ -30,8 +30,13 @@ extension BrokerStateMachine {
         do {
             command = try WorkerToBroker.decode(frames)
         } catch {
+            if case .request(let request)? = try? ClientToBroker.decode(frames) {
+                misdirected(client: peer, request, now: now, into: &actions)
+                return
+            }
             counters.malformedWorkerMessages += 1
             actions.append(.log(.warning, "dropped malformed message from worker \(peer): \(error)"))
+            if Self.looksLikeReady(frames) { refuseRegistration(peer, reason: "invalid READY: \(error)", now: now, into: &actions) }
             return
         }
         if case .ready(let announcement) = command {
@@ -60,10 +65,8 @@ extension BrokerStateMachine {
         switch command {
         case .ready:
             break
-        case .reply(let client, let reply):
-            complete(
-                at: peer, key: TaskKey(client: PeerID(client), requestID: reply.requestID), answer: reply, now: now,
-                into: &actions)
+        case .reply(let tag, let reply):
+            complete(at: peer, tag: tag, answer: reply, now: now, into: &actions)
         case .heartbeat:
             break
         case .disconnect:
@@ -103,10 +106,9 @@ extension BrokerStateMachine {
             return
         }
         if let reserved = announcement.services.first(where: { $0.hasPrefix(BrokerService.prefix) }) {
-            counters.malformedWorkerMessages += 1
-            actions.append(
-                .log(.warning, "worker \(peer) tried to register reserved service \(reserved); disconnecting it"))
-            actions.append(.sendToWorker(peer, .disconnect))
+            refuseRegistration(
+                peer, reason: "service names starting with \(BrokerService.prefix) are the broker's own: \(reserved)",
+                now: now, into: &actions)
             return
         }
         var services: [String] = []
@@ -129,30 +131,37 @@ extension BrokerStateMachine {
     /// `workerLost` once it was delivered the maximum number of times.
     mutating func remove(_ peer: PeerID, reason: DisconnectReason, now: Instant, into actions: inout [BrokerAction]) {
         guard let record = workers.removeValue(forKey: peer) else { return }
+        let graceEnd = ticks(now) + Self.nanoseconds(configuration.noWorkersGrace)
         for service in record.services {
             workersByService[service]?.removeAll { $0 == peer }
-            if workersByService[service]?.isEmpty == true { workersByService[service] = nil }
+            if workersByService[service]?.isEmpty == true {
+                workersByService[service] = nil
+                // Requests already waiting get `noWorkers` after the grace unless a worker joins.
+                if queues[service] != nil { unserved.insert(UnservedEntry(expiry: graceEnd, service: service)) }
+            }
         }
         var requeued = 0
         // Newest first, so that prepending leaves the oldest at the front.
         for held in record.inFlight.values.sorted(by: { $0.task.arrival > $1.task.arrival }) {
-            running[held.task.request.requestID] = nil
             if held.answered { continue }
+            running[held.task.key] = nil
             if held.task.deliveries >= configuration.maxDeliveries {
                 counters.failedWorkerLost += 1
                 fail(
                     held.task, .workerLost,
                     "the workers running it were lost \(held.task.deliveries) times (the limit); the last was \(record.name)",
                     worker: peer, into: &actions)
+            } else if !enqueue(held.task, atFront: true, now: now) {
+                counters.rejectedOverloaded += 1
+                fail(held.task, .overloaded, "its worker was lost and no queue could take it back", into: &actions)
             } else {
                 requeued += 1
-                enqueue(held.task, atFront: true)
                 publish(
                     SkyEvent(
                         seq: 0, event: .taskRedispatched, time: "",
                         task: TaskInfo(
                             requestID: held.task.request.requestID.description, service: held.task.request.service,
-                            deliveries: held.task.deliveries, worker: peer.description)),
+                            deliveries: Int(held.task.deliveries), worker: peer.description)),
                     into: &actions)
             }
         }
@@ -174,9 +183,10 @@ extension BrokerStateMachine {
     }
 
     private mutating func complete(
-        at peer: PeerID, key: TaskKey, answer: TaskReply, now: Instant, into actions: inout [BrokerAction]
+        at peer: PeerID, tag frame: [UInt8], answer: TaskReply, now: Instant, into actions: inout [BrokerAction]
     ) {
-        guard let held = workers[peer]?.inFlight.removeValue(forKey: key) else {
+        guard let tag = WireFormat.deliveryNumber(frame), let held = workers[peer]?.inFlight[tag], held.task.request.requestID == answer.requestID
+        else {
             counters.staleReplies += 1
             actions.append(
                 .log(
@@ -184,9 +194,16 @@ extension BrokerStateMachine {
                     "dropped stale reply for \(answer.requestID) from worker \(peer): it no longer holds that task"))
             return
         }
-        running[key.requestID] = nil
+        workers[peer]?.inFlight[tag] = nil
         workers[peer]?.completed += 1
-        if !held.answered {
+        let key = held.task.key
+        if held.answered {
+            // The client cancelled this delivery (and may have retried elsewhere): the reply
+            // only returns the credit.
+            counters.repliesAfterCancel += 1
+            workers[peer]?.cancelledKeys.remove(key)
+        } else {
+            running[key] = nil
             var answer = answer
             answer.attempt = held.task.request.header.attempt
             reply(to: key.client, answer, into: &actions)
@@ -196,11 +213,45 @@ extension BrokerStateMachine {
                         seq: 0, event: .taskCompleted, time: "",
                         task: TaskInfo(
                             requestID: answer.requestID.description, service: held.task.request.service,
-                            deliveries: held.task.deliveries, worker: peer.description,
+                            deliveries: Int(held.task.deliveries), worker: peer.description,
                             status: answer.status.description)),
                     into: &actions)
             }
+            finishRequest(key.client)
         }
         fill(peer, now: now, into: &actions)
+    }
+
+    /// Whether frames start like a READY (signature and command), however wrong the rest.
+    static func looksLikeReady(_ frames: [[UInt8]]) -> Bool {
+        frames.count >= 2 && frames[0] == WireFormat.workerSignature
+            && frames[1] == [WorkerToBroker.Command.ready.rawValue]
+    }
+
+    /// Refuses a worker's registration with REFUSED and the reason, which the worker reports
+    /// before it stops (at most ``Configuration/refusalsPerSecond`` answers a second).
+    public mutating func refuseRegistration(
+        _ peer: PeerID, reason: String, now: Instant, into actions: inout [BrokerAction]
+    ) {
+        counters.refusedRegistrations += 1
+        actions.append(.log(.warning, "refused worker \(peer): \(reason)"))
+        guard mayAnswerRefusal(onClientsPort: false, now: now) else { return }
+        actions.append(.sendToWorker(peer, .refused(reason: reason)))
+    }
+
+    /// A client's REQUEST on the workers port: answered (rate-limited) with a REPLY
+    /// `wrongEndpoint` that names the clients endpoint.
+    private mutating func misdirected(
+        client peer: PeerID, _ request: TaskRequest, now: Instant, into actions: inout [BrokerAction]
+    ) {
+        counters.misdirectedMessages += 1
+        guard mayAnswerRefusal(onClientsPort: false, now: now) else { return }
+        let answer = TaskReply.failure(
+            request.requestID, .wrongEndpoint, type: "wrongEndpoint",
+            message:
+                "this is the broker's workers endpoint (\(configuration.workersEndpoint)); clients connect to \(configuration.clientsEndpoint)",
+            attempt: request.header.attempt)
+        actions.append(.sendRaw(.workers, peer, BrokerToClient.reply(answer).encode()))
+        actions.append(.log(.warning, "a client sent a request to the workers port; told it to use \(configuration.clientsEndpoint)"))
     }
 }

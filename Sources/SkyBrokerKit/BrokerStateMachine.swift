@@ -9,11 +9,20 @@ import SkyProtocol
 /// `now`, so time is injected and tests move it by hand. Each input appends ``BrokerAction``s for
 /// the I/O shell to perform.
 ///
+/// **Keys.** A request is known by (client, request id) everywhere: two clients may use the same
+/// id, and a CANCEL acts only on its sender's requests. Each handing of a request to a worker is
+/// a *delivery* with a broker-chosen tag, which the worker echoes; so a late reply to a delivery
+/// the client cancelled (a hung attempt it retried) is told from the retry's, and only returns
+/// the credit.
+///
 /// **Routing.** A request goes to a worker that serves its service and has a free credit: the
-/// least loaded (outstanding ÷ capacity), then the one given work longest ago. Otherwise it waits
-/// in a per-service FIFO queue (bounded: beyond ``Configuration/queueLimit`` it is refused as
-/// `overloaded`); a worker that frees a credit or joins takes the oldest waiting request among
-/// its services. Payloads are never decoded.
+/// least loaded (outstanding ÷ capacity), then the one given work longest ago; a retry avoids a
+/// worker still holding a cancelled delivery of it. Otherwise it waits in a per-service FIFO
+/// queue, bounded in count (``Configuration/queueLimit``) and body bytes
+/// (``Configuration/queueBytesLimit``), of which one client may hold at most
+/// ``Configuration/clientQueueShare``; beyond that it is refused as `overloaded`. A worker that
+/// frees a credit or joins takes the oldest waiting request among its services. Payloads are
+/// never decoded.
 ///
 /// **Liveness.** Any message from a worker refreshes it; one silent for `liveness × interval`
 /// expires. The broker heartbeats every worker each interval.
@@ -24,10 +33,13 @@ import SkyProtocol
 /// Every accepted request gets exactly one reply: the worker's, or one the broker makes
 /// (`deadlineExceeded`, `noWorkers`, `workerLost`, `cancelled`, `brokerShuttingDown`).
 ///
-/// **Deadlines.** A request's `timeout-ms` sets its deadline. One still waiting at its deadline is
-/// answered `deadlineExceeded` (`noWorkers` if no worker serves its service). One running past
-/// deadline + ``Configuration/leaseGrace`` is taken from its worker (a lease), answered
-/// `deadlineExceeded`, and the worker is told to cancel it.
+/// **Deadlines.** A request's `timeout-ms` sets its deadline. One still waiting at its deadline, or
+/// after ``Configuration/maxWait`` (which also bounds requests without a deadline), is answered
+/// `deadlineExceeded`; one whose service no connected worker serves is answered `noWorkers` after
+/// ``Configuration/noWorkersGrace``. One running past deadline + ``Configuration/leaseGrace`` is
+/// taken from its worker (a lease), answered `deadlineExceeded`, and the worker is told to cancel
+/// it. Expiries are answered at most ``Configuration/expiryBatch`` per tick, so that a storm of
+/// them never holds up heartbeats.
 public struct BrokerStateMachine: Sendable {
     public typealias Instant = ContinuousClock.Instant
 
@@ -40,51 +52,98 @@ public struct BrokerStateMachine: Sendable {
         public var maxDeliveries: Int = 3
         /// Requests that may wait for a worker.
         public var queueLimit: Int = 100_000
+        /// Bytes of request bodies that may wait for a worker.
+        public var queueBytesLimit: Int = 256 << 20
+        /// The share of ``queueLimit`` and ``queueBytesLimit`` one client may hold, so that one
+        /// client's flood cannot refuse everybody else's work.
+        public var clientQueueShare: Double = 0.5
+        /// The longest a request waits for a worker, whatever its timeout (0 = none included):
+        /// requests of a client that went away do not fill the queue forever.
+        public var maxWait: Duration = .seconds(3600)
+        /// How long a request may wait while no connected worker serves its service, before it
+        /// is answered `noWorkers` (a request can ask for another grace in its header).
+        public var noWorkersGrace: Duration = .seconds(2)
         /// How long past its deadline a task may run before it is taken from its worker.
         public var leaseGrace: Duration = .seconds(5)
+        /// Most expired requests answered per tick; the rest wait for the next tick.
+        public var expiryBatch: Int = 2_000
         /// How often `broker.stats` is published.
         public var statsInterval: Duration = .seconds(1)
+        /// Least time between two `broker.hello` events: subscriptions that come faster share one.
+        public var helloInterval: Duration = .milliseconds(200)
+        /// Most answers per second to misdirected or refused peers, per port.
+        public var refusalsPerSecond: Int = 10
+        /// Queued bytes above which the queue's draining returns memory to the system.
+        public var memoryReleaseThreshold: Int = 32 << 20
         /// Publish `task.dispatched` and `task.completed` for every task (costs throughput).
         public var taskEvents: Bool = false
         /// Measures the process's memory for snapshots; `nil` leaves it out (tests).
         public var memoryProbe: (@Sendable () -> ProcessMemory)?
         /// Names this run of the broker in greetings and snapshots.
         public var instance = RequestID.random().description
+        /// The endpoints named to peers that connected to the wrong one.
+        public var clientsEndpoint = "the broker's clients endpoint"
+        public var workersEndpoint = "the broker's workers endpoint"
 
         public init() {}
 
         /// How long a worker may stay silent.
         public var expiry: Duration { heartbeatInterval * liveness }
+
+        /// Waiting requests one client may hold.
+        var clientQueueLimit: Int { max(1, Int(Double(queueLimit) * clientQueueShare)) }
+        /// Waiting body bytes one client may hold.
+        var clientQueueBytesLimit: Int { max(1, Int(Double(queueBytesLimit) * clientQueueShare)) }
+    }
+
+    /// A client, numbered while it has requests at the broker: keys and queue entries carry the
+    /// 4-byte number instead of the routing id.
+    typealias ClientNumber = UInt32
+
+    struct ClientRecord: Sendable {
+        let peer: PeerID
+        /// Its requests waiting for a worker, and their body bytes.
+        var waiting = 0
+        var waitingBytes = 0
+        /// Its requests not yet answered (waiting or at a worker).
+        var outstanding = 0
     }
 
     /// A request the broker accepted and has not answered.
     struct QueuedRequest: Sendable {
-        var client: PeerID
-        var request: TaskRequest
-        /// Arrival order over all services, so a worker serving several takes the oldest.
-        var arrival: UInt64
-        /// Nanoseconds after the machine's epoch (see ``BrokerStateMachine/ticks(_:)``);
-        /// ``noDeadline`` for none. 8 bytes rather than an optional `Instant`'s 24: this struct
-        /// exists once per waiting request.
-        var deadline: Int64
+        var client: ClientNumber
         /// How many times it was handed to a worker.
-        var deliveries: Int = 0
-
-        static let noDeadline = Int64.max
+        var deliveries: UInt32 = 0
+        var request: TaskRequest
+        /// Arrival order over all services, so a worker serving several takes the oldest: a
+        /// counter in the high bits, the queue's slot in the low ``BrokerStateMachine/slotBits``.
+        var arrival: UInt64
+        /// When it arrived, as nanoseconds after the machine's epoch (see ``BrokerStateMachine/ticks(_:)``).
+        var arrivedAt: Int64
 
         var key: TaskKey { TaskKey(client: client, requestID: request.requestID) }
+
+        /// The caller's deadline; `Int64.max` for none.
+        var deadline: Int64 {
+            let timeout = request.header.timeoutMilliseconds
+            return timeout > 0 ? arrivedAt + Int64(timeout) * 1_000_000 : Int64.max
+        }
     }
 
     /// Identifies a request: the client that sent it and its request id.
     struct TaskKey: Hashable, Sendable {
-        var client: PeerID
+        var client: ClientNumber
         var requestID: RequestID
+    }
+
+    /// Where a request runs now.
+    struct Delivery: Sendable {
+        var peer: PeerID
+        var tag: UInt64
     }
 
     struct InFlightTask: Sendable {
         var task: QueuedRequest
-        /// When the task is taken from the worker: deadline + grace.
-        var leaseExpiry: Instant?
         /// Already answered (cancelled by its client): the worker's reply only returns the credit.
         var answered = false
     }
@@ -94,7 +153,11 @@ public struct BrokerStateMachine: Sendable {
         var name: String
         var capacity: Int
         var services: [String]
-        var inFlight: [TaskKey: InFlightTask] = [:]
+        /// Deliveries it holds, by tag.
+        var inFlight: [UInt64: InFlightTask] = [:]
+        /// Requests whose delivery here was cancelled but not yet answered by the worker (it may
+        /// hang): their retries go elsewhere when they can.
+        var cancelledKeys: Set<TaskKey> = []
         /// When it was last given a task (a dispatch counter), for round robin among equals.
         var lastDispatch: UInt64 = 0
         /// It said DRAINING: no new tasks.
@@ -124,42 +187,84 @@ public struct BrokerStateMachine: Sendable {
         }
     }
 
-    /// A waiting request's deadline, ordered for the deadline heap. The request is found again by
-    /// service and arrival (queues are sorted by arrival).
+    /// When a waiting request must be looked at again (its deadline, max wait, or no-workers
+    /// grace). The request is found again by service and arrival (queues are sorted by arrival).
     struct DeadlineEntry: Comparable, Sendable {
-        var deadline: Int64
+        var expiry: Int64
         var arrival: UInt64
         var service: String
 
-        static func < (lhs: Self, rhs: Self) -> Bool { lhs.deadline < rhs.deadline }
-        static func == (lhs: Self, rhs: Self) -> Bool { lhs.deadline == rhs.deadline && lhs.arrival == rhs.arrival }
+        static func < (lhs: Self, rhs: Self) -> Bool { lhs.expiry < rhs.expiry }
+        static func == (lhs: Self, rhs: Self) -> Bool { lhs.expiry == rhs.expiry && lhs.arrival == rhs.arrival }
     }
 
-    public let configuration: Configuration
+    /// When a delivery's lease runs out: its deadline plus the lease grace.
+    struct LeaseEntry: Comparable, Sendable {
+        var expiry: Int64
+        var tag: UInt64
+        var peer: PeerID
+
+        static func < (lhs: Self, rhs: Self) -> Bool { lhs.expiry < rhs.expiry }
+        static func == (lhs: Self, rhs: Self) -> Bool { lhs.expiry == rhs.expiry && lhs.tag == rhs.tag }
+    }
+
+    /// A service lost its last worker while requests of it waited: they get `noWorkers` at
+    /// `expiry` unless a worker of it joins before.
+    struct UnservedEntry: Comparable, Sendable {
+        var expiry: Int64
+        var service: String
+
+        static func < (lhs: Self, rhs: Self) -> Bool { lhs.expiry < rhs.expiry }
+    }
+
+    public private(set) var configuration: Configuration
     var workers: [PeerID: WorkerRecord] = [:]
     /// Workers per service, in registration order.
     var workersByService: [String: [PeerID]] = [:]
+    var clientNumbers: [PeerID: ClientNumber] = [:]
+    var clients: [ClientNumber: ClientRecord] = [:]
+    var nextClientNumber: ClientNumber = 0
     /// Waiting requests per service, oldest first. May hold entries that were cancelled or expired
-    /// meanwhile; ``waiting`` says which are live.
+    /// meanwhile (with their bodies dropped); ``waiting`` says which are live.
     var queues: [String: Deque<QueuedRequest>] = [:]
-    /// Live waiting requests: request id → arrival number. Kept as small as possible, since it
-    /// costs memory for every waiting request: keyed by the id alone (128 random bits; another
-    /// client could match an entry only by guessing its id), and without the service, which
-    /// the queues know.
-    var waiting: [RequestID: UInt64] = [:]
-    /// Requests at a worker, and which one.
-    var running: [RequestID: PeerID] = [:]
+    /// Live waiting requests → arrival number, whose low bits name the queue (its service's
+    /// slot, see ``slotBits``), so that a CANCEL finds the entry without a scan and the table
+    /// stays 8 bytes a value: it exists once per waiting request.
+    var waiting: [TaskKey: UInt64] = [:]
+    /// Services with a queue, numbered for ``waiting``'s arrival numbers.
+    var serviceSlots: [String: UInt64] = [:]
+    var slotServices: [UInt64: String] = [:]
+    var freeSlots: [UInt64] = []
+    var nextSlot: UInt64 = 0
+    /// Body bytes of the live waiting requests.
+    var queuedBytes = 0
+    /// The most ``queuedBytes`` reached since memory was last returned to the system.
+    var queuedBytesPeak = 0
+    /// Requests at a worker (the live delivery; cancelled ones are only in their worker's record).
+    var running: [TaskKey: Delivery] = [:]
     var deadlines = Heap<DeadlineEntry>()
+    var leases = Heap<LeaseEntry>()
+    var unserved = Heap<UnservedEntry>()
     /// Queue entries whose request is no longer in ``waiting`` (see ``compactIfMostlyDead()``).
     var deadQueued = 0
     /// The first instant the machine saw; compact timestamps count from it.
     var epoch: Instant?
     var nextArrival: UInt64 = 0
     var dispatchCounter: UInt64 = 0
+    var nextTag: UInt64 = 0
     var lastEventSeq: UInt64 = 0
     var nextHeartbeat: Instant?
     var nextStats: Instant?
     var completedAtLastStats: UInt64 = 0
+    /// When the next `broker.hello` may go out, and whether a subscription waits for one.
+    var nextHelloAllowed: Instant?
+    var helloPending = false
+    /// Answers to misdirected or refused peers in the current second, per port.
+    var refusalWindow: (start: Instant?, clients: Int, workers: Int) = (nil, 0, 0)
+    /// The queue drained after holding much: the shell should return freed memory to the system.
+    var releaseMemorySoon = false
+    /// The event loop's longest iteration since the last stats.
+    var longestIteration: Duration = .zero
     var stopping = false
     public internal(set) var counters = BrokerCounters()
 
@@ -187,7 +292,7 @@ public struct BrokerStateMachine: Sendable {
     func queuedPerService() -> [String: Int] {
         var counts: [String: Int] = [:]
         for (service, queue) in queues {
-            let live = queue.reduce(0) { $0 + (waiting[$1.request.requestID] == $1.arrival ? 1 : 0) }
+            let live = queue.reduce(0) { $0 + (waiting[$1.key] == $1.arrival ? 1 : 0) }
             if live > 0 { counts[service] = live }
         }
         return counts
@@ -217,6 +322,10 @@ public struct BrokerStateMachine: Sendable {
         do {
             command = try ClientToBroker.decode(frames)
         } catch {
+            if (try? WorkerToBroker.decode(frames)) != nil {
+                misdirected(worker: client, now: now, into: &actions)
+                return
+            }
             counters.malformedClientMessages += 1
             actions.append(.log(.warning, "dropped malformed message from client \(client): \(error)"))
             return
@@ -225,7 +334,9 @@ public struct BrokerStateMachine: Sendable {
         case .request(let request):
             accept(request, from: client, now: now, into: &actions)
         case .cancel(let requestID):
-            cancel(TaskKey(client: client, requestID: requestID), into: &actions)
+            // Only the sender's own requests: a client without requests here has nothing to cancel.
+            guard let number = clientNumbers[client] else { return }
+            cancel(TaskKey(client: number, requestID: requestID), into: &actions)
         }
     }
 
@@ -235,84 +346,158 @@ public struct BrokerStateMachine: Sendable {
         actions.append(.log(.debug, "reply to client \(client) dropped: client unreachable"))
     }
 
+    /// A worker's message on the clients port: answered (rate-limited) with REFUSED naming the
+    /// workers endpoint, so the worker stops and says why instead of retrying forever.
+    private mutating func misdirected(worker peer: PeerID, now: Instant, into actions: inout [BrokerAction]) {
+        counters.misdirectedMessages += 1
+        guard mayAnswerRefusal(onClientsPort: true, now: now) else { return }
+        let reason =
+            "this is the broker's clients endpoint (\(configuration.clientsEndpoint)); workers connect to \(configuration.workersEndpoint)"
+        actions.append(.sendRaw(.clients, peer, BrokerToWorker.refused(reason: reason).encode()))
+        actions.append(.log(.warning, "a worker connected to the clients port; told it to use \(configuration.workersEndpoint)"))
+    }
+
+    /// Whether another refusal may be sent on a port this second.
+    mutating func mayAnswerRefusal(onClientsPort: Bool, now: Instant) -> Bool {
+        if let start = refusalWindow.start, now - start < .seconds(1) {
+            let used = onClientsPort ? refusalWindow.clients : refusalWindow.workers
+            guard used < configuration.refusalsPerSecond else { return false }
+        } else {
+            refusalWindow = (now, 0, 0)
+        }
+        if onClientsPort { refusalWindow.clients += 1 } else { refusalWindow.workers += 1 }
+        return true
+    }
+
     private mutating func accept(
-        _ request: TaskRequest, from client: PeerID, now: Instant, into actions: inout [BrokerAction]
+        _ request: TaskRequest, from peer: PeerID, now: Instant, into actions: inout [BrokerAction]
     ) {
         if request.service.hasPrefix(BrokerService.prefix) {
-            answerBrokerService(request, for: client, now: now, into: &actions)
+            answerBrokerService(request, for: peer, now: now, into: &actions)
             return
         }
         if stopping {
-            reply(
-                to: client,
+            replyTo(
+                peer,
                 .failure(
                     request.requestID, .brokerShuttingDown, type: "brokerShuttingDown",
                     message: "the broker is shutting down", attempt: request.header.attempt), into: &actions)
             return
         }
+        let client = retainClient(peer)
         let key = TaskKey(client: client, requestID: request.requestID)
-        if waiting[key.requestID] != nil || running[key.requestID] != nil {
+        if waiting[key] != nil || running[key] != nil {
             // A retry of a request that is still being handled: its one reply is coming, and
             // will name the newest attempt, which is the one the client now waits for.
             counters.duplicateRequests += 1
-            supersede(key, service: request.service, attempt: request.header.attempt)
+            supersede(key, attempt: request.header.attempt)
+            releaseClient(client)
             return
         }
+        clients[client]!.outstanding += 1
         nextArrival += 1
-        let deadline =
-            request.header.timeoutMilliseconds > 0
-            ? ticks(now) + Int64(request.header.timeoutMilliseconds) * 1_000_000 : QueuedRequest.noDeadline
-        let task = QueuedRequest(client: client, request: request, arrival: nextArrival, deadline: deadline)
+        let task = QueuedRequest(
+            client: client, request: request, arrival: nextArrival << Self.slotBits, arrivedAt: ticks(now))
         // A worker with a free credit means nothing of this service is waiting (the broker hands
         // queued work to every credit that frees up), so going straight to it keeps FIFO order.
-        if let worker = bestWorker(for: request.service) {
+        if let worker = bestWorker(for: request.service, avoiding: key) {
             counters.requestsAccepted += 1
             dispatch(task, to: worker, now: now, into: &actions)
             return
         }
-        guard waiting.count < configuration.queueLimit else {
+        if let refusal = queueRefusal(for: task) {
+            fail(task, .overloaded, refusal, into: &actions)
+            return
+        }
+        guard enqueue(task, atFront: false, now: now) else {
             counters.rejectedOverloaded += 1
-            fail(
-                task, .overloaded,
-                "the broker's queue holds \(configuration.queueLimit) requests, its limit", into: &actions)
+            fail(task, .overloaded, "requests for \(Self.slotMask + 1) services wait already, the broker's limit", into: &actions)
             return
         }
         counters.requestsAccepted += 1
-        enqueue(task, atFront: false)
+    }
+
+    /// Why a new request may not wait, if it may not: a full queue (in count or bytes), or a
+    /// client that holds its share of it already.
+    private mutating func queueRefusal(for task: QueuedRequest) -> String? {
+        let bytes = task.request.body.count
+        let record = clients[task.client]!
+        if waiting.count >= configuration.queueLimit {
+            counters.rejectedOverloaded += 1
+            return "the broker's queue holds \(configuration.queueLimit) requests, its limit (--queue-limit)"
+        }
+        if queuedBytes + bytes > configuration.queueBytesLimit {
+            counters.rejectedQueueBytes += 1
+            return
+                "the broker's queue holds \(queuedBytes) bytes of requests and this one has \(bytes); the limit is \(configuration.queueBytesLimit) (--queue-bytes)"
+        }
+        if record.waiting >= configuration.clientQueueLimit
+            || record.waitingBytes + bytes > configuration.clientQueueBytesLimit
+        {
+            counters.rejectedClientShare += 1
+            return
+                "this client already has \(record.waiting) requests (\(record.waitingBytes) bytes) waiting, its share of the broker's queue (--client-queue-share \(configuration.clientQueueShare))"
+        }
+        return nil
     }
 
     /// Records a retry's attempt number on the request it repeats, so that its reply answers it.
-    private mutating func supersede(_ key: TaskKey, service: String, attempt: UInt32) {
-        if let peer = running[key.requestID], var task = workers[peer]?.inFlight[key] {
-            task.task.request.header.attempt = max(task.task.request.header.attempt, attempt)
-            workers[peer]?.inFlight[key] = task
-        } else if let arrival = waiting[key.requestID] {
-            updateWaitingRequest(service, arrival: arrival) { queued in
-                guard queued.client == key.client else { return }
+    private mutating func supersede(_ key: TaskKey, attempt: UInt32) {
+        if let delivery = running[key], var held = workers[delivery.peer]?.inFlight[delivery.tag] {
+            held.task.request.header.attempt = max(held.task.request.header.attempt, attempt)
+            workers[delivery.peer]?.inFlight[delivery.tag] = held
+        } else if let arrival = waiting[key] {
+            updateWaitingRequest(service(ofArrival: arrival), arrival: arrival) { queued in
                 queued.request.header.attempt = max(queued.request.header.attempt, attempt)
             }
         }
     }
 
     /// Answers a CANCEL. The reply carries attempt 0: it answers the CANCEL, not an attempt.
+    /// A running delivery is cancelled at its worker, which keeps its credit until it replies;
+    /// the request itself is done, so a retry with the same id is a new request.
     private mutating func cancel(_ key: TaskKey, into actions: inout [BrokerAction]) {
-        if waiting.removeValue(forKey: key.requestID) != nil {
-            deadQueued += 1
-            counters.cancelled += 1
-            reply(
-                to: key.client,
-                .failure(key.requestID, .cancelled, type: "cancelled", message: "cancelled by the client", attempt: 0),
-                into: &actions)
-        } else if let peer = running[key.requestID], var task = workers[peer]?.inFlight[key], !task.answered {
-            task.answered = true
-            workers[peer]?.inFlight[key] = task
-            counters.cancelled += 1
-            actions.append(.sendToWorker(peer, .cancel(client: key.client.bytes, key.requestID)))
-            reply(
-                to: key.client,
-                .failure(key.requestID, .cancelled, type: "cancelled", message: "cancelled by the client", attempt: 0),
-                into: &actions)
+        if let arrival = waiting[key] {
+            dropWaiting(key, service: service(ofArrival: arrival), arrival: arrival)
+        } else if let delivery = running.removeValue(forKey: key) {
+            workers[delivery.peer]?.inFlight[delivery.tag]?.answered = true
+            workers[delivery.peer]?.cancelledKeys.insert(key)
+            actions.append(.sendToWorker(delivery.peer, .cancel(tag: Self.tagFrame(delivery.tag), key.requestID)))
+        } else {
+            return
         }
+        counters.cancelled += 1
+        reply(
+            to: key.client,
+            .failure(key.requestID, .cancelled, type: "cancelled", message: "cancelled by the client", attempt: 0),
+            into: &actions)
+        finishRequest(key.client)
+    }
+
+    // MARK: Client records
+
+    /// The number of a client, registering it if new, with one more reference.
+    mutating func retainClient(_ peer: PeerID) -> ClientNumber {
+        if let number = clientNumbers[peer] { return number }
+        var number = nextClientNumber
+        while clients[number] != nil { number &+= 1 }
+        nextClientNumber = number &+ 1
+        clientNumbers[peer] = number
+        clients[number] = ClientRecord(peer: peer)
+        return number
+    }
+
+    /// Forgets a client that has nothing outstanding.
+    mutating func releaseClient(_ number: ClientNumber) {
+        guard let record = clients[number], record.outstanding == 0 else { return }
+        clients[number] = nil
+        clientNumbers[record.peer] = nil
+    }
+
+    /// A request of the client was answered.
+    mutating func finishRequest(_ number: ClientNumber) {
+        clients[number]?.outstanding -= 1
+        releaseClient(number)
     }
 
     // MARK: Time
@@ -325,19 +510,30 @@ public struct BrokerStateMachine: Sendable {
         return seconds * 1_000_000_000 + attoseconds / 1_000_000_000
     }
 
-    /// The instant of a compact timestamp.
-    func instant(_ ticks: Int64) -> Instant {
-        (epoch ?? .now) + .nanoseconds(ticks)
+    /// `duration` in nanoseconds, saturating.
+    static func nanoseconds(_ duration: Duration) -> Int64 {
+        let (seconds, attoseconds) = duration.components
+        let (product, overflow) = seconds.multipliedReportingOverflow(by: 1_000_000_000)
+        return overflow ? Int64.max / 2 : product + attoseconds / 1_000_000_000
     }
 
     // MARK: Replies and events
 
-    mutating func reply(to client: PeerID, _ reply: TaskReply, into actions: inout [BrokerAction]) {
-        counters.repliesSent += 1
-        actions.append(.sendToClient(client, .reply(reply)))
+    /// The wire form of a delivery tag.
+    static func tagFrame(_ tag: UInt64) -> [UInt8] { WireFormat.deliveryTag(tag) }
+
+    mutating func reply(to client: ClientNumber, _ reply: TaskReply, into actions: inout [BrokerAction]) {
+        guard let peer = clients[client]?.peer else { return }
+        replyTo(peer, reply, into: &actions)
     }
 
-    /// Answers a request with a failure the broker made, and says so on the event socket.
+    mutating func replyTo(_ peer: PeerID, _ reply: TaskReply, into actions: inout [BrokerAction]) {
+        counters.repliesSent += 1
+        actions.append(.sendToClient(peer, .reply(reply)))
+    }
+
+    /// Answers a request with a failure the broker made, says so on the event socket, and
+    /// forgets the request.
     mutating func fail(
         _ task: QueuedRequest, _ status: ReplyStatus, _ message: String, worker: PeerID? = nil,
         into actions: inout [BrokerAction]
@@ -353,8 +549,9 @@ public struct BrokerStateMachine: Sendable {
                 seq: 0, event: .taskFailed, time: "",
                 task: TaskInfo(
                     requestID: task.request.requestID.description, service: task.request.service,
-                    deliveries: task.deliveries, worker: worker?.description, status: status.description)),
+                    deliveries: Int(task.deliveries), worker: worker?.description, status: status.description)),
             into: &actions)
+        finishRequest(task.client)
     }
 
     mutating func publish(_ event: SkyEvent, into actions: inout [BrokerAction]) {
@@ -365,14 +562,37 @@ public struct BrokerStateMachine: Sendable {
     }
 
     /// Someone subscribed to the event socket: greet them with the current state, which also
-    /// tells them their subscription is live.
-    public mutating func subscriberJoined(into actions: inout [BrokerAction]) {
+    /// tells them their subscription is live. Subscriptions that come faster than
+    /// ``Configuration/helloInterval`` share one greeting, sent when the interval has passed.
+    public mutating func subscriberJoined(now: Instant, into actions: inout [BrokerAction]) {
+        if let allowed = nextHelloAllowed, now < allowed {
+            helloPending = true
+            return
+        }
+        sayHello(now: now, into: &actions)
+    }
+
+    mutating func sayHello(now: Instant, into actions: inout [BrokerAction]) {
+        helloPending = false
+        nextHelloAllowed = now + configuration.helloInterval
         publish(
             SkyEvent(
                 seq: 0, event: .brokerHello, time: "",
                 workers: workers.values.sorted { $0.id.bytes.lexicographicallyPrecedes($1.id.bytes) }.map(\.info),
                 queued: queuedCount, broker: configuration.instance),
             into: &actions)
+    }
+
+    /// The endpoints actually bound, named to peers that connect to the wrong one.
+    public mutating func announce(clients: String, workers: String) {
+        configuration.clientsEndpoint = clients
+        configuration.workersEndpoint = workers
+    }
+
+    /// The shell measured an iteration of the event loop; the longest per stats period is
+    /// published in `broker.stats`.
+    public mutating func loopIteration(took duration: Duration) {
+        longestIteration = max(longestIteration, duration)
     }
 
     private mutating func answerBrokerService(
@@ -393,6 +613,6 @@ public struct BrokerStateMachine: Sendable {
                 message: "501: the broker has no internal service \(request.service)")
         }
         answer.attempt = request.header.attempt
-        reply(to: client, answer, into: &actions)
+        replyTo(client, answer, into: &actions)
     }
 }

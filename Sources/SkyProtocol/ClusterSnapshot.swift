@@ -39,6 +39,22 @@ public struct BrokerCounters: Codable, Sendable, Equatable {
     public var spoofedWorkerMessages: UInt64 = 0
     /// Messages over the broker's frame-count or total-size limit, dropped.
     public var oversizedMessages: UInt64 = 0
+    /// Replies from workers for deliveries the client had cancelled (for example a hung
+    /// attempt the client gave up on and retried): they only return the worker's credit.
+    public var repliesAfterCancel: UInt64 = 0
+    /// Requests refused because their client already held its share of the queue.
+    public var rejectedClientShare: UInt64 = 0
+    /// Requests refused because the queued bodies reached the byte limit (`--queue-bytes`).
+    public var rejectedQueueBytes: UInt64 = 0
+    /// Requests answered because they waited for a worker longer than `--max-wait`.
+    public var maxWaitExpired: UInt64 = 0
+    /// Requests answered `noWorkers` because no connected worker served their service.
+    public var noWorkersAnswered: UInt64 = 0
+    /// Well-formed messages of the other Sky protocol (a client on the workers port, or a
+    /// worker on the clients port): answered with the right endpoint, at most a few a second.
+    public var misdirectedMessages: UInt64 = 0
+    /// READYs refused with REFUSED (malformed, too many services, reserved names).
+    public var refusedRegistrations: UInt64 = 0
 
     public init() {}
 }

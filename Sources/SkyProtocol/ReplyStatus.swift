@@ -24,6 +24,9 @@ public enum ReplyStatus: UInt8, Sendable, CaseIterable, CustomStringConvertible 
     case cancelled = 9
     /// Something unexpected failed inside the broker or worker.
     case internalError = 10
+    /// The request reached the broker's workers endpoint: the client is pointed at the wrong
+    /// port. The body names the endpoint clients should use.
+    case wrongEndpoint = 11
 
     public var description: String {
         switch self {
@@ -38,6 +41,7 @@ public enum ReplyStatus: UInt8, Sendable, CaseIterable, CustomStringConvertible 
         case .brokerShuttingDown: "brokerShuttingDown"
         case .cancelled: "cancelled"
         case .internalError: "internalError"
+        case .wrongEndpoint: "wrongEndpoint"
         }
     }
 
@@ -62,8 +66,17 @@ public struct RemoteErrorBody: Codable, Sendable, Equatable {
         self.message = message
     }
 
+    /// `{"message":"…","type":"…"}`, written directly: the broker makes one for every failure it
+    /// answers, possibly 100,000 in one deadline storm, so no encoder is built per body.
     public func encoded() -> [UInt8] {
-        (try? Array(JSONEncoder().encode(self))) ?? Array(#"{"type":"unknown","message":""}"#.utf8)
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(type.utf8.count + message.utf8.count + 24)
+        bytes += Array(#"{"message":"#.utf8)
+        JSONText.appendString(message, to: &bytes)
+        bytes += Array(#","type":"#.utf8)
+        JSONText.appendString(type, to: &bytes)
+        bytes.append(UInt8(ascii: "}"))
+        return bytes
     }
 
     /// Decodes a failure body; a body that is not such JSON becomes its text as the message.

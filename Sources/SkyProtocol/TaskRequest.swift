@@ -5,23 +5,38 @@ public struct RequestHeader: Sendable, Equatable {
     /// How long the caller will wait for this attempt, in milliseconds; 0 means no deadline.
     /// Relative, not absolute, so client and broker clocks need not agree.
     public var timeoutMilliseconds: UInt32
+    /// How long the broker may hold the request while no connected worker serves its service,
+    /// before it answers `noWorkers`; 0 takes the broker's default (`--no-workers-grace`).
+    /// Travels only from client to broker (the optional third field of a 12-byte header).
+    public var noWorkersGraceMilliseconds: UInt32
 
+    /// The header's size without and with the no-workers grace.
     public static let byteCount = 8
+    public static let extendedByteCount = 12
 
-    public init(attempt: UInt32 = 1, timeoutMilliseconds: UInt32 = 0) {
+    public init(attempt: UInt32 = 1, timeoutMilliseconds: UInt32 = 0, noWorkersGraceMilliseconds: UInt32 = 0) {
         self.attempt = attempt
         self.timeoutMilliseconds = timeoutMilliseconds
+        self.noWorkersGraceMilliseconds = noWorkersGraceMilliseconds
     }
 
     init(frame: [UInt8]) throws(ProtocolError) {
-        guard frame.count == Self.byteCount else {
+        guard frame.count == Self.byteCount || frame.count == Self.extendedByteCount else {
             throw .invalidField(name: "request header", expectedLength: Self.byteCount, actual: frame.count)
         }
         attempt = try WireFormat.uint32(Array(frame[0..<4]), name: "attempt")
         timeoutMilliseconds = try WireFormat.uint32(Array(frame[4..<8]), name: "timeout")
+        noWorkersGraceMilliseconds =
+            frame.count == Self.extendedByteCount ? try WireFormat.uint32(Array(frame[8..<12]), name: "grace") : 0
     }
 
-    var frame: [UInt8] { WireFormat.bytes(attempt) + WireFormat.bytes(timeoutMilliseconds) }
+    /// The header as a client sends it: 12 bytes when it carries a no-workers grace, else 8.
+    var frame: [UInt8] {
+        noWorkersGraceMilliseconds == 0 ? workerFrame : workerFrame + WireFormat.bytes(noWorkersGraceMilliseconds)
+    }
+
+    /// The header as a worker gets it: always 8 bytes.
+    var workerFrame: [UInt8] { WireFormat.bytes(attempt) + WireFormat.bytes(timeoutMilliseconds) }
 }
 
 /// One task to run: what a client asks for and what a worker is handed.

@@ -40,13 +40,19 @@ public enum WireFormat {
         (try? Self.name(Array(name.utf8))) != nil
     }
 
-    /// Decodes a client address: a ROUTER routing id, 1...255 bytes.
-    static func clientAddress(_ frame: [UInt8]) throws(ProtocolError) -> [UInt8] {
+    /// Decodes a delivery tag: 1...255 opaque bytes the broker chose (Sky's broker uses 8).
+    static func deliveryTag(_ frame: [UInt8]) throws(ProtocolError) -> [UInt8] {
         guard !frame.isEmpty, frame.count <= 255 else {
-            throw .invalidValue(name: "client address", reason: "\(frame.count) bytes")
+            throw .invalidValue(name: "delivery tag", reason: "\(frame.count) bytes")
         }
         return frame
     }
+
+    /// The 8-byte delivery tag Sky's broker puts in a worker REQUEST for a delivery number.
+    public static func deliveryTag(_ value: UInt64) -> [UInt8] { bytes(value) }
+
+    /// The delivery number of an 8-byte tag; `nil` for any other frame.
+    public static func deliveryNumber(_ frame: [UInt8]) -> UInt64? { try? uint64(frame, name: "tag") }
 
     static func uint32(_ frame: [UInt8], name: String) throws(ProtocolError) -> UInt32 {
         guard frame.count == 4 else { throw .invalidField(name: name, expectedLength: 4, actual: frame.count) }

@@ -18,8 +18,9 @@ public struct WorkerAnnouncement: Sendable, Equatable {
 public enum WorkerToBroker: Sendable, Equatable {
     /// `[SKYW01][0x01][name][capacity][service]...`: join with a capacity and services.
     case ready(WorkerAnnouncement)
-    /// `[SKYW01][0x03][client][request-id][status][body]`: the outcome of a task.
-    case reply(client: [UInt8], TaskReply)
+    /// `[SKYW01][0x03][tag][request-id][status][body]`: the outcome of a task; `tag` is the
+    /// delivery tag of the REQUEST it answers, echoed unchanged.
+    case reply(tag: [UInt8], TaskReply)
     /// `[SKYW01][0x04]`: still alive.
     case heartbeat
     /// `[SKYW01][0x05]`: leaving; the broker sends nothing more.
@@ -37,6 +38,10 @@ public enum WorkerToBroker: Sendable, Equatable {
 
     /// Largest capacity a worker may announce.
     public static let maxCapacity: UInt32 = 65_536
+    /// Most services one READY may name.
+    public static let maxServices = 1024
+    /// Frames of a READY naming ``maxServices`` services.
+    public static let maxReadyFrames = 4 + maxServices
 
     public static func decode(_ frames: [[UInt8]]) throws(ProtocolError) -> WorkerToBroker {
         let byte = try WireFormat.command(of: frames, signature: WireFormat.workerSignature)
@@ -46,8 +51,9 @@ public enum WorkerToBroker: Sendable, Equatable {
             guard frames.count >= 5 else {
                 throw .wrongFrameCount(command: "READY", expected: "5 or more", actual: frames.count)
             }
-            guard frames.count <= 4 + 1024 else {
-                throw .wrongFrameCount(command: "READY", expected: "at most 1028", actual: frames.count)
+            guard frames.count <= maxReadyFrames else {
+                throw .wrongFrameCount(
+                    command: "READY", expected: "at most \(maxReadyFrames) (\(maxServices) services)", actual: frames.count)
             }
             let name = try WireFormat.name(frames[2])
             let capacity = try WireFormat.uint32(frames[3], name: "capacity")
@@ -60,7 +66,7 @@ public enum WorkerToBroker: Sendable, Equatable {
         case .reply:
             try WireFormat.expectFrames(frames, 6, command: "REPLY")
             return .reply(
-                client: try WireFormat.clientAddress(frames[2]),
+                tag: try WireFormat.deliveryTag(frames[2]),
                 TaskReply(
                     requestID: try RequestID(frame: frames[3]),
                     status: try ReplyStatus(frame: frames[4]),
@@ -87,9 +93,9 @@ public enum WorkerToBroker: Sendable, Equatable {
                 signature, [Command.ready.rawValue], Array(announcement.name.utf8),
                 WireFormat.bytes(announcement.capacity),
             ] + announcement.services.map { Array($0.utf8) }
-        case .reply(let client, let reply):
+        case .reply(let tag, let reply):
             return [
-                signature, [Command.reply.rawValue], client, reply.requestID.frame, [reply.status.rawValue],
+                signature, [Command.reply.rawValue], tag, reply.requestID.frame, [reply.status.rawValue],
                 reply.body,
             ]
         case .heartbeat:
@@ -102,16 +108,23 @@ public enum WorkerToBroker: Sendable, Equatable {
 
 /// Commands the broker sends to a worker (signature "SKYW01").
 public enum BrokerToWorker: Sendable, Equatable {
-    /// `[SKYW01][0x02][client][request-id][service][header][body]`: run this task.
-    case request(client: [UInt8], TaskRequest)
+    /// `[SKYW01][0x02][tag][request-id][service][header][body]`: run this task. `tag` names this
+    /// delivery (opaque, chosen by the broker): the worker echoes it in the REPLY and the broker
+    /// names it in a CANCEL, so a late reply to an earlier delivery of the same request is told
+    /// apart from the current one.
+    case request(tag: [UInt8], TaskRequest)
     /// `[SKYW01][0x04]`: the broker is alive.
     case heartbeat
     /// `[SKYW01][0x05]`: the broker no longer knows this worker; re-register on a new socket.
     case disconnect
-    /// `[SKYW01][0x06][client][request-id]`: stop running this task; its result is not wanted.
-    case cancel(client: [UInt8], RequestID)
+    /// `[SKYW01][0x06][tag][request-id]`: stop running this delivery; its result is not wanted.
+    case cancel(tag: [UInt8], RequestID)
     /// `[SKYW01][0x07]`: DRAINING acknowledged; no task is sent after this.
     case drainingAcknowledged
+    /// `[SKYW01][0x08][reason]`: the broker will not serve this peer as a worker (its READY is
+    /// invalid, or it connected to the wrong endpoint). The worker reports the reason and stops:
+    /// registering again would be refused the same way.
+    case refused(reason: String)
 
     public enum Command: UInt8 {
         case request = 0x02
@@ -119,6 +132,7 @@ public enum BrokerToWorker: Sendable, Equatable {
         case disconnect = 0x05
         case cancel = 0x06
         case drainingAcknowledged = 0x07
+        case refused = 0x08
     }
 
     public static func decode(_ frames: [[UInt8]]) throws(ProtocolError) -> BrokerToWorker {
@@ -128,7 +142,7 @@ public enum BrokerToWorker: Sendable, Equatable {
         case .request:
             try WireFormat.expectFrames(frames, 7, command: "REQUEST")
             return .request(
-                client: try WireFormat.clientAddress(frames[2]),
+                tag: try WireFormat.deliveryTag(frames[2]),
                 TaskRequest(
                     requestID: try RequestID(frame: frames[3]),
                     service: try WireFormat.name(frames[4]),
@@ -142,24 +156,30 @@ public enum BrokerToWorker: Sendable, Equatable {
             return .disconnect
         case .cancel:
             try WireFormat.expectFrames(frames, 4, command: "CANCEL")
-            return .cancel(client: try WireFormat.clientAddress(frames[2]), try RequestID(frame: frames[3]))
+            return .cancel(tag: try WireFormat.deliveryTag(frames[2]), try RequestID(frame: frames[3]))
         case .drainingAcknowledged:
             try WireFormat.expectFrames(frames, 2, command: "DRAINING")
             return .drainingAcknowledged
+        case .refused:
+            try WireFormat.expectFrames(frames, 3, command: "REFUSED")
+            return .refused(reason: String(decoding: frames[2], as: UTF8.self))
         }
     }
 
     public func encode() -> [[UInt8]] {
         let signature = WireFormat.workerSignature
         switch self {
-        case .cancel(let client, let requestID):
-            return [signature, [Command.cancel.rawValue], client, requestID.frame]
+        case .cancel(let tag, let requestID):
+            return [signature, [Command.cancel.rawValue], tag, requestID.frame]
+        case .refused(let reason):
+            return [signature, [Command.refused.rawValue], Array(reason.utf8)]
         case .drainingAcknowledged:
             return [signature, [Command.drainingAcknowledged.rawValue]]
-        case .request(let client, let request):
+        case .request(let tag, let request):
+            // Workers get the 8-byte header: the no-workers grace concerns the broker alone.
             return [
-                signature, [Command.request.rawValue], client, request.requestID.frame,
-                Array(request.service.utf8), request.header.frame, request.body,
+                signature, [Command.request.rawValue], tag, request.requestID.frame,
+                Array(request.service.utf8), request.header.workerFrame, request.body,
             ]
         case .heartbeat:
             return [signature, [Command.heartbeat.rawValue]]

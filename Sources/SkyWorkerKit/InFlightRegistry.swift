@@ -5,10 +5,11 @@ import SkyZMQ
 /// a graceful stop knows when they are done. Shared by the worker's loop and the task bodies.
 final class InFlightRegistry: Sendable {
     struct Key: Hashable, Sendable {
-        var client: [UInt8]
+        /// The delivery tag the broker gave the task.
+        var tag: [UInt8]
         var requestID: RequestID
 
-        /// The request id alone: 128 random bits spread well, and hashing the client's bytes one
+        /// The request id alone: 128 random bits spread well, and hashing the tag's bytes one
         /// by one showed in profiles.
         func hash(into hasher: inout Hasher) { hasher.combine(requestID) }
     }

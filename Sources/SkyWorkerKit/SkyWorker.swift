@@ -28,6 +28,9 @@ public final class SkyWorker: Service, Sendable {
         /// CURVE: the broker's public key and this worker's key pair (on the broker's worker
         /// allow-list). Required by a broker that runs with `--secret-key`.
         public var credentials: CurveCredentials?
+        /// Called once the worker's socket is open and its READY is on the way (skyworker prints
+        /// its ready line here, so that a line means the worker really started).
+        public var onStarted: (@Sendable () -> Void)?
 
         public init(
             broker: String = "tcp://127.0.0.1:5556", liveness: BrokerLiveness.Configuration = .init(),
@@ -66,7 +69,14 @@ public final class SkyWorker: Service, Sendable {
         let loop = try await ZMQEventLoop.start(name: "skyworker-io", sockets: [], tick: tick)
         // Replies go out on the connection that is current when they are ready: a reply for a task
         // from an earlier connection then reaches the broker, which drops and counts it.
-        let current = Locked(try await connect(on: loop, ready: ready))
+        let current: Locked<ZMQEventLoop.SocketID>
+        do {
+            current = Locked(try await connect(on: loop, ready: ready))
+        } catch {
+            await loop.shutdown()
+            throw error
+        }
+        configuration.onStarted?()
         var liveness = BrokerLiveness(configuration: configuration.liveness, now: clock.now)
         let registry = InFlightRegistry()
         logger.info(
@@ -74,6 +84,8 @@ public final class SkyWorker: Service, Sendable {
         )
 
         let stopRequested = Locked(false)
+        /// Set when the broker refused this worker: the reason it stops with.
+        var refusal: String?
         var drainDeadline: ContinuousClock.Instant?
         // Set when the broker acknowledged DRAINING (no task comes after that) or is gone.
         var nothingMoreComing = false
@@ -111,15 +123,24 @@ public final class SkyWorker: Service, Sendable {
                             continue
                         }
                         switch command {
-                        case .request(let client, let request):
+                        case .request(let tag, let request):
                             // Also while draining: the broker sent it before it saw DRAINING.
-                            logger.debug("running \(request.service) \(request.requestID)")
-                            run(request, for: client, replyingOn: current, loop: loop, registry: registry)
+                            logger.debug(
+                                "running task",
+                                metadata: ["service": "\(request.service)", "request": "\(request.requestID)"])
+                            run(request, tag: tag, replyingOn: current, loop: loop, registry: registry)
                         case .drainingAcknowledged:
                             nothingMoreComing = true
-                        case .cancel(let client, let requestID):
-                            let found = registry.cancel(.init(client: client, requestID: requestID))
-                            logger.debug("broker cancelled \(requestID)\(found ? "" : " (not running here)")")
+                        case .refused(let reason):
+                            // Registering again would be refused the same way: stop, and say why.
+                            refusal = reason
+                            registry.abandonAll()
+                            break batches
+                        case .cancel(let tag, let requestID):
+                            let found = registry.cancel(.init(tag: tag, requestID: requestID))
+                            logger.debug(
+                                "broker cancelled task",
+                                metadata: ["request": "\(requestID)", "runningHere": "\(found)"])
                         case .heartbeat:
                             continue
                         case .disconnect:
@@ -158,6 +179,11 @@ public final class SkyWorker: Service, Sendable {
             stopRequested.withLock { $0 = true }
         }
 
+        if let refusal {
+            await loop.shutdown(linger: 0)
+            logger.error("the broker refused this worker", metadata: ["reason": "\(refusal)"])
+            throw WorkerSetupError.refused(refusal)
+        }
         loop.send(WorkerToBroker.disconnect.encode(), on: current.withLock { $0 })
         // Let the last replies and the DISCONNECT leave before the sockets go.
         await loop.shutdown(linger: 2000)
@@ -165,15 +191,15 @@ public final class SkyWorker: Service, Sendable {
     }
 
     private func run(
-        _ request: TaskRequest, for client: [UInt8], replyingOn current: Locked<ZMQEventLoop.SocketID>,
+        _ request: TaskRequest, tag: [UInt8], replyingOn current: Locked<ZMQEventLoop.SocketID>,
         loop: ZMQEventLoop, registry: InFlightRegistry
     ) {
         let system = self.system
-        registry.start(.init(client: client, requestID: request.requestID)) {
+        registry.start(.init(tag: tag, requestID: request.requestID)) {
             let reply = await system.execute(request)
             // After an abandoned drain the broker runs the task elsewhere: no reply then.
             guard registry.mayReply else { return }
-            loop.send(WorkerToBroker.reply(client: client, reply).encode(), on: current.withLock { $0 })
+            loop.send(WorkerToBroker.reply(tag: tag, reply).encode(), on: current.withLock { $0 })
         }
     }
 
@@ -216,10 +242,13 @@ public final class SkyWorker: Service, Sendable {
 
 public enum WorkerSetupError: Error, CustomStringConvertible {
     case noServices
+    /// The broker refused to register this worker (REFUSED), for the reason given.
+    case refused(String)
 
     public var description: String {
         switch self {
         case .noServices: "the worker has no services: register at least one handler before running it"
+        case .refused(let reason): "the broker refused this worker: \(reason)"
         }
     }
 }

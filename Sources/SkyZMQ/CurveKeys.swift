@@ -114,6 +114,7 @@ public enum CurveKeyError: Error, Sendable, Equatable, CustomStringConvertible {
     case unreadable(path: String, reason: String)
     case unsafePermissions(path: String)
     case exists(path: String)
+    case missingDirectory(path: String)
     case unsupported
 
     public var description: String {
@@ -123,6 +124,7 @@ public enum CurveKeyError: Error, Sendable, Equatable, CustomStringConvertible {
         case .unsafePermissions(let path):
             "the secret key file \(path) can be read by other users; chmod 600 it (a leaked secret key lets anyone act as its owner)"
         case .exists(let path): "\(path) exists already; remove it or choose another name (keys are never overwritten)"
+        case .missingDirectory(let path): "the directory \(path) does not exist; create it first (mkdir -p \(path))"
         case .unsupported: "this libzmq was built without CURVE support (libsodium); install Debian's libzmq5"
         }
     }
@@ -137,6 +139,10 @@ public enum CurveKeyFile {
     public static func write(_ pair: CurveKeyPair, name: String, directory: String) throws(CurveKeyError)
         -> (secret: String, public: String)
     {
+        var isDirectory: ObjCBool = false
+        guard FileManager.default.fileExists(atPath: directory, isDirectory: &isDirectory), isDirectory.boolValue else {
+            throw .missingDirectory(path: directory)
+        }
         let secretPath = (directory as NSString).appendingPathComponent("\(name).key")
         let publicPath = (directory as NSString).appendingPathComponent("\(name).pub")
         for path in [secretPath, publicPath] where FileManager.default.fileExists(atPath: path) {
@@ -188,7 +194,7 @@ public enum CurveKeyFile {
         do {
             names = try FileManager.default.contentsOfDirectory(atPath: path)
         } catch {
-            throw .unreadable(path: path, reason: "\(error)")
+            throw .unreadable(path: path, reason: "the directory cannot be listed")
         }
         var keys = Set<CurveKey>()
         for name in names.sorted() where name.hasSuffix(".pub") {
@@ -198,11 +204,12 @@ public enum CurveKeyFile {
     }
 
     private static func readKeys(_ path: String) throws(CurveKeyError) -> [CurveKey] {
-        let text: String
-        do {
-            text = try String(contentsOfFile: path, encoding: .utf8)
-        } catch {
-            throw .unreadable(path: path, reason: "\(error)")
+        guard let data = FileManager.default.contents(atPath: path) else {
+            let reason = FileManager.default.fileExists(atPath: path) ? "permission denied" : "no such file"
+            throw .unreadable(path: path, reason: reason)
+        }
+        guard let text = String(data: data, encoding: .utf8) else {
+            throw .invalid("\(path) is not UTF-8 text; a key file holds a 40-character Z85 key")
         }
         var keys: [CurveKey] = []
         for line in text.split(whereSeparator: \.isNewline) {

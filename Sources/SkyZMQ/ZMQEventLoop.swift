@@ -1,5 +1,6 @@
 import CZMQ
 import Foundation
+import Synchronization
 
 /// One I/O thread that owns a set of ZeroMQ sockets and is the only thread that touches them.
 ///
@@ -28,6 +29,9 @@ public final class ZMQEventLoop: Sendable {
     /// Takes every batch on the I/O thread instead of ``inbound`` (see ``start(name:context:sockets:tick:maxPendingMessages:handler:)``).
     let handler: InlineHandler?
     private let endpointsByID = Locked([SocketID: [String]]())
+    /// The longest stretch, in nanoseconds, the thread spent between two polls since it was last
+    /// taken: how long a message or timer could have waited for it.
+    let longestIterationNanoseconds = Atomic<Int64>(0)
 
     /// A consumer that runs on the I/O thread: it gets each batch as it is read and appends what
     /// to send, which the thread sends at once. It must not block or await anything.
@@ -159,6 +163,12 @@ public final class ZMQEventLoop: Sendable {
         } else {
             post([.shutdown(linger: linger)])
         }
+    }
+
+    /// The longest time the thread worked without polling its sockets since the last call (from
+    /// a wake-up to the next poll: reading, the inline handler, sending); resets it.
+    public func takeLongestIteration() -> Duration {
+        .nanoseconds(longestIterationNanoseconds.exchange(0, ordering: .relaxed))
     }
 
     /// Messages yielded and not yet consumed (for tests and diagnostics).

@@ -1,5 +1,6 @@
 import CZMQ
 import Foundation
+import Synchronization
 
 /// The body of a ``ZMQEventLoop``'s thread. Created on that thread and never leaves it, so the
 /// sockets it holds are used by exactly one thread.
@@ -32,6 +33,8 @@ final class ZMQEventLoopRunner {
     private var closingLinger: Int32 = 0
     private let clock = ContinuousClock()
     private var nextTick: ContinuousClock.Instant?
+    /// When the thread last returned from a poll.
+    private var lastWake: ContinuousClock.Instant?
     private var periodic:
         [ZMQEventLoop.SocketID: (frames: [[UInt8]], interval: Duration, next: ContinuousClock.Instant)] =
             [:]
@@ -289,6 +292,12 @@ final class ZMQEventLoopRunner {
             // Round up, so the thread does not wake a fraction of a millisecond early.
             timeout = max(0, Int(seconds * 1000 + (attoseconds + 999_999_999_999_999) / 1_000_000_000_000_000))
         }
+        if let lastWake {
+            let (seconds, attoseconds) = (clock.now - lastWake).components
+            let worked = seconds * 1_000_000_000 + attoseconds / 1_000_000_000
+            loop.longestIterationNanoseconds.max(worked, ordering: .relaxed)
+        }
+        defer { lastWake = clock.now }
         do {
             try poller.poll(timeoutMilliseconds: timeout)
         } catch {

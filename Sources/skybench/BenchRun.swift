@@ -109,7 +109,9 @@ struct BenchRun {
         let payload = 64
         let target = try await SkyTarget.start(
             workers: 0, capacity: 1, transport: settings.transport,
-            brokerArguments: ["--queue-limit", "\(2 * (requests + warm))"])
+            brokerArguments: [
+                "--queue-limit", "\(2 * (requests + warm))", "--no-workers-grace", "3600", "--client-queue-share", "1",
+            ])
         let client = target.client
         let waiting = ScanOptions(timeout: .seconds(600), retry: RetryPolicy(maxAttempts: 1), coalesce: false)
         let body = [UInt8](repeating: 0x61, count: payload)

@@ -21,12 +21,6 @@ struct ScanSummary: Codable {
 
     var succeeded: Bool { completed == sectors && failed == 0 && mismatches == 0 }
 
-    static func percentile(_ sorted: [Double], _ fraction: Double) -> Double {
-        guard !sorted.isEmpty else { return 0 }
-        let rank = Int((fraction * Double(sorted.count)).rounded(.up))
-        return sorted[min(sorted.count - 1, max(0, rank - 1))]
-    }
-
     func json() -> String {
         CanonicalJSON.line(self)
     }

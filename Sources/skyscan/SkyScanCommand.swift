@@ -1,4 +1,5 @@
 import ArgumentParser
+import Histogram
 import Foundation
 import Logging
 import Sky
@@ -48,14 +49,20 @@ struct SkyScanCommand: AsyncParsableCommand {
     @OptionGroup var curve: CurveOptions
 
     func validate() throws {
-        guard sectors >= 0 else { throw ValidationError("--sectors must be 0 or more") }
-        guard concurrency >= 1 else { throw ValidationError("--concurrency must be at least 1") }
-        guard ScanTask.sizeRange.contains(size) else {
-            throw ValidationError("--size must be in \(ScanTask.sizeRange)")
-        }
-        guard timeout > 0 else { throw ValidationError("--timeout must be positive") }
-        guard attempts >= 1 else { throw ValidationError("--attempts must be at least 1") }
+        try FlagCheck.endpoint(broker, "--broker")
+        try FlagCheck.integer(sectors, "--sectors", in: 0...Self.maxSector)
+        try FlagCheck.integer(first, "--first", in: 0...(Self.maxSector - sectors))
+        try FlagCheck.integer(concurrency, "--concurrency", in: 1...100_000)
+        try FlagCheck.integer(size, "--size", in: ScanTask.sizeRange.lowerBound...ScanTask.sizeRange.upperBound)
+        try FlagCheck.seconds(timeout, "--timeout", in: 0.001...86_400)
+        try FlagCheck.integer(attempts, "--attempts", in: 1...100)
     }
+
+    /// The highest sector number `--first` + `--sectors` may reach.
+    static let maxSector = 1 << 50
+
+    /// Distinct error messages the summary lists; more are counted under one line.
+    static let maxErrorKinds = 20
 
     func run() async throws {
         _ = ProcessSetup.prepare(label: "skyscan", options: common)
@@ -70,12 +77,13 @@ struct SkyScanCommand: AsyncParsableCommand {
 
     private func scanAll(with client: SkyClient) async -> ScanSummary {
         var progressLine = ProgressLine(total: sectors, enabled: !json)
-        var latencies: [Double] = []
-        latencies.reserveCapacity(sectors)
+        // Latencies in microseconds, in a histogram: memory stays the same for any --sectors.
+        var latencies = Histogram<UInt64>(highestTrackableValue: 3_600_000_000, numberOfSignificantValueDigits: .three)
         var summary = ScanSummary(
             sectors: sectors, completed: 0, failed: 0, retried: 0, mismatches: 0, verified: verify, blobs: 0,
             elapsedSeconds: 0, tasksPerSecond: 0, p50Milliseconds: 0, p99Milliseconds: 0, errors: [:])
-        let tasks = (first..<first + sectors).map { ScanTask(sector: $0, size: size) }
+        // Made as they are started, not all at once.
+        let tasks = SectorTasks(sectors: first..<first + sectors, size: size)
         let options = ScanOptions(
             timeout: .milliseconds(Int64(timeout * 1000)), retry: RetryPolicy(maxAttempts: attempts))
         var last = BatchProgress(total: sectors)
@@ -83,13 +91,13 @@ struct SkyScanCommand: AsyncParsableCommand {
             switch done.result {
             case .success(let report):
                 summary.blobs += report.blobs.count
-                latencies.append(done.latency.inSeconds * 1000)
+                latencies.record(UInt64(max(0, done.latency.inSeconds * 1_000_000)))
                 if verify, (try? SectorScanner.scan(done.task)) != report {
                     summary.mismatches += 1
-                    summary.errors["sector \(done.task.sector): result differs from the local scan", default: 0] += 1
+                    count("sector \(done.task.sector): result differs from the local scan", in: &summary)
                 }
             case .failure(let error):
-                summary.errors[String(describing: error), default: 0] += 1
+                count(String(describing: error), in: &summary)
             }
             last = done.progress
             progressLine.update(last)
@@ -100,9 +108,31 @@ struct SkyScanCommand: AsyncParsableCommand {
         summary.retried = last.retried
         summary.elapsedSeconds = last.elapsed.inSeconds
         summary.tasksPerSecond = last.tasksPerSecond
-        latencies.sort()
-        summary.p50Milliseconds = ScanSummary.percentile(latencies, 0.50)
-        summary.p99Milliseconds = ScanSummary.percentile(latencies, 0.99)
+        if latencies.totalCount > 0 {
+            summary.p50Milliseconds = Double(latencies.valueAtPercentile(50)) / 1000
+            summary.p99Milliseconds = Double(latencies.valueAtPercentile(99)) / 1000
+        }
         return summary
+    }
+
+    /// Counts an error message, keeping at most ``maxErrorKinds`` distinct ones.
+    private func count(_ message: String, in summary: inout ScanSummary) {
+        let key =
+            summary.errors[message] != nil || summary.errors.count < Self.maxErrorKinds
+            ? message : "other errors (only the first \(Self.maxErrorKinds) kinds are listed)"
+        summary.errors[key, default: 0] += 1
+    }
+}
+
+/// The scan tasks of a range of sectors, made one by one as the batch starts them.
+struct SectorTasks: Sequence, Sendable {
+    let sectors: Range<Int>
+    let size: Int
+
+    var underestimatedCount: Int { sectors.count }
+
+    func makeIterator() -> some IteratorProtocol<ScanTask> {
+        var remaining = sectors.makeIterator()
+        return AnyIterator { remaining.next().map { ScanTask(sector: $0, size: size) } }
     }
 }

@@ -40,8 +40,10 @@ struct SkyWatchCommand: AsyncParsableCommand {
     @OptionGroup var curve: CurveOptions
 
     func validate() throws {
-        if let waitWorkers, waitWorkers < 0 { throw ValidationError("--wait-workers must be 0 or more") }
-        guard timeout > 0 else { throw ValidationError("--timeout must be positive") }
+        try FlagCheck.endpoint(broker, "--broker")
+        if let events { try FlagCheck.endpoint(events, "--events") }
+        if let waitWorkers { try FlagCheck.integer(waitWorkers, "--wait-workers", in: 0...1_000_000) }
+        try FlagCheck.seconds(timeout, "--timeout", in: 0.001...86_400)
     }
 
     func run() async throws {

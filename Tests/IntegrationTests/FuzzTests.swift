@@ -79,7 +79,7 @@ extension IntegrationSuite {
                 case 2: base = .disconnect
                 default:
                     base = .reply(
-                        client: noise().first ?? [1],
+                        tag: noise().first ?? [1],
                         TaskReply(requestID: RequestID(high: random.next(), low: random.next()), status: .ok, body: [1])
                     )
                 }

@@ -84,7 +84,7 @@ extension IntegrationSuite {
             // broker drops the reply (counted as stale) and answers each with DISCONNECT, after
             // handling everything before them.
             let strayReply = WorkerToBroker.reply(
-                client: [0, 1, 2, 3, 4], TaskReply(requestID: .random(), status: .ok, body: [1])
+                tag: [0, 1, 2, 3, 4], TaskReply(requestID: .random(), status: .ok, body: [1])
             ).encode()
             let workerAnswers = try await Self.sendRaw(
                 Self.workerGarbage + [strayReply, WorkerToBroker.heartbeat.encode()], to: cluster.workers, expecting: 2)

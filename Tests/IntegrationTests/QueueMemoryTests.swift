@@ -10,7 +10,7 @@ extension IntegrationSuite {
         /// 100,000 requests with 64-byte payloads and deadlines wait for a service nobody serves;
         /// the broker's live heap may grow by at most 300 bytes per request beyond the payload.
         @Test func aHundredThousandQueuedRequestsStaySmall() async throws {
-            let cluster = try await TestCluster.start(extraArguments: ["--queue-limit", "200000"])
+            let cluster = try await TestCluster.start(extraArguments: ["--queue-limit", "200000", "--client-queue-share", "1"])
             defer { cluster.killAll() }
             let raw = ZMQEventLoop.SocketID(0, name: "raw")
             let loop = try await ZMQEventLoop.start(
@@ -25,8 +25,10 @@ extension IntegrationSuite {
                         frames: ClientToBroker.request(
                             TaskRequest(
                                 requestID: RequestID(high: 1, low: UInt64(index)), service: "nobody",
-                                // With a deadline, as real clients send: it costs a heap entry.
-                                header: RequestHeader(attempt: 1, timeoutMilliseconds: 600_000),
+                                // With a deadline, as real clients send, and a no-workers grace
+                                // as long, so that they wait.
+                                header: RequestHeader(
+                                    attempt: 1, timeoutMilliseconds: 600_000, noWorkersGraceMilliseconds: 600_000),
                                 body: [UInt8](repeating: UInt8(index & 0xff), count: 64))
                         ).encode())
                 }

@@ -203,7 +203,7 @@ extension IntegrationSuite {
             let (client, request) = ownerRequests.withLock { $0[0] }
             loop.send(
                 WorkerToBroker.reply(
-                    client: client, TaskReply(requestID: request.requestID, status: .ok, body: request.body)
+                    tag: client, TaskReply(requestID: request.requestID, status: .ok, body: request.body)
                 )
                 .encode(), on: owner)
             #expect(try await call.value == Array("hello".utf8))

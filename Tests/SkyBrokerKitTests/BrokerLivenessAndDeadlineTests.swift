@@ -161,7 +161,7 @@ struct BrokerDeadlineTests {
         // The deadline (1 s) has long passed, but the lease runs to deadline + grace = 6 s.
         #expect(replies(broker.advance(.milliseconds(999))).isEmpty)
         let actions = broker.advance(.milliseconds(1))
-        #expect(actions.contains(.sendToWorker(worker, .cancel(client: client.bytes, id1))))
+        #expect(actions.contains(.sendToWorker(worker, .cancel(tag: broker.tag(id1, at: worker), id1))))
         #expect(replies(actions).map(\.1.status) == [.deadlineExceeded])
         // The credit came back: the waiting request runs.
         #expect(dispatched(actions).map(\.1) == [id2])
@@ -172,6 +172,7 @@ struct BrokerDeadlineTests {
     @Test func beyondTheQueueLimitRequestsAreRefusedAsOverloaded() {
         var configuration = BrokerStateMachine.Configuration()
         configuration.queueLimit = 2
+        configuration.clientQueueShare = 1
         var broker = BrokerHarness(configuration)
         _ = broker.request(client, id1)
         _ = broker.request(client, id2)
@@ -202,7 +203,7 @@ struct BrokerDeadlineTests {
         _ = broker.request(client, id1)
         _ = broker.request(client, id2)
         let actions = broker.cancel(client, id1)
-        #expect(actions.contains(.sendToWorker(worker, .cancel(client: client.bytes, id1))))
+        #expect(actions.contains(.sendToWorker(worker, .cancel(tag: broker.tag(id1, at: worker), id1))))
         #expect(replies(actions).map(\.1.status) == [.cancelled])
         // The credit stays taken until the worker answers (its handler may still be running).
         #expect(dispatched(actions).isEmpty)
@@ -235,7 +236,10 @@ struct BrokerDeadlineTests {
         _ = broker.request(client, id1)
         let stats = events(broker.advance(.seconds(1))).first { $0.event == .brokerStats }?.stats
         #expect(
-            stats == BrokerStats(workers: 1, capacity: 4, queued: 0, inFlight: 1, completed: 3, completedPerSecond: 3))
+            stats
+                == BrokerStats(
+                    workers: 1, capacity: 4, queued: 0, inFlight: 1, completed: 3, completedPerSecond: 3, queuedBytes: 0,
+                    longestIterationMilliseconds: 0))
     }
 
     @Test func taskEventsOnlyWhenEnabled() {

@@ -9,22 +9,38 @@ struct BrokerHarness {
     var machine: BrokerStateMachine
     /// The injected clock: tests move it by hand.
     var now = ContinuousClock.now
+    /// The delivery tag of the latest REQUEST of each request id to each worker, as a worker
+    /// would remember it to echo in its REPLY.
+    var tags: [String: [UInt8]] = [:]
 
     init(_ configuration: BrokerStateMachine.Configuration = .init()) {
         machine = BrokerStateMachine(configuration: configuration)
+    }
+
+    /// The tag of the latest delivery of `id` to `worker`.
+    func tag(_ id: RequestID, at worker: PeerID) -> [UInt8] {
+        // Tag 0 is never given: a reply with it names no delivery.
+        tags["\(worker)/\(id)"] ?? WireFormat.deliveryTag(0)
+    }
+
+    private mutating func record(_ actions: [BrokerAction]) -> [BrokerAction] {
+        for case .sendToWorker(let peer, .request(let tag, let request)) in actions {
+            tags["\(peer)/\(request.requestID)"] = tag
+        }
+        return actions
     }
 
     mutating func advance(_ duration: Duration) -> [BrokerAction] {
         now = now + duration
         var actions: [BrokerAction] = []
         machine.tick(now: now, into: &actions)
-        return actions
+        return record(actions)
     }
 
     mutating func client(_ peer: PeerID, _ frames: [[UInt8]]) -> [BrokerAction] {
         var actions: [BrokerAction] = []
         machine.clientMessage(from: peer, frames: frames, now: now, into: &actions)
-        return actions
+        return record(actions)
     }
 
     mutating func worker(_ peer: PeerID, _ command: WorkerToBroker) -> [BrokerAction] {
@@ -34,16 +50,19 @@ struct BrokerHarness {
     mutating func worker(_ peer: PeerID, frames: [[UInt8]], key: String? = nil) -> [BrokerAction] {
         var actions: [BrokerAction] = []
         machine.workerMessage(from: peer, frames: frames, key: key, now: now, into: &actions)
-        return actions
+        return record(actions)
     }
 
     mutating func request(
-        _ client: PeerID, _ id: RequestID, service: String = "sky.scan", body: [UInt8] = [1], timeout: Duration? = nil
+        _ client: PeerID, _ id: RequestID, service: String = "sky.scan", body: [UInt8] = [1], timeout: Duration? = nil,
+        attempt: UInt32 = 1, noWorkersGrace: Duration? = nil
     ) -> [BrokerAction] {
         let milliseconds =
             timeout.map { UInt32($0.wholeMilliseconds) }
             ?? 0
-        let header = RequestHeader(attempt: 1, timeoutMilliseconds: milliseconds)
+        let header = RequestHeader(
+            attempt: attempt, timeoutMilliseconds: milliseconds,
+            noWorkersGraceMilliseconds: noWorkersGrace.map { UInt32($0.wholeMilliseconds) } ?? 0)
         return self.client(
             client,
             ClientToBroker.request(TaskRequest(requestID: id, service: service, header: header, body: body)).encode())
@@ -53,12 +72,19 @@ struct BrokerHarness {
         self.client(client, ClientToBroker.cancel(id).encode())
     }
 
+    mutating func subscribe() -> [BrokerAction] {
+        var actions: [BrokerAction] = []
+        machine.subscriberJoined(now: now, into: &actions)
+        return actions
+    }
+
     mutating func ready(_ peer: PeerID, capacity: UInt32 = 1, services: [String] = ["sky.scan"]) -> [BrokerAction] {
         worker(peer, .ready(WorkerAnnouncement(name: "w-\(peer)", capacity: capacity, services: services)))
     }
 
+    /// The worker's REPLY to its latest delivery of `id` (`client` only names whose it is).
     mutating func reply(_ peer: PeerID, client: PeerID, _ id: RequestID, status: ReplyStatus = .ok) -> [BrokerAction] {
-        worker(peer, .reply(client: client.bytes, TaskReply(requestID: id, status: status, body: [42])))
+        worker(peer, .reply(tag: tag(id, at: peer), TaskReply(requestID: id, status: status, body: [42])))
     }
 }
 
@@ -101,7 +127,8 @@ struct BrokerRoutingTests {
             effects(actions).last
                 == .sendToWorker(
                     worker1,
-                    .request(client: clientA.bytes, TaskRequest(requestID: id1, service: "sky.scan", body: [1]))))
+                    .request(
+                        tag: broker.tag(id1, at: worker1), TaskRequest(requestID: id1, service: "sky.scan", body: [1]))))
         #expect(broker.machine.queuedCount == 0)
         #expect(broker.machine.inFlightCount == 1)
     }
@@ -256,7 +283,10 @@ struct BrokerMembershipTests {
     @Test func reservedServiceNamesCannotBeRegistered() {
         var broker = BrokerHarness()
         let actions = broker.ready(worker1, services: ["mmi.workers"])
-        #expect(effects(actions) == [.sendToWorker(worker1, .disconnect)])
+        #expect(
+            effects(actions) == [
+                .sendToWorker(worker1, .refused(reason: "service names starting with mmi. are the broker's own: mmi.workers"))
+            ])
         #expect(broker.machine.workerCount == 0)
     }
 
@@ -264,7 +294,7 @@ struct BrokerMembershipTests {
         var broker = BrokerHarness()
         var all: [SkyEvent] = []
         var actions: [BrokerAction] = []
-        broker.machine.subscriberJoined(into: &actions)
+        broker.machine.subscriberJoined(now: broker.now, into: &actions)
         all += events(actions)
         all += events(broker.ready(worker1))
         all += events(broker.ready(worker2))
@@ -283,7 +313,7 @@ struct BrokerMembershipTests {
         _ = broker.ready(worker1, capacity: 3)
         _ = broker.request(client, RequestID(high: 0, low: 1), service: "other")
         var actions: [BrokerAction] = []
-        broker.machine.subscriberJoined(into: &actions)
+        broker.machine.subscriberJoined(now: broker.now, into: &actions)
         let hello = events(actions).first
         #expect(hello?.workers?.map(\.name) == ["w-\(worker1)"])
         #expect(hello?.queued == 1)

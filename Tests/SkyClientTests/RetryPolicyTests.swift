@@ -35,7 +35,7 @@ struct RetryPolicyTests {
             #expect(!policy.shouldRetry(error, afterAttempt: 3), "three attempts in all")
         }
         for error: SkyError in [
-            .remote(type: "E", message: "m"), .overloaded("o"), .noWorkers("n"), .cancelled("c"), .unauthorized("u"),
+            .remote(type: "E", message: "m"), .overloaded("o"), .noWorkers(service: "n"), .cancelled("c"), .unauthorized("u"),
             .invalidPayload("p"), .unknownService("s"), .clientClosed,
         ] {
             #expect(!policy.shouldRetry(error, afterAttempt: 1), "\(error.code)")
@@ -47,15 +47,16 @@ struct RetryPolicyTests {
     @Test func everyReplyStatusMapsToAnErrorThatSaysWhatToDo() {
         for status in ReplyStatus.allCases where status != .ok {
             let reply = TaskReply.failure(RequestID(high: 1, low: 2), status, type: "T", message: "because")
-            let error = SkyError(failure: reply)
-            #expect(error.description.contains("because"), "\(status)")
+            let error = SkyError(failure: reply, service: "s")
+            // noWorkers names the service rather than repeating the broker's sentence.
+            #expect(error.description.contains(status == .noWorkers ? "serves s," : "because"), "\(status)")
             #expect(error.description.count > "because".count + 20, "\(status): \(error)")
         }
-        let lost = SkyError(failure: .failure(RequestID(high: 1, low: 2), .brokerShuttingDown, type: "b", message: "m"))
+        let lost = SkyError(failure: .failure(RequestID(high: 1, low: 2), .brokerShuttingDown, type: "b", message: "m"), service: "s")
         #expect(lost.code == .brokerUnreachable)
         let remote = SkyError(
             failure: .failure(
-                RequestID(high: 1, low: 2), .handlerError, type: "MyApp.RateLimited", message: "slow down"))
+                RequestID(high: 1, low: 2), .handlerError, type: "MyApp.RateLimited", message: "slow down"), service: "s")
         #expect(remote == .remote(type: "MyApp.RateLimited", message: "slow down"))
     }
 }

@@ -54,7 +54,7 @@ struct CodecRoundTripTests {
 
     @Test func workerReply() throws {
         let command = WorkerToBroker.reply(
-            client: [0, 1, 2, 3, 4], TaskReply(requestID: Self.id, status: .handlerError, body: [9]))
+            tag: [0, 1, 2, 3, 4], TaskReply(requestID: Self.id, status: .handlerError, body: [9]))
         #expect(try WorkerToBroker.decode(command.encode()) == command)
     }
 
@@ -68,7 +68,7 @@ struct CodecRoundTripTests {
     }
 
     @Test func brokerRequestToWorker() throws {
-        let command = BrokerToWorker.request(client: [0, 0xaa, 0xbb, 0xcc, 0xdd], Self.request)
+        let command = BrokerToWorker.request(tag: [0, 0xaa, 0xbb, 0xcc, 0xdd], Self.request)
         let frames = command.encode()
         #expect(frames.count == 7)
         #expect(frames[1] == [0x02])

@@ -68,8 +68,8 @@ struct MalformedInputTests {
             .wrongFrameCount(command: "HEARTBEAT", expected: "2", actual: 3)
         ),
         (
-            "reply with an empty client address", [worker, [3], [], id, [0], []],
-            .invalidValue(name: "client address", reason: "0 bytes")
+            "reply with an empty delivery tag", [worker, [3], [], id, [0], []],
+            .invalidValue(name: "delivery tag", reason: "0 bytes")
         ),
         (
             "reply with unknown status", [worker, [3], [1], id, [200], []],
@@ -89,7 +89,7 @@ struct MalformedInputTests {
             try BrokerToWorker.decode([Self.worker, [2], [1]])
         }
         #expect(throws: ProtocolError.unknownCommand(0x03)) { try BrokerToWorker.decode([Self.worker, [3]]) }
-        #expect(throws: ProtocolError.invalidValue(name: "client address", reason: "0 bytes")) {
+        #expect(throws: ProtocolError.invalidValue(name: "delivery tag", reason: "0 bytes")) {
             try BrokerToWorker.decode([Self.worker, [2], [], Self.id, Array("s".utf8), Self.header, []])
         }
     }
@@ -111,7 +111,7 @@ struct MalformedInputTests {
         let valid: [[[UInt8]]] = [
             ClientToBroker.request(TaskRequest(requestID: .random(), service: "sky.scan", body: [1, 2])).encode(),
             WorkerToBroker.ready(WorkerAnnouncement(name: "w", capacity: 2, services: ["a"])).encode(),
-            WorkerToBroker.reply(client: [1, 2], TaskReply(requestID: .random(), status: .ok, body: [])).encode(),
+            WorkerToBroker.reply(tag: [1, 2], TaskReply(requestID: .random(), status: .ok, body: [])).encode(),
         ]
         var decoded = 0
         for round in 0..<20_000 {

@@ -11,4 +11,10 @@ size_t sky_heap_in_use(void);
 /// (CPU_SET and friends are C macros, out of Swift's reach.)
 int sky_set_process_cpus(int first, int count);
 
+/// Returns free heap memory of every arena to the system (glibc's malloc_trim).
+void sky_release_free_memory(void);
+
+/// Allocations of at least `bytes` get their own mapping, returned to the system when freed.
+void sky_fix_mmap_threshold(size_t bytes);
+
 #endif

@@ -1,0 +1,74 @@
+import ArgumentParser
+import Foundation
+
+/// Range checks for command-line values, run in `validate()` so that a bad value ends the
+/// program at parse time with one line naming the flag and its valid range, and exit code 64
+/// (usage). Values out of range would otherwise trap later (`Duration` from 1e300 seconds, an
+/// `Int` sum past `Int.max`) or make a process that serves nothing (a zero frame limit).
+public enum FlagCheck {
+    /// `value` is a finite number of seconds within `range`.
+    public static func seconds(_ value: Double, _ flag: String, in range: ClosedRange<Double>) throws {
+        guard value.isFinite, range.contains(value) else {
+            throw ValidationError("\(flag) must be a number of seconds in \(format(range)), not \(value)")
+        }
+    }
+
+    /// `value` is a finite number within `range`.
+    public static func number(_ value: Double, _ flag: String, in range: ClosedRange<Double>) throws {
+        guard value.isFinite, range.contains(value) else {
+            throw ValidationError("\(flag) must be a number in \(format(range)), not \(value)")
+        }
+    }
+
+    /// `value` is a whole number within `range`.
+    public static func integer<Value: BinaryInteger>(_ value: Value, _ flag: String, in range: ClosedRange<Value>)
+        throws
+    {
+        guard range.contains(value) else {
+            throw ValidationError("\(flag) must be a whole number in \(range.lowerBound)...\(range.upperBound), not \(value)")
+        }
+    }
+
+    /// A validated number of seconds as a `Duration` (to the millisecond).
+    public static func duration(seconds: Double) -> Duration {
+        .milliseconds(Int64((seconds * 1000).rounded()))
+    }
+
+    /// `value` is a ZeroMQ endpoint libzmq can use: `tcp://HOST:PORT` (port 1–65535; `*` for
+    /// host or port only when binding), `ipc://PATH` or `inproc://NAME`.
+    public static func endpoint(_ value: String, _ flag: String, binding: Bool = false) throws {
+        if let problem = endpointProblem(value, binding: binding) {
+            let example = binding ? "tcp://127.0.0.1:5555 or tcp://*:5555" : "tcp://127.0.0.1:5555"
+            throw ValidationError("\(flag) \(value) is not a ZeroMQ endpoint (\(problem)); write it like \(example)")
+        }
+    }
+
+    /// Why `value` is not a usable endpoint; `nil` when it is.
+    static func endpointProblem(_ value: String, binding: Bool) -> String? {
+        guard let separator = value.range(of: "://") else { return "no transport: expected tcp://, ipc:// or inproc://" }
+        let transport = value[..<separator.lowerBound]
+        let address = value[separator.upperBound...]
+        switch transport {
+        case "ipc", "inproc":
+            return address.isEmpty ? "no \(transport) path" : nil
+        case "tcp":
+            guard let colon = address.lastIndex(of: ":") else { return "no port" }
+            let host = address[..<colon]
+            let port = address[address.index(after: colon)...]
+            if host.isEmpty { return "no host" }
+            if host == "*" && !binding { return "* as host only works when binding" }
+            if port == "*" { return binding ? nil : "* as port only works when binding" }
+            guard let number = Int(port), (1...65_535).contains(number) else { return "port \(port) is not 1...65535" }
+            return nil
+        default:
+            return "unknown transport \(transport); use tcp, ipc or inproc"
+        }
+    }
+
+    private static func format(_ range: ClosedRange<Double>) -> String {
+        func text(_ value: Double) -> String {
+            value == value.rounded() && abs(value) < 1e15 ? String(Int64(value)) : String(value)
+        }
+        return "\(text(range.lowerBound))...\(text(range.upperBound))"
+    }
+}

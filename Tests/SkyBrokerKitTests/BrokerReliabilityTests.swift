@@ -1,0 +1,309 @@
+import Foundation
+import Testing
+
+@testable import SkyBrokerKit
+@testable import SkyProtocol
+
+/// Every call gets exactly one answer whatever peers do (issue 13): each test drives one of the
+/// ways an adversarial run made the broker lose replies, stall or refuse work.
+@Suite("Broker state machine: exactly one answer under hostile peers")
+struct BrokerReliabilityTests {
+    let clientA = PeerID([0, 0, 0, 0, 1])
+    let clientB = PeerID([0, 0, 0, 0, 2])
+    let worker1 = PeerID([0, 0, 0, 1, 1])
+    let worker2 = PeerID([0, 0, 0, 1, 2])
+    let id = RequestID(high: 0xabc, low: 1)
+
+    /// Item 1: a hung worker keeps heartbeating; the client's attempt times out, it cancels and
+    /// retries with attempt 2. The retry runs on the other worker and is answered once; the hung
+    /// worker's late reply only returns its credit.
+    @Test func aRetryAfterACancelIsANewDeliveryOnAnotherWorker() {
+        var broker = BrokerHarness()
+        _ = broker.ready(worker1, capacity: 2)
+        let first = dispatched(broker.request(clientA, id, attempt: 1))
+        #expect(first.map(\.0) == [worker1])
+        _ = broker.ready(worker2, capacity: 2)
+        let cancelled = broker.cancel(clientA, id)
+        #expect(replies(cancelled).map(\.1.status) == [.cancelled])
+        #expect(cancelled.contains(.sendToWorker(worker1, .cancel(tag: broker.tag(id, at: worker1), id))))
+
+        let retry = broker.request(clientA, id, attempt: 2)
+        #expect(dispatched(retry).map(\.0) == [worker2], "the retry must run, and not on the hung worker")
+        let answer = broker.reply(worker2, client: clientA, id)
+        #expect(replies(answer).map(\.1.attempt) == [2])
+        #expect(replies(answer).map(\.0) == [clientA])
+
+        // The hung worker finally answers its cancelled delivery: nothing reaches the client.
+        let late = broker.reply(worker1, client: clientA, id)
+        #expect(replies(late).isEmpty)
+        #expect(broker.machine.counters.repliesAfterCancel == 1)
+        #expect(broker.machine.inFlightCount == 0)
+        #expect(broker.machine.workers[worker1]?.inFlight.isEmpty == true)
+    }
+
+    /// Item 1, with only the hung worker free: the retry still runs (there, as a new delivery).
+    @Test func aRetryRunsOnTheHungWorkerWhenNoOtherIsFree() {
+        var broker = BrokerHarness()
+        _ = broker.ready(worker1, capacity: 2)
+        _ = broker.request(clientA, id)
+        _ = broker.cancel(clientA, id)
+        let retry = broker.request(clientA, id, attempt: 2)
+        #expect(dispatched(retry).map(\.0) == [worker1])
+        let firstTag = broker.tag(id, at: worker1)
+        // The late reply of the first delivery carries its own tag and is told apart.
+        let late = broker.worker(worker1, .reply(tag: WireFormat.deliveryTag(1), TaskReply(requestID: id, status: .ok, body: [0])))
+        #expect(replies(late).isEmpty)
+        #expect(firstTag != WireFormat.deliveryTag(1))
+        #expect(replies(broker.reply(worker1, client: clientA, id)).count == 1)
+    }
+
+    /// Item 2: two clients may use the same request id; both are run and answered.
+    @Test func theSameRequestIDFromTwoClientsIsTwoRequests() {
+        var broker = BrokerHarness()
+        _ = broker.ready(worker1, capacity: 1)
+        _ = broker.ready(worker2, capacity: 1)
+        let a = dispatched(broker.request(clientA, id))
+        let b = dispatched(broker.request(clientB, id))
+        #expect(a.count == 1 && b.count == 1)
+        #expect(Set([a[0].0, b[0].0]) == [worker1, worker2])
+        #expect(replies(broker.reply(a[0].0, client: clientA, id)).map(\.0) == [clientA])
+        #expect(replies(broker.reply(b[0].0, client: clientB, id)).map(\.0) == [clientB])
+        #expect(broker.machine.counters.duplicateRequests == 0)
+    }
+
+    /// Item 2: a CANCEL acts on its sender's requests only, waiting or running.
+    @Test func aCancelFromAnotherClientTouchesNothing() {
+        var broker = BrokerHarness()
+        _ = broker.request(clientA, id)
+        #expect(effects(broker.cancel(clientB, id)).isEmpty)
+        #expect(broker.machine.queuedCount == 1)
+        #expect(dispatched(broker.ready(worker1)).map(\.1) == [id])
+        #expect(effects(broker.cancel(clientB, id)).isEmpty)
+        #expect(replies(broker.reply(worker1, client: clientA, id)).map(\.1.status) == [.ok])
+        #expect(broker.machine.counters.cancelled == 0)
+    }
+
+    /// Item 3: 100,000 deadlines that pass together are answered in slices of
+    /// `expiryBatch` per tick, with heartbeats between them; the worker stays registered.
+    @Test func aDeadlineStormIsAnsweredInSlicesAndNoWorkerExpires() {
+        var configuration = BrokerStateMachine.Configuration()
+        configuration.queueLimit = 200_000
+        configuration.clientQueueShare = 1
+        var broker = BrokerHarness(configuration)
+        _ = broker.ready(worker1, capacity: 1)
+        _ = broker.request(clientA, RequestID(high: 9, low: 9))  // keeps the worker busy
+        for index in 0..<100_000 {
+            _ = broker.request(clientA, RequestID(high: 1, low: UInt64(index)), timeout: .seconds(1))
+        }
+        #expect(broker.machine.queuedCount == 100_000)
+        var answered = 0
+        var ticks = 0
+        broker.now = broker.now + .seconds(1)
+        while answered < 100_000 {
+            let actions = broker.advance(.milliseconds(10))
+            let count = replies(actions).count
+            #expect(count <= configuration.expiryBatch)
+            answered += count
+            ticks += 1
+            _ = broker.worker(worker1, .heartbeat)
+            #expect(ticks < 100)
+            if ticks >= 100 { break }
+        }
+        #expect(answered == 100_000)
+        #expect(ticks >= 100_000 / configuration.expiryBatch)
+        #expect(broker.machine.workerCount == 1)
+        #expect(broker.machine.counters.workersExpired == 0)
+        #expect(broker.machine.counters.deadlinesExceeded == 100_000)
+    }
+
+    /// Item 3: broker.stats carries the longest loop iteration of the period, and resets it.
+    @Test func statsCarryTheLongestLoopIteration() {
+        var broker = BrokerHarness()
+        _ = broker.advance(.milliseconds(1))
+        broker.machine.loopIteration(took: .milliseconds(3))
+        broker.machine.loopIteration(took: .milliseconds(42))
+        broker.machine.loopIteration(took: .milliseconds(7))
+        let stats = events(broker.advance(.seconds(1))).first { $0.event == .brokerStats }?.stats
+        #expect(stats?.longestIterationMilliseconds == 42)
+        let next = events(broker.advance(.seconds(1))).first { $0.event == .brokerStats }?.stats
+        #expect(next?.longestIterationMilliseconds == 0)
+    }
+
+    /// Item 4: a storm of subscriptions gets one hello per interval, and a subscription that
+    /// came during the interval still gets one, at its end.
+    @Test func subscriptionChurnIsCoalescedWithoutLosingTheGreeting() {
+        var broker = BrokerHarness()
+        var hellos = 0
+        for _ in 0..<10_000 { hellos += events(broker.subscribe()).filter { $0.event == .brokerHello }.count }
+        #expect(hellos == 1)
+        let later = events(broker.advance(.milliseconds(200))).filter { $0.event == .brokerHello }
+        #expect(later.count == 1, "the subscriptions after the first must still be greeted")
+        #expect(events(broker.advance(.milliseconds(200))).filter { $0.event == .brokerHello }.isEmpty)
+        #expect(events(broker.subscribe()).filter { $0.event == .brokerHello }.count == 1)
+    }
+
+    /// Item 5: requests without a deadline wait at most `maxWait`.
+    @Test func requestsWithoutADeadlineWaitAtMostTheMaximumWait() {
+        var configuration = BrokerStateMachine.Configuration()
+        configuration.maxWait = .seconds(10)
+        var broker = BrokerHarness(configuration)
+        _ = broker.ready(worker1, services: ["busy"])
+        _ = broker.request(clientA, RequestID(high: 5, low: 5), service: "busy")
+        _ = broker.request(clientA, id, service: "busy")
+        for _ in 0..<9 {
+            #expect(replies(broker.advance(.seconds(1))).isEmpty)
+            _ = broker.worker(worker1, .heartbeat)
+        }
+        let answered = replies(broker.advance(.seconds(1)))
+        #expect(answered.map(\.1.status) == [.deadlineExceeded])
+        #expect(firstMessage(answered).contains("--max-wait"))
+        #expect(broker.machine.counters.maxWaitExpired == 1)
+        #expect(broker.machine.queuedCount == 0)
+    }
+
+    /// Item 5: one client may hold at most its share of the queue; others still get in.
+    @Test func oneClientCannotTakeTheWholeQueue() {
+        var configuration = BrokerStateMachine.Configuration()
+        configuration.queueLimit = 10
+        var broker = BrokerHarness(configuration)
+        for index in 0..<5 {
+            #expect(replies(broker.request(clientA, RequestID(high: 1, low: UInt64(index)))).isEmpty)
+        }
+        let refused = replies(broker.request(clientA, RequestID(high: 1, low: 99)))
+        #expect(refused.map(\.1.status) == [.overloaded])
+        #expect(firstMessage(refused).contains("share"))
+        for index in 0..<5 {
+            #expect(replies(broker.request(clientB, RequestID(high: 2, low: UInt64(index)))).isEmpty)
+        }
+        #expect(replies(broker.request(clientB, RequestID(high: 2, low: 99))).map(\.1.status) == [.overloaded])
+        // Client B's last one finds the whole queue full.
+        #expect(broker.machine.counters.rejectedClientShare == 1)
+        #expect(broker.machine.counters.rejectedOverloaded == 1)
+        #expect(broker.machine.queuedCount == 10)
+    }
+
+    /// Item 6: the queue is bounded in bytes too, and a drained large queue returns memory.
+    @Test func theQueueIsBoundedInBytesAndReleasesMemoryWhenItDrains() {
+        var configuration = BrokerStateMachine.Configuration()
+        configuration.queueBytesLimit = 1000
+        configuration.clientQueueShare = 1
+        configuration.memoryReleaseThreshold = 500
+        var broker = BrokerHarness(configuration)
+        let body = [UInt8](repeating: 7, count: 400)
+        #expect(replies(broker.request(clientA, RequestID(high: 1, low: 1), body: body)).isEmpty)
+        #expect(replies(broker.request(clientA, RequestID(high: 1, low: 2), body: body)).isEmpty)
+        let refused = replies(broker.request(clientA, RequestID(high: 1, low: 3), body: body))
+        #expect(refused.map(\.1.status) == [.overloaded])
+        #expect(broker.machine.counters.rejectedQueueBytes == 1)
+        #expect(broker.machine.queuedBytes == 800)
+        _ = broker.cancel(clientA, RequestID(high: 1, low: 1))
+        #expect(broker.machine.queuedBytes == 400)
+        #expect(!broker.advance(.milliseconds(10)).contains(.releaseMemory))
+        _ = broker.ready(worker1, capacity: 1)
+        #expect(broker.machine.queuedBytes == 0)
+        #expect(broker.advance(.milliseconds(10)).filter { $0 == .releaseMemory }.count == 1)
+        #expect(!broker.advance(.milliseconds(10)).contains(.releaseMemory))
+    }
+
+    /// Item 7: with no worker for the service the caller hears `noWorkers` after the grace,
+    /// not after its timeout; a request can ask for a longer grace; a worker that joins in time
+    /// takes the request.
+    @Test func anUnservedServiceIsAnsweredNoWorkersAfterTheGrace() {
+        var broker = BrokerHarness()
+        _ = broker.request(clientA, id, service: "nobody", timeout: .seconds(30))
+        _ = broker.request(clientA, RequestID(high: 1, low: 2), service: "nobody", noWorkersGrace: .seconds(5))
+        _ = broker.request(clientA, RequestID(high: 1, low: 3), service: "late", timeout: .seconds(30))
+        #expect(replies(broker.advance(.milliseconds(1900))).isEmpty)
+        _ = broker.ready(worker1, services: ["late"])
+        let first = replies(broker.advance(.milliseconds(200)))
+        #expect(first.map(\.1.requestID) == [id])
+        #expect(first.map(\.1.status) == [.noWorkers])
+        #expect(firstMessage(first).contains("nobody"))
+        #expect(replies(broker.advance(.seconds(2))).isEmpty)
+        _ = broker.worker(worker1, .heartbeat)
+        #expect(replies(broker.advance(.seconds(1))).map(\.1.status) == [.noWorkers])
+        #expect(broker.machine.inFlightCount == 1, "the worker that joined in time took its request")
+    }
+
+    /// Item 7: requests waiting when the last worker of their service leaves get `noWorkers`
+    /// after the grace, unless a worker joins.
+    @Test func requestsWaitingWhenTheLastWorkerLeavesGetNoWorkers() {
+        var broker = BrokerHarness()
+        _ = broker.ready(worker1)
+        _ = broker.request(clientA, RequestID(high: 1, low: 1), timeout: .seconds(60))
+        _ = broker.request(clientA, RequestID(high: 1, low: 2), timeout: .seconds(60))
+        let left = broker.worker(worker1, .disconnect)
+        #expect(replies(left).isEmpty)
+        #expect(broker.machine.queuedCount == 2)
+        #expect(replies(broker.advance(.milliseconds(1900))).isEmpty)
+        let answered = replies(broker.advance(.milliseconds(200)))
+        #expect(answered.map(\.1.status) == [.noWorkers, .noWorkers])
+        #expect(broker.machine.queuedCount == 0)
+    }
+
+    /// Item 8: a worker on the clients port is told where to go (REFUSED), at most a few times a
+    /// second; garbage gets nothing.
+    @Test func aWorkerOnTheClientsPortIsRefusedWithTheRightEndpoint() {
+        var broker = BrokerHarness()
+        broker.machine.announce(clients: "tcp://127.0.0.1:7000", workers: "tcp://127.0.0.1:7001")
+        let ready = WorkerToBroker.ready(WorkerAnnouncement(name: "lost", capacity: 1, services: ["a"])).encode()
+        let answer = effects(broker.client(worker1, ready))
+        guard case .sendRaw(.clients, worker1, let frames)? = answer.first,
+            case .refused(let reason)? = try? BrokerToWorker.decode(frames)
+        else {
+            Issue.record("expected REFUSED, got \(answer)")
+            return
+        }
+        #expect(reason.contains("workers connect to tcp://127.0.0.1:7001"))
+        var answered = 1
+        for _ in 0..<100 { answered += effects(broker.client(worker1, ready)).count }
+        #expect(answered == broker.machine.configuration.refusalsPerSecond)
+        #expect(effects(broker.client(worker1, [[1, 2, 3]])).isEmpty)
+        _ = broker.advance(.seconds(1))
+        #expect(effects(broker.client(worker1, ready)).count == 1)
+    }
+
+    /// Item 8: a client on the workers port gets a REPLY `wrongEndpoint` naming the clients port.
+    @Test func aClientOnTheWorkersPortIsToldTheRightEndpoint() {
+        var broker = BrokerHarness()
+        broker.machine.announce(clients: "tcp://127.0.0.1:7000", workers: "tcp://127.0.0.1:7001")
+        let request = ClientToBroker.request(TaskRequest(requestID: id, service: "sky.scan", body: [1])).encode()
+        let answer = effects(broker.worker(clientA, frames: request))
+        guard case .sendRaw(.workers, clientA, let frames)? = answer.first,
+            case .reply(let reply)? = try? BrokerToClient.decode(frames)
+        else {
+            Issue.record("expected a client REPLY, got \(answer)")
+            return
+        }
+        #expect(reply.status == .wrongEndpoint)
+        #expect(reply.requestID == id)
+        let message = RemoteErrorBody(decoding: reply.body).message
+        #expect(message.contains("clients connect to tcp://127.0.0.1:7000"))
+        #expect(broker.machine.counters.malformedWorkerMessages == 0)
+    }
+
+    /// Item 9: READY may name the documented 1,024 services; more is refused with a reason.
+    @Test func aReadyOfUpTo1024ServicesRegistersAndALargerOneIsRefused() {
+        var broker = BrokerHarness()
+        let services = (0..<1024).map { "service.\($0)" }
+        _ = broker.ready(worker1, services: services)
+        #expect(broker.machine.workerCount == 1)
+        #expect(broker.machine.workers[worker1]?.services.count == 1024)
+        let tooMany = WorkerToBroker.ready(
+            WorkerAnnouncement(name: "big", capacity: 1, services: services + ["one.more"])
+        ).encode()
+        let answer = effects(broker.worker(worker2, frames: tooMany))
+        guard case .sendToWorker(worker2, .refused(let reason))? = answer.first else {
+            Issue.record("expected REFUSED, got \(answer)")
+            return
+        }
+        #expect(reason.contains("1024 services"))
+        #expect(broker.machine.workerCount == 1)
+        #expect(broker.machine.counters.refusedRegistrations == 1)
+    }
+}
+
+/// The error message of the first reply.
+func firstMessage(_ replies: [(PeerID, TaskReply)]) -> String {
+    RemoteErrorBody(decoding: replies.first?.1.body ?? []).message
+}
