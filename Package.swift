@@ -153,7 +153,7 @@ let package = Package(
         .executableTarget(
             name: "skybench",
             dependencies: [
-                "Sky", "SkyProtocol", "SkyWorkloads", "SkyTestSupport", "CSkySystem",
+                "Sky", "SkyProtocol", "SkyWorkloads", "SkyTestSupport", "CSkySystem", "SkyCLISupport",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Histogram", package: "hdrhistogram-swift"),
             ],

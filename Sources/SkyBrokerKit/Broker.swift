@@ -214,8 +214,10 @@ public final class Broker: Service, Sendable {
                     case .sendFailed(let socket, _, let error):
                         actions.append(.log(.warning, "send on \(socket) failed: \(error)"))
                     case .tick:
-                        if let loop = loop.withLock({ $0 }) { machine.loopIteration(took: loop.takeLongestIteration()) }
+                        let loop = loop.withLock { $0 }
+                        if let loop { machine.loopIteration(took: loop.takeLongestIteration()) }
                         machine.tick(now: now, into: &actions)
+                        if machine.hasExpiryBacklog { loop?.tickSoon() }
                     case .message, .monitor:
                         continue
                     }

@@ -71,6 +71,7 @@ extension BrokerStateMachine {
         let bytes = task.request.body.count
         queuedBytes += bytes
         queuedBytesPeak = max(queuedBytesPeak, queuedBytes)
+        queuedCountPeak = max(queuedCountPeak, waiting.count)
         clients[task.client]?.waiting += 1
         clients[task.client]?.waitingBytes += bytes
         var expiry = queueExpiry(task)
@@ -188,10 +189,34 @@ extension BrokerStateMachine {
                     }
                 })
         }
-        if queuedBytes == 0 && queuedBytesPeak >= configuration.memoryReleaseThreshold {
-            queuedBytesPeak = 0
-            releaseMemorySoon = true
+        if waiting.isEmpty
+            && (queuedBytesPeak >= configuration.memoryReleaseThreshold
+                || queuedCountPeak >= configuration.memoryReleaseCount)
+        {
+            releaseStorage()
         }
+    }
+
+    /// The queue drained after holding much: Swift's tables keep the capacity they grew to, so
+    /// they are made anew (what is still live is copied), and the shell returns the freed
+    /// memory to the system. Costs one pass over what is live, once per large drain.
+    private mutating func releaseStorage() {
+        queuedBytesPeak = 0
+        queuedCountPeak = 0
+        // Nothing waits: every queue entry and deadline left is of an answered request.
+        waiting = [:]
+        queues = [:]
+        deadQueued = 0
+        deadlines = Heap()
+        serviceSlots = [:]
+        slotServices = [:]
+        freeSlots = []
+        nextSlot = 0
+        leases = Heap(Array(leases.unordered))
+        running = Dictionary(uniqueKeysWithValues: Array(running))
+        clients = Dictionary(uniqueKeysWithValues: Array(clients))
+        clientNumbers = Dictionary(uniqueKeysWithValues: Array(clientNumbers))
+        releaseMemorySoon = true
     }
 
     /// When a delivery of `task` is taken from its worker: deadline + lease grace; `nil` without

@@ -19,6 +19,7 @@ extension BrokerStateMachine {
         expireDeadlines(now: now, budget: &budget, into: &actions)
         expireUnserved(now: now, budget: &budget, into: &actions)
         expireLeases(now: now, budget: &budget, into: &actions)
+        hasExpiryBacklog = budget == 0
         compactIfMostlyDead()
         if releaseMemorySoon {
             releaseMemorySoon = false

@@ -65,16 +65,19 @@ public struct BrokerStateMachine: Sendable {
         public var noWorkersGrace: Duration = .seconds(2)
         /// How long past its deadline a task may run before it is taken from its worker.
         public var leaseGrace: Duration = .seconds(5)
-        /// Most expired requests answered per tick; the rest wait for the next tick.
-        public var expiryBatch: Int = 2_000
+        /// Most expired requests answered per tick; with more due, the machine asks for the next
+        /// tick at once (``hasExpiryBacklog``), after the shell has served its sockets again.
+        public var expiryBatch: Int = 500
         /// How often `broker.stats` is published.
         public var statsInterval: Duration = .seconds(1)
         /// Least time between two `broker.hello` events: subscriptions that come faster share one.
         public var helloInterval: Duration = .milliseconds(200)
         /// Most answers per second to misdirected or refused peers, per port.
         public var refusalsPerSecond: Int = 10
-        /// Queued bytes above which the queue's draining returns memory to the system.
+        /// Queued bytes, or waiting requests, above which the queue's draining gives its storage
+        /// back and returns freed memory to the system.
         public var memoryReleaseThreshold: Int = 32 << 20
+        public var memoryReleaseCount: Int = 10_000
         /// Publish `task.dispatched` and `task.completed` for every task (costs throughput).
         public var taskEvents: Bool = false
         /// Measures the process's memory for snapshots; `nil` leaves it out (tests).
@@ -238,8 +241,9 @@ public struct BrokerStateMachine: Sendable {
     var nextSlot: UInt64 = 0
     /// Body bytes of the live waiting requests.
     var queuedBytes = 0
-    /// The most ``queuedBytes`` reached since memory was last returned to the system.
+    /// The most ``queuedBytes`` and waiting requests reached since memory was last returned.
     var queuedBytesPeak = 0
+    var queuedCountPeak = 0
     /// Requests at a worker (the live delivery; cancelled ones are only in their worker's record).
     var running: [TaskKey: Delivery] = [:]
     var deadlines = Heap<DeadlineEntry>()
@@ -261,6 +265,8 @@ public struct BrokerStateMachine: Sendable {
     var helloPending = false
     /// Answers to misdirected or refused peers in the current second, per port.
     var refusalWindow: (start: Instant?, clients: Int, workers: Int) = (nil, 0, 0)
+    /// More expiries were due than one tick answers: the shell should tick again soon.
+    public internal(set) var hasExpiryBacklog = false
     /// The queue drained after holding much: the shell should return freed memory to the system.
     var releaseMemorySoon = false
     /// The event loop's longest iteration since the last stats.

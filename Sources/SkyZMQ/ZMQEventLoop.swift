@@ -32,6 +32,8 @@ public final class ZMQEventLoop: Sendable {
     /// The longest stretch, in nanoseconds, the thread spent between two polls since it was last
     /// taken: how long a message or timer could have waited for it.
     let longestIterationNanoseconds = Atomic<Int64>(0)
+    /// Set by ``tickSoon()``: the thread polls without waiting and ticks at once.
+    let tickRequested = Atomic<Bool>(false)
 
     /// A consumer that runs on the I/O thread: it gets each batch as it is read and appends what
     /// to send, which the thread sends at once. It must not block or await anything.
@@ -163,6 +165,14 @@ public final class ZMQEventLoop: Sendable {
         } else {
             post([.shutdown(linger: linger)])
         }
+    }
+
+    /// Asks for a ``Inbound/tick`` right after the thread has polled its sockets once more,
+    /// without waiting for the tick interval: for a handler with more timed work than it does in
+    /// one go (the broker answering a deadline storm in slices), so that traffic is served
+    /// between the slices. Call it from the handler; it costs no wake-up there.
+    public func tickSoon() {
+        tickRequested.store(true, ordering: .relaxed)
     }
 
     /// The longest time the thread worked without polling its sockets since the last call (from

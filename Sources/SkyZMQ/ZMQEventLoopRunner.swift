@@ -70,10 +70,11 @@ final class ZMQEventLoopRunner {
             // Hand over what is collected before sleeping (send failures, monitor events).
             if !paused { yieldBatch() }
             waitAndRead(paused: paused)
-            if let tick = loop.tick, let due = nextTick, clock.now >= due {
+            let soon = loop.tickRequested.exchange(false, ordering: .relaxed)
+            if let tick = loop.tick, let due = nextTick, soon || clock.now >= due {
                 // A consumer that is behind gets the next tick after it caught up.
                 if !paused { batch.append(.tick) }
-                nextTick = clock.now + tick
+                if !soon { nextTick = clock.now + tick }
             }
             if !paused { yieldBatch() }
         }
@@ -285,12 +286,14 @@ final class ZMQEventLoopRunner {
             poller.setEvents(paused || entry.monitorPair == nil ? [] : .readable, at: 2 + index * 2)
         }
         var timeout = -1
+        if loop.tickRequested.load(ordering: .relaxed) { timeout = 0 }
         let dues = [nextTick].compactMap { $0 } + periodic.values.map(\.next)
         if let due = dues.min() {
             let remaining = clock.now.duration(to: due)
             let (seconds, attoseconds) = remaining.components
             // Round up, so the thread does not wake a fraction of a millisecond early.
-            timeout = max(0, Int(seconds * 1000 + (attoseconds + 999_999_999_999_999) / 1_000_000_000_000_000))
+            let untilDue = max(0, Int(seconds * 1000 + (attoseconds + 999_999_999_999_999) / 1_000_000_000_000_000))
+            timeout = timeout == 0 ? 0 : untilDue
         }
         if let lastWake {
             let (seconds, attoseconds) = (clock.now - lastWake).components

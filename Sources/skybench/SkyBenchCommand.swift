@@ -1,4 +1,5 @@
 import ArgumentParser
+import SkyCLISupport
 import CSkySystem
 import Foundation
 
@@ -74,20 +75,19 @@ struct SkyBenchCommand: AsyncParsableCommand {
     var json: String?
 
     func validate() throws {
-        guard rounds >= 1 else { throw ValidationError("--rounds must be at least 1") }
-        guard capacity >= 1 else { throw ValidationError("--capacity must be at least 1") }
-        guard latencyRequests >= 1, latencyWarmup >= 0 else {
-            throw ValidationError("--latency-requests must be at least 1 and --latency-warmup 0 or more")
-        }
-        guard warmup >= 0, measure > 0 else { throw ValidationError("--warmup must be 0 or more, --measure above 0") }
+        try FlagCheck.integer(rounds, "--rounds", in: 1...1000)
+        try FlagCheck.integer(capacity, "--capacity", in: 1...65_536)
+        try FlagCheck.integer(latencyRequests, "--latency-requests", in: 1...10_000_000)
+        try FlagCheck.integer(latencyWarmup, "--latency-warmup", in: 0...10_000_000)
+        try FlagCheck.seconds(warmup, "--warmup", in: 0...3600)
+        try FlagCheck.seconds(measure, "--measure", in: 0.001...3600)
         for (name, list) in [("--workers", workers), ("--payloads", payloads), ("--in-flight", inFlight)] {
-            guard let values = Self.integers(list), !values.isEmpty, values.allSatisfy({ $0 >= 1 }) else {
-                throw ValidationError("\(name) takes comma-separated numbers of at least 1, not \(list)")
+            guard let values = Self.integers(list), !values.isEmpty, values.allSatisfy({ (1...1_000_000).contains($0) }) else {
+                throw ValidationError("\(name) takes comma-separated whole numbers in 1...1000000, not \(list)")
             }
         }
-        guard queueMemory >= 0, scanTasks >= 0 else {
-            throw ValidationError("--queue-memory and --scan-tasks must be 0 or more")
-        }
+        try FlagCheck.integer(queueMemory, "--queue-memory", in: 0...10_000_000)
+        try FlagCheck.integer(scanTasks, "--scan-tasks", in: 0...10_000_000)
     }
 
     static func integers(_ list: String) -> [Int]? {

@@ -174,7 +174,9 @@ extension IntegrationSuite {
             #expect(cluster.broker.isRunning, "the broker died: \(cluster.diagnostics)")
             #expect(malformed > early.counters.malformedClientMessages + early.counters.malformedWorkerMessages)
             if heapBefore > 0 {
-                #expect(abs(growth) <= 0.10, "the broker's typical heap moved by \(growth * 100) %")
+                // A leak grows the heap; a warm-up sample that caught a transient peak makes the
+                // median look smaller, which is no fault (seen: -13 %).
+                #expect(growth <= 0.10, "the broker's typical heap grew by \(growth * 100) %")
                 #expect(peak <= 0.30, "the broker's heap peaked \(peak * 100) % above its warm-up size")
             } else {
                 print("fuzz: this allocator does not report its heap (a sanitizer's); memory not checked")

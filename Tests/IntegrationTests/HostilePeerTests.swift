@@ -1,0 +1,349 @@
+import Foundation
+import Sky
+import SkyProtocol
+import SkyTestSupport
+import SkyZMQ
+import Testing
+
+extension IntegrationSuite {
+    /// The ways an adversarial run made Sky lose replies, stall or refuse work (issue 13), each
+    /// with real processes: a real broker, real or raw workers, raw and real clients.
+    @Suite("Exactly one answer under hostile and careless peers")
+    struct HostilePeerTests {
+        static func snapshot(_ cluster: TestCluster) async throws -> ClusterSnapshot {
+            let sky = try await SkyClient(broker: cluster.clients)
+            defer { Task { await sky.close() } }
+            return try await sky.clusterSnapshot()
+        }
+
+        /// A client whose events() reads this cluster's events endpoint.
+        static func watcher(_ cluster: TestCluster) async throws -> SkyClient {
+            var configuration = SkyClient.Configuration()
+            configuration.events = cluster.events
+            return try await SkyClient(broker: cluster.clients, configuration: configuration)
+        }
+
+        static func waitForWorkers(_ count: Int, _ cluster: TestCluster) async throws {
+            try await eventually("\(count) workers registered") {
+                (try? await snapshot(cluster).workers.count) == count
+            }
+        }
+
+        static func request(_ id: RequestID, _ service: String, body: [UInt8] = [1], timeout: UInt32 = 0) -> [[UInt8]]
+        {
+            ClientToBroker.request(
+                TaskRequest(
+                    requestID: id, service: service, header: RequestHeader(attempt: 1, timeoutMilliseconds: timeout),
+                    body: body)
+            ).encode()
+        }
+
+        /// Item 1: one worker hangs but heartbeats, one is healthy. The call's first attempt goes
+        /// to the hung one, times out, is cancelled and retried: the healthy worker answers it,
+        /// and the hung worker's late reply never reaches the client.
+        @Test func aRetryAfterAHungAttemptIsAnsweredByTheHealthyWorker() async throws {
+            let cluster = try await TestCluster.start()
+            defer { cluster.killAll() }
+            let hung = try await HungWorker(broker: cluster.workers, services: ["sky.echo"])
+            defer { Task { await hung.close() } }
+            try await Self.waitForWorkers(1, cluster)
+            _ = try await cluster.startWorker(name: "healthy", capacity: 4)
+            try await Self.waitForWorkers(2, cluster)
+
+            let sky = try await SkyClient(broker: cluster.clients)
+            let options = ScanOptions(timeout: .seconds(1), retry: RetryPolicy(maxAttempts: 3), coalesce: false)
+            let started = ContinuousClock.now
+            let result = try await sky.request(service: "sky.echo", body: [4, 5, 6], options: options)
+            let elapsed = ContinuousClock.now - started
+            #expect(result == [4, 5, 6])
+            #expect(hung.requests.count == 1, "the first attempt went to the hung worker")
+            #expect(elapsed < .seconds(3), "answered by the retry, not after every attempt: \(elapsed)")
+            print("retry after a hung attempt answered in \(elapsed)")
+
+            hung.answerAll()
+            try await eventually("the hung worker's late reply is counted") {
+                (try? await Self.snapshot(cluster).counters.repliesAfterCancel) == 1
+            }
+            #expect(await sky.unmatchedReplies == 0, "the late reply must not reach the client")
+            #expect(await sky.statistics.retries == 1)
+            await sky.close()
+        }
+
+        /// Item 2: two clients using the same request id are two requests, and one client's
+        /// CANCEL cannot touch the other's request, waiting or running.
+        @Test func requestIDsBelongToTheirClient() async throws {
+            let cluster = try await TestCluster.start()
+            defer { cluster.killAll() }
+            let hung = try await HungWorker(broker: cluster.workers, services: ["hold"], capacity: 1)
+            defer { Task { await hung.close() } }
+            _ = try await cluster.startWorker(name: "echo", capacity: 2)
+            try await Self.waitForWorkers(2, cluster)
+            let a = try await RawPeer(connectingTo: cluster.clients, identity: Array("client-A".utf8))
+            let b = try await RawPeer(connectingTo: cluster.clients, identity: Array("client-B".utf8))
+            defer { Task { await a.close(); await b.close() } }
+
+            let shared = RequestID(high: 7, low: 7)
+            a.send(Self.request(shared, "sky.echo", body: [0xA]))
+            b.send(Self.request(shared, "sky.echo", body: [0xB]))
+            #expect(try await a.waitForReplies(1).map(\.body) == [[0xA]])
+            #expect(try await b.waitForReplies(1).map(\.body) == [[0xB]])
+
+            let running = RequestID(high: 8, low: 1)
+            let waiting = RequestID(high: 8, low: 2)
+            a.send(Self.request(running, "hold"))
+            try await eventually("the hung worker holds A's request") { hung.requests.count == 1 }
+            a.send(Self.request(waiting, "hold"))
+            b.send(ClientToBroker.cancel(running).encode())
+            b.send(ClientToBroker.cancel(waiting).encode())
+            try await eventually("both requests are still A's") {
+                let snapshot = try await Self.snapshot(cluster)
+                return snapshot.totalQueued == 1 && snapshot.inFlight == 1
+            }
+            hung.answerAll()
+            try await eventually("the waiting request reaches the worker") { hung.requests.count == 2 }
+            hung.answerAll()
+            let answers = try await a.waitForReplies(3)
+            #expect(Set(answers.dropFirst().map(\.requestID)) == [running, waiting])
+            #expect(answers.allSatisfy { $0.status == .ok })
+            #expect(b.replies.count == 1, "B's CANCELs matched nothing of its own and got no answer")
+            #expect(!hung.peer.workerCommands.contains { if case .cancel = $0 { true } else { false } })
+        }
+
+        /// Item 3: 100,000 queued requests whose deadlines pass together. The broker answers
+        /// every one, keeps heartbeating (no worker is expired), and its longest loop iteration
+        /// (published in broker.stats) stays under 100 ms.
+        @Test func aDeadlineStormDoesNotStallTheBroker() async throws {
+            let cluster = try await TestCluster.start(extraArguments: [
+                "--queue-limit", "200000", "--client-queue-share", "1",
+            ])
+            defer { cluster.killAll() }
+            let hung = try await HungWorker(broker: cluster.workers, services: ["storm"], capacity: 1)
+            defer { Task { await hung.close() } }
+            try await Self.waitForWorkers(1, cluster)
+            let watcher = try await Self.watcher(cluster)
+            let longest = Locked(0.0)
+            let stats = Task {
+                guard let changes = try? await watcher.events() else { return }
+                for try await change in changes {
+                    if case .event(let event) = change, let milliseconds = event.stats?.longestIterationMilliseconds {
+                        longest.withLock { $0 = max($0, milliseconds) }
+                    }
+                }
+            }
+            defer { stats.cancel() }
+
+            let flood = try await RawPeer(connectingTo: cluster.clients)
+            defer { Task { await flood.close() } }
+            flood.send(Self.request(RequestID(high: 0, low: 0), "storm"))  // occupies the worker
+            let count = 100_000
+            let sending = ContinuousClock.now
+            for start in stride(from: 0, to: count, by: 10_000) {
+                flood.send(
+                    (start..<start + 10_000).map { Self.request(RequestID(high: 1, low: UInt64($0)), "storm", timeout: 8000) })
+            }
+            try await eventually("every request queued", timeout: .seconds(8)) {
+                (try? await Self.snapshot(cluster).totalQueued) == count
+            }
+            print("deadline storm: \(count) requests queued in \(ContinuousClock.now - sending)")
+            longest.withLock { $0 = 0 }
+            let answers = try await flood.waitForReplies(count, timeout: .seconds(60))
+            #expect(answers.allSatisfy { $0.status == .deadlineExceeded })
+            // One more stats period, to cover the last slices.
+            try await Task.sleep(for: .milliseconds(1100))
+            let snapshot = try await Self.snapshot(cluster)
+            let worst = longest.withLock { $0 }
+            print("deadline storm: \(count) expiries answered; longest broker loop iteration \(worst) ms; workers expired \(snapshot.counters.workersExpired)")
+            #expect(snapshot.counters.workersExpired == 0)
+            #expect(snapshot.workers.count == 1)
+            #expect(snapshot.counters.deadlinesExceeded == UInt64(count))
+            #expect(worst > 0 && worst < 100 * timingScale)
+            await watcher.close()
+        }
+
+        /// Item 4: a raw XSUB that subscribes over and over gets a few greetings a second, not
+        /// one per subscription; a watcher that subscribes meanwhile is still greeted.
+        @Test func subscriptionChurnIsCoalesced() async throws {
+            let cluster = try await TestCluster.start()
+            defer { cluster.killAll() }
+            let churn = ZMQEventLoop.SocketID(0, name: "churn")
+            let loop = try await ZMQEventLoop.start(
+                name: "churn", sockets: [.init(id: churn, type: .xsub, connect: [cluster.events])])
+            defer { Task { await loop.shutdown() } }
+            let hellos = Task {
+                var count = 0
+                for await batch in loop.inbound {
+                    for case .message(_, let message) in batch where message.frames.first == Array("broker.hello".utf8) {
+                        count += 1
+                    }
+                }
+                return count
+            }
+            let started = ContinuousClock.now
+            var sent = 0
+            while ContinuousClock.now - started < .seconds(2) {
+                loop.send((0..<200).map { _ in .init(socket: churn, frames: [[0x01] + Array("broker.hello".utf8)]) })
+                sent += 200
+                try await Task.sleep(for: .milliseconds(5))
+            }
+            // A real watcher joining during the churn gets its greeting: only then does its
+            // stream start with a snapshot.
+            let sky = try await Self.watcher(cluster)
+            let greeted = Task {
+                for try await change in try await sky.events() {
+                    if case .snapshot = change { return true }
+                }
+                return false
+            }
+            #expect(try await value(of: greeted, within: .seconds(5), "the watcher's greeting"))
+            try await Task.sleep(for: .milliseconds(300))
+            await loop.shutdown()
+            let count = await hellos.value
+            print("subscription churn: \(sent) subscriptions in 2 s, \(count) broker.hello published")
+            #expect(count >= 2 && count <= 20)
+            await sky.close()
+        }
+
+        /// Item 5: a client floods the queue with requests that have no deadline and goes away;
+        /// it holds at most its share, others still queue, and the flood ends at --max-wait.
+        @Test func anOrphanedFloodNeitherFillsTheQueueForeverNorLocksOthersOut() async throws {
+            let cluster = try await TestCluster.start(extraArguments: ["--queue-limit", "2000", "--max-wait", "2"])
+            defer { cluster.killAll() }
+            let hung = try await HungWorker(broker: cluster.workers, services: ["hold"], capacity: 1)
+            defer { Task { await hung.close() } }
+            try await Self.waitForWorkers(1, cluster)
+            let flood = try await RawPeer(connectingTo: cluster.clients)
+            flood.send((0...2000).map { Self.request(RequestID(high: 3, low: UInt64($0)), "hold") })
+            let refused = try await flood.waitForReplies(1000)
+            #expect(refused.allSatisfy { $0.status == .overloaded })
+            await flood.close()
+
+            let other = try await RawPeer(connectingTo: cluster.clients)
+            defer { Task { await other.close() } }
+            other.send(Self.request(RequestID(high: 4, low: 1), "hold"))
+            try await eventually("the other client's request waits beside the flood") {
+                (try? await Self.snapshot(cluster).totalQueued) == 1001
+            }
+            #expect(other.replies.isEmpty)
+            let answer = try await other.waitForReplies(1, timeout: .seconds(10))
+            #expect(answer.first?.status == .deadlineExceeded)
+            try await eventually("the orphans are gone") { (try? await Self.snapshot(cluster).totalQueued) == 0 }
+            let counters = try await Self.snapshot(cluster).counters
+            #expect(counters.maxWaitExpired == 1001)
+            #expect(counters.rejectedClientShare == 1000)
+        }
+
+        /// Item 6: 32 requests of 8 MiB against a 64 MiB byte limit: 8 wait, the rest are
+        /// refused; once they are answered the broker's resident memory is back near its start.
+        @Test func theQueueIsBoundedInBytesAndMemoryReturnsAfterwards() async throws {
+            let cluster = try await TestCluster.start(extraArguments: [
+                "--queue-bytes", "\(64 << 20)", "--client-queue-share", "1", "--max-wait", "2",
+            ])
+            defer { cluster.killAll() }
+            let hung = try await HungWorker(broker: cluster.workers, services: ["hold"], capacity: 1)
+            defer { Task { await hung.close() } }
+            try await Self.waitForWorkers(1, cluster)
+            let flood = try await RawPeer(connectingTo: cluster.clients)
+            defer { Task { await flood.close() } }
+            flood.send(Self.request(RequestID(high: 5, low: 0), "hold"))
+            try await eventually("the worker is busy") { hung.requests.count == 1 }
+            let before = try #require(try await Self.snapshot(cluster).memory?.resident)
+            let body = [UInt8](repeating: 0x5a, count: 8 << 20)
+            for index in 1...32 {
+                flood.send(Self.request(RequestID(high: 5, low: UInt64(index)), "hold", body: body))
+            }
+            let refused = try await flood.waitForReplies(24, timeout: .seconds(30))
+            #expect(refused.allSatisfy { $0.status == .overloaded })
+            let full = try await Self.snapshot(cluster)
+            #expect(full.totalQueued == 8)
+            #expect(full.counters.rejectedQueueBytes == 24)
+            let peak = full.memory?.resident ?? 0
+            _ = try await flood.waitForReplies(32, timeout: .seconds(10))
+            try await eventually("resident memory back within 20 % of the start", timeout: .seconds(10)) {
+                let resident = try await Self.snapshot(cluster).memory?.resident ?? .max
+                return Double(resident) <= Double(before) * 1.2
+            }
+            let after = try await Self.snapshot(cluster).memory?.resident ?? 0
+            print("queue bytes: resident \(before >> 20) MiB before, \(peak >> 20) MiB with 64 MiB queued, \(after >> 20) MiB after")
+        }
+
+        /// Item 7: a call to a service no worker serves fails with noWorkers(service:) after the
+        /// grace, not after 3 × 30 s, and is not retried.
+        @Test func callingAnUnservedServiceFailsFastNamingIt() async throws {
+            let cluster = try await TestCluster.start()
+            defer { cluster.killAll() }
+            let sky = try await SkyClient(broker: cluster.clients)
+            let started = ContinuousClock.now
+            await #expect(throws: SkyError.noWorkers(service: "nobody.home")) {
+                _ = try await sky.request(service: "nobody.home", body: [1])
+            }
+            let elapsed = ContinuousClock.now - started
+            #expect(elapsed >= .seconds(2) && elapsed < .seconds(4), "\(elapsed)")
+            #expect(await sky.statistics.counters.attemptsSent == 1)
+            await sky.close()
+
+            var configuration = SkyClient.Configuration()
+            configuration.noWorkersGrace = .milliseconds(300)
+            let quick = try await SkyClient(broker: cluster.clients, configuration: configuration)
+            let again = ContinuousClock.now
+            await #expect(throws: SkyError.noWorkers(service: "nobody.home")) {
+                _ = try await quick.request(service: "nobody.home", body: [1])
+            }
+            #expect(ContinuousClock.now - again < .milliseconds(1500))
+            print("noWorkers after \(elapsed) (broker default), \(ContinuousClock.now - again) with a 300 ms grace")
+            await quick.close()
+        }
+
+        /// Item 8: a client given the workers endpoint, and a worker given the clients endpoint,
+        /// each get an error naming the mistake within 2 s.
+        @Test func theWrongPortIsNamedToTheMistakenProcess() async throws {
+            let cluster = try await TestCluster.start()
+            defer { cluster.killAll() }
+            let sky = try await SkyClient(broker: cluster.workers)
+            let started = ContinuousClock.now
+            do {
+                _ = try await sky.request(service: "sky.echo", body: [1])
+                Issue.record("a client on the workers port was served")
+            } catch let error as SkyError {
+                guard case .wrongEndpoint(let message) = error else {
+                    Issue.record("expected wrongEndpoint, got \(error)")
+                    return
+                }
+                #expect(message.contains("clients connect to \(cluster.clients)"))
+            }
+            #expect(ContinuousClock.now - started < .seconds(2))
+            await sky.close()
+
+            let worker = try cluster.track(SkyProcess("skyworker", ["--broker", cluster.clients, "--name", "lost"]))
+            let status = try await worker.waitForExit(timeout: .seconds(5))
+            #expect(status != 0)
+            #expect(worker.errorText.contains("workers connect to \(cluster.workers)"), "\(worker.errorText)")
+            let counters = try await Self.snapshot(cluster).counters
+            #expect(counters.misdirectedMessages >= 2)
+        }
+
+        /// Item 9: READY may name the documented 1,024 services; a larger one is refused with
+        /// REFUSED and a reason instead of silently dropped.
+        @Test func aReadyOf1024ServicesRegistersAndALargerOneIsRefused() async throws {
+            let cluster = try await TestCluster.start()
+            defer { cluster.killAll() }
+            let services = (0..<1024).map { "service.\($0)" }
+            let fits = try await HungWorker(broker: cluster.workers, services: services)
+            defer { Task { await fits.close() } }
+            try await eventually("the worker registers with 1,024 services") {
+                (try? await Self.snapshot(cluster).workers.first?.services.count) == 1024
+            }
+            let tooBig = try await RawPeer(connectingTo: cluster.workers)
+            defer { Task { await tooBig.close() } }
+            tooBig.send(
+                WorkerToBroker.ready(WorkerAnnouncement(name: "big", capacity: 1, services: services + ["one.more"]))
+                    .encode())
+            try await eventually("REFUSED arrives") { !tooBig.workerCommands.isEmpty }
+            guard case .refused(let reason) = tooBig.workerCommands.first else {
+                Issue.record("expected REFUSED, got \(tooBig.workerCommands)")
+                return
+            }
+            #expect(reason.contains("1024 services"))
+            #expect(try await Self.snapshot(cluster).workers.count == 1)
+        }
+    }
+}

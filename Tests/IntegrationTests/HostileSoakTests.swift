@@ -1,0 +1,126 @@
+import Foundation
+import Sky
+import SkyProtocol
+import SkyTestSupport
+import SkyWorkloads
+import SkyZMQ
+import Testing
+
+extension IntegrationSuite {
+    /// Everything hostile at once, while real scans run (issue 13's soak): a worker that hangs
+    /// but heartbeats (so calls time out and retry), two clients sharing request ids, one
+    /// cancelling the other's, a deadline storm, an orphaned flood without deadlines, and
+    /// oversized bodies. Every real scan is answered once and correctly, no worker is declared
+    /// dead, and the broker's resident memory comes back after the storm.
+    @Suite("Hostile soak")
+    struct HostileSoakTests {
+        typealias Hostile = HostilePeerTests
+
+        @Test(.timeLimit(.minutes(2))) func realScansStayExactWhileEveryHostileBehaviourRuns() async throws {
+            let started = ContinuousClock.now
+            let cluster = try await TestCluster.start(extraArguments: [
+                "--queue-limit", "200000", "--client-queue-share", "0.6", "--max-wait", "4",
+                "--queue-bytes", "\(64 << 20)",
+            ])
+            defer { cluster.killAll() }
+            let hung = try await HungWorker(broker: cluster.workers, services: ["sky.scan", "storm"], capacity: 4)
+            defer { Task { await hung.close() } }
+            try await Hostile.waitForWorkers(1, cluster)
+            for index in 1...2 {
+                _ = try await cluster.startWorker(
+                    name: "real-\(index)", capacity: 2, extraArguments: ["--workloads", "sky.scan,sky.echo"])
+            }
+            try await Hostile.waitForWorkers(3, cluster)
+            let residentAtStart = try #require(try await Hostile.snapshot(cluster).memory?.resident)
+
+            // Real work: retried when it lands on the hung worker.
+            let sky = try await SkyClient(broker: cluster.clients)
+            let scans = (0..<400).map { ScanTask(sector: $0, size: 64) }
+            let options = ScanOptions(timeout: .seconds(1), retry: RetryPolicy(maxAttempts: 4), coalesce: false)
+            let real = Task { () throws -> ([Int: Int], Int, [String]) in
+                var outcomes: [Int: Int] = [:]
+                var wrong = 0
+                var failures: [String] = []
+                for await done in sky.scanAll(scans, concurrency: 16, options: options) {
+                    outcomes[done.index, default: 0] += 1
+                    switch done.result {
+                    case .success(let report): if report != (try? SectorScanner.scan(done.task)) { wrong += 1 }
+                    case .failure(let error): failures.append("\(error)")
+                    }
+                }
+                return (outcomes, wrong, failures)
+            }
+
+            // Two clients with the same request ids; B also cancels every id of A's.
+            let a = try await RawPeer(connectingTo: cluster.clients, identity: Array("soak-A".utf8))
+            let b = try await RawPeer(connectingTo: cluster.clients, identity: Array("soak-B".utf8))
+            defer { Task { await a.close(); await b.close() } }
+            let ids = (0..<200).map { RequestID(high: 0x5eed, low: UInt64($0)) }
+            a.send(ids.map { Hostile.request($0, "sky.echo", body: [0xA], timeout: 30_000) })
+            b.send(ids.map { ClientToBroker.cancel($0).encode() })
+            b.send(ids.map { Hostile.request($0, "sky.echo", body: [0xB], timeout: 30_000) })
+
+            // A deadline storm and an orphaned flood on a service only the hung worker serves.
+            let storm = try await RawPeer(connectingTo: cluster.clients)
+            defer { Task { await storm.close() } }
+            storm.send(Hostile.request(RequestID(high: 0, low: 0), "storm"))
+            storm.send((1...50_000).map { Hostile.request(RequestID(high: 1, low: UInt64($0)), "storm", timeout: 1500) })
+            let orphans = try await RawPeer(connectingTo: cluster.clients)
+            orphans.send((1...20_000).map { Hostile.request(RequestID(high: 2, low: UInt64($0)), "storm") })
+
+            // Oversized bodies: over the byte limit, and one frame over the frame limit.
+            let big = try await RawPeer(connectingTo: cluster.clients)
+            defer { Task { await big.close() } }
+            let body = [UInt8](repeating: 0x42, count: 8 << 20)
+            big.send((1...16).map { Hostile.request(RequestID(high: 3, low: UInt64($0)), "storm", body: body, timeout: 2000) })
+            let huge = try await RawPeer(connectingTo: cluster.clients)
+            huge.send(Hostile.request(RequestID(high: 3, low: 99), "storm", body: [UInt8](repeating: 1, count: 20 << 20)))
+            try await Task.sleep(for: .milliseconds(200))
+            await orphans.close()
+            await huge.close()
+
+            let (outcomes, wrong, failures) = try await value(of: real, within: .seconds(60), "the real scans")
+            #expect(outcomes.count == scans.count)
+            #expect(outcomes.values.allSatisfy { $0 == 1 }, "every scan answered exactly once")
+            #expect(wrong == 0)
+            #expect(failures.isEmpty, "\(failures.prefix(3))")
+            #expect(await sky.unmatchedReplies == 0)
+
+            let answersA = try await a.waitForReplies(200)
+            let answersB = try await b.waitForReplies(200)
+            #expect(answersA.allSatisfy { $0.status == .ok && $0.body == [0xA] })
+            #expect(answersB.allSatisfy { $0.status == .ok && $0.body == [0xB] })
+            #expect(Set(answersA.map(\.requestID)).count == 200)
+
+            let stormAnswers = try await storm.waitForReplies(50_000, timeout: .seconds(30))
+            #expect(stormAnswers.allSatisfy { $0.status == .deadlineExceeded })
+            // 64 MiB of queue, of which this client may hold 60 %: at most 4 of 8 MiB wait.
+            let bigAnswers = try await big.waitForReplies(16, timeout: .seconds(30))
+            #expect(bigAnswers.filter { $0.status == .overloaded }.count >= 12)
+            #expect(bigAnswers.allSatisfy { $0.status == .overloaded || $0.status == .deadlineExceeded })
+
+            try await eventually("the queue is empty again", timeout: .seconds(20)) {
+                (try? await Hostile.snapshot(cluster).totalQueued) == 0
+            }
+            var residentNow = 0
+            do {
+                try await eventually("resident memory back within 20 % of the start", timeout: .seconds(10)) {
+                    residentNow = try await Hostile.snapshot(cluster).memory?.resident ?? .max
+                    return Double(residentNow) <= Double(residentAtStart) * 1.2
+                }
+            } catch {
+                Issue.record("resident \(residentNow >> 10) KiB after, \(residentAtStart >> 10) KiB at the start")
+            }
+            let snapshot = try await Hostile.snapshot(cluster)
+            #expect(snapshot.counters.workersExpired == 0)
+            #expect(snapshot.workers.count == 3)
+            // The orphans, and the storm's first request if it waited behind real scans.
+            #expect((20_000...20_001).contains(snapshot.counters.maxWaitExpired))
+            let statistics = await sky.statistics
+            print(
+                "hostile soak: \(scans.count) scans exact (\(statistics.retries) retries), storm 50,000 answered, 20,000 orphans expired, workers expired 0, resident \(residentAtStart >> 20) MiB at start and \((snapshot.memory?.resident ?? 0) >> 20) MiB after, \(ContinuousClock.now - started)"
+            )
+            await sky.close()
+        }
+    }
+}
