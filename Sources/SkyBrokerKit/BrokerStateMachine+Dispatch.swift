@@ -68,6 +68,7 @@ extension BrokerStateMachine {
             queues[service, default: []].append(task)
         }
         waiting[task.key] = task.arrival
+        queuedByService[service, default: 0] += 1
         let bytes = task.request.body.count
         queuedBytes += bytes
         queuedBytesPeak = max(queuedBytesPeak, queuedBytes)
@@ -87,6 +88,12 @@ extension BrokerStateMachine {
     /// keeping the counts of its client and of the queue's bytes.
     private mutating func unmarkWaiting(_ task: QueuedRequest) {
         waiting[task.key] = nil
+        let service = task.request.service
+        if let count = queuedByService[service], count > 1 {
+            queuedByService[service] = count - 1
+        } else {
+            queuedByService[service] = nil
+        }
         let bytes = task.request.body.count
         queuedBytes -= bytes
         clients[task.client]?.waiting -= 1
@@ -205,6 +212,7 @@ extension BrokerStateMachine {
         queuedCountPeak = 0
         // Nothing waits: every queue entry and deadline left is of an answered request.
         waiting = [:]
+        queuedByService = [:]
         queues = [:]
         deadQueued = 0
         deadlines = Heap()

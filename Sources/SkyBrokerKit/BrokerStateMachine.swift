@@ -241,6 +241,9 @@ public struct BrokerStateMachine: Sendable {
     var nextSlot: UInt64 = 0
     /// Body bytes of the live waiting requests.
     var queuedBytes = 0
+    /// Live waiting requests per service, kept as they come and go: a snapshot costs no pass
+    /// over the queues.
+    var queuedByService: [String: Int] = [:]
     /// The most ``queuedBytes`` and waiting requests reached since memory was last returned.
     var queuedBytesPeak = 0
     var queuedCountPeak = 0
@@ -293,16 +296,8 @@ public struct BrokerStateMachine: Sendable {
         (queues.values.reduce(0) { $0 + $1.count }, deadlines.count)
     }
 
-    /// Live waiting requests per service. Counts the queues, so it costs a pass over them: for
-    /// snapshots, not for every request.
-    func queuedPerService() -> [String: Int] {
-        var counts: [String: Int] = [:]
-        for (service, queue) in queues {
-            let live = queue.reduce(0) { $0 + (waiting[$1.key] == $1.arrival ? 1 : 0) }
-            if live > 0 { counts[service] = live }
-        }
-        return counts
-    }
+    /// Live waiting requests per service.
+    func queuedPerService() -> [String: Int] { queuedByService }
 
     /// The current view, as answered to `mmi.workers`.
     public func snapshot(now: Instant) -> ClusterSnapshot {

@@ -16,12 +16,16 @@ public enum ClientToBroker: Sendable, Equatable {
         switch command {
         case .request:
             try WireFormat.expectFrames(frames, 6, command: "REQUEST")
-            return .request(
-                TaskRequest(
-                    requestID: try RequestID(frame: frames[2]),
-                    service: try WireFormat.name(frames[3]),
-                    header: try RequestHeader(frame: frames[4]),
-                    body: frames[5]))
+            let request = TaskRequest(
+                requestID: try RequestID(frame: frames[2]),
+                service: try WireFormat.name(frames[3]),
+                header: try RequestHeader(frame: frames[4]),
+                body: frames[5])
+            // 0 names the answer to a CANCEL; a request's attempts count from 1.
+            guard request.header.attempt >= 1 else {
+                throw .invalidValue(name: "attempt", reason: "0; attempts count from 1")
+            }
+            return .request(request)
         case .cancel:
             try WireFormat.expectFrames(frames, 3, command: "CANCEL")
             return .cancel(try RequestID(frame: frames[2]))

@@ -101,7 +101,7 @@ struct BrokerReliabilityTests {
         broker.now = broker.now + .seconds(1)
         let slices = 100_000 / configuration.expiryBatch
         while answered < 100_000 && ticks <= slices {
-            let actions = broker.advance(.milliseconds(1))
+            let actions = broker.tickOnce(after: .milliseconds(1))
             let count = replies(actions).count
             #expect(count <= configuration.expiryBatch)
             answered += count

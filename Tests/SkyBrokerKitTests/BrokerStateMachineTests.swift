@@ -30,7 +30,15 @@ struct BrokerHarness {
         return actions
     }
 
+    /// Moves time and ticks as the shell does: again at once while expiries are backlogged.
     mutating func advance(_ duration: Duration) -> [BrokerAction] {
+        var actions = tickOnce(after: duration)
+        while machine.hasExpiryBacklog { actions += tickOnce(after: .zero) }
+        return actions
+    }
+
+    /// Moves time and ticks once: one slice of a backlog of expiries.
+    mutating func tickOnce(after duration: Duration) -> [BrokerAction] {
         now = now + duration
         var actions: [BrokerAction] = []
         machine.tick(now: now, into: &actions)

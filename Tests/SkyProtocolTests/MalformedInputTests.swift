@@ -38,6 +38,10 @@ struct MalformedInputTests {
             "short header", [client, [1], id, Array("s".utf8), [0, 0, 1], []],
             .invalidField(name: "request header", expectedLength: 8, actual: 3)
         ),
+        (
+            "attempt 0 (reserved for the answer to a CANCEL)", [client, [1], id, Array("s".utf8), header, []],
+            .invalidValue(name: "attempt", reason: "0; attempts count from 1")
+        ),
     ]
 
     @Test(arguments: 0..<clientCorpus.count)
