@@ -58,13 +58,13 @@ struct BrokerReliabilityTests {
     }
 
     /// Item 2: two clients may use the same request id; both are run and answered.
-    @Test func theSameRequestIDFromTwoClientsIsTwoRequests() {
+    @Test func theSameRequestIDFromTwoClientsIsTwoRequests() throws {
         var broker = BrokerHarness()
         _ = broker.ready(worker1, capacity: 1)
         _ = broker.ready(worker2, capacity: 1)
         let a = dispatched(broker.request(clientA, id))
         let b = dispatched(broker.request(clientB, id))
-        #expect(a.count == 1 && b.count == 1)
+        try #require(a.count == 1 && b.count == 1)
         #expect(Set([a[0].0, b[0].0]) == [worker1, worker2])
         #expect(replies(broker.reply(a[0].0, client: clientA, id)).map(\.0) == [clientA])
         #expect(replies(broker.reply(b[0].0, client: clientB, id)).map(\.0) == [clientB])
