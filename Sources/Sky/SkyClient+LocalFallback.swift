@@ -54,6 +54,7 @@ extension SkyClient {
         }
         try Task.checkCancellation()
         return Completion(
-            result: reply.status == .ok ? .success(reply.body) : .failure(SkyError(failure: reply, service: service)), attempts: 1)
+            result: reply.status == .ok ? .success(reply.body) : .failure(SkyError(failure: reply, service: service)),
+            attempts: 1)
     }
 }

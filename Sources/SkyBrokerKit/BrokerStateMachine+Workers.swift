@@ -36,7 +36,9 @@ extension BrokerStateMachine {
             }
             counters.malformedWorkerMessages += 1
             actions.append(.log(.warning, "dropped malformed message from worker \(peer): \(error)"))
-            if Self.looksLikeReady(frames) { refuseRegistration(peer, reason: "invalid READY: \(error)", now: now, into: &actions) }
+            if Self.looksLikeReady(frames) {
+                refuseRegistration(peer, reason: "invalid READY: \(error)", now: now, into: &actions)
+            }
             return
         }
         if case .ready(let announcement) = command {
@@ -185,7 +187,8 @@ extension BrokerStateMachine {
     private mutating func complete(
         at peer: PeerID, tag frame: [UInt8], answer: TaskReply, now: Instant, into actions: inout [BrokerAction]
     ) {
-        guard let tag = WireFormat.deliveryNumber(frame), let held = workers[peer]?.inFlight[tag], held.task.request.requestID == answer.requestID
+        guard let tag = WireFormat.deliveryNumber(frame), let held = workers[peer]?.inFlight[tag],
+            held.task.request.requestID == answer.requestID
         else {
             counters.staleReplies += 1
             actions.append(
@@ -252,6 +255,9 @@ extension BrokerStateMachine {
                 "this is the broker's workers endpoint (\(configuration.workersEndpoint)); clients connect to \(configuration.clientsEndpoint)",
             attempt: request.header.attempt)
         actions.append(.sendRaw(.workers, peer, BrokerToClient.reply(answer).encode()))
-        actions.append(.log(.warning, "a client sent a request to the workers port; told it to use \(configuration.clientsEndpoint)"))
+        actions.append(
+            .log(
+                .warning, "a client sent a request to the workers port; told it to use \(configuration.clientsEndpoint)"
+            ))
     }
 }

@@ -355,7 +355,8 @@ public struct BrokerStateMachine: Sendable {
         let reason =
             "this is the broker's clients endpoint (\(configuration.clientsEndpoint)); workers connect to \(configuration.workersEndpoint)"
         actions.append(.sendRaw(.clients, peer, BrokerToWorker.refused(reason: reason).encode()))
-        actions.append(.log(.warning, "a worker connected to the clients port; told it to use \(configuration.workersEndpoint)"))
+        actions.append(
+            .log(.warning, "a worker connected to the clients port; told it to use \(configuration.workersEndpoint)"))
     }
 
     /// Whether another refusal may be sent on a port this second.
@@ -412,7 +413,9 @@ public struct BrokerStateMachine: Sendable {
         }
         guard enqueue(task, atFront: false, now: now) else {
             counters.rejectedOverloaded += 1
-            fail(task, .overloaded, "requests for \(Self.slotMask + 1) services wait already, the broker's limit", into: &actions)
+            fail(
+                task, .overloaded, "requests for \(Self.slotMask + 1) services wait already, the broker's limit",
+                into: &actions)
             return
         }
         counters.requestsAccepted += 1

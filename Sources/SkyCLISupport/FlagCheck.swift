@@ -25,7 +25,8 @@ public enum FlagCheck {
         throws
     {
         guard range.contains(value) else {
-            throw ValidationError("\(flag) must be a whole number in \(range.lowerBound)...\(range.upperBound), not \(value)")
+            throw ValidationError(
+                "\(flag) must be a whole number in \(range.lowerBound)...\(range.upperBound), not \(value)")
         }
     }
 
@@ -45,7 +46,9 @@ public enum FlagCheck {
 
     /// Why `value` is not a usable endpoint; `nil` when it is.
     static func endpointProblem(_ value: String, binding: Bool) -> String? {
-        guard let separator = value.range(of: "://") else { return "no transport: expected tcp://, ipc:// or inproc://" }
+        guard let separator = value.range(of: "://") else {
+            return "no transport: expected tcp://, ipc:// or inproc://"
+        }
         let transport = value[..<separator.lowerBound]
         let address = value[separator.upperBound...]
         switch transport {

@@ -32,6 +32,19 @@ public enum JSONText {
         bytes += Array(String(value).utf8)
     }
 
+    /// Appends `"key":` after a comma, or after nothing for an object's first member.
+    public static func appendKey(_ key: String, first: Bool = false, to bytes: inout [UInt8]) {
+        if !first { bytes.append(UInt8(ascii: ",")) }
+        appendString(key, to: &bytes)
+        bytes.append(UInt8(ascii: ":"))
+    }
+
+    /// Appends a member `"key":"value"` (see ``appendKey(_:first:to:)``).
+    public static func appendMember(_ key: String, _ value: String, first: Bool = false, to bytes: inout [UInt8]) {
+        appendKey(key, first: first, to: &bytes)
+        appendString(value, to: &bytes)
+    }
+
     /// Milliseconds since 1970 as ISO 8601 UTC with milliseconds: `2026-11-22T04:14:27.595Z`.
     /// Pure arithmetic (the proleptic Gregorian calendar from a day count), no formatter.
     public static func timestamp(millisecondsSince1970 milliseconds: Int64) -> String {

@@ -71,10 +71,9 @@ public struct RemoteErrorBody: Codable, Sendable, Equatable {
     public func encoded() -> [UInt8] {
         var bytes: [UInt8] = []
         bytes.reserveCapacity(type.utf8.count + message.utf8.count + 24)
-        bytes += Array(#"{"message":"#.utf8)
-        JSONText.appendString(message, to: &bytes)
-        bytes += Array(#","type":"#.utf8)
-        JSONText.appendString(type, to: &bytes)
+        bytes.append(UInt8(ascii: "{"))
+        JSONText.appendMember("message", message, first: true, to: &bytes)
+        JSONText.appendMember("type", type, to: &bytes)
         bytes.append(UInt8(ascii: "}"))
         return bytes
     }

@@ -198,26 +198,20 @@ public struct SkyEvent: Codable, Sendable, Equatable {
         else { return Array(jsonLine().utf8) }
         var bytes: [UInt8] = []
         bytes.reserveCapacity(192)
-        bytes += Array(#"{"event":"#.utf8)
-        JSONText.appendString(event.rawValue, to: &bytes)
-        bytes += Array(#","seq":"#.utf8)
+        bytes.append(UInt8(ascii: "{"))
+        JSONText.appendMember("event", event.rawValue, first: true, to: &bytes)
+        JSONText.appendKey("seq", to: &bytes)
         JSONText.appendInteger(seq, to: &bytes)
-        bytes += Array(#","task":{"deliveries":"#.utf8)
+        JSONText.appendKey("task", to: &bytes)
+        bytes.append(UInt8(ascii: "{"))
+        JSONText.appendKey("deliveries", first: true, to: &bytes)
         JSONText.appendInteger(task.deliveries, to: &bytes)
-        bytes += Array(#","requestID":"#.utf8)
-        JSONText.appendString(task.requestID, to: &bytes)
-        bytes += Array(#","service":"#.utf8)
-        JSONText.appendString(task.service, to: &bytes)
-        if let status = task.status {
-            bytes += Array(#","status":"#.utf8)
-            JSONText.appendString(status, to: &bytes)
-        }
-        if let worker = task.worker {
-            bytes += Array(#","worker":"#.utf8)
-            JSONText.appendString(worker, to: &bytes)
-        }
-        bytes += Array(#"},"time":"#.utf8)
-        JSONText.appendString(time, to: &bytes)
+        JSONText.appendMember("requestID", task.requestID, to: &bytes)
+        JSONText.appendMember("service", task.service, to: &bytes)
+        if let status = task.status { JSONText.appendMember("status", status, to: &bytes) }
+        if let worker = task.worker { JSONText.appendMember("worker", worker, to: &bytes) }
+        bytes.append(UInt8(ascii: "}"))
+        JSONText.appendMember("time", time, to: &bytes)
         bytes.append(UInt8(ascii: "}"))
         return bytes
     }

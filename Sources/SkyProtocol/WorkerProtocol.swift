@@ -53,7 +53,8 @@ public enum WorkerToBroker: Sendable, Equatable {
             }
             guard frames.count <= maxReadyFrames else {
                 throw .wrongFrameCount(
-                    command: "READY", expected: "at most \(maxReadyFrames) (\(maxServices) services)", actual: frames.count)
+                    command: "READY", expected: "at most \(maxReadyFrames) (\(maxServices) services)",
+                    actual: frames.count)
             }
             let name = try WireFormat.name(frames[2])
             let capacity = try WireFormat.uint32(frames[3], name: "capacity")

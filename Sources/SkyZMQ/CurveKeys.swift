@@ -205,7 +205,8 @@ public enum CurveKeyFile {
 
     private static func readKeys(_ path: String) throws(CurveKeyError) -> [CurveKey] {
         guard let data = FileManager.default.contents(atPath: path) else {
-            let reason = FileManager.default.fileExists(atPath: path) ? "Permission denied" : "No such file or directory"
+            let reason =
+                FileManager.default.fileExists(atPath: path) ? "Permission denied" : "No such file or directory"
             throw .unreadable(path: path, reason: reason)
         }
         guard let text = String(data: data, encoding: .utf8) else {

@@ -1,7 +1,7 @@
 import ArgumentParser
-import SkyCLISupport
 import CSkySystem
 import Foundation
+import SkyCLISupport
 
 extension Transport: ExpressibleByArgument {}
 
@@ -82,7 +82,8 @@ struct SkyBenchCommand: AsyncParsableCommand {
         try FlagCheck.seconds(warmup, "--warmup", in: 0...3600)
         try FlagCheck.seconds(measure, "--measure", in: 0.001...3600)
         for (name, list) in [("--workers", workers), ("--payloads", payloads), ("--in-flight", inFlight)] {
-            guard let values = Self.integers(list), !values.isEmpty, values.allSatisfy({ (1...1_000_000).contains($0) }) else {
+            guard let values = Self.integers(list), !values.isEmpty, values.allSatisfy({ (1...1_000_000).contains($0) })
+            else {
                 throw ValidationError("\(name) takes comma-separated whole numbers in 1...1000000, not \(list)")
             }
         }

@@ -1,6 +1,6 @@
 import ArgumentParser
-import Histogram
 import Foundation
+import Histogram
 import Logging
 import Sky
 import SkyCLISupport

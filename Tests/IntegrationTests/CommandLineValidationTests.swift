@@ -19,47 +19,121 @@ extension IntegrationSuite {
         }
 
         static let cases: [Case] = [
-            .init(program: "skybroker", arguments: ["--heartbeat-interval", "1e300"], message: "--heartbeat-interval must be a number of seconds in 0.01...3600, not 1e+300"),
-            .init(program: "skybroker", arguments: ["--heartbeat-interval", "inf"], message: "--heartbeat-interval must be a number of seconds in 0.01...3600, not inf"),
-            .init(program: "skybroker", arguments: ["--heartbeat-interval", "nan"], message: "--heartbeat-interval must be a number of seconds in 0.01...3600, not nan"),
-            .init(program: "skybroker", arguments: ["--lease-grace", "1e300"], message: "--lease-grace must be a number of seconds in 0...86400"),
-            .init(program: "skybroker", arguments: ["--max-frame-size", "0"], message: "--max-frame-size must be a whole number in 1024...2147483648, not 0"),
-            .init(program: "skybroker", arguments: ["--max-frames", "2"], message: "--max-frames must be a whole number in 6...100000, not 2"),
-            .init(program: "skybroker", arguments: ["--liveness", "0"], message: "--liveness must be a whole number in 1...1000"),
-            .init(program: "skybroker", arguments: ["--max-deliveries", "0"], message: "--max-deliveries must be a whole number in 1...1000"),
-            .init(program: "skybroker", arguments: ["--queue-limit=-1"], message: "--queue-limit must be a whole number in 0...100000000"),
-            .init(program: "skybroker", arguments: ["--queue-bytes=-5"], message: "--queue-bytes must be a whole number in 0..."),
-            .init(program: "skybroker", arguments: ["--client-queue-share", "2"], message: "--client-queue-share must be a number in 0.01...1, not 2.0"),
-            .init(program: "skybroker", arguments: ["--max-wait", "0"], message: "--max-wait must be a number of seconds in 0.001...31536000"),
-            .init(program: "skybroker", arguments: ["--no-workers-grace=-1"], message: "--no-workers-grace must be a number of seconds in 0...86400"),
-            .init(program: "skybroker", arguments: ["--clients", "foo"], message: "--clients foo is not a ZeroMQ endpoint"),
-            .init(program: "skybroker", arguments: ["--workers", "tcp://127.0.0.1:70000"], message: "port 70000 is not 1...65535"),
+            .init(
+                program: "skybroker", arguments: ["--heartbeat-interval", "1e300"],
+                message: "--heartbeat-interval must be a number of seconds in 0.01...3600, not 1e+300"),
+            .init(
+                program: "skybroker", arguments: ["--heartbeat-interval", "inf"],
+                message: "--heartbeat-interval must be a number of seconds in 0.01...3600, not inf"),
+            .init(
+                program: "skybroker", arguments: ["--heartbeat-interval", "nan"],
+                message: "--heartbeat-interval must be a number of seconds in 0.01...3600, not nan"),
+            .init(
+                program: "skybroker", arguments: ["--lease-grace", "1e300"],
+                message: "--lease-grace must be a number of seconds in 0...86400"),
+            .init(
+                program: "skybroker", arguments: ["--max-frame-size", "0"],
+                message: "--max-frame-size must be a whole number in 1024...2147483648, not 0"),
+            .init(
+                program: "skybroker", arguments: ["--max-frames", "2"],
+                message: "--max-frames must be a whole number in 6...100000, not 2"),
+            .init(
+                program: "skybroker", arguments: ["--liveness", "0"],
+                message: "--liveness must be a whole number in 1...1000"),
+            .init(
+                program: "skybroker", arguments: ["--max-deliveries", "0"],
+                message: "--max-deliveries must be a whole number in 1...1000"),
+            .init(
+                program: "skybroker", arguments: ["--queue-limit=-1"],
+                message: "--queue-limit must be a whole number in 0...100000000"),
+            .init(
+                program: "skybroker", arguments: ["--queue-bytes=-5"],
+                message: "--queue-bytes must be a whole number in 0..."),
+            .init(
+                program: "skybroker", arguments: ["--client-queue-share", "2"],
+                message: "--client-queue-share must be a number in 0.01...1, not 2.0"),
+            .init(
+                program: "skybroker", arguments: ["--max-wait", "0"],
+                message: "--max-wait must be a number of seconds in 0.001...31536000"),
+            .init(
+                program: "skybroker", arguments: ["--no-workers-grace=-1"],
+                message: "--no-workers-grace must be a number of seconds in 0...86400"),
+            .init(
+                program: "skybroker", arguments: ["--clients", "foo"], message: "--clients foo is not a ZeroMQ endpoint"
+            ),
+            .init(
+                program: "skybroker", arguments: ["--workers", "tcp://127.0.0.1:70000"],
+                message: "port 70000 is not 1...65535"),
             .init(program: "skybroker", arguments: ["--heartbeat-interval", "abc"], message: "--heartbeat-interval"),
-            .init(program: "skybroker", arguments: ["keygen", "--name", "k", "--directory", "/nonexistent/keys"], status: 1, message: "the directory /nonexistent/keys does not exist"),
-            .init(program: "skybroker", arguments: ["--secret-key", "/nonexistent/broker.key"], status: 1, message: "cannot read the key file /nonexistent/broker.key: No such file or directory"),
-            .init(program: "skyworker", arguments: ["--drain-grace", "1e300"], message: "--drain-grace must be a number of seconds in 0...86400"),
-            .init(program: "skyworker", arguments: ["--heartbeat-interval", "nan"], message: "--heartbeat-interval must be a number of seconds"),
-            .init(program: "skyworker", arguments: ["--capacity", "0"], message: "--capacity must be a whole number in 1...65536, not 0"),
-            .init(program: "skyworker", arguments: ["--liveness", "0"], message: "--liveness must be a whole number in 1...1000"),
-            .init(program: "skyworker", arguments: ["--flaky-every", "0"], message: "--flaky-every must be a whole number"),
-            .init(program: "skyworker", arguments: ["--broker", "foo"], message: "--broker foo is not a ZeroMQ endpoint"),
-            .init(program: "skyworker", arguments: ["--broker", "tcp://*:5556"], message: "* as host only works when binding"),
-            .init(program: "skyworker", arguments: ["--broker-key", "/nonexistent/b.pub", "--secret-key", "/nonexistent/w.key"], status: 1, message: "cannot read the key file /nonexistent/b.pub: No such file or directory"),
-            .init(program: "skyscan", arguments: ["--timeout", "1e300"], message: "--timeout must be a number of seconds in 0.001...86400"),
-            .init(program: "skyscan", arguments: ["--first", "9223372036854775807"], message: "--first must be a whole number in 0..."),
+            .init(
+                program: "skybroker", arguments: ["keygen", "--name", "k", "--directory", "/nonexistent/keys"],
+                status: 1, message: "the directory /nonexistent/keys does not exist"),
+            .init(
+                program: "skybroker", arguments: ["--secret-key", "/nonexistent/broker.key"], status: 1,
+                message: "cannot read the key file /nonexistent/broker.key: No such file or directory"),
+            .init(
+                program: "skyworker", arguments: ["--drain-grace", "1e300"],
+                message: "--drain-grace must be a number of seconds in 0...86400"),
+            .init(
+                program: "skyworker", arguments: ["--heartbeat-interval", "nan"],
+                message: "--heartbeat-interval must be a number of seconds"),
+            .init(
+                program: "skyworker", arguments: ["--capacity", "0"],
+                message: "--capacity must be a whole number in 1...65536, not 0"),
+            .init(
+                program: "skyworker", arguments: ["--liveness", "0"],
+                message: "--liveness must be a whole number in 1...1000"),
+            .init(
+                program: "skyworker", arguments: ["--flaky-every", "0"], message: "--flaky-every must be a whole number"
+            ),
+            .init(
+                program: "skyworker", arguments: ["--broker", "foo"], message: "--broker foo is not a ZeroMQ endpoint"),
+            .init(
+                program: "skyworker", arguments: ["--broker", "tcp://*:5556"],
+                message: "* as host only works when binding"),
+            .init(
+                program: "skyworker",
+                arguments: ["--broker-key", "/nonexistent/b.pub", "--secret-key", "/nonexistent/w.key"], status: 1,
+                message: "cannot read the key file /nonexistent/b.pub: No such file or directory"),
+            .init(
+                program: "skyscan", arguments: ["--timeout", "1e300"],
+                message: "--timeout must be a number of seconds in 0.001...86400"),
+            .init(
+                program: "skyscan", arguments: ["--first", "9223372036854775807"],
+                message: "--first must be a whole number in 0..."),
             .init(program: "skyscan", arguments: ["--sectors=-1"], message: "--sectors must be a whole number in 0..."),
-            .init(program: "skyscan", arguments: ["--sectors", "9223372036854775807"], message: "--sectors must be a whole number in 0..."),
-            .init(program: "skyscan", arguments: ["--concurrency", "0"], message: "--concurrency must be a whole number in 1...100000"),
-            .init(program: "skyscan", arguments: ["--attempts", "0"], message: "--attempts must be a whole number in 1...100"),
+            .init(
+                program: "skyscan", arguments: ["--sectors", "9223372036854775807"],
+                message: "--sectors must be a whole number in 0..."),
+            .init(
+                program: "skyscan", arguments: ["--concurrency", "0"],
+                message: "--concurrency must be a whole number in 1...100000"),
+            .init(
+                program: "skyscan", arguments: ["--attempts", "0"],
+                message: "--attempts must be a whole number in 1...100"),
             .init(program: "skyscan", arguments: ["--size", "1"], message: "--size must be a whole number in"),
-            .init(program: "skyscan", arguments: ["--broker", "foo"], message: "--broker foo is not a ZeroMQ endpoint"),
-            .init(program: "skywatch", arguments: ["--broker", "foo"], message: "--broker foo is not a ZeroMQ endpoint"),
-            .init(program: "skywatch", arguments: ["--events", "tcp://host"], message: "--events tcp://host is not a ZeroMQ endpoint (no port)"),
-            .init(program: "skywatch", arguments: ["--timeout", "inf"], message: "--timeout must be a number of seconds in 0.001...86400, not inf"),
-            .init(program: "skywatch", arguments: ["--wait-workers=-1"], message: "--wait-workers must be a whole number in 0...1000000"),
-            .init(program: "skybench", arguments: ["--measure", "1e300"], message: "--measure must be a number of seconds in 0.001...3600"),
-            .init(program: "skybench", arguments: ["--rounds", "0"], message: "--rounds must be a whole number in 1...1000"),
-            .init(program: "skybench", arguments: ["--in-flight", "0"], message: "--in-flight takes comma-separated whole numbers"),
+            .init(
+                program: "skyscan", arguments: ["--broker", "foo"], message: "--broker foo is not a ZeroMQ endpoint"),
+            .init(
+                program: "skywatch", arguments: ["--broker", "foo"], message: "--broker foo is not a ZeroMQ endpoint"),
+            .init(
+                program: "skywatch", arguments: ["--events", "tcp://host"],
+                message: "--events tcp://host is not a ZeroMQ endpoint (no port)"),
+            .init(
+                program: "skywatch", arguments: ["--timeout", "inf"],
+                message: "--timeout must be a number of seconds in 0.001...86400, not inf"),
+            .init(
+                program: "skywatch", arguments: ["--wait-workers=-1"],
+                message: "--wait-workers must be a whole number in 0...1000000"),
+            .init(
+                program: "skybench", arguments: ["--measure", "1e300"],
+                message: "--measure must be a number of seconds in 0.001...3600"),
+            .init(
+                program: "skybench", arguments: ["--rounds", "0"],
+                message: "--rounds must be a whole number in 1...1000"),
+            .init(
+                program: "skybench", arguments: ["--in-flight", "0"],
+                message: "--in-flight takes comma-separated whole numbers"),
         ]
 
         @Test(arguments: cases) func aBadValueIsOneLineAndTheRightExitCode(_ bad: Case) async throws {

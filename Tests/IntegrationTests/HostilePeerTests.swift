@@ -29,8 +29,7 @@ extension IntegrationSuite {
             }
         }
 
-        static func request(_ id: RequestID, _ service: String, body: [UInt8] = [1], timeout: UInt32 = 0) -> [[UInt8]]
-        {
+        static func request(_ id: RequestID, _ service: String, body: [UInt8] = [1], timeout: UInt32 = 0) -> [[UInt8]] {
             ClientToBroker.request(
                 TaskRequest(
                     requestID: id, service: service, header: RequestHeader(attempt: 1, timeoutMilliseconds: timeout),
@@ -80,7 +79,11 @@ extension IntegrationSuite {
             try await Self.waitForWorkers(2, cluster)
             let a = try await RawPeer(connectingTo: cluster.clients, identity: Array("client-A".utf8))
             let b = try await RawPeer(connectingTo: cluster.clients, identity: Array("client-B".utf8))
-            defer { Task { await a.close(); await b.close() } }
+            defer {
+                Task {
+                    await a.close(); await b.close()
+                }
+            }
 
             let shared = RequestID(high: 7, low: 7)
             a.send(Self.request(shared, "sky.echo", body: [0xA]))
@@ -123,8 +126,7 @@ extension IntegrationSuite {
             let watcher = try await Self.watcher(cluster)
             let longest = Locked(0.0)
             let stats = Task {
-                guard let changes = try? await watcher.events() else { return }
-                for try await change in changes {
+                for try await change in watcher.events() {
                     if case .event(let event) = change, let milliseconds = event.stats?.longestIterationMilliseconds {
                         longest.withLock { $0 = max($0, milliseconds) }
                     }
@@ -139,7 +141,9 @@ extension IntegrationSuite {
             let sending = ContinuousClock.now
             for start in stride(from: 0, to: count, by: 10_000) {
                 flood.send(
-                    (start..<start + 10_000).map { Self.request(RequestID(high: 1, low: UInt64($0)), "storm", timeout: 8000) })
+                    (start..<start + 10_000).map {
+                        Self.request(RequestID(high: 1, low: UInt64($0)), "storm", timeout: 8000)
+                    })
             }
             try await eventually("every request queued", timeout: .seconds(8)) {
                 (try? await Self.snapshot(cluster).totalQueued) == count
@@ -152,7 +156,9 @@ extension IntegrationSuite {
             try await Task.sleep(for: .milliseconds(1100))
             let snapshot = try await Self.snapshot(cluster)
             let worst = longest.withLock { $0 }
-            print("deadline storm: \(count) expiries answered; longest broker loop iteration \(worst) ms; workers expired \(snapshot.counters.workersExpired)")
+            print(
+                "deadline storm: \(count) expiries answered; longest broker loop iteration \(worst) ms; workers expired \(snapshot.counters.workersExpired)"
+            )
             #expect(snapshot.counters.workersExpired == 0)
             #expect(snapshot.workers.count == 1)
             #expect(snapshot.counters.deadlinesExceeded == UInt64(count))
@@ -172,7 +178,8 @@ extension IntegrationSuite {
             let hellos = Task {
                 var count = 0
                 for await batch in loop.inbound {
-                    for case .message(_, let message) in batch where message.frames.first == Array("broker.hello".utf8) {
+                    for case .message(_, let message) in batch where message.frames.first == Array("broker.hello".utf8)
+                    {
                         count += 1
                     }
                 }
@@ -189,7 +196,7 @@ extension IntegrationSuite {
             // stream start with a snapshot.
             let sky = try await Self.watcher(cluster)
             let greeted = Task {
-                for try await change in try await sky.events() {
+                for try await change in sky.events() {
                     if case .snapshot = change { return true }
                 }
                 return false
@@ -263,7 +270,9 @@ extension IntegrationSuite {
                 return Double(resident) <= Double(before) * 1.2
             }
             let after = try await Self.snapshot(cluster).memory?.resident ?? 0
-            print("queue bytes: resident \(before >> 20) MiB before, \(peak >> 20) MiB with 64 MiB queued, \(after >> 20) MiB after")
+            print(
+                "queue bytes: resident \(before >> 20) MiB before, \(peak >> 20) MiB with 64 MiB queued, \(after >> 20) MiB after"
+            )
         }
 
         /// Item 7: a call to a service no worker serves fails with noWorkers(service:) after the

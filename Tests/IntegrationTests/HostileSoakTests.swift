@@ -54,7 +54,11 @@ extension IntegrationSuite {
             // Two clients with the same request ids; B also cancels every id of A's.
             let a = try await RawPeer(connectingTo: cluster.clients, identity: Array("soak-A".utf8))
             let b = try await RawPeer(connectingTo: cluster.clients, identity: Array("soak-B".utf8))
-            defer { Task { await a.close(); await b.close() } }
+            defer {
+                Task {
+                    await a.close(); await b.close()
+                }
+            }
             let ids = (0..<200).map { RequestID(high: 0x5eed, low: UInt64($0)) }
             a.send(ids.map { Hostile.request($0, "sky.echo", body: [0xA], timeout: 30_000) })
             b.send(ids.map { ClientToBroker.cancel($0).encode() })
@@ -64,7 +68,8 @@ extension IntegrationSuite {
             let storm = try await RawPeer(connectingTo: cluster.clients)
             defer { Task { await storm.close() } }
             storm.send(Hostile.request(RequestID(high: 0, low: 0), "storm"))
-            storm.send((1...50_000).map { Hostile.request(RequestID(high: 1, low: UInt64($0)), "storm", timeout: 1500) })
+            storm.send(
+                (1...50_000).map { Hostile.request(RequestID(high: 1, low: UInt64($0)), "storm", timeout: 1500) })
             let orphans = try await RawPeer(connectingTo: cluster.clients)
             orphans.send((1...20_000).map { Hostile.request(RequestID(high: 2, low: UInt64($0)), "storm") })
 
@@ -72,9 +77,13 @@ extension IntegrationSuite {
             let big = try await RawPeer(connectingTo: cluster.clients)
             defer { Task { await big.close() } }
             let body = [UInt8](repeating: 0x42, count: 8 << 20)
-            big.send((1...16).map { Hostile.request(RequestID(high: 3, low: UInt64($0)), "storm", body: body, timeout: 2000) })
+            big.send(
+                (1...16).map {
+                    Hostile.request(RequestID(high: 3, low: UInt64($0)), "storm", body: body, timeout: 2000)
+                })
             let huge = try await RawPeer(connectingTo: cluster.clients)
-            huge.send(Hostile.request(RequestID(high: 3, low: 99), "storm", body: [UInt8](repeating: 1, count: 20 << 20)))
+            huge.send(
+                Hostile.request(RequestID(high: 3, low: 99), "storm", body: [UInt8](repeating: 1, count: 20 << 20)))
             try await Task.sleep(for: .milliseconds(200))
             await orphans.close()
             await huge.close()

@@ -10,7 +10,9 @@ extension IntegrationSuite {
         /// 100,000 requests with 64-byte payloads and deadlines wait for a service nobody serves;
         /// the broker's live heap may grow by at most 300 bytes per request beyond the payload.
         @Test func aHundredThousandQueuedRequestsStaySmall() async throws {
-            let cluster = try await TestCluster.start(extraArguments: ["--queue-limit", "200000", "--client-queue-share", "1"])
+            let cluster = try await TestCluster.start(extraArguments: [
+                "--queue-limit", "200000", "--client-queue-share", "1",
+            ])
             defer { cluster.killAll() }
             let raw = ZMQEventLoop.SocketID(0, name: "raw")
             let loop = try await ZMQEventLoop.start(

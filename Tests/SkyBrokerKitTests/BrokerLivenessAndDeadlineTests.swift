@@ -238,7 +238,8 @@ struct BrokerDeadlineTests {
         #expect(
             stats
                 == BrokerStats(
-                    workers: 1, capacity: 4, queued: 0, inFlight: 1, completed: 3, completedPerSecond: 3, queuedBytes: 0,
+                    workers: 1, capacity: 4, queued: 0, inFlight: 1, completed: 3, completedPerSecond: 3,
+                    queuedBytes: 0,
                     longestIterationMilliseconds: 0))
     }
 

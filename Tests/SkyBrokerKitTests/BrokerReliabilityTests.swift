@@ -51,7 +51,8 @@ struct BrokerReliabilityTests {
         #expect(dispatched(retry).map(\.0) == [worker1])
         let firstTag = broker.tag(id, at: worker1)
         // The late reply of the first delivery carries its own tag and is told apart.
-        let late = broker.worker(worker1, .reply(tag: WireFormat.deliveryTag(1), TaskReply(requestID: id, status: .ok, body: [0])))
+        let late = broker.worker(
+            worker1, .reply(tag: WireFormat.deliveryTag(1), TaskReply(requestID: id, status: .ok, body: [0])))
         #expect(replies(late).isEmpty)
         #expect(firstTag != WireFormat.deliveryTag(1))
         #expect(replies(broker.reply(worker1, client: clientA, id)).count == 1)

@@ -136,7 +136,8 @@ struct BrokerRoutingTests {
                 == .sendToWorker(
                     worker1,
                     .request(
-                        tag: broker.tag(id1, at: worker1), TaskRequest(requestID: id1, service: "sky.scan", body: [1]))))
+                        tag: broker.tag(id1, at: worker1), TaskRequest(requestID: id1, service: "sky.scan", body: [1])))
+        )
         #expect(broker.machine.queuedCount == 0)
         #expect(broker.machine.inFlightCount == 1)
     }
@@ -293,7 +294,8 @@ struct BrokerMembershipTests {
         let actions = broker.ready(worker1, services: ["mmi.workers"])
         #expect(
             effects(actions) == [
-                .sendToWorker(worker1, .refused(reason: "service names starting with mmi. are the broker's own: mmi.workers"))
+                .sendToWorker(
+                    worker1, .refused(reason: "service names starting with mmi. are the broker's own: mmi.workers"))
             ])
         #expect(broker.machine.workerCount == 0)
     }

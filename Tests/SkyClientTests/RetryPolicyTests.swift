@@ -35,7 +35,8 @@ struct RetryPolicyTests {
             #expect(!policy.shouldRetry(error, afterAttempt: 3), "three attempts in all")
         }
         for error: SkyError in [
-            .remote(type: "E", message: "m"), .overloaded("o"), .noWorkers(service: "n"), .cancelled("c"), .unauthorized("u"),
+            .remote(type: "E", message: "m"), .overloaded("o"), .noWorkers(service: "n"), .cancelled("c"),
+            .unauthorized("u"),
             .invalidPayload("p"), .unknownService("s"), .clientClosed,
         ] {
             #expect(!policy.shouldRetry(error, afterAttempt: 1), "\(error.code)")
@@ -52,11 +53,13 @@ struct RetryPolicyTests {
             #expect(error.description.contains(status == .noWorkers ? "serves s," : "because"), "\(status)")
             #expect(error.description.count > "because".count + 20, "\(status): \(error)")
         }
-        let lost = SkyError(failure: .failure(RequestID(high: 1, low: 2), .brokerShuttingDown, type: "b", message: "m"), service: "s")
+        let lost = SkyError(
+            failure: .failure(RequestID(high: 1, low: 2), .brokerShuttingDown, type: "b", message: "m"), service: "s")
         #expect(lost.code == .brokerUnreachable)
         let remote = SkyError(
             failure: .failure(
-                RequestID(high: 1, low: 2), .handlerError, type: "MyApp.RateLimited", message: "slow down"), service: "s")
+                RequestID(high: 1, low: 2), .handlerError, type: "MyApp.RateLimited", message: "slow down"),
+            service: "s")
         #expect(remote == .remote(type: "MyApp.RateLimited", message: "slow down"))
     }
 }

@@ -14,14 +14,17 @@ final class RawPeer: Sendable {
 
     /// Connects a DEALER to `endpoint`, with `identity` as its routing id if given.
     init(connectingTo endpoint: String, identity: [UInt8]? = nil) async throws {
-        let options: [ZMQSocketOption] = [.sendHighWaterMark(0), .receiveHighWaterMark(0)] + (identity.map { [.routingID($0)] } ?? [])
+        let options: [ZMQSocketOption] =
+            [.sendHighWaterMark(0), .receiveHighWaterMark(0)] + (identity.map { [.routingID($0)] } ?? [])
         loop = try await ZMQEventLoop.start(
             name: "raw-peer", sockets: [.init(id: Self.socket, type: .dealer, options: options, connect: [endpoint])])
         let inbound = loop.inbound
         let received = received
         reader = Task {
             for await batch in inbound {
-                let messages = batch.compactMap { if case .message(_, let message) = $0 { message.frames } else { nil } }
+                let messages = batch.compactMap {
+                    if case .message(_, let message) = $0 { message.frames } else { nil }
+                }
                 received.withLock { $0 += messages }
             }
         }
@@ -64,7 +67,8 @@ final class HungWorker: Sendable {
         async throws
     {
         peer = try await RawPeer(connectingTo: broker)
-        peer.send(WorkerToBroker.ready(WorkerAnnouncement(name: "hung", capacity: capacity, services: services)).encode())
+        peer.send(
+            WorkerToBroker.ready(WorkerAnnouncement(name: "hung", capacity: capacity, services: services)).encode())
         let peer = peer
         heartbeats = Task {
             while !Task.isCancelled {
@@ -82,7 +86,9 @@ final class HungWorker: Sendable {
     /// Answers every REQUEST it holds now, echoing the body (late, as a hung handler finally would).
     func answerAll() {
         for (tag, request) in requests {
-            peer.send(WorkerToBroker.reply(tag: tag, TaskReply(requestID: request.requestID, status: .ok, body: request.body)).encode())
+            peer.send(
+                WorkerToBroker.reply(tag: tag, TaskReply(requestID: request.requestID, status: .ok, body: request.body))
+                    .encode())
         }
     }
 

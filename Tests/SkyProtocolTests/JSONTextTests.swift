@@ -1,0 +1,49 @@
+import Foundation
+import Testing
+
+@testable import SkyProtocol
+
+/// The broker's direct JSON and time writers give what Foundation's encoder and formatter give.
+@Suite("JSON and time written without encoders")
+struct JSONTextTests {
+    @Test(arguments: [
+        TaskInfo(requestID: "00ff", service: "sky.scan", deliveries: 2, worker: "0a0b", status: "deadlineExceeded"),
+        TaskInfo(requestID: "1234", service: "a/b \"q\" \\ é", deliveries: 0),
+        TaskInfo(requestID: "", service: "x", deliveries: 7, worker: "w"),
+    ])
+    func taskEventsAreTheCanonicalText(_ task: TaskInfo) {
+        for kind in [EventKind.taskFailed, .taskRedispatched, .taskDispatched, .taskCompleted] {
+            let event = SkyEvent(seq: 99, event: kind, time: "2026-11-23T01:02:03.004Z", task: task)
+            #expect(String(decoding: event.jsonBytes(), as: UTF8.self) == event.jsonLine())
+        }
+    }
+
+    @Test func otherEventsGoThroughTheEncoder() {
+        let event = SkyEvent(seq: 1, event: .brokerHello, time: "t", workers: [], queued: 3, broker: "b")
+        #expect(String(decoding: event.jsonBytes(), as: UTF8.self) == event.jsonLine())
+    }
+
+    @Test func errorBodiesDecodeBackWithEveryCharacter() throws {
+        let message = "quote \" backslash \\ newline \n tab \t bell \u{7} nul \u{0} slash / é 𝄞"
+        let body = RemoteErrorBody(type: "My.Error", message: message).encoded()
+        #expect(
+            try JSONDecoder().decode(RemoteErrorBody.self, from: Data(body))
+                == .init(type: "My.Error", message: message))
+    }
+
+    @Test func timestampsMatchFoundationsFormatter() {
+        let formatter = ISO8601DateFormatter()
+        formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+        formatter.timeZone = TimeZone(identifier: "UTC")
+        var random = SplitMix64(seed: 0x71)
+        // 1970 to 2200, leap days and year ends among them, at whole milliseconds.
+        var samples: [Int64] = [0, 951_782_400_000, 951_868_799_999, 1_735_689_599_999, 4_107_542_400_000]
+        for _ in 0..<2000 { samples.append(Int64(random.next() % 7_258_118_400_000)) }
+        for milliseconds in samples {
+            let date = Date(timeIntervalSince1970: Double(milliseconds) / 1000)
+            #expect(
+                JSONText.timestamp(millisecondsSince1970: milliseconds) == formatter.string(from: date),
+                "\(milliseconds)")
+        }
+    }
+}
