@@ -167,7 +167,7 @@ let package = Package(
         ),
         .testTarget(
             name: "SkyZMQTests",
-            dependencies: ["SkyZMQ"],
+            dependencies: ["SkyZMQ", "SkyTestSupport"],
             swiftSettings: strictSettings
         ),
         .testTarget(

@@ -74,7 +74,7 @@ final class ZMQEventLoopRunner {
             if let tick = loop.tick, let due = nextTick, soon || clock.now >= due {
                 // A consumer that is behind gets the next tick after it caught up.
                 if !paused { batch.append(.tick) }
-                if !soon { nextTick = clock.now + tick }
+                if clock.now >= due { nextTick = clock.now + tick }
             }
             if !paused { yieldBatch() }
         }

@@ -1,4 +1,5 @@
 import Foundation
+import SkyTestSupport
 import Testing
 
 @testable import SkyZMQ
@@ -121,6 +122,40 @@ struct ZMQEventLoopTests {
         #expect(server.pendingMessageCount == 0)
         await client.shutdown()
         await server.shutdown()
+    }
+
+    /// A handler with more timed work than it does at once asks for the next tick at once
+    /// (`tickSoon`): it comes after the next poll, not after the tick interval; and the loop
+    /// reports its longest iteration, the handler's work included.
+    @Test(.timeLimit(.minutes(1)))
+    func tickSoonBringsTheNextTickAtOnceAndTheLongestIterationIsMeasured() async throws {
+        let ticks = Locked((count: 0, done: false))
+        let loopBox = Locked<ZMQEventLoop?>(nil)
+        let loop = try await ZMQEventLoop.start(
+            name: "test-tick-soon", sockets: [], tick: .seconds(3600),
+            handler: { batch, _ in
+                guard batch.contains(where: { if case .tick = $0 { true } else { false } }) else { return }
+                let count = ticks.withLock { state -> Int in
+                    state.count += 1
+                    return state.count
+                }
+                if count == 1 { usleep(30_000) }  // one long slice of work
+                if count < 50 { loopBox.withLock { $0 }?.tickSoon() } else { ticks.withLock { $0.done = true } }
+            })
+        loopBox.withLock { $0 = loop }
+        // The first tick is an hour away: ask for one, and wake the thread (a send to a socket it
+        // does not have, which fails harmlessly), since tickSoon itself wakes nothing.
+        loop.tickSoon()
+        loop.send([[1]], on: ZMQEventLoop.SocketID(99, name: "none"))
+        let started = ContinuousClock.now
+        try await eventually("50 ticks without waiting for the interval", timeout: .seconds(10)) {
+            ticks.withLock { $0.done }
+        }
+        #expect(ContinuousClock.now - started < .seconds(5))
+        let longest = loop.takeLongestIteration()
+        #expect(longest >= .milliseconds(30), "\(longest)")
+        #expect(loop.takeLongestIteration() < .milliseconds(30), "taking it resets it")
+        await loop.shutdown()
     }
 
     @Test func aSlowConsumerMakesTheThreadStopReadingAndNothingIsLost() async throws {
