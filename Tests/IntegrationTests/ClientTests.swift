@@ -149,18 +149,18 @@ extension IntegrationSuite {
             #expect(snapshot.workers.isEmpty)
             _ = try await cluster.startWorker(name: "newcomer", capacity: 2)
             var lastSeq = snapshot.seq
-            while let element = try await events.next() {
+            var connected: SkyEvent?
+            while connected == nil, let element = try await events.next() {
                 guard case .event(let event) = element else {
                     Issue.record("a second snapshot without a broker restart")
                     break
                 }
                 #expect(event.seq > lastSeq)
                 lastSeq = event.seq
-                if event.event == .workerConnected {
-                    #expect(event.worker?.name == "newcomer")
-                    break
-                }
+                if event.event == .workerConnected { connected = event }
             }
+            // A stream that ends before the event came is a failure, not a pass.
+            #expect(connected?.worker?.name == "newcomer", "the stream ended without worker.connected")
             await sky.close()
             await cluster.stop()
         }

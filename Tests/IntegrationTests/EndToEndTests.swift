@@ -117,9 +117,18 @@ extension IntegrationSuite {
 
         @Test(arguments: ["", "bad\nname", String(repeating: "s", count: 256)])
         func anInvalidServiceNameIsRefusedLocallyInsteadOfWaitingForever(service: String) async throws {
-            // No broker at all: the call must fail before anything is sent.
+            // No broker at all: the call must fail before anything is sent, with the local check's
+            // error (a call that went out would end in brokerUnreachable after seconds).
             let sky = try await SkyClient(broker: "tcp://127.0.0.1:1")
-            await #expect(throws: SkyError.self) { _ = try await sky.request(service: service, body: []) }
+            let started = ContinuousClock.now
+            let error = await #expect(throws: SkyError.self) { _ = try await sky.request(service: service, body: []) }
+            guard case .invalidTask(let message)? = error else {
+                Issue.record("expected invalidTask, got \(String(describing: error))")
+                return
+            }
+            #expect(message.contains("is not 1...255 bytes of UTF-8 without control characters"))
+            #expect(ContinuousClock.now - started < .seconds(1))
+            #expect(await sky.statistics.counters.attemptsSent == 0)
             await sky.close()
         }
 

@@ -57,6 +57,10 @@ extension IntegrationSuite {
                 #expect(try outcome.get() == [1, 2, 3])
             } else {
                 #expect(throws: SkyError.self) { try outcome.get() }
+                guard case .failure(let error) = outcome, case .timeout? = error as? SkyError else {
+                    Issue.record("expected a timeout, got \(outcome)")
+                    return
+                }
                 let expected = (1...retries).reduce(Duration.milliseconds(500 * (retries + 1))) {
                     $0 + Self.measured.retry.nominalBackoff(afterAttempt: $1)
                 }
@@ -71,10 +75,11 @@ extension IntegrationSuite {
             let broker = try await FakeBroker.start()
             let sky = try await SkyClient(broker: broker.endpoint)
             let started = ContinuousClock.now
-            await #expect(throws: SkyError.self) {
+            let error = await #expect(throws: SkyError.self) {
                 _ = try await sky.request(
                     service: "svc", body: [], options: ScanOptions(timeout: .milliseconds(800), retry: .never))
             }
+            #expect(error?.code == .timeout, "\(String(describing: error))")
             let elapsed = ContinuousClock.now - started
             #expect(
                 elapsed >= .milliseconds(800) && Self.within20Percent(elapsed, of: .milliseconds(800)), "\(elapsed)")
@@ -100,7 +105,8 @@ extension IntegrationSuite {
             try await eventually("the timer re-armed for the last millisecond") { clock.sleeperCount == 1 }
             #expect(await sky.statistics.callsInFlight == 1)
             clock.advance(by: .milliseconds(1))
-            await #expect(throws: SkyError.self) { try await call.value }
+            let error = await #expect(throws: SkyError.self) { try await call.value }
+            #expect(error?.code == .timeout, "\(String(describing: error))")
             #expect(await sky.statistics.attemptTimeouts == 1)
             await sky.close()
             await broker.stop()
@@ -158,6 +164,8 @@ extension IntegrationSuite {
             }
             for (index, call) in calls.enumerated() { #expect(try await call.value == [UInt8(index)]) }
             #expect(peers.count == 1)
+            // The routing id is the same on every connection; the accepted connections tell.
+            #expect(broker.acceptedConnections == 1)
             await sky.close()
             await broker.stop()
         }
@@ -213,11 +221,12 @@ extension IntegrationSuite {
             #expect(await sky.statistics.localRuns == 20)
             #expect(elapsed < .seconds(1), "only the first call waits for a connection: \(elapsed)")
             // A service the local system does not have still reports the broker as unreachable.
-            await #expect(throws: SkyError.self) {
+            let error = await #expect(throws: SkyError.self) {
                 _ = try await sky.request(
                     service: "elsewhere", body: [],
                     options: ScanOptions(timeout: .seconds(5), retry: .never))
             }
+            #expect(error?.code == .brokerUnreachable, "\(String(describing: error))")
             await sky.close()
         }
     }

@@ -127,7 +127,14 @@ extension IntegrationSuite {
                     #expect(elapsed < .seconds(2), "\(name): took \(elapsed)")
                 }
                 // Later calls fail at once, without another attempt.
-                await #expect(throws: SkyError.self) { _ = try await client.scan(ScanTask(sector: 2, size: 64)) }
+                let attempts = await client.statistics.counters.attemptsSent
+                let again = ContinuousClock.now
+                let later = await #expect(throws: SkyError.self) {
+                    _ = try await client.scan(ScanTask(sector: 2, size: 64))
+                }
+                #expect(later?.code == .unauthorized, "\(name): \(String(describing: later))")
+                #expect(ContinuousClock.now - again < .milliseconds(100), "\(name): not at once")
+                #expect(await client.statistics.counters.attemptsSent == attempts, "\(name): another attempt went out")
             }
             // A client key on the worker port: refused at the handshake, never registered.
             let before = try await good.clusterSnapshot().counters.handshakesDenied

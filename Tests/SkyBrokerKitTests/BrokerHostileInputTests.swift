@@ -48,4 +48,33 @@ struct BrokerHostileInputTests {
         #expect(broker.machine.queuedCount == 1, "its task waits for another worker")
         #expect(!effects(actions).contains { if case .sendToWorker(_, .request) = $0 { true } else { false } })
     }
+
+    /// Cancelled requests in the middle of a queue (the head stays live, so nothing is trimmed
+    /// from the front) are compacted away once they outnumber the live ones, and the survivors
+    /// keep their order.
+    @Test func cancelledRequestsInTheMiddleOfAQueueAreCompactedAway() {
+        var broker = BrokerHarness()
+        _ = broker.ready(worker, capacity: 1, services: ["busy"])
+        _ = broker.request(client, RequestID(high: 9, low: 9), service: "busy")  // holds the worker
+        let ids = (0..<2000).map { RequestID(high: 1, low: UInt64($0)) }
+        for id in ids { _ = broker.request(client, id, service: "busy", body: [UInt8](repeating: 1, count: 100)) }
+        let survivors = ids.enumerated().filter { $0.offset.isMultiple(of: 4) }.map(\.element)
+        for (index, id) in ids.enumerated() where !index.isMultiple(of: 4) { _ = broker.cancel(client, id) }
+        #expect(broker.machine.queuedCount == 500)
+        #expect(broker.machine.queuedBytes == 500 * 100, "cancelled bodies are let go at once")
+        #expect(broker.machine.bookkeepingEntries.queued == 2000, "dead entries stay until compaction")
+        _ = broker.advance(.milliseconds(10))
+        #expect(broker.machine.bookkeepingEntries.queued == 500, "compacted: only live entries remain")
+        #expect(broker.machine.deadQueued == 0)
+        // The survivors go to the worker in their order, one per freed credit.
+        var order: [RequestID] = []
+        var running = RequestID(high: 9, low: 9)
+        for _ in 0..<500 {
+            let next = dispatched(broker.reply(worker, client: client, running))
+            guard let (_, id) = next.first else { break }
+            order.append(id)
+            running = id
+        }
+        #expect(order == survivors)
+    }
 }

@@ -39,9 +39,21 @@ struct SectorScannerTests {
         #expect(report.brightPixels >= report.blobs.reduce(0) { $0 + $1.area })
     }
 
+    /// Every Int is a sector: the extremes give well-formed reports, the same on every run, and
+    /// different from their neighbours.
     @Test func negativeAndHugeSectorNumbersWork() throws {
-        _ = try SectorScanner.scan(ScanTask(sector: -1, size: 32))
-        _ = try SectorScanner.scan(ScanTask(sector: .max, size: 32))
+        for sector in [-1, Int.min, Int.max] {
+            let report = try SectorScanner.scan(ScanTask(sector: sector, size: 64))
+            #expect(report.sector == sector)
+            #expect(report.size == 64)
+            #expect(report == (try SectorScanner.scan(ScanTask(sector: sector, size: 64))))
+            #expect(report.blobs.allSatisfy { (0..<64).contains($0.x) && (0..<64).contains($0.y) })
+        }
+        let neighbours = try [-1, 0, Int.max - 1, Int.max].map {
+            try SectorScanner.scan(ScanTask(sector: $0, size: 64))
+        }
+        #expect(neighbours[0].blobs != neighbours[1].blobs)
+        #expect(neighbours[2].blobs != neighbours[3].blobs)
     }
 
     @Test func sizesOutsideTheRangeAreRejected() {

@@ -17,14 +17,23 @@ final class FakeBroker: Sendable {
     private let loop: ZMQEventLoop
     private let pump: Task<Void, Never>
     private let mailbox = Locked<(arrived: [Received], waiter: CheckedContinuation<Received, Never>?)>(([], nil))
+    private let accepted = Locked(0)
+
+    /// Connections the ROUTER accepted so far (a routing id cannot tell them apart: a client
+    /// keeps its id on every connection).
+    var acceptedConnections: Int { accepted.withLock { $0 } }
 
     private init(loop: ZMQEventLoop, endpoint: String) {
         self.loop = loop
         self.endpoint = endpoint
         let inbound = loop.inbound
         let mailbox = mailbox
+        let accepted = accepted
         pump = Task {
             for await batch in inbound {
+                for case .monitor(_, let event) in batch where event.kind == .accepted {
+                    accepted.withLock { $0 += 1 }
+                }
                 for case .message(_, let message) in batch {
                     let frames = message.frames
                     guard frames.count > 1, let command = try? ClientToBroker.decode(Array(frames.dropFirst())) else {
@@ -69,7 +78,11 @@ final class FakeBroker: Sendable {
     static func start(on endpoint: String = "tcp://127.0.0.1:*") async throws -> FakeBroker {
         let loop = try await ZMQEventLoop.start(
             name: "fake-broker",
-            sockets: [.init(id: socket, type: .router, options: [.routerMandatory(true)], bind: [endpoint])])
+            sockets: [
+                .init(
+                    id: socket, type: .router, options: [.routerMandatory(true)], bind: [endpoint],
+                    monitor: [.accepted])
+            ])
         return FakeBroker(loop: loop, endpoint: loop.boundEndpoints(of: socket)[0])
     }
 
