@@ -96,7 +96,7 @@ let package = Package(
         .executableTarget(
             name: "skybroker",
             dependencies: [
-                "SkyBrokerKit", "SkyCLISupport", "SkyZMQ",
+                "SkyBrokerKit", "SkyCLISupport", "SkyProtocol", "SkyZMQ",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -193,7 +193,7 @@ let package = Package(
         .testTarget(
             name: "IntegrationTests",
             dependencies: [
-                "Sky", "SkyWorkloads", "SkyWorkerKit", "SkyZMQ", "SkyProtocol", "SkyTestSupport",
+                "Sky", "SkyWorkloads", "SkyWorkerKit", "SkyBrokerKit", "SkyZMQ", "SkyProtocol", "SkyTestSupport",
                 "skybroker", "skyworker", "skyscan", "skywatch", "ExampleWorker", "skybench",
             ],
             swiftSettings: strictSettings

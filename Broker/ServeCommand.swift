@@ -3,6 +3,7 @@ import Logging
 import ServiceLifecycle
 import SkyBrokerKit
 import SkyCLISupport
+import SkyProtocol
 import SkyZMQ
 import UnixSignals
 
@@ -23,6 +24,10 @@ struct ServeCommand: AsyncParsableCommand {
             a file with one key per line, re-read when it changes); see docs/security.md.
             """)
 
+    /// The defaults of the flags below come from the library's configuration types, so the
+    /// command line, the library and docs/operations.md cannot disagree (a test checks all three).
+    private static let defaults = BrokerConfiguration()
+
     @Option(help: "Endpoint for clients (ROUTER).")
     var clients = BrokerConfiguration.defaultClientsEndpoint
 
@@ -33,40 +38,40 @@ struct ServeCommand: AsyncParsableCommand {
     var events = BrokerConfiguration.defaultEventsEndpoint
 
     @Option(help: "Largest frame a peer may send, in bytes; larger ones disconnect the peer.")
-    var maxFrameSize: Int64 = 16 << 20
+    var maxFrameSize: Int64 = Self.defaults.maxFrameSize
 
     @Option(help: "Seconds between heartbeats with workers.")
-    var heartbeatInterval: Double = 1
+    var heartbeatInterval: Double = Self.defaults.routing.heartbeatInterval.inSeconds
 
     @Option(help: "Missed heartbeat intervals before a worker is declared dead.")
-    var liveness = 3
+    var liveness = Self.defaults.routing.liveness
 
     @Option(help: "Deliveries of one request before it fails with workerLost.")
-    var maxDeliveries = 3
+    var maxDeliveries = Self.defaults.routing.maxDeliveries
 
     @Option(help: "Requests that may wait for a worker; more are refused as overloaded.")
-    var queueLimit = 100_000
+    var queueLimit = Self.defaults.routing.queueLimit
 
     @Option(help: "Bytes of request bodies that may wait for a worker; more are refused as overloaded.")
-    var queueBytes = 256 << 20
+    var queueBytes = Self.defaults.routing.queueBytesLimit
 
     @Option(help: "Share (0.01-1) of the queue limits one client may hold; beyond it only its requests are refused.")
-    var clientQueueShare = 0.5
+    var clientQueueShare = Self.defaults.routing.clientQueueShare
 
     @Option(help: "Seconds a request may wait for a worker at most, whatever its timeout (also with none).")
-    var maxWait: Double = 3600
+    var maxWait: Double = Self.defaults.routing.maxWait.inSeconds
 
     @Option(help: "Seconds a request may wait while no connected worker serves its service, before noWorkers.")
-    var noWorkersGrace: Double = 2
+    var noWorkersGrace: Double = Self.defaults.routing.noWorkersGrace.inSeconds
 
     @Option(help: "Seconds a task may run past its deadline before it is taken from its worker.")
-    var leaseGrace: Double = 5
+    var leaseGrace: Double = Self.defaults.routing.leaseGrace.inSeconds
 
     @Flag(help: "Publish task.dispatched and task.completed for every task (costs throughput).")
     var taskEvents = false
 
     @Option(help: "Most frames a message may have; more are dropped and counted.")
-    var maxFrames = 16
+    var maxFrames = Self.defaults.maxFramesPerMessage
 
     @Option(help: "The broker's secret key file (skybroker keygen); turns CURVE on for every socket.")
     var secretKey: String?

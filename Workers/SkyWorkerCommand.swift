@@ -21,8 +21,11 @@ struct SkyWorkerCommand: AsyncParsableCommand {
             exits at once.
             """)
 
+    /// Flag defaults come from the library's configuration types (one fact, one place).
+    private static let defaults = SkyWorker.Configuration()
+
     @Option(help: "The broker's workers endpoint.")
-    var broker = "tcp://127.0.0.1:5556"
+    var broker = Self.defaults.broker
 
     @Option(help: "Worker name shown in events (default: host-pid).")
     var name: String?
@@ -34,13 +37,13 @@ struct SkyWorkerCommand: AsyncParsableCommand {
     var workloads = BuiltInWorkloads.all.joined(separator: ",")
 
     @Option(help: "Seconds between heartbeats with the broker (match the broker's).")
-    var heartbeatInterval: Double = 1
+    var heartbeatInterval: Double = Self.defaults.liveness.heartbeatInterval.inSeconds
 
     @Option(help: "Missed heartbeat intervals before the broker is presumed lost and the worker reconnects.")
-    var liveness = 3
+    var liveness = Self.defaults.liveness.liveness
 
     @Option(help: "Seconds a graceful stop waits for running tasks before handing them back.")
-    var drainGrace: Double = 30
+    var drainGrace: Double = Self.defaults.drainGrace.inSeconds
 
     @Option(help: "sky.flaky fails every this many calls.")
     var flakyEvery = 3

@@ -70,6 +70,12 @@ extension SkyClient {
                 if let event = try? SkyEvent.decode(message.frames) { sink.yield(event) }
             case .monitor(let from, let event) where from == socket:
                 actions += connectionEvent(event)
+            case .monitor(let from, let event) where event.kind == .handshakeFailedAuth:
+                // An events subscription whose key the broker does not admit as a watcher's.
+                guard let sink = eventSinks.removeValue(forKey: from) else { continue }
+                eventRefusals[from] =
+                    "\(event.endpoint) refused this client's key for events (ZAP status \(event.value)): it is not on the broker's watcher allow-list (skybroker --watcher-keys)"
+                sink.finish()
             case .monitor, .sendFailed, .tick:
                 continue
             }

@@ -16,7 +16,8 @@ extension SkyClient {
     /// connected or disconnected, stats, task events when the broker publishes them), none
     /// missed and none twice. When events were lost on the way (a gap in their numbers) or the
     /// broker restarted, a new snapshot comes before the events that follow. Ends when the
-    /// client closes or the consumer stops iterating; throws when a snapshot cannot be had.
+    /// client closes or the consumer stops iterating; throws when a snapshot cannot be had, and
+    /// ``SkyError/unauthorized(_:)`` when a CURVE broker refuses this key as a watcher's.
     ///
     /// Uses the events endpoint of ``Configuration/events``.
     public nonisolated func events() -> AsyncThrowingStream<ClusterEvent, any Error> {
@@ -60,7 +61,7 @@ extension SkyClient {
         try await loop.open(
             .init(
                 id: id, type: .sub, options: [.subscribe([])] + (configuration.credentials?.socketOptions ?? []),
-                connect: [endpoint]))
+                connect: [endpoint], monitor: configuration.credentials == nil ? nil : [.handshakeFailed]))
         var lastSeq: UInt64 = 0
         var instance: String?
         var needSnapshot = true
@@ -83,6 +84,7 @@ extension SkyClient {
                 lastSeq = event.seq
             }
         }
+        if let refusal = eventRefusals.removeValue(forKey: id) { throw SkyError.unauthorized(refusal) }
         try Task.checkCancellation()
     }
 }

@@ -44,6 +44,8 @@ public actor SkyClient {
     var waiters: [RequestTable.WaiterID: CheckedContinuation<Completion, any Error>] = [:]
     var connectionWaiters: [RequestTable.WaiterID: CheckedContinuation<Void, any Error>] = [:]
     var eventSinks: [ZMQEventLoop.SocketID: AsyncStream<SkyEvent>.Continuation] = [:]
+    /// Why the broker refused an events subscription (its CURVE key is not a watcher's).
+    var eventRefusals: [ZMQEventLoop.SocketID: String] = [:]
     var serviceCache: [String: (served: Bool, checkedAt: Duration)] = [:]
     /// Set once the broker refused this client's credentials; every call fails with it.
     var refusal: SkyError?

@@ -169,6 +169,7 @@ public final class Broker: Service, Sendable {
         let loop = Locked<ZMQEventLoop?>(nil)
         let logger: Logger
         let clock = ContinuousClock()
+        let memoryReleaser = MemoryReleaser()
 
         func snapshot() -> ClusterSnapshot {
             let now = clock.now
@@ -296,7 +297,7 @@ public final class Broker: Service, Sendable {
                     event.time = SkyEvent.timestamp()
                     outbound.append(.init(socket: Broker.eventsSocket, frames: event.encodeFrames()))
                 case .releaseMemory:
-                    sky_release_free_memory()
+                    memoryReleaser.release()
                 case .log(.debug, let line): logger.debug("\(line)")
                 case .log(.info, let line): logger.info("\(line)")
                 case .log(.warning, let line): logger.warning("\(line)")

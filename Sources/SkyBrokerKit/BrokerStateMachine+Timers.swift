@@ -15,16 +15,18 @@ extension BrokerStateMachine {
             for peer in workers.keys { actions.append(.sendToWorker(peer, .heartbeat)) }
             nextHeartbeat = now + configuration.heartbeatInterval
         }
+        // Asked for by a previous tick, so that dropping the old tables and returning their
+        // memory to the system are two iterations of the loop, not one twice as long.
+        if releaseMemorySoon {
+            releaseMemorySoon = false
+            actions.append(.releaseMemory)
+        }
         var budget = configuration.expiryBatch
         expireDeadlines(now: now, budget: &budget, into: &actions)
         expireUnserved(now: now, budget: &budget, into: &actions)
         expireLeases(now: now, budget: &budget, into: &actions)
         hasExpiryBacklog = budget == 0
         compactIfMostlyDead()
-        if releaseMemorySoon {
-            releaseMemorySoon = false
-            actions.append(.releaseMemory)
-        }
         if helloPending, now >= nextHelloAllowed ?? now { sayHello(now: now, into: &actions) }
         if let due = nextStats {
             if now >= due {
@@ -106,7 +108,7 @@ extension BrokerStateMachine {
             let key = held.task.key
             actions.append(.sendToWorker(first.peer, .cancel(tag: Self.tagFrame(first.tag), key.requestID)))
             if held.answered {
-                workers[first.peer]?.cancelledKeys.remove(key)
+                releaseCancelledDelivery(key, at: first.peer)
             } else {
                 running[key] = nil
                 counters.deadlinesExceeded += 1

@@ -145,7 +145,10 @@ extension BrokerStateMachine {
         var requeued = 0
         // Newest first, so that prepending leaves the oldest at the front.
         for held in record.inFlight.values.sorted(by: { $0.task.arrival > $1.task.arrival }) {
-            if held.answered { continue }
+            if held.answered {
+                finishRequest(held.task.client)
+                continue
+            }
             running[held.task.key] = nil
             if held.task.deliveries >= configuration.maxDeliveries {
                 counters.failedWorkerLost += 1
@@ -204,7 +207,7 @@ extension BrokerStateMachine {
             // The client cancelled this delivery (and may have retried elsewhere): the reply
             // only returns the credit.
             counters.repliesAfterCancel += 1
-            workers[peer]?.cancelledKeys.remove(key)
+            releaseCancelledDelivery(key, at: peer)
         } else {
             running[key] = nil
             var answer = answer

@@ -67,7 +67,7 @@ public struct BrokerStateMachine: Sendable {
         public var leaseGrace: Duration = .seconds(5)
         /// Most expired requests answered per tick; with more due, the machine asks for the next
         /// tick at once (``hasExpiryBacklog``), after the shell has served its sockets again.
-        public var expiryBatch: Int = 500
+        public var expiryBatch: Int = 100
         /// How often `broker.stats` is published.
         public var statsInterval: Duration = .seconds(1)
         /// Least time between two `broker.hello` events: subscriptions that come faster share one.
@@ -108,7 +108,9 @@ public struct BrokerStateMachine: Sendable {
         /// Its requests waiting for a worker, and their body bytes.
         var waiting = 0
         var waitingBytes = 0
-        /// Its requests not yet answered (waiting or at a worker).
+        /// Its requests not yet answered (waiting or at a worker), and its cancelled deliveries
+        /// a worker still holds: while one is held, the client keeps its number, so that a
+        /// retry of the same id is recognised and sent to another worker (``WorkerRecord/cancelledKeys``).
         var outstanding = 0
     }
 
@@ -461,12 +463,14 @@ public struct BrokerStateMachine: Sendable {
     /// A running delivery is cancelled at its worker, which keeps its credit until it replies;
     /// the request itself is done, so a retry with the same id is a new request.
     private mutating func cancel(_ key: TaskKey, into actions: inout [BrokerAction]) {
+        var stillHeld = false
         if let arrival = waiting[key] {
             dropWaiting(key, service: service(ofArrival: arrival), arrival: arrival)
         } else if let delivery = running.removeValue(forKey: key) {
             workers[delivery.peer]?.inFlight[delivery.tag]?.answered = true
             workers[delivery.peer]?.cancelledKeys.insert(key)
             actions.append(.sendToWorker(delivery.peer, .cancel(tag: Self.tagFrame(delivery.tag), key.requestID)))
+            stillHeld = true
         } else {
             return
         }
@@ -475,7 +479,9 @@ public struct BrokerStateMachine: Sendable {
             to: key.client,
             .failure(key.requestID, .cancelled, type: "cancelled", message: "cancelled by the client", attempt: 0),
             into: &actions)
-        finishRequest(key.client)
+        // A delivery its worker still holds keeps the client's number until it comes back
+        // (``releaseCancelledDelivery(_:at:)``).
+        if !stillHeld { finishRequest(key.client) }
     }
 
     // MARK: Client records
@@ -496,6 +502,13 @@ public struct BrokerStateMachine: Sendable {
         guard let record = clients[number], record.outstanding == 0 else { return }
         clients[number] = nil
         clientNumbers[record.peer] = nil
+    }
+
+    /// A cancelled delivery left its worker (answered late, taken by its lease, or the worker
+    /// left): the worker stops avoiding retries of it, and the client may be forgotten.
+    mutating func releaseCancelledDelivery(_ key: TaskKey, at peer: PeerID) {
+        workers[peer]?.cancelledKeys.remove(key)
+        finishRequest(key.client)
     }
 
     /// A request of the client was answered.

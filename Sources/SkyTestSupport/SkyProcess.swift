@@ -14,6 +14,9 @@ public final class SkyProcess: Sendable {
         var lines: [String] = []
         var partial = ""
         var waiters: [Waiter] = []
+        /// The pipe reached end of file: everything the process wrote is in `lines`/`partial`.
+        var ended = false
+        var endWaiters: [(id: UUID, continuation: CheckedContinuation<Void, Never>)] = []
     }
 
     private struct Waiter {
@@ -47,8 +50,25 @@ public final class SkyProcess: Sendable {
             namespace: namespace)
     }
 
+    /// Runs a Sky executable on a pseudo-terminal of its own (util-linux `script`), so it draws
+    /// what it draws for a person. `script` starts the command through `$SHELL -c`; the shell is
+    /// fixed to /bin/sh and replaced by the program (`exec`), so the pid's only child is the
+    /// program itself whatever shell the caller's environment names.
+    public static func onTerminal(_ executable: String, _ arguments: [String], name: String) throws -> SkyProcess {
+        let command = ([binaries.appendingPathComponent(executable).path] + arguments)
+            .map { "'" + $0.replacingOccurrences(of: "'", with: "'\\''") + "'" }
+            .joined(separator: " ")
+        return try SkyProcess(
+            program: URL(fileURLWithPath: "/usr/bin/script"), ["-qfec", "exec \(command)", "/dev/null"], name: name,
+            environment: ["SHELL": "/bin/sh"])
+    }
+
     /// Starts the program at `program` (not necessarily a Sky executable).
-    public init(program: URL, _ arguments: [String], name: String, namespace: String? = nil) throws {
+    /// - Parameter environment: variables set on top of this process's environment.
+    public init(
+        program: URL, _ arguments: [String], name: String, namespace: String? = nil,
+        environment extra: [String: String] = [:]
+    ) throws {
         self.name = name
         process = Process()
         if let namespace {
@@ -60,6 +80,7 @@ public final class SkyProcess: Sendable {
         }
         var environment = ProcessInfo.processInfo.environment
         environment["SKY_EXIT_WITH_PARENT"] = "1"
+        environment.merge(extra) { _, new in new }
         process.environment = environment
         let outPipe = Pipe()
         let errPipe = Pipe()
@@ -105,6 +126,12 @@ public final class SkyProcess: Sendable {
                 }
             }
             try? pipe.fileHandleForReading.close()
+            let waiting = buffer.withLock { output in
+                output.ended = true
+                defer { output.endWaiters = [] }
+                return output.endWaiters
+            }
+            for waiter in waiting { waiter.continuation.resume() }
         }
         // Linux keeps thread names of at most 15 bytes and ignores longer ones.
         thread.name = String(name.suffix(15))
@@ -116,7 +143,8 @@ public final class SkyProcess: Sendable {
         let ready = buffer.withLock { output -> [(CheckedContinuation<[String], any Error>, [String])] in
             output.partial += String(decoding: data, as: UTF8.self)
             var added = false
-            while let newline = output.partial.firstIndex(of: "\n") {
+            // A terminal ends lines with "\r\n", which Swift counts as one Character.
+            while let newline = output.partial.firstIndex(where: { $0 == "\n" || $0 == "\r\n" }) {
                 output.lines.append(String(output.partial[..<newline]))
                 output.partial.removeSubrange(...newline)
                 added = true
@@ -188,13 +216,39 @@ public final class SkyProcess: Sendable {
             kill(pid, SIGKILL)
         }
         defer { timer.cancel() }
-        return await withCheckedContinuation { continuation in
+        let status = await withCheckedContinuation { continuation in
             let status = exit.withLock { state -> Int32? in
                 if let status = state.status { return status }
                 state.waiters.append(continuation)
                 return nil
             }
             if let status { continuation.resume(returning: status) }
+        }
+        // The exit can be seen before the reader threads drained the pipes: wait for their end
+        // of file, so that what the process printed last is there (bounded: a grandchild could
+        // hold a pipe open).
+        await Self.waitForEnd(of: stdout)
+        await Self.waitForEnd(of: stderr)
+        return status
+    }
+
+    private static func waitForEnd(of buffer: Locked<Output>, atMost limit: Duration = .seconds(2)) async {
+        let id = UUID()
+        let timer = Task {
+            try await Task.sleep(for: limit)
+            let waiter = buffer.withLock { output in
+                output.endWaiters.firstIndex { $0.id == id }.map { output.endWaiters.remove(at: $0) }
+            }
+            waiter?.continuation.resume()
+        }
+        defer { timer.cancel() }
+        await withCheckedContinuation { continuation in
+            let ended = buffer.withLock { output -> Bool in
+                if output.ended { return true }
+                output.endWaiters.append((id, continuation))
+                return false
+            }
+            if ended { continuation.resume() }
         }
     }
 

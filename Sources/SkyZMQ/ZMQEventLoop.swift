@@ -34,6 +34,9 @@ public final class ZMQEventLoop: Sendable {
     let longestIterationNanoseconds = Atomic<Int64>(0)
     /// Set by ``tickSoon()``: the thread polls without waiting and ticks at once.
     let tickRequested = Atomic<Bool>(false)
+    /// Messages that found their socket full and waited in the thread's send queue (counted
+    /// on that slow path only; for tests and diagnostics).
+    let blockedSends = Atomic<Int>(0)
 
     /// A consumer that runs on the I/O thread: it gets each batch as it is read and appends what
     /// to send, which the thread sends at once. It must not block or await anything.
@@ -180,6 +183,9 @@ public final class ZMQEventLoop: Sendable {
     public func takeLongestIteration() -> Duration {
         .nanoseconds(longestIterationNanoseconds.exchange(0, ordering: .relaxed))
     }
+
+    /// Messages that had to wait in the thread's send queue so far (for tests and diagnostics).
+    var blockedSendCount: Int { blockedSends.load(ordering: .relaxed) }
 
     /// Messages yielded and not yet consumed (for tests and diagnostics).
     var pendingMessageCount: Int { mailbox.withLock { $0.pendingMessages } }

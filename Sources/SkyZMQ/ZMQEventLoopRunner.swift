@@ -226,6 +226,7 @@ final class ZMQEventLoopRunner {
         if entry.hasPending {
             entry.pending.append(outbound.frames)
             entries[outbound.socket] = entry
+            loop.blockedSends.add(1, ordering: .relaxed)
             return
         }
         do {
@@ -236,6 +237,7 @@ final class ZMQEventLoopRunner {
             } else {
                 entry.pending.append(outbound.frames)
                 entries[outbound.socket] = entry
+                loop.blockedSends.add(1, ordering: .relaxed)
             }
         } catch {
             batch.append(.sendFailed(outbound.socket, outbound.frames, error))

@@ -97,6 +97,10 @@ struct SkyWatchCommand: AsyncParsableCommand {
                     await display.show(change)
                     if let waitWorkers, await display.view.workers.count >= waitWorkers { return 0 }
                 }
+            } catch let error as SkyError where [.unauthorized, .wrongEndpoint].contains(error.code) {
+                // A mistake in the keys or endpoints: retrying cannot fix it.
+                await display.problem("\(error)")
+                return 1
             } catch {
                 await display.problem("\(error)")
                 try? await Task.sleep(for: .seconds(1))

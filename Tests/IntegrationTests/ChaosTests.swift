@@ -117,7 +117,7 @@ extension IntegrationSuite {
 
             // Tasks that ran more than once: only on a faulted worker or across the broker restart.
             let (reruns, runAgain) = Self.rerunsOnHealthyWorkers(
-                watch.outputLines, restartLine: linesBeforeRestart, faulted: [killed, frozen])
+                watch.outputLines, after: linesBeforeRestart, faulted: [killed, frozen])
             print(
                 "chaos soak: \(runAgain) tasks were dispatched more than once; "
                     + "\(reruns.count) of those after running on a worker that was not faulted")
@@ -144,17 +144,24 @@ extension IntegrationSuite {
 
         /// Request ids dispatched more than once where an earlier dispatch went to a worker that
         /// was never faulted, within one run of the broker.
+        /// Which broker run each dispatch belongs to comes from the events themselves: the
+        /// restarted broker numbers its events from 1 again. (skywatch's output lags the kill, so
+        /// a line count taken at the kill cannot tell the runs apart.)
         static func rerunsOnHealthyWorkers(
-            _ lines: [String], restartLine: Int, faulted: Set<String>
+            _ lines: [String], after killLine: Int, faulted: Set<String>
         ) -> (suspicious: [String], dispatchedAgain: Int) {
             let decoder = JSONDecoder()
             var names: [String: String] = [:]  // worker id → name
             var dispatches: [String: [(worker: String, run: Int)]] = [:]
+            var run = 1
+            var lastSeq: UInt64 = 0
             for (number, line) in lines.enumerated() {
                 guard let event = try? decoder.decode(SkyEvent.self, from: Data(line.utf8)) else { continue }
+                if number >= killLine && event.seq < lastSeq { run = 2 }
+                lastSeq = event.seq
                 if let worker = event.worker { names[worker.id] = worker.name }
                 if event.event == .taskDispatched, let task = event.task, let worker = task.worker {
-                    dispatches[task.requestID, default: []].append((worker, number < restartLine ? 1 : 2))
+                    dispatches[task.requestID, default: []].append((worker, run))
                 }
             }
             var suspicious: [String] = []

@@ -15,9 +15,13 @@ extension IntegrationSuite {
             timeout: .milliseconds(500),
             retry: RetryPolicy(maxAttempts: 4, initialBackoff: .milliseconds(250), multiplier: 2, jitter: 0))
 
-        static func within20Percent(_ measured: Duration, of expected: Duration) -> Bool {
-            let ratio = measured.inSeconds / expected.inSeconds
-            return ratio >= 0.8 && ratio <= 1.2
+        /// On the real clock a timer never fires early, and fires late by the scheduler's delay:
+        /// up to 300 ms is allowed for a loaded 2-core machine; the fake broker notes an arrival
+        /// when its reader task runs, so a gap between two arrivals can also look up to 50 ms
+        /// short. The exact schedule is checked on a manual clock
+        /// (``theBackoffScheduleIsExactOnAManualClock()``).
+        static func onTime(_ measured: Duration, _ expected: Duration) -> Bool {
+            measured >= expected - .milliseconds(50) && measured <= expected + .milliseconds(300)
         }
 
         @Test(arguments: [0, 2, 5])
@@ -51,7 +55,7 @@ extension IntegrationSuite {
             for n in 1..<requests.count {
                 let gap = requests[n].at - requests[n - 1].at
                 let expected = Duration.milliseconds(500) + Self.measured.retry.nominalBackoff(afterAttempt: n)
-                #expect(Self.within20Percent(gap, of: expected), "gap \(n): \(gap), expected \(expected)")
+                #expect(Self.onTime(gap, expected), "gap \(n): \(gap), expected \(expected)")
             }
             if k <= retries {
                 #expect(try outcome.get() == [1, 2, 3])
@@ -64,14 +68,14 @@ extension IntegrationSuite {
                 let expected = (1...retries).reduce(Duration.milliseconds(500 * (retries + 1))) {
                     $0 + Self.measured.retry.nominalBackoff(afterAttempt: $1)
                 }
-                #expect(Self.within20Percent(elapsed, of: expected), "gave up after \(elapsed), expected \(expected)")
+                #expect(Self.onTime(elapsed, expected), "gave up after \(elapsed), expected \(expected)")
             }
             print("dropped \(k): \(requests.count) attempts, \(cancels) cancels, \(elapsed)")
             await sky.close()
             await broker.stop()
         }
 
-        @Test func aTimeoutFiresWithinTwentyPercentOfItsDeadlineOnTheRealClock() async throws {
+        @Test func aTimeoutFiresNeverEarlyAndSoonAfterItsDeadlineOnTheRealClock() async throws {
             let broker = try await FakeBroker.start()
             let sky = try await SkyClient(broker: broker.endpoint)
             let started = ContinuousClock.now
@@ -81,20 +85,62 @@ extension IntegrationSuite {
             }
             #expect(error?.code == .timeout, "\(String(describing: error))")
             let elapsed = ContinuousClock.now - started
-            #expect(
-                elapsed >= .milliseconds(800) && Self.within20Percent(elapsed, of: .milliseconds(800)), "\(elapsed)")
+            #expect(elapsed >= .milliseconds(800) && elapsed <= .milliseconds(1100), "\(elapsed)")
             print("800 ms timeout fired after \(elapsed)")
             await sky.close()
             await broker.stop()
         }
 
-        @Test func aTimeoutFiresExactlyAtItsDeadlineOnAManualClock() async throws {
+        /// A client on a manual clock, and the fake broker it talks to.
+        static func onManualClock() async throws -> (ManualClock, FakeBroker, SkyClient) {
             let clock = ManualClock()
             var configuration = SkyClient.Configuration()
             configuration.clock = clock
-            configuration.connectTimeout = .seconds(60)
+            // Connecting takes real time; on a clock that stands still it never times out.
+            configuration.connectTimeout = .seconds(3600)
             let broker = try await FakeBroker.start()
-            let sky = try await SkyClient(broker: broker.endpoint, configuration: configuration)
+            return (clock, broker, try await SkyClient(broker: broker.endpoint, configuration: configuration))
+        }
+
+        /// Every attempt of a call whose replies never come: attempt n + 1 is sent exactly when
+        /// attempt n's timeout plus the nth backoff have passed on the client's clock, not a
+        /// millisecond before; then the call fails with `timeout`.
+        @Test func theBackoffScheduleIsExactOnAManualClock() async throws {
+            let (clock, broker, sky) = try await Self.onManualClock()
+            let call = Task { try await sky.request(service: "svc", body: [1], options: Self.measured) }
+            let attempts = Self.measured.retry.maxAttempts
+            var ids = Set<RequestID>()
+            for attempt in 1...attempts {
+                // Bounded, so that a wrong schedule fails the test instead of hanging it.
+                try await eventually("attempt \(attempt) sent") { broker.unread > 0 }
+                let request = try #require(await broker.nextRequest().request)
+                #expect(request.header.attempt == UInt32(attempt))
+                ids.insert(request.requestID)
+                var waits = [Self.measured.timeout!]
+                if attempt < attempts { waits.append(Self.measured.retry.nominalBackoff(afterAttempt: attempt)) }
+                for (index, wait) in waits.enumerated() {
+                    await clock.waitForSleepers(1)
+                    clock.advance(by: wait - .milliseconds(1))
+                    try await eventually("the timer re-armed for the last millisecond") { clock.sleeperCount == 1 }
+                    #expect(await sky.statistics.attemptsSent == attempt, "nothing sent a millisecond early")
+                    clock.advance(by: .milliseconds(1))
+                    if index == 0 && attempt < attempts {
+                        // The timed-out attempt is cancelled at the broker before the backoff.
+                        try await eventually("attempt \(attempt) cancelled") { broker.unread > 0 }
+                        #expect(await broker.next().command == .cancel(request.requestID))
+                    }
+                }
+            }
+            let error = await #expect(throws: SkyError.self) { try await call.value }
+            #expect(error?.code == .timeout, "\(String(describing: error))")
+            #expect(ids.count == 1, "one request id for every attempt")
+            #expect(await sky.statistics.attemptTimeouts == attempts)
+            await sky.close()
+            await broker.stop()
+        }
+
+        @Test func aTimeoutFiresExactlyAtItsDeadlineOnAManualClock() async throws {
+            let (clock, broker, sky) = try await Self.onManualClock()
             let call = Task {
                 try await sky.request(
                     service: "svc", body: [], options: ScanOptions(timeout: .seconds(10), retry: .never))
@@ -112,28 +158,52 @@ extension IntegrationSuite {
             await broker.stop()
         }
 
-        @Test func cancellingCallersThrowsWithin50msTellsTheBrokerAndLeaksNothing() async throws {
+        /// docs/client.md promises: 100 concurrent calls all resume within 20 ms of being
+        /// cancelled, one call under 1 ms (measured in a debug build: 8 ms and 0.1 ms idle, 11 ms
+        /// with both cores taken by stress-ng). One run on a busy 2-core machine can be delayed
+        /// by the scheduler, so the promise is checked on the median of several rounds.
+        @Test func cancellingCallersThrowsAtOnceTellsTheBrokerAndLeaksNothing() async throws {
             let broker = try await FakeBroker.start()
             let sky = try await SkyClient(broker: broker.endpoint)
-            let calls = (0..<100).map { index in
-                Task { try await sky.request(service: "svc", body: [UInt8(index)]) }
+            var rounds: [Duration] = []
+            for round in 0..<5 {
+                let calls = (0..<100).map { index in
+                    Task { try await sky.request(service: "svc", body: [UInt8(round), UInt8(index)]) }
+                }
+                for _ in calls { _ = await broker.nextRequest() }
+                let cancelledAt = ContinuousClock.now
+                for call in calls { call.cancel() }
+                for call in calls {
+                    await #expect(throws: CancellationError.self) { _ = try await call.value }
+                }
+                let took: Duration = ContinuousClock.now - cancelledAt
+                rounds.append(took)
+                var cancelled = Set<RequestID>()
+                while cancelled.count < calls.count {
+                    if case .cancel(let id) = await broker.next().command { cancelled.insert(id) }
+                }
             }
-            for _ in calls { _ = await broker.nextRequest() }
-            let cancelledAt = ContinuousClock.now
-            for call in calls { call.cancel() }
-            for call in calls {
+            var singles: [Duration] = []
+            for index in 0..<21 {
+                let call = Task { try await sky.request(service: "svc", body: [0xff, UInt8(index)]) }
+                _ = await broker.nextRequest()
+                let cancelledAt = ContinuousClock.now
+                call.cancel()
                 await #expect(throws: CancellationError.self) { _ = try await call.value }
+                let took: Duration = ContinuousClock.now - cancelledAt
+                singles.append(took)
+                _ = await broker.next()  // its CANCEL
             }
-            let latency = ContinuousClock.now - cancelledAt
-            #expect(latency < .milliseconds(50), "all 100 threw CancellationError after \(latency)")
-            var cancelled = Set<RequestID>()
-            while cancelled.count < calls.count {
-                if case .cancel(let id) = await broker.next().command { cancelled.insert(id) }
-            }
+            let hundred: Duration = rounds.sorted()[rounds.count / 2]
+            let one: Duration = singles.sorted()[singles.count / 2]
+            let hundredLimit: Duration = .milliseconds(20)
+            let oneLimit: Duration = .milliseconds(1)
+            #expect(hundred < hundredLimit, "100 cancellations: median \(hundred) of \(rounds)")
+            #expect(one < oneLimit, "one cancellation: median \(one)")
             let statistics = await sky.statistics
             #expect(statistics.suspendedCallers == 0, "no continuation left behind")
             #expect(statistics.callsInFlight == 0)
-            print("100 cancellations in \(latency)")
+            print("cancellation: 100 calls in \(hundred) (median of 5), one call in \(one) (median of 21)")
             await sky.close()
             await broker.stop()
         }

@@ -125,10 +125,14 @@ extension IntegrationSuite {
             try await Self.waitForWorkers(1, cluster)
             let watcher = try await Self.watcher(cluster)
             let longest = Locked(0.0)
+            let periods = Locked(0)
+            let seen = Locked<[Double]>([])
             let stats = Task {
                 for try await change in watcher.events() {
                     if case .event(let event) = change, let milliseconds = event.stats?.longestIterationMilliseconds {
                         longest.withLock { $0 = max($0, milliseconds) }
+                        periods.withLock { $0 += 1 }
+                        seen.withLock { $0.append(milliseconds) }
                     }
                 }
             }
@@ -142,20 +146,28 @@ extension IntegrationSuite {
             for start in stride(from: 0, to: count, by: 10_000) {
                 flood.send(
                     (start..<start + 10_000).map {
-                        Self.request(RequestID(high: 1, low: UInt64($0)), "storm", timeout: 8000)
+                        Self.request(RequestID(high: 1, low: UInt64($0)), "storm", timeout: 10_000)
                     })
             }
             try await eventually("every request queued", timeout: .seconds(8)) {
                 (try? await Self.snapshot(cluster).totalQueued) == count
             }
             print("deadline storm: \(count) requests queued in \(ContinuousClock.now - sending)")
+            // The stats period in which the last requests arrived measures reading them (up to
+            // 1,024 per iteration); the storm is measured from the next full period on.
+            let queuedAt = periods.withLock { $0 }
+            try await eventually("a full stats period after queuing") { periods.withLock { $0 } >= queuedAt + 2 }
             longest.withLock { $0 = 0 }
             let answers = try await flood.waitForReplies(count, timeout: .seconds(60))
             #expect(answers.allSatisfy { $0.status == .deadlineExceeded })
-            // One more stats period, to cover the last slices.
-            try await Task.sleep(for: .milliseconds(1100))
+            // The next full stats period, to cover the last slices.
+            let answeredAt = periods.withLock { $0 }
+            try await eventually("a full stats period after the answers") {
+                periods.withLock { $0 } >= answeredAt + 2
+            }
             let snapshot = try await Self.snapshot(cluster)
             let worst = longest.withLock { $0 }
+            print("deadline storm: longest iteration per second: \(seen.withLock { $0.map { Int($0) } })")
             print(
                 "deadline storm: \(count) expiries answered; longest broker loop iteration \(worst) ms; workers expired \(snapshot.counters.workersExpired)"
             )
@@ -202,7 +214,6 @@ extension IntegrationSuite {
                 return false
             }
             #expect(try await value(of: greeted, within: .seconds(5), "the watcher's greeting"))
-            try await Task.sleep(for: .milliseconds(300))
             await loop.shutdown()
             let count = await hellos.value
             print("subscription churn: \(sent) subscriptions in 2 s, \(count) broker.hello published")

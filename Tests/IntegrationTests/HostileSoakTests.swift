@@ -84,9 +84,9 @@ extension IntegrationSuite {
             let huge = try await RawPeer(connectingTo: cluster.clients)
             huge.send(
                 Hostile.request(RequestID(high: 3, low: 99), "storm", body: [UInt8](repeating: 1, count: 20 << 20)))
-            try await Task.sleep(for: .milliseconds(200))
-            await orphans.close()
-            await huge.close()
+            // Gone only once what they sent has left their sockets.
+            await orphans.close(flushing: true)
+            await huge.close(flushing: true)
 
             let (outcomes, wrong, failures) = try await value(of: real, within: .seconds(60), "the real scans")
             #expect(outcomes.count == scans.count)

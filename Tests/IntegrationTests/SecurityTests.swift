@@ -167,7 +167,11 @@ extension IntegrationSuite {
         @Test func aWorkerRegistrationBelongsToItsKey() async throws {
             let keys = try Keys()
             defer { keys.remove() }
-            let cluster = try await TestCluster.start(extraArguments: keys.brokerArguments)
+            // Slow broker heartbeats: a heartbeat to the gone owner would end its registration
+            // (unreachable) before the impostor's first message, and on a loaded machine the
+            // impostor's CURVE handshake can take that long; this test is about the impostor.
+            let cluster = try await TestCluster.start(
+                extraArguments: keys.brokerArguments + ["--heartbeat-interval", "30"])
             defer { cluster.killAll() }
             let good = try await Self.client(cluster, keys.credentials(keys.client))
             let routingID: [UInt8] = Array("worker-x".utf8)
@@ -239,6 +243,47 @@ extension IntegrationSuite {
             #expect(got.allSatisfy { if case .disconnect = $0 { true } else { false } }, "the impostor got \(got)")
             await good.close()
             await cluster.stop()
+        }
+
+        /// docs/security.md: skywatch under CURVE needs its key on the watcher list (events)
+        /// and the client list (snapshots). Listed, it sees the cluster; a key that is only a
+        /// client's is refused on the events endpoint: skywatch says so and exits 1.
+        @Test func skywatchOverCurveNeedsAWatcherKey() async throws {
+            let keys = try Keys()
+            defer { keys.remove() }
+            let watchers = keys.directory.appendingPathComponent("watchers")
+            try FileManager.default.createDirectory(at: watchers, withIntermediateDirectories: true)
+            for (name, lists) in [("watcher", ["watchers", "clients"]), ("peeker", ["clients"])] {
+                _ = try CurveKeyFile.write(try CurveKeyPair.generate(), name: name, directory: keys.directory.path)
+                for list in lists {
+                    try FileManager.default.copyItem(
+                        atPath: keys.path("\(name).pub"), toPath: keys.path("\(list)/\(name).pub"))
+                }
+            }
+            let cluster = try await TestCluster.start(
+                extraArguments: keys.brokerArguments + ["--watcher-keys", watchers.path])
+            defer { cluster.killAll() }
+            func watch(_ name: String) throws -> SkyProcess {
+                try cluster.track(
+                    SkyProcess(
+                        "skywatch",
+                        ["--broker", cluster.clients, "--events", cluster.events, "--json"]
+                            + keys.peerArguments(name), name: "skywatch-\(name)"))
+            }
+            let watcher = try watch("watcher")
+            let peeker = try watch("peeker")
+            try await watcher.waitForLine { $0.hasPrefix(#"{"snapshot":"#) }
+            #expect(try await peeker.waitForExit() == 1)
+            #expect(peeker.errorText.contains("not on the broker's watcher allow-list"), "\(peeker.errorText)")
+            _ = try await cluster.startWorker(name: "curve-worker", extraArguments: keys.peerArguments("worker"))
+            try await watcher.waitForLine { $0.contains("worker.connected") && $0.contains("curve-worker") }
+            let sky = try await Self.client(cluster, keys.credentials(keys.client))
+            try await eventually("the peeker's subscription was refused") {
+                (try? await sky.clusterSnapshot().counters.handshakesDenied) ?? 0 >= 1
+            }
+            #expect(!peeker.outputLines.contains { $0.contains("worker.connected") })
+            #expect(!peeker.outputLines.contains { $0.hasPrefix(#"{"snapshot":"#) })
+            await sky.close()
         }
     }
 }

@@ -2,6 +2,7 @@ import Foundation
 import Sky
 import SkyProtocol
 import SkyTestSupport
+import SkyZMQ
 import Testing
 
 extension IntegrationSuite {
@@ -48,6 +49,58 @@ extension IntegrationSuite {
             #expect(table.table.isEmpty)
             broker.signal(SIGTERM)
             _ = try await broker.waitForExit()
+        }
+        /// skywatch takes a new snapshot when event numbers jump (events were lost on the way),
+        /// and not otherwise: a scripted broker (a ROUTER answering `mmi.workers`, a PUB
+        /// publishing numbered events) sends 1, 2, then 5.
+        @Test func aGapInEventNumbersMakesSkywatchTakeANewSnapshot() async throws {
+            let clients = try await FakeBroker.start()
+            defer { Task { await clients.stop() } }
+            let snapshots = Locked(0)
+            let answering = Task {
+                while !Task.isCancelled {
+                    let received = await clients.nextRequest()
+                    guard let request = received.request, request.service == BrokerService.workers else { continue }
+                    let seq = UInt64(
+                        snapshots.withLock { count -> Int in
+                            count += 1
+                            return count == 1 ? 1 : 5
+                        })
+                    let snapshot = ClusterSnapshot(
+                        seq: seq, workers: [], queued: [:], inFlight: 0, counters: BrokerCounters(), broker: "fake")
+                    let body = try JSONEncoder().encode(snapshot)
+                    clients.reply(
+                        to: received.peer, TaskReply(requestID: request.requestID, status: .ok, body: Array(body)))
+                }
+            }
+            defer { answering.cancel() }
+            let publisher = ZMQEventLoop.SocketID(0, name: "fake-events")
+            let events = try await ZMQEventLoop.start(
+                name: "fake-events", sockets: [.init(id: publisher, type: .pub, bind: ["tcp://127.0.0.1:*"])])
+            defer { Task { await events.shutdown() } }
+            let eventsEndpoint = try #require(events.boundEndpoints(of: publisher).first)
+            func publish(_ seq: UInt64, _ kind: EventKind) {
+                let worker = WorkerInfo(id: "w\(seq)", name: "w\(seq)", capacity: 1, services: ["svc"])
+                let event = SkyEvent(
+                    seq: seq, event: kind, time: SkyEvent.timestamp(), worker: kind == .brokerHello ? nil : worker,
+                    broker: "fake")
+                events.send(event.encodeFrames(), on: publisher)
+            }
+            let watch = try SkyProcess(
+                "skywatch", ["--broker", clients.endpoint, "--events", eventsEndpoint, "--json"])
+            defer { watch.killNow() }
+            // A PUB drops what it sends before the subscription arrives: greet until it is live.
+            try await eventually("skywatch took its first snapshot") {
+                publish(1, .brokerHello)
+                return snapshots.withLock { $0 } == 1
+            }
+            publish(2, .workerConnected)
+            try await watch.waitForLine { $0.contains(#""seq":2"#) }
+            #expect(snapshots.withLock { $0 } == 1, "consecutive numbers need no new snapshot")
+            publish(5, .workerConnected)
+            try await eventually("a second snapshot after the gap") { snapshots.withLock { $0 } == 2 }
+            let printed = try await watch.waitUntil { $0.filter { $0.hasPrefix(#"{"snapshot":"#) }.count == 2 }
+            #expect(printed.filter { $0.hasPrefix(#"{"snapshot":"#) }.count == 2)
         }
     }
 }

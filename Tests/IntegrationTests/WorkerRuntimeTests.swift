@@ -3,6 +3,7 @@ import Sky
 import SkyProtocol
 import SkyTestSupport
 import SkyWorkloads
+import SkyZMQ
 import Testing
 
 /// The example worker's task, declared again on the client side, as another application would.
@@ -153,5 +154,73 @@ extension IntegrationSuite {
             await sky.close()
             await cluster.stop()
         }
+    }
+}
+
+extension IntegrationSuite.WorkerRuntimeTests {
+    /// docs/protocol.md: a REQUEST the broker sent before it saw the worker's DRAINING crosses
+    /// it on the wire; the worker runs it like the ones it held, answers both, and only then
+    /// says DISCONNECT. A scripted broker (a raw ROUTER) sends that REQUEST right after the
+    /// DRAINING arrives, before its acknowledgement: the crossing, every time.
+    @Test func aRequestThatCrossesDrainingOnTheWireIsRunAndAnswered() async throws {
+        let router = ZMQEventLoop.SocketID(0, name: "scripted-broker")
+        let loop = try await ZMQEventLoop.start(
+            name: "scripted-broker", sockets: [.init(id: router, type: .router, bind: ["tcp://127.0.0.1:*"])])
+        defer { Task { await loop.shutdown() } }
+        let endpoint = try #require(loop.boundEndpoints(of: router).first)
+        var inbound = loop.inbound.makeAsyncIterator()
+        /// The next worker command, with the worker's routing id.
+        func next() async throws -> (peer: [UInt8], command: WorkerToBroker) {
+            while let batch = await inbound.next() {
+                for case .message(_, let message) in batch {
+                    guard let command = try? WorkerToBroker.decode(Array(message.frames.dropFirst())) else { continue }
+                    if command == .heartbeat { continue }
+                    return (message.frames[0], command)
+                }
+            }
+            throw CancellationError()
+        }
+        func request(_ tag: UInt8, _ task: some SkyTask) throws -> [[UInt8]] {
+            let body = try JSONEncoder().encode(task)
+            return BrokerToWorker.request(
+                tag: [0, 0, 0, 0, 0, 0, 0, tag],
+                TaskRequest(
+                    requestID: RequestID(high: 7, low: UInt64(tag)), service: type(of: task).service, body: Array(body))
+            ).encode()
+        }
+
+        let worker = try SkyProcess("skyworker", ["--broker", endpoint, "--name", "crossing", "--capacity", "4"])
+        defer { worker.killNow() }
+        let (peer, ready) = try await next()
+        guard case .ready = ready else {
+            Issue.record("expected READY, got \(ready)")
+            return
+        }
+        // Garbage from the "broker" first: dropped with a log line, and the worker goes on.
+        loop.send([peer, Array("SKYW01".utf8), [0x7f]], on: router)
+        loop.send([peer] + (try request(1, SleepTask(milliseconds: 300, tag: 1))), on: router)
+        try await worker.waitForLine { $0.hasPrefix("skyworker ready ") }
+        worker.signal(SIGTERM)
+        let draining = try await next()
+        #expect(draining.command == .draining)
+        // Sent before this broker "saw" the DRAINING: it crosses it on the wire.
+        loop.send([peer] + (try request(2, EchoTask(message: "crossed"))), on: router)
+        loop.send([peer] + BrokerToWorker.drainingAcknowledged.encode(), on: router)
+        var replies: [UInt8: TaskReply] = [:]
+        var disconnectedAfter: Int?
+        while disconnectedAfter == nil {
+            switch try await next().command {
+            case .reply(let tag, let reply): replies[tag.last ?? 0] = reply
+            case .disconnect: disconnectedAfter = replies.count
+            default: continue
+            }
+        }
+        #expect(disconnectedAfter == 2, "both answered before DISCONNECT")
+        #expect(replies[1]?.status == .ok)
+        #expect(replies[2]?.status == .ok)
+        let echoed = try replies[2].map { try JSONDecoder().decode(EchoTask.self, from: Data($0.body)) }
+        #expect(echoed == EchoTask(message: "crossed"))
+        #expect(try await worker.waitForExit() == 0)
+        #expect(worker.errorText.contains("dropped malformed message from the broker"), "\(worker.errorText)")
     }
 }

@@ -41,6 +41,31 @@ struct BrokerReliabilityTests {
         #expect(broker.machine.workers[worker1]?.inFlight.isEmpty == true)
     }
 
+    /// Item 1, when the client had nothing else at the broker: the cancel must not forget the
+    /// client while the hung worker still holds its delivery, or the retry (same id, same
+    /// client) is not recognised and goes back to the hung worker, which is otherwise equal here
+    /// (same load, used least recently).
+    @Test func aRetryAvoidsTheHungWorkerAlsoWhenTheClientHadNothingElseOutstanding() throws {
+        var broker = BrokerHarness()
+        _ = broker.ready(worker1, capacity: 2)
+        _ = broker.ready(worker2, capacity: 2)
+        let hung = try #require(dispatched(broker.request(clientA, id)).first?.0)
+        let other = RequestID(high: 5, low: 5)
+        let healthy = try #require(dispatched(broker.request(clientB, other)).first?.0)
+        #expect(healthy != hung)
+        _ = broker.cancel(clientA, id)
+        #expect(dispatched(broker.request(clientA, id, attempt: 2)).map(\.0) == [healthy])
+        #expect(replies(broker.reply(healthy, client: clientA, id)).map(\.1.attempt) == [2])
+        #expect(replies(broker.reply(healthy, client: clientB, other)).count == 1)
+        #expect(broker.machine.clients.count == 1, "clientA is kept while its cancelled delivery is held")
+        // The hung worker finally answers: its credit returns and clientA is forgotten.
+        let late = broker.worker(
+            hung, .reply(tag: broker.tag(id, at: hung), TaskReply(requestID: id, status: .ok, body: [0])))
+        #expect(replies(late).isEmpty)
+        #expect(broker.machine.clients.isEmpty)
+        #expect(broker.machine.workers[hung]?.cancelledKeys.isEmpty == true)
+    }
+
     /// Item 1, with only the hung worker free: the retry still runs (there, as a new delivery).
     @Test func aRetryRunsOnTheHungWorkerWhenNoOtherIsFree() {
         var broker = BrokerHarness()
@@ -105,6 +130,7 @@ struct BrokerReliabilityTests {
             let actions = broker.tickOnce(after: .milliseconds(1))
             let count = replies(actions).count
             #expect(count <= configuration.expiryBatch)
+            #expect(!actions.contains(.releaseMemory), "never in the same iteration as a slice")
             answered += count
             ticks += 1
             // The shell ticks again at once while there is a backlog, serving messages between.
@@ -113,6 +139,11 @@ struct BrokerReliabilityTests {
         }
         #expect(answered == 100_000)
         #expect(ticks == slices)
+        // The drained tables were dropped with the last slice; their memory goes back to the
+        // system in the next iteration, so no single iteration does both.
+        let next = broker.tickOnce(after: .milliseconds(1))
+        #expect(next.filter { $0 == .releaseMemory }.count == 1)
+        #expect(replies(next).isEmpty)
         #expect(broker.machine.workerCount == 1)
         #expect(broker.machine.counters.workersExpired == 0)
         #expect(broker.machine.counters.deadlinesExceeded == 100_000)
@@ -203,6 +234,8 @@ struct BrokerReliabilityTests {
         #expect(!broker.advance(.milliseconds(10)).contains(.releaseMemory))
         _ = broker.ready(worker1, capacity: 1)
         #expect(broker.machine.queuedBytes == 0)
+        // The tick drops the drained tables; the next returns their memory to the system.
+        #expect(!broker.advance(.milliseconds(10)).contains(.releaseMemory))
         #expect(broker.advance(.milliseconds(10)).filter { $0 == .releaseMemory }.count == 1)
         #expect(!broker.advance(.milliseconds(10)).contains(.releaseMemory))
     }

@@ -59,6 +59,21 @@ struct ZAPAuthenticatorTests {
         }
     }
 
+    /// An allow-list that cannot be read admits nobody (fail closed) and says why.
+    @Test func anUnreadableAllowListAdmitsNobodyAndNamesTheFile() throws {
+        let client = try CurveKeyPair.generate()
+        let missing = "/nonexistent-\(UUID().uuidString)/clients"
+        var zap = ZAPAuthenticator(
+            security: BrokerSecurity(keys: try CurveKeyPair.generate(), allowLists: [.client: missing]))
+        let answer = zap.answer(Self.request(domain: "sky-clients", key: client.publicKey.bytes))
+        guard case .denied = answer?.decision else {
+            Issue.record("an unreadable list admitted a key: \(String(describing: answer?.decision))")
+            return
+        }
+        #expect(answer?.reply[4] != Array("200".utf8))
+        #expect(zap.lastError?.contains(missing) == true, "\(zap.lastError ?? "no error")")
+    }
+
     @Test func keyFilesRoundTripAndASecretKeyOthersMayReadIsRefused() throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("keys-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)

@@ -325,3 +325,38 @@ struct ZMQEventLoopTests {
         await server.shutdown()
     }
 }
+
+extension ZMQEventLoopTests {
+    /// A DEALER at its high-water mark: the loop keeps what it cannot send yet in its own queue,
+    /// in order, and sends it when the peer reads again; nothing is lost or reordered.
+    @Test(.timeLimit(.minutes(1)))
+    func aBlockedDealerKeepsItsMessagesInOrderAndFlushesThemWhenThePeerReads() async throws {
+        let count = 2000
+        let payload = [UInt8](repeating: 0x5a, count: 16 << 10)  // 32 MiB in all: more than TCP buffers
+        // A server whose consumer does not read yet: its thread stops reading after 10 messages.
+        let server = try await ZMQEventLoop.start(
+            name: "test-blocked-server",
+            sockets: [
+                .init(id: Self.server, type: .router, options: [.receiveHighWaterMark(10)], bind: ["tcp://127.0.0.1:*"])
+            ], maxPendingMessages: 10)
+        let endpoint = try #require(server.boundEndpoints(of: Self.server).first)
+        let client = try await ZMQEventLoop.start(
+            name: "test-blocked-client",
+            sockets: [.init(id: Self.client, type: .dealer, options: [.sendHighWaterMark(10)], connect: [endpoint])])
+        client.send((0..<count).map { .init(socket: Self.client, frames: [Array("\($0)".utf8), payload]) })
+        try await eventually("the socket was full and the loop queued", timeout: .seconds(20)) {
+            client.blockedSendCount > 0
+        }
+        var order: [Int] = []
+        for await batch in server.inbound {
+            for case .message(_, let message) in batch {
+                order.append(Int(String(decoding: message.frames[1], as: UTF8.self)) ?? -1)
+                #expect(message.frames[2].count == payload.count)
+            }
+            if order.count >= count { break }
+        }
+        #expect(order == Array(0..<count))
+        await client.shutdown()
+        await server.shutdown()
+    }
+}

@@ -22,6 +22,8 @@ final class FakeBroker: Sendable {
     /// Connections the ROUTER accepted so far (a routing id cannot tell them apart: a client
     /// keeps its id on every connection).
     var acceptedConnections: Int { accepted.withLock { $0 } }
+    /// Messages that arrived and were not taken with ``next()`` yet.
+    var unread: Int { mailbox.withLock { $0.arrived.count } }
 
     private init(loop: ZMQEventLoop, endpoint: String) {
         self.loop = loop

@@ -9,23 +9,40 @@ final class RawPeer: Sendable {
     static let socket = ZMQEventLoop.SocketID(0, name: "raw")
 
     let loop: ZMQEventLoop
-    private let received = Locked<[[[UInt8]]]>([])
+    /// Every message, and the client REPLYs among them, decoded once as they arrive (a test
+    /// waiting for 100,000 replies must not decode them all again on every check: that would
+    /// take the CPU from the broker it measures).
+    private let received = Locked<(messages: [[[UInt8]]], replies: [TaskReply])>(([], []))
     private let reader: Task<Void, Never>
 
-    /// Connects a DEALER to `endpoint`, with `identity` as its routing id if given.
-    init(connectingTo endpoint: String, identity: [UInt8]? = nil) async throws {
+    /// Connects a DEALER to `endpoint`, with `identity` as its routing id if given; `answer`
+    /// sees each message as it arrives, and what it returns is sent back at once (a scripted peer).
+    init(
+        connectingTo endpoint: String, identity: [UInt8]? = nil,
+        answer: (@Sendable (_ frames: [[UInt8]]) -> [[UInt8]]?)? = nil
+    ) async throws {
         let options: [ZMQSocketOption] =
             [.sendHighWaterMark(0), .receiveHighWaterMark(0)] + (identity.map { [.routingID($0)] } ?? [])
         loop = try await ZMQEventLoop.start(
             name: "raw-peer", sockets: [.init(id: Self.socket, type: .dealer, options: options, connect: [endpoint])])
         let inbound = loop.inbound
         let received = received
+        let loop = loop
         reader = Task {
             for await batch in inbound {
                 let messages = batch.compactMap {
                     if case .message(_, let message) = $0 { message.frames } else { nil }
                 }
-                received.withLock { $0 += messages }
+                if let answer {
+                    loop.send(messages.compactMap(answer).map { .init(socket: Self.socket, frames: $0) })
+                }
+                let replies = messages.compactMap {
+                    if case .reply(let reply)? = try? BrokerToClient.decode($0) { reply } else { nil }
+                }
+                received.withLock {
+                    $0.messages += messages
+                    $0.replies += replies
+                }
             }
         }
     }
@@ -35,24 +52,27 @@ final class RawPeer: Sendable {
     func send(_ messages: [[[UInt8]]]) { loop.send(messages.map { .init(socket: Self.socket, frames: $0) }) }
 
     /// Every message received so far.
-    var messages: [[[UInt8]]] { received.withLock { $0 } }
+    var messages: [[[UInt8]]] { received.withLock { $0.messages } }
 
     /// The client REPLYs received so far.
-    var replies: [TaskReply] {
-        messages.compactMap { if case .reply(let reply)? = try? BrokerToClient.decode($0) { reply } else { nil } }
-    }
+    var replies: [TaskReply] { received.withLock { $0.replies } }
+
+    /// How many client REPLYs arrived so far.
+    var replyCount: Int { received.withLock { $0.replies.count } }
 
     /// The worker commands received so far.
     var workerCommands: [BrokerToWorker] { messages.compactMap { try? BrokerToWorker.decode($0) } }
 
     /// Waits until `count` client REPLYs have arrived.
     func waitForReplies(_ count: Int, timeout: Duration = .seconds(20)) async throws -> [TaskReply] {
-        try await eventually("\(count) replies (have \(replies.count))", timeout: timeout) { replies.count >= count }
+        try await eventually("\(count) replies (have \(replyCount))", timeout: timeout) { replyCount >= count }
         return replies
     }
 
-    func close() async {
-        await loop.shutdown()
+    /// Closes the socket; `flushing` first lets what was sent leave it (up to 5 s) instead of
+    /// dropping it.
+    func close(flushing: Bool = false) async {
+        await loop.shutdown(linger: flushing ? 5000 : 0)
         reader.cancel()
     }
 }
@@ -63,10 +83,17 @@ final class HungWorker: Sendable {
     let peer: RawPeer
     private let heartbeats: Task<Void, Never>
 
-    init(broker: String, services: [String], capacity: UInt32 = 4, heartbeat: Duration = .milliseconds(250))
-        async throws
-    {
-        peer = try await RawPeer(connectingTo: broker)
+    /// With `respond`, it answers every REQUEST as it arrives with the body `respond` returns
+    /// (a worker that lies, for example); without, it holds them until told.
+    init(
+        broker: String, services: [String], capacity: UInt32 = 4, heartbeat: Duration = .milliseconds(250),
+        respond: (@Sendable (TaskRequest) -> [UInt8])? = nil
+    ) async throws {
+        var answer: (@Sendable ([[UInt8]]) -> [[UInt8]]?)?
+        if let respond {
+            answer = { frames in Self.reply(to: frames, with: respond) }
+        }
+        peer = try await RawPeer(connectingTo: broker, answer: answer)
         peer.send(
             WorkerToBroker.ready(WorkerAnnouncement(name: "hung", capacity: capacity, services: services)).encode())
         let peer = peer
@@ -83,13 +110,22 @@ final class HungWorker: Sendable {
         peer.workerCommands.compactMap { if case .request(let tag, let request) = $0 { (tag, request) } else { nil } }
     }
 
+    /// The REPLY to a REQUEST, with the body `respond` makes; `nil` for any other command.
+    private static func reply(to frames: [[UInt8]], with respond: (TaskRequest) -> [UInt8]) -> [[UInt8]]? {
+        guard case .request(let tag, let request)? = try? BrokerToWorker.decode(frames) else { return nil }
+        let reply = TaskReply(requestID: request.requestID, status: .ok, body: respond(request))
+        return WorkerToBroker.reply(tag: tag, reply).encode()
+    }
+
     /// Answers every REQUEST it holds now, echoing the body (late, as a hung handler finally would).
     func answerAll() {
-        for (tag, request) in requests {
-            peer.send(
-                WorkerToBroker.reply(tag: tag, TaskReply(requestID: request.requestID, status: .ok, body: request.body))
-                    .encode())
-        }
+        for delivery in requests { answer(delivery) }
+    }
+
+    /// Answers one delivery, echoing its body.
+    func answer(_ delivery: (tag: [UInt8], request: TaskRequest)) {
+        let reply = TaskReply(requestID: delivery.request.requestID, status: .ok, body: delivery.request.body)
+        peer.send(WorkerToBroker.reply(tag: delivery.tag, reply).encode())
     }
 
     func close() async {

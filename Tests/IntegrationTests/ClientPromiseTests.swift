@@ -1,0 +1,177 @@
+import Foundation
+import Sky
+import SkyProtocol
+import SkyTestSupport
+import SkyWorkerKit
+import SkyWorkloads
+import SkyZMQ
+import Testing
+
+extension IntegrationSuite {
+    /// What docs/client.md promises about a call's deadline, the local fallback, failover and
+    /// `scanAll`, each against a fake broker (a raw ROUTER) that the test drives message by
+    /// message.
+    @Suite("SkyClient promises")
+    struct ClientPromiseTests {
+        static func expectError(_ code: SkyError.Code, _ body: () async throws -> Void) async {
+            await #expect(throws: SkyError.self) {
+                do {
+                    try await body()
+                } catch let error as SkyError {
+                    #expect(error.code == code, "\(error)")
+                    throw error
+                }
+            }
+        }
+
+        /// A client configuration whose local fallback serves `sky.echo` in-process.
+        static func withLocalEcho() async throws -> SkyClient.Configuration {
+            let local = ScanSystem(name: "in-process", capacity: 2)
+            try await BuiltInWorkloads.register([EchoTask.service], on: local)
+            var configuration = SkyClient.Configuration()
+            configuration.localFallback = local
+            return configuration
+        }
+
+        /// `ScanOptions.deadline` bounds the whole call: it ends in `timeout` when the deadline
+        /// passes, although the attempt's own timeout is far away, and the call is cancelled at
+        /// the broker.
+        @Test func aCallsDeadlineEndsItAndCancelsItAtTheBroker() async throws {
+            let broker = try await FakeBroker.start()
+            let sky = try await SkyClient(broker: broker.endpoint)
+            let startedAt = ContinuousClock.now
+            let call = Task {
+                try await sky.request(
+                    service: "svc", body: [1], options: ScanOptions(timeout: .seconds(30), deadline: .milliseconds(400))
+                )
+            }
+            let sent = try #require(await broker.nextRequest().request)
+            await Self.expectError(.timeout) { _ = try await call.value }
+            let elapsed = ContinuousClock.now - startedAt
+            #expect(elapsed >= .milliseconds(400) && elapsed < .milliseconds(1400), "\(elapsed)")
+            let cancel = await broker.next().command
+            #expect(cancel == .cancel(sent.requestID))
+            await sky.close()
+            await broker.stop()
+        }
+
+        /// With a local fallback, a call runs in-process when the broker cannot be reached
+        /// (after `localFallbackWait`; later calls at once).
+        @Test func theLocalFallbackRunsCallsWhileTheBrokerIsUnreachable() async throws {
+            var configuration = try await Self.withLocalEcho()
+            configuration.localFallbackWait = .milliseconds(300)
+            let sky = try await SkyClient(broker: try await unusedEndpoint(), configuration: configuration)
+            let firstAt = ContinuousClock.now
+            #expect(try await sky.scan(EchoTask(message: "a")) == EchoTask(message: "a"))
+            let first = ContinuousClock.now - firstAt
+            #expect(first >= .milliseconds(300) && first < .seconds(2), "the first call waited \(first)")
+            let secondAt = ContinuousClock.now
+            #expect(try await sky.scan(EchoTask(message: "b")) == EchoTask(message: "b"))
+            let second = ContinuousClock.now - secondAt
+            #expect(second < .milliseconds(200), "later calls run at once: \(second)")
+            #expect(await sky.statistics.localRuns == 2)
+            await sky.close()
+        }
+
+        /// With a local fallback and a reachable broker, the client asks the broker whether a
+        /// worker serves the service (`mmi.service`) at most once a second, whatever the number
+        /// of calls.
+        @Test func mmiServiceIsAskedAtMostOnceASecond() async throws {
+            let broker = try await FakeBroker.start()
+            let asked = Locked(0)
+            let answering = Task {
+                while !Task.isCancelled {
+                    let received = await broker.nextRequest()
+                    guard let request = received.request, request.service == "mmi.service" else { continue }
+                    asked.withLock { $0 += 1 }
+                    broker.reply(
+                        to: received.peer, TaskReply(requestID: request.requestID, status: .ok, body: Array("404".utf8))
+                    )
+                }
+            }
+            defer { answering.cancel() }
+            let sky = try await SkyClient(broker: broker.endpoint, configuration: try await Self.withLocalEcho())
+            let startedAt = ContinuousClock.now
+            var calls = 0
+            while ContinuousClock.now - startedAt < .milliseconds(700) {
+                #expect(try await sky.scan(EchoTask(message: "\(calls)")) == EchoTask(message: "\(calls)"))
+                calls += 1
+            }
+            #expect(calls > 10)
+            #expect(asked.withLock { $0 } == 1, "\(calls) calls in 0.7 s asked once")
+            // The answer is trusted for a second: the time itself is what is tested here (1.3 s
+            // after the start leaves 300 ms for the first answer to arrive on a loaded machine).
+            try await Task.sleep(for: .milliseconds(1300) - (ContinuousClock.now - startedAt))
+            _ = try await sky.scan(EchoTask(message: "later"))
+            #expect(asked.withLock { $0 } == 2, "asked again once the answer was a second old")
+            #expect(await sky.statistics.localRuns == calls + 1)
+            await sky.close()
+            await broker.stop()
+        }
+
+        /// With several endpoints, a client whose established connection drops goes on with
+        /// the next endpoint: the next call is answered there.
+        @Test func aDroppedConnectionFailsOverToTheNextEndpoint() async throws {
+            let first = try await FakeBroker.start()
+            let second = try await FakeBroker.start()
+            var configuration = SkyClient.Configuration()
+            configuration.connectTimeout = .milliseconds(500)
+            let sky = try await SkyClient(brokers: [first.endpoint, second.endpoint], configuration: configuration)
+            let one = Task { try await sky.request(service: "svc", body: [1]) }
+            first.echo(await first.nextRequest())
+            #expect(try await one.value == [1])
+            await first.stop()
+            let droppedAt = ContinuousClock.now
+            // Bounded, so that a client that never fails over fails the test in time.
+            let two = Task {
+                try await sky.request(service: "svc", body: [2], options: ScanOptions(timeout: .seconds(4)))
+            }
+            let answering = Task { second.echo(await second.nextRequest()) }
+            #expect(try await two.value == [2])
+            await answering.value
+            let failover = ContinuousClock.now - droppedAt
+            #expect(failover < .seconds(5), "answered by the second endpoint after \(failover)")
+            #expect(await sky.statistics.endpoint == second.endpoint)
+            await sky.close()
+            await second.stop()
+        }
+
+        /// `scanAll` keeps at most `concurrency` calls in flight, and uses all of them.
+        @Test func scanAllNeverHoldsMoreThanItsConcurrencyInFlight() async throws {
+            let broker = try await FakeBroker.start()
+            let sky = try await SkyClient(broker: broker.endpoint)
+            let total = 20
+            let concurrency = 3
+            let stream: AsyncStream<BatchResult<EchoTask>> = sky.scanAll(
+                (0..<total).map { EchoTask(message: "\($0)") }, concurrency: concurrency,
+                options: ScanOptions(coalesce: false))
+            let collected = Task { await stream.reduce(into: 0) { count, _ in count += 1 } }
+            var outstanding: [FakeBroker.Received] = []
+            var received = 0
+            var most = 0
+            while received < total || !outstanding.isEmpty {
+                if received < total && outstanding.count < concurrency {
+                    outstanding.append(await broker.nextRequest())
+                    received += 1
+                    most = max(most, outstanding.count)
+                } else {
+                    if outstanding.count == concurrency {
+                        // Full: a call beyond the limit would arrive now. An absence can only be
+                        // observed over a window; 20 ms is far more than a local send takes.
+                        try await Task.sleep(for: .milliseconds(20))
+                        #expect(broker.unread == 0, "a call beyond the limit was sent")
+                    }
+                    broker.echo(outstanding.removeFirst())
+                }
+                #expect(outstanding.count <= concurrency)
+            }
+            #expect(most == concurrency)
+            #expect(await collected.value == total)
+            // Nothing else was sent.
+            let snapshotCalls = await sky.statistics.counters.calls
+            #expect(snapshotCalls == total)
+            await sky.close()
+            await broker.stop()
+        }
+    }
+}

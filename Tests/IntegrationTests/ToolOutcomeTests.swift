@@ -1,0 +1,110 @@
+import Foundation
+import Sky
+import SkyProtocol
+import SkyTestSupport
+import SkyWorkloads
+import Testing
+
+extension IntegrationSuite {
+    /// What the command-line tools promise beyond their flags: skyscan's exit code tells a
+    /// script whether the scan was good, and skywatch draws its table on a real terminal.
+    @Suite("Command-line tools: exit codes and the terminal table")
+    struct ToolOutcomeTests {
+        static func summary(_ scan: SkyProcess) throws -> [String: Any] {
+            let line = try #require(scan.outputLines.last { $0.hasPrefix("{") }, "skyscan --json printed a summary")
+            return try #require(try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any])
+        }
+
+        /// skyscan exits 1 when scans fail (here: no worker serves sky.scan).
+        @Test func skyscanExitsNonZeroWhenScansFail() async throws {
+            let cluster = try await TestCluster.start(extraArguments: ["--no-workers-grace", "0.2"])
+            defer { cluster.killAll() }
+            _ = try await cluster.startWorker(name: "echo-only", extraArguments: ["--workloads", "sky.echo"])
+            let scan = try SkyProcess(
+                "skyscan", ["--broker", cluster.clients, "--sectors", "3", "--size", "16", "--attempts", "1", "--json"])
+            #expect(try await scan.waitForExit() == 1)
+            let summary = try Self.summary(scan)
+            #expect(summary["failed"] as? Int == 3, "\(summary)")
+            #expect(summary["completed"] as? Int == 0)
+        }
+
+        /// skyscan --verify exits 1 when a worker returns a wrong result, and counts it.
+        @Test func skyscanVerifyExitsNonZeroOnAMismatch() async throws {
+            let cluster = try await TestCluster.start()
+            defer { cluster.killAll() }
+            // A worker from the protocol doc that answers every scan with sector 0's report.
+            let report = try JSONEncoder().encode(SectorScanner.scan(ScanTask(sector: 0, size: 16)))
+            let liar = try await HungWorker(
+                broker: cluster.workers, services: [ScanTask.service], capacity: 8, respond: { _ in Array(report) })
+            defer { Task { await liar.close() } }
+            try await HostilePeerTests.waitForWorkers(1, cluster)
+            let scan = try SkyProcess(
+                "skyscan", ["--broker", cluster.clients, "--sectors", "3", "--size", "16", "--verify", "--json"])
+            #expect(try await scan.waitForExit() == 1)
+            let summary = try Self.summary(scan)
+            #expect(summary["completed"] as? Int == 3, "\(summary)")
+            #expect(summary["mismatches"] as? Int == 2, "sectors 1 and 2 got sector 0's report: \(summary)")
+        }
+
+        /// skywatch's table, drawn on a real pseudo-terminal (`script`): the header, a row per
+        /// worker with its name, and the row gone once the worker left.
+        @Test func skywatchDrawsItsTableOnATerminal() async throws {
+            let cluster = try await TestCluster.start(extraArguments: TestCluster.fastHeartbeats)
+            defer { cluster.killAll() }
+            let worker = try await cluster.startWorker(name: "tty-worker", capacity: 3)
+            let watch = try cluster.track(
+                SkyProcess.onTerminal(
+                    "skywatch", ["--broker", cluster.clients, "--events", cluster.events], name: "skywatch-tty"))
+            try await watch.waitUntil(timeout: .seconds(20)) { lines in
+                lines.contains { $0.contains("tty-worker") } && lines.contains { $0.contains("WORKER") }
+            }
+            worker.signal(SIGKILL)
+            let drawnBefore = watch.outputLines.count
+            // Redrawn in place once the broker dropped it: no worker rows left.
+            try await watch.waitUntil(timeout: .seconds(20)) { lines in
+                lines.count > drawnBefore && lines[drawnBefore...].contains { $0.contains("(no workers connected)") }
+            }
+            // SIGTERM to skywatch itself (script's child): it draws its last table and exits 0.
+            let stop = try SkyProcess(
+                program: URL(fileURLWithPath: "/usr/bin/pkill"), ["-TERM", "-P", "\(watch.pid)"], name: "pkill")
+            #expect(try await stop.waitForExit() == 0)
+            #expect(try await watch.waitForExit() == 0, "\(watch.outputLines.suffix(5))")
+        }
+
+        /// Without a terminal and without --json, skywatch prints one line per event: time,
+        /// number, kind, then the worker, the reason and what it held.
+        @Test func skywatchPrintsOneLinePerEventWithoutATerminal() async throws {
+            let cluster = try await TestCluster.start(extraArguments: TestCluster.fastHeartbeats)
+            defer { cluster.killAll() }
+            let watch = try cluster.track(
+                SkyProcess(
+                    "skywatch", ["--broker", cluster.clients, "--events", cluster.events], name: "skywatch-lines"))
+            try await watch.waitForLine { $0.contains("broker.hello") || $0.contains("workers=0") }
+            let worker = try await cluster.startWorker(name: "line-worker", capacity: 2)
+            let joined = try await watch.waitForLine { $0.contains("worker.connected line-worker") }
+            #expect(joined.contains("capacity=2"), "\(joined)")
+            worker.signal(SIGKILL)
+            let left = try await watch.waitForLine { $0.contains("worker.disconnected line-worker") }
+            #expect(left.contains("reason="), "\(left)")
+            watch.signal(SIGTERM)
+            #expect(try await watch.waitForExit() == 0)
+        }
+
+        /// skyscan on a terminal: a progress bar on stderr while it runs, then the summary as a
+        /// table ending in "result OK" (and exit 0) when every scan matched a local one.
+        @Test func skyscanPrintsProgressAndASummaryTableOnATerminal() async throws {
+            let cluster = try await TestCluster.start()
+            defer { cluster.killAll() }
+            _ = try await cluster.startWorker(name: "scanner", capacity: 2)
+            let scan = try SkyProcess.onTerminal(
+                "skyscan", ["--broker", cluster.clients, "--sectors", "20", "--size", "16", "--verify"],
+                name: "skyscan-tty")
+            #expect(try await scan.waitForExit() == 0)
+            let text = scan.outputLines.joined(separator: "\n")
+            #expect(text.contains("20/20"), "the progress bar reached the end: \(text)")
+            #expect(text.contains("completed    20"), "\(text)")
+            #expect(text.contains("mismatches   0"), "\(text)")
+            #expect(text.contains("result       OK"), "\(text)")
+        }
+    }
+}

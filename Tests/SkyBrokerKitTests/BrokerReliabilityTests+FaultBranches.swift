@@ -1,0 +1,57 @@
+import Foundation
+import Testing
+
+@testable import SkyBrokerKit
+@testable import SkyProtocol
+
+/// The fault-handling branches of the broker's state machine that no other test reached
+/// (found with `ops/sky test --coverage`), each driven on purpose.
+extension BrokerReliabilityTests {
+    /// A request's no-workers grace runs out after a worker of its service joined but is busy:
+    /// it keeps waiting for that worker instead of being answered `noWorkers`.
+    @Test func aGraceThatRunsOutAfterAWorkerJoinedLeavesTheRequestWaiting() {
+        var broker = BrokerHarness()
+        let older = RequestID(high: 1, low: 0)
+        let newer = RequestID(high: 1, low: 1)
+        _ = broker.request(clientA, older)
+        _ = broker.request(clientA, newer)
+        _ = broker.advance(.seconds(1))
+        #expect(dispatched(broker.ready(worker1, capacity: 1)).map(\.1) == [older])
+        let graceOver = broker.advance(.milliseconds(1500))
+        #expect(replies(graceOver).isEmpty, "served now: it waits for the worker")
+        #expect(broker.machine.counters.noWorkersAnswered == 0)
+        #expect(broker.machine.queuedCount == 1)
+        #expect(dispatched(broker.reply(worker1, client: clientA, older)).map(\.1) == [newer])
+    }
+
+    /// The client cancelled (and was answered), but the worker never answers the cancelled
+    /// delivery: its lease takes it back at deadline + grace, tells the worker CANCEL again,
+    /// answers nobody a second time, and frees the credit for the next request.
+    @Test func aCancelledDeliveryThatNeverAnswersIsTakenBackByItsLease() {
+        var configuration = BrokerStateMachine.Configuration()
+        configuration.leaseGrace = .seconds(1)
+        var broker = BrokerHarness(configuration)
+        _ = broker.ready(worker1, capacity: 1)
+        _ = broker.request(clientA, id, timeout: .seconds(1))
+        let tag = broker.tag(id, at: worker1)
+        #expect(replies(broker.cancel(clientA, id)).map(\.1.status) == [.cancelled])
+        let other = RequestID(high: 2, low: 2)
+        #expect(dispatched(broker.request(clientB, other)).isEmpty, "the hung delivery still holds the credit")
+        let lease = broker.advance(.milliseconds(2100))
+        #expect(lease.contains(.sendToWorker(worker1, .cancel(tag: tag, id))))
+        #expect(replies(lease).isEmpty, "the client was answered once already")
+        #expect(dispatched(lease).map(\.1) == [other])
+        #expect(broker.machine.workers[worker1]?.cancelledKeys.isEmpty == true)
+    }
+
+    /// DISCONNECT or DRAINING from a peer that is not a registered worker changes nothing and
+    /// is not answered (a DISCONNECT back would only make it leave again).
+    @Test func goodbyesFromUnknownWorkersAreIgnored() {
+        var broker = BrokerHarness()
+        for command in [WorkerToBroker.disconnect, .draining] {
+            #expect(effects(broker.worker(worker1, command)).isEmpty, "\(command)")
+        }
+        #expect(broker.machine.workerCount == 0)
+        #expect(broker.machine.counters.unknownWorkerMessages == 0)
+    }
+}
