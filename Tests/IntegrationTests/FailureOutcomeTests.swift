@@ -11,10 +11,6 @@ extension IntegrationSuite {
     /// workers lost too often, a hung task, a drain that runs out of time.
     @Suite("Failure outcomes reach the caller")
     struct FailureOutcomeTests {
-        static func snapshot(_ cluster: TestCluster) async throws -> ClusterSnapshot {
-            try await HostilePeerTests.snapshot(cluster)
-        }
-
         static func request(_ id: RequestID, _ service: String, attempt: UInt32 = 1, timeout: UInt32 = 0)
             -> [[UInt8]]
         {
@@ -31,7 +27,7 @@ extension IntegrationSuite {
         ) {
             let cluster = try await TestCluster.start(extraArguments: brokerArguments)
             let worker = try await HungWorker(broker: cluster.workers, services: ["held"], capacity: capacity)
-            try await HostilePeerTests.waitForWorkers(1, cluster)
+            try await cluster.waitForWorkers(1)
             return (cluster, worker)
         }
 
@@ -78,7 +74,7 @@ extension IntegrationSuite {
             try await eventually("the worker holds the request") { worker.requests.count == 1 }
             client.send(Self.request(repeated, "held", attempt: 2))
             try await eventually("the repeat was counted") {
-                (try? await Self.snapshot(cluster).counters.duplicateRequests) == 1
+                (try? await cluster.snapshot().counters.duplicateRequests) == 1
             }
             worker.answerAll()
             let replies = try await client.waitForReplies(1)
@@ -90,10 +86,10 @@ extension IntegrationSuite {
             await client.close()
             // A round trip through the broker's clients port after the close, so that its
             // ROUTER has seen the connection end before the reply goes out.
-            _ = try await Self.snapshot(cluster)
+            _ = try await cluster.snapshot()
             worker.answer(worker.requests[1])
             try await eventually("the reply to the gone client was counted") {
-                (try? await Self.snapshot(cluster).counters.undeliverableReplies) == 1
+                (try? await cluster.snapshot().counters.undeliverableReplies) == 1
             }
         }
 
@@ -111,7 +107,7 @@ extension IntegrationSuite {
                 Task { try await sky.request(service: "held", body: [UInt8(index)], options: options) }
             }
             try await eventually("one running and two waiting") {
-                (try? await Self.snapshot(cluster).totalQueued) == 2
+                (try? await cluster.snapshot().totalQueued) == 2
             }
             let refusedAt = ContinuousClock.now
             await #expect(throws: SkyError.self) {
@@ -125,7 +121,7 @@ extension IntegrationSuite {
                 }
             }
             #expect(ContinuousClock.now - refusedAt < .seconds(1))
-            #expect(try await Self.snapshot(cluster).counters.rejectedOverloaded == 1)
+            #expect(try await cluster.snapshot().counters.rejectedOverloaded == 1)
             for call in held { call.cancel() }
             await sky.close()
         }
@@ -146,7 +142,7 @@ extension IntegrationSuite {
                 worker.peer.send(WorkerToBroker.disconnect.encode())
                 await worker.close()
                 try await eventually("the worker left") {
-                    (try? await Self.snapshot(cluster).workers.count) == 0
+                    (try? await cluster.snapshot().workers.count) == 0
                 }
             }
             await #expect(throws: SkyError.self) {
@@ -157,7 +153,7 @@ extension IntegrationSuite {
                     throw error
                 }
             }
-            let counters = try await Self.snapshot(cluster).counters
+            let counters = try await cluster.snapshot().counters
             #expect(counters.failedWorkerLost == 1)
             #expect(counters.requeued == 2)
             await sky.close()
@@ -203,7 +199,7 @@ extension IntegrationSuite {
             #expect(leaseRanOut >= .milliseconds(1000) && leaseRanOut < .milliseconds(2000), "\(leaseRanOut)")
             let second = try #require(worker.requests.last)
             #expect(Self.cancelled(worker, tag: second.tag), "the lease CANCEL reached the worker")
-            #expect(try await Self.snapshot(cluster).counters.deadlinesExceeded == 1)
+            #expect(try await cluster.snapshot().counters.deadlinesExceeded == 1)
             await sky.close()
         }
 

@@ -10,25 +10,6 @@ extension IntegrationSuite {
     /// with real processes: a real broker, real or raw workers, raw and real clients.
     @Suite("Exactly one answer under hostile and careless peers")
     struct HostilePeerTests {
-        static func snapshot(_ cluster: TestCluster) async throws -> ClusterSnapshot {
-            let sky = try await SkyClient(broker: cluster.clients)
-            defer { Task { await sky.close() } }
-            return try await sky.clusterSnapshot()
-        }
-
-        /// A client whose events() reads this cluster's events endpoint.
-        static func watcher(_ cluster: TestCluster) async throws -> SkyClient {
-            var configuration = SkyClient.Configuration()
-            configuration.events = cluster.events
-            return try await SkyClient(broker: cluster.clients, configuration: configuration)
-        }
-
-        static func waitForWorkers(_ count: Int, _ cluster: TestCluster) async throws {
-            try await eventually("\(count) workers registered") {
-                (try? await snapshot(cluster).workers.count) == count
-            }
-        }
-
         static func request(_ id: RequestID, _ service: String, body: [UInt8] = [1], timeout: UInt32 = 0) -> [[UInt8]] {
             ClientToBroker.request(
                 TaskRequest(
@@ -45,9 +26,9 @@ extension IntegrationSuite {
             defer { cluster.killAll() }
             let hung = try await HungWorker(broker: cluster.workers, services: ["sky.echo"])
             defer { Task { await hung.close() } }
-            try await Self.waitForWorkers(1, cluster)
+            try await cluster.waitForWorkers(1)
             _ = try await cluster.startWorker(name: "healthy", capacity: 4)
-            try await Self.waitForWorkers(2, cluster)
+            try await cluster.waitForWorkers(2)
 
             let sky = try await SkyClient(broker: cluster.clients)
             let options = ScanOptions(timeout: .seconds(1), retry: RetryPolicy(maxAttempts: 3), coalesce: false)
@@ -61,7 +42,7 @@ extension IntegrationSuite {
 
             hung.answerAll()
             try await eventually("the hung worker's late reply is counted") {
-                (try? await Self.snapshot(cluster).counters.repliesAfterCancel) == 1
+                (try? await cluster.snapshot().counters.repliesAfterCancel) == 1
             }
             #expect(await sky.unmatchedReplies == 0, "the late reply must not reach the client")
             #expect(await sky.statistics.retries == 1)
@@ -76,7 +57,7 @@ extension IntegrationSuite {
             let hung = try await HungWorker(broker: cluster.workers, services: ["hold"], capacity: 1)
             defer { Task { await hung.close() } }
             _ = try await cluster.startWorker(name: "echo", capacity: 2)
-            try await Self.waitForWorkers(2, cluster)
+            try await cluster.waitForWorkers(2)
             let a = try await RawPeer(connectingTo: cluster.clients, identity: Array("client-A".utf8))
             let b = try await RawPeer(connectingTo: cluster.clients, identity: Array("client-B".utf8))
             defer {
@@ -99,7 +80,7 @@ extension IntegrationSuite {
             b.send(ClientToBroker.cancel(running).encode())
             b.send(ClientToBroker.cancel(waiting).encode())
             try await eventually("both requests are still A's") {
-                let snapshot = try await Self.snapshot(cluster)
+                let snapshot = try await cluster.snapshot()
                 return snapshot.totalQueued == 1 && snapshot.inFlight == 1
             }
             hung.answerAll()
@@ -122,8 +103,8 @@ extension IntegrationSuite {
             defer { cluster.killAll() }
             let hung = try await HungWorker(broker: cluster.workers, services: ["storm"], capacity: 1)
             defer { Task { await hung.close() } }
-            try await Self.waitForWorkers(1, cluster)
-            let watcher = try await Self.watcher(cluster)
+            try await cluster.waitForWorkers(1)
+            let watcher = try await cluster.watcher()
             let longest = Locked(0.0)
             let periods = Locked(0)
             let seen = Locked<[Double]>([])
@@ -150,7 +131,7 @@ extension IntegrationSuite {
                     })
             }
             try await eventually("every request queued", timeout: .seconds(8)) {
-                (try? await Self.snapshot(cluster).totalQueued) == count
+                (try? await cluster.snapshot().totalQueued) == count
             }
             print("deadline storm: \(count) requests queued in \(ContinuousClock.now - sending)")
             // The stats period in which the last requests arrived measures reading them (up to
@@ -165,7 +146,7 @@ extension IntegrationSuite {
             try await eventually("a full stats period after the answers") {
                 periods.withLock { $0 } >= answeredAt + 2
             }
-            let snapshot = try await Self.snapshot(cluster)
+            let snapshot = try await cluster.snapshot()
             let worst = longest.withLock { $0 }
             print("deadline storm: longest iteration per second: \(seen.withLock { $0.map { Int($0) } })")
             print(
@@ -206,7 +187,7 @@ extension IntegrationSuite {
             }
             // A real watcher joining during the churn gets its greeting: only then does its
             // stream start with a snapshot.
-            let sky = try await Self.watcher(cluster)
+            let sky = try await cluster.watcher()
             let greeted = Task {
                 for try await change in sky.events() {
                     if case .snapshot = change { return true }
@@ -228,7 +209,7 @@ extension IntegrationSuite {
             defer { cluster.killAll() }
             let hung = try await HungWorker(broker: cluster.workers, services: ["hold"], capacity: 1)
             defer { Task { await hung.close() } }
-            try await Self.waitForWorkers(1, cluster)
+            try await cluster.waitForWorkers(1)
             let flood = try await RawPeer(connectingTo: cluster.clients)
             flood.send((0...2000).map { Self.request(RequestID(high: 3, low: UInt64($0)), "hold") })
             let refused = try await flood.waitForReplies(1000)
@@ -239,13 +220,13 @@ extension IntegrationSuite {
             defer { Task { await other.close() } }
             other.send(Self.request(RequestID(high: 4, low: 1), "hold"))
             try await eventually("the other client's request waits beside the flood") {
-                (try? await Self.snapshot(cluster).totalQueued) == 1001
+                (try? await cluster.snapshot().totalQueued) == 1001
             }
             #expect(other.replies.isEmpty)
             let answer = try await other.waitForReplies(1, timeout: .seconds(10))
             #expect(answer.first?.status == .deadlineExceeded)
-            try await eventually("the orphans are gone") { (try? await Self.snapshot(cluster).totalQueued) == 0 }
-            let counters = try await Self.snapshot(cluster).counters
+            try await eventually("the orphans are gone") { (try? await cluster.snapshot().totalQueued) == 0 }
+            let counters = try await cluster.snapshot().counters
             #expect(counters.maxWaitExpired == 1001)
             #expect(counters.rejectedClientShare == 1000)
         }
@@ -259,28 +240,28 @@ extension IntegrationSuite {
             defer { cluster.killAll() }
             let hung = try await HungWorker(broker: cluster.workers, services: ["hold"], capacity: 1)
             defer { Task { await hung.close() } }
-            try await Self.waitForWorkers(1, cluster)
+            try await cluster.waitForWorkers(1)
             let flood = try await RawPeer(connectingTo: cluster.clients)
             defer { Task { await flood.close() } }
             flood.send(Self.request(RequestID(high: 5, low: 0), "hold"))
             try await eventually("the worker is busy") { hung.requests.count == 1 }
-            let before = try #require(try await Self.snapshot(cluster).memory?.resident)
+            let before = try #require(try await cluster.snapshot().memory?.resident)
             let body = [UInt8](repeating: 0x5a, count: 8 << 20)
             for index in 1...32 {
                 flood.send(Self.request(RequestID(high: 5, low: UInt64(index)), "hold", body: body))
             }
             let refused = try await flood.waitForReplies(24, timeout: .seconds(30))
             #expect(refused.allSatisfy { $0.status == .overloaded })
-            let full = try await Self.snapshot(cluster)
+            let full = try await cluster.snapshot()
             #expect(full.totalQueued == 8)
             #expect(full.counters.rejectedQueueBytes == 24)
             let peak = full.memory?.resident ?? 0
             _ = try await flood.waitForReplies(32, timeout: .seconds(10))
             try await eventually("resident memory back within 20 % of the start", timeout: .seconds(10)) {
-                let resident = try await Self.snapshot(cluster).memory?.resident ?? .max
+                let resident = try await cluster.snapshot().memory?.resident ?? .max
                 return Double(resident) <= Double(before) * 1.2
             }
-            let after = try await Self.snapshot(cluster).memory?.resident ?? 0
+            let after = try await cluster.snapshot().memory?.resident ?? 0
             print(
                 "queue bytes: resident \(before >> 20) MiB before, \(peak >> 20) MiB with 64 MiB queued, \(after >> 20) MiB after"
             )
@@ -337,7 +318,7 @@ extension IntegrationSuite {
             let status = try await worker.waitForExit(timeout: .seconds(5))
             #expect(status != 0)
             #expect(worker.errorText.contains("workers connect to \(cluster.workers)"), "\(worker.errorText)")
-            let counters = try await Self.snapshot(cluster).counters
+            let counters = try await cluster.snapshot().counters
             #expect(counters.misdirectedMessages >= 2)
         }
 
@@ -350,7 +331,7 @@ extension IntegrationSuite {
             let fits = try await HungWorker(broker: cluster.workers, services: services)
             defer { Task { await fits.close() } }
             try await eventually("the worker registers with 1,024 services") {
-                (try? await Self.snapshot(cluster).workers.first?.services.count) == 1024
+                (try? await cluster.snapshot().workers.first?.services.count) == 1024
             }
             let tooBig = try await RawPeer(connectingTo: cluster.workers)
             defer { Task { await tooBig.close() } }
@@ -363,7 +344,7 @@ extension IntegrationSuite {
                 return
             }
             #expect(reason.contains("1024 services"))
-            #expect(try await Self.snapshot(cluster).workers.count == 1)
+            #expect(try await cluster.snapshot().workers.count == 1)
         }
     }
 }

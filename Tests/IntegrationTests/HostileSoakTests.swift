@@ -25,13 +25,13 @@ extension IntegrationSuite {
             defer { cluster.killAll() }
             let hung = try await HungWorker(broker: cluster.workers, services: ["sky.scan", "storm"], capacity: 4)
             defer { Task { await hung.close() } }
-            try await Hostile.waitForWorkers(1, cluster)
+            try await cluster.waitForWorkers(1)
             for index in 1...2 {
                 _ = try await cluster.startWorker(
                     name: "real-\(index)", capacity: 2, extraArguments: ["--workloads", "sky.scan,sky.echo"])
             }
-            try await Hostile.waitForWorkers(3, cluster)
-            let residentAtStart = try #require(try await Hostile.snapshot(cluster).memory?.resident)
+            try await cluster.waitForWorkers(3)
+            let residentAtStart = try #require(try await cluster.snapshot().memory?.resident)
 
             // Real work: retried when it lands on the hung worker.
             let sky = try await SkyClient(broker: cluster.clients)
@@ -109,18 +109,18 @@ extension IntegrationSuite {
             #expect(bigAnswers.allSatisfy { $0.status == .overloaded || $0.status == .deadlineExceeded })
 
             try await eventually("the queue is empty again", timeout: .seconds(20)) {
-                (try? await Hostile.snapshot(cluster).totalQueued) == 0
+                (try? await cluster.snapshot().totalQueued) == 0
             }
             var residentNow = 0
             do {
                 try await eventually("resident memory back within 20 % of the start", timeout: .seconds(10)) {
-                    residentNow = try await Hostile.snapshot(cluster).memory?.resident ?? .max
+                    residentNow = try await cluster.snapshot().memory?.resident ?? .max
                     return Double(residentNow) <= Double(residentAtStart) * 1.2
                 }
             } catch {
                 Issue.record("resident \(residentNow >> 10) KiB after, \(residentAtStart >> 10) KiB at the start")
             }
-            let snapshot = try await Hostile.snapshot(cluster)
+            let snapshot = try await cluster.snapshot()
             #expect(snapshot.counters.workersExpired == 0)
             #expect(snapshot.workers.count == 3)
             // The orphans, and the storm's first request if it waited behind real scans.

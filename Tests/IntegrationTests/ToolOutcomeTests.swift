@@ -37,7 +37,7 @@ extension IntegrationSuite {
             let liar = try await HungWorker(
                 broker: cluster.workers, services: [ScanTask.service], capacity: 8, respond: { _ in Array(report) })
             defer { Task { await liar.close() } }
-            try await HostilePeerTests.waitForWorkers(1, cluster)
+            try await cluster.waitForWorkers(1)
             let scan = try SkyProcess(
                 "skyscan", ["--broker", cluster.clients, "--sectors", "3", "--size", "16", "--verify", "--json"])
             #expect(try await scan.waitForExit() == 1)

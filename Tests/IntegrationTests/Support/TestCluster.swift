@@ -81,6 +81,27 @@ final class TestCluster: Sendable {
         return process
     }
 
+    /// The broker's snapshot, through a client of its own.
+    func snapshot() async throws -> ClusterSnapshot {
+        let sky = try await SkyClient(broker: clients)
+        defer { Task { await sky.close() } }
+        return try await sky.clusterSnapshot()
+    }
+
+    /// A client whose events() reads this cluster's events endpoint.
+    func watcher() async throws -> SkyClient {
+        var configuration = SkyClient.Configuration()
+        configuration.events = events
+        return try await SkyClient(broker: clients, configuration: configuration)
+    }
+
+    /// Returns once exactly `count` workers are registered.
+    func waitForWorkers(_ count: Int) async throws {
+        try await eventually("\(count) workers registered") {
+            (try? await snapshot().workers.count) == count
+        }
+    }
+
     /// SIGTERM to everything (workers first, broker last) and wait for each to exit. Under
     /// ThreadSanitizer (`ops/sky test --tsan`) a race report from any process fails the test.
     func stop() async {
