@@ -186,6 +186,11 @@ let package = Package(
             swiftSettings: strictSettings
         ),
         .testTarget(
+            name: "SkyWorkerKitTests",
+            dependencies: ["SkyWorkerKit", "SkyProtocol"],
+            swiftSettings: strictSettings
+        ),
+        .testTarget(
             name: "SkyWorkloadsTests",
             dependencies: ["SkyWorkloads", "SkyWorkerKit", "SkyProtocol", "SkyZMQ", "SkyTestSupport"],
             swiftSettings: strictSettings

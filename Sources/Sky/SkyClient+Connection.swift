@@ -76,7 +76,7 @@ extension SkyClient {
                 eventRefusals[from] =
                     "\(event.endpoint) refused this client's key for events (ZAP status \(event.value)): it is not on the broker's watcher allow-list (skybroker --watcher-keys)"
                 sink.finish()
-            case .monitor, .sendFailed, .tick:
+            case .monitor, .sendFailed, .tick, .input, .opened:
                 continue
             }
         }

@@ -219,7 +219,7 @@ public final class Broker: Service, Sendable {
                         if let loop { machine.loopIteration(took: loop.takeLongestIteration()) }
                         machine.tick(now: now, into: &actions)
                         if machine.hasExpiryBacklog { loop?.tickSoon() }
-                    case .message, .monitor:
+                    case .message, .monitor, .input, .opened:
                         continue
                     }
                 }

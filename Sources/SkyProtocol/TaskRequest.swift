@@ -76,11 +76,13 @@ public struct TaskReply: Sendable, Equatable {
     }
 
     /// A failure reply whose body explains it.
+    /// - Parameter type: the error's type name; by default the status's own name (`cancelled`,
+    ///   `overloaded`), so that every role names a failure of Sky's own the same way.
     public static func failure(
-        _ requestID: RequestID, _ status: ReplyStatus, type: String, message: String, attempt: UInt32 = 1
+        _ requestID: RequestID, _ status: ReplyStatus, type: String? = nil, message: String, attempt: UInt32 = 1
     ) -> TaskReply {
         TaskReply(
             requestID: requestID, attempt: attempt, status: status,
-            body: RemoteErrorBody(type: type, message: message).encoded())
+            body: RemoteErrorBody(type: type ?? status.description, message: message).encoded())
     }
 }

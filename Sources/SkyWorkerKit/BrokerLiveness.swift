@@ -2,11 +2,13 @@
 /// input carries `now`, so tests move time by hand.
 ///
 /// Any message from the broker proves it alive. Silence for `liveness × interval` means the
-/// broker is lost: close the connection and reconnect after a backoff that starts at
-/// ``Configuration/initialBackoff``, doubles up to ``Configuration/maxBackoff``, and is spread by
-/// ±``Configuration/jitter`` so that a fleet of workers does not reconnect in lockstep. A message
-/// from the broker resets the backoff. A DISCONNECT from the broker (it does not know this
-/// worker) means: register again now.
+/// broker is lost (``Action/lost(reconnectAt:)``): the worker keeps its connection and keeps
+/// heartbeating on it, because a broker that comes back answers with DISCONNECT and the worker
+/// registers at once; if nothing comes, ``tick(now:)`` says `.connect` after a backoff that
+/// starts at ``Configuration/initialBackoff``, doubles up to ``Configuration/maxBackoff``, and is
+/// spread by ±``Configuration/jitter`` so that a fleet of workers does not reconnect in
+/// lockstep. A message from the broker resets the backoff. A DISCONNECT from the broker (it does
+/// not know this worker) means: register again now. ``WorkerStateMachine`` owns one.
 public struct BrokerLiveness: Sendable {
     public typealias Instant = ContinuousClock.Instant
 
@@ -24,9 +26,10 @@ public struct BrokerLiveness: Sendable {
     }
 
     public enum Action: Sendable, Equatable {
-        /// Close the connection; ``tick(now:)`` says `.connect` once `until` has passed.
-        case disconnect(reconnectAt: Instant)
-        /// Open a new connection and register.
+        /// The broker fell silent: expect nothing from it; ``tick(now:)`` says `.connect` once
+        /// `reconnectAt` has passed, unless the broker speaks first.
+        case lost(reconnectAt: Instant)
+        /// Open a new connection (closing the old one) and register.
         case connect
     }
 
@@ -61,12 +64,18 @@ public struct BrokerLiveness: Sendable {
             let until = now + jittered(backoff)
             backoff = min(backoff * 2, configuration.maxBackoff)
             state = .waiting(until: until)
-            return .disconnect(reconnectAt: until)
+            return .lost(reconnectAt: until)
         case .waiting(let until):
             guard now >= until else { return nil }
             state = .connected(lastHeard: now)
             return .connect
         }
+    }
+
+    /// A connection could not even be opened: try again after the backoff.
+    public mutating func lostNow(now: Instant) {
+        state = .waiting(until: now + jittered(backoff))
+        backoff = min(backoff * 2, configuration.maxBackoff)
     }
 
     /// The broker said DISCONNECT: it does not know this connection.

@@ -2,13 +2,13 @@ import DequeModule
 import Foundation
 import SkyProtocol
 
-/// Runs tasks for a worker: a registry of handlers per service plus a capacity that the actor
-/// owns.
+/// The user's side of a worker: typed handlers registered per service, a name and a capacity.
 ///
-/// At most ``capacity`` handlers run at once. Further tasks wait, in arrival order, on
-/// continuations; a finishing handler hands its slot straight to the oldest waiter. Nothing
-/// polls or sleeps. Handlers run outside the actor, so a CPU-bound handler never blocks others
-/// from being admitted.
+/// A ``SkyWorker`` serves them remotely (the broker's credits keep at most ``capacity`` tasks
+/// on it); ``execute(_:)`` runs them locally, for the client's fallback, with at most
+/// ``capacity`` at once: further tasks wait in arrival order on continuations, and a finishing
+/// handler hands its slot straight to the oldest waiter. Handlers run outside the actor, so a
+/// CPU-bound handler never blocks others from being admitted.
 public actor ScanSystem {
     /// A handler over encoded payloads, for services that do not decode (echo) or bring their own codec.
     public typealias RawHandler = @Sendable ([UInt8]) async throws -> [UInt8]
@@ -61,29 +61,18 @@ public actor ScanSystem {
         handlers[service] = handler
     }
 
-    /// Runs one task and turns every outcome into a reply: the result, or a typed failure
-    /// (unknown service, undecodable payload, or the handler's error with its type and message).
+    /// The handlers as registered now. A worker takes them once when it starts and calls them
+    /// without passing through the actor: the broker's credits bound how many run at once.
+    public var handlerTable: Handlers { Handlers(workerName: name, table: handlers) }
+
+    /// Runs one task locally, at most ``capacity`` at once (the client's local fallback), and
+    /// turns every outcome into a reply, as ``Handlers/execute(_:)`` does.
     public func execute(_ request: TaskRequest) async -> TaskReply {
-        guard let handler = handlers[request.service] else {
-            return .failure(
-                request.requestID, .unknownService, type: "unknownService",
-                message:
-                    "worker \(name) does not serve \(request.service); it serves \(services.joined(separator: ", "))")
-        }
+        let table = handlerTable
+        guard table.serves(request.service) else { return await table.execute(request) }
         await acquireSlot()
         defer { releaseSlot() }
-        do {
-            let result = try await handler(request.body)
-            return TaskReply(requestID: request.requestID, status: .ok, body: result)
-        } catch let error as InvalidPayload {
-            return .failure(request.requestID, .invalidPayload, type: "invalidPayload", message: error.description)
-        } catch is CancellationError {
-            return .failure(request.requestID, .cancelled, type: "CancellationError", message: "the task was cancelled")
-        } catch {
-            return .failure(
-                request.requestID, .handlerError, type: String(reflecting: Swift.type(of: error)),
-                message: String(describing: error))
-        }
+        return await table.execute(request)
     }
 
     private func acquireSlot() async {

@@ -7,16 +7,19 @@ import SkyZMQ
 /// Connects a ``ScanSystem`` to a broker: announces its name, capacity and services, runs every
 /// task the broker sends, and returns the replies.
 ///
-/// One I/O thread owns the DEALER socket and sends the heartbeats itself, so they keep flowing
-/// however busy the handlers keep the cooperative pool. The broker's own heartbeats feed a
-/// ``BrokerLiveness``: when the broker falls silent the worker reconnects with backoff and
-/// registers again; when the broker says DISCONNECT (it restarted and does not know this
-/// worker) it registers again at once.
+/// The shell of ``WorkerStateMachine``, which decides everything: one I/O thread owns the
+/// connection, feeds every message and tick to the machine inline and carries out its actions.
+/// Heartbeats leave from that thread, so they keep flowing however busy the handlers keep the
+/// cooperative pool. Handlers run as children of one task group inside the graceful-shutdown
+/// handler; the broker's credits bound how many run. A finished handler posts its reply to the
+/// I/O thread, which sends it.
 ///
 /// On graceful shutdown (SIGTERM/SIGINT through a `ServiceGroup`) it tells the broker DRAINING
-/// (no new tasks), starts no new work, lets the tasks it runs finish and reply for up to
+/// (no new tasks), lets the tasks it runs finish and reply for up to
 /// ``Configuration/drainGrace``, says DISCONNECT, and closes. Tasks still running then are
-/// cancelled and not answered: on DISCONNECT the broker gives them to another worker.
+/// cancelled and not answered: on DISCONNECT the broker gives them to another worker. `run()`
+/// returns once their handlers have returned: a handler that ignores cancellation delays the
+/// worker's exit, not the broker's re-dispatch.
 public final class SkyWorker: Service, Sendable {
     public struct Configuration: Sendable {
         /// The broker's workers endpoint.
@@ -28,8 +31,8 @@ public final class SkyWorker: Service, Sendable {
         /// CURVE: the broker's public key and this worker's key pair (on the broker's worker
         /// allow-list). Required by a broker that runs with `--secret-key`.
         public var credentials: CurveCredentials?
-        /// Called once the worker's socket is open and its READY is on the way (skyworker prints
-        /// its ready line here, so that a line means the worker really started).
+        /// Called once the worker's first connection is open and its READY is on the way
+        /// (skyworker prints its ready line here, so that a line means the worker really started).
         public var onStarted: (@Sendable () -> Void)?
 
         public init(
@@ -46,8 +49,6 @@ public final class SkyWorker: Service, Sendable {
     private let configuration: Configuration
     private let system: ScanSystem
     private let logger: Logger
-    private let socketCounter = Locked(0)
-    private let clock = ContinuousClock()
 
     public init(configuration: Configuration, system: ScanSystem, logger: Logger) {
         self.configuration = configuration
@@ -61,182 +62,75 @@ public final class SkyWorker: Service, Sendable {
     }
 
     public func run() async throws {
-        let services = await system.services
-        guard !services.isEmpty else { throw WorkerSetupError.noServices }
-        let ready = WorkerToBroker.ready(
-            WorkerAnnouncement(name: system.name, capacity: UInt32(system.capacity), services: services))
+        let handlers = await system.handlerTable
+        guard !handlers.services.isEmpty else { throw WorkerSetupError.noServices }
+        var logger = logger
+        logger[metadataKey: "worker"] = "\(system.name)"
+        let machine = WorkerStateMachine(
+            configuration: .init(
+                announcement: WorkerAnnouncement(
+                    name: system.name, capacity: UInt32(system.capacity), services: handlers.services),
+                liveness: configuration.liveness, drainGrace: configuration.drainGrace),
+            now: ContinuousClock.now)
+        let (jobs, jobSink) = AsyncStream.makeStream(of: Job.self)
+        let shell = Shell(
+            machine: machine, configuration: configuration, jobs: jobSink, logger: logger)
         let tick = max(.milliseconds(10), configuration.liveness.heartbeatInterval / 10)
-        let loop = try await ZMQEventLoop.start(name: "skyworker-io", sockets: [], tick: tick)
-        // Replies go out on the connection that is current when they are ready: a reply for a task
-        // from an earlier connection then reaches the broker, which drops and counts it.
-        let current: Locked<ZMQEventLoop.SocketID>
-        do {
-            current = Locked(try await connect(on: loop, ready: ready))
-        } catch {
-            await loop.shutdown()
-            throw error
-        }
-        configuration.onStarted?()
-        var liveness = BrokerLiveness(configuration: configuration.liveness, now: clock.now)
-        let registry = InFlightRegistry()
-        logger.info(
-            "worker \(system.name) registering with \(configuration.broker): capacity \(system.capacity), services \(services.joined(separator: ", "))"
-        )
+        let loop = try await ZMQEventLoop.start(
+            name: "skyworker-io", sockets: [], tick: tick,
+            handler: { batch, outbound in shell.handle(batch, into: &outbound) })
+        shell.loop.withLock { $0 = loop }
+        loop.post(input: Shell.Input.start)
 
-        let stopRequested = Locked(false)
-        /// Set when the broker refused this worker: the reason it stops with.
-        var refusal: String?
-        var drainDeadline: ContinuousClock.Instant?
-        // Set when the broker acknowledged DRAINING (no task comes after that) or is gone.
-        var nothingMoreComing = false
+        let handles = shell.handles
         await withGracefulShutdownHandler {
-            batches: for await batch in loop.inbound {
-                let now = clock.now
-                if stopRequested.withLock({ $0 }) {
-                    if drainDeadline == nil {
-                        drainDeadline = now + configuration.drainGrace
-                        loop.send(WorkerToBroker.draining.encode(), on: current.withLock { $0 })
-                        logger.info(
-                            "worker \(system.name) stopping: finishing \(registry.count) task(s), for at most \(configuration.drainGrace)"
-                        )
-                    }
-                    if nothingMoreComing && registry.count == 0 { break batches }
-                    if let deadline = drainDeadline, now >= deadline {
-                        registry.abandonAll()
-                        logger.warning(
-                            "worker \(system.name): \(registry.count) task(s) unfinished after \(configuration.drainGrace); the broker will run them elsewhere"
-                        )
-                        break batches
+            await withTaskCancellationHandler {
+                await withDiscardingTaskGroup { group in
+                    for await job in jobs {
+                        group.addTask { await Self.perform(job, handlers: handlers, handles: handles, loop: loop) }
                     }
                 }
-                for inbound in batch {
-                    switch inbound {
-                    case .message(let from, let message):
-                        // Messages on a connection already replaced are ignored.
-                        guard from == current.withLock({ $0 }) else { continue }
-                        liveness.heard(now: now)
-                        let command: BrokerToWorker
-                        do {
-                            command = try BrokerToWorker.decode(message.frames)
-                        } catch {
-                            logger.warning("dropped malformed message from the broker: \(error)")
-                            continue
-                        }
-                        switch command {
-                        case .request(let tag, let request):
-                            // Also while draining: the broker sent it before it saw DRAINING.
-                            logger.debug(
-                                "running task",
-                                metadata: ["service": "\(request.service)", "request": "\(request.requestID)"])
-                            run(request, tag: tag, replyingOn: current, loop: loop, registry: registry)
-                        case .drainingAcknowledged:
-                            nothingMoreComing = true
-                        case .refused(let reason):
-                            // Registering again would be refused the same way: stop, and say why.
-                            refusal = reason
-                            registry.abandonAll()
-                            break batches
-                        case .cancel(let tag, let requestID):
-                            let found = registry.cancel(.init(tag: tag, requestID: requestID))
-                            logger.debug(
-                                "broker cancelled task",
-                                metadata: ["request": "\(requestID)", "runningHere": "\(found)"])
-                        case .heartbeat:
-                            continue
-                        case .disconnect:
-                            // Draining: the broker no longer holds our tasks; registering again
-                            // would only attract new work. Leave.
-                            guard drainDeadline == nil else { break batches }
-                            logger.warning("the broker does not know this worker (did it restart?); registering again")
-                            _ = liveness.brokerDisconnected(now: now)
-                            await reconnect(current, on: loop, ready: ready)
-                        }
-                    case .tick:
-                        switch liveness.tick(now: now) {
-                        case .disconnect(let reconnectAt):
-                            // Stay on the old connection, heartbeating, until then: a broker that
-                            // comes back answers the heartbeat with DISCONNECT, and the worker
-                            // registers at once. A draining worker expects nothing more.
-                            if drainDeadline != nil { nothingMoreComing = true }
-                            let wait = now.duration(to: reconnectAt)
-                            logger.warning(
-                                "no word from the broker for \(configuration.liveness.expiry); reconnecting in \(wait.formatted(.units(allowed: [.seconds, .milliseconds], width: .narrow)))"
-                            )
-                        case .connect:
-                            // Draining without a broker: nobody will take the results. Leave.
-                            guard drainDeadline == nil else { break batches }
-                            await reconnect(current, on: loop, ready: ready)
-                        case nil:
-                            continue
-                        }
-                    case .sendFailed, .monitor:
-                        continue
-                    }
-                }
+            } onCancel: {
+                loop.post(input: Shell.Input.cancel)
             }
         } onGracefulShutdown: {
-            // Acted on at the next batch; ticks arrive every tenth of a heartbeat interval.
-            stopRequested.withLock { $0 = true }
+            loop.post(input: Shell.Input.stop)
         }
 
-        if let refusal {
+        switch shell.ending.withLock({ $0 }) ?? .drained {
+        case .refused(let reason):
             await loop.shutdown(linger: 0)
-            logger.error("the broker refused this worker", metadata: ["reason": "\(refusal)"])
-            throw WorkerSetupError.refused(refusal)
-        }
-        loop.send(WorkerToBroker.disconnect.encode(), on: current.withLock { $0 })
-        // Let the last replies and the DISCONNECT leave before the sockets go.
-        await loop.shutdown(linger: 2000)
-        logger.info("worker \(system.name) disconnected")
-    }
-
-    private func run(
-        _ request: TaskRequest, tag: [UInt8], replyingOn current: Locked<ZMQEventLoop.SocketID>,
-        loop: ZMQEventLoop, registry: InFlightRegistry
-    ) {
-        let system = self.system
-        registry.start(.init(tag: tag, requestID: request.requestID)) {
-            let reply = await system.execute(request)
-            // After an abandoned drain the broker runs the task elsewhere: no reply then.
-            guard registry.mayReply else { return }
-            loop.send(WorkerToBroker.reply(tag: tag, reply).encode(), on: current.withLock { $0 })
+            logger.error("the broker refused this worker", metadata: ["reason": "\(reason)"])
+            throw WorkerSetupError.refused(reason)
+        case .cannotConnect(let reason):
+            await loop.shutdown(linger: 0)
+            throw WorkerSetupError.cannotConnect(endpoint: configuration.broker, reason: reason)
+        case .drained, .abandoned:
+            // Let the last replies and the DISCONNECT leave before the sockets go.
+            await loop.shutdown(linger: 2000)
+            logger.info("worker disconnected")
         }
     }
 
-    /// Registers again on a new connection, then closes the old one.
-    private func reconnect(_ current: Locked<ZMQEventLoop.SocketID>, on loop: ZMQEventLoop, ready: WorkerToBroker) async
-    {
-        do {
-            let fresh = try await connect(on: loop, ready: ready)
-            let old = current.withLock { socket -> ZMQEventLoop.SocketID in
-                defer { socket = fresh }
-                return socket
-            }
-            loop.close(old, linger: 0)
-        } catch {
-            logger.error("cannot open a new connection to \(configuration.broker): \(error)")
+    /// One task, as a child of the worker's task group: its handler runs in a task of its own
+    /// so that the I/O thread can cancel it alone; the child awaits it, so the group still does.
+    private static func perform(
+        _ job: Job, handlers: ScanSystem.Handlers, handles: TaskHandles, loop: ZMQEventLoop
+    ) async {
+        let handle = Task { await handlers.execute(job.request) }
+        _ = handles.attach(job.key, handle)
+        let reply = await withTaskCancellationHandler {
+            await handle.value
+        } onCancel: {
+            handle.cancel()
         }
+        handles.detach(job.key)
+        loop.post(input: Shell.Input.finished(job.key, reply))
     }
 
-    /// Opens a new connection to the broker, registers, and starts heartbeating on it.
-    private func connect(on loop: ZMQEventLoop, ready: WorkerToBroker) async throws -> ZMQEventLoop.SocketID {
-        let number = socketCounter.withLock { counter -> Int in
-            counter += 1
-            return counter
-        }
-        let id = ZMQEventLoop.SocketID(number, name: "broker-\(number)")
-        try await loop.open(
-            .init(
-                id: id, type: .dealer,
-                options: [
-                    .sendHighWaterMark(100_000), .receiveHighWaterMark(100_000),
-                    .reconnectInterval(milliseconds: 250), .reconnectIntervalMax(milliseconds: 4000),
-                ] + (configuration.credentials?.socketOptions ?? []),
-                connect: [configuration.broker]))
-        loop.send(ready.encode(), on: id)
-        loop.sendPeriodically(
-            WorkerToBroker.heartbeat.encode(), on: id, every: configuration.liveness.heartbeatInterval)
-        return id
+    struct Job: Sendable {
+        var key: WorkerStateMachine.TaskKey
+        var request: TaskRequest
     }
 }
 
@@ -244,11 +138,16 @@ public enum WorkerSetupError: Error, CustomStringConvertible {
     case noServices
     /// The broker refused to register this worker (REFUSED), for the reason given.
     case refused(String)
+    /// The first connection to the broker could not even be opened (a malformed endpoint, a
+    /// host name that does not resolve): retrying would fail the same way.
+    case cannotConnect(endpoint: String, reason: String)
 
     public var description: String {
         switch self {
         case .noServices: "the worker has no services: register at least one handler before running it"
         case .refused(let reason): "the broker refused this worker: \(reason)"
+        case .cannotConnect(let endpoint, let reason):
+            "cannot connect to the broker at \(endpoint): \(reason); check --broker (for example tcp://HOST:5556)"
         }
     }
 }

@@ -58,6 +58,12 @@ extension ZMQEventLoop {
         case sendFailed(SocketID, [[UInt8]], ZMQError)
         /// The loop's tick interval passed (only when the loop was started with a tick).
         case tick
+        /// A value posted with ``ZMQEventLoop/post(input:)``, in order with what the thread read:
+        /// how code on other threads (a finished task, a stop request) reaches an inline handler.
+        case input(any Sendable)
+        /// A socket asked for with ``ZMQEventLoop/requestOpen(_:)`` was opened (with the
+        /// endpoints it was bound to) or could not be.
+        case opened(SocketID, Result<[String], SetupError>)
     }
 
     /// One message to send.
@@ -83,7 +89,9 @@ extension ZMQEventLoop {
 
     enum Command: Sendable {
         case send(Outbound)
-        case open(SocketSpec, CheckedContinuation<[String], any Error>)
+        /// Without a continuation, the outcome is reported as ``Inbound/opened(_:_:)``.
+        case open(SocketSpec, CheckedContinuation<[String], any Error>?)
+        case input(any Sendable)
         case close(SocketID, linger: Int32)
         case periodic(SocketID, [[UInt8]]?, every: Duration)
         case shutdown(linger: Int32)

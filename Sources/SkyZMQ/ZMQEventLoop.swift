@@ -130,6 +130,22 @@ public final class ZMQEventLoop: Sendable {
         return endpoints
     }
 
+    /// Opens a socket at the thread's next iteration without waiting for it: for an inline
+    /// handler, which must not await. Commands posted after it (``send(_:on:)``,
+    /// ``sendPeriodically(_:on:every:)``) find it open; messages an inline handler returns in the
+    /// same batch do not, as they leave before the thread reads its mailbox again. The outcome
+    /// comes back as ``Inbound/opened(_:_:)``.
+    public func requestOpen(_ spec: SocketSpec) {
+        post([.open(spec, nil)])
+    }
+
+    /// Hands `input` to the consumer as ``Inbound/input(_:)``, in order with what the thread
+    /// reads; one lock and at most one wake-up, shared with everything posted before the thread
+    /// woke. Ignored after ``shutdown()``.
+    public func post(input: any Sendable) {
+        post([.input(input)])
+    }
+
     /// Makes the I/O thread itself send `frames` on `socket` every `interval` (a heartbeat), so the
     /// message keeps flowing however busy the rest of the process is. `nil` stops it; closing
     /// the socket stops it too.

@@ -199,7 +199,13 @@ final class ZMQEventLoopRunner {
             switch command {
             case .send(let outbound): send(outbound)
             case .open(let spec, let done):
-                do { done.resume(returning: try open(spec)) } catch { done.resume(throwing: error) }
+                let outcome = Result { () throws(ZMQEventLoop.SetupError) in try open(spec) }
+                if let done {
+                    done.resume(with: outcome.mapError { $0 })
+                } else {
+                    batch.append(.opened(spec.id, outcome))
+                }
+            case .input(let value): batch.append(.input(value))
             case .close(let id, let linger): closeSocket(id, linger: linger)
             case .periodic(let id, let frames, let interval):
                 if let frames, entries[id] != nil {

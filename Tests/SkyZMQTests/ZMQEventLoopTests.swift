@@ -98,7 +98,7 @@ struct ZMQEventLoopTests {
                         outbound.append(.init(socket: Self.server, frames: [[9, 9, 9], [1]]))
                     case .sendFailed:
                         seen.withLock { $0.failures += 1 }
-                    case .monitor, .tick:
+                    case .monitor, .tick, .input, .opened:
                         continue
                     }
                 }
@@ -195,9 +195,11 @@ struct ZMQEventLoopTests {
             for await _ in loop.inbound { batches += 1 }
             return batches
         }
+        // Without a tick the thread polls with no timeout: unless the shutdown wakes it, it never
+        // returns. The bound leaves room for a machine whose cores are all busy (3 s seen).
         let start = ContinuousClock.now
         await loop.shutdown()
-        #expect(ContinuousClock.now - start < .seconds(1))
+        #expect(ContinuousClock.now - start < .seconds(10))
         #expect(await drained.value == 0)
         // A second shutdown returns at once; sends after it are ignored.
         await loop.shutdown()

@@ -15,7 +15,7 @@ struct WorkerBrokerLivenessTests {
     @Test func theBrokerIsLostAfterExactlyLivenessTimesIntervalOfSilence() {
         var state = liveness()
         #expect(state.tick(now: start + .seconds(3) - .nanoseconds(1)) == nil)
-        #expect(state.tick(now: start + .seconds(3)) == .disconnect(reconnectAt: start + .seconds(4)))
+        #expect(state.tick(now: start + .seconds(3)) == .lost(reconnectAt: start + .seconds(4)))
     }
 
     @Test func anyMessageKeepsItAlive() {
@@ -31,8 +31,8 @@ struct WorkerBrokerLivenessTests {
         var waits: [Duration] = []
         for _ in 0..<8 {
             now = now + .seconds(3)
-            guard case .disconnect(let reconnectAt) = state.tick(now: now) else {
-                Issue.record("expected a disconnect")
+            guard case .lost(let reconnectAt) = state.tick(now: now) else {
+                Issue.record("expected the broker lost")
                 return
             }
             waits.append(now.duration(to: reconnectAt))
@@ -42,7 +42,7 @@ struct WorkerBrokerLivenessTests {
         #expect(waits == [1, 2, 4, 8, 16, 32, 32, 32].map { Duration.seconds($0) })
         state.heard(now: now)
         now = now + .seconds(3)
-        #expect(state.tick(now: now) == .disconnect(reconnectAt: now + .seconds(1)))
+        #expect(state.tick(now: now) == .lost(reconnectAt: now + .seconds(1)))
     }
 
     @Test func nothingHappensWhileWaitingToReconnect() {
@@ -58,7 +58,7 @@ struct WorkerBrokerLivenessTests {
             var configuration = BrokerLiveness.Configuration()
             configuration.jitter = 0.2
             var state = BrokerLiveness(configuration: configuration, now: start, seed: UInt64(seed) * 7919)
-            guard case .disconnect(let at) = state.tick(now: start + .seconds(3)) else { continue }
+            guard case .lost(let at) = state.tick(now: start + .seconds(3)) else { continue }
             let wait = (start + .seconds(3)).duration(to: at)
             #expect(wait >= .milliseconds(800) && wait <= .milliseconds(1200))
             waits.insert(wait)

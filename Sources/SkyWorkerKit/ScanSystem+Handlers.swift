@@ -1,0 +1,39 @@
+import SkyProtocol
+
+extension ScanSystem {
+    /// A fixed set of handlers, callable from any task without the actor.
+    public struct Handlers: Sendable {
+        let workerName: String
+        let table: [String: RawHandler]
+
+        /// The services that have a handler, sorted (what READY announces).
+        public var services: [String] { table.keys.sorted() }
+
+        public func serves(_ service: String) -> Bool { table[service] != nil }
+
+        /// Runs one task and turns every outcome into a reply: the result, or a typed failure
+        /// (unknown service, undecodable payload, cancellation, or the handler's error with its
+        /// type and message).
+        public func execute(_ request: TaskRequest) async -> TaskReply {
+            guard let handler = table[request.service] else {
+                return .failure(
+                    request.requestID, .unknownService,
+                    message:
+                        "worker \(workerName) does not serve \(request.service); it serves \(services.joined(separator: ", "))"
+                )
+            }
+            do {
+                let result = try await handler(request.body)
+                return TaskReply(requestID: request.requestID, status: .ok, body: result)
+            } catch let error as InvalidPayload {
+                return .failure(request.requestID, .invalidPayload, message: error.description)
+            } catch is CancellationError {
+                return .failure(request.requestID, .cancelled, message: "the task was cancelled")
+            } catch {
+                return .failure(
+                    request.requestID, .handlerError, type: String(reflecting: Swift.type(of: error)),
+                    message: String(describing: error))
+            }
+        }
+    }
+}

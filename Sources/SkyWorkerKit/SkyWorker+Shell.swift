@@ -1,0 +1,134 @@
+import Logging
+import SkyProtocol
+import SkyZMQ
+
+extension SkyWorker {
+    /// Turns what the I/O thread read (and what other threads posted to it) into inputs of the
+    /// ``WorkerStateMachine``, and its actions into messages, sockets and tasks. Runs on the I/O
+    /// thread; the locks make it `Sendable` and are never contended.
+    final class Shell: Sendable {
+        /// What other threads post to the I/O thread.
+        enum Input: Sendable {
+            case start
+            /// A graceful stop was asked for.
+            case stop
+            /// The worker's task was cancelled: end now.
+            case cancel
+            case finished(WorkerStateMachine.TaskKey, TaskReply)
+        }
+
+        let machine: Locked<WorkerStateMachine>
+        let configuration: Configuration
+        let jobs: AsyncStream<Job>.Continuation
+        let handles = TaskHandles()
+        let loop = Locked<ZMQEventLoop?>(nil)
+        /// How the machine ended, once it has.
+        let ending = Locked<WorkerStateMachine.Ending?>(nil)
+        let logger: Logger
+        let clock = ContinuousClock()
+        private let startedReported = Locked(false)
+
+        init(
+            machine: WorkerStateMachine, configuration: Configuration, jobs: AsyncStream<Job>.Continuation,
+            logger: Logger
+        ) {
+            self.machine = Locked(machine)
+            self.configuration = configuration
+            self.jobs = jobs
+            self.logger = logger
+        }
+
+        static func socket(_ generation: Int) -> ZMQEventLoop.SocketID {
+            ZMQEventLoop.SocketID(generation, name: "broker-\(generation)")
+        }
+
+        func handle(_ batch: [ZMQEventLoop.Inbound], into outbound: inout [ZMQEventLoop.Outbound]) {
+            var actions: [WorkerStateMachine.Action] = []
+            let now = clock.now
+            var started = false
+            let generation = machine.withLock { machine in
+                for inbound in batch {
+                    switch inbound {
+                    case .message(let socket, let message):
+                        machine.received(message.frames, generation: socket.rawValue, now: now, into: &actions)
+                    case .tick:
+                        machine.tick(now: now, into: &actions)
+                    case .input(let input as Input):
+                        switch input {
+                        case .start: machine.start(now: now, into: &actions)
+                        case .stop: machine.stop(now: now, into: &actions)
+                        case .cancel: machine.cancel(now: now, into: &actions)
+                        case .finished(let key, let reply):
+                            machine.taskFinished(key, reply: reply, now: now, into: &actions)
+                        }
+                    case .opened(let socket, .success):
+                        if socket.rawValue == 1 { started = true }
+                    case .opened(let socket, .failure(let error)):
+                        machine.connectFailed(
+                            "\(error.underlying)", generation: socket.rawValue, now: now, into: &actions)
+                    case .input, .sendFailed, .monitor:
+                        continue
+                    }
+                }
+                return machine.generation
+            }
+            if started, !startedReported.withLock({ $0 }) {
+                startedReported.withLock { $0 = true }
+                configuration.onStarted?()
+            }
+            execute(actions, generation: generation, into: &outbound)
+        }
+
+        private func execute(
+            _ actions: [WorkerStateMachine.Action], generation: Int, into outbound: inout [ZMQEventLoop.Outbound]
+        ) {
+            guard !actions.isEmpty, let loop = loop.withLock({ $0 }) else { return }
+            // Once a connection was asked for in this batch, messages go through the mailbox
+            // too, behind its opening, instead of leaving before the socket exists.
+            var connectQueued = false
+            func send(_ command: WorkerToBroker) {
+                if connectQueued {
+                    loop.send(command.encode(), on: Self.socket(generation))
+                } else {
+                    outbound.append(.init(socket: Self.socket(generation), frames: command.encode()))
+                }
+            }
+            for action in actions {
+                switch action {
+                case .connect(let number):
+                    connectQueued = true
+                    let socket = Self.socket(number)
+                    loop.requestOpen(
+                        .init(
+                            id: socket, type: .dealer,
+                            options: [
+                                .sendHighWaterMark(100_000), .receiveHighWaterMark(100_000),
+                                .reconnectInterval(milliseconds: 250), .reconnectIntervalMax(milliseconds: 4000),
+                            ] + (configuration.credentials?.socketOptions ?? []),
+                            connect: [configuration.broker]))
+                    let announcement = machine.withLock { $0.configuration.announcement }
+                    loop.send(WorkerToBroker.ready(announcement).encode(), on: socket)
+                    loop.sendPeriodically(
+                        WorkerToBroker.heartbeat.encode(), on: socket, every: configuration.liveness.heartbeatInterval)
+                    if number > 1 { loop.close(Self.socket(number - 1), linger: 0) }
+                case .send(let command):
+                    send(command)
+                case .startTask(let key, let request):
+                    handles.reserve(key)
+                    jobs.yield(Job(key: key, request: request))
+                case .cancelTask(let key):
+                    handles.cancel(key)
+                case .finish(let ending):
+                    self.ending.withLock { $0 = ending }
+                    switch ending {
+                    case .drained, .abandoned: send(.disconnect)
+                    case .refused, .cannotConnect: break
+                    }
+                    jobs.finish()
+                case .log(let level, let message, let metadata):
+                    logger.log(level: level, "\(message)", metadata: metadata)
+                }
+            }
+        }
+    }
+}

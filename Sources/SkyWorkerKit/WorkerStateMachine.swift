@@ -1,0 +1,330 @@
+import Logging
+import SkyProtocol
+
+/// Everything a worker decides, as a value: registration and the connection generation, the
+/// broker's liveness, the drain, the tasks in flight and their cancellation. Inputs (a message,
+/// a tick, a finished task, a stop request) carry `now` and return the actions the shell must
+/// carry out; nothing here touches a socket, a clock or a task, so tests drive it line by line.
+///
+/// The shell (``SkyWorker``) runs it inline on the worker's I/O thread, as the broker runs
+/// ``BrokerStateMachine``: a message from the broker crosses no other thread before the
+/// machine has decided, and a task's reply is one post to that thread.
+public struct WorkerStateMachine: Sendable {
+    public typealias Instant = ContinuousClock.Instant
+
+    public struct Configuration: Sendable {
+        /// What READY announces; `capacity` is also the most tasks run at once.
+        public var announcement: WorkerAnnouncement
+        public var liveness: BrokerLiveness.Configuration
+        /// How long a graceful stop waits for running tasks.
+        public var drainGrace: Duration
+
+        public init(
+            announcement: WorkerAnnouncement, liveness: BrokerLiveness.Configuration = .init(),
+            drainGrace: Duration = .seconds(30)
+        ) {
+            self.announcement = announcement
+            self.liveness = liveness
+            self.drainGrace = drainGrace
+        }
+    }
+
+    /// One delivery of a task: the broker's tag plus the request id.
+    public struct TaskKey: Hashable, Sendable {
+        /// The delivery tag the broker gave the task.
+        public var tag: [UInt8]
+        public var requestID: RequestID
+
+        public init(tag: [UInt8], requestID: RequestID) {
+            self.tag = tag
+            self.requestID = requestID
+        }
+
+        /// The request id alone: 128 random bits spread well, and hashing the tag's bytes one
+        /// by one showed in profiles.
+        public func hash(into hasher: inout Hasher) { hasher.combine(requestID) }
+    }
+
+    /// How the worker ends.
+    public enum Ending: Sendable, Equatable {
+        /// Every task finished and was answered (or there was none).
+        case drained
+        /// Tasks were still running (drain grace over, or the broker forgot the worker while it
+        /// drained): they are cancelled and not answered; the broker runs them elsewhere.
+        case abandoned(tasks: Int)
+        /// The broker refused to register the worker, for this reason: registering again would
+        /// be refused the same way.
+        case refused(String)
+        /// The first connection could not be opened (the endpoint is wrong): retrying would
+        /// fail the same way.
+        case cannotConnect(String)
+    }
+
+    public enum Action: Sendable, Equatable {
+        /// Open connection number `generation` to the broker, send READY on it and heartbeat on
+        /// it; close the one before. Only messages from the newest connection are inputs.
+        case connect(generation: Int)
+        /// Send this on the current connection.
+        case send(WorkerToBroker)
+        /// Run the task's handler; report its reply with ``WorkerStateMachine/taskFinished(_:reply:now:)``.
+        case startTask(TaskKey, TaskRequest)
+        /// Cancel the handler running this task: the broker asked (its reply, whatever it is,
+        /// still goes back), or the task is no longer this worker's (its reply is not sent).
+        case cancelTask(TaskKey)
+        /// Stop: say DISCONNECT unless refused, close the connection, and return.
+        case finish(Ending)
+        case log(Logger.Level, String, Logger.Metadata = [:])
+    }
+
+    /// The drain, as one state.
+    public enum Phase: Sendable, Equatable {
+        /// Not connected yet: ``start(now:)`` connects.
+        case idle
+        case serving
+        /// A graceful stop: DRAINING was said, running tasks finish until `deadline`.
+        /// `brokerDone` once the broker acknowledged it (no task comes after that) or is gone.
+        case draining(deadline: Instant, brokerDone: Bool)
+        case finished(Ending)
+    }
+
+    public let configuration: Configuration
+    public private(set) var phase: Phase = .idle
+    /// The connection messages are taken from; 0 before the first.
+    public private(set) var generation = 0
+    public private(set) var liveness: BrokerLiveness
+    /// Tasks whose handlers run, with the connection they came on.
+    public private(set) var running: [TaskKey: Int] = [:]
+    /// Counted drops, for logs and tests.
+    public private(set) var malformedMessages = 0
+    public private(set) var refusedOverCapacity = 0
+
+    public init(configuration: Configuration, now: Instant, seed: UInt64 = .random(in: 1...(.max))) {
+        self.configuration = configuration
+        liveness = BrokerLiveness(configuration: configuration.liveness, now: now, seed: seed)
+    }
+
+    /// The worker starts: connect and register.
+    public mutating func start(now: Instant, into actions: inout [Action]) {
+        guard phase == .idle else { return }
+        phase = .serving
+        liveness.heard(now: now)
+        connect(into: &actions)
+        let announcement = configuration.announcement
+        actions.append(
+            .log(
+                .info, "worker registering",
+                [
+                    "worker": "\(announcement.name)", "capacity": "\(announcement.capacity)",
+                    "services": "\(announcement.services.joined(separator: ","))",
+                ]))
+    }
+
+    /// A message arrived on connection `generation`.
+    public mutating func received(_ frames: [[UInt8]], generation: Int, now: Instant, into actions: inout [Action]) {
+        guard generation == self.generation, !isFinished else { return }
+        liveness.heard(now: now)
+        let command: BrokerToWorker
+        do {
+            command = try BrokerToWorker.decode(frames)
+        } catch {
+            malformedMessages += 1
+            actions.append(.log(.warning, "dropped a malformed message from the broker", ["error": "\(error)"]))
+            return
+        }
+        switch command {
+        case .request(let tag, let request):
+            // Also while draining: the broker sent it before it saw DRAINING.
+            accept(TaskKey(tag: tag, requestID: request.requestID), request, into: &actions)
+        case .cancel(let tag, let requestID):
+            // The handler is cancelled and its reply still goes back (docs/protocol.md): for a
+            // client's CANCEL the broker keeps the credit taken until then.
+            let key = TaskKey(tag: tag, requestID: requestID)
+            guard running[key] != nil else { return }
+            actions.append(.cancelTask(key))
+        case .drainingAcknowledged:
+            guard case .draining(let deadline, _) = phase else { return }
+            phase = .draining(deadline: deadline, brokerDone: true)
+            finishIfDrained(into: &actions)
+        case .refused(let reason):
+            abandonAll(into: &actions)
+            finish(.refused(reason), into: &actions)
+        case .heartbeat:
+            return
+        case .disconnect:
+            if case .draining = phase {
+                // The broker no longer holds our tasks: registering again would only attract
+                // new work, and results would be dropped. Leave.
+                let left = abandonAll(into: &actions)
+                finish(left == 0 ? .drained : .abandoned(tasks: left), into: &actions)
+                return
+            }
+            actions.append(.log(.warning, "the broker does not know this worker (did it restart?); registering again"))
+            _ = liveness.brokerDisconnected(now: now)
+            reconnect(into: &actions)
+        }
+    }
+
+    /// A handler finished: its reply goes to the broker if the task is still this worker's.
+    public mutating func taskFinished(_ key: TaskKey, reply: TaskReply, now: Instant, into actions: inout [Action]) {
+        guard running.removeValue(forKey: key) != nil, !isFinished else { return }
+        actions.append(.send(.reply(tag: key.tag, reply)))
+        finishIfDrained(into: &actions)
+    }
+
+    /// Time passed: the broker's liveness and the drain's deadline.
+    public mutating func tick(now: Instant, into actions: inout [Action]) {
+        if case .draining(let deadline, _) = phase, now >= deadline {
+            let left = abandonAll(into: &actions)
+            actions.append(
+                .log(
+                    .warning, "tasks unfinished when the drain grace ran out; the broker will run them elsewhere",
+                    ["tasks": "\(left)", "grace": "\(Self.text(configuration.drainGrace))"]))
+            finish(.abandoned(tasks: left), into: &actions)
+            return
+        }
+        switch liveness.tick(now: now) {
+        case .lost(let reconnectAt):
+            // Stay on the connection, heartbeating, until then: a broker that comes back answers
+            // the heartbeat with DISCONNECT, and the worker registers at once.
+            actions.append(
+                .log(
+                    .warning, "no word from the broker; reconnecting",
+                    [
+                        "silence": "\(Self.text(configuration.liveness.expiry))",
+                        "in": "\(Self.text(now.duration(to: reconnectAt)))",
+                    ]))
+            if case .draining(let deadline, _) = phase {
+                // A draining worker expects nothing more.
+                phase = .draining(deadline: deadline, brokerDone: true)
+                finishIfDrained(into: &actions)
+            }
+        case .connect:
+            if case .draining = phase {
+                // Draining without a broker: nobody would take the results. Leave.
+                let left = abandonAll(into: &actions)
+                finish(left == 0 ? .drained : .abandoned(tasks: left), into: &actions)
+                return
+            }
+            reconnect(into: &actions)
+        case nil:
+            return
+        }
+    }
+
+    /// A graceful stop (SIGTERM through the service group): say DRAINING, take what is already
+    /// on the wire, finish what runs for up to the drain grace.
+    public mutating func stop(now: Instant, into actions: inout [Action]) {
+        switch phase {
+        case .idle:
+            finish(.drained, into: &actions)
+        case .serving:
+            let brokerGone = if case .waiting = liveness.state { true } else { false }
+            phase = .draining(deadline: now + configuration.drainGrace, brokerDone: brokerGone)
+            actions.append(.send(.draining))
+            actions.append(
+                .log(
+                    .info, "worker stopping: finishing its tasks",
+                    ["tasks": "\(running.count)", "grace": "\(Self.text(configuration.drainGrace))"]))
+            finishIfDrained(into: &actions)
+        case .draining, .finished:
+            return
+        }
+    }
+
+    /// The worker must end now (its task was cancelled): nothing more is answered.
+    public mutating func cancel(now: Instant, into actions: inout [Action]) {
+        guard !isFinished else { return }
+        let left = abandonAll(into: &actions)
+        finish(left == 0 ? .drained : .abandoned(tasks: left), into: &actions)
+    }
+
+    /// The shell could not open connection `generation`. The first one: the endpoint is wrong,
+    /// stop. A later one (the endpoint worked before): try again after a backoff.
+    public mutating func connectFailed(
+        _ reason: String, generation: Int, now: Instant, into actions: inout [Action]
+    ) {
+        guard generation == self.generation, !isFinished else { return }
+        if generation == 1 {
+            abandonAll(into: &actions)
+            finish(.cannotConnect(reason), into: &actions)
+            return
+        }
+        actions.append(.log(.error, "cannot open a connection to the broker", ["error": "\(reason)"]))
+        liveness.lostNow(now: now)
+    }
+
+    public var isFinished: Bool {
+        if case .finished = phase { true } else { false }
+    }
+
+    // MARK: Helpers
+
+    private mutating func accept(_ key: TaskKey, _ request: TaskRequest, into actions: inout [Action]) {
+        guard running[key] == nil else {
+            actions.append(
+                .log(.warning, "dropped a second delivery of a running task", ["request": "\(key.requestID)"]))
+            return
+        }
+        guard running.count < Int(configuration.announcement.capacity) else {
+            // The broker's credits never allow this; a broker that oversends gets a typed answer.
+            refusedOverCapacity += 1
+            let reply = TaskReply.failure(
+                request.requestID, .overloaded, type: nil,
+                message:
+                    "worker \(configuration.announcement.name) already runs its capacity of \(configuration.announcement.capacity) tasks"
+            )
+            actions.append(.send(.reply(tag: key.tag, reply)))
+            return
+        }
+        running[key] = generation
+        actions.append(.startTask(key, request))
+    }
+
+    private mutating func connect(into actions: inout [Action]) {
+        generation += 1
+        actions.append(.connect(generation: generation))
+    }
+
+    /// A new connection: the tasks that came on older ones were given to other workers by the
+    /// broker (or died with it), so they are cancelled and their replies not sent.
+    private mutating func reconnect(into actions: inout [Action]) {
+        if !running.isEmpty {
+            actions.append(
+                .log(
+                    .info, "cancelled the tasks of the previous connection: the broker runs them elsewhere",
+                    ["tasks": "\(running.count)"]))
+        }
+        abandonAll(into: &actions)
+        connect(into: &actions)
+    }
+
+    @discardableResult
+    private mutating func abandonAll(into actions: inout [Action]) -> Int {
+        let count = running.count
+        for key in running.keys.sorted(by: Self.inRequestOrder) {
+            actions.append(.cancelTask(key))
+        }
+        running.removeAll()
+        return count
+    }
+
+    /// A duration for a log line, in whole milliseconds ("1250 ms").
+    static func text(_ duration: Duration) -> String {
+        "\(duration.components.seconds * 1000 + duration.components.attoseconds / 1_000_000_000_000_000) ms"
+    }
+
+    /// A fixed order for actions over several tasks, so that tests can compare them.
+    private static func inRequestOrder(_ a: TaskKey, _ b: TaskKey) -> Bool {
+        (a.requestID.high, a.requestID.low) < (b.requestID.high, b.requestID.low)
+    }
+
+    private mutating func finishIfDrained(into actions: inout [Action]) {
+        guard case .draining(_, true) = phase, running.isEmpty else { return }
+        finish(.drained, into: &actions)
+    }
+
+    private mutating func finish(_ ending: Ending, into actions: inout [Action]) {
+        phase = .finished(ending)
+        actions.append(.finish(ending))
+    }
+}

@@ -1,0 +1,281 @@
+import SkyProtocol
+import Testing
+
+@testable import SkyWorkerKit
+
+/// The worker's state machine driven like the broker's: one line per input and the actions it
+/// must return (logs left out), time moved by hand, no sockets, no tasks, no sleeps.
+@Suite("Worker state machine: registration, tasks, cancellation, liveness, drain")
+struct WorkerStateMachineTests {
+    typealias Action = WorkerStateMachine.Action
+    typealias Key = WorkerStateMachine.TaskKey
+
+    /// A machine and its clock. Liveness 3 × 1 s, reconnect backoff 1 s without jitter, drain
+    /// grace 5 s.
+    struct Worker {
+        var machine: WorkerStateMachine
+        var now = ContinuousClock.now
+
+        init(capacity: UInt32 = 2) {
+            var liveness = BrokerLiveness.Configuration()
+            liveness.jitter = 0
+            machine = WorkerStateMachine(
+                configuration: .init(
+                    announcement: WorkerAnnouncement(name: "w", capacity: capacity, services: ["echo"]),
+                    liveness: liveness, drainGrace: .seconds(5)),
+                now: now, seed: 7)
+        }
+
+        private static func withoutLogs(_ actions: [Action]) -> [Action] {
+            actions.filter { if case .log = $0 { false } else { true } }
+        }
+
+        mutating func start() -> [Action] {
+            var actions: [Action] = []
+            machine.start(now: now, into: &actions)
+            return Self.withoutLogs(actions)
+        }
+
+        mutating func receive(_ command: BrokerToWorker, generation: Int? = nil) -> [Action] {
+            receive(frames: command.encode(), generation: generation)
+        }
+
+        mutating func receive(frames: [[UInt8]], generation: Int? = nil) -> [Action] {
+            var actions: [Action] = []
+            machine.received(frames, generation: generation ?? machine.generation, now: now, into: &actions)
+            return Self.withoutLogs(actions)
+        }
+
+        mutating func advance(_ duration: Duration) -> [Action] {
+            now = now + duration
+            var actions: [Action] = []
+            machine.tick(now: now, into: &actions)
+            return Self.withoutLogs(actions)
+        }
+
+        mutating func finished(_ key: Key, _ reply: TaskReply) -> [Action] {
+            var actions: [Action] = []
+            machine.taskFinished(key, reply: reply, now: now, into: &actions)
+            return Self.withoutLogs(actions)
+        }
+
+        mutating func stop() -> [Action] {
+            var actions: [Action] = []
+            machine.stop(now: now, into: &actions)
+            return Self.withoutLogs(actions)
+        }
+
+        mutating func cancel() -> [Action] {
+            var actions: [Action] = []
+            machine.cancel(now: now, into: &actions)
+            return Self.withoutLogs(actions)
+        }
+
+        mutating func connectFailed(generation: Int) -> [Action] {
+            var actions: [Action] = []
+            machine.connectFailed("no such host", generation: generation, now: now, into: &actions)
+            return Self.withoutLogs(actions)
+        }
+    }
+
+    static func request(_ n: UInt64) -> TaskRequest {
+        TaskRequest(requestID: RequestID(high: 0, low: n), service: "echo", body: [UInt8(n)])
+    }
+
+    static func key(_ n: UInt64) -> Key { Key(tag: [0, UInt8(n)], requestID: RequestID(high: 0, low: n)) }
+
+    static func deliver(_ n: UInt64) -> BrokerToWorker { .request(tag: key(n).tag, request(n)) }
+
+    static func ok(_ n: UInt64) -> TaskReply {
+        TaskReply(requestID: RequestID(high: 0, low: n), status: .ok, body: [1])
+    }
+
+    @Test func startConnectsOnceAndTheTaskRunsAndItsReplyGoesBack() {
+        var worker = Worker()
+        #expect(worker.start() == [.connect(generation: 1)])
+        #expect(worker.start() == [])
+        #expect(worker.receive(Self.deliver(1)) == [.startTask(Self.key(1), Self.request(1))])
+        #expect(worker.machine.running.count == 1)
+        #expect(worker.finished(Self.key(1), Self.ok(1)) == [.send(.reply(tag: Self.key(1).tag, Self.ok(1)))])
+        #expect(worker.machine.running.isEmpty)
+        // A second report of the same task (it cannot happen, but) sends nothing.
+        #expect(worker.finished(Self.key(1), Self.ok(1)) == [])
+    }
+
+    @Test func aSecondDeliveryOfARunningTaskIsNotRunTwice() {
+        var worker = Worker()
+        _ = worker.start()
+        _ = worker.receive(Self.deliver(1))
+        #expect(worker.receive(Self.deliver(1)) == [])
+        #expect(worker.machine.running.count == 1)
+    }
+
+    @Test func aTaskBeyondTheCapacityIsAnsweredOverloadedNotRun() throws {
+        var worker = Worker(capacity: 1)
+        _ = worker.start()
+        _ = worker.receive(Self.deliver(1))
+        let actions = worker.receive(Self.deliver(2))
+        guard case .send(.reply(let tag, let reply)) = try #require(actions.first), actions.count == 1 else {
+            Issue.record("expected one overloaded reply, got \(actions)")
+            return
+        }
+        #expect(tag == Self.key(2).tag)
+        #expect(reply.status == .overloaded)
+        #expect(RemoteErrorBody(decoding: reply.body).type == "overloaded")
+        #expect(worker.machine.refusedOverCapacity == 1)
+    }
+
+    /// docs/protocol.md: the worker cancels the handler and still sends a REPLY, which returns
+    /// the credit a client's CANCEL keeps taken.
+    @Test func aCancelReachesTheRunningTaskAndItsReplyStillReturnsTheCredit() {
+        var worker = Worker()
+        _ = worker.start()
+        _ = worker.receive(Self.deliver(1))
+        #expect(worker.receive(.cancel(tag: Self.key(1).tag, Self.key(1).requestID)) == [.cancelTask(Self.key(1))])
+        let cancelled = TaskReply.failure(Self.key(1).requestID, .cancelled, message: "the task was cancelled")
+        #expect(worker.finished(Self.key(1), cancelled) == [.send(.reply(tag: Self.key(1).tag, cancelled))])
+        // A cancel for a task that is not here (finished already) does nothing.
+        #expect(worker.receive(.cancel(tag: Self.key(9).tag, Self.key(9).requestID)) == [])
+    }
+
+    @Test func aBrokerThatForgotTheWorkerGetsANewRegistrationAndOldTasksAreCancelled() {
+        var worker = Worker()
+        _ = worker.start()
+        _ = worker.receive(Self.deliver(1))
+        #expect(worker.receive(.disconnect) == [.cancelTask(Self.key(1)), .connect(generation: 2)])
+        // Messages still arriving on the old connection are not inputs any more.
+        #expect(worker.receive(Self.deliver(2), generation: 1) == [])
+        #expect(worker.finished(Self.key(1), Self.ok(1)) == [])
+        #expect(worker.receive(Self.deliver(3)) == [.startTask(Self.key(3), Self.request(3))])
+    }
+
+    @Test func silenceLosesTheBrokerAndTheWorkerReconnectsAfterTheBackoff() {
+        var worker = Worker()
+        _ = worker.start()
+        #expect(worker.advance(.seconds(3) - .nanoseconds(1)) == [])
+        #expect(worker.advance(.nanoseconds(1)) == [])  // lost: wait 1 s on the old connection
+        #expect(worker.advance(.seconds(1) - .nanoseconds(1)) == [])
+        #expect(worker.advance(.nanoseconds(1)) == [.connect(generation: 2)])
+        // A broker that speaks again in time keeps the connection.
+        _ = worker.advance(.seconds(2))
+        _ = worker.receive(.heartbeat)
+        #expect(worker.advance(.seconds(2)) == [])
+    }
+
+    @Test func aDrainFinishesTheRunningTasksAndTheOneThatCrossedDraining() {
+        var worker = Worker()
+        _ = worker.start()
+        _ = worker.receive(Self.deliver(1))
+        #expect(worker.stop() == [.send(.draining)])
+        #expect(worker.stop() == [])
+        // Sent by the broker before it saw DRAINING: run and answered.
+        #expect(worker.receive(Self.deliver(2)) == [.startTask(Self.key(2), Self.request(2))])
+        #expect(worker.receive(.drainingAcknowledged) == [])
+        #expect(worker.finished(Self.key(1), Self.ok(1)) == [.send(.reply(tag: Self.key(1).tag, Self.ok(1)))])
+        #expect(
+            worker.finished(Self.key(2), Self.ok(2)) == [
+                .send(.reply(tag: Self.key(2).tag, Self.ok(2))), .finish(.drained),
+            ])
+        #expect(worker.machine.phase == .finished(.drained))
+        #expect(worker.advance(.seconds(10)) == [])
+    }
+
+    @Test func aDrainWaitsForTheBrokersAcknowledgementEvenWithNothingRunning() {
+        var worker = Worker()
+        _ = worker.start()
+        #expect(worker.stop() == [.send(.draining)])
+        #expect(worker.advance(.milliseconds(100)) == [])
+        #expect(worker.receive(.drainingAcknowledged) == [.finish(.drained)])
+    }
+
+    @Test func whenTheDrainGraceRunsOutTheTasksAreCancelledAndNotAnswered() {
+        var worker = Worker()
+        _ = worker.start()
+        _ = worker.receive(Self.deliver(2))
+        _ = worker.receive(Self.deliver(1))
+        _ = worker.stop()
+        _ = worker.receive(.drainingAcknowledged)
+        // Heartbeats keep the broker alive meanwhile.
+        for _ in 0..<4 {
+            #expect(worker.advance(.seconds(1)) == [])
+            _ = worker.receive(.heartbeat)
+        }
+        #expect(worker.advance(.seconds(1) - .nanoseconds(1)) == [])
+        #expect(
+            worker.advance(.nanoseconds(1)) == [
+                .cancelTask(Self.key(1)), .cancelTask(Self.key(2)), .finish(.abandoned(tasks: 2)),
+            ])
+        #expect(worker.finished(Self.key(1), Self.ok(1)) == [])
+    }
+
+    @Test func aDisconnectWhileDrainingEndsTheWorkerAtOnce() {
+        var worker = Worker()
+        _ = worker.start()
+        _ = worker.receive(Self.deliver(1))
+        _ = worker.stop()
+        #expect(worker.receive(.disconnect) == [.cancelTask(Self.key(1)), .finish(.abandoned(tasks: 1))])
+    }
+
+    @Test func aDrainWithoutABrokerEndsWhenTheTasksAreDoneOrAtTheReconnect() {
+        var worker = Worker()
+        _ = worker.start()
+        _ = worker.receive(Self.deliver(1))
+        _ = worker.stop()
+        // The broker falls silent: nothing more will come, the running task still finishes.
+        #expect(worker.advance(.seconds(3)) == [])
+        #expect(
+            worker.finished(Self.key(1), Self.ok(1)) == [
+                .send(.reply(tag: Self.key(1).tag, Self.ok(1))), .finish(.drained),
+            ])
+
+        var idle = Worker()
+        _ = idle.start()
+        _ = idle.advance(.seconds(3))  // lost before the stop
+        #expect(idle.stop() == [.send(.draining), .finish(.drained)])
+    }
+
+    @Test func aRefusalEndsTheWorkerWithItsReason() {
+        var worker = Worker()
+        _ = worker.start()
+        _ = worker.receive(Self.deliver(1))
+        #expect(
+            worker.receive(.refused(reason: "key not allowed")) == [
+                .cancelTask(Self.key(1)), .finish(.refused("key not allowed")),
+            ])
+        #expect(worker.receive(Self.deliver(2)) == [])
+    }
+
+    @Test func theTasksCancellationEndsTheWorkerNow() {
+        var worker = Worker()
+        _ = worker.start()
+        #expect(worker.cancel() == [.finish(.drained)])
+        var busy = Worker()
+        _ = busy.start()
+        _ = busy.receive(Self.deliver(1))
+        #expect(busy.cancel() == [.cancelTask(Self.key(1)), .finish(.abandoned(tasks: 1))])
+        #expect(busy.cancel() == [])
+    }
+
+    @Test func aMalformedMessageIsCountedAndDroppedAndStillProvesTheBrokerAlive() {
+        var worker = Worker()
+        _ = worker.start()
+        _ = worker.advance(.seconds(2))
+        #expect(worker.receive(frames: [Array("garbage".utf8)]) == [])
+        #expect(worker.machine.malformedMessages == 1)
+        #expect(worker.advance(.seconds(2)) == [])
+    }
+
+    @Test func aFirstConnectionThatCannotOpenEndsTheWorkerALaterOneIsRetried() {
+        var worker = Worker()
+        _ = worker.start()
+        #expect(worker.connectFailed(generation: 1) == [.finish(.cannotConnect("no such host"))])
+
+        var later = Worker()
+        _ = later.start()
+        _ = later.receive(.disconnect)
+        #expect(later.connectFailed(generation: 1) == [])  // not the current one
+        #expect(later.connectFailed(generation: 2) == [])
+        #expect(later.advance(.seconds(1) - .nanoseconds(1)) == [])
+        #expect(later.advance(.nanoseconds(1)) == [.connect(generation: 3)])
+    }
+}
