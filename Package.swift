@@ -38,11 +38,11 @@ let package = Package(
         // libzmq from the system. No pkgConfig: zmq.h is on the default include path and the
         // module map links zmq; pkg-config's private requirements only add a build warning.
         .systemLibrary(name: "CZMQ", path: "Sources/CZMQ"),
-        // glibc facts Swift's Glibc module does not expose (heap in use).
+        // glibc facts Swift's Glibc module does not expose (heap in use, eventfd).
         .target(name: "CSkySystem", path: "Sources/CSkySystem"),
         .target(
             name: "SkyZMQ",
-            dependencies: ["CZMQ"],
+            dependencies: ["CZMQ", "CSkySystem"],
             swiftSettings: strictSettings
         ),
         .target(
@@ -66,11 +66,18 @@ let package = Package(
             swiftSettings: strictSettings
         ),
         .target(
+            name: "SkyTasks",
+            dependencies: [
+                "SkyProtocol",
+                .product(name: "DequeModule", package: "swift-collections"),
+            ],
+            swiftSettings: strictSettings
+        ),
+        .target(
             name: "SkyWorkerKit",
             dependencies: [
-                "SkyZMQ", "SkyProtocol", "SkyWorkloads",
+                "SkyZMQ", "SkyProtocol", "SkyTasks", "SkyWorkloads",
                 .product(name: "Logging", package: "swift-log"),
-                .product(name: "DequeModule", package: "swift-collections"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
             swiftSettings: strictSettings
@@ -78,7 +85,7 @@ let package = Package(
         .target(
             name: "Sky",
             dependencies: [
-                "SkyZMQ", "SkyProtocol", "SkyWorkerKit",
+                "SkyZMQ", "SkyProtocol", "SkyTasks",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "HeapModule", package: "swift-collections"),
             ],

@@ -43,3 +43,14 @@ void sky_fix_mmap_threshold(size_t bytes) {
     // later large blocks on the heap, where freeing them does not return them to the system.
     mallopt(M_MMAP_THRESHOLD, (int)bytes);
 }
+
+#ifdef __linux__
+#include <sys/eventfd.h>
+int sky_wake_eventfd(void) { return eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC); }
+#else
+#include <errno.h>
+int sky_wake_eventfd(void) {
+    errno = ENOSYS;
+    return -1;
+}
+#endif

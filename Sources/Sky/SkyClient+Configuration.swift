@@ -1,5 +1,5 @@
 import Logging
-import SkyWorkerKit
+import SkyTasks
 import SkyZMQ
 
 extension SkyClient {

@@ -37,16 +37,14 @@ extension SkyClient {
     /// The DEALER to one broker endpoint, watched for connections made and lost.
     func brokerSocket(number: Int, endpoint: String) -> ZMQEventLoop.SocketSpec {
         socket = ZMQEventLoop.SocketID(number, name: "broker")
-        return ZMQEventLoop.SocketSpec(
-            id: socket, type: .dealer,
+        // No high-water mark: the request table bounds what is in flight. ZMTP heartbeats notice
+        // a broker host that vanished without closing the connection.
+        return .brokerDealer(
+            id: socket, endpoint: endpoint, highWaterMark: 0, credentials: configuration.credentials,
             options: [
-                .routingID(identity), .sendHighWaterMark(0), .receiveHighWaterMark(0),
-                // Reconnect soon after a broker restart: 250 ms, doubling to 4 s (plus libzmq's jitter).
-                .reconnectInterval(milliseconds: 250), .reconnectIntervalMax(milliseconds: 4000),
-                // ZMTP heartbeats notice a broker host that vanished without closing the connection.
-                .heartbeatInterval(milliseconds: 1000), .heartbeatTimeout(milliseconds: 3000),
-            ] + (configuration.credentials?.socketOptions ?? []),
-            connect: [endpoint], monitor: [.handshakeSucceeded, .disconnected, .handshakeFailed])
+                .routingID(identity), .heartbeatInterval(milliseconds: 1000), .heartbeatTimeout(milliseconds: 3000),
+            ],
+            monitor: [.handshakeSucceeded, .disconnected, .handshakeFailed])
     }
 
     /// Everything the I/O thread received since the last batch.

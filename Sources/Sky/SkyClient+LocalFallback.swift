@@ -1,5 +1,5 @@
 import SkyProtocol
-import SkyWorkerKit
+import SkyTasks
 
 extension SkyClient {
     /// How long an answer of `mmi.service` is trusted.

@@ -1,7 +1,7 @@
 import Foundation
 import Logging
 import SkyProtocol
-import SkyWorkerKit
+import SkyTasks
 import SkyZMQ
 
 /// Runs tasks on a Sky cluster.

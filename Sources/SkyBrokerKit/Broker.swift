@@ -241,12 +241,10 @@ public final class Broker: Service, Sendable {
             // A READY names up to 1,024 services: the workers port takes that many frames.
             let frameLimit = role == .worker ? max(limits.frames, WorkerToBroker.maxReadyFrames) : limits.frames
             if frames > frameLimit || bytes > limits.bytes {
-                machine.counters.oversizedMessages += 1
-                actions.append(
-                    .log(
-                        .warning,
-                        "dropped a \(bytes)-byte message of \(frames) frames on the \(role.rawValue) port: the limits are \(frameLimit) frames and \(limits.bytes) bytes"
-                    ))
+                machine.dropped(
+                    .oversized(
+                        port: role.rawValue, frames: frames, bytes: bytes, frameLimit: frameLimit,
+                        byteLimit: limits.bytes), into: &actions)
                 let content = Array(message.frames.dropFirst().prefix(2))
                 if role == .worker, BrokerStateMachine.looksLikeReady(content) {
                     machine.refuseRegistration(
@@ -258,8 +256,7 @@ public final class Broker: Service, Sendable {
                 return false
             }
             if authenticator != nil, !(message.userID?.hasPrefix(role.userIDPrefix) ?? false) {
-                machine.counters.unauthenticatedMessages += 1
-                actions.append(.log(.warning, "dropped a message without an authenticated \(role.rawValue) key"))
+                machine.dropped(.unauthenticated(port: role.rawValue), into: &actions)
                 return false
             }
             return true
@@ -276,8 +273,7 @@ public final class Broker: Service, Sendable {
             guard let (reply, decision, listError) = answered ?? nil else { return }
             outbound.append(.init(socket: Broker.zapSocket, frames: reply))
             if case .denied(let reason) = decision {
-                machine.counters.handshakesDenied += 1
-                actions.append(.log(.warning, "refused a connection: \(reason)"))
+                machine.dropped(.handshakeDenied(reason: reason), into: &actions)
             }
             if let listError { actions.append(.log(.warning, "allow-list unreadable, admitting nobody: \(listError)")) }
         }

@@ -253,7 +253,7 @@ extension BrokerStateMachine {
         counters.misdirectedMessages += 1
         guard mayAnswerRefusal(onClientsPort: false, now: now) else { return }
         let answer = TaskReply.failure(
-            request.requestID, .wrongEndpoint, type: "wrongEndpoint",
+            request.requestID, .wrongEndpoint,
             message:
                 "this is the broker's workers endpoint (\(configuration.workersEndpoint)); clients connect to \(configuration.clientsEndpoint)",
             attempt: request.header.attempt)

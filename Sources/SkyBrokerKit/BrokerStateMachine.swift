@@ -45,9 +45,9 @@ public struct BrokerStateMachine: Sendable {
 
     public struct Configuration: Sendable {
         /// How often the broker and workers exchange heartbeats.
-        public var heartbeatInterval: Duration = .seconds(1)
+        public var heartbeatInterval: Duration = WorkerToBroker.defaultHeartbeatInterval
         /// Missed intervals before a worker is declared dead.
-        public var liveness: Int = 3
+        public var liveness: Int = WorkerToBroker.defaultLiveness
         /// Deliveries of one request before it fails with `workerLost`.
         public var maxDeliveries: Int = 3
         /// Requests that may wait for a worker.
@@ -384,7 +384,7 @@ public struct BrokerStateMachine: Sendable {
             replyTo(
                 peer,
                 .failure(
-                    request.requestID, .brokerShuttingDown, type: "brokerShuttingDown",
+                    request.requestID, .brokerShuttingDown,
                     message: "the broker is shutting down", attempt: request.header.attempt), into: &actions)
             return
         }
@@ -477,7 +477,7 @@ public struct BrokerStateMachine: Sendable {
         counters.cancelled += 1
         reply(
             to: key.client,
-            .failure(key.requestID, .cancelled, type: "cancelled", message: "cancelled by the client", attempt: 0),
+            .failure(key.requestID, .cancelled, message: "cancelled by the client", attempt: 0),
             into: &actions)
         // A delivery its worker still holds keeps the client's number until it comes back
         // (``releaseCancelledDelivery(_:at:)``).
@@ -626,7 +626,7 @@ public struct BrokerStateMachine: Sendable {
             answer = TaskReply(requestID: request.requestID, status: .ok, body: body)
         default:
             answer = .failure(
-                request.requestID, .unknownService, type: "unknownService",
+                request.requestID, .unknownService,
                 message: "501: the broker has no internal service \(request.service)")
         }
         answer.attempt = request.header.attempt

@@ -38,6 +38,10 @@ public enum WorkerToBroker: Sendable, Equatable {
 
     /// Largest capacity a worker may announce.
     public static let maxCapacity: UInt32 = 65_536
+    /// The default heartbeat interval, both ways, and the silent intervals after which a peer
+    /// counts as gone: the broker's and the worker's defaults, defined once.
+    public static let defaultHeartbeatInterval: Duration = .seconds(1)
+    public static let defaultLiveness = 3
     /// Most services one READY may name.
     public static let maxServices = 1024
     /// Frames of a READY naming ``maxServices`` services.

@@ -1,3 +1,5 @@
+import SkyProtocol
+
 /// The worker's view of whether its broker is alive, and when to reconnect. A value type: every
 /// input carries `now`, so tests move time by hand.
 ///
@@ -13,8 +15,8 @@ public struct BrokerLiveness: Sendable {
     public typealias Instant = ContinuousClock.Instant
 
     public struct Configuration: Sendable {
-        public var heartbeatInterval: Duration = .seconds(1)
-        public var liveness: Int = 3
+        public var heartbeatInterval: Duration = WorkerToBroker.defaultHeartbeatInterval
+        public var liveness: Int = WorkerToBroker.defaultLiveness
         public var initialBackoff: Duration = .seconds(1)
         public var maxBackoff: Duration = .seconds(32)
         /// Fraction of the backoff by which it is randomly shortened or lengthened.

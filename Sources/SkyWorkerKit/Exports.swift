@@ -1,5 +1,6 @@
 // Workers declare their tasks with `SkyTask`; one import gives them everything.
 @_exported import SkyProtocol
+@_exported import SkyTasks
 
 @_exported import struct SkyZMQ.CurveCredentials
 @_exported import struct SkyZMQ.CurveKey

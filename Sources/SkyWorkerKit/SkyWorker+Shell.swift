@@ -14,13 +14,17 @@ extension SkyWorker {
             case stop
             /// The worker's task was cancelled: end now.
             case cancel
-            case finished(WorkerStateMachine.TaskKey, TaskReply)
+            /// ``finished`` holds replies (posted when it stops being empty).
+            case repliesReady
         }
 
         let machine: Locked<WorkerStateMachine>
         let configuration: Configuration
-        let jobs: AsyncStream<Job>.Continuation
+        let jobs: AsyncStream<[Job]>.Continuation
         let handles = TaskHandles()
+        /// Replies of finished tasks, for the I/O thread: one lock each, and one post (so at
+        /// most one wake-up) for all that finish before the thread takes them.
+        let finished = Locked<[(WorkerStateMachine.TaskKey, TaskReply)]>([])
         let loop = Locked<ZMQEventLoop?>(nil)
         /// How the machine ended, once it has.
         let ending = Locked<WorkerStateMachine.Ending?>(nil)
@@ -29,13 +33,22 @@ extension SkyWorker {
         private let startedReported = Locked(false)
 
         init(
-            machine: WorkerStateMachine, configuration: Configuration, jobs: AsyncStream<Job>.Continuation,
+            machine: WorkerStateMachine, configuration: Configuration, jobs: AsyncStream<[Job]>.Continuation,
             logger: Logger
         ) {
             self.machine = Locked(machine)
             self.configuration = configuration
             self.jobs = jobs
             self.logger = logger
+        }
+
+        /// A handler finished (called from its task).
+        func taskFinished(_ key: WorkerStateMachine.TaskKey, _ reply: TaskReply) {
+            let first = finished.withLock { queue in
+                queue.append((key, reply))
+                return queue.count == 1
+            }
+            if first { loop.withLock { $0 }?.post(input: Input.repliesReady) }
         }
 
         static func socket(_ generation: Int) -> ZMQEventLoop.SocketID {
@@ -58,8 +71,14 @@ extension SkyWorker {
                         case .start: machine.start(now: now, into: &actions)
                         case .stop: machine.stop(now: now, into: &actions)
                         case .cancel: machine.cancel(now: now, into: &actions)
-                        case .finished(let key, let reply):
-                            machine.taskFinished(key, reply: reply, now: now, into: &actions)
+                        case .repliesReady:
+                            let replies = finished.withLock { queue in
+                                defer { queue.removeAll(keepingCapacity: true) }
+                                return queue
+                            }
+                            for (key, reply) in replies {
+                                machine.taskFinished(key, reply: reply, now: now, into: &actions)
+                            }
                         }
                     case .opened(let socket, .success):
                         if socket.rawValue == 1 { started = true }
@@ -86,6 +105,8 @@ extension SkyWorker {
             // Once a connection was asked for in this batch, messages go through the mailbox
             // too, behind its opening, instead of leaving before the socket exists.
             var connectQueued = false
+            var started: [Job] = []
+            defer { if !started.isEmpty { jobs.yield(started) } }
             func send(_ command: WorkerToBroker) {
                 if connectQueued {
                     loop.send(command.encode(), on: Self.socket(generation))
@@ -99,13 +120,9 @@ extension SkyWorker {
                     connectQueued = true
                     let socket = Self.socket(number)
                     loop.requestOpen(
-                        .init(
-                            id: socket, type: .dealer,
-                            options: [
-                                .sendHighWaterMark(100_000), .receiveHighWaterMark(100_000),
-                                .reconnectInterval(milliseconds: 250), .reconnectIntervalMax(milliseconds: 4000),
-                            ] + (configuration.credentials?.socketOptions ?? []),
-                            connect: [configuration.broker]))
+                        .brokerDealer(
+                            id: socket, endpoint: configuration.broker, highWaterMark: 100_000,
+                            credentials: configuration.credentials))
                     let announcement = machine.withLock { $0.configuration.announcement }
                     loop.send(WorkerToBroker.ready(announcement).encode(), on: socket)
                     loop.sendPeriodically(
@@ -115,7 +132,7 @@ extension SkyWorker {
                     send(command)
                 case .startTask(let key, let request):
                     handles.reserve(key)
-                    jobs.yield(Job(key: key, request: request))
+                    started.append(Job(key: key, request: request))
                 case .cancelTask(let key):
                     handles.cancel(key)
                 case .finish(let ending):
@@ -124,6 +141,8 @@ extension SkyWorker {
                     case .drained, .abandoned: send(.disconnect)
                     case .refused, .cannotConnect: break
                     }
+                    if !started.isEmpty { jobs.yield(started) }
+                    started = []
                     jobs.finish()
                 case .log(let level, let message, let metadata):
                     logger.log(level: level, "\(message)", metadata: metadata)

@@ -72,7 +72,9 @@ public final class SkyWorker: Service, Sendable {
                     name: system.name, capacity: UInt32(system.capacity), services: handlers.services),
                 liveness: configuration.liveness, drainGrace: configuration.drainGrace),
             now: ContinuousClock.now)
-        let (jobs, jobSink) = AsyncStream.makeStream(of: Job.self)
+        // One element per batch the I/O thread read: one hand-off (and at most one wake-up)
+        // for every task that arrived together.
+        let (jobs, jobSink) = AsyncStream.makeStream(of: [Job].self)
         let shell = Shell(
             machine: machine, configuration: configuration, jobs: jobSink, logger: logger)
         let tick = max(.milliseconds(10), configuration.liveness.heartbeatInterval / 10)
@@ -82,12 +84,13 @@ public final class SkyWorker: Service, Sendable {
         shell.loop.withLock { $0 = loop }
         loop.post(input: Shell.Input.start)
 
-        let handles = shell.handles
         await withGracefulShutdownHandler {
             await withTaskCancellationHandler {
                 await withDiscardingTaskGroup { group in
-                    for await job in jobs {
-                        group.addTask { await Self.perform(job, handlers: handlers, handles: handles, loop: loop) }
+                    for await batch in jobs {
+                        for job in batch {
+                            group.addTask { await Self.perform(job, handlers: handlers, shell: shell) }
+                        }
                     }
                 }
             } onCancel: {
@@ -112,20 +115,14 @@ public final class SkyWorker: Service, Sendable {
         }
     }
 
-    /// One task, as a child of the worker's task group: its handler runs in a task of its own
-    /// so that the I/O thread can cancel it alone; the child awaits it, so the group still does.
+    /// One task, as a child of the worker's task group, which the I/O thread can cancel alone.
     private static func perform(
-        _ job: Job, handlers: ScanSystem.Handlers, handles: TaskHandles, loop: ZMQEventLoop
+        _ job: Job, handlers: ScanSystem.Handlers, shell: Shell
     ) async {
-        let handle = Task { await handlers.execute(job.request) }
-        _ = handles.attach(job.key, handle)
-        let reply = await withTaskCancellationHandler {
-            await handle.value
-        } onCancel: {
-            handle.cancel()
-        }
-        handles.detach(job.key)
-        loop.post(input: Shell.Input.finished(job.key, reply))
+        shell.handles.attachCurrentTask(job.key)
+        let reply = await handlers.execute(job.request)
+        shell.handles.detach(job.key)
+        shell.taskFinished(job.key, reply)
     }
 
     struct Job: Sendable {

@@ -20,11 +20,14 @@ public final class ZMQEventLoop: Sendable {
 
     let stream: AsyncStream<[Inbound]>
     let continuation: AsyncStream<[Inbound]>.Continuation
-    /// Messages the consumer may fall behind by before the thread stops reading.
+    /// Messages the consumer may fall behind by before the thread stops reading (the high
+    /// watermark).
     let maxPendingMessages: Int
+    /// Once stopped, the thread reads again when the consumer is this close (the low
+    /// watermark, half the high one): it does not flap between reading and not on every batch.
+    var resumeBelow: Int { maxPendingMessages / 2 }
     let mailbox = Locked(Mailbox())
-    let wakeReadFD: Int32
-    let wakeWriteFD: Int32
+    let wake: WakeSignal
     let tick: Duration?
     /// Takes every batch on the I/O thread instead of ``inbound`` (see ``start(name:context:sockets:tick:maxPendingMessages:handler:)``).
     let handler: InlineHandler?
@@ -45,18 +48,9 @@ public final class ZMQEventLoop: Sendable {
     private init(tick: Duration?, maxPendingMessages: Int, handler: InlineHandler?) throws(ZMQError) {
         self.handler = handler
         self.maxPendingMessages = max(1, maxPendingMessages)
-        var fds: [Int32] = [0, 0]
-        guard pipe(&fds) == 0 else { throw ZMQError(code: errno, operation: "pipe") }
-        for fd in fds { _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK) }
-        wakeReadFD = fds[0]
-        wakeWriteFD = fds[1]
+        wake = try WakeSignal()
         self.tick = tick
         (stream, continuation) = AsyncStream.makeStream(of: [Inbound].self, bufferingPolicy: .unbounded)
-    }
-
-    deinit {
-        Foundation.close(wakeReadFD)
-        Foundation.close(wakeWriteFD)
     }
 
     /// Starts the I/O thread, creates the sockets, binds and connects them.
@@ -203,24 +197,24 @@ public final class ZMQEventLoop: Sendable {
     /// Messages that had to wait in the thread's send queue so far (for tests and diagnostics).
     var blockedSendCount: Int { blockedSends.load(ordering: .relaxed) }
 
+    /// Whether the thread stopped reading for a consumer that fell behind (for tests).
+    var isReadingPaused: Bool { mailbox.withLock { $0.readingPaused } }
+
     /// Messages yielded and not yet consumed (for tests and diagnostics).
     var pendingMessageCount: Int { mailbox.withLock { $0.pendingMessages } }
 
     /// The consumer took a batch; wakes the thread if it had stopped reading for want of that.
     func consumed(messages: Int) {
         guard messages > 0 else { return }
-        let wake = mailbox.withLock { box -> Bool in
+        let resume = mailbox.withLock { box -> Bool in
             box.pendingMessages -= messages
-            guard box.readingPaused, box.pendingMessages < maxPendingMessages else { return false }
+            guard box.readingPaused, box.pendingMessages <= resumeBelow else { return false }
             box.readingPaused = false
             if box.wakePending { return false }
             box.wakePending = true
             return true
         }
-        if wake {
-            var byte: UInt8 = 1
-            _ = write(wakeWriteFD, &byte, 1)
-        }
+        if resume { wake.signal() }
     }
 
     /// Appends commands and wakes the thread if it is not already awake for earlier ones.
@@ -234,10 +228,7 @@ public final class ZMQEventLoop: Sendable {
             box.wakePending = true
             return (true, true)
         }
-        if wake {
-            var byte: UInt8 = 1
-            _ = write(wakeWriteFD, &byte, 1)
-        }
+        if wake { self.wake.signal() }
         return accepted
     }
 }

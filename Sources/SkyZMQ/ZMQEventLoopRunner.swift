@@ -160,11 +160,18 @@ final class ZMQEventLoopRunner {
 
     // MARK: Flow control
 
-    /// Whether the consumer is so far behind that the thread must stop reading.
+    /// Whether the consumer is so far behind that the thread must stop reading: from the high
+    /// watermark until it is back at the low one. An inline handler is never behind.
     private func readingPaused() -> Bool {
-        let limit = loop.maxPendingMessages
+        guard loop.handler == nil else { return false }
+        let high = loop.maxPendingMessages
+        let low = loop.resumeBelow
         return loop.mailbox.withLock { box in
-            box.readingPaused = box.pendingMessages >= limit
+            if box.readingPaused {
+                box.readingPaused = box.pendingMessages > low
+            } else {
+                box.readingPaused = box.pendingMessages >= high
+            }
             return box.readingPaused
         }
     }
@@ -329,7 +336,7 @@ final class ZMQEventLoopRunner {
 
     private func rebuildPoller() {
         poller.removeAll()
-        poller.add(fileDescriptor: loop.wakeReadFD, events: .readable)
+        poller.add(fileDescriptor: loop.wake.readFD, events: .readable)
         for id in order {
             let entry = entries[id]!
             poller.add(entry.socket, events: .readable)
@@ -344,8 +351,7 @@ final class ZMQEventLoopRunner {
     }
 
     private func drainWakePipe() {
-        var buffer = [UInt8](repeating: 0, count: 256)
-        while Foundation.read(loop.wakeReadFD, &buffer, buffer.count) > 0 {}
+        loop.wake.drain()
     }
 
     /// Reads up to the budget from one socket.

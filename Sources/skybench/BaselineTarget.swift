@@ -63,6 +63,7 @@ final class BaselineTarget: BenchTarget {
         var p50: Double?
         var p99: Double?
         var cpu: [String: Double]
+        var switches: [String: Int]
     }
 
     private func runClient(_ arguments: [String]) async throws -> Figures {
@@ -82,9 +83,11 @@ final class BaselineTarget: BenchTarget {
         var cpuSeconds: [String: Double] = [:]
         let roleOfPid = Dictionary(uniqueKeysWithValues: roles.map { ("\($0.value)", $0.key) })
         for (pid, seconds) in report.cpu { cpuSeconds[roleOfPid[pid] ?? "client"] = seconds }
+        var switches: [String: Int] = [:]
+        for (pid, count) in report.switches { switches[roleOfPid[pid] ?? "client"] = count }
         return Figures(
             tasks: report.count ?? report.completed ?? 0, seconds: report.elapsed, p50: report.p50, p99: report.p99,
-            cpuSeconds: cpuSeconds)
+            cpuSeconds: cpuSeconds, switches: switches)
     }
 
     func stop() async {

@@ -31,9 +31,16 @@ struct Figures: Codable, Sendable {
     var p99: Double?
     /// CPU seconds each process used during the measured phase, by role (client, broker, worker-1, ...).
     var cpuSeconds: [String: Double]
+    /// Context switches of each process during the measured phase, by role.
+    var switches: [String: Int] = [:]
 
     /// Tasks per second.
     var rate: Double { seconds > 0 ? Double(tasks) / seconds : 0 }
+
+    /// Context switches per task, over every process involved (`nil` if none were read).
+    var switchesPerTask: Double? {
+        tasks > 0 && !switches.isEmpty ? Double(switches.values.reduce(0, +)) / Double(tasks) : nil
+    }
 
     /// CPU microseconds per task, over every process involved.
     var cpuPerTask: Double { tasks > 0 ? cpuSeconds.values.reduce(0, +) / Double(tasks) * 1e6 : 0 }

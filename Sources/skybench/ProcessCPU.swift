@@ -27,6 +27,43 @@ struct ProcessCPU: Sendable {
         return used
     }
 
+    /// Context switches so far, by role: voluntary and involuntary, of every living thread
+    /// (`/proc/PID/task/*/status`). Each is a wake-up or a preemption: the count that timings
+    /// on a shared machine hide.
+    func readSwitches() -> [String: Int] {
+        var switches: [String: Int] = [:]
+        for (role, pid) in roles {
+            switches[role] = Self.switches(of: pid)
+        }
+        return switches
+    }
+
+    /// Context switches between `start` and now, by role.
+    func switchesSince(_ start: [String: Int]) -> [String: Int] {
+        var made: [String: Int] = [:]
+        for (role, now) in readSwitches() {
+            if let then = start[role] { made[role] = now - then }
+        }
+        return made
+    }
+
+    /// Context switches of every living thread of `pid`, or `nil` if they cannot be read.
+    static func switches(of pid: Int32) -> Int? {
+        let directory = "/proc/\(pid)/task"
+        guard let threads = try? FileManager.default.contentsOfDirectory(atPath: directory) else { return nil }
+        var total = 0
+        for thread in threads {
+            guard let text = try? String(contentsOfFile: "\(directory)/\(thread)/status", encoding: .utf8) else {
+                continue
+            }
+            for line in text.split(separator: "\n")
+            where line.hasPrefix("voluntary_ctxt_switches:") || line.hasPrefix("nonvoluntary_ctxt_switches:") {
+                total += Int(line.split(separator: ":").last?.trimmingCharacters(in: .whitespaces) ?? "") ?? 0
+            }
+        }
+        return total
+    }
+
     /// utime + stime of `pid` in seconds, or `nil` if it cannot be read.
     static func seconds(of pid: Int32) -> Double? {
         guard let text = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),

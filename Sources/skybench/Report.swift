@@ -96,15 +96,27 @@ extension Report {
     }
 
     /// Median CPU microseconds per task of each role at one point.
-    func cpuByRole(_ system: BenchSystem, at point: Point) -> [(role: String, micros: Double)] {
+    func cpuByRole(_ system: BenchSystem, at point: Point) -> [(role: String, perTask: Double)] {
+        perTaskByRole(system, at: point) { $0.cpuSeconds.mapValues { $0 * 1e6 } }
+    }
+
+    /// Median context switches per task of each role at one point.
+    func switchesByRole(_ system: BenchSystem, at point: Point) -> [(role: String, perTask: Double)] {
+        perTaskByRole(system, at: point) { $0.switches.mapValues(Double.init) }
+    }
+
+    /// Median per task of each role at one point, of a figure measured per role.
+    private func perTaskByRole(
+        _ system: BenchSystem, at point: Point, _ byRole: (Figures) -> [String: Double]
+    ) -> [(role: String, perTask: Double)] {
         let matching = samples(system, at: point)
-        let roles = Set(matching.flatMap { $0.figures.cpuSeconds.keys }).sorted {
+        let roles = Set(matching.flatMap { byRole($0.figures).keys }).sorted {
             Self.roleOrder($0) < Self.roleOrder($1)
         }
         return roles.compactMap { role in
             Spread(
                 matching.compactMap { sample in
-                    sample.figures.cpuSeconds[role].map { $0 / Double(max(1, sample.figures.tasks)) * 1e6 }
+                    byRole(sample.figures)[role].map { $0 / Double(max(1, sample.figures.tasks)) }
                 }
             )
             .map { (role, $0.median) }

@@ -7,6 +7,8 @@ extension Report {
     static let latencyTarget = 1.3
     static let cpuTarget = 2.0
     static let memoryTarget = 300.0
+    /// Context switches per task over all processes (an absolute count; the baseline makes about 0.8).
+    static let switchesTarget = 1.2
 
     func table() -> String {
         var out: [String] = []
@@ -24,6 +26,8 @@ extension Report {
         out += throughputTable()
         out.append("")
         out += cpuTable()
+        out.append("")
+        out += switchesTable()
         if s.baseline {
             out.append("")
             out += targets()
@@ -87,25 +91,40 @@ extension Report {
     }
 
     private func cpuTable() -> [String] {
+        ["CPU time per task, all processes together (microseconds)"]
+            + perTaskTable(\.cpuPerTask, byRole: cpuByRole)
+    }
+
+    /// Counts, which do not move with the machine's mood as timings do.
+    private func switchesTable() -> [String] {
+        ["Context switches per task, all processes together (voluntary + involuntary, every thread)"]
+            + perTaskTable(\.switchesPerTask, byRole: switchesByRole)
+    }
+
+    /// Per-task figures at each latency and throughput phase: both systems, their ratio, and
+    /// each system's figure split by process.
+    private func perTaskTable(
+        _ figure: (Figures) -> Double?, byRole: (BenchSystem, Point) -> [(role: String, perTask: Double)]
+    ) -> [String] {
         var rows = [
             ["workers", "payload", "phase", "Sky", "baseline", "ratio", "Sky by process", "baseline by process"]
         ]
         for workers in settings.workerCounts {
             for payload in settings.payloads {
                 for (point, name) in cpuPhases(workers: workers, payload: payload) {
-                    let cpu = compared(at: point, \.cpuPerTask)
-                    let split = { (system: BenchSystem) in
-                        cpuByRole(system, at: point).map { "\($0.role) \(Self.number($0.micros))" }
-                            .joined(separator: ", ")
+                    let both = compared(at: point, figure)
+                    let split = [BenchSystem.sky, .baseline].map { system in
+                        byRole(system, point).map { "\($0.role) \(Self.number($0.perTask))" }.joined(separator: ", ")
                     }
-                    rows.append([
-                        "\(workers)", Self.bytes(payload), name, Self.spread(cpu.sky), Self.spread(cpu.baseline),
-                        Self.ratio(cpu.sky, cpu.baseline), split(.sky), split(.baseline),
-                    ])
+                    rows.append(
+                        [
+                            "\(workers)", Self.bytes(payload), name, Self.spread(both.sky), Self.spread(both.baseline),
+                            Self.ratio(both.sky, both.baseline),
+                        ] + split)
                 }
             }
         }
-        return ["CPU time per task, all processes together (microseconds)"] + Self.columns(rows)
+        return Self.columns(rows)
     }
 
     private func targets() -> [String] {
@@ -135,6 +154,15 @@ extension Report {
         check("CPU per task at \(most) in flight <= \(Self.cpuTarget) x baseline", loaded, \.cpuPerTask) {
             $0 <= Self.cpuTarget
         }
+        let switchParts = shapes.map { workers, payload -> String in
+            let label = "\(workers)w/\(Self.bytes(payload))"
+            guard let sky = spread(.sky, at: loaded(workers, payload), \.switchesPerTask) else { return "\(label) n/a" }
+            let holds = sky.median <= Self.switchesTarget
+            return "\(label) \(String(format: "%.2f", sky.median)) \(holds ? "met" : "NOT met")"
+        }
+        lines.append(
+            "- context switches per task at \(most) in flight <= \(Self.switchesTarget), all processes: "
+                + switchParts.joined(separator: "; "))
         if let memory = queueMemory {
             let overhead = memory.overheadBytesPerRequest
             lines.append(

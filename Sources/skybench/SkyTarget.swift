@@ -79,6 +79,7 @@ final class SkyTarget: BenchTarget {
         // Microseconds with three significant digits, up to a minute.
         var histogram = Histogram<UInt64>(highestTrackableValue: 60_000_000, numberOfSignificantValueDigits: .three)
         let cpuBefore = cpu.read()
+        let switchesBefore = cpu.readSwitches()
         let started = clock.now
         for _ in 0..<requests {
             let sent = clock.now
@@ -88,7 +89,8 @@ final class SkyTarget: BenchTarget {
         let elapsed = (clock.now - started).inSeconds
         return Figures(
             tasks: requests, seconds: elapsed, p50: Double(histogram.valueAtPercentile(50)),
-            p99: Double(histogram.valueAtPercentile(99)), cpuSeconds: cpu.since(cpuBefore))
+            p99: Double(histogram.valueAtPercentile(99)), cpuSeconds: cpu.since(cpuBefore),
+            switches: cpu.switchesSince(switchesBefore))
     }
 
     func throughput(payload: Int, inFlight: Int, warmup: Duration, measure: Duration) async throws -> Figures {
@@ -99,8 +101,9 @@ final class SkyTarget: BenchTarget {
         let cpuUsed = Task {
             try await Task.sleep(until: from, clock: .continuous)
             let before = cpu.read()
+            let switchesBefore = cpu.readSwitches()
             try await Task.sleep(until: until, clock: .continuous)
-            return cpu.since(before)
+            return (cpu.since(before), cpu.switchesSince(switchesBefore))
         }
         let completed = try await withThrowingTaskGroup(of: Int.self) { group in
             for _ in 0..<inFlight {
@@ -116,7 +119,8 @@ final class SkyTarget: BenchTarget {
             }
             return try await group.reduce(0, +)
         }
-        return Figures(tasks: completed, seconds: measure.inSeconds, cpuSeconds: try await cpuUsed.value)
+        let (cpuSeconds, switches) = try await cpuUsed.value
+        return Figures(tasks: completed, seconds: measure.inSeconds, cpuSeconds: cpuSeconds, switches: switches)
     }
 
     /// Runs `tasks` sky.scan tasks, `concurrency` at a time, and returns the tasks per second.

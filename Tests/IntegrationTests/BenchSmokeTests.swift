@@ -30,6 +30,8 @@ extension IntegrationSuite {
             let table = bench.outputLines.joined(separator: "\n")
             #expect(table.contains("Sky / baseline"))
             #expect(table.contains("Targets"))
+            #expect(table.contains("Context switches per task"))
+            #expect(table.contains("- context switches per task at 8 in flight"))
 
             let json = try #require(
                 try JSONSerialization.jsonObject(with: Data(contentsOf: report)) as? [String: Any])
@@ -44,6 +46,11 @@ extension IntegrationSuite {
                     samples.first { $0["system"] as? String == system && $0["kind"] as? String == "throughput" })
                 let counted = try #require(throughput["figures"] as? [String: Any])
                 #expect((counted["tasks"] as? Int ?? 0) > 0, "\(system) throughput: \(counted)")
+                // Counts per process: the client, the broker and the worker each woke up at least
+                // once while a few hundred tasks went through them.
+                let switches = try #require(counted["switches"] as? [String: Int], "\(system): \(counted)")
+                #expect(Set(switches.keys) == ["client", "broker", "worker-1"], "\(system): \(switches)")
+                #expect(switches.values.allSatisfy { $0 > 0 }, "\(system): \(switches)")
                 print(
                     "skybench smoke, \(system): latency p50 \(figures["p50"] ?? "-") us, \(counted["tasks"] ?? 0) tasks in 0.3 s at 8 in flight"
                 )

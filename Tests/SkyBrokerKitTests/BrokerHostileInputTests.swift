@@ -78,3 +78,27 @@ struct BrokerHostileInputTests {
         #expect(order == survivors)
     }
 }
+
+extension BrokerHostileInputTests {
+    /// What the shell keeps from the machine (over the limits, unauthenticated, a refused
+    /// handshake) is counted by the machine, once each, with one log line.
+    @Test func eachDropTheShellReportsIsCountedOnceAndLoggedOnce() {
+        var broker = BrokerHarness()
+        let drops: [(BrokerStateMachine.Drop, KeyPath<BrokerCounters, UInt64>)] = [
+            (.oversized(port: "client", frames: 9, bytes: 10, frameLimit: 8, byteLimit: 100), \.oversizedMessages),
+            (.unauthenticated(port: "worker"), \.unauthenticatedMessages),
+            (.handshakeDenied(reason: "key not on the list"), \.handshakesDenied),
+        ]
+        for (drop, counter) in drops {
+            let before = broker.machine.counters
+            var actions: [BrokerAction] = []
+            broker.machine.dropped(drop, into: &actions)
+            #expect(broker.machine.counters[keyPath: counter] == before[keyPath: counter] + 1, "\(drop)")
+            #expect(actions.count == 1, "\(drop): \(actions)")
+            guard case .log(.warning, _) = actions.first else {
+                Issue.record("\(drop): expected one warning, got \(actions)")
+                continue
+            }
+        }
+    }
+}

@@ -1,11 +1,12 @@
 import Foundation
 import SkyProtocol
 import SkyTestSupport
+import SkyWorkerKit
 import SkyWorkloads
 import SkyZMQ
 import Testing
 
-@testable import SkyWorkerKit
+@testable import SkyTasks
 
 /// Counts handlers running at once and records the order in which they started.
 actor ConcurrencyProbe {

@@ -187,6 +187,43 @@ struct ZMQEventLoopTests {
         await server.shutdown()
     }
 
+    /// Flow control has a low watermark: stopped at 3000 waiting messages, the thread reads
+    /// again only once the consumer is back at 1500, not as soon as it is one below 3000.
+    @Test(.timeLimit(.minutes(1)))
+    func readingResumesAtTheLowWatermarkNotJustBelowTheHighOne() async throws {
+        let context = try ZMQContext()
+        let server = try await ZMQEventLoop.start(
+            name: "test-watermark", context: context,
+            sockets: [.init(id: Self.server, type: .router, bind: ["inproc://watermark"])], maxPendingMessages: 3000)
+        let client = try await ZMQEventLoop.start(
+            name: "test-watermark-client", context: context,
+            sockets: [
+                .init(id: Self.client, type: .dealer, options: [.sendHighWaterMark(0)], connect: ["inproc://watermark"])
+            ])
+        let count = 20_000
+        client.send((0..<count).map { .init(socket: Self.client, frames: [Array("\($0)".utf8)]) })
+        try await eventually("the thread stops reading") { server.isReadingPaused }
+        var batches = server.inbound.makeAsyncIterator()
+        var received = 0
+        var pausedBetweenTheWatermarks = 0
+        while received < count, let batch = await batches.next() {
+            received += batch.messageCount
+            let pending = server.pendingMessageCount
+            if pending > server.resumeBelow {
+                #expect(server.isReadingPaused, "reading again with \(pending) messages waiting")
+                if pending < server.maxPendingMessages { pausedBetweenTheWatermarks += 1 }
+            } else {
+                #expect(!server.isReadingPaused, "still paused with \(pending) messages waiting")
+                break
+            }
+        }
+        #expect(pausedBetweenTheWatermarks >= 1, "a batch left it between the watermarks")
+        while received < count, let batch = await batches.next() { received += batch.messageCount }
+        #expect(received == count)
+        await client.shutdown()
+        await server.shutdown()
+    }
+
     @Test func shutdownWhileTheThreadWaitsReturnsPromptlyAndEndsTheStream() async throws {
         let loop = try await ZMQEventLoop.start(
             name: "test-idle", sockets: [.init(id: Self.server, type: .router, bind: ["tcp://127.0.0.1:*"])])

@@ -1,10 +1,12 @@
 /* Baseline client: DEALER to the broker's front.
  *   lat: one request in flight; WARMUP untimed, then COUNT timed round trips.
  *   thr: INFLIGHT requests in flight; WARMUP_MS, then MEASURE_MS counted.
- * Over the measured phase it samples the CPU time (utime + stime) of itself and of PIDS
- * (comma-separated) from /proc, and prints one JSON line.
+ * Over the measured phase it samples the CPU time (utime + stime) and the context switches
+ * (voluntary + involuntary, all threads) of itself and of PIDS (comma-separated) from /proc,
+ * and prints one JSON line.
  * Usage: sky-baseline-client ENDPOINT lat PAYLOAD COUNT WARMUP PIDS
  *        sky-baseline-client ENDPOINT thr PAYLOAD INFLIGHT WARMUP_MS MEASURE_MS PIDS */
+#include <dirent.h>
 #include <stdint.h>
 #include <time.h>
 #include <unistd.h>
@@ -15,6 +17,7 @@
 static int pids[MAX_PIDS];
 static int pid_count = 0;
 static double cpu_start[MAX_PIDS];
+static long switches_start[MAX_PIDS];
 
 static uint64_t now_ns(void) {
     struct timespec ts;
@@ -39,6 +42,31 @@ static double cpu_seconds(int pid) {
     return (double)(utime + stime) / (double)sysconf(_SC_CLK_TCK);
 }
 
+/* Context switches of every living thread of a process, voluntary and involuntary. */
+static long context_switches(int pid) {
+    char path[64], line[256];
+    snprintf(path, sizeof path, "/proc/%d/task", pid);
+    DIR *tasks = opendir(path);
+    if (!tasks) return -1;
+    long total = 0;
+    for (struct dirent *entry = readdir(tasks); entry; entry = readdir(tasks)) {
+        if (entry->d_name[0] == '.') continue;
+        char status[300];
+        snprintf(status, sizeof status, "/proc/%d/task/%s/status", pid, entry->d_name);
+        FILE *file = fopen(status, "r");
+        if (!file) continue;
+        while (fgets(line, sizeof line, file)) {
+            long value;
+            if (sscanf(line, "voluntary_ctxt_switches: %ld", &value) == 1 ||
+                sscanf(line, "nonvoluntary_ctxt_switches: %ld", &value) == 1)
+                total += value;
+        }
+        fclose(file);
+    }
+    closedir(tasks);
+    return total;
+}
+
 static void parse_pids(const char *list) {
     pids[pid_count++] = getpid();
     char *copy = strdup(list), *save = NULL;
@@ -48,13 +76,19 @@ static void parse_pids(const char *list) {
 }
 
 static void cpu_begin(void) {
-    for (int i = 0; i < pid_count; i++) cpu_start[i] = cpu_seconds(pids[i]);
+    for (int i = 0; i < pid_count; i++) {
+        cpu_start[i] = cpu_seconds(pids[i]);
+        switches_start[i] = context_switches(pids[i]);
+    }
 }
 
 static void cpu_print(void) {
     printf("\"cpu\":{");
     for (int i = 0; i < pid_count; i++)
         printf("%s\"%d\":%.4f", i ? "," : "", pids[i], cpu_seconds(pids[i]) - cpu_start[i]);
+    printf("},\"switches\":{");
+    for (int i = 0; i < pid_count; i++)
+        printf("%s\"%d\":%ld", i ? "," : "", pids[i], context_switches(pids[i]) - switches_start[i]);
     printf("}");
 }
 

@@ -17,4 +17,8 @@ void sky_release_free_memory(void);
 /// Allocations of at least `bytes` get their own mapping, returned to the system when freed.
 void sky_fix_mmap_threshold(size_t bytes);
 
+/// A non-blocking, close-on-exec eventfd (Linux) for waking a thread that sleeps in poll;
+/// -1 with errno set where there is none.
+int sky_wake_eventfd(void);
+
 #endif
