@@ -85,7 +85,7 @@ extension SkyClient {
         switch event.kind {
         case .handshakeSucceeded:
             handshake.succeeded()
-            configuration.logger.debug("connected to \(event.endpoint)")
+            configuration.logger.debug("connected to the broker", metadata: ["endpoint": "\(event.endpoint)"])
             let waiting = connectionWaiters
             connectionWaiters.removeAll()
             for waiter in waiting.values { waiter.resume() }
@@ -101,7 +101,8 @@ extension SkyClient {
                             ? "the broker probably requires CURVE; give this client credentials"
                             : "the broker public key given to this client is probably not the broker's"))
             }
-            configuration.logger.info("lost the connection to \(event.endpoint); reconnecting")
+            configuration.logger.info(
+                "lost the connection to the broker; reconnecting", metadata: ["endpoint": "\(event.endpoint)"])
             table.connectionDown(now: time.now())
         case .handshakeFailedAuth:
             return refuseCredentials(
@@ -114,7 +115,9 @@ extension SkyClient {
                         ? "the broker requires CURVE and this client has no credentials"
                         : "the broker does not speak CURVE, or rejected these keys"))
         case .handshakeFailedNoDetail:
-            configuration.logger.warning("handshake with \(event.endpoint) failed (\(event.value))")
+            configuration.logger.warning(
+                "handshake with the broker failed",
+                metadata: ["endpoint": "\(event.endpoint)", "code": "\(event.value)"])
         default:
             break
         }
@@ -171,7 +174,9 @@ extension SkyClient {
     /// makes the table send every call again.
     private func switchEndpoint(to index: Int) {
         guard let loop, !closed else { return }
-        configuration.logger.warning("\(endpoints[endpointIndex]) unreachable; trying \(endpoints[index])")
+        configuration.logger.warning(
+            "broker endpoint unreachable; trying the next",
+            metadata: ["endpoint": "\(endpoints[endpointIndex])", "next": "\(endpoints[index])"])
         loop.close(socket)
         endpointIndex = index
         let spec = brokerSocket(number: nextSocketNumber, endpoint: endpoints[index])
@@ -180,7 +185,9 @@ extension SkyClient {
             do {
                 try await loop.open(spec)
             } catch {
-                configuration.logger.error("cannot connect to \(spec.connect.first ?? ""): \(error)")
+                configuration.logger.error(
+                    "cannot connect to the broker",
+                    metadata: ["endpoint": "\(spec.connect.first ?? "")", "error": "\(error)"])
             }
         }
     }

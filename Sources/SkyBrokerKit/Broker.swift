@@ -87,6 +87,7 @@ public final class Broker: Service, Sendable {
                 bind: [configuration.eventsEndpoint], readUserID: authenticated),
         ]
         var routing = configuration.routing
+        routing.logsDebug = logger.logLevel <= .debug
         if routing.memoryProbe == nil { routing.memoryProbe = { ProcessMemoryProbe.measure() } }
         // Request bodies of a megabyte or more get their own mappings, which go back to the
         // system when the request is answered (see also BrokerAction.releaseMemory).
@@ -294,9 +295,13 @@ public final class Broker: Service, Sendable {
                     outbound.append(.init(socket: Broker.eventsSocket, frames: event.encodeFrames()))
                 case .releaseMemory:
                     memoryReleaser.release()
-                case .log(.debug, let line): logger.debug("\(line)")
-                case .log(.info, let line): logger.info("\(line)")
-                case .log(.warning, let line): logger.warning("\(line)")
+                case .log(let level, let message, let fields):
+                    let metadata = fields.isEmpty ? nil : fields.mapValues { Logger.MetadataValue.string($0) }
+                    switch level {
+                    case .debug: logger.debug("\(message)", metadata: metadata)
+                    case .info: logger.info("\(message)", metadata: metadata)
+                    case .warning: logger.warning("\(message)", metadata: metadata)
+                    }
                 }
             }
         }

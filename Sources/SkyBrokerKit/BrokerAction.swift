@@ -13,8 +13,9 @@ public enum BrokerAction: Sendable, Equatable {
     case sendRaw(BrokerPort, PeerID, [[UInt8]])
     /// The queue drained after holding much: return freed memory to the system.
     case releaseMemory
-    /// Write a log line.
-    case log(BrokerLogLevel, String)
+    /// Write a log line: a fixed message, and what varies as metadata (swift-log's structured
+    /// fields), so that lines can be searched and counted by message.
+    case log(BrokerLogLevel, String, [String: String] = [:])
 }
 
 /// The broker's two ROUTER ports.

@@ -19,15 +19,17 @@ extension BrokerStateMachine {
             counters.oversizedMessages += 1
             actions.append(
                 .log(
-                    .warning,
-                    "dropped a \(bytes)-byte message of \(frames) frames on the \(port) port: the limits are \(frameLimit) frames and \(byteLimit) bytes"
-                ))
+                    .warning, "dropped a message over the limits",
+                    [
+                        "port": port, "frames": "\(frames)", "bytes": "\(bytes)", "frameLimit": "\(frameLimit)",
+                        "byteLimit": "\(byteLimit)",
+                    ]))
         case .unauthenticated(let port):
             counters.unauthenticatedMessages += 1
-            actions.append(.log(.warning, "dropped a message without an authenticated \(port) key"))
+            actions.append(.log(.warning, "dropped a message without an authenticated key", ["port": port]))
         case .handshakeDenied(let reason):
             counters.handshakesDenied += 1
-            actions.append(.log(.warning, "refused a connection: \(reason)"))
+            actions.append(.log(.warning, "refused a connection", ["reason": reason]))
         }
     }
 }

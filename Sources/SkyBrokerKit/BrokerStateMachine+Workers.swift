@@ -21,8 +21,8 @@ extension BrokerStateMachine {
             actions.append(
                 .log(
                     .warning,
-                    "a peer with another key (\(key ?? "none")) took over the routing id of worker \(record.name) (\(peer)); its message is dropped and the worker's registration ends"
-                ))
+                    "a peer with another key took over a worker's routing id; its message is dropped and the worker's registration ends",
+                    ["key": key ?? "none", "worker": record.name, "peer": "\(peer)"]))
             remove(peer, reason: .unreachable, now: now, into: &actions)
             return
         }
@@ -35,7 +35,8 @@ extension BrokerStateMachine {
                 return
             }
             counters.malformedWorkerMessages += 1
-            actions.append(.log(.warning, "dropped malformed message from worker \(peer): \(error)"))
+            actions.append(
+                .log(.warning, "dropped malformed message from worker", ["peer": "\(peer)", "error": "\(error)"]))
             if Self.looksLikeReady(frames) {
                 refuseRegistration(peer, reason: "invalid READY: \(error)", now: now, into: &actions)
             }
@@ -52,11 +53,14 @@ extension BrokerStateMachine {
                 // already elsewhere. Drop the reply and make it register again.
                 counters.staleReplies += 1
                 actions.append(
-                    .log(.info, "dropped stale reply for \(reply.requestID) from unregistered worker \(peer)"))
+                    .log(
+                        .info, "dropped stale reply from an unregistered worker",
+                        ["request": "\(reply.requestID)", "peer": "\(peer)"]))
                 actions.append(.sendToWorker(peer, .disconnect))
             case .heartbeat:
                 counters.unknownWorkerMessages += 1
-                actions.append(.log(.info, "heartbeat from unregistered worker \(peer); telling it to re-register"))
+                actions.append(
+                    .log(.info, "heartbeat from an unregistered worker; telling it to register", ["peer": "\(peer)"]))
                 actions.append(.sendToWorker(peer, .disconnect))
             case .ready, .disconnect, .draining:
                 break
@@ -79,7 +83,9 @@ extension BrokerStateMachine {
             // Every task for it was sent before this; the worker runs those, then leaves.
             actions.append(.sendToWorker(peer, .drainingAcknowledged))
             actions.append(
-                .log(.info, "worker \(record.name) (\(peer)) is draining: \(record.inFlight.count) task(s) to finish"))
+                .log(
+                    .info, "worker draining",
+                    ["worker": record.name, "peer": "\(peer)", "tasks": "\(record.inFlight.count)"]))
             publish(
                 SkyEvent(
                     seq: 0, event: .workerDraining, time: "", worker: record.info, tasksHeld: record.inFlight.count),
@@ -98,7 +104,7 @@ extension BrokerStateMachine {
         into actions: inout [BrokerAction]
     ) {
         if workers[peer] != nil {
-            actions.append(.log(.warning, "worker \(peer) sent a second READY; disconnecting it"))
+            actions.append(.log(.warning, "a worker sent a second READY; disconnecting it", ["peer": "\(peer)"]))
             remove(peer, reason: .protocolError, now: now, into: &actions)
             actions.append(.sendToWorker(peer, .disconnect))
             return
@@ -122,9 +128,11 @@ extension BrokerStateMachine {
         for service in services { workersByService[service, default: []].append(peer) }
         actions.append(
             .log(
-                .info,
-                "worker \(announcement.name) (\(peer)) connected: capacity \(record.capacity), services \(services.joined(separator: ", "))"
-            ))
+                .info, "worker connected",
+                [
+                    "worker": announcement.name, "peer": "\(peer)", "capacity": "\(record.capacity)",
+                    "services": services.joined(separator: ","),
+                ]))
         publish(SkyEvent(seq: 0, event: .workerConnected, time: "", worker: record.info), into: &actions)
         fill(peer, now: now, into: &actions)
     }
@@ -174,8 +182,8 @@ extension BrokerStateMachine {
         if reason == .expired { counters.workersExpired += 1 }
         actions.append(
             .log(
-                reason == .graceful ? .info : .warning,
-                "worker \(record.name) (\(peer)) disconnected (\(reason.rawValue)); \(requeued) task(s) requeued"))
+                reason == .graceful ? .info : .warning, "worker disconnected",
+                ["worker": record.name, "peer": "\(peer)", "reason": reason.rawValue, "requeued": "\(requeued)"]))
         publish(
             SkyEvent(
                 seq: 0, event: .workerDisconnected, time: "", worker: record.info, reason: reason,
@@ -196,8 +204,8 @@ extension BrokerStateMachine {
             counters.staleReplies += 1
             actions.append(
                 .log(
-                    .info,
-                    "dropped stale reply for \(answer.requestID) from worker \(peer): it no longer holds that task"))
+                    .info, "dropped stale reply: the worker no longer holds that task",
+                    ["request": "\(answer.requestID)", "peer": "\(peer)"]))
             return
         }
         workers[peer]?.inFlight[tag] = nil
@@ -240,7 +248,7 @@ extension BrokerStateMachine {
         _ peer: PeerID, reason: String, now: Instant, into actions: inout [BrokerAction]
     ) {
         counters.refusedRegistrations += 1
-        actions.append(.log(.warning, "refused worker \(peer): \(reason)"))
+        actions.append(.log(.warning, "refused a worker", ["peer": "\(peer)", "reason": reason]))
         guard mayAnswerRefusal(onClientsPort: false, now: now) else { return }
         actions.append(.sendToWorker(peer, .refused(reason: reason)))
     }
@@ -260,7 +268,7 @@ extension BrokerStateMachine {
         actions.append(.sendRaw(.workers, peer, BrokerToClient.reply(answer).encode()))
         actions.append(
             .log(
-                .warning, "a client sent a request to the workers port; told it to use \(configuration.clientsEndpoint)"
-            ))
+                .warning, "a client sent a request to the workers port; told it which to use",
+                ["clients": configuration.clientsEndpoint]))
     }
 }

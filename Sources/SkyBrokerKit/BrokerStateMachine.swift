@@ -50,6 +50,9 @@ public struct BrokerStateMachine: Sendable {
         public var liveness: Int = WorkerToBroker.defaultLiveness
         /// Deliveries of one request before it fails with `workerLost`.
         public var maxDeliveries: Int = 3
+        /// Whether debug log lines are wanted (the shell sets it from its logger): lines of a
+        /// level that is off are not even built, since some come once per message.
+        public var logsDebug = false
         /// Requests that may wait for a worker.
         public var queueLimit: Int = 100_000
         /// Bytes of request bodies that may wait for a worker.
@@ -330,7 +333,8 @@ public struct BrokerStateMachine: Sendable {
                 return
             }
             counters.malformedClientMessages += 1
-            actions.append(.log(.warning, "dropped malformed message from client \(client): \(error)"))
+            actions.append(
+                .log(.warning, "dropped malformed message from client", ["peer": "\(client)", "error": "\(error)"]))
             return
         }
         switch command {
@@ -346,7 +350,9 @@ public struct BrokerStateMachine: Sendable {
     /// The shell could not deliver a message to a client (it is gone, or its queue is full).
     public mutating func clientUnreachable(_ client: PeerID, into actions: inout [BrokerAction]) {
         counters.undeliverableReplies += 1
-        actions.append(.log(.debug, "reply to client \(client) dropped: client unreachable"))
+        if configuration.logsDebug {
+            actions.append(.log(.debug, "reply dropped: client unreachable", ["peer": "\(client)"]))
+        }
     }
 
     /// A worker's message on the clients port: answered (rate-limited) with REFUSED naming the
@@ -358,7 +364,9 @@ public struct BrokerStateMachine: Sendable {
             "this is the broker's clients endpoint (\(configuration.clientsEndpoint)); workers connect to \(configuration.workersEndpoint)"
         actions.append(.sendRaw(.clients, peer, BrokerToWorker.refused(reason: reason).encode()))
         actions.append(
-            .log(.warning, "a worker connected to the clients port; told it to use \(configuration.workersEndpoint)"))
+            .log(
+                .warning, "a worker connected to the clients port; told it which to use",
+                ["workers": configuration.workersEndpoint]))
     }
 
     /// Whether another refusal may be sent on a port this second.

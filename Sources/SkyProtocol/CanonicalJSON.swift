@@ -4,10 +4,15 @@ import Foundation
 /// the same on every run. Used for task payloads, events, snapshots and tool output alike.
 public enum CanonicalJSON {
     public static func encode(_ value: some Encodable) throws -> [UInt8] {
+        Array(try encoder.encode(value))
+    }
+
+    /// Sorted keys, slashes left alone; one for every call (thread-safe once configured).
+    private static let encoder: JSONEncoder = {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-        return Array(try encoder.encode(value))
-    }
+        return encoder
+    }()
 
     /// One line of JSON text; `fallback` if the value cannot be encoded.
     public static func line(_ value: some Encodable, fallback: String = "{}") -> String {

@@ -12,7 +12,12 @@ public protocol TaskCoder: Sendable {
 /// Keys are sorted, so equal tasks encode to equal bytes; the client's coalescing of equal
 /// concurrent tasks depends on it (without sorting, key order can differ between two encodings
 /// of the same value).
+///
+/// One encoder and one decoder serve every call (they are thread-safe once configured): building
+/// them per task showed in the typed path's profile.
 public struct JSONTaskCoder: TaskCoder {
+    private static let decoder = JSONDecoder()
+
     public init() {}
 
     public func encode<Value: Encodable>(_ value: Value) throws -> [UInt8] {
@@ -20,7 +25,7 @@ public struct JSONTaskCoder: TaskCoder {
     }
 
     public func decode<Value: Decodable>(_ type: Value.Type, from bytes: [UInt8]) throws -> Value {
-        try JSONDecoder().decode(type, from: Data(bytes))
+        try Self.decoder.decode(type, from: Data(bytes))
     }
 }
 

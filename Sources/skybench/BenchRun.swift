@@ -79,6 +79,16 @@ struct BenchRun {
                             round: round, system: system, kind: .throughput, workers: workers, payload: payload,
                             inFlight: inFlight, figures: throughput))
                 }
+                // The typed path at the most in flight, against the raw request path above.
+                if let sky = target as? SkyTarget, let most = settings.inFlight.max() {
+                    let typed = try await sky.typedThroughput(
+                        payload: payload, inFlight: most, warmup: .seconds(settings.warmupSeconds),
+                        measure: .seconds(settings.measureSeconds))
+                    samples.append(
+                        Sample(
+                            round: round, system: system, kind: .typedThroughput, workers: workers, payload: payload,
+                            inFlight: most, figures: typed))
+                }
             }
             return samples
         }

@@ -15,6 +15,10 @@ struct Point: Hashable, Sendable {
     static func throughput(workers: Int, payload: Int, inFlight: Int) -> Point {
         Point(kind: .throughput, workers: workers, payload: payload, inFlight: inFlight)
     }
+
+    static func typedThroughput(workers: Int, payload: Int, inFlight: Int) -> Point {
+        Point(kind: .typedThroughput, workers: workers, payload: payload, inFlight: inFlight)
+    }
 }
 
 /// One measurement of one system in one round.
@@ -22,6 +26,8 @@ struct Sample: Codable, Sendable {
     enum Kind: String, Codable, Sendable {
         case latency
         case throughput
+        /// Throughput of Sky's typed path: `scan` of a small Codable struct, JSON both ways.
+        case typedThroughput
     }
 
     var round: Int

@@ -9,6 +9,8 @@ extension Report {
     static let memoryTarget = 300.0
     /// Context switches per task over all processes (an absolute count; the baseline makes about 0.8).
     static let switchesTarget = 1.2
+    /// The typed path's CPU per task against the raw request path's.
+    static let typedTarget = 1.3
 
     func table() -> String {
         var out: [String] = []
@@ -28,6 +30,8 @@ extension Report {
         out += cpuTable()
         out.append("")
         out += switchesTable()
+        out.append("")
+        out += typedTable()
         if s.baseline {
             out.append("")
             out += targets()
@@ -127,6 +131,35 @@ extension Report {
         return Self.columns(rows)
     }
 
+    /// Sky's typed path against its raw request path at the same point: what Codable costs.
+    private func typedTable() -> [String] {
+        let most = settings.inFlight.max() ?? Self.throughputTarget.inFlight
+        var rows = [
+            [
+                "workers", "payload", "raw tasks/s", "typed tasks/s", "raw CPU/task", "typed CPU/task", "ratio",
+                "typed client CPU/task",
+            ]
+        ]
+        for workers in settings.workerCounts {
+            for payload in settings.payloads {
+                let raw = Point.throughput(workers: workers, payload: payload, inFlight: most)
+                let typed = Point.typedThroughput(workers: workers, payload: payload, inFlight: most)
+                let rawCPU = spread(.sky, at: raw, \.cpuPerTask)
+                let typedCPU = spread(.sky, at: typed, \.cpuPerTask)
+                let client = cpuByRole(.sky, at: typed).first { $0.role == "client" }.map { Self.number($0.perTask) }
+                rows.append([
+                    "\(workers)", Self.bytes(payload), Self.spread(spread(.sky, at: raw, \.rate)),
+                    Self.spread(spread(.sky, at: typed, \.rate)), Self.spread(rawCPU), Self.spread(typedCPU),
+                    Self.ratio(typedCPU, rawCPU), client ?? "-",
+                ])
+            }
+        }
+        return [
+            "Sky's typed path (scan of a Codable EchoTask, JSON) against raw requests, \(most) in flight (CPU in microseconds)"
+        ]
+            + Self.columns(rows)
+    }
+
     private func targets() -> [String] {
         var lines = ["Targets (ratio of medians; met or not)"]
         let shapes = settings.workerCounts.flatMap { workers in settings.payloads.map { (workers, $0) } }
@@ -154,6 +187,18 @@ extension Report {
         check("CPU per task at \(most) in flight <= \(Self.cpuTarget) x baseline", loaded, \.cpuPerTask) {
             $0 <= Self.cpuTarget
         }
+        let typedParts = shapes.map { workers, payload -> String in
+            let label = "\(workers)w/\(Self.bytes(payload))"
+            let raw = spread(.sky, at: loaded(workers, payload), \.cpuPerTask)
+            let typed = spread(
+                .sky, at: .typedThroughput(workers: workers, payload: payload, inFlight: most), \.cpuPerTask)
+            guard let raw, let typed, raw.median > 0 else { return "\(label) n/a" }
+            let ratio = typed.median / raw.median
+            return "\(label) \(String(format: "%.2f", ratio)) \(ratio <= Self.typedTarget ? "met" : "NOT met")"
+        }
+        lines.append(
+            "- typed scan CPU per task <= \(Self.typedTarget) x the raw request path: "
+                + typedParts.joined(separator: "; "))
         let switchParts = shapes.map { workers, payload -> String in
             let label = "\(workers)w/\(Self.bytes(payload))"
             guard let sky = spread(.sky, at: loaded(workers, payload), \.switchesPerTask) else { return "\(label) n/a" }

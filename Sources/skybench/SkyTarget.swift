@@ -95,6 +95,24 @@ final class SkyTarget: BenchTarget {
 
     func throughput(payload: Int, inFlight: Int, warmup: Duration, measure: Duration) async throws -> Figures {
         let body = [UInt8](repeating: 0x61, count: payload)
+        return try await throughput(inFlight: inFlight, warmup: warmup, measure: measure) { try await self.call(body) }
+    }
+
+    /// Throughput of the typed path: `scan(EchoTask)`, whose message is `payload` bytes of text,
+    /// encoded and decoded with the default JSON coder (the worker's echo returns it as it came).
+    func typedThroughput(payload: Int, inFlight: Int, warmup: Duration, measure: Duration) async throws -> Figures {
+        let task = EchoTask(message: String(repeating: "a", count: payload))
+        let client = self.client
+        return try await throughput(inFlight: inFlight, warmup: warmup, measure: measure) {
+            let echoed = try await client.scan(task, options: Self.options)
+            guard echoed == task else { throw BenchError("sky.echo answered \(echoed) for \(task)") }
+        }
+    }
+
+    /// Keeps `inFlight` calls of `call` going; counts those that complete in the measured phase.
+    private func throughput(
+        inFlight: Int, warmup: Duration, measure: Duration, call: @escaping @Sendable () async throws -> Void
+    ) async throws -> Figures {
         let from = clock.now + warmup
         let until = from + measure
         let cpu = self.cpu
@@ -110,7 +128,7 @@ final class SkyTarget: BenchTarget {
                 group.addTask {
                     var counted = 0
                     while true {
-                        try await self.call(body)
+                        try await call()
                         let now = ContinuousClock.now
                         if now >= until { return counted }
                         if now >= from { counted += 1 }

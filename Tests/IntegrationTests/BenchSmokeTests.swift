@@ -7,7 +7,8 @@ extension IntegrationSuite {
     @Suite("skybench smoke test")
     struct BenchSmokeTests {
         /// skybench compiles the C baseline, measures a few hundred requests of Sky and of the
-        /// baseline, prints its table and exits 0; its JSON report holds both systems' figures.
+        /// baseline, prints its table and exits 0; its JSON report holds both systems' figures,
+        /// their context switches per process, and Sky's typed path.
         @Test func skybenchMeasuresAFewHundredRequestsOfBothSystemsAndExitsZero() async throws {
             let scratch = FileManager.default.temporaryDirectory.appendingPathComponent("skybench-\(UUID().uuidString)")
             try FileManager.default.createDirectory(at: scratch, withIntermediateDirectories: true)
@@ -55,6 +56,13 @@ extension IntegrationSuite {
                     "skybench smoke, \(system): latency p50 \(figures["p50"] ?? "-") us, \(counted["tasks"] ?? 0) tasks in 0.3 s at 8 in flight"
                 )
             }
+            // The typed path (scan of a Codable struct) at the same point, Sky only.
+            #expect(table.contains("Sky's typed path"))
+            #expect(table.contains("- typed scan CPU per task"))
+            let typed = try #require(samples.first { $0["kind"] as? String == "typedThroughput" })
+            #expect(typed["system"] as? String == "sky")
+            let typedFigures = try #require(typed["figures"] as? [String: Any])
+            #expect((typedFigures["tasks"] as? Int ?? 0) > 0, "typed: \(typedFigures)")
             let memory = try #require(json["queueMemory"] as? [String: Any])
             #expect(memory["queued"] as? Int == 500)
         }

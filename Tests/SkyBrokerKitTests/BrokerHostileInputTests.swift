@@ -95,7 +95,7 @@ extension BrokerHostileInputTests {
             broker.machine.dropped(drop, into: &actions)
             #expect(broker.machine.counters[keyPath: counter] == before[keyPath: counter] + 1, "\(drop)")
             #expect(actions.count == 1, "\(drop): \(actions)")
-            guard case .log(.warning, _) = actions.first else {
+            guard case .log(.warning, _, _) = actions.first else {
                 Issue.record("\(drop): expected one warning, got \(actions)")
                 continue
             }

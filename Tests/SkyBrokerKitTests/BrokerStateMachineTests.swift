@@ -348,11 +348,13 @@ struct BrokerInputTests {
         for (index, frames) in Self.malformed.enumerated() {
             let actions = broker.client(client, frames)
             #expect(effects(actions).isEmpty)
-            guard case .log(.warning, let line) = actions.first else {
+            guard case .log(.warning, let line, let fields) = actions.first else {
                 Issue.record("no log line for malformed message \(index)")
                 continue
             }
-            #expect(line.hasPrefix("dropped malformed message from client 0000000001"))
+            #expect(line == "dropped malformed message from client")
+            #expect(fields["peer"] == "0000000001")
+            #expect(fields["error"]?.isEmpty == false)
         }
         #expect(broker.machine.counters.malformedClientMessages == UInt64(Self.malformed.count))
         // And the broker still serves.
