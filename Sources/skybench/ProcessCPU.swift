@@ -10,41 +10,31 @@ struct ProcessCPU: Sendable {
     private static let ticksPerSecond = Double(sysconf(Int32(_SC_CLK_TCK)))
 
     /// CPU seconds used so far, by role (roles whose process is gone are left out).
-    func read() -> [String: Double] {
-        var seconds: [String: Double] = [:]
-        for (role, pid) in roles {
-            seconds[role] = Self.seconds(of: pid)
-        }
-        return seconds
-    }
+    func read() -> [String: Double] { byRole(Self.seconds(of:)) }
 
     /// CPU seconds used between `start` and now, by role.
-    func since(_ start: [String: Double]) -> [String: Double] {
-        var used: [String: Double] = [:]
-        for (role, now) in read() {
-            if let then = start[role] { used[role] = now - then }
-        }
-        return used
-    }
+    func since(_ start: [String: Double]) -> [String: Double] { Self.difference(read(), start) }
 
     /// Context switches so far, by role: voluntary and involuntary, of every living thread
     /// (`/proc/PID/task/*/status`). Each is a wake-up or a preemption: the count that timings
     /// on a shared machine hide.
-    func readSwitches() -> [String: Int] {
-        var switches: [String: Int] = [:]
-        for (role, pid) in roles {
-            switches[role] = Self.switches(of: pid)
-        }
-        return switches
-    }
+    func readSwitches() -> [String: Int] { byRole(Self.switches(of:)) }
 
     /// Context switches between `start` and now, by role.
-    func switchesSince(_ start: [String: Int]) -> [String: Int] {
-        var made: [String: Int] = [:]
-        for (role, now) in readSwitches() {
-            if let then = start[role] { made[role] = now - then }
+    func switchesSince(_ start: [String: Int]) -> [String: Int] { Self.difference(readSwitches(), start) }
+
+    private func byRole<Value>(_ value: (Int32) -> Value?) -> [String: Value] {
+        var values: [String: Value] = [:]
+        for (role, pid) in roles { values[role] = value(pid) }
+        return values
+    }
+
+    private static func difference<Value: Numeric>(_ now: [String: Value], _ then: [String: Value]) -> [String: Value] {
+        var used: [String: Value] = [:]
+        for (role, value) in now {
+            if let start = then[role] { used[role] = value - start }
         }
-        return made
+        return used
     }
 
     /// Context switches of every living thread of `pid`, or `nil` if they cannot be read.
