@@ -93,6 +93,13 @@ extension SkyWorker {
             }
             if started, !startedReported.withLock({ $0 }) {
                 startedReported.withLock { $0 = true }
+                let announcement = machine.withLock { $0.configuration.announcement }
+                logger.info(
+                    "worker registering",
+                    metadata: [
+                        "broker": "\(configuration.broker)", "capacity": "\(announcement.capacity)",
+                        "services": "\(announcement.services.joined(separator: ","))",
+                    ])
                 configuration.onStarted?()
             }
             execute(actions, generation: generation, into: &outbound)

@@ -109,14 +109,6 @@ public struct WorkerStateMachine: Sendable {
         phase = .serving
         liveness.heard(now: now)
         connect(into: &actions)
-        let announcement = configuration.announcement
-        actions.append(
-            .log(
-                .info, "worker registering",
-                [
-                    "worker": "\(announcement.name)", "capacity": "\(announcement.capacity)",
-                    "services": "\(announcement.services.joined(separator: ","))",
-                ]))
     }
 
     /// A message arrived on connection `generation`.

@@ -77,6 +77,11 @@ extension IntegrationSuite {
             .init(
                 program: "skyworker", arguments: ["--heartbeat-interval", "nan"],
                 message: "--heartbeat-interval must be a number of seconds"),
+            // Valid as an endpoint, but libzmq cannot connect to it (a socket path is at most 107
+            // bytes): the worker stops at once and names the cause instead of retrying forever.
+            .init(
+                program: "skyworker", arguments: ["--broker", "ipc:///tmp/" + String(repeating: "x", count: 150)],
+                status: 1, message: "cannot connect to the broker at ipc:///tmp/xxx"),
             .init(
                 program: "skyworker", arguments: ["--capacity", "0"],
                 message: "--capacity must be a whole number in 1...65536, not 0"),

@@ -196,8 +196,8 @@ extension IntegrationSuite {
             }
             let hundred: Duration = rounds.sorted()[rounds.count / 2]
             let one: Duration = singles.sorted()[singles.count / 2]
-            let hundredLimit: Duration = .milliseconds(20)
-            let oneLimit: Duration = .milliseconds(1)
+            let hundredLimit: Duration = .milliseconds(20) * timingScale
+            let oneLimit: Duration = .milliseconds(1) * timingScale
             #expect(hundred < hundredLimit, "100 cancellations: median \(hundred) of \(rounds)")
             #expect(one < oneLimit, "one cancellation: median \(one)")
             let statistics = await sky.statistics

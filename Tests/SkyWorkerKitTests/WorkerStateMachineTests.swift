@@ -234,6 +234,23 @@ struct WorkerStateMachineTests {
         #expect(idle.stop() == [.send(.draining), .finish(.drained)])
     }
 
+    /// Draining, the broker fell silent and a task still runs: when the worker would
+    /// reconnect, it leaves instead (nobody would take the result), and the task is cancelled.
+    @Test func aDrainWithoutABrokerLeavesAtTheReconnectWithTheTaskCancelled() {
+        var worker = Worker()
+        _ = worker.start()
+        _ = worker.receive(Self.deliver(1))
+        _ = worker.stop()
+        #expect(worker.advance(.seconds(3)) == [])
+        #expect(worker.advance(.seconds(1)) == [.cancelTask(Self.key(1)), .finish(.abandoned(tasks: 1))])
+    }
+
+    @Test func aStopBeforeTheStartEndsTheWorkerWithNothingSent() {
+        var worker = Worker()
+        #expect(worker.stop() == [.finish(.drained)])
+        #expect(worker.start() == [])
+    }
+
     @Test func aRefusalEndsTheWorkerWithItsReason() {
         var worker = Worker()
         _ = worker.start()
