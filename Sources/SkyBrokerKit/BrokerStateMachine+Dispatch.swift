@@ -24,6 +24,11 @@ extension BrokerStateMachine {
     static let slotBits: UInt64 = 22
     static let slotMask: UInt64 = (1 << slotBits) - 1
 
+    /// How many services may have a queue at once: the configured limit, within the slots.
+    var waitingServicesLimit: UInt64 {
+        UInt64(max(1, min(configuration.waitingServicesLimit, Int(Self.slotMask + 1))))
+    }
+
     /// The service whose queue holds the request that arrived as `arrival`.
     func service(ofArrival arrival: UInt64) -> String {
         slotServices[arrival & Self.slotMask] ?? ""
@@ -36,7 +41,7 @@ extension BrokerStateMachine {
         if let free = freeSlots.popLast() {
             slot = free
         } else {
-            guard nextSlot <= Self.slotMask else { return nil }
+            guard nextSlot < waitingServicesLimit else { return nil }
             slot = nextSlot
             nextSlot += 1
         }

@@ -55,6 +55,9 @@ public struct BrokerStateMachine: Sendable {
         public var logsDebug = false
         /// Requests that may wait for a worker.
         public var queueLimit: Int = 100_000
+        /// Services whose requests may wait at once (each has a queue); at most
+        /// 4,194,304, the slots an arrival number can name.
+        public var waitingServicesLimit: Int = 1 << 22
         /// Bytes of request bodies that may wait for a worker.
         public var queueBytesLimit: Int = 256 << 20
         /// The share of ``queueLimit`` and ``queueBytesLimit`` one client may hold, so that one
@@ -424,7 +427,7 @@ public struct BrokerStateMachine: Sendable {
         guard enqueue(task, atFront: false, now: now) else {
             counters.rejectedOverloaded += 1
             fail(
-                task, .overloaded, "requests for \(Self.slotMask + 1) services wait already, the broker's limit",
+                task, .overloaded, "requests for \(waitingServicesLimit) services wait already, the broker's limit",
                 into: &actions)
             return
         }

@@ -92,8 +92,8 @@ public struct WorkerStateMachine: Sendable {
     /// The connection messages are taken from; 0 before the first.
     public private(set) var generation = 0
     public private(set) var liveness: BrokerLiveness
-    /// Tasks whose handlers run, with the connection they came on.
-    public private(set) var running: [TaskKey: Int] = [:]
+    /// Tasks whose handlers run (all came on the current connection: a new one cancels the rest).
+    public private(set) var running: Set<TaskKey> = []
     /// Counted drops, for logs and tests.
     public private(set) var malformedMessages = 0
     public private(set) var refusedOverCapacity = 0
@@ -131,7 +131,7 @@ public struct WorkerStateMachine: Sendable {
             // The handler is cancelled and its reply still goes back (docs/protocol.md): for a
             // client's CANCEL the broker keeps the credit taken until then.
             let key = TaskKey(tag: tag, requestID: requestID)
-            guard running[key] != nil else { return }
+            guard running.contains(key) else { return }
             actions.append(.cancelTask(key))
         case .drainingAcknowledged:
             guard case .draining(let deadline, _) = phase else { return }
@@ -158,7 +158,7 @@ public struct WorkerStateMachine: Sendable {
 
     /// A handler finished: its reply goes to the broker if the task is still this worker's.
     public mutating func taskFinished(_ key: TaskKey, reply: TaskReply, now: Instant, into actions: inout [Action]) {
-        guard running.removeValue(forKey: key) != nil, !isFinished else { return }
+        guard running.remove(key) != nil, !isFinished else { return }
         actions.append(.send(.reply(tag: key.tag, reply)))
         finishIfDrained(into: &actions)
     }
@@ -252,7 +252,7 @@ public struct WorkerStateMachine: Sendable {
     // MARK: Helpers
 
     private mutating func accept(_ key: TaskKey, _ request: TaskRequest, into actions: inout [Action]) {
-        guard running[key] == nil else {
+        guard !running.contains(key) else {
             actions.append(
                 .log(.warning, "dropped a second delivery of a running task", ["request": "\(key.requestID)"]))
             return
@@ -268,7 +268,7 @@ public struct WorkerStateMachine: Sendable {
             actions.append(.send(.reply(tag: key.tag, reply)))
             return
         }
-        running[key] = generation
+        running.insert(key)
         actions.append(.startTask(key, request))
     }
 
@@ -293,7 +293,7 @@ public struct WorkerStateMachine: Sendable {
     @discardableResult
     private mutating func abandonAll(into actions: inout [Action]) -> Int {
         let count = running.count
-        for key in running.keys.sorted(by: Self.inRequestOrder) {
+        for key in running.sorted(by: Self.inRequestOrder) {
             actions.append(.cancelTask(key))
         }
         running.removeAll()

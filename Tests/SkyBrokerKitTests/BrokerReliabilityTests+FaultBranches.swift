@@ -24,6 +24,41 @@ extension BrokerReliabilityTests {
         #expect(dispatched(broker.reply(worker1, client: clientA, older)).map(\.1) == [newer])
     }
 
+    /// When as many services have waiting requests as the broker allows, a request for one
+    /// more is answered `overloaded` at once, and a task whose worker is lost is answered
+    /// `overloaded` when no queue can take it back; both counted. (The default limit is
+    /// 4,194,304 services; a limit of 2 drives the same branches.)
+    @Test func whenEveryQueueSlotIsTakenNewAndRequeuedTasksAreAnsweredOverloaded() {
+        var configuration = BrokerStateMachine.Configuration()
+        configuration.waitingServicesLimit = 2
+        var broker = BrokerHarness(configuration)
+        _ = broker.ready(worker1, capacity: 1, services: ["held"])
+        let held = RequestID(high: 3, low: 0)
+        #expect(dispatched(broker.request(clientA, held, service: "held")).map(\.1) == [held])
+        // The running task's queue is gone (empty); two other services fill both slots.
+        _ = broker.request(clientA, RequestID(high: 3, low: 1), service: "first", noWorkersGrace: .seconds(60))
+        _ = broker.request(clientA, RequestID(high: 3, low: 2), service: "second", noWorkersGrace: .seconds(60))
+        let refused = replies(broker.request(clientB, RequestID(high: 3, low: 3), service: "third"))
+        #expect(refused.map(\.1.status) == [.overloaded])
+        let refusal = RemoteErrorBody(decoding: refused.first?.1.body ?? []).message
+        #expect(refusal.contains("requests for 2 services"), "\(refusal)")
+        // The worker is lost: its task cannot go back to a queue.
+        var actions: [BrokerAction] = []
+        broker.machine.workerUnreachable(worker1, now: broker.now, into: &actions)
+        let lost = replies(actions)
+        #expect(lost.map(\.1.requestID) == [held])
+        #expect(lost.map(\.1.status) == [.overloaded])
+        let lostMessage = RemoteErrorBody(decoding: lost.first?.1.body ?? []).message
+        #expect(lostMessage.contains("no queue could take it back"), "\(lostMessage)")
+        #expect(broker.machine.counters.rejectedOverloaded == 2)
+        // A slot that frees up (a worker took the queue's last request) is used again.
+        #expect(
+            dispatched(broker.ready(worker2, capacity: 1, services: ["first"])).map(\.1) == [RequestID(high: 3, low: 1)]
+        )
+        #expect(replies(broker.request(clientB, RequestID(high: 3, low: 4), service: "third")).isEmpty)
+        #expect(broker.machine.queuedCount == 2)
+    }
+
     /// The client cancelled (and was answered), but the worker never answers the cancelled
     /// delivery: its lease takes it back at deadline + grace, tells the worker CANCEL again,
     /// answers nobody a second time, and frees the credit for the next request.
