@@ -91,8 +91,13 @@ extension SkyWorker {
                 }
                 return machine.generation
             }
-            if started, !startedReported.withLock({ $0 }) {
-                startedReported.withLock { $0 = true }
+            let firstStart =
+                started
+                && startedReported.withLock { reported in
+                    defer { reported = true }
+                    return !reported
+                }
+            if firstStart {
                 let announcement = machine.withLock { $0.configuration.announcement }
                 logger.info(
                     "worker registering",

@@ -302,7 +302,7 @@ public struct WorkerStateMachine: Sendable {
 
     /// A duration for a log line, in whole milliseconds ("1250 ms").
     static func text(_ duration: Duration) -> String {
-        "\(duration.components.seconds * 1000 + duration.components.attoseconds / 1_000_000_000_000_000) ms"
+        "\(duration.wholeMilliseconds) ms"
     }
 
     /// A fixed order for actions over several tasks, so that tests can compare them.
