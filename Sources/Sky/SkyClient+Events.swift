@@ -49,13 +49,13 @@ extension SkyClient {
                 "cannot tell the events endpoint from \(broker); set SkyClient.Configuration.events")
         }
         try await startIfNeeded()
-        guard let loop, !closed else { throw SkyError.clientClosed }
-        let id = ZMQEventLoop.SocketID(1_000_000 + nextSocketNumber, name: "events")
-        nextSocketNumber += 1
+        guard let loop = shell.loop.withLock({ $0 }), !closed else { throw SkyError.clientClosed }
+        let id = Shell.socketID(nextEventSocket)
+        nextEventSocket += 1
         let (raw, sink) = AsyncStream.makeStream(of: SkyEvent.self)
-        eventSinks[id] = sink
+        shell.eventSinks.withLock { $0[id] = Shell.EventSink(continuation: sink) }
         defer {
-            eventSinks.removeValue(forKey: id)?.finish()
+            shell.eventSinks.withLock { $0.removeValue(forKey: id) }?.continuation.finish()
             loop.close(id)
         }
         try await loop.open(
@@ -84,7 +84,7 @@ extension SkyClient {
                 lastSeq = event.seq
             }
         }
-        if let refusal = eventRefusals.removeValue(forKey: id) { throw SkyError.unauthorized(refusal) }
+        if let refusal = shell.eventSinks.withLock({ $0[id]?.refusal }) { throw SkyError.unauthorized(refusal) }
         try Task.checkCancellation()
     }
 }

@@ -10,7 +10,8 @@ extension SkyClient {
     /// the service (asked at most once a second per service).
     func shouldRunLocally(_ service: String, system: ScanSystem) async -> Bool {
         guard await system.services.contains(service) else { return false }
-        if let down = table.disconnectedFor(now: time.now()) {
+        let now = time.now()
+        if let down = shell.machine.withLock({ $0.table.disconnectedFor(now: now) }) {
             // Only the first calls wait; once the connection is known to be missing, run at once.
             let patience = configuration.localFallbackWait - down
             guard patience > .zero else { return true }

@@ -30,33 +30,14 @@ public actor SkyClient {
     public nonisolated let configuration: Configuration
 
     let time: TimeSource
-    var table: RequestTable
-    var loop: ZMQEventLoop?
+    /// The connection: the state machine on the I/O thread, and the callers it resumes. Every
+    /// call goes through it without entering the actor.
+    nonisolated let shell: Shell
     var starting: Task<ZMQEventLoop, any Error>?
-    var socket = ZMQEventLoop.SocketID(0, name: "broker")
-    var endpointIndex = 0
-    var nextSocketNumber = 1
-    var pump: Task<Void, Never>?
-    var timer: Task<Void, Never>?
-    var armedDeadline: Duration?
     var closed = false
-    var nextWaiter: RequestTable.WaiterID = 0
-    var waiters: [RequestTable.WaiterID: CheckedContinuation<Completion, any Error>] = [:]
-    var connectionWaiters: [RequestTable.WaiterID: CheckedContinuation<Void, any Error>] = [:]
-    var eventSinks: [ZMQEventLoop.SocketID: AsyncStream<SkyEvent>.Continuation] = [:]
-    /// Why the broker refused an events subscription (its CURVE key is not a watcher's).
-    var eventRefusals: [ZMQEventLoop.SocketID: String] = [:]
+    var nextEventSocket = Shell.firstEventSocket
     var serviceCache: [String: (served: Bool, checkedAt: Duration)] = [:]
-    /// Set once the broker refused this client's credentials; every call fails with it.
-    var refusal: SkyError?
-    var handshake = HandshakeWatch()
     var localRuns = 0
-    /// This client's routing id at the broker, the same on every connection: the broker holds
-    /// requests under it, so after a reconnect their replies still reach this client.
-    let identity = RequestID.random().frame
-    /// Request ids: 128 bits from a generator seeded at random, not the system's random source
-    /// (one system call per id). Unique within the client; the broker keys them by client too.
-    var requestIDs = SplitMix64(seed: UInt64.random(in: .min ... .max))
 
     /// How a call ended, with the attempts it took (for batch progress).
     struct Completion: Sendable {
@@ -77,16 +58,22 @@ public actor SkyClient {
         endpoints = brokers
         self.configuration = configuration
         time = TimeSource(configuration.clock)
-        table = RequestTable(
+        let table = RequestTable(
             connectTimeout: configuration.connectTimeout, endpointCount: brokers.count,
             noWorkersGrace: configuration.noWorkersGrace,
             seed: configuration.jitterSeed ?? UInt64.random(in: .min ... .max), now: time.now())
+        let machine = ClientStateMachine(
+            endpoints: brokers, usesCredentials: configuration.credentials != nil, table: table,
+            seed: UInt64.random(in: .min ... .max))
+        // This client's routing id at the broker, the same on every connection: the broker
+        // holds requests under it, so after a reconnect their replies still reach this client.
+        shell = Shell(machine: machine, time: time, configuration: configuration, identity: RequestID.random().frame)
     }
 
     deinit {
         // Calls in flight keep the client alive, so none is waiting here; just free the thread.
-        loop?.requestShutdown()
-        timer?.cancel()
+        shell.loop.withLock { $0 }?.requestShutdown()
+        shell.closed()
     }
 
     // MARK: Calls
@@ -99,14 +86,15 @@ public actor SkyClient {
     ///     service must use the same one.
     /// - Throws: ``SkyError`` for every failure, `CancellationError` when the calling task is
     ///   cancelled.
-    public func scan<T: SkyTask>(
+    public nonisolated func scan<T: SkyTask>(
         _ task: T, options: ScanOptions? = nil, coder: some TaskCoder = .json
     ) async throws -> T.Result {
         try await scanReportingAttempts(task, options: options, coder: coder).result.get()
     }
 
     /// Runs a task given as an encoded payload and returns the encoded result.
-    public func request(service: String, body: [UInt8], options: ScanOptions? = nil) async throws -> [UInt8] {
+    public nonisolated func request(service: String, body: [UInt8], options: ScanOptions? = nil) async throws -> [UInt8]
+    {
         try await execute(service: service, body: body, options: options ?? configuration.defaults).result.get()
     }
 
@@ -122,37 +110,39 @@ public actor SkyClient {
     }
 
     /// Callers waiting for a result now.
-    public var inFlightCount: Int { table.waiterCount }
+    public var inFlightCount: Int { shell.machine.withLock { $0.table.waiterCount } }
 
     /// Replies that matched no waiting call (late, duplicate, or for a cancelled call).
-    public var unmatchedReplies: Int { table.counters.unmatchedReplies }
+    public var unmatchedReplies: Int { shell.machine.withLock { $0.table.counters.unmatchedReplies } }
 
     public var statistics: Statistics {
-        Statistics(
-            counters: table.counters, localRuns: localRuns, callsInFlight: table.callCount,
-            suspendedCallers: waiters.count + connectionWaiters.count + eventSinks.count,
-            connected: table.isConnected, endpoint: endpoints[endpointIndex])
+        let (counters, callsInFlight, connected, endpoint) = shell.machine.withLock {
+            ($0.table.counters, $0.table.callCount, $0.table.isConnected, $0.endpointIndex)
+        }
+        let suspended =
+            shell.calls.withLock(\.count) + shell.connectionWaiters.withLock(\.count)
+            + shell.eventSinks.withLock(\.count)
+        return Statistics(
+            counters: counters, localRuns: localRuns, callsInFlight: callsInFlight, suspendedCallers: suspended,
+            connected: connected, endpoint: endpoints[endpoint])
     }
 
     /// Closes the connection. Waiting calls throw ``SkyError/clientClosed``.
     public func close() async {
         guard !closed else { return }
         closed = true
-        perform(table.closeAll())
-        for waiter in connectionWaiters.values { waiter.resume(throwing: SkyError.clientClosed) }
-        connectionWaiters.removeAll()
-        for sink in eventSinks.values { sink.finish() }
-        eventSinks.removeAll()
-        timer?.cancel()
-        timer = nil
+        var loop = shell.loop.withLock { $0 }
         if loop == nil, let starting { loop = try? await starting.value }
+        // The machine fails every call and connection waiter on the I/O thread; then the thread
+        // stops, and whatever was posted too late is failed here.
+        shell.post(.close)
         await loop?.shutdown()
-        pump?.cancel()
+        shell.closed()
     }
 
     // MARK: Running a call
 
-    func scanReportingAttempts<T: SkyTask>(
+    nonisolated func scanReportingAttempts<T: SkyTask>(
         _ task: T, options: ScanOptions?, coder: some TaskCoder
     ) async throws -> (result: Result<T.Result, SkyError>, attempts: Int) {
         let body: [UInt8]
@@ -174,7 +164,7 @@ public actor SkyClient {
 
     /// One call from start to outcome: locally if the fallback applies, else remotely within its
     /// overall deadline. Throws only `CancellationError`; every other failure is in the result.
-    func execute(service: String, body: [UInt8], options: ScanOptions) async throws -> Completion {
+    nonisolated func execute(service: String, body: [UInt8], options: ScanOptions) async throws -> Completion {
         // The broker drops a request with an invalid name unanswered; refuse it here instead.
         guard WireFormat.isValidName(service) else {
             return Completion(
@@ -183,15 +173,19 @@ public actor SkyClient {
                 ),
                 attempts: 0)
         }
-        guard !closed else { return Completion(result: .failure(.clientClosed), attempts: 0) }
         guard body.count <= configuration.maxRequestBytes else {
             return Completion(
                 result: .failure(.requestTooLarge(bytes: body.count, limit: configuration.maxRequestBytes)), attempts: 0
             )
         }
-        if let refusal { return Completion(result: .failure(refusal), attempts: 0) }
-        if let fallback = configuration.localFallback, await shouldRunLocally(service, system: fallback) {
-            return try await runLocally(service: service, body: body, options: options, system: fallback)
+        if let fallback = configuration.localFallback {
+            // A refused client fails at once rather than pass for one whose broker is away.
+            if let refusal = shell.machine.withLock(\.refusal) {
+                return Completion(result: .failure(refusal), attempts: 0)
+            }
+            if await shouldRunLocally(service, system: fallback) {
+                return try await runLocally(service: service, body: body, options: options, system: fallback)
+            }
         }
         var completion: Completion
         if let deadline = options.deadline {
@@ -215,37 +209,14 @@ public actor SkyClient {
         return completion
     }
 
-    func executeRemotely(service: String, body: [UInt8], options: ScanOptions) async throws -> Completion {
-        do {
-            try await startIfNeeded()
-        } catch let error as SkyError {
-            return Completion(result: .failure(error), attempts: 0)
-        }
-        nextWaiter += 1
-        let waiter = nextWaiter
-        return try await withTaskCancellationHandler {
-            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Completion, any Error>) in
-                if closed || refusal != nil {
-                    continuation.resume(returning: Completion(result: .failure(refusal ?? .clientClosed), attempts: 0))
-                } else if Task.isCancelled {
-                    continuation.resume(throwing: CancellationError())
-                } else {
-                    waiters[waiter] = continuation
-                    let call = RequestTable.Call(service: service, body: body, options: options)
-                    let id = RequestID(high: requestIDs.next(), low: requestIDs.next())
-                    perform(table.start(call, id: id, waiter: waiter, now: time.now()))
-                }
+    nonisolated func executeRemotely(service: String, body: [UInt8], options: ScanOptions) async throws -> Completion {
+        if shell.loop.withLock({ $0 == nil }) {
+            do {
+                try await startIfNeeded()
+            } catch let error as SkyError {
+                return Completion(result: .failure(error), attempts: 0)
             }
-        } onCancel: {
-            Task { await self.abandon(waiter) }
         }
-    }
-
-    /// The caller's task was cancelled: it stops waiting now; the broker is told once no caller
-    /// waits for the call, and drops the request or has its worker cancel the handler.
-    private func abandon(_ waiter: RequestTable.WaiterID) {
-        guard let continuation = waiters.removeValue(forKey: waiter) else { return }
-        continuation.resume(throwing: CancellationError())
-        perform(table.abandon(waiter))
+        return try await shell.call(RequestTable.Call(service: service, body: body, options: options))
     }
 }

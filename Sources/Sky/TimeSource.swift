@@ -5,10 +5,14 @@ struct TimeSource: Sendable {
     let now: @Sendable () -> Duration
     /// Sleeps until `now()` reaches the given value; throws `CancellationError` if cancelled.
     let sleep: @Sendable (_ until: Duration) async throws -> Void
+    /// The instant `now()` counts from, when the clock is `ContinuousClock`: then the I/O
+    /// thread's own alarm can keep the client's timers.
+    let continuousOrigin: ContinuousClock.Instant?
 
     init<C: Clock>(_ clock: C) where C.Duration == Duration {
         let origin = clock.now
         now = { origin.duration(to: clock.now) }
         sleep = { try await clock.sleep(until: origin.advanced(by: $0), tolerance: nil) }
+        continuousOrigin = origin as? ContinuousClock.Instant
     }
 }

@@ -1,3 +1,5 @@
+import Foundation
+
 /// A `skybroker` that printed its ready line, with the endpoints it bound (real ports where `*`
 /// was asked for). Tests and the benchmark start brokers this one way.
 public struct StartedBroker: Sendable {
@@ -8,16 +10,29 @@ public struct StartedBroker: Sendable {
 
     /// Starts `skybroker` on the given endpoints and waits for its ready line; a broker that
     /// never gets ready is killed before the error is thrown.
+    /// - Parameters:
+    ///   - launcher: a program and its arguments that run the broker, the broker's path last
+    ///     (valgrind, for example); the broker's arguments follow. Its start may take longer.
+    ///   - environment: variables set for the launcher.
     public static func start(
         clients: String = "tcp://127.0.0.1:*", workers: String = "tcp://127.0.0.1:*",
-        events: String = "tcp://127.0.0.1:*", arguments: [String] = [], namespace: String? = nil
+        events: String = "tcp://127.0.0.1:*", arguments: [String] = [], namespace: String? = nil,
+        launcher: [String] = [], environment: [String: String] = [:]
     ) async throws -> StartedBroker {
-        let process = try SkyProcess(
-            "skybroker", ["--clients", clients, "--workers", workers, "--events", events] + arguments,
-            namespace: namespace)
+        let arguments = ["--clients", clients, "--workers", workers, "--events", events] + arguments
+        let process: SkyProcess
+        if let program = launcher.first {
+            process = try SkyProcess(
+                program: URL(fileURLWithPath: program), launcher.dropFirst() + arguments, name: "skybroker",
+                namespace: namespace, environment: environment)
+        } else {
+            process = try SkyProcess("skybroker", arguments, namespace: namespace)
+        }
         let ready: String
         do {
-            ready = try await process.waitForLine { $0.hasPrefix("skybroker ready ") }
+            ready = try await process.waitForLine(timeout: launcher.isEmpty ? .seconds(20) : .seconds(120)) {
+                $0.hasPrefix("skybroker ready ")
+            }
         } catch {
             process.killNow()
             throw error

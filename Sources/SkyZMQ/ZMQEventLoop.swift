@@ -37,6 +37,9 @@ public final class ZMQEventLoop: Sendable {
     let longestIterationNanoseconds = Atomic<Int64>(0)
     /// Set by ``tickSoon()``: the thread polls without waiting and ticks at once.
     let tickRequested = Atomic<Bool>(false)
+    /// When ``setAlarm(_:)`` asked for a tick, in nanoseconds after ``origin``; `Int64.max`: none.
+    let alarmNanoseconds = Atomic<Int64>(.max)
+    let origin = ContinuousClock.now
     /// Messages that found their socket full and waited in the thread's send queue (counted
     /// on that slow path only; for tests and diagnostics).
     let blockedSends = Atomic<Int>(0)
@@ -135,8 +138,10 @@ public final class ZMQEventLoop: Sendable {
 
     /// Hands `input` to the consumer as ``Inbound/input(_:)``, in order with what the thread
     /// reads; one lock and at most one wake-up, shared with everything posted before the thread
-    /// woke. Ignored after ``shutdown()``.
-    public func post(input: any Sendable) {
+    /// woke.
+    /// - Returns: `false` if the loop has stopped and the input was dropped.
+    @discardableResult
+    public func post(input: any Sendable) -> Bool {
         post([.input(input)])
     }
 
@@ -186,6 +191,33 @@ public final class ZMQEventLoop: Sendable {
     /// between the slices. Call it from the handler; it costs no wake-up there.
     public func tickSoon() {
         tickRequested.store(true, ordering: .relaxed)
+    }
+
+    /// Asks for one ``Inbound/tick`` at `deadline`, replacing the one asked for before; `nil`
+    /// asks for none. For an inline handler's timers: call it from the handler, and the thread
+    /// sleeps in its poll until the deadline, with no other thread or task involved. (From
+    /// another thread it takes effect at the thread's next wake-up.)
+    public func setAlarm(_ deadline: ContinuousClock.Instant?) {
+        let nanoseconds = deadline.map { Self.nanoseconds(origin.duration(to: $0)) } ?? .max
+        alarmNanoseconds.store(nanoseconds, ordering: .relaxed)
+    }
+
+    /// The alarm's deadline, if one is set.
+    var alarm: ContinuousClock.Instant? {
+        let nanoseconds = alarmNanoseconds.load(ordering: .relaxed)
+        return nanoseconds == .max ? nil : origin + .nanoseconds(nanoseconds)
+    }
+
+    /// Clears the alarm if it is due at `now`; returns whether it was.
+    func takeAlarm(ifDueAt now: ContinuousClock.Instant) -> Bool {
+        let nanoseconds = alarmNanoseconds.load(ordering: .relaxed)
+        guard nanoseconds != .max, nanoseconds <= Self.nanoseconds(origin.duration(to: now)) else { return false }
+        return alarmNanoseconds.compareExchange(expected: nanoseconds, desired: .max, ordering: .relaxed).exchanged
+    }
+
+    static func nanoseconds(_ duration: Duration) -> Int64 {
+        let (seconds, attoseconds) = duration.components
+        return seconds * 1_000_000_000 + attoseconds / 1_000_000_000
     }
 
     /// The longest time the thread worked without polling its sockets since the last call (from

@@ -71,10 +71,13 @@ final class ZMQEventLoopRunner {
             if !paused { yieldBatch() }
             waitAndRead(paused: paused)
             let soon = loop.tickRequested.exchange(false, ordering: .relaxed)
-            if let tick = loop.tick, let due = nextTick, soon || clock.now >= due {
+            let now = clock.now
+            if let tick = loop.tick, let due = nextTick, soon || now >= due {
                 // A consumer that is behind gets the next tick after it caught up.
                 if !paused { batch.append(.tick) }
-                if clock.now >= due { nextTick = clock.now + tick }
+                if now >= due { nextTick = now + tick }
+            } else if loop.takeAlarm(ifDueAt: now) {
+                batch.append(.tick)
             }
             if !paused { yieldBatch() }
         }
@@ -302,8 +305,10 @@ final class ZMQEventLoopRunner {
         }
         var timeout = -1
         if loop.tickRequested.load(ordering: .relaxed) { timeout = 0 }
-        let dues = [nextTick].compactMap { $0 } + periodic.values.map(\.next)
-        if let due = dues.min() {
+        var due = nextTick
+        for job in periodic.values where due.map({ job.next < $0 }) ?? true { due = job.next }
+        if let alarm = loop.alarm, due.map({ alarm < $0 }) ?? true { due = alarm }
+        if let due {
             let remaining = clock.now.duration(to: due)
             let (seconds, attoseconds) = remaining.components
             // Round up, so the thread does not wake a fraction of a millisecond early.
@@ -311,9 +316,7 @@ final class ZMQEventLoopRunner {
             timeout = timeout == 0 ? 0 : untilDue
         }
         if let lastWake {
-            let (seconds, attoseconds) = (clock.now - lastWake).components
-            let worked = seconds * 1_000_000_000 + attoseconds / 1_000_000_000
-            loop.longestIterationNanoseconds.max(worked, ordering: .relaxed)
+            loop.longestIterationNanoseconds.max(ZMQEventLoop.nanoseconds(clock.now - lastWake), ordering: .relaxed)
         }
         defer { lastWake = clock.now }
         do {

@@ -138,7 +138,7 @@ struct BaselinePrograms: Sendable {
         ((try? FileManager.default.attributesOfItem(atPath: url.path))?[.modificationDate] as? Date) ?? .distantPast
     }
 
-    private static func findCompiler() -> URL? {
+    static func findCompiler() -> URL? {
         let environment = ProcessInfo.processInfo.environment
         let path = (environment["PATH"] ?? "/usr/bin:/bin").split(separator: ":")
         for name in [environment["CC"], "cc", "gcc", "clang"].compactMap({ $0 }) where !name.isEmpty {

@@ -172,8 +172,9 @@ struct BenchRun {
         let error = toFirstCPU ? sky_set_process_cpus(0, 1) : sky_set_process_cpus(0, 0)
         guard error == 0 else { throw BenchError("cannot set CPU affinity: \(String(cString: strerror(error)))") }
     }
+}
 
-    private func progress(_ line: String) {
-        FileHandle.standardError.write(Data("skybench: \(line)\n".utf8))
-    }
+/// One line of progress on standard error (the report goes to standard output).
+func progress(_ line: String) {
+    FileHandle.standardError.write(Data("skybench: \(line)\n".utf8))
 }

@@ -74,6 +74,23 @@ struct SkyBenchCommand: AsyncParsableCommand {
     @Option(help: "Also write the report as JSON to this file.")
     var json: String?
 
+    @Flag(
+        help: """
+            Instead of the timed runs: user-space instructions per task of the broker and of the \
+            client, Sky against the baseline, counted by valgrind's callgrind (first payload, \
+            largest --in-flight, one worker).
+            """)
+    var instructions = false
+
+    @Option(help: "Requests of the smaller of the two runs --instructions counts (the larger has 3x).")
+    var instructionTasks = 2000
+
+    @Option(help: ArgumentHelp("Run as a plain client of this broker (for --instructions).", visibility: .private))
+    var loadClient: String?
+
+    @Option(help: ArgumentHelp("Requests --load-client makes.", visibility: .private))
+    var loadTasks = 1000
+
     func validate() throws {
         try FlagCheck.integer(rounds, "--rounds", in: 1...1000)
         try FlagCheck.integer(capacity, "--capacity", in: 1...65_536)
@@ -89,6 +106,8 @@ struct SkyBenchCommand: AsyncParsableCommand {
         }
         try FlagCheck.integer(queueMemory, "--queue-memory", in: 0...10_000_000)
         try FlagCheck.integer(scanTasks, "--scan-tasks", in: 0...10_000_000)
+        try FlagCheck.integer(instructionTasks, "--instruction-tasks", in: 1...1_000_000)
+        try FlagCheck.integer(loadTasks, "--load-tasks", in: 1...10_000_000)
     }
 
     static func integers(_ list: String) -> [Int]? {
@@ -98,6 +117,13 @@ struct SkyBenchCommand: AsyncParsableCommand {
 
     func run() async throws {
         signal(SIGPIPE, SIG_IGN)
+        let payload = Self.integers(payloads)?.first ?? 64
+        let mostInFlight = Self.integers(inFlight)?.max() ?? 256
+        if let loadClient {
+            try await InstructionCount.loadClient(
+                broker: loadClient, tasks: loadTasks, inFlight: mostInFlight, payload: payload)
+            return
+        }
         let settings = BenchSettings(
             rounds: rounds, workerCounts: Self.integers(workers) ?? [1], payloads: Self.integers(payloads) ?? [64],
             inFlight: Self.integers(inFlight) ?? [1], capacity: capacity, latencyRequests: latencyRequests,
@@ -113,15 +139,28 @@ struct SkyBenchCommand: AsyncParsableCommand {
                 .appendingPathComponent("build")
             programs = try await BaselinePrograms.build(source: source, into: build)
         }
+        if instructions {
+            let callgrind = try await Callgrind.prepare(bench: try baselineSourceDirectory().deletingLastPathComponent())
+            let count = InstructionCount(
+                baseline: programs, callgrind: callgrind, tasks: instructionTasks, payload: payload, inFlight: mostInFlight,
+                transport: transport)
+            let rows = try await count.run()
+            print(InstructionCount.table(rows, payload: payload, inFlight: mostInFlight))
+            try write(rows)
+            return
+        }
         let run = BenchRun(settings: settings, baseline: programs)
         let report = try await run.run()
         print(report.table())
-        if let json {
-            let encoder = JSONEncoder()
-            encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
-            try encoder.encode(report).write(to: URL(fileURLWithPath: json))
-            print("\nJSON written to \(json)")
-        }
+        try write(report)
+    }
+
+    private func write(_ value: some Encodable) throws {
+        guard let json else { return }
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
+        try encoder.encode(value).write(to: URL(fileURLWithPath: json))
+        print("\nJSON written to \(json)")
     }
 
     /// `--baseline-source`, or `bench/baseline` found above this executable or the working directory.

@@ -158,6 +158,50 @@ struct ZMQEventLoopTests {
         await loop.shutdown()
     }
 
+    /// An inline handler's timer: `setAlarm` from the handler brings exactly one tick, not
+    /// before the deadline, with nothing else to wake the thread; a later alarm replaces an
+    /// earlier one, and `nil` cancels it.
+    @Test(.timeLimit(.minutes(1)))
+    func anAlarmSetByTheHandlerBringsOneTickAtItsDeadline() async throws {
+        let state = Locked((ticks: [ContinuousClock.Instant](), armedAt: ContinuousClock.Instant?.none))
+        let loopBox = Locked<ZMQEventLoop?>(nil)
+        let loop = try await ZMQEventLoop.start(
+            name: "test-alarm", sockets: [],
+            handler: { batch, _ in
+                let now = ContinuousClock.now
+                for inbound in batch {
+                    switch inbound {
+                    case .input(let command as String):
+                        let loop = loopBox.withLock { $0 }
+                        switch command {
+                        case "arm":
+                            // An alarm a minute away, replaced by one 80 ms away: only the second fires.
+                            loop?.setAlarm(now + .seconds(60))
+                            loop?.setAlarm(now + .milliseconds(80))
+                            state.withLock { $0.armedAt = now }
+                        case "arm-and-cancel":
+                            loop?.setAlarm(now + .milliseconds(20))
+                            loop?.setAlarm(nil)
+                        default: break
+                        }
+                    case .tick: state.withLock { $0.ticks.append(now) }
+                    default: break
+                    }
+                }
+            })
+        loopBox.withLock { $0 = loop }
+        loop.post(input: "arm-and-cancel")
+        loop.post(input: "arm")
+        try await eventually("the alarm fired", timeout: .seconds(10)) { state.withLock { !$0.ticks.isEmpty } }
+        // The absence of a second tick is waited for: nothing else could announce it.
+        try await Task.sleep(for: .milliseconds(200))
+        let (ticks, armedAt) = state.withLock { ($0.ticks, $0.armedAt) }
+        #expect(ticks.count == 1, "one tick for one alarm, none for the cancelled one")
+        let late = try #require(ticks.first) - #require(armedAt)
+        #expect(late >= .milliseconds(80) && late < .milliseconds(80) + Duration.seconds(1).scaled, "\(late)")
+        await loop.shutdown()
+    }
+
     @Test func aSlowConsumerMakesTheThreadStopReadingAndNothingIsLost() async throws {
         let context = try ZMQContext()
         let server = try await ZMQEventLoop.start(

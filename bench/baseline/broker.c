@@ -3,8 +3,18 @@
  * waited longest; each reply returns the worker's credit. Clients are read only while a credit
  * is free. After every poll it reads every waiting message (ZMQ_DONTWAIT until EAGAIN).
  * Frames: client [id][seq][payload] -> worker [wid][id][seq][payload], and back.
- * Usage: sky-baseline-broker FRONT BACK  (prints "ready FRONT BACK" with the bound endpoints) */
+ * Usage: sky-baseline-broker FRONT BACK  (prints "ready FRONT BACK" with the bound endpoints)
+ * SIGTERM ends it at its next poll, through a normal exit (which callgrind needs to write its
+ * counts: `skybench --instructions`). */
+#include <signal.h>
 #include "common.h"
+
+static volatile sig_atomic_t stopping = 0;
+
+static void stop(int signal) {
+    (void)signal;
+    stopping = 1;
+}
 
 #define MAX_CREDITS 65536
 #define ID_BYTES 256
@@ -46,7 +56,13 @@ int main(int argc, char **argv) {
 
     zmq_msg_t msgs[MAX_FRAMES + 1];
     exit_if_orphaned();
-    for (;;) {
+    /* A Swift parent may start it with SIGTERM blocked (libdispatch blocks signals in its threads). */
+    sigset_t terminate;
+    sigemptyset(&terminate);
+    sigaddset(&terminate, SIGTERM);
+    sigprocmask(SIG_UNBLOCK, &terminate, NULL);
+    signal(SIGTERM, stop);
+    while (!stopping) {
         zmq_pollitem_t items[2] = {{back, 0, ZMQ_POLLIN, 0}, {front, 0, ZMQ_POLLIN, 0}};
         int ready = zmq_poll(items, credit_count > 0 ? 2 : 1, 200);
         if (ready == 0) exit_if_orphaned();
@@ -85,4 +101,8 @@ int main(int argc, char **argv) {
             send_frames(back, msgs, 0, count + 1);
         }
     }
+    zmq_close(front);
+    zmq_close(back);
+    zmq_ctx_term(context);
+    return 0;
 }

@@ -4,8 +4,11 @@
  * Over the measured phase it samples the CPU time (utime + stime) and the context switches
  * (voluntary + involuntary, all threads) of itself and of PIDS (comma-separated) from /proc,
  * and prints one JSON line.
+ *   cnt: INFLIGHT requests in flight until COUNT are answered (for counting instructions
+ *        under callgrind, where time means nothing); prints the count.
  * Usage: sky-baseline-client ENDPOINT lat PAYLOAD COUNT WARMUP PIDS
- *        sky-baseline-client ENDPOINT thr PAYLOAD INFLIGHT WARMUP_MS MEASURE_MS PIDS */
+ *        sky-baseline-client ENDPOINT thr PAYLOAD INFLIGHT WARMUP_MS MEASURE_MS PIDS
+ *        sky-baseline-client ENDPOINT cnt PAYLOAD INFLIGHT COUNT - */
 #include <dirent.h>
 #include <stdint.h>
 #include <time.h>
@@ -185,6 +188,17 @@ int main(int argc, char **argv) {
         fflush(stdout);
         /* Collect what is still in flight, so the broker's credits come back before the next run. */
         for (long i = 0; i < outstanding; i++) receive_reply(socket);
+    } else if (strcmp(mode, "cnt") == 0) {
+        long inflight = atol(argv[4]), count = atol(argv[5]);
+        uint64_t seq = 0;
+        long outstanding = 0, completed = 0;
+        for (; outstanding < inflight && outstanding < count; outstanding++) send_request(socket, ++seq, payload, size);
+        while (completed < count) {
+            receive_reply(socket);
+            completed++;
+            if ((long)seq < count) send_request(socket, ++seq, payload, size);
+        }
+        printf("{\"mode\":\"cnt\",\"completed\":%ld}\n", completed);
     } else {
         fprintf(stderr, "unknown mode %s\n", mode);
         return 2;

@@ -1,0 +1,241 @@
+import Logging
+import SkyProtocol
+import SkyZMQ
+
+/// Everything a client decides, as a value: its calls in flight (a ``RequestTable``), which
+/// broker endpoint and socket it uses, the handshake watch, a refusal by the broker, callers
+/// waiting for a connection, and closing. Inputs (a call, a caller leaving, a message, a socket
+/// event, the passing of time, closing) carry `now` and return the ``Action``s the shell must
+/// carry out; nothing here touches a socket, a clock or a task, so tests drive it line by line.
+///
+/// The shell (``SkyClient``) runs it inline on the client's I/O thread, as the broker and the
+/// worker run theirs: a reply crosses no other thread before the waiting caller is resumed, so
+/// it wakes exactly one thread, the caller's.
+struct ClientStateMachine: Sendable {
+    typealias WaiterID = RequestTable.WaiterID
+
+    enum Action: Equatable {
+        /// Send this on broker socket number `socket`.
+        case send(socket: Int, ClientToBroker)
+        /// The call succeeded: resume these waiters with the result.
+        case succeed([WaiterID], body: [UInt8], attempts: Int)
+        /// The call failed for good (`attempts` 0: it never went out).
+        case fail([WaiterID], SkyError, attempts: Int)
+        /// A connection is up: resume these callers of ``waitForConnection(_:)``.
+        case connected([WaiterID])
+        /// No connection will come (the client closed, or the broker refused it).
+        case connectionFailed([WaiterID], SkyError)
+        /// Open broker socket number `socket`, a DEALER connected to `endpoints[endpoint]`.
+        case open(socket: Int, endpoint: Int)
+        /// Close broker socket number `socket`.
+        case close(socket: Int)
+        case log(Logger.Level, String, Logger.Metadata = [:])
+    }
+
+    /// Why calls end before they are sent, once and for all.
+    private enum Phase: Equatable {
+        case serving
+        /// The broker will not serve this client as configured (its keys, or the endpoint it
+        /// was given): every call fails with this, now and from now on.
+        case refused(SkyError)
+        case closed
+    }
+
+    let endpoints: [String]
+    let usesCredentials: Bool
+    private(set) var table: RequestTable
+    private var phase = Phase.serving
+    /// The broker socket in use: messages and events of older ones are ignored.
+    private(set) var socket = 0
+    private(set) var endpointIndex = 0
+    private var handshake = HandshakeWatch()
+    private var connectionWaiters: [WaiterID] = []
+    /// Request ids: 128 bits from a generator seeded at random, not the system's random source
+    /// (one system call per id). Unique within the client; the broker keys them by client too.
+    private var requestIDs: SplitMix64
+
+    init(endpoints: [String], usesCredentials: Bool, table: RequestTable, seed: UInt64) {
+        self.endpoints = endpoints
+        self.usesCredentials = usesCredentials
+        self.table = table
+        requestIDs = SplitMix64(seed: seed)
+    }
+
+    // MARK: Queries
+
+    /// The failure every call meets now, if the client closed or was refused.
+    var refusal: SkyError? {
+        switch phase {
+        case .serving: nil
+        case .refused(let error): error
+        case .closed: .clientClosed
+        }
+    }
+
+    /// Callers waiting for a connection.
+    var connectionWaiterCount: Int { connectionWaiters.count }
+
+    /// When ``expire(now:)`` next has something to do.
+    mutating func nextDeadline() -> Duration? {
+        phase == .serving ? table.nextDeadline() : nil
+    }
+
+    // MARK: Inputs
+
+    /// A caller starts a call.
+    mutating func start(_ call: RequestTable.Call, waiter: WaiterID, now: Duration) -> [Action] {
+        if let refusal { return [.fail([waiter], refusal, attempts: 0)] }
+        let id = RequestID(high: requestIDs.next(), low: requestIDs.next())
+        return map(table.start(call, id: id, waiter: waiter, now: now))
+    }
+
+    /// A caller stopped waiting (its task was cancelled, or its deadline passed); the shell
+    /// already resumed it.
+    mutating func abandon(_ waiter: WaiterID) -> [Action] {
+        map(table.abandon(waiter))
+    }
+
+    /// A caller waits until a connection is up.
+    mutating func waitForConnection(_ waiter: WaiterID) -> [Action] {
+        if let refusal { return [.connectionFailed([waiter], refusal)] }
+        if table.isConnected { return [.connected([waiter])] }
+        connectionWaiters.append(waiter)
+        return []
+    }
+
+    /// A caller stopped waiting for a connection; the shell already resumed it.
+    mutating func stopWaitingForConnection(_ waiter: WaiterID) {
+        connectionWaiters.removeAll { $0 == waiter }
+    }
+
+    /// A message arrived on broker socket number `socket`.
+    mutating func received(_ frames: [[UInt8]], socket: Int, now: Duration) -> [Action] {
+        guard socket == self.socket, phase == .serving else { return [] }
+        guard case .reply(let reply) = try? BrokerToClient.decode(frames) else {
+            return [.log(.warning, "dropped a message from the broker that is not a Sky reply")]
+        }
+        if reply.status == .wrongEndpoint {
+            // A configuration mistake, not a failure of this call: every call fails with it.
+            return refuse(.wrongEndpoint(RemoteErrorBody(decoding: reply.body).message))
+        }
+        return map(table.received(reply, now: now))
+    }
+
+    /// The monitor of broker socket number `socket` reported `event`.
+    mutating func monitor(_ event: ZMQMonitorEvent, socket: Int, now: Duration) -> [Action] {
+        guard socket == self.socket, phase == .serving else { return [] }
+        let endpoint: Logger.Metadata = ["endpoint": "\(event.endpoint)"]
+        switch event.kind {
+        case .handshakeSucceeded:
+            handshake.succeeded()
+            var actions: [Action] = [.log(.debug, "connected to the broker", endpoint)]
+            if !connectionWaiters.isEmpty {
+                actions.append(.connected(connectionWaiters))
+                connectionWaiters.removeAll()
+            }
+            return actions + map(table.connectionUp(now: now))
+        case .disconnected:
+            if handshake.closedBeforeHandshake() {
+                // A CURVE server that cannot open our HELLO (we hold the wrong server key) just
+                // closes the connection, and one that gets a NULL greeting often closes before
+                // libzmq reports the mechanism mismatch: both look like this, again and again.
+                return refuse(
+                    .unauthorized(
+                        "\(event.endpoint) closed the connection during the handshake \(HandshakeWatch.strikes) times in a row: "
+                            + (usesCredentials
+                                ? "the broker public key given to this client is probably not the broker's"
+                                : "the broker probably requires CURVE; give this client credentials")))
+            }
+            table.connectionDown(now: now)
+            return [.log(.info, "lost the connection to the broker; reconnecting", endpoint)]
+        case .handshakeFailedAuth:
+            return refuse(
+                .unauthorized(
+                    "\(event.endpoint) refused this client's key (ZAP status \(event.value)): it is not on the broker's client allow-list"
+                ))
+        case .handshakeFailedProtocol:
+            return refuse(
+                .unauthorized(
+                    "the security handshake with \(event.endpoint) failed (libzmq protocol error 0x\(String(UInt32(bitPattern: event.value), radix: 16))): "
+                        + (usesCredentials
+                            ? "the broker does not speak CURVE, or rejected these keys"
+                            : "the broker requires CURVE and this client has no credentials")))
+        case .handshakeFailedNoDetail:
+            return [
+                .log(.warning, "handshake with the broker failed", endpoint.merging(["code": "\(event.value)"]) { $1 })
+            ]
+        default:
+            return []
+        }
+    }
+
+    /// Broker socket number `socket` could not be opened. Calls wait as for any missing
+    /// connection: with several endpoints the next is tried after `connectTimeout`.
+    func openFailed(socket: Int, error: String) -> [Action] {
+        guard socket == self.socket else { return [] }
+        return [
+            .log(
+                .error, "cannot connect to the broker",
+                ["endpoint": "\(endpoints[endpointIndex])", "error": "\(error)"])
+        ]
+    }
+
+    /// Time passed: attempts time out, backoffs end, a silent endpoint is given up for the next.
+    mutating func expire(now: Duration) -> [Action] {
+        guard phase == .serving else { return [] }
+        return map(table.expire(now: now))
+    }
+
+    /// The client is closing: every call and every caller waiting for a connection fails.
+    mutating func close() -> [Action] {
+        guard phase != .closed else { return [] }
+        phase = .closed
+        return endAll(.clientClosed)
+    }
+
+    // MARK: Steps
+
+    /// The broker will not serve this client as configured: every call fails with `error` now
+    /// and from now on, and the connection is closed, so the client does not knock again and
+    /// again.
+    private mutating func refuse(_ error: SkyError) -> [Action] {
+        phase = .refused(error)
+        return [.log(.error, "giving up on this broker", ["reason": "\(error)"]), .close(socket: socket)]
+            + endAll(error)
+    }
+
+    private mutating func endAll(_ error: SkyError) -> [Action] {
+        var actions = map(table.failAll(error))
+        if !connectionWaiters.isEmpty {
+            actions.append(.connectionFailed(connectionWaiters, error))
+            connectionWaiters.removeAll()
+        }
+        return actions
+    }
+
+    /// The table's actions, on the socket in use.
+    private mutating func map(_ actions: [RequestTable.Action]) -> [Action] {
+        var mapped: [Action] = []
+        mapped.reserveCapacity(actions.count)
+        for action in actions {
+            switch action {
+            case .send(let request): mapped.append(.send(socket: socket, .request(request)))
+            case .cancel(let id): mapped.append(.send(socket: socket, .cancel(id)))
+            case .succeed(let waiters, let body, let attempts):
+                mapped.append(.succeed(waiters, body: body, attempts: attempts))
+            case .fail(let waiters, let error, let attempts): mapped.append(.fail(waiters, error, attempts: attempts))
+            case .switchEndpoint(let index):
+                // A new socket, whose first handshake makes the table send every call again.
+                mapped.append(
+                    .log(
+                        .warning, "broker endpoint unreachable; trying the next",
+                        ["endpoint": "\(endpoints[endpointIndex])", "next": "\(endpoints[index])"]))
+                mapped.append(.close(socket: socket))
+                socket += 1
+                endpointIndex = index
+                mapped.append(.open(socket: socket, endpoint: index))
+            }
+        }
+        return mapped
+    }
+}

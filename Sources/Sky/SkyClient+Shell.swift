@@ -1,0 +1,268 @@
+import Logging
+import SkyProtocol
+import SkyZMQ
+import Synchronization
+
+extension SkyClient {
+    /// Runs the ``ClientStateMachine`` inline on the client's I/O thread and carries out its
+    /// actions: messages, sockets, and the callers' continuations, resumed from that thread.
+    ///
+    /// A call is one lock to park its continuation plus one post to the thread (one mailbox
+    /// append, and a wake-up shared by every call posted before the thread woke); its reply
+    /// resumes the caller from the I/O thread, so it wakes one thread, the caller's. Timers are
+    /// the loop's alarm (its poll's timeout), not tasks: on a clock other than
+    /// `ContinuousClock` (a test's manual clock) a task sleeps on that clock instead.
+    final class Shell: Sendable {
+        typealias WaiterID = ClientStateMachine.WaiterID
+
+        /// What callers post to the I/O thread.
+        enum Input: Sendable {
+            case start(RequestTable.Call, WaiterID)
+            case abandon(WaiterID)
+            case waitForConnection(WaiterID)
+            case stopWaitingForConnection(WaiterID)
+            /// A timer on a clock other than `ContinuousClock` fired.
+            case timer
+            case close
+        }
+
+        /// A subscription to the broker's events, fed from the I/O thread.
+        struct EventSink: Sendable {
+            let continuation: AsyncStream<SkyEvent>.Continuation
+            /// Set when the broker refused this client's key for events.
+            var refusal: String?
+        }
+
+        let machine: Locked<ClientStateMachine>
+        let calls = Locked<[WaiterID: CheckedContinuation<Completion, any Error>]>([:])
+        let connectionWaiters = Locked<[WaiterID: CheckedContinuation<Void, any Error>]>([:])
+        let eventSinks = Locked<[ZMQEventLoop.SocketID: EventSink]>([:])
+        let loop = Locked<ZMQEventLoop?>(nil)
+        let time: TimeSource
+        let logger: Logger
+        let configuration: Configuration
+        let identity: [UInt8]
+        let endpoints: [String]
+        private let nextWaiter = Atomic<UInt64>(0)
+        /// The timer task and its deadline, on a clock other than `ContinuousClock`.
+        private let sleeper = Locked<(deadline: Duration, task: Task<Void, Never>)?>(nil)
+
+        init(machine: ClientStateMachine, time: TimeSource, configuration: Configuration, identity: [UInt8]) {
+            endpoints = machine.endpoints
+            self.machine = Locked(machine)
+            self.time = time
+            self.configuration = configuration
+            logger = configuration.logger
+            self.identity = identity
+        }
+
+        /// The DEALER to broker socket number `number`, watched for connections made and lost.
+        func brokerSocket(_ number: Int, endpoint: String) -> ZMQEventLoop.SocketSpec {
+            // No high-water mark: the request table bounds what is in flight. ZMTP heartbeats notice
+            // a broker host that vanished without closing the connection.
+            .brokerDealer(
+                id: Self.socketID(number), endpoint: endpoint, highWaterMark: 0, credentials: configuration.credentials,
+                options: [
+                    .routingID(identity), .heartbeatInterval(milliseconds: 1000), .heartbeatTimeout(milliseconds: 3000),
+                ],
+                monitor: [.handshakeSucceeded, .disconnected, .handshakeFailed])
+        }
+
+        /// Broker sockets are numbered from 0; event subscriptions from here on.
+        static let firstEventSocket = 1_000_000
+
+        static func socketID(_ number: Int) -> ZMQEventLoop.SocketID {
+            ZMQEventLoop.SocketID(number, name: number < firstEventSocket ? "broker-\(number)" : "events-\(number)")
+        }
+
+        // MARK: Callers
+
+        /// Runs one call remotely: returns its completion; throws `CancellationError` when the
+        /// calling task is cancelled (the call is then abandoned at the broker).
+        func call(_ call: RequestTable.Call) async throws -> Completion {
+            let waiter = nextWaiter.add(1, ordering: .relaxed).newValue
+            return try await withTaskCancellationHandler {
+                try await withCheckedThrowingContinuation {
+                    (continuation: CheckedContinuation<Completion, any Error>) in
+                    calls.withLock { $0[waiter] = continuation }
+                    if Task.isCancelled {
+                        // Cancelled before the handler below could find the continuation.
+                        calls.withLock { $0.removeValue(forKey: waiter) }?.resume(throwing: CancellationError())
+                    } else if !post(.start(call, waiter)) {
+                        calls.withLock { $0.removeValue(forKey: waiter) }?.resume(
+                            returning: Completion(result: .failure(.clientClosed), attempts: 0))
+                    }
+                }
+            } onCancel: {
+                // Whoever takes the continuation resumes it: this handler, or the I/O thread
+                // with the call's outcome. The machine ignores a start whose caller has gone.
+                guard let continuation = calls.withLock({ $0.removeValue(forKey: waiter) }) else { return }
+                continuation.resume(throwing: CancellationError())
+                post(.abandon(waiter))
+            }
+        }
+
+        /// Returns once a connection to the broker is up; throws `CancellationError` if cancelled,
+        /// the refusal if the broker refused this client, ``SkyError/clientClosed`` once closed.
+        func waitForConnection() async throws {
+            let waiter = nextWaiter.add(1, ordering: .relaxed).newValue
+            try await withTaskCancellationHandler {
+                try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+                    connectionWaiters.withLock { $0[waiter] = continuation }
+                    if Task.isCancelled {
+                        connectionWaiters.withLock { $0.removeValue(forKey: waiter) }?.resume(
+                            throwing: CancellationError())
+                    } else if !post(.waitForConnection(waiter)) {
+                        connectionWaiters.withLock { $0.removeValue(forKey: waiter) }?.resume(
+                            throwing: SkyError.clientClosed)
+                    }
+                }
+            } onCancel: {
+                guard let continuation = connectionWaiters.withLock({ $0.removeValue(forKey: waiter) }) else { return }
+                continuation.resume(throwing: CancellationError())
+                post(.stopWaitingForConnection(waiter))
+            }
+        }
+
+        /// Hands `input` to the I/O thread; `false` once the loop has stopped.
+        @discardableResult
+        func post(_ input: Input) -> Bool {
+            loop.withLock { $0 }?.post(input: input) ?? false
+        }
+
+        /// After the loop stopped: every caller still suspended gets `clientClosed`.
+        func closed() {
+            sleeper.withLock { $0?.task.cancel() }
+            for continuation in calls.withLock(Self.takeAll) {
+                continuation.resume(returning: Completion(result: .failure(.clientClosed), attempts: 0))
+            }
+            for continuation in connectionWaiters.withLock(Self.takeAll) {
+                continuation.resume(throwing: SkyError.clientClosed)
+            }
+            for sink in eventSinks.withLock(Self.takeAll) { sink.continuation.finish() }
+        }
+
+        private static func takeAll<Key, Value>(_ dictionary: inout [Key: Value]) -> Dictionary<Key, Value>.Values {
+            defer { dictionary.removeAll() }
+            return dictionary.values
+        }
+
+        // MARK: The I/O thread
+
+        /// Everything the I/O thread read or was posted since its last wake-up.
+        func handle(_ batch: [ZMQEventLoop.Inbound], into outbound: inout [ZMQEventLoop.Outbound]) {
+            let now = time.now()
+            var actions: [ClientStateMachine.Action] = []
+            let next = machine.withLock { machine in
+                for inbound in batch {
+                    switch inbound {
+                    case .message(let from, let message) where from.rawValue < Self.firstEventSocket:
+                        actions += machine.received(message.frames, socket: from.rawValue, now: now)
+                    case .message(let from, let message):
+                        publish(message, from: from)
+                    case .monitor(let from, let event) where from.rawValue < Self.firstEventSocket:
+                        actions += machine.monitor(event, socket: from.rawValue, now: now)
+                    case .monitor(let from, let event) where event.kind == .handshakeFailedAuth:
+                        refuseEvents(from, event)
+                    case .tick:
+                        actions += machine.expire(now: now)
+                    case .input(let input as Input):
+                        switch input {
+                        case .start(let call, let waiter):
+                            // A caller cancelled before the thread took its call has gone.
+                            guard calls.withLock({ $0[waiter] != nil }) else { continue }
+                            actions += machine.start(call, waiter: waiter, now: now)
+                        case .abandon(let waiter): actions += machine.abandon(waiter)
+                        case .waitForConnection(let waiter): actions += machine.waitForConnection(waiter)
+                        case .stopWaitingForConnection(let waiter): machine.stopWaitingForConnection(waiter)
+                        case .timer: actions += machine.expire(now: now)
+                        case .close: actions += machine.close()
+                        }
+                    case .opened(let socket, .failure(let error)) where socket.rawValue < Self.firstEventSocket:
+                        actions += machine.openFailed(socket: socket.rawValue, error: "\(error.underlying)")
+                    case .monitor, .sendFailed, .input, .opened:
+                        continue
+                    }
+                }
+                return machine.nextDeadline()
+            }
+            execute(actions, into: &outbound)
+            arm(next)
+        }
+
+        private func execute(_ actions: [ClientStateMachine.Action], into outbound: inout [ZMQEventLoop.Outbound]) {
+            for action in actions {
+                switch action {
+                case .send(let socket, let command):
+                    outbound.append(.init(socket: Self.socketID(socket), frames: command.encode()))
+                case .succeed(let waiters, let body, let attempts):
+                    resume(waiters, Completion(result: .success(body), attempts: attempts))
+                case .fail(let waiters, let error, let attempts):
+                    resume(waiters, Completion(result: .failure(error), attempts: attempts))
+                case .connected(let waiters):
+                    for continuation in takeConnectionWaiters(waiters) { continuation.resume() }
+                case .connectionFailed(let waiters, let error):
+                    for continuation in takeConnectionWaiters(waiters) { continuation.resume(throwing: error) }
+                case .open(let socket, let endpoint):
+                    loop.withLock { $0 }?.requestOpen(brokerSocket(socket, endpoint: endpoints[endpoint]))
+                case .close(let socket):
+                    loop.withLock { $0 }?.close(Self.socketID(socket))
+                case .log(let level, let message, let metadata):
+                    logger.log(level: level, "\(message)", metadata: metadata)
+                }
+            }
+        }
+
+        private func resume(_ waiters: [WaiterID], _ completion: Completion) {
+            if waiters.count == 1 {
+                calls.withLock { $0.removeValue(forKey: waiters[0]) }?.resume(returning: completion)
+                return
+            }
+            let taken = calls.withLock { calls in waiters.compactMap { calls.removeValue(forKey: $0) } }
+            for continuation in taken { continuation.resume(returning: completion) }
+        }
+
+        private func takeConnectionWaiters(_ waiters: [WaiterID]) -> [CheckedContinuation<Void, any Error>] {
+            connectionWaiters.withLock { all in waiters.compactMap { all.removeValue(forKey: $0) } }
+        }
+
+        private func publish(_ message: ZMQMessage, from socket: ZMQEventLoop.SocketID) {
+            guard let sink = eventSinks.withLock({ $0[socket] }), let event = try? SkyEvent.decode(message.frames)
+            else { return }
+            sink.continuation.yield(event)
+        }
+
+        /// An events subscription whose key the broker does not admit as a watcher's.
+        private func refuseEvents(_ socket: ZMQEventLoop.SocketID, _ event: ZMQMonitorEvent) {
+            let sink = eventSinks.withLock { sinks -> EventSink? in
+                sinks[socket]?.refusal =
+                    "\(event.endpoint) refused this client's key for events (ZAP status \(event.value)): it is not on the broker's watcher allow-list (skybroker --watcher-keys)"
+                return sinks[socket]
+            }
+            sink?.continuation.finish()
+        }
+
+        /// Arms the one timer at the machine's earliest deadline.
+        private func arm(_ next: Duration?) {
+            if let origin = time.continuousOrigin {
+                loop.withLock { $0 }?.setAlarm(next.map { origin + $0 })
+                return
+            }
+            // A timer armed earlier than needed, or with nothing left to time, is left to fire
+            // (into a machine with nothing due): replacing it around every call would wake a
+            // timer thread twice per call.
+            guard let next else { return }
+            let time = time
+            sleeper.withLock { sleeper in
+                if let armed = sleeper, armed.deadline <= next { return }
+                sleeper?.task.cancel()
+                let task = Task { [weak self] in
+                    guard (try? await time.sleep(next)) != nil, let self else { return }
+                    self.sleeper.withLock { if $0?.deadline == next { $0 = nil } }
+                    self.post(.timer)
+                }
+                sleeper = (next, task)
+            }
+        }
+    }
+}

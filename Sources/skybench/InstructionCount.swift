@@ -1,0 +1,265 @@
+import Foundation
+import Sky
+import SkyTestSupport
+import SkyWorkloads
+
+/// `--instructions`: user-space instructions per task of the broker and of the client, Sky
+/// against the baseline, counted by callgrind. Times on a small virtual machine move by ±20 %
+/// between runs; instruction counts repeat to a fraction of a percent.
+///
+/// One process at a time runs under `valgrind --tool=callgrind` (every thread of it: libzmq's
+/// I/O threads count too), the others natively, `tasks` and then `3 × tasks` requests of
+/// `payload` bytes at `inFlight`. The difference of the two totals divided by `2 × tasks` is the
+/// cost of a task without the process's start and exit.
+struct InstructionCount {
+    /// One role's figures.
+    struct Row: Codable, Sendable {
+        var role: String
+        var sky: Double
+        var baseline: Double?
+    }
+
+    let baseline: BaselinePrograms?
+    let callgrind: Callgrind
+    let tasks: Int
+    let payload: Int
+    let inFlight: Int
+    let transport: Transport
+
+    func run() async throws -> [Row] {
+        var rows: [Row] = []
+        for role in ["broker", "client"] {
+            let sky = try await perTask { try await skyTotal(role: role, tasks: $0) }
+            var row = Row(role: role, sky: sky)
+            if let baseline {
+                row.baseline = try await perTask { try await baselineTotal(role: role, tasks: $0, programs: baseline) }
+            }
+            rows.append(row)
+        }
+        return rows
+    }
+
+    /// The report: one line per role, with Sky ÷ baseline.
+    static func table(_ rows: [Row], payload: Int, inFlight: Int) -> String {
+        var lines = [
+            "User-space instructions per task (callgrind; \(payload) B, \(inFlight) in flight, 1 worker)",
+            "role       Sky          baseline     Sky / baseline",
+        ]
+        for row in rows {
+            let baseline = row.baseline.map { String(format: "%-12.0f %.2f", $0, row.sky / $0) } ?? "-"
+            lines.append(
+                "\(row.role.padding(toLength: 10, withPad: " ", startingAt: 0)) \(String(format: "%-12.0f", row.sky)) \(baseline)"
+            )
+        }
+        return lines.joined(separator: "\n")
+    }
+
+    private func perTask(_ total: (Int) async throws -> Int) async throws -> Double {
+        let few = try await total(tasks)
+        let many = try await total(3 * tasks)
+        return Double(many - few) / Double(2 * tasks)
+    }
+
+    // MARK: Sky
+
+    private func skyTotal(role: String, tasks: Int) async throws -> Int {
+        progress("instructions: sky \(role), \(tasks) tasks under callgrind")
+        let output = Self.outputFile()
+        defer { try? FileManager.default.removeItem(at: output) }
+        let endpoints = transport.endpoints(for: "sky-instructions")
+        let started = try await StartedBroker.start(
+            clients: endpoints[0], workers: endpoints[1], events: endpoints[2], arguments: ["--log-level", "warning"],
+            launcher: role == "broker" ? callgrind.launcher(output) + [callgrind.broker.path] : [],
+            environment: callgrind.environment)
+        let broker = started.process
+        var processes = [broker]
+        defer { for process in processes { process.killNow() } }
+        let worker = try SkyProcess(
+            "skyworker",
+            [
+                "--broker", started.workers, "--capacity", "16", "--workloads", EchoTask.service,
+                "--log-level", "warning",
+            ])
+        processes.append(worker)
+        let clients = started.clients
+        if role == "broker" {
+            let client = try await SkyClient(broker: clients)
+            try await Self.waitForWorker(client)
+            try await Self.load(client, tasks: tasks, inFlight: inFlight, payload: payload)
+            await client.close()
+            broker.signal(SIGTERM)
+            guard try await broker.waitForExit(timeout: .seconds(120)) == 0 else {
+                throw BenchError("skybroker under callgrind did not exit cleanly: \(broker.errorText)")
+            }
+        } else {
+            let launcher = callgrind.launcher(output)
+            let client = try SkyProcess(
+                program: URL(fileURLWithPath: launcher[0]),
+                launcher.dropFirst() + [
+                    callgrind.client.path, "--load-client", clients, "--load-tasks", "\(tasks)", "--in-flight",
+                    "\(inFlight)", "--payloads", "\(payload)",
+                ], name: "skybench-client", environment: callgrind.environment)
+            processes.append(client)
+            guard try await client.waitForExit(timeout: .seconds(600)) == 0 else {
+                throw BenchError("the Sky client under callgrind failed: \(client.errorText)")
+            }
+        }
+        return try Self.total(output)
+    }
+
+    /// The hidden `--load-client` mode: this process as a plain Sky client, for callgrind.
+    static func loadClient(broker: String, tasks: Int, inFlight: Int, payload: Int) async throws {
+        let client = try await SkyClient(broker: broker)
+        try await waitForWorker(client)
+        try await load(client, tasks: tasks, inFlight: inFlight, payload: payload)
+        await client.close()
+    }
+
+    /// `tasks` echo requests, `inFlight` at a time.
+    static func load(_ client: SkyClient, tasks: Int, inFlight: Int, payload: Int) async throws {
+        let body = [UInt8](repeating: 0x61, count: payload)
+        let lanes = max(1, min(inFlight, tasks))
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for lane in 0..<lanes {
+                let count = tasks / lanes + (lane < tasks % lanes ? 1 : 0)
+                group.addTask {
+                    for _ in 0..<count {
+                        _ = try await client.request(service: EchoTask.service, body: body, options: SkyTarget.options)
+                    }
+                }
+            }
+            try await group.waitForAll()
+        }
+    }
+
+    private static func waitForWorker(_ client: SkyClient) async throws {
+        let deadline = ContinuousClock.now + .seconds(120)
+        while try await client.clusterSnapshot().workers.isEmpty {
+            guard ContinuousClock.now < deadline else { throw BenchError("no skyworker registered within 120 s") }
+            try await Task.sleep(for: .milliseconds(50))
+        }
+    }
+
+    // MARK: Baseline
+
+    private func baselineTotal(role: String, tasks: Int, programs: BaselinePrograms) async throws -> Int {
+        progress("instructions: baseline \(role), \(tasks) tasks under callgrind")
+        let output = Self.outputFile()
+        defer { try? FileManager.default.removeItem(at: output) }
+        let endpoints = transport.endpoints(for: "baseline-instructions")
+        let broker = try Self.process(
+            programs.broker, [endpoints[0], endpoints[1]], under: role == "broker" ? callgrind.launcher(output) : nil,
+            name: "baseline-broker")
+        var processes = [broker]
+        defer { for process in processes { process.killNow() } }
+        // "ready FRONT BACK"
+        let ready = try await broker.waitForLine(timeout: .seconds(120)) { $0.hasPrefix("ready ") }
+            .split(separator: " ")
+        guard ready.count == 3 else { throw BenchError("the baseline broker said \(ready)") }
+        processes.append(try SkyProcess(program: programs.worker, [String(ready[2]), "16"], name: "baseline-worker"))
+        let arguments = [String(ready[1]), "cnt", "\(payload)", "\(inFlight)", "\(tasks)", "-"]
+        let client = try Self.process(
+            programs.client, arguments, under: role == "client" ? callgrind.launcher(output) : nil,
+            name: "baseline-client")
+        processes.append(client)
+        guard try await client.waitForExit(timeout: .seconds(600)) == 0 else {
+            throw BenchError("the baseline client failed: \(client.errorText)")
+        }
+        if role == "broker" {
+            // SIGTERM makes the C broker return from main, so callgrind writes its counts.
+            broker.signal(SIGTERM)
+            let status = try await broker.waitForExit(timeout: .seconds(120))
+            guard status == 0 else {
+                throw BenchError(
+                    "the baseline broker under callgrind did not exit cleanly (status \(status)): \(broker.errorText)")
+            }
+        }
+        return try Self.total(output)
+    }
+
+    // MARK: callgrind
+
+    /// `program` with `arguments`, under `launcher` if given.
+    private static func process(_ program: URL, _ arguments: [String], under launcher: [String]?, name: String) throws
+        -> SkyProcess
+    {
+        guard let launcher else { return try SkyProcess(program: program, arguments, name: name) }
+        return try SkyProcess(
+            program: URL(fileURLWithPath: launcher[0]), launcher.dropFirst() + [program.path] + arguments, name: name)
+    }
+
+    private static func outputFile() -> URL {
+        FileManager.default.temporaryDirectory.appendingPathComponent("skybench-callgrind-\(UUID().uuidString).out")
+    }
+
+    /// The instructions callgrind counted over the whole run (its `summary:` or `totals:` line).
+    static func total(_ output: URL) throws -> Int {
+        guard let text = try? String(contentsOf: output, encoding: .utf8) else {
+            throw BenchError("callgrind wrote no counts to \(output.path)")
+        }
+        for line in text.split(separator: "\n") where line.hasPrefix("summary:") || line.hasPrefix("totals:") {
+            if let value = line.split(separator: " ").dropFirst().first.flatMap({ Int($0) }) { return value }
+        }
+        throw BenchError("\(output.path) has no summary line")
+    }
+}
+
+/// valgrind's callgrind, and what Swift programs need to run under it on Debian 12
+/// (valgrind 3.19): copies of `skybroker` and of this program without their DWARF 5 debug
+/// information, which valgrind cannot read, and `bench/valgrind/sigsuspend.c` preloaded (see
+/// there).
+struct Callgrind: Sendable {
+    let valgrind: URL
+    let broker: URL
+    let client: URL
+    let preload: URL
+
+    /// Finds valgrind, strip and a C compiler, and prepares the copies in a new temporary folder.
+    static func prepare(bench: URL) async throws -> Callgrind {
+        guard let valgrind = executable("valgrind") else {
+            throw BenchError("--instructions needs valgrind (Debian: apt-get install valgrind)")
+        }
+        guard let strip = executable("strip"), let compiler = BaselinePrograms.findCompiler() else {
+            throw BenchError("--instructions needs strip and a C compiler (Debian: apt-get install gcc)")
+        }
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("skybench-callgrind-\(getpid())")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        let setup = Callgrind(
+            valgrind: valgrind, broker: folder.appendingPathComponent("skybroker"),
+            client: folder.appendingPathComponent("skybench"), preload: folder.appendingPathComponent("sigsuspend.so"))
+        let me = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
+        let steps: [(URL, [String])] = [
+            (strip, ["-g", "-o", setup.broker.path, SkyProcess.binaries.appendingPathComponent("skybroker").path]),
+            (strip, ["-g", "-o", setup.client.path, me.path]),
+            (
+                compiler,
+                [
+                    "-O2", "-shared", "-fPIC", "-o", setup.preload.path,
+                    bench.appendingPathComponent("valgrind/sigsuspend.c").path,
+                ]
+            ),
+        ]
+        for (program, arguments) in steps {
+            let step = try SkyProcess(program: program, arguments, name: program.lastPathComponent)
+            guard try await step.waitForExit(timeout: .seconds(120)) == 0 else {
+                throw BenchError("\(program.path) \(arguments.joined(separator: " ")) failed: \(step.errorText)")
+            }
+        }
+        return setup
+    }
+
+    /// valgrind and its options, counting into `output`; the program and its arguments follow.
+    func launcher(_ output: URL) -> [String] {
+        [valgrind.path, "--tool=callgrind", "--callgrind-out-file=\(output.path)", "--dump-line=no"]
+    }
+
+    /// For the Swift programs run under valgrind.
+    var environment: [String: String] { ["LD_PRELOAD": preload.path] }
+
+    private static func executable(_ name: String) -> URL? {
+        let path = (ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin").split(separator: ":")
+        return path.map { URL(fileURLWithPath: "\($0)/\(name)") }.first {
+            FileManager.default.isExecutableFile(atPath: $0.path)
+        }
+    }
+}

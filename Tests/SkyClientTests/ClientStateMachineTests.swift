@@ -1,0 +1,222 @@
+import Logging
+import SkyProtocol
+import SkyZMQ
+import Testing
+
+@testable import Sky
+
+/// The client's state machine driven like the broker's and the worker's: one line per input and
+/// the actions it must return (logs left out), time moved by hand, no sockets, no tasks, no
+/// sleeps. The request table's own rules (attempts, backoff, coalescing) have their tests in
+/// ``RequestTableTests``; these cover what the machine adds: sockets, endpoints, the
+/// handshake, refusals, callers waiting for a connection, and closing.
+@Suite("Client state machine: sockets, endpoints, handshake, refusal, closing")
+struct ClientStateMachineTests {
+    typealias Action = ClientStateMachine.Action
+
+    struct Client {
+        var machine: ClientStateMachine
+        var now = Duration.zero
+
+        init(endpoints: [String] = ["tcp://a:1"], credentials: Bool = false) {
+            machine = ClientStateMachine(
+                endpoints: endpoints, usesCredentials: credentials,
+                table: RequestTable(connectTimeout: .seconds(5), endpointCount: endpoints.count, seed: 1), seed: 2)
+        }
+
+        private static func withoutLogs(_ actions: [Action]) -> [Action] {
+            actions.filter { if case .log = $0 { false } else { true } }
+        }
+
+        mutating func start(_ waiter: UInt64, body: [UInt8] = [1], timeout: Duration = .seconds(1)) -> [Action] {
+            let call = RequestTable.Call(
+                service: "svc", body: body, options: ScanOptions(timeout: timeout, retry: .never, coalesce: false))
+            return Self.withoutLogs(machine.start(call, waiter: waiter, now: now))
+        }
+
+        mutating func event(_ kind: ZMQMonitorEvent.Kind, value: Int32 = 0, socket: Int? = nil) -> [Action] {
+            let event = ZMQMonitorEvent(kind: kind, value: value, endpoint: "tcp://a:1")
+            return Self.withoutLogs(machine.monitor(event, socket: socket ?? machine.socket, now: now))
+        }
+
+        mutating func receive(_ frames: [[UInt8]], socket: Int? = nil) -> [Action] {
+            Self.withoutLogs(machine.received(frames, socket: socket ?? machine.socket, now: now))
+        }
+
+        mutating func reply(_ reply: TaskReply, socket: Int? = nil) -> [Action] {
+            receive(BrokerToClient.reply(reply).encode(), socket: socket)
+        }
+
+        mutating func advance(_ duration: Duration) -> [Action] {
+            now += duration
+            return Self.withoutLogs(machine.expire(now: now))
+        }
+
+        /// The request of the one send among `actions`, and the socket it goes out on.
+        static func request(_ actions: [Action]) -> (socket: Int, request: TaskRequest)? {
+            for case .send(let socket, .request(let request)) in actions { return (socket, request) }
+            return nil
+        }
+    }
+
+    @Test func aCallWaitsForTheHandshakeThenGoesOutAndIsAnswered() throws {
+        var client = Client()
+        #expect(client.start(1) == [], "held: no connection yet")
+        #expect(client.machine.waitForConnection(7) == [])
+        let up = client.event(.handshakeSucceeded)
+        #expect(up.first == .connected([7]), "callers waiting for a connection go first")
+        let (socket, request) = try #require(Client.request(up))
+        #expect(socket == 0 && request.header.attempt == 1)
+        #expect(client.machine.waitForConnection(8) == [.connected([8])], "already up")
+        #expect(
+            client.reply(TaskReply(requestID: request.requestID, status: .ok, body: [5])) == [
+                .succeed([1], body: [5], attempts: 1)
+            ])
+        #expect(client.machine.table.callCount == 0)
+    }
+
+    @Test func everyCallGetsItsOwnRequestID() throws {
+        var client = Client()
+        _ = client.event(.handshakeSucceeded)
+        let ids = try (1...100).map { waiter in try #require(Client.request(client.start(waiter))).request.requestID }
+        #expect(Set(ids).count == 100)
+    }
+
+    @Test func aLostConnectionSendsTheCallAgainOnTheNextWithARaisedAttempt() throws {
+        var client = Client()
+        _ = client.event(.handshakeSucceeded)
+        let first = try #require(Client.request(client.start(1))).request
+        #expect(client.event(.disconnected) == [], "a connection lost after its handshake is not a refusal")
+        let again = try #require(Client.request(client.event(.handshakeSucceeded))).request
+        #expect(again.requestID == first.requestID && again.header.attempt == 2)
+    }
+
+    @Test func anAbandonedCallIsCancelledAtTheBrokerOnTheSocketInUse() throws {
+        var client = Client()
+        _ = client.event(.handshakeSucceeded)
+        let request = try #require(Client.request(client.start(1))).request
+        #expect(client.machine.abandon(1) == [.send(socket: 0, .cancel(request.requestID))])
+        #expect(client.machine.abandon(1) == [], "abandoned once")
+    }
+
+    @Test func aSilentEndpointIsLeftForTheNextOnANewSocketWhoseOldMessagesAreIgnored() throws {
+        var client = Client(endpoints: ["tcp://a:1", "tcp://b:2"])
+        #expect(client.advance(.seconds(4)) == [])
+        // A call made a second before the failover: it waits for a connection for 5 s.
+        #expect(client.start(1, timeout: .seconds(60)) == [])
+        #expect(client.advance(.seconds(1) - .nanoseconds(1)) == [], "not a nanosecond early")
+        let switched = client.advance(.nanoseconds(1))
+        #expect(switched.prefix(2) == [.close(socket: 0), .open(socket: 1, endpoint: 1)])
+        #expect(client.machine.socket == 1 && client.machine.endpointIndex == 1)
+        // The old socket's handshake and replies belong to a connection given up.
+        #expect(client.event(.handshakeSucceeded, socket: 0) == [])
+        #expect(client.machine.table.isConnected == false)
+        let sent = try #require(Client.request(client.event(.handshakeSucceeded, socket: 1)))
+        #expect(sent.socket == 1)
+        #expect(client.reply(TaskReply(requestID: sent.request.requestID, status: .ok, body: []), socket: 0) == [])
+        #expect(
+            client.reply(TaskReply(requestID: sent.request.requestID, status: .ok, body: [])) == [
+                .succeed([1], body: [], attempts: 1)
+            ])
+    }
+
+    @Test func connectionsClosedDuringTheirHandshakeThreeTimesRefuseTheClientForGood() {
+        var client = Client(credentials: true)
+        _ = client.start(1)
+        _ = client.machine.waitForConnection(9)
+        #expect(client.event(.disconnected) == [])
+        #expect(client.event(.disconnected) == [])
+        let refused = client.event(.disconnected)
+        guard case .fail([1], let error, attempts: 1) = refused.dropFirst().first else {
+            Issue.record("the call fails: \(refused)")
+            return
+        }
+        #expect(error.code == .unauthorized)
+        #expect("\(error)".contains("public key given to this client is probably not the broker's"))
+        #expect(refused.first == .close(socket: 0), "stops knocking")
+        #expect(refused.last == .connectionFailed([9], error))
+        #expect(client.start(2) == [.fail([2], error, attempts: 0)], "later calls fail at once")
+        #expect(client.machine.waitForConnection(10) == [.connectionFailed([10], error)])
+        #expect(client.machine.nextDeadline() == nil && client.advance(.seconds(60)) == [])
+        #expect(client.event(.handshakeSucceeded) == [], "a refusal is final")
+    }
+
+    @Test func aHandshakeBetweenClosedConnectionsResetsTheStrikes() {
+        var client = Client()
+        for _ in 0..<5 {
+            #expect(client.event(.disconnected) == [])
+            #expect(client.event(.disconnected) == [])
+            _ = client.event(.handshakeSucceeded)
+            #expect(client.event(.disconnected) == [])
+        }
+        #expect(client.machine.refusal == nil)
+    }
+
+    @Test(arguments: [
+        (ZMQMonitorEvent.Kind.handshakeFailedAuth, false, "not on the broker's client allow-list"),
+        (.handshakeFailedProtocol, false, "this client has no credentials"),
+        (.handshakeFailedProtocol, true, "does not speak CURVE, or rejected these keys"),
+    ])
+    func aFailedSecurityHandshakeRefusesNamingTheCause(kind: ZMQMonitorEvent.Kind, credentials: Bool, cause: String) {
+        var client = Client(credentials: credentials)
+        _ = client.start(1)
+        let refused = client.event(kind, value: 400)
+        #expect(refused.first == .close(socket: 0))
+        guard case .fail([1], let error, _) = refused.last else {
+            Issue.record("\(refused)")
+            return
+        }
+        #expect(error.code == .unauthorized && "\(error)".contains(cause), "\(error)")
+    }
+
+    @Test func aWrongEndpointAnswerRefusesEveryCallWithTheBrokersWords() throws {
+        var client = Client()
+        _ = client.event(.handshakeSucceeded)
+        let request = try #require(Client.request(client.start(1))).request
+        _ = client.start(2)
+        let refused = client.reply(
+            .failure(request.requestID, .wrongEndpoint, type: nil, message: "this is the workers endpoint"))
+        #expect(refused.first == .close(socket: 0))
+        let failed = refused.compactMap { action -> [UInt64]? in
+            guard case .fail(let waiters, let error, _) = action, error.code == .wrongEndpoint else { return nil }
+            #expect("\(error)".contains("this is the workers endpoint"))
+            return waiters
+        }
+        #expect(Set(failed.joined()) == [1, 2])
+    }
+
+    @Test func aMessageThatIsNotASkyReplyIsDroppedAndTheCallGoesOn() throws {
+        var client = Client()
+        _ = client.event(.handshakeSucceeded)
+        _ = client.start(1)
+        var actions: [Action] = []
+        actions = client.machine.received([[0xFF], [1, 2, 3]], socket: 0, now: .zero)
+        #expect(actions.count == 1)
+        guard case .log(.warning, _, _) = actions.first else {
+            Issue.record("one warning: \(actions)")
+            return
+        }
+        #expect(client.machine.table.callCount == 1)
+    }
+
+    @Test func closingFailsEveryCallAndConnectionWaiterOnceAndLaterCallsAtOnce() {
+        var client = Client()
+        _ = client.start(1)
+        _ = client.start(2, body: [2])
+        _ = client.machine.waitForConnection(3)
+        let closed = client.machine.close()
+        #expect(closed.contains(.connectionFailed([3], .clientClosed)))
+        #expect(closed.filter { if case .fail(_, .clientClosed, _) = $0 { true } else { false } }.count == 2)
+        #expect(client.machine.close() == [], "closed once")
+        #expect(client.start(4) == [.fail([4], .clientClosed, attempts: 0)])
+        #expect(client.machine.nextDeadline() == nil)
+    }
+
+    @Test func aCallerWhoStopsWaitingForTheConnectionIsNotResumedAgain() {
+        var client = Client()
+        _ = client.machine.waitForConnection(1)
+        _ = client.machine.waitForConnection(2)
+        client.machine.stopWaitingForConnection(1)
+        #expect(client.event(.handshakeSucceeded) == [.connected([2])])
+    }
+}
