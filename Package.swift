@@ -38,6 +38,14 @@ let package = Package(
         // libzmq from the system. No pkgConfig: zmq.h is on the default include path and the
         // module map links zmq; pkg-config's private requirements only add a build warning.
         .systemLibrary(name: "CZMQ", path: "Sources/CZMQ"),
+        // SQLite from the system (Debian: libsqlite3-dev), for the broker's journal of durable
+        // jobs; only SkyJournal imports it.
+        .systemLibrary(name: "CSQLite", path: "Sources/CSQLite", providers: [.apt(["libsqlite3-dev"])]),
+        .target(
+            name: "SkyJournal",
+            dependencies: ["CSQLite"],
+            swiftSettings: strictSettings
+        ),
         // glibc facts Swift's Glibc module does not expose (heap in use, eventfd).
         .target(name: "CSkySystem", path: "Sources/CSkySystem"),
         .target(
@@ -190,6 +198,11 @@ let package = Package(
         .testTarget(
             name: "SkyClientTests",
             dependencies: ["Sky", "SkyProtocol", "SkyZMQ", "SkyWorkerKit", "SkyWorkloads", "SkyTestSupport"],
+            swiftSettings: strictSettings
+        ),
+        .testTarget(
+            name: "SkyJournalTests",
+            dependencies: ["SkyJournal"],
             swiftSettings: strictSettings
         ),
         .testTarget(

@@ -1,4 +1,4 @@
-import Synchronization
+import SkyZMQ
 
 /// A clock that moves only when a test says so: `sleep` waits until ``advance(by:)`` moves `now`
 /// past its deadline. Tests of timeouts and backoff then take no real time and cannot be flaky.
@@ -24,8 +24,11 @@ public struct ManualClock: Clock, Sendable {
         var countWaiters: [(count: Int, continuation: CheckedContinuation<Void, Never>)] = []
     }
 
+    /// A pthread lock (``Locked``), not `Synchronization.Mutex`, which ThreadSanitizer on Linux
+    /// does not see as synchronisation: it reported the cancellation handler's removal of a
+    /// sleeper as racing with a `sleep` that held the mutex.
     private final class Storage: Sendable {
-        let state = Mutex(State())
+        let state = Locked(State())
     }
 
     private let storage = Storage()

@@ -63,7 +63,12 @@ final class ZMQEventLoopRunner {
 
         while running {
             takeCommands()
-            guard running else { break }
+            guard running else {
+                // What was posted before the shutdown still reaches an inline handler (a client
+                // failing its calls as it closes); what it sends leaves within the linger.
+                if loop.handler != nil { yieldBatch() }
+                break
+            }
             sendDuePeriodic()
             flushPending()
             let paused = readingPaused()

@@ -206,7 +206,7 @@ struct InstructionCount {
 
 /// valgrind's callgrind, and what Swift programs need to run under it on Debian 12
 /// (valgrind 3.19): copies of `skybroker` and of this program without their DWARF 5 debug
-/// information, which valgrind cannot read, and `bench/valgrind/sigsuspend.c` preloaded (see
+/// information, which valgrind cannot read, and `ops/valgrind/sigsuspend.c` preloaded (see
 /// there).
 struct Callgrind: Sendable {
     let valgrind: URL
@@ -215,7 +215,8 @@ struct Callgrind: Sendable {
     let preload: URL
 
     /// Finds valgrind, strip and a C compiler, and prepares the copies in a new temporary folder.
-    static func prepare(bench: URL) async throws -> Callgrind {
+    /// - Parameter root: the repository, for `ops/valgrind/sigsuspend.c`.
+    static func prepare(root: URL) async throws -> Callgrind {
         guard let valgrind = executable("valgrind") else {
             throw BenchError("--instructions needs valgrind (Debian: apt-get install valgrind)")
         }
@@ -235,7 +236,7 @@ struct Callgrind: Sendable {
                 compiler,
                 [
                     "-O2", "-shared", "-fPIC", "-o", setup.preload.path,
-                    bench.appendingPathComponent("valgrind/sigsuspend.c").path,
+                    root.appendingPathComponent("ops/valgrind/sigsuspend.c").path,
                 ]
             ),
         ]

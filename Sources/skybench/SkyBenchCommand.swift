@@ -140,9 +140,11 @@ struct SkyBenchCommand: AsyncParsableCommand {
             programs = try await BaselinePrograms.build(source: source, into: build)
         }
         if instructions {
-            let callgrind = try await Callgrind.prepare(bench: try baselineSourceDirectory().deletingLastPathComponent())
+            let root = try baselineSourceDirectory().deletingLastPathComponent().deletingLastPathComponent()
+            let callgrind = try await Callgrind.prepare(root: root)
             let count = InstructionCount(
-                baseline: programs, callgrind: callgrind, tasks: instructionTasks, payload: payload, inFlight: mostInFlight,
+                baseline: programs, callgrind: callgrind, tasks: instructionTasks, payload: payload,
+                inFlight: mostInFlight,
                 transport: transport)
             let rows = try await count.run()
             print(InstructionCount.table(rows, payload: payload, inFlight: mostInFlight))

@@ -208,6 +208,52 @@ extension IntegrationSuite {
             await broker.stop()
         }
 
+        /// A call made by a task that is already cancelled throws at once and never reaches the
+        /// broker: the caller's continuation is taken back before the call is posted to the I/O
+        /// thread, so the machine never starts it.
+        @Test(.timeLimit(.minutes(1)))  // before the fix the cancelled call hung
+        func aCallFromACancelledTaskThrowsAtOnceAndIsNeverSent() async throws {
+            let broker = try await FakeBroker.start()
+            let sky = try await SkyClient(broker: broker.endpoint)
+            let first = Task { try await sky.request(service: "svc", body: [1]) }
+            broker.echo(await broker.nextRequest())
+            #expect(try await first.value == [1])
+            let cancelled = Task {
+                withUnsafeCurrentTask { $0?.cancel() }
+                return try await sky.request(service: "svc", body: [2])
+            }
+            await #expect(throws: CancellationError.self) { try await cancelled.value }
+            // One more call: the I/O thread takes inputs in order, so once it is answered
+            // anything the cancelled call had posted would have been taken too.
+            let third = Task { try await sky.request(service: "svc", body: [3]) }
+            let request = await broker.nextRequest()
+            #expect(request.request?.body == [3], "the cancelled call's request never went out")
+            broker.echo(request)
+            #expect(try await third.value == [3])
+            let statistics = await sky.statistics
+            #expect(statistics.calls == 2 && statistics.attemptsSent == 2)
+            #expect(statistics.suspendedCallers == 0)
+            await sky.close()
+            await broker.stop()
+        }
+
+        /// `close()` ends every call in flight with `clientClosed` (from the I/O thread, as the
+        /// machine's last input), later calls too, and leaves no caller suspended.
+        @Test(.timeLimit(.minutes(1)))
+        func closingFailsTheCallsInFlightAndLaterOnesWithClientClosed() async throws {
+            let broker = try await FakeBroker.start()
+            let sky = try await SkyClient(broker: broker.endpoint)
+            let calls = (0..<3).map { index in Task { try await sky.request(service: "svc", body: [UInt8(index)]) } }
+            for _ in calls { _ = await broker.nextRequest() }
+            await sky.close()
+            for call in calls {
+                await ClientPromiseTests.expectError(.clientClosed) { _ = try await call.value }
+            }
+            await ClientPromiseTests.expectError(.clientClosed) { _ = try await sky.request(service: "svc", body: [9]) }
+            #expect(await sky.statistics.suspendedCallers == 0)
+            await broker.stop()
+        }
+
         @Test func lateAndDuplicateRepliesAreDiscardedAndCounted() async throws {
             let broker = try await FakeBroker.start()
             let sky = try await SkyClient(broker: broker.endpoint)

@@ -1,4 +1,5 @@
-/* Preloaded into Swift programs run under valgrind 3.19 (Debian 12) by `skybench --instructions`.
+/* Preloaded into Swift programs run under valgrind 3.19 (Debian 12): by `skybench --instructions`
+ * and `./ops/sky test --memcheck`.
  * libdispatch calls sigsuspend() with a signal mask that lives in read-only memory; valgrind's
  * wrapper of the system call writes to that mask and dies of SIGSEGV ("the 'impossible'
  * happened") before the program does anything. This sigsuspend passes a copy instead. */

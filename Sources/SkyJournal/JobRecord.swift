@@ -1,0 +1,60 @@
+/// A durable job as the journal keeps it: what was asked, and where it stands.
+public struct JobRecord: Sendable, Equatable {
+    /// Where a job stands. Queued and running jobs are unfinished: the broker queues them again
+    /// when it starts.
+    public enum State: Int64, Sendable, Equatable {
+        case queued = 0
+        case running = 1
+        case succeeded = 2
+        case failed = 3
+        case cancelled = 4
+
+        public var isFinished: Bool { self.rawValue >= State.succeeded.rawValue }
+    }
+
+    /// 16 bytes, unique (the broker makes them).
+    public var id: [UInt8]
+    public var service: String
+    public var body: [UInt8]
+    /// Higher first within a service.
+    public var priority: Int
+    /// Not started before this time (milliseconds since 1970); 0 for at once.
+    public var notBefore: Int64
+    /// A second submit with the same key returns this job instead of making another.
+    public var idempotencyKey: String?
+    public var state: State
+    /// Deliveries so far (a job running when the broker died is delivered again: at least once).
+    public var attempt: Int
+    /// The result (succeeded) or the error body (failed).
+    public var outcome: [UInt8]?
+    /// When the job and its outcome may be deleted (milliseconds since 1970).
+    public var expiresAt: Int64
+
+    public init(
+        id: [UInt8], service: String, body: [UInt8], priority: Int = 0, notBefore: Int64 = 0,
+        idempotencyKey: String? = nil, state: State = .queued, attempt: Int = 0, outcome: [UInt8]? = nil,
+        expiresAt: Int64
+    ) {
+        self.id = id
+        self.service = service
+        self.body = body
+        self.priority = priority
+        self.notBefore = notBefore
+        self.idempotencyKey = idempotencyKey
+        self.state = state
+        self.attempt = attempt
+        self.outcome = outcome
+        self.expiresAt = expiresAt
+    }
+}
+
+/// One change to the journal. A batch of them is written in one transaction.
+public enum JobChange: Sendable, Equatable {
+    /// A new job. If its idempotency key is already taken, nothing is written (the caller
+    /// looks the first job up with ``JobStore/job(idempotencyKey:)``).
+    case submitted(JobRecord)
+    /// A delivery of the job started (its attempt number).
+    case started(id: [UInt8], attempt: Int)
+    /// The job ended: succeeded, failed or cancelled, with its outcome, kept until `expiresAt`.
+    case finished(id: [UInt8], state: JobRecord.State, outcome: [UInt8]?, expiresAt: Int64)
+}

@@ -1,0 +1,21 @@
+/// Where the broker keeps durable jobs. The embedded default is ``SQLiteJobStore``; a shared
+/// server store (for a standby broker) can conform later without the broker changing.
+///
+/// A store is used by one thread (the journal's writer); it need not be `Sendable`.
+public protocol JobStore {
+    /// Writes `changes` in one transaction and makes them durable (fsync) before returning.
+    func apply(_ changes: [JobChange]) throws(JournalError)
+
+    /// Every queued or running job, oldest first: what the broker queues again when it starts.
+    func unfinished() throws(JournalError) -> [JobRecord]
+
+    func job(_ id: [UInt8]) throws(JournalError) -> JobRecord?
+
+    func job(idempotencyKey: String) throws(JournalError) -> JobRecord?
+
+    /// Deletes at most `limit` finished jobs that expired before `now`; returns how many.
+    func deleteExpired(before now: Int64, limit: Int) throws(JournalError) -> Int
+
+    /// The bytes the store takes on disk now.
+    func byteCount() throws(JournalError) -> Int
+}

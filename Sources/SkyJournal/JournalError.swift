@@ -1,0 +1,28 @@
+/// Why the journal could not do what was asked. Every case names the file and says what to do.
+public enum JournalError: Error, Equatable, CustomStringConvertible {
+    /// The file could not be opened or created (a missing directory, no permission).
+    case cannotOpen(path: String, reason: String)
+    /// The file is not a Sky journal or is damaged beyond what SQLite recovers by itself.
+    case corrupt(path: String, reason: String)
+    /// The disk (or the file system's quota) is full: nothing was written.
+    case full(path: String)
+    /// The journal refuses new jobs: it holds `limit` bytes already (`--journal-max-bytes`).
+    case overLimit(path: String, bytes: Int, limit: Int)
+    /// Any other failure of SQLite, with its words.
+    case failed(path: String, operation: String, reason: String)
+
+    public var description: String {
+        switch self {
+        case .cannotOpen(let path, let reason):
+            "cannot open the journal \(path): \(reason). Check that its directory exists and is writable (skybroker --state-dir)."
+        case .corrupt(let path, let reason):
+            "the journal \(path) is damaged or not a Sky journal (\(reason)). Move it aside to start with an empty one; the jobs it held are then lost."
+        case .full(let path):
+            "the disk holding the journal \(path) is full: new jobs are refused until space is freed."
+        case .overLimit(let path, let bytes, let limit):
+            "the journal \(path) holds \(bytes) bytes, at its limit of \(limit) (--journal-max-bytes): new jobs are refused until results expire."
+        case .failed(let path, let operation, let reason):
+            "the journal \(path) failed to \(operation): \(reason)."
+        }
+    }
+}

@@ -1,0 +1,169 @@
+import Foundation
+
+/// The journal's own thread, the one owner of its store: the broker's I/O thread never waits on
+/// a disk.
+///
+/// Writes from any thread are queued; the thread takes every write queued since its last
+/// commit and applies them in one transaction (group commit: one fsync for many jobs, so
+/// durable throughput grows with load instead of being one fsync per job), then reports each
+/// write's outcome on that thread. Reads queue behind the writes before them.
+public final class JournalWriter: @unchecked Sendable {  // every `var` is guarded by `condition`.
+    public typealias Completion = @Sendable (Result<Void, JournalError>) -> Void
+
+    private enum Work {
+        case write([JobChange], Completion)
+        case read(@Sendable (any JobStore) -> Void)
+    }
+
+    private let condition = NSCondition()
+    private var queue: [Work] = []
+    private var stopping = false
+    private var stopped = false
+    private var stopWaiters: [CheckedContinuation<Void, Never>] = []
+    private var commitCount = 0
+    /// Changes in one transaction at most, so that one huge backlog is not one huge transaction.
+    private let maxBatch: Int
+
+    private init(maxBatch: Int) {
+        self.maxBatch = maxBatch
+    }
+
+    /// Starts the thread and opens the store on it.
+    /// - Throws: the store's error if it cannot be opened (the thread has ended then).
+    public static func start(
+        name: String = "sky-journal", maxBatch: Int = 4096,
+        open: @escaping @Sendable () throws(JournalError) -> any JobStore
+    ) async throws(JournalError) -> JournalWriter {
+        let writer = JournalWriter(maxBatch: max(1, maxBatch))
+        let opened: Result<Void, JournalError> = await withCheckedContinuation { ready in
+            let thread = Thread {
+                switch Result(catching: { () throws(JournalError) in try open() }) {
+                case .success(let store):
+                    ready.resume(returning: .success(()))
+                    writer.run(store)
+                case .failure(let error):
+                    ready.resume(returning: .failure(error))
+                }
+            }
+            thread.name = name
+            thread.start()
+        }
+        try opened.get()
+        return writer
+    }
+
+    /// Queues `changes`; `done` runs on the journal's thread once they are durable (or failed).
+    /// After ``stop()`` it fails at once with the reason.
+    public func write(_ changes: [JobChange], done: @escaping Completion) {
+        condition.lock()
+        if stopping {
+            condition.unlock()
+            done(.failure(.failed(path: "", operation: "write", reason: "the journal is stopping")))
+            return
+        }
+        queue.append(.write(changes, done))
+        condition.signal()
+        condition.unlock()
+    }
+
+    /// Writes `changes` and returns once they are durable.
+    public func write(_ changes: [JobChange]) async throws(JournalError) {
+        let result: Result<Void, JournalError> = await withCheckedContinuation { done in
+            write(changes) { done.resume(returning: $0) }
+        }
+        try result.get()
+    }
+
+    /// Runs `body` on the journal's thread, after the writes queued before it.
+    public func read<T: Sendable>(
+        _ body: @escaping @Sendable (any JobStore) throws(JournalError) -> T
+    ) async throws(JournalError) -> T {
+        let result: Result<T, JournalError> = await withCheckedContinuation { done in
+            condition.lock()
+            guard !stopping else {
+                condition.unlock()
+                done.resume(
+                    returning: .failure(.failed(path: "", operation: "read", reason: "the journal is stopping")))
+                return
+            }
+            queue.append(
+                .read { store in done.resume(returning: Result { () throws(JournalError) in try body(store) }) })
+            condition.signal()
+            condition.unlock()
+        }
+        return try result.get()
+    }
+
+    /// Transactions committed so far (for tests and statistics).
+    public var commits: Int {
+        condition.lock()
+        defer { condition.unlock() }
+        return commitCount
+    }
+
+    /// Writes what is queued, then ends the thread (closing the store). Returns once it ended.
+    public func stop() async {
+        await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
+            condition.lock()
+            stopping = true
+            if stopped {
+                condition.unlock()
+                done.resume()
+                return
+            }
+            stopWaiters.append(done)
+            condition.signal()
+            condition.unlock()
+        }
+    }
+
+    private func run(_ store: any JobStore) {
+        while true {
+            condition.lock()
+            while queue.isEmpty && !stopping { condition.wait() }
+            if queue.isEmpty {
+                stopped = true
+                let waiters = stopWaiters
+                stopWaiters.removeAll()
+                condition.unlock()
+                for waiter in waiters { waiter.resume() }
+                return
+            }
+            let work = queue
+            queue.removeAll(keepingCapacity: true)
+            condition.unlock()
+            perform(work, on: store)
+        }
+    }
+
+    /// Applies consecutive writes as one transaction (up to `maxBatch` changes); reads run in
+    /// their place in the queue.
+    private func perform(_ work: [Work], on store: any JobStore) {
+        var changes: [JobChange] = []
+        var waiting: [Completion] = []
+        func commit() {
+            guard !waiting.isEmpty else { return }
+            let outcome = Result { () throws(JournalError) in try store.apply(changes) }
+            if case .success = outcome {
+                condition.lock()
+                commitCount += 1
+                condition.unlock()
+            }
+            for done in waiting { done(outcome) }
+            changes.removeAll(keepingCapacity: true)
+            waiting.removeAll(keepingCapacity: true)
+        }
+        for item in work {
+            switch item {
+            case .write(let batch, let done):
+                if !waiting.isEmpty && changes.count + batch.count > maxBatch { commit() }
+                changes += batch
+                waiting.append(done)
+            case .read(let body):
+                commit()
+                body(store)
+            }
+        }
+        commit()
+    }
+}

@@ -1,0 +1,173 @@
+import Foundation
+
+/// The embedded job store: one SQLite file in WAL mode, written with `synchronous=FULL`, so a
+/// transaction is on disk (fsync'd) when ``apply(_:)`` returns.
+///
+/// Why SQLite from the system (Debian's `libsqlite3-dev`) through a thin wrapper
+/// (``SQLiteDatabase``): it is the most tested embedded store there is, on every Linux machine
+/// already; the Swift bindings in the local mirror are either tied to SwiftNIO's event loops
+/// (sqlite-nio: a second threading model beside the I/O thread) or larger than the dozen calls
+/// the journal needs (GRDB). As with libzmq, one module owns the C API.
+///
+/// On open it checks the file: a file that is not SQLite, a SQLite database of something else,
+/// or one whose pages fail `PRAGMA quick_check` is refused with ``JournalError/corrupt(path:reason:)``.
+/// A torn last write (a crash in the middle of a commit) is not damage: SQLite's WAL frames carry
+/// checksums and the incomplete transaction is dropped on open; every committed one is kept.
+public final class SQLiteJobStore: JobStore {
+    /// The file's format, in its `sky_meta` table.
+    static let format = "sky-journal-1"
+
+    public let path: String
+    private let database: SQLiteDatabase
+    private let insert: SQLiteDatabase.Statement
+    private let start: SQLiteDatabase.Statement
+    private let finish: SQLiteDatabase.Statement
+    private let byID: SQLiteDatabase.Statement
+    private let byKey: SQLiteDatabase.Statement
+    private let open: SQLiteDatabase.Statement
+    private let expire: SQLiteDatabase.Statement
+
+    private static let columns =
+        "id, service, body, priority, not_before, idempotency_key, state, attempt, outcome, expires_at"
+
+    /// Opens the journal at `path`, creating it if there is none.
+    public init(path: String) throws(JournalError) {
+        self.path = path
+        database = try SQLiteDatabase(path: path)
+        try Self.check(database)
+        try database.execute(
+            """
+            PRAGMA journal_mode = WAL;
+            PRAGMA synchronous = FULL;
+            CREATE TABLE IF NOT EXISTS sky_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+            INSERT OR IGNORE INTO sky_meta VALUES ('format', '\(Self.format)');
+            CREATE TABLE IF NOT EXISTS jobs (
+                seq INTEGER PRIMARY KEY,
+                id BLOB NOT NULL UNIQUE,
+                service TEXT NOT NULL,
+                body BLOB NOT NULL,
+                priority INTEGER NOT NULL,
+                not_before INTEGER NOT NULL,
+                idempotency_key TEXT UNIQUE,
+                state INTEGER NOT NULL,
+                attempt INTEGER NOT NULL,
+                outcome BLOB,
+                expires_at INTEGER NOT NULL
+            );
+            CREATE INDEX IF NOT EXISTS jobs_unfinished ON jobs (seq) WHERE state < 2;
+            CREATE INDEX IF NOT EXISTS jobs_expiry ON jobs (expires_at) WHERE state >= 2;
+            """)
+        insert = try database.prepare(
+            "INSERT INTO jobs (\(Self.columns)) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10) ON CONFLICT DO NOTHING"
+        )
+        // An outcome is recorded once: a job that already ended keeps its first.
+        start = try database.prepare("UPDATE jobs SET state = 1, attempt = ?2 WHERE id = ?1 AND state < 2")
+        finish = try database.prepare(
+            "UPDATE jobs SET state = ?2, outcome = ?3, expires_at = ?4 WHERE id = ?1 AND state < 2")
+        byID = try database.prepare("SELECT \(Self.columns) FROM jobs WHERE id = ?1")
+        byKey = try database.prepare("SELECT \(Self.columns) FROM jobs WHERE idempotency_key = ?1")
+        open = try database.prepare("SELECT \(Self.columns) FROM jobs WHERE state < 2 ORDER BY seq")
+        expire = try database.prepare(
+            "DELETE FROM jobs WHERE seq IN (SELECT seq FROM jobs WHERE state >= 2 AND expires_at < ?1 LIMIT ?2)")
+    }
+
+    /// Refuses a file that is not a Sky journal or is damaged.
+    private static func check(_ database: SQLiteDatabase) throws(JournalError) {
+        var tables: [String] = []
+        try database.prepare("SELECT name FROM sqlite_master WHERE type = 'table'").run([]) { row in
+            if let name = row.text(0) { tables.append(name) }
+        }
+        if !tables.isEmpty {
+            guard tables.contains("sky_meta") else {
+                throw .corrupt(
+                    path: database.path,
+                    reason: "a SQLite database of something else (tables: \(tables.prefix(5).joined(separator: ", ")))")
+            }
+            var format: String?
+            try database.prepare("SELECT value FROM sky_meta WHERE key = 'format'").run([]) { format = $0.text(0) }
+            guard format == Self.format else {
+                throw .corrupt(
+                    path: database.path, reason: "format \(format ?? "none"), this broker reads \(Self.format)")
+            }
+        }
+        var problems: [String] = []
+        try database.prepare("PRAGMA quick_check").run([]) { row in
+            if let line = row.text(0), line != "ok" { problems.append(line) }
+        }
+        guard problems.isEmpty else {
+            throw .corrupt(path: database.path, reason: problems.prefix(3).joined(separator: "; "))
+        }
+    }
+
+    public func apply(_ changes: [JobChange]) throws(JournalError) {
+        guard !changes.isEmpty else { return }
+        try database.execute("BEGIN IMMEDIATE")
+        do {
+            for change in changes {
+                switch change {
+                case .submitted(let job):
+                    try insert.run([
+                        .blob(job.id), .text(job.service), .blob(job.body), .integer(Int64(job.priority)),
+                        .integer(job.notBefore), job.idempotencyKey.map { .text($0) } ?? .null,
+                        .integer(job.state.rawValue), .integer(Int64(job.attempt)),
+                        job.outcome.map { .blob($0) } ?? .null, .integer(job.expiresAt),
+                    ])
+                case .started(let id, let attempt):
+                    try start.run([.blob(id), .integer(Int64(attempt))])
+                case .finished(let id, let state, let outcome, let expiresAt):
+                    try finish.run([
+                        .blob(id), .integer(state.rawValue), outcome.map { .blob($0) } ?? .null, .integer(expiresAt),
+                    ])
+                }
+            }
+            try database.execute("COMMIT")
+        } catch {
+            try? database.execute("ROLLBACK")
+            throw error
+        }
+    }
+
+    public func unfinished() throws(JournalError) -> [JobRecord] {
+        var jobs: [JobRecord] = []
+        try open.run([]) { row throws(JournalError) in jobs.append(try record(row)) }
+        return jobs
+    }
+
+    public func job(_ id: [UInt8]) throws(JournalError) -> JobRecord? {
+        var job: JobRecord?
+        try byID.run([.blob(id)]) { row throws(JournalError) in job = try record(row) }
+        return job
+    }
+
+    public func job(idempotencyKey: String) throws(JournalError) -> JobRecord? {
+        var job: JobRecord?
+        try byKey.run([.text(idempotencyKey)]) { row throws(JournalError) in job = try record(row) }
+        return job
+    }
+
+    public func deleteExpired(before now: Int64, limit: Int) throws(JournalError) -> Int {
+        try expire.run([.integer(now), .integer(Int64(limit))])
+        return database.changes
+    }
+
+    public func byteCount() throws(JournalError) -> Int {
+        var pages = 0
+        try database.prepare("SELECT page_count * page_size FROM pragma_page_count(), pragma_page_size()").run([]) {
+            pages = Int($0.integer(0))
+        }
+        let wal = (try? FileManager.default.attributesOfItem(atPath: path + "-wal"))?[.size] as? Int ?? 0
+        return pages + wal
+    }
+
+    private func record(_ row: SQLiteDatabase.Row) throws(JournalError) -> JobRecord {
+        guard let id = row.blob(0), let service = row.text(1), let body = row.blob(2),
+            let state = JobRecord.State(rawValue: row.integer(6))
+        else {
+            throw .corrupt(path: path, reason: "a job row with a missing id, service, body or state")
+        }
+        return JobRecord(
+            id: id, service: service, body: body, priority: Int(row.integer(3)), notBefore: row.integer(4),
+            idempotencyKey: row.text(5), state: state, attempt: Int(row.integer(7)), outcome: row.blob(8),
+            expiresAt: row.integer(9))
+    }
+}
