@@ -72,7 +72,12 @@ extension IntegrationSuite {
                 for pid in Self.pids(in: state) { kill(pid, SIGKILL) }
                 try? FileManager.default.removeItem(at: state)
             }
+            // SKY_STATE_DIR may name a folder that holds more than ops/sky's files: up keeps them.
+            try FileManager.default.createDirectory(at: state, withIntermediateDirectories: true)
+            let mine = state.appendingPathComponent("notes.txt")
+            try Data("the user's".utf8).write(to: mine)
             let up = try await Self.ops(["up", "--workers", "2", "--capacity", "2"], state: state, portBase: base)
+            #expect(FileManager.default.fileExists(atPath: mine.path), "up removed a file it did not write")
             #expect(up.status == 0, "\(up.output)")
             #expect(up.output.contains("Cluster up: skybroker ready clients=tcp://127.0.0.1:\(base)"))
             let pids = Self.pids(in: state)
@@ -92,6 +97,34 @@ extension IntegrationSuite {
             for pid in pids { #expect(kill(pid, 0) != 0, "process \(pid) still runs after down") }
             let after = try await Self.ops(["status"], state: state, portBase: base)
             #expect(after.output.contains("No cluster is up."))
+        }
+
+        /// `up --worker-binary` runs the user's own worker (here the example worker) in place of
+        /// skyworker, and `down` stops it too; a path that is not an executable is refused.
+        @Test func upRunsTheUsersOwnWorkerAndDownStopsIt() async throws {
+            let state = FileManager.default.temporaryDirectory.appendingPathComponent("sky-ops-\(UUID().uuidString)")
+            let base = try await Self.freePortTriple()
+            defer {
+                for pid in Self.pids(in: state) { kill(pid, SIGKILL) }
+                try? FileManager.default.removeItem(at: state)
+            }
+            let missing = try await Self.ops(
+                ["up", "--worker-binary", "/nonexistent/worker"], state: state, portBase: base)
+            #expect(missing.status != 0 && missing.output.contains("is not an executable file"), "\(missing.output)")
+
+            let example = SkyProcess.binaries.appendingPathComponent("sky-example-worker").path
+            let up = try await Self.ops(
+                ["up", "--workers", "2", "--worker-binary", example], state: state, portBase: base)
+            #expect(up.status == 0, "\(up.output)")
+            #expect(up.output.contains("2 × \(example)"), "\(up.output)")
+            let pids = Self.pids(in: state)
+            #expect(pids.count == 4, "broker, watcher and two example workers")
+            let status = try await Self.ops(["status"], state: state, portBase: base)
+            #expect(status.output.contains("2 worker(s)"), "\(status.output)")
+
+            let down = try await Self.ops(["down"], state: state, portBase: base)
+            #expect(down.status == 0)
+            for pid in pids { #expect(kill(pid, 0) != 0, "process \(pid) still runs after down") }
         }
     }
 }
