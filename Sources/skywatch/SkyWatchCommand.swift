@@ -65,6 +65,10 @@ struct SkyWatchCommand: AsyncParsableCommand {
                 for await _ in signals { return 0 }
                 return 0
             }
+            group.addTask {
+                while (try? await Task.sleep(for: .seconds(1))) != nil { await display.checkBroker() }
+                return 0
+            }
             if waitWorkers != nil {
                 let limit = timeout
                 group.addTask {

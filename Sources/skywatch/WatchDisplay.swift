@@ -19,6 +19,15 @@ actor WatchDisplay {
     private var lastDraw = ContinuousClock.now - .seconds(1)
     private var redrawPending = false
     private var lastNotice = ""
+    /// When the last snapshot or event came, by this process's clocks.
+    private var lastHeard: (at: ContinuousClock.Instant, wall: Date)?
+    /// The broker's stats period as seen between its last two `broker.stats` events.
+    private var statsPeriod = Duration.seconds(1)
+    private var lastStats: ContinuousClock.Instant?
+    /// Set while the broker has been silent for three stats periods: since when.
+    private(set) var unreachableSince: Date?
+    /// The last few departures, newest last, for the table (workers otherwise just vanish).
+    private(set) var departures: [String] = []
 
     init(style: Style, broker: String) {
         self.style = style
@@ -27,6 +36,7 @@ actor WatchDisplay {
 
     func show(_ change: ClusterEvent) {
         view.apply(change)
+        heard(change)
         switch style {
         case .json:
             switch change {
@@ -69,6 +79,49 @@ actor WatchDisplay {
         redraw()
     }
 
+    private func heard(_ change: ClusterEvent) {
+        let now = ContinuousClock.now
+        lastHeard = (now, Date())
+        if unreachableSince != nil {
+            unreachableSince = nil
+            problem("the broker at \(broker) is reachable again")
+        }
+        guard case .event(let event) = change else { return }
+        switch event.event {
+        case .brokerStats:
+            if let previous = lastStats { statsPeriod = now - previous }
+            lastStats = now
+        case .workerDisconnected:
+            guard let worker = event.worker else { return }
+            var line = "\(event.time) \(worker.name) left: \(event.reason?.rawValue ?? "unknown reason")"
+            if let held = event.tasksHeld, held > 0 { line += ", \(held) task(s) sent elsewhere" }
+            departures.append(line)
+            if departures.count > 5 { departures.removeFirst() }
+        default:
+            break
+        }
+    }
+
+    /// Called every second: a broker silent for three of its stats periods (at least 3 s) is
+    /// reported unreachable, instead of a table that only looks stale.
+    func checkBroker() {
+        guard let lastHeard, unreachableSince == nil else { return }
+        let silence = ContinuousClock.now - lastHeard.at
+        guard silence > max(.seconds(3), statsPeriod * 3) else { return }
+        unreachableSince = lastHeard.wall
+        let since = Self.time(lastHeard.wall)
+        switch style {
+        case .table: redraw()
+        case .lines, .json: problem("broker unreachable since \(since): no event from \(broker) for \(silence)")
+        }
+    }
+
+    static func time(_ date: Date) -> String {
+        let formatter = ISO8601DateFormatter()
+        formatter.formatOptions = [.withInternetDateTime]
+        return formatter.string(from: date)
+    }
+
     /// No snapshot yet after a while: the broker is probably down.
     func brokerSilent() {
         problem("no answer from the broker at \(broker) yet; still trying")
@@ -96,7 +149,8 @@ actor WatchDisplay {
     private func redraw() {
         lastDraw = ContinuousClock.now
         var text = "\u{1B}[H\u{1B}[2J"
-        text += WorkerTable.render(view, broker: broker)
+        text += WorkerTable.render(
+            view, broker: broker, unreachableSince: unreachableSince.map(Self.time), departures: departures)
         FileHandle.standardOutput.write(Data(text.utf8))
     }
 }

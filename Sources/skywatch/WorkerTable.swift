@@ -3,8 +3,19 @@ import Sky
 
 /// The live table: a header with the broker's totals, then one row per worker.
 enum WorkerTable {
-    static func render(_ view: ClusterView, broker: String) -> String {
-        var lines = [
+    /// - Parameters:
+    ///   - unreachableSince: when the broker was last heard, if it has gone silent: a banner
+    ///     says the figures below are as they were then.
+    ///   - departures: recent departures, one line each, shown under the workers.
+    static func render(
+        _ view: ClusterView, broker: String, unreachableSince: String? = nil, departures: [String] = []
+    ) -> String {
+        var lines: [String] = []
+        if let unreachableSince {
+            lines.append(
+                "!! BROKER UNREACHABLE since \(unreachableSince): nothing heard since; the figures below are from then")
+        }
+        lines += [
             "Sky cluster at \(broker)   (event #\(view.seq))",
             String(
                 format: "workers %d   queued %d   in flight %d   completed %llu   %.1f tasks/s",
@@ -22,6 +33,9 @@ enum WorkerTable {
                 ]))
         }
         if view.workers.isEmpty { lines.append("(no workers connected)") }
+        if !departures.isEmpty {
+            lines += ["", "RECENT DEPARTURES"] + departures
+        }
         return lines.joined(separator: "\n") + "\n"
     }
 

@@ -71,6 +71,32 @@ extension IntegrationSuite {
             #expect(try await watch.waitForExit() == 0, "\(watch.outputLines.suffix(5))")
         }
 
+        /// On a terminal, a departed worker stays listed under RECENT DEPARTURES with its reason,
+        /// and a broker that goes silent gets a banner instead of a table that only looks stale;
+        /// without a terminal the same silence is one line on stderr.
+        @Test func skywatchListsDeparturesAndSaysWhenTheBrokerIsGone() async throws {
+            let cluster = try await TestCluster.start(extraArguments: TestCluster.fastHeartbeats)
+            defer { cluster.killAll() }
+            let worker = try await cluster.startWorker(name: "leaving-worker", capacity: 1)
+            let arguments = ["--broker", cluster.clients, "--events", cluster.events]
+            let table = try cluster.track(SkyProcess.onTerminal("skywatch", arguments, name: "skywatch-banner"))
+            let lines = try cluster.track(SkyProcess("skywatch", arguments, name: "skywatch-silence"))
+            try await table.waitUntil(timeout: .seconds(20)) { $0.contains { $0.contains("leaving-worker") } }
+            try await lines.waitForLine { $0.contains("leaving-worker") }
+            worker.signal(SIGKILL)
+            let departed = try await table.waitForLine(timeout: .seconds(20)) { $0.contains("leaving-worker left: ") }
+            #expect(departed.contains("left: expired") || departed.contains("left: unreachable"), "\(departed)")
+            cluster.broker.signal(SIGKILL)
+            let banner = try await table.waitForLine(timeout: .seconds(20)) { $0.contains("BROKER UNREACHABLE since") }
+            #expect(banner.contains("the figures below are from then"), "\(banner)")
+            let silence = try await lines.waitForLine(onStandardError: true, timeout: .seconds(20)) {
+                $0.contains("broker unreachable since")
+            }
+            #expect(silence.contains(cluster.clients), "\(silence)")
+            lines.signal(SIGTERM)
+            #expect(try await lines.waitForExit() == 0)
+        }
+
         /// Without a terminal and without --json, skywatch prints one line per event: time,
         /// number, kind, then the worker, the reason and what it held.
         @Test func skywatchPrintsOneLinePerEventWithoutATerminal() async throws {
