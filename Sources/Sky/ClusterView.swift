@@ -12,7 +12,10 @@ public struct ClusterView: Sendable, Equatable {
     public private(set) var draining: Set<String> = []
     public private(set) var queued = 0
     public private(set) var inFlight = 0
+    /// Tasks workers finished, failures included (not the broker's own answers).
     public private(set) var completed: UInt64 = 0
+    /// Of ``completed``, those that were not a success (0 from brokers that do not say).
+    public private(set) var failed: UInt64 = 0
     public private(set) var tasksPerSecond = 0.0
     /// The number of the last event applied (or of the snapshot).
     public private(set) var seq: UInt64 = 0
@@ -33,7 +36,8 @@ public struct ClusterView: Sendable, Equatable {
             draining = draining.intersection(workers.keys)
             queued = snapshot.totalQueued
             inFlight = snapshot.inFlight
-            completed = snapshot.counters.repliesSent
+            completed = snapshot.tasksCompleted ?? snapshot.counters.repliesSent
+            failed = snapshot.tasksFailed ?? 0
             seq = snapshot.seq
             snapshots += 1
         case .event(let event):
@@ -60,6 +64,7 @@ public struct ClusterView: Sendable, Equatable {
                 queued = stats.queued
                 inFlight = stats.inFlight
                 completed = stats.completed
+                failed = stats.failed ?? failed
                 tasksPerSecond = stats.completedPerSecond
             }
             for load in event.workers ?? [] where workers[load.id] != nil {

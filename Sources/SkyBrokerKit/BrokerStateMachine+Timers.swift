@@ -123,13 +123,14 @@ extension BrokerStateMachine {
     }
 
     private mutating func publishStats(over period: Duration, now: Instant, into actions: inout [BrokerAction]) {
-        let completed = counters.repliesSent
+        let completed = tasksCompleted
         let seconds = period.inSeconds
         let stats = BrokerStats(
             workers: workers.count, capacity: workers.values.reduce(0) { $0 + $1.capacity }, queued: queuedCount,
             inFlight: inFlightCount, completed: completed,
             completedPerSecond: seconds > 0 ? Double(completed - completedAtLastStats) / seconds : 0,
-            queuedBytes: queuedBytes, longestIterationMilliseconds: longestIteration.inSeconds * 1000)
+            queuedBytes: queuedBytes, longestIterationMilliseconds: longestIteration.inSeconds * 1000,
+            failed: tasksFailed)
         completedAtLastStats = completed
         longestIteration = .zero
         publish(

@@ -210,6 +210,11 @@ extension BrokerStateMachine {
         }
         workers[peer]?.inFlight[tag] = nil
         workers[peer]?.completed += 1
+        tasksCompleted += 1
+        if answer.status != .ok {
+            workers[peer]?.failed += 1
+            tasksFailed += 1
+        }
         let key = held.task.key
         if held.answered {
             // The client cancelled this delivery (and may have retried elsewhere): the reply

@@ -179,6 +179,8 @@ public struct BrokerStateMachine: Sendable {
         var key: String?
         /// Replies it sent for tasks it held.
         var completed: UInt64 = 0
+        /// Of those, replies that were not a success.
+        var failed: UInt64 = 0
         /// When any message from it last arrived; it expires `expiry` later.
         var lastHeard: Instant
 
@@ -193,6 +195,7 @@ public struct BrokerStateMachine: Sendable {
             var info = info
             info.inFlight = inFlight.count
             info.completed = completed
+            info.failed = failed
             info.lastHeardMilliseconds = Int((now - lastHeard).wholeMilliseconds)
             return info
         }
@@ -271,6 +274,10 @@ public struct BrokerStateMachine: Sendable {
     var nextHeartbeat: Instant?
     var nextStats: Instant?
     var completedAtLastStats: UInt64 = 0
+    /// Replies workers sent for tasks they held, and those of them that were not a success:
+    /// the work done, which `counters.repliesSent` mixes with the broker's own answers.
+    var tasksCompleted: UInt64 = 0
+    var tasksFailed: UInt64 = 0
     /// When the next `broker.hello` may go out, and whether a subscription waits for one.
     var nextHelloAllowed: Instant?
     var helloPending = false
@@ -313,7 +320,7 @@ public struct BrokerStateMachine: Sendable {
         return ClusterSnapshot(
             seq: lastEventSeq, workers: list, queued: queuedPerService(),
             inFlight: inFlightCount, counters: counters, memory: configuration.memoryProbe?(),
-            broker: configuration.instance)
+            broker: configuration.instance, tasksCompleted: tasksCompleted, tasksFailed: tasksFailed)
     }
 
     /// Every worker with its load, in a stable order.

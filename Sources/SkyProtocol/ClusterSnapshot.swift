@@ -86,11 +86,18 @@ public struct ClusterSnapshot: Codable, Sendable, Equatable {
     public var memory: ProcessMemory?
     /// Names this run of the broker (random, chosen at start): event numbers count per run.
     public var broker: String?
+    /// Tasks workers finished since the broker started, failures included (absent from older
+    /// brokers; ``BrokerCounters/repliesSent`` also counts the broker's own answers).
+    public var tasksCompleted: UInt64?
+    /// Of those, the replies that were not a success.
+    public var tasksFailed: UInt64?
 
     public init(
         seq: UInt64, workers: [WorkerInfo], queued: [String: Int], inFlight: Int, counters: BrokerCounters,
-        memory: ProcessMemory? = nil, broker: String? = nil
+        memory: ProcessMemory? = nil, broker: String? = nil, tasksCompleted: UInt64? = nil, tasksFailed: UInt64? = nil
     ) {
+        self.tasksCompleted = tasksCompleted
+        self.tasksFailed = tasksFailed
         self.broker = broker
         self.seq = seq
         self.workers = workers

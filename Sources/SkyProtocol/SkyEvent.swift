@@ -52,6 +52,9 @@ public struct WorkerInfo: Codable, Sendable, Equatable {
     public var host: String?
     /// Replies the worker sent for tasks it held, since it registered (in snapshots and stats).
     public var completed: UInt64?
+    /// Of those, replies that were not a success: the handler threw, the task was cancelled,
+    /// and so on (in snapshots and stats; absent from brokers before it was added).
+    public var failed: UInt64?
     /// Milliseconds since the broker last heard from the worker (in snapshots and stats).
     public var lastHeardMilliseconds: Int?
 
@@ -110,10 +113,13 @@ public struct BrokerStats: Codable, Sendable, Equatable {
     public var capacity: Int
     public var queued: Int
     public var inFlight: Int
-    /// Replies forwarded since the broker started.
+    /// Tasks workers finished (replied to) since the broker started, failures included; not
+    /// the broker's own answers (`mmi.*`, refusals, expiries).
     public var completed: UInt64
-    /// Replies forwarded in the last stats period, per second.
+    /// Tasks workers finished in the last stats period, per second.
     public var completedPerSecond: Double
+    /// Of ``completed``, the replies that were not a success (absent from older brokers).
+    public var failed: UInt64?
     /// Bytes of request bodies waiting in the queue.
     public var queuedBytes: Int?
     /// The broker's longest event-loop iteration in the last stats period, in milliseconds:
@@ -123,8 +129,9 @@ public struct BrokerStats: Codable, Sendable, Equatable {
 
     public init(
         workers: Int, capacity: Int, queued: Int, inFlight: Int, completed: UInt64, completedPerSecond: Double,
-        queuedBytes: Int? = nil, longestIterationMilliseconds: Double? = nil
+        queuedBytes: Int? = nil, longestIterationMilliseconds: Double? = nil, failed: UInt64? = nil
     ) {
+        self.failed = failed
         self.queuedBytes = queuedBytes
         self.longestIterationMilliseconds = longestIterationMilliseconds
         self.workers = workers

@@ -24,7 +24,8 @@ enum EventFormatter {
         if let stats = event.stats {
             text +=
                 " workers=\(stats.workers) capacity=\(stats.capacity) queued=\(stats.queued) in-flight=\(stats.inFlight)"
-                + " completed=\(stats.completed) rate=\(String(format: "%.1f", stats.completedPerSecond))/s"
+                + " completed=\(stats.completed) failed=\(stats.failed ?? 0)"
+                + " rate=\(String(format: "%.1f", stats.completedPerSecond))/s"
         }
         return text
     }

@@ -18,10 +18,10 @@ enum WorkerTable {
         lines += [
             "Sky cluster at \(broker)   (event #\(view.seq))",
             String(
-                format: "workers %d   queued %d   in flight %d   completed %llu   %.1f tasks/s",
-                view.workers.count, view.queued, view.inFlight, view.completed, view.tasksPerSecond),
+                format: "workers %d   queued %d   in flight %d   completed %llu   failed %llu   %.1f tasks/s",
+                view.workers.count, view.queued, view.inFlight, view.completed, view.failed, view.tasksPerSecond),
             "",
-            pad(["WORKER", "HOST", "CAPACITY", "RUNNING", "COMPLETED", "LAST HEARD", "SERVICES"]),
+            pad(["WORKER", "HOST", "CAPACITY", "RUNNING", "COMPLETED", "FAILED", "LAST HEARD", "SERVICES"]),
         ]
         for worker in view.sortedWorkers {
             let heard = worker.lastHeardMilliseconds.map { String(format: "%.1f s ago", Double($0) / 1000) } ?? "-"
@@ -29,7 +29,7 @@ enum WorkerTable {
             lines.append(
                 pad([
                     name, worker.host ?? "-", "\(worker.capacity)", "\(worker.inFlight ?? 0)",
-                    "\(worker.completed ?? 0)", heard, worker.services.joined(separator: ","),
+                    "\(worker.completed ?? 0)", "\(worker.failed ?? 0)", heard, worker.services.joined(separator: ","),
                 ]))
         }
         if view.workers.isEmpty { lines.append("(no workers connected)") }
@@ -39,7 +39,7 @@ enum WorkerTable {
         return lines.joined(separator: "\n") + "\n"
     }
 
-    private static let widths = [24, 16, 9, 8, 10, 12, 0]
+    private static let widths = [24, 16, 9, 8, 10, 8, 12, 0]
 
     private static func pad(_ cells: [String]) -> String {
         zip(cells, widths).map { cell, width in

@@ -432,6 +432,31 @@ struct BrokerInputTests {
         #expect(broker.machine.snapshot(now: broker.now).broker == broker.machine.configuration.instance)
     }
 
+    /// Completed work is what workers replied, per worker and in all, with the failures
+    /// apart; the broker's own answers (a watcher's `mmi.workers`) are not work.
+    @Test func completedCountsWorkersRepliesAndFailedTheUnsuccessfulOnes() {
+        var broker = BrokerHarness()
+        var actions: [BrokerAction] = []
+        broker.machine.workerMessage(
+            from: worker,
+            frames: WorkerToBroker.ready(WorkerAnnouncement(name: "w", capacity: 4, services: ["sky.scan"])).encode(),
+            now: broker.now, into: &actions)
+        for low in 1...3 { _ = broker.request(client, RequestID(high: 0, low: UInt64(low))) }
+        _ = broker.reply(worker, client: client, RequestID(high: 0, low: 1))
+        _ = broker.reply(worker, client: client, RequestID(high: 0, low: 2), status: .handlerError)
+        _ = broker.reply(worker, client: client, RequestID(high: 0, low: 3), status: .cancelled)
+        _ = broker.request(client, RequestID(high: 0, low: 9), service: BrokerService.workers)
+        let snapshot = broker.machine.snapshot(now: broker.now)
+        #expect(snapshot.tasksCompleted == 3 && snapshot.tasksFailed == 2)
+        #expect(snapshot.counters.repliesSent == 4, "the mmi answer is a reply, not work")
+        #expect(snapshot.workers.first?.completed == 3 && snapshot.workers.first?.failed == 2)
+        _ = broker.advance(.zero)  // the first tick sets the stats clock
+        let stats = broker.advance(.seconds(1)).compactMap { action -> BrokerStats? in
+            if case .publish(let event) = action { event.stats } else { nil }
+        }
+        #expect(stats.first?.completed == 3 && stats.first?.failed == 2, "\(stats)")
+    }
+
     @Test func unknownBrokerServicesAnswer501() {
         var broker = BrokerHarness()
         let actions = broker.request(client, RequestID(high: 0, low: 1), service: "mmi.nope")

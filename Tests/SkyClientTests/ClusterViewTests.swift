@@ -25,7 +25,7 @@ struct ClusterViewTests {
         loaded.completed = 17
         loaded.lastHeardMilliseconds = 120
         let stats = BrokerStats(
-            workers: 2, capacity: 8, queued: 0, inFlight: 4, completed: 40, completedPerSecond: 12.5)
+            workers: 2, capacity: 8, queued: 0, inFlight: 4, completed: 40, completedPerSecond: 12.5, failed: 3)
         view.apply(
             .event(
                 SkyEvent(
@@ -33,7 +33,7 @@ struct ClusterViewTests {
             ))
         #expect(view.workers["bb"] == loaded)
         #expect(view.workers["zz"] == nil, "stats never add a worker that did not connect")
-        #expect(view.tasksPerSecond == 12.5 && view.completed == 40 && view.queued == 0)
+        #expect(view.tasksPerSecond == 12.5 && view.completed == 40 && view.failed == 3 && view.queued == 0)
         view.apply(.event(SkyEvent(seq: 13, event: .workerDraining, time: "", worker: a)))
         #expect(view.draining == ["aa"])
         view.apply(.event(SkyEvent(seq: 14, event: .workerDisconnected, time: "", worker: a, reason: .graceful)))
