@@ -257,6 +257,11 @@ struct Callgrind: Sendable {
     /// For the Swift programs run under valgrind.
     var environment: [String: String] { ["LD_PRELOAD": preload.path] }
 
+    /// Deletes the copies.
+    func remove() {
+        try? FileManager.default.removeItem(at: preload.deletingLastPathComponent())
+    }
+
     private static func executable(_ name: String) -> URL? {
         let path = (ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin").split(separator: ":")
         return path.map { URL(fileURLWithPath: "\($0)/\(name)") }.first {

@@ -146,7 +146,14 @@ struct SkyBenchCommand: AsyncParsableCommand {
                 baseline: programs, callgrind: callgrind, tasks: instructionTasks, payload: payload,
                 inFlight: mostInFlight,
                 transport: transport)
-            let rows = try await count.run()
+            let rows: [InstructionCount.Row]
+            do {
+                rows = try await count.run()
+                callgrind.remove()
+            } catch {
+                callgrind.remove()
+                throw error
+            }
             print(InstructionCount.table(rows, payload: payload, inFlight: mostInFlight))
             try write(rows)
             return

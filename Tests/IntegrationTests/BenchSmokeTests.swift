@@ -66,5 +66,38 @@ extension IntegrationSuite {
             let memory = try #require(json["queueMemory"] as? [String: Any])
             #expect(memory["queued"] as? Int == 500)
         }
+
+        /// `--instructions` runs the broker and then the client of each system under callgrind
+        /// (valgrind, which `./ops/sky test` installs) and reports instructions per task: more
+        /// than the C programs' and within reason for a debug build.
+        @Test func skybenchCountsInstructionsPerTaskUnderCallgrind() async throws {
+            let scratch = FileManager.default.temporaryDirectory.appendingPathComponent("skybench-\(UUID().uuidString)")
+            try FileManager.default.createDirectory(at: scratch, withIntermediateDirectories: true)
+            defer { try? FileManager.default.removeItem(at: scratch) }
+            let source = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+                .deletingLastPathComponent().appendingPathComponent("bench/baseline")
+            let report = scratch.appendingPathComponent("instructions.json")
+            let bench = try SkyProcess(
+                "skybench",
+                [
+                    "--instructions", "--instruction-tasks", "40", "--payloads", "64", "--in-flight", "8",
+                    "--baseline-source", source.path, "--baseline-build", scratch.appendingPathComponent("build").path,
+                    "--json", report.path,
+                ])
+            defer { bench.killNow() }
+            let status = try await bench.waitForExit(timeout: .seconds(300))
+            #expect(status == 0, "skybench --instructions failed: \(bench.errorText)")
+            #expect(bench.outputLines.contains { $0.hasPrefix("User-space instructions per task (callgrind") })
+            let rows = try #require(
+                try JSONSerialization.jsonObject(with: Data(contentsOf: report)) as? [[String: Any]])
+            #expect(rows.compactMap { $0["role"] as? String } == ["broker", "client"])
+            for row in rows {
+                let sky = try #require(row["sky"] as? Double)
+                let baseline = try #require(row["baseline"] as? Double)
+                #expect(baseline > 500 && baseline < 100_000, "\(row)")
+                #expect(sky > baseline && sky < 10_000_000, "\(row)")
+                print("skybench --instructions smoke (debug build): \(row)")
+            }
+        }
     }
 }

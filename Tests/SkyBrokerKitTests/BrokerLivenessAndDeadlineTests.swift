@@ -240,7 +240,7 @@ struct BrokerDeadlineTests {
                 == BrokerStats(
                     workers: 1, capacity: 4, queued: 0, inFlight: 1, completed: 3, completedPerSecond: 3,
                     queuedBytes: 0,
-                    longestIterationMilliseconds: 0))
+                    longestIterationMilliseconds: 0, failed: 0))
     }
 
     @Test func taskEventsOnlyWhenEnabled() {
