@@ -14,6 +14,8 @@ public struct ClientCounters: Sendable, Equatable {
     public var unmatchedReplies = 0
     /// Failure replies to an attempt the call had already given up on.
     public var staleReplies = 0
+    /// Messages from the broker that were not a Sky reply, dropped (only the first is logged).
+    public var malformedMessages = 0
     /// Attempts that found no reply within their timeout.
     public var attemptTimeouts = 0
 

@@ -112,7 +112,13 @@ struct ClientStateMachine: Sendable {
     mutating func received(_ frames: [[UInt8]], socket: Int, now: Duration) -> [Action] {
         guard socket == self.socket, phase == .serving else { return [] }
         guard case .reply(let reply) = try? BrokerToClient.decode(frames) else {
-            return [.log(.warning, "dropped a message from the broker that is not a Sky reply")]
+            guard table.malformedMessage() else { return [] }
+            return [
+                .log(
+                    .warning,
+                    "dropped a message from the broker that is not a Sky reply; further ones are only counted (statistics.malformedMessages)"
+                )
+            ]
         }
         if reply.status == .wrongEndpoint {
             // A configuration mistake, not a failure of this call: every call fails with it.

@@ -249,6 +249,13 @@ struct RequestTable {
         return actions
     }
 
+    /// A message from the broker that is not a Sky reply was dropped; returns whether it is the
+    /// first (the one worth a log line: a broker that floods garbage would flood the log too).
+    mutating func malformedMessage() -> Bool {
+        counters.malformedMessages += 1
+        return counters.malformedMessages == 1
+    }
+
     /// A caller stopped waiting (its task was cancelled, or its deadline passed). The call is
     /// cancelled at the broker once no caller waits for it.
     mutating func abandon(_ waiter: WaiterID) -> [Action] {

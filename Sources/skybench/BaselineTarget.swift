@@ -139,15 +139,19 @@ struct BaselinePrograms: Sendable {
     }
 
     static func findCompiler() -> URL? {
-        let environment = ProcessInfo.processInfo.environment
-        let path = (environment["PATH"] ?? "/usr/bin:/bin").split(separator: ":")
-        for name in [environment["CC"], "cc", "gcc", "clang"].compactMap({ $0 }) where !name.isEmpty {
+        let names = [ProcessInfo.processInfo.environment["CC"], "cc", "gcc", "clang"].compactMap { $0 }
+        for name in names where !name.isEmpty {
             if name.hasPrefix("/") { return URL(fileURLWithPath: name) }
-            for directory in path {
-                let candidate = "\(directory)/\(name)"
-                if FileManager.default.isExecutableFile(atPath: candidate) { return URL(fileURLWithPath: candidate) }
-            }
+            if let found = executable(named: name) { return found }
         }
         return nil
+    }
+}
+
+/// The program `name` in a folder of `$PATH`, if there is one.
+func executable(named name: String) -> URL? {
+    let path = (ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin").split(separator: ":")
+    return path.map { URL(fileURLWithPath: "\($0)/\(name)") }.first {
+        FileManager.default.isExecutableFile(atPath: $0.path)
     }
 }

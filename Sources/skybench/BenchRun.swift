@@ -70,24 +70,23 @@ struct BenchRun {
                     Sample(
                         round: round, system: system, kind: .latency, workers: workers, payload: payload, inFlight: 1,
                         figures: latency))
+                let warmup = Duration.seconds(settings.warmupSeconds)
+                let measure = Duration.seconds(settings.measureSeconds)
+                func sample(_ kind: Sample.Kind, inFlight: Int, _ figures: Figures) -> Sample {
+                    Sample(
+                        round: round, system: system, kind: kind, workers: workers, payload: payload,
+                        inFlight: inFlight, figures: figures)
+                }
                 for inFlight in settings.inFlight {
                     let throughput = try await target.throughput(
-                        payload: payload, inFlight: inFlight, warmup: .seconds(settings.warmupSeconds),
-                        measure: .seconds(settings.measureSeconds))
-                    samples.append(
-                        Sample(
-                            round: round, system: system, kind: .throughput, workers: workers, payload: payload,
-                            inFlight: inFlight, figures: throughput))
+                        payload: payload, inFlight: inFlight, warmup: warmup, measure: measure)
+                    samples.append(sample(.throughput, inFlight: inFlight, throughput))
                 }
                 // The typed path at the most in flight, against the raw request path above.
                 if let sky = target as? SkyTarget, let most = settings.inFlight.max() {
                     let typed = try await sky.typedThroughput(
-                        payload: payload, inFlight: most, warmup: .seconds(settings.warmupSeconds),
-                        measure: .seconds(settings.measureSeconds))
-                    samples.append(
-                        Sample(
-                            round: round, system: system, kind: .typedThroughput, workers: workers, payload: payload,
-                            inFlight: most, figures: typed))
+                        payload: payload, inFlight: most, warmup: warmup, measure: measure)
+                    samples.append(sample(.typedThroughput, inFlight: most, typed))
                 }
             }
             return samples

@@ -217,10 +217,10 @@ struct Callgrind: Sendable {
     /// Finds valgrind, strip and a C compiler, and prepares the copies in a new temporary folder.
     /// - Parameter root: the repository, for `ops/valgrind/sigsuspend.c`.
     static func prepare(root: URL) async throws -> Callgrind {
-        guard let valgrind = executable("valgrind") else {
+        guard let valgrind = executable(named: "valgrind") else {
             throw BenchError("--instructions needs valgrind (Debian: apt-get install valgrind)")
         }
-        guard let strip = executable("strip"), let compiler = BaselinePrograms.findCompiler() else {
+        guard let strip = executable(named: "strip"), let compiler = BaselinePrograms.findCompiler() else {
             throw BenchError("--instructions needs strip and a C compiler (Debian: apt-get install gcc)")
         }
         let folder = FileManager.default.temporaryDirectory.appendingPathComponent("skybench-callgrind-\(getpid())")
@@ -260,12 +260,5 @@ struct Callgrind: Sendable {
     /// Deletes the copies.
     func remove() {
         try? FileManager.default.removeItem(at: preload.deletingLastPathComponent())
-    }
-
-    private static func executable(_ name: String) -> URL? {
-        let path = (ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin").split(separator: ":")
-        return path.map { URL(fileURLWithPath: "\($0)/\(name)") }.first {
-            FileManager.default.isExecutableFile(atPath: $0.path)
-        }
     }
 }

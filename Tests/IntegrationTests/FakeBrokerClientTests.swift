@@ -237,6 +237,50 @@ extension IntegrationSuite {
             await broker.stop()
         }
 
+        /// A broker that floods the client with garbage, replies for ids it never got and
+        /// duplicates, while a call is in flight: the call gets its one answer, the others are
+        /// counted, and the client goes on serving.
+        @Test(.timeLimit(.minutes(1)))
+        func aBrokerFloodingGarbageAndStrayRepliesDisturbsNoCall() async throws {
+            let broker = try await FakeBroker.start()
+            let sky = try await SkyClient(broker: broker.endpoint)
+            let call = Task { try await sky.request(service: "svc", body: [7]) }
+            let received = await broker.nextRequest()
+            let request = try #require(received.request)
+            var noise: [[[UInt8]]] = []
+            for index in 0..<20_000 {
+                switch index % 4 {
+                case 0: noise.append([Array("SKYC01".utf8), [0x02]])  // a REPLY without its frames
+                case 1: noise.append([[UInt8](repeating: UInt8(index & 0xFF), count: index % 64)])
+                case 2:
+                    noise.append(
+                        BrokerToClient.reply(
+                            TaskReply(requestID: RequestID(high: 9, low: UInt64(index)), status: .ok, body: [1])
+                        ).encode())
+                default:
+                    noise.append(
+                        BrokerToClient.reply(
+                            .failure(request.requestID, .handlerError, type: "x", message: "stale", attempt: 99)
+                        ).encode())
+                }
+            }
+            broker.sendRaw(to: received.peer, noise)
+            broker.echo(received)
+            broker.echo(received)  // and a duplicate of the real answer
+            #expect(try await call.value == [7])
+            // Still serving: the next call is answered too.
+            let next = Task { try await sky.request(service: "svc", body: [8]) }
+            broker.echo(await broker.nextRequest())
+            #expect(try await next.value == [8])
+            let statistics = await sky.statistics
+            #expect(statistics.malformedMessages == 10_000, "\(statistics.counters)")
+            #expect(statistics.staleReplies == 5_000, "failures naming an attempt never sent")
+            #expect(statistics.unmatchedReplies == 5_001, "stray ids and the duplicate")
+            #expect(statistics.suspendedCallers == 0 && statistics.callsInFlight == 0)
+            await sky.close()
+            await broker.stop()
+        }
+
         /// `close()` ends every call in flight with `clientClosed` (from the I/O thread, as the
         /// machine's last input), later calls too, and leaves no caller suspended.
         @Test(.timeLimit(.minutes(1)))

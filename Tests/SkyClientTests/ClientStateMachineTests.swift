@@ -197,6 +197,8 @@ struct ClientStateMachineTests {
             return
         }
         #expect(client.machine.table.callCount == 1)
+        #expect(client.machine.received([[0xFF]], socket: 0, now: .zero) == [], "only the first is logged")
+        #expect(client.machine.table.counters.malformedMessages == 2)
     }
 
     @Test func closingFailsEveryCallAndConnectionWaiterOnceAndLaterCallsAtOnce() {

@@ -82,7 +82,8 @@ final class FakeBroker: Sendable {
             name: "fake-broker",
             sockets: [
                 .init(
-                    id: socket, type: .router, options: [.routerMandatory(true)], bind: [endpoint],
+                    id: socket, type: .router, options: [.routerMandatory(true), .sendHighWaterMark(100_000)],
+                    bind: [endpoint],
                     monitor: [.accepted])
             ])
         return FakeBroker(loop: loop, endpoint: loop.boundEndpoints(of: socket)[0])
@@ -90,6 +91,11 @@ final class FakeBroker: Sendable {
 
     func reply(to peer: [UInt8], _ reply: TaskReply) {
         loop.send([peer] + BrokerToClient.reply(reply).encode(), on: Self.socket)
+    }
+
+    /// Sends any frames to `peer`: for a broker that misbehaves.
+    func sendRaw(to peer: [UInt8], _ messages: [[[UInt8]]]) {
+        loop.send(messages.map { .init(socket: Self.socket, frames: [peer] + $0) })
     }
 
     /// Answers a request as a worker would have: status ok, the body echoed.
