@@ -232,6 +232,12 @@ public final class ZMQEventLoop: Sendable {
     /// Whether the thread stopped reading for a consumer that fell behind (for tests).
     var isReadingPaused: Bool { mailbox.withLock { $0.readingPaused } }
 
+    /// Messages waiting and whether reading is paused, read together (for tests: the thread may
+    /// resume and read between two separate reads).
+    var flowControlState: (pending: Int, paused: Bool) {
+        mailbox.withLock { ($0.pendingMessages, $0.readingPaused) }
+    }
+
     /// Messages yielded and not yet consumed (for tests and diagnostics).
     var pendingMessageCount: Int { mailbox.withLock { $0.pendingMessages } }
 
