@@ -65,7 +65,7 @@ let package = Package(
         .target(
             name: "SkyBrokerKit",
             dependencies: [
-                "SkyZMQ", "SkyProtocol", "CSkySystem",
+                "SkyZMQ", "SkyProtocol", "SkyJournal", "CSkySystem",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "DequeModule", package: "swift-collections"),
                 .product(name: "HeapModule", package: "swift-collections"),

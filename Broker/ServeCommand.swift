@@ -85,6 +85,15 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(help: "Watcher (skywatch) public keys allowed on the events socket.")
     var watcherKeys: String?
 
+    @Option(
+        help:
+            "Directory of the durable-job journal (jobs.sqlite) and its lock; made if missing. \"none\" runs without durable jobs."
+    )
+    var stateDir = "./sky-state"
+
+    @Option(help: "Journal bytes beyond which new jobs are refused as overloaded; 0 for no limit.")
+    var journalMaxBytes = Self.defaults.journalMaxBytes
+
     @OptionGroup var common: CommonOptions
 
     func validate() throws {
@@ -103,6 +112,10 @@ struct ServeCommand: AsyncParsableCommand {
         try FlagCheck.seconds(leaseGrace, "--lease-grace", in: 0...86_400)
         // A request has 6 frames; a READY of 1,024 services has 1,028 whatever this says.
         try FlagCheck.integer(maxFrames, "--max-frames", in: 6...100_000)
+        try FlagCheck.integer(journalMaxBytes, "--journal-max-bytes", in: 0...(1 << 50))
+        if stateDir.isEmpty {
+            throw ValidationError("--state-dir needs a directory (or \"none\" to run without durable jobs)")
+        }
         if secretKey == nil && [clientKeys, workerKeys, watcherKeys].contains(where: { $0 != nil }) {
             throw ValidationError("allow-lists need --secret-key: without it the broker runs without CURVE")
         }
@@ -125,6 +138,8 @@ struct ServeCommand: AsyncParsableCommand {
             clientsEndpoint: clients, workersEndpoint: workers, eventsEndpoint: events, maxFrameSize: maxFrameSize,
             routing: routing)
         configuration.maxFramesPerMessage = maxFrames
+        configuration.stateDirectory = stateDir == "none" ? nil : stateDir
+        configuration.journalMaxBytes = journalMaxBytes
         if let secretKey {
             do {
                 var lists: [BrokerSecurity.Role: String] = [:]

@@ -38,12 +38,17 @@ public enum SkyError: Error, Sendable, Equatable, CustomStringConvertible {
     /// The client is connected to the broker's workers endpoint, not its clients endpoint; the
     /// message names the right one. Every call fails with it until the client is remade.
     case wrongEndpoint(String)
+    /// The broker could not record a job durably: it runs without a journal (`--state-dir
+    /// none`), or the journal's disk is full or failing. Nothing was recorded; `scan` still works.
+    case journalUnavailable(String)
+    /// The broker knows no job of this id: never submitted there, or kept past its retention.
+    case jobNotFound(String)
 
     /// The kind of an error without its message: what retry policies name.
     public enum Code: String, Sendable, Hashable, CaseIterable {
         case timeout, overloaded, noWorkers, workerLost, remote, unauthorized, cancelled, brokerUnreachable
         case unknownService, invalidPayload, internalError, invalidResult, invalidTask, clientClosed
-        case requestTooLarge, wrongEndpoint
+        case requestTooLarge, wrongEndpoint, journalUnavailable, jobNotFound
     }
 
     public var code: Code {
@@ -64,6 +69,8 @@ public enum SkyError: Error, Sendable, Equatable, CustomStringConvertible {
         case .clientClosed: .clientClosed
         case .requestTooLarge: .requestTooLarge
         case .wrongEndpoint: .wrongEndpoint
+        case .journalUnavailable: .journalUnavailable
+        case .jobNotFound: .jobNotFound
         }
     }
 
@@ -83,6 +90,7 @@ public enum SkyError: Error, Sendable, Equatable, CustomStringConvertible {
         case .cancelled: self = .cancelled(error.message)
         case .internalError: self = .internalError(error.message)
         case .wrongEndpoint: self = .wrongEndpoint(error.message)
+        case .journalUnavailable: self = .journalUnavailable(error.message)
         }
     }
 
@@ -113,6 +121,9 @@ public enum SkyError: Error, Sendable, Equatable, CustomStringConvertible {
         case .clientClosed: "the client was closed; create a new SkyClient."
         case .wrongEndpoint(let message):
             "the client is pointed at the wrong endpoint: \(message). Give SkyClient the broker's clients endpoint."
+        case .journalUnavailable(let message):
+            "the broker could not record the job: \(message). Nothing was recorded; fix the broker's journal and submit again."
+        case .jobNotFound(let message): "\(message)."
         case .requestTooLarge(let bytes, let limit):
             "the task encodes to \(bytes) bytes and the broker accepts at most \(limit) (SkyClient.Configuration.maxRequestBytes, skybroker --max-frame-size); it was not sent. Send a reference to the data instead, or raise both limits."
         }

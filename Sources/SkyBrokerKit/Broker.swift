@@ -1,6 +1,7 @@
 import CSkySystem
 import Logging
 import ServiceLifecycle
+import SkyJournal
 import SkyProtocol
 import SkyZMQ
 
@@ -30,9 +31,13 @@ public final class Broker: Service, Sendable {
     private let logger: Logger
     private let configuration: BrokerConfiguration
 
+    private let journal: StateDirectory?
+
     private init(
-        loop: ZMQEventLoop, shell: Shell, endpoints: Endpoints, configuration: BrokerConfiguration, logger: Logger
+        loop: ZMQEventLoop, shell: Shell, endpoints: Endpoints, configuration: BrokerConfiguration,
+        journal: StateDirectory?, logger: Logger
     ) {
+        self.journal = journal
         self.loop = loop
         self.shell = shell
         self.endpoints = endpoints
@@ -88,16 +93,23 @@ public final class Broker: Service, Sendable {
         ]
         var routing = configuration.routing
         routing.logsDebug = logger.logLevel <= .debug
+        var journal: StateDirectory?
+        if let directory = configuration.stateDirectory {
+            journal = try await StateDirectory.open(directory, logger: logger)
+        }
+        routing.journal = journal != nil
+        routing.journalMaxBytes = configuration.journalMaxBytes
         if routing.memoryProbe == nil { routing.memoryProbe = { ProcessMemoryProbe.measure() } }
         // Request bodies of a megabyte or more get their own mappings, which go back to the
         // system when the request is answered (see also BrokerAction.releaseMemory).
         sky_fix_mmap_threshold(1 << 20)
         let shell = Shell(
             state: Locked(BrokerStateMachine(configuration: routing)),
-            authenticator: security.map { Locked(ZAPAuthenticator(security: $0)) },
+            authenticator: security.map { Locked(ZAPAuthenticator(security: $0)) }, journal: journal?.writer,
             limits: .init(frames: configuration.maxFramesPerMessage, bytes: configuration.maxMessageBytes),
             logger: logger)
         let loop: ZMQEventLoop
+        // From here on a failure must stop the journal's thread and free its lock.
         do {
             // Ticks drive expiry, heartbeats, deadlines and stats; a tenth of the heartbeat
             // interval keeps detection within 10 % of the configured times.
@@ -106,8 +118,12 @@ public final class Broker: Service, Sendable {
                 name: "skybroker-io", sockets: specs, tick: tick,
                 handler: { batch, outbound in shell.handle(batch, into: &outbound) })
         } catch let error as ZMQEventLoop.SetupError {
+            await journal?.close()
             let endpoint = specs.first { $0.id == error.socket }?.bind.first ?? ""
             throw BrokerStartError(role: error.socket.name, endpoint: endpoint, underlying: error.underlying)
+        } catch {
+            await journal?.close()
+            throw error
         }
         let endpoints = Endpoints(
             clients: loop.boundEndpoints(of: clientsSocket).first ?? configuration.clientsEndpoint,
@@ -115,7 +131,15 @@ public final class Broker: Service, Sendable {
             events: loop.boundEndpoints(of: eventsSocket).first ?? configuration.eventsEndpoint)
         shell.loop.withLock { $0 = loop }
         shell.state.withLock { $0.announce(clients: endpoints.clients, workers: endpoints.workers) }
-        return Broker(loop: loop, shell: shell, endpoints: endpoints, configuration: configuration, logger: logger)
+        if let journal {
+            // Jobs unfinished when the broker last stopped are queued again before anyone connects.
+            var outbound: [ZMQEventLoop.Outbound] = []
+            shell.recover(journal.unfinished, into: &outbound)
+            loop.send(outbound)
+        }
+        return Broker(
+            loop: loop, shell: shell, endpoints: endpoints, configuration: configuration, journal: journal,
+            logger: logger)
     }
 
     /// Serves until the surrounding `ServiceGroup` shuts down gracefully or the task is cancelled.
@@ -144,6 +168,8 @@ public final class Broker: Service, Sendable {
         shell.shutdown(into: &outbound)
         loop.send(outbound)
         await loop.shutdown(linger: configuration.shutdownLinger)
+        // Writes queued before the end are committed; the lock is freed last.
+        await journal?.close()
         logger.info("skybroker stopped")
     }
 
@@ -165,6 +191,8 @@ public final class Broker: Service, Sendable {
         let state: Locked<BrokerStateMachine>
         /// Only with CURVE on; only the I/O thread uses it (the lock makes the shell `Sendable`).
         let authenticator: Locked<ZAPAuthenticator>?
+        /// The job journal's thread, with a state directory.
+        let journal: JournalWriter?
         let limits: Limits
         /// The loop that runs the shell, set once it started: ticks read its longest iteration.
         let loop = Locked<ZMQEventLoop?>(nil)
@@ -175,6 +203,13 @@ public final class Broker: Service, Sendable {
         func snapshot() -> ClusterSnapshot {
             let now = clock.now
             return state.withLock { $0.snapshot(now: now) }
+        }
+
+        func recover(_ records: [JobRecord], into outbound: inout [ZMQEventLoop.Outbound]) {
+            var actions: [BrokerAction] = []
+            let now = clock.now
+            state.withLock { _ = $0.recover(records, now: now, into: &actions) }
+            execute(actions, into: &outbound)
         }
 
         func shutdown(into outbound: inout [ZMQEventLoop.Outbound]) {
@@ -220,7 +255,11 @@ public final class Broker: Service, Sendable {
                         if let loop { machine.loopIteration(took: loop.takeLongestIteration()) }
                         machine.tick(now: now, into: &actions)
                         if machine.hasExpiryBacklog { loop?.tickSoon() }
-                    case .message, .monitor, .input, .opened:
+                    case .input(let input):
+                        if let answer = input as? JournalAnswer {
+                            machine.journalAnswered(answer, now: now, into: &actions)
+                        }
+                    case .message, .monitor, .opened:
                         continue
                     }
                 }
@@ -293,6 +332,8 @@ public final class Broker: Service, Sendable {
                 case .publish(var event):
                     event.time = SkyEvent.timestamp()
                     outbound.append(.init(socket: Broker.eventsSocket, frames: event.encodeFrames()))
+                case .journal(let work):
+                    perform(work)
                 case .releaseMemory:
                     memoryReleaser.release()
                 case .log(let level, let message, let fields):
@@ -303,6 +344,38 @@ public final class Broker: Service, Sendable {
                     case .warning: logger.warning("\(message)", metadata: metadata)
                     }
                 }
+            }
+        }
+    }
+}
+
+extension Broker.Shell {
+    /// Hands work to the journal's thread; its answer comes back to the I/O thread as an input.
+    fileprivate func perform(_ work: JournalWork) {
+        guard let journal, let loop = loop.withLock({ $0 }) else { return }
+        switch work {
+        case .write(let changes, let purpose):
+            journal.write(changes) { result in _ = loop.post(input: JournalAnswer.written(purpose, result)) }
+        case .lookup(let id, let caller):
+            journal.read { store in
+                let found = Result { () throws(JournalError) in try store.job(id.bytes) }
+                _ = loop.post(input: JournalAnswer.lookedUp(id, caller, found))
+            }
+        case .list(let state, let service, let limit, let caller):
+            journal.read { store in
+                let found = Result { () throws(JournalError) in
+                    try store.list(state: state, service: service, limit: limit)
+                }
+                _ = loop.post(input: JournalAnswer.listed(caller, found))
+            }
+        case .maintain(let now):
+            journal.read { store in
+                // A small batch each time, so that a large expiry never holds up the journal.
+                let measured = Result { () throws(JournalError) -> Int in
+                    _ = try store.deleteExpired(before: now, limit: 500)
+                    return try store.byteCount()
+                }
+                _ = loop.post(input: JournalAnswer.maintained(measured))
             }
         }
     }

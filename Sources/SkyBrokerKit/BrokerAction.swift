@@ -1,3 +1,4 @@
+import SkyJournal
 import SkyProtocol
 
 /// What the broker's I/O shell must do after feeding an input to ``BrokerStateMachine``.
@@ -11,6 +12,8 @@ public enum BrokerAction: Sendable, Equatable {
     /// Send frames of the *other* port's protocol to a peer that connected to the wrong port
     /// (a worker on the clients port, a client on the workers port), so it learns its mistake.
     case sendRaw(BrokerPort, PeerID, [[UInt8]])
+    /// Work for the journal's thread; its answer comes back as ``BrokerStateMachine/journalAnswered(_:now:into:)``.
+    case journal(JournalWork)
     /// The queue drained after holding much: return freed memory to the system.
     case releaseMemory
     /// Write a log line: a fixed message, and what varies as metadata (swift-log's structured
@@ -25,4 +28,41 @@ public enum BrokerPort: Sendable, Equatable {
 
 public enum BrokerLogLevel: Sendable, Equatable {
     case debug, info, warning
+}
+
+/// A caller the broker answers about a job once it knows more.
+public struct JobCaller: Sendable, Equatable {
+    public var peer: PeerID
+    public var requestID: RequestID
+    public var attempt: UInt32
+}
+
+/// What the broker asks of its journal.
+public enum JournalWork: Sendable, Equatable {
+    /// Write these changes in one of the journal's transactions; report back with `purpose`.
+    case write([JobChange], JournalWrite)
+    /// Read a job the broker does not hold in memory (it ended, or is unknown) and answer `caller`.
+    case lookup(JobID, JobCaller)
+    /// Read up to `limit` jobs, newest first, and answer `caller` with them.
+    case list(state: JobRecord.State?, service: String?, limit: Int, JobCaller)
+    /// Delete expired outcomes (a small batch) and measure the journal.
+    case maintain(nowMilliseconds: Int64)
+}
+
+/// Why the broker wrote to its journal: what it does once the write is durable.
+public enum JournalWrite: Sendable, Equatable {
+    /// Answer the submit, and start the job.
+    case submitted(JobID)
+    /// Send the job to the worker that holds its delivery.
+    case started(JobID, PeerID, tag: UInt64)
+    /// Answer whoever waits for the job, and forget it.
+    case finished(JobID)
+}
+
+/// The journal's answer to a ``JournalWork``, fed back to the state machine.
+public enum JournalAnswer: Sendable {
+    case written(JournalWrite, Result<JournalReceipt, JournalError>)
+    case lookedUp(JobID, JobCaller, Result<JobRecord?, JournalError>)
+    case listed(JobCaller, Result<[JobRecord], JournalError>)
+    case maintained(Result<Int, JournalError>)
 }

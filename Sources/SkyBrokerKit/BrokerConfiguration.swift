@@ -29,6 +29,14 @@ public struct BrokerConfiguration: Sendable {
     /// CURVE and per-role allow-lists; `nil` runs without authentication or encryption (for
     /// loopback and trusted networks only; the broker says so when it starts).
     public var security: BrokerSecurity?
+    /// The directory of the job journal (`jobs.sqlite`, made if missing) and its lock; `nil`
+    /// runs without durable jobs (submits are answered `journalUnavailable`). skybroker's
+    /// `--state-dir` defaults to `./sky-state`.
+    public var stateDirectory: String?
+    /// Journal bytes beyond which new jobs are refused as `overloaded`; 0 for no limit.
+    public var journalMaxBytes = 0
+    /// The journal's file name inside ``stateDirectory``.
+    public static let journalFileName = "jobs.sqlite"
 
     public static let defaultClientsEndpoint = "tcp://127.0.0.1:5555"
     public static let defaultWorkersEndpoint = "tcp://127.0.0.1:5556"

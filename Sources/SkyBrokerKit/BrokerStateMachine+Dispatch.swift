@@ -265,17 +265,23 @@ extension BrokerStateMachine {
         return best?.id ?? fallback
     }
 
-    mutating func dispatch(_ task: QueuedRequest, to peer: PeerID, now: Instant, into actions: inout [BrokerAction]) {
+    /// Makes a delivery of `task` to `peer` (its credit, its lease) without sending it.
+    /// - Returns: the delivery's tag.
+    mutating func hand(_ task: QueuedRequest, to peer: PeerID) -> UInt64 {
         var task = task
         task.deliveries += 1
         dispatchCounter += 1
         nextTag += 1
         let tag = nextTag
-        let key = task.key
         workers[peer]?.inFlight[tag] = InFlightTask(task: task)
         workers[peer]?.lastDispatch = dispatchCounter
-        running[key] = Delivery(peer: peer, tag: tag)
+        running[task.key] = Delivery(peer: peer, tag: tag)
         if let lease = leaseExpiry(task) { leases.insert(LeaseEntry(expiry: lease, tag: tag, peer: peer)) }
+        return tag
+    }
+
+    mutating func dispatch(_ task: QueuedRequest, to peer: PeerID, now: Instant, into actions: inout [BrokerAction]) {
+        let tag = hand(task, to: peer)
         actions.append(.sendToWorker(peer, .request(tag: Self.tagFrame(tag), task.request)))
         if configuration.taskEvents {
             publish(
@@ -283,7 +289,7 @@ extension BrokerStateMachine {
                     seq: 0, event: .taskDispatched, time: "",
                     task: TaskInfo(
                         requestID: task.request.requestID.description, service: task.request.service,
-                        deliveries: Int(task.deliveries), worker: peer.description)),
+                        deliveries: Int(task.deliveries) + 1, worker: peer.description)),
                 into: &actions)
         }
     }
@@ -299,6 +305,12 @@ extension BrokerStateMachine {
             for service in services {
                 guard let arrival = oldestWaiting(service) else { continue }
                 if oldest == nil || arrival < oldest!.arrival { oldest = (service, arrival) }
+            }
+            // A waiting job goes first if it is older than the oldest waiting request.
+            if let job = bestWaitingJob(among: services), oldest.map({ job.arrival < $0.arrival }) ?? true {
+                dispatchJob(of: job.service, to: peer, now: now, into: &actions)
+                free -= 1
+                continue
             }
             guard let pick = oldest, let task = popWaiting(pick.service) else { return }
             dispatch(task, to: peer, now: now, into: &actions)

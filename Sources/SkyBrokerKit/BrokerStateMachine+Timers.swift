@@ -8,6 +8,7 @@ extension BrokerStateMachine {
     /// the next tick), take tasks whose lease ran out from their workers, greet subscribers that
     /// waited for the hello interval, and publish stats when due.
     public mutating func tick(now: Instant, into actions: inout [BrokerAction]) {
+        lastNow = now
         for (peer, record) in workers where record.lastHeard + configuration.expiry <= now {
             remove(peer, reason: .expired, now: now, into: &actions)
         }
@@ -25,6 +26,7 @@ extension BrokerStateMachine {
         expireDeadlines(now: now, budget: &budget, into: &actions)
         expireUnserved(now: now, budget: &budget, into: &actions)
         expireLeases(now: now, budget: &budget, into: &actions)
+        jobTick(now: now, budget: &budget, into: &actions)
         hasExpiryBacklog = budget == 0
         compactIfMostlyDead()
         if helloPending, now >= nextHelloAllowed ?? now { sayHello(now: now, into: &actions) }

@@ -16,6 +16,7 @@ extension BrokerStateMachine {
         from peer: PeerID, frames: [[UInt8]], host: String? = nil, key: String? = nil, now: Instant,
         into actions: inout [BrokerAction]
     ) {
+        lastNow = now
         if let record = workers[peer], record.key != key {
             counters.spoofedWorkerMessages += 1
             actions.append(
@@ -95,6 +96,7 @@ extension BrokerStateMachine {
 
     /// The shell could not deliver a message to a worker: its connection is gone.
     public mutating func workerUnreachable(_ peer: PeerID, now: Instant, into actions: inout [BrokerAction]) {
+        lastNow = now
         guard workers[peer] != nil else { return }
         remove(peer, reason: .unreachable, now: now, into: &actions)
     }
@@ -158,7 +160,9 @@ extension BrokerStateMachine {
                 continue
             }
             running[held.task.key] = nil
-            if held.task.deliveries >= configuration.maxDeliveries {
+            if Self.isJob(held.task) {
+                if jobDeliveryLost(held.task, worker: record.name, into: &actions) { requeued += 1 }
+            } else if held.task.deliveries >= configuration.maxDeliveries {
                 counters.failedWorkerLost += 1
                 fail(
                     held.task, .workerLost,
@@ -189,7 +193,8 @@ extension BrokerStateMachine {
                 seq: 0, event: .workerDisconnected, time: "", worker: record.info, reason: reason,
                 tasksHeld: record.inFlight.count),
             into: &actions)
-        let services = Set(record.inFlight.values.map(\.task.request.service))
+        var services = Set(record.inFlight.values.map(\.task.request.service))
+        services.formUnion(record.services.filter { jobBook.queuedByService[$0] != nil })
         for service in services {
             for candidate in workersByService[service] ?? [] { fill(candidate, now: now, into: &actions) }
         }

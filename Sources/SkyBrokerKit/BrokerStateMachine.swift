@@ -1,4 +1,5 @@
 import DequeModule
+import Glibc
 import HeapModule
 import SkyProtocol
 
@@ -90,6 +91,24 @@ public struct BrokerStateMachine: Sendable {
         public var memoryProbe: (@Sendable () -> ProcessMemory)?
         /// Names this run of the broker in greetings and snapshots.
         public var instance = RequestID.random().description
+        /// Whether the shell has a journal for durable jobs; without one, submits are answered
+        /// `journalUnavailable`.
+        public var journal = false
+        /// Journal bytes beyond which new jobs are refused as `overloaded`; 0 for no limit.
+        public var journalMaxBytes = 0
+        /// How often the journal deletes expired outcomes and is measured.
+        public var journalMaintenanceInterval: Duration = .seconds(1)
+        /// The longest an `mmi.jobs.wait` is held before it is answered "not yet".
+        public var jobWaitHold: Duration = BrokerService.jobWaitHold
+        /// Wall-clock time in milliseconds since 1970: job ids, not-before times and retention
+        /// are wall-clock facts, since they outlive the process. Tests replace it.
+        public var wallClock: @Sendable () -> Int64 = {
+            var spec = timespec()
+            clock_gettime(CLOCK_REALTIME, &spec)
+            return Int64(spec.tv_sec) * 1000 + Int64(spec.tv_nsec) / 1_000_000
+        }
+        /// Seeds the random part of job ids; `nil` seeds it from the system (tests fix it).
+        public var jobIDSeed: UInt64?
         /// The endpoints named to peers that connected to the wrong one.
         public var clientsEndpoint = "the broker's clients endpoint"
         public var workersEndpoint = "the broker's workers endpoint"
@@ -291,9 +310,16 @@ public struct BrokerStateMachine: Sendable {
     var longestIteration: Duration = .zero
     var stopping = false
     public internal(set) var counters = BrokerCounters()
+    /// Durable jobs held in memory (see `BrokerStateMachine+Jobs.swift`).
+    var jobBook = JobBook()
+    var jobIDGenerator: SplitMix64
+    /// The last instant an input carried, for work that follows from a reply.
+    var lastNow: Instant?
+    var nextJournalMaintenance: Instant?
 
     public init(configuration: Configuration = Configuration()) {
         self.configuration = configuration
+        jobIDGenerator = SplitMix64(seed: configuration.jobIDSeed ?? UInt64.random(in: .min ... .max))
     }
 
     // MARK: Queries
@@ -395,7 +421,9 @@ public struct BrokerStateMachine: Sendable {
         _ request: TaskRequest, from peer: PeerID, now: Instant, into actions: inout [BrokerAction]
     ) {
         if request.service.hasPrefix(BrokerService.prefix) {
-            answerBrokerService(request, for: peer, now: now, into: &actions)
+            if !answerJobService(request, for: peer, now: now, into: &actions) {
+                answerBrokerService(request, for: peer, now: now, into: &actions)
+            }
             return
         }
         if stopping {
@@ -558,6 +586,10 @@ public struct BrokerStateMachine: Sendable {
     static func tagFrame(_ tag: UInt64) -> [UInt8] { WireFormat.deliveryTag(tag) }
 
     mutating func reply(to client: ClientNumber, _ reply: TaskReply, into actions: inout [BrokerAction]) {
+        if client == Self.jobsClient {
+            jobAttemptEnded(reply, into: &actions)
+            return
+        }
         guard let peer = clients[client]?.peer else { return }
         replyTo(peer, reply, into: &actions)
     }

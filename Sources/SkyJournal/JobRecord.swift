@@ -29,11 +29,16 @@ public struct JobRecord: Sendable, Equatable {
     public var outcome: [UInt8]?
     /// When the job and its outcome may be deleted (milliseconds since 1970).
     public var expiresAt: Int64
+    /// When the broker recorded it (milliseconds since 1970).
+    public var submittedAt: Int64
+    /// How it runs (retries, timeout, retention), in the submitter's encoding; the store keeps
+    /// it as it is.
+    public var options: [UInt8]
 
     public init(
         id: [UInt8], service: String, body: [UInt8], priority: Int = 0, notBefore: Int64 = 0,
         idempotencyKey: String? = nil, state: State = .queued, attempt: Int = 0, outcome: [UInt8]? = nil,
-        expiresAt: Int64
+        expiresAt: Int64, submittedAt: Int64 = 0, options: [UInt8] = []
     ) {
         self.id = id
         self.service = service
@@ -45,6 +50,8 @@ public struct JobRecord: Sendable, Equatable {
         self.attempt = attempt
         self.outcome = outcome
         self.expiresAt = expiresAt
+        self.submittedAt = submittedAt
+        self.options = options
     }
 }
 
@@ -57,4 +64,14 @@ public enum JobChange: Sendable, Equatable {
     case started(id: [UInt8], attempt: Int)
     /// The job ended: succeeded, failed or cancelled, with its outcome, kept until `expiresAt`.
     case finished(id: [UInt8], state: JobRecord.State, outcome: [UInt8]?, expiresAt: Int64)
+}
+
+/// What a transaction found besides success: submits whose idempotency key an earlier job
+/// holds, each with that job (the new one was not written).
+public struct JournalReceipt: Sendable, Equatable {
+    public var duplicates: [[UInt8]: JobRecord] = [:]
+
+    public init(duplicates: [[UInt8]: JobRecord] = [:]) {
+        self.duplicates = duplicates
+    }
 }

@@ -4,7 +4,9 @@
 /// A store is used by one thread (the journal's writer); it need not be `Sendable`.
 public protocol JobStore {
     /// Writes `changes` in one transaction and makes them durable (fsync) before returning.
-    func apply(_ changes: [JobChange]) throws(JournalError)
+    /// - Returns: the submits whose idempotency key was taken, with the job that holds it.
+    @discardableResult
+    func apply(_ changes: [JobChange]) throws(JournalError) -> JournalReceipt
 
     /// Every queued or running job, oldest first: what the broker queues again when it starts.
     func unfinished() throws(JournalError) -> [JobRecord]
@@ -12,6 +14,9 @@ public protocol JobStore {
     func job(_ id: [UInt8]) throws(JournalError) -> JobRecord?
 
     func job(idempotencyKey: String) throws(JournalError) -> JobRecord?
+
+    /// Up to `limit` jobs, newest first, of one state (or any) and one service (or any).
+    func list(state: JobRecord.State?, service: String?, limit: Int) throws(JournalError) -> [JobRecord]
 
     /// Deletes at most `limit` finished jobs that expired before `now`; returns how many.
     func deleteExpired(before now: Int64, limit: Int) throws(JournalError) -> Int

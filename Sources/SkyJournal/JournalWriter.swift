@@ -8,7 +8,7 @@ import Foundation
 /// durable throughput grows with load instead of being one fsync per job), then reports each
 /// write's outcome on that thread. Reads queue behind the writes before them.
 public final class JournalWriter: @unchecked Sendable {  // every `var` is guarded by `condition`.
-    public typealias Completion = @Sendable (Result<Void, JournalError>) -> Void
+    public typealias Completion = @Sendable (Result<JournalReceipt, JournalError>) -> Void
 
     private enum Work {
         case write([JobChange], Completion)
@@ -67,11 +67,24 @@ public final class JournalWriter: @unchecked Sendable {  // every `var` is guard
     }
 
     /// Writes `changes` and returns once they are durable.
-    public func write(_ changes: [JobChange]) async throws(JournalError) {
-        let result: Result<Void, JournalError> = await withCheckedContinuation { done in
+    @discardableResult
+    public func write(_ changes: [JobChange]) async throws(JournalError) -> JournalReceipt {
+        let result: Result<JournalReceipt, JournalError> = await withCheckedContinuation { done in
             write(changes) { done.resume(returning: $0) }
         }
-        try result.get()
+        return try result.get()
+    }
+
+    /// Queues `body` to run on the journal's thread after the writes queued before it; after
+    /// ``stop()`` it is not run, and `false` is returned.
+    @discardableResult
+    public func read(_ body: @escaping @Sendable (any JobStore) -> Void) -> Bool {
+        condition.lock()
+        defer { condition.unlock() }
+        guard !stopping else { return false }
+        queue.append(.read(body))
+        condition.signal()
+        return true
     }
 
     /// Runs `body` on the journal's thread, after the writes queued before it.
@@ -143,7 +156,7 @@ public final class JournalWriter: @unchecked Sendable {  // every `var` is guard
         var waiting: [Completion] = []
         func commit() {
             guard !waiting.isEmpty else { return }
-            let outcome = Result { () throws(JournalError) in try store.apply(changes) }
+            let outcome = Result { () throws(JournalError) -> JournalReceipt in try store.apply(changes) }
             if case .success = outcome {
                 condition.lock()
                 commitCount += 1

@@ -15,7 +15,7 @@ import Foundation
 /// checksums and the incomplete transaction is dropped on open; every committed one is kept.
 public final class SQLiteJobStore: JobStore {
     /// The file's format, in its `sky_meta` table.
-    static let format = "sky-journal-1"
+    static let format = "sky-journal-2"
 
     public let path: String
     private let database: SQLiteDatabase
@@ -26,9 +26,10 @@ public final class SQLiteJobStore: JobStore {
     private let byKey: SQLiteDatabase.Statement
     private let open: SQLiteDatabase.Statement
     private let expire: SQLiteDatabase.Statement
+    private let listing: SQLiteDatabase.Statement
 
     private static let columns =
-        "id, service, body, priority, not_before, idempotency_key, state, attempt, outcome, expires_at"
+        "id, service, body, priority, not_before, idempotency_key, state, attempt, outcome, expires_at, submitted_at, options"
 
     /// Opens the journal at `path`, creating it if there is none.
     public init(path: String) throws(JournalError) {
@@ -52,13 +53,15 @@ public final class SQLiteJobStore: JobStore {
                 state INTEGER NOT NULL,
                 attempt INTEGER NOT NULL,
                 outcome BLOB,
-                expires_at INTEGER NOT NULL
+                expires_at INTEGER NOT NULL,
+                submitted_at INTEGER NOT NULL,
+                options BLOB NOT NULL
             );
             CREATE INDEX IF NOT EXISTS jobs_unfinished ON jobs (seq) WHERE state < 2;
             CREATE INDEX IF NOT EXISTS jobs_expiry ON jobs (expires_at) WHERE state >= 2;
             """)
         insert = try database.prepare(
-            "INSERT INTO jobs (\(Self.columns)) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10) ON CONFLICT DO NOTHING"
+            "INSERT INTO jobs (\(Self.columns)) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12) ON CONFLICT DO NOTHING"
         )
         // An outcome is recorded once: a job that already ended keeps its first.
         start = try database.prepare("UPDATE jobs SET state = 1, attempt = ?2 WHERE id = ?1 AND state < 2")
@@ -67,6 +70,10 @@ public final class SQLiteJobStore: JobStore {
         byID = try database.prepare("SELECT \(Self.columns) FROM jobs WHERE id = ?1")
         byKey = try database.prepare("SELECT \(Self.columns) FROM jobs WHERE idempotency_key = ?1")
         open = try database.prepare("SELECT \(Self.columns) FROM jobs WHERE state < 2 ORDER BY seq")
+        // ?1 and ?2 are NULL for "any"; newest first by submit order.
+        listing = try database.prepare(
+            "SELECT \(Self.columns) FROM jobs WHERE (?1 IS NULL OR state = ?1) AND (?2 IS NULL OR service = ?2) ORDER BY seq DESC LIMIT ?3"
+        )
         expire = try database.prepare(
             "DELETE FROM jobs WHERE seq IN (SELECT seq FROM jobs WHERE state >= 2 AND expires_at < ?1 LIMIT ?2)")
     }
@@ -99,8 +106,10 @@ public final class SQLiteJobStore: JobStore {
         }
     }
 
-    public func apply(_ changes: [JobChange]) throws(JournalError) {
-        guard !changes.isEmpty else { return }
+    @discardableResult
+    public func apply(_ changes: [JobChange]) throws(JournalError) -> JournalReceipt {
+        var receipt = JournalReceipt()
+        guard !changes.isEmpty else { return receipt }
         try database.execute("BEGIN IMMEDIATE")
         do {
             for change in changes {
@@ -110,8 +119,15 @@ public final class SQLiteJobStore: JobStore {
                         .blob(job.id), .text(job.service), .blob(job.body), .integer(Int64(job.priority)),
                         .integer(job.notBefore), job.idempotencyKey.map { .text($0) } ?? .null,
                         .integer(job.state.rawValue), .integer(Int64(job.attempt)),
-                        job.outcome.map { .blob($0) } ?? .null, .integer(job.expiresAt),
+                        job.outcome.map { .blob($0) } ?? .null, .integer(job.expiresAt), .integer(job.submittedAt),
+                        .blob(job.options),
                     ])
+                    if database.changes == 0, let key = job.idempotencyKey,
+                        let first = try self.job(idempotencyKey: key),
+                        first.id != job.id
+                    {
+                        receipt.duplicates[job.id] = first
+                    }
                 case .started(let id, let attempt):
                     try start.run([.blob(id), .integer(Int64(attempt))])
                 case .finished(let id, let state, let outcome, let expiresAt):
@@ -125,6 +141,16 @@ public final class SQLiteJobStore: JobStore {
             try? database.execute("ROLLBACK")
             throw error
         }
+        return receipt
+    }
+
+    public func list(state: JobRecord.State?, service: String?, limit: Int) throws(JournalError) -> [JobRecord] {
+        var jobs: [JobRecord] = []
+        try listing.run([
+            state.map { .integer($0.rawValue) } ?? .null, service.map { .text($0) } ?? .null,
+            .integer(Int64(max(0, limit))),
+        ]) { row throws(JournalError) in jobs.append(try record(row)) }
+        return jobs
     }
 
     public func unfinished() throws(JournalError) -> [JobRecord] {
@@ -168,6 +194,6 @@ public final class SQLiteJobStore: JobStore {
         return JobRecord(
             id: id, service: service, body: body, priority: Int(row.integer(3)), notBefore: row.integer(4),
             idempotencyKey: row.text(5), state: state, attempt: Int(row.integer(7)), outcome: row.blob(8),
-            expiresAt: row.integer(9))
+            expiresAt: row.integer(9), submittedAt: row.integer(10), options: row.blob(11) ?? [])
     }
 }

@@ -119,4 +119,18 @@ public enum BrokerService {
     public static let workers = "mmi.workers"
     /// The prefix reserved for broker services; workers may not register such names.
     public static let prefix = "mmi."
+    /// Body: a ``JobSubmission``. Reply: the job's 16-byte id, once the journal holds it on disk
+    /// (for an idempotency key already used, the first job's id).
+    public static let jobSubmit = "mmi.jobs.submit"
+    /// Body: a 16-byte job id. Reply: a ``JobReport``.
+    public static let jobStatus = "mmi.jobs.status"
+    /// Body: a 16-byte job id. Reply: a ``JobReport`` once the job ended, or after at most
+    /// ``jobWaitHold`` with the job still unfinished (the caller asks again).
+    public static let jobWait = "mmi.jobs.wait"
+    /// Body: a 16-byte job id. Reply: a ``JobReport`` of the job as it stands after the cancel.
+    public static let jobCancel = "mmi.jobs.cancel"
+    /// Body: a ``JobQuery``. Reply: a ``JobListing``.
+    public static let jobList = "mmi.jobs.list"
+    /// The longest the broker holds an `mmi.jobs.wait` before answering "not yet".
+    public static let jobWaitHold = Duration.seconds(20)
 }

@@ -27,6 +27,9 @@ public enum ReplyStatus: UInt8, Sendable, CaseIterable, CustomStringConvertible 
     /// The request reached the broker's workers endpoint: the client is pointed at the wrong
     /// port. The body names the endpoint clients should use.
     case wrongEndpoint = 11
+    /// The broker could not record a job durably (no journal, disk full, journal failing), or
+    /// its journal is over `--journal-max-bytes`; nothing was recorded. Task traffic goes on.
+    case journalUnavailable = 12
 
     public var description: String {
         switch self {
@@ -42,6 +45,7 @@ public enum ReplyStatus: UInt8, Sendable, CaseIterable, CustomStringConvertible 
         case .cancelled: "cancelled"
         case .internalError: "internalError"
         case .wrongEndpoint: "wrongEndpoint"
+        case .journalUnavailable: "journalUnavailable"
         }
     }
 

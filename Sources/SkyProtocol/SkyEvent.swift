@@ -26,6 +26,16 @@ public struct EventKind: RawRepresentable, Codable, Hashable, Sendable, CustomSt
     public static let taskDispatched = EventKind(rawValue: "task.dispatched")
     /// A worker's reply was forwarded to the client (only with per-task events enabled).
     public static let taskCompleted = EventKind(rawValue: "task.completed")
+    /// A durable job was recorded (its ``TaskInfo/requestID`` is the job id's 26 characters).
+    public static let jobSubmitted = EventKind(rawValue: "job.submitted")
+    /// A job's success is recorded.
+    public static let jobSucceeded = EventKind(rawValue: "job.succeeded")
+    /// A job's failure is recorded (its last attempt failed, or it may not be retried).
+    public static let jobFailed = EventKind(rawValue: "job.failed")
+    /// A job's cancellation is recorded.
+    public static let jobCancelled = EventKind(rawValue: "job.cancelled")
+    /// An attempt of a job failed and another is scheduled after a backoff.
+    public static let jobRetrying = EventKind(rawValue: "job.retrying")
 
     public init(from decoder: any Decoder) throws {
         rawValue = try decoder.singleValueContainer().decode(String.self)

@@ -19,7 +19,11 @@ public struct StartedBroker: Sendable {
         events: String = "tcp://127.0.0.1:*", arguments: [String] = [], namespace: String? = nil,
         launcher: [String] = [], environment: [String: String] = [:]
     ) async throws -> StartedBroker {
-        let arguments = ["--clients", clients, "--workers", workers, "--events", events] + arguments
+        // Without a state directory of its own a broker would take ./sky-state, which parallel
+        // tests would share (the second broker is refused its lock): no journal unless asked.
+        let journal =
+            arguments.contains { $0 == "--state-dir" || $0.hasPrefix("--state-dir=") } ? [] : ["--state-dir", "none"]
+        let arguments = ["--clients", clients, "--workers", workers, "--events", events] + journal + arguments
         let process: SkyProcess
         if let program = launcher.first {
             process = try SkyProcess(

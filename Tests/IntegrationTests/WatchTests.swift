@@ -38,7 +38,8 @@ extension IntegrationSuite {
                 $0.contains("no answer from the broker at \(clients)")
             }
             #expect(watch.isRunning)
-            let broker = try SkyProcess("skybroker", ["--clients", clients, "--workers", workers, "--events", events])
+            let broker = try SkyProcess(
+                "skybroker", ["--clients", clients, "--workers", workers, "--events", events, "--state-dir", "none"])
             defer { broker.killNow() }
             let line = try await watch.waitForLine(timeout: .seconds(20)) { $0.hasPrefix(#"{"snapshot":"#) }
             let snapshot = try JSONDecoder().decode(SnapshotLine.self, from: Data(line.utf8)).snapshot

@@ -14,7 +14,7 @@ struct BrokerShellTests {
         let security = try BrokerSecurity(keys: CurveKeyPair.generate(), allowLists: [:])
         return Broker.Shell(
             state: Locked(BrokerStateMachine(configuration: .init())),
-            authenticator: curve ? Locked(ZAPAuthenticator(security: security)) : nil,
+            authenticator: curve ? Locked(ZAPAuthenticator(security: security)) : nil, journal: nil,
             limits: .init(frames: 16, bytes: 1 << 20), logger: Logger(label: "test"))
     }
 

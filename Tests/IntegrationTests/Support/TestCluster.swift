@@ -25,6 +25,7 @@ final class TestCluster: Sendable {
         self.events = events
         brokerArguments = arguments
         processes.withLock { $0.append(broker) }
+        brokers.withLock { $0.append(broker) }
     }
 
     /// Fast failure detection for tests: 0.5 s heartbeats × 3.
@@ -37,11 +38,16 @@ final class TestCluster: Sendable {
             arguments: extraArguments)
     }
 
+    /// What every broker this cluster started wrote to standard error, oldest first.
+    var brokerLogs: [String] { brokers.withLock { $0 }.map(\.errorText) }
+    private let brokers = Locked<[SkyProcess]>([])
+
     /// Starts a new broker on the same endpoints (after the old one was killed).
     func restartBroker() async throws {
         let broker = try await StartedBroker.start(
             clients: clients, workers: workers, events: events, arguments: brokerArguments)
         track(broker.process)
+        brokers.withLock { $0.append(broker.process) }
         currentBroker.withLock { $0 = broker.process }
     }
 

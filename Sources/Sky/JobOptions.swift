@@ -1,0 +1,86 @@
+import Foundation
+import SkyProtocol
+
+/// How a durable job runs: when, in what order, how often, and how long its outcome is kept.
+///
+/// The broker applies all of it, since the client that submitted the job may be long gone.
+public struct JobOptions: Sendable, Equatable {
+    /// Not started before this long after the broker recorded the job (kept across restarts).
+    public var delay: Duration?
+    /// Not started before this wall-clock time (kept across restarts).
+    public var notBefore: Date?
+    /// Among waiting jobs of a service, higher priority runs first.
+    public var priority: JobPriority
+    /// A second submit with the same key, while the first job is kept (its retention), returns
+    /// the first job instead of making another. At most 255 bytes.
+    public var idempotencyKey: String?
+    /// Attempts, backoff between them, and which failures are tried again; applied by the
+    /// broker. ``RetryPolicy/jitter`` is not used (the broker spaces retries by itself).
+    public var retry: RetryPolicy
+    /// How long the outcome is kept after the job ended (24 hours by default).
+    public var retention: Duration
+    /// How long one attempt may run; `nil` for no limit. A timed-out attempt is cancelled on
+    /// its worker and counts as a `timeout` failure for ``retry``.
+    public var timeout: Duration?
+
+    public init(
+        delay: Duration? = nil, notBefore: Date? = nil, priority: JobPriority = .normal, idempotencyKey: String? = nil,
+        retry: RetryPolicy = .default, retention: Duration = .seconds(86_400), timeout: Duration? = nil
+    ) {
+        self.delay = delay
+        self.notBefore = notBefore
+        self.priority = priority
+        self.idempotencyKey = idempotencyKey
+        self.retry = retry
+        self.retention = retention
+        self.timeout = timeout
+    }
+
+    /// The submission the broker reads.
+    func submission(service: String, body: [UInt8], key: String) throws(SkyError) -> JobSubmission {
+        guard key.utf8.count <= JobSubmission.maxKeyLength, !key.isEmpty else {
+            throw .invalidTask("an idempotency key must be 1...255 bytes; this one has \(key.utf8.count)")
+        }
+        var submission = JobSubmission(service: service, body: body)
+        submission.priority = priority.rawValue
+        submission.notBeforeMilliseconds = notBefore.map { Int64(($0.timeIntervalSince1970 * 1000).rounded(.up)) } ?? 0
+        submission.delayMilliseconds = UInt64(clamping: max(0, delay?.wholeMilliseconds ?? 0))
+        submission.retentionMilliseconds = UInt64(clamping: max(0, retention.wholeMilliseconds))
+        submission.timeoutMilliseconds = timeout.map { UInt32(clamping: max(1, $0.wholeMilliseconds)) } ?? 0
+        submission.maxAttempts = UInt16(clamping: retry.maxAttempts)
+        submission.initialBackoffMilliseconds = UInt32(clamping: max(0, retry.initialBackoff.wholeMilliseconds))
+        submission.maxBackoffMilliseconds = UInt32(clamping: max(0, retry.maxBackoff.wholeMilliseconds))
+        submission.multiplierPercent = UInt16(clamping: Int((retry.multiplier * 100).rounded()))
+        submission.retryOn = retry.retryOn.flatMap(\.replyStatuses).sorted { $0.rawValue < $1.rawValue }
+        submission.idempotencyKey = key
+        return submission
+    }
+}
+
+/// The order of waiting jobs within a service.
+public struct JobPriority: RawRepresentable, Sendable, Hashable, Comparable {
+    public var rawValue: Int8
+    public init(rawValue: Int8) { self.rawValue = rawValue }
+
+    public static let low = JobPriority(rawValue: -50)
+    public static let normal = JobPriority(rawValue: 0)
+    public static let high = JobPriority(rawValue: 50)
+    public static let urgent = JobPriority(rawValue: 100)
+
+    public static func < (lhs: Self, rhs: Self) -> Bool { lhs.rawValue < rhs.rawValue }
+}
+
+extension SkyError.Code {
+    /// The reply statuses a broker-applied retry policy names for this kind of error.
+    var replyStatuses: [ReplyStatus] {
+        switch self {
+        case .timeout: [.deadlineExceeded]
+        case .workerLost: [.workerLost]
+        case .remote: [.handlerError]
+        case .internalError: [.internalError]
+        case .invalidPayload: [.invalidPayload]
+        case .unknownService: [.unknownService]
+        default: []
+        }
+    }
+}

@@ -1,0 +1,105 @@
+import Foundation
+import SkyProtocol
+
+/// Durable jobs: work the broker keeps (in its journal) until it is done, whatever happens to
+/// the client that submitted it. See docs/jobs.md.
+extension SkyClient {
+    /// Records a job at the broker and returns once it is on the broker's disk.
+    ///
+    /// Without an ``JobOptions/idempotencyKey`` the call makes one of its own, so that its
+    /// retries (a lost connection, a timeout) never make a second job.
+    /// - Throws: ``SkyError/journalUnavailable(_:)`` if the broker cannot record jobs (no
+    ///   `--state-dir`, disk full), ``SkyError/overloaded(_:)`` over `--journal-max-bytes`.
+    public nonisolated func submit<T: SkyTask>(
+        _ task: T, options: JobOptions = JobOptions(), coder: some TaskCoder = .json
+    ) async throws -> Job<T> {
+        let body: [UInt8]
+        do {
+            body = try coder.encode(task)
+        } catch {
+            throw SkyError.invalidTask(String(describing: error))
+        }
+        guard WireFormat.isValidName(T.service) else {
+            throw SkyError.invalidTask("service name \"\(T.service)\" is not 1...255 bytes of UTF-8")
+        }
+        let key = options.idempotencyKey ?? "call:\(UUID().uuidString)"
+        let submission = try options.submission(service: T.service, body: body, key: key).encode()
+        let reply = try await jobCall(BrokerService.jobSubmit, submission)
+        guard let id = JobID(bytes: reply) else {
+            throw SkyError.internalError("the broker answered a submit with \(reply.count) bytes, not a job id")
+        }
+        return Job(id: id, client: self)
+    }
+
+    /// A handle on a job submitted earlier, maybe by another process.
+    public nonisolated func job<T: SkyTask>(_ id: JobID, as type: T.Type = T.self) -> Job<T> {
+        Job(id: id, client: self)
+    }
+
+    /// Waits for a job to end and returns its result, decoded as `type`.
+    public nonisolated func result<R: Decodable & Sendable>(
+        of id: JobID, as type: R.Type, coder: some TaskCoder = .json
+    ) async throws -> R {
+        while true {
+            let report = try await jobReport(BrokerService.jobWait, id)
+            switch report.state {
+            case .succeeded:
+                do {
+                    return try coder.decode(R.self, from: report.outcome)
+                } catch {
+                    throw SkyError.invalidResult(String(describing: error))
+                }
+            case .failed, .cancelled:
+                if case .failed(let error, _) = JobStatus(report) { throw error }
+                throw SkyError.cancelled("job \(id) was cancelled")
+            case .unknown:
+                throw SkyError.jobNotFound(
+                    "the broker knows no job \(id): never submitted there, or kept past its retention")
+            case .queued, .scheduled, .running:
+                continue  // the broker held the wait as long as it holds one; ask again
+            }
+        }
+    }
+
+    /// Where a job stands now.
+    public nonisolated func status(of id: JobID) async throws -> JobStatus {
+        JobStatus(try await jobReport(BrokerService.jobStatus, id))
+    }
+
+    /// Cancels a job that has not ended: a queued or scheduled one never runs, a running one's
+    /// handler is cancelled. A job that ended keeps its outcome.
+    /// - Returns: the job's status after the cancel (``JobStatus/cancelled``, or how it ended).
+    @discardableResult
+    public nonisolated func cancel(job id: JobID) async throws -> JobStatus {
+        JobStatus(try await jobReport(BrokerService.jobCancel, id))
+    }
+
+    /// Jobs the broker's journal holds, newest first (at most 1,000).
+    public nonisolated func jobs(
+        state: JobState? = nil, service: String? = nil, limit: Int = 100
+    ) async throws -> [(id: JobID, status: JobStatus)] {
+        let query = JobQuery(state: state, service: service, limit: UInt32(clamping: max(0, limit)))
+        let reply = try await jobCall(BrokerService.jobList, query.encode())
+        do {
+            return try JobListing(decoding: reply).jobs.map { ($0.id, JobStatus($0.report)) }
+        } catch {
+            throw SkyError.internalError("the broker's job listing is malformed: \(error)")
+        }
+    }
+
+    private nonisolated func jobReport(_ service: String, _ id: JobID) async throws -> JobReport {
+        let reply = try await jobCall(service, id.bytes)
+        do {
+            return try JobReport(decoding: reply)
+        } catch {
+            throw SkyError.internalError("the broker's answer about job \(id) is malformed: \(error)")
+        }
+    }
+
+    /// One request to the broker's job service. The timeout leaves a held wait room to end.
+    private nonisolated func jobCall(_ service: String, _ body: [UInt8]) async throws -> [UInt8] {
+        let options = ScanOptions(
+            timeout: BrokerService.jobWaitHold + .seconds(10), retry: .default, coalesce: false)
+        return try await executeRemotely(service: service, body: body, options: options).result.get()
+    }
+}

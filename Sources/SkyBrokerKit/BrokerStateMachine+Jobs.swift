@@ -1,0 +1,613 @@
+import HeapModule
+import SkyJournal
+import SkyProtocol
+
+/// Durable jobs: `mmi.jobs.*` requests, the journal's answers, and jobs running like requests.
+///
+/// A job is recorded before anything else happens to it: the submit is answered, and the job
+/// queued, once the journal has it on disk. Each delivery is recorded before it is sent (so a
+/// job's `attempt` counts every execution, also across broker restarts), and the outcome is
+/// recorded once; callers waiting for it hear when it is on disk. At a worker a job is a request
+/// like any other (same handler, same credits), under the reserved client number ``jobsClient``,
+/// which no peer can map to. Jobs wait in their own per-service queues, higher priority first;
+/// a freed credit takes the oldest of a waiting request and the best waiting job. They are
+/// bounded by the journal (`--journal-max-bytes`), not by the request queue's limits, and are
+/// not subject to `--max-wait` or the no-workers grace: a job waits until a worker serves it.
+extension BrokerStateMachine {
+    /// The client number jobs run under at workers.
+    static let jobsClient: ClientNumber = .max
+
+    /// Whether `task` is a delivery of a job.
+    static func isJob(_ task: QueuedRequest) -> Bool { task.client == jobsClient }
+
+    /// Jobs the broker holds (unfinished), for snapshots and tests.
+    public var jobCount: Int { jobBook.jobs.count }
+
+    /// Answers an `mmi.jobs.*` request; `false` if `request` names no job service.
+    mutating func answerJobService(
+        _ request: TaskRequest, for peer: PeerID, now: Instant, into actions: inout [BrokerAction]
+    ) -> Bool {
+        let caller = JobCaller(peer: peer, requestID: request.requestID, attempt: request.header.attempt)
+        switch request.service {
+        case BrokerService.jobSubmit:
+            submitJob(request.body, caller: caller, now: now, into: &actions)
+        case BrokerService.jobStatus, BrokerService.jobWait, BrokerService.jobCancel:
+            guard let id = JobID(bytes: request.body) else {
+                answer(
+                    caller, .invalidPayload,
+                    "\(request.service) takes a 16-byte job id; got \(request.body.count) bytes", into: &actions)
+                return true
+            }
+            switch request.service {
+            case BrokerService.jobStatus: reportJob(id, to: caller, into: &actions)
+            case BrokerService.jobWait: waitForJob(id, caller: caller, now: now, into: &actions)
+            default: cancelJob(id, caller: caller, into: &actions)
+            }
+        case BrokerService.jobList:
+            guard configuration.journal else {
+                answer(caller, .journalUnavailable, Self.noJournal, into: &actions)
+                return true
+            }
+            do {
+                let query = try JobQuery(decoding: request.body)
+                actions.append(
+                    .journal(
+                        .list(
+                            state: query.state.flatMap(Self.journalState), service: query.service,
+                            limit: Int(query.limit), caller)))
+            } catch {
+                answer(caller, .invalidPayload, "\(request.service): \(error)", into: &actions)
+            }
+        default:
+            return false
+        }
+        return true
+    }
+
+    static let noJournal =
+        "this broker keeps no journal, so it takes no jobs: start skybroker with --state-dir (scan works without one)"
+
+    // MARK: Submit
+
+    private mutating func submitJob(
+        _ body: [UInt8], caller: JobCaller, now: Instant, into actions: inout [BrokerAction]
+    ) {
+        guard configuration.journal else {
+            answer(caller, .journalUnavailable, Self.noJournal, into: &actions)
+            return
+        }
+        if stopping {
+            answer(caller, .brokerShuttingDown, "the broker is shutting down", into: &actions)
+            return
+        }
+        if jobBook.overLimit {
+            counters.rejectedOverloaded += 1
+            answer(
+                caller, .overloaded,
+                "the journal holds \(jobBook.journalBytes) bytes, over its limit of \(configuration.journalMaxBytes) (--journal-max-bytes): new jobs are refused until results expire",
+                into: &actions)
+            return
+        }
+        if jobBook.pendingSubmits.count >= configuration.queueLimit {
+            counters.rejectedOverloaded += 1
+            answer(caller, .overloaded, "\(jobBook.pendingSubmits.count) submits await the journal", into: &actions)
+            return
+        }
+        let submission: JobSubmission
+        do {
+            submission = try JobSubmission(decoding: body)
+        } catch {
+            answer(caller, .invalidPayload, "mmi.jobs.submit: \(error)", into: &actions)
+            return
+        }
+        if submission.service.hasPrefix(BrokerService.prefix) {
+            answer(caller, .unknownService, "a job cannot run the broker's own \(submission.service)", into: &actions)
+            return
+        }
+        let wall = configuration.wallClock()
+        let id = JobID(milliseconds: wall, random: &jobIDGenerator)
+        let (delayed, overflow) = wall.addingReportingOverflow(Int64(clamping: submission.delayMilliseconds))
+        let notBefore = max(submission.notBeforeMilliseconds, overflow ? Int64.max : delayed)
+        var options = submission
+        options.body = []
+        let record = JobRecord(
+            id: id.bytes, service: submission.service, body: submission.body, priority: Int(submission.priority),
+            notBefore: notBefore > wall ? notBefore : 0, idempotencyKey: submission.idempotencyKey,
+            expiresAt: Self.expiry(wall, submission), submittedAt: wall, options: options.encode())
+        nextArrival += 1
+        let job = JobBook.Job(
+            id: id, submission: submission, attempt: 0, notBefore: record.notBefore, phase: .queued,
+            arrival: nextArrival << Self.slotBits)
+        jobBook.pendingSubmits[id] = JobBook.PendingSubmit(job: job, waiter: caller)
+        actions.append(.journal(.write([.submitted(record)], .submitted(id))))
+    }
+
+    /// When a job's record may go: its retention after `wall`.
+    static func expiry(_ wall: Int64, _ submission: JobSubmission) -> Int64 {
+        let (sum, overflow) = wall.addingReportingOverflow(Int64(clamping: submission.retentionMilliseconds))
+        return overflow ? Int64.max : sum
+    }
+
+    /// Takes in jobs the journal held when the broker started (queued, scheduled, or running
+    /// when it stopped: these run again, their attempt counting on).
+    /// - Returns: how many records could not be read (logged, left in the journal).
+    @discardableResult
+    public mutating func recover(_ records: [JobRecord], now: Instant, into actions: inout [BrokerAction]) -> Int {
+        var unreadable = 0
+        for record in records {
+            guard let id = JobID(bytes: record.id), var submission = try? JobSubmission(decoding: record.options)
+            else {
+                unreadable += 1
+                actions.append(
+                    .log(
+                        .warning, "journal: a job's options are unreadable; left as it is",
+                        ["job": Hex.encode(record.id)]))
+                continue
+            }
+            submission.body = record.body
+            nextArrival += 1
+            admit(
+                JobBook.Job(
+                    id: id, submission: submission, attempt: UInt32(clamping: record.attempt),
+                    notBefore: record.notBefore, phase: .queued, arrival: nextArrival << Self.slotBits),
+                now: now, into: &actions)
+        }
+        if !records.isEmpty {
+            actions.append(
+                .log(
+                    .info, "journal: unfinished jobs taken up again",
+                    ["jobs": "\(records.count - unreadable)", "running": "\(records.count { $0.state == .running })"]))
+        }
+        return unreadable
+    }
+
+    /// A recorded job starts its life in memory: scheduled if its time is ahead, else queued.
+    private mutating func admit(_ job: JobBook.Job, now: Instant, into actions: inout [BrokerAction]) {
+        var job = job
+        let wall = configuration.wallClock()
+        if job.notBefore > wall {
+            let (due, overflow) = ticks(now).addingReportingOverflow(
+                (job.notBefore - wall).multipliedReportingOverflow(by: 1_000_000).partialValue)
+            job.phase = .scheduled(due: overflow ? Int64.max : due)
+            jobBook.jobs[job.id] = job
+            jobBook.timers.insert(JobBook.TimerEntry(due: overflow ? Int64.max : due, id: job.id, waiter: nil))
+            return
+        }
+        jobBook.jobs[job.id] = job
+        jobBook.enqueue(job.id)
+        offerJobs(of: job.submission.service, now: now, into: &actions)
+    }
+
+    /// Gives waiting jobs of `service` to its workers with free credits.
+    private mutating func offerJobs(of service: String, now: Instant, into actions: inout [BrokerAction]) {
+        for peer in workersByService[service] ?? [] {
+            guard jobBook.queuedByService[service] != nil else { return }
+            if (workers[peer]?.freeCredits ?? 0) > 0 { fill(peer, now: now, into: &actions) }
+        }
+    }
+
+    // MARK: Running
+
+    /// The best waiting job of the services a worker serves: (service, arrival), if any.
+    mutating func bestWaitingJob(among services: [String]) -> (service: String, arrival: UInt64, priority: Int8)? {
+        guard !jobBook.queuedByService.isEmpty else { return nil }
+        var best: (service: String, arrival: UInt64, priority: Int8)?
+        for service in services where jobBook.queuedByService[service] != nil {
+            guard let head = jobBook.head(service) else { continue }
+            if let current = best,
+                !(head.priority > current.priority
+                    || (head.priority == current.priority && head.arrival < current.arrival))
+            {
+                continue
+            }
+            best = (service, head.arrival, head.priority)
+        }
+        return best
+    }
+
+    /// Hands the best waiting job of `service` to `peer`: the delivery is made and recorded in
+    /// the journal; it is sent once the record is on disk (``startedJob``).
+    mutating func dispatchJob(of service: String, to peer: PeerID, now: Instant, into actions: inout [BrokerAction]) {
+        guard var job = jobBook.pop(service) else { return }
+        job.attempt += 1
+        if clients[Self.jobsClient] == nil {
+            // Held by the jobs themselves: never released.
+            clients[Self.jobsClient] = ClientRecord(peer: PeerID([]), outstanding: 1)
+        }
+        clients[Self.jobsClient]!.outstanding += 1
+        let request = TaskRequest(
+            requestID: job.id.requestID, service: service,
+            header: RequestHeader(attempt: job.attempt, timeoutMilliseconds: job.submission.timeoutMilliseconds),
+            body: job.submission.body)
+        let task = QueuedRequest(client: Self.jobsClient, request: request, arrival: job.arrival, arrivedAt: ticks(now))
+        let tag = hand(task, to: peer)
+        job.phase = .starting(peer, tag: tag)
+        jobBook.jobs[job.id] = job
+        actions.append(
+            .journal(.write([.started(id: job.id.bytes, attempt: Int(job.attempt))], .started(job.id, peer, tag: tag))))
+    }
+
+    /// The start of a delivery is on disk (or could not be written: it runs anyway, at least
+    /// once is kept): send it, unless it was cancelled or taken back meanwhile.
+    private mutating func startedJob(
+        _ id: JobID, at peer: PeerID, tag: UInt64, _ result: Result<JournalReceipt, JournalError>,
+        now: Instant, into actions: inout [BrokerAction]
+    ) {
+        if case .failure(let error) = result {
+            actions.append(
+                .log(
+                    .warning, "journal: a job's start was not recorded; it runs anyway",
+                    ["job": "\(id)", "error": "\(error)"]))
+        }
+        guard let held = workers[peer]?.inFlight[tag], held.task.request.requestID == id.requestID else { return }
+        if held.answered {
+            // Cancelled before it was sent: the worker never had it.
+            workers[peer]?.inFlight[tag] = nil
+            releaseCancelledDelivery(held.task.key, at: peer)
+            fill(peer, now: now, into: &actions)
+            return
+        }
+        jobBook.jobs[id]?.phase = .running(peer, tag: tag)
+        actions.append(.sendToWorker(peer, .request(tag: Self.tagFrame(tag), held.task.request)))
+    }
+
+    /// A job's delivery went back because its worker was lost: queued again at its old place,
+    /// or failed once workers were lost ``Configuration/maxDeliveries`` times running it.
+    /// - Returns: whether it was queued again (the caller counts it with the requests it requeued).
+    mutating func jobDeliveryLost(_ task: QueuedRequest, worker: String, into actions: inout [BrokerAction]) -> Bool {
+        guard let id = JobID(bytes: task.request.requestID.frame), var job = jobBook.jobs[id] else { return false }
+        switch job.phase {
+        case .starting, .running: break
+        default: return false
+        }
+        finishRequest(Self.jobsClient)
+        job.losses += 1
+        jobBook.jobs[id] = job
+        if job.losses >= configuration.maxDeliveries {
+            counters.failedWorkerLost += 1
+            finishJob(
+                id, .failed, status: .workerLost,
+                outcome: RemoteErrorBody(
+                    type: ReplyStatus.workerLost.description,
+                    message: "the workers running it were lost \(job.losses) times (the limit); the last was \(worker)"
+                ).encoded(), into: &actions)
+            return false
+        }
+        jobBook.enqueue(id)
+        return true
+    }
+
+    /// The answer to one attempt of a job (a worker's reply, or one the broker made).
+    mutating func jobAttemptEnded(_ reply: TaskReply, into actions: inout [BrokerAction]) {
+        guard let id = JobID(bytes: reply.requestID.frame), let job = jobBook.jobs[id] else { return }
+        switch job.phase {
+        case .starting, .running: break
+        default: return  // cancelled meanwhile: its outcome is being recorded
+        }
+        // Stopping: the journal keeps it unfinished, and the next start runs it again.
+        if reply.status == .brokerShuttingDown { return }
+        if reply.status == .ok {
+            finishJob(id, .succeeded, status: .ok, outcome: reply.body, into: &actions)
+            return
+        }
+        let submission = job.submission
+        guard submission.retryOn.contains(reply.status), job.attempt < UInt32(submission.maxAttempts) else {
+            finishJob(id, .failed, status: reply.status, outcome: reply.body, into: &actions)
+            return
+        }
+        // Another attempt after the backoff: initial × multiplier^(attempt-1), capped.
+        var backoff = Double(submission.initialBackoffMilliseconds)
+        for _ in 1..<max(1, Int(job.attempt)) { backoff *= Double(submission.multiplierPercent) / 100 }
+        let milliseconds = Int64(min(backoff, Double(submission.maxBackoffMilliseconds)))
+        let now = lastNow ?? epoch ?? ContinuousClock.now
+        let due = ticks(now) + milliseconds * 1_000_000
+        jobBook.jobs[id]?.phase = .scheduled(due: due)
+        let wall = configuration.wallClock()
+        jobBook.jobs[id]?.notBefore = wall + milliseconds
+        jobBook.timers.insert(JobBook.TimerEntry(due: due, id: id, waiter: nil))
+        jobBook.retried += 1
+        publishJob(.jobRetrying, job, status: reply.status, into: &actions)
+    }
+
+    /// Records a job's outcome; callers hear once it is on disk (``finishedJob``).
+    private mutating func finishJob(
+        _ id: JobID, _ state: JobState, status: ReplyStatus, outcome: [UInt8], into actions: inout [BrokerAction]
+    ) {
+        guard var job = jobBook.jobs[id] else { return }
+        let report = JobReport(
+            state: state, attempt: job.attempt, outcomeStatus: status, service: job.submission.service,
+            outcome: outcome)
+        job.phase = .finishing(report)
+        jobBook.jobs[id] = job
+        writeOutcome(job, report, into: &actions)
+    }
+
+    private mutating func writeOutcome(_ job: JobBook.Job, _ report: JobReport, into actions: inout [BrokerAction]) {
+        let state = Self.journalState(report.state) ?? .failed
+        actions.append(
+            .journal(
+                .write(
+                    [
+                        .finished(
+                            id: job.id.bytes, state: state, outcome: [report.outcomeStatus.rawValue] + report.outcome,
+                            expiresAt: Self.expiry(configuration.wallClock(), job.submission))
+                    ], .finished(job.id))))
+    }
+
+    private mutating func finishedJob(
+        _ id: JobID, _ result: Result<JournalReceipt, JournalError>, into actions: inout [BrokerAction]
+    ) {
+        guard let job = jobBook.jobs[id], case .finishing(let report) = job.phase else { return }
+        if case .failure(let error) = result {
+            // Not on disk: written again at the next maintenance; its callers wait till then.
+            jobBook.unrecorded.append(id)
+            actions.append(
+                .log(
+                    .warning, "journal: a job's outcome was not recorded; trying again",
+                    ["job": "\(id)", "error": "\(error)"]))
+            return
+        }
+        jobBook.jobs[id] = nil
+        let kind: EventKind
+        switch report.state {
+        case .succeeded:
+            jobBook.succeeded += 1
+            kind = .jobSucceeded
+        case .cancelled:
+            jobBook.cancelled += 1
+            kind = .jobCancelled
+        default:
+            jobBook.failed += 1
+            kind = .jobFailed
+        }
+        publishJob(kind, job, status: report.outcomeStatus, into: &actions)
+        for waiter in jobBook.takeWaiters(of: id) { answer(waiter, report, into: &actions) }
+    }
+
+    // MARK: Status, wait, cancel
+
+    /// Where a job the broker holds stands.
+    func report(_ job: JobBook.Job) -> JobReport {
+        let service = job.submission.service
+        switch job.phase {
+        case .scheduled:
+            return JobReport(
+                state: .scheduled, attempt: job.attempt, notBeforeMilliseconds: job.notBefore, service: service)
+        case .queued:
+            return JobReport(state: .queued, attempt: job.attempt, service: service)
+        case .starting(let peer, _), .running(let peer, _):
+            return JobReport(state: .running, attempt: job.attempt, worker: workers[peer]?.name ?? "", service: service)
+        case .finishing(let report):
+            return report
+        }
+    }
+
+    private mutating func reportJob(_ id: JobID, to caller: JobCaller, into actions: inout [BrokerAction]) {
+        guard let job = jobBook.jobs[id] else {
+            lookUp(id, for: caller, into: &actions)
+            return
+        }
+        if case .finishing = job.phase {
+            // Its outcome is not on disk yet: answered once it is.
+            jobBook.addWaiter(caller, for: id)
+            return
+        }
+        answer(caller, report(job), into: &actions)
+    }
+
+    private mutating func waitForJob(_ id: JobID, caller: JobCaller, now: Instant, into actions: inout [BrokerAction]) {
+        guard let job = jobBook.jobs[id] else {
+            lookUp(id, for: caller, into: &actions)
+            return
+        }
+        if case .finishing = job.phase {
+            jobBook.addWaiter(caller, for: id)
+            return
+        }
+        guard jobBook.waiterCount < JobBook.maxWaiters else {
+            answer(caller, report(job), into: &actions)
+            return
+        }
+        jobBook.addWaiter(caller, for: id)
+        let hold = ticks(now) + Self.nanoseconds(configuration.jobWaitHold)
+        jobBook.timers.insert(JobBook.TimerEntry(due: hold, id: id, waiter: caller))
+    }
+
+    private mutating func cancelJob(_ id: JobID, caller: JobCaller, into actions: inout [BrokerAction]) {
+        guard let job = jobBook.jobs[id] else {
+            lookUp(id, for: caller, into: &actions)
+            return
+        }
+        switch job.phase {
+        case .finishing:
+            break
+        case .scheduled:
+            break  // its timer finds it no longer scheduled
+        case .queued:
+            jobBook.unmarkQueued(job.submission.service)
+        case .starting(let peer, let tag), .running(let peer, let tag):
+            let key = TaskKey(client: Self.jobsClient, requestID: id.requestID)
+            workers[peer]?.inFlight[tag]?.answered = true
+            workers[peer]?.cancelledKeys.insert(key)
+            running[key] = nil
+            if case .running = job.phase {
+                actions.append(.sendToWorker(peer, .cancel(tag: Self.tagFrame(tag), id.requestID)))
+            }
+        }
+        if case .finishing = job.phase {
+        } else {
+            counters.cancelled += 1
+            finishJob(
+                id, .cancelled, status: .cancelled,
+                outcome: RemoteErrorBody(type: ReplyStatus.cancelled.description, message: "cancelled by request")
+                    .encoded(),
+                into: &actions)
+        }
+        jobBook.addWaiter(caller, for: id)
+    }
+
+    private mutating func lookUp(_ id: JobID, for caller: JobCaller, into actions: inout [BrokerAction]) {
+        guard configuration.journal else {
+            answer(caller, .journalUnavailable, Self.noJournal, into: &actions)
+            return
+        }
+        actions.append(.journal(.lookup(id, caller)))
+    }
+
+    /// A job as the journal has it, as a report.
+    static func report(_ record: JobRecord) -> JobReport {
+        let state: JobState =
+            switch record.state {
+            case .queued: record.notBefore > 0 ? .scheduled : .queued
+            case .running: .running
+            case .succeeded: .succeeded
+            case .failed: .failed
+            case .cancelled: .cancelled
+            }
+        let outcome = record.outcome ?? []
+        return JobReport(
+            state: state, attempt: UInt32(clamping: record.attempt), notBeforeMilliseconds: record.notBefore,
+            outcomeStatus: outcome.first.flatMap(ReplyStatus.init(rawValue:)) ?? .ok, service: record.service,
+            outcome: Array(outcome.dropFirst()))
+    }
+
+    static func journalState(_ state: JobState) -> JobRecord.State? {
+        switch state {
+        case .queued, .scheduled: .queued
+        case .running: .running
+        case .succeeded: .succeeded
+        case .failed: .failed
+        case .cancelled: .cancelled
+        case .unknown: nil
+        }
+    }
+
+    // MARK: The journal's answers and time
+
+    /// The journal did what ``BrokerAction/journal(_:)`` asked.
+    public mutating func journalAnswered(_ answer: JournalAnswer, now: Instant, into actions: inout [BrokerAction]) {
+        lastNow = now
+        switch answer {
+        case .written(.submitted(let id), let result):
+            submittedJob(id, result, now: now, into: &actions)
+        case .written(.started(let id, let peer, let tag), let result):
+            startedJob(id, at: peer, tag: tag, result, now: now, into: &actions)
+        case .written(.finished(let id), let result):
+            finishedJob(id, result, into: &actions)
+        case .lookedUp(let id, let caller, .success(let record)):
+            // A job submitted meanwhile is in memory now.
+            if let job = jobBook.jobs[id], record == nil {
+                self.answer(caller, report(job), into: &actions)
+            } else {
+                self.answer(caller, record.map(Self.report) ?? JobReport(state: .unknown), into: &actions)
+            }
+        case .listed(let caller, .success(let records)):
+            let listing = JobListing(
+                jobs: records.compactMap { record in
+                    JobID(bytes: record.id).map { id in (id, jobBook.jobs[id].map(report) ?? Self.report(record)) }
+                })
+            replyTo(
+                caller.peer,
+                TaskReply(requestID: caller.requestID, attempt: caller.attempt, status: .ok, body: listing.encode()),
+                into: &actions)
+        case .lookedUp(_, let caller, .failure(let error)), .listed(let caller, .failure(let error)):
+            self.answer(caller, .journalUnavailable, error.description, into: &actions)
+        case .maintained(.success(let bytes)):
+            jobBook.journalBytes = bytes
+            jobBook.overLimit = configuration.journalMaxBytes > 0 && bytes >= configuration.journalMaxBytes
+        case .maintained(.failure(let error)):
+            actions.append(.log(.warning, "journal: maintenance failed", ["error": "\(error)"]))
+        }
+    }
+
+    private mutating func submittedJob(
+        _ id: JobID, _ result: Result<JournalReceipt, JournalError>, now: Instant, into actions: inout [BrokerAction]
+    ) {
+        guard let pending = jobBook.pendingSubmits.removeValue(forKey: id) else { return }
+        switch result {
+        case .failure(let error):
+            answer(pending.waiter, .journalUnavailable, error.description, into: &actions)
+        case .success(let receipt):
+            if let first = receipt.duplicates[id.bytes] {
+                // Its idempotency key is taken: the answer names the first job.
+                replyTo(
+                    pending.waiter.peer,
+                    TaskReply(
+                        requestID: pending.waiter.requestID, attempt: pending.waiter.attempt, status: .ok,
+                        body: first.id),
+                    into: &actions)
+                return
+            }
+            jobBook.submitted += 1
+            replyTo(
+                pending.waiter.peer,
+                TaskReply(
+                    requestID: pending.waiter.requestID, attempt: pending.waiter.attempt, status: .ok, body: id.bytes),
+                into: &actions)
+            publishJob(.jobSubmitted, pending.job, status: nil, into: &actions)
+            admit(pending.job, now: now, into: &actions)
+        }
+    }
+
+    /// Time passed: scheduled jobs that are due are queued, held waits that reached their
+    /// hold are answered "not yet", and every ``Configuration/journalMaintenanceInterval`` the
+    /// journal is asked to expire old outcomes and to measure itself.
+    mutating func jobTick(now: Instant, budget: inout Int, into actions: inout [BrokerAction]) {
+        lastNow = now
+        let nowTicks = ticks(now)
+        var services: Set<String> = []
+        while budget > 0, let first = jobBook.timers.min, first.due <= nowTicks {
+            jobBook.timers.removeMin()
+            if let waiter = first.waiter {
+                guard jobBook.removeWaiter(waiter, of: first.id), let job = jobBook.jobs[first.id] else { continue }
+                budget -= 1
+                answer(waiter, report(job), into: &actions)
+                continue
+            }
+            guard let job = jobBook.jobs[first.id], job.phase == .scheduled(due: first.due) else { continue }
+            budget -= 1
+            jobBook.enqueue(first.id)
+            services.insert(job.submission.service)
+        }
+        for service in services { offerJobs(of: service, now: now, into: &actions) }
+        guard configuration.journal else { return }
+        if now >= nextJournalMaintenance ?? now {
+            nextJournalMaintenance = now + configuration.journalMaintenanceInterval
+            actions.append(.journal(.maintain(nowMilliseconds: configuration.wallClock())))
+            let unrecorded = jobBook.unrecorded
+            jobBook.unrecorded.removeAll()
+            for id in unrecorded {
+                guard let job = jobBook.jobs[id], case .finishing(let report) = job.phase else { continue }
+                writeOutcome(job, report, into: &actions)
+            }
+        }
+    }
+
+    // MARK: Answers
+
+    private mutating func answer(_ caller: JobCaller, _ report: JobReport, into actions: inout [BrokerAction]) {
+        replyTo(
+            caller.peer,
+            TaskReply(requestID: caller.requestID, attempt: caller.attempt, status: .ok, body: report.encode()),
+            into: &actions)
+    }
+
+    private mutating func answer(
+        _ caller: JobCaller, _ status: ReplyStatus, _ message: String, into actions: inout [BrokerAction]
+    ) {
+        replyTo(
+            caller.peer, .failure(caller.requestID, status, message: message, attempt: caller.attempt), into: &actions)
+    }
+
+    private mutating func publishJob(
+        _ kind: EventKind, _ job: JobBook.Job, status: ReplyStatus?, into actions: inout [BrokerAction]
+    ) {
+        publish(
+            SkyEvent(
+                seq: 0, event: kind, time: "",
+                task: TaskInfo(
+                    requestID: job.id.description, service: job.submission.service, deliveries: Int(job.attempt),
+                    status: status?.description)),
+            into: &actions)
+    }
+}

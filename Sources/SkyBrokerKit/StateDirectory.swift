@@ -1,0 +1,78 @@
+import Foundation
+import Logging
+import SkyJournal
+
+/// The broker's state directory: the job journal and the lock that keeps a second broker off it.
+///
+/// Two brokers on one journal would each run the other's jobs; the second one is refused at
+/// start, naming the directory, by an exclusive `flock` on `broker.lock` (released by the
+/// kernel when the process dies, so a `kill -9` leaves no stale lock).
+final class StateDirectory: Sendable {
+    let path: String
+    let writer: JournalWriter
+    /// Jobs the journal held unfinished when it was opened.
+    let unfinished: [JobRecord]
+    private let lock: Int32
+
+    private init(path: String, writer: JournalWriter, unfinished: [JobRecord], lock: Int32) {
+        self.path = path
+        self.writer = writer
+        self.unfinished = unfinished
+        self.lock = lock
+    }
+
+    /// Makes the directory if needed, takes its lock, opens the journal and reads what is
+    /// unfinished.
+    /// - Throws: ``BrokerStartError`` naming the directory or file and what to do.
+    static func open(_ path: String, logger: Logger) async throws -> StateDirectory {
+        // A file-size limit (ulimit -f) must fail the journal's write (EFBIG, as a full disk
+        // does), not kill the broker with SIGXFSZ: submits then fail and scans go on.
+        signal(SIGXFSZ, SIG_IGN)
+        do {
+            try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+        } catch {
+            throw BrokerStartError(
+                role: "journal", endpoint: path,
+                reason:
+                    "cannot make the state directory \(path): \(error.localizedDescription); pick another with --state-dir"
+            )
+        }
+        let lockPath = (path as NSString).appendingPathComponent("broker.lock")
+        let lock = Glibc.open(lockPath, O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
+        guard lock >= 0 else {
+            throw BrokerStartError(
+                role: "journal", endpoint: path,
+                reason: "cannot open \(lockPath): \(String(cString: strerror(errno))); pick another --state-dir")
+        }
+        guard flock(lock, LOCK_EX | LOCK_NB) == 0 else {
+            Glibc.close(lock)
+            throw BrokerStartError(
+                role: "journal", endpoint: path,
+                reason:
+                    "another skybroker uses the state directory \(path) (it holds \(lockPath)); stop it, or give this one its own --state-dir"
+            )
+        }
+        let file = (path as NSString).appendingPathComponent(BrokerConfiguration.journalFileName)
+        do {
+            let writer = try await JournalWriter.start { () throws(JournalError) in try SQLiteJobStore(path: file) }
+            let unfinished: [JobRecord]
+            do {
+                unfinished = try await writer.read { store throws(JournalError) in try store.unfinished() }
+            } catch {
+                await writer.stop()
+                throw error
+            }
+            logger.info("journal open", metadata: ["file": "\(file)", "unfinished jobs": "\(unfinished.count)"])
+            return StateDirectory(path: path, writer: writer, unfinished: unfinished, lock: lock)
+        } catch {
+            Glibc.close(lock)
+            throw BrokerStartError(role: "journal", endpoint: file, reason: "\(error)")
+        }
+    }
+
+    /// Commits what is queued, stops the journal's thread, and frees the lock.
+    func close() async {
+        await writer.stop()
+        Glibc.close(lock)
+    }
+}

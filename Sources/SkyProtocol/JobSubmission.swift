@@ -1,0 +1,142 @@
+/// What a client asks the broker to keep and run: the body of an `mmi.jobs.submit` request.
+///
+/// Layout (integers big-endian), version 1:
+/// `[version=1][service-len u8][service][priority i8][not-before-ms u64][delay-ms u64]`
+/// `[retention-ms u64][timeout-ms u32][max-attempts u16][initial-backoff-ms u32]`
+/// `[max-backoff-ms u32][multiplier×100 u16][retry-count u8][retry statuses u8…]`
+/// `[key-len u8][idempotency key][task body…]` — the task body is the rest of the frame.
+/// Binary rather than JSON: the broker decodes one per job on its I/O thread.
+public struct JobSubmission: Sendable, Equatable {
+    public var service: String
+    /// Higher runs first among waiting jobs of a service (-128…127; 0 by default).
+    public var priority: Int8 = 0
+    /// Not started before this wall-clock time (milliseconds since 1970); 0 for no such bound.
+    public var notBeforeMilliseconds: Int64 = 0
+    /// Not started before this long after the broker recorded it.
+    public var delayMilliseconds: UInt64 = 0
+    /// How long the outcome is kept after the job ended.
+    public var retentionMilliseconds: UInt64 = 86_400_000
+    /// How long one attempt may run; 0 for no limit.
+    public var timeoutMilliseconds: UInt32 = 0
+    /// Attempts in all, the first included (at least 1).
+    public var maxAttempts: UInt16 = 3
+    public var initialBackoffMilliseconds: UInt32 = 100
+    public var maxBackoffMilliseconds: UInt32 = 5000
+    /// Growth of the backoff per attempt, in hundredths (200 doubles it).
+    public var multiplierPercent: UInt16 = 200
+    /// Failure statuses after which another attempt is made.
+    public var retryOn: [ReplyStatus] = [.deadlineExceeded, .workerLost]
+    /// A second submit with the same key, while the first job is kept, returns the first job.
+    public var idempotencyKey: String?
+    /// The encoded task, exactly as `scan` would send it.
+    public var body: [UInt8]
+
+    public static let version: UInt8 = 1
+    /// Longest idempotency key, in bytes.
+    public static let maxKeyLength = 255
+
+    public init(service: String, body: [UInt8]) {
+        self.service = service
+        self.body = body
+    }
+
+    public func encode() -> [UInt8] {
+        var bytes: [UInt8] = [Self.version, UInt8(service.utf8.count)]
+        bytes.reserveCapacity(64 + service.utf8.count + body.count)
+        bytes += service.utf8
+        bytes.append(UInt8(bitPattern: priority))
+        bytes += WireFormat.bytes(UInt64(bitPattern: notBeforeMilliseconds))
+        bytes += WireFormat.bytes(delayMilliseconds)
+        bytes += WireFormat.bytes(retentionMilliseconds)
+        bytes += WireFormat.bytes(timeoutMilliseconds)
+        bytes += WireFormat.bytes(UInt32(maxAttempts)).suffix(2)
+        bytes += WireFormat.bytes(initialBackoffMilliseconds)
+        bytes += WireFormat.bytes(maxBackoffMilliseconds)
+        bytes += WireFormat.bytes(UInt32(multiplierPercent)).suffix(2)
+        bytes.append(UInt8(retryOn.count))
+        bytes += retryOn.map(\.rawValue)
+        let key = Array((idempotencyKey ?? "").utf8)
+        bytes.append(UInt8(key.count))
+        bytes += key
+        bytes += body
+        return bytes
+    }
+
+    /// Decodes a submission; every field is checked, nothing traps.
+    public init(decoding bytes: [UInt8]) throws(ProtocolError) {
+        var reader = ByteReader(bytes)
+        let version = try reader.byte("version")
+        guard version == Self.version else {
+            throw .invalidValue(name: "job version", reason: "\(version); this broker reads \(Self.version)")
+        }
+        service = try WireFormat.name(try reader.take(Int(try reader.byte("service length")), "service"))
+        priority = Int8(bitPattern: try reader.byte("priority"))
+        notBeforeMilliseconds = Int64(bitPattern: try reader.uint64("not-before"))
+        delayMilliseconds = try reader.uint64("delay")
+        retentionMilliseconds = try reader.uint64("retention")
+        timeoutMilliseconds = try reader.uint32("timeout")
+        maxAttempts = try reader.uint16("max attempts")
+        guard maxAttempts >= 1 else { throw .invalidValue(name: "max attempts", reason: "0; at least 1") }
+        initialBackoffMilliseconds = try reader.uint32("initial backoff")
+        maxBackoffMilliseconds = try reader.uint32("max backoff")
+        multiplierPercent = try reader.uint16("multiplier")
+        guard multiplierPercent >= 100 else {
+            throw .invalidValue(name: "multiplier", reason: "\(multiplierPercent)%; at least 100")
+        }
+        var statuses: [ReplyStatus] = []
+        for raw in try reader.take(Int(try reader.byte("retry count")), "retry statuses") {
+            guard let status = ReplyStatus(rawValue: raw) else {
+                throw .invalidValue(name: "retry status", reason: "unknown status \(raw)")
+            }
+            statuses.append(status)
+        }
+        retryOn = statuses
+        let key = try reader.take(Int(try reader.byte("key length")), "idempotency key")
+        if key.isEmpty {
+            idempotencyKey = nil
+        } else {
+            guard let text = String(validating: key, as: UTF8.self) else {
+                throw .invalidValue(name: "idempotency key", reason: "not UTF-8")
+            }
+            idempotencyKey = text
+        }
+        body = reader.rest()
+    }
+}
+
+/// Reads fields front to back, throwing instead of trapping when the bytes run out.
+struct ByteReader {
+    private let bytes: [UInt8]
+    private var offset = 0
+
+    init(_ bytes: [UInt8]) { self.bytes = bytes }
+
+    mutating func take(_ count: Int, _ name: String) throws(ProtocolError) -> [UInt8] {
+        guard count >= 0, bytes.count - offset >= count else {
+            throw .invalidValue(
+                name: name, reason: "the message ends \(bytes.count - offset) bytes in, \(count) needed")
+        }
+        defer { offset += count }
+        return Array(bytes[offset..<offset + count])
+    }
+
+    mutating func byte(_ name: String) throws(ProtocolError) -> UInt8 { try take(1, name)[0] }
+
+    mutating func uint16(_ name: String) throws(ProtocolError) -> UInt16 {
+        let two = try take(2, name)
+        return UInt16(two[0]) << 8 | UInt16(two[1])
+    }
+
+    mutating func uint32(_ name: String) throws(ProtocolError) -> UInt32 {
+        try WireFormat.uint32(try take(4, name), name: name)
+    }
+
+    mutating func uint64(_ name: String) throws(ProtocolError) -> UInt64 {
+        try WireFormat.uint64(try take(8, name), name: name)
+    }
+
+    mutating func rest() -> [UInt8] {
+        defer { offset = bytes.count }
+        return Array(bytes[offset...])
+    }
+}
