@@ -403,7 +403,10 @@ public struct BrokerStartError: Error, CustomStringConvertible {
     }
 
     public var description: String {
-        guard let underlying else { return "cannot start the \(role) side: \(reason ?? "")" }
+        guard let underlying else {
+            // The journal's reasons are whole sentences naming the file.
+            return role == "journal" ? reason ?? "" : "cannot start the \(role) side: \(reason ?? "")"
+        }
         if role == "zap" {
             return
                 "cannot start the ZAP authentication handler at \(endpoint): \(underlying.message). Without it CURVE would admit any key, so the broker does not start."

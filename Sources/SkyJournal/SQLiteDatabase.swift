@@ -56,6 +56,11 @@ final class SQLiteDatabase {
         case SQLITE_FULL: return .full(path: path)
         case SQLITE_CORRUPT, SQLITE_NOTADB: return .corrupt(path: path, reason: reason)
         case SQLITE_CANTOPEN, SQLITE_PERM, SQLITE_READONLY: return .cannotOpen(path: path, reason: reason)
+        case SQLITE_IOERR:
+            // A write the file system refused: no room, a quota, or a file-size limit (EFBIG).
+            return .failed(
+                path: path, operation: "write", reason: "\(reason): the disk may be full, or the file over a size limit"
+            )
         default:
             let statement = operation.split(separator: " ").prefix(3).joined(separator: " ")
             return .failed(path: path, operation: statement, reason: reason)

@@ -161,6 +161,226 @@ extension IntegrationSuite {
             await cluster.stop()
         }
 
+        @Test func theSameIdempotencyKeyYieldsOneJobAlsoAcrossABrokerRestart() async throws {
+            let state = StateDirectory()
+            let cluster = try await TestCluster.start(extraArguments: state.arguments)
+            defer { cluster.killAll() }
+            let sky = try await SkyClient(broker: cluster.clients)
+            // No worker serves sky.echo yet: the job waits (jobs have no no-workers grace).
+            let options = JobOptions(idempotencyKey: "order-42")
+            let first = try await sky.submit(EchoTask(message: "first"), options: options)
+            let again = try await sky.submit(EchoTask(message: "second"), options: options)
+            #expect(again.id == first.id)
+            cluster.broker.killNow()
+            try await cluster.restartBroker()
+            let afterRestart = try await sky.submit(EchoTask(message: "third"), options: options)
+            #expect(afterRestart.id == first.id)
+            let other = try await sky.submit(
+                EchoTask(message: "other"), options: JobOptions(idempotencyKey: "order-43"))
+            #expect(other.id != first.id)
+            #expect(try await sky.status(of: first.id) == .queued)
+            _ = try await cluster.startWorker(name: "late")
+            #expect(try await first.value.message == "first", "the first submit's task ran")
+            let listed = try await sky.jobs(service: EchoTask.service)
+            #expect(listed.map(\.id) == [other.id, first.id], "two jobs, newest first")
+            await sky.close()
+            await cluster.stop()
+        }
+
+        @Test func aDelayedJobDoesNotStartBefore3sAlsoWhenTheBrokerRestartsMeanwhile() async throws {
+            let state = StateDirectory()
+            let cluster = try await TestCluster.start(extraArguments: state.arguments)
+            defer { cluster.killAll() }
+            _ = try await cluster.startWorker(name: "w1")
+            let sky = try await SkyClient(broker: cluster.clients)
+            let submittedAt = ContinuousClock.now
+            let job = try await sky.submit(EchoTask(message: "later"), options: JobOptions(delay: .seconds(3)))
+            guard case .scheduled(let notBefore) = try await sky.status(of: job.id) else {
+                Issue.record("not scheduled: \(try await sky.status(of: job.id))")
+                return
+            }
+            #expect(abs(notBefore.timeIntervalSinceNow - 3) < 1)
+            cluster.broker.killNow()
+            try await cluster.restartBroker()
+            #expect(try await job.value.message == "later")
+            let waited = ContinuousClock.now - submittedAt
+            // It ran after its time (the echo itself takes a millisecond), not at the restart.
+            #expect(waited >= .seconds(3), "done after \(waited)")
+            #expect(try await sky.status(of: job.id) == .succeeded(attempt: 1))
+            print("delayed job: done \(waited) after its submit, across a broker restart")
+            await sky.close()
+            await cluster.stop()
+        }
+
+        @Test func cancellingAQueuedAndARunningJobRecordsThemCancelled() async throws {
+            let state = StateDirectory()
+            let cluster = try await TestCluster.start(extraArguments: state.arguments)
+            defer { cluster.killAll() }
+            _ = try await cluster.startWorker(name: "single", capacity: 1)
+            let sky = try await SkyClient(broker: cluster.clients)
+            let running = try await sky.submit(SleepTask(milliseconds: 60_000, tag: 1))
+            let queued = try await sky.submit(SleepTask(milliseconds: 60_000, tag: 2))
+            try await eventually("the first runs") {
+                if case .running(1, "single") = try await sky.status(of: running.id) { return true }
+                return false
+            }
+            #expect(try await sky.status(of: queued.id) == .queued)
+            #expect(try await queued.cancel() == .cancelled)
+            #expect(try await running.cancel() == .cancelled)
+            await #expect(throws: SkyError.self) { _ = try await running.value }
+            // The worker's one slot is free again: its handler was cancelled.
+            let next = try await sky.submit(SleepTask(milliseconds: 1, tag: 3))
+            #expect(try await next.value.tag == 3)
+            #expect(try await sky.cancel(job: next.id) == .succeeded(attempt: 1), "an ended job keeps its outcome")
+            #expect(try await sky.jobs(state: .cancelled).count == 2)
+            await sky.close()
+            await cluster.stop()
+        }
+
+        @Test func aFailingHandlerIsRetriedByTheBrokerWithBackoffThenFailsTyped() async throws {
+            let state = StateDirectory()
+            let cluster = try await TestCluster.start(extraArguments: state.arguments)
+            defer { cluster.killAll() }
+            // Every sky.flaky call fails: three attempts, then the job failed.
+            _ = try await cluster.startWorker(name: "flaky", extraArguments: ["--flaky-every", "1"])
+            let sky = try await SkyClient(broker: cluster.clients)
+            let policy = RetryPolicy(maxAttempts: 3, initialBackoff: .milliseconds(200)).retryingHandlerErrors()
+            let started = ContinuousClock.now
+            let job = try await sky.submit(FlakyTask(value: 1), options: JobOptions(retry: policy))
+            do {
+                _ = try await job.value
+                Issue.record("a job that always fails succeeded")
+            } catch let error as SkyError {
+                guard case .remote(let type, _) = error else {
+                    Issue.record("\(error)")
+                    return
+                }
+                #expect(type.contains("FlakyFailure"))
+            }
+            // Backoffs of 200 and 400 ms between the three attempts.
+            #expect(ContinuousClock.now - started >= .milliseconds(600))
+            guard case .failed(_, let attempt) = try await job.status() else {
+                Issue.record("not failed")
+                return
+            }
+            #expect(attempt == 3)
+            await sky.close()
+            await cluster.stop()
+        }
+
+        @Test func withoutAJournalSubmitFailsTypedAndScanWorks() async throws {
+            let cluster = try await TestCluster.start()
+            defer { cluster.killAll() }
+            _ = try await cluster.startWorker(name: "w1")
+            let sky = try await SkyClient(broker: cluster.clients)
+            await #expect {
+                _ = try await sky.submit(EchoTask(message: "x"))
+            } throws: { error in
+                guard case .journalUnavailable(let message) = error as? SkyError else { return false }
+                return message.contains("--state-dir")
+            }
+            #expect(try await sky.scan(EchoTask(message: "y")).message == "y")
+            await sky.close()
+            await cluster.stop()
+        }
+
+        @Test func aSecondBrokerOnTheSameStateDirectoryIsRefusedNamingIt() async throws {
+            let state = StateDirectory()
+            let cluster = try await TestCluster.start(extraArguments: state.arguments)
+            defer { cluster.killAll() }
+            let second = try SkyProcess(
+                "skybroker",
+                [
+                    "--clients", "tcp://127.0.0.1:*", "--workers", "tcp://127.0.0.1:*", "--events", "tcp://127.0.0.1:*",
+                ] + state.arguments)
+            #expect(try await second.waitForExit() == 1)
+            #expect(second.errorText.contains("another skybroker uses the state directory \(state.path)"))
+            print("second broker: \(second.errorText.split(separator: "\n").last ?? "")")
+            await cluster.stop()
+        }
+
+        /// A journal that is not one, and one cut short: the broker does not start, and says
+        /// which file and what to do; it never crashes and never starts empty over the jobs.
+        @Test(arguments: ["garbage", "truncated"])
+        func aDamagedJournalStopsTheBrokerWithAMessageNamingTheFile(_ damage: String) async throws {
+            let state = StateDirectory()
+            if damage == "garbage" {
+                try FileManager.default.createDirectory(atPath: state.path, withIntermediateDirectories: true)
+                try Data((0..<8192).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ 7) }).write(
+                    to: URL(fileURLWithPath: state.journal))
+            } else {
+                // A real journal with jobs, checkpointed into the main file, then cut in half.
+                let cluster = try await TestCluster.start(extraArguments: state.arguments)
+                let sky = try await SkyClient(broker: cluster.clients)
+                // 2 KiB each, so that the jobs' pages span the file and the cut takes some.
+                let padding = String(repeating: "x", count: 2048)
+                for index in 0..<200 { _ = try await sky.submit(EchoTask(message: "\(index) \(padding)")) }
+                await sky.close()
+                await cluster.stop()
+                let size = try #require(try FileManager.default.attributesOfItem(atPath: state.journal)[.size] as? Int)
+                let handle = try #require(FileHandle(forWritingAtPath: state.journal))
+                try handle.truncate(atOffset: UInt64(size / 2))
+                try handle.close()
+            }
+            let broker = try SkyProcess(
+                "skybroker",
+                [
+                    "--clients", "tcp://127.0.0.1:*", "--workers", "tcp://127.0.0.1:*", "--events", "tcp://127.0.0.1:*",
+                ] + state.arguments)
+            defer { broker.killNow() }
+            #expect(try await broker.waitForExit() == 1)
+            let message = broker.errorText
+            #expect(message.contains(state.journal), "names the file")
+            #expect(message.contains("Move it aside"), "says what to do")
+            print("\(damage) journal: \(message.split(separator: "\n").last ?? "")")
+        }
+
+        /// A full disk, made with a file-size limit on the broker (`ulimit -f`: the journal's
+        /// writes fail as on a full disk): submits fail typed, scans go on, and every job
+        /// acknowledged before is still there when the broker runs again with room.
+        @Test func aFullDiskFailsSubmitTypedWhileScanWorksAndLosesNothingAcknowledged() async throws {
+            let state = StateDirectory()
+            let broker = SkyProcess.binaries.appendingPathComponent("skybroker").path
+            // dash counts in 512-byte blocks: 384 KiB for the journal and its WAL each.
+            let limited = try await StartedBroker.start(
+                arguments: state.arguments, launcher: ["/bin/sh", "-c", #"ulimit -f 768 && exec "$0" "$@""#, broker])
+            defer { limited.process.killNow() }
+            let workers = try SkyProcess(
+                "skyworker", ["--broker", limited.workers, "--name", "echoes", "--workloads", EchoTask.service])
+            defer { workers.killNow() }
+            try await workers.waitForLine { $0.hasPrefix("skyworker ready ") }
+            let sky = try await SkyClient(broker: limited.clients)
+            // Jobs of a service nobody serves, so they stay queued in the journal.
+            var acknowledged: [JobID] = []
+            var refusal: SkyError?
+            for index in 0..<2000 {
+                do {
+                    acknowledged.append(try await sky.submit(SleepTask(milliseconds: index, tag: index)).id)
+                } catch let error as SkyError {
+                    refusal = error
+                    break
+                }
+            }
+            guard case .journalUnavailable(let message) = refusal else {
+                Issue.record("no typed refusal after \(acknowledged.count) jobs: \(String(describing: refusal))")
+                return
+            }
+            print("disk full: \(acknowledged.count) jobs acknowledged, then: \(message)")
+            #expect(acknowledged.count > 10)
+            #expect(try await sky.scan(EchoTask(message: "still")).message == "still")
+            #expect(limited.process.isRunning)
+            await sky.close()
+            limited.process.killNow()
+
+            let roomy = try await StartedBroker.start(arguments: state.arguments)
+            defer { roomy.process.killNow() }
+            let reader = try await SkyClient(broker: roomy.clients)
+            for id in acknowledged {
+                #expect(try await reader.status(of: id) == .queued, "job \(id)")
+            }
+            await reader.close()
+        }
+
         /// Sums `name=N` over the log lines that contain `marker`.
         static func sum(of name: String, in log: String, after marker: String) -> Int {
             log.split(separator: "\n").filter { $0.contains(marker) }.reduce(0) { total, line in
