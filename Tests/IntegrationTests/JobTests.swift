@@ -381,6 +381,43 @@ extension IntegrationSuite {
             await reader.close()
         }
 
+        @Test func outcomesExpireAfterTheirRetentionAndTheJournalLimitRefusesNewJobs() async throws {
+            let state = StateDirectory()
+            let cluster = try await TestCluster.start(extraArguments: state.arguments)
+            defer { cluster.killAll() }
+            _ = try await cluster.startWorker(name: "w1")
+            let sky = try await SkyClient(broker: cluster.clients)
+            let brief = try await sky.submit(
+                EchoTask(message: "brief"), options: JobOptions(retention: .milliseconds(300)))
+            let kept = try await sky.submit(EchoTask(message: "kept"))
+            #expect(try await brief.value.message == "brief")
+            #expect(try await kept.value.message == "kept")
+            // The broker deletes expired outcomes once a second.
+            try await eventually("the brief outcome expired") { try await sky.status(of: brief.id) == .unknown }
+            #expect(try await sky.status(of: kept.id) == .succeeded(attempt: 1))
+            await sky.close()
+            await cluster.stop()
+
+            // The same journal under a limit it is already over: new jobs are refused, scans run.
+            let limited = try await TestCluster.start(
+                extraArguments: state.arguments + ["--journal-max-bytes", "4096"])
+            defer { limited.killAll() }
+            _ = try await limited.startWorker(name: "w2")
+            let client = try await SkyClient(broker: limited.clients)
+            try await eventually("the journal measured and found over its limit") {
+                do {
+                    _ = try await client.submit(EchoTask(message: "one more"))
+                    return false
+                } catch SkyError.overloaded(let message) {
+                    return message.contains("--journal-max-bytes")
+                }
+            }
+            #expect(try await client.scan(EchoTask(message: "scan")).message == "scan")
+            #expect(try await client.status(of: kept.id) == .succeeded(attempt: 1), "what it holds is still served")
+            await client.close()
+            await limited.stop()
+        }
+
         /// Sums `name=N` over the log lines that contain `marker`.
         static func sum(of name: String, in log: String, after marker: String) -> Int {
             log.split(separator: "\n").filter { $0.contains(marker) }.reduce(0) { total, line in

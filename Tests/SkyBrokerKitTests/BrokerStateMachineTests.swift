@@ -23,7 +23,7 @@ struct BrokerHarness {
         tags["\(worker)/\(id)"] ?? WireFormat.deliveryTag(0)
     }
 
-    private mutating func record(_ actions: [BrokerAction]) -> [BrokerAction] {
+    mutating func record(_ actions: [BrokerAction]) -> [BrokerAction] {
         for case .sendToWorker(let peer, .request(let tag, let request)) in actions {
             tags["\(peer)/\(request.requestID)"] = tag
         }

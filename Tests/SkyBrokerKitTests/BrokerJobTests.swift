@@ -1,0 +1,231 @@
+import Foundation
+import SkyJournal
+import Testing
+
+@testable import SkyBrokerKit
+@testable import SkyProtocol
+
+extension BrokerHarness {
+    /// A broker with a journal, a fixed wall clock and fixed job ids.
+    static func withJournal(_ change: (inout BrokerStateMachine.Configuration) -> Void = { _ in }) -> BrokerHarness {
+        var configuration = BrokerStateMachine.Configuration()
+        configuration.journal = true
+        configuration.wallClock = { 1_700_000_000_000 }
+        configuration.jobIDSeed = 1
+        change(&configuration)
+        return BrokerHarness(configuration)
+    }
+
+    mutating func journal(_ answer: JournalAnswer) -> [BrokerAction] {
+        var actions: [BrokerAction] = []
+        machine.journalAnswered(answer, now: now, into: &actions)
+        return record(actions)
+    }
+
+    /// Answers every journal write among `actions` as durable (or failed), and returns what
+    /// followed, answering the writes that those made too.
+    mutating func commit(_ actions: [BrokerAction], failing: JournalError? = nil) -> [BrokerAction] {
+        var followed: [BrokerAction] = []
+        for case .journal(.write(_, let purpose)) in actions {
+            let result: Result<JournalReceipt, JournalError> =
+                failing.map { .failure($0) } ?? .success(JournalReceipt())
+            followed += journal(.written(purpose, result))
+        }
+        return followed
+    }
+
+    /// Submits a job from `client` and commits it; returns the job's id.
+    mutating func submit(
+        _ client: PeerID, _ request: RequestID, service: String = "sky.scan", priority: Int8 = 0,
+        change: (inout JobSubmission) -> Void = { _ in }
+    ) -> (JobID, [BrokerAction]) {
+        var submission = JobSubmission(service: service, body: [7])
+        submission.priority = priority
+        change(&submission)
+        let asked = self.request(client, request, service: BrokerService.jobSubmit, body: submission.encode())
+        let followed = commit(asked)
+        let id = followed.lazy.compactMap { action -> JobID? in
+            guard case .sendToClient(_, .reply(let reply)) = action, reply.requestID == request else { return nil }
+            return JobID(bytes: reply.body)
+        }.first
+        return (id!, asked + followed)
+    }
+
+    mutating func ask(_ client: PeerID, _ request: RequestID, _ service: String, _ id: JobID) -> [BrokerAction] {
+        self.request(client, request, service: service, body: id.bytes)
+    }
+}
+
+/// The reports answered to `request` among `actions`.
+func reports(_ actions: [BrokerAction], to request: RequestID) -> [JobReport] {
+    actions.compactMap { action in
+        guard case .sendToClient(_, .reply(let reply)) = action, reply.requestID == request, reply.status == .ok else {
+            return nil
+        }
+        return try? JobReport(decoding: reply.body)
+    }
+}
+
+func journalWrites(_ actions: [BrokerAction]) -> [JournalWrite] {
+    actions.compactMap { if case .journal(.write(_, let purpose)) = $0 { purpose } else { nil } }
+}
+
+@Suite("Broker state machine: durable jobs")
+struct BrokerJobTests {
+    let client = PeerID([0, 0, 0, 0, 1])
+    let worker1 = PeerID([0, 0, 0, 1, 1])
+
+    @Test func aJobIsAnsweredRunAndReportedOnlyAfterEachStepIsOnDisk() throws {
+        var broker = BrokerHarness.withJournal()
+        let submitRequest = RequestID(high: 1, low: 1)
+        let asked = broker.request(
+            client, submitRequest, service: BrokerService.jobSubmit,
+            body: JobSubmission(service: "sky.scan", body: [7]).encode())
+        #expect(effects(asked).count == 1, "only the journal write; no answer yet")
+        guard case .journal(.write(let changes, .submitted(let id)))? = effects(asked).first,
+            case .submitted(let record)? = changes.first
+        else {
+            Issue.record("\(asked)")
+            return
+        }
+        #expect(record.id == id.bytes && record.service == "sky.scan" && record.body == [7])
+        let committed = broker.commit(asked)
+        #expect(reports(committed, to: submitRequest).isEmpty)
+        #expect(
+            committed.contains(
+                .sendToClient(client, .reply(TaskReply(requestID: submitRequest, status: .ok, body: id.bytes)))))
+
+        // A worker joins: the delivery is recorded before it is sent.
+        let joined = broker.ready(worker1)
+        #expect(dispatched(joined).isEmpty)
+        #expect(journalWrites(joined) == [.started(id, worker1, tag: 1)])
+        let started = broker.commit(joined)
+        #expect(dispatched(started).map(\.1) == [id.requestID])
+
+        // A status while it runs; a wait that is answered once the outcome is on disk.
+        let status = RequestID(high: 2, low: 1)
+        #expect(reports(broker.ask(client, status, BrokerService.jobStatus, id), to: status).map(\.state) == [.running])
+        let wait = RequestID(high: 2, low: 2)
+        #expect(broker.ask(client, wait, BrokerService.jobWait, id).isEmpty)
+        let replied = broker.reply(worker1, client: client, id.requestID)
+        #expect(journalWrites(replied) == [.finished(id)])
+        #expect(reports(replied, to: wait).isEmpty, "not before the outcome is on disk")
+        let recorded = broker.commit(replied)
+        let answer = try #require(reports(recorded, to: wait).first)
+        #expect(answer.state == JobState.succeeded && answer.outcome == [42] && answer.attempt == 1)
+        #expect(events(recorded).map(\.event) == [.jobSucceeded])
+        #expect(broker.machine.jobCount == 0)
+    }
+
+    @Test func higherPriorityJobsRunFirstWithinAService() {
+        var broker = BrokerHarness.withJournal()
+        let (low, _) = broker.submit(client, RequestID(high: 1, low: 1), priority: -50)
+        let (urgent, _) = broker.submit(client, RequestID(high: 1, low: 2), priority: 100)
+        let (normal, _) = broker.submit(client, RequestID(high: 1, low: 3), priority: 0)
+        var order: [JobID] = []
+        // One credit: each reply frees it for the next job, whose start is recorded first.
+        var pending = broker.ready(worker1, capacity: 1)
+        for _ in 0..<3 {
+            guard let (_, request) = dispatched(broker.commit(pending)).first else { break }
+            order.append(JobID(bytes: request.frame)!)
+            pending = broker.reply(worker1, client: client, request)
+        }
+        #expect(order == [urgent, normal, low])
+    }
+
+    @Test func aJobWaitsForAWorkerPastTheNoWorkersGraceAndTheMaximumWait() {
+        var broker = BrokerHarness.withJournal { $0.maxWait = .seconds(5) }
+        let (id, _) = broker.submit(client, RequestID(high: 1, low: 1))
+        let later = broker.advance(.seconds(60))
+        #expect(later.allSatisfy { if case .sendToClient = $0 { false } else { true } })
+        let status = RequestID(high: 2, low: 1)
+        #expect(reports(broker.ask(client, status, BrokerService.jobStatus, id), to: status).map(\.state) == [.queued])
+    }
+
+    @Test func aJobCancelledWhileItsStartIsBeingRecordedIsNeverSentAndFreesTheCredit() throws {
+        var broker = BrokerHarness.withJournal()
+        let (first, _) = broker.submit(client, RequestID(high: 1, low: 1))
+        let (second, _) = broker.submit(client, RequestID(high: 1, low: 2))
+        let joined = broker.ready(worker1, capacity: 1)
+        #expect(journalWrites(joined) == [.started(first, worker1, tag: 1)])
+        let cancel = RequestID(high: 3, low: 1)
+        let cancelled = broker.ask(client, cancel, BrokerService.jobCancel, first)
+        #expect(journalWrites(cancelled) == [.finished(first)])
+        #expect(cancelled.allSatisfy { if case .sendToWorker = $0 { false } else { true } })
+        // The start's record arrives: nothing is sent, and the credit goes to the next job.
+        let afterStart = broker.commit(joined)
+        #expect(dispatched(afterStart).isEmpty)
+        #expect(journalWrites(afterStart) == [.started(second, worker1, tag: 2)])
+        let answered = broker.commit(cancelled)
+        #expect(reports(answered, to: cancel).map(\.state) == [.cancelled])
+    }
+
+    @Test func aFailedSubmitWriteIsAnsweredJournalUnavailableAndNothingRuns() {
+        var broker = BrokerHarness.withJournal()
+        _ = broker.ready(worker1)
+        let request = RequestID(high: 1, low: 1)
+        let asked = broker.request(
+            client, request, service: BrokerService.jobSubmit,
+            body: JobSubmission(service: "sky.scan", body: [7]).encode())
+        let failed = broker.commit(asked, failing: .full(path: "/state/jobs.sqlite"))
+        guard case .sendToClient(_, .reply(let reply))? = failed.first else {
+            Issue.record("\(failed)")
+            return
+        }
+        #expect(reply.status == .journalUnavailable)
+        #expect(RemoteErrorBody(decoding: reply.body).message.contains("/state/jobs.sqlite"))
+        #expect(dispatched(failed).isEmpty && journalWrites(failed).isEmpty)
+    }
+
+    @Test func anIdempotencyKeyTakenInTheJournalAnswersTheFirstJobAndQueuesNothing() {
+        var broker = BrokerHarness.withJournal()
+        let request = RequestID(high: 1, low: 1)
+        var submission = JobSubmission(service: "sky.scan", body: [7])
+        submission.idempotencyKey = "order-1"
+        let asked = broker.request(client, request, service: BrokerService.jobSubmit, body: submission.encode())
+        guard case .journal(.write(let changes, let purpose))? = effects(asked).first,
+            case .submitted(let record)? = changes.first
+        else {
+            Issue.record("\(asked)")
+            return
+        }
+        let first = JobRecord(id: [UInt8](repeating: 9, count: 16), service: "sky.scan", body: [7], expiresAt: 0)
+        let answered = broker.journal(.written(purpose, .success(JournalReceipt(duplicates: [record.id: first]))))
+        #expect(answered == [.sendToClient(client, .reply(TaskReply(requestID: request, status: .ok, body: first.id)))])
+        #expect(broker.machine.jobCount == 0)
+    }
+
+    @Test func anOutcomeWhoseWriteFailedIsWrittenAgainAndItsWaitersHearThen() {
+        var broker = BrokerHarness.withJournal()
+        let (id, _) = broker.submit(client, RequestID(high: 1, low: 1))
+        _ = broker.commit(broker.ready(worker1))
+        let wait = RequestID(high: 2, low: 1)
+        _ = broker.ask(client, wait, BrokerService.jobWait, id)
+        let replied = broker.reply(worker1, client: client, id.requestID)
+        let failed = broker.commit(replied, failing: .failed(path: "j", operation: "write", reason: "I/O"))
+        #expect(reports(failed, to: wait).isEmpty)
+        // The next maintenance writes it again.
+        let retried = broker.advance(.seconds(2))
+        #expect(journalWrites(retried) == [.finished(id)])
+        #expect(reports(broker.commit(retried), to: wait).map(\.state) == [.succeeded])
+    }
+
+    @Test func aHeldWaitIsAnsweredNotYetAfterTheHoldAndARetryableFailureIsRetriedAfterItsBackoff() {
+        var broker = BrokerHarness.withJournal { $0.jobWaitHold = .seconds(2) }
+        let (id, _) = broker.submit(client, RequestID(high: 1, low: 1)) {
+            $0.retryOn = [.handlerError]
+            $0.initialBackoffMilliseconds = 1000
+        }
+        _ = broker.commit(broker.ready(worker1))
+        let wait = RequestID(high: 2, low: 1)
+        _ = broker.ask(client, wait, BrokerService.jobWait, id)
+        let failed = broker.reply(worker1, client: client, id.requestID, status: .handlerError)
+        #expect(journalWrites(failed).isEmpty, "not an outcome: another attempt comes")
+        #expect(events(failed).map(\.event) == [.jobRetrying])
+        #expect(dispatched(broker.commit(broker.advance(.milliseconds(500)))).isEmpty, "within the backoff")
+        let again = broker.commit(broker.advance(.milliseconds(600)))
+        #expect(dispatched(again).map(\.1) == [id.requestID])
+        let held = broker.advance(.seconds(1))
+        #expect(reports(held, to: wait).map(\.state) == [.running], "the hold ended: not yet")
+    }
+}
