@@ -24,6 +24,7 @@ let package = Package(
         .executable(name: "skyworker", targets: ["skyworker"]),
         .executable(name: "skyscan", targets: ["skyscan"]),
         .executable(name: "skywatch", targets: ["skywatch"]),
+        .executable(name: "skyctl", targets: ["skyctl"]),
         .executable(name: "sky-example-worker", targets: ["ExampleWorker"]),
         .executable(name: "skybench", targets: ["skybench"]),
     ],
@@ -152,6 +153,15 @@ let package = Package(
             ],
             swiftSettings: strictSettings
         ),
+        // Operator commands over the client protocol: durable jobs.
+        .executableTarget(
+            name: "skyctl",
+            dependencies: [
+                "Sky", "SkyProtocol", "SkyCLISupport",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
+            swiftSettings: strictSettings
+        ),
         // The README's example: a worker with a custom typed service, in about 20 lines.
         .executableTarget(
             name: "ExampleWorker",
@@ -219,7 +229,7 @@ let package = Package(
             name: "IntegrationTests",
             dependencies: [
                 "Sky", "SkyWorkloads", "SkyWorkerKit", "SkyBrokerKit", "SkyZMQ", "SkyProtocol", "SkyTestSupport",
-                "skybroker", "skyworker", "skyscan", "skywatch", "ExampleWorker", "skybench",
+                "skybroker", "skyworker", "skyscan", "skywatch", "skyctl", "ExampleWorker", "skybench",
             ],
             swiftSettings: strictSettings
         ),

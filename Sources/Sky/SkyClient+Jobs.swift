@@ -74,14 +74,24 @@ extension SkyClient {
         JobStatus(try await jobReport(BrokerService.jobCancel, id))
     }
 
+    /// Runs a failed or cancelled job again, as a new job with the same task and options.
+    /// - Returns: the new job's id.
+    public nonisolated func retry(job id: JobID) async throws -> JobID {
+        let reply = try await jobCall(BrokerService.jobRetry, id.bytes)
+        guard let new = JobID(bytes: reply) else {
+            throw SkyError.internalError("the broker answered a retry with \(reply.count) bytes, not a job id")
+        }
+        return new
+    }
+
     /// Jobs the broker's journal holds, newest first (at most 1,000).
     public nonisolated func jobs(
         state: JobState? = nil, service: String? = nil, limit: Int = 100
-    ) async throws -> [(id: JobID, status: JobStatus)] {
+    ) async throws -> [(id: JobID, service: String, status: JobStatus)] {
         let query = JobQuery(state: state, service: service, limit: UInt32(clamping: max(0, limit)))
         let reply = try await jobCall(BrokerService.jobList, query.encode())
         do {
-            return try JobListing(decoding: reply).jobs.map { ($0.id, JobStatus($0.report)) }
+            return try JobListing(decoding: reply).jobs.map { ($0.id, $0.report.service, JobStatus($0.report)) }
         } catch {
             throw SkyError.internalError("the broker's job listing is malformed: \(error)")
         }

@@ -356,10 +356,10 @@ extension Broker.Shell {
         switch work {
         case .write(let changes, let purpose):
             journal.write(changes) { result in _ = loop.post(input: JournalAnswer.written(purpose, result)) }
-        case .lookup(let id, let caller):
+        case .lookup(let id, let caller, let retry):
             journal.read { store in
                 let found = Result { () throws(JournalError) in try store.job(id.bytes) }
-                _ = loop.post(input: JournalAnswer.lookedUp(id, caller, found))
+                _ = loop.post(input: JournalAnswer.lookedUp(id, caller, retry: retry, found))
             }
         case .list(let state, let service, let limit, let caller):
             journal.read { store in

@@ -41,8 +41,9 @@ public struct JobCaller: Sendable, Equatable {
 public enum JournalWork: Sendable, Equatable {
     /// Write these changes in one of the journal's transactions; report back with `purpose`.
     case write([JobChange], JournalWrite)
-    /// Read a job the broker does not hold in memory (it ended, or is unknown) and answer `caller`.
-    case lookup(JobID, JobCaller)
+    /// Read a job the broker does not hold in memory (it ended, or is unknown) and answer
+    /// `caller`; with `retry`, submit it again as a new job.
+    case lookup(JobID, JobCaller, retry: Bool)
     /// Read up to `limit` jobs, newest first, and answer `caller` with them.
     case list(state: JobRecord.State?, service: String?, limit: Int, JobCaller)
     /// Delete expired outcomes (a small batch) and measure the journal.
@@ -62,7 +63,7 @@ public enum JournalWrite: Sendable, Equatable {
 /// The journal's answer to a ``JournalWork``, fed back to the state machine.
 public enum JournalAnswer: Sendable {
     case written(JournalWrite, Result<JournalReceipt, JournalError>)
-    case lookedUp(JobID, JobCaller, Result<JobRecord?, JournalError>)
+    case lookedUp(JobID, JobCaller, retry: Bool, Result<JobRecord?, JournalError>)
     case listed(JobCaller, Result<[JobRecord], JournalError>)
     case maintained(Result<Int, JournalError>)
 }

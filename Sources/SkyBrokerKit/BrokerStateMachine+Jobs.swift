@@ -31,7 +31,7 @@ extension BrokerStateMachine {
         switch request.service {
         case BrokerService.jobSubmit:
             submitJob(request.body, caller: caller, now: now, into: &actions)
-        case BrokerService.jobStatus, BrokerService.jobWait, BrokerService.jobCancel:
+        case BrokerService.jobStatus, BrokerService.jobWait, BrokerService.jobCancel, BrokerService.jobRetry:
             guard let id = JobID(bytes: request.body) else {
                 answer(
                     caller, .invalidPayload,
@@ -41,7 +41,8 @@ extension BrokerStateMachine {
             switch request.service {
             case BrokerService.jobStatus: reportJob(id, to: caller, into: &actions)
             case BrokerService.jobWait: waitForJob(id, caller: caller, now: now, into: &actions)
-            default: cancelJob(id, caller: caller, into: &actions)
+            case BrokerService.jobCancel: cancelJob(id, caller: caller, into: &actions)
+            default: retryJob(id, caller: caller, into: &actions)
             }
         case BrokerService.jobList:
             guard configuration.journal else {
@@ -104,6 +105,13 @@ extension BrokerStateMachine {
             answer(caller, .unknownService, "a job cannot run the broker's own \(submission.service)", into: &actions)
             return
         }
+        record(submission, answering: caller, into: &actions)
+    }
+
+    /// Writes a new job; its submitter is answered once it is on disk (``submittedJob``).
+    private mutating func record(
+        _ submission: JobSubmission, answering caller: JobCaller, into actions: inout [BrokerAction]
+    ) {
         let wall = configuration.wallClock()
         let id = JobID(milliseconds: wall, random: &jobIDGenerator)
         let (delayed, overflow) = wall.addingReportingOverflow(Int64(clamping: submission.delayMilliseconds))
@@ -446,12 +454,49 @@ extension BrokerStateMachine {
         jobBook.addWaiter(caller, for: id)
     }
 
-    private mutating func lookUp(_ id: JobID, for caller: JobCaller, into actions: inout [BrokerAction]) {
+    private mutating func lookUp(
+        _ id: JobID, for caller: JobCaller, retry: Bool = false, into actions: inout [BrokerAction]
+    ) {
         guard configuration.journal else {
             answer(caller, .journalUnavailable, Self.noJournal, into: &actions)
             return
         }
-        actions.append(.journal(.lookup(id, caller)))
+        actions.append(.journal(.lookup(id, caller, retry: retry)))
+    }
+
+    /// Runs a failed or cancelled job again, as a new job with the same task and options.
+    private mutating func retryJob(_ id: JobID, caller: JobCaller, into actions: inout [BrokerAction]) {
+        if let job = jobBook.jobs[id] {
+            answer(
+                caller, .invalidPayload, "job \(id) has not ended (\(report(job).state)); only an ended job is retried",
+                into: &actions)
+            return
+        }
+        lookUp(id, for: caller, retry: true, into: &actions)
+    }
+
+    /// The journal found the job to retry.
+    private mutating func retry(
+        _ id: JobID, _ record: JobRecord?, caller: JobCaller, into actions: inout [BrokerAction]
+    ) {
+        guard let record, record.state == .failed || record.state == .cancelled,
+            var submission = try? JobSubmission(decoding: record.options)
+        else {
+            let state = record.map { Self.report($0).state } ?? .unknown
+            answer(
+                caller, .invalidPayload,
+                "job \(id) is \(state); only a failed or cancelled job is retried", into: &actions)
+            return
+        }
+        if stopping || jobBook.overLimit {
+            answer(caller, .overloaded, "the broker takes no new jobs now", into: &actions)
+            return
+        }
+        submission.body = record.body
+        submission.idempotencyKey = nil
+        submission.delayMilliseconds = 0
+        submission.notBeforeMilliseconds = 0
+        self.record(submission, answering: caller, into: &actions)
     }
 
     /// A job as the journal has it, as a report.
@@ -494,7 +539,9 @@ extension BrokerStateMachine {
             startedJob(id, at: peer, tag: tag, result, now: now, into: &actions)
         case .written(.finished(let id), let result):
             finishedJob(id, result, into: &actions)
-        case .lookedUp(let id, let caller, .success(let record)):
+        case .lookedUp(let id, let caller, true, .success(let record)):
+            retry(id, record, caller: caller, into: &actions)
+        case .lookedUp(let id, let caller, false, .success(let record)):
             // A job submitted meanwhile is in memory now.
             if let job = jobBook.jobs[id], record == nil {
                 self.answer(caller, report(job), into: &actions)
@@ -510,7 +557,7 @@ extension BrokerStateMachine {
                 caller.peer,
                 TaskReply(requestID: caller.requestID, attempt: caller.attempt, status: .ok, body: listing.encode()),
                 into: &actions)
-        case .lookedUp(_, let caller, .failure(let error)), .listed(let caller, .failure(let error)):
+        case .lookedUp(_, let caller, _, .failure(let error)), .listed(let caller, .failure(let error)):
             self.answer(caller, .journalUnavailable, error.description, into: &actions)
         case .maintained(.success(let bytes)):
             jobBook.journalBytes = bytes

@@ -129,6 +129,9 @@ public enum BrokerService {
     public static let jobWait = "mmi.jobs.wait"
     /// Body: a 16-byte job id. Reply: a ``JobReport`` of the job as it stands after the cancel.
     public static let jobCancel = "mmi.jobs.cancel"
+    /// Body: a 16-byte job id of a failed or cancelled job. Reply: the 16-byte id of a new job
+    /// with the same task and options (a job that has not ended, or succeeded, is refused).
+    public static let jobRetry = "mmi.jobs.retry"
     /// Body: a ``JobQuery``. Reply: a ``JobListing``.
     public static let jobList = "mmi.jobs.list"
     /// The longest the broker holds an `mmi.jobs.wait` before answering "not yet".

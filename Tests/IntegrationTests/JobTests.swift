@@ -418,6 +418,51 @@ extension IntegrationSuite {
             await limited.stop()
         }
 
+        /// skyctl as an operator uses it: failed jobs listed, one shown, retried as a new job,
+        /// a queued one cancelled, and a mistyped id refused by name.
+        @Test func skyctlListsShowsRetriesAndCancelsJobs() async throws {
+            let state = StateDirectory()
+            let cluster = try await TestCluster.start(extraArguments: state.arguments)
+            defer { cluster.killAll() }
+            _ = try await cluster.startWorker(name: "flaky", extraArguments: ["--flaky-every", "2"])
+            let sky = try await SkyClient(broker: cluster.clients)
+            // sky.flaky fails every second call on this worker: the first succeeds, the second fails.
+            let good = try await sky.submit(FlakyTask(value: 1), options: JobOptions(retry: .never))
+            _ = try await good.value
+            let bad = try await sky.submit(FlakyTask(value: 2), options: JobOptions(retry: .never))
+            await #expect(throws: SkyError.self) { _ = try await bad.value }
+            let waiting = try await sky.submit(EchoTask(message: "later"), options: JobOptions(delay: .seconds(600)))
+
+            func skyctl(_ arguments: [String]) async throws -> (status: Int32, out: [String], err: String) {
+                let process = try SkyProcess("skyctl", arguments + ["--broker", cluster.clients])
+                let status = try await process.waitForExit()
+                return (status, process.outputLines, process.errorText)
+            }
+            let failed = try await skyctl(["jobs", "list", "--state", "failed"])
+            #expect(failed.status == 0)
+            #expect(
+                failed.out.count == 2 && failed.out[1].hasPrefix("\(bad.id)  sky.flaky  failed (attempt 1)"),
+                "\(failed.out)")
+            let shown = try await skyctl(["jobs", "show", good.id.description])
+            #expect(shown.out == ["\(good.id)  succeeded (attempt 1)"])
+            // The third call on the worker succeeds: the retry, a new job, does.
+            let retried = try await skyctl(["jobs", "retry", bad.id.description])
+            let newID = try #require(retried.out.first.flatMap { JobID($0) }, "\(retried)")
+            #expect(newID != bad.id)
+            #expect(try await sky.result(of: newID, as: FlakyTask.self).value == 2)
+            let refused = try await skyctl(["jobs", "retry", good.id.description])
+            #expect(refused.status == 1 && refused.err.contains("only a failed or cancelled job is retried"))
+            let cancelled = try await skyctl(["jobs", "cancel", waiting.id.description])
+            #expect(cancelled.out == ["\(waiting.id)  cancelled"])
+            let typo = try await skyctl(["jobs", "show", "not-a-job"])
+            #expect(typo.status != 0 && typo.err.contains("not-a-job is not a job id"))
+            let all = try await skyctl(["jobs", "list"])
+            #expect(all.out.count == 5, "a header and four jobs: \(all.out)")
+            print("skyctl jobs list:\n\(all.out.joined(separator: "\n"))")
+            await sky.close()
+            await cluster.stop()
+        }
+
         /// Sums `name=N` over the log lines that contain `marker`.
         static func sum(of name: String, in log: String, after marker: String) -> Int {
             log.split(separator: "\n").filter { $0.contains(marker) }.reduce(0) { total, line in

@@ -1,0 +1,156 @@
+import ArgumentParser
+import Foundation
+import Sky
+import SkyCLISupport
+import SkyProtocol
+
+@main
+struct SkyCtlCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "skyctl",
+        abstract: "Operates a Sky cluster from the command line.",
+        subcommands: [JobsCommand.self])
+}
+
+/// The flags every skyctl command takes to reach the broker.
+struct BrokerOptions: ParsableArguments {
+    @Option(help: "The broker's clients endpoint.")
+    var broker = "tcp://127.0.0.1:5555"
+
+    @OptionGroup var common: CommonOptions
+
+    @OptionGroup var curve: CurveOptions
+
+    func validate() throws {
+        try FlagCheck.endpoint(broker, "--broker")
+    }
+
+    /// A client of the broker; exits naming the cause when it cannot reach it.
+    func client(_ program: String) async -> SkyClient {
+        var configuration = SkyClient.Configuration()
+        configuration.logger = ProcessSetup.prepare(label: program, options: common)
+        configuration.credentials = curve.credentials(program: program)
+        configuration.connectTimeout = .seconds(5)
+        do {
+            return try await SkyClient(broker: broker, configuration: configuration)
+        } catch {
+            ProcessSetup.fail(program, "\(error)")
+        }
+    }
+
+    /// Runs `body` against the broker; a failure is one line on standard error and exit 1.
+    func run(_ program: String, _ body: (SkyClient) async throws -> Void) async {
+        let client = await client(program)
+        do {
+            try await body(client)
+        } catch {
+            await client.close()
+            ProcessSetup.fail(program, "\(error)")
+        }
+        await client.close()
+    }
+}
+
+/// Parses a job id argument, naming the mistake.
+func jobID(_ text: String) throws -> JobID {
+    guard let id = JobID(text) else {
+        throw ValidationError("\(text) is not a job id (26 characters of Crockford base32, as submit printed it)")
+    }
+    return id
+}
+
+struct JobsCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "jobs",
+        abstract: "Lists, shows, cancels and retries durable jobs (docs/jobs.md).",
+        subcommands: [List.self, Show.self, Cancel.self, Retry.self])
+
+    struct List: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Lists jobs, newest first.")
+
+        @Option(help: "Only jobs in this state: queued, scheduled, running, succeeded, failed, cancelled.")
+        var state: String?
+
+        @Option(help: "Only jobs of this service.")
+        var service: String?
+
+        @Option(help: "At most this many jobs (1-1000).")
+        var limit = 50
+
+        @OptionGroup var options: BrokerOptions
+
+        func validate() throws {
+            if let state, JobState(name: state) == nil || state == "unknown" {
+                throw ValidationError(
+                    "--state \(state) is not a job state; use queued, scheduled, running, succeeded, failed or cancelled"
+                )
+            }
+            try FlagCheck.integer(limit, "--limit", in: 1...1000)
+        }
+
+        func run() async throws {
+            await options.run("skyctl") { client in
+                let jobs = try await client.jobs(
+                    state: state.flatMap(JobState.init(name:)), service: service, limit: limit)
+                if jobs.isEmpty {
+                    print("no jobs")
+                    return
+                }
+                let width = max(7, jobs.map(\.service.count).max() ?? 0)
+                func padded(_ text: String) -> String { text + String(repeating: " ", count: width - text.count) }
+                print("ID                          \(padded("SERVICE"))  STATE")
+                for (id, service, status) in jobs { print("\(id)  \(padded(service))  \(status)") }
+            }
+        }
+    }
+
+    struct Show: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Shows where one job stands.")
+
+        @Argument(help: "The job's id.")
+        var id: String
+
+        @OptionGroup var options: BrokerOptions
+
+        func validate() throws { _ = try jobID(id) }
+
+        func run() async throws {
+            let id = try jobID(id)
+            await options.run("skyctl") { client in print("\(id)  \(try await client.status(of: id))") }
+        }
+    }
+
+    struct Cancel: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Cancels a job that has not ended (a running handler is cancelled).")
+
+        @Argument(help: "The job's id.")
+        var id: String
+
+        @OptionGroup var options: BrokerOptions
+
+        func validate() throws { _ = try jobID(id) }
+
+        func run() async throws {
+            let id = try jobID(id)
+            await options.run("skyctl") { client in print("\(id)  \(try await client.cancel(job: id))") }
+        }
+    }
+
+    struct Retry: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Runs a failed or cancelled job again, as a new job; prints the new job's id.")
+
+        @Argument(help: "The job's id.")
+        var id: String
+
+        @OptionGroup var options: BrokerOptions
+
+        func validate() throws { _ = try jobID(id) }
+
+        func run() async throws {
+            let id = try jobID(id)
+            await options.run("skyctl") { client in print(try await client.retry(job: id)) }
+        }
+    }
+}
