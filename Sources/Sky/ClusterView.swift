@@ -17,6 +17,8 @@ public struct ClusterView: Sendable, Equatable {
     /// Of ``completed``, those that were not a success (0 from brokers that do not say).
     public private(set) var failed: UInt64 = 0
     public private(set) var tasksPerSecond = 0.0
+    /// Durable jobs at the broker, when it keeps a journal.
+    public private(set) var jobs: JobCounts?
     /// The number of the last event applied (or of the snapshot).
     public private(set) var seq: UInt64 = 0
     /// Snapshots taken so far: 1 at the start, more after gaps or broker restarts.
@@ -38,6 +40,7 @@ public struct ClusterView: Sendable, Equatable {
             inFlight = snapshot.inFlight
             completed = snapshot.tasksCompleted ?? snapshot.counters.repliesSent
             failed = snapshot.tasksFailed ?? 0
+            jobs = snapshot.jobs
             seq = snapshot.seq
             snapshots += 1
         case .event(let event):
@@ -65,6 +68,7 @@ public struct ClusterView: Sendable, Equatable {
                 inFlight = stats.inFlight
                 completed = stats.completed
                 failed = stats.failed ?? failed
+                jobs = stats.jobs ?? jobs
                 tasksPerSecond = stats.completedPerSecond
             }
             for load in event.workers ?? [] where workers[load.id] != nil {

@@ -23,6 +23,15 @@ extension BrokerStateMachine {
     /// Jobs the broker holds (unfinished), for snapshots and tests.
     public var jobCount: Int { jobBook.jobs.count }
 
+    /// The jobs' counts for stats and snapshots; `nil` without a journal.
+    var jobCounts: JobCounts? {
+        guard configuration.journal else { return nil }
+        return JobCounts(
+            held: jobBook.jobs.count, queued: jobBook.queuedByService.values.reduce(0, +), submitted: jobBook.submitted,
+            succeeded: jobBook.succeeded, failed: jobBook.failed, cancelled: jobBook.cancelled,
+            retried: jobBook.retried, journalBytes: jobBook.journalBytes)
+    }
+
     /// Answers an `mmi.jobs.*` request; `false` if `request` names no job service.
     mutating func answerJobService(
         _ request: TaskRequest, for peer: PeerID, now: Instant, into actions: inout [BrokerAction]

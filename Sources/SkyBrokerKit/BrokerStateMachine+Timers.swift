@@ -132,7 +132,7 @@ extension BrokerStateMachine {
             inFlight: inFlightCount, completed: completed,
             completedPerSecond: seconds > 0 ? Double(completed - completedAtLastStats) / seconds : 0,
             queuedBytes: queuedBytes, longestIterationMilliseconds: longestIteration.inSeconds * 1000,
-            failed: tasksFailed)
+            failed: tasksFailed, jobs: jobCounts)
         completedAtLastStats = completed
         longestIteration = .zero
         publish(

@@ -343,10 +343,12 @@ public struct BrokerStateMachine: Sendable {
     /// The current view, as answered to `mmi.workers`.
     public func snapshot(now: Instant) -> ClusterSnapshot {
         let list = workerLoads(now: now)
-        return ClusterSnapshot(
+        var snapshot = ClusterSnapshot(
             seq: lastEventSeq, workers: list, queued: queuedPerService(),
             inFlight: inFlightCount, counters: counters, memory: configuration.memoryProbe?(),
             broker: configuration.instance, tasksCompleted: tasksCompleted, tasksFailed: tasksFailed)
+        snapshot.jobs = jobCounts
+        return snapshot
     }
 
     /// Every worker with its load, in a stable order.

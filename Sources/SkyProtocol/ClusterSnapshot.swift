@@ -91,6 +91,8 @@ public struct ClusterSnapshot: Codable, Sendable, Equatable {
     public var tasksCompleted: UInt64?
     /// Of those, the replies that were not a success.
     public var tasksFailed: UInt64?
+    /// Durable jobs, with a journal.
+    public var jobs: JobCounts?
 
     public init(
         seq: UInt64, workers: [WorkerInfo], queued: [String: Int], inFlight: Int, counters: BrokerCounters,

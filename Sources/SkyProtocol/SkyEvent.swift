@@ -136,11 +136,15 @@ public struct BrokerStats: Codable, Sendable, Equatable {
     /// how long its heartbeats and traffic could have waited (it should stay far below the
     /// heartbeat interval).
     public var longestIterationMilliseconds: Double?
+    /// Durable jobs, with a journal (absent without one, and from older brokers).
+    public var jobs: JobCounts?
 
     public init(
         workers: Int, capacity: Int, queued: Int, inFlight: Int, completed: UInt64, completedPerSecond: Double,
-        queuedBytes: Int? = nil, longestIterationMilliseconds: Double? = nil, failed: UInt64? = nil
+        queuedBytes: Int? = nil, longestIterationMilliseconds: Double? = nil, failed: UInt64? = nil,
+        jobs: JobCounts? = nil
     ) {
+        self.jobs = jobs
         self.failed = failed
         self.queuedBytes = queuedBytes
         self.longestIterationMilliseconds = longestIterationMilliseconds
@@ -256,5 +260,35 @@ public struct SkyEvent: Codable, Sendable, Equatable {
     /// Costs no formatter: the broker stamps every event it publishes.
     public static func timestamp(_ date: Date = Date()) -> String {
         JSONText.timestamp(millisecondsSince1970: Int64((date.timeIntervalSince1970 * 1000).rounded(.down)))
+    }
+}
+
+/// Durable jobs at the broker: how many it holds unfinished now, and what happened to jobs since
+/// it started (submits recorded, outcomes recorded, retries scheduled).
+public struct JobCounts: Codable, Sendable, Equatable {
+    /// Unfinished jobs now (queued, scheduled, running, being recorded).
+    public var held: Int
+    /// Of those, waiting for a worker.
+    public var queued: Int
+    public var submitted: UInt64
+    public var succeeded: UInt64
+    public var failed: UInt64
+    public var cancelled: UInt64
+    public var retried: UInt64
+    /// The journal's size on disk at the last look, in bytes.
+    public var journalBytes: Int
+
+    public init(
+        held: Int, queued: Int, submitted: UInt64, succeeded: UInt64, failed: UInt64, cancelled: UInt64,
+        retried: UInt64, journalBytes: Int
+    ) {
+        self.held = held
+        self.queued = queued
+        self.submitted = submitted
+        self.succeeded = succeeded
+        self.failed = failed
+        self.cancelled = cancelled
+        self.retried = retried
+        self.journalBytes = journalBytes
     }
 }

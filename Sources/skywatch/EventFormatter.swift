@@ -26,6 +26,11 @@ enum EventFormatter {
                 " workers=\(stats.workers) capacity=\(stats.capacity) queued=\(stats.queued) in-flight=\(stats.inFlight)"
                 + " completed=\(stats.completed) failed=\(stats.failed ?? 0)"
                 + " rate=\(String(format: "%.1f", stats.completedPerSecond))/s"
+            if let jobs = stats.jobs {
+                text +=
+                    " jobs-held=\(jobs.held) jobs-submitted=\(jobs.submitted) jobs-succeeded=\(jobs.succeeded)"
+                    + " jobs-failed=\(jobs.failed) jobs-cancelled=\(jobs.cancelled)"
+            }
         }
         return text
     }

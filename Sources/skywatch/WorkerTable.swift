@@ -20,6 +20,13 @@ enum WorkerTable {
             String(
                 format: "workers %d   queued %d   in flight %d   completed %llu   failed %llu   %.1f tasks/s",
                 view.workers.count, view.queued, view.inFlight, view.completed, view.failed, view.tasksPerSecond),
+        ]
+        if let jobs = view.jobs {
+            lines.append(
+                "jobs: \(jobs.held) held (\(jobs.queued) waiting)   submitted \(jobs.submitted)   succeeded \(jobs.succeeded)   failed \(jobs.failed)   cancelled \(jobs.cancelled)   retried \(jobs.retried)   journal \(jobs.journalBytes / 1024) KiB"
+            )
+        }
+        lines += [
             "",
             pad(["WORKER", "HOST", "CAPACITY", "RUNNING", "COMPLETED", "FAILED", "LAST HEARD", "SERVICES"]),
         ]

@@ -25,6 +25,7 @@ extension IntegrationSuite {
             let cluster = try await TestCluster.start(extraArguments: state.arguments)
             defer { cluster.killAll() }
             _ = try await cluster.startWorker(name: "w1")
+            let watch = try await cluster.startWatch()
             let first = try await SkyClient(broker: cluster.clients)
             let job = try await first.submit(EchoTask(message: "kept"))
             await first.close()
@@ -35,6 +36,13 @@ extension IntegrationSuite {
             let result = try await second.result(of: id, as: EchoTask.self)
             #expect(result.message == "kept")
             #expect(try await second.status(of: id) == .succeeded(attempt: 1))
+            // Events and counts for operators.
+            try await watch.waitForEvents { events in
+                let ours = events.filter { $0.task?.requestID == id.description }.map(\.event)
+                return ours == [.jobSubmitted, .jobSucceeded]
+            }
+            let counts = try #require(try await cluster.snapshot().jobs)
+            #expect(counts.submitted == 1 && counts.succeeded == 1 && counts.held == 0)
             let unknown = JobID(bytes: [UInt8](repeating: 7, count: 16))!
             #expect(try await second.status(of: unknown) == .unknown)
             await #expect(throws: SkyError.self) { _ = try await second.result(of: unknown, as: EchoTask.self) }
