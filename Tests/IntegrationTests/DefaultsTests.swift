@@ -1,6 +1,7 @@
 import Foundation
 import Sky
 import SkyBrokerKit
+import SkyProtocol
 import SkyTestSupport
 import SkyWorkerKit
 import Testing
@@ -60,6 +61,13 @@ extension IntegrationSuite {
             Default(
                 name: "lease grace 5 s", documented: 5, actual: broker.routing.leaseGrace.inSeconds,
                 flag: ("skybroker", "--lease-grace", "5.0")),
+            Default(
+                name: "journal limit none (0)", documented: 0, actual: Double(broker.journalMaxBytes),
+                flag: ("skybroker", "--journal-max-bytes", "0")),
+            Default(
+                name: "job retention 24 h", documented: 86_400, actual: JobOptions().retention.inSeconds),
+            Default(
+                name: "job wait hold 20 s", documented: 20, actual: BrokerService.jobWaitHold.inSeconds),
             Default(
                 name: "deliveries 3", documented: 3, actual: Double(broker.routing.maxDeliveries),
                 flag: ("skybroker", "--max-deliveries", "3")),
