@@ -368,12 +368,11 @@ extension Broker.Shell {
                 }
                 _ = loop.post(input: JournalAnswer.listed(caller, found))
             }
-        case .maintain(let now):
+        case .maintain(let now, let limit):
             journal.read { store in
-                // A small batch each time, so that a large expiry never holds up the journal.
-                let measured = Result { () throws(JournalError) -> Int in
-                    _ = try store.deleteExpired(before: now, limit: 500)
-                    return try store.byteCount()
+                let measured = Result { () throws(JournalError) -> (bytes: Int, deleted: Int) in
+                    let deleted = try store.deleteExpired(before: now, limit: limit)
+                    return (try store.byteCount(), deleted)
                 }
                 _ = loop.post(input: JournalAnswer.maintained(measured))
             }

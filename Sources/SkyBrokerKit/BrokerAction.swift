@@ -46,8 +46,8 @@ public enum JournalWork: Sendable, Equatable {
     case lookup(JobID, JobCaller, retry: Bool)
     /// Read up to `limit` jobs, newest first, and answer `caller` with them.
     case list(state: JobRecord.State?, service: String?, limit: Int, JobCaller)
-    /// Delete expired outcomes (a small batch) and measure the journal.
-    case maintain(nowMilliseconds: Int64)
+    /// Delete at most `limit` expired jobs and measure the journal.
+    case maintain(nowMilliseconds: Int64, limit: Int)
 }
 
 /// Why the broker wrote to its journal: what it does once the write is durable.
@@ -65,5 +65,6 @@ public enum JournalAnswer: Sendable {
     case written(JournalWrite, Result<JournalReceipt, JournalError>)
     case lookedUp(JobID, JobCaller, retry: Bool, Result<JobRecord?, JournalError>)
     case listed(JobCaller, Result<[JobRecord], JournalError>)
-    case maintained(Result<Int, JournalError>)
+    /// The journal's size in bytes, and how many expired jobs it deleted.
+    case maintained(Result<(bytes: Int, deleted: Int), JournalError>)
 }

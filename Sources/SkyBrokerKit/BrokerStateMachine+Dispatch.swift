@@ -306,8 +306,9 @@ extension BrokerStateMachine {
                 guard let arrival = oldestWaiting(service) else { continue }
                 if oldest == nil || arrival < oldest!.arrival { oldest = (service, arrival) }
             }
-            // A waiting job goes first if it is older than the oldest waiting request.
-            if let job = bestWaitingJob(among: services), oldest.map({ job.arrival < $0.arrival }) ?? true {
+            // Requests first: a call has a caller waiting on a deadline, a job waits on disk. Jobs
+            // take the credits no waiting request needs.
+            if oldest == nil, let job = bestWaitingJob(among: services) {
                 dispatchJob(of: job.service, to: peer, now: now, into: &actions)
                 free -= 1
                 continue

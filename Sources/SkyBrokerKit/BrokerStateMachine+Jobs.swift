@@ -10,7 +10,8 @@ import SkyProtocol
 /// recorded once; callers waiting for it hear when it is on disk. At a worker a job is a request
 /// like any other (same handler, same credits), under the reserved client number ``jobsClient``,
 /// which no peer can map to. Jobs wait in their own per-service queues, higher priority first;
-/// a freed credit takes the oldest of a waiting request and the best waiting job. They are
+/// a freed credit goes to a waiting request if there is one (a caller waits on a deadline), else
+/// to the best waiting job, so a job backlog never delays `scan` traffic. Jobs are
 /// bounded by the journal (`--journal-max-bytes`), not by the request queue's limits, and are
 /// not subject to `--max-wait` or the no-workers grace: a job waits until a worker serves it.
 extension BrokerStateMachine {
@@ -73,6 +74,10 @@ extension BrokerStateMachine {
         }
         return true
     }
+
+    /// Expired jobs deleted per maintenance: small transactions, so that expiry never holds up
+    /// the journal's other writes for long.
+    static let expiryBatch = 1000
 
     static let noJournal =
         "this broker keeps no journal, so it takes no jobs: start skybroker with --state-dir (scan works without one)"
@@ -205,7 +210,7 @@ extension BrokerStateMachine {
 
     // MARK: Running
 
-    /// The best waiting job of the services a worker serves: (service, arrival), if any.
+    /// The best waiting job of the services a worker serves: (service, arrival, priority), if any.
     mutating func bestWaitingJob(among services: [String]) -> (service: String, arrival: UInt64, priority: Int8)? {
         guard !jobBook.queuedByService.isEmpty else { return nil }
         var best: (service: String, arrival: UInt64, priority: Int8)?
@@ -568,9 +573,12 @@ extension BrokerStateMachine {
                 into: &actions)
         case .lookedUp(_, let caller, _, .failure(let error)), .listed(let caller, .failure(let error)):
             self.answer(caller, .journalUnavailable, error.description, into: &actions)
-        case .maintained(.success(let bytes)):
-            jobBook.journalBytes = bytes
-            jobBook.overLimit = configuration.journalMaxBytes > 0 && bytes >= configuration.journalMaxBytes
+        case .maintained(.success(let measured)):
+            jobBook.journalBytes = measured.bytes
+            jobBook.overLimit = configuration.journalMaxBytes > 0 && measured.bytes >= configuration.journalMaxBytes
+            // A full batch: more may have expired; the next tick deletes the next batch, so that
+            // expiry keeps up with any steady load (a batch per tick, not per second).
+            if measured.deleted >= Self.expiryBatch { nextJournalMaintenance = now }
         case .maintained(.failure(let error)):
             actions.append(.log(.warning, "journal: maintenance failed", ["error": "\(error)"]))
         }
@@ -629,7 +637,7 @@ extension BrokerStateMachine {
         guard configuration.journal else { return }
         if now >= nextJournalMaintenance ?? now {
             nextJournalMaintenance = now + configuration.journalMaintenanceInterval
-            actions.append(.journal(.maintain(nowMilliseconds: configuration.wallClock())))
+            actions.append(.journal(.maintain(nowMilliseconds: configuration.wallClock(), limit: Self.expiryBatch)))
             let unrecorded = jobBook.unrecorded
             jobBook.unrecorded.removeAll()
             for id in unrecorded {

@@ -40,6 +40,7 @@ public final class SQLiteJobStore: JobStore {
             """
             PRAGMA journal_mode = WAL;
             PRAGMA synchronous = FULL;
+            PRAGMA journal_size_limit = 8388608;
             CREATE TABLE IF NOT EXISTS sky_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
             INSERT OR IGNORE INTO sky_meta VALUES ('format', '\(Self.format)');
             CREATE TABLE IF NOT EXISTS jobs (

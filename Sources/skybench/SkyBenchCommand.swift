@@ -82,6 +82,16 @@ struct SkyBenchCommand: AsyncParsableCommand {
             """)
     var instructions = false
 
+    @Flag(
+        help: """
+            Instead of the timed runs: durable jobs (submit latency, jobs per second from submit to \
+            recorded result, scan beside a durable load, journal bytes per job).
+            """)
+    var jobs = false
+
+    @Option(help: "Jobs per end-to-end measurement of --jobs.")
+    var jobCount = 20_000
+
     @Option(help: "Requests of the smaller of the two runs --instructions counts (the larger has 3x).")
     var instructionTasks = 2000
 
@@ -108,6 +118,7 @@ struct SkyBenchCommand: AsyncParsableCommand {
         try FlagCheck.integer(scanTasks, "--scan-tasks", in: 0...10_000_000)
         try FlagCheck.integer(instructionTasks, "--instruction-tasks", in: 1...1_000_000)
         try FlagCheck.integer(loadTasks, "--load-tasks", in: 1...10_000_000)
+        try FlagCheck.integer(jobCount, "--job-count", in: 1...10_000_000)
     }
 
     static func integers(_ list: String) -> [Int]? {
@@ -122,6 +133,15 @@ struct SkyBenchCommand: AsyncParsableCommand {
         if let loadClient {
             try await InstructionCount.loadClient(
                 broker: loadClient, tasks: loadTasks, inFlight: mostInFlight, payload: payload)
+            return
+        }
+        if jobs {
+            let bench = JobBench(
+                workers: Self.integers(workers)?.max() ?? 1, capacity: capacity, transport: transport, jobs: jobCount,
+                inFlight: mostInFlight, rounds: rounds)
+            let results = try await bench.run()
+            print(JobBench.table(results))
+            try write(results)
             return
         }
         let settings = BenchSettings(

@@ -110,7 +110,7 @@ final class SkyTarget: BenchTarget {
     }
 
     /// Keeps `inFlight` calls of `call` going; counts those that complete in the measured phase.
-    private func throughput(
+    func throughput(
         inFlight: Int, warmup: Duration, measure: Duration, call: @escaping @Sendable () async throws -> Void
     ) async throws -> Figures {
         let from = clock.now + warmup

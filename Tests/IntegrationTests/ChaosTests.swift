@@ -41,7 +41,9 @@ extension IntegrationSuite {
 
         @Test(.timeLimit(.minutes(10)))
         func tenThousandScansSurviveKilledAndFrozenWorkersAndABrokerRestart() async throws {
-            let cluster = try await TestCluster.start(extraArguments: TestCluster.fastHeartbeats + ["--task-events"])
+            let state = JobTests.StateDirectory()
+            let cluster = try await TestCluster.start(
+                extraArguments: TestCluster.fastHeartbeats + ["--task-events"] + state.arguments)
             defer { cluster.killAll() }
             let watch = try await cluster.startWatch()
             let names = ["c-1", "c-2", "c-3", "c-4"]
@@ -78,6 +80,24 @@ extension IntegrationSuite {
                 }
             }
 
+            // A durable load beside them: jobs submitted by a client of their own all through
+            // the faults, each fetched afterwards by another.
+            let jobCount = Int(2000 / timingScale)
+            let submitter = try await SkyClient(broker: cluster.clients)
+            let submitting = Task {
+                try await withThrowingTaskGroup(of: (Int, JobID).self) { group in
+                    var ids = [JobID?](repeating: nil, count: jobCount)
+                    for index in 0..<jobCount {
+                        group.addTask {
+                            (index, try await submitter.submit(EchoTask(message: "job \(index)")).id)
+                        }
+                        if index >= 32, let (done, id) = try await group.next() { ids[done] = id }
+                    }
+                    for try await (done, id) in group { ids[done] = id }
+                    return ids.map { $0! }
+                }
+            }
+
             // The seeded schedule: a kill -9 (restarted), a SIGSTOP/SIGCONT, a broker restart.
             var injected: [String] = []
             await ledger.waitUntilFinished(total * 15 / 100)
@@ -102,6 +122,17 @@ extension IntegrationSuite {
             try await value(of: Task { await scanning.value }, within: .seconds(300), "the scans")
             try await value(of: Task { await sleeping.value }, within: .seconds(300), "the sleeps")
             let elapsed = ContinuousClock.now - started
+            let jobIDs = try await value(of: submitting, within: .seconds(120), "the job submits")
+            await submitter.close()
+            let reader = try await SkyClient(broker: cluster.clients)
+            var jobsCorrect = 0
+            for (index, id) in jobIDs.enumerated()
+            where try await reader.result(of: id, as: EchoTask.self).message == "job \(index)" {
+                jobsCorrect += 1
+            }
+            await reader.close()
+            print("chaos soak: \(jobCount) durable jobs beside it, \(jobsCorrect) with their result")
+            #expect(Set(jobIDs).count == jobCount && jobsCorrect == jobCount)
 
             let finished = await ledger.finished
             let duplicates = await ledger.duplicates

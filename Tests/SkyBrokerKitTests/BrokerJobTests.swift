@@ -133,6 +133,18 @@ struct BrokerJobTests {
         #expect(order == [urgent, normal, low])
     }
 
+    @Test func aWaitingRequestGoesBeforeAnOlderWaitingJob() {
+        var broker = BrokerHarness.withJournal()
+        let (job, _) = broker.submit(client, RequestID(high: 1, low: 1))
+        let call = RequestID(high: 5, low: 5)
+        _ = broker.request(client, call)
+        let joined = broker.ready(worker1, capacity: 1)
+        #expect(dispatched(joined).map(\.1) == [call], "the call takes the one credit")
+        #expect(journalWrites(joined).isEmpty)
+        let after = broker.reply(worker1, client: client, call)
+        #expect(journalWrites(after) == [.started(job, worker1, tag: 2)], "then the job")
+    }
+
     @Test func aJobWaitsForAWorkerPastTheNoWorkersGraceAndTheMaximumWait() {
         var broker = BrokerHarness.withJournal { $0.maxWait = .seconds(5) }
         let (id, _) = broker.submit(client, RequestID(high: 1, low: 1))

@@ -183,4 +183,34 @@ struct SQLiteJobStoreTests {
         }
         if case .cannotOpen = error {} else { Issue.record("\(String(describing: error))") }
     }
+
+    /// A steady load whose outcomes expire: the file stops growing once deleted pages are reused
+    /// and the WAL is truncated after checkpoints.
+    @Test func aSteadyLoadWithExpiryKeepsTheFileAtASteadySize() throws {
+        let folder = try Folder()
+        let store = try SQLiteJobStore(path: folder.journal)
+        var sizes: [Int] = []
+        for round in 0..<30 {
+            let jobs = (0..<2000).map { index in
+                JobRecord(
+                    id: Array(withUnsafeBytes(of: (UInt64(round), UInt64(index))) { Array($0) }), service: "sky.echo",
+                    body: [UInt8](repeating: 7, count: 64), expiresAt: 0)
+            }
+            try store.apply(jobs.map { .submitted($0) })
+            try store.apply(jobs.map { .started(id: $0.id, attempt: 1) })
+            // Each round's outcomes expire at the next round.
+            try store.apply(
+                jobs.map {
+                    .finished(
+                        id: $0.id, state: .succeeded, outcome: [UInt8](repeating: 9, count: 65), expiresAt: Int64(round)
+                    )
+                })
+            while try store.deleteExpired(before: Int64(round), limit: 1000) > 0 {}
+            sizes.append(try store.byteCount())
+        }
+        print(
+            "journal bytes after rounds 5, 10, 20, 30 of 2,000 jobs each: \(sizes[4]), \(sizes[9]), \(sizes[19]), \(sizes[29])"
+        )
+        #expect(sizes[29] <= sizes[9] + sizes[9] / 5, "\(sizes)")
+    }
 }

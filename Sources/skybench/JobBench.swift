@@ -1,0 +1,200 @@
+import Foundation
+import Histogram
+import Sky
+import SkyProtocol
+import SkyWorkloads
+
+/// Durable jobs (`skybench --jobs`): how long a submit takes to be on disk, how many jobs per
+/// second go from submit to recorded result, what a durable load costs `scan` beside it, and
+/// how many journal bytes a job takes. One broker with a journal in a temporary directory,
+/// sky.echo workers, 64-byte tasks and results.
+struct JobBench {
+    var workers: Int
+    var capacity: Int
+    var transport: Transport
+    var submitLatencyRequests = 1000
+    var jobs = 20_000
+    var inFlight = 256
+    var rounds = 3
+
+    struct Results: Codable {
+        var submitP50Microseconds: [Double] = []
+        var submitP99Microseconds: [Double] = []
+        var durableJobsPerSecond: [Double] = []
+        var scanAlone: [Double] = []
+        var scanBesideJobs: [Double] = []
+        var scanP50Alone: [Double] = []
+        var scanP50BesideJobs: [Double] = []
+        var jobsPerSecondBesideScan: [Double] = []
+        var journalBytesPerJob: [Double] = []
+    }
+
+    static let task = EchoTask(message: String(repeating: "j", count: 64))
+
+    func run() async throws -> Results {
+        var results = Results()
+        for round in 1...rounds {
+            print("round \(round) of \(rounds)...")
+            let directory = FileManager.default.temporaryDirectory.appendingPathComponent(
+                "skybench-jobs-\(UUID().uuidString)")
+            defer { try? FileManager.default.removeItem(at: directory) }
+            let target = try await SkyTarget.start(
+                workers: workers, capacity: capacity, transport: transport,
+                brokerArguments: ["--state-dir", directory.path])
+            do {
+                let sky = target.client
+                // Submit latency, one in flight: the broker answers once the job is fsync'd.
+                var histogram = Histogram<UInt64>(
+                    highestTrackableValue: 60_000_000, numberOfSignificantValueDigits: .three)
+                for index in 0..<(submitLatencyRequests + 100) {
+                    let sent = ContinuousClock.now
+                    _ = try await sky.submit(Self.task, options: Self.options)
+                    if index >= 100 { histogram.record(UInt64(max(1, (ContinuousClock.now - sent).inSeconds * 1e6))) }
+                }
+                results.submitP50Microseconds.append(Double(histogram.valueAtPercentile(50)))
+                results.submitP99Microseconds.append(Double(histogram.valueAtPercentile(99)))
+                progress("submit latency measured; waiting for those jobs to finish")
+                try await waitForSucceeded(submitLatencyRequests + 100, sky)
+
+                // End to end: `jobs` submitted with `inFlight` submits outstanding, until every
+                // result is recorded.
+                let before = try await succeeded(sky)
+                progress("end to end: \(jobs) jobs")
+                let started = ContinuousClock.now
+                try await submit(jobs, sky)
+                try await waitForSucceeded(before + jobs, sky)
+                results.durableJobsPerSecond.append(Double(jobs) / (ContinuousClock.now - started).inSeconds)
+                let bytes = journalBytes(directory)
+                results.journalBytesPerJob.append(Double(bytes) / Double(try await succeeded(sky)))
+
+                // scan alone, then beside a durable load of 64 submits in flight.
+                progress("scan alone")
+                results.scanAlone.append(try await scanRate(target))
+                results.scanP50Alone.append(try await scanLatency(target))
+                let load = Task {
+                    let load = ContinuousClock.now
+                    let submitted = try await submitUntilCancelled(sky)
+                    return Double(submitted) / (ContinuousClock.now - load).inSeconds
+                }
+                try await Task.sleep(for: .milliseconds(500))
+                progress("scan beside the durable load")
+                results.scanBesideJobs.append(try await scanRate(target))
+                results.scanP50BesideJobs.append(try await scanLatency(target))
+                load.cancel()
+                results.jobsPerSecondBesideScan.append(try await load.value)
+            } catch {
+                if let snapshot = try? await target.snapshot() {
+                    let encoder = JSONEncoder()
+                    encoder.outputFormatting = [.sortedKeys]
+                    progress(
+                        "the broker when the run failed: \(String(decoding: try encoder.encode(snapshot), as: UTF8.self))"
+                    )
+                }
+                await target.stop()
+                throw error
+            }
+            await target.stop()
+        }
+        return results
+    }
+
+    private func progress(_ text: String) {
+        FileHandle.standardError.write(Data("  \(text)\n".utf8))
+    }
+
+    /// Jobs of the bench: no retries to hide failures, the default retention.
+    static let options = JobOptions(retry: .never)
+
+    private func submit(_ count: Int, _ sky: SkyClient) async throws {
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            var next = 0
+            for _ in 0..<min(inFlight, count) {
+                next += 1
+                group.addTask { _ = try await sky.submit(Self.task, options: Self.options) }
+            }
+            while try await group.next() != nil {
+                if next < count {
+                    next += 1
+                    group.addTask { _ = try await sky.submit(Self.task, options: Self.options) }
+                }
+            }
+        }
+    }
+
+    /// Submits with 64 in flight until cancelled; returns how many were recorded.
+    private func submitUntilCancelled(_ sky: SkyClient) async throws -> Int {
+        try await withThrowingTaskGroup(of: Int.self) { group in
+            for _ in 0..<64 {
+                group.addTask {
+                    var done = 0
+                    while !Task.isCancelled {
+                        do {
+                            _ = try await sky.submit(Self.task, options: Self.options)
+                            done += 1
+                        } catch is CancellationError {
+                            break
+                        }
+                    }
+                    return done
+                }
+            }
+            return try await group.reduce(0, +)
+        }
+    }
+
+    private func scanRate(_ target: SkyTarget) async throws -> Double {
+        let figures = try await target.typedThroughput(
+            payload: 64, inFlight: inFlight, warmup: .milliseconds(500), measure: .seconds(2))
+        return Double(figures.tasks) / figures.seconds
+    }
+
+    private func scanLatency(_ target: SkyTarget) async throws -> Double {
+        try await target.latency(payload: 64, requests: 2000, warmup: 200).p50 ?? 0
+    }
+
+    private func succeeded(_ sky: SkyClient) async throws -> Int {
+        Int(try await sky.clusterSnapshot().jobs?.succeeded ?? 0)
+    }
+
+    private func waitForSucceeded(_ count: Int, _ sky: SkyClient) async throws {
+        let deadline = ContinuousClock.now + .seconds(300)
+        while try await succeeded(sky) < count {
+            guard ContinuousClock.now < deadline else { throw BenchError("jobs did not all succeed within 300 s") }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+    }
+
+    /// The journal's file and its write-ahead log.
+    private func journalBytes(_ directory: URL) -> Int {
+        ["jobs.sqlite", "jobs.sqlite-wal"].reduce(0) { total, name in
+            let path = directory.appendingPathComponent(name).path
+            return total + ((try? FileManager.default.attributesOfItem(atPath: path)[.size] as? Int) ?? 0)
+        }
+    }
+
+    static func table(_ results: Results) -> String {
+        func line(_ name: String, _ values: [Double], _ unit: String) -> String {
+            let sorted = values.sorted()
+            let median = sorted.isEmpty ? 0 : sorted[sorted.count / 2]
+            let all = values.map { String(format: "%.0f", $0) }.joined(separator: ", ")
+            return
+                "\(name.padding(toLength: 44, withPad: " ", startingAt: 0)) \(String(format: "%10.0f", median)) \(unit)   (\(all))"
+        }
+        let ratios = zip(results.scanBesideJobs, results.scanAlone).map { $0 / $1 }
+        let p50Ratios = zip(results.scanP50BesideJobs, results.scanP50Alone).map { $0 / $1 }
+        return [
+            "Durable jobs (sky.echo, 64-byte task and result); median of rounds (each round):",
+            line("submit acknowledged (fsync'd), p50, 1 in flight", results.submitP50Microseconds, "µs"),
+            line("submit acknowledged, p99, 1 in flight", results.submitP99Microseconds, "µs"),
+            line("jobs submit → result recorded, 256 in flight", results.durableJobsPerSecond, "jobs/s"),
+            line("journal bytes per job", results.journalBytesPerJob, "B"),
+            line("scan throughput alone, 256 in flight", results.scanAlone, "tasks/s"),
+            line("scan throughput beside 64 submits in flight", results.scanBesideJobs, "tasks/s"),
+            line("  (the jobs recorded meanwhile)", results.jobsPerSecondBesideScan, "jobs/s"),
+            line("scan p50 alone, 1 in flight", results.scanP50Alone, "µs"),
+            line("scan p50 beside the durable load", results.scanP50BesideJobs, "µs"),
+            "scan throughput beside ÷ alone: " + ratios.map { String(format: "%.2f", $0) }.joined(separator: ", ")
+                + "; p50 beside ÷ alone: " + p50Ratios.map { String(format: "%.2f", $0) }.joined(separator: ", "),
+        ].joined(separator: "\n")
+    }
+}
