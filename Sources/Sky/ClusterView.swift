@@ -19,12 +19,17 @@ public struct ClusterView: Sendable, Equatable {
     public private(set) var tasksPerSecond = 0.0
     /// Durable jobs at the broker, when it keeps a journal.
     public private(set) var jobs: JobCounts?
+    /// Per service, as of the last `broker.stats`: queue, rate, failures, latency.
+    public private(set) var services: [String: ServiceStats] = [:]
     /// The number of the last event applied (or of the snapshot).
     public private(set) var seq: UInt64 = 0
     /// Snapshots taken so far: 1 at the start, more after gaps or broker restarts.
     public private(set) var snapshots = 0
 
     public init() {}
+
+    private static let idle = ServiceStats(
+        queued: 0, completed: 0, failed: 0, completedPerSecond: 0, p50Milliseconds: nil, p99Milliseconds: nil)
 
     /// Workers in a stable order: by name, then id.
     public var sortedWorkers: [WorkerInfo] {
@@ -41,6 +46,8 @@ public struct ClusterView: Sendable, Equatable {
             completed = snapshot.tasksCompleted ?? snapshot.counters.repliesSent
             failed = snapshot.tasksFailed ?? 0
             jobs = snapshot.jobs
+            services = services.filter { snapshot.queued[$0.key] != nil || $0.value.completed > 0 }
+            for (service, count) in snapshot.queued { services[service, default: Self.idle].queued = count }
             seq = snapshot.seq
             snapshots += 1
         case .event(let event):
@@ -69,6 +76,7 @@ public struct ClusterView: Sendable, Equatable {
                 completed = stats.completed
                 failed = stats.failed ?? failed
                 jobs = stats.jobs ?? jobs
+                services = stats.services ?? services
                 tasksPerSecond = stats.completedPerSecond
             }
             for load in event.workers ?? [] where workers[load.id] != nil {

@@ -127,17 +127,37 @@ extension BrokerStateMachine {
     private mutating func publishStats(over period: Duration, now: Instant, into actions: inout [BrokerAction]) {
         let completed = tasksCompleted
         let seconds = period.inSeconds
-        let stats = BrokerStats(
+        var stats = BrokerStats(
             workers: workers.count, capacity: workers.values.reduce(0) { $0 + $1.capacity }, queued: queuedCount,
             inFlight: inFlightCount, completed: completed,
             completedPerSecond: seconds > 0 ? Double(completed - completedAtLastStats) / seconds : 0,
             queuedBytes: queuedBytes, longestIterationMilliseconds: longestIteration.inSeconds * 1000,
             failed: tasksFailed, jobs: jobCounts)
+        stats.services = serviceStats(over: seconds)
         completedAtLastStats = completed
         longestIteration = .zero
         publish(
             SkyEvent(seq: 0, event: .brokerStats, time: "", workers: workerLoads(now: now), stats: stats),
             into: &actions)
+    }
+
+    /// Each service's period, then a new period: the services served, waiting or with work in
+    /// it, the busiest ``ServiceStats/maxServices``. Costs a pass over those services once a period.
+    private mutating func serviceStats(over seconds: Double) -> [String: ServiceStats] {
+        var all: [String: ServiceStats] = [:]
+        for service in Set(serviceWindows.keys).union(queuedByService.keys).union(workersByService.keys) {
+            let window = serviceWindows[service] ?? ServiceWindow()
+            all[service] = ServiceStats(
+                queued: queuedByService[service] ?? 0, completed: window.completed, failed: window.failed,
+                completedPerSecond: seconds > 0 ? Double(window.completed) / seconds : 0,
+                p50Milliseconds: window.quantileMilliseconds(0.5), p99Milliseconds: window.quantileMilliseconds(0.99))
+        }
+        serviceWindows.removeAll(keepingCapacity: true)
+        guard all.count > ServiceStats.maxServices else { return all }
+        let busiest = all.sorted {
+            ($0.value.completed + UInt64($0.value.queued)) > ($1.value.completed + UInt64($1.value.queued))
+        }
+        return Dictionary(uniqueKeysWithValues: busiest.prefix(ServiceStats.maxServices).map { ($0.key, $0.value) })
     }
 
     /// The broker is stopping: refuse new work, answer everything waiting or running with

@@ -216,6 +216,8 @@ extension BrokerStateMachine {
         workers[peer]?.inFlight[tag] = nil
         workers[peer]?.completed += 1
         tasksCompleted += 1
+        serviceWindows[held.task.request.service, default: ServiceWindow()].record(
+            nanoseconds: ticks(now) - held.task.arrivedAt, failed: answer.status != .ok)
         if answer.status != .ok {
             workers[peer]?.failed += 1
             tasksFailed += 1

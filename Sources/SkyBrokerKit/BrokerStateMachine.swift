@@ -310,6 +310,8 @@ public struct BrokerStateMachine: Sendable {
     var longestIteration: Duration = .zero
     var stopping = false
     public internal(set) var counters = BrokerCounters()
+    /// What each service did since the last stats.
+    var serviceWindows: [String: ServiceWindow] = [:]
     /// Durable jobs held in memory (see `BrokerStateMachine+Jobs.swift`).
     var jobBook = JobBook()
     var jobIDGenerator: SplitMix64
@@ -607,6 +609,9 @@ public struct BrokerStateMachine: Sendable {
         _ task: QueuedRequest, _ status: ReplyStatus, _ message: String, worker: PeerID? = nil,
         into actions: inout [BrokerAction]
     ) {
+        if status != .brokerShuttingDown {
+            serviceWindows[task.request.service, default: ServiceWindow()].recordFailure()
+        }
         reply(
             to: task.client,
             .failure(

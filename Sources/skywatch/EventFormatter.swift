@@ -26,6 +26,13 @@ enum EventFormatter {
                 " workers=\(stats.workers) capacity=\(stats.capacity) queued=\(stats.queued) in-flight=\(stats.inFlight)"
                 + " completed=\(stats.completed) failed=\(stats.failed ?? 0)"
                 + " rate=\(String(format: "%.1f", stats.completedPerSecond))/s"
+            for (name, service) in (stats.services ?? [:]).sorted(by: { $0.key < $1.key }) {
+                text += " \(name):queued=\(service.queued),rate=\(String(format: "%.1f", service.completedPerSecond))/s"
+                text += ",failed=\(service.failed)"
+                if let p50 = service.p50Milliseconds, let p99 = service.p99Milliseconds {
+                    text += ",p50=\(String(format: "%.1f", p50))ms,p99=\(String(format: "%.1f", p99))ms"
+                }
+            }
             if let jobs = stats.jobs {
                 text +=
                     " jobs-held=\(jobs.held) jobs-submitted=\(jobs.submitted) jobs-succeeded=\(jobs.succeeded)"

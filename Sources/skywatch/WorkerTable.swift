@@ -40,6 +40,19 @@ enum WorkerTable {
                 ]))
         }
         if view.workers.isEmpty { lines.append("(no workers connected)") }
+        if !view.services.isEmpty {
+            lines += ["", pad(["SERVICE", "QUEUED", "RATE/S", "FAILED", "P50", "P99"], widths: serviceWidths)]
+            for (name, service) in view.services.sorted(by: { $0.key < $1.key }) {
+                func milliseconds(_ value: Double?) -> String { value.map { String(format: "%.1f ms", $0) } ?? "-" }
+                lines.append(
+                    pad(
+                        [
+                            name, "\(service.queued)", String(format: "%.1f", service.completedPerSecond),
+                            "\(service.failed)", milliseconds(service.p50Milliseconds),
+                            milliseconds(service.p99Milliseconds),
+                        ], widths: serviceWidths))
+            }
+        }
         if !departures.isEmpty {
             lines += ["", "RECENT DEPARTURES"] + departures
         }
@@ -47,8 +60,9 @@ enum WorkerTable {
     }
 
     private static let widths = [24, 16, 9, 8, 10, 8, 12, 0]
+    private static let serviceWidths = [24, 9, 10, 8, 11, 0]
 
-    private static func pad(_ cells: [String]) -> String {
+    private static func pad(_ cells: [String], widths: [Int] = widths) -> String {
         zip(cells, widths).map { cell, width in
             width == 0 || cell.count >= width ? cell + " " : cell.padding(toLength: width, withPad: " ", startingAt: 0)
         }.joined()

@@ -97,6 +97,43 @@ extension IntegrationSuite {
             #expect(try await lines.waitForExit() == 0)
         }
 
+        /// Per service, the table shows the queue, the rate, failures and p50/p99 latency of the
+        /// last second, broker-made failures included; the piped lines carry the same figures.
+        @Test func skywatchShowsEachServicesQueueRateFailuresAndLatency() async throws {
+            let cluster = try await TestCluster.start()
+            defer { cluster.killAll() }
+            _ = try await cluster.startWorker(name: "w1", extraArguments: ["--flaky-every", "2"])
+            let arguments = ["--broker", cluster.clients, "--events", cluster.events]
+            let table = try cluster.track(SkyProcess.onTerminal("skywatch", arguments, name: "skywatch-services"))
+            let lines = try cluster.track(SkyProcess("skywatch", arguments, name: "skywatch-service-lines"))
+            try await table.waitUntil(timeout: .seconds(20)) { $0.contains { $0.contains("w1") } }
+            let sky = try await SkyClient(broker: cluster.clients)
+            // Calls until a stats period has both: echoes answered, and flaky failures.
+            let load = Task {
+                var index = 0
+                while !Task.isCancelled {
+                    _ = try? await sky.scan(EchoTask(message: "\(index)"))
+                    _ = try? await sky.scan(FlakyTask(value: index), options: ScanOptions(retry: .never))
+                    index += 1
+                }
+            }
+            defer { load.cancel() }
+            let echo = try await table.waitForLine(timeout: .seconds(20)) {
+                $0.hasPrefix("sky.echo ") && $0.contains(" ms")
+            }
+            let flaky = try await table.waitForLine(timeout: .seconds(20)) {
+                // SERVICE QUEUED RATE/S FAILED P50 P99: some failed, with latencies.
+                let cells = $0.split(separator: " ")
+                return $0.hasPrefix("sky.flaky ") && $0.contains(" ms") && cells.count >= 4 && cells[3] != "0"
+            }
+            print("skywatch services:\n\(echo)\n\(flaky)")
+            try await lines.waitForLine { $0.contains("broker.stats") && $0.contains("sky.echo:queued=0,rate=") }
+            #expect(
+                try await table.waitUntil { $0.contains { $0.hasPrefix("SERVICE ") && $0.contains("P99") } }.count > 0)
+            load.cancel()
+            await sky.close()
+        }
+
         /// Without a terminal and without --json, skywatch prints one line per event: time,
         /// number, kind, then the worker, the reason and what it held.
         @Test func skywatchPrintsOneLinePerEventWithoutATerminal() async throws {

@@ -1,0 +1,49 @@
+import Foundation
+import Testing
+
+@testable import SkyBrokerKit
+@testable import SkyProtocol
+
+@Suite("Broker state machine: per-service stats")
+struct BrokerServiceStatsTests {
+    let client = PeerID([0, 0, 0, 0, 1])
+    let worker = PeerID([0, 0, 0, 1, 1])
+
+    @Test func aWindowsQuantilesFallInTheRightBuckets() throws {
+        var window = ServiceWindow()
+        for _ in 0..<98 { window.record(nanoseconds: 2_000_000, failed: false) }
+        window.record(nanoseconds: 300_000_000, failed: true)
+        window.record(nanoseconds: 300_000_000, failed: false)
+        let p50 = try #require(window.quantileMilliseconds(0.5))
+        let p99 = try #require(window.quantileMilliseconds(0.99))
+        #expect((2.0...2.0 * 1.19).contains(p50), "\(p50)")
+        #expect((300.0...300.0 * 1.19).contains(p99), "\(p99)")
+        #expect(window.completed == 100 && window.failed == 1)
+        #expect(ServiceWindow().quantileMilliseconds(0.5) == nil)
+    }
+
+    /// Each stats period reports per service its queue, rate, failures (the workers' and the
+    /// broker's own) and latency from arrival to reply, then starts afresh.
+    @Test func statsReportEachServicesQueueRateFailuresAndLatency() throws {
+        var broker = BrokerHarness()
+        _ = broker.ready(worker, capacity: 1, services: ["sky.scan"])
+        let first = RequestID(high: 0, low: 1)
+        _ = broker.request(client, first)
+        _ = broker.request(client, RequestID(high: 0, low: 2))
+        _ = broker.request(
+            client, RequestID(high: 0, low: 3), service: "nobody.serves", noWorkersGrace: .milliseconds(100))
+        _ = broker.advance(.milliseconds(40))
+        _ = broker.reply(worker, client: client, first)
+        _ = broker.worker(worker, .heartbeat)
+        let stats = try #require(events(broker.advance(.seconds(1))).first { $0.event == .brokerStats }?.stats)
+        let scan = try #require(stats.services?["sky.scan"])
+        #expect(scan.completed == 1 && scan.failed == 0 && scan.queued == 0, "the second runs, the first answered")
+        #expect((40.0...40.0 * 1.19).contains(scan.p50Milliseconds ?? 0), "\(String(describing: scan.p50Milliseconds))")
+        let unserved = try #require(stats.services?["nobody.serves"])
+        #expect(unserved.failed == 1 && unserved.p50Milliseconds == nil, "answered noWorkers by the broker")
+        _ = broker.worker(worker, .heartbeat)
+        let next = try #require(events(broker.advance(.seconds(1))).first { $0.event == .brokerStats }?.stats)
+        #expect(next.services?["sky.scan"]?.completed == 0, "a new period")
+        #expect(next.services?["nobody.serves"] == nil, "nothing of it left")
+    }
+}
