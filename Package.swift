@@ -34,6 +34,10 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-collections", from: "1.1.0"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.6.0"),
         .package(url: "https://github.com/HdrHistogram/hdrhistogram-swift", from: "0.1.0"),
+        // Metrics: the libraries emit through swift-metrics only; the executables export them.
+        .package(url: "https://github.com/apple/swift-metrics", from: "2.4.1"),
+        .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.0.0"),
+        .package(url: "https://github.com/swhitty/FlyingFox", from: "0.27.1"),
     ],
     targets: [
         // libzmq from the system. No pkgConfig: zmq.h is on the default include path and the
@@ -68,6 +72,7 @@ let package = Package(
             dependencies: [
                 "SkyZMQ", "SkyProtocol", "SkyJournal", "CSkySystem",
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "CoreMetrics", package: "swift-metrics"),
                 .product(name: "DequeModule", package: "swift-collections"),
                 .product(name: "HeapModule", package: "swift-collections"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -87,6 +92,7 @@ let package = Package(
             dependencies: [
                 "SkyZMQ", "SkyProtocol", "SkyTasks", "SkyWorkloads",
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "CoreMetrics", package: "swift-metrics"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
             swiftSettings: strictSettings
@@ -96,6 +102,7 @@ let package = Package(
             dependencies: [
                 "SkyZMQ", "SkyProtocol", "SkyTasks",
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "CoreMetrics", package: "swift-metrics"),
                 .product(name: "HeapModule", package: "swift-collections"),
             ],
             swiftSettings: strictSettings
@@ -106,6 +113,10 @@ let package = Package(
                 "SkyZMQ",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "CoreMetrics", package: "swift-metrics"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
+                .product(name: "FlyingFox", package: "FlyingFox"),
+                .product(name: "FlyingSocks", package: "FlyingFox"),
             ],
             swiftSettings: strictSettings
         ),
@@ -207,7 +218,10 @@ let package = Package(
         ),
         .testTarget(
             name: "SkyClientTests",
-            dependencies: ["Sky", "SkyProtocol", "SkyZMQ", "SkyWorkerKit", "SkyWorkloads", "SkyTestSupport"],
+            dependencies: [
+                "Sky", "SkyProtocol", "SkyZMQ", "SkyWorkerKit", "SkyWorkloads", "SkyTestSupport",
+                .product(name: "MetricsTestKit", package: "swift-metrics"),
+            ],
             swiftSettings: strictSettings
         ),
         .testTarget(

@@ -94,6 +94,8 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(help: "Journal bytes beyond which new jobs are refused as overloaded; 0 for no limit.")
     var journalMaxBytes = Self.defaults.journalMaxBytes
 
+    @OptionGroup var metricsOptions: MetricsOptions
+
     @OptionGroup var common: CommonOptions
 
     func validate() throws {
@@ -151,6 +153,7 @@ struct ServeCommand: AsyncParsableCommand {
                 ProcessSetup.fail("skybroker", "\(error)")
             }
         }
+        let metricsURL = await metricsOptions.start(program: "skybroker")
         let broker: Broker
         do {
             broker = try await Broker.start(configuration: configuration, logger: logger)
@@ -158,7 +161,9 @@ struct ServeCommand: AsyncParsableCommand {
             ProcessSetup.fail("skybroker", "\(error)")
         }
         let bound = broker.endpoints
-        ProcessSetup.line("skybroker ready clients=\(bound.clients) workers=\(bound.workers) events=\(bound.events)")
+        ProcessSetup.line(
+            "skybroker ready clients=\(bound.clients) workers=\(bound.workers) events=\(bound.events)"
+                + (metricsURL.map { " metrics=\($0)" } ?? ""))
         let group = ServiceGroup(
             configuration: .init(
                 services: [.init(service: broker)],

@@ -48,6 +48,8 @@ struct SkyWorkerCommand: AsyncParsableCommand {
     @Option(help: "sky.flaky fails every this many calls.")
     var flakyEvery = 3
 
+    @OptionGroup var metricsOptions: MetricsOptions
+
     @OptionGroup var common: CommonOptions
 
     @OptionGroup var curve: CurveOptions
@@ -77,7 +79,10 @@ struct SkyWorkerCommand: AsyncParsableCommand {
         var configuration = SkyWorker.Configuration(
             broker: broker, liveness: liveness, drainGrace: FlagCheck.duration(seconds: drainGrace),
             credentials: curve.credentials(program: "skyworker"))
-        let line = "skyworker ready name=\(workerName) capacity=\(capacity) broker=\(broker)"
+        let metricsURL = await metricsOptions.start(program: "skyworker")
+        let line =
+            "skyworker ready name=\(workerName) capacity=\(capacity) broker=\(broker)"
+            + (metricsURL.map { " metrics=\($0)" } ?? "")
         configuration.onStarted = { ProcessSetup.line(line) }
         let worker = SkyWorker(configuration: configuration, system: system, logger: logger)
         Task {

@@ -1,3 +1,4 @@
+import CoreMetrics
 import Logging
 import SkyTasks
 import SkyZMQ
@@ -36,6 +37,10 @@ extension SkyClient {
         /// before it answers ``SkyError/noWorkers(service:)``; `nil` takes the broker's
         /// `--no-workers-grace` (2 s by default). Raise it when workers start after clients.
         public var noWorkersGrace: Duration?
+        /// Where the client's metrics go (calls, attempts, durations, calls in flight; see
+        /// docs/operations.md): `nil` uses the process's `MetricsSystem` backend, which is a
+        /// no-op unless the application bootstrapped one (swift-prometheus, for example).
+        public var metricsFactory: (any MetricsFactory)?
 
         public init() {}
     }

@@ -33,6 +33,7 @@ public actor SkyClient {
     /// The connection: the state machine on the I/O thread, and the callers it resumes. Every
     /// call goes through it without entering the actor.
     nonisolated let shell: Shell
+    nonisolated let metrics: ClientMetrics
     var starting: Task<ZMQEventLoop, any Error>?
     var closed = false
     var nextEventSocket = Shell.firstEventSocket
@@ -57,6 +58,7 @@ public actor SkyClient {
         guard !brokers.isEmpty else { throw SkyError.brokerUnreachable("no broker endpoint was given") }
         endpoints = brokers
         self.configuration = configuration
+        metrics = ClientMetrics(factory: configuration.metricsFactory)
         time = TimeSource(configuration.clock)
         let table = RequestTable(
             connectTimeout: configuration.connectTimeout, endpointCount: brokers.count,
@@ -165,6 +167,24 @@ public actor SkyClient {
     /// One call from start to outcome: locally if the fallback applies, else remotely within its
     /// overall deadline. Throws only `CancellationError`; every other failure is in the result.
     nonisolated func execute(service: String, body: [UInt8], options: ScanOptions) async throws -> Completion {
+        metrics.started()
+        let started = ContinuousClock.now
+        var outcome = "cancelled"
+        var attempts = 0
+        defer { metrics.finished(service, outcome: outcome, attempts: attempts, after: ContinuousClock.now - started) }
+        let completion = try await executeMeasured(service: service, body: body, options: options)
+        attempts = completion.attempts
+        switch completion.result {
+        case .success: outcome = "ok"
+        case .failure(let error): outcome = error.code.rawValue
+        }
+        return completion
+    }
+
+    /// ``execute(service:body:options:)`` without its metrics.
+    private nonisolated func executeMeasured(service: String, body: [UInt8], options: ScanOptions) async throws
+        -> Completion
+    {
         // The broker drops a request with an invalid name unanswered; refuse it here instead.
         guard WireFormat.isValidName(service) else {
             return Completion(

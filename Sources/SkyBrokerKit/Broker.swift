@@ -199,6 +199,8 @@ public final class Broker: Service, Sendable {
         let logger: Logger
         let clock = ContinuousClock()
         let memoryReleaser = MemoryReleaser()
+        /// Only the I/O thread uses it (the lock makes the shell `Sendable`).
+        let metrics = Locked(BrokerMetrics())
 
         func snapshot() -> ClusterSnapshot {
             let now = clock.now
@@ -330,10 +332,16 @@ public final class Broker: Service, Sendable {
                 case .sendRaw(.workers, let peer, let frames):
                     outbound.append(.init(socket: Broker.workersSocket, frames: [peer.bytes] + frames))
                 case .publish(var event):
+                    if let stats = event.stats {
+                        let commits = journal?.commits
+                        metrics.withLock { $0.record(stats, journalCommits: commits) }
+                    }
                     event.time = SkyEvent.timestamp()
                     outbound.append(.init(socket: Broker.eventsSocket, frames: event.encodeFrames()))
                 case .journal(let work):
                     perform(work)
+                case .serviceWindows(let windows):
+                    metrics.withLock { $0.record(windows) }
                 case .releaseMemory:
                     memoryReleaser.release()
                 case .log(let level, let message, let fields):

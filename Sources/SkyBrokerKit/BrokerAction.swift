@@ -14,6 +14,8 @@ public enum BrokerAction: Sendable, Equatable {
     case sendRaw(BrokerPort, PeerID, [[UInt8]])
     /// Work for the journal's thread; its answer comes back as ``BrokerStateMachine/journalAnswered(_:now:into:)``.
     case journal(JournalWork)
+    /// A stats period ended: each service's latency window, for the metrics.
+    case serviceWindows([String: ServiceWindow])
     /// The queue drained after holding much: return freed memory to the system.
     case releaseMemory
     /// Write a log line: a fixed message, and what varies as metadata (swift-log's structured

@@ -133,6 +133,7 @@ extension BrokerStateMachine {
             completedPerSecond: seconds > 0 ? Double(completed - completedAtLastStats) / seconds : 0,
             queuedBytes: queuedBytes, longestIterationMilliseconds: longestIteration.inSeconds * 1000,
             failed: tasksFailed, jobs: jobCounts)
+        if !serviceWindows.isEmpty { actions.append(.serviceWindows(serviceWindows)) }
         stats.services = serviceStats(over: seconds)
         completedAtLastStats = completed
         longestIteration = .zero

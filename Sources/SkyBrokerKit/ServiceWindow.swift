@@ -4,7 +4,7 @@ import SkyProtocol
 /// What one service did in the current stats period: tasks answered, failures, and their
 /// latencies (arrival at the broker to the worker's reply) in a fixed histogram, so that
 /// recording one costs a few instructions and no allocation, whatever the load.
-struct ServiceWindow: Sendable {
+public struct ServiceWindow: Sendable, Equatable {
     var completed: UInt64 = 0
     var failed: UInt64 = 0
     /// Counts per latency bucket: bucket k holds latencies up to 2^(k/4) microseconds (four
@@ -26,6 +26,9 @@ struct ServiceWindow: Sendable {
         failed += 1
     }
 
+    /// The largest latency bucket `bucket` holds, in nanoseconds.
+    static func upperBoundNanoseconds(_ bucket: Int) -> Double { exp2(Double(bucket) / 4) * 1000 }
+
     /// The upper bound of the bucket holding the `fraction` quantile, in milliseconds.
     func quantileMilliseconds(_ fraction: Double) -> Double? {
         let total = buckets.reduce(0) { $0 + UInt64($1) }
@@ -34,7 +37,7 @@ struct ServiceWindow: Sendable {
         var seen: UInt64 = 0
         for (bucket, count) in buckets.enumerated() {
             seen += UInt64(count)
-            if seen >= max(1, rank) { return exp2(Double(bucket) / 4) / 1000 }
+            if seen >= max(1, rank) { return Self.upperBoundNanoseconds(bucket) / 1_000_000 }
         }
         return nil
     }

@@ -30,12 +30,14 @@ extension SkyWorker {
         let ending = Locked<WorkerStateMachine.Ending?>(nil)
         let logger: Logger
         let clock = ContinuousClock()
+        let metrics: WorkerMetrics
         private let startedReported = Locked(false)
 
         init(
             machine: WorkerStateMachine, configuration: Configuration, jobs: AsyncStream<[Job]>.Continuation,
-            logger: Logger
+            logger: Logger, capacity: Int
         ) {
+            metrics = WorkerMetrics(capacity: capacity)
             self.machine = Locked(machine)
             self.configuration = configuration
             self.jobs = jobs

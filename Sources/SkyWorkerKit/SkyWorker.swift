@@ -76,7 +76,7 @@ public final class SkyWorker: Service, Sendable {
         // for every task that arrived together.
         let (jobs, jobSink) = AsyncStream.makeStream(of: [Job].self)
         let shell = Shell(
-            machine: machine, configuration: configuration, jobs: jobSink, logger: logger)
+            machine: machine, configuration: configuration, jobs: jobSink, logger: logger, capacity: system.capacity)
         let tick = max(.milliseconds(10), configuration.liveness.heartbeatInterval / 10)
         let loop = try await ZMQEventLoop.start(
             name: "skyworker-io", sockets: [], tick: tick,
@@ -120,7 +120,10 @@ public final class SkyWorker: Service, Sendable {
         _ job: Job, handlers: ScanSystem.Handlers, shell: Shell
     ) async {
         shell.handles.attachCurrentTask(job.key)
+        shell.metrics.started()
+        let started = ContinuousClock.now
         let reply = await handlers.execute(job.request)
+        shell.metrics.finished(job.request.service, reply.status, after: ContinuousClock.now - started)
         shell.handles.detach(job.key)
         shell.taskFinished(job.key, reply)
     }

@@ -1,0 +1,54 @@
+import CoreMetrics
+import SkyZMQ
+
+/// The client's metrics, through swift-metrics (to whatever backend the process bootstrapped):
+/// calls by service and outcome (`ok` or the ``SkyError/Code``), attempts, call durations, and
+/// calls in flight. Labels: service and outcome only. A process's clients share the series.
+final class ClientMetrics: Sendable {
+    private struct Handles {
+        var outcomes: [String: Counter] = [:]
+        let attempts: Counter
+        let duration: Timer
+    }
+
+    private let handles = Locked<[String: Handles]>([:])
+    private let inFlight: Meter
+    /// The backend: the process's (`MetricsSystem.bootstrap`) unless the configuration names one.
+    private let factory: any MetricsFactory
+
+    init(factory: (any MetricsFactory)?) {
+        self.factory = factory ?? MetricsSystem.factory
+        inFlight = Meter(label: "sky_client_in_flight", factory: self.factory)
+    }
+
+    /// Services given series at most (a client may be handed any name); the rest share "other".
+    static let maxServices = 1000
+
+    func started() { inFlight.increment() }
+
+    func finished(_ service: String, outcome: String, attempts: Int, after duration: Duration) {
+        inFlight.decrement()
+        let (counter, attemptCounter, timer) = handles.withLock { table in
+            let name = table[service] != nil || table.count < Self.maxServices ? service : "other"
+            var entry =
+                table[name]
+                ?? Handles(
+                    attempts: Counter(
+                        label: "sky_client_attempts_total", dimensions: [("service", name)], factory: factory),
+                    duration: Timer(
+                        label: "sky_client_call_duration_seconds", dimensions: [("service", name)], factory: factory))
+            let counter =
+                entry.outcomes[outcome]
+                ?? Counter(
+                    label: "sky_client_calls_total", dimensions: [("service", name), ("outcome", outcome)],
+                    factory: factory)
+            entry.outcomes[outcome] = counter
+            table[name] = entry
+            return (counter, entry.attempts, entry.duration)
+        }
+        counter.increment()
+        if attempts > 0 { attemptCounter.increment(by: Int64(attempts)) }
+        let (seconds, attoseconds) = duration.components
+        timer.recordNanoseconds(seconds * 1_000_000_000 + attoseconds / 1_000_000_000)
+    }
+}

@@ -1,0 +1,86 @@
+import CoreMetrics
+import SkyProtocol
+
+/// The broker's metrics, through swift-metrics: whatever backend the process bootstrapped
+/// (skybroker's `--metrics` serves Prometheus's text format), or none.
+///
+/// Updated once per stats period from what the state machine publishes then (`broker.stats` and
+/// its services' latency windows), never per message: the I/O thread pays one pass over the
+/// period's services a second. Labels have bounded cardinality: service names (at most
+/// ``ServiceStats/maxServices`` a period, ``maxServices`` ever), statuses and job events; never
+/// request ids or peers.
+struct BrokerMetrics: Sendable {
+    /// Services given series at most; later ones are left out (and counted in the log).
+    static let maxServices = 1000
+
+    private var known: Set<String> = []
+    private var lastJobs: JobCounts?
+    private var lastCommits = 0
+
+    /// - Parameter journalCommits: the journal's transactions so far, with a journal.
+    mutating func record(_ stats: BrokerStats, journalCommits: Int?) {
+        if let journalCommits, journalCommits > lastCommits {
+            Counter(label: "sky_broker_journal_commits_total").increment(by: Int64(journalCommits - lastCommits))
+            lastCommits = journalCommits
+        }
+        Gauge(label: "sky_broker_workers").record(stats.workers)
+        Gauge(label: "sky_broker_capacity").record(stats.capacity)
+        Gauge(label: "sky_broker_in_flight").record(stats.inFlight)
+        Gauge(label: "sky_broker_queued_bytes").record(stats.queuedBytes ?? 0)
+        Gauge(label: "sky_broker_loop_iteration_max_seconds").record(
+            (stats.longestIterationMilliseconds ?? 0) / 1000)
+        let services = stats.services ?? [:]
+        for (service, figures) in services where admit(service) {
+            let dimensions = [("service", service)]
+            Gauge(label: "sky_broker_queue_depth", dimensions: dimensions).record(figures.queued)
+            let failed = figures.failed
+            let succeeded = figures.completed >= failed ? figures.completed - failed : 0
+            if succeeded > 0 {
+                Counter(label: "sky_broker_tasks_total", dimensions: dimensions + [("status", "ok")])
+                    .increment(by: Int64(clamping: succeeded))
+            }
+            if failed > 0 {
+                Counter(label: "sky_broker_tasks_total", dimensions: dimensions + [("status", "failed")])
+                    .increment(by: Int64(clamping: failed))
+            }
+        }
+        // A service no longer reported has nothing waiting.
+        for service in known where services[service] == nil {
+            Gauge(label: "sky_broker_queue_depth", dimensions: [("service", service)]).record(0)
+        }
+        if let jobs = stats.jobs {
+            Gauge(label: "sky_broker_jobs", dimensions: [("state", "held")]).record(jobs.held)
+            Gauge(label: "sky_broker_jobs", dimensions: [("state", "queued")]).record(jobs.queued)
+            Gauge(label: "sky_broker_journal_bytes").record(jobs.journalBytes)
+            let last = lastJobs
+            for (event, now, before) in [
+                ("submitted", jobs.submitted, last?.submitted), ("succeeded", jobs.succeeded, last?.succeeded),
+                ("failed", jobs.failed, last?.failed), ("cancelled", jobs.cancelled, last?.cancelled),
+                ("retried", jobs.retried, last?.retried),
+            ] where now > before ?? 0 {
+                Counter(label: "sky_broker_jobs_total", dimensions: [("event", event)])
+                    .increment(by: Int64(clamping: now - (before ?? 0)))
+            }
+            lastJobs = jobs
+        }
+    }
+
+    /// Latencies of the period's replies, per service, from arrival at the broker to the reply:
+    /// each bucket's count recorded at its upper bound.
+    mutating func record(_ windows: [String: ServiceWindow]) {
+        for (service, window) in windows where admit(service) {
+            let timer = Timer(label: "sky_broker_task_duration_seconds", dimensions: [("service", service)])
+            for (bucket, count) in window.buckets.enumerated() where count > 0 {
+                let nanoseconds = Int64(ServiceWindow.upperBoundNanoseconds(bucket))
+                for _ in 0..<count { timer.recordNanoseconds(nanoseconds) }
+            }
+        }
+    }
+
+    private mutating func admit(_ service: String) -> Bool {
+        if known.contains(service) { return true }
+        guard known.count < Self.maxServices else { return false }
+        known.insert(service)
+        return true
+    }
+}
