@@ -43,14 +43,16 @@ public struct JobOptions: Sendable, Equatable {
         }
         var submission = JobSubmission(service: service, body: body)
         submission.priority = priority.rawValue
-        submission.notBeforeMilliseconds = notBefore.map { Int64(($0.timeIntervalSince1970 * 1000).rounded(.up)) } ?? 0
+        // Clamped to what an Int64 of milliseconds holds: a date of year 300,000,000 means "never".
+        submission.notBeforeMilliseconds =
+            notBefore.map { Int64(min(9.0e18, max(0, ($0.timeIntervalSince1970 * 1000).rounded(.up)))) } ?? 0
         submission.delayMilliseconds = UInt64(clamping: max(0, delay?.wholeMilliseconds ?? 0))
         submission.retentionMilliseconds = UInt64(clamping: max(0, retention.wholeMilliseconds))
         submission.timeoutMilliseconds = timeout.map { UInt32(clamping: max(1, $0.wholeMilliseconds)) } ?? 0
         submission.maxAttempts = UInt16(clamping: retry.maxAttempts)
         submission.initialBackoffMilliseconds = UInt32(clamping: max(0, retry.initialBackoff.wholeMilliseconds))
         submission.maxBackoffMilliseconds = UInt32(clamping: max(0, retry.maxBackoff.wholeMilliseconds))
-        submission.multiplierPercent = UInt16(clamping: Int((retry.multiplier * 100).rounded()))
+        submission.multiplierPercent = UInt16(min(65_535, (retry.multiplier * 100).rounded()))
         submission.retryOn = retry.retryOn.flatMap(\.replyStatuses).sorted { $0.rawValue < $1.rawValue }
         submission.idempotencyKey = key
         return submission

@@ -108,6 +108,14 @@ extension BrokerStateMachine {
             answer(caller, .overloaded, "\(jobBook.pendingSubmits.count) submits await the journal", into: &actions)
             return
         }
+        if jobBook.jobs.count >= configuration.maxHeldJobs || jobBook.heldBytes >= configuration.maxHeldJobBytes {
+            counters.rejectedOverloaded += 1
+            answer(
+                caller, .overloaded,
+                "the broker holds \(jobBook.jobs.count) unfinished jobs (\(jobBook.heldBytes) bytes of tasks), its limit (\(configuration.maxHeldJobs) jobs, \(configuration.maxHeldJobBytes) bytes): new jobs are refused until workers catch up",
+                into: &actions)
+            return
+        }
         let submission: JobSubmission
         do {
             submission = try JobSubmission(decoding: body)
@@ -188,14 +196,16 @@ extension BrokerStateMachine {
         var job = job
         let wall = configuration.wallClock()
         if job.notBefore > wall {
-            let (due, overflow) = ticks(now).addingReportingOverflow(
-                (job.notBefore - wall).multipliedReportingOverflow(by: 1_000_000).partialValue)
-            job.phase = .scheduled(due: overflow ? Int64.max : due)
-            jobBook.jobs[job.id] = job
-            jobBook.timers.insert(JobBook.TimerEntry(due: overflow ? Int64.max : due, id: job.id, waiter: nil))
+            // Saturating: a not-before years ahead is "not in this broker's lifetime", never "now".
+            let (wait, waitOverflow) = (job.notBefore - wall).multipliedReportingOverflow(by: 1_000_000)
+            let (sum, sumOverflow) = ticks(now).addingReportingOverflow(wait)
+            let due = waitOverflow || sumOverflow ? Int64.max : sum
+            job.phase = .scheduled(due: due)
+            jobBook.hold(job)
+            jobBook.timers.insert(JobBook.TimerEntry(due: due, id: job.id, waiter: nil))
             return
         }
-        jobBook.jobs[job.id] = job
+        jobBook.hold(job)
         jobBook.enqueue(job.id)
         offerJobs(of: job.submission.service, now: now, into: &actions)
     }
@@ -369,7 +379,7 @@ extension BrokerStateMachine {
                     ["job": "\(id)", "error": "\(error)"]))
             return
         }
-        jobBook.jobs[id] = nil
+        jobBook.release(id)
         let kind: EventKind
         switch report.state {
         case .succeeded:

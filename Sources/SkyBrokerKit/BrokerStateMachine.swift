@@ -96,6 +96,11 @@ public struct BrokerStateMachine: Sendable {
         public var journal = false
         /// Journal bytes beyond which new jobs are refused as `overloaded`; 0 for no limit.
         public var journalMaxBytes = 0
+        /// Unfinished jobs the broker holds in memory at most (queued, scheduled, running), and
+        /// the bytes of their tasks; beyond either, submits are refused as `overloaded` (the
+        /// journal keeps what was accepted; this bound keeps the broker's memory finite).
+        public var maxHeldJobs = 1_000_000
+        public var maxHeldJobBytes = 1 << 30
         /// How often the journal deletes expired outcomes and is measured.
         public var journalMaintenanceInterval: Duration = .seconds(1)
         /// The longest an `mmi.jobs.wait` is held before it is answered "not yet".

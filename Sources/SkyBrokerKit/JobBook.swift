@@ -91,6 +91,20 @@ struct JobBook: Sendable {
     /// Most callers that may wait for jobs at once; beyond it a wait is answered at once.
     static let maxWaiters = 100_000
 
+    /// Bytes of the tasks of the jobs in ``jobs`` (each job's body is held until it ended).
+    var heldBytes = 0
+
+    /// A job the broker now holds (recorded, unfinished).
+    mutating func hold(_ job: Job) {
+        if let old = jobs.updateValue(job, forKey: job.id) { heldBytes -= old.submission.body.count }
+        heldBytes += job.submission.body.count
+    }
+
+    /// A job whose outcome is on disk: the broker no longer holds it.
+    mutating func release(_ id: JobID) {
+        if let old = jobs.removeValue(forKey: id) { heldBytes -= old.submission.body.count }
+    }
+
     /// Puts a job in its service's queue.
     mutating func enqueue(_ id: JobID) {
         guard var job = jobs[id] else { return }

@@ -107,7 +107,10 @@ extension IntegrationSuite {
             let second = try cluster.track(
                 SkyProcess(
                     "skybroker",
-                    ["--clients", cluster.clients, "--workers", "tcp://127.0.0.1:*", "--events", "tcp://127.0.0.1:*"]))
+                    [
+                        "--clients", cluster.clients, "--workers", "tcp://127.0.0.1:*", "--events", "tcp://127.0.0.1:*",
+                        "--state-dir", "none",
+                    ]))
             #expect(try await second.waitForExit() == 1)
             #expect(
                 second.errorText.contains("cannot bind the clients endpoint \(cluster.clients): Address already in use")

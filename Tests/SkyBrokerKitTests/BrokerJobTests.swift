@@ -241,3 +241,53 @@ struct BrokerJobTests {
         #expect(reports(held, to: wait).map(\.state) == [.running], "the hold ended: not yet")
     }
 }
+
+@Suite("Broker state machine: durable jobs under absurd input")
+struct BrokerJobLimitTests {
+    let client = PeerID([0, 0, 0, 0, 1])
+    let worker1 = PeerID([0, 0, 0, 1, 1])
+
+    @Test func aNotBeforeCenturiesAheadStaysScheduledInsteadOfOverflowingToNow() {
+        var broker = BrokerHarness.withJournal()
+        let (id, _) = broker.submit(client, RequestID(high: 1, low: 1)) { $0.notBeforeMilliseconds = Int64.max / 2 }
+        _ = broker.commit(broker.ready(worker1))
+        let later = broker.advance(.seconds(2))
+        #expect(
+            dispatched(later).isEmpty
+                && journalWrites(later).allSatisfy { if case .started = $0 { false } else { true } })
+        let status = RequestID(high: 2, low: 1)
+        #expect(
+            reports(broker.ask(client, status, BrokerService.jobStatus, id), to: status).map(\.state) == [.scheduled])
+    }
+
+    @Test func beyondTheJobsItMayHoldASubmitIsRefusedOverloaded() {
+        var broker = BrokerHarness.withJournal { $0.maxHeldJobs = 2 }
+        _ = broker.submit(client, RequestID(high: 1, low: 1))
+        _ = broker.submit(client, RequestID(high: 1, low: 2))
+        let third = RequestID(high: 1, low: 3)
+        let refused = broker.request(
+            client, third, service: BrokerService.jobSubmit,
+            body: JobSubmission(service: "sky.scan", body: [7]).encode())
+        guard case .sendToClient(_, .reply(let reply))? = refused.first else {
+            Issue.record("\(refused)")
+            return
+        }
+        #expect(reply.status == .overloaded)
+        #expect(RemoteErrorBody(decoding: reply.body).message.contains("2 unfinished jobs"))
+        #expect(journalWrites(refused).isEmpty)
+    }
+
+    @Test func aMalformedSubmissionIsAnsweredInvalidPayloadNamingTheField() {
+        var broker = BrokerHarness.withJournal()
+        let request = RequestID(high: 1, low: 1)
+        let truncated = Array(JobSubmission(service: "sky.scan", body: []).encode().prefix(12))
+        let answer = broker.request(client, request, service: BrokerService.jobSubmit, body: truncated)
+        guard case .sendToClient(_, .reply(let reply))? = answer.first else {
+            Issue.record("\(answer)")
+            return
+        }
+        #expect(reply.status == .invalidPayload)
+        #expect(RemoteErrorBody(decoding: reply.body).message.contains("not-before"))
+        #expect(broker.machine.jobCount == 0)
+    }
+}
