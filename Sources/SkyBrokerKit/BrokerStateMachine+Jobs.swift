@@ -49,8 +49,9 @@ extension BrokerStateMachine {
                 return true
             }
             switch request.service {
-            case BrokerService.jobStatus: reportJob(id, to: caller, into: &actions)
-            case BrokerService.jobWait: waitForJob(id, caller: caller, now: now, into: &actions)
+            case BrokerService.jobStatus: answerAbout(id, to: caller, holding: nil, now: now, into: &actions)
+            case BrokerService.jobWait:
+                answerAbout(id, to: caller, holding: configuration.jobWaitHold, now: now, into: &actions)
             case BrokerService.jobCancel: cancelJob(id, caller: caller, into: &actions)
             default: retryJob(id, caller: caller, into: &actions)
             }
@@ -414,20 +415,12 @@ extension BrokerStateMachine {
         }
     }
 
-    private mutating func reportJob(_ id: JobID, to caller: JobCaller, into actions: inout [BrokerAction]) {
-        guard let job = jobBook.jobs[id] else {
-            lookUp(id, for: caller, into: &actions)
-            return
-        }
-        if case .finishing = job.phase {
-            // Its outcome is not on disk yet: answered once it is.
-            jobBook.addWaiter(caller, for: id)
-            return
-        }
-        answer(caller, report(job), into: &actions)
-    }
-
-    private mutating func waitForJob(_ id: JobID, caller: JobCaller, now: Instant, into actions: inout [BrokerAction]) {
+    /// Answers a status (`hold` nil) or a wait (held up to `hold` while the job runs) about a
+    /// job: from memory, or from the journal for one the broker no longer holds. A job whose
+    /// outcome is being written is answered once it is on disk.
+    private mutating func answerAbout(
+        _ id: JobID, to caller: JobCaller, holding hold: Duration?, now: Instant, into actions: inout [BrokerAction]
+    ) {
         guard let job = jobBook.jobs[id] else {
             lookUp(id, for: caller, into: &actions)
             return
@@ -436,13 +429,13 @@ extension BrokerStateMachine {
             jobBook.addWaiter(caller, for: id)
             return
         }
-        guard jobBook.waiterCount < JobBook.maxWaiters else {
+        guard let hold, jobBook.waiterCount < JobBook.maxWaiters else {
             answer(caller, report(job), into: &actions)
             return
         }
         jobBook.addWaiter(caller, for: id)
-        let hold = ticks(now) + Self.nanoseconds(configuration.jobWaitHold)
-        jobBook.timers.insert(JobBook.TimerEntry(due: hold, id: id, waiter: caller))
+        jobBook.timers.insert(
+            JobBook.TimerEntry(due: ticks(now) + Self.nanoseconds(hold), id: id, waiter: caller))
     }
 
     private mutating func cancelJob(_ id: JobID, caller: JobCaller, into actions: inout [BrokerAction]) {

@@ -104,19 +104,29 @@ struct JobsCommand: AsyncParsableCommand {
         }
     }
 
-    struct Show: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Shows where one job stands.")
-
-        @Argument(help: "The job's id.")
+    /// The job id a command takes, and the broker it asks.
+    struct JobArguments: ParsableArguments {
+        @Argument(help: "The job's id (26 characters, as submit printed it).")
         var id: String
 
         @OptionGroup var options: BrokerOptions
 
         func validate() throws { _ = try jobID(id) }
 
-        func run() async throws {
+        /// Prints what `body` answers for the job; a failure is one line and exit 1.
+        func run(_ body: @escaping (SkyClient, JobID) async throws -> String) async throws {
             let id = try jobID(id)
-            await options.run("skyctl") { client in print("\(id)  \(try await client.status(of: id))") }
+            await options.run("skyctl") { client in print(try await body(client, id)) }
+        }
+    }
+
+    struct Show: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Shows where one job stands.")
+
+        @OptionGroup var job: JobArguments
+
+        func run() async throws {
+            try await job.run { client, id in "\(id)  \(try await client.status(of: id))" }
         }
     }
 
@@ -124,16 +134,10 @@ struct JobsCommand: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "Cancels a job that has not ended (a running handler is cancelled).")
 
-        @Argument(help: "The job's id.")
-        var id: String
-
-        @OptionGroup var options: BrokerOptions
-
-        func validate() throws { _ = try jobID(id) }
+        @OptionGroup var job: JobArguments
 
         func run() async throws {
-            let id = try jobID(id)
-            await options.run("skyctl") { client in print("\(id)  \(try await client.cancel(job: id))") }
+            try await job.run { client, id in "\(id)  \(try await client.cancel(job: id))" }
         }
     }
 
@@ -141,16 +145,10 @@ struct JobsCommand: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "Runs a failed or cancelled job again, as a new job; prints the new job's id.")
 
-        @Argument(help: "The job's id.")
-        var id: String
-
-        @OptionGroup var options: BrokerOptions
-
-        func validate() throws { _ = try jobID(id) }
+        @OptionGroup var job: JobArguments
 
         func run() async throws {
-            let id = try jobID(id)
-            await options.run("skyctl") { client in print(try await client.retry(job: id)) }
+            try await job.run { client, id in "\(try await client.retry(job: id))" }
         }
     }
 }
