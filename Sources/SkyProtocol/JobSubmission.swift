@@ -40,10 +40,13 @@ public struct JobSubmission: Sendable, Equatable {
         self.body = body
     }
 
+    /// The wire form. Fields longer than the format holds are cut to it (255 bytes of service
+    /// name and key, 255 statuses); callers check names first (`WireFormat.isValidName`).
     public func encode() -> [UInt8] {
-        var bytes: [UInt8] = [Self.version, UInt8(service.utf8.count)]
-        bytes.reserveCapacity(64 + service.utf8.count + body.count)
-        bytes += service.utf8
+        let name = Array(service.utf8.prefix(255))
+        var bytes: [UInt8] = [Self.version, UInt8(name.count)]
+        bytes.reserveCapacity(64 + name.count + body.count)
+        bytes += name
         bytes.append(UInt8(bitPattern: priority))
         bytes += WireFormat.bytes(UInt64(bitPattern: notBeforeMilliseconds))
         bytes += WireFormat.bytes(delayMilliseconds)
@@ -53,9 +56,10 @@ public struct JobSubmission: Sendable, Equatable {
         bytes += WireFormat.bytes(initialBackoffMilliseconds)
         bytes += WireFormat.bytes(maxBackoffMilliseconds)
         bytes += WireFormat.bytes(UInt32(multiplierPercent)).suffix(2)
-        bytes.append(UInt8(retryOn.count))
-        bytes += retryOn.map(\.rawValue)
-        let key = Array((idempotencyKey ?? "").utf8)
+        let statuses = retryOn.prefix(255)
+        bytes.append(UInt8(statuses.count))
+        bytes += statuses.map(\.rawValue)
+        let key = Array((idempotencyKey ?? "").utf8.prefix(Self.maxKeyLength))
         bytes.append(UInt8(key.count))
         bytes += key
         bytes += body
