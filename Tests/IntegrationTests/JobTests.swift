@@ -471,6 +471,39 @@ extension IntegrationSuite {
             await cluster.stop()
         }
 
+        /// A job's per-attempt timeout: the attempt is taken from its worker (and cancelled
+        /// there) once it ran past the timeout and the lease grace, and counts as a timeout for
+        /// the retry policy.
+        @Test func anAttemptPastItsTimeoutIsTakenAwayAndRetriedThenFailsTyped() async throws {
+            let state = StateDirectory()
+            let cluster = try await TestCluster.start(extraArguments: state.arguments + ["--lease-grace", "0.1"])
+            defer { cluster.killAll() }
+            _ = try await cluster.startWorker(name: "slow", capacity: 1)
+            let sky = try await SkyClient(broker: cluster.clients)
+            let started = ContinuousClock.now
+            let job = try await sky.submit(
+                SleepTask(milliseconds: 60_000, tag: 1),
+                options: JobOptions(
+                    retry: RetryPolicy(maxAttempts: 2, initialBackoff: .milliseconds(50)), timeout: .milliseconds(300)))
+            await #expect {
+                _ = try await job.value
+            } throws: { error in
+                guard case .timeout = error as? SkyError else { return false }
+                return true
+            }
+            let took = ContinuousClock.now - started
+            #expect(took < .seconds(10), "two attempts of 0.3 s + 0.1 s, not the sleep's minute: \(took)")
+            guard case .failed(_, let attempt) = try await job.status() else {
+                Issue.record("not failed")
+                return
+            }
+            #expect(attempt == 2)
+            // The worker's one slot is free again: its handler was cancelled.
+            #expect(try await sky.scan(SleepTask(milliseconds: 1, tag: 2)).tag == 2)
+            await sky.close()
+            await cluster.stop()
+        }
+
         /// Sums `name=N` over the log lines that contain `marker`.
         static func sum(of name: String, in log: String, after marker: String) -> Int {
             log.split(separator: "\n").filter { $0.contains(marker) }.reduce(0) { total, line in
