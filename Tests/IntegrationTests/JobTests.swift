@@ -346,7 +346,12 @@ extension IntegrationSuite {
         /// A full disk, made with a file-size limit on the broker (`ulimit -f`: the journal's
         /// writes fail as on a full disk): submits fail typed, scans go on, and every job
         /// acknowledged before is still there when the broker runs again with room.
-        @Test func aFullDiskFailsSubmitTypedWhileScanWorksAndLosesNothingAcknowledged() async throws {
+        @Test(
+            .disabled(
+                if: SkyProcess.binaries.path.contains(".build-tsan"),
+                "ThreadSanitizer's runtime dies with SIGBUS under a file-size limit (ulimit -f), before the broker runs"
+            ))
+        func aFullDiskFailsSubmitTypedWhileScanWorksAndLosesNothingAcknowledged() async throws {
             let state = StateDirectory()
             let broker = SkyProcess.binaries.appendingPathComponent("skybroker").path
             // dash counts in 512-byte blocks: 384 KiB for the journal and its WAL each.
