@@ -288,7 +288,7 @@ extension BrokerStateMachine {
     /// or failed once workers were lost ``Configuration/maxDeliveries`` times running it.
     /// - Returns: whether it was queued again (the caller counts it with the requests it requeued).
     mutating func jobDeliveryLost(_ task: QueuedRequest, worker: String, into actions: inout [BrokerAction]) -> Bool {
-        guard let id = JobID(bytes: task.request.requestID.frame), var job = jobBook.jobs[id] else { return false }
+        guard case let id = JobID(task.request.requestID), var job = jobBook.jobs[id] else { return false }
         switch job.phase {
         case .starting, .running: break
         default: return false
@@ -312,7 +312,7 @@ extension BrokerStateMachine {
 
     /// The answer to one attempt of a job (a worker's reply, or one the broker made).
     mutating func jobAttemptEnded(_ reply: TaskReply, into actions: inout [BrokerAction]) {
-        guard let id = JobID(bytes: reply.requestID.frame), let job = jobBook.jobs[id] else { return }
+        guard case let id = JobID(reply.requestID), let job = jobBook.jobs[id] else { return }
         switch job.phase {
         case .starting, .running: break
         default: return  // cancelled meanwhile: its outcome is being recorded

@@ -2,8 +2,18 @@
 /// characters of Crockford base32 (the ULID text form: the first 48 bits are the submit time in
 /// milliseconds, so ids sort by submission).
 public struct JobID: Hashable, Sendable, CustomStringConvertible, LosslessStringConvertible {
+    /// The 16 bytes as two words, big-endian: hashed and compared as two integers (the broker
+    /// looks jobs up by id several times per job).
+    private let high: UInt64
+    private let low: UInt64
+
     /// The 16 bytes, as they travel and as the journal keys them.
-    public let bytes: [UInt8]
+    public var bytes: [UInt8] { RequestID(high: high, low: low).frame }
+
+    private init(words bytes: [UInt8]) {
+        high = bytes[0..<8].reduce(0) { $0 << 8 | UInt64($1) }
+        low = bytes[8..<16].reduce(0) { $0 << 8 | UInt64($1) }
+    }
 
     public static let byteCount = 16
     public static let textLength = 26
@@ -12,7 +22,7 @@ public struct JobID: Hashable, Sendable, CustomStringConvertible, LosslessString
     /// - Returns: `nil` unless `bytes` has exactly 16 bytes.
     public init?(bytes: [UInt8]) {
         guard bytes.count == Self.byteCount else { return nil }
-        self.bytes = bytes
+        self.init(words: bytes)
     }
 
     /// A new id: `milliseconds` (since 1970) in the first 48 bits, then 80 bits of `random`.
@@ -24,7 +34,7 @@ public struct JobID: Hashable, Sendable, CustomStringConvertible, LosslessString
         let low: UInt64 = random.next()
         for index in 0..<2 { bytes[6 + index] = UInt8(truncatingIfNeeded: high >> UInt64(8 - index * 8)) }
         for index in 0..<8 { bytes[8 + index] = UInt8(truncatingIfNeeded: low >> UInt64(56 - index * 8)) }
-        self.bytes = bytes
+        self.init(words: bytes)
     }
 
     /// Parses the 26-character form (case-insensitive; `I`/`L` read as 1 and `O` as 0, as
@@ -40,12 +50,8 @@ public struct JobID: Hashable, Sendable, CustomStringConvertible, LosslessString
             value.high = value.high << 5 | value.low >> 59
             value.low = value.low << 5 | UInt64(digit)
         }
-        var bytes = [UInt8](repeating: 0, count: Self.byteCount)
-        for index in 0..<8 {
-            bytes[index] = UInt8(truncatingIfNeeded: value.high >> UInt64(56 - index * 8))
-            bytes[8 + index] = UInt8(truncatingIfNeeded: value.low >> UInt64(56 - index * 8))
-        }
-        self.bytes = bytes
+        high = value.high
+        low = value.low
     }
 
     private static func digit(_ character: UInt8) -> UInt8? {
@@ -58,17 +64,11 @@ public struct JobID: Hashable, Sendable, CustomStringConvertible, LosslessString
     }
 
     /// The submit time the id carries, in milliseconds since 1970.
-    public var milliseconds: Int64 {
-        bytes[0..<6].reduce(Int64(0)) { $0 << 8 | Int64($1) }
-    }
+    public var milliseconds: Int64 { Int64(high >> 16) }
 
     public var description: String {
-        var high: UInt64 = 0
-        var low: UInt64 = 0
-        for index in 0..<8 {
-            high = high << 8 | UInt64(bytes[index])
-            low = low << 8 | UInt64(bytes[8 + index])
-        }
+        var high = self.high
+        var low = self.low
         var text = [UInt8](repeating: 0, count: Self.textLength)
         for index in stride(from: Self.textLength - 1, through: 0, by: -1) {
             text[index] = Self.alphabet[Int(low & 31)]
@@ -79,8 +79,11 @@ public struct JobID: Hashable, Sendable, CustomStringConvertible, LosslessString
     }
 
     /// The id as a request id (same 16 bytes): a job runs at a worker under its id.
-    public var requestID: RequestID {
-        // 16 bytes by construction: decoding cannot fail.
-        (try? RequestID(frame: bytes)) ?? RequestID(high: 0, low: 0)
+    public var requestID: RequestID { RequestID(high: high, low: low) }
+
+    /// The job a request of this id delivers.
+    public init(_ requestID: RequestID) {
+        high = requestID.high
+        low = requestID.low
     }
 }

@@ -1,0 +1,67 @@
+import Testing
+
+@testable import SkyProtocol
+
+@Suite("Job codecs: ids, submissions, reports, listings")
+struct JobCodecTests {
+    @Test func aJobIDPrintsAs26CrockfordCharactersAndParsesBack() throws {
+        var random = SplitMix64(seed: 7)
+        let id = JobID(milliseconds: 1_700_000_000_123, random: &random)
+        let text = id.description
+        #expect(text.count == 26 && text.allSatisfy { "0123456789ABCDEFGHJKMNPQRSTVWXYZ".contains($0) })
+        #expect(JobID(text) == id)
+        #expect(JobID(text.lowercased()) == id, "case-insensitive")
+        #expect(id.milliseconds == 1_700_000_000_123)
+        #expect(JobID(bytes: id.bytes) == id && id.bytes.count == 16)
+        #expect(JobID(id.requestID) == id)
+        // Crockford's look-alikes read as digits; what is not base32 is refused.
+        let zeros = JobID("00000000000000000000000001")
+        #expect(JobID("OOOOOOOOOOOOOOOOOOOOOOOOOI") == zeros)
+        #expect(JobID("0000000000000000000000000U") == nil)
+        #expect(JobID("80000000000000000000000000") == nil, "over 128 bits")
+        #expect(JobID("7ZZZZZZZZZZZZZZZZZZZZZZZZZ")?.bytes == [UInt8](repeating: 255, count: 16))
+        #expect(JobID("short") == nil && JobID(bytes: [1, 2]) == nil)
+        // Later submits sort later.
+        let later = JobID(milliseconds: 1_700_000_000_124, random: &random)
+        #expect(later.description > id.description)
+    }
+
+    @Test func aSubmissionRoundTripsAndEveryTruncationIsATypedError() throws {
+        var submission = JobSubmission(service: "images.resize", body: Array("{\"url\":\"x\"}".utf8))
+        submission.priority = -5
+        submission.notBeforeMilliseconds = 1_700_000_000_000
+        submission.delayMilliseconds = 3000
+        submission.idempotencyKey = "order-7"
+        submission.retryOn = [.handlerError, .deadlineExceeded]
+        let bytes = submission.encode()
+        #expect(try JobSubmission(decoding: bytes) == submission)
+        let bodyStart = bytes.count - submission.body.count
+        for length in 0..<bodyStart {
+            #expect(throws: ProtocolError.self) { _ = try JobSubmission(decoding: Array(bytes.prefix(length))) }
+        }
+        var wrongVersion = bytes
+        wrongVersion[0] = 2
+        #expect(throws: ProtocolError.invalidValue(name: "job version", reason: "2; this broker reads 1")) {
+            _ = try JobSubmission(decoding: wrongVersion)
+        }
+    }
+
+    @Test func reportsQueriesAndListingsRoundTrip() throws {
+        let report = JobReport(
+            state: .failed, attempt: 3, outcomeStatus: .handlerError, worker: "w1", service: "sky.flaky",
+            outcome: RemoteErrorBody(type: "Boom", message: "no").encoded())
+        #expect(try JobReport(decoding: report.encode()) == report)
+        #expect(throws: ProtocolError.self) { _ = try JobReport(decoding: [9]) }
+        let query = JobQuery(state: .failed, service: "sky.flaky", limit: 5000)
+        let decoded = try JobQuery(decoding: query.encode())
+        #expect(decoded.state == .failed && decoded.service == "sky.flaky" && decoded.limit == JobQuery.maxLimit)
+        #expect(try JobQuery(decoding: JobQuery().encode()) == JobQuery())
+        var random = SplitMix64(seed: 1)
+        let listing = JobListing(jobs: [
+            (JobID(milliseconds: 1, random: &random), report),
+            (JobID(milliseconds: 2, random: &random), JobReport(state: .queued)),
+        ])
+        #expect(try JobListing(decoding: listing.encode()) == listing)
+        #expect(JobState(name: "scheduled") == .scheduled && JobState(name: "nope") == nil)
+    }
+}
