@@ -34,7 +34,7 @@ final class StateDirectory: Sendable {
             throw BrokerStartError(
                 role: "journal", endpoint: path,
                 reason:
-                    "cannot make the state directory \(path): \(error.localizedDescription); pick another with --state-dir"
+                    "cannot make the state directory \(path) (\(error.localizedDescription.trimmingCharacters(in: CharacterSet(charactersIn: ".")))); pick another with --state-dir"
             )
         }
         let lockPath = (path as NSString).appendingPathComponent("broker.lock")
