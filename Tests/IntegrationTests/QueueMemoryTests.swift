@@ -1,6 +1,7 @@
 import Foundation
 import Sky
 import SkyProtocol
+import SkyTestSupport
 import SkyZMQ
 import Testing
 
@@ -66,7 +67,9 @@ extension IntegrationSuite {
             print("queued request memory (64 B payload): heap \(heapPerRequest) B, resident \(residentPerRequest) B")
             // Resident memory also counts the allocator's free lists and whole pages; measured
             // 395-410 B, so 500 B leaves room for page rounding without hiding a regression.
-            #expect(residentPerRequest - 64 <= 500)
+            // ThreadSanitizer's allocator keeps freed memory and its shadow: 516 B seen there.
+            let residentBound = SkyProcess.binaries.path.contains(".build-tsan") ? 700.0 : 500.0
+            #expect(residentPerRequest - 64 <= residentBound)
             #expect(heapPerRequest - 64 <= 300)
             await loop.shutdown()
             await cluster.stop()
