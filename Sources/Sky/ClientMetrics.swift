@@ -16,17 +16,26 @@ final class ClientMetrics: Sendable {
     /// The backend: the process's (`MetricsSystem.bootstrap`) unless the configuration names one.
     private let factory: any MetricsFactory
 
+    /// Whether a backend listens: without one (swift-metrics' no-op default) a call pays
+    /// nothing for metrics. Like swift-metrics' own handles, a client made before the process
+    /// bootstraps a backend keeps the no-op one.
+    private let enabled: Bool
+
     init(factory: (any MetricsFactory)?) {
         self.factory = factory ?? MetricsSystem.factory
+        enabled = !(self.factory is NOOPMetricsHandler)
         inFlight = Meter(label: "sky_client_in_flight", factory: self.factory)
     }
 
     /// Services given series at most (a client may be handed any name); the rest share "other".
     static let maxServices = 1000
 
-    func started() { inFlight.increment() }
+    func started() {
+        if enabled { inFlight.increment() }
+    }
 
     func finished(_ service: String, outcome: String, attempts: Int, after duration: Duration) {
+        guard enabled else { return }
         inFlight.decrement()
         let (counter, attemptCounter, timer) = handles.withLock { table in
             let name = table[service] != nil || table.count < Self.maxServices ? service : "other"

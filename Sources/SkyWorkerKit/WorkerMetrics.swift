@@ -18,10 +18,16 @@ final class WorkerMetrics: Sendable {
         Gauge(label: "sky_worker_capacity").record(capacity)
     }
 
-    func started() { running.increment() }
+    /// Whether a backend listens (see `ClientMetrics`): without one a task pays nothing here.
+    private let enabled = !(MetricsSystem.factory is NOOPMetricsHandler)
+
+    func started() {
+        if enabled { running.increment() }
+    }
 
     /// A handler of `service` ended with `status` after `duration`.
     func finished(_ service: String, _ status: ReplyStatus, after duration: Duration) {
+        guard enabled else { return }
         running.decrement()
         let (counter, timer) = handles.withLock { table in
             var entry =
