@@ -135,6 +135,10 @@ extension BrokerStateMachine {
             failed: tasksFailed, jobs: jobCounts)
         if !serviceWindows.isEmpty { actions.append(.serviceWindows(serviceWindows)) }
         stats.services = serviceStats(over: seconds)
+        if !periodFailures.isEmpty {
+            stats.failures = periodFailures
+            periodFailures.removeAll(keepingCapacity: true)
+        }
         completedAtLastStats = completed
         longestIteration = .zero
         publish(

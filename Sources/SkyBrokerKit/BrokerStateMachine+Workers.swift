@@ -221,6 +221,8 @@ extension BrokerStateMachine {
         if answer.status != .ok {
             workers[peer]?.failed += 1
             tasksFailed += 1
+            sampleFailure(
+                held.task, answer.status, RemoteErrorBody(decoding: answer.body), worker: workers[peer]?.name)
         }
         let key = held.task.key
         if held.answered {

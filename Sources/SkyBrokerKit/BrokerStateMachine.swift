@@ -317,6 +317,8 @@ public struct BrokerStateMachine: Sendable {
     public internal(set) var counters = BrokerCounters()
     /// What each service did since the last stats.
     var serviceWindows: [String: ServiceWindow] = [:]
+    /// The first failures since the last stats, for `broker.stats` (at most ``TaskFailure/maxPerPeriod``).
+    var periodFailures: [TaskFailure] = []
     /// Durable jobs held in memory (see `BrokerStateMachine+Jobs.swift`).
     var jobBook = JobBook()
     var jobIDGenerator: SplitMix64
@@ -616,6 +618,9 @@ public struct BrokerStateMachine: Sendable {
     ) {
         if status != .brokerShuttingDown {
             serviceWindows[task.request.service, default: ServiceWindow()].recordFailure()
+            sampleFailure(
+                task, status, RemoteErrorBody(type: status.description, message: message),
+                worker: worker.flatMap { workers[$0]?.name })
         }
         reply(
             to: task.client,
@@ -631,6 +636,19 @@ public struct BrokerStateMachine: Sendable {
                     deliveries: Int(task.deliveries), worker: worker?.description, status: status.description)),
             into: &actions)
         finishRequest(task.client)
+    }
+
+    /// Keeps a failure for the next `broker.stats`, if the period has room for it; the error
+    /// is taken apart only then, so a storm of failures costs no more than a few samples.
+    mutating func sampleFailure(
+        _ task: QueuedRequest, _ status: ReplyStatus, _ error: @autoclosure () -> RemoteErrorBody, worker: String?
+    ) {
+        guard periodFailures.count < TaskFailure.maxPerPeriod else { return }
+        let error = error()
+        periodFailures.append(
+            TaskFailure(
+                requestID: task.request.requestID.description, service: task.request.service,
+                status: status.description, type: error.type, message: error.message, worker: worker))
     }
 
     mutating func publish(_ event: SkyEvent, into actions: inout [BrokerAction]) {

@@ -141,6 +141,9 @@ public struct BrokerStats: Codable, Sendable, Equatable {
     /// Per service served, waiting or with work in the period: its queue, rate, failures and latency
     /// (at most ``ServiceStats/maxServices``, the busiest).
     public var services: [String: ServiceStats]?
+    /// The period's first failures, at most ``TaskFailure/maxPerPeriod`` (absent when there
+    /// were none, and from older brokers).
+    public var failures: [TaskFailure]?
 
     public init(
         workers: Int, capacity: Int, queued: Int, inFlight: Int, completed: UInt64, completedPerSecond: Double,

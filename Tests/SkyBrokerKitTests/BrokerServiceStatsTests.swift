@@ -46,4 +46,41 @@ struct BrokerServiceStatsTests {
         #expect(next.services?["sky.scan"]?.completed == 0, "a new period")
         #expect(next.services?["nobody.serves"] == nil, "nothing of it left")
     }
+
+    /// Dashboards show recent failures with their error: each stats period carries its first
+    /// few, the workers' (type and message from the reply) and the broker's own, and no more.
+    @Test func statsCarryThePeriodsFirstFailuresWithTheirErrors() throws {
+        var broker = BrokerHarness()
+        _ = broker.ready(worker, capacity: 1, services: ["sky.scan"])
+        let first = RequestID(high: 0, low: 1)
+        _ = broker.request(client, first)
+        let error = RemoteErrorBody(type: "ScanError", message: String(repeating: "disk on fire ", count: 40))
+        _ = broker.reply(worker, client: client, first, status: .handlerError, body: error.encoded())
+        _ = broker.request(
+            client, RequestID(high: 0, low: 2), service: "nobody.serves", noWorkersGrace: .milliseconds(100))
+        _ = broker.advance(.milliseconds(200))
+        _ = broker.worker(worker, .heartbeat)
+        let stats = try #require(events(broker.advance(.seconds(1))).first { $0.event == .brokerStats }?.stats)
+        let failures = try #require(stats.failures)
+        #expect(failures.count == 2)
+        #expect(failures.first?.requestID == first.description && failures.first?.service == "sky.scan")
+        #expect(failures.first?.status == "handlerError" && failures.first?.type == "ScanError")
+        #expect(failures.first?.worker == "w-\(worker)")
+        #expect(failures.first?.message.count == TaskFailure.maxMessageCharacters, "cut to the limit")
+        #expect(failures.last?.service == "nobody.serves" && failures.last?.type == "noWorkers")
+        #expect(failures.last?.worker == nil)
+
+        for low in UInt64(10)..<30 {
+            _ = broker.request(client, RequestID(high: 0, low: low))
+            _ = broker.reply(worker, client: client, RequestID(high: 0, low: low), status: .handlerError, body: [7])
+        }
+        _ = broker.worker(worker, .heartbeat)
+        let storm = try #require(events(broker.advance(.seconds(1))).first { $0.event == .brokerStats }?.stats)
+        #expect(storm.failures?.count == TaskFailure.maxPerPeriod, "at most a few samples a period")
+        #expect(storm.failures?.first?.type == "unknown", "a body that is not the error JSON still shows")
+        #expect(storm.services?["sky.scan"]?.failed == 20, "counted in full")
+        _ = broker.worker(worker, .heartbeat)
+        let quiet = try #require(events(broker.advance(.seconds(1))).first { $0.event == .brokerStats }?.stats)
+        #expect(quiet.failures == nil, "none left over for the next period")
+    }
 }

@@ -91,8 +91,10 @@ struct BrokerHarness {
     }
 
     /// The worker's REPLY to its latest delivery of `id` (`client` only names whose it is).
-    mutating func reply(_ peer: PeerID, client: PeerID, _ id: RequestID, status: ReplyStatus = .ok) -> [BrokerAction] {
-        worker(peer, .reply(tag: tag(id, at: peer), TaskReply(requestID: id, status: status, body: [42])))
+    mutating func reply(
+        _ peer: PeerID, client: PeerID, _ id: RequestID, status: ReplyStatus = .ok, body: [UInt8] = [42]
+    ) -> [BrokerAction] {
+        worker(peer, .reply(tag: tag(id, at: peer), TaskReply(requestID: id, status: status, body: body)))
     }
 }
 
