@@ -25,6 +25,7 @@ let package = Package(
         .executable(name: "skyscan", targets: ["skyscan"]),
         .executable(name: "skywatch", targets: ["skywatch"]),
         .executable(name: "skyctl", targets: ["skyctl"]),
+        .executable(name: "skyweb", targets: ["skyweb"]),
         .executable(name: "sky-example-worker", targets: ["ExampleWorker"]),
         .executable(name: "skybench", targets: ["skybench"]),
     ],
@@ -161,6 +162,19 @@ let package = Package(
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),
+            ],
+            swiftSettings: strictSettings
+        ),
+        // The web dashboard: a watcher that serves one self-contained page (docs/operations.md).
+        .executableTarget(
+            name: "skyweb",
+            dependencies: [
+                "Sky", "SkyProtocol", "SkyCLISupport",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "UnixSignals", package: "swift-service-lifecycle"),
+                .product(name: "FlyingFox", package: "FlyingFox"),
+                .product(name: "FlyingSocks", package: "FlyingFox"),
             ],
             swiftSettings: strictSettings
         ),

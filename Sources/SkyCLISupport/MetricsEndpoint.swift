@@ -39,8 +39,8 @@ public struct MetricsOptions: ParsableArguments {
 }
 
 public enum MetricsEndpoint {
-    /// "HOST:PORT" with an IPv4 host.
-    static func split(_ text: String) -> (String, UInt16)? {
+    /// "HOST:PORT" with an IPv4 host (also skyweb's `--listen`).
+    public static func split(_ text: String) -> (String, UInt16)? {
         guard let colon = text.lastIndex(of: ":"), let port = UInt16(text[text.index(after: colon)...]) else {
             return nil
         }

@@ -24,7 +24,8 @@ public struct TaskFailure: Codable, Sendable, Equatable {
         self.service = service
         self.status = status
         self.type = type
-        self.message = message.count > Self.maxMessageCharacters
+        self.message =
+            message.count > Self.maxMessageCharacters
             ? String(message.prefix(Self.maxMessageCharacters - 1)) + "…" : message
         self.worker = worker
     }

@@ -19,13 +19,9 @@ actor WatchDisplay {
     private var lastDraw = ContinuousClock.now - .seconds(1)
     private var redrawPending = false
     private var lastNotice = ""
-    /// When the last snapshot or event came, by this process's clocks.
-    private var lastHeard: (at: ContinuousClock.Instant, wall: Date)?
-    /// The broker's stats period as seen between its last two `broker.stats` events.
-    private var statsPeriod = Duration.seconds(1)
-    private var lastStats: ContinuousClock.Instant?
+    private var silence = BrokerSilence()
     /// Set while the broker has been silent for three stats periods: since when.
-    private(set) var unreachableSince: Date?
+    var unreachableSince: Date? { silence.unreachableSince }
     /// The last few departures, newest last, for the table (workers otherwise just vanish).
     private(set) var departures: [String] = []
 
@@ -80,17 +76,13 @@ actor WatchDisplay {
     }
 
     private func heard(_ change: ClusterEvent) {
-        let now = ContinuousClock.now
-        lastHeard = (now, Date())
-        if unreachableSince != nil {
-            unreachableSince = nil
+        var isStats = false
+        if case .event(let event) = change, event.event == .brokerStats { isStats = true }
+        if silence.heard(stats: isStats) {
             problem("the broker at \(broker) is reachable again")
         }
         guard case .event(let event) = change else { return }
         switch event.event {
-        case .brokerStats:
-            if let previous = lastStats { statsPeriod = now - previous }
-            lastStats = now
         case .workerDisconnected:
             guard let worker = event.worker else { return }
             var line = "\(event.time) \(worker.name) left: \(event.reason?.rawValue ?? "unknown reason")"
@@ -105,22 +97,15 @@ actor WatchDisplay {
     /// Called every second: a broker silent for three of its stats periods (at least 3 s) is
     /// reported unreachable, instead of a table that only looks stale.
     func checkBroker() {
-        guard let lastHeard, unreachableSince == nil else { return }
-        let silence = ContinuousClock.now - lastHeard.at
-        guard silence > max(.seconds(3), statsPeriod * 3) else { return }
-        unreachableSince = lastHeard.wall
-        let since = Self.time(lastHeard.wall)
+        guard let silent = silence.check(), let unreachableSince else { return }
+        let since = Self.time(unreachableSince)
         switch style {
         case .table: redraw()
-        case .lines, .json: problem("broker unreachable since \(since): no event from \(broker) for \(silence)")
+        case .lines, .json: problem("broker unreachable since \(since): no event from \(broker) for \(silent)")
         }
     }
 
-    static func time(_ date: Date) -> String {
-        let formatter = ISO8601DateFormatter()
-        formatter.formatOptions = [.withInternetDateTime]
-        return formatter.string(from: date)
-    }
+    static func time(_ date: Date) -> String { BrokerSilence.time(date) }
 
     /// No snapshot yet after a while: the broker is probably down.
     func brokerSilent() {

@@ -1,0 +1,85 @@
+import Foundation
+import Sky
+import SkyProtocol
+
+/// Holds the model and pushes its state to the open pages: at most four times a second
+/// whatever the event rate, encoded once per push however many pages watch, and each page
+/// keeps only the newest state it has not taken yet (a slow browser costs no memory).
+actor Dashboard {
+    /// Pages watching live at most; more are refused (each holds a socket and a task).
+    static let maxWatchers = 64
+    static let pushInterval = Duration.milliseconds(250)
+
+    private var model: DashboardModel
+    private var watchers: [UUID: AsyncStream<String>.Continuation] = [:]
+    private var pushScheduled = false
+    private var lastPush = ContinuousClock.now - .seconds(1)
+
+    init(model: DashboardModel) {
+        self.model = model
+    }
+
+    /// The state as JSON, as `GET /api/state` and every push carry it.
+    func stateJSON() -> String {
+        Self.encode(model.state)
+    }
+
+    func apply(_ change: ClusterEvent) {
+        model.apply(change)
+        schedulePush()
+    }
+
+    func checkBroker() {
+        if model.checkBroker() { schedulePush() }
+    }
+
+    /// A page's live stream: the present state at once, then each change. Nil when too many
+    /// pages watch already.
+    func watch() -> (id: UUID, states: AsyncStream<String>)? {
+        guard watchers.count < Self.maxWatchers else { return nil }
+        let id = UUID()
+        let (stream, continuation) = AsyncStream.makeStream(of: String.self, bufferingPolicy: .bufferingNewest(1))
+        continuation.yield(stateJSON())
+        watchers[id] = continuation
+        return (id, stream)
+    }
+
+    func stopWatching(_ id: UUID) {
+        watchers.removeValue(forKey: id)?.finish()
+    }
+
+    var watcherCount: Int { watchers.count }
+
+    private func schedulePush() {
+        guard !pushScheduled else { return }
+        let wait = Self.pushInterval - (ContinuousClock.now - lastPush)
+        guard wait > .zero else {
+            push()
+            return
+        }
+        pushScheduled = true
+        Task {
+            try? await Task.sleep(for: wait)
+            self.scheduledPush()
+        }
+    }
+
+    private func scheduledPush() {
+        pushScheduled = false
+        push()
+    }
+
+    private func push() {
+        lastPush = .now
+        guard !watchers.isEmpty else { return }
+        let json = stateJSON()
+        for continuation in watchers.values { continuation.yield(json) }
+    }
+
+    private static func encode(_ state: DashboardState) -> String {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        guard let data = try? encoder.encode(state) else { return "{}" }
+        return String(decoding: data, as: UTF8.self)
+    }
+}

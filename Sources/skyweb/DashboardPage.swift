@@ -1,0 +1,272 @@
+/// The dashboard's page: one HTML file, one style sheet and one script, served by skyweb
+/// itself. Nothing comes from elsewhere (no CDN, no fonts), so it works offline; the script
+/// builds every cell with `textContent`, never HTML, since error messages come from handlers.
+enum DashboardPage {
+    static let html = """
+        <!doctype html>
+        <html lang="en">
+        <head>
+        <meta charset="utf-8">
+        <meta name="viewport" content="width=device-width, initial-scale=1">
+        <title>Sky dashboard</title>
+        <link rel="stylesheet" href="/dashboard.css">
+        <script src="/dashboard.js" defer></script>
+        </head>
+        <body>
+        <header>
+          <h1>Sky</h1>
+          <span id="broker"></span>
+          <span id="connection" class="pill">connecting…</span>
+        </header>
+        <div id="banner" hidden></div>
+        <section id="totals" class="cards"></section>
+        <section>
+          <h2>Workers</h2>
+          <table id="workers">
+            <thead><tr><th>Worker</th><th>Host</th><th>State</th><th>Capacity</th><th>Running</th>
+            <th>Completed</th><th>Failed</th><th>Last heard</th><th>Services</th></tr></thead>
+            <tbody></tbody>
+          </table>
+          <p id="no-workers" class="empty">No workers connected.</p>
+        </section>
+        <section>
+          <h2>Services</h2>
+          <table id="services">
+            <thead><tr><th>Service</th><th>Queued</th><th>Rate/s</th><th>p50</th><th>p99</th>
+            <th>Failed (last s)</th><th>Completed (total)</th><th>Failed (total)</th></tr></thead>
+            <tbody></tbody>
+          </table>
+        </section>
+        <section>
+          <h2>Recent failures</h2>
+          <table id="failures">
+            <thead><tr><th>Time</th><th>Service</th><th>Status</th><th>Error</th><th>Message</th>
+            <th>Worker</th><th>Request</th></tr></thead>
+            <tbody></tbody>
+          </table>
+          <p id="no-failures" class="empty">No failures seen.</p>
+        </section>
+        <section>
+          <h2>Departures</h2>
+          <ul id="departures"></ul>
+        </section>
+        <section id="jobs-section">
+          <h2>Durable jobs</h2>
+          <p id="job-counts" class="empty">The broker keeps no journal (started with --state-dir none).</p>
+          <form id="job-search">
+            <input id="job-id" placeholder="job id (26 characters)" size="30" autocomplete="off">
+            <select id="job-state">
+              <option value="">any state</option><option>queued</option><option>scheduled</option>
+              <option>running</option><option>succeeded</option><option>failed</option><option>cancelled</option>
+            </select>
+            <input id="job-service" placeholder="service" size="14" autocomplete="off">
+            <button type="submit">Search</button>
+          </form>
+          <p id="job-message" hidden></p>
+          <table id="job-results">
+            <thead><tr><th>Job</th><th>Service</th><th>State</th><th>Detail</th><th></th></tr></thead>
+            <tbody></tbody>
+          </table>
+        </section>
+        </body>
+        </html>
+        """
+
+    static let css = """
+        :root { color-scheme: light dark; --bad: #c62828; --ok: #2e7d32; --muted: #777; }
+        body { font: 14px/1.4 system-ui, sans-serif; margin: 0 1.5rem 2rem; }
+        header { display: flex; align-items: baseline; gap: 1rem; }
+        h1 { margin: .6rem 0; }
+        h2 { font-size: 1.05rem; margin: 1.4rem 0 .4rem; }
+        .pill { padding: .1rem .6rem; border-radius: 1rem; background: var(--muted); color: #fff; font-size: .85rem; }
+        .pill.live { background: var(--ok); }
+        .pill.down { background: var(--bad); }
+        #banner { background: var(--bad); color: #fff; padding: .6rem 1rem; font-weight: 600; }
+        .cards { display: flex; flex-wrap: wrap; gap: .8rem; margin-top: .8rem; }
+        .card { border: 1px solid #8884; border-radius: .4rem; padding: .4rem .8rem; min-width: 7rem; }
+        .card b { display: block; font-size: 1.3rem; }
+        table { border-collapse: collapse; width: 100%; }
+        th, td { text-align: left; padding: .25rem .6rem; border-bottom: 1px solid #8883; }
+        td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; }
+        tr.failed td.count { color: var(--bad); font-weight: 600; }
+        .empty { color: var(--muted); }
+        .message { max-width: 40rem; overflow-wrap: anywhere; }
+        code { font-size: .9em; }
+        button { margin-right: .3rem; }
+        """
+
+    static let script = """
+        "use strict";
+        const $ = (id) => document.getElementById(id);
+
+        function cell(row, text, className) {
+          const td = document.createElement("td");
+          td.textContent = text === undefined || text === null ? "-" : String(text);
+          if (className) td.className = className;
+          row.appendChild(td);
+          return td;
+        }
+
+        function ms(value) { return value === undefined || value === null ? "-" : value.toFixed(1) + " ms"; }
+
+        function fill(tbody, items, makeRow) {
+          const rows = items.map(makeRow);
+          tbody.replaceChildren(...rows);
+        }
+
+        function render(state) {
+          $("broker").textContent = state.broker;
+          const banner = $("banner");
+          if (state.unreachableSince) {
+            banner.hidden = false;
+            banner.textContent = "Broker unreachable since " + state.unreachableSince +
+              ": nothing heard since; the figures below are from then.";
+          } else {
+            banner.hidden = true;
+          }
+          const totals = [
+            ["workers", state.workers.length], ["queued", state.queued], ["in flight", state.inFlight],
+            ["completed", state.completed], ["failed", state.failed], ["tasks/s", state.tasksPerSecond.toFixed(1)],
+          ];
+          $("totals").replaceChildren(...totals.map(([label, value]) => {
+            const card = document.createElement("div");
+            card.className = "card";
+            card.dataset.total = label;
+            const b = document.createElement("b");
+            b.textContent = String(value);
+            card.append(b, label);
+            return card;
+          }));
+          fill($("workers").tBodies[0], state.workers, (w) => {
+            const row = document.createElement("tr");
+            row.dataset.worker = w.name;
+            row.dataset.id = w.id;
+            if (w.failed > 0) row.className = "failed";
+            cell(row, w.name); cell(row, w.host); cell(row, w.state);
+            cell(row, w.capacity, "num"); cell(row, w.running, "num"); cell(row, w.completed, "num");
+            cell(row, w.failed, "num count");
+            cell(row, w.lastHeardMilliseconds === undefined ? "-" : (w.lastHeardMilliseconds / 1000).toFixed(1) + " s ago");
+            cell(row, w.services.join(", "));
+            return row;
+          });
+          $("no-workers").hidden = state.workers.length > 0;
+          fill($("services").tBodies[0], state.services, (s) => {
+            const row = document.createElement("tr");
+            row.dataset.service = s.name;
+            if (s.failedTotal > 0) row.className = "failed";
+            cell(row, s.name); cell(row, s.queued, "num"); cell(row, s.completedPerSecond.toFixed(1), "num");
+            cell(row, ms(s.p50Milliseconds), "num"); cell(row, ms(s.p99Milliseconds), "num");
+            cell(row, s.failed, "num"); cell(row, s.completedTotal, "num"); cell(row, s.failedTotal, "num count");
+            return row;
+          });
+          fill($("failures").tBodies[0], state.failures, (f) => {
+            const row = document.createElement("tr");
+            row.dataset.request = f.failure.requestID;
+            cell(row, f.time); cell(row, f.failure.service); cell(row, f.failure.status);
+            cell(row, f.failure.type); cell(row, f.failure.message, "message"); cell(row, f.failure.worker);
+            cell(row, f.failure.requestID).className = "mono";
+            return row;
+          });
+          $("no-failures").hidden = state.failures.length > 0;
+          $("departures").replaceChildren(...state.departures.map((d) => {
+            const li = document.createElement("li");
+            li.dataset.worker = d.name;
+            li.textContent = d.time + " " + d.name + " left: " + d.reason +
+              (d.tasksHeld > 0 ? ", " + d.tasksHeld + " task(s) sent elsewhere" : "");
+            return li;
+          }));
+          const counts = $("job-counts");
+          if (state.jobs) {
+            const j = state.jobs;
+            counts.className = "";
+            counts.textContent = j.held + " held (" + j.queued + " waiting) · submitted " + j.submitted +
+              " · succeeded " + j.succeeded + " · failed " + j.failed + " · cancelled " + j.cancelled +
+              " · retried " + j.retried + " · journal " + Math.round(j.journalBytes / 1024) + " KiB";
+          }
+          actionsAllowed = state.actions;
+        }
+
+        let actionsAllowed = false;
+        let lastSearch = null;
+
+        function jobMessage(text) {
+          const p = $("job-message");
+          p.hidden = !text;
+          p.textContent = text || "";
+        }
+
+        async function call(method, path) {
+          const response = await fetch(path, { method, headers: method === "POST" ? { "X-Sky-Dashboard": "1" } : {} });
+          const body = await response.json();
+          if (!response.ok) throw new Error(body.error || response.statusText);
+          return body;
+        }
+
+        function showJobs(jobs) {
+          fill($("job-results").tBodies[0], jobs, (job) => {
+            const row = document.createElement("tr");
+            row.dataset.job = job.id;
+            row.dataset.state = job.state;
+            cell(row, job.id).className = "mono"; cell(row, job.service); cell(row, job.state); cell(row, job.detail);
+            const actions = cell(row, "");
+            const ended = ["succeeded", "failed", "cancelled"].includes(job.state);
+            if (actionsAllowed) {
+              const button = document.createElement("button");
+              button.textContent = ended ? "Retry" : "Cancel";
+              button.className = ended ? "retry" : "cancel";
+              button.disabled = job.state === "succeeded";
+              button.addEventListener("click", () => act(job.id, ended ? "retry" : "cancel"));
+              actions.appendChild(button);
+            }
+            return row;
+          });
+        }
+
+        async function search() {
+          const id = $("job-id").value.trim();
+          try {
+            if (id) {
+              lastSearch = () => call("GET", "/api/jobs/" + encodeURIComponent(id)).then((job) => [job]);
+            } else {
+              const query = new URLSearchParams({ state: $("job-state").value, service: $("job-service").value.trim() });
+              lastSearch = () => call("GET", "/api/jobs?" + query).then((body) => body.jobs);
+            }
+            const jobs = await lastSearch();
+            showJobs(jobs);
+            jobMessage(jobs.length === 0 ? "No jobs match." : "");
+          } catch (error) {
+            showJobs([]);
+            jobMessage(error.message);
+          }
+        }
+
+        async function act(id, action) {
+          try {
+            const job = await call("POST", "/api/jobs/" + encodeURIComponent(id) + "/" + action);
+            jobMessage(action === "retry" ? "Retried as job " + job.id + "." : "");
+            const jobs = lastSearch ? await lastSearch() : [job];
+            showJobs(jobs);
+          } catch (error) {
+            jobMessage(error.message);
+          }
+        }
+
+        let retryDelay = 500;
+        function connect() {
+          const scheme = location.protocol === "https:" ? "wss://" : "ws://";
+          const socket = new WebSocket(scheme + location.host + "/live");
+          const pill = $("connection");
+          socket.onopen = () => { retryDelay = 500; pill.textContent = "live"; pill.className = "pill live"; };
+          socket.onmessage = (message) => render(JSON.parse(message.data));
+          socket.onclose = () => {
+            pill.textContent = "reconnecting…";
+            pill.className = "pill down";
+            setTimeout(connect, retryDelay);
+            retryDelay = Math.min(retryDelay * 2, 5000);
+          };
+        }
+
+        $("job-search").addEventListener("submit", (event) => { event.preventDefault(); search(); });
+        connect();
+        """
+}

@@ -1,0 +1,223 @@
+import FlyingFox
+import FlyingSocks
+import Foundation
+import Sky
+import SkyProtocol
+
+/// The dashboard's HTTP side, on FlyingFox: the page and its two static files, the state as
+/// JSON, a WebSocket that pushes the state on every change, and the jobs API (list, show,
+/// cancel, retry) over the client protocol.
+///
+/// No authentication: it listens on loopback by default. Against other sites in the same
+/// browser, the WebSocket accepts only the page's own origin, and the two actions need a
+/// header a cross-site form cannot send (`X-Sky-Dashboard`), which also forces CORS's
+/// preflight that this server never grants.
+struct DashboardServer {
+    let dashboard: Dashboard
+    let client: SkyClient
+    let readOnly: Bool
+
+    static let actionHeader = HTTPHeader("X-Sky-Dashboard")
+    private static let origin = HTTPHeader("Origin")
+
+    /// Serves until the task is cancelled; returns once listening, with the bound port.
+    func start(host: String, port: UInt16) async throws -> (server: HTTPServer, port: UInt16) {
+        let server = HTTPServer(address: try .inet(ip4: host, port: port), logger: .disabled)
+        await server.appendRoute("GET /") { _ in Self.file(DashboardPage.html, type: "text/html; charset=utf-8") }
+        await server.appendRoute("GET /dashboard.css") { _ in
+            Self.file(DashboardPage.css, type: "text/css; charset=utf-8")
+        }
+        await server.appendRoute("GET /dashboard.js") { _ in
+            Self.file(DashboardPage.script, type: "text/javascript; charset=utf-8")
+        }
+        let dashboard = dashboard
+        await server.appendRoute("GET /api/state") { _ in
+            Self.json(await dashboard.stateJSON())
+        }
+        await server.appendRoute("GET /live") { request in
+            try await Self.live(request, dashboard)
+        }
+        let client = client
+        await server.appendRoute("GET /api/jobs") { request in
+            await Self.answer { try await Self.list(request, client) }
+        }
+        await server.appendRoute("GET /api/jobs/:id") { (_: HTTPRequest, id: String) in
+            await Self.answer { try await Self.job(id, client.status(of: Self.jobID(id))) }
+        }
+        let readOnly = readOnly
+        await server.appendRoute("POST /api/jobs/:id/cancel") { (request: HTTPRequest, id: String) in
+            await Self.answer {
+                try Self.checkAction(request, readOnly: readOnly)
+                return try await Self.job(id, client.cancel(job: Self.jobID(id)))
+            }
+        }
+        await server.appendRoute("POST /api/jobs/:id/retry") { (request: HTTPRequest, id: String) in
+            await Self.answer {
+                try Self.checkAction(request, readOnly: readOnly)
+                let new = try await client.retry(job: Self.jobID(id))
+                return try await Self.job(new.description, client.status(of: new))
+            }
+        }
+        Task { try await server.run() }
+        try await server.waitUntilListening()
+        guard case .ip4(_, port: let bound)? = await server.listeningAddress else {
+            throw DashboardError(status: .internalServerError, message: "the HTTP server is not listening")
+        }
+        return (server, bound)
+    }
+
+    /// Upgrades to a WebSocket that carries the state as text messages until the page leaves.
+    private static func live(_ request: HTTPRequest, _ dashboard: Dashboard) async throws -> HTTPResponse {
+        if let origin = request.headers[Self.origin], let host = request.headers[.host],
+            origin != "http://\(host)"
+        {
+            return json(
+                #"{"error":"this live feed serves only the dashboard's own page"}"#, status: .forbidden)
+        }
+        guard let (id, states) = await dashboard.watch() else {
+            return json(
+                #"{"error":"too many pages are watching this dashboard; close one and reload"}"#,
+                status: .serviceUnavailable)
+        }
+        let handler = LiveFeed(states: states) { await dashboard.stopWatching(id) }
+        return try await WebSocketHTTPHandler(handler: MessageFrameWSHandler(handler: handler)).handleRequest(request)
+    }
+
+    private static func list(_ request: HTTPRequest, _ client: SkyClient) async throws -> String {
+        var state: JobState?
+        if let name = request.query["state"], !name.isEmpty {
+            guard let parsed = JobState(name: name), parsed != .unknown else {
+                throw DashboardError(
+                    status: .badRequest,
+                    message:
+                        "\(name) is not a job state: use queued, scheduled, running, succeeded, failed or cancelled")
+            }
+            state = parsed
+        }
+        let service = request.query["service"].flatMap { $0.isEmpty ? nil : $0 }
+        let limit = request.query["limit"].flatMap(Int.init) ?? 50
+        guard (1...1000).contains(limit) else {
+            throw DashboardError(status: .badRequest, message: "limit \(limit) is outside 1...1000")
+        }
+        let jobs = try await client.jobs(state: state, service: service, limit: limit)
+        let rows = jobs.map { JobRow(id: $0.id.description, service: $0.service, status: $0.status) }
+        return encode(["jobs": rows])
+    }
+
+    private static func job(_ id: String, _ status: JobStatus) throws -> String {
+        if case .unknown = status {
+            throw DashboardError(status: .notFound, message: "no job \(id): never submitted, or its retention ended")
+        }
+        return encode(JobRow(id: id, service: nil, status: status))
+    }
+
+    static func jobID(_ text: String) throws -> JobID {
+        guard let id = JobID(text) else {
+            throw DashboardError(
+                status: .badRequest, message: "\(text) is not a job id (26 characters of Crockford base32)")
+        }
+        return id
+    }
+
+    private static func checkAction(_ request: HTTPRequest, readOnly: Bool) throws {
+        guard !readOnly else {
+            throw DashboardError(status: .forbidden, message: "this dashboard is read-only (skyweb --read-only)")
+        }
+        guard request.headers[actionHeader] == "1" else {
+            throw DashboardError(status: .forbidden, message: "an action needs the header X-Sky-Dashboard: 1")
+        }
+    }
+
+    /// Runs an API call; errors become a JSON `{"error": ...}` with a fitting status.
+    private static func answer(_ body: () async throws -> String) async -> HTTPResponse {
+        do {
+            return json(try await body())
+        } catch let error as DashboardError {
+            return json(encode(["error": error.message]), status: error.status)
+        } catch let error as SkyError where error.code == .jobNotFound {
+            return json(encode(["error": "\(error)"]), status: .notFound)
+        } catch {
+            return json(encode(["error": "\(error)"]), status: .badGateway)
+        }
+    }
+
+    private static func file(_ text: String, type: String) -> HTTPResponse {
+        HTTPResponse(
+            statusCode: .ok,
+            headers: [
+                .contentType: type,
+                // Nothing but this server: no CDN, no inline code, no frames.
+                HTTPHeader("Content-Security-Policy"):
+                    "default-src 'self'; connect-src 'self'; img-src 'self' data:; frame-ancestors 'none'",
+                HTTPHeader("X-Content-Type-Options"): "nosniff",
+            ],
+            body: Data(text.utf8))
+    }
+
+    private static func json(_ text: String, status: HTTPStatusCode = .ok) -> HTTPResponse {
+        HTTPResponse(
+            statusCode: status,
+            headers: [.contentType: "application/json; charset=utf-8", .cacheControl: "no-store"],
+            body: Data(text.utf8))
+    }
+
+    private static func encode(_ value: some Encodable) -> String {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        guard let data = try? encoder.encode(value) else { return #"{"error":"encoding failed"}"# }
+        return String(decoding: data, as: UTF8.self)
+    }
+}
+
+/// A job as the page lists it.
+struct JobRow: Encodable {
+    var id: String
+    var service: String?
+    var state: String
+    var detail: String
+
+    init(id: String, service: String?, status: JobStatus) {
+        self.id = id
+        self.service = service
+        self.detail = status.description
+        state =
+            switch status {
+            case .queued: "queued"
+            case .scheduled: "scheduled"
+            case .running: "running"
+            case .succeeded: "succeeded"
+            case .failed: "failed"
+            case .cancelled: "cancelled"
+            case .unknown: "unknown"
+            }
+    }
+}
+
+struct DashboardError: Error {
+    var status: HTTPStatusCode
+    var message: String
+}
+
+/// One page's WebSocket: the dashboard's states out; anything the page sends is ignored, and
+/// its closing ends the feed.
+struct LiveFeed: WSMessageHandler {
+    let states: AsyncStream<String>
+    let onClose: @Sendable () async -> Void
+
+    func makeMessages(for client: AsyncStream<WSMessage>) async throws -> AsyncStream<WSMessage> {
+        let (messages, continuation) = AsyncStream.makeStream(of: WSMessage.self, bufferingPolicy: .bufferingNewest(2))
+        let states = states
+        let onClose = onClose
+        let feed = Task {
+            for await state in states { continuation.yield(.text(state)) }
+            continuation.finish()
+        }
+        Task {
+            for await _ in client {}
+            feed.cancel()
+            continuation.finish()
+            await onClose()
+        }
+        return messages
+    }
+}

@@ -1,0 +1,100 @@
+import ArgumentParser
+import Foundation
+import Logging
+import Sky
+import SkyCLISupport
+import SkyProtocol
+import UnixSignals
+
+@main
+struct SkyWebCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "skyweb",
+        abstract: "Serves a web dashboard of a Sky cluster: workers, services, failures and durable jobs, live.",
+        discussion: """
+            Joins the cluster as a watcher, like skywatch (the broker's snapshot, then its events),
+            and serves one page at http://HOST:PORT/ that updates itself over a WebSocket. The page
+            needs nothing from the internet. Jobs can be searched, cancelled and retried from it
+            (not with --read-only). There is no login: keep --listen on loopback (the default) or
+            put an authenticating proxy in front.
+            """)
+
+    @Option(help: "The broker's clients endpoint (snapshots and jobs).")
+    var broker = "tcp://127.0.0.1:5555"
+
+    @Option(help: "The broker's events endpoint (default: the clients endpoint's port + 2).")
+    var events: String?
+
+    @Option(help: "Serve the page at http://HOST:PORT/ (PORT 0 picks a free one; the ready line names it).")
+    var listen = "127.0.0.1:8470"
+
+    @Flag(help: "Show the cluster only: no cancelling or retrying jobs from the page.")
+    var readOnly = false
+
+    @OptionGroup var common: CommonOptions
+
+    @OptionGroup var curve: CurveOptions
+
+    func validate() throws {
+        try FlagCheck.endpoint(broker, "--broker")
+        if let events { try FlagCheck.endpoint(events, "--events") }
+        guard MetricsEndpoint.split(listen) != nil else {
+            throw ValidationError(
+                "--listen \(listen) is not HOST:PORT with an IPv4 address and a port in 0...65535 (for example 127.0.0.1:8470)"
+            )
+        }
+    }
+
+    func run() async throws {
+        let logger = ProcessSetup.prepare(label: "skyweb", options: common)
+        var configuration = SkyClient.Configuration()
+        configuration.events = events
+        configuration.logger = logger
+        configuration.credentials = curve.credentials(program: "skyweb")
+        let client: SkyClient
+        do {
+            client = try await SkyClient(broker: broker, configuration: configuration)
+        } catch {
+            ProcessSetup.fail("skyweb", "\(error)")
+        }
+        let dashboard = Dashboard(model: DashboardModel(broker: broker, actions: !readOnly))
+        guard let (host, port) = MetricsEndpoint.split(listen) else { return }
+        let bound: UInt16
+        do {
+            bound = try await DashboardServer(dashboard: dashboard, client: client, readOnly: readOnly)
+                .start(host: host, port: port).port
+        } catch {
+            ProcessSetup.fail("skyweb", "cannot serve the dashboard at \(listen): \(error); pick another --listen")
+        }
+        ProcessSetup.line("skyweb ready url=http://\(host):\(bound)/ broker=\(broker)")
+        let signals = await UnixSignalsSequence(trapping: .sigterm, .sigint)
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask { await Self.follow(client, dashboard, logger: logger) }
+            group.addTask {
+                for await _ in signals { return }
+            }
+            group.addTask {
+                while (try? await Task.sleep(for: .seconds(1))) != nil { await dashboard.checkBroker() }
+            }
+            _ = await group.next()
+            group.cancelAll()
+        }
+        await client.close()
+    }
+
+    /// Applies the cluster's snapshot and events to the dashboard until cancelled; a broken
+    /// stream (broker restarted, unreachable) is taken up again after a second.
+    private static func follow(_ client: SkyClient, _ dashboard: Dashboard, logger: Logger) async {
+        while !Task.isCancelled {
+            do {
+                for try await change in client.events() { await dashboard.apply(change) }
+            } catch let error as SkyError where [.unauthorized, .wrongEndpoint].contains(error.code) {
+                // A mistake in keys or endpoints: retrying cannot fix it.
+                ProcessSetup.fail("skyweb", "\(error)")
+            } catch {
+                logger.warning("lost the broker's events; trying again", metadata: ["error": "\(error)"])
+                try? await Task.sleep(for: .seconds(1))
+            }
+        }
+    }
+}

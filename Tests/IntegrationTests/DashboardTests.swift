@@ -1,0 +1,97 @@
+import Foundation
+import Sky
+import SkyProtocol
+import SkyTestSupport
+import SkyWorkloads
+import Testing
+
+extension IntegrationSuite {
+    /// skyweb in a real headless Chromium against a real cluster: what a person sees, updated
+    /// live over the page's WebSocket without a reload.
+    @Suite("Web dashboard in a real browser")
+    struct DashboardTests {
+        /// Where the run keeps its screenshot (`SKY_ARTIFACTS`, default `.build/artifacts`).
+        static var artifacts: URL {
+            URL(fileURLWithPath: ProcessInfo.processInfo.environment["SKY_ARTIFACTS"] ?? ".build/artifacts")
+        }
+
+        @Test func thePageShowsWorkersFailuresDeparturesAndJobsLive() async throws {
+            let chromium = try #require(
+                HeadlessBrowser.executable,
+                "Chromium is missing: run the tests with ./ops/sky test, or apt-get install chromium")
+            let state = JobTests.StateDirectory()
+            let cluster = try await TestCluster.start(extraArguments: TestCluster.fastHeartbeats + state.arguments)
+            defer { cluster.killAll() }
+            _ = try await cluster.startWorker(name: "steady", capacity: 2, extraArguments: ["--flaky-every", "1"])
+            let doomed = try await cluster.startWorker(
+                name: "doomed", capacity: 2, extraArguments: ["--flaky-every", "1"])
+            let web = cluster.track(
+                try SkyProcess(
+                    "skyweb", ["--broker", cluster.clients, "--events", cluster.events, "--listen", "127.0.0.1:0"]))
+            let ready = try await web.waitForLine { $0.hasPrefix("skyweb ready ") }
+            let url = try #require(ready.split(separator: " ").first { $0.hasPrefix("url=") }?.dropFirst(4))
+
+            let browser = try HeadlessBrowser(executable: chromium)
+            defer { browser.shutDown() }
+            let page = try await browser.open(String(url))
+            try await page.waitUntil(
+                "both workers' rows",
+                #"""
+                document.querySelector('#workers tr[data-worker="steady"]')
+                  && document.querySelector('#workers tr[data-worker="doomed"]')
+                  && document.querySelector('#connection').textContent === 'live'
+                """#)
+
+            // A handler's failure shows with its error type and message, and counts against its service.
+            let sky = try await SkyClient(broker: cluster.clients)
+            let failure = await #expect(throws: SkyError.self) {
+                _ = try await sky.scan(FlakyTask(value: 7), options: ScanOptions(retry: .never))
+            }
+            #expect(failure?.code == .remote)
+            try await page.waitUntil(
+                "the failure's row",
+                #"""
+                [...document.querySelectorAll('#failures tbody tr')].some(row =>
+                  row.textContent.includes('FlakyFailure') && row.textContent.includes('simulated failure')
+                  && row.textContent.includes('sky.flaky'))
+                """#)
+            try await page.waitUntil(
+                "sky.flaky's failures",
+                #"document.querySelector('#services tr[data-service="sky.flaky"]').className === 'failed'"#)
+
+            // A worker killed outright leaves the table once the broker notices, with the reason.
+            doomed.killNow()
+            try await page.waitUntil(
+                "the dead worker gone, with a departure line",
+                #"""
+                !document.querySelector('#workers tr[data-worker="doomed"]')
+                  && document.querySelector('#workers tr[data-worker="steady"]')
+                  && /doomed left: (unreachable|expired)/.test(document.querySelector('#departures').textContent)
+                """#)
+
+            // Durable jobs: found by id, then cancelled from the page; the broker agrees.
+            let job = try await sky.submit(EchoTask(message: "later"), options: JobOptions(delay: .seconds(600)))
+            try await page.evaluate(
+                #"""
+                document.querySelector('#job-id').value = '\#(job.id)';
+                document.querySelector('#job-search button').click();
+                """#)
+            try await page.waitUntil(
+                "the job found, scheduled",
+                #"document.querySelector('#job-results tr[data-job="\#(job.id)"][data-state="scheduled"]')"#)
+            try await page.evaluate(
+                #"document.querySelector('#job-results tr[data-job="\#(job.id)"] button.cancel').click()"#)
+            try await page.waitUntil(
+                "the job shown cancelled",
+                #"document.querySelector('#job-results tr[data-job="\#(job.id)"][data-state="cancelled"]')"#)
+            #expect(try await sky.status(of: job.id) == .cancelled)
+            try await page.waitUntil(
+                "the job counts", #"document.querySelector('#job-counts').textContent.includes('cancelled 1')"#)
+
+            let screenshot = Self.artifacts.appendingPathComponent("dashboard.png")
+            try await page.screenshot(to: screenshot)
+            #expect(try Data(contentsOf: screenshot).starts(with: [0x89, 0x50, 0x4E, 0x47]), "a PNG")
+            await sky.close()
+        }
+    }
+}
