@@ -19,6 +19,7 @@ extension IntegrationSuite {
             environment["SKY_BIN_DIR"] = SkyProcess.binaries.path
             environment["SKY_STATE_DIR"] = state.path
             environment["SKY_PORT_BASE"] = "\(portBase)"
+            environment["SKY_WEB_LISTEN"] = "127.0.0.1:0"
             process.environment = environment
             // A file, not a pipe: the cluster's processes inherit the script's descriptors and
             // would keep a pipe open long after the script exited.
@@ -81,11 +82,16 @@ extension IntegrationSuite {
             #expect(up.status == 0, "\(up.output)")
             #expect(up.output.contains("Cluster up: skybroker ready clients=tcp://127.0.0.1:\(base)"))
             let pids = Self.pids(in: state)
-            #expect(pids.count == 4, "broker, watcher and two workers")
+            #expect(pids.count == 5, "broker, watcher, dashboard and two workers")
+            let dashboard = try #require(
+                up.output.range(of: "dashboard: http://127.0.0.1:[0-9]+/", options: .regularExpression),
+                "\(up.output)")
+            let page = try await MetricsTests.fetch(String(up.output[dashboard].dropFirst("dashboard: ".count)))
+            #expect(page.contains("<title>Sky dashboard</title>"))
 
             let status = try await Self.ops(["status"], state: state, portBase: base)
             #expect(status.status == 0)
-            for part in ["broker", "watch", "worker-1", "worker-2"] {
+            for part in ["broker", "watch", "web", "worker-1", "worker-2"] {
                 #expect(
                     status.output.range(of: "\(part) +pid [0-9]+ +running", options: .regularExpression) != nil,
                     "\(status.output)")
@@ -118,7 +124,7 @@ extension IntegrationSuite {
             #expect(up.status == 0, "\(up.output)")
             #expect(up.output.contains("2 × \(example)"), "\(up.output)")
             let pids = Self.pids(in: state)
-            #expect(pids.count == 4, "broker, watcher and two example workers")
+            #expect(pids.count == 5, "broker, watcher, dashboard and two example workers")
             let status = try await Self.ops(["status"], state: state, portBase: base)
             #expect(status.output.contains("2 worker(s)"), "\(status.output)")
 
