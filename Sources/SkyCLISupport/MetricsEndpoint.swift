@@ -61,12 +61,38 @@ public enum MetricsEndpoint {
                 statusCode: .ok, headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8"],
                 body: Data(registry.emitToBuffer()))
         }
-        Task { try await server.run() }
-        try await server.waitUntilListening()
-        guard case .ip4(_, port: let bound)? = await server.listeningAddress else {
+        let bound = try await server.startListening()
+        return "http://\(host):\(bound)/metrics"
+    }
+}
+
+extension HTTPServer {
+    /// Runs the server in the background and returns its bound port once it listens, or the
+    /// reason it could not (a port in use, say) as soon as it fails, not after a time-out.
+    public func startListening() async throws -> UInt16 {
+        let (outcomes, outcome) = AsyncStream.makeStream(of: Result<Void, any Error>.self)
+        Task {
+            do {
+                try await run()
+                outcome.yield(.failure(EndpointError(description: "the HTTP server stopped")))
+            } catch {
+                outcome.yield(.failure(error))
+            }
+        }
+        Task {
+            do {
+                try await waitUntilListening()
+                outcome.yield(.success(()))
+            } catch {
+                outcome.yield(.failure(error))
+            }
+        }
+        var first = outcomes.makeAsyncIterator()
+        try await first.next()?.get()
+        guard case .ip4(_, port: let bound)? = listeningAddress else {
             throw EndpointError(description: "the HTTP server is not listening")
         }
-        return "http://\(host):\(bound)/metrics"
+        return bound
     }
 }
 

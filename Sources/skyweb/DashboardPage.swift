@@ -121,6 +121,10 @@ enum DashboardPage {
             banner.hidden = false;
             banner.textContent = "Broker unreachable since " + state.unreachableSince +
               ": nothing heard since; the figures below are from then.";
+          } else if (!state.reachable) {
+            banner.hidden = false;
+            banner.textContent = "No answer from the broker at " + state.broker +
+              " yet; still trying. Is it running, and is skyweb's --broker its clients endpoint?";
           } else {
             banner.hidden = true;
           }

@@ -2,6 +2,7 @@ import FlyingFox
 import FlyingSocks
 import Foundation
 import Sky
+import SkyCLISupport
 import SkyProtocol
 
 /// The dashboard's HTTP side, on FlyingFox: the page and its two static files, the state as
@@ -58,12 +59,7 @@ struct DashboardServer {
                 return try await Self.job(new.description, client.status(of: new))
             }
         }
-        Task { try await server.run() }
-        try await server.waitUntilListening()
-        guard case .ip4(_, port: let bound)? = await server.listeningAddress else {
-            throw DashboardError(status: .internalServerError, message: "the HTTP server is not listening")
-        }
-        return (server, bound)
+        return (server, try await server.startListening())
     }
 
     /// Upgrades to a WebSocket that carries the state as text messages until the page leaves.

@@ -85,9 +85,19 @@ struct SkyWebCommand: AsyncParsableCommand {
     /// Applies the cluster's snapshot and events to the dashboard until cancelled; a broken
     /// stream (broker restarted, unreachable) is taken up again after a second.
     private static func follow(_ client: SkyClient, _ dashboard: Dashboard, logger: Logger) async {
+        let patience = Task {
+            try await Task.sleep(for: .seconds(3))
+            logger.warning(
+                "no answer from the broker yet; still trying (is --broker its clients endpoint?)",
+                metadata: ["broker": "\(client.broker)"])
+        }
+        defer { patience.cancel() }
         while !Task.isCancelled {
             do {
-                for try await change in client.events() { await dashboard.apply(change) }
+                for try await change in client.events() {
+                    patience.cancel()
+                    await dashboard.apply(change)
+                }
             } catch let error as SkyError where [.unauthorized, .wrongEndpoint].contains(error.code) {
                 // A mistake in keys or endpoints: retrying cannot fix it.
                 ProcessSetup.fail("skyweb", "\(error)")

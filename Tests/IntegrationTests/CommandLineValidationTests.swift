@@ -131,6 +131,12 @@ extension IntegrationSuite {
                 program: "skywatch", arguments: ["--wait-workers=-1"],
                 message: "--wait-workers must be a whole number in 0...1000000"),
             .init(
+                program: "skyweb", arguments: ["--listen", "8470"],
+                message: "--listen 8470 is not HOST:PORT with an IPv4 address and a port in 0...65535"),
+            .init(
+                program: "skyweb", arguments: ["--broker", "localhost:5555"],
+                message: "--broker localhost:5555 is not a ZeroMQ endpoint"),
+            .init(
                 program: "skybench", arguments: ["--measure", "1e300"],
                 message: "--measure must be a number of seconds in 0.001...3600"),
             .init(

@@ -93,5 +93,29 @@ extension IntegrationSuite {
             #expect(try Data(contentsOf: screenshot).starts(with: [0x89, 0x50, 0x4E, 0x47]), "a PNG")
             await sky.close()
         }
+
+        /// A newcomer's two mistakes: a port already taken fails at once, naming the cause (it
+        /// once took a 5 s time-out to say "timed out"), and a wrong broker endpoint leaves a
+        /// page that says it has no answer from the broker instead of an empty cluster.
+        @Test func aTakenPortFailsAtOnceAndAnUnansweredBrokerIsSaidSo() async throws {
+            let first = try SkyProcess("skyweb", ["--broker", "tcp://127.0.0.1:1", "--listen", "127.0.0.1:0"])
+            defer { first.killNow() }
+            let ready = try await first.waitForLine { $0.hasPrefix("skyweb ready ") }
+            let url = try #require(ready.split(separator: " ").first { $0.hasPrefix("url=") }?.dropFirst(4))
+            let port = try #require(url.split(separator: ":").last?.split(separator: "/").first)
+
+            let second = try SkyProcess("skyweb", ["--listen", "127.0.0.1:\(port)"])
+            let status = try await second.waitForExit(timeout: .seconds(3))
+            #expect(status == 1)
+            #expect(second.errorText.contains("Address already in use"), "\(second.errorText)")
+            #expect(second.errorText.contains("pick another --listen"), "\(second.errorText)")
+            #expect(second.outputLines.isEmpty, "nothing may claim to be ready")
+
+            let state = try await MetricsTests.fetch("\(url)api/state")
+            #expect(state.contains(#""reachable":false"#), "\(state)")
+            try await first.waitForLine(onStandardError: true, timeout: .seconds(10)) {
+                $0.contains("no answer from the broker yet")
+            }
+        }
     }
 }
