@@ -39,6 +39,9 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-metrics", from: "2.4.1"),
         .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.0.0"),
         .package(url: "https://github.com/swhitty/FlyingFox", from: "0.27.1"),
+        // Tracing: the libraries start spans and carry their context; the application picks
+        // the tracer (swift-otel, for example: docs/operations.md).
+        .package(url: "https://github.com/apple/swift-distributed-tracing", from: "1.7.3"),
     ],
     targets: [
         // libzmq from the system. No pkgConfig: zmq.h is on the default include path and the
@@ -64,6 +67,15 @@ let package = Package(
             swiftSettings: strictSettings
         ),
         .target(
+            name: "SkyTracing",
+            dependencies: [
+                "SkyProtocol",
+                .product(name: "Tracing", package: "swift-distributed-tracing"),
+                .product(name: "Instrumentation", package: "swift-distributed-tracing"),
+            ],
+            swiftSettings: strictSettings
+        ),
+        .target(
             name: "SkyWorkloads",
             dependencies: ["SkyProtocol"],
             swiftSettings: strictSettings
@@ -71,6 +83,9 @@ let package = Package(
         .target(
             name: "SkyBrokerKit",
             dependencies: [
+                "SkyTracing",
+                .product(name: "Tracing", package: "swift-distributed-tracing"),
+                .product(name: "Instrumentation", package: "swift-distributed-tracing"),
                 "SkyZMQ", "SkyProtocol", "SkyJournal", "CSkySystem",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "CoreMetrics", package: "swift-metrics"),
@@ -91,6 +106,9 @@ let package = Package(
         .target(
             name: "SkyWorkerKit",
             dependencies: [
+                "SkyTracing",
+                .product(name: "Tracing", package: "swift-distributed-tracing"),
+                .product(name: "Instrumentation", package: "swift-distributed-tracing"),
                 "SkyZMQ", "SkyProtocol", "SkyTasks", "SkyWorkloads",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "CoreMetrics", package: "swift-metrics"),
@@ -101,6 +119,9 @@ let package = Package(
         .target(
             name: "Sky",
             dependencies: [
+                "SkyTracing",
+                .product(name: "Tracing", package: "swift-distributed-tracing"),
+                .product(name: "Instrumentation", package: "swift-distributed-tracing"),
                 "SkyZMQ", "SkyProtocol", "SkyTasks",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "CoreMetrics", package: "swift-metrics"),
@@ -111,6 +132,9 @@ let package = Package(
         .target(
             name: "SkyCLISupport",
             dependencies: [
+                .product(name: "Tracing", package: "swift-distributed-tracing"),
+                .product(name: "Instrumentation", package: "swift-distributed-tracing"),
+                .product(name: "InMemoryTracing", package: "swift-distributed-tracing"),
                 "SkyZMQ",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
@@ -257,7 +281,9 @@ let package = Package(
             name: "IntegrationTests",
             dependencies: [
                 "Sky", "SkyWorkloads", "SkyWorkerKit", "SkyBrokerKit", "SkyZMQ", "SkyProtocol", "SkyTestSupport",
-                "skybroker", "skyworker", "skyscan", "skywatch", "skyctl", "ExampleWorker", "skybench",
+                "skybroker", "skyworker", "skyscan", "skywatch", "skyctl", "skyweb", "ExampleWorker", "skybench",
+                .product(name: "Tracing", package: "swift-distributed-tracing"),
+                .product(name: "InMemoryTracing", package: "swift-distributed-tracing"),
             ],
             swiftSettings: strictSettings
         ),

@@ -96,6 +96,8 @@ struct ServeCommand: AsyncParsableCommand {
 
     @OptionGroup var metricsOptions: MetricsOptions
 
+    @OptionGroup var traceLogOptions: TraceLogOptions
+
     @OptionGroup var common: CommonOptions
 
     func validate() throws {
@@ -154,6 +156,8 @@ struct ServeCommand: AsyncParsableCommand {
             }
         }
         let metricsURL = await metricsOptions.start(program: "skybroker")
+        let traceLog = traceLogOptions.start(program: "skybroker")
+        defer { traceLog?.flush() }
         let broker: Broker
         do {
             broker = try await Broker.start(configuration: configuration, logger: logger)

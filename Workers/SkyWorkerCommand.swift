@@ -50,6 +50,8 @@ struct SkyWorkerCommand: AsyncParsableCommand {
 
     @OptionGroup var metricsOptions: MetricsOptions
 
+    @OptionGroup var traceLogOptions: TraceLogOptions
+
     @OptionGroup var common: CommonOptions
 
     @OptionGroup var curve: CurveOptions
@@ -80,6 +82,8 @@ struct SkyWorkerCommand: AsyncParsableCommand {
             broker: broker, liveness: liveness, drainGrace: FlagCheck.duration(seconds: drainGrace),
             credentials: curve.credentials(program: "skyworker"))
         let metricsURL = await metricsOptions.start(program: "skyworker")
+        let traceLog = traceLogOptions.start(program: "skyworker")
+        defer { traceLog?.flush() }
         let line =
             "skyworker ready name=\(workerName) capacity=\(capacity) broker=\(broker)"
             + (metricsURL.map { " metrics=\($0)" } ?? "")

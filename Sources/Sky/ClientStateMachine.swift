@@ -91,6 +91,11 @@ struct ClientStateMachine: Sendable {
 
     /// A caller stopped waiting (its task was cancelled, or its deadline passed); the shell
     /// already resumed it.
+    /// The broker said it takes trace frames during connection `epoch` (see ``RequestTable``).
+    mutating func brokerTakesTrace(epoch: UInt64) {
+        table.brokerTakesTrace(epoch: epoch)
+    }
+
     mutating func abandon(_ waiter: WaiterID) -> [Action] {
         map(table.abandon(waiter))
     }

@@ -32,6 +32,8 @@ struct RequestTable {
         var service: String
         var body: [UInt8]
         var options: ScanOptions
+        /// The caller's trace frame: sent only while the broker is known to take it.
+        var trace: [UInt8]? = nil
     }
 
     enum Action: Equatable {
@@ -114,6 +116,11 @@ struct RequestTable {
     private var failoverAt: Duration?
     private var random: SplitMix64
     private var nextSequence: UInt64 = 0
+    /// Counts lost connections: what the broker takes is known per connection (a reconnect
+    /// may reach another broker, or one restarted at another version).
+    private(set) var connectionEpoch: UInt64 = 0
+    /// The connection epoch in which the broker said it takes trace frames.
+    private var traceEpoch: UInt64?
 
     /// - Parameters:
     ///   - connectTimeout: how long an attempt may wait for a connection, and how long one
@@ -298,6 +305,7 @@ struct RequestTable {
     mutating func connectionDown(now: Duration) {
         guard connection == .up else { return }
         connection = .down(since: now)
+        connectionEpoch += 1
         if endpointCount > 1 { failoverAt = now + connectTimeout }
         for id in Array(entries.keys) {
             guard var entry = entries[id], entry.phase != .held else { continue }
@@ -337,6 +345,11 @@ struct RequestTable {
         schedule(&entry)
     }
 
+    /// The broker answered `mmi.features` with the trace feature during connection `epoch`.
+    mutating func brokerTakesTrace(epoch: UInt64) {
+        traceEpoch = epoch
+    }
+
     private mutating func send(_ entry: inout Entry, into actions: inout [Action]) {
         entry.phase = .sent
         counters.attemptsSent += 1
@@ -348,7 +361,7 @@ struct RequestTable {
                     header: RequestHeader(
                         attempt: entry.wireAttempt, timeoutMilliseconds: timeout,
                         noWorkersGraceMilliseconds: noWorkersGraceMilliseconds),
-                    body: entry.call.body)))
+                    body: entry.call.body, trace: traceEpoch == connectionEpoch ? entry.call.trace : nil)))
     }
 
     private mutating func attemptFailed(

@@ -2,6 +2,7 @@ import CoreMetrics
 import Logging
 import SkyTasks
 import SkyZMQ
+import Tracing
 
 extension SkyClient {
     /// Client-wide settings. Every field has a default that suits a cluster on one network.
@@ -41,6 +42,11 @@ extension SkyClient {
         /// docs/operations.md): `nil` uses the process's `MetricsSystem` backend, which is a
         /// no-op unless the application bootstrapped one (swift-prometheus, for example).
         public var metricsFactory: (any MetricsFactory)?
+        /// Where the client's spans go: each call is a client span whose context travels with
+        /// the request, so the broker's and the worker's spans join its trace. `nil` uses the
+        /// process's `InstrumentationSystem` tracer, a no-op unless the application bootstrapped
+        /// one (swift-otel, for example; docs/operations.md "Tracing").
+        public var tracer: (any Tracer)?
 
         public init() {}
     }

@@ -110,6 +110,12 @@ extension SkyClient {
     private nonisolated func jobCall(_ service: String, _ body: [UInt8]) async throws -> [UInt8] {
         let options = ScanOptions(
             timeout: BrokerService.jobWaitHold + .seconds(10), retry: .default, coalesce: false)
+        // A submit or a retry is traced: the job's executions join the caller's trace.
+        if let tracer, service == BrokerService.jobSubmit || service == BrokerService.jobRetry {
+            return try await withCallSpan(service: service, tracer: tracer) { frame in
+                try await self.executeRemotely(service: service, body: body, options: options, trace: frame)
+            }.result.get()
+        }
         return try await executeRemotely(service: service, body: body, options: options).result.get()
     }
 }

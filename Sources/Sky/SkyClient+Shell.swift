@@ -21,6 +21,8 @@ extension SkyClient {
             case abandon(WaiterID)
             case waitForConnection(WaiterID)
             case stopWaitingForConnection(WaiterID)
+            /// The broker takes trace frames (it said so during connection `epoch`).
+            case brokerTakesTrace(epoch: UInt64)
             /// A timer on a clock other than `ContinuousClock` fired.
             case timer
             case close
@@ -172,6 +174,7 @@ extension SkyClient {
                             // A caller cancelled before the thread took its call has gone.
                             guard calls.withLock({ $0[waiter] != nil }) else { continue }
                             actions += machine.start(call, waiter: waiter, now: now)
+                        case .brokerTakesTrace(let epoch): machine.brokerTakesTrace(epoch: epoch)
                         case .abandon(let waiter): actions += machine.abandon(waiter)
                         case .waitForConnection(let waiter): actions += machine.waitForConnection(waiter)
                         case .stopWaitingForConnection(let waiter): machine.stopWaitingForConnection(waiter)

@@ -2,7 +2,9 @@ import Foundation
 import Logging
 import SkyProtocol
 import SkyTasks
+import SkyTracing
 import SkyZMQ
+import Tracing
 
 /// Runs tasks on a Sky cluster.
 ///
@@ -39,6 +41,10 @@ public actor SkyClient {
     var nextEventSocket = Shell.firstEventSocket
     var serviceCache: [String: (served: Bool, checkedAt: Duration)] = [:]
     var localRuns = 0
+    /// Whether the broker takes trace frames, asked once per connection (``takesTrace()``).
+    var traceFeature: (epoch: UInt64, answer: Task<Bool, Never>)?
+    /// The tracer, resolved once: nil when none is bootstrapped, and calls are not traced.
+    nonisolated let tracer: (any Tracer)?
 
     /// How a call ended, with the attempts it took (for batch progress).
     struct Completion: Sendable {
@@ -59,6 +65,7 @@ public actor SkyClient {
         endpoints = brokers
         self.configuration = configuration
         metrics = ClientMetrics(factory: configuration.metricsFactory)
+        tracer = SkyTracing.active(configuration.tracer)
         time = TimeSource(configuration.clock)
         let table = RequestTable(
             connectTimeout: configuration.connectTimeout, endpointCount: brokers.count,
@@ -172,7 +179,12 @@ public actor SkyClient {
         var outcome = "cancelled"
         var attempts = 0
         defer { metrics.finished(service, outcome: outcome, attempts: attempts, after: ContinuousClock.now - started) }
-        let completion = try await executeMeasured(service: service, body: body, options: options)
+        let completion: Completion
+        if let tracer {
+            completion = try await executeTraced(service: service, body: body, options: options, tracer: tracer)
+        } else {
+            completion = try await executeMeasured(service: service, body: body, options: options)
+        }
         attempts = completion.attempts
         switch completion.result {
         case .success: outcome = "ok"
@@ -182,9 +194,9 @@ public actor SkyClient {
     }
 
     /// ``execute(service:body:options:)`` without its metrics.
-    private nonisolated func executeMeasured(service: String, body: [UInt8], options: ScanOptions) async throws
-        -> Completion
-    {
+    nonisolated func executeMeasured(
+        service: String, body: [UInt8], options: ScanOptions, trace: [UInt8]? = nil
+    ) async throws -> Completion {
         // The broker drops a request with an invalid name unanswered; refuse it here instead.
         guard WireFormat.isValidName(service) else {
             return Completion(
@@ -211,14 +223,14 @@ public actor SkyClient {
         if let deadline = options.deadline {
             do {
                 completion = try await TimeoutTask(timeout: deadline, clock: configuration.clock) {
-                    try await self.executeRemotely(service: service, body: body, options: options)
+                    try await self.executeRemotely(service: service, body: body, options: options, trace: trace)
                 }.value
             } catch is TimeoutError {
                 completion = Completion(
                     result: .failure(.timeout("the call's deadline of \(deadline) passed")), attempts: 0)
             }
         } else {
-            completion = try await executeRemotely(service: service, body: body, options: options)
+            completion = try await executeRemotely(service: service, body: body, options: options, trace: trace)
         }
         if let fallback = configuration.localFallback, case .failure(let error) = completion.result,
             error.code == .brokerUnreachable || error.code == .noWorkers,
@@ -229,7 +241,9 @@ public actor SkyClient {
         return completion
     }
 
-    nonisolated func executeRemotely(service: String, body: [UInt8], options: ScanOptions) async throws -> Completion {
+    nonisolated func executeRemotely(
+        service: String, body: [UInt8], options: ScanOptions, trace: [UInt8]? = nil
+    ) async throws -> Completion {
         if shell.loop.withLock({ $0 == nil }) {
             do {
                 try await startIfNeeded()
@@ -237,6 +251,6 @@ public actor SkyClient {
                 return Completion(result: .failure(error), attempts: 0)
             }
         }
-        return try await shell.call(RequestTable.Call(service: service, body: body, options: options))
+        return try await shell.call(RequestTable.Call(service: service, body: body, options: options, trace: trace))
     }
 }

@@ -3,7 +3,9 @@ import Logging
 import ServiceLifecycle
 import SkyJournal
 import SkyProtocol
+import SkyTracing
 import SkyZMQ
+import Tracing
 
 /// The running broker: one I/O thread owning its three sockets, which feeds every batch it
 /// reads straight to ``BrokerStateMachine`` and sends the resulting messages before it sleeps
@@ -201,6 +203,8 @@ public final class Broker: Service, Sendable {
         let memoryReleaser = MemoryReleaser()
         /// Only the I/O thread uses it (the lock makes the shell `Sendable`).
         let metrics = Locked(BrokerMetrics())
+        /// The process's tracer, nil without one: traced requests then keep the client's context.
+        let tracer = SkyTracing.active()
 
         func snapshot() -> ClusterSnapshot {
             let now = clock.now
@@ -327,6 +331,12 @@ public final class Broker: Service, Sendable {
                     outbound.append(.init(socket: Broker.clientsSocket, frames: [peer.bytes] + command.encode()))
                 case .sendToWorker(let peer, let command):
                     outbound.append(.init(socket: Broker.workersSocket, frames: [peer.bytes] + command.encode()))
+                case .sendTraced(let peer, let tag, var request, let dispatch):
+                    if let tracer { request.trace = Self.span(request, dispatch, tracer) ?? request.trace }
+                    outbound.append(
+                        .init(
+                            socket: Broker.workersSocket,
+                            frames: [peer.bytes] + BrokerToWorker.request(tag: tag, request).encode()))
                 case .sendRaw(.clients, let peer, let frames):
                     outbound.append(.init(socket: Broker.clientsSocket, frames: [peer.bytes] + frames))
                 case .sendRaw(.workers, let peer, let frames):
@@ -358,6 +368,27 @@ public final class Broker: Service, Sendable {
 }
 
 extension Broker.Shell {
+    /// The broker's span of a traced request, from its arrival to its delivery (queue wait and
+    /// dispatch), as a child of the client's; returns the span's context for the worker.
+    fileprivate static func span(_ request: TaskRequest, _ dispatch: TracedDispatch, _ tracer: some Tracer) -> [UInt8]?
+    {
+        let parent = SkyTracing.context(from: request.trace, tracer: tracer)
+        let end = DefaultTracerClock.now
+        let waited = UInt64(clamping: dispatch.waitedNanoseconds)
+        let start = DefaultTracerClock.Timestamp(
+            nanosecondsSinceEpoch: end.nanosecondsSinceEpoch - min(waited, end.nanosecondsSinceEpoch))
+        let span = tracer.startSpan("sky.dispatch \(request.service)", context: parent, ofKind: .internal, at: start)
+        span.attributes[SkyTracing.Attribute.system] = "sky"
+        span.attributes[SkyTracing.Attribute.service] = request.service
+        span.attributes[SkyTracing.Attribute.requestID] = request.requestID.description
+        span.attributes[SkyTracing.Attribute.worker] = dispatch.worker
+        span.attributes[SkyTracing.Attribute.delivery] = Int(dispatch.delivery)
+        span.attributes[SkyTracing.Attribute.queueWaitMilliseconds] = Double(waited) / 1_000_000
+        let frame = SkyTracing.frame(for: span.context, tracer: tracer)
+        span.end(at: end)
+        return frame
+    }
+
     /// Hands work to the journal's thread; its answer comes back to the I/O thread as an input.
     fileprivate func perform(_ work: JournalWork) {
         guard let journal, let loop = loop.withLock({ $0 }) else { return }

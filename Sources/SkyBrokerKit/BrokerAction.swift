@@ -7,6 +7,10 @@ public enum BrokerAction: Sendable, Equatable {
     case sendToClient(PeerID, BrokerToClient)
     /// Send a command to a worker on the workers ROUTER.
     case sendToWorker(PeerID, BrokerToWorker)
+    /// Send a REQUEST that carries a trace context to a worker that takes it: the shell records
+    /// the broker's span (queue wait and dispatch) if it has a tracer, and sends that span's
+    /// context on; without a tracer, the client's as it came.
+    case sendTraced(PeerID, tag: [UInt8], TaskRequest, TracedDispatch)
     /// Publish an event. Its ``SkyEvent/time`` is empty: the shell stamps the wall clock.
     case publish(SkyEvent)
     /// Send frames of the *other* port's protocol to a peer that connected to the wrong port
@@ -69,4 +73,13 @@ public enum JournalAnswer: Sendable {
     case listed(JobCaller, Result<[JobRecord], JournalError>)
     /// The journal's size in bytes, and how many expired jobs it deleted.
     case maintained(Result<(bytes: Int, deleted: Int), JournalError>)
+}
+
+/// What the broker's span of a traced request records.
+public struct TracedDispatch: Sendable, Equatable {
+    /// From the request's arrival at the broker to this delivery.
+    public var waitedNanoseconds: Int64
+    public var worker: String
+    /// Which delivery this is (1 for the first; more after lost workers).
+    public var delivery: UInt32
 }

@@ -74,7 +74,7 @@ extension BrokerStateMachine {
         }
         waiting[task.key] = task.arrival
         queuedByService[service, default: 0] += 1
-        let bytes = task.request.body.count
+        let bytes = task.request.queuedSize
         queuedBytes += bytes
         queuedBytesPeak = max(queuedBytesPeak, queuedBytes)
         queuedCountPeak = max(queuedCountPeak, waiting.count)
@@ -99,7 +99,7 @@ extension BrokerStateMachine {
         } else {
             queuedByService[service] = nil
         }
-        let bytes = task.request.body.count
+        let bytes = task.request.queuedSize
         queuedBytes -= bytes
         clients[task.client]?.waiting -= 1
         clients[task.client]?.waitingBytes -= bytes
@@ -280,9 +280,33 @@ extension BrokerStateMachine {
         return tag
     }
 
+    /// Sends a delivery: with its trace frame to a worker that takes one (and a span's worth of
+    /// facts for the shell), without to one that does not.
+    mutating func send(
+        _ task: QueuedRequest, tag: UInt64, delivery: UInt32, to peer: PeerID, now: Instant,
+        into actions: inout [BrokerAction]
+    ) {
+        guard task.request.trace != nil, let worker = workers[peer] else {
+            actions.append(.sendToWorker(peer, .request(tag: Self.tagFrame(tag), task.request)))
+            return
+        }
+        guard worker.acceptsTrace else {
+            var plain = task.request
+            plain.trace = nil
+            actions.append(.sendToWorker(peer, .request(tag: Self.tagFrame(tag), plain)))
+            return
+        }
+        actions.append(
+            .sendTraced(
+                peer, tag: Self.tagFrame(tag), task.request,
+                TracedDispatch(
+                    waitedNanoseconds: ticks(now) - task.arrivedAt, worker: worker.name,
+                    delivery: delivery)))
+    }
+
     mutating func dispatch(_ task: QueuedRequest, to peer: PeerID, now: Instant, into actions: inout [BrokerAction]) {
         let tag = hand(task, to: peer)
-        actions.append(.sendToWorker(peer, .request(tag: Self.tagFrame(tag), task.request)))
+        send(task, tag: tag, delivery: task.deliveries + 1, to: peer, now: now, into: &actions)
         if configuration.taskEvents {
             publish(
                 SkyEvent(

@@ -40,7 +40,7 @@ extension BrokerStateMachine {
         let caller = JobCaller(peer: peer, requestID: request.requestID, attempt: request.header.attempt)
         switch request.service {
         case BrokerService.jobSubmit:
-            submitJob(request.body, caller: caller, now: now, into: &actions)
+            submitJob(request.body, trace: request.trace, caller: caller, now: now, into: &actions)
         case BrokerService.jobStatus, BrokerService.jobWait, BrokerService.jobCancel, BrokerService.jobRetry:
             guard let id = JobID(bytes: request.body) else {
                 answer(
@@ -86,7 +86,7 @@ extension BrokerStateMachine {
     // MARK: Submit
 
     private mutating func submitJob(
-        _ body: [UInt8], caller: JobCaller, now: Instant, into actions: inout [BrokerAction]
+        _ body: [UInt8], trace: [UInt8]?, caller: JobCaller, now: Instant, into actions: inout [BrokerAction]
     ) {
         guard configuration.journal else {
             answer(caller, .journalUnavailable, Self.noJournal, into: &actions)
@@ -128,12 +128,13 @@ extension BrokerStateMachine {
             answer(caller, .unknownService, "a job cannot run the broker's own \(submission.service)", into: &actions)
             return
         }
-        record(submission, answering: caller, into: &actions)
+        record(submission, trace: trace, answering: caller, into: &actions)
     }
 
     /// Writes a new job; its submitter is answered once it is on disk (``submittedJob``).
     private mutating func record(
-        _ submission: JobSubmission, answering caller: JobCaller, into actions: inout [BrokerAction]
+        _ submission: JobSubmission, trace: [UInt8]? = nil, answering caller: JobCaller,
+        into actions: inout [BrokerAction]
     ) {
         let wall = configuration.wallClock()
         let id = JobID(milliseconds: wall, random: &jobIDGenerator)
@@ -148,7 +149,7 @@ extension BrokerStateMachine {
         nextArrival += 1
         let job = JobBook.Job(
             id: id, submission: submission, attempt: 0, notBefore: record.notBefore, phase: .queued,
-            arrival: nextArrival << Self.slotBits)
+            arrival: nextArrival << Self.slotBits, trace: trace)
         jobBook.pendingSubmits[id] = JobBook.PendingSubmit(job: job, waiter: caller)
         actions.append(.journal(.write([.submitted(record)], .submitted(id))))
     }
@@ -251,7 +252,7 @@ extension BrokerStateMachine {
         let request = TaskRequest(
             requestID: job.id.requestID, service: service,
             header: RequestHeader(attempt: job.attempt, timeoutMilliseconds: job.submission.timeoutMilliseconds),
-            body: job.submission.body)
+            body: job.submission.body, trace: job.trace)
         let task = QueuedRequest(client: Self.jobsClient, request: request, arrival: job.arrival, arrivedAt: ticks(now))
         let tag = hand(task, to: peer)
         job.phase = .starting(peer, tag: tag)
@@ -281,7 +282,7 @@ extension BrokerStateMachine {
             return
         }
         jobBook.jobs[id]?.phase = .running(peer, tag: tag)
-        actions.append(.sendToWorker(peer, .request(tag: Self.tagFrame(tag), held.task.request)))
+        send(held.task, tag: tag, delivery: held.task.deliveries, to: peer, now: now, into: &actions)
     }
 
     /// A job's delivery went back because its worker was lost: queued again at its old place,

@@ -63,7 +63,7 @@ extension BrokerStateMachine {
                 actions.append(
                     .log(.info, "heartbeat from an unregistered worker; telling it to register", ["peer": "\(peer)"]))
                 actions.append(.sendToWorker(peer, .disconnect))
-            case .ready, .disconnect, .draining:
+            case .ready, .disconnect, .draining, .features:
                 break
             }
             return
@@ -76,6 +76,8 @@ extension BrokerStateMachine {
             complete(at: peer, tag: tag, answer: reply, now: now, into: &actions)
         case .heartbeat:
             break
+        case .features(let names):
+            workers[peer]?.acceptsTrace = names.contains(TraceContext.feature)
         case .disconnect:
             remove(peer, reason: .graceful, now: now, into: &actions)
         case .draining:

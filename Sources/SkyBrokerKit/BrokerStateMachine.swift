@@ -197,6 +197,8 @@ public struct BrokerStateMachine: Sendable {
         var lastDispatch: UInt64 = 0
         /// It said DRAINING: no new tasks.
         var draining = false
+        /// It announced ``TraceContext/feature``: its REQUESTs may carry the trace frame.
+        var acceptsTrace = false
         /// The address it connected from, if the transport tells.
         var host: String?
         /// The authenticated key it registered with (CURVE), which owns the registration.
@@ -483,7 +485,7 @@ public struct BrokerStateMachine: Sendable {
     /// Why a new request may not wait, if it may not: a full queue (in count or bytes), or a
     /// client that holds its share of it already.
     private mutating func queueRefusal(for task: QueuedRequest) -> String? {
-        let bytes = task.request.body.count
+        let bytes = task.request.queuedSize
         let record = clients[task.client]!
         if waiting.count >= configuration.queueLimit {
             counters.rejectedOverloaded += 1
@@ -704,6 +706,8 @@ public struct BrokerStateMachine: Sendable {
         case BrokerService.workers:
             let body = (try? CanonicalJSON.encode(snapshot(now: now))) ?? Array("{}".utf8)
             answer = TaskReply(requestID: request.requestID, status: .ok, body: body)
+        case BrokerService.features:
+            answer = TaskReply(requestID: request.requestID, status: .ok, body: Array(TraceContext.feature.utf8))
         default:
             answer = .failure(
                 request.requestID, .unknownService,

@@ -33,6 +33,9 @@ struct JobBook: Sendable {
         var arrival: UInt64
         /// Workers lost while running it, in this run of the broker.
         var losses = 0
+        /// The submit's trace frame, so its executions join the submitter's trace (kept in
+        /// memory only: executions after a broker restart start traces of their own).
+        var trace: [UInt8]? = nil
     }
 
     /// A job waiting for a worker. Higher priority first, then older first.

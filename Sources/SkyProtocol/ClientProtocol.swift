@@ -1,6 +1,7 @@
 /// Commands a client sends to the broker (signature "SKYC01").
 public enum ClientToBroker: Sendable, Equatable {
-    /// `[SKYC01][0x01][request-id][service][header][body]`: run a task.
+    /// `[SKYC01][0x01][request-id][service][header][body]([trace])`: run a task. The trace
+    /// frame goes only to a broker whose `mmi.features` names ``TraceContext/feature``.
     case request(TaskRequest)
     /// `[SKYC01][0x03][request-id]`: the caller no longer wants this request.
     case cancel(RequestID)
@@ -15,12 +16,15 @@ public enum ClientToBroker: Sendable, Equatable {
         guard let command = Command(rawValue: byte) else { throw .unknownCommand(byte) }
         switch command {
         case .request:
-            try WireFormat.expectFrames(frames, 6, command: "REQUEST")
+            guard frames.count == 6 || frames.count == 7 else {
+                throw .wrongFrameCount(command: "REQUEST", expected: "6 or 7", actual: frames.count)
+            }
             let request = TaskRequest(
                 requestID: try RequestID(frame: frames[2]),
                 service: try WireFormat.name(frames[3]),
                 header: try RequestHeader(frame: frames[4]),
-                body: frames[5])
+                body: frames[5],
+                trace: frames.count == 7 ? try WireFormat.traceFrame(frames[6]) : nil)
             // 0 names the answer to a CANCEL; a request's attempts count from 1.
             guard request.header.attempt >= 1 else {
                 throw .invalidValue(name: "attempt", reason: "0; attempts count from 1")
@@ -38,7 +42,7 @@ public enum ClientToBroker: Sendable, Equatable {
             [
                 WireFormat.clientSignature, [Command.request.rawValue], request.requestID.frame,
                 Array(request.service.utf8), request.header.frame, request.body,
-            ]
+            ] + (request.trace.map { [$0] } ?? [])
         case .cancel(let requestID):
             [WireFormat.clientSignature, [Command.cancel.rawValue], requestID.frame]
         }

@@ -119,6 +119,9 @@ public enum BrokerService {
     public static let service = "mmi.service"
     /// Reply: a ``ClusterSnapshot`` as JSON.
     public static let workers = "mmi.workers"
+    /// Reply: what this broker understands beyond version 1, one name per line (so far
+    /// ``TraceContext/feature``). A broker that predates it answers `unknownService`.
+    public static let features = "mmi.features"
     /// The prefix reserved for broker services; workers may not register such names.
     public static let prefix = "mmi."
     /// Body: a ``JobSubmission``. Reply: the job's 16-byte id, once the journal holds it on disk

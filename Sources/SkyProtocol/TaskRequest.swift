@@ -48,13 +48,23 @@ public struct TaskRequest: Sendable, Equatable {
     public var service: String
     public var header: RequestHeader
     public var body: [UInt8]
+    /// The optional trace frame (a ``TraceContext``), at most ``TraceContext/maxBytes``;
+    /// carried as it came, never read by the broker.
+    public var trace: [UInt8]?
 
-    public init(requestID: RequestID, service: String, header: RequestHeader = RequestHeader(), body: [UInt8]) {
+    public init(
+        requestID: RequestID, service: String, header: RequestHeader = RequestHeader(), body: [UInt8],
+        trace: [UInt8]? = nil
+    ) {
         self.requestID = requestID
         self.service = service
         self.header = header
         self.body = body
+        self.trace = trace
     }
+
+    /// The bytes it holds beyond its fixed fields, which bound a queue: body and trace frame.
+    public var queuedSize: Int { body.count + (trace?.count ?? 0) }
 }
 
 /// The outcome of one task: a status and, for success, the result; otherwise an error body.

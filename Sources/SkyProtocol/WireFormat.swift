@@ -19,6 +19,14 @@ public enum WireFormat {
         return frames[1][0]
     }
 
+    /// A REQUEST's trace frame: 1...``TraceContext/maxBytes`` bytes, read by tracers only.
+    static func traceFrame(_ frame: [UInt8]) throws(ProtocolError) -> [UInt8] {
+        guard (1...TraceContext.maxBytes).contains(frame.count) else {
+            throw .invalidValue(name: "trace", reason: "\(frame.count) bytes; 1...\(TraceContext.maxBytes) allowed")
+        }
+        return frame
+    }
+
     static func expectFrames(
         _ frames: [[UInt8]], _ count: Int, command: String
     ) throws(ProtocolError) {

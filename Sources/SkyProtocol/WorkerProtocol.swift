@@ -27,6 +27,10 @@ public enum WorkerToBroker: Sendable, Equatable {
     case disconnect
     /// `[SKYW01][0x07]`: stopping; send no new tasks, the ones held will be answered.
     case draining
+    /// `[SKYW01][0x09][feature]...`: after READY, what else this worker understands (so far
+    /// ``TraceContext/feature``: REQUESTs may carry a trace frame). A broker that predates it
+    /// drops it as an unknown command, and sends plain REQUESTs.
+    case features([String])
 
     public enum Command: UInt8 {
         case ready = 0x01
@@ -34,7 +38,11 @@ public enum WorkerToBroker: Sendable, Equatable {
         case heartbeat = 0x04
         case disconnect = 0x05
         case draining = 0x07
+        case features = 0x09
     }
+
+    /// Most features one FEATURES may name.
+    public static let maxFeatures = 32
 
     /// Largest capacity a worker may announce.
     public static let maxCapacity: UInt32 = 65_536
@@ -85,6 +93,14 @@ public enum WorkerToBroker: Sendable, Equatable {
         case .draining:
             try WireFormat.expectFrames(frames, 2, command: "DRAINING")
             return .draining
+        case .features:
+            guard (2...2 + maxFeatures).contains(frames.count) else {
+                throw .wrongFrameCount(
+                    command: "FEATURES", expected: "2...\(2 + maxFeatures)", actual: frames.count)
+            }
+            var names: [String] = []
+            for frame in frames.dropFirst(2) { names.append(try WireFormat.name(frame)) }
+            return .features(names)
         }
     }
 
@@ -93,6 +109,8 @@ public enum WorkerToBroker: Sendable, Equatable {
         switch self {
         case .draining:
             return [signature, [Command.draining.rawValue]]
+        case .features(let names):
+            return [signature, [Command.features.rawValue]] + names.map { Array($0.utf8) }
         case .ready(let announcement):
             return [
                 signature, [Command.ready.rawValue], Array(announcement.name.utf8),
@@ -113,7 +131,8 @@ public enum WorkerToBroker: Sendable, Equatable {
 
 /// Commands the broker sends to a worker (signature "SKYW01").
 public enum BrokerToWorker: Sendable, Equatable {
-    /// `[SKYW01][0x02][tag][request-id][service][header][body]`: run this task. `tag` names this
+    /// `[SKYW01][0x02][tag][request-id][service][header][body]([trace])`: run this task (the
+    /// trace frame only to a worker that announced ``TraceContext/feature``). `tag` names this
     /// delivery (opaque, chosen by the broker): the worker echoes it in the REPLY and the broker
     /// names it in a CANCEL, so a late reply to an earlier delivery of the same request is told
     /// apart from the current one.
@@ -145,14 +164,17 @@ public enum BrokerToWorker: Sendable, Equatable {
         guard let command = Command(rawValue: byte) else { throw .unknownCommand(byte) }
         switch command {
         case .request:
-            try WireFormat.expectFrames(frames, 7, command: "REQUEST")
+            guard frames.count == 7 || frames.count == 8 else {
+                throw .wrongFrameCount(command: "REQUEST", expected: "7 or 8", actual: frames.count)
+            }
             return .request(
                 tag: try WireFormat.deliveryTag(frames[2]),
                 TaskRequest(
                     requestID: try RequestID(frame: frames[3]),
                     service: try WireFormat.name(frames[4]),
                     header: try RequestHeader(frame: frames[5]),
-                    body: frames[6]))
+                    body: frames[6],
+                    trace: frames.count == 8 ? try WireFormat.traceFrame(frames[7]) : nil))
         case .heartbeat:
             try WireFormat.expectFrames(frames, 2, command: "HEARTBEAT")
             return .heartbeat
@@ -185,7 +207,7 @@ public enum BrokerToWorker: Sendable, Equatable {
             return [
                 signature, [Command.request.rawValue], tag, request.requestID.frame,
                 Array(request.service.utf8), request.header.workerFrame, request.body,
-            ]
+            ] + (request.trace.map { [$0] } ?? [])
         case .heartbeat:
             return [signature, [Command.heartbeat.rawValue]]
         case .disconnect:

@@ -1,5 +1,6 @@
 import Logging
 import SkyProtocol
+import SkyTracing
 import SkyZMQ
 
 extension SkyWorker {
@@ -31,6 +32,9 @@ extension SkyWorker {
         let logger: Logger
         let clock = ContinuousClock()
         let metrics: WorkerMetrics
+        /// The process's tracer, nil without one. With one, the worker announces the trace
+        /// frame after READY (only then: a broker that predates it logs the unknown command).
+        let tracer = SkyTracing.active()
         private let startedReported = Locked(false)
 
         init(
@@ -139,6 +143,9 @@ extension SkyWorker {
                             credentials: configuration.credentials))
                     let announcement = machine.withLock { $0.configuration.announcement }
                     loop.send(WorkerToBroker.ready(announcement).encode(), on: socket)
+                    if tracer != nil {
+                        loop.send(WorkerToBroker.features([TraceContext.feature]).encode(), on: socket)
+                    }
                     loop.sendPeriodically(
                         WorkerToBroker.heartbeat.encode(), on: socket, every: configuration.liveness.heartbeatInterval)
                     if number > 1 { loop.close(Self.socket(number - 1), linger: 0) }

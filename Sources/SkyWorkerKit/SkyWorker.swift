@@ -1,8 +1,11 @@
 import Foundation
+import Instrumentation
 import Logging
 import ServiceLifecycle
 import SkyProtocol
+import SkyTracing
 import SkyZMQ
+import Tracing
 
 /// Connects a ``ScanSystem`` to a broker: announces its name, capacity and services, runs every
 /// task the broker sends, and returns the replies.
@@ -122,10 +125,39 @@ public final class SkyWorker: Service, Sendable {
         shell.handles.attachCurrentTask(job.key)
         shell.metrics.started()
         let started = ContinuousClock.now
-        let reply = await handlers.execute(job.request)
+        let reply: TaskReply
+        if let tracer = shell.tracer {
+            reply = await Self.traced(job.request, handlers: handlers, tracer: tracer)
+        } else {
+            reply = await handlers.execute(job.request)
+        }
         shell.metrics.finished(job.request.service, reply.status, after: ContinuousClock.now - started)
         shell.handles.detach(job.key)
         shell.taskFinished(job.key, reply)
+    }
+
+    /// Runs the handler inside a server span, a child of the request's trace context (the
+    /// broker's span, or the client's), which the handler reaches as `ServiceContext.current`
+    /// (to add attributes or start child spans).
+    private static func traced(_ request: TaskRequest, handlers: ScanSystem.Handlers, tracer: some Tracer) async
+        -> TaskReply
+    {
+        let parent = SkyTracing.context(from: request.trace, tracer: tracer, base: ServiceContext.current ?? .topLevel)
+        let span = tracer.startSpan("sky.handle \(request.service)", context: parent, ofKind: .server)
+        span.attributes[SkyTracing.Attribute.system] = "sky"
+        span.attributes[SkyTracing.Attribute.service] = request.service
+        span.attributes[SkyTracing.Attribute.requestID] = request.requestID.description
+        span.attributes[SkyTracing.Attribute.attempt] = Int(request.header.attempt)
+        let reply = await ServiceContext.$current.withValue(span.context) {
+            await handlers.execute(request)
+        }
+        span.attributes[SkyTracing.Attribute.status] = reply.status.description
+        if reply.status != .ok {
+            let error = RemoteErrorBody(decoding: reply.body)
+            span.setStatus(SpanStatus(code: .error, message: "\(error.type): \(error.message)"))
+        }
+        span.end()
+        return reply
     }
 
     struct Job: Sendable {

@@ -1,0 +1,83 @@
+import Foundation
+import InMemoryTracing
+import Sky
+import SkyCLISupport
+import SkyProtocol
+import SkyTestSupport
+import SkyWorkloads
+import Testing
+import Tracing
+
+extension IntegrationSuite {
+    /// Distributed tracing across three real processes: this test is the client, with an
+    /// in-memory tracer; the broker and the worker record theirs with `--trace-log`. A call's
+    /// spans must form one trace: client → broker (queue wait and dispatch) → worker (the
+    /// handler) → the handler's own child span.
+    @Suite("Tracing: one trace from client through broker to worker")
+    struct TracingTests {
+        /// The spans a process wrote to its trace log so far.
+        static func spans(in path: String) -> [SpanRecord] {
+            let text = (try? String(contentsOfFile: path, encoding: .utf8)) ?? ""
+            return text.split(separator: "\n").compactMap {
+                try? JSONDecoder().decode(SpanRecord.self, from: Data($0.utf8))
+            }
+        }
+
+        @Test func aScanAndAJobAreEachOneTraceAcrossTheThreeProcesses() async throws {
+            let directory = JobTests.StateDirectory()
+            try FileManager.default.createDirectory(atPath: directory.path, withIntermediateDirectories: true)
+            let brokerLog = directory.path + "/broker-spans.jsonl"
+            let workerLog = directory.path + "/worker-spans.jsonl"
+            let cluster = try await TestCluster.start(
+                extraArguments: ["--state-dir", directory.path + "/state", "--trace-log", brokerLog])
+            defer { cluster.killAll() }
+            _ = try await cluster.startWorker(name: "traced", extraArguments: ["--trace-log", workerLog])
+
+            let tracer = InMemoryTracer()
+            var configuration = SkyClient.Configuration()
+            configuration.tracer = tracer
+            let sky = try await SkyClient(broker: cluster.clients, configuration: configuration)
+            defer { Task { await sky.close() } }
+            _ = try await sky.scan(ScanTask(sector: 7, size: 32))
+            let job = try await sky.submit(EchoTask(message: "traced job"))
+            _ = try await job.value
+
+            let finished = tracer.finishedSpans
+            let call = try #require(
+                finished.first { $0.operationName == "sky.call sky.scan" }, "\(finished.map(\.operationName))")
+            #expect(call.kind == .client)
+            let submit = try #require(finished.first { $0.operationName == "sky.call mmi.jobs.submit" })
+
+            var broker: [SpanRecord] = []
+            var worker: [SpanRecord] = []
+            try await eventually("the broker's and the worker's spans are written") {
+                broker = Self.spans(in: brokerLog)
+                worker = Self.spans(in: workerLog)
+                return broker.count >= 2 && worker.filter { $0.name.hasPrefix("sky.handle") }.count >= 2
+                    && worker.contains { $0.name == "scan sector" }
+            }
+            // The scan: client → broker → worker → the handler's own span.
+            let dispatch = try #require(broker.first { $0.name == "sky.dispatch sky.scan" }, "\(broker)")
+            #expect(
+                dispatch.trace == call.traceID && dispatch.parent == call.spanID,
+                "the broker's span is the call's child")
+            #expect(dispatch.attributes["sky.worker"] == "traced")
+            #expect(dispatch.attributes["sky.queue_wait_ms"] != nil)
+            #expect(dispatch.program == "skybroker")
+            let handle = try #require(worker.first { $0.name == "sky.handle sky.scan" }, "\(worker)")
+            #expect(
+                handle.trace == call.traceID && handle.parent == dispatch.span,
+                "the handler's span is the broker's child")
+            #expect(handle.kind == "server" && handle.attributes["sky.status"] == "ok")
+            let step = try #require(worker.first { $0.name == "scan sector" })
+            #expect(step.trace == call.traceID && step.parent == handle.span, "the handler reached its span")
+            #expect(step.attributes["sky.sector"] == "7")
+
+            // The job: submitted in one trace, run in the same one.
+            let jobDispatch = try #require(broker.first { $0.name == "sky.dispatch sky.echo" }, "\(broker)")
+            #expect(jobDispatch.trace == submit.traceID && jobDispatch.parent == submit.spanID)
+            let jobHandle = try #require(worker.first { $0.name == "sky.handle sky.echo" })
+            #expect(jobHandle.trace == submit.traceID && jobHandle.parent == jobDispatch.span)
+        }
+    }
+}
