@@ -81,3 +81,50 @@ extension IntegrationSuite {
         }
     }
 }
+
+extension IntegrationSuite.TracingTests {
+    /// Version rules, client side: a traced client sends the trace frame only to a broker that
+    /// said it takes one (`mmi.features`). One that predates it answers `unknownService`, gets
+    /// plain 6-frame REQUESTs, and every call is answered as before.
+    @Test(arguments: [false, true])
+    func aTracedClientSendsTheTraceFrameOnlyToABrokerThatTakesIt(brokerTakesTrace: Bool) async throws {
+        let broker = try await FakeBroker.start()
+        defer { Task { await broker.stop() } }
+        var configuration = SkyClient.Configuration()
+        configuration.tracer = InMemoryTracer()
+        let sky = try await SkyClient(broker: broker.endpoint, configuration: configuration)
+        defer { Task { await sky.close() } }
+        let call = Task { try await sky.request(service: "svc", body: [1, 2, 3]) }
+
+        let ask = await broker.nextRequest()
+        let asked = try #require(ask.request)
+        #expect(asked.service == BrokerService.features && asked.trace == nil)
+        if brokerTakesTrace {
+            broker.reply(
+                to: ask.peer, TaskReply(requestID: asked.requestID, status: .ok, body: Array(TraceContext.feature.utf8))
+            )
+        } else {
+            broker.reply(
+                to: ask.peer,
+                .failure(
+                    asked.requestID, .unknownService, message: "501: the broker has no internal service mmi.features"))
+        }
+        let sent = await broker.nextRequest()
+        let request = try #require(sent.request)
+        #expect(request.service == "svc")
+        if brokerTakesTrace {
+            let trace = TraceContext(frame: try #require(request.trace))
+            #expect(trace[InMemoryTracer.traceIDKey] != nil && trace[InMemoryTracer.spanIDKey] != nil, "\(trace)")
+        } else {
+            #expect(request.trace == nil, "an old broker gets 6 frames")
+        }
+        broker.echo(sent)
+        #expect(try await call.value == [1, 2, 3])
+        // Asked once per connection, not per call.
+        let second = Task { try await sky.request(service: "svc", body: [4]) }
+        let next = await broker.nextRequest()
+        #expect(next.request?.service == "svc" && (next.request?.trace != nil) == brokerTakesTrace)
+        broker.echo(next)
+        #expect(try await second.value == [4])
+    }
+}

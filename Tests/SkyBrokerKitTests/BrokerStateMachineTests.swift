@@ -27,6 +27,9 @@ struct BrokerHarness {
         for case .sendToWorker(let peer, .request(let tag, let request)) in actions {
             tags["\(peer)/\(request.requestID)"] = tag
         }
+        for case .sendTraced(let peer, let tag, let request, _) in actions {
+            tags["\(peer)/\(request.requestID)"] = tag
+        }
         return actions
     }
 
@@ -63,7 +66,7 @@ struct BrokerHarness {
 
     mutating func request(
         _ client: PeerID, _ id: RequestID, service: String = "sky.scan", body: [UInt8] = [1], timeout: Duration? = nil,
-        attempt: UInt32 = 1, noWorkersGrace: Duration? = nil
+        attempt: UInt32 = 1, noWorkersGrace: Duration? = nil, trace: [UInt8]? = nil
     ) -> [BrokerAction] {
         let milliseconds =
             timeout.map { UInt32($0.wholeMilliseconds) }
@@ -73,7 +76,9 @@ struct BrokerHarness {
             noWorkersGraceMilliseconds: noWorkersGrace.map { UInt32($0.wholeMilliseconds) } ?? 0)
         return self.client(
             client,
-            ClientToBroker.request(TaskRequest(requestID: id, service: service, header: header, body: body)).encode())
+            ClientToBroker.request(
+                TaskRequest(requestID: id, service: service, header: header, body: body, trace: trace)
+            ).encode())
     }
 
     mutating func cancel(_ client: PeerID, _ id: RequestID) -> [BrokerAction] {

@@ -183,4 +183,25 @@ struct RequestTableTests {
         _ = table.start(Self.call([7]), id: Self.id2, waiter: 2, now: .zero)
         #expect(table.closeAll() == [.fail([1, 2], .clientClosed, attempts: 1)])
     }
+
+    /// The trace frame goes only to a broker known to take it, and that is known per
+    /// connection: a resend after a reconnect (perhaps to an older broker) goes without it
+    /// until the broker is asked again.
+    @Test func theTraceFrameIsSentOnlyWhileTheBrokerOfThisConnectionTakesIt() {
+        var table = Self.connected()
+        var call = Self.call(timeout: .seconds(10), coalesce: false)
+        call.trace = [1, 2, 3]
+        #expect(Self.sent(table.start(call, id: Self.id1, waiter: 1, now: .zero)).first?.trace == nil, "not asked yet")
+        table.brokerTakesTrace(epoch: table.connectionEpoch)
+        #expect(Self.sent(table.start(call, id: Self.id2, waiter: 2, now: .zero)).first?.trace == [1, 2, 3])
+        let epoch = table.connectionEpoch
+        table.connectionDown(now: .milliseconds(5))
+        #expect(table.connectionEpoch == epoch + 1)
+        let resent = Self.sent(table.connectionUp(now: .milliseconds(6)))
+        #expect(resent.count == 2 && resent.allSatisfy { $0.trace == nil }, "a new connection: not known yet")
+        table.brokerTakesTrace(epoch: epoch)
+        #expect(
+            Self.sent(table.start(call, id: RequestID(high: 3, low: 3), waiter: 3, now: .milliseconds(7))).first?.trace
+                == nil, "an answer from the old connection does not count")
+    }
 }

@@ -1,0 +1,78 @@
+import Testing
+
+@testable import SkyBrokerKit
+@testable import SkyProtocol
+
+/// Version rules, broker side: a REQUEST's trace frame goes on only to a worker that announced
+/// it takes one (FEATURES after READY); another gets the 7-frame REQUEST it always got.
+@Suite("Broker state machine: trace frames")
+struct BrokerTracingTests {
+    let client = PeerID([0, 0, 0, 0, 1])
+    let old = PeerID([0, 0, 0, 1, 1])
+    let new = PeerID([0, 0, 0, 1, 2])
+    let trace = Array("traceparent: 00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01".utf8)
+
+    @Test func theTraceFrameGoesOnlyToAWorkerThatAnnouncedIt() throws {
+        var broker = BrokerHarness()
+        _ = broker.ready(old, capacity: 1)
+        let first = RequestID(high: 0, low: 1)
+        let toOld = effects(broker.request(client, first, trace: trace))
+        guard case .sendToWorker(old, .request(_, let plain))? = toOld.first else {
+            Issue.record("\(toOld)")
+            return
+        }
+        #expect(plain.trace == nil, "a worker that never said FEATURES gets no trace frame")
+        #expect(plain.requestID == first)
+
+        _ = broker.ready(new, capacity: 1)
+        #expect(effects(broker.worker(new, .features([TraceContext.feature, "unknown-later"]))).isEmpty)
+        _ = broker.advance(.milliseconds(30))
+        let second = RequestID(high: 0, low: 2)
+        let toNew = effects(broker.request(client, second, trace: trace))
+        guard case .sendTraced(new, _, let traced, let dispatch)? = toNew.first else {
+            Issue.record("\(toNew)")
+            return
+        }
+        #expect(traced.trace == trace && traced.requestID == second)
+        #expect(dispatch.worker == "w-\(new)" && dispatch.delivery == 1 && dispatch.waitedNanoseconds == 0)
+        #expect(
+            effects(broker.reply(new, client: client, second)).contains {
+                if case .sendToClient = $0 { true } else { false }
+            })
+
+        let third = RequestID(high: 0, low: 3)
+        let untraced = effects(broker.request(client, third))
+        guard case .sendToWorker(new, .request(_, let request))? = untraced.first else {
+            Issue.record("\(untraced)")
+            return
+        }
+        #expect(request.trace == nil, "no trace frame: nothing to carry")
+    }
+
+    /// The time a traced request waited in the queue goes into the broker's span.
+    @Test func aQueuedTracedRequestReportsItsWait() throws {
+        var broker = BrokerHarness()
+        _ = broker.ready(new, capacity: 1)
+        _ = broker.worker(new, .features([TraceContext.feature]))
+        let busy = RequestID(high: 0, low: 1)
+        _ = broker.request(client, busy)
+        let waiting = RequestID(high: 0, low: 2)
+        #expect(dispatched(broker.request(client, waiting, trace: trace)).isEmpty)
+        _ = broker.advance(.milliseconds(250))
+        let actions = effects(broker.reply(new, client: client, busy))
+        let dispatch = try #require(
+            actions.compactMap { if case .sendTraced(_, _, _, let dispatch) = $0 { dispatch } else { nil } }.first)
+        #expect(dispatch.waitedNanoseconds == 250_000_000)
+    }
+
+    @Test func mmiFeaturesNamesTheTraceFeature() throws {
+        var broker = BrokerHarness()
+        let ask = RequestID(high: 9, low: 9)
+        let actions = effects(broker.request(client, ask, service: BrokerService.features, body: []))
+        guard case .sendToClient(client, .reply(let reply))? = actions.first else {
+            Issue.record("\(actions)")
+            return
+        }
+        #expect(reply.status == .ok && String(decoding: reply.body, as: UTF8.self) == TraceContext.feature)
+    }
+}
