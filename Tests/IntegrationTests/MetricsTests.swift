@@ -92,6 +92,75 @@ extension IntegrationSuite {
             await cluster.stop()
         }
 
+        /// The Prometheus server from `ops/sky test` (SKY_PROMETHEUS), or from PATH.
+        static var prometheus: String? {
+            if let path = ProcessInfo.processInfo.environment["SKY_PROMETHEUS"] { return path }
+            let path = ProcessInfo.processInfo.environment["PATH"] ?? ""
+            return path.split(separator: ":").map { "\($0)/prometheus" }.first {
+                FileManager.default.isExecutableFile(atPath: $0)
+            }
+        }
+
+        /// A loopback TCP port nobody listens on now (bound, read back and released).
+        static func freePort() throws -> Int {
+            let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+            defer { close(fd) }
+            var address = sockaddr_in()
+            address.sin_family = sa_family_t(AF_INET)
+            address.sin_addr.s_addr = inet_addr("127.0.0.1")
+            var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+            let bound = withUnsafeMutablePointer(to: &address) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                    bind(fd, $0, length) == 0 && getsockname(fd, $0, &length) == 0
+                }
+            }
+            guard bound else { throw SkyProcess.Timeout(description: "no free port: errno \(errno)") }
+            return Int(UInt16(bigEndian: address.sin_port))
+        }
+
+        /// A real Prometheus server on loopback scrapes the broker, and a series comes back from
+        /// its query API: the endpoint works with the real consumer, not only with promtool.
+        @Test func aRealPrometheusServerScrapesTheBrokerAndAnswersAQuery() async throws {
+            let prometheus = try #require(
+                Self.prometheus, "prometheus is missing: run the tests with ./ops/sky test, or apt-get install prometheus")
+            let cluster = try await TestCluster.start(extraArguments: ["--state-dir", "none", "--metrics", "127.0.0.1:0"])
+            defer { cluster.killAll() }
+            _ = try await cluster.startWorker(name: "scraped")
+            let target = try #require(URL(string: try Self.url(in: cluster.broker.outputLines, of: "skybroker")))
+            let directory = JobTests.StateDirectory()
+            try FileManager.default.createDirectory(atPath: directory.path, withIntermediateDirectories: true)
+            let config = directory.path + "/prometheus.yml"
+            try Data(
+                """
+                global:
+                  scrape_interval: 1s
+                scrape_configs:
+                  - job_name: sky-broker
+                    static_configs:
+                      - targets: ["\(target.host!):\(target.port!)"]
+                """.utf8
+            ).write(to: URL(fileURLWithPath: config))
+            let port = try Self.freePort()
+            let server = cluster.track(
+                try SkyProcess(
+                    program: URL(fileURLWithPath: prometheus),
+                    [
+                        "--config.file=\(config)", "--storage.tsdb.path=\(directory.path)/data",
+                        "--web.listen-address=127.0.0.1:\(port)",
+                    ], name: "prometheus"))
+            var answer = ""
+            try await eventually("Prometheus has scraped the broker's worker count", timeout: .seconds(30)) {
+                // 503 until the server is ready: asked again.
+                let url = URL(string: "http://127.0.0.1:\(port)/api/v1/query?query=sky_broker_workers")!
+                guard let (data, _) = try? await URLSession.shared.data(from: url) else { return false }
+                answer = String(decoding: data, as: UTF8.self)
+                return answer.contains(#""value":["#) && answer.contains(#","1"]"#)
+            }
+            #expect(answer.contains(#""job":"sky-broker""#), "\(answer)")
+            #expect(server.isRunning, "\(server.errorText)")
+            print("prometheus: \(answer)")
+        }
+
         @Test func aBadMetricsAddressIsRefusedByName() async throws {
             let broker = try SkyProcess("skybroker", ["--metrics", "localhost"])
             #expect(try await broker.waitForExit() != 0)
