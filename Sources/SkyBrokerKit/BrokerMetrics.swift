@@ -33,20 +33,12 @@ struct BrokerMetrics: Sendable {
         for (service, figures) in services where admit(service) {
             let dimensions = [("service", service)]
             Gauge(label: "sky_broker_queue_depth", dimensions: dimensions).record(figures.queued)
-            let failed = figures.failed
-            let succeeded = figures.completed >= failed ? figures.completed - failed : 0
-            if succeeded > 0 {
-                Counter(label: "sky_broker_tasks_total", dimensions: dimensions + [("status", "ok")])
-                    .increment(by: Int64(clamping: succeeded))
-            }
-            if failed > 0 {
-                Counter(label: "sky_broker_tasks_total", dimensions: dimensions + [("status", "failed")])
-                    .increment(by: Int64(clamping: failed))
-            }
+            Gauge(label: "sky_broker_service_queued_bytes", dimensions: dimensions).record(figures.queuedBytes ?? 0)
         }
         // A service no longer reported has nothing waiting.
         for service in known where services[service] == nil {
             Gauge(label: "sky_broker_queue_depth", dimensions: [("service", service)]).record(0)
+            Gauge(label: "sky_broker_service_queued_bytes", dimensions: [("service", service)]).record(0)
         }
         if let jobs = stats.jobs {
             Gauge(label: "sky_broker_jobs", dimensions: [("state", "held")]).record(jobs.held)
@@ -65,15 +57,28 @@ struct BrokerMetrics: Sendable {
         }
     }
 
-    /// Latencies of the period's replies, per service, from arrival at the broker to the reply:
-    /// each bucket's count recorded at its upper bound.
+    /// The period's answers per service and status, their latencies (arrival at the broker to
+    /// the reply) and the requests' waits for a worker (arrival to dispatch): each histogram
+    /// bucket's count recorded at its upper bound.
     mutating func record(_ windows: [String: ServiceWindow]) {
         for (service, window) in windows where admit(service) {
-            let timer = Timer(label: "sky_broker_task_duration_seconds", dimensions: [("service", service)])
-            for (bucket, count) in window.buckets.enumerated() where count > 0 {
-                let nanoseconds = Int64(ServiceWindow.upperBoundNanoseconds(bucket))
-                for _ in 0..<count { timer.recordNanoseconds(nanoseconds) }
+            for (slot, count) in window.statuses.enumerated() where count > 0 {
+                let status = ReplyStatus(rawValue: UInt8(slot))?.description ?? "unknown"
+                Counter(label: "sky_broker_tasks_total", dimensions: [("service", service), ("status", status)])
+                    .increment(by: Int64(clamping: count))
             }
+            Self.record(
+                window.buckets, Timer(label: "sky_broker_task_duration_seconds", dimensions: [("service", service)]))
+            Self.record(
+                window.waitBuckets,
+                Timer(label: "sky_broker_dispatch_wait_seconds", dimensions: [("service", service)]))
+        }
+    }
+
+    private static func record(_ buckets: [UInt32], _ timer: Timer) {
+        for (bucket, count) in buckets.enumerated() where count > 0 {
+            let nanoseconds = Int64(ServiceWindow.upperBoundNanoseconds(bucket))
+            for _ in 0..<count { timer.recordNanoseconds(nanoseconds) }
         }
     }
 

@@ -76,6 +76,7 @@ extension BrokerStateMachine {
         queuedByService[service, default: 0] += 1
         let bytes = task.request.queuedSize
         queuedBytes += bytes
+        queuedBytesByService[service, default: 0] += bytes
         queuedBytesPeak = max(queuedBytesPeak, queuedBytes)
         queuedCountPeak = max(queuedCountPeak, waiting.count)
         clients[task.client]?.waiting += 1
@@ -94,12 +95,14 @@ extension BrokerStateMachine {
     private mutating func unmarkWaiting(_ task: QueuedRequest) {
         waiting[task.key] = nil
         let service = task.request.service
+        let bytes = task.request.queuedSize
         if let count = queuedByService[service], count > 1 {
             queuedByService[service] = count - 1
+            queuedBytesByService[service, default: 0] -= bytes
         } else {
             queuedByService[service] = nil
+            queuedBytesByService[service] = nil
         }
-        let bytes = task.request.queuedSize
         queuedBytes -= bytes
         clients[task.client]?.waiting -= 1
         clients[task.client]?.waitingBytes -= bytes
@@ -218,6 +221,7 @@ extension BrokerStateMachine {
         // Nothing waits: every queue entry and deadline left is of an answered request.
         waiting = [:]
         queuedByService = [:]
+        queuedBytesByService = [:]
         queues = [:]
         deadQueued = 0
         deadlines = Heap()
@@ -306,6 +310,8 @@ extension BrokerStateMachine {
 
     mutating func dispatch(_ task: QueuedRequest, to peer: PeerID, now: Instant, into actions: inout [BrokerAction]) {
         let tag = hand(task, to: peer)
+        serviceWindows[task.request.service, default: ServiceWindow()].recordWait(
+            nanoseconds: ticks(now) - task.arrivedAt)
         send(task, tag: tag, delivery: task.deliveries + 1, to: peer, now: now, into: &actions)
         if configuration.taskEvents {
             publish(

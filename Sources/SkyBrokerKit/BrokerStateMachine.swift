@@ -281,6 +281,8 @@ public struct BrokerStateMachine: Sendable {
     /// Live waiting requests per service, kept as they come and go: a snapshot costs no pass
     /// over the queues.
     var queuedByService: [String: Int] = [:]
+    /// Bytes of the requests waiting, per service (bodies and trace frames).
+    var queuedBytesByService: [String: Int] = [:]
     /// The most ``queuedBytes`` and waiting requests reached since memory was last returned.
     var queuedBytesPeak = 0
     var queuedCountPeak = 0
@@ -619,7 +621,7 @@ public struct BrokerStateMachine: Sendable {
         into actions: inout [BrokerAction]
     ) {
         if status != .brokerShuttingDown {
-            serviceWindows[task.request.service, default: ServiceWindow()].recordFailure()
+            serviceWindows[task.request.service, default: ServiceWindow()].recordFailure(status)
             sampleFailure(
                 task, status, RemoteErrorBody(type: status.description, message: message),
                 worker: worker.flatMap { workers[$0]?.name })

@@ -1,29 +1,48 @@
 import Glibc
 import SkyProtocol
 
-/// What one service did in the current stats period: tasks answered, failures, and their
-/// latencies (arrival at the broker to the worker's reply) in a fixed histogram, so that
-/// recording one costs a few instructions and no allocation, whatever the load.
+/// What one service did in the current stats period: tasks answered by status, and their
+/// latencies (arrival at the broker to the worker's reply) and waits (arrival to dispatch) in
+/// fixed histograms, so that recording one costs a few instructions and no allocation,
+/// whatever the load.
 public struct ServiceWindow: Sendable, Equatable {
     var completed: UInt64 = 0
     var failed: UInt64 = 0
     /// Counts per latency bucket: bucket k holds latencies up to 2^(k/4) microseconds (four
     /// buckets per doubling: percentiles within 19 %), from 1 µs to about 18 minutes.
     var buckets = [UInt32](repeating: 0, count: Self.bucketCount)
+    /// Requests' waits from arrival to dispatch to a worker, in the same buckets.
+    var waitBuckets = [UInt32](repeating: 0, count: Self.bucketCount)
+    /// Answers per reply status (indexed by its raw value; unknown statuses in the last slot).
+    var statuses = [UInt64](repeating: 0, count: Self.statusSlots)
 
     static let bucketCount = 120
+    static let statusSlots = 16
 
-    mutating func record(nanoseconds: Int64, failed: Bool) {
+    mutating func record(nanoseconds: Int64, status: ReplyStatus) {
         completed += 1
-        if failed { self.failed += 1 }
-        let microseconds = Double(max(1, nanoseconds / 1000))
-        let bucket = min(Self.bucketCount - 1, max(0, Int((4 * log2(microseconds)).rounded(.up))))
-        buckets[bucket] &+= 1
+        count(status)
+        buckets[Self.bucket(nanoseconds)] &+= 1
     }
 
     /// A failure the broker answered itself (deadline, no workers, lost workers): no latency.
-    mutating func recordFailure() {
-        failed += 1
+    mutating func recordFailure(_ status: ReplyStatus) {
+        count(status)
+    }
+
+    /// A request was handed to a worker after waiting this long.
+    mutating func recordWait(nanoseconds: Int64) {
+        waitBuckets[Self.bucket(nanoseconds)] &+= 1
+    }
+
+    private mutating func count(_ status: ReplyStatus) {
+        if status != .ok { failed += 1 }
+        statuses[min(Int(status.rawValue), Self.statusSlots - 1)] += 1
+    }
+
+    private static func bucket(_ nanoseconds: Int64) -> Int {
+        let microseconds = Double(max(1, nanoseconds / 1000))
+        return min(bucketCount - 1, max(0, Int((4 * log2(microseconds)).rounded(.up))))
     }
 
     /// The largest latency bucket `bucket` holds, in nanoseconds.

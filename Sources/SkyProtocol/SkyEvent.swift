@@ -303,6 +303,8 @@ public struct JobCounts: Codable, Sendable, Equatable {
 public struct ServiceStats: Codable, Sendable, Equatable {
     /// Requests waiting for a worker now.
     public var queued: Int
+    /// Their bytes (bodies and trace frames); absent from older brokers.
+    public var queuedBytes: Int?
     /// Tasks answered in the period (workers' replies and the broker's own failures).
     public var completed: UInt64
     /// Of those, the ones that were not a success.
@@ -317,10 +319,11 @@ public struct ServiceStats: Codable, Sendable, Equatable {
     public static let maxServices = 100
 
     public init(
-        queued: Int, completed: UInt64, failed: UInt64, completedPerSecond: Double, p50Milliseconds: Double?,
-        p99Milliseconds: Double?
+        queued: Int, queuedBytes: Int? = nil, completed: UInt64, failed: UInt64, completedPerSecond: Double,
+        p50Milliseconds: Double?, p99Milliseconds: Double?
     ) {
         self.queued = queued
+        self.queuedBytes = queuedBytes
         self.completed = completed
         self.failed = failed
         self.completedPerSecond = completedPerSecond

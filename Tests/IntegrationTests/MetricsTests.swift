@@ -56,13 +56,15 @@ extension IntegrationSuite {
             var brokerText = ""
             try await eventually("the broker's metrics carry the period") {
                 brokerText = try await Self.fetch(brokerURL)
-                return brokerText.contains(#"sky_broker_tasks_total{service="sky.flaky",status="failed"}"#)
+                return brokerText.contains(#"sky_broker_tasks_total{service="sky.flaky",status="handlerError"}"#)
                     && brokerText.contains(#"sky_broker_jobs_total{event="succeeded"}"#)
             }
             for series in [
                 #"sky_broker_tasks_total{service="sky.echo",status="ok"}"#,
                 #"sky_broker_queue_depth{service="sky.echo"} 0"#,
                 #"sky_broker_task_duration_seconds_bucket{service="sky.echo""#, "sky_broker_workers 1",
+                #"sky_broker_dispatch_wait_seconds_bucket{service="sky.echo""#,
+                #"sky_broker_service_queued_bytes{service="sky.echo"} 0"#,
                 "sky_broker_loop_iteration_max_seconds", #"sky_broker_jobs{state="held"}"#, "sky_broker_journal_bytes",
                 "sky_broker_journal_commits_total",
             ] {
@@ -122,8 +124,11 @@ extension IntegrationSuite {
         /// its query API: the endpoint works with the real consumer, not only with promtool.
         @Test func aRealPrometheusServerScrapesTheBrokerAndAnswersAQuery() async throws {
             let prometheus = try #require(
-                Self.prometheus, "prometheus is missing: run the tests with ./ops/sky test, or apt-get install prometheus")
-            let cluster = try await TestCluster.start(extraArguments: ["--state-dir", "none", "--metrics", "127.0.0.1:0"])
+                Self.prometheus,
+                "prometheus is missing: run the tests with ./ops/sky test, or apt-get install prometheus")
+            let cluster = try await TestCluster.start(extraArguments: [
+                "--state-dir", "none", "--metrics", "127.0.0.1:0",
+            ])
             defer { cluster.killAll() }
             _ = try await cluster.startWorker(name: "scraped")
             let target = try #require(URL(string: try Self.url(in: cluster.broker.outputLines, of: "skybroker")))

@@ -11,14 +11,16 @@ struct BrokerServiceStatsTests {
 
     @Test func aWindowsQuantilesFallInTheRightBuckets() throws {
         var window = ServiceWindow()
-        for _ in 0..<98 { window.record(nanoseconds: 2_000_000, failed: false) }
-        window.record(nanoseconds: 300_000_000, failed: true)
-        window.record(nanoseconds: 300_000_000, failed: false)
+        for _ in 0..<98 { window.record(nanoseconds: 2_000_000, status: .ok) }
+        window.record(nanoseconds: 300_000_000, status: .handlerError)
+        window.record(nanoseconds: 300_000_000, status: .ok)
         let p50 = try #require(window.quantileMilliseconds(0.5))
         let p99 = try #require(window.quantileMilliseconds(0.99))
         #expect((2.0...2.0 * 1.19).contains(p50), "\(p50)")
         #expect((300.0...300.0 * 1.19).contains(p99), "\(p99)")
         #expect(window.completed == 100 && window.failed == 1)
+        #expect(window.statuses[Int(ReplyStatus.ok.rawValue)] == 99)
+        #expect(window.statuses[Int(ReplyStatus.handlerError.rawValue)] == 1)
         #expect(ServiceWindow().quantileMilliseconds(0.5) == nil)
     }
 
@@ -82,5 +84,28 @@ struct BrokerServiceStatsTests {
         _ = broker.worker(worker, .heartbeat)
         let quiet = try #require(events(broker.advance(.seconds(1))).first { $0.event == .brokerStats }?.stats)
         #expect(quiet.failures == nil, "none left over for the next period")
+    }
+
+    /// The metrics' per-service queue bytes and dispatch waits: kept as requests come and go,
+    /// never by a pass over the queue.
+    @Test func aServiceReportsItsQueuedBytesAndItsRequestsWaits() throws {
+        var broker = BrokerHarness()
+        _ = broker.ready(worker, capacity: 1, services: ["sky.scan"])
+        _ = broker.request(client, RequestID(high: 0, low: 1))
+        _ = broker.request(client, RequestID(high: 0, low: 2), body: [1, 2, 3, 4, 5])
+        _ = broker.request(client, RequestID(high: 0, low: 3), body: [1, 2], trace: [7, 7, 7])
+        _ = broker.advance(.milliseconds(30))
+        _ = broker.reply(worker, client: client, RequestID(high: 0, low: 1))
+        _ = broker.worker(worker, .heartbeat)
+        let actions = broker.advance(.seconds(1))
+        let stats = try #require(events(actions).first { $0.event == .brokerStats }?.stats)
+        #expect(stats.services?["sky.scan"]?.queuedBytes == 5, "the third waits: body and trace frame")
+        let windows = try #require(
+            actions.compactMap { if case .serviceWindows(let windows) = $0 { windows } else { nil } }.first)
+        let waits = try #require(windows["sky.scan"]?.waitBuckets)
+        #expect(waits.reduce(0, +) == 2, "two dispatches")
+        let waited = try #require(waits.lastIndex { $0 > 0 })
+        #expect((30_000_000.0...30_000_000 * 1.19).contains(ServiceWindow.upperBoundNanoseconds(waited)))
+        #expect(windows["sky.scan"]?.statuses[Int(ReplyStatus.ok.rawValue)] == 1)
     }
 }
