@@ -85,6 +85,18 @@ extension IntegrationSuite {
                 "the job shown cancelled",
                 #"document.querySelector('#job-results tr[data-job="\#(job.id)"][data-state="cancelled"]')"#)
             #expect(try await sky.status(of: job.id) == .cancelled)
+            // Retried from the page: a new job with the same task, which the broker holds.
+            try await page.evaluate(
+                #"document.querySelector('#job-results tr[data-job="\#(job.id)"] button.retry').click()"#)
+            try await page.waitUntil(
+                "the retry's new job named",
+                #"/Retried as job [0-9A-Z]{26}/.test(document.querySelector('#job-message').textContent)"#)
+            let message = try await page.evaluate("document.querySelector('#job-message').textContent")
+            let newID = try #require(
+                message.split(separator: " ").last.flatMap { JobID(String($0.filter { $0.isLetter || $0.isNumber })) })
+            #expect(newID != job.id)
+            let retried = try await sky.status(of: newID)
+            #expect(retried != .unknown && retried != .cancelled, "\(retried)")
             try await page.waitUntil(
                 "the job counts", #"document.querySelector('#job-counts').textContent.includes('cancelled 1')"#)
 
