@@ -240,7 +240,8 @@ struct BrokerDeadlineTests {
             stats?.services
                 == [
                     "sky.scan": ServiceStats(
-                        queued: 0, completed: 3, failed: 0, completedPerSecond: 3, p50Milliseconds: 0.001,
+                        queued: 0, queuedBytes: 0, completed: 3, failed: 0, completedPerSecond: 3,
+                        p50Milliseconds: 0.001,
                         p99Milliseconds: 0.001)
                 ])
         stats?.services = nil

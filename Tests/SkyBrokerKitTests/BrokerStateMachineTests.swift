@@ -371,7 +371,8 @@ struct BrokerInputTests {
 
     @Test func malformedWorkerMessagesAreDroppedAndCounted() {
         var broker = BrokerHarness()
-        let actions = broker.worker(worker, frames: [Array("SKYW01".utf8), [0x09]])
+        // 0x0A: no command (0x09 is FEATURES, which a broker before it dropped just like this).
+        let actions = broker.worker(worker, frames: [Array("SKYW01".utf8), [0x0A]])
         #expect(effects(actions).isEmpty)
         #expect(broker.machine.counters.malformedWorkerMessages == 1)
     }
