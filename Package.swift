@@ -282,6 +282,7 @@ let package = Package(
             dependencies: [
                 "Sky", "SkyWorkloads", "SkyWorkerKit", "SkyBrokerKit", "SkyZMQ", "SkyProtocol", "SkyTestSupport",
                 "skybroker", "skyworker", "skyscan", "skywatch", "skyctl", "skyweb", "ExampleWorker", "skybench",
+                "SkyTracing",
                 .product(name: "Tracing", package: "swift-distributed-tracing"),
                 .product(name: "InMemoryTracing", package: "swift-distributed-tracing"),
             ],

@@ -384,7 +384,7 @@ extension Broker.Shell {
         span.attributes[SkyTracing.Attribute.worker] = dispatch.worker
         span.attributes[SkyTracing.Attribute.delivery] = Int(dispatch.delivery)
         span.attributes[SkyTracing.Attribute.queueWaitMilliseconds] = Double(waited) / 1_000_000
-        let frame = SkyTracing.frame(for: span.context, tracer: tracer)
+        let frame = SkyTracing.frame(for: span.context, tracer: tracer, base: request.trace)
         span.end(at: end)
         return frame
     }

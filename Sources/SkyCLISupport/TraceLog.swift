@@ -48,11 +48,8 @@ public final class TraceLog: Sendable {
             output.seekToEndOfFile()
         }
         self.program = program
-        // W3C-sized random ids, so that traces from several processes never collide.
-        tracer = InMemoryTracer(
-            idGenerator: .init(nextTraceID: { Self.hex(bytes: 16) }, nextSpanID: { Self.hex(bytes: 8) }),
-            recordInjections: false, recordExtractions: false)
-        InstrumentationSystem.bootstrap(tracer)
+        tracer = InMemoryTracer(idGenerator: TraceLogTracer.w3cIDs, recordInjections: false, recordExtractions: false)
+        InstrumentationSystem.bootstrap(TraceLogTracer(tracer))
         let thread = Thread { [self] in
             while true {
                 usleep(100_000)
@@ -94,6 +91,56 @@ public final class TraceLog: Sendable {
         case .string(let string): string
         default: "\(value)"
         }
+    }
+
+}
+
+/// swift-distributed-tracing's in-memory tracer, speaking W3C Trace Context (`traceparent`) on
+/// the wire instead of its own keys: so that a `--trace-log` broker or worker joins the traces
+/// of clients and workers that export with swift-otel, and the other way round.
+public struct TraceLogTracer: Tracer {
+    public typealias Span = InMemorySpan
+
+    public let base: InMemoryTracer
+
+    /// Random ids of W3C's sizes (16 and 8 bytes, in hex), so that traces from several
+    /// processes never collide and fit a `traceparent`.
+    public static let w3cIDs = InMemoryTracer.IDGenerator(
+        nextTraceID: { hex(bytes: 16) }, nextSpanID: { hex(bytes: 8) })
+
+    public init(_ base: InMemoryTracer) {
+        self.base = base
+    }
+
+    public func startSpan<Instant: TracerInstant>(
+        _ operationName: String, context: @autoclosure () -> ServiceContext, ofKind kind: SpanKind,
+        at instant: @autoclosure () -> Instant, function: String, file fileID: String, line: UInt
+    ) -> InMemorySpan {
+        base.startSpan(
+            operationName, context: context(), ofKind: kind, at: instant(), function: function, file: fileID,
+            line: line)
+    }
+
+    public func forceFlush() { base.forceFlush() }
+
+    public func inject<Carrier, Inject: Injector>(
+        _ context: ServiceContext, into carrier: inout Carrier, using injector: Inject
+    ) where Inject.Carrier == Carrier {
+        guard let span = context.inMemorySpanContext else { return }
+        injector.inject("00-\(span.traceID)-\(span.spanID)-01", forKey: "traceparent", into: &carrier)
+    }
+
+    public func extract<Carrier, Extract: Extractor>(
+        _ carrier: Carrier, into context: inout ServiceContext, using extractor: Extract
+    ) where Extract.Carrier == Carrier {
+        guard let traceparent = extractor.extract(key: "traceparent", from: carrier) else { return }
+        let parts = traceparent.split(separator: "-")
+        guard parts.count >= 4, parts[0].count == 2, parts[1].count == 32, parts[2].count == 16,
+            parts[1].allSatisfy(\.isHexDigit), parts[2].allSatisfy(\.isHexDigit),
+            parts[1].contains(where: { $0 != "0" }), parts[2].contains(where: { $0 != "0" })
+        else { return }
+        context.inMemorySpanContext = InMemorySpanContext(
+            traceID: String(parts[1]), spanID: String(parts[2]), parentSpanID: nil)
     }
 
     private static func hex(bytes: Int) -> String {

@@ -16,8 +16,10 @@ public enum SkyTracing {
     }
 
     /// The trace frame for `context` (what `tracer` injects); nil when it injects nothing.
-    public static func frame(for context: ServiceContext, tracer: some Tracer) -> [UInt8]? {
-        var carrier = TraceContext()
+    /// - Parameter base: a frame to start from: its fields the tracer does not write pass on
+    ///   unchanged (a broker whose tracer speaks another format keeps the W3C fields intact).
+    public static func frame(for context: ServiceContext, tracer: some Tracer, base: [UInt8]? = nil) -> [UInt8]? {
+        var carrier = base.map { TraceContext(frame: $0) } ?? TraceContext()
         tracer.inject(context, into: &carrier, using: TraceContextInjector())
         return carrier.frame
     }

@@ -4,6 +4,7 @@ import Sky
 import SkyCLISupport
 import SkyProtocol
 import SkyTestSupport
+import SkyTracing
 import SkyWorkloads
 import Testing
 import Tracing
@@ -33,9 +34,10 @@ extension IntegrationSuite {
             defer { cluster.killAll() }
             _ = try await cluster.startWorker(name: "traced", extraArguments: ["--trace-log", workerLog])
 
-            let tracer = InMemoryTracer()
+            // W3C on the wire, as with swift-otel: the broker's and worker's --trace-log speak it.
+            let tracer = InMemoryTracer(idGenerator: TraceLogTracer.w3cIDs)
             var configuration = SkyClient.Configuration()
-            configuration.tracer = tracer
+            configuration.tracer = TraceLogTracer(tracer)
             let sky = try await SkyClient(broker: cluster.clients, configuration: configuration)
             defer { Task { await sky.close() } }
             _ = try await sky.scan(ScanTask(sector: 7, size: 32))
@@ -126,5 +128,34 @@ extension IntegrationSuite.TracingTests {
         #expect(next.request?.service == "svc" && (next.request?.trace != nil) == brokerTakesTrace)
         broker.echo(next)
         #expect(try await second.value == [4])
+    }
+
+    /// `--trace-log` speaks W3C Trace Context, so it joins traces with swift-otel peers; and a
+    /// broker whose tracer writes the frame keeps the fields it does not write (a `tracestate`,
+    /// or another tracer's keys) as they came.
+    @Test func theTraceLogSpeaksW3CAndForeignFieldsPassThrough() throws {
+        let memory = InMemoryTracer(idGenerator: TraceLogTracer.w3cIDs)
+        let tracer = TraceLogTracer(memory)
+        let span = tracer.startSpan("dispatch")
+        let ids = try #require(span.context.inMemorySpanContext)
+        let frame = try #require(
+            SkyTracing.frame(
+                for: span.context, tracer: tracer,
+                base: Array(
+                    "traceparent: 00-\(String(repeating: "1", count: 32))-\(String(repeating: "2", count: 16))-01\ntracestate: congo=t61rcWkgMzE\nin-memory-trace-id: 7"
+                        .utf8)))
+        let carried = TraceContext(frame: frame)
+        #expect(carried["traceparent"] == "00-\(ids.traceID)-\(ids.spanID)-01")
+        #expect(carried["tracestate"] == "congo=t61rcWkgMzE" && carried["in-memory-trace-id"] == "7")
+        let extracted = SkyTracing.context(from: frame, tracer: tracer)
+        #expect(extracted.inMemorySpanContext?.traceID == ids.traceID)
+        #expect(extracted.inMemorySpanContext?.spanID == ids.spanID)
+        for bad in [
+            "traceparent: 00-xyz-abc-01",
+            "traceparent: 00-\(String(repeating: "0", count: 32))-\(String(repeating: "2", count: 16))-01",
+        ] {
+            #expect(SkyTracing.context(from: Array(bad.utf8), tracer: tracer).inMemorySpanContext == nil, "\(bad)")
+        }
+        span.end()
     }
 }
