@@ -271,13 +271,13 @@ extension BrokerStateMachine {
 
     /// Makes a delivery of `task` to `peer` (its credit, its lease) without sending it.
     /// - Returns: the delivery's tag.
-    mutating func hand(_ task: QueuedRequest, to peer: PeerID) -> UInt64 {
+    mutating func hand(_ task: QueuedRequest, to peer: PeerID, waited: Int64? = nil) -> UInt64 {
         var task = task
         task.deliveries += 1
         dispatchCounter += 1
         nextTag += 1
         let tag = nextTag
-        workers[peer]?.inFlight[tag] = InFlightTask(task: task)
+        workers[peer]?.inFlight[tag] = InFlightTask(task: task, waited: waited)
         workers[peer]?.lastDispatch = dispatchCounter
         running[task.key] = Delivery(peer: peer, tag: tag)
         if let lease = leaseExpiry(task) { leases.insert(LeaseEntry(expiry: lease, tag: tag, peer: peer)) }
@@ -309,9 +309,7 @@ extension BrokerStateMachine {
     }
 
     mutating func dispatch(_ task: QueuedRequest, to peer: PeerID, now: Instant, into actions: inout [BrokerAction]) {
-        let tag = hand(task, to: peer)
-        serviceWindows[task.request.service, default: ServiceWindow()].recordWait(
-            nanoseconds: ticks(now) - task.arrivedAt)
+        let tag = hand(task, to: peer, waited: ticks(now) - task.arrivedAt)
         send(task, tag: tag, delivery: task.deliveries + 1, to: peer, now: now, into: &actions)
         if configuration.taskEvents {
             publish(

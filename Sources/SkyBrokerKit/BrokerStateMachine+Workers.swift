@@ -219,7 +219,7 @@ extension BrokerStateMachine {
         workers[peer]?.completed += 1
         tasksCompleted += 1
         serviceWindows[held.task.request.service, default: ServiceWindow()].record(
-            nanoseconds: ticks(now) - held.task.arrivedAt, status: answer.status)
+            nanoseconds: ticks(now) - held.task.arrivedAt, status: answer.status, waited: held.waited)
         if answer.status != .ok {
             workers[peer]?.failed += 1
             tasksFailed += 1

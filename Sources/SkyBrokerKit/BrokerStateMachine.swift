@@ -181,6 +181,10 @@ public struct BrokerStateMachine: Sendable {
         var task: QueuedRequest
         /// Already answered (cancelled by its client): the worker's reply only returns the credit.
         var answered = false
+        /// How long the request waited for this delivery, in nanoseconds (nil for a job, which
+        /// waits in the job book): recorded with the reply, so the service's window is
+        /// touched once per task.
+        var waited: Int64? = nil
     }
 
     struct WorkerRecord: Sendable {

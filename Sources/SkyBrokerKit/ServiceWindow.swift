@@ -11,7 +11,8 @@ public struct ServiceWindow: Sendable, Equatable {
     /// Counts per latency bucket: bucket k holds latencies up to 2^(k/4) microseconds (four
     /// buckets per doubling: percentiles within 19 %), from 1 µs to about 18 minutes.
     var buckets = [UInt32](repeating: 0, count: Self.bucketCount)
-    /// Requests' waits from arrival to dispatch to a worker, in the same buckets.
+    /// Requests' waits from arrival to dispatch to a worker (recorded with their replies), in
+    /// the same buckets.
     var waitBuckets = [UInt32](repeating: 0, count: Self.bucketCount)
     /// Answers per reply status (indexed by its raw value; unknown statuses in the last slot).
     var statuses = [UInt64](repeating: 0, count: Self.statusSlots)
@@ -19,20 +20,18 @@ public struct ServiceWindow: Sendable, Equatable {
     static let bucketCount = 120
     static let statusSlots = 16
 
-    mutating func record(nanoseconds: Int64, status: ReplyStatus) {
+    /// A worker's reply, `nanoseconds` after the request arrived; `waited` of them before it
+    /// was dispatched (nil for a job's delivery).
+    mutating func record(nanoseconds: Int64, status: ReplyStatus, waited: Int64? = nil) {
         completed += 1
         count(status)
         buckets[Self.bucket(nanoseconds)] &+= 1
+        if let waited { waitBuckets[Self.bucket(waited)] &+= 1 }
     }
 
     /// A failure the broker answered itself (deadline, no workers, lost workers): no latency.
     mutating func recordFailure(_ status: ReplyStatus) {
         count(status)
-    }
-
-    /// A request was handed to a worker after waiting this long.
-    mutating func recordWait(nanoseconds: Int64) {
-        waitBuckets[Self.bucket(nanoseconds)] &+= 1
     }
 
     private mutating func count(_ status: ReplyStatus) {

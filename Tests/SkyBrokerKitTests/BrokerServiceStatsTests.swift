@@ -95,17 +95,20 @@ struct BrokerServiceStatsTests {
         _ = broker.request(client, RequestID(high: 0, low: 2), body: [1, 2, 3, 4, 5])
         _ = broker.request(client, RequestID(high: 0, low: 3), body: [1, 2], trace: [7, 7, 7])
         _ = broker.advance(.milliseconds(30))
+        #expect(broker.machine.queuedBytesByService["sky.scan"] == 10, "bodies and the trace frame")
         _ = broker.reply(worker, client: client, RequestID(high: 0, low: 1))
+        #expect(broker.machine.queuedBytesByService["sky.scan"] == 5, "the second left the queue")
+        _ = broker.reply(worker, client: client, RequestID(high: 0, low: 2))
         _ = broker.worker(worker, .heartbeat)
         let actions = broker.advance(.seconds(1))
         let stats = try #require(events(actions).first { $0.event == .brokerStats }?.stats)
-        #expect(stats.services?["sky.scan"]?.queuedBytes == 5, "the third waits: body and trace frame")
+        #expect(stats.services?["sky.scan"]?.queuedBytes == 0, "the third runs now")
         let windows = try #require(
             actions.compactMap { if case .serviceWindows(let windows) = $0 { windows } else { nil } }.first)
         let waits = try #require(windows["sky.scan"]?.waitBuckets)
-        #expect(waits.reduce(0, +) == 2, "two dispatches")
+        #expect(waits.reduce(0, +) == 2, "two replies, each with its wait")
         let waited = try #require(waits.lastIndex { $0 > 0 })
         #expect((30_000_000.0...30_000_000 * 1.19).contains(ServiceWindow.upperBoundNanoseconds(waited)))
-        #expect(windows["sky.scan"]?.statuses[Int(ReplyStatus.ok.rawValue)] == 1)
+        #expect(windows["sky.scan"]?.statuses[Int(ReplyStatus.ok.rawValue)] == 2)
     }
 }
