@@ -73,10 +73,9 @@ extension BrokerStateMachine {
             queues[service, default: []].append(task)
         }
         waiting[task.key] = task.arrival
-        queuedByService[service, default: 0] += 1
         let bytes = task.request.queuedSize
+        queuedByService[service, default: ServiceQueue()].add(bytes: bytes)
         queuedBytes += bytes
-        queuedBytesByService[service, default: 0] += bytes
         queuedBytesPeak = max(queuedBytesPeak, queuedBytes)
         queuedCountPeak = max(queuedCountPeak, waiting.count)
         clients[task.client]?.waiting += 1
@@ -96,12 +95,10 @@ extension BrokerStateMachine {
         waiting[task.key] = nil
         let service = task.request.service
         let bytes = task.request.queuedSize
-        if let count = queuedByService[service], count > 1 {
-            queuedByService[service] = count - 1
-            queuedBytesByService[service, default: 0] -= bytes
+        if let queue = queuedByService[service], queue.count > 1 {
+            queuedByService[service]!.remove(bytes: bytes)
         } else {
             queuedByService[service] = nil
-            queuedBytesByService[service] = nil
         }
         queuedBytes -= bytes
         clients[task.client]?.waiting -= 1
@@ -221,7 +218,6 @@ extension BrokerStateMachine {
         // Nothing waits: every queue entry and deadline left is of an answered request.
         waiting = [:]
         queuedByService = [:]
-        queuedBytesByService = [:]
         queues = [:]
         deadQueued = 0
         deadlines = Heap()

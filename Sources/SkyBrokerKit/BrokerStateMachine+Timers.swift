@@ -153,7 +153,7 @@ extension BrokerStateMachine {
         for service in Set(serviceWindows.keys).union(queuedByService.keys).union(workersByService.keys) {
             let window = serviceWindows[service] ?? ServiceWindow()
             all[service] = ServiceStats(
-                queued: queuedByService[service] ?? 0, queuedBytes: queuedBytesByService[service] ?? 0,
+                queued: queuedByService[service]?.count ?? 0, queuedBytes: queuedByService[service]?.bytes ?? 0,
                 completed: window.completed, failed: window.failed,
                 completedPerSecond: seconds > 0 ? Double(window.completed) / seconds : 0,
                 p50Milliseconds: window.quantileMilliseconds(0.5), p99Milliseconds: window.quantileMilliseconds(0.99))

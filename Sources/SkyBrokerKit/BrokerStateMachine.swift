@@ -177,6 +177,23 @@ public struct BrokerStateMachine: Sendable {
         var tag: UInt64
     }
 
+    /// A service's live waiting requests and their bytes (bodies and trace frames), kept as
+    /// they come and go: one dictionary entry per service, touched once per enqueue and dequeue.
+    struct ServiceQueue: Sendable, Equatable {
+        var count = 0
+        var bytes = 0
+
+        mutating func add(bytes: Int) {
+            count += 1
+            self.bytes += bytes
+        }
+
+        mutating func remove(bytes: Int) {
+            count -= 1
+            self.bytes -= bytes
+        }
+    }
+
     struct InFlightTask: Sendable {
         var task: QueuedRequest
         /// Already answered (cancelled by its client): the worker's reply only returns the credit.
@@ -284,9 +301,7 @@ public struct BrokerStateMachine: Sendable {
     var queuedBytes = 0
     /// Live waiting requests per service, kept as they come and go: a snapshot costs no pass
     /// over the queues.
-    var queuedByService: [String: Int] = [:]
-    /// Bytes of the requests waiting, per service (bodies and trace frames).
-    var queuedBytesByService: [String: Int] = [:]
+    var queuedByService: [String: ServiceQueue] = [:]
     /// The most ``queuedBytes`` and waiting requests reached since memory was last returned.
     var queuedBytesPeak = 0
     var queuedCountPeak = 0
@@ -355,7 +370,7 @@ public struct BrokerStateMachine: Sendable {
     }
 
     /// Live waiting requests per service.
-    func queuedPerService() -> [String: Int] { queuedByService }
+    func queuedPerService() -> [String: Int] { queuedByService.mapValues(\.count) }
 
     /// The current view, as answered to `mmi.workers`.
     public func snapshot(now: Instant) -> ClusterSnapshot {

@@ -44,6 +44,8 @@ struct SkyScanCommand: AsyncParsableCommand {
     @Flag(help: "Print the summary as one JSON object.")
     var json = false
 
+    @OptionGroup var metricsOptions: MetricsOptions
+
     @OptionGroup var common: CommonOptions
 
     @OptionGroup var curve: CurveOptions
@@ -66,6 +68,10 @@ struct SkyScanCommand: AsyncParsableCommand {
 
     func run() async throws {
         _ = ProcessSetup.prepare(label: "skyscan", options: common)
+        // The client's metrics while it scans (standard output keeps the summary alone).
+        if let url = await metricsOptions.start(program: "skyscan") {
+            FileHandle.standardError.write(Data("skyscan: metrics at \(url)\n".utf8))
+        }
         var configuration = SkyClient.Configuration()
         configuration.credentials = curve.credentials(program: "skyscan")
         let client = try await SkyClient(broker: broker, configuration: configuration)

@@ -166,6 +166,40 @@ extension IntegrationSuite {
             print("prometheus: \(answer)")
         }
 
+        /// A client's metrics (skyscan's `--metrics`, served while it scans) pass promtool too.
+        @Test func aClientsMetricsPassPromtool() async throws {
+            let promtool = try #require(
+                Self.promtool, "promtool is missing: run the tests with ./ops/sky test, or apt-get install prometheus")
+            let cluster = try await TestCluster.start(extraArguments: ["--state-dir", "none"])
+            defer { cluster.killAll() }
+            _ = try await cluster.startWorker(name: "scanner", capacity: 2)
+            let scan = cluster.track(
+                try SkyProcess(
+                    "skyscan",
+                    ["--broker", cluster.clients, "--sectors", "1000000", "--size", "16", "--metrics", "127.0.0.1:0"]))
+            let line = try await scan.waitForLine(onStandardError: true) { $0.hasPrefix("skyscan: metrics at ") }
+            let url = String(line.dropFirst("skyscan: metrics at ".count))
+            var text = ""
+            try await eventually("the client has finished calls") {
+                text = (try? await Self.fetch(url)) ?? ""
+                return text.contains(#"sky_client_calls_total{service="sky.scan",outcome="ok"}"#)
+            }
+            for series in [
+                #"sky_client_attempts_total{service="sky.scan"}"#,
+                #"sky_client_call_duration_seconds_bucket{service="sky.scan""#,
+                "sky_client_in_flight",
+            ] {
+                #expect(text.contains(series), "\(series)")
+            }
+            let check = try SkyProcess(
+                program: URL(fileURLWithPath: "/bin/sh"),
+                ["-c", "printf '%s' \"$TEXT\" | \"$PROMTOOL\" check metrics"],
+                name: "promtool-client", environment: ["TEXT": text, "PROMTOOL": promtool])
+            #expect(
+                try await check.waitForExit() == 0,
+                "promtool on the client's metrics: \(check.outputLines) \(check.errorText)")
+        }
+
         @Test func aBadMetricsAddressIsRefusedByName() async throws {
             let broker = try SkyProcess("skybroker", ["--metrics", "localhost"])
             #expect(try await broker.waitForExit() != 0)
