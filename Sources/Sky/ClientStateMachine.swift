@@ -89,13 +89,13 @@ struct ClientStateMachine: Sendable {
         return map(table.start(call, id: id, waiter: waiter, now: now))
     }
 
-    /// A caller stopped waiting (its task was cancelled, or its deadline passed); the shell
-    /// already resumed it.
     /// The broker said it takes trace frames during connection `epoch` (see ``RequestTable``).
     mutating func brokerTakesTrace(epoch: UInt64) {
         table.brokerTakesTrace(epoch: epoch)
     }
 
+    /// A caller stopped waiting (its task was cancelled, or its deadline passed); the shell
+    /// already resumed it.
     mutating func abandon(_ waiter: WaiterID) -> [Action] {
         map(table.abandon(waiter))
     }

@@ -14,17 +14,20 @@ extension SkyClient {
         }
     }
 
-    /// Runs `call` (given the trace frame to send, if any) inside a client span.
+    /// Runs `call` inside a client span, given what makes the trace frame to send: the span's
+    /// context, once the broker of this connection said it takes one.
     nonisolated func withCallSpan(
-        service: String, tracer: some Tracer, _ call: ([UInt8]?) async throws -> Completion
+        service: String, tracer: some Tracer, _ call: (@escaping TraceFrameSource) async throws -> Completion
     ) async throws -> Completion {
         let span = tracer.startSpan(
             "sky.call \(service)", context: ServiceContext.current ?? .topLevel, ofKind: .client)
         defer { span.end() }
         span.attributes[SkyTracing.Attribute.system] = "sky"
         span.attributes[SkyTracing.Attribute.service] = service
-        let frame = await takesTrace() ? SkyTracing.frame(for: span.context, tracer: tracer) : nil
-        let completion = try await call(frame)
+        let context = span.context
+        let completion = try await call {
+            await self.takesTrace() ? SkyTracing.frame(for: context, tracer: tracer) : nil
+        }
         span.attributes[SkyTracing.Attribute.attempt] = completion.attempts
         if case .failure(let error) = completion.result {
             span.attributes[SkyTracing.Attribute.status] = error.code.rawValue

@@ -46,6 +46,9 @@ public actor SkyClient {
     /// The tracer, resolved once: nil when none is bootstrapped, and calls are not traced.
     nonisolated let tracer: (any Tracer)?
 
+    /// Makes a call's trace frame (nil: none to send).
+    typealias TraceFrameSource = @Sendable () async -> [UInt8]?
+
     /// How a call ended, with the attempts it took (for batch progress).
     struct Completion: Sendable {
         var result: Result<[UInt8], SkyError>
@@ -194,8 +197,10 @@ public actor SkyClient {
     }
 
     /// ``execute(service:body:options:)`` without its metrics.
+    /// - Parameter trace: makes the trace frame to send, if any: called within the call's
+    ///   deadline, since it may ask the broker first.
     nonisolated func executeMeasured(
-        service: String, body: [UInt8], options: ScanOptions, trace: [UInt8]? = nil
+        service: String, body: [UInt8], options: ScanOptions, trace: TraceFrameSource? = nil
     ) async throws -> Completion {
         // The broker drops a request with an invalid name unanswered; refuse it here instead.
         guard WireFormat.isValidName(service) else {
@@ -242,7 +247,7 @@ public actor SkyClient {
     }
 
     nonisolated func executeRemotely(
-        service: String, body: [UInt8], options: ScanOptions, trace: [UInt8]? = nil
+        service: String, body: [UInt8], options: ScanOptions, trace: TraceFrameSource? = nil
     ) async throws -> Completion {
         if shell.loop.withLock({ $0 == nil }) {
             do {
@@ -251,6 +256,7 @@ public actor SkyClient {
                 return Completion(result: .failure(error), attempts: 0)
             }
         }
-        return try await shell.call(RequestTable.Call(service: service, body: body, options: options, trace: trace))
+        let frame = await trace?()
+        return try await shell.call(RequestTable.Call(service: service, body: body, options: options, trace: frame))
     }
 }

@@ -47,10 +47,31 @@ public struct TaskRequest: Sendable, Equatable {
     public var requestID: RequestID
     public var service: String
     public var header: RequestHeader
-    public var body: [UInt8]
+    /// Body and trace frame in one word: the broker keeps a copy of every waiting request, and
+    /// an optional frame of its own would cost each of them 8 bytes, traced or not.
+    private var payload: Payload
+
+    public var body: [UInt8] {
+        get {
+            switch payload {
+            case .plain(let body): body
+            case .traced(let traced): traced.body
+            }
+        }
+        set { payload = Payload(body: newValue, trace: trace) }
+    }
+
     /// The optional trace frame (a ``TraceContext``), at most ``TraceContext/maxBytes``;
     /// carried as it came, never read by the broker.
-    public var trace: [UInt8]?
+    public var trace: [UInt8]? {
+        get {
+            switch payload {
+            case .plain: nil
+            case .traced(let traced): traced.trace
+            }
+        }
+        set { payload = Payload(body: body, trace: newValue) }
+    }
 
     public init(
         requestID: RequestID, service: String, header: RequestHeader = RequestHeader(), body: [UInt8],
@@ -59,12 +80,38 @@ public struct TaskRequest: Sendable, Equatable {
         self.requestID = requestID
         self.service = service
         self.header = header
-        self.body = body
-        self.trace = trace
+        payload = Payload(body: body, trace: trace)
     }
 
     /// The bytes it holds beyond its fixed fields, which bound a queue: body and trace frame.
-    public var queuedSize: Int { body.count + (trace?.count ?? 0) }
+    public var queuedSize: Int {
+        switch payload {
+        case .plain(let body): body.count
+        case .traced(let traced): traced.body.count + traced.trace.count
+        }
+    }
+
+    private enum Payload: Sendable, Equatable {
+        case plain([UInt8])
+        case traced(Traced)
+
+        init(body: [UInt8], trace: [UInt8]?) {
+            self = trace.map { .traced(Traced(body: body, trace: $0)) } ?? .plain(body)
+        }
+    }
+
+    /// A traced request's two frames, boxed (immutable: a change makes a new box).
+    private final class Traced: Sendable, Equatable {
+        let body: [UInt8]
+        let trace: [UInt8]
+
+        init(body: [UInt8], trace: [UInt8]) {
+            self.body = body
+            self.trace = trace
+        }
+
+        static func == (lhs: Traced, rhs: Traced) -> Bool { lhs.body == rhs.body && lhs.trace == rhs.trace }
+    }
 }
 
 /// The outcome of one task: a status and, for success, the result; otherwise an error body.

@@ -159,3 +159,25 @@ extension IntegrationSuite.TracingTests {
         span.end()
     }
 }
+
+extension IntegrationSuite.TracingTests {
+    /// Asking the broker for its features happens inside the call's deadline: a broker that
+    /// does not answer costs a traced call no more than its deadline.
+    @Test func theFeaturesQuestionStaysWithinTheCallsDeadline() async throws {
+        let broker = try await FakeBroker.start()
+        defer { Task { await broker.stop() } }
+        var configuration = SkyClient.Configuration()
+        configuration.tracer = InMemoryTracer()
+        configuration.connectTimeout = .seconds(10)
+        let sky = try await SkyClient(broker: broker.endpoint, configuration: configuration)
+        defer { Task { await sky.close() } }
+        let started = ContinuousClock.now
+        let outcome = await #expect(throws: SkyError.self) {
+            _ = try await sky.request(service: "svc", body: [1], options: ScanOptions(deadline: .milliseconds(300)))
+        }
+        let elapsed = ContinuousClock.now - started
+        #expect(outcome?.code == .timeout, "\(String(describing: outcome))")
+        #expect(elapsed < .seconds(3), "\(elapsed): bounded by the 300 ms deadline, not the 10 s connect timeout")
+        #expect((await broker.nextRequest()).request?.service == BrokerService.features, "it did ask")
+    }
+}
