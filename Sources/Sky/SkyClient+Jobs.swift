@@ -108,8 +108,10 @@ extension SkyClient {
 
     /// One request to the broker's job service. The timeout leaves a held wait room to end.
     private nonisolated func jobCall(_ service: String, _ body: [UInt8]) async throws -> [UInt8] {
+        // The client's default retry policy (``Configuration/defaults``): a service keeps the
+        // default and rides out a broker restart; an operator's tool fails at once.
         let options = ScanOptions(
-            timeout: BrokerService.jobWaitHold + .seconds(10), retry: .default, coalesce: false)
+            timeout: BrokerService.jobWaitHold + .seconds(10), retry: configuration.defaults.retry, coalesce: false)
         // A submit or a retry is traced: the job's executions join the caller's trace.
         if let tracer, service == BrokerService.jobSubmit || service == BrokerService.jobRetry {
             return try await withCallSpan(service: service, tracer: tracer) { frame in

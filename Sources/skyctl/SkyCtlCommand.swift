@@ -31,6 +31,9 @@ struct BrokerOptions: ParsableArguments {
         configuration.logger = ProcessSetup.prepare(label: program, options: common)
         configuration.credentials = curve.credentials(program: program)
         configuration.connectTimeout = .seconds(5)
+        // One try: a wrong endpoint or a stopped broker is said after the connect timeout,
+        // not after three of them; the operator runs the command again.
+        configuration.defaults.retry = .never
         do {
             return try await SkyClient(broker: broker, configuration: configuration)
         } catch {

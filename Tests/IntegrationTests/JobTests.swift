@@ -476,6 +476,18 @@ extension IntegrationSuite {
             await cluster.stop()
         }
 
+        /// A newcomer's wrong endpoint: skyctl says so after its 5 s connect timeout (it once
+        /// tried three times, 15 s), naming the cause.
+        @Test func skyctlOnAnEndpointWithNoBrokerFailsAfterOneConnectTimeout() async throws {
+            let endpoint = try await unusedEndpoint()
+            let started = ContinuousClock.now
+            let process = try SkyProcess("skyctl", ["jobs", "list", "--broker", endpoint])
+            #expect(try await process.waitForExit(timeout: .seconds(30)) == 1)
+            let elapsed = ContinuousClock.now - started
+            #expect(elapsed < .seconds(10), "\(elapsed)")
+            #expect(process.errorText.contains("the broker is unreachable"), "\(process.errorText)")
+        }
+
         /// A job's per-attempt timeout: the attempt is taken from its worker (and cancelled
         /// there) once it ran past the timeout and the lease grace, and counts as a timeout for
         /// the retry policy.
