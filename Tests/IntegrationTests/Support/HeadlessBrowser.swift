@@ -142,11 +142,13 @@ final class HeadlessBrowser: Sendable {
         return try JSONSerialization.data(withJSONObject: object["result"] ?? [:])
     }
 
-    /// Opens `url` in a new tab and returns it once attached.
+    /// Opens `url` in a new tab and returns it once the navigation committed (what the page
+    /// is asked from then on is asked of `url`'s document, not of the blank one before it).
     func open(_ url: String) async throws -> Page {
-        let target = try Self.field("targetId", of: try await send("Target.createTarget", ["url": url]))
+        let target = try Self.field("targetId", of: try await send("Target.createTarget", ["url": "about:blank"]))
         let session = try Self.field(
             "sessionId", of: try await send("Target.attachToTarget", ["targetId": target, "flatten": true]))
+        _ = try await send("Page.navigate", ["url": url], session: session)
         return Page(browser: self, session: session)
     }
 
@@ -187,16 +189,26 @@ final class HeadlessBrowser: Sendable {
             return String(String(decoding: data, as: UTF8.self).dropFirst().dropLast())
         }
 
-        /// Waits until `expression` is true in the page, checking every 50 ms: the page
-        /// updates itself from its WebSocket, so this awaits what a person would see.
+        /// Waits until `expression` is true in the page. The page itself awaits it: a
+        /// MutationObserver checks it on every change to the document (the page updates itself
+        /// from its WebSocket), so nothing here sleeps or polls; the page gives up at `timeout`.
         func waitUntil(_ what: String, _ expression: String, timeout: Duration = .seconds(20)) async throws {
-            let deadline = ContinuousClock.now + timeout
-            while try await evaluate("Boolean(\(expression))") != "true" {
-                guard ContinuousClock.now < deadline else {
-                    let text = try await evaluate("document.body.innerText")
-                    throw Failure(description: "not shown within \(timeout): \(what). The page showed: \(text)")
-                }
-                try await Task.sleep(for: .milliseconds(50))
+            let milliseconds = timeout.components.seconds * 1000
+            let shown = try await evaluate(
+                """
+                new Promise((resolve) => {
+                  const holds = () => { try { return Boolean(\(expression)); } catch (e) { return false; } };
+                  if (holds()) { resolve(true); return; }
+                  const observer = new MutationObserver(() => {
+                    if (holds()) { observer.disconnect(); resolve(true); }
+                  });
+                  observer.observe(document, { subtree: true, childList: true, attributes: true, characterData: true });
+                  setTimeout(() => { observer.disconnect(); resolve(holds()); }, \(milliseconds));
+                })
+                """)
+            guard shown == "true" else {
+                let text = try await evaluate("document.body.innerText")
+                throw Failure(description: "not shown within \(timeout): \(what). The page showed: \(text)")
             }
         }
 
