@@ -181,3 +181,53 @@ extension IntegrationSuite.TracingTests {
         #expect((await broker.nextRequest()).request?.service == BrokerService.features, "it did ask")
     }
 }
+
+extension IntegrationSuite.TracingTests {
+    /// Hostile and old peers, written from docs/protocol.md: a raw client's REQUEST with a junk
+    /// trace frame is answered as any other, by a real skyworker that never announced the frame
+    /// (it gets 7 frames) and by a raw worker that did (it gets the frame as sent); an
+    /// oversized trace frame makes the REQUEST malformed, dropped and counted, and the broker
+    /// goes on serving; FEATURES from a worker that never said READY changes nothing.
+    @Test func junkAndOversizedTraceFramesFromRawPeers() async throws {
+        let cluster = try await TestCluster.start(extraArguments: ["--state-dir", "none"])
+        defer { cluster.killAll() }
+        _ = try await cluster.startWorker(name: "plain", capacity: 1)
+        let client = try await RawPeer(connectingTo: cluster.clients)
+        defer { Task { await client.close() } }
+        let junk: [UInt8] = Array("\u{1}not: a\ntrace context at all\n\n".utf8)
+        func request(_ low: UInt64, service: String = "sky.echo", trace: [UInt8]) -> [[UInt8]] {
+            ClientToBroker.request(
+                TaskRequest(
+                    requestID: RequestID(high: 7, low: low), service: service,
+                    header: RequestHeader(attempt: 1, timeoutMilliseconds: 5000), body: Array("\"hi\"".utf8))
+            ).encode() + [trace]
+        }
+        client.send(request(1, trace: junk))
+        let first = try await client.waitForReplies(1)
+        #expect(first.first?.status == .ok && first.first?.body == Array("\"hi\"".utf8))
+
+        client.send(request(2, trace: [UInt8](repeating: 0x61, count: TraceContext.maxBytes + 1)))
+        client.send(request(3, trace: junk))
+        let replies = try await client.waitForReplies(2)
+        #expect(
+            replies.map(\.requestID) == [RequestID(high: 7, low: 1), RequestID(high: 7, low: 3)],
+            "2 dropped, 3 answered")
+        let snapshot = try await cluster.snapshot()
+        #expect(snapshot.counters.malformedClientMessages == 1)
+
+        // A raw worker that announced the frame gets it exactly as the client sent it.
+        let stranger = try await RawPeer(connectingTo: cluster.workers)
+        stranger.send(WorkerToBroker.features([TraceContext.feature]).encode())
+        let announced = try await HungWorker(broker: cluster.workers, services: ["raw.traced"])
+        defer { Task { await announced.close() } }
+        announced.peer.send(WorkerToBroker.features([TraceContext.feature]).encode())
+        try await cluster.waitForWorkers(2)
+        client.send(request(4, service: "raw.traced", trace: junk))
+        try await eventually("the raw worker holds the request") { !announced.requests.isEmpty }
+        #expect(announced.requests.first?.request.trace == junk)
+        announced.answerAll()
+        #expect(try await client.waitForReplies(3).last?.requestID == RequestID(high: 7, low: 4))
+        #expect(cluster.broker.isRunning)
+        await stranger.close()
+    }
+}
