@@ -41,10 +41,14 @@ public final class TraceLog: Sendable {
         } else {
             if !FileManager.default.fileExists(atPath: path) {
                 guard FileManager.default.createFile(atPath: path, contents: nil) else {
-                    throw CocoaError(.fileWriteNoPermission)
+                    throw TraceLogError(
+                        description: "it cannot be created (does its folder exist, and may this user write there?)")
                 }
             }
-            output = try FileHandle(forWritingTo: URL(fileURLWithPath: path))
+            guard let handle = FileHandle(forWritingAtPath: path) else {
+                throw TraceLogError(description: "it cannot be opened for writing")
+            }
+            output = handle
             output.seekToEndOfFile()
         }
         self.program = program
@@ -146,6 +150,10 @@ public struct TraceLogTracer: Tracer {
     private static func hex(bytes: Int) -> String {
         (0..<bytes).map { _ in String(format: "%02x", UInt8.random(in: 0...255)) }.joined()
     }
+}
+
+struct TraceLogError: Error, CustomStringConvertible {
+    var description: String
 }
 
 /// One finished span, as a line of the trace log.

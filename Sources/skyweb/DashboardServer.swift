@@ -91,9 +91,9 @@ struct DashboardServer {
             state = parsed
         }
         let service = request.query["service"].flatMap { $0.isEmpty ? nil : $0 }
-        let limit = request.query["limit"].flatMap(Int.init) ?? 50
-        guard (1...1000).contains(limit) else {
-            throw DashboardError(status: .badRequest, message: "limit \(limit) is outside 1...1000")
+        let text = request.query["limit"] ?? "50"
+        guard let limit = Int(text), (1...1000).contains(limit) else {
+            throw DashboardError(status: .badRequest, message: "limit \(text) is not a whole number in 1...1000")
         }
         let jobs = try await client.jobs(state: state, service: service, limit: limit)
         let rows = jobs.map { JobRow(id: $0.id.description, service: $0.service, status: $0.status) }

@@ -131,6 +131,13 @@ extension IntegrationSuite {
                 program: "skywatch", arguments: ["--wait-workers=-1"],
                 message: "--wait-workers must be a whole number in 0...1000000"),
             .init(
+                program: "skybroker",
+                arguments: ["--state-dir", "none", "--trace-log", "/nonexistent/folder/spans.jsonl"],
+                status: 1,
+                message:
+                    "skybroker: cannot write the trace log /nonexistent/folder/spans.jsonl: it cannot be created (does its folder exist"
+            ),
+            .init(
                 program: "skyweb", arguments: ["--listen", "8470"],
                 message: "--listen 8470 is not HOST:PORT with an IPv4 address and a port in 0...65535"),
             .init(

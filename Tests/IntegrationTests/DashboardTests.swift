@@ -5,6 +5,10 @@ import SkyTestSupport
 import SkyWorkloads
 import Testing
 
+#if canImport(FoundationNetworking)
+    import FoundationNetworking
+#endif
+
 extension IntegrationSuite {
     /// skyweb in a real headless Chromium against a real cluster: what a person sees, updated
     /// live over the page's WebSocket without a reload.
@@ -123,6 +127,10 @@ extension IntegrationSuite {
             #expect(second.errorText.contains("pick another --listen"), "\(second.errorText)")
             #expect(second.outputLines.isEmpty, "nothing may claim to be ready")
 
+            let (body, response) = try await URLSession.shared.data(
+                from: URL(string: "\(url)api/jobs?limit=99999999999999999999")!)
+            #expect((response as? HTTPURLResponse)?.statusCode == 400)
+            #expect(String(decoding: body, as: UTF8.self).contains("is not a whole number in 1...1000"))
             let state = try await MetricsTests.fetch("\(url)api/state")
             #expect(state.contains(#""reachable":false"#), "\(state)")
             try await first.waitForLine(onStandardError: true, timeout: .seconds(10)) {
