@@ -16,8 +16,7 @@ actor WatchDisplay {
     let style: Style
     let broker: String
     private(set) var view = ClusterView()
-    private var lastDraw = ContinuousClock.now - .seconds(1)
-    private var redrawPending = false
+    private var redraws = Throttle(interval: .milliseconds(200))
     private var lastNotice = ""
     private var silence = BrokerSilence()
     /// Set while the broker has been silent for three stats periods: since when.
@@ -57,13 +56,11 @@ actor WatchDisplay {
 
     /// Redraws at most five times a second, and always after the last change.
     private func scheduleRedraw() {
-        guard !redrawPending else { return }
-        let wait = Duration.milliseconds(200) - (ContinuousClock.now - lastDraw)
+        guard let wait = redraws.changed() else { return }
         guard wait > .zero else {
             redraw()
             return
         }
-        redrawPending = true
         Task {
             try? await Task.sleep(for: wait)
             self.redrawNow()
@@ -71,7 +68,7 @@ actor WatchDisplay {
     }
 
     private func redrawNow() {
-        redrawPending = false
+        redraws.scheduledFired()
         redraw()
     }
 
@@ -132,7 +129,7 @@ actor WatchDisplay {
     }
 
     private func redraw() {
-        lastDraw = ContinuousClock.now
+        redraws.acted()
         var text = "\u{1B}[H\u{1B}[2J"
         text += WorkerTable.render(
             view, broker: broker, unreachableSince: unreachableSince.map(Self.time), departures: departures)

@@ -1,5 +1,6 @@
 import Foundation
 import Sky
+import SkyCLISupport
 import SkyProtocol
 
 /// Holds the model and pushes its state to the open pages: at most four times a second
@@ -12,8 +13,7 @@ actor Dashboard {
 
     private var model: DashboardModel
     private var watchers: [UUID: AsyncStream<String>.Continuation] = [:]
-    private var pushScheduled = false
-    private var lastPush = ContinuousClock.now - .seconds(1)
+    private var pushes = Throttle(interval: pushInterval)
 
     init(model: DashboardModel) {
         self.model = model
@@ -51,13 +51,11 @@ actor Dashboard {
     var watcherCount: Int { watchers.count }
 
     private func schedulePush() {
-        guard !pushScheduled else { return }
-        let wait = Self.pushInterval - (ContinuousClock.now - lastPush)
+        guard let wait = pushes.changed() else { return }
         guard wait > .zero else {
             push()
             return
         }
-        pushScheduled = true
         Task {
             try? await Task.sleep(for: wait)
             self.scheduledPush()
@@ -65,12 +63,12 @@ actor Dashboard {
     }
 
     private func scheduledPush() {
-        pushScheduled = false
+        pushes.scheduledFired()
         push()
     }
 
     private func push() {
-        lastPush = .now
+        pushes.acted()
         guard !watchers.isEmpty else { return }
         let json = stateJSON()
         for continuation in watchers.values { continuation.yield(json) }
