@@ -78,8 +78,10 @@ extension BrokerStateMachine {
         queuedBytes += bytes
         queuedBytesPeak = max(queuedBytesPeak, queuedBytes)
         queuedCountPeak = max(queuedCountPeak, waiting.count)
-        clients[task.client]?.waiting += 1
-        clients[task.client]?.waitingBytes += bytes
+        withClient(task.client) { client in
+            client.waiting += 1
+            client.waitingBytes += bytes
+        }
         var expiry = queueExpiry(task)
         if !isServed(service) {
             let (graceEnd, overflow) = ticks(now).addingReportingOverflow(noWorkersGrace(task))
@@ -95,14 +97,18 @@ extension BrokerStateMachine {
         waiting[task.key] = nil
         let service = task.request.service
         let bytes = task.request.queuedSize
-        if let queue = queuedByService[service], queue.count > 1 {
-            queuedByService[service]!.remove(bytes: bytes)
-        } else {
-            queuedByService[service] = nil
+        if let index = queuedByService.index(forKey: service) {
+            if queuedByService.values[index].count > 1 {
+                queuedByService.values[index].remove(bytes: bytes)
+            } else {
+                queuedByService.remove(at: index)
+            }
         }
         queuedBytes -= bytes
-        clients[task.client]?.waiting -= 1
-        clients[task.client]?.waitingBytes -= bytes
+        withClient(task.client) { client in
+            client.waiting -= 1
+            client.waitingBytes -= bytes
+        }
     }
 
     /// Removes a waiting request that will not be dispatched (cancelled or expired); its queue
@@ -147,14 +153,18 @@ extension BrokerStateMachine {
     /// The oldest live request of a service, removed from the queue. Skips entries that were
     /// cancelled or expired while they waited.
     mutating func popWaiting(_ service: String) -> QueuedRequest? {
-        while let task = queues[service]?.popFirst() {
-            guard waiting[task.key] == task.arrival else {
-                deadQueued -= 1
-                continue
+        // One lookup of the queue for the whole pass (by index, changed in place).
+        if let index = queues.index(forKey: service) {
+            while let task = queues.values[index].popFirst() {
+                guard waiting[task.key] == task.arrival else {
+                    deadQueued -= 1
+                    continue
+                }
+                let empty = queues.values[index].isEmpty
+                unmarkWaiting(task)
+                if empty { removeQueue(service) }
+                return task
             }
-            unmarkWaiting(task)
-            if queues[service]?.isEmpty == true { removeQueue(service) }
-            return task
         }
         removeQueue(service)
         return nil
@@ -162,10 +172,12 @@ extension BrokerStateMachine {
 
     /// Arrival number of the oldest live request of a service.
     mutating func oldestWaiting(_ service: String) -> UInt64? {
-        while let head = queues[service]?.first {
-            if waiting[head.key] == head.arrival { return head.arrival }
-            queues[service]?.removeFirst()
-            deadQueued -= 1
+        if let index = queues.index(forKey: service) {
+            while let head = queues.values[index].first {
+                if waiting[head.key] == head.arrival { return head.arrival }
+                queues.values[index].removeFirst()
+                deadQueued -= 1
+            }
         }
         removeQueue(service)
         return nil
@@ -243,26 +255,35 @@ extension BrokerStateMachine {
     /// The worker to give a new task of `service`: a free credit, least loaded, least recently
     /// used; one still holding a cancelled delivery of the same request only if no other is free.
     func bestWorker(for service: String, avoiding key: TaskKey? = nil) -> PeerID? {
-        var best: WorkerRecord?
+        var best: (peer: PeerID, inFlight: Int, capacity: Int, lastDispatch: UInt64)?
         var fallback: PeerID?
         for peer in workersByService[service] ?? [] {
-            guard let candidate = workers[peer], candidate.freeCredits > 0 else { continue }
-            if let key, !candidate.cancelledKeys.isEmpty, candidate.cancelledKeys.contains(key) {
+            let seen = readWorker(peer) { candidate in
+                (
+                    free: candidate.freeCredits > 0,
+                    avoid: key.map { !candidate.cancelledKeys.isEmpty && candidate.cancelledKeys.contains($0) }
+                        ?? false,
+                    inFlight: candidate.inFlight.count, capacity: candidate.capacity,
+                    lastDispatch: candidate.lastDispatch
+                )
+            }
+            guard let candidate = seen, candidate.free else { continue }
+            if candidate.avoid {
                 fallback = fallback ?? peer
                 continue
             }
             guard let current = best else {
-                best = candidate
+                best = (peer, candidate.inFlight, candidate.capacity, candidate.lastDispatch)
                 continue
             }
             // Compare load ratios without division: a/b < c/d  ⇔  a·d < c·b.
-            let lhs = candidate.inFlight.count * current.capacity
-            let rhs = current.inFlight.count * candidate.capacity
+            let lhs = candidate.inFlight * current.capacity
+            let rhs = current.inFlight * candidate.capacity
             if lhs < rhs || (lhs == rhs && candidate.lastDispatch < current.lastDispatch) {
-                best = candidate
+                best = (peer, candidate.inFlight, candidate.capacity, candidate.lastDispatch)
             }
         }
-        return best?.id ?? fallback
+        return best?.peer ?? fallback
     }
 
     /// Makes a delivery of `task` to `peer` (its credit, its lease) without sending it.
@@ -273,8 +294,11 @@ extension BrokerStateMachine {
         dispatchCounter += 1
         nextTag += 1
         let tag = nextTag
-        workers[peer]?.inFlight[tag] = InFlightTask(task: task, waited: waited)
-        workers[peer]?.lastDispatch = dispatchCounter
+        let order = dispatchCounter
+        withWorker(peer) { worker in
+            worker.inFlight[tag] = InFlightTask(task: task, waited: waited)
+            worker.lastDispatch = order
+        }
         running[task.key] = Delivery(peer: peer, tag: tag)
         if let lease = leaseExpiry(task) { leases.insert(LeaseEntry(expiry: lease, tag: tag, peer: peer)) }
         return tag
@@ -322,7 +346,7 @@ extension BrokerStateMachine {
     mutating func fill(_ peer: PeerID, now: Instant, into actions: inout [BrokerAction]) {
         // Only these two fields: a copy of the whole record would share its `inFlight` table, and
         // the dispatches below would then copy that table on write, once per task.
-        guard let (services, credits) = workers[peer].map({ ($0.services, $0.freeCredits) }) else { return }
+        guard let (services, credits) = readWorker(peer, { ($0.services, $0.freeCredits) }) else { return }
         var free = credits
         while free > 0 {
             var oldest: (service: String, arrival: UInt64)?

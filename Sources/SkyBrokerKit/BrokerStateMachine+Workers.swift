@@ -17,13 +17,13 @@ extension BrokerStateMachine {
         into actions: inout [BrokerAction]
     ) {
         lastNow = now
-        if let record = workers[peer], record.key != key {
+        if let name = readWorker(peer, { $0.key != key ? $0.name : nil }) ?? nil {
             counters.spoofedWorkerMessages += 1
             actions.append(
                 .log(
                     .warning,
                     "a peer with another key took over a worker's routing id; its message is dropped and the worker's registration ends",
-                    ["key": key ?? "none", "worker": record.name, "peer": "\(peer)"]))
+                    ["key": key ?? "none", "worker": name, "peer": "\(peer)"]))
             remove(peer, reason: .unreachable, now: now, into: &actions)
             return
         }
@@ -47,7 +47,7 @@ extension BrokerStateMachine {
             register(peer, announcement, host: host, key: key, now: now, into: &actions)
             return
         }
-        guard workers[peer] != nil else {
+        guard withWorker(peer, { $0.lastHeard = now }) != nil else {
             switch command {
             case .reply(_, let reply):
                 // From a worker the broker gave up on (expired, then woke up): its tasks are
@@ -68,7 +68,6 @@ extension BrokerStateMachine {
             }
             return
         }
-        workers[peer]?.lastHeard = now
         switch command {
         case .ready:
             break
@@ -205,9 +204,20 @@ extension BrokerStateMachine {
     private mutating func complete(
         at peer: PeerID, tag frame: [UInt8], answer: TaskReply, now: Instant, into actions: inout [BrokerAction]
     ) {
-        guard let tag = WireFormat.deliveryNumber(frame), let held = workers[peer]?.inFlight[tag],
-            held.task.request.requestID == answer.requestID
-        else {
+        let failed = answer.status != .ok
+        // One lookup takes the delivery and counts the reply.
+        let found = WireFormat.deliveryNumber(frame).flatMap { tag in
+            withWorker(peer) { worker -> (held: InFlightTask, name: String)? in
+                guard let held = worker.inFlight[tag], held.task.request.requestID == answer.requestID else {
+                    return nil
+                }
+                worker.inFlight[tag] = nil
+                worker.completed += 1
+                if failed { worker.failed += 1 }
+                return (held, worker.name)
+            } ?? nil
+        }
+        guard let (held, workerName) = found else {
             counters.staleReplies += 1
             actions.append(
                 .log(
@@ -215,16 +225,12 @@ extension BrokerStateMachine {
                     ["request": "\(answer.requestID)", "peer": "\(peer)"]))
             return
         }
-        workers[peer]?.inFlight[tag] = nil
-        workers[peer]?.completed += 1
         tasksCompleted += 1
         serviceWindows[held.task.request.service, default: ServiceWindow()].record(
             nanoseconds: ticks(now) - held.task.arrivedAt, status: answer.status, waited: held.waited)
-        if answer.status != .ok {
-            workers[peer]?.failed += 1
+        if failed {
             tasksFailed += 1
-            sampleFailure(
-                held.task, answer.status, RemoteErrorBody(decoding: answer.body), worker: workers[peer]?.name)
+            sampleFailure(held.task, answer.status, RemoteErrorBody(decoding: answer.body), worker: workerName)
         }
         let key = held.task.key
         if held.answered {

@@ -354,6 +354,32 @@ public struct BrokerStateMachine: Sendable {
         jobIDGenerator = SplitMix64(seed: configuration.jobIDSeed ?? UInt64.random(in: .min ... .max))
     }
 
+    // MARK: Worker records
+
+    /// Runs `change` on a worker's record in place. One lookup however many fields change, and
+    /// the record is never moved out and back: each `workers[peer]?.field = x` hashes the peer
+    /// again and moves the whole record, which the profile showed as a third of the machine's
+    /// instructions per task.
+    @inline(__always)
+    mutating func withWorker<R>(_ peer: PeerID, _ change: (inout WorkerRecord) -> R) -> R? {
+        guard let index = workers.index(forKey: peer) else { return nil }
+        return change(&workers.values[index])
+    }
+
+    /// Runs `change` on a client's record in place, with one lookup (as ``withWorker(_:_:)``).
+    @inline(__always)
+    mutating func withClient<R>(_ number: ClientNumber, _ change: (inout ClientRecord) -> R) -> R? {
+        guard let index = clients.index(forKey: number) else { return nil }
+        return change(&clients.values[index])
+    }
+
+    /// Reads from a worker's record without copying it.
+    @inline(__always)
+    func readWorker<R>(_ peer: PeerID, _ read: (borrowing WorkerRecord) -> R) -> R? {
+        guard let index = workers.index(forKey: peer) else { return nil }
+        return read(workers.values[index])
+    }
+
     // MARK: Queries
 
     /// Requests waiting for a worker.
@@ -478,7 +504,7 @@ public struct BrokerStateMachine: Sendable {
             releaseClient(client)
             return
         }
-        clients[client]!.outstanding += 1
+        withClient(client) { $0.outstanding += 1 }
         nextArrival += 1
         let task = QueuedRequest(
             client: client, request: request, arrival: nextArrival << Self.slotBits, arrivedAt: ticks(now))
@@ -593,8 +619,12 @@ public struct BrokerStateMachine: Sendable {
 
     /// A request of the client was answered.
     mutating func finishRequest(_ number: ClientNumber) {
-        clients[number]?.outstanding -= 1
-        releaseClient(number)
+        guard let index = clients.index(forKey: number) else { return }
+        clients.values[index].outstanding -= 1
+        guard clients.values[index].outstanding == 0 else { return }
+        let peer = clients.values[index].peer
+        clients.remove(at: index)
+        clientNumbers[peer] = nil
     }
 
     // MARK: Time
