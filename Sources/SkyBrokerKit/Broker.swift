@@ -328,15 +328,15 @@ public final class Broker: Service, Sendable {
             for action in actions {
                 switch action {
                 case .sendToClient(let peer, let command):
-                    outbound.append(.init(socket: Broker.clientsSocket, frames: [peer.bytes] + command.encode()))
+                    outbound.append(.init(socket: Broker.clientsSocket, frames: command.encode(routedTo: peer.bytes)))
                 case .sendToWorker(let peer, let command):
-                    outbound.append(.init(socket: Broker.workersSocket, frames: [peer.bytes] + command.encode()))
+                    outbound.append(.init(socket: Broker.workersSocket, frames: command.encode(routedTo: peer.bytes)))
                 case .sendTraced(let peer, let tag, var request, let dispatch):
                     if let tracer { request.trace = Self.span(request, dispatch, tracer) ?? request.trace }
                     outbound.append(
                         .init(
                             socket: Broker.workersSocket,
-                            frames: [peer.bytes] + BrokerToWorker.request(tag: tag, request).encode()))
+                            frames: BrokerToWorker.request(tag: tag, request).encode(routedTo: peer.bytes)))
                 case .sendRaw(.clients, let peer, let frames):
                     outbound.append(.init(socket: Broker.clientsSocket, frames: [peer.bytes] + frames))
                 case .sendRaw(.workers, let peer, let frames):

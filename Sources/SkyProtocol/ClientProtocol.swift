@@ -39,12 +39,19 @@ public enum ClientToBroker: Sendable, Equatable {
     public func encode() -> [[UInt8]] {
         switch self {
         case .request(let request):
-            [
-                WireFormat.clientSignature, [Command.request.rawValue], request.requestID.frame,
-                Array(request.service.utf8), request.header.frame, request.body,
-            ] + (request.trace.map { [$0] } ?? [])
+            // Once per call: one array of the right size, the command frame shared.
+            var frames: [[UInt8]] = []
+            frames.reserveCapacity(7)
+            frames.append(WireFormat.clientSignature)
+            frames.append(WireFormat.byteFrame(Command.request.rawValue))
+            frames.append(request.requestID.frame)
+            frames.append(Array(request.service.utf8))
+            frames.append(request.header.frame)
+            frames.append(request.body)
+            if let trace = request.trace { frames.append(trace) }
+            return frames
         case .cancel(let requestID):
-            [WireFormat.clientSignature, [Command.cancel.rawValue], requestID.frame]
+            return [WireFormat.clientSignature, [Command.cancel.rawValue], requestID.frame]
         }
     }
 }
@@ -73,13 +80,23 @@ public enum BrokerToClient: Sendable, Equatable {
         }
     }
 
-    public func encode() -> [[UInt8]] {
+    public func encode() -> [[UInt8]] { encode(routedTo: nil) }
+
+    /// The frames, after a ROUTER's routing-id frame when one is given: the broker's sends are
+    /// built in one array of the right size.
+    public func encode(routedTo routingID: [UInt8]?) -> [[UInt8]] {
         switch self {
         case .reply(let reply):
-            [
-                WireFormat.clientSignature, [Command.reply.rawValue], reply.requestID.frame,
-                WireFormat.bytes(reply.attempt), [reply.status.rawValue], reply.body,
-            ]
+            var frames: [[UInt8]] = []
+            frames.reserveCapacity(7)
+            if let routingID { frames.append(routingID) }
+            frames.append(WireFormat.clientSignature)
+            frames.append(WireFormat.byteFrame(Command.reply.rawValue))
+            frames.append(reply.requestID.frame)
+            frames.append(WireFormat.bytes(reply.attempt))
+            frames.append(WireFormat.byteFrame(reply.status.rawValue))
+            frames.append(reply.body)
+            return frames
         }
     }
 }

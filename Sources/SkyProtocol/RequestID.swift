@@ -22,21 +22,23 @@ public struct RequestID: Hashable, Sendable, CustomStringConvertible {
         guard frame.count == Self.byteCount else {
             throw .invalidRequestID(length: frame.count)
         }
-        var high: UInt64 = 0
-        var low: UInt64 = 0
-        for index in 0..<8 { high = high << 8 | UInt64(frame[index]) }
-        for index in 8..<16 { low = low << 8 | UInt64(frame[index]) }
+        let (high, low) = frame.withUnsafeBytes { raw in
+            (
+                UInt64(bigEndian: raw.loadUnaligned(fromByteOffset: 0, as: UInt64.self)),
+                UInt64(bigEndian: raw.loadUnaligned(fromByteOffset: 8, as: UInt64.self))
+            )
+        }
         self.init(high: high, low: low)
     }
 
     /// The 16-byte frame form, big-endian.
     public var frame: [UInt8] {
-        var bytes = [UInt8](repeating: 0, count: Self.byteCount)
-        for index in 0..<8 {
-            bytes[index] = UInt8(truncatingIfNeeded: high >> UInt64(56 - index * 8))
-            bytes[8 + index] = UInt8(truncatingIfNeeded: low >> UInt64(56 - index * 8))
+        [UInt8](unsafeUninitializedCapacity: Self.byteCount) { buffer, count in
+            let raw = UnsafeMutableRawBufferPointer(buffer)
+            raw.storeBytes(of: high.bigEndian, toByteOffset: 0, as: UInt64.self)
+            raw.storeBytes(of: low.bigEndian, toByteOffset: 8, as: UInt64.self)
+            count = Self.byteCount
         }
-        return bytes
     }
 
     /// 32 lowercase hex digits.

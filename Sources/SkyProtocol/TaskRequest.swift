@@ -32,11 +32,12 @@ public struct RequestHeader: Sendable, Equatable {
 
     /// The header as a client sends it: 12 bytes when it carries a no-workers grace, else 8.
     var frame: [UInt8] {
-        noWorkersGraceMilliseconds == 0 ? workerFrame : workerFrame + WireFormat.bytes(noWorkersGraceMilliseconds)
+        noWorkersGraceMilliseconds == 0
+            ? workerFrame : WireFormat.bytes(attempt, timeoutMilliseconds, noWorkersGraceMilliseconds)
     }
 
     /// The header as a worker gets it: always 8 bytes.
-    var workerFrame: [UInt8] { WireFormat.bytes(attempt) + WireFormat.bytes(timeoutMilliseconds) }
+    var workerFrame: [UInt8] { WireFormat.bytes(attempt, timeoutMilliseconds) }
 }
 
 /// One task to run: what a client asks for and what a worker is handed.

@@ -73,10 +73,43 @@ public enum WireFormat {
     }
 
     static func bytes(_ value: UInt32) -> [UInt8] {
-        withUnsafeBytes(of: value.bigEndian) { Array($0) }
+        [UInt8](unsafeUninitializedCapacity: 4) { buffer, count in
+            UnsafeMutableRawBufferPointer(buffer).storeBytes(of: value.bigEndian, as: UInt32.self)
+            count = 4
+        }
     }
 
     static func bytes(_ value: UInt64) -> [UInt8] {
-        withUnsafeBytes(of: value.bigEndian) { Array($0) }
+        [UInt8](unsafeUninitializedCapacity: 8) { buffer, count in
+            UnsafeMutableRawBufferPointer(buffer).storeBytes(of: value.bigEndian, as: UInt64.self)
+            count = 8
+        }
     }
+
+    /// Two big-endian numbers in one frame (a worker's request header).
+    static func bytes(_ first: UInt32, _ second: UInt32) -> [UInt8] {
+        [UInt8](unsafeUninitializedCapacity: 8) { buffer, count in
+            let raw = UnsafeMutableRawBufferPointer(buffer)
+            raw.storeBytes(of: first.bigEndian, toByteOffset: 0, as: UInt32.self)
+            raw.storeBytes(of: second.bigEndian, toByteOffset: 4, as: UInt32.self)
+            count = 8
+        }
+    }
+
+    /// Three big-endian numbers in one frame (a client's request header with its grace).
+    static func bytes(_ first: UInt32, _ second: UInt32, _ third: UInt32) -> [UInt8] {
+        [UInt8](unsafeUninitializedCapacity: 12) { buffer, count in
+            let raw = UnsafeMutableRawBufferPointer(buffer)
+            raw.storeBytes(of: first.bigEndian, toByteOffset: 0, as: UInt32.self)
+            raw.storeBytes(of: second.bigEndian, toByteOffset: 4, as: UInt32.self)
+            raw.storeBytes(of: third.bigEndian, toByteOffset: 8, as: UInt32.self)
+            count = 12
+        }
+    }
+
+    /// The one-byte frame holding `byte`, shared: a message's command and status frames cost no
+    /// allocation.
+    static func byteFrame(_ byte: UInt8) -> [UInt8] { byteFrames[Int(byte)] }
+
+    private static let byteFrames: [[UInt8]] = (0...255).map { [UInt8($0)] }
 }

@@ -193,7 +193,31 @@ public enum BrokerToWorker: Sendable, Equatable {
         }
     }
 
-    public func encode() -> [[UInt8]] {
+    public func encode() -> [[UInt8]] { encode(routedTo: nil) }
+
+    /// The frames, after a ROUTER's routing-id frame when one is given: a REQUEST, once per
+    /// task, is built in one array of the right size.
+    public func encode(routedTo routingID: [UInt8]?) -> [[UInt8]] {
+        if case .request(let tag, let request) = self {
+            var frames: [[UInt8]] = []
+            frames.reserveCapacity(9)
+            if let routingID { frames.append(routingID) }
+            frames.append(WireFormat.workerSignature)
+            frames.append(WireFormat.byteFrame(Command.request.rawValue))
+            frames.append(tag)
+            frames.append(request.requestID.frame)
+            frames.append(Array(request.service.utf8))
+            // Workers get the 8-byte header: the no-workers grace concerns the broker alone.
+            frames.append(request.header.workerFrame)
+            frames.append(request.body)
+            if let trace = request.trace { frames.append(trace) }
+            return frames
+        }
+        let frames = otherFrames()
+        return routingID.map { [$0] + frames } ?? frames
+    }
+
+    private func otherFrames() -> [[UInt8]] {
         let signature = WireFormat.workerSignature
         switch self {
         case .cancel(let tag, let requestID):
@@ -202,12 +226,8 @@ public enum BrokerToWorker: Sendable, Equatable {
             return [signature, [Command.refused.rawValue], Array(reason.utf8)]
         case .drainingAcknowledged:
             return [signature, [Command.drainingAcknowledged.rawValue]]
-        case .request(let tag, let request):
-            // Workers get the 8-byte header: the no-workers grace concerns the broker alone.
-            return [
-                signature, [Command.request.rawValue], tag, request.requestID.frame,
-                Array(request.service.utf8), request.header.workerFrame, request.body,
-            ] + (request.trace.map { [$0] } ?? [])
+        case .request:
+            preconditionFailure("encode(routedTo:) builds a REQUEST")
         case .heartbeat:
             return [signature, [Command.heartbeat.rawValue]]
         case .disconnect:

@@ -237,27 +237,27 @@ final class ZMQEventLoopRunner {
     }
 
     private func send(_ outbound: ZMQEventLoop.Outbound) {
-        guard var entry = entries[outbound.socket] else {
+        // By index: one lookup, and the entry (its pending queue, its spec) is not copied out
+        // and back for every message sent.
+        guard let index = entries.index(forKey: outbound.socket) else {
             batch.append(
                 .sendFailed(
                     outbound.socket, outbound.frames,
                     ZMQError(code: ENOTSOCK, operation: "send on \(outbound.socket): socket is not open")))
             return
         }
-        if entry.hasPending {
-            entry.pending.append(outbound.frames)
-            entries[outbound.socket] = entry
+        if entries.values[index].hasPending {
+            entries.values[index].pending.append(outbound.frames)
             loop.blockedSends.add(1, ordering: .relaxed)
             return
         }
         do {
-            if try entry.socket.send(outbound.frames, dontWait: true) { return }
-            if entry.dropsWhenFull {
+            if try entries.values[index].socket.send(outbound.frames, dontWait: true) { return }
+            if entries.values[index].dropsWhenFull {
                 batch.append(
                     .sendFailed(outbound.socket, outbound.frames, ZMQError(code: EAGAIN, operation: "zmq_send")))
             } else {
-                entry.pending.append(outbound.frames)
-                entries[outbound.socket] = entry
+                entries.values[index].pending.append(outbound.frames)
                 loop.blockedSends.add(1, ordering: .relaxed)
             }
         } catch {

@@ -121,6 +121,9 @@ public final class ZMQSocket {
                 if error.isWouldBlock && frames.isEmpty { return nil }
                 throw error
             }
+            // Sky's messages have up to 9 frames: one allocation for the list, not four as it
+            // grows (and none for the read that finds nothing).
+            if frames.isEmpty { frames.reserveCapacity(9) }
             let size = zmq_msg_size(&message)
             if let data = zmq_msg_data(&message), size > 0 {
                 frames.append(Array(UnsafeRawBufferPointer(start: data, count: size)))

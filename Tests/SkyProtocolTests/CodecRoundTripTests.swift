@@ -30,6 +30,16 @@ struct CodecRoundTripTests {
         #expect(try ClientToBroker.decode(frames) == command)
     }
 
+    @Test func aRequestWithItsOwnNoWorkersGraceCarriesA12ByteHeaderAndWorkersGet8() throws {
+        var request = Self.request
+        request.header.noWorkersGraceMilliseconds = 0x0102_0304
+        let frames = ClientToBroker.request(request).encode()
+        #expect(frames[4] == [0, 0, 0, 3, 0, 0, 0x09, 0xc4, 1, 2, 3, 4])
+        #expect(try ClientToBroker.decode(frames) == .request(request))
+        let toWorker = BrokerToWorker.request(tag: [7], request).encode()
+        #expect(toWorker[5] == [0, 0, 0, 3, 0, 0, 0x09, 0xc4])
+    }
+
     @Test(arguments: ReplyStatus.allCases)
     func brokerReply(status: ReplyStatus) throws {
         let command = BrokerToClient.reply(
@@ -73,6 +83,28 @@ struct CodecRoundTripTests {
         #expect(frames.count == 7)
         #expect(frames[1] == [0x02])
         #expect(try BrokerToWorker.decode(frames) == command)
+    }
+
+    /// The broker builds its sends with the ROUTER's routing-id frame in front, in one array:
+    /// the same frames as the plain encoding, for every command, traced or not.
+    @Test func routedEncodingsAreTheRoutingIDThenThePlainFrames() {
+        let routing: [UInt8] = [0, 0x6b, 0x8b, 0x45, 0x67]
+        var traced = Self.request
+        traced.trace = Array("traceparent: 00-abc-def-01".utf8)
+        let toWorker: [BrokerToWorker] = [
+            .request(tag: [0, 0, 0, 0, 0, 0, 0, 9], Self.request), .request(tag: [1], traced), .heartbeat, .disconnect,
+            .cancel(tag: [0, 0, 0, 0, 0, 0, 0, 9], Self.id), .drainingAcknowledged, .refused(reason: "wrong port"),
+        ]
+        for command in toWorker {
+            #expect(command.encode(routedTo: routing) == [routing] + command.encode())
+            #expect(command.encode(routedTo: nil) == command.encode())
+        }
+        #expect(BrokerToWorker.request(tag: [1], traced).encode().last == traced.trace)
+        for status in ReplyStatus.allCases {
+            let command = BrokerToClient.reply(TaskReply(requestID: Self.id, attempt: 7, status: status, body: [9]))
+            #expect(command.encode(routedTo: routing) == [routing] + command.encode())
+            #expect(command.encode()[4] == [status.rawValue])
+        }
     }
 
     @Test func eventRoundTrip() throws {
