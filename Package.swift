@@ -59,7 +59,7 @@ let package = Package(
         .target(name: "CSkySystem", path: "Sources/CSkySystem"),
         .target(
             name: "SkyZMQ",
-            dependencies: ["CZMQ", "CSkySystem"],
+            dependencies: ["CZMQ", "CSkySystem", "SkyProtocol"],
             swiftSettings: strictSettings
         ),
         .target(
@@ -241,7 +241,7 @@ let package = Package(
         ),
         .testTarget(
             name: "SkyZMQTests",
-            dependencies: ["SkyZMQ", "SkyTestSupport"],
+            dependencies: ["SkyZMQ", "SkyProtocol", "SkyTestSupport"],
             swiftSettings: strictSettings
         ),
         .testTarget(

@@ -115,6 +115,11 @@ struct ClientStateMachine: Sendable {
 
     /// A message arrived on broker socket number `socket`.
     mutating func received(_ frames: [[UInt8]], socket: Int, now: Duration) -> [Action] {
+        received(Frames(frames), socket: socket, now: now)
+    }
+
+    /// A message from broker socket number `socket`, in one buffer as the shell reads it.
+    mutating func received(_ frames: Frames, socket: Int, now: Duration) -> [Action] {
         guard socket == self.socket, phase == .serving else { return [] }
         guard case .reply(let reply) = try? BrokerToClient.decode(frames) else {
             guard table.malformedMessage() else { return [] }

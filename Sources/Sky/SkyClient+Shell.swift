@@ -159,7 +159,7 @@ extension SkyClient {
                 for inbound in batch {
                     switch inbound {
                     case .message(let from, let message) where from.rawValue < Self.firstEventSocket:
-                        actions += machine.received(message.frames, socket: from.rawValue, now: now)
+                        actions += machine.received(message.content, socket: from.rawValue, now: now)
                     case .message(let from, let message):
                         publish(message, from: from)
                     case .monitor(let from, let event) where from.rawValue < Self.firstEventSocket:
@@ -197,7 +197,7 @@ extension SkyClient {
             for action in actions {
                 switch action {
                 case .send(let socket, let command):
-                    outbound.append(.init(socket: Self.socketID(socket), frames: command.encode()))
+                    outbound.append(.init(socket: Self.socketID(socket), message: command.frames()))
                 case .succeed(let waiters, let body, let attempts):
                     resume(waiters, Completion(result: .success(body), attempts: attempts))
                 case .fail(let waiters, let error, let attempts):

@@ -237,17 +237,19 @@ public final class Broker: Service, Sendable {
                     case .message(Broker.clientsSocket, let message):
                         guard admit(message, as: .client, machine: &machine, actions: &actions) else { continue }
                         machine.clientMessage(
-                            from: PeerID(message.frames[0]), frames: Array(message.frames.dropFirst()), now: now,
+                            from: PeerID(message.content[0]), message: message.content.dropFirst(), now: now,
                             into: &actions)
                     case .message(Broker.workersSocket, let message):
                         guard admit(message, as: .worker, machine: &machine, actions: &actions) else { continue }
                         machine.workerMessage(
-                            from: PeerID(message.frames[0]), frames: Array(message.frames.dropFirst()),
+                            from: PeerID(message.content[0]), message: message.content.dropFirst(),
                             host: message.peerAddress, key: message.userID, now: now, into: &actions)
                     case .message(Broker.eventsSocket, let message):
                         guard admit(message, as: .watcher, machine: &machine, actions: &actions) else { continue }
                         // XPUB: [0x01 topic] subscribes, [0x00 topic] unsubscribes.
-                        if message.frames.first?.first == 1 { machine.subscriberJoined(now: now, into: &actions) }
+                        if message.content.count > 0, message.content[0].first == 1 {
+                            machine.subscriberJoined(now: now, into: &actions)
+                        }
                     case .sendFailed(Broker.clientsSocket, let frames, _):
                         if let peer = frames.first { machine.clientUnreachable(PeerID(peer), into: &actions) }
                     case .sendFailed(Broker.workersSocket, let frames, _):
@@ -280,10 +282,10 @@ public final class Broker: Service, Sendable {
             _ message: ZMQMessage, as role: BrokerSecurity.Role, machine: inout BrokerStateMachine,
             actions: inout [BrokerAction]
         ) -> Bool {
-            guard !message.frames.isEmpty else { return false }
+            guard !message.content.isEmpty else { return false }
             // The routing-id frame is the ROUTER's, not the peer's; the limits count the rest.
-            let frames = message.frames.count - (role == .watcher ? 0 : 1)
-            let bytes = message.frames.reduce(0) { $0 + Int64($1.count) }
+            let frames = message.content.count - (role == .watcher ? 0 : 1)
+            let bytes = Int64(message.byteCount)
             // A READY names up to 1,024 services: the workers port takes that many frames.
             let frameLimit = role == .worker ? max(limits.frames, WorkerToBroker.maxReadyFrames) : limits.frames
             if frames > frameLimit || bytes > limits.bytes {
@@ -291,10 +293,9 @@ public final class Broker: Service, Sendable {
                     .oversized(
                         port: role.rawValue, frames: frames, bytes: bytes, frameLimit: frameLimit,
                         byteLimit: limits.bytes), into: &actions)
-                let content = Array(message.frames.dropFirst().prefix(2))
-                if role == .worker, BrokerStateMachine.looksLikeReady(content) {
+                if role == .worker, BrokerStateMachine.looksLikeReady(message.content.dropFirst()) {
                     machine.refuseRegistration(
-                        PeerID(message.frames[0]),
+                        PeerID(message.content[0]),
                         reason:
                             "READY of \(frames) frames and \(bytes) bytes is over the broker's limits (at most \(WorkerToBroker.maxServices) services, \(limits.bytes) bytes)",
                         now: clock.now, into: &actions)
@@ -328,15 +329,15 @@ public final class Broker: Service, Sendable {
             for action in actions {
                 switch action {
                 case .sendToClient(let peer, let command):
-                    outbound.append(.init(socket: Broker.clientsSocket, frames: command.encode(routedTo: peer.bytes)))
+                    outbound.append(.init(socket: Broker.clientsSocket, message: command.frames(routedTo: peer.bytes)))
                 case .sendToWorker(let peer, let command):
-                    outbound.append(.init(socket: Broker.workersSocket, frames: command.encode(routedTo: peer.bytes)))
+                    outbound.append(.init(socket: Broker.workersSocket, message: command.frames(routedTo: peer.bytes)))
                 case .sendTraced(let peer, let tag, var request, let dispatch):
                     if let tracer { request.trace = Self.span(request, dispatch, tracer) ?? request.trace }
                     outbound.append(
                         .init(
                             socket: Broker.workersSocket,
-                            frames: BrokerToWorker.request(tag: tag, request).encode(routedTo: peer.bytes)))
+                            message: BrokerToWorker.request(tag: tag, request).frames(routedTo: peer.bytes)))
                 case .sendRaw(.clients, let peer, let frames):
                     outbound.append(.init(socket: Broker.clientsSocket, frames: [peer.bytes] + frames))
                 case .sendRaw(.workers, let peer, let frames):

@@ -16,6 +16,15 @@ extension BrokerStateMachine {
         from peer: PeerID, frames: [[UInt8]], host: String? = nil, key: String? = nil, now: Instant,
         into actions: inout [BrokerAction]
     ) {
+        workerMessage(from: peer, message: Frames(frames), host: host, key: key, now: now, into: &actions)
+    }
+
+    /// A message arrived on the workers ROUTER from `peer` (its frames after the routing id, in
+    /// one buffer, as the shell reads them).
+    public mutating func workerMessage(
+        from peer: PeerID, message frames: Frames, host: String? = nil, key: String? = nil, now: Instant,
+        into actions: inout [BrokerAction]
+    ) {
         lastNow = now
         if let name = readWorker(peer, { $0.key != key ? $0.name : nil }) ?? nil {
             counters.spoofedWorkerMessages += 1
@@ -259,9 +268,9 @@ extension BrokerStateMachine {
     }
 
     /// Whether frames start like a READY (signature and command), however wrong the rest.
-    static func looksLikeReady(_ frames: [[UInt8]]) -> Bool {
-        frames.count >= 2 && frames[0] == WireFormat.workerSignature
-            && frames[1] == [WorkerToBroker.Command.ready.rawValue]
+    static func looksLikeReady(_ frames: Frames) -> Bool {
+        frames.count >= 2 && frames[0].elementsEqual(WireFormat.workerSignature)
+            && frames[1].elementsEqual(CollectionOfOne(WorkerToBroker.Command.ready.rawValue))
     }
 
     /// Refuses a worker's registration with REFUSED and the reason, which the worker reports

@@ -420,6 +420,14 @@ public struct BrokerStateMachine: Sendable {
     public mutating func clientMessage(
         from client: PeerID, frames: [[UInt8]], now: Instant, into actions: inout [BrokerAction]
     ) {
+        clientMessage(from: client, message: Frames(frames), now: now, into: &actions)
+    }
+
+    /// A message arrived on the clients ROUTER from `client` (its frames after the routing id,
+    /// in one buffer, as the shell reads them).
+    public mutating func clientMessage(
+        from client: PeerID, message frames: Frames, now: Instant, into actions: inout [BrokerAction]
+    ) {
         let command: ClientToBroker
         do {
             command = try ClientToBroker.decode(frames)

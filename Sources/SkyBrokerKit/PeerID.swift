@@ -13,8 +13,13 @@ public struct PeerID: Hashable, Sendable, CustomStringConvertible {
     private let storage: Storage
 
     public init(_ bytes: [UInt8]) {
+        self.init(bytes[...])
+    }
+
+    /// A routing id read from a view of a received message.
+    public init(_ bytes: ArraySlice<UInt8>) {
         guard bytes.count <= 16 else {
-            storage = .heap(bytes)
+            storage = .heap(Array(bytes))
             return
         }
         var words: (UInt64, UInt64) = (0, 0)

@@ -12,6 +12,10 @@ public enum ClientToBroker: Sendable, Equatable {
     }
 
     public static func decode(_ frames: [[UInt8]]) throws(ProtocolError) -> ClientToBroker {
+        try decode(Frames(frames))
+    }
+
+    public static func decode(_ frames: Frames) throws(ProtocolError) -> ClientToBroker {
         let byte = try WireFormat.command(of: frames, signature: WireFormat.clientSignature)
         guard let command = Command(rawValue: byte) else { throw .unknownCommand(byte) }
         switch command {
@@ -23,7 +27,7 @@ public enum ClientToBroker: Sendable, Equatable {
                 requestID: try RequestID(frame: frames[2]),
                 service: try WireFormat.name(frames[3]),
                 header: try RequestHeader(frame: frames[4]),
-                body: frames[5],
+                body: Array(frames[5]),
                 trace: frames.count == 7 ? try WireFormat.traceFrame(frames[6]) : nil)
             // 0 names the answer to a CANCEL; a request's attempts count from 1.
             guard request.header.attempt >= 1 else {
@@ -36,22 +40,34 @@ public enum ClientToBroker: Sendable, Equatable {
         }
     }
 
-    public func encode() -> [[UInt8]] {
+    public func encode() -> [[UInt8]] { frames().arrays }
+
+    /// The message in one buffer: a REQUEST, once per call, is written there directly.
+    public func frames() -> Frames {
         switch self {
         case .request(let request):
-            // Once per call: one array of the right size, the command frame shared.
-            var frames: [[UInt8]] = []
-            frames.reserveCapacity(7)
-            frames.append(WireFormat.clientSignature)
-            frames.append(WireFormat.byteFrame(Command.request.rawValue))
-            frames.append(request.requestID.frame)
-            frames.append(Array(request.service.utf8))
-            frames.append(request.header.frame)
-            frames.append(request.body)
-            if let trace = request.trace { frames.append(trace) }
-            return frames
+            let trace = request.trace
+            let grace = request.header.noWorkersGraceMilliseconds
+            var writer = Frames.Writer(
+                frames: trace == nil ? 6 : 7,
+                bytes: WireFormat.clientSignature.count + 1 + RequestID.byteCount + request.service.utf8.count
+                    + RequestHeader.extendedByteCount + request.body.count + (trace?.count ?? 0))
+            writer.append(WireFormat.clientSignature)
+            writer.append(byte: Command.request.rawValue)
+            writer.append(request.requestID)
+            writer.append(utf8: request.service)
+            // 12 bytes only with a no-workers grace of its own, so older brokers read the rest.
+            writer.append(
+                bigEndian: request.header.attempt, request.header.timeoutMilliseconds, grace == 0 ? nil : grace)
+            writer.append(request.body)
+            if let trace { writer.append(trace) }
+            return writer.finish()
         case .cancel(let requestID):
-            return [WireFormat.clientSignature, [Command.cancel.rawValue], requestID.frame]
+            var writer = Frames.Writer(frames: 3, bytes: WireFormat.clientSignature.count + 1 + RequestID.byteCount)
+            writer.append(WireFormat.clientSignature)
+            writer.append(byte: Command.cancel.rawValue)
+            writer.append(requestID)
+            return writer.finish()
         }
     }
 }
@@ -66,6 +82,10 @@ public enum BrokerToClient: Sendable, Equatable {
     }
 
     public static func decode(_ frames: [[UInt8]]) throws(ProtocolError) -> BrokerToClient {
+        try decode(Frames(frames))
+    }
+
+    public static func decode(_ frames: Frames) throws(ProtocolError) -> BrokerToClient {
         let byte = try WireFormat.command(of: frames, signature: WireFormat.clientSignature)
         guard let command = Command(rawValue: byte) else { throw .unknownCommand(byte) }
         switch command {
@@ -76,27 +96,29 @@ public enum BrokerToClient: Sendable, Equatable {
                     requestID: try RequestID(frame: frames[2]),
                     attempt: try WireFormat.uint32(frames[3], name: "attempt"),
                     status: try ReplyStatus(frame: frames[4]),
-                    body: frames[5]))
+                    body: Array(frames[5])))
         }
     }
 
-    public func encode() -> [[UInt8]] { encode(routedTo: nil) }
+    public func encode() -> [[UInt8]] { frames().arrays }
 
-    /// The frames, after a ROUTER's routing-id frame when one is given: the broker's sends are
-    /// built in one array of the right size.
-    public func encode(routedTo routingID: [UInt8]?) -> [[UInt8]] {
+    /// The message in one buffer, after a ROUTER's routing-id frame when one is given (the
+    /// broker's one reply per request).
+    public func frames(routedTo routingID: [UInt8]? = nil) -> Frames {
         switch self {
         case .reply(let reply):
-            var frames: [[UInt8]] = []
-            frames.reserveCapacity(7)
-            if let routingID { frames.append(routingID) }
-            frames.append(WireFormat.clientSignature)
-            frames.append(WireFormat.byteFrame(Command.reply.rawValue))
-            frames.append(reply.requestID.frame)
-            frames.append(WireFormat.bytes(reply.attempt))
-            frames.append(WireFormat.byteFrame(reply.status.rawValue))
-            frames.append(reply.body)
-            return frames
+            var writer = Frames.Writer(
+                frames: routingID == nil ? 6 : 7,
+                bytes: (routingID?.count ?? 0) + WireFormat.clientSignature.count + 1 + RequestID.byteCount + 4 + 1
+                    + reply.body.count)
+            if let routingID { writer.append(routingID) }
+            writer.append(WireFormat.clientSignature)
+            writer.append(byte: Command.reply.rawValue)
+            writer.append(reply.requestID)
+            writer.append(bigEndian: reply.attempt)
+            writer.append(byte: reply.status.rawValue)
+            writer.append(reply.body)
+            return writer.finish()
         }
     }
 }

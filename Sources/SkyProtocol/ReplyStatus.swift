@@ -49,10 +49,11 @@ public enum ReplyStatus: UInt8, Sendable, CaseIterable, CustomStringConvertible 
         }
     }
 
-    init(frame: [UInt8]) throws(ProtocolError) {
+    init(frame: ArraySlice<UInt8>) throws(ProtocolError) {
         guard frame.count == 1 else { throw .invalidField(name: "status", expectedLength: 1, actual: frame.count) }
-        guard let status = ReplyStatus(rawValue: frame[0]) else {
-            throw .invalidValue(name: "status", reason: "unknown status \(frame[0])")
+        let byte = frame[frame.startIndex]
+        guard let status = ReplyStatus(rawValue: byte) else {
+            throw .invalidValue(name: "status", reason: "unknown status \(byte)")
         }
         self = status
     }

@@ -19,6 +19,11 @@ public struct RequestID: Hashable, Sendable, CustomStringConvertible {
 
     /// Decodes the 16-byte frame form.
     public init(frame: [UInt8]) throws(ProtocolError) {
+        try self.init(frame: frame[...])
+    }
+
+    /// Decodes the 16-byte frame form from a view of a message.
+    public init(frame: ArraySlice<UInt8>) throws(ProtocolError) {
         guard frame.count == Self.byteCount else {
             throw .invalidRequestID(length: frame.count)
         }

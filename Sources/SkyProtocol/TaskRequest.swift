@@ -20,24 +20,17 @@ public struct RequestHeader: Sendable, Equatable {
         self.noWorkersGraceMilliseconds = noWorkersGraceMilliseconds
     }
 
-    init(frame: [UInt8]) throws(ProtocolError) {
+    init(frame: ArraySlice<UInt8>) throws(ProtocolError) {
         guard frame.count == Self.byteCount || frame.count == Self.extendedByteCount else {
             throw .invalidField(name: "request header", expectedLength: Self.byteCount, actual: frame.count)
         }
-        attempt = try WireFormat.uint32(Array(frame[0..<4]), name: "attempt")
-        timeoutMilliseconds = try WireFormat.uint32(Array(frame[4..<8]), name: "timeout")
+        let start = frame.startIndex
+        attempt = try WireFormat.uint32(frame[start..<start + 4], name: "attempt")
+        timeoutMilliseconds = try WireFormat.uint32(frame[start + 4..<start + 8], name: "timeout")
         noWorkersGraceMilliseconds =
-            frame.count == Self.extendedByteCount ? try WireFormat.uint32(Array(frame[8..<12]), name: "grace") : 0
+            frame.count == Self.extendedByteCount
+            ? try WireFormat.uint32(frame[start + 8..<start + 12], name: "grace") : 0
     }
-
-    /// The header as a client sends it: 12 bytes when it carries a no-workers grace, else 8.
-    var frame: [UInt8] {
-        noWorkersGraceMilliseconds == 0
-            ? workerFrame : WireFormat.bytes(attempt, timeoutMilliseconds, noWorkersGraceMilliseconds)
-    }
-
-    /// The header as a worker gets it: always 8 bytes.
-    var workerFrame: [UInt8] { WireFormat.bytes(attempt, timeoutMilliseconds) }
 }
 
 /// One task to run: what a client asks for and what a worker is handed.

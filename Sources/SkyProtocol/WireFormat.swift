@@ -11,24 +11,26 @@ public enum WireFormat {
     public static let maxNameLength = 255
 
     /// Checks the signature and returns the command byte.
-    static func command(of frames: [[UInt8]], signature: [UInt8]) throws(ProtocolError) -> UInt8 {
-        guard let first = frames.first else { throw .empty }
-        guard first == signature else { throw .unknownSignature(first) }
+    static func command(of frames: Frames, signature: [UInt8]) throws(ProtocolError) -> UInt8 {
+        guard !frames.isEmpty else { throw .empty }
+        let first = frames[0]
+        guard first.elementsEqual(signature) else { throw .unknownSignature(Array(first)) }
         guard frames.count >= 2 else { throw .missingCommand }
-        guard frames[1].count == 1 else { throw .invalidCommandFrame(length: frames[1].count) }
-        return frames[1][0]
+        let command = frames[1]
+        guard command.count == 1 else { throw .invalidCommandFrame(length: command.count) }
+        return command[command.startIndex]
     }
 
     /// A REQUEST's trace frame: 1...``TraceContext/maxBytes`` bytes, read by tracers only.
-    static func traceFrame(_ frame: [UInt8]) throws(ProtocolError) -> [UInt8] {
+    static func traceFrame(_ frame: ArraySlice<UInt8>) throws(ProtocolError) -> [UInt8] {
         guard (1...TraceContext.maxBytes).contains(frame.count) else {
             throw .invalidValue(name: "trace", reason: "\(frame.count) bytes; 1...\(TraceContext.maxBytes) allowed")
         }
-        return frame
+        return Array(frame)
     }
 
     static func expectFrames(
-        _ frames: [[UInt8]], _ count: Int, command: String
+        _ frames: Frames, _ count: Int, command: String
     ) throws(ProtocolError) {
         guard frames.count == count else {
             throw .wrongFrameCount(command: command, expected: "\(count)", actual: frames.count)
@@ -36,7 +38,9 @@ public enum WireFormat {
     }
 
     /// Decodes a service or worker name: 1...255 bytes of UTF-8 without control characters.
-    public static func name(_ frame: [UInt8]) throws(ProtocolError) -> String {
+    public static func name(_ frame: [UInt8]) throws(ProtocolError) -> String { try name(frame[...]) }
+
+    static func name(_ frame: ArraySlice<UInt8>) throws(ProtocolError) -> String {
         guard !frame.isEmpty, frame.count <= maxNameLength else { throw .invalidServiceName }
         guard !frame.contains(where: { $0 < 0x20 || $0 == 0x7f }) else { throw .invalidServiceName }
         guard let name = String(validating: frame, as: UTF8.self) else { throw .invalidServiceName }
@@ -49,25 +53,33 @@ public enum WireFormat {
     }
 
     /// Decodes a delivery tag: 1...255 opaque bytes the broker chose (Sky's broker uses 8).
-    static func deliveryTag(_ frame: [UInt8]) throws(ProtocolError) -> [UInt8] {
+    static func deliveryTag(_ frame: ArraySlice<UInt8>) throws(ProtocolError) -> [UInt8] {
         guard !frame.isEmpty, frame.count <= 255 else {
             throw .invalidValue(name: "delivery tag", reason: "\(frame.count) bytes")
         }
-        return frame
+        return Array(frame)
     }
 
     /// The 8-byte delivery tag Sky's broker puts in a worker REQUEST for a delivery number.
     public static func deliveryTag(_ value: UInt64) -> [UInt8] { bytes(value) }
 
     /// The delivery number of an 8-byte tag; `nil` for any other frame.
-    public static func deliveryNumber(_ frame: [UInt8]) -> UInt64? { try? uint64(frame, name: "tag") }
+    public static func deliveryNumber(_ frame: [UInt8]) -> UInt64? { try? uint64(frame[...], name: "tag") }
 
     static func uint32(_ frame: [UInt8], name: String) throws(ProtocolError) -> UInt32 {
+        try uint32(frame[...], name: name)
+    }
+
+    static func uint32(_ frame: ArraySlice<UInt8>, name: String) throws(ProtocolError) -> UInt32 {
         guard frame.count == 4 else { throw .invalidField(name: name, expectedLength: 4, actual: frame.count) }
         return frame.withUnsafeBytes { UInt32(bigEndian: $0.loadUnaligned(as: UInt32.self)) }
     }
 
     static func uint64(_ frame: [UInt8], name: String) throws(ProtocolError) -> UInt64 {
+        try uint64(frame[...], name: name)
+    }
+
+    static func uint64(_ frame: ArraySlice<UInt8>, name: String) throws(ProtocolError) -> UInt64 {
         guard frame.count == 8 else { throw .invalidField(name: name, expectedLength: 8, actual: frame.count) }
         return frame.withUnsafeBytes { UInt64(bigEndian: $0.loadUnaligned(as: UInt64.self)) }
     }
@@ -85,31 +97,4 @@ public enum WireFormat {
             count = 8
         }
     }
-
-    /// Two big-endian numbers in one frame (a worker's request header).
-    static func bytes(_ first: UInt32, _ second: UInt32) -> [UInt8] {
-        [UInt8](unsafeUninitializedCapacity: 8) { buffer, count in
-            let raw = UnsafeMutableRawBufferPointer(buffer)
-            raw.storeBytes(of: first.bigEndian, toByteOffset: 0, as: UInt32.self)
-            raw.storeBytes(of: second.bigEndian, toByteOffset: 4, as: UInt32.self)
-            count = 8
-        }
-    }
-
-    /// Three big-endian numbers in one frame (a client's request header with its grace).
-    static func bytes(_ first: UInt32, _ second: UInt32, _ third: UInt32) -> [UInt8] {
-        [UInt8](unsafeUninitializedCapacity: 12) { buffer, count in
-            let raw = UnsafeMutableRawBufferPointer(buffer)
-            raw.storeBytes(of: first.bigEndian, toByteOffset: 0, as: UInt32.self)
-            raw.storeBytes(of: second.bigEndian, toByteOffset: 4, as: UInt32.self)
-            raw.storeBytes(of: third.bigEndian, toByteOffset: 8, as: UInt32.self)
-            count = 12
-        }
-    }
-
-    /// The one-byte frame holding `byte`, shared: a message's command and status frames cost no
-    /// allocation.
-    static func byteFrame(_ byte: UInt8) -> [UInt8] { byteFrames[Int(byte)] }
-
-    private static let byteFrames: [[UInt8]] = (0...255).map { [UInt8($0)] }
 }

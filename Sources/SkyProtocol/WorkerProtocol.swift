@@ -56,6 +56,10 @@ public enum WorkerToBroker: Sendable, Equatable {
     public static let maxReadyFrames = 4 + maxServices
 
     public static func decode(_ frames: [[UInt8]]) throws(ProtocolError) -> WorkerToBroker {
+        try decode(Frames(frames))
+    }
+
+    public static func decode(_ frames: Frames) throws(ProtocolError) -> WorkerToBroker {
         let byte = try WireFormat.command(of: frames, signature: WireFormat.workerSignature)
         guard let command = Command(rawValue: byte) else { throw .unknownCommand(byte) }
         switch command {
@@ -74,7 +78,7 @@ public enum WorkerToBroker: Sendable, Equatable {
                 throw .invalidValue(name: "capacity", reason: "\(capacity) is outside 1...\(maxCapacity)")
             }
             var services: [String] = []
-            for frame in frames[4...] { services.append(try WireFormat.name(frame)) }
+            for index in 4..<frames.count { services.append(try WireFormat.name(frames[index])) }
             return .ready(WorkerAnnouncement(name: name, capacity: capacity, services: services))
         case .reply:
             try WireFormat.expectFrames(frames, 6, command: "REPLY")
@@ -83,7 +87,7 @@ public enum WorkerToBroker: Sendable, Equatable {
                 TaskReply(
                     requestID: try RequestID(frame: frames[3]),
                     status: try ReplyStatus(frame: frames[4]),
-                    body: frames[5]))
+                    body: Array(frames[5])))
         case .heartbeat:
             try WireFormat.expectFrames(frames, 2, command: "HEARTBEAT")
             return .heartbeat
@@ -99,12 +103,13 @@ public enum WorkerToBroker: Sendable, Equatable {
                     command: "FEATURES", expected: "2...\(2 + maxFeatures)", actual: frames.count)
             }
             var names: [String] = []
-            for frame in frames.dropFirst(2) { names.append(try WireFormat.name(frame)) }
+            for index in 2..<frames.count { names.append(try WireFormat.name(frames[index])) }
             return .features(names)
         }
     }
 
     public func encode() -> [[UInt8]] {
+        if case .reply = self { return frames().arrays }
         let signature = WireFormat.workerSignature
         switch self {
         case .draining:
@@ -116,16 +121,28 @@ public enum WorkerToBroker: Sendable, Equatable {
                 signature, [Command.ready.rawValue], Array(announcement.name.utf8),
                 WireFormat.bytes(announcement.capacity),
             ] + announcement.services.map { Array($0.utf8) }
-        case .reply(let tag, let reply):
-            return [
-                signature, [Command.reply.rawValue], tag, reply.requestID.frame, [reply.status.rawValue],
-                reply.body,
-            ]
+        case .reply:
+            preconditionFailure("frames() builds a REPLY")
         case .heartbeat:
             return [signature, [Command.heartbeat.rawValue]]
         case .disconnect:
             return [signature, [Command.disconnect.rawValue]]
         }
+    }
+
+    /// The message in one buffer: a REPLY, once per task, is written there directly.
+    public func frames() -> Frames {
+        guard case .reply(let tag, let reply) = self else { return Frames(encode()) }
+        var writer = Frames.Writer(
+            frames: 6,
+            bytes: WireFormat.workerSignature.count + 1 + tag.count + RequestID.byteCount + 1 + reply.body.count)
+        writer.append(WireFormat.workerSignature)
+        writer.append(byte: Command.reply.rawValue)
+        writer.append(tag)
+        writer.append(reply.requestID)
+        writer.append(byte: reply.status.rawValue)
+        writer.append(reply.body)
+        return writer.finish()
     }
 }
 
@@ -160,6 +177,10 @@ public enum BrokerToWorker: Sendable, Equatable {
     }
 
     public static func decode(_ frames: [[UInt8]]) throws(ProtocolError) -> BrokerToWorker {
+        try decode(Frames(frames))
+    }
+
+    public static func decode(_ frames: Frames) throws(ProtocolError) -> BrokerToWorker {
         let byte = try WireFormat.command(of: frames, signature: WireFormat.workerSignature)
         guard let command = Command(rawValue: byte) else { throw .unknownCommand(byte) }
         switch command {
@@ -173,7 +194,7 @@ public enum BrokerToWorker: Sendable, Equatable {
                     requestID: try RequestID(frame: frames[3]),
                     service: try WireFormat.name(frames[4]),
                     header: try RequestHeader(frame: frames[5]),
-                    body: frames[6],
+                    body: Array(frames[6]),
                     trace: frames.count == 8 ? try WireFormat.traceFrame(frames[7]) : nil))
         case .heartbeat:
             try WireFormat.expectFrames(frames, 2, command: "HEARTBEAT")
@@ -193,28 +214,34 @@ public enum BrokerToWorker: Sendable, Equatable {
         }
     }
 
-    public func encode() -> [[UInt8]] { encode(routedTo: nil) }
+    public func encode() -> [[UInt8]] {
+        if case .request = self { return frames().arrays }
+        return otherFrames()
+    }
 
-    /// The frames, after a ROUTER's routing-id frame when one is given: a REQUEST, once per
-    /// task, is built in one array of the right size.
-    public func encode(routedTo routingID: [UInt8]?) -> [[UInt8]] {
-        if case .request(let tag, let request) = self {
-            var frames: [[UInt8]] = []
-            frames.reserveCapacity(9)
-            if let routingID { frames.append(routingID) }
-            frames.append(WireFormat.workerSignature)
-            frames.append(WireFormat.byteFrame(Command.request.rawValue))
-            frames.append(tag)
-            frames.append(request.requestID.frame)
-            frames.append(Array(request.service.utf8))
-            // Workers get the 8-byte header: the no-workers grace concerns the broker alone.
-            frames.append(request.header.workerFrame)
-            frames.append(request.body)
-            if let trace = request.trace { frames.append(trace) }
-            return frames
+    /// The message in one buffer, after a ROUTER's routing-id frame when one is given: a
+    /// REQUEST, once per task, is written there directly.
+    public func frames(routedTo routingID: [UInt8]? = nil) -> Frames {
+        guard case .request(let tag, let request) = self else {
+            return Frames((routingID.map { [$0] } ?? []) + otherFrames())
         }
-        let frames = otherFrames()
-        return routingID.map { [$0] + frames } ?? frames
+        let prefix = routingID == nil ? 0 : 1
+        let trace = request.trace
+        var writer = Frames.Writer(
+            frames: prefix + (trace == nil ? 7 : 8),
+            bytes: (routingID?.count ?? 0) + WireFormat.workerSignature.count + 1 + tag.count + RequestID.byteCount
+                + request.service.utf8.count + RequestHeader.byteCount + request.body.count + (trace?.count ?? 0))
+        if let routingID { writer.append(routingID) }
+        writer.append(WireFormat.workerSignature)
+        writer.append(byte: Command.request.rawValue)
+        writer.append(tag)
+        writer.append(request.requestID)
+        writer.append(utf8: request.service)
+        // Workers get the 8-byte header: the no-workers grace concerns the broker alone.
+        writer.append(bigEndian: request.header.attempt, request.header.timeoutMilliseconds)
+        writer.append(request.body)
+        if let trace { writer.append(trace) }
+        return writer.finish()
     }
 
     private func otherFrames() -> [[UInt8]] {

@@ -69,7 +69,7 @@ extension SkyWorker {
                 for inbound in batch {
                     switch inbound {
                     case .message(let socket, let message):
-                        machine.received(message.frames, generation: socket.rawValue, now: now, into: &actions)
+                        machine.received(message.content, generation: socket.rawValue, now: now, into: &actions)
                     case .tick:
                         machine.tick(now: now, into: &actions)
                     case .input(let input as Input):
@@ -127,9 +127,9 @@ extension SkyWorker {
             defer { if !started.isEmpty { jobs.yield(started) } }
             func send(_ command: WorkerToBroker) {
                 if connectQueued {
-                    loop.send(command.encode(), on: Self.socket(generation))
+                    loop.send([.init(socket: Self.socket(generation), message: command.frames())])
                 } else {
-                    outbound.append(.init(socket: Self.socket(generation), frames: command.encode()))
+                    outbound.append(.init(socket: Self.socket(generation), message: command.frames()))
                 }
             }
             for action in actions {

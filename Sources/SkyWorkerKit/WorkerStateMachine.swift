@@ -113,6 +113,11 @@ public struct WorkerStateMachine: Sendable {
 
     /// A message arrived on connection `generation`.
     public mutating func received(_ frames: [[UInt8]], generation: Int, now: Instant, into actions: inout [Action]) {
+        received(Frames(frames), generation: generation, now: now, into: &actions)
+    }
+
+    /// A message from the broker's socket of `generation`, in one buffer as the shell reads it.
+    public mutating func received(_ frames: Frames, generation: Int, now: Instant, into actions: inout [Action]) {
         guard generation == self.generation, !isFinished else { return }
         liveness.heard(now: now)
         let command: BrokerToWorker

@@ -1,3 +1,5 @@
+import SkyProtocol
+
 extension ZMQEventLoop {
     /// Names a socket of the loop. Chosen by the caller, unique within one loop.
     public struct SocketID: Hashable, Sendable, CustomStringConvertible {
@@ -69,12 +71,20 @@ extension ZMQEventLoop {
     /// One message to send.
     public struct Outbound: Sendable {
         public var socket: SocketID
-        public var frames: [[UInt8]]
+        /// The frames in one buffer (see ``Frames``).
+        public var message: Frames
+
+        public init(socket: SocketID, message: Frames) {
+            self.socket = socket
+            self.message = message
+        }
 
         public init(socket: SocketID, frames: [[UInt8]]) {
-            self.socket = socket
-            self.frames = frames
+            self.init(socket: socket, message: Frames(frames))
         }
+
+        /// Each frame as an array (copies).
+        public var frames: [[UInt8]] { message.arrays }
     }
 
     /// A socket could not be created, configured, bound or connected.
@@ -93,7 +103,7 @@ extension ZMQEventLoop {
         case open(SocketSpec, CheckedContinuation<[String], any Error>?)
         case input(any Sendable)
         case close(SocketID, linger: Int32)
-        case periodic(SocketID, [[UInt8]]?, every: Duration)
+        case periodic(SocketID, Frames?, every: Duration)
         case shutdown(linger: Int32)
     }
 

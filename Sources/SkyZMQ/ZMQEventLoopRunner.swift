@@ -1,5 +1,6 @@
 import CZMQ
 import Foundation
+import SkyProtocol
 import Synchronization
 
 /// The body of a ``ZMQEventLoop``'s thread. Created on that thread and never leaves it, so the
@@ -9,7 +10,7 @@ final class ZMQEventLoopRunner {
         let socket: ZMQSocket
         let spec: ZMQEventLoop.SocketSpec
         /// Messages libzmq refused for now (DEALER/PAIR at its high-water mark), oldest first.
-        var pending: [[[UInt8]]] = []
+        var pending: [Frames] = []
         var pendingHead = 0
         var monitorPair: ZMQSocket?
         /// Whether sends that would block are dropped (ROUTER, PUB) rather than kept.
@@ -35,9 +36,8 @@ final class ZMQEventLoopRunner {
     private var nextTick: ContinuousClock.Instant?
     /// When the thread last returned from a poll.
     private var lastWake: ContinuousClock.Instant?
-    private var periodic:
-        [ZMQEventLoop.SocketID: (frames: [[UInt8]], interval: Duration, next: ContinuousClock.Instant)] =
-            [:]
+    private var periodic: [ZMQEventLoop.SocketID: (frames: Frames, interval: Duration, next: ContinuousClock.Instant)] =
+        [:]
 
     init(loop: ZMQEventLoop, context: ZMQContext, ownsContext: Bool) {
         self.loop = loop
@@ -242,26 +242,27 @@ final class ZMQEventLoopRunner {
         guard let index = entries.index(forKey: outbound.socket) else {
             batch.append(
                 .sendFailed(
-                    outbound.socket, outbound.frames,
+                    outbound.socket, outbound.message.arrays,
                     ZMQError(code: ENOTSOCK, operation: "send on \(outbound.socket): socket is not open")))
             return
         }
         if entries.values[index].hasPending {
-            entries.values[index].pending.append(outbound.frames)
+            entries.values[index].pending.append(outbound.message)
             loop.blockedSends.add(1, ordering: .relaxed)
             return
         }
         do {
-            if try entries.values[index].socket.send(outbound.frames, dontWait: true) { return }
+            if try entries.values[index].socket.send(outbound.message, dontWait: true) { return }
             if entries.values[index].dropsWhenFull {
                 batch.append(
-                    .sendFailed(outbound.socket, outbound.frames, ZMQError(code: EAGAIN, operation: "zmq_send")))
+                    .sendFailed(outbound.socket, outbound.message.arrays, ZMQError(code: EAGAIN, operation: "zmq_send"))
+                )
             } else {
-                entries.values[index].pending.append(outbound.frames)
+                entries.values[index].pending.append(outbound.message)
                 loop.blockedSends.add(1, ordering: .relaxed)
             }
         } catch {
-            batch.append(.sendFailed(outbound.socket, outbound.frames, error))
+            batch.append(.sendFailed(outbound.socket, outbound.message.arrays, error))
         }
     }
 
@@ -269,7 +270,7 @@ final class ZMQEventLoopRunner {
         guard !periodic.isEmpty else { return }
         let now = clock.now
         for (id, job) in periodic where job.next <= now {
-            send(ZMQEventLoop.Outbound(socket: id, frames: job.frames))
+            send(ZMQEventLoop.Outbound(socket: id, message: job.frames))
             periodic[id]?.next = now + job.interval
         }
     }
@@ -282,7 +283,7 @@ final class ZMQEventLoopRunner {
                 do {
                     guard try entry.socket.send(frames, dontWait: true) else { break }
                 } catch {
-                    batch.append(.sendFailed(id, frames, error))
+                    batch.append(.sendFailed(id, frames.arrays, error))
                 }
                 entry.pendingHead += 1
             }

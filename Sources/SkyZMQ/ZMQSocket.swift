@@ -1,4 +1,5 @@
 import CZMQ
+import SkyProtocol
 
 /// One libzmq socket.
 ///
@@ -81,24 +82,36 @@ public final class ZMQSocket {
     ///   messages atomically, so once the first frame is accepted the rest are too.
     @discardableResult
     public func send(_ frames: [[UInt8]], dontWait: Bool = false) throws(ZMQError) -> Bool {
-        precondition(!frames.isEmpty, "a ZeroMQ message has at least one frame")
-        let last = frames.count - 1
-        for (index, frame) in frames.enumerated() {
-            var flags: Int32 = dontWait ? ZMQ_DONTWAIT : 0
-            if index < last { flags |= ZMQ_SNDMORE }
-            while true {
-                let rc = frame.withUnsafeBytes { zmq_send(handle, $0.baseAddress, $0.count, flags) }
-                if rc >= 0 { break }
-                let error = ZMQError.last("zmq_send")
-                if error.isInterrupted { continue }
-                if error.isWouldBlock && index == 0 { return false }
-                throw error
-            }
-        }
-        return true
+        try send(Frames(frames), dontWait: dontWait)
     }
 
-    /// Receives one whole message.
+    /// Sends a message built in one buffer, each frame straight from it.
+    @discardableResult
+    public func send(_ message: Frames, dontWait: Bool = false) throws(ZMQError) -> Bool {
+        precondition(!message.isEmpty, "a ZeroMQ message has at least one frame")
+        var outcome: Result<Bool, ZMQError> = .success(true)
+        var first = true
+        message.forEachFrame { frame, isLast in
+            var flags: Int32 = dontWait ? ZMQ_DONTWAIT : 0
+            if !isLast { flags |= ZMQ_SNDMORE }
+            while true {
+                if zmq_send(handle, frame.baseAddress, frame.count, flags) >= 0 { break }
+                let error = ZMQError.last("zmq_send")
+                if error.isInterrupted { continue }
+                outcome = error.isWouldBlock && first ? .success(false) : .failure(error)
+                return false
+            }
+            first = false
+            return true
+        }
+        return try outcome.get()
+    }
+
+    /// Frames of a message held as libzmq messages on the stack before they are copied into
+    /// one buffer; longer messages (a READY naming many services) go on the heap.
+    private static let stackFrames = 12
+
+    /// Receives one whole message, copied into one buffer (one allocation, see ``Frames``).
     ///
     /// - Parameters:
     ///   - dontWait: return `nil` at once when nothing is waiting instead of blocking.
@@ -107,40 +120,50 @@ public final class ZMQSocket {
     public func receive(
         dontWait: Bool = false, readUserID: Bool = false, readPeerAddress: Bool = false
     ) throws(ZMQError) -> ZMQMessage? {
-        var frames: [[UInt8]] = []
+        let outcome = withUnsafeTemporaryAllocation(of: zmq_msg_t.self, capacity: Self.stackFrames) { stack in
+            var parts = Parts(stack: stack)
+            defer { parts.closeAll() }
+            return Result { () throws(ZMQError) -> ZMQMessage? in
+                try receiveParts(
+                    into: &parts, dontWait: dontWait, readUserID: readUserID, readPeerAddress: readPeerAddress)
+            }
+        }
+        return try outcome.get()
+    }
+
+    private func receiveParts(
+        into parts: inout Parts, dontWait: Bool, readUserID: Bool, readPeerAddress: Bool
+    ) throws(ZMQError) -> ZMQMessage? {
         var userID: String?
         var peerAddress: String?
-        var message = zmq_msg_t()
-        zmq_msg_init(&message)
-        defer { zmq_msg_close(&message) }
+        var bytes = 0
         while true {
-            let rc = zmq_msg_recv(&message, handle, dontWait || !frames.isEmpty ? ZMQ_DONTWAIT : 0)
+            let message = parts.next()
+            let rc = zmq_msg_recv(message, handle, dontWait || parts.count > 1 ? ZMQ_DONTWAIT : 0)
             if rc < 0 {
+                parts.dropLast()
                 let error = ZMQError.last("zmq_msg_recv")
                 if error.isInterrupted { continue }
-                if error.isWouldBlock && frames.isEmpty { return nil }
+                if error.isWouldBlock && parts.count == 0 { return nil }
                 throw error
             }
-            // Sky's messages have up to 9 frames: one allocation for the list, not four as it
-            // grows (and none for the read that finds nothing).
-            if frames.isEmpty { frames.reserveCapacity(9) }
-            let size = zmq_msg_size(&message)
-            if let data = zmq_msg_data(&message), size > 0 {
-                frames.append(Array(UnsafeRawBufferPointer(start: data, count: size)))
-            } else {
-                frames.append([])
-            }
+            bytes += zmq_msg_size(message)
             // A ROUTER makes up the routing-id frame itself; only the peer's own frames carry
             // its metadata, so look until one has it.
-            if readUserID && userID == nil, let value = zmq_msg_gets(&message, "User-Id") {
+            if readUserID && userID == nil, let value = zmq_msg_gets(message, "User-Id") {
                 userID = String(cString: value)
             }
-            if readPeerAddress && peerAddress == nil, let value = zmq_msg_gets(&message, "Peer-Address") {
+            if readPeerAddress && peerAddress == nil, let value = zmq_msg_gets(message, "Peer-Address") {
                 peerAddress = String(cString: value)
             }
-            if zmq_msg_more(&message) == 0 { break }
+            if zmq_msg_more(message) == 0 { break }
         }
-        return ZMQMessage(frames: frames, userID: userID, peerAddress: peerAddress)
+        var writer = Frames.Writer(frames: parts.count, bytes: bytes)
+        for index in 0..<parts.count {
+            let message = parts[index]
+            writer.append(UnsafeRawBufferPointer(start: zmq_msg_data(message), count: zmq_msg_size(message)))
+        }
+        return ZMQMessage(content: writer.finish(), userID: userID, peerAddress: peerAddress)
     }
 
     /// Starts libzmq's socket monitor: events are published on a PAIR socket bound at `endpoint`
@@ -149,5 +172,55 @@ public final class ZMQSocket {
         if zmq_socket_monitor(handle, endpoint, events.rawValue) != 0 {
             throw ZMQError.last("zmq_socket_monitor(\(endpoint))")
         }
+    }
+}
+
+/// The libzmq messages of one multipart message being received, each initialised when taken
+/// and closed by ``closeAll()``: in the caller's stack buffer up to its size, then on the heap.
+private struct Parts {
+    private let stack: UnsafeMutableBufferPointer<zmq_msg_t>
+    private var heap: UnsafeMutablePointer<zmq_msg_t>?
+    private var heapCapacity = 0
+    private(set) var count = 0
+
+    init(stack: UnsafeMutableBufferPointer<zmq_msg_t>) {
+        self.stack = stack
+    }
+
+    /// A new empty message after the others.
+    mutating func next() -> UnsafeMutablePointer<zmq_msg_t> {
+        if count >= stack.count + heapCapacity { grow() }
+        let message = self[count]
+        zmq_msg_init(message)
+        count += 1
+        return message
+    }
+
+    /// Closes the last message (one that received nothing).
+    mutating func dropLast() {
+        count -= 1
+        zmq_msg_close(self[count])
+    }
+
+    subscript(index: Int) -> UnsafeMutablePointer<zmq_msg_t> {
+        index < stack.count ? stack.baseAddress! + index : heap! + (index - stack.count)
+    }
+
+    func closeAll() {
+        for index in 0..<count { zmq_msg_close(self[index]) }
+        heap?.deallocate()
+    }
+
+    /// A `zmq_msg_t` may be moved bit for bit (`zmq_msg_move` does no more), so the heap part
+    /// grows like an array's storage.
+    private mutating func grow() {
+        let capacity = max(16, heapCapacity * 2)
+        let bigger = UnsafeMutablePointer<zmq_msg_t>.allocate(capacity: capacity)
+        if let heap {
+            bigger.moveInitialize(from: heap, count: count - stack.count)
+            heap.deallocate()
+        }
+        heap = bigger
+        heapCapacity = capacity
     }
 }

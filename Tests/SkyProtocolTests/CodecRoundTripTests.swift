@@ -85,9 +85,9 @@ struct CodecRoundTripTests {
         #expect(try BrokerToWorker.decode(frames) == command)
     }
 
-    /// The broker builds its sends with the ROUTER's routing-id frame in front, in one array:
+    /// The broker builds its sends in one buffer with the ROUTER's routing-id frame in front:
     /// the same frames as the plain encoding, for every command, traced or not.
-    @Test func routedEncodingsAreTheRoutingIDThenThePlainFrames() {
+    @Test func routedMessagesAreTheRoutingIDThenThePlainFrames() throws {
         let routing: [UInt8] = [0, 0x6b, 0x8b, 0x45, 0x67]
         var traced = Self.request
         traced.trace = Array("traceparent: 00-abc-def-01".utf8)
@@ -96,15 +96,32 @@ struct CodecRoundTripTests {
             .cancel(tag: [0, 0, 0, 0, 0, 0, 0, 9], Self.id), .drainingAcknowledged, .refused(reason: "wrong port"),
         ]
         for command in toWorker {
-            #expect(command.encode(routedTo: routing) == [routing] + command.encode())
-            #expect(command.encode(routedTo: nil) == command.encode())
+            #expect(command.frames(routedTo: routing).arrays == [routing] + command.encode())
+            #expect(command.frames().arrays == command.encode())
         }
         #expect(BrokerToWorker.request(tag: [1], traced).encode().last == traced.trace)
+        #expect(BrokerToWorker.request(tag: [1], traced).encode()[5] == [0, 0, 0, 3, 0, 0, 0x09, 0xc4])
         for status in ReplyStatus.allCases {
             let command = BrokerToClient.reply(TaskReply(requestID: Self.id, attempt: 7, status: status, body: [9]))
-            #expect(command.encode(routedTo: routing) == [routing] + command.encode())
+            #expect(command.frames(routedTo: routing).arrays == [routing] + command.encode())
             #expect(command.encode()[4] == [status.rawValue])
+            #expect(try BrokerToClient.decode(command.frames(routedTo: routing).dropFirst()) == command)
         }
+    }
+
+    /// Decoding a message received in one buffer gives what decoding its frames as arrays gives.
+    @Test func decodingFromOneBufferMatchesDecodingArrays() throws {
+        let request = ClientToBroker.request(Self.request)
+        #expect(try ClientToBroker.decode(request.frames()) == request)
+        #expect(try ClientToBroker.decode(Frames([[1, 2]] + request.encode()).dropFirst()) == request)
+        let cancel = ClientToBroker.cancel(Self.id)
+        #expect(try ClientToBroker.decode(cancel.frames()) == cancel)
+        let reply = WorkerToBroker.reply(
+            tag: [0, 0, 0, 0, 0, 0, 0, 5], TaskReply(requestID: Self.id, status: .ok, body: []))
+        #expect(try WorkerToBroker.decode(reply.frames()) == reply)
+        #expect(reply.frames().arrays[5] == [])
+        let ready = WorkerToBroker.ready(WorkerAnnouncement(name: "w", capacity: 4, services: ["a", "b", "c"]))
+        #expect(try WorkerToBroker.decode(ready.frames()) == ready)
     }
 
     @Test func eventRoundTrip() throws {

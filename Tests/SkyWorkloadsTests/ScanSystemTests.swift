@@ -144,7 +144,9 @@ struct ScanSystemTests {
         }
         delays.sort()
         #expect(delays[2] < Duration.milliseconds(50).scaled, "delays: \(delays)")
-        #expect(delays[4] < Duration.milliseconds(250).scaled, "delays: \(delays)")
+        // The worst of five only bounds a cancellation that never arrives (the handler sleeps
+        // 30 s): with the whole suite running on two cores one trial was seen to take 319 ms.
+        #expect(delays[4] < Duration.seconds(1).scaled, "delays: \(delays)")
         #expect(await system.runningCount == 0)
     }
 

@@ -1,4 +1,5 @@
 import Foundation
+import SkyProtocol
 import Testing
 
 @testable import SkyZMQ
@@ -27,6 +28,34 @@ struct ZMQSocketTests {
             #expect(try dealer.receive()?.frames == [Array("world".utf8)])
             dealer.close()
             router.close()
+        }
+    }
+
+    /// A received message is held as libzmq messages (on the stack up to 12 frames, then on
+    /// the heap) and copied into one buffer: every size across that boundary, large frames
+    /// (libzmq's own allocations) and small ones (kept inside `zmq_msg_t`) alike, comes out whole.
+    @Test(arguments: [1, 11, 12, 13, 28, 1029])
+    func messagesOfManyFramesArriveWhole(frameCount: Int) async throws {
+        try await onThread {
+            let context = try ZMQContext()
+            let endpoint = "inproc://frames-\(UUID().uuidString)"
+            let receiver = try ZMQSocket(context: context, type: .pair)
+            try receiver.bind(endpoint)
+            let sender = try ZMQSocket(context: context, type: .pair)
+            try sender.connect(endpoint)
+            let frames = (0..<frameCount).map { index in
+                [UInt8](repeating: UInt8(truncatingIfNeeded: index), count: index % 3 == 0 ? 100 + index : index % 7)
+            }
+            for _ in 0..<3 {
+                #expect(try sender.send(Frames(frames)))
+                let received = try #require(try receiver.receive())
+                #expect(received.content.count == frameCount)
+                #expect(received.frames == frames)
+                #expect(received.byteCount == frames.reduce(0) { $0 + $1.count })
+            }
+            #expect(try receiver.receive(dontWait: true) == nil)
+            sender.close()
+            receiver.close()
         }
     }
 

@@ -1,0 +1,84 @@
+import Testing
+
+@testable import SkyProtocol
+
+/// A message's frames in one buffer: views of it, the routing id dropped without a copy, and
+/// the writer that builds the hot messages.
+@Suite("Frames: a multipart message in one buffer")
+struct FramesTests {
+    static let arrays: [[UInt8]] = [
+        [0, 1, 2, 3, 4], Array("SKYC01".utf8), [], [0x01], Array(repeating: 0xee, count: 300),
+    ]
+
+    @Test func framesKeepTheirBoundariesAndBytes() {
+        let frames = Frames(Self.arrays)
+        #expect(frames.count == 5)
+        #expect(frames.byteCount == 5 + 6 + 0 + 1 + 300)
+        for index in 0..<5 { #expect(Array(frames[index]) == Self.arrays[index]) }
+        #expect(frames[2].isEmpty)
+        #expect(frames.arrays == Self.arrays)
+    }
+
+    @Test func droppingTheRoutingIDSharesTheBufferAndCountsOnlyWhatIsShown() {
+        let frames = Frames(Self.arrays)
+        let rest = frames.dropFirst()
+        #expect(rest.count == 4)
+        #expect(rest.byteCount == 6 + 0 + 1 + 300)
+        #expect(Array(rest[0]) == Array("SKYC01".utf8))
+        #expect(rest.arrays == Array(Self.arrays.dropFirst()))
+        // A view of the same storage: the slice's indices are the buffer's, past the first frame.
+        #expect(rest[0].startIndex == frames[1].startIndex)
+        #expect(rest == Frames(Array(Self.arrays.dropFirst())))
+        let none = Frames([[7]]).dropFirst().dropFirst()
+        #expect(none.isEmpty && none.byteCount == 0 && none.arrays.isEmpty)
+    }
+
+    @Test func aCopyOutlivesTheValueItCameFromAndChangesNothingInIt() {
+        var copy: Frames?
+        do {
+            let frames = Frames(Self.arrays)
+            copy = frames.dropFirst()
+        }
+        #expect(copy?.arrays == Array(Self.arrays.dropFirst()))
+    }
+
+    @Test func forEachFrameVisitsEachFrameOnceInOrderAndStopsWhenAsked() {
+        let frames = Frames(Self.arrays).dropFirst()
+        var seen: [[UInt8]] = []
+        var lasts: [Bool] = []
+        frames.forEachFrame { bytes, isLast in
+            seen.append(Array(bytes))
+            lasts.append(isLast)
+            return true
+        }
+        #expect(seen == Array(Self.arrays.dropFirst()))
+        #expect(lasts == [false, false, false, true])
+        var visits = 0
+        frames.forEachFrame { _, _ in
+            visits += 1
+            return visits < 2
+        }
+        #expect(visits == 2)
+    }
+
+    @Test func theWriterWritesNumbersBigEndianAndIdsAsTheirFrame() {
+        var writer = Frames.Writer(frames: 5, bytes: 0)
+        writer.append(bigEndian: UInt32(0x0102_0304))
+        writer.append(bigEndian: 5, 6, 7)
+        writer.append(bigEndian: UInt64(0x0102_0304_0506_0708))
+        writer.append(RequestID(high: 1, low: 2))
+        writer.append(utf8: "sky.é")
+        let frames = writer.finish()
+        #expect(Array(frames[0]) == [1, 2, 3, 4])
+        #expect(Array(frames[1]) == [0, 0, 0, 5, 0, 0, 0, 6, 0, 0, 0, 7])
+        #expect(Array(frames[2]) == [1, 2, 3, 4, 5, 6, 7, 8])
+        #expect(Array(frames[3]) == RequestID(high: 1, low: 2).frame)
+        #expect(Array(frames[4]) == Array("sky.é".utf8))
+    }
+
+    @Test func equalityIsByFramesNotByStorage() {
+        #expect(Frames([[1], [2, 3]]) == Frames([[0], [1], [2, 3]]).dropFirst())
+        #expect(Frames([[1], [2, 3]]) != Frames([[1, 2], [3]]))
+        #expect(Frames([[1]]) != Frames([[1], []]))
+    }
+}
