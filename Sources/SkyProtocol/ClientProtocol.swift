@@ -51,7 +51,8 @@ public enum ClientToBroker: Sendable, Equatable {
             var writer = Frames.Writer(
                 frames: trace == nil ? 6 : 7,
                 bytes: WireFormat.clientSignature.count + 1 + RequestID.byteCount + request.service.utf8.count
-                    + RequestHeader.extendedByteCount + request.body.count + (trace?.count ?? 0))
+                    + RequestHeader.extendedByteCount + Frames.inlineSize(request.body.count)
+                    + Frames.inlineSize(trace?.count ?? 0))
             writer.append(WireFormat.clientSignature)
             writer.append(byte: Command.request.rawValue)
             writer.append(request.requestID)
@@ -110,7 +111,7 @@ public enum BrokerToClient: Sendable, Equatable {
             var writer = Frames.Writer(
                 frames: routingID == nil ? 6 : 7,
                 bytes: (routingID?.count ?? 0) + WireFormat.clientSignature.count + 1 + RequestID.byteCount + 4 + 1
-                    + reply.body.count)
+                    + Frames.inlineSize(reply.body.count))
             if let routingID { writer.append(routingID) }
             writer.append(WireFormat.clientSignature)
             writer.append(byte: Command.reply.rawValue)

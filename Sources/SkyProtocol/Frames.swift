@@ -1,29 +1,39 @@
-/// A multipart message with all its frames in one buffer: one allocation however many frames,
-/// where an array of arrays costs one per frame and one for the list.
+/// A multipart message with its small frames in one buffer: one allocation however many
+/// frames, where an array of arrays costs one per frame and one for the list.
 ///
 /// Received messages and the messages on the hot paths (REQUEST, REPLY) are built this way, and
 /// decoded through views of the buffer (`ArraySlice`s, which share it). ``dropFirst()`` (a
-/// ROUTER's routing-id frame) shares the buffer too.
+/// ROUTER's routing-id frame) shares the buffer too. A frame of ``largeFrame`` bytes or more
+/// (a big task or result) is kept as an array of its own instead, by reference: it is never
+/// copied into the buffer, and `Array(frames[i])` of it is that array again, not a copy.
 ///
-/// Layout: `[n][end of frame 0] … [end of frame n-1][frame bytes]`, each number an `Int` in
-/// native byte order (the buffer never leaves the process), the ends counted from the start of
-/// the frame bytes.
+/// Layout of the buffer: `[n]` then, per frame, `[start][end]` (offsets from the end of this
+/// header; a large frame has `start` = -1 - its index among the large ones), then the small
+/// frames' bytes. Numbers are `Int`s in native byte order: the buffer never leaves the process.
 public struct Frames: Sendable {
+    /// Frames of at least this many bytes are kept as arrays of their own.
+    public static let largeFrame = 1024
+
     private var storage: [UInt8]
+    private var large: [[UInt8]]
     /// The first frame this value shows (after ``dropFirst()``).
-    private var first: Int
+    private var first = 0
 
     /// Frames given as arrays (tests, and messages off the hot paths).
     public init(_ frames: [[UInt8]]) {
-        var writer = Writer(frames: frames.count, bytes: frames.reduce(0) { $0 + $1.count })
+        var writer = Writer(frames: frames.count, bytes: frames.reduce(0) { $0 + Self.inlineSize($1.count) })
         for frame in frames { writer.append(frame) }
         self = writer.finish()
     }
 
-    fileprivate init(storage: [UInt8]) {
+    fileprivate init(storage: [UInt8], large: [[UInt8]]) {
         self.storage = storage
-        first = 0
+        self.large = large
     }
+
+    /// The bytes a frame of `count` bytes takes in the shared buffer: all of them, or none for a
+    /// large frame (writers size the buffer with it).
+    public static func inlineSize(_ count: Int) -> Int { count >= largeFrame ? 0 : count }
 
     /// How many frames this value shows.
     public var count: Int { total - first }
@@ -31,18 +41,15 @@ public struct Frames: Sendable {
     public var isEmpty: Bool { count == 0 }
 
     /// Bytes of all frames shown.
-    public var byteCount: Int {
-        guard count > 0 else { return 0 }
-        return end(of: total - 1) - (first == 0 ? 0 : end(of: first - 1))
-    }
+    public var byteCount: Int { (0..<count).reduce(0) { $0 + self[$1].count } }
 
-    /// Frame `index` (counted from the first shown), as a view of the buffer.
+    /// Frame `index` (counted from the first shown), as a view of the buffer or of its array.
     public subscript(index: Int) -> ArraySlice<UInt8> {
         precondition(index >= 0 && index < count, "frame \(index) of \(count)")
-        let frame = first + index
-        let start = frame == 0 ? 0 : end(of: frame - 1)
+        let (start, end) = bounds(of: first + index)
+        if start < 0 { return large[-1 - start][...] }
         let base = dataStart
-        return storage[(base + start)..<(base + end(of: frame))]
+        return storage[(base + start)..<(base + end)]
     }
 
     /// The frames after the first, sharing the buffer.
@@ -52,7 +59,7 @@ public struct Frames: Sendable {
         return rest
     }
 
-    /// Each frame as an array (copies; for code off the hot paths).
+    /// Each frame as an array (copies the small ones; for code off the hot paths).
     public var arrays: [[UInt8]] { (0..<count).map { Array(self[$0]) } }
 
     /// Calls `body` with each frame's bytes in order (for sending without copies) until it
@@ -61,21 +68,23 @@ public struct Frames: Sendable {
         let shown = count
         guard shown > 0 else { return }
         let base = dataStart
-        var start = first == 0 ? 0 : end(of: first - 1)
         storage.withUnsafeBytes { raw in
             for index in 0..<shown {
-                let stop = end(of: first + index)
-                let frame = UnsafeRawBufferPointer(rebasing: raw[(base + start)..<(base + stop)])
-                guard body(frame, index == shown - 1) else { return }
-                start = stop
+                let (start, end) = bounds(of: first + index)
+                let isLast = index == shown - 1
+                let goOn =
+                    start < 0
+                    ? large[-1 - start].withUnsafeBytes { body($0, isLast) }
+                    : body(UnsafeRawBufferPointer(rebasing: raw[(base + start)..<(base + end)]), isLast)
+                guard goOn else { return }
             }
         }
     }
 
-    private var total: Int { word(0) }
-    private var dataStart: Int { Self.wordSize * (1 + total) }
     private static let wordSize = MemoryLayout<Int>.size
-    private func end(of frame: Int) -> Int { word(1 + frame) }
+    private var total: Int { word(0) }
+    private var dataStart: Int { Self.wordSize * (1 + 2 * total) }
+    private func bounds(of frame: Int) -> (start: Int, end: Int) { (word(1 + 2 * frame), word(2 + 2 * frame)) }
 
     private func word(_ index: Int) -> Int {
         storage.withUnsafeBytes { $0.loadUnaligned(fromByteOffset: Self.wordSize * index, as: Int.self) }
@@ -84,92 +93,135 @@ public struct Frames: Sendable {
     /// Builds frames in one buffer of the size given up front.
     public struct Writer {
         private var storage: [UInt8]
+        private var large: [[UInt8]] = []
         private let frames: Int
         private var written = 0
+        private let header: Int
 
         /// - Parameters:
         ///   - frames: exactly how many frames will be appended.
-        ///   - bytes: their total size (a guess only costs a regrowth).
+        ///   - bytes: the bytes the small frames take (see ``Frames/inlineSize(_:)``); a guess
+        ///     only costs a regrowth.
         public init(frames: Int, bytes: Int) {
             self.frames = frames
-            storage = []
-            storage.reserveCapacity(Frames.wordSize * (1 + frames) + bytes)
-            storage.append(contentsOf: repeatElement(0, count: Frames.wordSize * (1 + frames)))
+            header = Frames.wordSize * (1 + 2 * frames)
+            let header = header
+            // One allocation with room for the frames; the header zeroed at once, not byte by byte.
+            storage = [UInt8](unsafeUninitializedCapacity: header + bytes) { buffer, count in
+                UnsafeMutableRawBufferPointer(rebasing: UnsafeMutableRawBufferPointer(buffer)[..<header])
+                    .initializeMemory(as: UInt8.self, repeating: 0)
+                count = header
+            }
             set(word: 0, to: frames)
         }
 
         public mutating func append(_ frame: [UInt8]) {
-            storage.append(contentsOf: frame)
-            endFrame()
+            if frame.count >= Frames.largeFrame {
+                appendLarge(frame)
+            } else {
+                let start = storage.count
+                storage.append(contentsOf: frame)
+                endFrame(from: start)
+            }
         }
 
         public mutating func append(_ frame: ArraySlice<UInt8>) {
-            storage.append(contentsOf: frame)
-            endFrame()
+            if frame.count >= Frames.largeFrame {
+                appendLarge(Array(frame))
+            } else {
+                let start = storage.count
+                storage.append(contentsOf: frame)
+                endFrame(from: start)
+            }
         }
 
+        /// A frame copied from memory the caller owns (a libzmq message).
         public mutating func append(_ frame: UnsafeRawBufferPointer) {
-            storage.append(contentsOf: frame)
-            endFrame()
+            // Typed, so that both copies below are one memcpy rather than a loop over bytes.
+            let bytes = UnsafeBufferPointer(
+                start: frame.baseAddress?.assumingMemoryBound(to: UInt8.self), count: frame.count)
+            if frame.count >= Frames.largeFrame {
+                appendLarge(Array(bytes))
+            } else {
+                let start = storage.count
+                storage.append(contentsOf: bytes)
+                endFrame(from: start)
+            }
         }
 
         /// A frame of the string's UTF-8 bytes.
         public mutating func append(utf8 text: String) {
             var text = text
+            let start = storage.count
             text.withUTF8 { storage.append(contentsOf: $0) }
-            endFrame()
+            endFrame(from: start)
         }
 
         /// A request id's 16-byte frame.
         public mutating func append(_ id: RequestID) {
+            let start = storage.count
             put(id.high)
             put(id.low)
-            endFrame()
+            endFrame(from: start)
         }
 
         /// A one-byte frame.
         public mutating func append(byte: UInt8) {
+            let start = storage.count
             storage.append(byte)
-            endFrame()
+            endFrame(from: start)
         }
 
         /// A frame of one big-endian number.
         public mutating func append(bigEndian value: UInt32) {
+            let start = storage.count
             put(value)
-            endFrame()
+            endFrame(from: start)
         }
 
         /// A frame of two or three big-endian numbers (a request header).
         public mutating func append(bigEndian first: UInt32, _ second: UInt32, _ third: UInt32? = nil) {
+            let start = storage.count
             put(first)
             put(second)
             if let third { put(third) }
-            endFrame()
+            endFrame(from: start)
         }
 
         public mutating func append(bigEndian value: UInt64) {
+            let start = storage.count
             put(value)
-            endFrame()
+            endFrame(from: start)
         }
 
         /// The frames; every announced frame must have been appended.
         public consuming func finish() -> Frames {
             precondition(written == frames, "\(written) of \(frames) frames written")
-            return Frames(storage: storage)
+            return Frames(storage: storage, large: large)
+        }
+
+        private mutating func appendLarge(_ frame: [UInt8]) {
+            large.append(frame)
+            record(start: -large.count, end: 0)
         }
 
         private mutating func put(_ value: UInt32) {
-            withUnsafeBytes(of: value.bigEndian) { storage.append(contentsOf: $0) }
+            withUnsafeBytes(of: value.bigEndian) { storage.append(contentsOf: $0.assumingMemoryBound(to: UInt8.self)) }
         }
 
         private mutating func put(_ value: UInt64) {
-            withUnsafeBytes(of: value.bigEndian) { storage.append(contentsOf: $0) }
+            withUnsafeBytes(of: value.bigEndian) { storage.append(contentsOf: $0.assumingMemoryBound(to: UInt8.self)) }
         }
 
-        private mutating func endFrame() {
+        private mutating func endFrame(from start: Int) {
+            record(start: start - header, end: storage.count - header)
+        }
+
+        private mutating func record(start: Int, end: Int) {
             precondition(written < frames, "more than \(frames) frames")
+            set(word: 1 + 2 * written, to: start)
+            set(word: 2 + 2 * written, to: end)
             written += 1
-            set(word: written, to: storage.count - Frames.wordSize * (1 + frames))
         }
 
         private mutating func set(word index: Int, to value: Int) {

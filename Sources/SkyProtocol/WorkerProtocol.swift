@@ -135,7 +135,8 @@ public enum WorkerToBroker: Sendable, Equatable {
         guard case .reply(let tag, let reply) = self else { return Frames(encode()) }
         var writer = Frames.Writer(
             frames: 6,
-            bytes: WireFormat.workerSignature.count + 1 + tag.count + RequestID.byteCount + 1 + reply.body.count)
+            bytes: WireFormat.workerSignature.count + 1 + tag.count + RequestID.byteCount + 1
+                + Frames.inlineSize(reply.body.count))
         writer.append(WireFormat.workerSignature)
         writer.append(byte: Command.reply.rawValue)
         writer.append(tag)
@@ -230,7 +231,8 @@ public enum BrokerToWorker: Sendable, Equatable {
         var writer = Frames.Writer(
             frames: prefix + (trace == nil ? 7 : 8),
             bytes: (routingID?.count ?? 0) + WireFormat.workerSignature.count + 1 + tag.count + RequestID.byteCount
-                + request.service.utf8.count + RequestHeader.byteCount + request.body.count + (trace?.count ?? 0))
+                + request.service.utf8.count + RequestHeader.byteCount + Frames.inlineSize(request.body.count)
+                + Frames.inlineSize(trace?.count ?? 0))
         if let routingID { writer.append(routingID) }
         writer.append(WireFormat.workerSignature)
         writer.append(byte: Command.request.rawValue)

@@ -68,23 +68,37 @@ extension ZMQEventLoop {
         case opened(SocketID, Result<[String], SetupError>)
     }
 
-    /// One message to send.
+    /// One message to send: frames as arrays, or built in one buffer (see ``Frames``). Each
+    /// is sent as it is, without a conversion.
     public struct Outbound: Sendable {
+        public enum Content: Sendable {
+            case arrays([[UInt8]])
+            case frames(Frames)
+
+            /// Each frame as an array (copies a buffer's small frames).
+            public var arrays: [[UInt8]] {
+                switch self {
+                case .arrays(let arrays): arrays
+                case .frames(let frames): frames.arrays
+                }
+            }
+        }
+
         public var socket: SocketID
-        /// The frames in one buffer (see ``Frames``).
-        public var message: Frames
+        public var content: Content
 
         public init(socket: SocketID, message: Frames) {
             self.socket = socket
-            self.message = message
+            content = .frames(message)
         }
 
         public init(socket: SocketID, frames: [[UInt8]]) {
-            self.init(socket: socket, message: Frames(frames))
+            self.socket = socket
+            content = .arrays(frames)
         }
 
-        /// Each frame as an array (copies).
-        public var frames: [[UInt8]] { message.arrays }
+        /// Each frame as an array.
+        public var frames: [[UInt8]] { content.arrays }
     }
 
     /// A socket could not be created, configured, bound or connected.
@@ -103,7 +117,7 @@ extension ZMQEventLoop {
         case open(SocketSpec, CheckedContinuation<[String], any Error>?)
         case input(any Sendable)
         case close(SocketID, linger: Int32)
-        case periodic(SocketID, Frames?, every: Duration)
+        case periodic(SocketID, [[UInt8]]?, every: Duration)
         case shutdown(linger: Int32)
     }
 

@@ -1,6 +1,5 @@
 import CZMQ
 import Foundation
-import SkyProtocol
 import Synchronization
 
 /// One I/O thread that owns a set of ZeroMQ sockets and is the only thread that touches them.
@@ -150,7 +149,7 @@ public final class ZMQEventLoop: Sendable {
     /// message keeps flowing however busy the rest of the process is. `nil` stops it; closing
     /// the socket stops it too.
     public func sendPeriodically(_ frames: [[UInt8]]?, on socket: SocketID, every interval: Duration) {
-        post([.periodic(socket, frames.map { Frames($0) }, every: interval)])
+        post([.periodic(socket, frames, every: interval)])
     }
 
     /// Closes a socket on the loop's thread; messages still queued for it are kept for `linger` ms.

@@ -1,6 +1,5 @@
 import CZMQ
 import Foundation
-import SkyProtocol
 import Synchronization
 
 /// The body of a ``ZMQEventLoop``'s thread. Created on that thread and never leaves it, so the
@@ -10,7 +9,7 @@ final class ZMQEventLoopRunner {
         let socket: ZMQSocket
         let spec: ZMQEventLoop.SocketSpec
         /// Messages libzmq refused for now (DEALER/PAIR at its high-water mark), oldest first.
-        var pending: [Frames] = []
+        var pending: [ZMQEventLoop.Outbound.Content] = []
         var pendingHead = 0
         var monitorPair: ZMQSocket?
         /// Whether sends that would block are dropped (ROUTER, PUB) rather than kept.
@@ -36,8 +35,9 @@ final class ZMQEventLoopRunner {
     private var nextTick: ContinuousClock.Instant?
     /// When the thread last returned from a poll.
     private var lastWake: ContinuousClock.Instant?
-    private var periodic: [ZMQEventLoop.SocketID: (frames: Frames, interval: Duration, next: ContinuousClock.Instant)] =
-        [:]
+    private var periodic:
+        [ZMQEventLoop.SocketID: (frames: [[UInt8]], interval: Duration, next: ContinuousClock.Instant)] =
+            [:]
 
     init(loop: ZMQEventLoop, context: ZMQContext, ownsContext: Bool) {
         self.loop = loop
@@ -242,27 +242,27 @@ final class ZMQEventLoopRunner {
         guard let index = entries.index(forKey: outbound.socket) else {
             batch.append(
                 .sendFailed(
-                    outbound.socket, outbound.message.arrays,
+                    outbound.socket, outbound.content.arrays,
                     ZMQError(code: ENOTSOCK, operation: "send on \(outbound.socket): socket is not open")))
             return
         }
         if entries.values[index].hasPending {
-            entries.values[index].pending.append(outbound.message)
+            entries.values[index].pending.append(outbound.content)
             loop.blockedSends.add(1, ordering: .relaxed)
             return
         }
         do {
-            if try entries.values[index].socket.send(outbound.message, dontWait: true) { return }
+            if try entries.values[index].socket.send(outbound.content, dontWait: true) { return }
             if entries.values[index].dropsWhenFull {
                 batch.append(
-                    .sendFailed(outbound.socket, outbound.message.arrays, ZMQError(code: EAGAIN, operation: "zmq_send"))
+                    .sendFailed(outbound.socket, outbound.content.arrays, ZMQError(code: EAGAIN, operation: "zmq_send"))
                 )
             } else {
-                entries.values[index].pending.append(outbound.message)
+                entries.values[index].pending.append(outbound.content)
                 loop.blockedSends.add(1, ordering: .relaxed)
             }
         } catch {
-            batch.append(.sendFailed(outbound.socket, outbound.message.arrays, error))
+            batch.append(.sendFailed(outbound.socket, outbound.content.arrays, error))
         }
     }
 
@@ -270,7 +270,7 @@ final class ZMQEventLoopRunner {
         guard !periodic.isEmpty else { return }
         let now = clock.now
         for (id, job) in periodic where job.next <= now {
-            send(ZMQEventLoop.Outbound(socket: id, message: job.frames))
+            send(ZMQEventLoop.Outbound(socket: id, frames: job.frames))
             periodic[id]?.next = now + job.interval
         }
     }

@@ -82,7 +82,17 @@ public final class ZMQSocket {
     ///   messages atomically, so once the first frame is accepted the rest are too.
     @discardableResult
     public func send(_ frames: [[UInt8]], dontWait: Bool = false) throws(ZMQError) -> Bool {
-        try send(Frames(frames), dontWait: dontWait)
+        precondition(!frames.isEmpty, "a ZeroMQ message has at least one frame")
+        let last = frames.count - 1
+        for (index, frame) in frames.enumerated() {
+            let sent = frame.withUnsafeBytes { bytes in
+                Result { () throws(ZMQError) in
+                    try sendFrame(bytes, first: index == 0, last: index == last, dontWait: dontWait)
+                }
+            }
+            if try !sent.get() { return false }
+        }
+        return true
     }
 
     /// Sends a message built in one buffer, each frame straight from it.
@@ -92,19 +102,43 @@ public final class ZMQSocket {
         var outcome: Result<Bool, ZMQError> = .success(true)
         var first = true
         message.forEachFrame { frame, isLast in
-            var flags: Int32 = dontWait ? ZMQ_DONTWAIT : 0
-            if !isLast { flags |= ZMQ_SNDMORE }
-            while true {
-                if zmq_send(handle, frame.baseAddress, frame.count, flags) >= 0 { break }
-                let error = ZMQError.last("zmq_send")
-                if error.isInterrupted { continue }
-                outcome = error.isWouldBlock && first ? .success(false) : .failure(error)
+            do throws(ZMQError) {
+                guard try sendFrame(frame, first: first, last: isLast, dontWait: dontWait) else {
+                    outcome = .success(false)
+                    return false
+                }
+            } catch {
+                outcome = .failure(error)
                 return false
             }
             first = false
             return true
         }
         return try outcome.get()
+    }
+
+    /// Sends a message in either form.
+    @discardableResult
+    public func send(_ content: ZMQEventLoop.Outbound.Content, dontWait: Bool = false) throws(ZMQError) -> Bool {
+        switch content {
+        case .arrays(let frames): try send(frames, dontWait: dontWait)
+        case .frames(let message): try send(message, dontWait: dontWait)
+        }
+    }
+
+    /// One frame of a message; `false` when the first would block (nothing was sent then).
+    private func sendFrame(
+        _ bytes: UnsafeRawBufferPointer, first: Bool, last: Bool, dontWait: Bool
+    ) throws(ZMQError) -> Bool {
+        var flags: Int32 = dontWait ? ZMQ_DONTWAIT : 0
+        if !last { flags |= ZMQ_SNDMORE }
+        while zmq_send(handle, bytes.baseAddress, bytes.count, flags) < 0 {
+            let error = ZMQError.last("zmq_send")
+            if error.isInterrupted { continue }
+            if error.isWouldBlock && first { return false }
+            throw error
+        }
+        return true
     }
 
     /// Frames of a message held as libzmq messages on the stack before they are copied into
@@ -147,7 +181,7 @@ public final class ZMQSocket {
                 if error.isWouldBlock && parts.count == 0 { return nil }
                 throw error
             }
-            bytes += zmq_msg_size(message)
+            bytes += Frames.inlineSize(zmq_msg_size(message))
             // A ROUTER makes up the routing-id frame itself; only the peer's own frames carry
             // its metadata, so look until one has it.
             if readUserID && userID == nil, let value = zmq_msg_gets(message, "User-Id") {

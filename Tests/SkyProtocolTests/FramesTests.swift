@@ -76,6 +76,37 @@ struct FramesTests {
         #expect(Array(frames[4]) == Array("sky.é".utf8))
     }
 
+    /// A big task or result is kept by reference: written without a copy, and decoded back to
+    /// the very same array, so a message of 1 MiB costs no more copies than libzmq's own.
+    @Test func largeFramesAreKeptByReferenceNotCopied() throws {
+        let body = [UInt8](repeating: 0x42, count: Frames.largeFrame)
+        let small = [UInt8](repeating: 0x43, count: Frames.largeFrame - 1)
+        let frames = Frames([[1], body, small, body, []])
+        #expect(frames.arrays == [[1], body, small, body, []])
+        #expect(frames.byteCount == 1 + 2 * body.count + small.count)
+        func address(_ bytes: [UInt8]) -> UInt? {
+            bytes.withUnsafeBufferPointer { $0.baseAddress.map { UInt(bitPattern: $0) } }
+        }
+        #expect(address(Array(frames[1])) == address(body))
+        #expect(address(Array(frames[3])) == address(body))
+        #expect(address(Array(frames[2])) != address(small))
+        #expect(frames.dropFirst().dropFirst().dropFirst().arrays == [body, []])
+        var sizes: [Int] = []
+        frames.forEachFrame { bytes, _ in
+            sizes.append(bytes.count)
+            return true
+        }
+        #expect(sizes == [1, body.count, small.count, body.count, 0])
+
+        let request = TaskRequest(
+            requestID: RequestID(high: 1, low: 2), service: "s", header: RequestHeader(), body: body)
+        guard case .request(let decoded) = try ClientToBroker.decode(ClientToBroker.request(request).frames()) else {
+            Issue.record("not a request")
+            return
+        }
+        #expect(address(decoded.body) == address(body))
+    }
+
     @Test func equalityIsByFramesNotByStorage() {
         #expect(Frames([[1], [2, 3]]) == Frames([[0], [1], [2, 3]]).dropFirst())
         #expect(Frames([[1], [2, 3]]) != Frames([[1, 2], [3]]))

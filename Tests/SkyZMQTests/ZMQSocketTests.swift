@@ -34,7 +34,7 @@ struct ZMQSocketTests {
     /// A received message is held as libzmq messages (on the stack up to 12 frames, then on
     /// the heap) and copied into one buffer: every size across that boundary, large frames
     /// (libzmq's own allocations) and small ones (kept inside `zmq_msg_t`) alike, comes out whole.
-    @Test(arguments: [1, 11, 12, 13, 28, 1029])
+    @Test(arguments: [1, 12, 13, 1029])
     func messagesOfManyFramesArriveWhole(frameCount: Int) async throws {
         try await onThread {
             let context = try ZMQContext()
@@ -46,7 +46,7 @@ struct ZMQSocketTests {
             let frames = (0..<frameCount).map { index in
                 [UInt8](repeating: UInt8(truncatingIfNeeded: index), count: index % 3 == 0 ? 100 + index : index % 7)
             }
-            for _ in 0..<3 {
+            for _ in 0..<2 {
                 #expect(try sender.send(Frames(frames)))
                 let received = try #require(try receiver.receive())
                 #expect(received.content.count == frameCount)
