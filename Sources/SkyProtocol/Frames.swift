@@ -41,7 +41,14 @@ public struct Frames: Sendable {
     public var isEmpty: Bool { count == 0 }
 
     /// Bytes of all frames shown.
-    public var byteCount: Int { (0..<count).reduce(0) { $0 + self[$1].count } }
+    public var byteCount: Int {
+        var bytes = 0
+        for frame in first..<total {
+            let (start, end) = bounds(of: frame)
+            bytes += start < 0 ? large[-1 - start].count : end - start
+        }
+        return bytes
+    }
 
     /// Frame `index` (counted from the first shown), as a view of the buffer or of its array.
     public subscript(index: Int) -> ArraySlice<UInt8> {
@@ -108,8 +115,7 @@ public struct Frames: Sendable {
             let header = header
             // One allocation with room for the frames; the header zeroed at once, not byte by byte.
             storage = [UInt8](unsafeUninitializedCapacity: header + bytes) { buffer, count in
-                UnsafeMutableRawBufferPointer(rebasing: UnsafeMutableRawBufferPointer(buffer)[..<header])
-                    .initializeMemory(as: UInt8.self, repeating: 0)
+                buffer.baseAddress!.initialize(repeating: 0, count: header)
                 count = header
             }
             set(word: 0, to: frames)
