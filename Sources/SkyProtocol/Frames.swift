@@ -122,23 +122,11 @@ public struct Frames: Sendable {
         }
 
         public mutating func append(_ frame: [UInt8]) {
-            if frame.count >= Frames.largeFrame {
-                appendLarge(frame)
-            } else {
-                let start = storage.count
-                storage.append(contentsOf: frame)
-                endFrame(from: start)
-            }
+            if frame.count >= Frames.largeFrame { appendLarge(frame) } else { appendSmall(frame) }
         }
 
         public mutating func append(_ frame: ArraySlice<UInt8>) {
-            if frame.count >= Frames.largeFrame {
-                appendLarge(Array(frame))
-            } else {
-                let start = storage.count
-                storage.append(contentsOf: frame)
-                endFrame(from: start)
-            }
+            if frame.count >= Frames.largeFrame { appendLarge(Array(frame)) } else { appendSmall(frame) }
         }
 
         /// A frame copied from memory the caller owns (a libzmq message).
@@ -146,21 +134,13 @@ public struct Frames: Sendable {
             // Typed, so that both copies below are one memcpy rather than a loop over bytes.
             let bytes = UnsafeBufferPointer(
                 start: frame.baseAddress?.assumingMemoryBound(to: UInt8.self), count: frame.count)
-            if frame.count >= Frames.largeFrame {
-                appendLarge(Array(bytes))
-            } else {
-                let start = storage.count
-                storage.append(contentsOf: bytes)
-                endFrame(from: start)
-            }
+            if frame.count >= Frames.largeFrame { appendLarge(Array(bytes)) } else { appendSmall(bytes) }
         }
 
         /// A frame of the string's UTF-8 bytes.
         public mutating func append(utf8 text: String) {
             var text = text
-            let start = storage.count
-            text.withUTF8 { storage.append(contentsOf: $0) }
-            endFrame(from: start)
+            text.withUTF8 { appendSmall($0) }
         }
 
         /// A request id's 16-byte frame.
@@ -204,6 +184,12 @@ public struct Frames: Sendable {
         public consuming func finish() -> Frames {
             precondition(written == frames, "\(written) of \(frames) frames written")
             return Frames(storage: storage, large: large)
+        }
+
+        private mutating func appendSmall(_ bytes: some Collection<UInt8>) {
+            let start = storage.count
+            storage.append(contentsOf: bytes)
+            endFrame(from: start)
         }
 
         private mutating func appendLarge(_ frame: [UInt8]) {
