@@ -22,7 +22,7 @@ extension SkyClient {
         guard WireFormat.isValidName(T.service) else {
             throw SkyError.invalidTask("service name \"\(T.service)\" is not 1...255 bytes of UTF-8")
         }
-        let key = options.idempotencyKey ?? "call:\(UUID().uuidString)"
+        let key = options.idempotencyKey ?? shell.callKey()
         let submission = try options.submission(service: T.service, body: body, key: key).encode()
         let reply = try await jobCall(BrokerService.jobSubmit, submission)
         guard let id = JobID(bytes: reply) else {

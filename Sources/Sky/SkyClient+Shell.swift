@@ -46,6 +46,7 @@ extension SkyClient {
         let identity: [UInt8]
         let endpoints: [String]
         private let nextWaiter = Atomic<UInt64>(0)
+        private let nextCallKey = Atomic<UInt64>(0)
         /// The timer task and its deadline, on a clock other than `ContinuousClock`.
         private let sleeper = Locked<(deadline: Duration, task: Task<Void, Never>)?>(nil)
 
@@ -56,6 +57,16 @@ extension SkyClient {
             self.configuration = configuration
             logger = configuration.logger
             self.identity = identity
+        }
+
+        /// The idempotency key of a submit that names none, so that the submit resent after a
+        /// lost answer (a broker restart) is one job: this client's random identity and a
+        /// counter. Increasing within a client, so the journal's key index grows at one end
+        /// (a random key per job, a UUID, touched a different index page for every job).
+        func callKey() -> String {
+            let number = nextCallKey.wrappingAdd(1, ordering: .relaxed).newValue
+            let counter = String(number, radix: 16)
+            return "call:" + Hex.encode(identity) + "-" + String(repeating: "0", count: 16 - counter.count) + counter
         }
 
         /// The DEALER to broker socket number `number`, watched for connections made and lost.
