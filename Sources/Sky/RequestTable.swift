@@ -360,7 +360,8 @@ struct RequestTable {
                     requestID: entry.id, service: entry.call.service,
                     header: RequestHeader(
                         attempt: entry.wireAttempt, timeoutMilliseconds: timeout,
-                        noWorkersGraceMilliseconds: noWorkersGraceMilliseconds),
+                        noWorkersGraceMilliseconds: noWorkersGraceMilliseconds,
+                        priority: entry.call.options.priority.rawValue),
                     body: entry.call.body, trace: traceEpoch == connectionEpoch ? entry.call.trace : nil)))
     }
 

@@ -13,17 +13,24 @@ public struct ScanOptions: Sendable, Equatable {
     /// Share one remote execution with concurrent calls of an equal task (same service, same
     /// encoded payload). Turn it off for tasks that must run once per call.
     public var coalesce: Bool
+    /// While calls of a service wait for a worker, higher priority goes first, in four bands:
+    /// ``JobPriority/urgent`` and above, above normal, ``JobPriority/normal``, below normal;
+    /// within a band, older first. A call that joins an equal one in flight (``coalesce``)
+    /// shares that one's place. A broker older than this option drops a call that sets it as
+    /// malformed (its longer header), and the call times out: upgrade the broker first.
+    public var priority: JobPriority
 
     public init(
         timeout: Duration? = .seconds(30), deadline: Duration? = nil, retry: RetryPolicy = .default,
-        coalesce: Bool = true
+        coalesce: Bool = true, priority: JobPriority = .normal
     ) {
         self.timeout = timeout
         self.deadline = deadline
         self.retry = retry
         self.coalesce = coalesce
+        self.priority = priority
     }
 
-    /// 30 s per attempt, no overall deadline, ``RetryPolicy/default``, coalescing on.
+    /// 30 s per attempt, no overall deadline, ``RetryPolicy/default``, coalescing on, normal priority.
     public static let `default` = ScanOptions()
 }

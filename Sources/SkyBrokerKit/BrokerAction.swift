@@ -60,8 +60,10 @@ public enum JournalWork: Sendable, Equatable {
 public enum JournalWrite: Sendable, Equatable {
     /// Answer the submit, and start the job.
     case submitted(JobID)
-    /// Send the job to the worker that holds its delivery.
-    case started(JobID, PeerID, tag: UInt64)
+    /// The job's delivery is prepared: it goes to the next free credit.
+    case started(JobID)
+    /// The job's backoff before its next attempt is recorded (nothing waits for it).
+    case rescheduled(JobID)
     /// Answer whoever waits for the job, and forget it.
     case finished(JobID)
 }

@@ -19,10 +19,19 @@ extension BrokerStateMachine {
 
     func isServed(_ service: String) -> Bool { workersByService[service]?.isEmpty == false }
 
-    /// Low bits of an arrival number that name its queue's slot (4 M services may wait at once;
-    /// the counter above them lasts 2^42 requests).
-    static let slotBits: UInt64 = 22
+    /// Low bits of an arrival number that name its queue's slot (1 M services may wait at once;
+    /// the counter above them lasts 2^42 requests, below the two bits of the priority band).
+    static let slotBits: UInt64 = 20
     static let slotMask: UInt64 = (1 << slotBits) - 1
+
+    /// A request's arrival number: its priority band in the top two bits (urgent 0, higher
+    /// than normal 1, normal 2, lower 3), the arrival counter, then the slot (set when it is
+    /// queued). Queues are ordered by arrival number, so a higher priority waits ahead of every
+    /// lower one, and each band in the order it came.
+    static func arrival(_ counter: UInt64, priority: Int8) -> UInt64 {
+        let band: UInt64 = priority >= 100 ? 0 : priority > 0 ? 1 : priority == 0 ? 2 : 3
+        return band << 62 | (counter << slotBits) & ~(3 << 62)
+    }
 
     /// How many services may have a queue at once: the configured limit, within the slots.
     var waitingServicesLimit: UInt64 {
@@ -59,16 +68,17 @@ extension BrokerStateMachine {
         }
     }
 
-    /// Puts a request in its service's queue (at the front when it comes back from a lost
-    /// worker), its arrival number naming the queue's slot.
+    /// Puts a request in its service's queue at its arrival number's place: at the back, unless
+    /// it has a higher priority than the last waiting or comes back from a lost worker (then
+    /// ahead of the younger ones); its arrival number names the queue's slot.
     /// - Returns: `false` if no slot is free for a new queue (the request was not queued).
-    mutating func enqueue(_ task: QueuedRequest, atFront: Bool, now: Instant) -> Bool {
+    mutating func enqueue(_ task: QueuedRequest, now: Instant) -> Bool {
         let service = task.request.service
         guard let slot = slot(for: service) else { return false }
         var task = task
         task.arrival = task.arrival & ~Self.slotMask | slot
-        if atFront {
-            queues[service, default: []].prepend(task)
+        if let last = queues[service]?.last, last.arrival > task.arrival {
+            queues[service]!.insert(task, at: queuePlace(service, arrival: task.arrival))
         } else {
             queues[service, default: []].append(task)
         }
@@ -136,17 +146,22 @@ extension BrokerStateMachine {
     }
 
     /// Where in its queue the request that arrived as number `arrival` is. A queue is ordered by
-    /// arrival (requests join at the back; requests coming back from a lost worker are older
-    /// than every request still waiting behind them), so this is a binary search.
+    /// arrival number (``enqueue(_:now:)``), so this is a binary search.
     private func queueIndex(_ service: String, arrival: UInt64) -> Int? {
-        guard let queue = queues[service] else { return nil }
+        let low = queuePlace(service, arrival: arrival)
+        guard let queue = queues[service], low < queue.endIndex, queue[low].arrival == arrival else { return nil }
+        return low
+    }
+
+    /// The first place in a service's queue whose arrival number is not below `arrival`.
+    private func queuePlace(_ service: String, arrival: UInt64) -> Int {
+        guard let queue = queues[service] else { return 0 }
         var low = queue.startIndex
         var high = queue.endIndex
         while low < high {
             let middle = (low + high) / 2
             if queue[middle].arrival < arrival { low = middle + 1 } else { high = middle }
         }
-        guard low < queue.endIndex, queue[low].arrival == arrival else { return nil }
         return low
     }
 

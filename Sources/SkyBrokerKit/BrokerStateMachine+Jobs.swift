@@ -7,7 +7,10 @@ import SkyProtocol
 /// A job is recorded before anything else happens to it: the submit is answered, and the job
 /// queued, once the journal has it on disk. Each delivery is recorded before it is sent (so a
 /// job's `attempt` counts every execution, also across broker restarts), and the outcome is
-/// recorded once; callers waiting for it hear when it is on disk. At a worker a job is a request
+/// recorded once; callers waiting for it hear when it is on disk. Deliveries are recorded ahead
+/// of the credits that will take them (up to the credits of the service's workers), so a credit
+/// never waits for a commit: a broker killed meanwhile counts those prepared deliveries as
+/// attempts although they never reached a worker. At a worker a job is a request
 /// like any other (same handler, same credits), under the reserved client number ``jobsClient``,
 /// which no peer can map to. Jobs wait in their own per-service queues, higher priority first;
 /// a freed credit goes to a waiting request if there is one (a caller waits on a deadline), else
@@ -28,7 +31,8 @@ extension BrokerStateMachine {
     var jobCounts: JobCounts? {
         guard configuration.journal else { return nil }
         return JobCounts(
-            held: jobBook.jobs.count, queued: jobBook.queuedByService.values.reduce(0, +), submitted: jobBook.submitted,
+            held: jobBook.jobs.count, queued: jobBook.queued.total + jobBook.pipeline.values.reduce(0, +),
+            submitted: jobBook.submitted,
             succeeded: jobBook.succeeded, failed: jobBook.failed, cancelled: jobBook.cancelled,
             retried: jobBook.retried, journalBytes: jobBook.journalBytes)
     }
@@ -209,25 +213,45 @@ extension BrokerStateMachine {
         }
         jobBook.hold(job)
         jobBook.enqueue(job.id)
-        offerJobs(of: job.submission.service, now: now, into: &actions)
+        prepareJobs(of: job.submission.service, into: &actions)
     }
 
-    /// Gives waiting jobs of `service` to its workers with free credits.
+    /// Gives prepared jobs of `service` to its workers with free credits.
     private mutating func offerJobs(of service: String, now: Instant, into actions: inout [BrokerAction]) {
         for peer in workersByService[service] ?? [] {
-            guard jobBook.queuedByService[service] != nil else { return }
+            guard jobBook.ready.has(service) else { return }
             if (workers[peer]?.freeCredits ?? 0) > 0 { fill(peer, now: now, into: &actions) }
+        }
+    }
+
+    /// Prepares deliveries of `service`'s best queued jobs while its pipeline is below its
+    /// workers' credits: each start is recorded (the attempt counted) now, and the job waits for
+    /// a credit once it is on disk (``startedJob``).
+    mutating func prepareJobs(of service: String, into actions: inout [BrokerAction]) {
+        while let id = jobBook.takeToPrepare(service) {
+            jobBook.jobs[id]!.attempt += 1
+            let attempt = jobBook.jobs[id]!.attempt
+            actions.append(.journal(.write([.started(id: id.bytes, attempt: Int(attempt))], .started(id))))
+        }
+    }
+
+    /// A worker's credits now count for (`joined`) or no longer count for its services' job
+    /// pipelines.
+    mutating func countJobCredits(of record: WorkerRecord, joined: Bool) {
+        for service in record.services {
+            let credits = jobBook.credits[service, default: 0] + (joined ? record.capacity : -record.capacity)
+            jobBook.credits[service] = credits > 0 ? credits : nil
         }
     }
 
     // MARK: Running
 
-    /// The best waiting job of the services a worker serves: (service, arrival, priority), if any.
+    /// The best prepared job of the services a worker serves: (service, arrival, priority), if any.
     mutating func bestWaitingJob(among services: [String]) -> (service: String, arrival: UInt64, priority: Int8)? {
-        guard !jobBook.queuedByService.isEmpty else { return nil }
+        guard !jobBook.ready.isEmpty else { return nil }
         var best: (service: String, arrival: UInt64, priority: Int8)?
-        for service in services where jobBook.queuedByService[service] != nil {
-            guard let head = jobBook.head(service) else { continue }
+        for service in services where jobBook.ready.has(service) {
+            guard let head = jobBook.ready.head(service, in: jobBook.jobs) else { continue }
             if let current = best,
                 !(head.priority > current.priority
                     || (head.priority == current.priority && head.arrival < current.arrival))
@@ -239,11 +263,11 @@ extension BrokerStateMachine {
         return best
     }
 
-    /// Hands the best waiting job of `service` to `peer`: the delivery is made and recorded in
-    /// the journal; it is sent once the record is on disk (``startedJob``).
+    /// Sends the best prepared job of `service` to `peer` (its start is on disk), and prepares
+    /// the next.
     mutating func dispatchJob(of service: String, to peer: PeerID, now: Instant, into actions: inout [BrokerAction]) {
-        guard var job = jobBook.pop(service) else { return }
-        job.attempt += 1
+        guard let id = jobBook.ready.pop(service, in: jobBook.jobs), var job = jobBook.jobs[id] else { return }
+        jobBook.leavePipeline(service)
         if clients[Self.jobsClient] == nil {
             // Held by the jobs themselves: never released.
             clients[Self.jobsClient] = ClientRecord(peer: PeerID([]), outstanding: 1)
@@ -255,17 +279,16 @@ extension BrokerStateMachine {
             body: job.submission.body, trace: job.trace)
         let task = QueuedRequest(client: Self.jobsClient, request: request, arrival: job.arrival, arrivedAt: ticks(now))
         let tag = hand(task, to: peer)
-        job.phase = .starting(peer, tag: tag)
+        job.phase = .running(peer, tag: tag)
         jobBook.jobs[job.id] = job
-        actions.append(
-            .journal(.write([.started(id: job.id.bytes, attempt: Int(job.attempt))], .started(job.id, peer, tag: tag))))
+        send(task, tag: tag, delivery: task.deliveries + 1, to: peer, now: now, into: &actions)
+        prepareJobs(of: service, into: &actions)
     }
 
     /// The start of a delivery is on disk (or could not be written: it runs anyway, at least
-    /// once is kept): send it, unless it was cancelled or taken back meanwhile.
+    /// once is kept): the job waits for a credit, unless it was cancelled meanwhile.
     private mutating func startedJob(
-        _ id: JobID, at peer: PeerID, tag: UInt64, _ result: Result<JournalReceipt, JournalError>,
-        now: Instant, into actions: inout [BrokerAction]
+        _ id: JobID, _ result: Result<JournalReceipt, JournalError>, now: Instant, into actions: inout [BrokerAction]
     ) {
         if case .failure(let error) = result {
             actions.append(
@@ -273,27 +296,17 @@ extension BrokerStateMachine {
                     .warning, "journal: a job's start was not recorded; it runs anyway",
                     ["job": "\(id)", "error": "\(error)"]))
         }
-        guard let held = workers[peer]?.inFlight[tag], held.task.request.requestID == id.requestID else { return }
-        if held.answered {
-            // Cancelled before it was sent: the worker never had it.
-            workers[peer]?.inFlight[tag] = nil
-            releaseCancelledDelivery(held.task.key, at: peer)
-            fill(peer, now: now, into: &actions)
-            return
-        }
-        jobBook.jobs[id]?.phase = .running(peer, tag: tag)
-        send(held.task, tag: tag, delivery: held.task.deliveries, to: peer, now: now, into: &actions)
+        guard let job = jobBook.jobs[id], job.phase == .preparing else { return }
+        jobBook.prepared(id)
+        offerJobs(of: job.submission.service, now: now, into: &actions)
     }
 
     /// A job's delivery went back because its worker was lost: queued again at its old place,
     /// or failed once workers were lost ``Configuration/maxDeliveries`` times running it.
     /// - Returns: whether it was queued again (the caller counts it with the requests it requeued).
     mutating func jobDeliveryLost(_ task: QueuedRequest, worker: String, into actions: inout [BrokerAction]) -> Bool {
-        guard case let id = JobID(task.request.requestID), var job = jobBook.jobs[id] else { return false }
-        switch job.phase {
-        case .starting, .running: break
-        default: return false
-        }
+        guard case let id = JobID(task.request.requestID), var job = jobBook.jobs[id], case .running = job.phase
+        else { return false }
         finishRequest(Self.jobsClient)
         job.losses += 1
         jobBook.jobs[id] = job
@@ -313,10 +326,9 @@ extension BrokerStateMachine {
 
     /// The answer to one attempt of a job (a worker's reply, or one the broker made).
     mutating func jobAttemptEnded(_ reply: TaskReply, into actions: inout [BrokerAction]) {
-        guard case let id = JobID(reply.requestID), let job = jobBook.jobs[id] else { return }
-        switch job.phase {
-        case .starting, .running: break
-        default: return  // cancelled meanwhile: its outcome is being recorded
+        // Not running: cancelled meanwhile, its outcome is being recorded.
+        guard case let id = JobID(reply.requestID), let job = jobBook.jobs[id], case .running = job.phase else {
+            return
         }
         // Stopping: the journal keeps it unfinished, and the next start runs it again.
         if reply.status == .brokerShuttingDown { return }
@@ -336,10 +348,11 @@ extension BrokerStateMachine {
         let now = lastNow ?? epoch ?? ContinuousClock.now
         let due = ticks(now) + milliseconds * 1_000_000
         jobBook.jobs[id]?.phase = .scheduled(due: due)
-        let wall = configuration.wallClock()
-        jobBook.jobs[id]?.notBefore = wall + milliseconds
+        let notBefore = configuration.wallClock() + milliseconds
+        jobBook.jobs[id]?.notBefore = notBefore
         jobBook.timers.insert(JobBook.TimerEntry(due: due, id: id, waiter: nil))
         jobBook.retried += 1
+        actions.append(.journal(.write([.rescheduled(id: id.bytes, notBefore: notBefore)], .rescheduled(id))))
         publishJob(.jobRetrying, job, status: reply.status, into: &actions)
     }
 
@@ -409,7 +422,10 @@ extension BrokerStateMachine {
                 state: .scheduled, attempt: job.attempt, notBeforeMilliseconds: job.notBefore, service: service)
         case .queued:
             return JobReport(state: .queued, attempt: job.attempt, service: service)
-        case .starting(let peer, _), .running(let peer, _):
+        case .preparing, .prepared:
+            // Its delivery is recorded but has not reached a worker.
+            return JobReport(state: .queued, attempt: job.attempt - 1, service: service)
+        case .running(let peer, _):
             return JobReport(state: .running, attempt: job.attempt, worker: workers[peer]?.name ?? "", service: service)
         case .finishing(let report):
             return report
@@ -450,15 +466,17 @@ extension BrokerStateMachine {
         case .scheduled:
             break  // its timer finds it no longer scheduled
         case .queued:
-            jobBook.unmarkQueued(job.submission.service)
-        case .starting(let peer, let tag), .running(let peer, let tag):
+            jobBook.queued.unmark(job.submission.service)
+        case .preparing, .prepared:
+            if job.phase == .prepared { jobBook.ready.unmark(job.submission.service) }
+            jobBook.leavePipeline(job.submission.service)
+            prepareJobs(of: job.submission.service, into: &actions)
+        case .running(let peer, let tag):
             let key = TaskKey(client: Self.jobsClient, requestID: id.requestID)
             workers[peer]?.inFlight[tag]?.answered = true
             workers[peer]?.cancelledKeys.insert(key)
             running[key] = nil
-            if case .running = job.phase {
-                actions.append(.sendToWorker(peer, .cancel(tag: Self.tagFrame(tag), id.requestID)))
-            }
+            actions.append(.sendToWorker(peer, .cancel(tag: Self.tagFrame(tag), id.requestID)))
         }
         if case .finishing = job.phase {
         } else {
@@ -553,10 +571,17 @@ extension BrokerStateMachine {
         switch answer {
         case .written(.submitted(let id), let result):
             submittedJob(id, result, now: now, into: &actions)
-        case .written(.started(let id, let peer, let tag), let result):
-            startedJob(id, at: peer, tag: tag, result, now: now, into: &actions)
+        case .written(.started(let id), let result):
+            startedJob(id, result, now: now, into: &actions)
         case .written(.finished(let id), let result):
             finishedJob(id, result, into: &actions)
+        case .written(.rescheduled(let id), .failure(let error)):
+            actions.append(
+                .log(
+                    .warning, "journal: a job's backoff was not recorded; after a restart it runs without waiting",
+                    ["job": "\(id)", "error": "\(error)"]))
+        case .written(.rescheduled, .success):
+            break
         case .lookedUp(let id, let caller, true, .success(let record)):
             retry(id, record, caller: caller, into: &actions)
         case .lookedUp(let id, let caller, false, .success(let record)):
@@ -637,7 +662,7 @@ extension BrokerStateMachine {
             jobBook.enqueue(first.id)
             services.insert(job.submission.service)
         }
-        for service in services { offerJobs(of: service, now: now, into: &actions) }
+        for service in services { prepareJobs(of: service, into: &actions) }
         guard configuration.journal else { return }
         if now >= nextJournalMaintenance ?? now {
             nextJournalMaintenance = now + configuration.journalMaintenanceInterval

@@ -138,6 +138,8 @@ extension BrokerStateMachine {
             host: host, key: key, lastHeard: now)
         workers[peer] = record
         for service in services { workersByService[service, default: []].append(peer) }
+        countJobCredits(of: record, joined: true)
+        for service in services { prepareJobs(of: service, into: &actions) }
         actions.append(
             .log(
                 .info, "worker connected",
@@ -153,6 +155,7 @@ extension BrokerStateMachine {
     /// `workerLost` once it was delivered the maximum number of times.
     mutating func remove(_ peer: PeerID, reason: DisconnectReason, now: Instant, into actions: inout [BrokerAction]) {
         guard let record = workers.removeValue(forKey: peer) else { return }
+        countJobCredits(of: record, joined: false)
         let graceEnd = ticks(now) + Self.nanoseconds(configuration.noWorkersGrace)
         for service in record.services {
             workersByService[service]?.removeAll { $0 == peer }
@@ -178,7 +181,7 @@ extension BrokerStateMachine {
                     held.task, .workerLost,
                     "the workers running it were lost \(held.task.deliveries) times (the limit); the last was \(record.name)",
                     worker: peer, into: &actions)
-            } else if !enqueue(held.task, atFront: true, now: now) {
+            } else if !enqueue(held.task, now: now) {
                 counters.rejectedOverloaded += 1
                 fail(held.task, .overloaded, "its worker was lost and no queue could take it back", into: &actions)
             } else {
@@ -204,8 +207,9 @@ extension BrokerStateMachine {
                 tasksHeld: record.inFlight.count),
             into: &actions)
         var services = Set(record.inFlight.values.map(\.task.request.service))
-        services.formUnion(record.services.filter { jobBook.queuedByService[$0] != nil })
+        services.formUnion(record.services.filter { jobBook.queued.has($0) || jobBook.ready.has($0) })
         for service in services {
+            prepareJobs(of: service, into: &actions)
             for candidate in workersByService[service] ?? [] { fill(candidate, now: now, into: &actions) }
         }
     }

@@ -57,8 +57,8 @@ public struct BrokerStateMachine: Sendable {
         /// Requests that may wait for a worker.
         public var queueLimit: Int = 100_000
         /// Services whose requests may wait at once (each has a queue); at most
-        /// 4,194,304, the slots an arrival number can name.
-        public var waitingServicesLimit: Int = 1 << 22
+        /// 1,048,576, the slots an arrival number can name.
+        public var waitingServicesLimit: Int = 1 << 20
         /// Bytes of request bodies that may wait for a worker.
         public var queueBytesLimit: Int = 256 << 20
         /// The share of ``queueLimit`` and ``queueBytesLimit`` one client may hold, so that one
@@ -150,8 +150,9 @@ public struct BrokerStateMachine: Sendable {
         /// How many times it was handed to a worker.
         var deliveries: UInt32 = 0
         var request: TaskRequest
-        /// Arrival order over all services, so a worker serving several takes the oldest: a
-        /// counter in the high bits, the queue's slot in the low ``BrokerStateMachine/slotBits``.
+        /// Arrival order over all services, so a worker serving several takes the oldest of the
+        /// highest priority: the priority band in the top two bits, a counter, the queue's slot
+        /// in the low ``BrokerStateMachine/slotBits`` (``BrokerStateMachine/arrival(_:priority:)``).
         var arrival: UInt64
         /// When it arrived, as nanoseconds after the machine's epoch (see ``BrokerStateMachine/ticks(_:)``).
         var arrivedAt: Int64
@@ -515,7 +516,8 @@ public struct BrokerStateMachine: Sendable {
         withClient(client) { $0.outstanding += 1 }
         nextArrival += 1
         let task = QueuedRequest(
-            client: client, request: request, arrival: nextArrival << Self.slotBits, arrivedAt: ticks(now))
+            client: client, request: request, arrival: Self.arrival(nextArrival, priority: request.header.priority),
+            arrivedAt: ticks(now))
         // A worker with a free credit means nothing of this service is waiting (the broker hands
         // queued work to every credit that frees up), so going straight to it keeps FIFO order.
         if let worker = bestWorker(for: request.service, avoiding: key) {
@@ -527,7 +529,7 @@ public struct BrokerStateMachine: Sendable {
             fail(task, .overloaded, refusal, into: &actions)
             return
         }
-        guard enqueue(task, atFront: false, now: now) else {
+        guard enqueue(task, now: now) else {
             counters.rejectedOverloaded += 1
             fail(
                 task, .overloaded, "requests for \(waitingServicesLimit) services wait already, the broker's limit",

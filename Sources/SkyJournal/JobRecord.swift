@@ -62,6 +62,9 @@ public enum JobChange: Sendable, Equatable {
     case submitted(JobRecord)
     /// A delivery of the job started (its attempt number).
     case started(id: [UInt8], attempt: Int)
+    /// An attempt failed and the job waits for its next, not before `notBefore` (milliseconds
+    /// since 1970): a retry's backoff, kept across restarts like a delay.
+    case rescheduled(id: [UInt8], notBefore: Int64)
     /// The job ended: succeeded, failed or cancelled, with its outcome, kept until `expiresAt`.
     case finished(id: [UInt8], state: JobRecord.State, outcome: [UInt8]?, expiresAt: Int64)
 }

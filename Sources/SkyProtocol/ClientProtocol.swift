@@ -47,19 +47,17 @@ public enum ClientToBroker: Sendable, Equatable {
         switch self {
         case .request(let request):
             let trace = request.trace
-            let grace = request.header.noWorkersGraceMilliseconds
+            let (grace, priority) = request.header.optionalFields
             var writer = Frames.Writer(
                 frames: trace == nil ? 6 : 7,
                 bytes: WireFormat.clientSignature.count + 1 + RequestID.byteCount + request.service.utf8.count
-                    + RequestHeader.extendedByteCount + Frames.inlineSize(request.body.count)
+                    + RequestHeader.prioritizedByteCount + Frames.inlineSize(request.body.count)
                     + Frames.inlineSize(trace?.count ?? 0))
             writer.append(WireFormat.clientSignature)
             writer.append(byte: Command.request.rawValue)
             writer.append(request.requestID)
             writer.append(utf8: request.service)
-            // 12 bytes only with a no-workers grace of its own, so older brokers read the rest.
-            writer.append(
-                bigEndian: request.header.attempt, request.header.timeoutMilliseconds, grace == 0 ? nil : grace)
+            writer.append(bigEndian: request.header.attempt, request.header.timeoutMilliseconds, grace, priority)
             writer.append(request.body)
             if let trace { writer.append(trace) }
             return writer.finish()

@@ -165,12 +165,17 @@ public struct Frames: Sendable {
             endFrame(from: start)
         }
 
-        /// A frame of two or three big-endian numbers (a request header).
-        public mutating func append(bigEndian first: UInt32, _ second: UInt32, _ third: UInt32? = nil) {
+        /// A frame of two to four big-endian numbers (a request header); `fourth` only after `third`.
+        public mutating func append(
+            bigEndian first: UInt32, _ second: UInt32, _ third: UInt32? = nil, _ fourth: UInt32? = nil
+        ) {
             let start = storage.count
             put(first)
             put(second)
-            if let third { put(third) }
+            if let third {
+                put(third)
+                if let fourth { put(fourth) }
+            }
             endFrame(from: start)
         }
 

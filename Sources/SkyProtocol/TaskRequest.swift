@@ -7,29 +7,49 @@ public struct RequestHeader: Sendable, Equatable {
     public var timeoutMilliseconds: UInt32
     /// How long the broker may hold the request while no connected worker serves its service,
     /// before it answers `noWorkers`; 0 takes the broker's default (`--no-workers-grace`).
-    /// Travels only from client to broker (the optional third field of a 12-byte header).
+    /// Travels only from client to broker (the optional third field of a 12- or 16-byte header).
     public var noWorkersGraceMilliseconds: UInt32
+    /// Among the waiting requests of a service, higher first (the same scale as a job's
+    /// priority; 0 is normal). Travels only from client to broker (the fourth field of a
+    /// 16-byte header, a signed 32-bit number, clamped to -128...127).
+    public var priority: Int8
 
-    /// The header's size without and with the no-workers grace.
+    /// The header's size: attempt and timeout; with the no-workers grace; with the priority too.
     public static let byteCount = 8
     public static let extendedByteCount = 12
+    public static let prioritizedByteCount = 16
 
-    public init(attempt: UInt32 = 1, timeoutMilliseconds: UInt32 = 0, noWorkersGraceMilliseconds: UInt32 = 0) {
+    public init(
+        attempt: UInt32 = 1, timeoutMilliseconds: UInt32 = 0, noWorkersGraceMilliseconds: UInt32 = 0,
+        priority: Int8 = 0
+    ) {
         self.attempt = attempt
         self.timeoutMilliseconds = timeoutMilliseconds
         self.noWorkersGraceMilliseconds = noWorkersGraceMilliseconds
+        self.priority = priority
     }
 
     init(frame: ArraySlice<UInt8>) throws(ProtocolError) {
-        guard frame.count == Self.byteCount || frame.count == Self.extendedByteCount else {
+        guard [Self.byteCount, Self.extendedByteCount, Self.prioritizedByteCount].contains(frame.count) else {
             throw .invalidField(name: "request header", expectedLength: Self.byteCount, actual: frame.count)
         }
         let start = frame.startIndex
         attempt = try WireFormat.uint32(frame[start..<start + 4], name: "attempt")
         timeoutMilliseconds = try WireFormat.uint32(frame[start + 4..<start + 8], name: "timeout")
         noWorkersGraceMilliseconds =
-            frame.count == Self.extendedByteCount
+            frame.count >= Self.extendedByteCount
             ? try WireFormat.uint32(frame[start + 8..<start + 12], name: "grace") : 0
+        priority =
+            frame.count == Self.prioritizedByteCount
+            ? Int8(clamping: Int32(bitPattern: try WireFormat.uint32(frame[start + 12..<start + 16], name: "priority")))
+            : 0
+    }
+
+    /// The fields a client sends after attempt and timeout: as few as say something, so that
+    /// an older broker reads every request that asks for nothing new.
+    public var optionalFields: (grace: UInt32?, priority: UInt32?) {
+        if priority != 0 { return (noWorkersGraceMilliseconds, UInt32(bitPattern: Int32(priority))) }
+        return (noWorkersGraceMilliseconds == 0 ? nil : noWorkersGraceMilliseconds, nil)
     }
 }
 

@@ -239,7 +239,7 @@ public enum BrokerToWorker: Sendable, Equatable {
         writer.append(tag)
         writer.append(request.requestID)
         writer.append(utf8: request.service)
-        // Workers get the 8-byte header: the no-workers grace concerns the broker alone.
+        // Workers get the 8-byte header: the no-workers grace and the priority concern the broker alone.
         writer.append(bigEndian: request.header.attempt, request.header.timeoutMilliseconds)
         writer.append(request.body)
         if let trace { writer.append(trace) }

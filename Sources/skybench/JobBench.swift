@@ -67,6 +67,9 @@ struct JobBench {
                 progress("end to end: \(jobs) jobs")
                 let started = ContinuousClock.now
                 try await submit(jobs, sky)
+                let allSubmitted = ContinuousClock.now - started
+                let doneThen = try await succeeded(sky) - before
+                progress("all submitted after \(allSubmitted), \(doneThen) done by then")
                 try await waitForSucceeded(before + jobs, sky)
                 results.durableJobsPerSecond.append(Double(jobs) / (ContinuousClock.now - started).inSeconds)
                 let bytes = journalBytes(directory)

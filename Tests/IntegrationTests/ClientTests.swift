@@ -4,6 +4,7 @@ import SkyProtocol
 import SkyTestSupport
 import SkyWorkerKit
 import SkyWorkloads
+import SkyZMQ
 import Testing
 
 extension IntegrationSuite {
@@ -53,6 +54,32 @@ extension IntegrationSuite {
             let snapshot = try await sky.clusterSnapshot()
             #expect(snapshot.counters.cancelled == 1 && snapshot.inFlight == 0)
             print("cancellation: CancellationError after \(latency)")
+            await sky.close()
+            await cluster.stop()
+        }
+
+        /// `ScanOptions.priority` through the real client, broker and worker: with the only
+        /// credit busy, an urgent call made after four normal ones runs before them.
+        @Test func anUrgentCallOvertakesNormalOnesWaitingForTheWorker() async throws {
+            let cluster = try await TestCluster.start()
+            defer { cluster.killAll() }
+            _ = try await cluster.startWorker(name: "single", capacity: 1)
+            let sky = try await SkyClient(broker: cluster.clients)
+            let finished = Locked<[Int]>([])
+            func call(_ tag: Int, _ priority: JobPriority, milliseconds: Int = 10) -> Task<Void, any Error> {
+                Task {
+                    let options = ScanOptions(priority: priority)
+                    _ = try await sky.scan(SleepTask(milliseconds: milliseconds, tag: tag), options: options)
+                    finished.withLock { $0.append(tag) }
+                }
+            }
+            let blocker = call(0, .normal, milliseconds: 300)
+            try await eventually("the blocker runs") { try await sky.clusterSnapshot().inFlight == 1 }
+            let normal = (1...4).map { call($0, .normal) }
+            try await eventually("four wait") { try await sky.clusterSnapshot().queued["sky.sleep"] == 4 }
+            let urgent = call(99, .urgent)
+            for task in [blocker, urgent] + normal { try await task.value }
+            #expect(finished.withLock { $0 } == [0, 99, 1, 2, 3, 4])
             await sky.close()
             await cluster.stop()
         }

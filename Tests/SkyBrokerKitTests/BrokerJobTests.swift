@@ -54,6 +54,21 @@ extension BrokerHarness {
     mutating func ask(_ client: PeerID, _ request: RequestID, _ service: String, _ id: JobID) -> [BrokerAction] {
         self.request(client, request, service: service, body: id.bytes)
     }
+
+    /// Commits every journal write and has `worker` answer every delivery, from `start` until
+    /// nothing more happens; returns the requests in the order they were sent.
+    mutating func runJobs(from start: [BrokerAction], at worker: PeerID, client: PeerID) -> [RequestID] {
+        var order: [RequestID] = []
+        var pending = start
+        while !pending.isEmpty {
+            let sent = dispatched(pending).map(\.1)
+            order += sent
+            var next = commit(pending)
+            for request in sent { next += reply(worker, client: client, request) }
+            pending = next
+        }
+        return order
+    }
 }
 
 /// The reports answered to `request` among `actions`.
@@ -98,7 +113,7 @@ struct BrokerJobTests {
         // A worker joins: the delivery is recorded before it is sent.
         let joined = broker.ready(worker1)
         #expect(dispatched(joined).isEmpty)
-        #expect(journalWrites(joined) == [.started(id, worker1, tag: 1)])
+        #expect(journalWrites(joined) == [.started(id)])
         let started = broker.commit(joined)
         #expect(dispatched(started).map(\.1) == [id.requestID])
 
@@ -122,15 +137,9 @@ struct BrokerJobTests {
         let (low, _) = broker.submit(client, RequestID(high: 1, low: 1), priority: -50)
         let (urgent, _) = broker.submit(client, RequestID(high: 1, low: 2), priority: 100)
         let (normal, _) = broker.submit(client, RequestID(high: 1, low: 3), priority: 0)
-        var order: [JobID] = []
-        // One credit: each reply frees it for the next job, whose start is recorded first.
-        var pending = broker.ready(worker1, capacity: 1)
-        for _ in 0..<3 {
-            guard let (_, request) = dispatched(broker.commit(pending)).first else { break }
-            order.append(JobID(bytes: request.frame)!)
-            pending = broker.reply(worker1, client: client, request)
-        }
-        #expect(order == [urgent, normal, low])
+        // One credit: each reply frees it for the best prepared job.
+        let order = broker.runJobs(from: broker.ready(worker1, capacity: 1), at: worker1, client: client)
+        #expect(order == [urgent, normal, low].map(\.requestID))
     }
 
     @Test func aWaitingRequestGoesBeforeAnOlderWaitingJob() {
@@ -140,9 +149,39 @@ struct BrokerJobTests {
         _ = broker.request(client, call)
         let joined = broker.ready(worker1, capacity: 1)
         #expect(dispatched(joined).map(\.1) == [call], "the call takes the one credit")
-        #expect(journalWrites(joined).isEmpty)
+        #expect(journalWrites(joined) == [.started(job)], "the job's delivery is prepared meanwhile")
+        #expect(dispatched(broker.commit(joined)).isEmpty, "prepared, it waits for the credit")
         let after = broker.reply(worker1, client: client, call)
-        #expect(journalWrites(after) == [.started(job, worker1, tag: 2)], "then the job")
+        #expect(dispatched(after).map(\.1) == [job.requestID], "then the job, at once")
+    }
+
+    @Test func aFreedCreditTakesAPreparedJobWithoutWaitingForTheJournal() {
+        var broker = BrokerHarness.withJournal()
+        let (first, _) = broker.submit(client, RequestID(high: 1, low: 1))
+        let (second, _) = broker.submit(client, RequestID(high: 1, low: 2))
+        let joined = broker.ready(worker1, capacity: 1)
+        #expect(journalWrites(joined) == [.started(first), .started(second)], "prepared ahead of the one credit")
+        let committed = broker.commit(joined)
+        #expect(dispatched(committed).map(\.1) == [first.requestID])
+        let status = RequestID(high: 2, low: 1)
+        let prepared = reports(broker.ask(client, status, BrokerService.jobStatus, second), to: status)
+        #expect(prepared.map(\.state) == [.queued] && prepared.map(\.attempt) == [0], "not delivered yet")
+        // The reply frees the credit: the prepared job goes in the same step, no commit between.
+        let replied = broker.reply(worker1, client: client, first.requestID)
+        #expect(dispatched(replied).map(\.1) == [second.requestID])
+        #expect(journalWrites(replied) == [.finished(first)])
+    }
+
+    @Test func jobsArePreparedUpToThePipelineDepthAndOneMoreForEachSent() {
+        var broker = BrokerHarness.withJournal()
+        let depth = JobBook.pipelineDepth(credits: 1)
+        let ids = (0...depth).map { broker.submit(client, RequestID(high: 1, low: UInt64($0))).0 }
+        let joined = broker.ready(worker1, capacity: 1)
+        #expect(journalWrites(joined) == ids.prefix(depth).map { .started($0) }, "the last stays queued")
+        let committed = broker.commit(joined)
+        #expect(dispatched(committed).map(\.1) == [ids[0].requestID])
+        #expect(journalWrites(committed) == [.started(ids[depth])], "one sent, one more prepared")
+        #expect(JobBook.pipelineDepth(credits: 0) == 0, "nothing is prepared for a service no worker serves")
     }
 
     @Test func aJobWaitsForAWorkerPastTheNoWorkersGraceAndTheMaximumWait() {
@@ -154,22 +193,19 @@ struct BrokerJobTests {
         #expect(reports(broker.ask(client, status, BrokerService.jobStatus, id), to: status).map(\.state) == [.queued])
     }
 
-    @Test func aJobCancelledWhileItsStartIsBeingRecordedIsNeverSentAndFreesTheCredit() throws {
+    @Test func aJobCancelledWhileItsDeliveryIsPreparedIsNeverSent() throws {
         var broker = BrokerHarness.withJournal()
         let (first, _) = broker.submit(client, RequestID(high: 1, low: 1))
         let (second, _) = broker.submit(client, RequestID(high: 1, low: 2))
         let joined = broker.ready(worker1, capacity: 1)
-        #expect(journalWrites(joined) == [.started(first, worker1, tag: 1)])
+        #expect(journalWrites(joined) == [.started(first), .started(second)])
         let cancel = RequestID(high: 3, low: 1)
         let cancelled = broker.ask(client, cancel, BrokerService.jobCancel, first)
         #expect(journalWrites(cancelled) == [.finished(first)])
         #expect(cancelled.allSatisfy { if case .sendToWorker = $0 { false } else { true } })
-        // The start's record arrives: nothing is sent, and the credit goes to the next job.
-        let afterStart = broker.commit(joined)
-        #expect(dispatched(afterStart).isEmpty)
-        #expect(journalWrites(afterStart) == [.started(second, worker1, tag: 2)])
-        let answered = broker.commit(cancelled)
-        #expect(reports(answered, to: cancel).map(\.state) == [.cancelled])
+        // The starts are on disk: the cancelled job is not sent, the credit goes to the second.
+        #expect(dispatched(broker.commit(joined)).map(\.1) == [second.requestID])
+        #expect(reports(broker.commit(cancelled), to: cancel).map(\.state) == [.cancelled])
     }
 
     @Test func aFailedSubmitWriteIsAnsweredJournalUnavailableAndNothingRuns() {
@@ -232,7 +268,11 @@ struct BrokerJobTests {
         let wait = RequestID(high: 2, low: 1)
         _ = broker.ask(client, wait, BrokerService.jobWait, id)
         let failed = broker.reply(worker1, client: client, id.requestID, status: .handlerError)
-        #expect(journalWrites(failed).isEmpty, "not an outcome: another attempt comes")
+        // Not an outcome: another attempt comes, after a backoff the journal keeps across restarts.
+        let backoff = failed.compactMap { action -> JobChange? in
+            if case .journal(.write(let changes, .rescheduled(id))) = action { changes.first } else { nil }
+        }
+        #expect(backoff == [.rescheduled(id: id.bytes, notBefore: 1_700_000_000_000 + 1000)])
         #expect(events(failed).map(\.event) == [.jobRetrying])
         #expect(dispatched(broker.commit(broker.advance(.milliseconds(500)))).isEmpty, "within the backoff")
         let again = broker.commit(broker.advance(.milliseconds(600)))

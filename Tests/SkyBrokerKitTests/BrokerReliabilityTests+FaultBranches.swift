@@ -27,7 +27,7 @@ extension BrokerReliabilityTests {
     /// When as many services have waiting requests as the broker allows, a request for one
     /// more is answered `overloaded` at once, and a task whose worker is lost is answered
     /// `overloaded` when no queue can take it back; both counted. (The default limit is
-    /// 4,194,304 services; a limit of 2 drives the same branches.)
+    /// 1,048,576 services; a limit of 2 drives the same branches.)
     @Test func whenEveryQueueSlotIsTakenNewAndRequeuedTasksAreAnsweredOverloaded() {
         var configuration = BrokerStateMachine.Configuration()
         configuration.waitingServicesLimit = 2

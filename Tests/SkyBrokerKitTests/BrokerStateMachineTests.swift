@@ -66,14 +66,14 @@ struct BrokerHarness {
 
     mutating func request(
         _ client: PeerID, _ id: RequestID, service: String = "sky.scan", body: [UInt8] = [1], timeout: Duration? = nil,
-        attempt: UInt32 = 1, noWorkersGrace: Duration? = nil, trace: [UInt8]? = nil
+        attempt: UInt32 = 1, noWorkersGrace: Duration? = nil, trace: [UInt8]? = nil, priority: Int8 = 0
     ) -> [BrokerAction] {
         let milliseconds =
             timeout.map { UInt32($0.wholeMilliseconds) }
             ?? 0
         let header = RequestHeader(
             attempt: attempt, timeoutMilliseconds: milliseconds,
-            noWorkersGraceMilliseconds: noWorkersGrace.map { UInt32($0.wholeMilliseconds) } ?? 0)
+            noWorkersGraceMilliseconds: noWorkersGrace.map { UInt32($0.wholeMilliseconds) } ?? 0, priority: priority)
         return self.client(
             client,
             ClientToBroker.request(
@@ -196,6 +196,40 @@ struct BrokerRoutingTests {
             order += dispatched(broker.reply(worker1, client: clientA, order.last!)).map(\.1)
         }
         #expect(order == ids)
+    }
+
+    /// Four bands (urgent, above normal, normal, below normal), each in arrival order: what the
+    /// client's `ScanOptions.priority` asks for.
+    @Test func waitingRequestsGoByPriorityBandThenArrival() {
+        var broker = BrokerHarness()
+        _ = broker.ready(worker1, capacity: 1)
+        let busy = RequestID(high: 9, low: 9)
+        _ = broker.request(clientA, busy)
+        let asked: [(UInt64, Int8)] = [(1, 0), (2, -50), (3, 100), (4, 50), (5, 0), (6, 127), (7, 1), (8, -1)]
+        for (low, priority) in asked { _ = broker.request(clientA, RequestID(high: 1, low: low), priority: priority) }
+        var order: [UInt64] = []
+        var last = busy
+        while let next = dispatched(broker.reply(worker1, client: clientA, last)).first?.1 {
+            order.append(next.low)
+            last = next
+        }
+        #expect(order == [3, 6, 4, 7, 1, 5, 2, 8])
+    }
+
+    @Test func requestsBackFromALostWorkerKeepTheirPlaceAmongPriorities() {
+        var broker = BrokerHarness()
+        _ = broker.ready(worker1, capacity: 2)
+        let normal = RequestID(high: 1, low: 1)
+        let low = RequestID(high: 1, low: 2)
+        _ = broker.request(clientA, normal)
+        _ = broker.request(clientA, low, priority: -50)  // both at worker1
+        let urgent = RequestID(high: 1, low: 3)
+        let later = RequestID(high: 1, low: 4)
+        _ = broker.request(clientA, urgent, priority: 100)
+        _ = broker.request(clientA, later)
+        _ = broker.worker(worker1, .disconnect)
+        let join = broker.ready(worker2, capacity: 4)
+        #expect(dispatched(join).map(\.1) == [urgent, normal, later, low])
     }
 
     @Test func aWorkerServingSeveralServicesTakesTheOldestRequestAmongThem() {

@@ -40,6 +40,24 @@ struct SQLiteJobStoreTests {
         #expect(try store.job([UInt8](repeating: 9, count: 16)) == nil)
     }
 
+    @Test func aRetryBackoffIsKeptAsANotBeforeAndNeverReopensAnEndedJob() throws {
+        let folder = try Folder()
+        do {
+            let store = try SQLiteJobStore(path: folder.journal)
+            try store.apply([.submitted(Self.job(1)), .submitted(Self.job(2))])
+            try store.apply([.started(id: Self.job(1).id, attempt: 1), .started(id: Self.job(2).id, attempt: 1)])
+            try store.apply([.finished(id: Self.job(2).id, state: .succeeded, outcome: [1], expiresAt: 10)])
+            try store.apply([
+                .rescheduled(id: Self.job(1).id, notBefore: 123_456), .rescheduled(id: Self.job(2).id, notBefore: 7),
+            ])
+        }
+        let store = try SQLiteJobStore(path: folder.journal)
+        let waiting = try #require(try store.unfinished().first)
+        #expect(waiting.id == Self.job(1).id && waiting.state == .queued)
+        #expect(waiting.notBefore == 123_456 && waiting.attempt == 1, "waits for its backoff; its attempt counts on")
+        #expect(try store.job(Self.job(2).id)?.state == .succeeded)
+    }
+
     @Test func anOutcomeIsRecordedOnce() throws {
         let folder = try Folder()
         let store = try SQLiteJobStore(path: folder.journal)

@@ -40,6 +40,22 @@ struct CodecRoundTripTests {
         #expect(toWorker[5] == [0, 0, 0, 3, 0, 0, 0x09, 0xc4])
     }
 
+    @Test func aPrioritizedRequestCarriesA16ByteHeaderAndWorkersGet8() throws {
+        var request = Self.request
+        request.header.priority = -50
+        let frames = ClientToBroker.request(request).encode()
+        #expect(frames[4] == [0, 0, 0, 3, 0, 0, 0x09, 0xc4, 0, 0, 0, 0, 0xff, 0xff, 0xff, 0xce])
+        #expect(try ClientToBroker.decode(frames) == .request(request))
+        #expect(BrokerToWorker.request(tag: [7], request).encode()[5] == [0, 0, 0, 3, 0, 0, 0x09, 0xc4])
+        // A peer's number beyond the scale is clamped, not refused.
+        var wide = frames
+        wide[4] = [0, 0, 0, 3, 0, 0, 0x09, 0xc4, 0, 0, 0, 0, 0, 0, 0x01, 0xf4]
+        guard case .request(let decoded) = try ClientToBroker.decode(wide) else { throw ProtocolError.empty }
+        #expect(decoded.header.priority == 127)
+        wide[4] = Array(wide[4].prefix(14))
+        #expect(throws: ProtocolError.self) { try ClientToBroker.decode(wide) }
+    }
+
     @Test(arguments: ReplyStatus.allCases)
     func brokerReply(status: ReplyStatus) throws {
         let command = BrokerToClient.reply(
