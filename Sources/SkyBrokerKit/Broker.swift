@@ -247,9 +247,11 @@ public final class Broker: Service, Sendable {
                     case .message(Broker.eventsSocket, let message):
                         guard admit(message, as: .watcher, machine: &machine, actions: &actions) else { continue }
                         // XPUB: [0x01 topic] subscribes, [0x00 topic] unsubscribes.
-                        if message.content.count > 0, message.content[0].first == 1 {
-                            machine.subscriberJoined(now: now, into: &actions)
+                        guard message.content.count > 0, let first = message.content[0].first, first <= 1 else {
+                            continue
                         }
+                        machine.eventSubscription(Array(message.content[0].dropFirst()), subscribed: first == 1)
+                        if first == 1 { machine.subscriberJoined(now: now, into: &actions) }
                     case .sendFailed(Broker.clientsSocket, let frames, _):
                         if let peer = frames.first { machine.clientUnreachable(PeerID(peer), into: &actions) }
                     case .sendFailed(Broker.workersSocket, let frames, _):

@@ -319,6 +319,11 @@ public struct BrokerStateMachine: Sendable {
     var dispatchCounter: UInt64 = 0
     var nextTag: UInt64 = 0
     var lastEventSeq: UInt64 = 0
+    /// The topics watchers subscribed to on the events socket (an XPUB tells the broker each
+    /// topic's first subscription and last unsubscription). A task or job event, one per
+    /// message, is not built while no topic takes it; its number is taken all the same, so
+    /// numbering does not depend on who watches.
+    var eventTopics: Set<[UInt8]> = []
     var nextHeartbeat: Instant?
     var nextStats: Instant?
     var completedAtLastStats: UInt64 = 0
@@ -716,9 +721,23 @@ public struct BrokerStateMachine: Sendable {
 
     mutating func publish(_ event: SkyEvent, into actions: inout [BrokerAction]) {
         lastEventSeq += 1
+        if event.task != nil, !isWatched(event.event) { return }
         var event = event
         event.seq = lastEventSeq
         actions.append(.publish(event))
+    }
+
+    /// Whether a subscribed topic takes events of `kind` (a topic takes the events whose name
+    /// starts with it; the empty topic takes all).
+    func isWatched(_ kind: EventKind) -> Bool {
+        if eventTopics.isEmpty { return false }
+        if eventTopics.contains([]) { return true }
+        return eventTopics.contains { kind.rawValue.utf8.starts(with: $0) }
+    }
+
+    /// A watcher subscribed to `topic` (the first for it), or the last one left it.
+    public mutating func eventSubscription(_ topic: [UInt8], subscribed: Bool) {
+        if subscribed { eventTopics.insert(topic) } else { eventTopics.remove(topic) }
     }
 
     /// Someone subscribed to the event socket: greet them with the current state, which also

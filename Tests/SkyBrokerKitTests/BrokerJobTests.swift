@@ -258,6 +258,30 @@ struct BrokerJobTests {
         #expect(reports(broker.commit(retried), to: wait).map(\.state) == [.succeeded])
     }
 
+    /// Per-job events are built only for a topic someone subscribed to; their numbers are
+    /// taken all the same.
+    @Test func jobEventsAreBuiltOnlyWhileATopicTakesThemAndNumbersCountOn() {
+        var broker = BrokerHarness.withJournal()
+        broker.machine.eventSubscription([], subscribed: false)
+        broker.keepsRecord = true
+        _ = broker.commit(broker.ready(worker1, capacity: 4))
+        let (quiet, submitted) = broker.submit(client, RequestID(high: 1, low: 1))
+        let ran = broker.runJobs(from: submitted, at: worker1, client: client)
+        #expect(ran == [quiet.requestID])
+        #expect(events(broker.recorded).allSatisfy { $0.task == nil }, "no job event built unwatched")
+        broker.machine.eventSubscription(Array("worker.".utf8), subscribed: true)
+        let (_, second) = broker.submit(client, RequestID(high: 1, low: 2))
+        _ = broker.runJobs(from: second, at: worker1, client: client)
+        #expect(events(broker.recorded).allSatisfy { $0.task == nil }, "a topic of other events takes none")
+        broker.machine.eventSubscription(Array("job.".utf8), subscribed: true)
+        let (_, third) = broker.submit(client, RequestID(high: 1, low: 3))
+        _ = broker.runJobs(from: third, at: worker1, client: client)
+        let jobEvents = events(broker.recorded).filter { $0.task != nil }
+        #expect(jobEvents.map(\.event) == [.jobSubmitted, .jobSucceeded])
+        // Two unwatched per job before it (submitted, succeeded) and the worker's connection.
+        #expect(jobEvents.first?.seq == 6, "numbers counted on while nobody watched")
+    }
+
     @Test func aHeldWaitIsAnsweredNotYetAfterTheHoldAndARetryableFailureIsRetriedAfterItsBackoff() {
         var broker = BrokerHarness.withJournal { $0.jobWaitHold = .seconds(2) }
         let (id, _) = broker.submit(client, RequestID(high: 1, low: 1)) {

@@ -263,6 +263,14 @@ struct BrokerDeadlineTests {
         _ = loud.ready(worker)
         #expect(events(loud.request(client, id1)).map(\.event) == [.taskDispatched])
         #expect(events(loud.reply(worker, client: client, id1)).map(\.event) == [.taskCompleted])
+        // Enabled but unwatched, or watched on another topic: not built.
+        loud.machine.eventSubscription([], subscribed: false)
+        #expect(events(loud.request(client, id2)).isEmpty)
+        loud.machine.eventSubscription(Array("worker.".utf8), subscribed: true)
+        #expect(events(loud.reply(worker, client: client, id2)).isEmpty)
+        loud.machine.eventSubscription(Array("task.comp".utf8), subscribed: true)
+        #expect(events(loud.request(client, id3)).isEmpty)
+        #expect(events(loud.reply(worker, client: client, id3)).map(\.event) == [.taskCompleted])
     }
 
     @Test func shutdownAnswersEverythingTellsWorkersAndRefusesNewWork() {

@@ -12,9 +12,14 @@ struct BrokerHarness {
     /// The delivery tag of the latest REQUEST of each request id to each worker, as a worker
     /// would remember it to echo in its REPLY.
     var tags: [String: [UInt8]] = [:]
+    /// Every action since ``keepsRecord`` was set (off by default: storms make millions).
+    var recorded: [BrokerAction] = []
+    var keepsRecord = false
 
+    /// A machine whose events someone watches (all of them), so that tests see every event.
     init(_ configuration: BrokerStateMachine.Configuration = .init()) {
         machine = BrokerStateMachine(configuration: configuration)
+        machine.eventSubscription([], subscribed: true)
     }
 
     /// The tag of the latest delivery of `id` to `worker`.
@@ -30,6 +35,7 @@ struct BrokerHarness {
         for case .sendTraced(let peer, let tag, let request, _) in actions {
             tags["\(peer)/\(request.requestID)"] = tag
         }
+        if keepsRecord { recorded += actions }
         return actions
     }
 
