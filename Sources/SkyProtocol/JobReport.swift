@@ -68,8 +68,8 @@ public struct JobReport: Sendable, Equatable {
         let serviceBytes = Array(service.utf8.prefix(255))
         var bytes: [UInt8] = [state.rawValue]
         bytes.reserveCapacity(32 + workerBytes.count + serviceBytes.count + outcome.count)
-        bytes += WireFormat.bytes(attempt)
-        bytes += WireFormat.bytes(UInt64(bitPattern: notBeforeMilliseconds))
+        WireFormat.append(attempt, to: &bytes)
+        WireFormat.append(notBeforeMilliseconds, to: &bytes)
         bytes.append(outcomeStatus.rawValue)
         bytes.append(UInt8(workerBytes.count))
         bytes += workerBytes

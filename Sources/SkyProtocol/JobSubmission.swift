@@ -48,18 +48,18 @@ public struct JobSubmission: Sendable, Equatable {
         bytes.reserveCapacity(64 + name.count + body.count)
         bytes += name
         bytes.append(UInt8(bitPattern: priority))
-        bytes += WireFormat.bytes(UInt64(bitPattern: notBeforeMilliseconds))
-        bytes += WireFormat.bytes(delayMilliseconds)
-        bytes += WireFormat.bytes(retentionMilliseconds)
-        bytes += WireFormat.bytes(timeoutMilliseconds)
-        bytes += WireFormat.bytes(UInt32(maxAttempts)).suffix(2)
-        bytes += WireFormat.bytes(initialBackoffMilliseconds)
-        bytes += WireFormat.bytes(maxBackoffMilliseconds)
-        bytes += WireFormat.bytes(UInt32(multiplierPercent)).suffix(2)
+        WireFormat.append(notBeforeMilliseconds, to: &bytes)
+        WireFormat.append(delayMilliseconds, to: &bytes)
+        WireFormat.append(retentionMilliseconds, to: &bytes)
+        WireFormat.append(timeoutMilliseconds, to: &bytes)
+        WireFormat.append(maxAttempts, to: &bytes)
+        WireFormat.append(initialBackoffMilliseconds, to: &bytes)
+        WireFormat.append(maxBackoffMilliseconds, to: &bytes)
+        WireFormat.append(multiplierPercent, to: &bytes)
         let statuses = retryOn.prefix(255)
         bytes.append(UInt8(statuses.count))
-        bytes += statuses.map(\.rawValue)
-        let key = Array((idempotencyKey ?? "").utf8.prefix(Self.maxKeyLength))
+        for status in statuses { bytes.append(status.rawValue) }
+        let key = (idempotencyKey ?? "").utf8.prefix(Self.maxKeyLength)
         bytes.append(UInt8(key.count))
         bytes += key
         bytes += body

@@ -97,4 +97,13 @@ public enum WireFormat {
             count = 8
         }
     }
+
+    /// Appends `value` big-endian, without an array of its own (bodies built field by field,
+    /// once per job).
+    static func append<T: FixedWidthInteger>(_ value: T, to bytes: inout [UInt8]) {
+        withUnsafeBytes(of: value.bigEndian) { raw in
+            // Typed: appending a raw buffer copies byte by byte.
+            bytes.append(contentsOf: raw.assumingMemoryBound(to: UInt8.self))
+        }
+    }
 }
