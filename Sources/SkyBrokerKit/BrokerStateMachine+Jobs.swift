@@ -8,8 +8,8 @@ import SkyProtocol
 /// queued, once the journal has it on disk. Each delivery is recorded before it is sent (so a
 /// job's `attempt` counts every execution, also across broker restarts), and the outcome is
 /// recorded once; callers waiting for it hear when it is on disk. Deliveries are recorded ahead
-/// of the credits that will take them (up to the credits of the service's workers), so a credit
-/// never waits for a commit: a broker killed meanwhile counts those prepared deliveries as
+/// of the credits that will take them (up to ``JobBook/pipelineDepth(credits:)`` per service),
+/// so a credit never waits for a commit: a broker killed meanwhile counts those prepared deliveries as
 /// attempts although they never reached a worker. At a worker a job is a request
 /// like any other (same handler, same credits), under the reserved client number ``jobsClient``,
 /// which no peer can map to. Jobs wait in their own per-service queues, higher priority first;
@@ -224,9 +224,9 @@ extension BrokerStateMachine {
         }
     }
 
-    /// Prepares deliveries of `service`'s best queued jobs while its pipeline is below its
-    /// workers' credits: each start is recorded (the attempt counted) now, and the job waits for
-    /// a credit once it is on disk (``startedJob``).
+    /// Prepares deliveries of `service`'s best queued jobs while its pipeline has room (see
+    /// ``JobBook/pipelineDepth(credits:)``): each start is recorded (the attempt counted) now,
+    /// and the job waits for a credit once it is on disk (``startedJob``).
     mutating func prepareJobs(of service: String, into actions: inout [BrokerAction]) {
         while let id = jobBook.takeToPrepare(service) {
             jobBook.jobs[id]!.attempt += 1

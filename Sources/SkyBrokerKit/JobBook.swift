@@ -11,8 +11,8 @@ import SkyProtocol
 ///
 /// A delivery's start is recorded before the job goes to a worker, but not while a credit waits
 /// for it: jobs are *prepared* ahead of the credits (their start written while the workers are
-/// busy), up to the credits of the workers serving their service (``pipeline``), so a freed
-/// credit takes a prepared job at once instead of idling through a journal commit.
+/// busy), up to ``pipelineDepth(credits:)`` per service (``pipeline``), so a freed credit takes
+/// a prepared job at once instead of idling through a journal commit.
 struct JobBook: Sendable {
     enum Phase: Sendable, Equatable {
         /// Not before `due` (the machine's ticks): a delay, a not-before time, or a backoff.
@@ -132,7 +132,7 @@ struct JobBook: Sendable {
     var queued = Line(of: .queued)
     /// Prepared jobs per service: their start is on disk; the next free credit takes one.
     var ready = Line(of: .prepared)
-    /// Jobs preparing or prepared, per service; kept up to ``credits`` of the service.
+    /// Jobs preparing or prepared, per service; kept up to ``pipelineDepth(credits:)``.
     var pipeline: [String: Int] = [:]
     /// Credits of the workers serving each service (a worker of two services counts in both).
     var credits: [String: Int] = [:]
