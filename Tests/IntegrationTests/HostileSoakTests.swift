@@ -96,7 +96,15 @@ extension IntegrationSuite {
             #expect(outcomes.values.allSatisfy { $0 == 1 }, "every scan answered exactly once")
             #expect(wrong == 0)
             #expect(failures.isEmpty, "\(failures.prefix(3))")
-            #expect(await sky.unmatchedReplies == 0)
+            // A reply after its call ended is the late answer to an attempt the client gave up on
+            // (the broker's own deadline answer racing the client's CANCEL). Here none at all;
+            // under ThreadSanitizer's slowdown, attempts time out, and each may leave one.
+            let counters = await sky.statistics.counters
+            if timingScale == 1 {
+                #expect(counters.unmatchedReplies == 0)
+            } else {
+                #expect(counters.unmatchedReplies <= counters.attemptTimeouts, "\(counters)")
+            }
 
             let answersA = try await a.waitForReplies(200)
             let answersB = try await b.waitForReplies(200)
