@@ -184,7 +184,7 @@ extension IntegrationSuite {
             while ContinuousClock.now - started < .seconds(2) {
                 loop.send((0..<200).map { _ in .init(socket: churn, frames: [[0x01] + Array("broker.hello".utf8)]) })
                 sent += 200
-                try await Task.sleep(for: .milliseconds(5))
+                try await Task.sleep(for: .milliseconds(5))  // the load's pace, not a wait for an event
             }
             // A real watcher joining during the churn gets its greeting: only then does its
             // stream start with a snapshot.
