@@ -77,11 +77,7 @@ extension BrokerStateMachine {
         guard let slot = slot(for: service) else { return false }
         var task = task
         task.arrival = task.arrival & ~Self.slotMask | slot
-        if let last = queues[service]?.last, last.arrival > task.arrival {
-            queues[service]!.insert(task, at: queuePlace(service, arrival: task.arrival))
-        } else {
-            queues[service, default: []].append(task)
-        }
+        queues[service, default: []].insertInOrder(task)
         waiting[task.key] = task.arrival
         let bytes = task.request.queuedSize
         queuedByService[service, default: ServiceQueue()].add(bytes: bytes)
@@ -148,21 +144,9 @@ extension BrokerStateMachine {
     /// Where in its queue the request that arrived as number `arrival` is. A queue is ordered by
     /// arrival number (``enqueue(_:now:)``), so this is a binary search.
     private func queueIndex(_ service: String, arrival: UInt64) -> Int? {
-        let low = queuePlace(service, arrival: arrival)
-        guard let queue = queues[service], low < queue.endIndex, queue[low].arrival == arrival else { return nil }
-        return low
-    }
-
-    /// The first place in a service's queue whose arrival number is not below `arrival`.
-    private func queuePlace(_ service: String, arrival: UInt64) -> Int {
-        guard let queue = queues[service] else { return 0 }
-        var low = queue.startIndex
-        var high = queue.endIndex
-        while low < high {
-            let middle = (low + high) / 2
-            if queue[middle].arrival < arrival { low = middle + 1 } else { high = middle }
-        }
-        return low
+        guard let queue = queues[service] else { return nil }
+        let index = queue.place(of: arrival)
+        return index < queue.endIndex && queue[index].arrival == arrival ? index : nil
     }
 
     /// The oldest live request of a service, removed from the queue. Skips entries that were
@@ -347,12 +331,11 @@ extension BrokerStateMachine {
         let tag = hand(task, to: peer, waited: ticks(now) - task.arrivedAt)
         send(task, tag: tag, delivery: task.deliveries + 1, to: peer, now: now, into: &actions)
         if configuration.taskEvents {
-            publish(
-                SkyEvent(
-                    seq: 0, event: .taskDispatched, time: "",
-                    task: TaskInfo(
-                        requestID: task.request.requestID.description, service: task.request.service,
-                        deliveries: Int(task.deliveries) + 1, worker: peer.description)),
+            publishTask(
+                .taskDispatched,
+                TaskInfo(
+                    requestID: task.request.requestID.description, service: task.request.service,
+                    deliveries: Int(task.deliveries) + 1, worker: peer.description),
                 into: &actions)
         }
     }
@@ -379,6 +362,30 @@ extension BrokerStateMachine {
             guard let pick = oldest, let task = popWaiting(pick.service) else { return }
             dispatch(task, to: peer, now: now, into: &actions)
             free -= 1
+        }
+    }
+}
+
+extension Deque where Element == BrokerStateMachine.QueuedRequest {
+    /// The first place whose arrival number is not below `arrival` (a queue is kept in
+    /// arrival-number order).
+    func place(of arrival: UInt64) -> Int {
+        var low = startIndex
+        var high = endIndex
+        while low < high {
+            let middle = (low + high) / 2
+            if self[middle].arrival < arrival { low = middle + 1 } else { high = middle }
+        }
+        return low
+    }
+
+    /// Puts `task` at its place: at the back, unless it has a higher priority than the last or
+    /// comes back from a lost worker (then ahead of the younger ones).
+    mutating func insertInOrder(_ task: Element) {
+        if let last, last.arrival > task.arrival {
+            insert(task, at: place(of: task.arrival))
+        } else {
+            append(task)
         }
     }
 }

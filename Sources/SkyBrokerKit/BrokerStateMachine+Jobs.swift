@@ -695,17 +695,11 @@ extension BrokerStateMachine {
     private mutating func publishJob(
         _ kind: EventKind, _ job: JobBook.Job, status: ReplyStatus?, into actions: inout [BrokerAction]
     ) {
-        // Not even built when nobody watches: its strings cost more than the job's other steps.
-        guard isWatched(kind) else {
-            lastEventSeq += 1
-            return
-        }
-        publish(
-            SkyEvent(
-                seq: 0, event: kind, time: "",
-                task: TaskInfo(
-                    requestID: job.id.description, service: job.submission.service, deliveries: Int(job.attempt),
-                    status: status?.description)),
+        publishTask(
+            kind,
+            TaskInfo(
+                requestID: job.id.description, service: job.submission.service, deliveries: Int(job.attempt),
+                status: status?.description),
             into: &actions)
     }
 }

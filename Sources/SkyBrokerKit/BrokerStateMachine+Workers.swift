@@ -186,12 +186,11 @@ extension BrokerStateMachine {
                 fail(held.task, .overloaded, "its worker was lost and no queue could take it back", into: &actions)
             } else {
                 requeued += 1
-                publish(
-                    SkyEvent(
-                        seq: 0, event: .taskRedispatched, time: "",
-                        task: TaskInfo(
-                            requestID: held.task.request.requestID.description, service: held.task.request.service,
-                            deliveries: Int(held.task.deliveries), worker: peer.description)),
+                publishTask(
+                    .taskRedispatched,
+                    TaskInfo(
+                        requestID: held.task.request.requestID.description, service: held.task.request.service,
+                        deliveries: Int(held.task.deliveries), worker: peer.description),
                     into: &actions)
             }
         }
@@ -257,13 +256,12 @@ extension BrokerStateMachine {
             answer.attempt = held.task.request.header.attempt
             reply(to: key.client, answer, into: &actions)
             if configuration.taskEvents {
-                publish(
-                    SkyEvent(
-                        seq: 0, event: .taskCompleted, time: "",
-                        task: TaskInfo(
-                            requestID: answer.requestID.description, service: held.task.request.service,
-                            deliveries: Int(held.task.deliveries), worker: peer.description,
-                            status: answer.status.description)),
+                publishTask(
+                    .taskCompleted,
+                    TaskInfo(
+                        requestID: answer.requestID.description, service: held.task.request.service,
+                        deliveries: Int(held.task.deliveries), worker: peer.description,
+                        status: answer.status.description),
                     into: &actions)
             }
             finishRequest(key.client)

@@ -696,12 +696,11 @@ public struct BrokerStateMachine: Sendable {
                 task.request.requestID, status, type: status.description, message: message,
                 attempt: task.request.header.attempt),
             into: &actions)
-        publish(
-            SkyEvent(
-                seq: 0, event: .taskFailed, time: "",
-                task: TaskInfo(
-                    requestID: task.request.requestID.description, service: task.request.service,
-                    deliveries: Int(task.deliveries), worker: worker?.description, status: status.description)),
+        publishTask(
+            .taskFailed,
+            TaskInfo(
+                requestID: task.request.requestID.description, service: task.request.service,
+                deliveries: Int(task.deliveries), worker: worker?.description, status: status.description),
             into: &actions)
         finishRequest(task.client)
     }
@@ -721,10 +720,21 @@ public struct BrokerStateMachine: Sendable {
 
     mutating func publish(_ event: SkyEvent, into actions: inout [BrokerAction]) {
         lastEventSeq += 1
-        if event.task != nil, !isWatched(event.event) { return }
         var event = event
         event.seq = lastEventSeq
         actions.append(.publish(event))
+    }
+
+    /// Publishes a task or job event (one per message): built only if a subscription takes
+    /// it, its strings included; its number is taken either way.
+    mutating func publishTask(
+        _ kind: EventKind, _ info: @autoclosure () -> TaskInfo, into actions: inout [BrokerAction]
+    ) {
+        guard isWatched(kind) else {
+            lastEventSeq += 1
+            return
+        }
+        publish(SkyEvent(seq: 0, event: kind, time: "", task: info()), into: &actions)
     }
 
     /// Whether a subscribed topic takes events of `kind` (a topic takes the events whose name
