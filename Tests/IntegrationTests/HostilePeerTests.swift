@@ -2,6 +2,7 @@ import Foundation
 import Sky
 import SkyProtocol
 import SkyTestSupport
+import SkyWorkloads
 import SkyZMQ
 import Testing
 
@@ -270,6 +271,46 @@ extension IntegrationSuite {
 
         /// Item 7: a call to a service no worker serves fails with noWorkers(service:) after the
         /// grace, not after 3 × 30 s, and is not retried.
+        /// The priority header written from protocol.md by a hostile peer: every width the
+        /// document allows, with extreme and nonsense values, is answered once; every other
+        /// width is dropped and counted; the broker keeps serving.
+        @Test func requestHeadersOfEveryWidthAndPriorityAreAnsweredOnceOrCountedMalformed() async throws {
+            let cluster = try await TestCluster.start()
+            defer { cluster.killAll() }
+            _ = try await cluster.startWorker(name: "echo", capacity: 2)
+            let peer = try await RawPeer(connectingTo: cluster.clients)
+            defer { Task { await peer.close() } }
+            func request(_ low: UInt64, header: [UInt8]) -> [[UInt8]] {
+                var frames = Self.request(RequestID(high: 0x9e, low: low), "sky.echo", body: [UInt8(low)])
+                frames[4] = header
+                return frames
+            }
+            let base: [UInt8] = [0, 0, 0, 1, 0, 0, 0x27, 0x10]  // attempt 1, 10 s
+            let priorities: [[UInt8]] = [
+                [0x80, 0, 0, 0], [0x7f, 0xff, 0xff, 0xff], [0, 0, 0, 0x80], [0xde, 0xad, 0xbe, 0xef],
+            ]
+            let valid: [[UInt8]] =
+                [base, base + [0, 0, 0, 0]] + priorities.map { base + [0, 0, 0, 0] + $0 }
+                + [base + [0xff, 0xff, 0xff, 0xff] + [0, 0, 0, 5]]
+            let malformed: [[UInt8]] = [8 + 1, 8 + 7, 16 + 1, 16 + 4, 4].map { width in
+                Array((base + [UInt8](repeating: 0, count: 16)).prefix(width))
+            }
+            let before = try await cluster.snapshot().counters.malformedClientMessages
+            peer.send(malformed.enumerated().map { request(100 + UInt64($0.offset), header: $0.element) })
+            peer.send(valid.enumerated().map { request(UInt64($0.offset), header: $0.element) })
+            let replies = try await peer.waitForReplies(valid.count)
+            #expect(replies.allSatisfy { $0.status == .ok && $0.body == [UInt8($0.requestID.low)] })
+            #expect(Set(replies.map(\.requestID.low)) == Set(0..<UInt64(valid.count)), "each valid one once")
+            try await eventually("the malformed ones counted") {
+                try await cluster.snapshot().counters.malformedClientMessages == before + UInt64(malformed.count)
+            }
+            #expect(peer.replies.count == valid.count, "nothing answered the malformed ones")
+            let sky = try await SkyClient(broker: cluster.clients)
+            #expect(try await sky.scan(EchoTask(message: "still serving")).message == "still serving")
+            await sky.close()
+            await cluster.stop()
+        }
+
         @Test func callingAnUnservedServiceFailsFastNamingIt() async throws {
             let cluster = try await TestCluster.start()
             defer { cluster.killAll() }
@@ -293,6 +334,44 @@ extension IntegrationSuite {
             #expect(ContinuousClock.now - again < .milliseconds(1500))
             print("noWorkers after \(elapsed) (broker default), \(ContinuousClock.now - again) with a 300 ms grace")
             await quick.close()
+        }
+
+        /// Task events are built only for a subscribed topic: junk and unsubscriptions of topics
+        /// it never took, sent raw to the events socket, neither crash the broker nor silence a
+        /// real watcher's events.
+        @Test func junkOnTheEventsSocketLeavesAWatchersEventsFlowing() async throws {
+            let cluster = try await TestCluster.start(extraArguments: ["--task-events"])
+            defer { cluster.killAll() }
+            _ = try await cluster.startWorker(name: "echo", capacity: 2)
+            let watcher = try await cluster.watcher()
+            let completed = Task {
+                for try await change in watcher.events() {
+                    if case .event(let event) = change, event.event == .taskCompleted { return true }
+                }
+                return false
+            }
+            let junk = ZMQEventLoop.SocketID(0, name: "junk")
+            let loop = try await ZMQEventLoop.start(
+                name: "junk", sockets: [.init(id: junk, type: .xsub, connect: [cluster.events])])
+            defer { Task { await loop.shutdown() } }
+            loop.send([
+                .init(socket: junk, frames: [[]]), .init(socket: junk, frames: [[0x02] + Array("task.".utf8)]),
+                .init(socket: junk, frames: [[0x00]]), .init(socket: junk, frames: [[0x00] + Array("task.".utf8)]),
+                .init(socket: junk, frames: [[0x01], [0x01]]),
+            ])
+            let sky = try await SkyClient(broker: cluster.clients)
+            // Until the watcher sees one (its subscription may still be on the way), scans go on.
+            let scanning = Task {
+                while !Task.isCancelled {
+                    _ = try await sky.scan(EchoTask(message: "seen?"), options: .init(coalesce: false))
+                }
+            }
+            #expect(try await value(of: completed, within: .seconds(20), "a task.completed for the watcher"))
+            scanning.cancel()
+            #expect(try await cluster.snapshot().workers.count == 1, "the broker still serves")
+            await sky.close()
+            await watcher.close()
+            await cluster.stop()
         }
 
         /// Item 8: a client given the workers endpoint, and a worker given the clients endpoint,
