@@ -179,8 +179,12 @@ struct JobBook: Sendable {
     /// Jobs a service's pipeline holds at most: enough that the credits freed during one
     /// journal commit (about a millisecond, a few jobs per credit for short tasks) find a
     /// prepared job; none while no worker serves it. Measured with `skybench --jobs`: 2 × the
-    /// credits served short jobs a fifth slower than 4 ×.
-    static func pipelineDepth(credits: Int) -> Int { credits > 0 ? max(32, 4 * credits) : 0 }
+    /// credits served short jobs a fifth slower than 4 ×. At most ``maxPipelineDepth``, however
+    /// many credits workers announce (65,536 each): prepared starts count as attempts if the
+    /// broker dies, and each is a journal write.
+    static func pipelineDepth(credits: Int) -> Int { credits > 0 ? min(maxPipelineDepth, max(32, 4 * credits)) : 0 }
+
+    static let maxPipelineDepth = 1024
 
     /// Takes the best queued job of `service` to prepare its delivery, if the service's
     /// pipeline has room.

@@ -184,6 +184,14 @@ struct BrokerJobTests {
         #expect(JobBook.pipelineDepth(credits: 0) == 0, "nothing is prepared for a service no worker serves")
     }
 
+    @Test func aWorkerAnnouncingAbsurdCreditsGetsABoundedPipeline() {
+        var broker = BrokerHarness.withJournal()
+        let ids = (0..<1500).map { broker.submit(client, RequestID(high: 1, low: UInt64($0))).0 }
+        let joined = broker.ready(worker1, capacity: WorkerToBroker.maxCapacity)
+        #expect(journalWrites(joined).count == JobBook.maxPipelineDepth)
+        #expect(ids.count > JobBook.maxPipelineDepth)
+    }
+
     @Test func aJobWaitsForAWorkerPastTheNoWorkersGraceAndTheMaximumWait() {
         var broker = BrokerHarness.withJournal { $0.maxWait = .seconds(5) }
         let (id, _) = broker.submit(client, RequestID(high: 1, low: 1))
