@@ -21,6 +21,11 @@ extension BrokerStateMachine {
     /// The client number jobs run under at workers.
     static let jobsClient: ClientNumber = .max
 
+    static let jobServices: Set<String> = [
+        BrokerService.jobSubmit, BrokerService.jobStatus, BrokerService.jobWait, BrokerService.jobCancel,
+        BrokerService.jobRetry, BrokerService.jobList,
+    ]
+
     /// Whether `task` is a delivery of a job.
     static func isJob(_ task: QueuedRequest) -> Bool { task.client == jobsClient }
 
@@ -34,7 +39,7 @@ extension BrokerStateMachine {
             held: jobBook.jobs.count, queued: jobBook.queued.total + jobBook.pipeline.values.reduce(0, +),
             submitted: jobBook.submitted,
             succeeded: jobBook.succeeded, failed: jobBook.failed, cancelled: jobBook.cancelled,
-            retried: jobBook.retried, journalBytes: jobBook.journalBytes)
+            retried: jobBook.retried, journalBytes: jobBook.journalBytes, waiters: jobBook.waiterCount)
     }
 
     /// Answers an `mmi.jobs.*` request; `false` if `request` names no job service.
@@ -42,6 +47,11 @@ extension BrokerStateMachine {
         _ request: TaskRequest, for peer: PeerID, now: Instant, into actions: inout [BrokerAction]
     ) -> Bool {
         let caller = JobCaller(peer: peer, requestID: request.requestID, attempt: request.header.attempt)
+        if stopping, Self.jobServices.contains(request.service) {
+            // Nothing held now would be answered: the caller asks the broker that comes back.
+            answer(caller, .brokerShuttingDown, "the broker is shutting down", into: &actions)
+            return true
+        }
         switch request.service {
         case BrokerService.jobSubmit:
             submitJob(request.body, trace: request.trace, caller: caller, now: now, into: &actions)
@@ -96,10 +106,6 @@ extension BrokerStateMachine {
             answer(caller, .journalUnavailable, Self.noJournal, into: &actions)
             return
         }
-        if stopping {
-            answer(caller, .brokerShuttingDown, "the broker is shutting down", into: &actions)
-            return
-        }
         if jobBook.overLimit {
             counters.rejectedOverloaded += 1
             answer(
@@ -146,14 +152,18 @@ extension BrokerStateMachine {
         let notBefore = max(submission.notBeforeMilliseconds, overflow ? Int64.max : delayed)
         var options = submission
         options.body = []
+        // A job that would be prepared as soon as it is on disk has its first start written with
+        // it: one write instead of two (see ``JobBook/reserveStart(_:)``).
+        let starts = notBefore <= wall && jobBook.reserveStart(submission.service)
         let record = JobRecord(
             id: id.bytes, service: submission.service, body: submission.body, priority: Int(submission.priority),
             notBefore: notBefore > wall ? notBefore : 0, idempotencyKey: submission.idempotencyKey,
+            state: starts ? .running : .queued, attempt: starts ? 1 : 0,
             expiresAt: Self.expiry(wall, submission), submittedAt: wall, options: options.encode())
         nextArrival += 1
         let job = JobBook.Job(
-            id: id, submission: submission, attempt: 0, notBefore: record.notBefore, phase: .queued,
-            arrival: nextArrival << Self.slotBits, trace: trace)
+            id: id, submission: submission, attempt: starts ? 1 : 0, notBefore: record.notBefore,
+            phase: starts ? .preparing : .queued, arrival: nextArrival << Self.slotBits, trace: trace)
         jobBook.pendingSubmits[id] = JobBook.PendingSubmit(job: job, waiter: caller)
         actions.append(.journal(.write([.submitted(record)], .submitted(id))))
     }
@@ -524,7 +534,12 @@ extension BrokerStateMachine {
                 "job \(id) is \(state); only a failed or cancelled job is retried", into: &actions)
             return
         }
-        if stopping || jobBook.overLimit {
+        if stopping {
+            // The lookup came back after the shutdown answered every caller it owed.
+            answer(caller, .brokerShuttingDown, "the broker is shutting down", into: &actions)
+            return
+        }
+        if jobBook.overLimit {
             answer(caller, .overloaded, "the broker takes no new jobs now", into: &actions)
             return
         }
@@ -617,6 +632,11 @@ extension BrokerStateMachine {
         _ id: JobID, _ result: Result<JournalReceipt, JournalError>, now: Instant, into actions: inout [BrokerAction]
     ) {
         guard let pending = jobBook.pendingSubmits.removeValue(forKey: id) else { return }
+        let service = pending.job.submission.service
+        // Its first start was written with it (``JobBook/reserveStart(_:)``).
+        let started = pending.job.phase == .preparing
+        let written = (try? result.get()).map { $0.duplicates[id.bytes] == nil } ?? false
+        if started && !written { jobBook.leavePipeline(service) }
         switch result {
         case .failure(let error):
             answer(pending.waiter, .journalUnavailable, error.description, into: &actions)
@@ -637,8 +657,17 @@ extension BrokerStateMachine {
                 TaskReply(
                     requestID: pending.waiter.requestID, attempt: pending.waiter.attempt, status: .ok, body: id.bytes),
                 into: &actions)
-            publishJob(.jobSubmitted, pending.job, status: nil, into: &actions)
-            admit(pending.job, now: now, into: &actions)
+            var announced = pending.job
+            announced.attempt = 0  // none has reached a worker, also when its first start is recorded
+            publishJob(.jobSubmitted, announced, status: nil, into: &actions)
+            if started {
+                // Its start is on disk with it: it waits for a credit.
+                jobBook.hold(pending.job)
+                jobBook.prepared(id)
+                offerJobs(of: service, now: now, into: &actions)
+            } else {
+                admit(pending.job, now: now, into: &actions)
+            }
         }
     }
 
@@ -672,6 +701,24 @@ extension BrokerStateMachine {
             for id in unrecorded {
                 guard let job = jobBook.jobs[id], case .finishing(let report) = job.phase else { continue }
                 writeOutcome(job, report, into: &actions)
+            }
+        }
+    }
+
+    /// The broker is stopping: every job caller it still owes an answer hears so, once. A submit
+    /// whose write is in flight may still be recorded; the client's retry carries the same
+    /// idempotency key, so the restarted broker answers it with that job. A held wait, or a
+    /// status or cancel waiting for an outcome being written, asks the restarted broker again
+    /// (`brokerShuttingDown` is retried as an unreachable broker) instead of waiting out its
+    /// attempt's timeout.
+    mutating func answerJobCallersAtShutdown(_ message: String, into actions: inout [BrokerAction]) {
+        for pending in jobBook.pendingSubmits.values {
+            answer(pending.waiter, .brokerShuttingDown, message, into: &actions)
+        }
+        jobBook.pendingSubmits.removeAll()
+        for id in Array(jobBook.waiters.keys) {
+            for waiter in jobBook.takeWaiters(of: id) {
+                answer(waiter, .brokerShuttingDown, message, into: &actions)
             }
         }
     }

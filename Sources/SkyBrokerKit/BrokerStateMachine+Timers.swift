@@ -181,6 +181,7 @@ extension BrokerStateMachine {
             }
             actions.append(.sendToWorker(peer, .disconnect))
         }
+        answerJobCallersAtShutdown(message, into: &actions)
         workers.removeAll()
         workersByService.removeAll()
         running.removeAll()

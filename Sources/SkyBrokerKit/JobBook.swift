@@ -197,6 +197,18 @@ struct JobBook: Sendable {
         return id
     }
 
+    /// Takes a place in the pipeline of `service` for a job being submitted, if it would be
+    /// prepared at once (the pipeline has room and no queued job comes first): its first start
+    /// is then written with its submit, one journal write instead of two. The place is given
+    /// back (``leavePipeline(_:)``) if the submit is not written.
+    mutating func reserveStart(_ service: String) -> Bool {
+        guard !queued.has(service),
+            pipeline[service, default: 0] < Self.pipelineDepth(credits: credits[service, default: 0])
+        else { return false }
+        pipeline[service, default: 0] += 1
+        return true
+    }
+
     /// A job's start is on disk: it waits for a credit.
     mutating func prepared(_ id: JobID) {
         guard jobs[id]?.phase == .preparing else { return }

@@ -283,11 +283,15 @@ public struct JobCounts: Codable, Sendable, Equatable {
     public var retried: UInt64
     /// The journal's size on disk at the last look, in bytes.
     public var journalBytes: Int
+    /// Callers the broker owes an answer about a job: held `mmi.jobs.wait`s, and statuses and
+    /// cancels waiting for an outcome being written. Absent from older brokers.
+    public var waiters: Int?
 
     public init(
         held: Int, queued: Int, submitted: UInt64, succeeded: UInt64, failed: UInt64, cancelled: UInt64,
-        retried: UInt64, journalBytes: Int
+        retried: UInt64, journalBytes: Int, waiters: Int? = nil
     ) {
+        self.waiters = waiters
         self.held = held
         self.queued = queued
         self.submitted = submitted

@@ -13,6 +13,7 @@ struct JobBench {
     var capacity: Int
     var transport: Transport
     var submitLatencyRequests = 1000
+    var resultLatencyJobs = 300
     var jobs = 20_000
     var inFlight = 256
     var rounds = 3
@@ -20,6 +21,8 @@ struct JobBench {
     struct Results: Codable {
         var submitP50Microseconds: [Double] = []
         var submitP99Microseconds: [Double] = []
+        /// From submit to the result in hand (`job.value`), one job at a time on idle workers.
+        var resultP50Microseconds: [Double] = []
         var durableJobsPerSecond: [Double] = []
         var scanAlone: [Double] = []
         var scanP50Alone: [Double] = []
@@ -60,6 +63,16 @@ struct JobBench {
                 results.submitP99Microseconds.append(Double(histogram.valueAtPercentile(99)))
                 progress("submit latency measured; waiting for those jobs to finish")
                 try await waitForSucceeded(submitLatencyRequests + 100, sky)
+
+                // A job's whole life, one at a time: submit, run, result recorded and read.
+                progress("one job at a time, from submit to its result")
+                histogram.reset()
+                for index in 0..<(resultLatencyJobs + 30) {
+                    let sent = ContinuousClock.now
+                    _ = try await sky.submit(Self.task, options: Self.options).value
+                    if index >= 30 { histogram.record(UInt64(max(1, (ContinuousClock.now - sent).inSeconds * 1e6))) }
+                }
+                results.resultP50Microseconds.append(Double(histogram.valueAtPercentile(50)))
 
                 // End to end: `jobs` submitted with `inFlight` submits outstanding, until every
                 // result is recorded.
@@ -244,6 +257,7 @@ struct JobBench {
             "Durable jobs (sky.echo, 64-byte task and result); median of rounds (each round):",
             line("submit acknowledged (fsync'd), p50, 1 in flight", results.submitP50Microseconds, "µs"),
             line("submit acknowledged, p99, 1 in flight", results.submitP99Microseconds, "µs"),
+            line("job submit → its result read, p50, 1 in flight", results.resultP50Microseconds, "µs"),
             line("jobs submit → result recorded, 256 in flight", results.durableJobsPerSecond, "jobs/s"),
             line("journal bytes per job", results.journalBytesPerJob, "B"),
             line("scan throughput alone, 256 in flight", results.scanAlone, "tasks/s"),

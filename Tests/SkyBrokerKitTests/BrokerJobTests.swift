@@ -172,6 +172,68 @@ struct BrokerJobTests {
         #expect(journalWrites(replied) == [.finished(first)])
     }
 
+    @Test func aJobItsWorkersHaveRoomForIsRecordedStartedWithItsSubmitAndSentOnceOnDisk() throws {
+        var broker = BrokerHarness.withJournal()
+        _ = broker.ready(worker1, capacity: 1)
+        let request = RequestID(high: 1, low: 1)
+        let asked = broker.request(
+            client, request, service: BrokerService.jobSubmit,
+            body: JobSubmission(service: "sky.scan", body: [7]).encode())
+        guard case .journal(.write(let changes, .submitted(let id)))? = effects(asked).first,
+            case .submitted(let record)? = changes.first
+        else {
+            Issue.record("\(asked)")
+            return
+        }
+        #expect(changes.count == 1 && record.state == .running && record.attempt == 1, "one write: submit and start")
+        let committed = broker.commit(asked)
+        #expect(dispatched(committed).map(\.1) == [id.requestID], "sent once on disk, no second write")
+        #expect(journalWrites(committed).isEmpty)
+        #expect(events(committed).map(\.event) == [.jobSubmitted] && events(committed).first?.task?.deliveries == 0)
+
+        // The credit is busy: the next job too is started with its submit, then waits for it.
+        let (second, secondActions) = broker.submit(client, RequestID(high: 1, low: 2))
+        #expect(journalWrites(secondActions) == [.submitted(second)] && dispatched(secondActions).isEmpty)
+        let replied = broker.reply(worker1, client: client, id.requestID)
+        #expect(dispatched(replied).map(\.1) == [second.requestID])
+        let report = try #require(
+            reports(
+                broker.ask(client, RequestID(high: 2, low: 1), BrokerService.jobStatus, second),
+                to: RequestID(high: 2, low: 1)
+            ).first)
+        #expect(report.state == .running && report.attempt == 1)
+    }
+
+    @Test func aSubmitThatIsNotWrittenGivesBackItsPlaceInThePipeline() {
+        var broker = BrokerHarness.withJournal()
+        _ = broker.ready(worker1, capacity: 1)
+        let depth = JobBook.pipelineDepth(credits: 1)
+        var key = 0
+        func submission() -> [UInt8] {
+            key += 1
+            var submission = JobSubmission(service: "sky.scan", body: [7])
+            submission.idempotencyKey = "key-\(key)"
+            return submission.encode()
+        }
+        // A full pipeline's worth of failed writes, and as many taken keys.
+        for index in 0..<depth {
+            let asked = broker.request(
+                client, RequestID(high: 1, low: UInt64(index)), service: BrokerService.jobSubmit, body: submission())
+            _ = broker.commit(asked, failing: .full(path: "/state/jobs.sqlite"))
+        }
+        for index in 0..<depth {
+            let asked = broker.request(
+                client, RequestID(high: 2, low: UInt64(index)), service: BrokerService.jobSubmit, body: submission())
+            guard case .journal(.write(let changes, let purpose))? = effects(asked).first,
+                case .submitted(let record)? = changes.first
+            else { continue }
+            let first = JobRecord(id: [UInt8](repeating: 9, count: 16), service: "sky.scan", body: [7], expiresAt: 0)
+            _ = broker.journal(.written(purpose, .success(JournalReceipt(duplicates: [record.id: first]))))
+        }
+        let (id, actions) = broker.submit(client, RequestID(high: 3, low: 1))
+        #expect(dispatched(actions).map(\.1) == [id.requestID], "the pipeline still has room")
+    }
+
     @Test func jobsArePreparedUpToThePipelineDepthAndOneMoreForEachSent() {
         var broker = BrokerHarness.withJournal()
         let depth = JobBook.pipelineDepth(credits: 1)
@@ -214,6 +276,35 @@ struct BrokerJobTests {
         // The starts are on disk: the cancelled job is not sent, the credit goes to the second.
         #expect(dispatched(broker.commit(joined)).map(\.1) == [second.requestID])
         #expect(reports(broker.commit(cancelled), to: cancel).map(\.state) == [.cancelled])
+    }
+
+    @Test func aShutdownAnswersEveryJobCallerItOwesOnceAndJobCallsWhileItStops() {
+        var broker = BrokerHarness.withJournal()
+        let (id, _) = broker.submit(client, RequestID(high: 1, low: 1))
+        _ = broker.commit(broker.ready(worker1))
+        let wait = RequestID(high: 2, low: 1)
+        #expect(broker.ask(client, wait, BrokerService.jobWait, id).isEmpty, "held while the job runs")
+        let submit = RequestID(high: 3, low: 1)
+        let asked = broker.request(
+            client, submit, service: BrokerService.jobSubmit,
+            body: JobSubmission(service: "sky.scan", body: [7]).encode())
+        #expect(replies(asked).isEmpty, "its write is in flight")
+
+        var stopped: [BrokerAction] = []
+        broker.machine.shutdown(now: broker.now, into: &stopped)
+        #expect(replies(stopped).map(\.1.requestID).count == 2, "each once")
+        #expect(Set(replies(stopped).map(\.1.requestID)) == [wait, submit])
+        #expect(replies(stopped).allSatisfy { $0.1.status == .brokerShuttingDown })
+        // The write lands after all: no second answer.
+        #expect(replies(broker.commit(asked)).isEmpty)
+        // A wait, a status or a listing while it stops is answered at once, never held.
+        for (index, service) in [BrokerService.jobWait, BrokerService.jobStatus, BrokerService.jobCancel].enumerated() {
+            let request = RequestID(high: 4, low: UInt64(index))
+            #expect(replies(broker.ask(client, request, service, id)).map(\.1.status) == [.brokerShuttingDown])
+        }
+        let listed = broker.request(
+            client, RequestID(high: 5, low: 1), service: BrokerService.jobList, body: JobQuery(limit: 10).encode())
+        #expect(replies(listed).map(\.1.status) == [.brokerShuttingDown] && journalWrites(listed).isEmpty)
     }
 
     @Test func aFailedSubmitWriteIsAnsweredJournalUnavailableAndNothingRuns() {
