@@ -24,6 +24,20 @@ public struct FlakyFailure: Error, CustomStringConvertible {
     }
 
     public var description: String {
-        "simulated failure on call \(call) (this worker fails every \(every)th sky.flaky call)"
+        "simulated failure on call \(call) (this worker fails \(Self.which(every)) sky.flaky call)"
+    }
+
+    /// "every", "every 2nd", "every 3rd", "every 11th", "every 22nd": English ordinals.
+    static func which(_ every: Int) -> String {
+        guard every > 1 else { return "every" }
+        let suffix =
+            switch (every % 10, every % 100) {
+            case (_, 11...13): "th"
+            case (1, _): "st"
+            case (2, _): "nd"
+            case (3, _): "rd"
+            default: "th"
+            }
+        return "every \(every)\(suffix)"
     }
 }
