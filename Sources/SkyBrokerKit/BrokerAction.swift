@@ -37,7 +37,7 @@ public enum BrokerLogLevel: Sendable, Equatable {
 }
 
 /// A caller the broker answers about a job once it knows more.
-public struct JobCaller: Sendable, Equatable {
+public struct JobCaller: Sendable, Hashable {
     public var peer: PeerID
     public var requestID: RequestID
     public var attempt: UInt32

@@ -21,6 +21,7 @@ extension BrokerStateMachine {
     /// The client number jobs run under at workers.
     static let jobsClient: ClientNumber = .max
 
+    /// The broker's job services (`mmi.jobs.*`): while it stops, each is answered at once.
     static let jobServices: Set<String> = [
         BrokerService.jobSubmit, BrokerService.jobStatus, BrokerService.jobWait, BrokerService.jobCancel,
         BrokerService.jobRetry, BrokerService.jobList,
@@ -76,6 +77,7 @@ extension BrokerStateMachine {
             }
             do {
                 let query = try JobQuery(decoding: request.body)
+                guard startRead(for: caller, into: &actions) else { return true }
                 actions.append(
                     .journal(
                         .list(
@@ -507,7 +509,23 @@ extension BrokerStateMachine {
             answer(caller, .journalUnavailable, Self.noJournal, into: &actions)
             return
         }
+        guard startRead(for: caller, into: &actions) else { return }
         actions.append(.journal(.lookup(id, caller, retry: retry)))
+    }
+
+    /// Notes that `caller`'s answer waits for a journal read; refuses it (answered `overloaded`)
+    /// beyond ``Configuration/queueLimit`` reads in flight, so that a flood of lookups cannot
+    /// grow the journal's queue without bound.
+    private mutating func startRead(for caller: JobCaller, into actions: inout [BrokerAction]) -> Bool {
+        // The same call asked again while its read is in flight gets that read's one answer.
+        guard !jobBook.reads.contains(caller) else { return false }
+        guard jobBook.reads.count < configuration.queueLimit else {
+            counters.rejectedOverloaded += 1
+            answer(caller, .overloaded, "\(jobBook.reads.count) job lookups await the journal", into: &actions)
+            return false
+        }
+        jobBook.reads.insert(caller)
+        return true
     }
 
     /// Runs a failed or cancelled job again, as a new job with the same task and options.
@@ -583,6 +601,13 @@ extension BrokerStateMachine {
     /// The journal did what ``BrokerAction/journal(_:)`` asked.
     public mutating func journalAnswered(_ answer: JournalAnswer, now: Instant, into actions: inout [BrokerAction]) {
         lastNow = now
+        switch answer {
+        case .lookedUp(_, let caller, _, _), .listed(let caller, _):
+            // Answered already if the broker stopped meanwhile.
+            guard jobBook.reads.remove(caller) != nil else { return }
+        default:
+            break
+        }
         switch answer {
         case .written(.submitted(let id), let result):
             submittedJob(id, result, now: now, into: &actions)
@@ -705,7 +730,8 @@ extension BrokerStateMachine {
         }
     }
 
-    /// The broker is stopping: every job caller it still owes an answer hears so, once. A submit
+    /// The broker is stopping: every job caller it still owes an answer hears so, once (a lookup
+    /// or listing whose journal read is in flight too: its late answer is dropped). A submit
     /// whose write is in flight may still be recorded; the client's retry carries the same
     /// idempotency key, so the restarted broker answers it with that job. A held wait, or a
     /// status or cancel waiting for an outcome being written, asks the restarted broker again
@@ -716,6 +742,10 @@ extension BrokerStateMachine {
             answer(pending.waiter, .brokerShuttingDown, message, into: &actions)
         }
         jobBook.pendingSubmits.removeAll()
+        for caller in jobBook.reads {
+            answer(caller, .brokerShuttingDown, message, into: &actions)
+        }
+        jobBook.reads.removeAll()
         for id in Array(jobBook.waiters.keys) {
             for waiter in jobBook.takeWaiters(of: id) {
                 answer(waiter, .brokerShuttingDown, message, into: &actions)

@@ -140,6 +140,10 @@ struct JobBook: Sendable {
     var waiters: [JobID: [Waiter]] = [:]
     var waiterCount = 0
     var pendingSubmits: [JobID: PendingSubmit] = [:]
+    /// Callers whose answer waits for a journal read (a lookup or a listing); a caller's answer
+    /// is sent only while it is here, so a read that comes back after the shutdown answered it
+    /// answers nobody twice.
+    var reads: Set<Waiter> = []
     /// Outcomes whose write failed: written again at the next maintenance.
     var unrecorded: [JobID] = []
     /// The journal's size on disk at the last look, and whether it is over the limit.

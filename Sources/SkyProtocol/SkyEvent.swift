@@ -291,7 +291,6 @@ public struct JobCounts: Codable, Sendable, Equatable {
         held: Int, queued: Int, submitted: UInt64, succeeded: UInt64, failed: UInt64, cancelled: UInt64,
         retried: UInt64, journalBytes: Int, waiters: Int? = nil
     ) {
-        self.waiters = waiters
         self.held = held
         self.queued = queued
         self.submitted = submitted
@@ -300,6 +299,7 @@ public struct JobCounts: Codable, Sendable, Equatable {
         self.cancelled = cancelled
         self.retried = retried
         self.journalBytes = journalBytes
+        self.waiters = waiters
     }
 }
 

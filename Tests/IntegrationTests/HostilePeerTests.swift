@@ -311,6 +311,39 @@ extension IntegrationSuite {
             await cluster.stop()
         }
 
+        /// A flood of job lookups (statuses of ids nobody submitted, each a read of the journal's
+        /// disk) from a raw peer: the reads waiting for the journal stay within `--queue-limit`,
+        /// every call is answered exactly once (a report, or `overloaded`), and the broker serves on.
+        @Test func aFloodOfJobLookupsIsBoundedAndEachAnsweredOnce() async throws {
+            let state = JobTests.StateDirectory()
+            let cluster = try await TestCluster.start(extraArguments: state.arguments + ["--queue-limit", "8"])
+            defer { cluster.killAll() }
+            let peer = try await RawPeer(connectingTo: cluster.clients)
+            defer { Task { await peer.close() } }
+            let count = 2000
+            peer.send(
+                (0..<count).map { index in
+                    Self.request(
+                        RequestID(high: 0x10b, low: UInt64(index)), BrokerService.jobStatus,
+                        body: [UInt8](repeating: UInt8(index % 251), count: 16))
+                })
+            let replies = try await peer.waitForReplies(count)
+            #expect(Set(replies.map(\.requestID.low)) == Set(0..<UInt64(count)), "each once")
+            let refused = replies.filter { $0.status == .overloaded }
+            let read = replies.filter { $0.status == .ok }
+            #expect(refused.count + read.count == count)
+            #expect(!refused.isEmpty && read.count >= 8, "\(read.count) read, \(refused.count) refused")
+            #expect(read.allSatisfy { (try? JobReport(decoding: $0.body))?.state == .unknown })
+            #expect(
+                refused.allSatisfy { RemoteErrorBody(decoding: $0.body).message.contains("lookups await the journal") })
+            print("job lookup flood: \(read.count) read from the journal, \(refused.count) answered overloaded")
+            let sky = try await SkyClient(broker: cluster.clients)
+            let unknown = JobID(bytes: [UInt8](repeating: 3, count: 16))!
+            #expect(try await sky.status(of: unknown) == .unknown, "still serving")
+            await sky.close()
+            await cluster.stop()
+        }
+
         @Test func callingAnUnservedServiceFailsFastNamingIt() async throws {
             let cluster = try await TestCluster.start()
             defer { cluster.killAll() }

@@ -81,6 +81,10 @@ func reports(_ actions: [BrokerAction], to request: RequestID) -> [JobReport] {
     }
 }
 
+func journalLookups(_ actions: [BrokerAction]) -> Int {
+    actions.count { if case .journal(.lookup) = $0 { true } else { false } }
+}
+
 func journalWrites(_ actions: [BrokerAction]) -> [JournalWrite] {
     actions.compactMap { if case .journal(.write(_, let purpose)) = $0 { purpose } else { nil } }
 }
@@ -289,14 +293,22 @@ struct BrokerJobTests {
             client, submit, service: BrokerService.jobSubmit,
             body: JobSubmission(service: "sky.scan", body: [7]).encode())
         #expect(replies(asked).isEmpty, "its write is in flight")
+        let lookup = RequestID(high: 3, low: 2)
+        let unknown = JobID(bytes: [UInt8](repeating: 7, count: 16))!
+        let looking = broker.ask(client, lookup, BrokerService.jobStatus, unknown)
+        guard case .journal(.lookup(_, let caller, _))? = effects(looking).first else {
+            Issue.record("\(looking)")
+            return
+        }
 
         var stopped: [BrokerAction] = []
         broker.machine.shutdown(now: broker.now, into: &stopped)
-        #expect(replies(stopped).map(\.1.requestID).count == 2, "each once")
-        #expect(Set(replies(stopped).map(\.1.requestID)) == [wait, submit])
+        #expect(replies(stopped).map(\.1.requestID).count == 3, "each once")
+        #expect(Set(replies(stopped).map(\.1.requestID)) == [wait, submit, lookup])
         #expect(replies(stopped).allSatisfy { $0.1.status == .brokerShuttingDown })
-        // The write lands after all: no second answer.
+        // The write lands, and the read comes back, after all: no second answer.
         #expect(replies(broker.commit(asked)).isEmpty)
+        #expect(replies(broker.journal(.lookedUp(unknown, caller, retry: false, .success(nil)))).isEmpty)
         // A wait, a status or a listing while it stops is answered at once, never held.
         for (index, service) in [BrokerService.jobWait, BrokerService.jobStatus, BrokerService.jobCancel].enumerated() {
             let request = RequestID(high: 4, low: UInt64(index))
@@ -305,6 +317,29 @@ struct BrokerJobTests {
         let listed = broker.request(
             client, RequestID(high: 5, low: 1), service: BrokerService.jobList, body: JobQuery(limit: 10).encode())
         #expect(replies(listed).map(\.1.status) == [.brokerShuttingDown] && journalWrites(listed).isEmpty)
+    }
+
+    @Test func lookupsAwaitingTheJournalAreBoundedAndACallAskedTwiceIsReadAndAnsweredOnce() {
+        var broker = BrokerHarness.withJournal { $0.queueLimit = 3 }
+        let unknown = JobID(bytes: [UInt8](repeating: 7, count: 16))!
+        var reads: [BrokerAction] = []
+        for index in 0..<3 {
+            reads += broker.ask(client, RequestID(high: 1, low: UInt64(index)), BrokerService.jobStatus, unknown)
+        }
+        #expect(reads.count == 3 && replies(reads).isEmpty)
+        // The same call again while its read is in flight: no second read, no second answer.
+        #expect(broker.ask(client, RequestID(high: 1, low: 0), BrokerService.jobStatus, unknown).isEmpty)
+        let refused = broker.ask(client, RequestID(high: 2, low: 1), BrokerService.jobWait, unknown)
+        #expect(replies(refused).map(\.1.status) == [.overloaded] && effects(refused).count == 1)
+        var answered: [BrokerAction] = []
+        for case .journal(.lookup(let id, let caller, let retry)) in reads {
+            answered += broker.journal(.lookedUp(id, caller, retry: retry, .success(nil)))
+            answered += broker.journal(.lookedUp(id, caller, retry: retry, .success(nil)))
+        }
+        #expect(replies(answered).map(\.1.requestID) == (0..<3).map { RequestID(high: 1, low: UInt64($0)) })
+        #expect(reports(answered, to: RequestID(high: 1, low: 0)).map(\.state) == [.unknown])
+        let again = broker.ask(client, RequestID(high: 3, low: 1), BrokerService.jobStatus, unknown)
+        #expect(journalLookups(again) == 1, "room again once the reads came back")
     }
 
     @Test func aFailedSubmitWriteIsAnsweredJournalUnavailableAndNothingRuns() {
