@@ -20,6 +20,11 @@ extension BrokerStateMachine {
         // memory to the system are two iterations of the loop, not one twice as long.
         if releaseMemorySoon {
             releaseMemorySoon = false
+            let first = Self.laterMemoryReleases.first
+            laterMemoryRelease = (now + first, first * 2)
+            actions.append(.releaseMemory)
+        } else if let later = laterMemoryRelease, now >= later.at {
+            laterMemoryRelease = later.next <= Self.laterMemoryReleases.last ? (now + later.next, later.next * 2) : nil
             actions.append(.releaseMemory)
         }
         var budget = configuration.expiryBatch

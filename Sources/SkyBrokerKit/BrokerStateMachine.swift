@@ -340,6 +340,11 @@ public struct BrokerStateMachine: Sendable {
     public internal(set) var hasExpiryBacklog = false
     /// The queue drained after holding much: the shell should return freed memory to the system.
     var releaseMemorySoon = false
+    /// When to return freed memory again after a large drain, and the wait before the time
+    /// after: what libzmq frees only once its pipes have sent the drain's answers (to clients
+    /// that read slowly) comes after the first return. 1, 2, 4 and 8 s after it.
+    var laterMemoryRelease: (at: Instant, next: Duration)?
+    static let laterMemoryReleases = (first: Duration.seconds(1), last: Duration.seconds(8))
     /// The event loop's longest iteration since the last stats.
     var longestIteration: Duration = .zero
     var stopping = false
