@@ -107,10 +107,23 @@ extension IntegrationSuite {
             workers[killed] = try await cluster.startWorker(name: killed, capacity: 4)
 
             await ledger.waitUntilFinished(total * 35 / 100)
+            let linesBeforeStop = watch.outputLines.count
             workers[frozen]!.signal(SIGSTOP)
-            injected.append("SIGSTOP \(frozen) for 2.5 s at \(await ledger.finished) finished")
-            try await Task.sleep(for: .milliseconds(2500))  // the fault: frozen past its expiry (1.5 s)
+            let stoppedAt = ContinuousClock.now
+            let stoppedWhen = await ledger.finished
+            // The fault: frozen until the broker has declared it dead (its expiry, 1.5 s), then
+            // woken with its stale replies.
+            _ = try await watch.waitUntil(timeout: .seconds(30)) { lines in
+                // Only the lines since the stop, and JSON only for the few that may match.
+                lines.dropFirst(linesBeforeStop).contains { line in
+                    line.contains("worker.disconnected")
+                        && (try? JSONDecoder().decode(SkyEvent.self, from: Data(line.utf8)))?.worker?.name == frozen
+                }
+            }
             workers[frozen]!.signal(SIGCONT)
+            injected.append(
+                "SIGSTOP \(frozen) at \(stoppedWhen) finished, until declared dead \(ContinuousClock.now - stoppedAt) later"
+            )
 
             await ledger.waitUntilFinished(total * 60 / 100)
             let linesBeforeRestart = watch.outputLines.count
