@@ -21,12 +21,6 @@ extension BrokerStateMachine {
     /// The client number jobs run under at workers.
     static let jobsClient: ClientNumber = .max
 
-    /// The broker's job services (`mmi.jobs.*`): while it stops, each is answered at once.
-    static let jobServices: Set<String> = [
-        BrokerService.jobSubmit, BrokerService.jobStatus, BrokerService.jobWait, BrokerService.jobCancel,
-        BrokerService.jobRetry, BrokerService.jobList,
-    ]
-
     /// Whether `task` is a delivery of a job.
     static func isJob(_ task: QueuedRequest) -> Bool { task.client == jobsClient }
 
@@ -48,7 +42,7 @@ extension BrokerStateMachine {
         _ request: TaskRequest, for peer: PeerID, now: Instant, into actions: inout [BrokerAction]
     ) -> Bool {
         let caller = JobCaller(peer: peer, requestID: request.requestID, attempt: request.header.attempt)
-        if stopping, Self.jobServices.contains(request.service) {
+        if stopping, BrokerService.jobServices.contains(request.service) {
             // Nothing held now would be answered: the caller asks the broker that comes back.
             answer(caller, .brokerShuttingDown, "the broker is shutting down", into: &actions)
             return true
@@ -550,11 +544,6 @@ extension BrokerStateMachine {
             answer(
                 caller, .invalidPayload,
                 "job \(id) is \(state); only a failed or cancelled job is retried", into: &actions)
-            return
-        }
-        if stopping {
-            // The lookup came back after the shutdown answered every caller it owed.
-            answer(caller, .brokerShuttingDown, "the broker is shutting down", into: &actions)
             return
         }
         if jobBook.overLimit {

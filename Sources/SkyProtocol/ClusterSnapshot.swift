@@ -139,6 +139,8 @@ public enum BrokerService {
     public static let jobRetry = "mmi.jobs.retry"
     /// Body: a ``JobQuery``. Reply: a ``JobListing``.
     public static let jobList = "mmi.jobs.list"
+    /// Every job service above (a broker that stops answers each at once).
+    public static let jobServices: Set<String> = [jobSubmit, jobStatus, jobWait, jobCancel, jobRetry, jobList]
     /// The longest the broker holds an `mmi.jobs.wait` before answering "not yet".
     public static let jobWaitHold = Duration.seconds(20)
 }
