@@ -112,7 +112,10 @@ extension BrokerStateMachine {
         }
         if jobBook.pendingSubmits.count >= configuration.queueLimit {
             counters.rejectedOverloaded += 1
-            answer(caller, .overloaded, "\(jobBook.pendingSubmits.count) submits await the journal", into: &actions)
+            answer(
+                caller, .overloaded,
+                "\(jobBook.pendingSubmits.count) submits await the journal, the most --queue-limit (\(configuration.queueLimit)) allows",
+                into: &actions)
             return
         }
         if jobBook.jobs.count >= configuration.maxHeldJobs || jobBook.heldBytes >= configuration.maxHeldJobBytes {
@@ -515,7 +518,10 @@ extension BrokerStateMachine {
         guard !jobBook.reads.contains(caller) else { return false }
         guard jobBook.reads.count < configuration.queueLimit else {
             counters.rejectedOverloaded += 1
-            answer(caller, .overloaded, "\(jobBook.reads.count) job lookups await the journal", into: &actions)
+            answer(
+                caller, .overloaded,
+                "\(jobBook.reads.count) job lookups await the journal, the most --queue-limit (\(configuration.queueLimit)) allows",
+                into: &actions)
             return false
         }
         jobBook.reads.insert(caller)
