@@ -398,6 +398,12 @@ extension Broker.Shell {
         switch work {
         case .write(let changes, let purpose):
             journal.write(changes) { result in _ = loop.post(input: JournalAnswer.written(purpose, result)) }
+        case .writeWithNextCommit(let changes, let purpose):
+            journal.writeWithNextCommit(changes) { result in
+                _ = loop.post(input: JournalAnswer.written(purpose, result))
+            }
+        case .flush:
+            journal.flush()
         case .lookup(let id, let caller, let retry):
             journal.read { store in
                 let found = Result { () throws(JournalError) in try store.job(id.bytes) }

@@ -47,6 +47,11 @@ public struct JobCaller: Sendable, Hashable {
 public enum JournalWork: Sendable, Equatable {
     /// Write these changes in one of the journal's transactions; report back with `purpose`.
     case write([JobChange], JournalWrite)
+    /// As ``write(_:_:)``, but in the journal's next transaction rather than one of its own
+    /// (within a few milliseconds): for an outcome nobody waits for yet.
+    case writeWithNextCommit([JobChange], JournalWrite)
+    /// Commit what is queued now: a caller started to wait for a write made with the next commit.
+    case flush
     /// Read a job the broker does not hold in memory (it ended, or is unknown) and answer
     /// `caller`; with `retry`, submit it again as a new job.
     case lookup(JobID, JobCaller, retry: Bool)

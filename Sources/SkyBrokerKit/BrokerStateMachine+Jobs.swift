@@ -378,16 +378,27 @@ extension BrokerStateMachine {
         writeOutcome(job, report, into: &actions)
     }
 
+    /// Writes a job's outcome: in a commit of its own if a caller waits for it; else with the
+    /// journal's next commit (a waiter that comes meanwhile flushes it: ``waitForOutcome``).
     private mutating func writeOutcome(_ job: JobBook.Job, _ report: JobReport, into actions: inout [BrokerAction]) {
         let state = Self.journalState(report.state) ?? .failed
-        actions.append(
-            .journal(
-                .write(
-                    [
-                        .finished(
-                            id: job.id.bytes, state: state, outcome: [report.outcomeStatus.rawValue] + report.outcome,
-                            expiresAt: Self.expiry(configuration.wallClock(), job.submission))
-                    ], .finished(job.id))))
+        let changes: [JobChange] = [
+            .finished(
+                id: job.id.bytes, state: state, outcome: [report.outcomeStatus.rawValue] + report.outcome,
+                expiresAt: Self.expiry(configuration.wallClock(), job.submission))
+        ]
+        if jobBook.hasWaiters(job.id) {
+            actions.append(.journal(.write(changes, .finished(job.id))))
+        } else {
+            actions.append(.journal(.writeWithNextCommit(changes, .finished(job.id))))
+        }
+    }
+
+    /// `caller` waits until the outcome being written is on disk: the write is not left to wait
+    /// for the journal's next commit.
+    private mutating func waitForOutcome(of id: JobID, _ caller: JobCaller, into actions: inout [BrokerAction]) {
+        jobBook.addWaiter(caller, for: id)
+        actions.append(.journal(.flush))
     }
 
     private mutating func finishedJob(
@@ -452,7 +463,7 @@ extension BrokerStateMachine {
             return
         }
         if case .finishing = job.phase {
-            jobBook.addWaiter(caller, for: id)
+            waitForOutcome(of: id, caller, into: &actions)
             return
         }
         guard let hold, jobBook.waiterCount < JobBook.maxWaiters else {
@@ -496,7 +507,7 @@ extension BrokerStateMachine {
                     .encoded(),
                 into: &actions)
         }
-        jobBook.addWaiter(caller, for: id)
+        waitForOutcome(of: id, caller, into: &actions)
     }
 
     private mutating func lookUp(

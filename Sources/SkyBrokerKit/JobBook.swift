@@ -229,6 +229,10 @@ struct JobBook: Sendable {
         }
     }
 
+    func hasWaiters(_ id: JobID) -> Bool {
+        waiters[id] != nil
+    }
+
     mutating func addWaiter(_ waiter: Waiter, for id: JobID) {
         waiters[id, default: []].append(waiter)
         waiterCount += 1

@@ -26,7 +26,7 @@ extension BrokerHarness {
     /// followed, answering the writes that those made too.
     mutating func commit(_ actions: [BrokerAction], failing: JournalError? = nil) -> [BrokerAction] {
         var followed: [BrokerAction] = []
-        for case .journal(.write(_, let purpose)) in actions {
+        for purpose in journalWrites(actions) {
             let result: Result<JournalReceipt, JournalError> =
                 failing.map { .failure($0) } ?? .success(JournalReceipt())
             followed += journal(.written(purpose, result))
@@ -85,8 +85,23 @@ func journalLookups(_ actions: [BrokerAction]) -> Int {
     actions.count { if case .journal(.lookup) = $0 { true } else { false } }
 }
 
+/// The journal writes among `actions`, in a commit of their own or with the next.
 func journalWrites(_ actions: [BrokerAction]) -> [JournalWrite] {
-    actions.compactMap { if case .journal(.write(_, let purpose)) = $0 { purpose } else { nil } }
+    actions.compactMap { action in
+        switch action {
+        case .journal(.write(_, let purpose)), .journal(.writeWithNextCommit(_, let purpose)): purpose
+        default: nil
+        }
+    }
+}
+
+/// The journal writes among `actions` that wait for the journal's next commit.
+func writesWithNextCommit(_ actions: [BrokerAction]) -> [JournalWrite] {
+    actions.compactMap { if case .journal(.writeWithNextCommit(_, let purpose)) = $0 { purpose } else { nil } }
+}
+
+func journalFlushes(_ actions: [BrokerAction]) -> Int {
+    actions.count { $0 == .journal(.flush) }
 }
 
 @Suite("Broker state machine: durable jobs")
@@ -134,6 +149,43 @@ struct BrokerJobTests {
         #expect(answer.state == JobState.succeeded && answer.outcome == [42] && answer.attempt == 1)
         #expect(events(recorded).map(\.event) == [.jobSucceeded])
         #expect(broker.machine.jobCount == 0)
+    }
+
+    /// An outcome nobody waits for rides the journal's next commit (one fsync less per job at
+    /// low rates); one a caller waits for gets a commit of its own, and a caller that comes
+    /// while it waits for the next commit flushes it.
+    @Test func anOutcomeNobodyWaitsForWaitsForTheNextCommitAndACallerFlushesIt() throws {
+        var broker = BrokerHarness.withJournal()
+        let (first, _) = broker.submit(client, RequestID(high: 1, low: 1))
+        let (second, _) = broker.submit(client, RequestID(high: 1, low: 2))
+        let (third, _) = broker.submit(client, RequestID(high: 1, low: 3))
+        let started = broker.commit(broker.ready(worker1, capacity: 3))
+        #expect(Set(dispatched(started).map(\.1)) == [first.requestID, second.requestID, third.requestID])
+
+        // Nobody waits: with the next commit; a status then flushes it and hears once it is written.
+        let unwaited = broker.reply(worker1, client: client, first.requestID)
+        #expect(writesWithNextCommit(unwaited) == [.finished(first)])
+        #expect(journalFlushes(unwaited) == 0)
+        let status = RequestID(high: 2, low: 1)
+        let asked = broker.ask(client, status, BrokerService.jobStatus, first)
+        #expect(journalFlushes(asked) == 1)
+        #expect(reports(asked, to: status).isEmpty, "not before the outcome is on disk")
+        #expect(reports(broker.commit(unwaited), to: status).map(\.state) == [.succeeded])
+
+        // A held wait: a commit of its own.
+        let wait = RequestID(high: 2, low: 2)
+        #expect(broker.ask(client, wait, BrokerService.jobWait, second).isEmpty)
+        let waited = broker.reply(worker1, client: client, second.requestID)
+        #expect(journalWrites(waited) == [.finished(second)] && writesWithNextCommit(waited).isEmpty)
+        #expect(reports(broker.commit(waited), to: wait).map(\.state) == [.succeeded])
+
+        // A cancel of a job whose outcome waits for the next commit flushes it too.
+        let late = broker.reply(worker1, client: client, third.requestID)
+        #expect(writesWithNextCommit(late) == [.finished(third)])
+        let cancel = RequestID(high: 2, low: 3)
+        let cancelled = broker.ask(client, cancel, BrokerService.jobCancel, third)
+        #expect(journalFlushes(cancelled) == 1 && journalWrites(cancelled).isEmpty)
+        #expect(reports(broker.commit(late), to: cancel).map(\.state) == [.succeeded])
     }
 
     @Test func higherPriorityJobsRunFirstWithinAService() {
