@@ -39,12 +39,12 @@ public enum ProcessSetup {
     private static func watchParent() {
         let parent = getppid()
         let thread = Thread {
+            Thread.current.name = "parent-watchdog"  // on the thread itself: see ZMQEventLoop.start
             while true {
                 usleep(100_000)
                 if getppid() != parent { _exit(3) }
             }
         }
-        thread.name = "parent-watchdog"
         thread.start()
     }
 

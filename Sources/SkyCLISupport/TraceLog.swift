@@ -55,12 +55,12 @@ public final class TraceLog: Sendable {
         tracer = InMemoryTracer(idGenerator: TraceLogTracer.w3cIDs, recordInjections: false, recordExtractions: false)
         InstrumentationSystem.bootstrap(TraceLogTracer(tracer))
         let thread = Thread { [self] in
+            Thread.current.name = "trace-log"  // on the thread itself: see ZMQEventLoop.start
             while true {
                 usleep(100_000)
                 flush()
             }
         }
-        thread.name = "trace-log"
         thread.start()
     }
 

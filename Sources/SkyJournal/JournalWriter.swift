@@ -52,12 +52,12 @@ public final class JournalWriter: @unchecked Sendable {  // every `var` is guard
         let writer = JournalWriter(maxBatch: max(1, maxBatch), unhurriedDelay: max(.zero, unhurriedDelay))
         let opened: Result<Void, JournalError> = await withCheckedContinuation { ready in
             let thread = Thread {
+                Thread.current.name = name  // on the thread itself: see ZMQEventLoop.start
                 writer.serve(open, ready: ready)
                 // The store is closed once `serve` returned: only then do stop()'s callers
                 // resume, so that the file can be opened again at once.
                 writer.finish()
             }
-            thread.name = name
             thread.start()
         }
         try opened.get()

@@ -113,6 +113,8 @@ public final class SkyProcess: Sendable {
 
     private static func drain(_ pipe: Pipe, into buffer: Locked<Output>, name: String) {
         let thread = Thread {
+            // On the thread itself (see ZMQEventLoop.start); Linux keeps at most 15 bytes.
+            Thread.current.name = String(name.suffix(15))
             let fd = pipe.fileHandleForReading.fileDescriptor
             var chunk = [UInt8](repeating: 0, count: 65_536)
             while true {
@@ -133,8 +135,6 @@ public final class SkyProcess: Sendable {
             }
             for waiter in waiting { waiter.continuation.resume() }
         }
-        // Linux keeps thread names of at most 15 bytes and ignores longer ones.
-        thread.name = String(name.suffix(15))
         thread.start()
     }
 

@@ -51,6 +51,17 @@ struct ZMQEventLoopTests {
         await server.shutdown()
     }
 
+    /// The I/O thread carries its name in the kernel too, where `top -H`, perf and /proc show it.
+    @Test func theLoopsThreadHasItsNameInTheKernel() async throws {
+        let loop = try await ZMQEventLoop.start(name: "sky-named-io", sockets: [])
+        let names = try FileManager.default.contentsOfDirectory(atPath: "/proc/self/task").map { task in
+            try String(contentsOfFile: "/proc/self/task/\(task)/comm", encoding: .utf8)
+                .trimmingCharacters(in: .whitespacesAndNewlines)
+        }
+        #expect(names.contains("sky-named-io"))
+        await loop.shutdown()
+    }
+
     @Test(.timeLimit(.minutes(1)))
     func aRouterReportsWhatItCannotQueueForASlowPeer() async throws {
         let server = try await ZMQEventLoop.start(
