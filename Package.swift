@@ -52,10 +52,10 @@ let package = Package(
         .systemLibrary(name: "CSQLite", path: "Sources/CSQLite", providers: [.apt(["libsqlite3-dev"])]),
         .target(
             name: "SkyJournal",
-            dependencies: ["CSQLite"],
+            dependencies: ["CSQLite", "CSkySystem"],
             swiftSettings: strictSettings
         ),
-        // glibc facts Swift's Glibc module does not expose (heap in use, eventfd).
+        // glibc facts Swift's Glibc module does not expose (heap in use, eventfd, thread names).
         .target(name: "CSkySystem", path: "Sources/CSkySystem"),
         .target(
             name: "SkyZMQ",
@@ -132,6 +132,7 @@ let package = Package(
         .target(
             name: "SkyCLISupport",
             dependencies: [
+                "CSkySystem",
                 .product(name: "Tracing", package: "swift-distributed-tracing"),
                 .product(name: "Instrumentation", package: "swift-distributed-tracing"),
                 .product(name: "InMemoryTracing", package: "swift-distributed-tracing"),
@@ -236,7 +237,7 @@ let package = Package(
         // Helpers the test targets (and the benchmark) share: clocks, waiting, child processes.
         .target(
             name: "SkyTestSupport",
-            dependencies: ["SkyZMQ"],
+            dependencies: ["SkyZMQ", "CSkySystem"],
             swiftSettings: strictSettings
         ),
         .testTarget(

@@ -3,8 +3,10 @@
 #include <dirent.h>
 #include <errno.h>
 #include <malloc.h>
+#include <pthread.h>
 #include <sched.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 size_t sky_heap_in_use(void) {
@@ -54,3 +56,10 @@ int sky_wake_eventfd(void) {
     return -1;
 }
 #endif
+
+void sky_name_this_thread(const char *name) {
+    char kept[16];
+    strncpy(kept, name, sizeof kept - 1);
+    kept[sizeof kept - 1] = '\0';
+    (void)pthread_setname_np(pthread_self(), kept);
+}

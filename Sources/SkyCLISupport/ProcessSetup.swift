@@ -1,4 +1,5 @@
 import ArgumentParser
+import CSkySystem
 import Foundation
 import Logging
 
@@ -39,7 +40,7 @@ public enum ProcessSetup {
     private static func watchParent() {
         let parent = getppid()
         let thread = Thread {
-            Thread.current.name = "parent-watchdog"  // on the thread itself: see ZMQEventLoop.start
+            sky_name_this_thread("parent-watchdog")
             while true {
                 usleep(100_000)
                 if getppid() != parent { _exit(3) }

@@ -1,4 +1,5 @@
 import ArgumentParser
+import CSkySystem
 import Foundation
 import InMemoryTracing
 import Instrumentation
@@ -55,7 +56,7 @@ public final class TraceLog: Sendable {
         tracer = InMemoryTracer(idGenerator: TraceLogTracer.w3cIDs, recordInjections: false, recordExtractions: false)
         InstrumentationSystem.bootstrap(TraceLogTracer(tracer))
         let thread = Thread { [self] in
-            Thread.current.name = "trace-log"  // on the thread itself: see ZMQEventLoop.start
+            sky_name_this_thread("trace-log")
             while true {
                 usleep(100_000)
                 flush()

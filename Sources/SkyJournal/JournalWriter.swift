@@ -1,3 +1,4 @@
+import CSkySystem
 import Foundation
 
 /// The journal's own thread, the one owner of its store: the broker's I/O thread never waits on
@@ -52,7 +53,7 @@ public final class JournalWriter: @unchecked Sendable {  // every `var` is guard
         let writer = JournalWriter(maxBatch: max(1, maxBatch), unhurriedDelay: max(.zero, unhurriedDelay))
         let opened: Result<Void, JournalError> = await withCheckedContinuation { ready in
             let thread = Thread {
-                Thread.current.name = name  // on the thread itself: see ZMQEventLoop.start
+                sky_name_this_thread(name)
                 writer.serve(open, ready: ready)
                 // The store is closed once `serve` returned: only then do stop()'s callers
                 // resume, so that the file can be opened again at once.

@@ -1,3 +1,4 @@
+import CSkySystem
 import Foundation
 import SkyZMQ
 
@@ -113,8 +114,7 @@ public final class SkyProcess: Sendable {
 
     private static func drain(_ pipe: Pipe, into buffer: Locked<Output>, name: String) {
         let thread = Thread {
-            // On the thread itself (see ZMQEventLoop.start); Linux keeps at most 15 bytes.
-            Thread.current.name = String(name.suffix(15))
+            sky_name_this_thread(String(name.suffix(15)))  // the end of a long name tells more
             let fd = pipe.fileHandleForReading.fileDescriptor
             var chunk = [UInt8](repeating: 0, count: 65_536)
             while true {

@@ -1,3 +1,4 @@
+import CSkySystem
 import CZMQ
 import Foundation
 import Synchronization
@@ -59,8 +60,8 @@ public final class ZMQEventLoop: Sendable {
     /// Starts the I/O thread, creates the sockets, binds and connects them.
     ///
     /// - Parameters:
-    ///   - name: the thread's name, also the kernel's (`top -H`, perf and /proc show it; Linux
-    ///     keeps at most 15 bytes and ignores a longer name).
+    ///   - name: the thread's name in the kernel (`top -H`, perf and /proc show it), cut to the
+    ///     15 bytes Linux keeps.
     ///   - context: a context to share (needed for `inproc://` between loops); by default the
     ///     loop makes its own and terminates it on its thread at shutdown, after lingering
     ///     messages have left, so no Swift task ever waits in `zmq_ctx_term`.
@@ -87,10 +88,7 @@ public final class ZMQEventLoop: Sendable {
         let context = try context ?? ZMQContext()
         let endpoints: [SocketID: [String]] = try await withCheckedThrowingContinuation { ready in
             let thread = Thread {
-                // Set on the thread itself: Foundation on Linux applies a name set before
-                // start() to the Thread object only, and the kernel's name (top -H, perf,
-                // /proc) would stay the one inherited from the pool thread that started it.
-                Thread.current.name = name
+                sky_name_this_thread(name)  // the kernel's name (see its declaration)
                 let runner = ZMQEventLoopRunner(loop: loop, context: context, ownsContext: ownsContext)
                 runner.run(initialSockets: sockets, ready: ready)
             }

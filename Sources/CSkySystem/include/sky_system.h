@@ -21,4 +21,9 @@ void sky_fix_mmap_threshold(size_t bytes);
 /// -1 with errno set where there is none.
 int sky_wake_eventfd(void);
 
+/// Names the calling thread in the kernel (what top -H, perf and /proc show), cut to the 15
+/// bytes Linux keeps. (pthread_setname_np is a GNU extension the Glibc module does not expose;
+/// Foundation sets a Thread's name only on the object, or racily once started.)
+void sky_name_this_thread(const char *name);
+
 #endif
