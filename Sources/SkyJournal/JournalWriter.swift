@@ -29,11 +29,10 @@ public final class JournalWriter: @unchecked Sendable {  // every `var` is guard
     private var stopped = false
     private var stopWaiters: [CheckedContinuation<Void, Never>] = []
     private var commitCount = 0
-    /// Queued work that asks for a commit now: writes other than unhurried ones, and reads.
-    private var hurried = 0
+    /// Something asks for a commit now: a write other than an unhurried one, a read, a flush.
+    private var commitRequested = false
     /// When the oldest unhurried write still queued was queued.
     private var oldestUnhurried: ContinuousClock.Instant?
-    private var flushRequested = false
     /// Changes in one transaction at most, so that one huge backlog is not one huge transaction.
     private let maxBatch: Int
     /// How long an unhurried write waits for a commit to join at most.
@@ -82,7 +81,7 @@ public final class JournalWriter: @unchecked Sendable {  // every `var` is guard
     /// Commits what is queued now (a caller started waiting for an unhurried write).
     public func flush() {
         condition.lock()
-        flushRequested = true
+        commitRequested = true
         condition.signal()
         condition.unlock()
     }
@@ -96,7 +95,7 @@ public final class JournalWriter: @unchecked Sendable {  // every `var` is guard
         }
         queue.append(.write(changes, done))
         if hurried {
-            self.hurried += 1
+            commitRequested = true
             condition.signal()
         } else if oldestUnhurried == nil {
             oldestUnhurried = .now
@@ -123,7 +122,7 @@ public final class JournalWriter: @unchecked Sendable {  // every `var` is guard
         defer { condition.unlock() }
         guard !stopping else { return false }
         queue.append(.read(body))
-        hurried += 1
+        commitRequested = true
         condition.signal()
         return true
     }
@@ -142,7 +141,7 @@ public final class JournalWriter: @unchecked Sendable {  // every `var` is guard
             }
             queue.append(
                 .read { store in done.resume(returning: Result { () throws(JournalError) in try body(store) }) })
-            hurried += 1
+            commitRequested = true
             condition.signal()
             condition.unlock()
         }
@@ -199,7 +198,7 @@ public final class JournalWriter: @unchecked Sendable {  // every `var` is guard
     private func run(_ store: any JobStore) {
         while true {
             condition.lock()
-            while !stopping && hurried == 0 && !flushRequested {
+            while !stopping && !commitRequested {
                 guard let oldest = oldestUnhurried else {
                     condition.wait()
                     continue
@@ -210,7 +209,7 @@ public final class JournalWriter: @unchecked Sendable {  // every `var` is guard
                 let seconds = Double(left.components.seconds) + Double(left.components.attoseconds) / 1e18
                 _ = condition.wait(until: Date(timeIntervalSinceNow: seconds))
             }
-            flushRequested = false
+            commitRequested = false
             if queue.isEmpty {
                 guard stopping else {
                     condition.unlock()
@@ -221,7 +220,6 @@ public final class JournalWriter: @unchecked Sendable {  // every `var` is guard
             }
             let work = queue
             queue.removeAll(keepingCapacity: true)
-            hurried = 0
             oldestUnhurried = nil
             condition.unlock()
             perform(work, on: store)
