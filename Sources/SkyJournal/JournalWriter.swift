@@ -28,6 +28,8 @@ public final class JournalWriter: @unchecked Sendable {  // every `var` is guard
     private var stopping = false
     private var stopped = false
     private var stopWaiters: [CheckedContinuation<Void, Never>] = []
+    /// Callers of ``untilIdle()``.
+    private var idleWaiters: [CheckedContinuation<Void, Never>] = []
     private var commitCount = 0
     /// Something asks for a commit now: a write other than an unhurried one, a read, a flush.
     private var commitRequested = false
@@ -171,6 +173,23 @@ public final class JournalWriter: @unchecked Sendable {  // every `var` is guard
         }
     }
 
+    /// Returns once the journal's thread has taken in everything queued before the call and
+    /// waits for more (or for an unhurried write's delay), or has ended: for tests, the event
+    /// that shows a commit was not started.
+    func untilIdle() async {
+        await withCheckedContinuation { (idle: CheckedContinuation<Void, Never>) in
+            condition.lock()
+            if stopped {
+                condition.unlock()
+                idle.resume()
+                return
+            }
+            idleWaiters.append(idle)
+            condition.signal()
+            condition.unlock()
+        }
+    }
+
     /// Opens the store, reports how that went, and runs until stopped.
     private func serve(
         _ open: () throws(JournalError) -> any JobStore, ready: CheckedContinuation<Result<Void, JournalError>, Never>
@@ -189,8 +208,9 @@ public final class JournalWriter: @unchecked Sendable {  // every `var` is guard
     private func finish() {
         condition.lock()
         stopped = true
-        let waiters = stopWaiters
+        let waiters = stopWaiters + idleWaiters
         stopWaiters.removeAll()
+        idleWaiters.removeAll()
         condition.unlock()
         for waiter in waiters { waiter.resume() }
     }
@@ -199,6 +219,8 @@ public final class JournalWriter: @unchecked Sendable {  // every `var` is guard
         while true {
             condition.lock()
             while !stopping && !commitRequested {
+                for idle in idleWaiters { idle.resume() }
+                idleWaiters.removeAll()
                 guard let oldest = oldestUnhurried else {
                     condition.wait()
                     continue

@@ -34,9 +34,8 @@ struct JournalWriterTests {
         let folder = try SQLiteJobStoreTests.Folder()
         let writer = try await Self.start(folder, delay: .seconds(60))
         let completion = Self.writeWithNextCommit(writer, [.submitted(Self.job(1))])
-        // Nothing to await for a commit that must not happen: 50 ms is ample for a journal
-        // thread that wrongly started one.
-        try await Task.sleep(for: .milliseconds(50))
+        // The thread has seen the write and waits (60 s) without having committed it.
+        await writer.untilIdle()
         #expect(writer.commits == 0)
         try await writer.write([.submitted(Self.job(2))])
         var results = completion.makeAsyncIterator()
