@@ -344,6 +344,44 @@ extension IntegrationSuite {
             await cluster.stop()
         }
 
+        /// Statuses flooded at jobs while they run and finish (a status of a job whose outcome
+        /// waits for the journal's next commit makes the journal commit at once): each is
+        /// answered exactly once, with a state the job passed through, and the jobs all end.
+        @Test func statusesFloodedAtFinishingJobsAreEachAnsweredOnce() async throws {
+            let state = JobTests.StateDirectory()
+            let cluster = try await TestCluster.start(extraArguments: state.arguments)
+            defer { cluster.killAll() }
+            _ = try await cluster.startWorker(name: "w1")
+            let sky = try await SkyClient(broker: cluster.clients)
+            let peer = try await RawPeer(connectingTo: cluster.clients)
+            defer { Task { await peer.close() } }
+            var ids: [JobID] = []
+            var sent = 0
+            for index in 0..<200 {
+                ids.append(try await sky.submit(EchoTask(message: "\(index)")).id)
+                // 20 statuses of the newest four jobs, sent as the newest one starts and ends.
+                peer.send(
+                    (0..<20).map { offset in
+                        Self.request(
+                            RequestID(high: 0x57a, low: UInt64(sent + offset)), BrokerService.jobStatus,
+                            body: ids[max(0, ids.count - 1 - offset % 4)].bytes)
+                    })
+                sent += 20
+            }
+            let replies = try await peer.waitForReplies(sent)
+            #expect(replies.count == sent)
+            #expect(Set(replies.map(\.requestID.low)) == Set(0..<UInt64(sent)), "each once")
+            let states = replies.compactMap { $0.status == .ok ? try? JobReport(decoding: $0.body).state : nil }
+            #expect(states.count == sent, "every status answered with a report")
+            #expect(states.allSatisfy { [.queued, .running, .succeeded].contains($0) })
+            for (index, id) in ids.enumerated() {
+                #expect(try await sky.result(of: id, as: EchoTask.self).message == "\(index)")
+                #expect(try await sky.status(of: id) == .succeeded(attempt: 1))
+            }
+            await sky.close()
+            await cluster.stop()
+        }
+
         @Test func callingAnUnservedServiceFailsFastNamingIt() async throws {
             let cluster = try await TestCluster.start()
             defer { cluster.killAll() }
