@@ -395,10 +395,10 @@ extension BrokerStateMachine {
     }
 
     /// `caller` waits until the outcome being written is on disk: the write is not left to wait
-    /// for the journal's next commit.
+    /// for the journal's next commit (the first waiter asks; later ones wait for the same commit).
     private mutating func waitForOutcome(of id: JobID, _ caller: JobCaller, into actions: inout [BrokerAction]) {
+        if !jobBook.hasWaiters(id) { actions.append(.journal(.flush)) }
         jobBook.addWaiter(caller, for: id)
-        actions.append(.journal(.flush))
     }
 
     private mutating func finishedJob(
