@@ -499,15 +499,17 @@ extension BrokerStateMachine {
             actions.append(.sendToWorker(peer, .cancel(tag: Self.tagFrame(tag), id.requestID)))
         }
         if case .finishing = job.phase {
-        } else {
-            counters.cancelled += 1
-            finishJob(
-                id, .cancelled, status: .cancelled,
-                outcome: RemoteErrorBody(type: ReplyStatus.cancelled.description, message: "cancelled by request")
-                    .encoded(),
-                into: &actions)
+            waitForOutcome(of: id, caller, into: &actions)
+            return
         }
-        waitForOutcome(of: id, caller, into: &actions)
+        counters.cancelled += 1
+        // The caller waits first, so that the outcome is written in a commit of its own.
+        jobBook.addWaiter(caller, for: id)
+        finishJob(
+            id, .cancelled, status: .cancelled,
+            outcome: RemoteErrorBody(type: ReplyStatus.cancelled.description, message: "cancelled by request")
+                .encoded(),
+            into: &actions)
     }
 
     private mutating func lookUp(
