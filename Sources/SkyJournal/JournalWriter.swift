@@ -159,17 +159,9 @@ public final class JournalWriter: @unchecked Sendable {  // every `var` is guard
 
     /// Writes what is queued, then ends the thread (closing the store). Returns once it ended.
     public func stop() async {
-        await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
-            condition.lock()
+        await waitForThread { done in
             stopping = true
-            if stopped {
-                condition.unlock()
-                done.resume()
-                return
-            }
             stopWaiters.append(done)
-            condition.signal()
-            condition.unlock()
         }
     }
 
@@ -177,14 +169,20 @@ public final class JournalWriter: @unchecked Sendable {  // every `var` is guard
     /// waits for more (or for an unhurried write's delay), or has ended: for tests, the event
     /// that shows a commit was not started.
     func untilIdle() async {
-        await withCheckedContinuation { (idle: CheckedContinuation<Void, Never>) in
+        await waitForThread { idleWaiters.append($0) }
+    }
+
+    /// Suspends until the journal's thread resumes the continuation that `register` keeps
+    /// (under the lock, with the thread woken), or at once if the thread has ended.
+    private func waitForThread(_ register: (CheckedContinuation<Void, Never>) -> Void) async {
+        await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
             condition.lock()
             if stopped {
                 condition.unlock()
-                idle.resume()
+                done.resume()
                 return
             }
-            idleWaiters.append(idle)
+            register(done)
             condition.signal()
             condition.unlock()
         }
