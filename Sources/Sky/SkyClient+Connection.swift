@@ -1,10 +1,11 @@
 import SkyZMQ
+import Synchronization
 
 extension SkyClient {
     /// Starts the I/O thread, with the state machine as its inline handler, and connects to the
     /// first endpoint, once: concurrent first callers wait for the same start.
     func startIfNeeded() async throws {
-        if shell.loop.withLock({ $0 != nil }) { return }
+        if shell.loop.load() != nil { return }
         guard !closed else { throw SkyError.clientClosed }
         if starting == nil {
             let shell = shell
@@ -22,12 +23,12 @@ extension SkyClient {
             starting = nil
             throw SkyError.brokerUnreachable("cannot connect to \(endpoints[0]): \(error)")
         }
-        if shell.loop.withLock({ $0 != nil }) { return }
+        if shell.loop.load() != nil { return }
         if closed {
             await started.shutdown()
             throw SkyError.clientClosed
         }
-        shell.loop.withLock { $0 = started }
+        _ = shell.loop.storeIfNil(started)
         // Arms the machine's timers (a failover deadline may already be set).
         shell.post(.timer)
     }

@@ -1,5 +1,6 @@
 import SkyProtocol
 import SkyZMQ
+import Synchronization
 
 /// What ``SkyClient/events()`` yields: first the cluster as it is, then every change.
 public enum ClusterEvent: Sendable, Equatable {
@@ -49,7 +50,7 @@ extension SkyClient {
                 "cannot tell the events endpoint from \(broker); set SkyClient.Configuration.events")
         }
         try await startIfNeeded()
-        guard let loop = shell.loop.withLock({ $0 }), !closed else { throw SkyError.clientClosed }
+        guard let loop = shell.loop.load(), !closed else { throw SkyError.clientClosed }
         let id = Shell.socketID(nextEventSocket)
         nextEventSocket += 1
         let (raw, sink) = AsyncStream.makeStream(of: SkyEvent.self)

@@ -39,7 +39,8 @@ extension SkyClient {
         let calls = Locked<[WaiterID: CheckedContinuation<Completion, any Error>]>([:])
         let connectionWaiters = Locked<[WaiterID: CheckedContinuation<Void, any Error>]>([:])
         let eventSinks = Locked<[ZMQEventLoop.SocketID: EventSink]>([:])
-        let loop = Locked<ZMQEventLoop?>(nil)
+        /// The I/O thread's loop, set once when it started: read on every call without a lock.
+        let loop = AtomicLazyReference<ZMQEventLoop>()
         let time: TimeSource
         let logger: Logger
         let configuration: Configuration
@@ -140,7 +141,7 @@ extension SkyClient {
         /// Hands `input` to the I/O thread; `false` once the loop has stopped.
         @discardableResult
         func post(_ input: Input) -> Bool {
-            loop.withLock { $0 }?.post(input: input) ?? false
+            loop.load()?.post(input: input) ?? false
         }
 
         /// After the loop stopped: every caller still suspended gets `clientClosed`.
@@ -218,9 +219,9 @@ extension SkyClient {
                 case .connectionFailed(let waiters, let error):
                     for continuation in takeConnectionWaiters(waiters) { continuation.resume(throwing: error) }
                 case .open(let socket, let endpoint):
-                    loop.withLock { $0 }?.requestOpen(brokerSocket(socket, endpoint: endpoints[endpoint]))
+                    loop.load()?.requestOpen(brokerSocket(socket, endpoint: endpoints[endpoint]))
                 case .close(let socket):
-                    loop.withLock { $0 }?.close(Self.socketID(socket))
+                    loop.load()?.close(Self.socketID(socket))
                 case .log(let level, let message, let metadata):
                     logger.log(level: level, "\(message)", metadata: metadata)
                 }
@@ -259,7 +260,7 @@ extension SkyClient {
         /// Arms the one timer at the machine's earliest deadline.
         private func arm(_ next: Duration?) {
             if let origin = time.continuousOrigin {
-                loop.withLock { $0 }?.setAlarm(next.map { origin + $0 })
+                loop.load()?.setAlarm(next.map { origin + $0 })
                 return
             }
             // A timer armed earlier than needed, or with nothing left to time, is left to fire

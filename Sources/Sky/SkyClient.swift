@@ -4,6 +4,7 @@ import SkyProtocol
 import SkyTasks
 import SkyTracing
 import SkyZMQ
+import Synchronization
 import Tracing
 
 /// Runs tasks on a Sky cluster.
@@ -84,7 +85,7 @@ public actor SkyClient {
 
     deinit {
         // Calls in flight keep the client alive, so none is waiting here; just free the thread.
-        shell.loop.withLock { $0 }?.requestShutdown()
+        shell.loop.load()?.requestShutdown()
         shell.closed()
     }
 
@@ -143,7 +144,7 @@ public actor SkyClient {
     public func close() async {
         guard !closed else { return }
         closed = true
-        var loop = shell.loop.withLock { $0 }
+        var loop = shell.loop.load()
         if loop == nil, let starting { loop = try? await starting.value }
         // The machine fails every call and connection waiter on the I/O thread; then the thread
         // stops, and whatever was posted too late is failed here.
@@ -249,7 +250,7 @@ public actor SkyClient {
     nonisolated func executeRemotely(
         service: String, body: [UInt8], options: ScanOptions, trace: TraceFrameSource? = nil
     ) async throws -> Completion {
-        if shell.loop.withLock({ $0 == nil }) {
+        if shell.loop.load() == nil {
             do {
                 try await startIfNeeded()
             } catch let error as SkyError {

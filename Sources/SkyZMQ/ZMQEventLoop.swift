@@ -143,7 +143,7 @@ public final class ZMQEventLoop: Sendable {
     /// - Returns: `false` if the loop has stopped and the input was dropped.
     @discardableResult
     public func post(input: any Sendable) -> Bool {
-        post([.input(input)])
+        post(.input(input))
     }
 
     /// Makes the I/O thread itself send `frames` on `socket` every `interval` (a heartbeat), so the
@@ -254,6 +254,22 @@ public final class ZMQEventLoop: Sendable {
             return true
         }
         if resume { wake.signal() }
+    }
+
+    /// Appends one command (without the array a batch needs: this is every client call's path)
+    /// and wakes the thread if it is not already awake for earlier ones.
+    /// - Returns: `false` if the loop has stopped and the command was not accepted.
+    @discardableResult
+    private func post(_ command: Command) -> Bool {
+        let (accepted, wake) = mailbox.withLock { box -> (Bool, Bool) in
+            if box.stopped { return (false, false) }
+            box.commands.append(command)
+            if box.wakePending { return (true, false) }
+            box.wakePending = true
+            return (true, true)
+        }
+        if wake { self.wake.signal() }
+        return accepted
     }
 
     /// Appends commands and wakes the thread if it is not already awake for earlier ones.
