@@ -57,6 +57,8 @@ final class BaselineTarget: BenchTarget {
 
     /// The client's one JSON line.
     private struct ClientReport: Decodable {
+        /// Frames in each of its messages, as the client sent and checked them.
+        var frames: Int?
         var count: Int?
         var completed: Int?
         var elapsed: Double
@@ -71,13 +73,19 @@ final class BaselineTarget: BenchTarget {
         for (index, worker) in workers.enumerated() { roles["worker-\(index + 1)"] = worker.pid }
         let pids = roles.values.map(String.init).joined(separator: ",")
         let client = try SkyProcess(
-            program: programs.client, [clientsEndpoint] + arguments + [pids], name: "baseline-client")
+            program: programs.client, [clientsEndpoint] + arguments + [pids], name: "baseline-client",
+            environment: programs.clientEnvironment)
         let status = try await client.waitForExit(timeout: .seconds(120))
         guard status == 0, let line = client.outputLines.last,
             let report = try? JSONDecoder().decode(ClientReport.self, from: Data(line.utf8))
         else {
             throw BenchError(
                 "the baseline client \(arguments.joined(separator: " ")) failed (status \(status)): \(client.errorText)"
+            )
+        }
+        guard report.frames == 2 + programs.extraFrames else {
+            throw BenchError(
+                "the baseline client sent \(report.frames.map(String.init) ?? "an unknown number of") frames per message, not \(2 + programs.extraFrames) (--baseline-extra-frames \(programs.extraFrames))"
             )
         }
         var cpuSeconds: [String: Double] = [:]
@@ -102,9 +110,12 @@ struct BaselinePrograms: Sendable {
     var client: URL
     /// The compiler's first line of `--version`, for the report.
     var compiler: String
+    /// How many small frames the client adds to every message (`client.c` explains).
+    var extraFrames = 0
+    var clientEnvironment: [String: String] { ["SKY_BASELINE_EXTRA_FRAMES": "\(extraFrames)"] }
 
     /// Compiles the sources in `source` into `build` (again only when a source is newer).
-    static func build(source: URL, into build: URL) async throws -> BaselinePrograms {
+    static func build(source: URL, into build: URL, extraFrames: Int = 0) async throws -> BaselinePrograms {
         guard let compiler = findCompiler() else {
             throw BenchError("no C compiler found (tried $CC, cc, gcc, clang); install gcc or pass --no-baseline")
         }
@@ -131,7 +142,7 @@ struct BaselinePrograms: Sendable {
             broker: build.appendingPathComponent("sky-baseline-broker"),
             worker: build.appendingPathComponent("sky-baseline-worker"),
             client: build.appendingPathComponent("sky-baseline-client"),
-            compiler: version.outputLines.first ?? compiler.lastPathComponent)
+            compiler: version.outputLines.first ?? compiler.lastPathComponent, extraFrames: extraFrames)
     }
 
     private static func modified(_ url: URL) -> Date {

@@ -20,6 +20,8 @@ struct BenchSettings: Codable, Sendable {
     var queueMemoryRequests: Int
     var scanScaling: Bool
     var scanTasks: Int
+    /// Small frames the baseline client adds to every message (`--baseline-extra-frames`).
+    var baselineExtraFrames = 0
 }
 
 /// The machine a run measured on.

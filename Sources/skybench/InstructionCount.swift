@@ -160,7 +160,7 @@ struct InstructionCount {
         let arguments = [String(ready[1]), "cnt", "\(payload)", "\(inFlight)", "\(tasks)", "-"]
         let client = try Self.process(
             programs.client, arguments, under: role == "client" ? callgrind.launcher(output) : nil,
-            name: "baseline-client")
+            name: "baseline-client", environment: programs.clientEnvironment)
         processes.append(client)
         guard try await client.waitForExit(timeout: .seconds(600)) == 0 else {
             throw BenchError("the baseline client failed: \(client.errorText)")
@@ -180,12 +180,16 @@ struct InstructionCount {
     // MARK: callgrind
 
     /// `program` with `arguments`, under `launcher` if given.
-    private static func process(_ program: URL, _ arguments: [String], under launcher: [String]?, name: String) throws
-        -> SkyProcess
-    {
-        guard let launcher else { return try SkyProcess(program: program, arguments, name: name) }
+    private static func process(
+        _ program: URL, _ arguments: [String], under launcher: [String]?, name: String,
+        environment: [String: String] = [:]
+    ) throws -> SkyProcess {
+        guard let launcher else {
+            return try SkyProcess(program: program, arguments, name: name, environment: environment)
+        }
         return try SkyProcess(
-            program: URL(fileURLWithPath: launcher[0]), launcher.dropFirst() + [program.path] + arguments, name: name)
+            program: URL(fileURLWithPath: launcher[0]), launcher.dropFirst() + [program.path] + arguments, name: name,
+            environment: environment)
     }
 
     private static func outputFile() -> URL {

@@ -12,6 +12,12 @@ extension Report {
     /// The typed path's CPU per task against the raw request path's.
     static let typedTarget = 1.3
 
+    /// Says that the baseline's messages carried more frames than its plain form.
+    static func extraFramesNote(_ frames: Int) -> String {
+        "The baseline's messages carry \(frames) extra frame(s) each (--baseline-extra-frames)"
+            + (frames == 4 ? ": as many as Sky's protocol" : "")
+    }
+
     func table() -> String {
         var out: [String] = []
         let s = settings
@@ -22,6 +28,9 @@ extension Report {
             "\(s.rounds) round(s), "
                 + (s.baseline ? "Sky and the baseline alternating; " : "") + "medians (min-max over rounds)")
         out.append("\(machine.cpu), \(machine.cores) cores, \(machine.kernel), libzmq \(machine.libzmq)")
+        if s.baseline, s.baselineExtraFrames > 0 {
+            out.append(Self.extraFramesNote(s.baselineExtraFrames))
+        }
         out.append("")
         out += latencyTable()
         out.append("")

@@ -65,6 +65,13 @@ struct SkyBenchCommand: AsyncParsableCommand {
     @Option(help: "Where the baseline is compiled to (default: bench/build beside the sources).")
     var baselineBuild: String?
 
+    @Option(
+        help: """
+            Small frames the baseline adds to every message (0 to 4). With 4 its messages carry as \
+            many frames as Sky's protocol does: what the frame count alone costs in libzmq.
+            """)
+    var baselineExtraFrames = 0
+
     @Option(help: "Requests queued for the broker memory measurement (0 skips it).")
     var queueMemory = 100_000
 
@@ -119,6 +126,7 @@ struct SkyBenchCommand: AsyncParsableCommand {
         try FlagCheck.integer(instructionTasks, "--instruction-tasks", in: 1...1_000_000)
         try FlagCheck.integer(loadTasks, "--load-tasks", in: 1...10_000_000)
         try FlagCheck.integer(jobCount, "--job-count", in: 1...10_000_000)
+        try FlagCheck.integer(baselineExtraFrames, "--baseline-extra-frames", in: 0...4)
     }
 
     static func integers(_ list: String) -> [Int]? {
@@ -149,7 +157,7 @@ struct SkyBenchCommand: AsyncParsableCommand {
             inFlight: Self.integers(inFlight) ?? [1], capacity: capacity, latencyRequests: latencyRequests,
             latencyWarmup: latencyWarmup, warmupSeconds: warmup, measureSeconds: measure, transport: transport,
             pinned: !free, baseline: !noBaseline, queueMemoryRequests: queueMemory, scanScaling: scanTasks > 0,
-            scanTasks: scanTasks)
+            scanTasks: scanTasks, baselineExtraFrames: baselineExtraFrames)
         var programs: BaselinePrograms?
         if settings.baseline {
             let source = try baselineSourceDirectory()
@@ -157,7 +165,7 @@ struct SkyBenchCommand: AsyncParsableCommand {
                 baselineBuild.map { URL(fileURLWithPath: $0) }
                 ?? source.deletingLastPathComponent()
                 .appendingPathComponent("build")
-            programs = try await BaselinePrograms.build(source: source, into: build)
+            programs = try await BaselinePrograms.build(source: source, into: build, extraFrames: baselineExtraFrames)
         }
         if instructions {
             let root = try baselineSourceDirectory().deletingLastPathComponent().deletingLastPathComponent()
@@ -175,6 +183,7 @@ struct SkyBenchCommand: AsyncParsableCommand {
                 throw error
             }
             print(InstructionCount.table(rows, payload: payload, inFlight: mostInFlight))
+            if programs != nil, baselineExtraFrames > 0 { print(Report.extraFramesNote(baselineExtraFrames)) }
             try write(rows)
             return
         }

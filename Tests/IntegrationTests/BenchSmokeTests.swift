@@ -8,7 +8,9 @@ extension IntegrationSuite {
     struct BenchSmokeTests {
         /// skybench compiles the C baseline, measures a few hundred requests of Sky and of the
         /// baseline, prints its table and exits 0; its JSON report holds both systems' figures,
-        /// their context switches per process, and Sky's typed path.
+        /// their context switches per process, and Sky's typed path. The baseline runs with Sky's
+        /// frame count (`--baseline-extra-frames 4`): its client checks that every reply came back
+        /// with all 6 frames, and skybench that the client sent 6.
         @Test func skybenchMeasuresAFewHundredRequestsOfBothSystemsAndExitsZero() async throws {
             let scratch = FileManager.default.temporaryDirectory.appendingPathComponent("skybench-\(UUID().uuidString)")
             try FileManager.default.createDirectory(at: scratch, withIntermediateDirectories: true)
@@ -21,7 +23,7 @@ extension IntegrationSuite {
                 [
                     "--rounds", "1", "--workers", "1", "--payloads", "64", "--in-flight", "8",
                     "--latency-requests", "200", "--latency-warmup", "20", "--warmup", "0.05", "--measure", "0.3",
-                    "--queue-memory", "500", "--scan-tasks", "0", "--free",
+                    "--queue-memory", "500", "--scan-tasks", "0", "--free", "--baseline-extra-frames", "4",
                     "--baseline-source", source.path, "--baseline-build", scratch.appendingPathComponent("build").path,
                     "--json", report.path,
                 ])
@@ -29,6 +31,7 @@ extension IntegrationSuite {
             let status = try await bench.waitForExit(timeout: .seconds(100))
             #expect(status == 0, "skybench failed: \(bench.errorText)")
             let table = bench.outputLines.joined(separator: "\n")
+            #expect(table.contains("carry 4 extra frame(s) each (--baseline-extra-frames): as many as Sky's protocol"))
             #expect(table.contains("Sky / baseline"))
             #expect(table.contains("Targets"))
             #expect(table.contains("Context switches per task"))

@@ -151,6 +151,9 @@ extension IntegrationSuite {
                 program: "skybench", arguments: ["--rounds", "0"],
                 message: "--rounds must be a whole number in 1...1000"),
             .init(
+                program: "skybench", arguments: ["--baseline-extra-frames", "5"],
+                message: "--baseline-extra-frames must be a whole number in 0...4"),
+            .init(
                 program: "skybench", arguments: ["--in-flight", "0"],
                 message: "--in-flight takes comma-separated whole numbers"),
         ]

@@ -6,6 +6,10 @@
  * and prints one JSON line.
  *   cnt: INFLIGHT requests in flight until COUNT are answered (for counting instructions
  *        under callgrind, where time means nothing); prints the count.
+ * SKY_BASELINE_EXTRA_FRAMES=N (0 to 4, default 0) puts N small frames between the sequence
+ * number and the payload, which the broker and the worker pass along like the others: with 4,
+ * every message carries as many frames as Sky's protocol does (a client sends and receives 6,
+ * the broker moves 30 per task against Sky's 29), to measure what the frame count alone costs.
  * Usage: sky-baseline-client ENDPOINT lat PAYLOAD COUNT WARMUP PIDS
  *        sky-baseline-client ENDPOINT thr PAYLOAD INFLIGHT WARMUP_MS MEASURE_MS PIDS
  *        sky-baseline-client ENDPOINT cnt PAYLOAD INFLIGHT COUNT - */
@@ -95,9 +99,16 @@ static void cpu_print(void) {
     printf("}");
 }
 
+/* The sizes of the extra frames stand for Sky's signature, command, header and service name. */
+static const size_t extra_sizes[4] = {6, 1, 10, 8};
+static int extra_frames = 0;
+
 static void send_request(void *socket, uint64_t seq, const void *payload, size_t size) {
-    if (zmq_send(socket, &seq, sizeof seq, ZMQ_SNDMORE) < 0 || zmq_send(socket, payload, size, 0) < 0)
-        die("send");
+    static const char filler[16] = "SKYC01";
+    if (zmq_send(socket, &seq, sizeof seq, ZMQ_SNDMORE) < 0) die("send");
+    for (int i = 0; i < extra_frames; i++)
+        if (zmq_send(socket, filler, extra_sizes[i], ZMQ_SNDMORE) < 0) die("send");
+    if (zmq_send(socket, payload, size, 0) < 0) die("send");
 }
 
 /* Waits for one reply (5 s at most) and returns its sequence number. */
@@ -105,6 +116,11 @@ static uint64_t receive_reply(void *socket) {
     zmq_msg_t msgs[MAX_FRAMES];
     int count = recv_message(socket, msgs, 0);
     if (count <= 0) die("no reply within 5 s");
+    if (count != 2 + extra_frames) {
+        fprintf(stderr, "a reply had %d frames, not %d: the broker or the worker dropped frames\n", count,
+                2 + extra_frames);
+        exit(1);
+    }
     uint64_t seq = 0;
     if (count >= 1 && zmq_msg_size(&msgs[0]) == sizeof seq) memcpy(&seq, zmq_msg_data(&msgs[0]), sizeof seq);
     for (int i = 0; i < count; i++) zmq_msg_close(&msgs[i]);
@@ -126,6 +142,14 @@ int main(int argc, char **argv) {
     if (argc < 7) {
         fprintf(stderr, "usage: see the comment at the top of client.c\n");
         return 2;
+    }
+    const char *extra = getenv("SKY_BASELINE_EXTRA_FRAMES");
+    if (extra) {
+        extra_frames = atoi(extra);
+        if (extra_frames < 0 || extra_frames > 4) {
+            fprintf(stderr, "SKY_BASELINE_EXTRA_FRAMES must be 0 to 4, not %s\n", extra);
+            return 2;
+        }
     }
     const char *mode = argv[2];
     size_t size = (size_t)atol(argv[3]);
@@ -154,7 +178,8 @@ int main(int argc, char **argv) {
         qsort(samples, (size_t)count, sizeof *samples, compare);
         double sum = 0;
         for (long i = 0; i < count; i++) sum += (double)samples[i];
-        printf("{\"mode\":\"lat\",\"count\":%ld,\"elapsed\":%.6f,\"p50\":%.2f,\"p99\":%.2f,\"mean\":%.2f,", count, elapsed,
+        printf("{\"mode\":\"lat\",\"frames\":%d,", 2 + extra_frames);
+        printf("\"count\":%ld,\"elapsed\":%.6f,\"p50\":%.2f,\"p99\":%.2f,\"mean\":%.2f,", count, elapsed,
                percentile_us(samples, count, 50), percentile_us(samples, count, 99), sum / (double)count / 1000.0);
         cpu_print();
         printf("}\n");
@@ -181,7 +206,8 @@ int main(int argc, char **argv) {
             send_request(socket, ++seq, payload, size);
         }
         double elapsed = (double)(now - measure_from) / 1e9;
-        printf("{\"mode\":\"thr\",\"completed\":%ld,\"elapsed\":%.6f,\"rate\":%.1f,", completed, elapsed,
+        printf("{\"mode\":\"thr\",\"frames\":%d,", 2 + extra_frames);
+        printf("\"completed\":%ld,\"elapsed\":%.6f,\"rate\":%.1f,", completed, elapsed,
                (double)completed / elapsed);
         cpu_print();
         printf("}\n");
