@@ -145,8 +145,10 @@ int main(int argc, char **argv) {
     }
     const char *extra = getenv("SKY_BASELINE_EXTRA_FRAMES");
     if (extra) {
-        extra_frames = atoi(extra);
-        if (extra_frames < 0 || extra_frames > 4) {
+        char *end = NULL;
+        long value = strtol(extra, &end, 10);
+        extra_frames = (int)value;
+        if (*extra == '\0' || *end != '\0' || value < 0 || value > 4) {
             fprintf(stderr, "SKY_BASELINE_EXTRA_FRAMES must be 0 to 4, not %s\n", extra);
             return 2;
         }
