@@ -256,29 +256,26 @@ public final class ZMQEventLoop: Sendable {
         if resume { wake.signal() }
     }
 
-    /// Appends one command (without the array a batch needs: this is every client call's path)
-    /// and wakes the thread if it is not already awake for earlier ones.
+    /// Appends one command (without the array a batch needs: this is every client call's path).
     /// - Returns: `false` if the loop has stopped and the command was not accepted.
     @discardableResult
     private func post(_ command: Command) -> Bool {
-        let (accepted, wake) = mailbox.withLock { box -> (Bool, Bool) in
-            if box.stopped { return (false, false) }
-            box.commands.append(command)
-            if box.wakePending { return (true, false) }
-            box.wakePending = true
-            return (true, true)
-        }
-        if wake { self.wake.signal() }
-        return accepted
+        enqueue { $0.append(command) }
     }
 
-    /// Appends commands and wakes the thread if it is not already awake for earlier ones.
+    /// Appends commands.
     /// - Returns: `false` if the loop has stopped and the commands were not accepted.
     @discardableResult
     private func post(_ commands: [Command]) -> Bool {
+        enqueue { $0.append(contentsOf: commands) }
+    }
+
+    /// Appends to the mailbox with `append` and wakes the thread if it is not already awake for
+    /// earlier commands.
+    private func enqueue(_ append: (inout [Command]) -> Void) -> Bool {
         let (accepted, wake) = mailbox.withLock { box -> (Bool, Bool) in
             if box.stopped { return (false, false) }
-            box.commands.append(contentsOf: commands)
+            append(&box.commands)
             if box.wakePending { return (true, false) }
             box.wakePending = true
             return (true, true)
