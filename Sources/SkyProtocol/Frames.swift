@@ -26,6 +26,44 @@ public struct Frames: Sendable {
         self = writer.finish()
     }
 
+    /// Frames copied from memory the caller owns (a received message's libzmq frames), in one
+    /// pass: one allocation and one copy per small frame, the offsets stored as it goes. The
+    /// ``Writer``, which appends frame by frame to a growing array, cost about three times the
+    /// instructions per received frame.
+    /// - Parameters:
+    ///   - count: how many frames.
+    ///   - smallBytes: the bytes the small frames take (the sum of ``inlineSize(_:)``); the frames
+    ///     must not hold more.
+    ///   - frame: frame `index`'s bytes, asked once per frame.
+    public init(copying count: Int, smallBytes: Int, frame: (_ index: Int) -> UnsafeRawBufferPointer) {
+        let header = Self.wordSize * (1 + 2 * count)
+        var large: [[UInt8]] = []
+        let storage = [UInt8](unsafeUninitializedCapacity: header + smallBytes) { buffer, initialized in
+            let raw = UnsafeMutableRawBufferPointer(buffer)
+            raw.storeBytes(of: count, toByteOffset: 0, as: Int.self)
+            var end = 0
+            for index in 0..<count {
+                let bytes = frame(index)
+                let bounds: (start: Int, end: Int)
+                if bytes.count >= Self.largeFrame {
+                    large.append(Array(bytes))
+                    bounds = (-large.count, 0)
+                } else {
+                    precondition(end + bytes.count <= smallBytes, "frames hold more than \(smallBytes) small bytes")
+                    if let source = bytes.baseAddress, bytes.count > 0 {
+                        (raw.baseAddress! + header + end).copyMemory(from: source, byteCount: bytes.count)
+                    }
+                    bounds = (end, end + bytes.count)
+                    end = bounds.end
+                }
+                raw.storeBytes(of: bounds.start, toByteOffset: Self.wordSize * (1 + 2 * index), as: Int.self)
+                raw.storeBytes(of: bounds.end, toByteOffset: Self.wordSize * (2 + 2 * index), as: Int.self)
+            }
+            initialized = header + end
+        }
+        self.init(storage: storage, large: large)
+    }
+
     fileprivate init(storage: [UInt8], large: [[UInt8]]) {
         self.storage = storage
         self.large = large
@@ -127,14 +165,6 @@ public struct Frames: Sendable {
 
         public mutating func append(_ frame: ArraySlice<UInt8>) {
             if frame.count >= Frames.largeFrame { appendLarge(Array(frame)) } else { appendSmall(frame) }
-        }
-
-        /// A frame copied from memory the caller owns (a libzmq message).
-        public mutating func append(_ frame: UnsafeRawBufferPointer) {
-            // Typed, so that both copies below are one memcpy rather than a loop over bytes.
-            let bytes = UnsafeBufferPointer(
-                start: frame.baseAddress?.assumingMemoryBound(to: UInt8.self), count: frame.count)
-            if frame.count >= Frames.largeFrame { appendLarge(Array(bytes)) } else { appendSmall(bytes) }
         }
 
         /// A frame of the string's UTF-8 bytes.

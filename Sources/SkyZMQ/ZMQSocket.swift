@@ -192,12 +192,11 @@ public final class ZMQSocket {
             }
             if zmq_msg_more(message) == 0 { break }
         }
-        var writer = Frames.Writer(frames: parts.count, bytes: bytes)
-        for index in 0..<parts.count {
+        let content = Frames(copying: parts.count, smallBytes: bytes) { index in
             let message = parts[index]
-            writer.append(UnsafeRawBufferPointer(start: zmq_msg_data(message), count: zmq_msg_size(message)))
+            return UnsafeRawBufferPointer(start: zmq_msg_data(message), count: zmq_msg_size(message))
         }
-        return ZMQMessage(content: writer.finish(), userID: userID, peerAddress: peerAddress)
+        return ZMQMessage(content: content, userID: userID, peerAddress: peerAddress)
     }
 
     /// Starts libzmq's socket monitor: events are published on a PAIR socket bound at `endpoint`

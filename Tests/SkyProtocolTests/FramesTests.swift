@@ -107,6 +107,45 @@ struct FramesTests {
         #expect(address(decoded.body) == address(body))
     }
 
+    /// How a received message is stored: copied in one pass from memory the caller owns. It must
+    /// equal the frames built from arrays, keep large frames apart, and be independent of the
+    /// memory it was copied from.
+    @Test(arguments: ["no frame", "one empty frame", "three empty frames", "mixed", "large and small"])
+    func framesCopiedInOnePassEqualTheSameFramesBuiltFromArrays(_ shape: String) {
+        let arrays: [[UInt8]] =
+            switch shape {
+            case "no frame": []
+            case "one empty frame": [[]]
+            case "three empty frames": [[], [], []]
+            case "mixed": Self.arrays
+            default:
+                [
+                    [1], [UInt8](repeating: 7, count: Frames.largeFrame), [2, 3],
+                    [UInt8](repeating: 8, count: Frames.largeFrame - 1),
+                ]
+            }
+        let sources = arrays.map { bytes -> UnsafeMutableRawBufferPointer in
+            let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: max(1, bytes.count), alignment: 1)
+            buffer.copyBytes(from: bytes)
+            return UnsafeMutableRawBufferPointer(rebasing: buffer[0..<bytes.count])
+        }
+        defer { for source in sources { source.deallocate() } }
+        var asked: [Int] = []
+        let frames = Frames(
+            copying: arrays.count, smallBytes: arrays.reduce(0) { $0 + Frames.inlineSize($1.count) }
+        ) { index in
+            asked.append(index)
+            return UnsafeRawBufferPointer(sources[index])
+        }
+        #expect(asked == Array(arrays.indices))
+        // Scribbled over after the copy: the frames keep what was there.
+        for index in sources.indices { sources[index].initializeMemory(as: UInt8.self, repeating: 0xff) }
+        #expect(frames == Frames(arrays))
+        #expect(frames.arrays == arrays)
+        #expect(frames.byteCount == arrays.reduce(0) { $0 + $1.count })
+        #expect(frames.dropFirst().arrays == Array(arrays.dropFirst()))
+    }
+
     @Test func equalityIsByFramesNotByStorage() {
         #expect(Frames([[1], [2, 3]]) == Frames([[0], [1], [2, 3]]).dropFirst())
         #expect(Frames([[1], [2, 3]]) != Frames([[1, 2], [3]]))
