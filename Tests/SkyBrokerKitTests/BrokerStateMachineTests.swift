@@ -516,16 +516,3 @@ struct BrokerInputTests {
         #expect(RemoteErrorBody(decoding: reply.body).message.hasPrefix("501"))
     }
 }
-
-@Suite("PeerID")
-struct PeerIDTests {
-    @Test(arguments: [0, 1, 5, 15, 16, 17, 255])
-    func roundTripsAndComparesByValue(length: Int) {
-        let bytes = (0..<length).map { UInt8(truncatingIfNeeded: $0 * 37 + 1) }
-        let id = PeerID(bytes)
-        #expect(id.bytes == bytes)
-        #expect(id == PeerID(bytes))
-        #expect(id != PeerID(bytes + [0]))
-        #expect(Set([id, PeerID(bytes)]).count == 1)
-    }
-}
