@@ -69,6 +69,8 @@ public enum JournalWrite: Sendable, Equatable {
     case started(JobID)
     /// The job's backoff before its next attempt is recorded (nothing waits for it).
     case rescheduled(JobID)
+    /// The job is queued again after its worker was lost (nothing waits for it).
+    case requeued(JobID)
     /// Answer whoever waits for the job, and forget it.
     case finished(JobID)
 }

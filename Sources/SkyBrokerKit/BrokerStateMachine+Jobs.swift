@@ -330,6 +330,10 @@ extension BrokerStateMachine {
             return false
         }
         jobBook.enqueue(id)
+        // Queued again on disk too: a broker that stops before it runs again finds it among the
+        // queued, not the running (whose restart counts another attempt); its attempts so far
+        // stay counted.
+        actions.append(.journal(.write([.rescheduled(id: id.bytes, notBefore: job.notBefore)], .requeued(id))))
         return true
     }
 
@@ -628,7 +632,13 @@ extension BrokerStateMachine {
                 .log(
                     .warning, "journal: a job's backoff was not recorded; after a restart it runs without waiting",
                     ["job": "\(id)", "error": "\(error)"]))
-        case .written(.rescheduled, .success):
+        case .written(.requeued(let id), .failure(let error)):
+            actions.append(
+                .log(
+                    .warning,
+                    "journal: a lost worker's job was not recorded as queued again; after a restart it counts as running",
+                    ["job": "\(id)", "error": "\(error)"]))
+        case .written(.rescheduled, .success), .written(.requeued, .success):
             break
         case .lookedUp(let id, let caller, true, .success(let record)):
             retry(id, record, caller: caller, into: &actions)

@@ -490,6 +490,28 @@ struct BrokerJobTests {
         let held = broker.advance(.seconds(1))
         #expect(reports(held, to: wait).map(\.state) == [.running], "the hold ended: not yet")
     }
+
+    /// A job whose worker was lost is queued again, in memory and on disk: a broker killed
+    /// before it runs again finds it queued, not running, so its restart does not count one
+    /// more attempt than were made (the jobs soak counts the attempts beyond one exactly).
+    @Test func aLostWorkersJobIsRecordedQueuedAgainWithItsAttemptKept() throws {
+        var broker = BrokerHarness.withJournal()
+        let (id, submitted) = broker.submit(client, RequestID(high: 1, low: 1))
+        let started = broker.commit(broker.ready(worker1) + submitted)
+        #expect(dispatched(started).map(\.1) == [id.requestID])
+        let lost = broker.worker(worker1, .disconnect)
+        let requeue = lost.compactMap { action -> [JobChange]? in
+            if case .journal(.write(let changes, .requeued(id))) = action { changes } else { nil }
+        }
+        let notBefore = try #require(broker.machine.jobBook.jobs[id]).notBefore
+        #expect(requeue == [[.rescheduled(id: id.bytes, notBefore: notBefore)]])
+        #expect(broker.commit(lost).isEmpty, "nothing waits for it")
+        // The next worker gets it as its second attempt.
+        let worker2 = PeerID([0, 0, 0, 2, 2])
+        let again = broker.commit(broker.ready(worker2))
+        #expect(dispatched(again).map(\.1) == [id.requestID])
+        #expect(broker.machine.jobBook.jobs[id]?.attempt == 2)
+    }
 }
 
 @Suite("Broker state machine: durable jobs under absurd input")
