@@ -5,8 +5,8 @@ import SkyZMQ
 /// Everything a client decides, as a value: its calls in flight (a ``RequestTable``), which
 /// broker endpoint and socket it uses, the handshake watch, a refusal by the broker, callers
 /// waiting for a connection, and closing. Inputs (a call, a caller leaving, a message, a socket
-/// event, the passing of time, closing) carry `now` and return the ``Action``s the shell must
-/// carry out; nothing here touches a socket, a clock or a task, so tests drive it line by line.
+/// event, the passing of time, closing) carry `now` and append the ``Action``s the shell must
+/// carry out to its list; nothing here touches a socket, a clock or a task, so tests drive it line by line.
 ///
 /// The shell (``SkyClient``) runs it inline on the client's I/O thread, as the broker and the
 /// worker run theirs: a reply crosses no other thread before the waiting caller is resumed, so
@@ -53,6 +53,8 @@ struct ClientStateMachine: Sendable {
     /// Request ids: 128 bits from a generator seeded at random, not the system's random source
     /// (one system call per id). Unique within the client; the broker keys them by client too.
     private var requestIDs: SplitMix64
+    /// What the table asked for in the current input (see ``takeTableActions(into:)``).
+    private var tableActions: [RequestTable.Action] = []
 
     init(endpoints: [String], usesCredentials: Bool, table: RequestTable, seed: UInt64) {
         self.endpoints = endpoints
@@ -83,10 +85,14 @@ struct ClientStateMachine: Sendable {
     // MARK: Inputs
 
     /// A caller starts a call.
-    mutating func start(_ call: RequestTable.Call, waiter: WaiterID, now: Duration) -> [Action] {
-        if let refusal { return [.fail([waiter], refusal, attempts: 0)] }
+    mutating func start(_ call: RequestTable.Call, waiter: WaiterID, now: Duration, into actions: inout [Action]) {
+        if let refusal {
+            actions.append(.fail([waiter], refusal, attempts: 0))
+            return
+        }
         let id = RequestID(high: requestIDs.next(), low: requestIDs.next())
-        return map(table.start(call, id: id, waiter: waiter, now: now))
+        table.start(call, id: id, waiter: waiter, now: now, into: &tableActions)
+        takeTableActions(into: &actions)
     }
 
     /// The broker said it takes trace frames during connection `epoch` (see ``RequestTable``).
@@ -96,16 +102,20 @@ struct ClientStateMachine: Sendable {
 
     /// A caller stopped waiting (its task was cancelled, or its deadline passed); the shell
     /// already resumed it.
-    mutating func abandon(_ waiter: WaiterID) -> [Action] {
-        map(table.abandon(waiter))
+    mutating func abandon(_ waiter: WaiterID, into actions: inout [Action]) {
+        table.abandon(waiter, into: &tableActions)
+        takeTableActions(into: &actions)
     }
 
     /// A caller waits until a connection is up.
-    mutating func waitForConnection(_ waiter: WaiterID) -> [Action] {
-        if let refusal { return [.connectionFailed([waiter], refusal)] }
-        if table.isConnected { return [.connected([waiter])] }
-        connectionWaiters.append(waiter)
-        return []
+    mutating func waitForConnection(_ waiter: WaiterID, into actions: inout [Action]) {
+        if let refusal {
+            actions.append(.connectionFailed([waiter], refusal))
+        } else if table.isConnected {
+            actions.append(.connected([waiter]))
+        } else {
+            connectionWaiters.append(waiter)
+        }
     }
 
     /// A caller stopped waiting for a connection; the shell already resumed it.
@@ -114,99 +124,103 @@ struct ClientStateMachine: Sendable {
     }
 
     /// A message arrived on broker socket number `socket`.
-    mutating func received(_ frames: [[UInt8]], socket: Int, now: Duration) -> [Action] {
-        received(Frames(frames), socket: socket, now: now)
+    mutating func received(_ frames: [[UInt8]], socket: Int, now: Duration, into actions: inout [Action]) {
+        received(Frames(frames), socket: socket, now: now, into: &actions)
     }
 
     /// A message from broker socket number `socket`, in one buffer as the shell reads it.
-    mutating func received(_ frames: Frames, socket: Int, now: Duration) -> [Action] {
-        guard socket == self.socket, phase == .serving else { return [] }
+    mutating func received(_ frames: Frames, socket: Int, now: Duration, into actions: inout [Action]) {
+        guard socket == self.socket, phase == .serving else { return }
         guard case .reply(let reply) = try? BrokerToClient.decode(frames) else {
-            guard table.malformedMessage() else { return [] }
-            return [
+            guard table.malformedMessage() else { return }
+            actions.append(
                 .log(
                     .warning,
                     "dropped a message from the broker that is not a Sky reply; further ones are only counted (statistics.malformedMessages)"
-                )
-            ]
+                ))
+            return
         }
         if reply.status == .wrongEndpoint {
             // A configuration mistake, not a failure of this call: every call fails with it.
-            return refuse(.wrongEndpoint(RemoteErrorBody(decoding: reply.body).message))
+            refuse(.wrongEndpoint(RemoteErrorBody(decoding: reply.body).message), into: &actions)
+            return
         }
-        return map(table.received(reply, now: now))
+        table.received(reply, now: now, into: &tableActions)
+        takeTableActions(into: &actions)
     }
 
     /// The monitor of broker socket number `socket` reported `event`.
-    mutating func monitor(_ event: ZMQMonitorEvent, socket: Int, now: Duration) -> [Action] {
-        guard socket == self.socket, phase == .serving else { return [] }
+    mutating func monitor(_ event: ZMQMonitorEvent, socket: Int, now: Duration, into actions: inout [Action]) {
+        guard socket == self.socket, phase == .serving else { return }
         let endpoint: Logger.Metadata = ["endpoint": "\(event.endpoint)"]
         switch event.kind {
         case .handshakeSucceeded:
             handshake.succeeded()
-            var actions: [Action] = [.log(.debug, "connected to the broker", endpoint)]
+            actions.append(.log(.debug, "connected to the broker", endpoint))
             if !connectionWaiters.isEmpty {
                 actions.append(.connected(connectionWaiters))
                 connectionWaiters.removeAll()
             }
-            return actions + map(table.connectionUp(now: now))
+            table.connectionUp(now: now, into: &tableActions)
+            takeTableActions(into: &actions)
         case .disconnected:
             if handshake.closedBeforeHandshake() {
                 // A CURVE server that cannot open our HELLO (we hold the wrong server key) just
                 // closes the connection, and one that gets a NULL greeting often closes before
                 // libzmq reports the mechanism mismatch: both look like this, again and again.
-                return refuse(
+                refuse(
                     .unauthorized(
                         "\(event.endpoint) closed the connection during the handshake \(HandshakeWatch.strikes) times in a row: "
                             + (usesCredentials
                                 ? "the broker public key given to this client is probably not the broker's"
-                                : "the broker probably requires CURVE; give this client credentials")))
+                                : "the broker probably requires CURVE; give this client credentials")),
+                    into: &actions)
+                return
             }
             table.connectionDown(now: now)
-            return [.log(.info, "lost the connection to the broker; reconnecting", endpoint)]
+            actions.append(.log(.info, "lost the connection to the broker; reconnecting", endpoint))
         case .handshakeFailedAuth:
-            return refuse(
+            refuse(
                 .unauthorized(
                     "\(event.endpoint) refused this client's key (ZAP status \(event.value)): it is not on the broker's client allow-list"
-                ))
+                ), into: &actions)
         case .handshakeFailedProtocol:
-            return refuse(
+            refuse(
                 .unauthorized(
                     "the security handshake with \(event.endpoint) failed (libzmq protocol error 0x\(String(UInt32(bitPattern: event.value), radix: 16))): "
                         + (usesCredentials
                             ? "the broker does not speak CURVE, or rejected these keys"
-                            : "the broker requires CURVE and this client has no credentials")))
+                            : "the broker requires CURVE and this client has no credentials")), into: &actions)
         case .handshakeFailedNoDetail:
-            return [
-                .log(.warning, "handshake with the broker failed", endpoint.merging(["code": "\(event.value)"]) { $1 })
-            ]
+            actions.append(
+                .log(.warning, "handshake with the broker failed", endpoint.merging(["code": "\(event.value)"]) { $1 }))
         default:
-            return []
+            break
         }
     }
 
     /// Broker socket number `socket` could not be opened. Calls wait as for any missing
     /// connection: with several endpoints the next is tried after `connectTimeout`.
-    func openFailed(socket: Int, error: String) -> [Action] {
-        guard socket == self.socket else { return [] }
-        return [
+    func openFailed(socket: Int, error: String, into actions: inout [Action]) {
+        guard socket == self.socket else { return }
+        actions.append(
             .log(
                 .error, "cannot connect to the broker",
-                ["endpoint": "\(endpoints[endpointIndex])", "error": "\(error)"])
-        ]
+                ["endpoint": "\(endpoints[endpointIndex])", "error": "\(error)"]))
     }
 
     /// Time passed: attempts time out, backoffs end, a silent endpoint is given up for the next.
-    mutating func expire(now: Duration) -> [Action] {
-        guard phase == .serving else { return [] }
-        return map(table.expire(now: now))
+    mutating func expire(now: Duration, into actions: inout [Action]) {
+        guard phase == .serving else { return }
+        table.expire(now: now, into: &tableActions)
+        takeTableActions(into: &actions)
     }
 
     /// The client is closing: every call and every caller waiting for a connection fails.
-    mutating func close() -> [Action] {
-        guard phase != .closed else { return [] }
+    mutating func close(into actions: inout [Action]) {
+        guard phase != .closed else { return }
         phase = .closed
-        return endAll(.clientClosed)
+        endAll(.clientClosed, into: &actions)
     }
 
     // MARK: Steps
@@ -214,26 +228,27 @@ struct ClientStateMachine: Sendable {
     /// The broker will not serve this client as configured: every call fails with `error` now
     /// and from now on, and the connection is closed, so the client does not knock again and
     /// again.
-    private mutating func refuse(_ error: SkyError) -> [Action] {
+    private mutating func refuse(_ error: SkyError, into actions: inout [Action]) {
         phase = .refused(error)
-        return [.log(.error, "giving up on this broker", ["reason": "\(error)"]), .close(socket: socket)]
-            + endAll(error)
+        actions.append(.log(.error, "giving up on this broker", ["reason": "\(error)"]))
+        actions.append(.close(socket: socket))
+        endAll(error, into: &actions)
     }
 
-    private mutating func endAll(_ error: SkyError) -> [Action] {
-        var actions = map(table.failAll(error))
+    private mutating func endAll(_ error: SkyError, into actions: inout [Action]) {
+        table.failAll(error, into: &tableActions)
+        takeTableActions(into: &actions)
         if !connectionWaiters.isEmpty {
             actions.append(.connectionFailed(connectionWaiters, error))
             connectionWaiters.removeAll()
         }
-        return actions
     }
 
-    /// The table's actions, on the socket in use.
-    private mutating func map(_ actions: [RequestTable.Action]) -> [Action] {
-        var mapped: [Action] = []
-        mapped.reserveCapacity(actions.count)
-        for action in actions {
+    /// Moves the table's actions to `actions`, on the socket in use. The table's list is kept
+    /// (emptied) for the next input, so that an input allocates no list of its own.
+    private mutating func takeTableActions(into mapped: inout [Action]) {
+        defer { tableActions.removeAll(keepingCapacity: true) }
+        for action in tableActions {
             switch action {
             case .send(let request): mapped.append(.send(socket: socket, .request(request)))
             case .cancel(let id): mapped.append(.send(socket: socket, .cancel(id)))
@@ -252,6 +267,5 @@ struct ClientStateMachine: Sendable {
                 mapped.append(.open(socket: socket, endpoint: index))
             }
         }
-        return mapped
     }
 }

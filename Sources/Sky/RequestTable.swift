@@ -4,8 +4,9 @@ import SkyProtocol
 /// The client's calls in flight, as a state machine free of sockets, tasks and clocks.
 ///
 /// Inputs are a new call, a reply, the passing of time (`expire`), a caller giving up, and the
-/// connection going up or down; each carries `now` (time since the client started) and returns
-/// ``Action``s for the client to perform. Tests drive it by hand.
+/// connection going up or down; each carries `now` (time since the client started) and appends
+/// ``Action``s for the client to perform to the caller's list (one list per wake-up of the I/O
+/// thread, as the broker's and the worker's machines do). Tests drive it by hand.
 ///
 /// **One outcome per call.** A call is finished exactly once, by its first success or by the
 /// failure that ends its retries, and is then forgotten: any later reply for its id matches
@@ -170,14 +171,14 @@ struct RequestTable {
     // MARK: Inputs
 
     /// A caller starts a call with a fresh `id` (used unless the call joins an equal one).
-    mutating func start(_ call: Call, id: RequestID, waiter: WaiterID, now: Duration) -> [Action] {
+    mutating func start(_ call: Call, id: RequestID, waiter: WaiterID, now: Duration, into actions: inout [Action]) {
         counters.calls += 1
         let key = FlightKey(service: call.service, body: call.body)
         if call.options.coalesce, let leader = flights[key], entries[leader] != nil {
             entries[leader]?.waiters.append(waiter)
             callOfWaiter[waiter] = leader
             counters.coalesced += 1
-            return []
+            return
         }
         nextSequence += 1
         var entry = Entry(id: id, sequence: nextSequence, call: call, waiters: [waiter])
@@ -186,38 +187,33 @@ struct RequestTable {
             flights[key] = id
         }
         callOfWaiter[waiter] = id
-        var actions: [Action] = []
         beginAttempt(&entry, now: now, into: &actions)
         entries[id] = entry
-        return actions
     }
 
     /// A reply arrived.
-    mutating func received(_ reply: TaskReply, now: Duration) -> [Action] {
+    mutating func received(_ reply: TaskReply, now: Duration, into actions: inout [Action]) {
         guard var entry = entries[reply.requestID] else {
             counters.unmatchedReplies += 1
-            return []
+            return
         }
-        var actions: [Action] = []
         if reply.status == .ok {
             if entry.phase == .sent, reply.attempt != entry.wireAttempt {
                 // A newer attempt is out as a separate request; it is no longer needed.
                 actions.append(.cancel(entry.id))
             }
             finish(entry, .succeed(entry.waiters, body: reply.body, attempts: entry.attempts), into: &actions)
-            return actions
+            return
         }
         guard entry.phase == .sent, reply.attempt == entry.wireAttempt else {
             counters.staleReplies += 1
-            return []
+            return
         }
         attemptFailed(&entry, SkyError(failure: reply, service: entry.call.service), now: now, into: &actions)
-        return actions
     }
 
     /// Time passed: attempts time out, backoffs end, a silent endpoint is given up for the next.
-    mutating func expire(now: Duration) -> [Action] {
-        var actions: [Action] = []
+    mutating func expire(now: Duration, into actions: inout [Action]) {
         if let failover = failoverAt, failover <= now {
             if connection == .up {
                 failoverAt = nil
@@ -253,7 +249,6 @@ struct RequestTable {
                 attemptFailed(&entry, error, now: now, into: &actions)
             }
         }
-        return actions
     }
 
     /// A message from the broker that is not a Sky reply was dropped; returns whether it is the
@@ -265,22 +260,21 @@ struct RequestTable {
 
     /// A caller stopped waiting (its task was cancelled, or its deadline passed). The call is
     /// cancelled at the broker once no caller waits for it.
-    mutating func abandon(_ waiter: WaiterID) -> [Action] {
-        guard let id = callOfWaiter.removeValue(forKey: waiter), var entry = entries[id] else { return [] }
+    mutating func abandon(_ waiter: WaiterID, into actions: inout [Action]) {
+        guard let id = callOfWaiter.removeValue(forKey: waiter), var entry = entries[id] else { return }
         entry.waiters.removeAll { $0 == waiter }
         guard entry.waiters.isEmpty else {
             entries[id] = entry
-            return []
+            return
         }
         remove(entry)
-        return entry.phase == .sent && connection == .up ? [.cancel(id)] : []
+        if entry.phase == .sent && connection == .up { actions.append(.cancel(id)) }
     }
 
     /// A connection to the broker is ready (the first, or again after a loss).
-    mutating func connectionUp(now: Duration) -> [Action] {
+    mutating func connectionUp(now: Duration, into actions: inout [Action]) {
         connection = .up
         failoverAt = nil
-        var actions: [Action] = []
         for var entry in entries.values.sorted(by: { $0.sequence < $1.sequence }) {
             let id = entry.id
             switch entry.phase {
@@ -298,7 +292,6 @@ struct RequestTable {
             schedule(&entry)
             entries[id] = entry
         }
-        return actions
     }
 
     /// The connection to the broker is lost; calls wait for the next one.
@@ -318,17 +311,15 @@ struct RequestTable {
     }
 
     /// The client is closing: every call fails.
-    mutating func closeAll() -> [Action] {
-        failAll(.clientClosed)
+    mutating func closeAll(into actions: inout [Action]) {
+        failAll(.clientClosed, into: &actions)
     }
 
     /// Ends every call with `error` (the client closed, or the broker refused its credentials).
-    mutating func failAll(_ error: SkyError) -> [Action] {
-        var actions: [Action] = []
+    mutating func failAll(_ error: SkyError, into actions: inout [Action]) {
         for entry in entries.values {
             finish(entry, .fail(entry.waiters, error, attempts: entry.attempts), into: &actions)
         }
-        return actions
     }
 
     // MARK: Steps

@@ -171,30 +171,30 @@ extension SkyClient {
                 for inbound in batch {
                     switch inbound {
                     case .message(let from, let message) where from.rawValue < Self.firstEventSocket:
-                        actions += machine.received(message.content, socket: from.rawValue, now: now)
+                        machine.received(message.content, socket: from.rawValue, now: now, into: &actions)
                     case .message(let from, let message):
                         publish(message, from: from)
                     case .monitor(let from, let event) where from.rawValue < Self.firstEventSocket:
-                        actions += machine.monitor(event, socket: from.rawValue, now: now)
+                        machine.monitor(event, socket: from.rawValue, now: now, into: &actions)
                     case .monitor(let from, let event) where event.kind == .handshakeFailedAuth:
                         refuseEvents(from, event)
                     case .tick:
-                        actions += machine.expire(now: now)
+                        machine.expire(now: now, into: &actions)
                     case .input(let input as Input):
                         switch input {
                         case .start(let call, let waiter):
                             // A caller cancelled before the thread took its call has gone.
                             guard calls.withLock({ $0[waiter] != nil }) else { continue }
-                            actions += machine.start(call, waiter: waiter, now: now)
+                            machine.start(call, waiter: waiter, now: now, into: &actions)
                         case .brokerTakesTrace(let epoch): machine.brokerTakesTrace(epoch: epoch)
-                        case .abandon(let waiter): actions += machine.abandon(waiter)
-                        case .waitForConnection(let waiter): actions += machine.waitForConnection(waiter)
+                        case .abandon(let waiter): machine.abandon(waiter, into: &actions)
+                        case .waitForConnection(let waiter): machine.waitForConnection(waiter, into: &actions)
                         case .stopWaitingForConnection(let waiter): machine.stopWaitingForConnection(waiter)
-                        case .timer: actions += machine.expire(now: now)
-                        case .close: actions += machine.close()
+                        case .timer: machine.expire(now: now, into: &actions)
+                        case .close: machine.close(into: &actions)
                         }
                     case .opened(let socket, .failure(let error)) where socket.rawValue < Self.firstEventSocket:
-                        actions += machine.openFailed(socket: socket.rawValue, error: "\(error.underlying)")
+                        machine.openFailed(socket: socket.rawValue, error: "\(error.underlying)", into: &actions)
                     case .monitor, .sendFailed, .input, .opened:
                         continue
                     }
