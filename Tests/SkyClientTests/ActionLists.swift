@@ -7,57 +7,60 @@ import SkyZMQ
 // the I/O thread. These forms return one input's actions, so that a test reads as one line per
 // input and the actions it must produce.
 
+/// What one input of `machine` appended.
+private func collecting<Machine, Action>(
+    _ machine: inout Machine, _ input: (inout Machine, inout [Action]) -> Void
+) -> [Action] {
+    var actions: [Action] = []
+    input(&machine, &actions)
+    return actions
+}
+
 extension RequestTable {
     mutating func start(_ call: Call, id: RequestID, waiter: WaiterID, now: Duration) -> [Action] {
-        collect { $0.start(call, id: id, waiter: waiter, now: now, into: &$1) }
+        collecting(&self) { $0.start(call, id: id, waiter: waiter, now: now, into: &$1) }
     }
 
     mutating func received(_ reply: TaskReply, now: Duration) -> [Action] {
-        collect { $0.received(reply, now: now, into: &$1) }
+        collecting(&self) { $0.received(reply, now: now, into: &$1) }
     }
 
     mutating func expire(now: Duration) -> [Action] {
-        collect { $0.expire(now: now, into: &$1) }
+        collecting(&self) { $0.expire(now: now, into: &$1) }
     }
 
     mutating func abandon(_ waiter: WaiterID) -> [Action] {
-        collect { $0.abandon(waiter, into: &$1) }
+        collecting(&self) { $0.abandon(waiter, into: &$1) }
     }
 
     mutating func connectionUp(now: Duration) -> [Action] {
-        collect { $0.connectionUp(now: now, into: &$1) }
+        collecting(&self) { $0.connectionUp(now: now, into: &$1) }
     }
 
     mutating func closeAll() -> [Action] {
-        collect { $0.closeAll(into: &$1) }
-    }
-
-    private mutating func collect(_ input: (inout Self, inout [Action]) -> Void) -> [Action] {
-        var actions: [Action] = []
-        input(&self, &actions)
-        return actions
+        collecting(&self) { $0.closeAll(into: &$1) }
     }
 }
 
 extension ClientStateMachine {
     mutating func start(_ call: RequestTable.Call, waiter: WaiterID, now: Duration) -> [Action] {
-        collect { $0.start(call, waiter: waiter, now: now, into: &$1) }
+        collecting(&self) { $0.start(call, waiter: waiter, now: now, into: &$1) }
     }
 
     mutating func abandon(_ waiter: WaiterID) -> [Action] {
-        collect { $0.abandon(waiter, into: &$1) }
+        collecting(&self) { $0.abandon(waiter, into: &$1) }
     }
 
     mutating func waitForConnection(_ waiter: WaiterID) -> [Action] {
-        collect { $0.waitForConnection(waiter, into: &$1) }
+        collecting(&self) { $0.waitForConnection(waiter, into: &$1) }
     }
 
     mutating func received(_ frames: [[UInt8]], socket: Int, now: Duration) -> [Action] {
-        collect { $0.received(frames, socket: socket, now: now, into: &$1) }
+        collecting(&self) { $0.received(frames, socket: socket, now: now, into: &$1) }
     }
 
     mutating func monitor(_ event: ZMQMonitorEvent, socket: Int, now: Duration) -> [Action] {
-        collect { $0.monitor(event, socket: socket, now: now, into: &$1) }
+        collecting(&self) { $0.monitor(event, socket: socket, now: now, into: &$1) }
     }
 
     func openFailed(socket: Int, error: String) -> [Action] {
@@ -67,16 +70,10 @@ extension ClientStateMachine {
     }
 
     mutating func expire(now: Duration) -> [Action] {
-        collect { $0.expire(now: now, into: &$1) }
+        collecting(&self) { $0.expire(now: now, into: &$1) }
     }
 
     mutating func close() -> [Action] {
-        collect { $0.close(into: &$1) }
-    }
-
-    private mutating func collect(_ input: (inout Self, inout [Action]) -> Void) -> [Action] {
-        var actions: [Action] = []
-        input(&self, &actions)
-        return actions
+        collecting(&self) { $0.close(into: &$1) }
     }
 }
