@@ -41,19 +41,22 @@ public enum WireFormat {
     public static func name(_ frame: [UInt8]) throws(ProtocolError) -> String { try name(frame[...]) }
 
     static func name(_ frame: ArraySlice<UInt8>) throws(ProtocolError) -> String {
-        guard !frame.isEmpty, frame.count <= maxNameLength else { throw .invalidServiceName }
-        guard !frame.contains(where: { $0 < 0x20 || $0 == 0x7f }) else { throw .invalidServiceName }
-        guard let name = String(validating: frame, as: UTF8.self) else { throw .invalidServiceName }
+        guard hasNameShape(frame), let name = String(validating: frame, as: UTF8.self) else {
+            throw .invalidServiceName
+        }
         return name
     }
 
     /// Checks that a name is valid before it goes on the wire.
     public static func isValidName(_ name: String) -> Bool {
-        // A Swift string is valid UTF-8 already: what is left to check is what `name(_:)`
-        // checks besides, without copying the bytes (this runs on every call a client makes).
-        let utf8 = name.utf8
-        guard (1...maxNameLength).contains(utf8.count) else { return false }
-        return !utf8.contains { $0 < 0x20 || $0 == 0x7f }
+        // A Swift string is valid UTF-8 already: the rest is checked on its UTF-8 view in place,
+        // without copying the bytes (this runs on every call a client makes).
+        hasNameShape(name.utf8)
+    }
+
+    /// A name's rules besides valid UTF-8: 1...``maxNameLength`` bytes, no control characters.
+    private static func hasNameShape(_ bytes: some Collection<UInt8>) -> Bool {
+        (1...maxNameLength).contains(bytes.count) && !bytes.contains { $0 < 0x20 || $0 == 0x7f }
     }
 
     /// Decodes a delivery tag: 1...255 opaque bytes the broker chose (Sky's broker uses 8).
