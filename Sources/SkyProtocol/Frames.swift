@@ -36,7 +36,7 @@ public struct Frames: Sendable {
     ///     must not hold more.
     ///   - frame: frame `index`'s bytes, asked once per frame.
     public init(copying count: Int, smallBytes: Int, frame: (_ index: Int) -> UnsafeRawBufferPointer) {
-        let header = Self.wordSize * (1 + 2 * count)
+        let header = Self.headerSize(frames: count)
         var large: [[UInt8]] = []
         let storage = [UInt8](unsafeUninitializedCapacity: header + smallBytes) { buffer, initialized in
             let raw = UnsafeMutableRawBufferPointer(buffer)
@@ -56,8 +56,8 @@ public struct Frames: Sendable {
                     bounds = (end, end + bytes.count)
                     end = bounds.end
                 }
-                raw.storeBytes(of: bounds.start, toByteOffset: Self.wordSize * (1 + 2 * index), as: Int.self)
-                raw.storeBytes(of: bounds.end, toByteOffset: Self.wordSize * (2 + 2 * index), as: Int.self)
+                raw.storeBytes(of: bounds.start, toByteOffset: Self.wordSize * Self.startWord(index), as: Int.self)
+                raw.storeBytes(of: bounds.end, toByteOffset: Self.wordSize * (Self.startWord(index) + 1), as: Int.self)
             }
             initialized = header + end
         }
@@ -127,9 +127,15 @@ public struct Frames: Sendable {
     }
 
     private static let wordSize = MemoryLayout<Int>.size
+    /// Bytes before the frames' data: the count, then a start and an end per frame.
+    private static func headerSize(frames: Int) -> Int { wordSize * (1 + 2 * frames) }
+    /// The header word holding frame `frame`'s start (its end is the next).
+    private static func startWord(_ frame: Int) -> Int { 1 + 2 * frame }
     private var total: Int { word(0) }
-    private var dataStart: Int { Self.wordSize * (1 + 2 * total) }
-    private func bounds(of frame: Int) -> (start: Int, end: Int) { (word(1 + 2 * frame), word(2 + 2 * frame)) }
+    private var dataStart: Int { Self.headerSize(frames: total) }
+    private func bounds(of frame: Int) -> (start: Int, end: Int) {
+        (word(Self.startWord(frame)), word(Self.startWord(frame) + 1))
+    }
 
     private func word(_ index: Int) -> Int {
         storage.withUnsafeBytes { $0.loadUnaligned(fromByteOffset: Self.wordSize * index, as: Int.self) }
@@ -149,7 +155,7 @@ public struct Frames: Sendable {
         ///     only costs a regrowth.
         public init(frames: Int, bytes: Int) {
             self.frames = frames
-            header = Frames.wordSize * (1 + 2 * frames)
+            header = Frames.headerSize(frames: frames)
             let header = header
             // One allocation with room for the frames; the header zeroed at once, not byte by byte.
             storage = [UInt8](unsafeUninitializedCapacity: header + bytes) { buffer, count in
@@ -246,8 +252,8 @@ public struct Frames: Sendable {
 
         private mutating func record(start: Int, end: Int) {
             precondition(written < frames, "more than \(frames) frames")
-            set(word: 1 + 2 * written, to: start)
-            set(word: 2 + 2 * written, to: end)
+            set(word: Frames.startWord(written), to: start)
+            set(word: Frames.startWord(written) + 1, to: end)
             written += 1
         }
 
