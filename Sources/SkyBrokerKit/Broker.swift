@@ -294,7 +294,7 @@ public final class Broker: Service, Sendable {
                 machine.dropped(
                     .oversized(
                         port: role.rawValue, frames: frames, bytes: bytes, frameLimit: frameLimit,
-                        byteLimit: limits.bytes), into: &actions)
+                        byteLimit: limits.bytes), now: clock.now, into: &actions)
                 if role == .worker, BrokerStateMachine.looksLikeReady(message.content.dropFirst()) {
                     machine.refuseRegistration(
                         PeerID(message.content[0]),
@@ -305,7 +305,7 @@ public final class Broker: Service, Sendable {
                 return false
             }
             if authenticator != nil, !(message.userID?.hasPrefix(role.userIDPrefix) ?? false) {
-                machine.dropped(.unauthenticated(port: role.rawValue), into: &actions)
+                machine.dropped(.unauthenticated(port: role.rawValue), now: clock.now, into: &actions)
                 return false
             }
             return true
@@ -322,7 +322,7 @@ public final class Broker: Service, Sendable {
             guard let (reply, decision, listError) = answered ?? nil else { return }
             outbound.append(.init(socket: Broker.zapSocket, frames: reply))
             if case .denied(let reason) = decision {
-                machine.dropped(.handshakeDenied(reason: reason), into: &actions)
+                machine.dropped(.handshakeDenied(reason: reason), now: clock.now, into: &actions)
             }
             if let listError { actions.append(.log(.warning, "allow-list unreadable, admitting nobody: \(listError)")) }
         }

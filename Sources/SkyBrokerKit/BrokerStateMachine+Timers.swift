@@ -6,7 +6,8 @@ extension BrokerStateMachine {
     /// Time passed: expire silent workers, heartbeat the rest, answer requests whose deadline,
     /// maximum wait or no-workers grace passed (at most ``Configuration/expiryBatch``; the rest at
     /// the next tick), take tasks whose lease ran out from their workers, greet subscribers that
-    /// waited for the hello interval, and publish stats when due.
+    /// waited for the hello interval, summarise log lines about peers held back in a second that
+    /// is over, and publish stats when due.
     public mutating func tick(now: Instant, into actions: inout [BrokerAction]) {
         lastNow = now
         for (peer, record) in workers where record.lastHeard + configuration.expiry <= now {
@@ -35,6 +36,7 @@ extension BrokerStateMachine {
         hasExpiryBacklog = budget == 0
         compactIfMostlyDead()
         if helloPending, now >= nextHelloAllowed ?? now { sayHello(now: now, into: &actions) }
+        summariseHeldBackLines(now: now, into: &actions)
         if let due = nextStats {
             if now >= due {
                 publishStats(over: configuration.statsInterval, now: now, into: &actions)

@@ -45,8 +45,9 @@ extension BrokerStateMachine {
                 return
             }
             counters.malformedWorkerMessages += 1
-            actions.append(
-                .log(.warning, "dropped malformed message from worker", ["peer": "\(peer)", "error": "\(error)"]))
+            logAboutPeer(.warning, "dropped malformed message from worker", now: now, into: &actions) {
+                ["peer": "\(peer)", "error": "\(error)"]
+            }
             if Self.looksLikeReady(frames) {
                 refuseRegistration(peer, reason: "invalid READY: \(error)", now: now, into: &actions)
             }
@@ -62,15 +63,15 @@ extension BrokerStateMachine {
                 // From a worker the broker gave up on (expired, then woke up): its tasks are
                 // already elsewhere. Drop the reply and make it register again.
                 counters.staleReplies += 1
-                actions.append(
-                    .log(
-                        .info, "dropped stale reply from an unregistered worker",
-                        ["request": "\(reply.requestID)", "peer": "\(peer)"]))
+                logAboutPeer(.info, "dropped stale reply from an unregistered worker", now: now, into: &actions) {
+                    ["request": "\(reply.requestID)", "peer": "\(peer)"]
+                }
                 actions.append(.sendToWorker(peer, .disconnect))
             case .heartbeat:
                 counters.unknownWorkerMessages += 1
-                actions.append(
-                    .log(.info, "heartbeat from an unregistered worker; telling it to register", ["peer": "\(peer)"]))
+                logAboutPeer(
+                    .info, "heartbeat from an unregistered worker; telling it to register", now: now, into: &actions
+                ) { ["peer": "\(peer)"] }
                 actions.append(.sendToWorker(peer, .disconnect))
             case .ready, .disconnect, .draining, .features:
                 break
@@ -231,10 +232,9 @@ extension BrokerStateMachine {
         }
         guard let (held, workerName) = found else {
             counters.staleReplies += 1
-            actions.append(
-                .log(
-                    .info, "dropped stale reply: the worker no longer holds that task",
-                    ["request": "\(answer.requestID)", "peer": "\(peer)"]))
+            logAboutPeer(.info, "dropped stale reply: the worker no longer holds that task", now: now, into: &actions) {
+                ["request": "\(answer.requestID)", "peer": "\(peer)"]
+            }
             return
         }
         tasksCompleted += 1
@@ -281,7 +281,7 @@ extension BrokerStateMachine {
         _ peer: PeerID, reason: String, now: Instant, into actions: inout [BrokerAction]
     ) {
         counters.refusedRegistrations += 1
-        actions.append(.log(.warning, "refused a worker", ["peer": "\(peer)", "reason": reason]))
+        logAboutPeer(.warning, "refused a worker", now: now, into: &actions) { ["peer": "\(peer)", "reason": reason] }
         guard mayAnswerRefusal(onClientsPort: false, now: now) else { return }
         actions.append(.sendToWorker(peer, .refused(reason: reason)))
     }

@@ -81,6 +81,9 @@ public struct BrokerStateMachine: Sendable {
         public var helloInterval: Duration = .milliseconds(200)
         /// Most answers per second to misdirected or refused peers, per port.
         public var refusalsPerSecond: Int = 10
+        /// Most log lines per second of each text about what peers send wrong (malformed, over
+        /// the limits, unauthenticated, refused, stale); the rest are counted and summarised.
+        public var peerLinesPerSecond: Int = 10
         /// Queued bytes, or waiting requests, above which the queue's draining gives its storage
         /// back and returns freed memory to the system.
         public var memoryReleaseThreshold: Int = 32 << 20
@@ -334,8 +337,12 @@ public struct BrokerStateMachine: Sendable {
     /// When the next `broker.hello` may go out, and whether a subscription waits for one.
     var nextHelloAllowed: Instant?
     var helloPending = false
-    /// Answers to misdirected or refused peers in the current second, per port.
-    var refusalWindow: (start: Instant?, clients: Int, workers: Int) = (nil, 0, 0)
+    /// Answers to misdirected or refused peers, at most ``Configuration/refusalsPerSecond`` a
+    /// second per port.
+    var refusals: RateBudget<BrokerPort>
+    /// Log lines about what peers send wrong, at most ``Configuration/peerLinesPerSecond`` a
+    /// second of each text (see ``logAboutPeer(_:_:now:into:fields:)``).
+    var peerLines: RateBudget<PeerLine>
     /// More expiries were due than one tick answers: the shell should tick again soon.
     public internal(set) var hasExpiryBacklog = false
     /// The queue drained after holding much: the shell should return freed memory to the system.
@@ -362,6 +369,8 @@ public struct BrokerStateMachine: Sendable {
 
     public init(configuration: Configuration = Configuration()) {
         self.configuration = configuration
+        refusals = RateBudget(perSecond: configuration.refusalsPerSecond)
+        peerLines = RateBudget(perSecond: configuration.peerLinesPerSecond)
         jobIDGenerator = SplitMix64(seed: configuration.jobIDSeed ?? UInt64.random(in: .min ... .max))
     }
 
@@ -448,8 +457,9 @@ public struct BrokerStateMachine: Sendable {
                 return
             }
             counters.malformedClientMessages += 1
-            actions.append(
-                .log(.warning, "dropped malformed message from client", ["peer": "\(client)", "error": "\(error)"]))
+            logAboutPeer(.warning, "dropped malformed message from client", now: now, into: &actions) {
+                ["peer": "\(client)", "error": "\(error)"]
+            }
             return
         }
         switch command {
@@ -486,14 +496,7 @@ public struct BrokerStateMachine: Sendable {
 
     /// Whether another refusal may be sent on a port this second.
     mutating func mayAnswerRefusal(onClientsPort: Bool, now: Instant) -> Bool {
-        if let start = refusalWindow.start, now - start < .seconds(1) {
-            let used = onClientsPort ? refusalWindow.clients : refusalWindow.workers
-            guard used < configuration.refusalsPerSecond else { return false }
-        } else {
-            refusalWindow = (now, 0, 0)
-        }
-        if onClientsPort { refusalWindow.clients += 1 } else { refusalWindow.workers += 1 }
-        return true
+        refusals.admit(onClientsPort ? .clients : .workers, now: now).allowed
     }
 
     private mutating func accept(

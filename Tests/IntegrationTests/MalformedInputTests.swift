@@ -110,5 +110,46 @@ extension IntegrationSuite {
             await sky.close()
             await cluster.stop()
         }
+
+        /// A peer that sends garbage as fast as it can costs the broker a few log lines a second,
+        /// not one a message (each is formatted and written on its I/O thread): every message is
+        /// counted, and the log accounts for each, written or summarised as held back.
+        @Test func aFloodOfGarbageCostsAFewLogLinesASecondNotOneAMessage() async throws {
+            let cluster = try await TestCluster.start()
+            defer { cluster.killAll() }
+            let flood = 20_000
+            let snapshotRequest = ClientToBroker.request(
+                TaskRequest(requestID: .random(), service: BrokerService.workers, body: [])
+            ).encode()
+            let answer = try #require(
+                try await Self.sendRaw(
+                    Array(repeating: [Array("garbage!".utf8)], count: flood) + [snapshotRequest], to: cluster.clients))
+            guard case .reply(let reply) = try BrokerToClient.decode(answer.frames) else {
+                Issue.record("expected a reply")
+                return
+            }
+            let snapshot = try JSONDecoder().decode(ClusterSnapshot.self, from: Data(reply.body))
+            #expect(snapshot.counters.malformedClientMessages == UInt64(flood))
+
+            let line = "dropped malformed message from client"
+            @Sendable func written(_ lines: [String]) -> Int { lines.count { $0.hasSuffix(line) } }
+            @Sendable func heldBack(_ lines: [String]) -> Int {
+                lines.reduce(0) { sum, text in
+                    guard text.contains("line=\(line) "),
+                        let match = text.firstMatch(of: #/heldBack=([0-9]+) /#), let count = Int(match.1)
+                    else { return sum }
+                    return sum + count
+                }
+            }
+            // Summaries come when a second is over: wait until every message is accounted for.
+            let lines = try await cluster.broker.waitUntil(onStandardError: true) {
+                written($0) + heldBack($0) >= flood
+            }
+            #expect(written(lines) + heldBack(lines) == flood)
+            // At most 10 lines a second (the flood takes well under 10 s here).
+            #expect(written(lines) <= 100, "\(written(lines)) lines for \(flood) messages")
+            #expect(cluster.broker.isRunning)
+            await cluster.stop()
+        }
     }
 }

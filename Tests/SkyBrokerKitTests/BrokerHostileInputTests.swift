@@ -92,7 +92,7 @@ extension BrokerHostileInputTests {
         for (drop, counter) in drops {
             let before = broker.machine.counters
             var actions: [BrokerAction] = []
-            broker.machine.dropped(drop, into: &actions)
+            broker.machine.dropped(drop, now: broker.now, into: &actions)
             #expect(broker.machine.counters[keyPath: counter] == before[keyPath: counter] + 1, "\(drop)")
             #expect(actions.count == 1, "\(drop): \(actions)")
             guard case .log(.warning, _, _) = actions.first else {
@@ -100,5 +100,81 @@ extension BrokerHostileInputTests {
                 continue
             }
         }
+    }
+}
+
+@Suite("Broker state machine: log lines about peers within a budget")
+struct BrokerPeerLinesTests {
+    let client = PeerID([0, 0, 0, 0, 1])
+    let worker = PeerID(Array("worker-x".utf8))
+
+    /// Log lines, by message, among actions.
+    static func lines(_ actions: [BrokerAction]) -> [(message: String, fields: [String: String])] {
+        actions.compactMap { action in
+            guard case .log(_, let message, let fields) = action else { return nil }
+            return (message, fields)
+        }
+    }
+
+    /// A flood of garbage costs a few lines a second, not one per message: the rest are counted
+    /// and summarised once the second is over, and the counters count every message.
+    @Test func aFloodOfGarbageWritesAFewLinesASecondAndASummaryOfTheRest() {
+        var broker = BrokerHarness()
+        let perSecond = broker.machine.configuration.peerLinesPerSecond
+        var actions: [BrokerAction] = []
+        for index in 0..<5000 {
+            broker.now = broker.now + .microseconds(100)
+            actions += broker.client(client, [Array("SKYC01".utf8), [0x7f], [UInt8(index % 256)]])
+            actions += broker.worker(worker, frames: [Array("SKYW01".utf8), [0x7f]])
+        }
+        // 0.5 s of flood: the budget of each of the two lines.
+        let written = Self.lines(actions)
+        #expect(written.filter { $0.message == "dropped malformed message from client" }.count == perSecond)
+        #expect(written.filter { $0.message == "dropped malformed message from worker" }.count == perSecond)
+        #expect(written.count == 2 * perSecond)
+        #expect(broker.machine.counters.malformedClientMessages == 5000)
+        #expect(broker.machine.counters.malformedWorkerMessages == 5000)
+
+        // The tick after the second is over summarises each line's held-back messages, once.
+        let summaries = Self.lines(broker.advance(.milliseconds(600))).filter { $0.fields["heldBack"] != nil }
+        #expect(
+            Set(summaries.map { "\($0.fields["line"] ?? "") \($0.fields["heldBack"] ?? "")" }) == [
+                "dropped malformed message from client \(5000 - perSecond)",
+                "dropped malformed message from worker \(5000 - perSecond)",
+            ])
+        #expect(Self.lines(broker.advance(.seconds(1))).isEmpty)
+
+        // A new second logs again, and the broker still serves.
+        let again = Self.lines(broker.client(client, [Array("SKYC01".utf8)]))
+        #expect(again.map(\.message) == ["dropped malformed message from client"])
+        _ = broker.ready(PeerID([0, 0, 0, 1, 1]))
+        #expect(dispatched(broker.request(client, RequestID(high: 0, low: 1))).count == 1)
+    }
+
+    /// A flood of one kind does not hide another: a worker refused for its READY is still
+    /// logged while garbage fills the malformed line's budget.
+    @Test func aFloodOfOneLineDoesNotSilenceAnother() {
+        var broker = BrokerHarness()
+        for _ in 0..<100 { _ = broker.client(client, [Array("SKYC01".utf8)]) }
+        let actions = broker.worker(worker, frames: [Array("SKYW01".utf8), [0x01], Array("0.0".utf8)])
+        let refused = Self.lines(actions).filter { $0.message == "refused a worker" }
+        #expect(refused.count == 1)
+        #expect(refused.first?.fields["reason"]?.contains("invalid READY") == true)
+    }
+
+    /// A line that is held back costs no formatting: its fields are not built.
+    @Test func theFieldsOfAHeldBackLineAreNotBuilt() {
+        var machine = BrokerStateMachine()
+        let now = ContinuousClock.now
+        var built = 0
+        var actions: [BrokerAction] = []
+        for _ in 0..<100 {
+            machine.logAboutPeer(.info, "a line", now: now, into: &actions) {
+                built += 1
+                return ["n": "\(built)"]
+            }
+        }
+        #expect(built == machine.configuration.peerLinesPerSecond)
+        #expect(actions.count == built)
     }
 }
