@@ -104,7 +104,8 @@ struct ServeCommand: AsyncParsableCommand {
         try FlagCheck.endpoint(clients, "--clients", binding: true)
         try FlagCheck.endpoint(workers, "--workers", binding: true)
         try FlagCheck.endpoint(events, "--events", binding: true)
-        try FlagCheck.integer(maxFrameSize, "--max-frame-size", in: 1024...(1 << 31))
+        try FlagCheck.integer(
+            maxFrameSize, "--max-frame-size", in: Int64(BrokerFeatures.smallestFrameLimit)...(1 << 31))
         try FlagCheck.seconds(heartbeatInterval, "--heartbeat-interval", in: 0.01...3600)
         try FlagCheck.integer(liveness, "--liveness", in: 1...1000)
         try FlagCheck.integer(maxDeliveries, "--max-deliveries", in: 1...1000)

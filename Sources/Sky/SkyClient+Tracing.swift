@@ -38,34 +38,8 @@ extension SkyClient {
         return completion
     }
 
-    /// Whether the broker takes trace frames: asked with `mmi.features` once per connection
-    /// (a reconnect may reach another broker); a broker that predates it answers
-    /// `unknownService` at once. Calls that come meanwhile wait for the one answer.
+    /// Whether the broker of this connection takes trace frames (``brokerFeatures()``).
     func takesTrace() async -> Bool {
-        let epoch = shell.machine.withLock { $0.table.connectionEpoch }
-        if let known = traceFeature, known.epoch == epoch { return await known.answer.value }
-        let answer = Task { await self.askFeatures(epoch: epoch) }
-        traceFeature = (epoch, answer)
-        return await answer.value
-    }
-
-    private func askFeatures(epoch: UInt64) async -> Bool {
-        let completion = try? await executeMeasured(
-            service: BrokerService.features, body: [],
-            options: ScanOptions(timeout: configuration.connectTimeout, retry: .never))
-        switch completion?.result {
-        case .success(let body):
-            let takes = String(decoding: body, as: UTF8.self).split(separator: "\n").contains {
-                $0 == TraceContext.feature
-            }
-            if takes { shell.post(.brokerTakesTrace(epoch: epoch)) }
-            return takes
-        case .failure(let error) where error.code == .unknownService:
-            return false
-        default:
-            // No answer (no broker yet, cancelled): ask again with the next call.
-            traceFeature = nil
-            return false
-        }
+        await brokerFeatures()?.takesTrace ?? false
     }
 }

@@ -42,8 +42,8 @@ public actor SkyClient {
     var nextEventSocket = Shell.firstEventSocket
     var serviceCache: [String: (served: Bool, checkedAt: Duration)] = [:]
     var localRuns = 0
-    /// Whether the broker takes trace frames, asked once per connection (``takesTrace()``).
-    var traceFeature: (epoch: UInt64, answer: Task<Bool, Never>)?
+    /// What the broker says of itself, asked once per connection (``brokerFeatures()``).
+    var features: (epoch: UInt64, answer: Task<BrokerFeatures?, Never>)?
     /// The tracer, resolved once: nil when none is bootstrapped, and calls are not traced.
     nonisolated let tracer: (any Tracer)?
 
@@ -256,6 +256,9 @@ public actor SkyClient {
             } catch let error as SkyError {
                 return Completion(result: .failure(error), attempts: 0)
             }
+        }
+        if let refusal = await oversizedForBroker(body) {
+            return Completion(result: .failure(refusal), attempts: 0)
         }
         let frame = await trace?()
         return try await shell.call(RequestTable.Call(service: service, body: body, options: options, trace: frame))

@@ -95,6 +95,7 @@ public final class Broker: Service, Sendable {
         ]
         var routing = configuration.routing
         routing.logsDebug = logger.logLevel <= .debug
+        routing.maxFrameSize = configuration.maxFrameSize
         var journal: StateDirectory?
         if let directory = configuration.stateDirectory {
             journal = try await StateDirectory.open(directory, logger: logger)

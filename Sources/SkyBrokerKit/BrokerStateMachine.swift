@@ -117,6 +117,9 @@ public struct BrokerStateMachine: Sendable {
         }
         /// Seeds the random part of job ids; `nil` seeds it from the system (tests fix it).
         public var jobIDSeed: UInt64?
+        /// The largest frame the sockets take (`--max-frame-size`), told to clients in
+        /// `mmi.features` so that they refuse a larger task instead of sending it.
+        public var maxFrameSize: Int64 = 16 << 20
         /// The endpoints named to peers that connected to the wrong one.
         public var clientsEndpoint = "the broker's clients endpoint"
         public var workersEndpoint = "the broker's workers endpoint"
@@ -805,7 +808,8 @@ public struct BrokerStateMachine: Sendable {
             let body = (try? CanonicalJSON.encode(snapshot(now: now))) ?? Array("{}".utf8)
             answer = TaskReply(requestID: request.requestID, status: .ok, body: body)
         case BrokerService.features:
-            answer = TaskReply(requestID: request.requestID, status: .ok, body: Array(TraceContext.feature.utf8))
+            let features = BrokerFeatures(takesTrace: true, maxFrameSize: Int(configuration.maxFrameSize))
+            answer = TaskReply(requestID: request.requestID, status: .ok, body: features.encode())
         default:
             answer = .failure(
                 request.requestID, .unknownService,

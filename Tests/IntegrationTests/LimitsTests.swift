@@ -2,6 +2,7 @@ import Foundation
 import Sky
 import SkyProtocol
 import SkyTestSupport
+import SkyWorkloads
 import SkyZMQ
 import Testing
 
@@ -135,6 +136,55 @@ extension IntegrationSuite {
             print("limits: client refused a 1 MiB task in \(median) (median of 21)")
             #expect(median < .milliseconds(10))
             #expect(try await sky.clusterSnapshot().counters.requestsAccepted == before)
+            await sky.close()
+            await cluster.stop()
+        }
+
+        /// A client configured for larger tasks than the broker takes (its default 16 MiB against
+        /// `--max-frame-size 65536`) learns the broker's limit from `mmi.features` and refuses a
+        /// larger task, naming that limit, instead of sending it: libzmq would close the
+        /// connection, the client would send it again on each reconnect, and every call on that
+        /// connection would stall until its deadline (measured before: 30 s of reconnects, then
+        /// "the broker is unreachable"). Calls beside it, and tasks within the limit, go through.
+        @Test func aTaskOverTheBrokersFrameLimitFailsAtOnceAndCallsBesideItGoOn() async throws {
+            let cluster = try await TestCluster.start(extraArguments: ["--max-frame-size", "65536"])
+            defer { cluster.killAll() }
+            _ = try await cluster.startWorker(name: "echo", capacity: 2)
+            let sky = try await SkyClient(broker: cluster.clients)
+            _ = try await sky.request(service: "sky.echo", body: [1])
+            let before = try await sky.clusterSnapshot().counters
+
+            let started = ContinuousClock.now
+            async let small = sky.request(
+                service: "sky.echo", body: [UInt8](repeating: 2, count: 60_000), options: ScanOptions(timeout: .seconds(5)))
+            do {
+                _ = try await sky.request(
+                    service: "sky.echo", body: [UInt8](repeating: 1, count: 100_000), options: ScanOptions(timeout: .seconds(5)))
+                Issue.record("a task over the broker's frame limit was accepted")
+            } catch let error as SkyError {
+                #expect(error == .requestTooLarge(bytes: 100_000, limit: 65536))
+            }
+            let refusedAfter = ContinuousClock.now - started
+            #expect(try await small == [UInt8](repeating: 2, count: 60_000))
+            print("limits: a 100 KB task against a 64 KiB broker refused in \(refusedAfter)")
+            #expect(refusedAfter < .seconds(1))
+
+            // The same for a durable job: its submission is refused before the broker sees it.
+            do {
+                _ = try await sky.submit(EchoTask(message: String(repeating: "x", count: 100_000)))
+                Issue.record("a job over the broker's frame limit was sent")
+            } catch let error as SkyError {
+                guard case .requestTooLarge(let bytes, let limit) = error else {
+                    Issue.record("expected requestTooLarge, got \(error)")
+                    return
+                }
+                #expect(bytes > 100_000)
+                #expect(limit == 65536)
+            }
+            let after = try await sky.clusterSnapshot().counters
+            // Only the 60 KB call reached the broker (and the snapshot requests); no connection broke.
+            #expect(after.requestsAccepted == before.requestsAccepted + 1)
+            #expect(after.oversizedMessages == before.oversizedMessages)
             await sky.close()
             await cluster.stop()
         }

@@ -65,14 +65,18 @@ struct BrokerTracingTests {
         #expect(dispatch.waitedNanoseconds == 250_000_000)
     }
 
-    @Test func mmiFeaturesNamesTheTraceFeature() throws {
-        var broker = BrokerHarness()
+    @Test func mmiFeaturesNamesTheTraceFeatureAndTheFrameLimit() throws {
+        var configuration = BrokerStateMachine.Configuration()
+        configuration.maxFrameSize = 65536
+        var broker = BrokerHarness(configuration)
         let ask = RequestID(high: 9, low: 9)
         let actions = effects(broker.request(client, ask, service: BrokerService.features, body: []))
         guard case .sendToClient(client, .reply(let reply))? = actions.first else {
             Issue.record("\(actions)")
             return
         }
-        #expect(reply.status == .ok && String(decoding: reply.body, as: UTF8.self) == TraceContext.feature)
+        #expect(reply.status == .ok)
+        #expect(String(decoding: reply.body, as: UTF8.self) == "\(TraceContext.feature)\nmax-frame-size=65536")
+        #expect(BrokerFeatures(decoding: reply.body) == BrokerFeatures(takesTrace: true, maxFrameSize: 65536))
     }
 }

@@ -1,0 +1,44 @@
+import SkyProtocol
+
+extension SkyClient {
+    /// What the broker of this connection says of itself in `mmi.features`: asked once per
+    /// connection (a reconnect may reach another broker); a broker that predates it answers
+    /// `unknownService` at once, and says nothing more than the protocol's first edition. Calls
+    /// that come meanwhile wait for the one answer. `nil`: no answer (no broker yet, cancelled);
+    /// the next call that needs it asks again.
+    func brokerFeatures() async -> BrokerFeatures? {
+        let epoch = shell.machine.withLock { $0.table.connectionEpoch }
+        if let known = features, known.epoch == epoch { return await known.answer.value }
+        let answer = Task { await self.askFeatures(epoch: epoch) }
+        features = (epoch, answer)
+        return await answer.value
+    }
+
+    /// Fails a task the broker would not take: libzmq closes the connection of a peer that sends
+    /// a frame over the broker's `--max-frame-size`, before the broker sees it, and the client
+    /// would send it again on every reconnect, stalling every call on that connection until
+    /// their deadlines. A body that fits any broker's limit needs no question.
+    nonisolated func oversizedForBroker(_ body: [UInt8]) async -> SkyError? {
+        guard body.count > BrokerFeatures.smallestFrameLimit,
+            let limit = await brokerFeatures()?.maxFrameSize, body.count > limit
+        else { return nil }
+        return .requestTooLarge(bytes: body.count, limit: limit)
+    }
+
+    private func askFeatures(epoch: UInt64) async -> BrokerFeatures? {
+        let completion = try? await executeMeasured(
+            service: BrokerService.features, body: [],
+            options: ScanOptions(timeout: configuration.connectTimeout, retry: .never))
+        switch completion?.result {
+        case .success(let body):
+            let features = BrokerFeatures(decoding: body)
+            if features.takesTrace { shell.post(.brokerTakesTrace(epoch: epoch)) }
+            return features
+        case .failure(let error) where error.code == .unknownService:
+            return BrokerFeatures()
+        default:
+            features = nil
+            return nil
+        }
+    }
+}
