@@ -156,10 +156,12 @@ extension IntegrationSuite {
 
             let started = ContinuousClock.now
             async let small = sky.request(
-                service: "sky.echo", body: [UInt8](repeating: 2, count: 60_000), options: ScanOptions(timeout: .seconds(5)))
+                service: "sky.echo", body: [UInt8](repeating: 2, count: 60_000),
+                options: ScanOptions(timeout: .seconds(5)))
             do {
                 _ = try await sky.request(
-                    service: "sky.echo", body: [UInt8](repeating: 1, count: 100_000), options: ScanOptions(timeout: .seconds(5)))
+                    service: "sky.echo", body: [UInt8](repeating: 1, count: 100_000),
+                    options: ScanOptions(timeout: .seconds(5)))
                 Issue.record("a task over the broker's frame limit was accepted")
             } catch let error as SkyError {
                 #expect(error == .requestTooLarge(bytes: 100_000, limit: 65536))

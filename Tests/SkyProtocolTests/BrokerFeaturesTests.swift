@@ -22,7 +22,9 @@ struct BrokerFeaturesTests {
         #expect(BrokerFeatures(decoding: []) == BrokerFeatures())
         let later = "something-new\nmax-frame-size=70000\ntrace-context\nmore=1=2\n\n"
         #expect(BrokerFeatures(decoding: Array(later.utf8)) == BrokerFeatures(takesTrace: true, maxFrameSize: 70000))
-        for junk in ["max-frame-size=", "max-frame-size=-5", "max-frame-size=0", "max-frame-size=12x", "max-frame-size"] {
+        for junk in [
+            "max-frame-size=", "max-frame-size=-5", "max-frame-size=0", "max-frame-size=12x", "max-frame-size",
+        ] {
             #expect(BrokerFeatures(decoding: Array(junk.utf8)).maxFrameSize == nil, "\(junk)")
         }
         #expect(BrokerFeatures(decoding: [0xff, 0xfe, 0x0a, 0x00]) == BrokerFeatures())
