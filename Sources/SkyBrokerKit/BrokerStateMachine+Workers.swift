@@ -141,6 +141,9 @@ extension BrokerStateMachine {
         for service in services { workersByService[service, default: []].append(peer) }
         countJobCredits(of: record, joined: true)
         for service in services { prepareJobs(of: service, into: &actions) }
+        // Before any REQUEST on this connection: the largest result the worker may send back.
+        let features = BrokerFeatures(maxFrameSize: Int(configuration.maxFrameSize))
+        actions.append(.sendToWorker(peer, .features(features.lines)))
         actions.append(
             .log(
                 .info, "worker connected",

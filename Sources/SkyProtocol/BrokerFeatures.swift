@@ -21,12 +21,12 @@ public struct BrokerFeatures: Sendable, Equatable {
         self.maxFrameSize = maxFrameSize
     }
 
-    /// Reads an answer to `mmi.features`; lines it does not know, or with a value that is not a
-    /// whole number, are skipped (a later broker may say more).
-    public init(decoding body: [UInt8]) {
+    /// Reads what a broker said, a line each (a FEATURES to a worker carries a line a frame);
+    /// lines it does not know, or with a value that is not a whole number, are skipped (a later
+    /// broker may say more).
+    public init(lines: some Sequence<String>) {
         self.init()
-        for line in body.split(separator: UInt8(ascii: "\n")) {
-            let text = String(decoding: line, as: UTF8.self)
+        for text in lines {
             if text == TraceContext.feature {
                 takesTrace = true
             } else if let equals = text.firstIndex(of: "="), text[..<equals] == Self.maxFrameSizeName,
@@ -37,11 +37,21 @@ public struct BrokerFeatures: Sendable, Equatable {
         }
     }
 
-    /// The answer's body.
-    public func encode() -> [UInt8] {
+    /// Reads an answer to `mmi.features`: the lines of ``init(lines:)``, one per text line.
+    public init(decoding body: [UInt8]) {
+        self.init(lines: body.split(separator: UInt8(ascii: "\n")).map { String(decoding: $0, as: UTF8.self) })
+    }
+
+    /// What the broker says, a line each.
+    public var lines: [String] {
         var lines: [String] = []
         if takesTrace { lines.append(TraceContext.feature) }
         if let maxFrameSize { lines.append("\(Self.maxFrameSizeName)=\(maxFrameSize)") }
-        return Array(lines.joined(separator: "\n").utf8)
+        return lines
+    }
+
+    /// The answer's body to `mmi.features`.
+    public func encode() -> [UInt8] {
+        Array(lines.joined(separator: "\n").utf8)
     }
 }

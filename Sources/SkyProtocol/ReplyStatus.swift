@@ -66,6 +66,10 @@ public struct RemoteErrorBody: Codable, Sendable, Equatable {
     /// A sentence for humans.
     public var message: String
 
+    /// The type of a `handlerError` a worker makes itself: the handler's result was larger
+    /// than the broker takes (its `max-frame-size`), so it was not sent.
+    public static let resultTooLargeType = "ResultTooLarge"
+
     public init(type: String, message: String) {
         self.type = type
         self.message = message

@@ -47,6 +47,18 @@ public enum WireFormat {
         return name
     }
 
+    /// The names of a FEATURES (either way: `[SKYW01][0x09][name]...`), each a valid name, at most
+    /// ``WorkerToBroker/maxFeatures``.
+    static func featureNames(_ frames: Frames) throws(ProtocolError) -> [String] {
+        let most = WorkerToBroker.maxFeatures
+        guard (2...2 + most).contains(frames.count) else {
+            throw .wrongFrameCount(command: "FEATURES", expected: "2...\(2 + most)", actual: frames.count)
+        }
+        var names: [String] = []
+        for index in 2..<frames.count { names.append(try name(frames[index])) }
+        return names
+    }
+
     /// Checks that a name is valid before it goes on the wire.
     public static func isValidName(_ name: String) -> Bool {
         // A Swift string is valid UTF-8 already: the rest is checked on its UTF-8 view in place,

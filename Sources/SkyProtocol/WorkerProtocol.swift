@@ -41,7 +41,7 @@ public enum WorkerToBroker: Sendable, Equatable {
         case features = 0x09
     }
 
-    /// Most features one FEATURES may name.
+    /// Most features one FEATURES may name (either way).
     public static let maxFeatures = 32
 
     /// Largest capacity a worker may announce.
@@ -98,13 +98,7 @@ public enum WorkerToBroker: Sendable, Equatable {
             try WireFormat.expectFrames(frames, 2, command: "DRAINING")
             return .draining
         case .features:
-            guard (2...2 + maxFeatures).contains(frames.count) else {
-                throw .wrongFrameCount(
-                    command: "FEATURES", expected: "2...\(2 + maxFeatures)", actual: frames.count)
-            }
-            var names: [String] = []
-            for index in 2..<frames.count { names.append(try WireFormat.name(frames[index])) }
-            return .features(names)
+            return .features(try WireFormat.featureNames(frames))
         }
     }
 
@@ -167,6 +161,11 @@ public enum BrokerToWorker: Sendable, Equatable {
     /// invalid, or it connected to the wrong endpoint). The worker reports the reason and stops:
     /// registering again would be refused the same way.
     case refused(reason: String)
+    /// `[SKYW01][0x09][line]...`: what the broker says of itself (``BrokerFeatures``), sent
+    /// after each READY it accepts. So far `max-frame-size=N`: a REPLY whose body is larger
+    /// would close the worker's connection, so the worker answers such a task with a failure
+    /// instead. Lines a worker does not know, it skips.
+    case features([String])
 
     public enum Command: UInt8 {
         case request = 0x02
@@ -175,6 +174,7 @@ public enum BrokerToWorker: Sendable, Equatable {
         case cancel = 0x06
         case drainingAcknowledged = 0x07
         case refused = 0x08
+        case features = 0x09
     }
 
     public static func decode(_ frames: [[UInt8]]) throws(ProtocolError) -> BrokerToWorker {
@@ -212,6 +212,8 @@ public enum BrokerToWorker: Sendable, Equatable {
         case .refused:
             try WireFormat.expectFrames(frames, 3, command: "REFUSED")
             return .refused(reason: String(decoding: frames[2], as: UTF8.self))
+        case .features:
+            return .features(try WireFormat.featureNames(frames))
         }
     }
 
@@ -253,6 +255,8 @@ public enum BrokerToWorker: Sendable, Equatable {
             return [signature, [Command.cancel.rawValue], tag, requestID.frame]
         case .refused(let reason):
             return [signature, [Command.refused.rawValue], Array(reason.utf8)]
+        case .features(let lines):
+            return [signature, [Command.features.rawValue]] + lines.map { Array($0.utf8) }
         case .drainingAcknowledged:
             return [signature, [Command.drainingAcknowledged.rawValue]]
         case .request:

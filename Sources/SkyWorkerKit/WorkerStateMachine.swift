@@ -97,6 +97,11 @@ public struct WorkerStateMachine: Sendable {
     /// Counted drops, for logs and tests.
     public private(set) var malformedMessages = 0
     public private(set) var refusedOverCapacity = 0
+    /// The largest result the broker of this connection takes (its FEATURES after READY): a
+    /// larger REPLY would close the connection before the broker saw it, and with it every task
+    /// the worker holds. `nil` until the broker says (a broker that predates it never does).
+    public private(set) var resultLimit: Int?
+    public private(set) var resultsTooLarge = 0
 
     public init(configuration: Configuration, now: Instant, seed: UInt64 = .random(in: 1...(.max))) {
         self.configuration = configuration
@@ -145,6 +150,8 @@ public struct WorkerStateMachine: Sendable {
         case .refused(let reason):
             abandonAll(into: &actions)
             finish(.refused(reason), into: &actions)
+        case .features(let lines):
+            resultLimit = BrokerFeatures(lines: lines).maxFrameSize
         case .heartbeat:
             return
         case .disconnect:
@@ -164,6 +171,21 @@ public struct WorkerStateMachine: Sendable {
     /// A handler finished: its reply goes to the broker if the task is still this worker's.
     public mutating func taskFinished(_ key: TaskKey, reply: TaskReply, now: Instant, into actions: inout [Action]) {
         guard running.remove(key) != nil, !isFinished else { return }
+        if let resultLimit, reply.body.count > resultLimit {
+            resultsTooLarge += 1
+            actions.append(
+                .log(
+                    .warning, "a handler's result is over the broker's frame limit; answered with a failure",
+                    ["request": "\(key.requestID)", "bytes": "\(reply.body.count)", "limit": "\(resultLimit)"]))
+            let failure = TaskReply.failure(
+                reply.requestID, .handlerError, type: RemoteErrorBody.resultTooLargeType,
+                message:
+                    "the result is \(reply.body.count) bytes and the broker takes at most \(resultLimit) (skybroker --max-frame-size); return a reference to the data instead, or raise the broker's limit",
+                attempt: reply.attempt)
+            actions.append(.send(.reply(tag: key.tag, failure)))
+            finishIfDrained(into: &actions)
+            return
+        }
         actions.append(.send(.reply(tag: key.tag, reply)))
         finishIfDrained(into: &actions)
     }
@@ -278,6 +300,8 @@ public struct WorkerStateMachine: Sendable {
     }
 
     private mutating func connect(into actions: inout [Action]) {
+        // A new connection may reach another broker: its limit comes with its FEATURES.
+        resultLimit = nil
         generation += 1
         actions.append(.connect(generation: generation))
     }

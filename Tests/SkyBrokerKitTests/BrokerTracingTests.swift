@@ -65,6 +65,22 @@ struct BrokerTracingTests {
         #expect(dispatch.waitedNanoseconds == 250_000_000)
     }
 
+    /// A worker learns the largest result the broker takes before its first task.
+    @Test func aRegisteredWorkerIsToldTheFrameLimitBeforeItsFirstTask() {
+        var configuration = BrokerStateMachine.Configuration()
+        configuration.maxFrameSize = 65536
+        var broker = BrokerHarness(configuration)
+        _ = broker.request(client, RequestID(high: 0, low: 1))
+        let worker = PeerID([0, 0, 0, 1, 1])
+        let sent = effects(broker.ready(worker)).compactMap { action -> BrokerToWorker? in
+            if case .sendToWorker(worker, let command) = action { return command }
+            if case .sendTraced(worker, let tag, let request, _) = action { return .request(tag: tag, request) }
+            return nil
+        }
+        #expect(sent.first == .features(["max-frame-size=65536"]))
+        #expect(sent.count == 2, "the features, then the waiting request: \(sent)")
+    }
+
     @Test func mmiFeaturesNamesTheTraceFeatureAndTheFrameLimit() throws {
         var configuration = BrokerStateMachine.Configuration()
         configuration.maxFrameSize = 65536

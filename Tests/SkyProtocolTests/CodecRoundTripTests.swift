@@ -93,6 +93,20 @@ struct CodecRoundTripTests {
         #expect(try BrokerToWorker.decode(BrokerToWorker.disconnect.encode()) == .disconnect)
     }
 
+    /// FEATURES goes both ways with the same frames: a line a frame, each a valid name, at most 32.
+    @Test func featuresFromTheBrokerToAWorker() throws {
+        let features = BrokerToWorker.features(["max-frame-size=65536"])
+        #expect(features.encode() == [Array("SKYW01".utf8), [0x09], Array("max-frame-size=65536".utf8)])
+        #expect(try BrokerToWorker.decode(features.encode()) == features)
+        #expect(try BrokerToWorker.decode([Array("SKYW01".utf8), [0x09]]) == .features([]))
+        #expect(throws: ProtocolError.self) {
+            try BrokerToWorker.decode([Array("SKYW01".utf8), [0x09], [0x41, 0x0a]])
+        }
+        #expect(throws: ProtocolError.self) {
+            try BrokerToWorker.decode([Array("SKYW01".utf8), [0x09]] + Array(repeating: [0x41], count: 33))
+        }
+    }
+
     @Test func brokerRequestToWorker() throws {
         let command = BrokerToWorker.request(tag: [0, 0xaa, 0xbb, 0xcc, 0xdd], Self.request)
         let frames = command.encode()

@@ -149,6 +149,45 @@ struct WorkerStateMachineTests {
         #expect(worker.receive(Self.deliver(3)) == [.startTask(Self.key(3), Self.request(3))])
     }
 
+    /// A result larger than the broker takes would close the connection (and lose every task on
+    /// it, then run again elsewhere and do the same): the worker answers that task with a failure
+    /// that names both sizes instead, and sends results within the limit as they are.
+    @Test func aResultOverTheBrokersFrameLimitIsAnsweredWithAFailureInstead() throws {
+        var worker = Worker()
+        _ = worker.start()
+        // Before the broker says, nothing is checked (a broker that predates FEATURES).
+        _ = worker.receive(Self.deliver(1))
+        let big = TaskReply(
+            requestID: RequestID(high: 0, low: 1), status: .ok, body: [UInt8](repeating: 1, count: 5000))
+        #expect(worker.finished(Self.key(1), big) == [.send(.reply(tag: Self.key(1).tag, big))])
+
+        #expect(worker.receive(.features(["max-frame-size=4096", "something-later"])) == [])
+        #expect(worker.machine.resultLimit == 4096)
+        _ = worker.receive(Self.deliver(2))
+        _ = worker.receive(Self.deliver(3))
+        let tooBig = TaskReply(
+            requestID: RequestID(high: 0, low: 2), status: .ok, body: [UInt8](repeating: 1, count: 4097))
+        let sent = worker.finished(Self.key(2), tooBig)
+        guard case .send(.reply(let tag, let reply))? = sent.first, sent.count == 1 else {
+            Issue.record("expected one reply, got \(sent)")
+            return
+        }
+        #expect(tag == Self.key(2).tag)
+        #expect(reply.status == .handlerError && reply.requestID == tooBig.requestID)
+        let error = RemoteErrorBody(decoding: reply.body)
+        #expect(error.type == RemoteErrorBody.resultTooLargeType)
+        #expect(error.message.contains("4097 bytes") && error.message.contains("at most 4096"))
+        #expect(worker.machine.resultsTooLarge == 1)
+        // At the limit: sent as it is.
+        let fits = TaskReply(
+            requestID: RequestID(high: 0, low: 3), status: .ok, body: [UInt8](repeating: 1, count: 4096))
+        #expect(worker.finished(Self.key(3), fits) == [.send(.reply(tag: Self.key(3).tag, fits))])
+
+        // A new connection may reach another broker: no limit until it says.
+        _ = worker.receive(.disconnect)
+        #expect(worker.machine.resultLimit == nil)
+    }
+
     @Test func silenceLosesTheBrokerAndTheWorkerReconnectsAfterTheBackoff() {
         var worker = Worker()
         _ = worker.start()
