@@ -14,17 +14,6 @@ extension SkyClient {
         return await answer.value
     }
 
-    /// Fails a task the broker would not take: libzmq closes the connection of a peer that sends
-    /// a frame over the broker's `--max-frame-size`, before the broker sees it, and the client
-    /// would send it again on every reconnect, stalling every call on that connection until
-    /// their deadlines. A body that fits any broker's limit needs no question.
-    nonisolated func oversizedForBroker(_ body: [UInt8]) async -> SkyError? {
-        guard body.count > BrokerFeatures.smallestFrameLimit,
-            let limit = await brokerFeatures()?.maxFrameSize, body.count > limit
-        else { return nil }
-        return .requestTooLarge(bytes: body.count, limit: limit)
-    }
-
     private func askFeatures(epoch: UInt64) async -> BrokerFeatures? {
         let completion = try? await executeMeasured(
             service: BrokerService.features, body: [],

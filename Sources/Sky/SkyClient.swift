@@ -257,8 +257,14 @@ public actor SkyClient {
                 return Completion(result: .failure(error), attempts: 0)
             }
         }
-        if let refusal = await oversizedForBroker(body) {
-            return Completion(result: .failure(refusal), attempts: 0)
+        // libzmq closes the connection of a peer that sends a frame over the broker's
+        // --max-frame-size, before the broker sees it: sent, the task would go again on every
+        // reconnect and stall every call on the connection. A body within the smallest limit a
+        // broker takes needs no question (and costs the call nothing).
+        if body.count > BrokerFeatures.smallestFrameLimit, let limit = await brokerFeatures()?.maxFrameSize,
+            body.count > limit
+        {
+            return Completion(result: .failure(.requestTooLarge(bytes: body.count, limit: limit)), attempts: 0)
         }
         let frame = await trace?()
         return try await shell.call(RequestTable.Call(service: service, body: body, options: options, trace: frame))

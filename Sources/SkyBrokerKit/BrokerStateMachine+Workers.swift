@@ -285,7 +285,7 @@ extension BrokerStateMachine {
     ) {
         counters.refusedRegistrations += 1
         logAboutPeer(.warning, "refused a worker", now: now, into: &actions) { ["peer": "\(peer)", "reason": reason] }
-        guard mayAnswerRefusal(onClientsPort: false, now: now) else { return }
+        guard refusals.admit(.workers, now: now).allowed else { return }
         actions.append(.sendToWorker(peer, .refused(reason: reason)))
     }
 
@@ -295,7 +295,7 @@ extension BrokerStateMachine {
         client peer: PeerID, _ request: TaskRequest, now: Instant, into actions: inout [BrokerAction]
     ) {
         counters.misdirectedMessages += 1
-        guard mayAnswerRefusal(onClientsPort: false, now: now) else { return }
+        guard refusals.admit(.workers, now: now).allowed else { return }
         let answer = TaskReply.failure(
             request.requestID, .wrongEndpoint,
             message:

@@ -487,7 +487,7 @@ public struct BrokerStateMachine: Sendable {
     /// workers endpoint, so the worker stops and says why instead of retrying forever.
     private mutating func misdirected(worker peer: PeerID, now: Instant, into actions: inout [BrokerAction]) {
         counters.misdirectedMessages += 1
-        guard mayAnswerRefusal(onClientsPort: true, now: now) else { return }
+        guard refusals.admit(.clients, now: now).allowed else { return }
         let reason =
             "this is the broker's clients endpoint (\(configuration.clientsEndpoint)); workers connect to \(configuration.workersEndpoint)"
         actions.append(.sendRaw(.clients, peer, BrokerToWorker.refused(reason: reason).encode()))
@@ -495,11 +495,6 @@ public struct BrokerStateMachine: Sendable {
             .log(
                 .warning, "a worker connected to the clients port; told it which to use",
                 ["workers": configuration.workersEndpoint]))
-    }
-
-    /// Whether another refusal may be sent on a port this second.
-    mutating func mayAnswerRefusal(onClientsPort: Bool, now: Instant) -> Bool {
-        refusals.admit(onClientsPort ? .clients : .workers, now: now).allowed
     }
 
     private mutating func accept(

@@ -171,20 +171,18 @@ public struct WorkerStateMachine: Sendable {
     /// A handler finished: its reply goes to the broker if the task is still this worker's.
     public mutating func taskFinished(_ key: TaskKey, reply: TaskReply, now: Instant, into actions: inout [Action]) {
         guard running.remove(key) != nil, !isFinished else { return }
+        var reply = reply
         if let resultLimit, reply.body.count > resultLimit {
             resultsTooLarge += 1
             actions.append(
                 .log(
                     .warning, "a handler's result is over the broker's frame limit; answered with a failure",
                     ["request": "\(key.requestID)", "bytes": "\(reply.body.count)", "limit": "\(resultLimit)"]))
-            let failure = TaskReply.failure(
+            reply = TaskReply.failure(
                 reply.requestID, .handlerError, type: RemoteErrorBody.resultTooLargeType,
                 message:
                     "the result is \(reply.body.count) bytes and the broker takes at most \(resultLimit) (skybroker --max-frame-size); return a reference to the data instead, or raise the broker's limit",
                 attempt: reply.attempt)
-            actions.append(.send(.reply(tag: key.tag, failure)))
-            finishIfDrained(into: &actions)
-            return
         }
         actions.append(.send(.reply(tag: key.tag, reply)))
         finishIfDrained(into: &actions)
