@@ -38,8 +38,7 @@ public struct Frames: Sendable {
     public init(copying count: Int, smallBytes: Int, frame: (_ index: Int) -> UnsafeRawBufferPointer) {
         let header = Self.headerSize(frames: count)
         var large: [[UInt8]] = []
-        let storage = [UInt8](unsafeUninitializedCapacity: header + smallBytes) { buffer, initialized in
-            let raw = UnsafeMutableRawBufferPointer(buffer)
+        let storage = ByteArray.written(capacity: header + smallBytes) { raw in
             raw.storeBytes(of: count, toByteOffset: 0, as: Int.self)
             var end = 0
             for index in 0..<count {
@@ -59,7 +58,7 @@ public struct Frames: Sendable {
                 raw.storeBytes(of: bounds.start, toByteOffset: Self.wordSize * Self.startWord(index), as: Int.self)
                 raw.storeBytes(of: bounds.end, toByteOffset: Self.wordSize * (Self.startWord(index) + 1), as: Int.self)
             }
-            initialized = header + end
+            return header + end
         }
         self.init(storage: storage, large: large)
     }
@@ -158,10 +157,7 @@ public struct Frames: Sendable {
             header = Frames.headerSize(frames: frames)
             let header = header
             // One allocation with room for the frames; the header zeroed at once, not byte by byte.
-            storage = [UInt8](unsafeUninitializedCapacity: header + bytes) { buffer, count in
-                buffer.baseAddress!.initialize(repeating: 0, count: header)
-                count = header
-            }
+            storage = ByteArray.reserved(header + bytes, zeroes: header)
             set(word: 0, to: frames)
         }
 

@@ -38,11 +38,10 @@ public struct RequestID: Hashable, Sendable, CustomStringConvertible {
 
     /// The 16-byte frame form, big-endian.
     public var frame: [UInt8] {
-        [UInt8](unsafeUninitializedCapacity: Self.byteCount) { buffer, count in
-            let raw = UnsafeMutableRawBufferPointer(buffer)
+        ByteArray.written(capacity: Self.byteCount) { raw in
             raw.storeBytes(of: high.bigEndian, toByteOffset: 0, as: UInt64.self)
             raw.storeBytes(of: low.bigEndian, toByteOffset: 8, as: UInt64.self)
-            count = Self.byteCount
+            return Self.byteCount
         }
     }
 

@@ -104,16 +104,16 @@ public enum WireFormat {
     }
 
     static func bytes(_ value: UInt32) -> [UInt8] {
-        [UInt8](unsafeUninitializedCapacity: 4) { buffer, count in
-            UnsafeMutableRawBufferPointer(buffer).storeBytes(of: value.bigEndian, as: UInt32.self)
-            count = 4
+        ByteArray.written(capacity: 4) { buffer in
+            buffer.storeBytes(of: value.bigEndian, as: UInt32.self)
+            return 4
         }
     }
 
     static func bytes(_ value: UInt64) -> [UInt8] {
-        [UInt8](unsafeUninitializedCapacity: 8) { buffer, count in
-            UnsafeMutableRawBufferPointer(buffer).storeBytes(of: value.bigEndian, as: UInt64.self)
-            count = 8
+        ByteArray.written(capacity: 8) { buffer in
+            buffer.storeBytes(of: value.bigEndian, as: UInt64.self)
+            return 8
         }
     }
 
