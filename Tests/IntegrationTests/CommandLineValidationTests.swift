@@ -66,13 +66,15 @@ extension IntegrationSuite {
                 program: "skybroker", arguments: ["--workers", "tcp://127.0.0.1:70000"],
                 message: "port 70000 is not 1...65535"),
             .init(
-                program: "skybroker", arguments: ["--clients", "tcp://127.0.0.1:47001", "--workers", "tcp://127.0.0.1:47001"],
+                program: "skybroker",
+                arguments: ["--clients", "tcp://127.0.0.1:47001", "--workers", "tcp://127.0.0.1:47001"],
                 message: "--clients and --workers are both tcp://127.0.0.1:47001: each needs an endpoint of its own"),
             .init(
                 program: "skybroker", arguments: ["--workers", "tcp://*:47002", "--events", "tcp://127.0.0.1:47002"],
                 message: "--workers and --events are both tcp://127.0.0.1:47002"),
             .init(
-                program: "skybroker", arguments: ["--events", "ipc:///tmp/sky-same", "--clients", "ipc:///tmp/sky-same"],
+                program: "skybroker",
+                arguments: ["--events", "ipc:///tmp/sky-same", "--clients", "ipc:///tmp/sky-same"],
                 message: "--clients and --events are both ipc:///tmp/sky-same"),
             .init(program: "skybroker", arguments: ["--heartbeat-interval", "abc"], message: "--heartbeat-interval"),
             .init(
