@@ -104,7 +104,9 @@ struct ServeCommand: AsyncParsableCommand {
         try FlagCheck.endpoint(clients, "--clients", binding: true)
         try FlagCheck.endpoint(workers, "--workers", binding: true)
         try FlagCheck.endpoint(events, "--events", binding: true)
-        try FlagCheck.distinctEndpoints([("--clients", clients), ("--workers", workers), ("--events", events)])
+        var bound = [("--clients", clients), ("--workers", workers), ("--events", events)]
+        if let metrics = metricsOptions.boundEndpoint { bound.append(("--metrics", metrics)) }
+        try FlagCheck.distinctEndpoints(bound)
         try FlagCheck.integer(
             maxFrameSize, "--max-frame-size", in: Int64(BrokerFeatures.smallestFrameLimit)...(1 << 31))
         try FlagCheck.seconds(heartbeatInterval, "--heartbeat-interval", in: 0.01...3600)

@@ -27,6 +27,13 @@ public struct MetricsOptions: ParsableArguments {
         }
     }
 
+    /// The TCP address it binds, as a ZeroMQ endpoint for ``FlagCheck/distinctEndpoints(_:)``
+    /// (port 0, a free port, as `*`); `nil` when off.
+    public var boundEndpoint: String? {
+        guard let metrics, let (host, port) = MetricsEndpoint.split(metrics) else { return nil }
+        return "tcp://\(host):\(port == 0 ? "*" : String(port))"
+    }
+
     /// Starts the endpoint if asked for; returns its URL, or exits naming the cause.
     public func start(program: String) async -> String? {
         guard let metrics, let (host, port) = MetricsEndpoint.split(metrics) else { return nil }

@@ -76,6 +76,10 @@ extension IntegrationSuite {
                 program: "skybroker",
                 arguments: ["--events", "ipc:///tmp/sky-same", "--clients", "ipc:///tmp/sky-same"],
                 message: "--clients and --events are both ipc:///tmp/sky-same"),
+            .init(
+                program: "skybroker",
+                arguments: ["--clients", "tcp://127.0.0.1:47003", "--metrics", "127.0.0.1:47003"],
+                message: "--clients and --metrics are both tcp://127.0.0.1:47003"),
             .init(program: "skybroker", arguments: ["--heartbeat-interval", "abc"], message: "--heartbeat-interval"),
             .init(
                 program: "skybroker", arguments: ["keygen", "--name", "k", "--directory", "/nonexistent/keys"],
