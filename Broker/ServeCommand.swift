@@ -131,6 +131,11 @@ struct ServeCommand: AsyncParsableCommand {
 
     func run() async throws {
         let logger = ProcessSetup.prepare(label: "skybroker", options: common)
+        if let raised = ProcessSetup.raiseOpenFilesLimit() {
+            logger.info(
+                "raised the open files limit to the hard limit",
+                metadata: ["from": "\(raised.from)", "to": "\(raised.to)"])
+        }
         var routing = BrokerStateMachine.Configuration()
         routing.heartbeatInterval = FlagCheck.duration(seconds: heartbeatInterval)
         routing.liveness = liveness

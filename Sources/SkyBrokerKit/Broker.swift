@@ -265,6 +265,9 @@ public final class Broker: Service, Sendable {
                         let loop = loop.withLock { $0 }
                         if let loop { machine.loopIteration(took: loop.takeLongestIteration()) }
                         machine.tick(now: now, into: &actions)
+                        let descriptors = DescriptorProbe.check()
+                        machine.descriptorsChecked(
+                            exhausted: descriptors.exhausted, limit: descriptors.limit, now: now, into: &actions)
                         if machine.hasExpiryBacklog { loop?.tickSoon() }
                     case .input(let input):
                         if let answer = input as? JournalAnswer {

@@ -346,6 +346,8 @@ public struct BrokerStateMachine: Sendable {
     /// Log lines about what peers send wrong, at most ``Configuration/peerLinesPerSecond`` a
     /// second of each text (see ``logAboutPeer(_:_:now:into:fields:)``).
     var peerLines: RateBudget<PeerLine>
+    /// Since when the process has had no file descriptor left, if it has none.
+    var descriptorShortage: DescriptorShortage?
     /// More expiries were due than one tick answers: the shell should tick again soon.
     public internal(set) var hasExpiryBacklog = false
     /// The queue drained after holding much: the shell should return freed memory to the system.

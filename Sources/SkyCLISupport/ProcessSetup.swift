@@ -55,6 +55,22 @@ public enum ProcessSetup {
         FileHandle.standardOutput.write(Data((text + "\n").utf8))
     }
 
+    /// Raises this process's soft limit of open files to its hard limit, as a server that
+    /// takes connections should (the soft limit of a login shell is often 1,024, the hard one far
+    /// higher; systemd leaves raising it to the program). Each peer's connection is a descriptor,
+    /// and a broker without one to spare cannot accept the next peer.
+    /// - Returns: the soft limit before and after, or `nil` if it was at the hard limit already
+    ///   or could not be raised.
+    public static func raiseOpenFilesLimit() -> (from: Int, to: Int)? {
+        var limits = rlimit()
+        let resource = Int32(RLIMIT_NOFILE.rawValue)
+        guard getrlimit(resource, &limits) == 0, limits.rlim_cur < limits.rlim_max else { return nil }
+        let before = limits.rlim_cur
+        limits.rlim_cur = limits.rlim_max
+        guard setrlimit(resource, &limits) == 0 else { return nil }
+        return (Int(clamping: before), Int(clamping: limits.rlim_max))
+    }
+
     /// Prints to standard error and exits with `code`.
     public static func fail(_ program: String, _ message: String, code: Int32 = 1) -> Never {
         FileHandle.standardError.write(Data("\(program): \(message)\n".utf8))
