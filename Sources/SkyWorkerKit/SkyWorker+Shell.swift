@@ -57,6 +57,9 @@ extension SkyWorker {
             if first { loop.withLock { $0 }?.post(input: Input.repliesReady) }
         }
 
+        /// What the machine learns from libzmq's monitor (see ``WorkerStateMachine/transport(_:generation:now:into:)``).
+        static let monitoredEvents: ZMQMonitorEvent.Kind.Set = [.handshakeSucceeded, .disconnected, .handshakeFailed]
+
         static func socket(_ generation: Int) -> ZMQEventLoop.SocketID {
             ZMQEventLoop.SocketID(generation, name: "broker-\(generation)")
         }
@@ -91,7 +94,9 @@ extension SkyWorker {
                     case .opened(let socket, .failure(let error)):
                         machine.connectFailed(
                             "\(error.underlying)", generation: socket.rawValue, now: now, into: &actions)
-                    case .input, .sendFailed, .monitor:
+                    case .monitor(let socket, let event):
+                        machine.transport(event, generation: socket.rawValue, now: now, into: &actions)
+                    case .input, .sendFailed:
                         continue
                     }
                 }
@@ -140,7 +145,7 @@ extension SkyWorker {
                     loop.requestOpen(
                         .brokerDealer(
                             id: socket, endpoint: configuration.broker, highWaterMark: 100_000,
-                            credentials: configuration.credentials))
+                            credentials: configuration.credentials, monitor: Self.monitoredEvents))
                     let announcement = machine.withLock { $0.configuration.announcement }
                     loop.send(WorkerToBroker.ready(announcement).encode(), on: socket)
                     if tracer != nil {

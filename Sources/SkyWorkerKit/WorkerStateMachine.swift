@@ -1,5 +1,6 @@
 import Logging
 import SkyProtocol
+import SkyZMQ
 
 /// Everything a worker decides, as a value: registration and the connection generation, the
 /// broker's liveness, the drain, the tasks in flight and their cancellation. Inputs (a message,
@@ -18,14 +19,17 @@ public struct WorkerStateMachine: Sendable {
         public var liveness: BrokerLiveness.Configuration
         /// How long a graceful stop waits for running tasks.
         public var drainGrace: Duration
+        /// The worker connects with CURVE keys (for what a failed handshake probably means).
+        public var usesCurve: Bool
 
         public init(
             announcement: WorkerAnnouncement, liveness: BrokerLiveness.Configuration = .init(),
-            drainGrace: Duration = .seconds(30)
+            drainGrace: Duration = .seconds(30), usesCurve: Bool = false
         ) {
             self.announcement = announcement
             self.liveness = liveness
             self.drainGrace = drainGrace
+            self.usesCurve = usesCurve
         }
     }
 
@@ -102,6 +106,8 @@ public struct WorkerStateMachine: Sendable {
     /// the worker holds. `nil` until the broker says (a broker that predates it never does).
     public private(set) var resultLimit: Int?
     public private(set) var resultsTooLarge = 0
+    /// Connections closed before their ZeroMQ handshake, in a row.
+    private var handshake = HandshakeWatch()
 
     public init(configuration: Configuration, now: Instant, seed: UInt64 = .random(in: 1...(.max))) {
         self.configuration = configuration
@@ -268,6 +274,49 @@ public struct WorkerStateMachine: Sendable {
         }
         actions.append(.log(.error, "cannot open a connection to the broker", ["error": "\(reason)"]))
         liveness.lostNow(now: now)
+    }
+
+    /// libzmq's monitor saw `event` on connection `generation`.
+    ///
+    /// A connection that closes before its handshake completes, 3 times in a row, is a
+    /// configuration mistake, not a broker that is down (whose port refuses the connection, and
+    /// nothing is seen here): the endpoint is not a broker's workers port (its events port, whose
+    /// socket type does not match, and libzmq then never reconnects), or the broker requires
+    /// CURVE, or it has another key. The worker stops with that named; before, it reconnected
+    /// forever saying only that the broker was silent. Each such close reconnects at once.
+    public mutating func transport(
+        _ event: ZMQMonitorEvent, generation: Int, now: Instant, into actions: inout [Action]
+    ) {
+        guard generation == self.generation, !isFinished else { return }
+        switch event.kind {
+        case .handshakeSucceeded:
+            handshake.succeeded()
+        case .disconnected:
+            if handshake.closedBeforeHandshake() {
+                abandonAll(into: &actions)
+                finish(.cannotConnect(closedBeforeHandshake(event.endpoint)), into: &actions)
+            } else if handshake.closedInARowSoFar > 0 {
+                reconnect(into: &actions)
+            }
+        case .handshakeFailedAuth:
+            abandonAll(into: &actions)
+            finish(
+                .refused(
+                    "\(event.endpoint) refused this worker's key during the handshake (ZAP status \(event.value)): it is not on the broker's worker allow-list (--worker-keys)"
+                ), into: &actions)
+        default:
+            break
+        }
+    }
+
+    private func closedBeforeHandshake(_ endpoint: String) -> String {
+        let cause =
+            configuration.usesCurve
+            ? "the broker public key given to this worker is not the broker's, or the broker does not use CURVE"
+            : "the broker requires CURVE and this worker has no keys (--secret-key, --broker-key)"
+        return
+            "\(HandshakeWatch.strikes) connections in a row closed before their ZeroMQ handshake completed: \(endpoint) is not"
+            + " a broker's workers endpoint (its events port? another program?), or \(cause)"
     }
 
     public var isFinished: Bool {

@@ -446,7 +446,8 @@ extension IntegrationSuite {
         }
 
         /// Item 8: a client given the workers endpoint, and a worker given the clients endpoint,
-        /// each get an error naming the mistake within 2 s.
+        /// each get an error naming the mistake within 2 s; so does a worker given the events
+        /// endpoint (within 5 s).
         @Test func theWrongPortIsNamedToTheMistakenProcess() async throws {
             let cluster = try await TestCluster.start()
             defer { cluster.killAll() }
@@ -471,6 +472,15 @@ extension IntegrationSuite {
             #expect(worker.errorText.contains("workers connect to \(cluster.workers)"), "\(worker.errorText)")
             let counters = try await cluster.snapshot().counters
             #expect(counters.misdirectedMessages >= 2)
+
+            // The events port: the handshake fails on the socket type and libzmq never
+            // reconnects; the worker used to retry forever saying only that the broker was silent.
+            let deaf = try cluster.track(SkyProcess("skyworker", ["--broker", cluster.events, "--name", "deaf"]))
+            let deafStarted = ContinuousClock.now
+            #expect(try await deaf.waitForExit(timeout: .seconds(10)) == 1)
+            #expect(ContinuousClock.now - deafStarted < .seconds(5))
+            #expect(
+                deaf.errorText.contains("\(cluster.events) is not a broker's workers endpoint"), "\(deaf.errorText)")
         }
 
         /// Item 9: READY may name the documented 1,024 services; a larger one is refused with

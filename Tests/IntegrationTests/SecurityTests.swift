@@ -145,9 +145,9 @@ extension IntegrationSuite {
             try await eventually("the broker refuses the client key on its worker port") {
                 try await good.clusterSnapshot().counters.handshakesDenied > before
             }
-            // (A worker keeps retrying; only the clients are meant to give up. Stop it here.)
-            impostor.killNow()
-            _ = try await impostor.waitForExit()
+            // The worker learns it from the handshake and stops, naming the allow-list.
+            #expect(try await impostor.waitForExit(timeout: .seconds(10)) == 1)
+            #expect(impostor.errorText.contains("not on the broker's worker allow-list"), "\(impostor.errorText)")
             let snapshot = try await good.clusterSnapshot()
             #expect(snapshot.workers.map(\.name) == ["trusted"])
             #expect(snapshot.counters.requestsAccepted == 5, "only the good client's scans")

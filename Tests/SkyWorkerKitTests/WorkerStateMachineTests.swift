@@ -1,4 +1,5 @@
 import SkyProtocol
+import SkyZMQ
 import Testing
 
 @testable import SkyWorkerKit
@@ -68,6 +69,14 @@ struct WorkerStateMachineTests {
         mutating func cancel() -> [Action] {
             var actions: [Action] = []
             machine.cancel(now: now, into: &actions)
+            return Self.withoutLogs(actions)
+        }
+
+        mutating func transport(_ kind: ZMQMonitorEvent.Kind, value: Int32 = 0, generation: Int? = nil) -> [Action] {
+            var actions: [Action] = []
+            machine.transport(
+                ZMQMonitorEvent(kind: kind, value: value, endpoint: "tcp://b:5557"),
+                generation: generation ?? machine.generation, now: now, into: &actions)
             return Self.withoutLogs(actions)
         }
 
@@ -333,5 +342,52 @@ struct WorkerStateMachineTests {
         #expect(later.connectFailed(generation: 2) == [])
         #expect(later.advance(.seconds(1) - .nanoseconds(1)) == [])
         #expect(later.advance(.nanoseconds(1)) == [.connect(generation: 3)])
+    }
+
+    /// Pointed at the broker's events port (an XPUB: the handshake fails on the socket type and
+    /// libzmq never reconnects), or at a broker that requires CURVE, the worker reconnected
+    /// forever saying only that the broker was silent. Three connections closed before their
+    /// handshake now end it with the causes named; each reconnects at once.
+    @Test func connectionsThatCloseBeforeTheirHandshakeEndTheWorkerWithTheCauseNamed() throws {
+        var worker = Worker()
+        #expect(worker.start() == [.connect(generation: 1)])
+        #expect(worker.transport(.disconnected) == [.connect(generation: 2)])
+        #expect(worker.transport(.disconnected, generation: 1) == [])  // an older connection
+        #expect(worker.transport(.disconnected) == [.connect(generation: 3)])
+        let last = worker.transport(.disconnected)
+        guard case .finish(.cannotConnect(let reason)) = try #require(last.first), last.count == 1 else {
+            Issue.record("expected the worker to end, got \(last)")
+            return
+        }
+        #expect(reason.contains("3 connections in a row closed before their ZeroMQ handshake completed"))
+        #expect(reason.contains("tcp://b:5557 is not a broker's workers endpoint (its events port?"))
+        #expect(reason.contains("the broker requires CURVE and this worker has no keys"))
+        #expect(worker.transport(.disconnected) == [])
+    }
+
+    @Test func aHandshakeBetweenClosesStartsTheCountAgainAndAClosedServingConnectionIsNoStrike() {
+        var worker = Worker()
+        _ = worker.start()
+        #expect(worker.transport(.disconnected) == [.connect(generation: 2)])
+        #expect(worker.transport(.disconnected) == [.connect(generation: 3)])
+        #expect(worker.transport(.handshakeSucceeded) == [])
+        _ = worker.receive(Self.deliver(1))
+        // A broker that restarts: libzmq reconnects by itself, nothing to do here.
+        #expect(worker.transport(.disconnected) == [])
+        #expect(worker.transport(.disconnected) == [.cancelTask(Self.key(1)), .connect(generation: 4)])
+        #expect(worker.transport(.disconnected) == [.connect(generation: 5)])
+        #expect(worker.machine.isFinished == false)
+    }
+
+    @Test func aKeyTheBrokersAllowListRefusesEndsTheWorkerWithThatNamed() {
+        var worker = Worker()
+        _ = worker.start()
+        #expect(
+            worker.transport(.handshakeFailedAuth, value: 400) == [
+                .finish(
+                    .refused(
+                        "tcp://b:5557 refused this worker's key during the handshake (ZAP status 400): it is not on the broker's worker allow-list (--worker-keys)"
+                    ))
+            ])
     }
 }
