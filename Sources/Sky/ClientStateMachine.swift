@@ -173,8 +173,17 @@ struct ClientStateMachine: Sendable {
                         "\(event.endpoint) closed the connection during the handshake \(HandshakeWatch.strikes) times in a row: "
                             + (usesCredentials
                                 ? "the broker public key given to this client is probably not the broker's"
-                                : "the broker probably requires CURVE; give this client credentials")),
+                                : "the broker probably requires CURVE; give this client credentials")
+                            + ", or it is not a broker's clients endpoint (its events port?)"),
                     into: &actions)
+                return
+            }
+            if handshake.closedInARowSoFar > 0 {
+                // Closed during the handshake: after a socket-type mismatch (the broker's events
+                // port) libzmq never reconnects, so a new socket tries again at once.
+                actions.append(.close(socket: self.socket))
+                self.socket += 1
+                actions.append(.open(socket: self.socket, endpoint: endpointIndex))
                 return
             }
             table.connectionDown(now: now)
