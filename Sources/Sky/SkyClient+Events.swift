@@ -35,8 +35,9 @@ extension SkyClient {
         return stream
     }
 
-    /// The events endpoint: the configured one, or the clients endpoint's port + 2.
-    nonisolated var eventsEndpoint: String? {
+    /// The events endpoint ``events()`` subscribes to: the configured one, or the clients
+    /// endpoint's port + 2 (`nil` when that cannot be told).
+    public nonisolated var eventsEndpoint: String? {
         if let events = configuration.events { return events }
         guard broker.hasPrefix("tcp://"), let colon = broker.lastIndex(of: ":"),
             let port = Int(broker[broker.index(after: colon)...])
@@ -51,41 +52,66 @@ extension SkyClient {
         }
         try await startIfNeeded()
         guard let loop = shell.loop.load(), !closed else { throw SkyError.clientClosed }
-        let id = Shell.socketID(nextEventSocket)
-        nextEventSocket += 1
-        let (raw, sink) = AsyncStream.makeStream(of: SkyEvent.self)
-        shell.eventSinks.withLock { $0[id] = Shell.EventSink(continuation: sink) }
-        defer {
-            shell.eventSinks.withLock { $0.removeValue(forKey: id) }?.continuation.finish()
-            loop.close(id)
-        }
-        try await loop.open(
-            .init(
-                id: id, type: .sub, options: [.subscribe([])] + (configuration.credentials?.socketOptions ?? []),
-                connect: [endpoint], monitor: configuration.credentials == nil ? nil : [.handshakeFailed]))
         var lastSeq: UInt64 = 0
         var instance: String?
         var needSnapshot = true
-        for await event in raw {
-            // The broker greets every new subscriber, so the first event proves the subscription
-            // is live: a snapshot taken now misses nothing. A greeting from another run of the
-            // broker means it restarted and counts anew; a number beyond the next one means
-            // events were lost on the way (a slow subscriber): either way, take a new snapshot.
-            if event.event == .brokerHello, let run = event.broker, run != instance { needSnapshot = true }
-            if event.seq > lastSeq + 1 { needSnapshot = true }
-            if needSnapshot {
-                let snapshot = try await clusterSnapshot()
-                output.yield(.snapshot(snapshot))
-                lastSeq = snapshot.seq
-                instance = snapshot.broker
-                needSnapshot = false
+        // Subscriptions that closed before their handshake, in a row: after a socket-type
+        // mismatch (the clients or workers port given as the events port) libzmq never
+        // reconnects, so each gets a new socket, and the third ends the stream naming the cause.
+        var closedBeforeHandshake = 0
+        while true {
+            let id = Shell.socketID(nextEventSocket)
+            nextEventSocket += 1
+            let (raw, sink) = AsyncStream.makeStream(of: SkyEvent.self)
+            shell.eventSinks.withLock { $0[id] = Shell.EventSink(continuation: sink) }
+            let ended: Shell.EventSink?
+            do {
+                defer {
+                    loop.close(id)
+                }
+                try await loop.open(
+                    .init(
+                        id: id, type: .sub,
+                        options: [.subscribe([])] + (configuration.credentials?.socketOptions ?? []),
+                        connect: [endpoint], monitor: Shell.eventMonitor))
+                for await event in raw {
+                    // The broker greets every new subscriber, so the first event proves the
+                    // subscription is live: a snapshot taken now misses nothing. A greeting from
+                    // another run of the broker means it restarted and counts anew; a number
+                    // beyond the next one means events were lost on the way (a slow
+                    // subscriber): either way, take a new snapshot.
+                    if event.event == .brokerHello, let run = event.broker, run != instance { needSnapshot = true }
+                    if event.seq > lastSeq + 1 { needSnapshot = true }
+                    if needSnapshot {
+                        let snapshot = try await clusterSnapshot()
+                        output.yield(.snapshot(snapshot))
+                        lastSeq = snapshot.seq
+                        instance = snapshot.broker
+                        needSnapshot = false
+                    }
+                    if event.seq > lastSeq {
+                        output.yield(.event(event))
+                        lastSeq = event.seq
+                    }
+                }
+                ended = shell.eventSinks.withLock { $0.removeValue(forKey: id) }
+            } catch {
+                shell.eventSinks.withLock { $0.removeValue(forKey: id) }?.continuation.finish()
+                throw error
             }
-            if event.seq > lastSeq {
-                output.yield(.event(event))
-                lastSeq = event.seq
+            if let refusal = ended?.refusal { throw SkyError.unauthorized(refusal) }
+            guard ended?.closedBeforeHandshake == true else { break }
+            closedBeforeHandshake += 1
+            if closedBeforeHandshake >= HandshakeWatch.strikes {
+                throw SkyError.wrongEndpoint(
+                    "\(endpoint) closed the events subscription during its handshake \(closedBeforeHandshake) times in a row:"
+                        + " it is not the broker's events endpoint (its clients or workers port?; set"
+                        + " SkyClient.Configuration.events, skywatch --events)"
+                        + (configuration.credentials == nil
+                            ? ", or the broker requires CURVE and this client has no credentials"
+                            : ", or the broker public key given to this client is not the broker's"))
             }
         }
-        if let refusal = shell.eventSinks.withLock({ $0[id]?.refusal }) { throw SkyError.unauthorized(refusal) }
         try Task.checkCancellation()
     }
 }

@@ -33,7 +33,14 @@ extension SkyClient {
             let continuation: AsyncStream<SkyEvent>.Continuation
             /// Set when the broker refused this client's key for events.
             var refusal: String?
+            /// Its socket completed a handshake.
+            var handshook = false
+            /// Its connection closed before a handshake: the subscription ended, to be made anew.
+            var closedBeforeHandshake = false
         }
+
+        /// What an events subscription learns from libzmq's monitor.
+        static let eventMonitor: ZMQMonitorEvent.Kind.Set = [.handshakeSucceeded, .disconnected, .handshakeFailed]
 
         let machine: Locked<ClientStateMachine>
         let calls = Locked<[WaiterID: CheckedContinuation<Completion, any Error>]>([:])
@@ -176,8 +183,8 @@ extension SkyClient {
                         publish(message, from: from)
                     case .monitor(let from, let event) where from.rawValue < Self.firstEventSocket:
                         machine.monitor(event, socket: from.rawValue, now: now, into: &actions)
-                    case .monitor(let from, let event) where event.kind == .handshakeFailedAuth:
-                        refuseEvents(from, event)
+                    case .monitor(let from, let event):
+                        eventsTransport(from, event)
                     case .tick:
                         machine.expire(now: now, into: &actions)
                     case .input(let input as Input):
@@ -195,7 +202,7 @@ extension SkyClient {
                         }
                     case .opened(let socket, .failure(let error)) where socket.rawValue < Self.firstEventSocket:
                         machine.openFailed(socket: socket.rawValue, error: "\(error.underlying)", into: &actions)
-                    case .monitor, .sendFailed, .input, .opened:
+                    case .sendFailed, .input, .opened:
                         continue
                     }
                 }
@@ -247,14 +254,29 @@ extension SkyClient {
             sink.continuation.yield(event)
         }
 
-        /// An events subscription whose key the broker does not admit as a watcher's.
-        private func refuseEvents(_ socket: ZMQEventLoop.SocketID, _ event: ZMQMonitorEvent) {
-            let sink = eventSinks.withLock { sinks -> EventSink? in
-                sinks[socket]?.refusal =
-                    "\(event.endpoint) refused this client's key for events (ZAP status \(event.value)): it is not on the broker's watcher allow-list (skybroker --watcher-keys)"
-                return sinks[socket]
+        /// What libzmq's monitor saw on an events subscription: a key the broker does not admit
+        /// as a watcher's ends it with the refusal; a connection closed before its handshake
+        /// ends it to be made anew (see ``SkyClient/events()``).
+        private func eventsTransport(_ socket: ZMQEventLoop.SocketID, _ event: ZMQMonitorEvent) {
+            let ended = eventSinks.withLock { sinks -> EventSink? in
+                guard var sink = sinks[socket] else { return nil }
+                defer { sinks[socket] = sink }
+                switch event.kind {
+                case .handshakeSucceeded:
+                    sink.handshook = true
+                    return nil
+                case .handshakeFailedAuth:
+                    sink.refusal =
+                        "\(event.endpoint) refused this client's key for events (ZAP status \(event.value)): it is not on the broker's watcher allow-list (skybroker --watcher-keys)"
+                    return sink
+                case .disconnected where !sink.handshook:
+                    sink.closedBeforeHandshake = true
+                    return sink
+                default:
+                    return nil
+                }
             }
-            sink?.continuation.finish()
+            ended?.continuation.finish()
         }
 
         /// Arms the one timer at the machine's earliest deadline.

@@ -120,7 +120,7 @@ public enum SkyError: Error, Sendable, Equatable, CustomStringConvertible {
         case .invalidTask(let message): "the task could not be encoded: \(message)."
         case .clientClosed: "the client was closed; create a new SkyClient."
         case .wrongEndpoint(let message):
-            "the client is pointed at the wrong endpoint: \(message). Give SkyClient the broker's clients endpoint."
+            "the client is pointed at the wrong endpoint: \(message)."
         case .journalUnavailable(let message):
             "the broker could not record the job: \(message). Nothing was recorded; fix the broker's journal and submit again."
         case .jobNotFound(let message): "\(message)."

@@ -91,7 +91,7 @@ struct SkyWatchCommand: AsyncParsableCommand {
     private static func watch(_ client: SkyClient, _ display: WatchDisplay, until waitWorkers: Int?) async -> Int32 {
         let patience = Task {
             try await Task.sleep(for: .seconds(2))
-            await display.brokerSilent()
+            await display.brokerSilent(events: client.eventsEndpoint)
         }
         defer { patience.cancel() }
         while !Task.isCancelled {

@@ -104,9 +104,10 @@ actor WatchDisplay {
 
     static func time(_ date: Date) -> String { BrokerSilence.time(date) }
 
-    /// No snapshot yet after a while: the broker is probably down.
-    func brokerSilent() {
-        problem("no answer from the broker at \(broker) yet; still trying")
+    /// No snapshot yet after a while: the broker is probably down, or one of the two endpoints
+    /// is not its own (both are named: the snapshot waits for the subscription's first event).
+    func brokerSilent(events: String?) {
+        problem("no answer from the broker at \(broker) (events \(events ?? "unknown")) yet; still trying")
     }
 
     func problem(_ message: String) {

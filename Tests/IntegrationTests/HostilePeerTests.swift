@@ -447,7 +447,7 @@ extension IntegrationSuite {
 
         /// Item 8: a client given the workers endpoint, and a worker given the clients endpoint,
         /// each get an error naming the mistake within 2 s; so do a client and a worker given the
-        /// events endpoint.
+        /// events endpoint, and an events subscription (and skywatch) given another port.
         @Test func theWrongPortIsNamedToTheMistakenProcess() async throws {
             let cluster = try await TestCluster.start()
             defer { cluster.killAll() }
@@ -483,6 +483,23 @@ extension IntegrationSuite {
             #expect("\(String(describing: error))".contains("not a broker's clients endpoint (its events port?)"))
             #expect(ContinuousClock.now - clientStarted < .seconds(2))
             await deafClient.close()
+            // The clients port given as the events endpoint: the subscription's handshake fails
+            // the same way, and events() waited forever (skywatch: "no answer from the broker").
+            var misdirected = SkyClient.Configuration()
+            misdirected.events = cluster.clients
+            let watcher = try await SkyClient(broker: cluster.clients, configuration: misdirected)
+            let watchStarted = ContinuousClock.now
+            let watchError = await #expect(throws: SkyError.self) {
+                for try await _ in watcher.events() {}
+            }
+            #expect(watchError?.code == .wrongEndpoint)
+            #expect("\(String(describing: watchError))".contains("it is not the broker's events endpoint"))
+            #expect(ContinuousClock.now - watchStarted < .seconds(2))
+            await watcher.close()
+            let watch = try cluster.track(
+                SkyProcess("skywatch", ["--broker", cluster.clients, "--events", cluster.workers, "--json"]))
+            #expect(try await watch.waitForExit(timeout: .seconds(10)) == 1)
+            #expect(watch.errorText.contains("it is not the broker's events endpoint"), "\(watch.errorText)")
             // The worker used to retry forever saying only that the broker was silent.
             let deaf = try cluster.track(SkyProcess("skyworker", ["--broker", cluster.events, "--name", "deaf"]))
             let deafStarted = ContinuousClock.now

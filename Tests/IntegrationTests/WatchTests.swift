@@ -35,7 +35,7 @@ extension IntegrationSuite {
             let watch = try SkyProcess("skywatch", ["--broker", clients, "--events", events, "--json"])
             defer { watch.killNow() }
             try await watch.waitForLine(onStandardError: true) {
-                $0.contains("no answer from the broker at \(clients)")
+                $0.contains("no answer from the broker at \(clients) (events \(events)) yet")
             }
             #expect(watch.isRunning)
             let broker = try SkyProcess(
