@@ -15,7 +15,8 @@ public enum SkyError: Error, Sendable, Equatable, CustomStringConvertible {
     case workerLost(String)
     /// The task's handler threw on the worker; `type` is the Swift type of its error.
     case remote(type: String, message: String)
-    /// The broker refused this client's credentials.
+    /// The broker did not admit this client: its key (or the lack of one), or a connection that
+    /// no broker's clients socket would close during the handshake (the message says which).
     case unauthorized(String)
     /// The task was cancelled on the worker or at the broker (not by this caller).
     case cancelled(String)
@@ -105,7 +106,7 @@ public enum SkyError: Error, Sendable, Equatable, CustomStringConvertible {
         case .remote(let type, let message):
             "the task's handler failed with \(type): \(message). Fix the handler or the task; retrying will not help."
         case .unauthorized(let message):
-            "the broker refused this client's credentials: \(message). Check the client's keys and the broker's allow-list."
+            "the broker did not admit this client: \(message). Check the client's keys, the broker's allow-list and the endpoint."
         case .cancelled(let message): "the task was cancelled: \(message)."
         case .brokerUnreachable(let message):
             "the broker is unreachable: \(message). Check that skybroker runs and that its clients endpoint is right."
