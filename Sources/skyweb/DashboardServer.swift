@@ -12,11 +12,14 @@ import SkyProtocol
 /// No authentication: it listens on loopback by default. Against other sites in the same
 /// browser, the WebSocket accepts only the page's own origin, and the two actions need a
 /// header a cross-site form cannot send (`X-Sky-Dashboard`), which also forces CORS's
-/// preflight that this server never grants.
+/// preflight that this server never grants. Against a site whose name was made to resolve to
+/// this address (DNS rebinding), requests whose `Host` is not an address, `localhost` or a name
+/// allowed with `--allow-host` are refused (``HostCheck``).
 struct DashboardServer {
     let dashboard: Dashboard
     let client: SkyClient
     let readOnly: Bool
+    let hosts: HostCheck
 
     static let actionHeader = HTTPHeader("X-Sky-Dashboard")
     private static let origin = HTTPHeader("Origin")
@@ -24,36 +27,45 @@ struct DashboardServer {
     /// Serves until the task is cancelled; returns once listening, with the bound port.
     func start(host: String, port: UInt16) async throws -> (server: HTTPServer, port: UInt16) {
         let server = HTTPServer(address: try .inet(ip4: host, port: port), logger: .disabled)
-        await server.appendRoute("GET /") { _ in Self.file(DashboardPage.html, type: "text/html; charset=utf-8") }
-        await server.appendRoute("GET /dashboard.css") { _ in
-            Self.file(DashboardPage.css, type: "text/css; charset=utf-8")
+        let hosts = hosts
+        await server.appendRoute("GET /") { request in
+            hosts.refusal(request) ?? Self.file(DashboardPage.html, type: "text/html; charset=utf-8")
         }
-        await server.appendRoute("GET /dashboard.js") { _ in
-            Self.file(DashboardPage.script, type: "text/javascript; charset=utf-8")
+        await server.appendRoute("GET /dashboard.css") { request in
+            hosts.refusal(request) ?? Self.file(DashboardPage.css, type: "text/css; charset=utf-8")
+        }
+        await server.appendRoute("GET /dashboard.js") { request in
+            hosts.refusal(request) ?? Self.file(DashboardPage.script, type: "text/javascript; charset=utf-8")
         }
         let dashboard = dashboard
-        await server.appendRoute("GET /api/state") { _ in
-            Self.json(await dashboard.stateJSON())
+        await server.appendRoute("GET /api/state") { request in
+            if let refusal = hosts.refusal(request) { return refusal }
+            return Self.json(await dashboard.stateJSON())
         }
         await server.appendRoute("GET /live") { request in
-            try await Self.live(request, dashboard)
+            if let refusal = hosts.refusal(request) { return refusal }
+            return try await Self.live(request, dashboard)
         }
         let client = client
         await server.appendRoute("GET /api/jobs") { request in
-            await Self.answer { try await Self.list(request, client) }
+            if let refusal = hosts.refusal(request) { return refusal }
+            return await Self.answer { try await Self.list(request, client) }
         }
-        await server.appendRoute("GET /api/jobs/:id") { (_: HTTPRequest, id: String) in
-            await Self.answer { try await Self.job(id, client.status(of: Self.jobID(id))) }
+        await server.appendRoute("GET /api/jobs/:id") { (request: HTTPRequest, id: String) in
+            if let refusal = hosts.refusal(request) { return refusal }
+            return await Self.answer { try await Self.job(id, client.status(of: Self.jobID(id))) }
         }
         let readOnly = readOnly
         await server.appendRoute("POST /api/jobs/:id/cancel") { (request: HTTPRequest, id: String) in
-            await Self.answer {
+            if let refusal = hosts.refusal(request) { return refusal }
+            return await Self.answer {
                 try Self.checkAction(request, readOnly: readOnly)
                 return try await Self.job(id, client.cancel(job: Self.jobID(id)))
             }
         }
         await server.appendRoute("POST /api/jobs/:id/retry") { (request: HTTPRequest, id: String) in
-            await Self.answer {
+            if let refusal = hosts.refusal(request) { return refusal }
+            return await Self.answer {
                 try Self.checkAction(request, readOnly: readOnly)
                 let new = try await client.retry(job: Self.jobID(id))
                 return try await Self.job(new.description, client.status(of: new))
@@ -150,14 +162,14 @@ struct DashboardServer {
             body: Data(text.utf8))
     }
 
-    private static func json(_ text: String, status: HTTPStatusCode = .ok) -> HTTPResponse {
+    fileprivate static func json(_ text: String, status: HTTPStatusCode = .ok) -> HTTPResponse {
         HTTPResponse(
             statusCode: status,
             headers: [.contentType: "application/json; charset=utf-8", .cacheControl: "no-store"],
             body: Data(text.utf8))
     }
 
-    private static func encode(_ value: some Encodable) -> String {
+    fileprivate static func encode(_ value: some Encodable) -> String {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
         guard let data = try? encoder.encode(value) else { return #"{"error":"encoding failed"}"# }
@@ -215,5 +227,20 @@ struct LiveFeed: WSMessageHandler {
             await onClose()
         }
         return messages
+    }
+}
+
+extension HostCheck {
+    /// The answer to a request addressed to a name this dashboard does not answer to; `nil`
+    /// when it does.
+    func refusal(_ request: HTTPRequest) -> HTTPResponse? {
+        let header = request.headers[.host]
+        guard !admits(header) else { return nil }
+        let name = Self.name(of: header?.lowercased() ?? "")
+        let message =
+            "this dashboard answers requests addressed to an IP address, localhost or a name given with --allow-host,"
+            + " not \(name) (a page of another site whose name was pointed here would otherwise be served):"
+            + " to open it by this name, start skyweb with --allow-host \(name)"
+        return DashboardServer.json(DashboardServer.encode(["error": message]), status: .forbidden)
     }
 }

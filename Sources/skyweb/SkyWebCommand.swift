@@ -31,6 +31,15 @@ struct SkyWebCommand: AsyncParsableCommand {
     @Flag(help: "Show the cluster only: no cancelling or retrying jobs from the page.")
     var readOnly = false
 
+    @Option(
+        name: .customLong("allow-host"),
+        help: """
+            A host name the page may be opened by besides IP addresses and localhost (repeat for more). \
+            Requests addressed to other names are refused, so that another site cannot reach the dashboard \
+            by pointing its own name at this address (DNS rebinding).
+            """)
+    var allowedHosts: [String] = []
+
     @OptionGroup var common: CommonOptions
 
     @OptionGroup var curve: CurveOptions
@@ -61,8 +70,10 @@ struct SkyWebCommand: AsyncParsableCommand {
         guard let (host, port) = MetricsEndpoint.split(listen) else { return }
         let bound: UInt16
         do {
-            bound = try await DashboardServer(dashboard: dashboard, client: client, readOnly: readOnly)
-                .start(host: host, port: port).port
+            bound = try await DashboardServer(
+                dashboard: dashboard, client: client, readOnly: readOnly, hosts: HostCheck(allowing: allowedHosts)
+            )
+            .start(host: host, port: port).port
         } catch {
             ProcessSetup.fail("skyweb", "cannot serve the dashboard at \(listen): \(error); pick another --listen")
         }

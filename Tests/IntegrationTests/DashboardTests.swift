@@ -137,5 +137,55 @@ extension IntegrationSuite {
                 $0.contains("no answer from the broker yet")
             }
         }
+
+        /// DNS rebinding: a site whose name is pointed at the dashboard's address is the page's own
+        /// origin to the browser, custom header and all. Its requests carry its name in `Host`:
+        /// they were served (the cluster's state, and a cancel that reached the broker); now they
+        /// are refused, unless the name is allowed with --allow-host.
+        @Test func requestsAddressedToAnotherSitesNameAreRefused() async throws {
+            let web = try SkyProcess(
+                "skyweb", ["--broker", "tcp://127.0.0.1:1", "--listen", "127.0.0.1:0", "--allow-host", "Sky.Example"])
+            defer { web.killNow() }
+            let ready = try await web.waitForLine { $0.hasPrefix("skyweb ready ") }
+            let port = try #require(
+                ready.split(separator: " ").first { $0.hasPrefix("url=") }?.split(separator: ":").last?
+                    .split(separator: "/").first.flatMap { UInt16($0) })
+            let id = "01ARZ3NDEKTSV4RRFFQ69G5FAV"
+            for (host, allowed) in [
+                ("127.0.0.1:\(port)", true), ("localhost:\(port)", true), ("[::1]:\(port)", true),
+                ("sky.example:\(port)", true), ("rebind.attacker.example:\(port)", false),
+                ("rebind.attacker.example", false),
+            ] {
+                // (Only refused hosts try the cancel: an allowed one would wait for the absent broker.)
+                for request in ["GET /api/state", "GET /"] + (allowed ? [] : ["POST /api/jobs/\(id)/cancel"]) {
+                    let (status, body) = try Self.http(request, host: host, port: port)
+                    if allowed {
+                        #expect(status != 403, "\(request) for \(host): \(body)")
+                    } else {
+                        #expect(status == 403, "\(request) for \(host): \(body)")
+                        #expect(body.contains("start skyweb with --allow-host rebind.attacker.example"), "\(body)")
+                    }
+                }
+            }
+        }
+
+        /// One request over a plain socket, with the `Host` header given (URLSession sets its own).
+        static func http(_ request: String, host: String, port: UInt16) throws -> (status: Int, body: String) {
+            let socket = try DescriptorLimitTests.connect(port: port)
+            defer { close(socket) }
+            let text =
+                "\(request) HTTP/1.1\r\nHost: \(host)\r\nX-Sky-Dashboard: 1\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+            _ = text.utf8CString.withUnsafeBufferPointer { write(socket, $0.baseAddress, $0.count - 1) }
+            var received: [UInt8] = []
+            var chunk = [UInt8](repeating: 0, count: 4096)
+            while true {
+                let count = chunk.withUnsafeMutableBytes { read(socket, $0.baseAddress, $0.count) }
+                guard count > 0 else { break }
+                received += chunk[..<count]
+            }
+            let response = String(decoding: received, as: UTF8.self)
+            let status = response.split(separator: " ").dropFirst().first.flatMap { Int($0) } ?? 0
+            return (status, response)
+        }
     }
 }
