@@ -65,6 +65,26 @@ extension IntegrationSuite {
             }
         }
 
+        /// A count that is not one ends the script at once, naming the flag and its range: `up
+        /// --workers abc` used to start the broker, pass "abc" on to skywatch, and give up after
+        /// 15 s saying that not all abc workers joined.
+        @Test(arguments: [
+            (["up", "--workers", "abc"], "--workers must be a whole number in 1...256, not abc"),
+            (["up", "--capacity", "0"], "--capacity must be a whole number in 1...65536, not 0"),
+            (["demo", "--sectors", "1e9"], "--sectors must be a whole number in 1...100000000, not 1e9"),
+            (["up", "--workers"], "--workers needs a value"),
+        ])
+        func aBadCountIsRefusedBeforeAnythingStarts(arguments: [String], message: String) async throws {
+            let state = FileManager.default.temporaryDirectory.appendingPathComponent("sky-ops-\(UUID().uuidString)")
+            defer { try? FileManager.default.removeItem(at: state) }
+            let started = ContinuousClock.now
+            let (status, output) = try await Self.ops(arguments, state: state, portBase: 1)
+            #expect(status == 1)
+            #expect(output.contains("ops/sky: \(message)"), "\(output)")
+            #expect(ContinuousClock.now - started < .seconds(2))
+            #expect(Self.pids(in: state).isEmpty)
+        }
+
         @Test func upStartsTheClusterStatusShowsItAndDownLeavesNoProcessBehind() async throws {
             let state = FileManager.default.temporaryDirectory.appendingPathComponent("sky-ops-\(UUID().uuidString)")
             let base = try await Self.freePortTriple()
