@@ -270,7 +270,7 @@ let package = Package(
         ),
         .testTarget(
             name: "SkyWorkerKitTests",
-            dependencies: ["SkyWorkerKit", "SkyProtocol"],
+            dependencies: ["SkyWorkerKit", "SkyProtocol", "SkyTasks", "SkyZMQ"],
             swiftSettings: strictSettings
         ),
         .testTarget(

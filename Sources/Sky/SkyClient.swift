@@ -63,9 +63,16 @@ public actor SkyClient {
 
     /// Prepares a client of a broker reachable at several endpoints (for example a primary and a
     /// standby), tried in order. Connects on first use.
-    /// - Throws: ``SkyError/brokerUnreachable(_:)`` if the list is empty.
+    /// - Throws: ``SkyError/brokerUnreachable(_:)`` if the list is empty,
+    ///   ``SkyError/wrongEndpoint(_:)`` for a string that is not a ZeroMQ endpoint (such as
+    ///   `localhost:5555`, which libzmq would refuse with only "Invalid argument").
     public init(brokers: [String], configuration: Configuration = Configuration()) async throws {
         guard !brokers.isEmpty else { throw SkyError.brokerUnreachable("no broker endpoint was given") }
+        for endpoint in brokers + [configuration.events].compactMap({ $0 }) {
+            if let problem = ZMQEndpoint.problem(endpoint, binding: false) {
+                throw SkyError.wrongEndpoint(ZMQEndpoint.advice(endpoint, problem: problem))
+            }
+        }
         endpoints = brokers
         self.configuration = configuration
         metrics = ClientMetrics(factory: configuration.metricsFactory)

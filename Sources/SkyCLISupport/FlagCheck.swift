@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import SkyZMQ
 
 /// Range checks for command-line values, run in `validate()` so that a bad value ends the
 /// program at parse time with one line naming the flag and its valid range, and exit code 64
@@ -38,9 +39,8 @@ public enum FlagCheck {
     /// `value` is a ZeroMQ endpoint libzmq can use: `tcp://HOST:PORT` (port 1–65535; `*` for
     /// host or port only when binding), `ipc://PATH` or `inproc://NAME`.
     public static func endpoint(_ value: String, _ flag: String, binding: Bool = false) throws {
-        if let problem = endpointProblem(value, binding: binding) {
-            let example = binding ? "tcp://127.0.0.1:5555 or tcp://*:5555" : "tcp://127.0.0.1:5555"
-            throw ValidationError("\(flag) \(value) is not a ZeroMQ endpoint (\(problem)); write it like \(example)")
+        if let problem = ZMQEndpoint.problem(value, binding: binding) {
+            throw ValidationError("\(flag) \(ZMQEndpoint.advice(value, problem: problem, binding: binding))")
         }
     }
 
@@ -71,30 +71,6 @@ public enum FlagCheck {
         guard a.port != "*", a.port == b.port else { return false }
         let everyHost: Set<Substring> = ["*", "0.0.0.0"]
         return a.host == b.host || everyHost.contains(a.host) || everyHost.contains(b.host)
-    }
-
-    /// Why `value` is not a usable endpoint; `nil` when it is.
-    static func endpointProblem(_ value: String, binding: Bool) -> String? {
-        guard let separator = value.range(of: "://") else {
-            return "no transport: expected tcp://, ipc:// or inproc://"
-        }
-        let transport = value[..<separator.lowerBound]
-        let address = value[separator.upperBound...]
-        switch transport {
-        case "ipc", "inproc":
-            return address.isEmpty ? "no \(transport) path" : nil
-        case "tcp":
-            guard let colon = address.lastIndex(of: ":") else { return "no port" }
-            let host = address[..<colon]
-            let port = address[address.index(after: colon)...]
-            if host.isEmpty { return "no host" }
-            if host == "*" && !binding { return "* as host only works when binding" }
-            if port == "*" { return binding ? nil : "* as port only works when binding" }
-            guard let number = Int(port), (1...65_535).contains(number) else { return "port \(port) is not 1...65535" }
-            return nil
-        default:
-            return "unknown transport \(transport); use tcp, ipc or inproc"
-        }
     }
 
     private static func format(_ range: ClosedRange<Double>) -> String {

@@ -67,6 +67,10 @@ public final class SkyWorker: Service, Sendable {
     public func run() async throws {
         let handlers = await system.handlerTable
         guard !handlers.services.isEmpty else { throw WorkerSetupError.noServices }
+        if let problem = ZMQEndpoint.problem(configuration.broker, binding: false) {
+            throw WorkerSetupError.cannotConnect(
+                endpoint: configuration.broker, reason: ZMQEndpoint.advice(configuration.broker, problem: problem))
+        }
         var logger = logger
         logger[metadataKey: "worker"] = "\(system.name)"
         let machine = WorkerStateMachine(

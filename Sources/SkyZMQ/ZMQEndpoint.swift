@@ -1,0 +1,36 @@
+import Foundation
+
+/// ZeroMQ endpoints as Sky's programs and its Swift API take them, checked before libzmq sees
+/// them: libzmq answers `localhost:5555` with "Invalid argument" and nothing more.
+public enum ZMQEndpoint {
+    /// Why `value` is not an endpoint libzmq can use (`tcp://HOST:PORT`, `*` for the host or the
+    /// port only when binding; `ipc://PATH`; `inproc://NAME`); `nil` when it is.
+    public static func problem(_ value: String, binding: Bool) -> String? {
+        guard let separator = value.range(of: "://") else {
+            return "no transport: expected tcp://, ipc:// or inproc://"
+        }
+        let transport = value[..<separator.lowerBound]
+        let address = value[separator.upperBound...]
+        switch transport {
+        case "ipc", "inproc":
+            return address.isEmpty ? "no \(transport) path" : nil
+        case "tcp":
+            guard let colon = address.lastIndex(of: ":") else { return "no port" }
+            let host = address[..<colon]
+            let port = address[address.index(after: colon)...]
+            if host.isEmpty { return "no host" }
+            if host == "*" && !binding { return "* as host only works when binding" }
+            if port == "*" { return binding ? nil : "* as port only works when binding" }
+            guard let number = Int(port), (1...65_535).contains(number) else { return "port \(port) is not 1...65535" }
+            return nil
+        default:
+            return "unknown transport \(transport); use tcp, ipc or inproc"
+        }
+    }
+
+    /// The one-line advice for an endpoint with `problem`.
+    public static func advice(_ value: String, problem: String, binding: Bool = false) -> String {
+        let example = binding ? "tcp://127.0.0.1:5555 or tcp://*:5555" : "tcp://127.0.0.1:5555"
+        return "\(value) is not a ZeroMQ endpoint (\(problem)); write it like \(example)"
+    }
+}

@@ -1,0 +1,25 @@
+import Testing
+
+@testable import Sky
+
+/// A newcomer's first endpoint is often `localhost:5555`: libzmq refuses it with only "Invalid
+/// argument", so the client says what is wrong and how to write it, when it is made.
+@Suite("SkyClient: endpoints checked when the client is made")
+struct ClientEndpointTests {
+    @Test(arguments: ["localhost:5555", "tcp://127.0.0.1", "tcp://*:5555"])
+    func aStringThatIsNotAnEndpointFailsAtOnceSayingHowToWriteIt(broker: String) async {
+        let error = await #expect(throws: SkyError.self) { _ = try await SkyClient(broker: broker) }
+        #expect(error?.code == .wrongEndpoint)
+        #expect("\(String(describing: error))".contains("\(broker) is not a ZeroMQ endpoint"))
+        #expect("\(String(describing: error))".contains("write it like tcp://127.0.0.1:5555"))
+    }
+
+    @Test func aWrongEventsEndpointIsCaughtToo() async {
+        var configuration = SkyClient.Configuration()
+        configuration.events = "127.0.0.1:5557"
+        let error = await #expect(throws: SkyError.self) {
+            _ = try await SkyClient(broker: "tcp://127.0.0.1:5555", configuration: configuration)
+        }
+        #expect("\(String(describing: error))".contains("127.0.0.1:5557 is not a ZeroMQ endpoint"))
+    }
+}

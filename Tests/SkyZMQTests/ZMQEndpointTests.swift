@@ -1,0 +1,35 @@
+import Testing
+
+@testable import SkyZMQ
+
+/// Endpoints checked before libzmq sees them: it answers `localhost:5555` with "Invalid
+/// argument" and nothing more.
+@Suite("ZMQEndpoint: what libzmq can use, said before it is asked")
+struct ZMQEndpointTests {
+    @Test(
+        arguments: [
+            ("tcp://127.0.0.1:5555", false, nil),
+            ("tcp://broker.example:5555", false, nil),
+            ("ipc:///tmp/sky", false, nil),
+            ("inproc://sky", false, nil),
+            ("tcp://*:5555", true, nil),
+            ("tcp://127.0.0.1:*", true, nil),
+            ("localhost:5555", false, "no transport: expected tcp://, ipc:// or inproc://"),
+            ("tcp://127.0.0.1", false, "no port"),
+            ("tcp://:5555", false, "no host"),
+            ("tcp://*:5555", false, "* as host only works when binding"),
+            ("tcp://127.0.0.1:*", false, "* as port only works when binding"),
+            ("tcp://127.0.0.1:70000", false, "port 70000 is not 1...65535"),
+            ("udp://127.0.0.1:5555", false, "unknown transport udp; use tcp, ipc or inproc"),
+            ("ipc://", false, "no ipc path"),
+        ] as [(String, Bool, String?)])
+    func eachEndpointIsUsableOrSaysWhy(endpoint: String, binding: Bool, problem: String?) {
+        #expect(ZMQEndpoint.problem(endpoint, binding: binding) == problem)
+    }
+
+    @Test func theAdviceShowsHowToWriteIt() {
+        #expect(
+            ZMQEndpoint.advice("localhost:5555", problem: "no transport")
+                == "localhost:5555 is not a ZeroMQ endpoint (no transport); write it like tcp://127.0.0.1:5555")
+    }
+}
