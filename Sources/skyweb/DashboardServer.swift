@@ -26,51 +26,46 @@ struct DashboardServer {
 
     /// Serves until the task is cancelled; returns once listening, with the bound port.
     func start(host: String, port: UInt16) async throws -> (server: HTTPServer, port: UInt16) {
-        let server = HTTPServer(address: try .inet(ip4: host, port: port), logger: .disabled)
-        let hosts = hosts
-        await server.appendRoute("GET /") { request in
-            hosts.refusal(request) ?? Self.file(DashboardPage.html, type: "text/html; charset=utf-8")
+        var routes = RoutedHTTPHandler()
+        routes.appendRoute("GET /") { _ in Self.file(DashboardPage.html, type: "text/html; charset=utf-8") }
+        routes.appendRoute("GET /dashboard.css") { _ in
+            Self.file(DashboardPage.css, type: "text/css; charset=utf-8")
         }
-        await server.appendRoute("GET /dashboard.css") { request in
-            hosts.refusal(request) ?? Self.file(DashboardPage.css, type: "text/css; charset=utf-8")
-        }
-        await server.appendRoute("GET /dashboard.js") { request in
-            hosts.refusal(request) ?? Self.file(DashboardPage.script, type: "text/javascript; charset=utf-8")
+        routes.appendRoute("GET /dashboard.js") { _ in
+            Self.file(DashboardPage.script, type: "text/javascript; charset=utf-8")
         }
         let dashboard = dashboard
-        await server.appendRoute("GET /api/state") { request in
-            if let refusal = hosts.refusal(request) { return refusal }
-            return Self.json(await dashboard.stateJSON())
+        routes.appendRoute("GET /api/state") { _ in
+            Self.json(await dashboard.stateJSON())
         }
-        await server.appendRoute("GET /live") { request in
-            if let refusal = hosts.refusal(request) { return refusal }
-            return try await Self.live(request, dashboard)
+        routes.appendRoute("GET /live") { request in
+            try await Self.live(request, dashboard)
         }
         let client = client
-        await server.appendRoute("GET /api/jobs") { request in
-            if let refusal = hosts.refusal(request) { return refusal }
-            return await Self.answer { try await Self.list(request, client) }
+        routes.appendRoute("GET /api/jobs") { request in
+            await Self.answer { try await Self.list(request, client) }
         }
-        await server.appendRoute("GET /api/jobs/:id") { (request: HTTPRequest, id: String) in
-            if let refusal = hosts.refusal(request) { return refusal }
-            return await Self.answer { try await Self.job(id, client.status(of: Self.jobID(id))) }
+        routes.appendRoute("GET /api/jobs/:id") { (_: HTTPRequest, id: String) in
+            await Self.answer { try await Self.job(id, client.status(of: Self.jobID(id))) }
         }
         let readOnly = readOnly
-        await server.appendRoute("POST /api/jobs/:id/cancel") { (request: HTTPRequest, id: String) in
-            if let refusal = hosts.refusal(request) { return refusal }
-            return await Self.answer {
+        routes.appendRoute("POST /api/jobs/:id/cancel") { (request: HTTPRequest, id: String) in
+            await Self.answer {
                 try Self.checkAction(request, readOnly: readOnly)
                 return try await Self.job(id, client.cancel(job: Self.jobID(id)))
             }
         }
-        await server.appendRoute("POST /api/jobs/:id/retry") { (request: HTTPRequest, id: String) in
-            if let refusal = hosts.refusal(request) { return refusal }
-            return await Self.answer {
+        routes.appendRoute("POST /api/jobs/:id/retry") { (request: HTTPRequest, id: String) in
+            await Self.answer {
                 try Self.checkAction(request, readOnly: readOnly)
                 let new = try await client.retry(job: Self.jobID(id))
                 return try await Self.job(new.description, client.status(of: new))
             }
         }
+        // Every request passes the Host check first, whatever its route.
+        let server = HTTPServer(
+            address: try .inet(ip4: host, port: port), logger: .disabled,
+            handler: HostCheckedHandler(hosts: hosts, routes: routes))
         return (server, try await server.startListening())
     }
 
@@ -230,13 +225,23 @@ struct LiveFeed: WSMessageHandler {
     }
 }
 
-extension HostCheck {
+/// The dashboard's routes behind ``HostCheck``: a request addressed to a name the dashboard
+/// does not answer to is refused before any route sees it.
+struct HostCheckedHandler: HTTPHandler {
+    let hosts: HostCheck
+    let routes: RoutedHTTPHandler
+
+    func handleRequest(_ request: HTTPRequest) async throws -> HTTPResponse {
+        if let refusal = refusal(request) { return refusal }
+        return try await routes.handleRequest(request)
+    }
+
     /// The answer to a request addressed to a name this dashboard does not answer to; `nil`
     /// when it does.
-    func refusal(_ request: HTTPRequest) -> HTTPResponse? {
+    private func refusal(_ request: HTTPRequest) -> HTTPResponse? {
         let header = request.headers[.host]
-        guard !admits(header) else { return nil }
-        let name = Self.name(of: header?.lowercased() ?? "")
+        guard !hosts.admits(header) else { return nil }
+        let name = HostCheck.name(of: header?.lowercased() ?? "")
         let message =
             "this dashboard answers requests addressed to an IP address, localhost or a name given with --allow-host,"
             + " not \(name) (a page of another site whose name was pointed here would otherwise be served):"
