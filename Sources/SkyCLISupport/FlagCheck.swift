@@ -50,27 +50,12 @@ public enum FlagCheck {
     /// process.
     public static func distinctEndpoints(_ endpoints: [(flag: String, value: String)]) throws {
         for (index, first) in endpoints.enumerated() {
-            for second in endpoints[(index + 1)...] where sameBinding(first.value, second.value) {
+            for second in endpoints[(index + 1)...] where ZMQEndpoint.sameBinding(first.value, second.value) {
                 throw ValidationError(
                     "\(first.flag) and \(second.flag) are both \(second.value): each needs an endpoint of its own"
                         + " (another port, or another ipc:// path)")
             }
         }
-    }
-
-    /// Whether binding both would take the same address: the same `ipc://` path or `inproc://`
-    /// name, or the same TCP port on the same host or on every host (`*`); a port of `*` is a
-    /// free port each time.
-    static func sameBinding(_ first: String, _ second: String) -> Bool {
-        func tcp(_ value: String) -> (host: Substring, port: Substring)? {
-            guard value.hasPrefix("tcp://"), let colon = value.lastIndex(of: ":") else { return nil }
-            let host = value[value.index(value.startIndex, offsetBy: 6)..<colon]
-            return (host, value[value.index(after: colon)...])
-        }
-        guard let a = tcp(first), let b = tcp(second) else { return first == second }
-        guard a.port != "*", a.port == b.port else { return false }
-        let everyHost: Set<Substring> = ["*", "0.0.0.0"]
-        return a.host == b.host || everyHost.contains(a.host) || everyHost.contains(b.host)
     }
 
     private static func format(_ range: ClosedRange<Double>) -> String {

@@ -15,9 +15,7 @@ public enum ZMQEndpoint {
         case "ipc", "inproc":
             return address.isEmpty ? "no \(transport) path" : nil
         case "tcp":
-            guard let colon = address.lastIndex(of: ":") else { return "no port" }
-            let host = address[..<colon]
-            let port = address[address.index(after: colon)...]
+            guard let (host, port) = tcpAddress(value) else { return "no port" }
             if host.isEmpty { return "no host" }
             if host == "*" && !binding { return "* as host only works when binding" }
             if port == "*" { return binding ? nil : "* as port only works when binding" }
@@ -26,6 +24,25 @@ public enum ZMQEndpoint {
         default:
             return "unknown transport \(transport); use tcp, ipc or inproc"
         }
+    }
+
+    /// The host and port of a `tcp://HOST:PORT` endpoint; `nil` for another transport or without
+    /// a port.
+    static func tcpAddress(_ value: String) -> (host: Substring, port: Substring)? {
+        guard value.hasPrefix("tcp://") else { return nil }
+        let address = value.dropFirst(6)
+        guard let colon = address.lastIndex(of: ":") else { return nil }
+        return (address[..<colon], address[address.index(after: colon)...])
+    }
+
+    /// Whether binding both would take the same address: the same `ipc://` path or `inproc://`
+    /// name, or the same TCP port on the same host or on every host (`*`); a port of `*` is a
+    /// free port each time.
+    public static func sameBinding(_ first: String, _ second: String) -> Bool {
+        guard let a = tcpAddress(first), let b = tcpAddress(second) else { return first == second }
+        guard a.port != "*", a.port == b.port else { return false }
+        let everyHost: Set<Substring> = ["*", "0.0.0.0"]
+        return a.host == b.host || everyHost.contains(a.host) || everyHost.contains(b.host)
     }
 
     /// The one-line advice for an endpoint with `problem`.

@@ -32,4 +32,21 @@ struct ZMQEndpointTests {
             ZMQEndpoint.advice("localhost:5555", problem: "no transport")
                 == "localhost:5555 is not a ZeroMQ endpoint (no transport); write it like tcp://127.0.0.1:5555")
     }
+
+    @Test(
+        arguments: [
+            ("tcp://127.0.0.1:5555", "tcp://127.0.0.1:5555", true),
+            ("tcp://*:5555", "tcp://10.0.0.1:5555", true),
+            ("tcp://0.0.0.0:5555", "tcp://127.0.0.1:5555", true),
+            ("tcp://127.0.0.1:5555", "tcp://127.0.0.1:5556", false),
+            ("tcp://10.0.0.1:5555", "tcp://10.0.0.2:5555", false),
+            ("tcp://127.0.0.1:*", "tcp://127.0.0.1:*", false),
+            ("ipc:///tmp/a", "ipc:///tmp/a", true),
+            ("ipc:///tmp/a", "ipc:///tmp/b", false),
+            ("tcp://127.0.0.1", "tcp://127.0.0.1", true),
+        ] as [(String, String, Bool)])
+    func twoBindingsClashOnlyOnTheSameAddress(first: String, second: String, clash: Bool) {
+        #expect(ZMQEndpoint.sameBinding(first, second) == clash)
+        #expect(ZMQEndpoint.sameBinding(second, first) == clash)
+    }
 }
