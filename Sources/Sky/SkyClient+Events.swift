@@ -58,7 +58,7 @@ extension SkyClient {
         // Subscriptions that closed before their handshake, in a row: after a socket-type
         // mismatch (the clients or workers port given as the events port) libzmq never
         // reconnects, so each gets a new socket, and the third ends the stream naming the cause.
-        var closedBeforeHandshake = 0
+        var handshake = HandshakeWatch()
         while true {
             let id = Shell.socketID(nextEventSocket)
             nextEventSocket += 1
@@ -100,11 +100,11 @@ extension SkyClient {
                 throw error
             }
             if let refusal = ended?.refusal { throw SkyError.unauthorized(refusal) }
+            // Only a subscription that closed before its handshake ends here with more to do.
             guard ended?.closedBeforeHandshake == true else { break }
-            closedBeforeHandshake += 1
-            if closedBeforeHandshake >= HandshakeWatch.strikes {
+            if handshake.closedBeforeHandshake() {
                 throw SkyError.wrongEndpoint(
-                    "\(endpoint) closed the events subscription during its handshake \(closedBeforeHandshake) times in a row:"
+                    "\(endpoint) closed the events subscription during its handshake \(HandshakeWatch.strikes) times in a row:"
                         + " it is not the broker's events endpoint (its clients or workers port?; set"
                         + " SkyClient.Configuration.events, skywatch --events)"
                         + (configuration.credentials == nil
