@@ -49,10 +49,10 @@ public struct JobOptions: Sendable, Equatable {
         submission.delayMilliseconds = UInt64(clamping: max(0, delay?.wholeMilliseconds ?? 0))
         submission.retentionMilliseconds = UInt64(clamping: max(0, retention.wholeMilliseconds))
         submission.timeoutMilliseconds = timeout.map { UInt32(clamping: max(1, $0.wholeMilliseconds)) } ?? 0
-        submission.maxAttempts = UInt16(clamping: retry.maxAttempts)
+        submission.maxAttempts = UInt16(clamping: retry.usedMaxAttempts)
         submission.initialBackoffMilliseconds = UInt32(clamping: max(0, retry.initialBackoff.wholeMilliseconds))
         submission.maxBackoffMilliseconds = UInt32(clamping: max(0, retry.maxBackoff.wholeMilliseconds))
-        submission.multiplierPercent = UInt16(min(65_535, (retry.multiplier * 100).rounded()))
+        submission.multiplierPercent = UInt16(min(65_535, (retry.usedMultiplier * 100).rounded()))
         submission.retryOn = retry.retryOn.flatMap(\.replyStatuses).sorted { $0.rawValue < $1.rawValue }
         submission.idempotencyKey = key
         return submission

@@ -9,7 +9,10 @@ import Foundation
 /// in lockstep; it is rounded to whole milliseconds.
 ///
 /// Remote handler errors are not retried by default (the same input usually fails the same
-/// way); ``retryingHandlerErrors()`` adds them for handlers with transient failures.
+/// way); ``retryingHandlerErrors()`` adds them for handlers with transient failures. Nor is
+/// ``SkyError/workerLost``: the broker answers it only after it handed the task to
+/// `--max-deliveries` workers that were all lost, so a retry would hand a task that kills its
+/// workers to as many again.
 public struct RetryPolicy: Sendable, Equatable {
     /// Attempts in all, the first included; 1 means no retry.
     public var maxAttempts: Int
@@ -24,7 +27,7 @@ public struct RetryPolicy: Sendable, Equatable {
     public init(
         maxAttempts: Int = 3, initialBackoff: Duration = .milliseconds(100), multiplier: Double = 2,
         maxBackoff: Duration = .seconds(5), jitter: Double = 0.2,
-        retryOn: Set<SkyError.Code> = [.timeout, .workerLost, .brokerUnreachable]
+        retryOn: Set<SkyError.Code> = [.timeout, .brokerUnreachable]
     ) {
         precondition(maxAttempts >= 1, "maxAttempts must be at least 1")
         precondition((0...1).contains(jitter), "jitter must be in 0...1")
@@ -37,8 +40,8 @@ public struct RetryPolicy: Sendable, Equatable {
         self.retryOn = retryOn
     }
 
-    /// Three attempts, backoff 100 ms doubling to 5 s, ±20 %; retries timeouts, lost workers and
-    /// an unreachable broker.
+    /// Three attempts, backoff 100 ms doubling to 5 s, ±20 %; retries timeouts and an
+    /// unreachable broker.
     public static let `default` = RetryPolicy()
 
     /// One attempt only.
@@ -58,15 +61,37 @@ public struct RetryPolicy: Sendable, Equatable {
 
     /// The backoff after attempt `attempt` (1 for the first), before jitter.
     public func nominalBackoff(afterAttempt attempt: Int) -> Duration {
-        let base = Double(initialBackoff.wholeMilliseconds)
-        let grown = base * pow(multiplier, Double(max(0, attempt - 1)))
-        return .milliseconds(Int64(min(grown, Double(maxBackoff.wholeMilliseconds)).rounded()))
+        let base = Double(max(0, initialBackoff.wholeMilliseconds))
+        let cap = Double(max(0, maxBackoff.wholeMilliseconds))
+        let grown = base * pow(usedMultiplier, Double(max(0, attempt - 1)))
+        // `grown < cap` is false for NaN (0 × ∞), which then takes the cap.
+        return Self.milliseconds(grown < cap ? grown : cap)
     }
 
     /// The backoff after attempt `attempt`, with jitter drawn from `random`.
     public func backoff(afterAttempt attempt: Int, using random: inout some RandomNumberGenerator) -> Duration {
         let nominal = Double(nominalBackoff(afterAttempt: attempt).wholeMilliseconds)
-        let factor = jitter > 0 ? Double.random(in: (1 - jitter)...(1 + jitter), using: &random) : 1
-        return .milliseconds(Int64((nominal * factor).rounded()))
+        let spread = usedJitter
+        let factor = spread > 0 ? Double.random(in: (1 - spread)...(1 + spread), using: &random) : 1
+        return Self.milliseconds(nominal * factor)
+    }
+
+    // The properties are `var`s, so `init`'s checks do not hold for values set later: a policy
+    // whose multiplier became NaN or whose jitter became 5 still gives a backoff, never a trap
+    // in the middle of a retry.
+
+    /// ``multiplier`` as applied: at least 1 (below 1 or NaN counts as 1).
+    var usedMultiplier: Double { multiplier >= 1 ? multiplier : 1 }
+
+    /// ``jitter`` as applied: within 0...1 (NaN counts as 0).
+    var usedJitter: Double { jitter > 0 ? min(jitter, 1) : 0 }
+
+    /// ``maxAttempts`` as applied: at least 1.
+    var usedMaxAttempts: Int { max(1, maxAttempts) }
+
+    /// Whole milliseconds, rounded, within 0 and 9 × 10¹⁸ (about 285 million years), so that a
+    /// backoff grown past `Int64` saturates instead of trapping.
+    private static func milliseconds(_ value: Double) -> Duration {
+        .milliseconds(Int64(min(9.0e18, max(0, value)).rounded()))
     }
 }

@@ -3,6 +3,7 @@ import Sky
 import SkyProtocol
 import SkyTestSupport
 import SkyWorkloads
+import SkyZMQ
 import Testing
 
 extension IntegrationSuite {
@@ -68,6 +69,52 @@ extension IntegrationSuite {
             let snapshot = try await sky.clusterSnapshot()
             #expect(snapshot.counters.requeued == 2)
             #expect(snapshot.workers.count == 2)
+            await sky.close()
+            await cluster.stop()
+        }
+
+        /// A task that kills every worker it reaches (a poison pill) takes `--max-deliveries`
+        /// workers with it and no more: the broker's redeliveries are the only ones. The client's
+        /// default policy retried the broker's final `workerLost` as well, so one such call took
+        /// three times as many workers (nine) before its caller heard.
+        @Test func aTaskThatKillsEveryWorkerTakesMaxDeliveriesWorkersAndNoMore() async throws {
+            let cluster = try await TestCluster.start(extraArguments: TestCluster.fastHeartbeats)
+            defer { cluster.killAll() }
+            var workers: [String: SkyProcess] = [:]
+            for index in 1...2 { workers["p-\(index)"] = try await cluster.startWorker(name: "p-\(index)", capacity: 1) }
+            try await cluster.waitForWorkers(2)
+            let sky = try await SkyClient(broker: cluster.clients)
+            let answered = Locked(false)
+            let poison = Task {
+                defer { answered.withLock { $0 = true } }
+                return try await sky.scan(SleepTask(milliseconds: 60_000))
+            }
+            var killed = 0
+            var started = 2
+            while killed < 10 {
+                var holder: String?
+                try await eventually("the task at a worker, or its outcome") {
+                    if answered.withLock({ $0 }) { return true }
+                    holder = try? await sky.clusterSnapshot().workers.first { ($0.inFlight ?? 0) > 0 }?.name
+                    return holder != nil
+                }
+                guard let name = holder, !answered.withLock({ $0 }) else { break }
+                workers[name]!.signal(SIGKILL)
+                killed += 1
+                started += 1
+                workers["p-\(started)"] = try await cluster.startWorker(name: "p-\(started)", capacity: 1)
+                try await eventually("worker \(name) declared lost") {
+                    (try? await sky.clusterSnapshot().workers.contains { $0.name == name }) == false
+                }
+            }
+            print("a poison task killed \(killed) workers before its caller heard")
+            #expect(killed == 3)
+            await #expect {
+                _ = try await value(of: poison, "the poison task's outcome")
+            } throws: { error in
+                guard case .workerLost(let message) = error as? SkyError else { return false }
+                return message.contains("3 times")
+            }
             await sky.close()
             await cluster.stop()
         }

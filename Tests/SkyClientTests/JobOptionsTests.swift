@@ -19,6 +19,21 @@ struct JobOptionsTests {
         #expect(Duration.seconds(Int64.min).wholeMilliseconds == Int64.min)
     }
 
+    /// A policy's `var`s set below `init`'s bounds: a negative multiplier trapped the submit
+    /// (`UInt16(-100.0)`), and no attempts at all was sent for the broker to refuse.
+    @Test func aPolicyChangedBelowItsBoundsIsSentWithinThem() throws {
+        var retry = RetryPolicy()
+        retry.multiplier = -1
+        retry.maxAttempts = 0
+        var options = JobOptions(retry: retry)
+        var submission = try options.submission(service: "sky.echo", body: [1], key: "k")
+        #expect(submission.multiplierPercent == 100 && submission.maxAttempts == 1)
+        #expect(try JobSubmission(decoding: submission.encode()) == submission)
+        options.retry.multiplier = .nan
+        submission = try options.submission(service: "sky.echo", body: [1], key: "k")
+        #expect(submission.multiplierPercent == 100)
+    }
+
     /// A submit without a key of the user's gets one of the client's: unique, and increasing
     /// within a client, so that the journal's key index grows at one end (random keys wrote a
     /// different index page for every job: twice the journal's page writes, measured).

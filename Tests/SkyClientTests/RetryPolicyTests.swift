@@ -20,6 +20,34 @@ struct RetryPolicyTests {
         #expect(Set(samples).count > 300)
     }
 
+    /// `init` checks its arguments, but the properties are `var`s: a value set afterwards must
+    /// still give a backoff. NaN multipliers and jitters, a negative multiplier and caps near
+    /// `Int64.max` trapped in the middle of a retry (converting a Double out of range).
+    @Test func valuesSetAfterInitNeverTrapABackoff() {
+        var random = SplitMix64(seed: 3)
+        var policy = RetryPolicy(maxAttempts: 100, initialBackoff: .milliseconds(100), maxBackoff: .seconds(Int64.max))
+        #expect(policy.nominalBackoff(afterAttempt: 90) == .milliseconds(9_000_000_000_000_000_000))
+        #expect(policy.backoff(afterAttempt: 90, using: &random) <= .milliseconds(9_000_000_000_000_000_000))
+        policy.maxBackoff = .seconds(5)
+        policy.multiplier = .nan
+        #expect(policy.nominalBackoff(afterAttempt: 3) == .milliseconds(100), "NaN counts as 1")
+        policy.multiplier = -2
+        #expect(policy.nominalBackoff(afterAttempt: 3) == .milliseconds(100), "below 1 counts as 1")
+        policy.multiplier = .infinity
+        #expect(policy.nominalBackoff(afterAttempt: 3) == .seconds(5))
+        policy.initialBackoff = .zero
+        #expect(policy.nominalBackoff(afterAttempt: 3) == .seconds(5), "0 × ∞ is NaN: the cap")
+        policy.initialBackoff = .milliseconds(-100)
+        policy.multiplier = 2
+        #expect(policy.nominalBackoff(afterAttempt: 1) == .zero)
+        policy.initialBackoff = .milliseconds(1000)
+        for jitter in [Double.nan, .infinity, -1, 5] {
+            policy.jitter = jitter
+            let backoff = policy.backoff(afterAttempt: 1, using: &random)
+            #expect(backoff >= .zero && backoff <= .seconds(2), "jitter \(jitter)")
+        }
+    }
+
     @Test func noJitterMeansTheNominalSchedule() {
         let policy = RetryPolicy(initialBackoff: .milliseconds(250), jitter: 0)
         var random = SplitMix64(seed: 1)
@@ -29,13 +57,13 @@ struct RetryPolicyTests {
     @Test func byDefaultOnlyTransientErrorsAreRetried() {
         let policy = RetryPolicy.default
         #expect(policy.maxAttempts == 3)
-        for error: SkyError in [.timeout("t"), .workerLost("w"), .brokerUnreachable("b")] {
+        for error: SkyError in [.timeout("t"), .brokerUnreachable("b")] {
             #expect(policy.shouldRetry(error, afterAttempt: 1))
             #expect(policy.shouldRetry(error, afterAttempt: 2))
             #expect(!policy.shouldRetry(error, afterAttempt: 3), "three attempts in all")
         }
         for error: SkyError in [
-            .remote(type: "E", message: "m"), .overloaded("o"), .noWorkers(service: "n"), .cancelled("c"),
+            .remote(type: "E", message: "m"), .workerLost("w"), .overloaded("o"), .noWorkers(service: "n"), .cancelled("c"),
             .unauthorized("u"),
             .invalidPayload("p"), .unknownService("s"), .clientClosed,
         ] {
