@@ -81,7 +81,9 @@ extension IntegrationSuite {
             let cluster = try await TestCluster.start(extraArguments: TestCluster.fastHeartbeats)
             defer { cluster.killAll() }
             var workers: [String: SkyProcess] = [:]
-            for index in 1...2 { workers["p-\(index)"] = try await cluster.startWorker(name: "p-\(index)", capacity: 1) }
+            for index in 1...2 {
+                workers["p-\(index)"] = try await cluster.startWorker(name: "p-\(index)", capacity: 1)
+            }
             try await cluster.waitForWorkers(2)
             let sky = try await SkyClient(broker: cluster.clients)
             let answered = Locked(false)

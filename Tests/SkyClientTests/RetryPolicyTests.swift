@@ -63,7 +63,8 @@ struct RetryPolicyTests {
             #expect(!policy.shouldRetry(error, afterAttempt: 3), "three attempts in all")
         }
         for error: SkyError in [
-            .remote(type: "E", message: "m"), .workerLost("w"), .overloaded("o"), .noWorkers(service: "n"), .cancelled("c"),
+            .remote(type: "E", message: "m"), .workerLost("w"), .overloaded("o"), .noWorkers(service: "n"),
+            .cancelled("c"),
             .unauthorized("u"),
             .invalidPayload("p"), .unknownService("s"), .clientClosed,
         ] {
