@@ -107,28 +107,39 @@ extension BrokerStateMachine {
             into: &actions)
     }
 
+    /// A delivery still held at its deadline plus the lease grace: its caller (if it still
+    /// waits) is answered `deadlineExceeded` and the worker is told CANCEL (again, if the client
+    /// cancelled it already). The delivery keeps its credit until the worker answers, as a
+    /// client-cancelled one does: the worker's handler may still run (it ignores cancellation),
+    /// and a credit returned now would make the broker send a task to a worker with no free
+    /// slot, whose caller would be refused `overloaded` by the worker.
     private mutating func expireLeases(now: Instant, budget: inout Int, into actions: inout [BrokerAction]) {
         let nowTicks = ticks(now)
-        var touched: [PeerID] = []
         while budget > 0, let first = leases.min, first.expiry <= nowTicks {
             leases.removeMin()
-            guard let held = workers[first.peer]?.inFlight.removeValue(forKey: first.tag) else { continue }
+            guard let held = workers[first.peer]?.inFlight[first.tag] else { continue }
             budget -= 1
             let key = held.task.key
+            let name = workers[first.peer]?.name ?? first.peer.description
             actions.append(.sendToWorker(first.peer, .cancel(tag: Self.tagFrame(first.tag), key.requestID)))
-            if held.answered {
-                releaseCancelledDelivery(key, at: first.peer)
-            } else {
+            if !held.answered {
                 running[key] = nil
+                workers[first.peer]?.inFlight[first.tag]?.answered = true
+                workers[first.peer]?.cancelledKeys.insert(key)
                 counters.deadlinesExceeded += 1
                 fail(
-                    held.task, .deadlineExceeded,
-                    "it ran past its deadline and the grace period on worker \(workers[first.peer]?.name ?? first.peer.description)",
-                    worker: first.peer, into: &actions)
+                    held.task, .deadlineExceeded, "it ran past its deadline and the grace period on worker \(name)",
+                    worker: first.peer, keepsClient: true, into: &actions)
             }
-            touched.append(first.peer)
+            actions.append(
+                .log(
+                    .warning,
+                    "a task runs past its deadline and the lease grace; its worker's slot stays taken until the handler returns (does it ignore cancellation?)",
+                    [
+                        "worker": "\(name)", "service": "\(held.task.request.service)",
+                        "request": "\(key.requestID)",
+                    ]))
         }
-        for peer in touched { fill(peer, now: now, into: &actions) }
     }
 
     private mutating func publishStats(over period: Duration, now: Instant, into actions: inout [BrokerAction]) {

@@ -37,9 +37,9 @@ import SkyProtocol
 /// **Deadlines.** A request's `timeout-ms` sets its deadline. One still waiting at its deadline, or
 /// after ``Configuration/maxWait`` (which also bounds requests without a deadline), is answered
 /// `deadlineExceeded`; one whose service no connected worker serves is answered `noWorkers` after
-/// ``Configuration/noWorkersGrace``. One running past deadline + ``Configuration/leaseGrace`` is
-/// taken from its worker (a lease), answered `deadlineExceeded`, and the worker is told to cancel
-/// it. Expiries are answered at most ``Configuration/expiryBatch`` per tick, so that a storm of
+/// ``Configuration/noWorkersGrace``. One running past deadline + ``Configuration/leaseGrace`` (a
+/// lease) is answered `deadlineExceeded` and the worker is told to cancel it; its slot stays
+/// taken until the worker answers, since the handler may still run. Expiries are answered at most ``Configuration/expiryBatch`` per tick, so that a storm of
 /// them never holds up heartbeats.
 public struct BrokerStateMachine: Sendable {
     public typealias Instant = ContinuousClock.Instant
@@ -690,7 +690,7 @@ public struct BrokerStateMachine: Sendable {
     /// forgets the request.
     mutating func fail(
         _ task: QueuedRequest, _ status: ReplyStatus, _ message: String, worker: PeerID? = nil,
-        into actions: inout [BrokerAction]
+        keepsClient: Bool = false, into actions: inout [BrokerAction]
     ) {
         if status != .brokerShuttingDown {
             serviceWindows[task.request.service, default: ServiceWindow()].recordFailure(status)
@@ -710,7 +710,9 @@ public struct BrokerStateMachine: Sendable {
                 requestID: task.request.requestID.description, service: task.request.service,
                 deliveries: Int(task.deliveries), worker: worker?.description, status: status.description),
             into: &actions)
-        finishRequest(task.client)
+        // A delivery its worker still holds keeps the client's number until it comes back
+        // (``releaseCancelledDelivery(_:at:)``).
+        if !keepsClient { finishRequest(task.client) }
     }
 
     /// Keeps a failure for the next `broker.stats`, if the period has room for it; the error

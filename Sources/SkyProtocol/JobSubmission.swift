@@ -25,7 +25,7 @@ public struct JobSubmission: Sendable, Equatable {
     /// Growth of the backoff per attempt, in hundredths (200 doubles it).
     public var multiplierPercent: UInt16 = 200
     /// Failure statuses after which another attempt is made.
-    public var retryOn: [ReplyStatus] = [.deadlineExceeded, .workerLost]
+    public var retryOn: [ReplyStatus] = [.deadlineExceeded]
     /// A second submit with the same key, while the first job is kept, returns the first job.
     public var idempotencyKey: String?
     /// The encoded task, exactly as `scan` would send it.

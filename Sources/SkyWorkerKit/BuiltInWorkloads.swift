@@ -27,7 +27,12 @@ public enum BuiltInWorkloads {
                 await system.register(service: EchoTask.service) { body in body }
             case SleepTask.service:
                 await system.register(SleepTask.self) { task in
-                    try await Task.sleep(for: .milliseconds(max(0, task.milliseconds)))
+                    let duration = Duration.milliseconds(max(0, task.milliseconds))
+                    if task.ignoresCancellation == true {
+                        await SleepTask.sleepIgnoringCancellation(for: duration)
+                    } else {
+                        try await Task.sleep(for: duration)
+                    }
                     return task
                 }
             case FlakyTask.service:

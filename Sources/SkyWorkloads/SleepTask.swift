@@ -1,3 +1,4 @@
+import Dispatch
 import SkyProtocol
 
 /// Sleep: holds a worker slot for the given time without using CPU, then returns it. For
@@ -9,9 +10,26 @@ public struct SleepTask: SkyTask, Hashable {
     public var milliseconds: Int
     /// Makes otherwise equal sleeps distinct (and lets a test tell its tasks apart).
     public var tag: Int
+    /// The handler sleeps through its cancellation, as one that swallows the
+    /// `CancellationError` of `try? await Task.sleep(…)` does: a drill for stuck handlers.
+    /// Absent (`nil`) in JSON unless set.
+    public var ignoresCancellation: Bool?
 
-    public init(milliseconds: Int, tag: Int = 0) {
+    public init(milliseconds: Int, tag: Int = 0, ignoresCancellation: Bool? = nil) {
         self.milliseconds = milliseconds
         self.tag = tag
+        self.ignoresCancellation = ignoresCancellation
+    }
+}
+
+extension SleepTask {
+    /// Waits `duration` on a timer that cancellation does not reach, holding no thread.
+    public static func sleepIgnoringCancellation(for duration: Duration) async {
+        // At most a year: a task's `milliseconds` is the caller's, and nanoseconds of more
+        // would overflow.
+        let nanoseconds = min(max(0, duration.wholeMilliseconds), 31_536_000_000) * 1_000_000
+        await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
+            DispatchQueue.global().asyncAfter(deadline: .now() + .nanoseconds(Int(nanoseconds))) { done.resume() }
+        }
     }
 }

@@ -6,7 +6,7 @@ struct ScanSummary: Codable {
     var sectors: Int
     var completed: Int
     var failed: Int
-    /// Extra attempts made (retries after timeouts and lost workers).
+    /// Extra attempts made (retries after timeouts and an unreachable broker).
     var retried: Int
     /// Results that differed from the local computation (only with --verify).
     var mismatches: Int

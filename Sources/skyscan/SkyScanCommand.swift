@@ -35,7 +35,10 @@ struct SkyScanCommand: AsyncParsableCommand {
     @Option(help: "Seconds each attempt of a scan may take.")
     var timeout: Double = 60
 
-    @Option(help: "Attempts per scan (1 = no retry); timeouts and lost workers are retried.")
+    @Option(
+        help:
+            "Attempts per scan (1 = no retry); timeouts and an unreachable broker are retried (the broker itself hands a lost worker's scan to another)."
+    )
     var attempts = 3
 
     @Flag(help: "Check every result against a scan computed locally.")

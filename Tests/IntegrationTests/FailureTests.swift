@@ -270,6 +270,42 @@ extension IntegrationSuite {
             await cluster.stop()
         }
 
+        /// A handler that ignores its cancellation (`try? await Task.sleep`) keeps its slot past
+        /// its deadline and the lease grace, and no other call pays for it. Before, the broker
+        /// took the credit back at the lease and sent the next task to the worker whose only
+        /// slot was still taken, and that call failed `overloaded` at once.
+        @Test func aHandlerThatIgnoresItsCancellationKeepsItsSlotAndNoOtherCallPays() async throws {
+            let cluster = try await TestCluster.start(extraArguments: ["--lease-grace", "0.2"])
+            defer { cluster.killAll() }
+            let stubborn = try await cluster.startWorker(name: "stubborn", capacity: 1)
+            try await cluster.waitForWorkers(1)
+            let sky = try await SkyClient(broker: cluster.clients)
+            let once = ScanOptions(timeout: .milliseconds(200), retry: .never)
+            await #expect {
+                _ = try await sky.scan(SleepTask(milliseconds: 60_000, ignoresCancellation: true), options: once)
+            } throws: { ($0 as? SkyError)?.code == .timeout }
+            try await eventually("the broker's word on the stuck handler") {
+                cluster.broker.errorText.contains("slot stays taken")
+            }
+            _ = try await cluster.startWorker(name: "fine", capacity: 1)
+            try await cluster.waitForWorkers(2)
+            var failures: [String] = []
+            for tag in 0..<30 {
+                do {
+                    _ = try await sky.scan(SleepTask(milliseconds: 5, tag: tag), options: ScanOptions(retry: .never))
+                } catch {
+                    failures.append("\(error)")
+                }
+            }
+            #expect(failures.isEmpty, "\(failures.count) of 30 failed, the first: \(failures.first ?? "")")
+            let workers = try await sky.clusterSnapshot().workers
+            #expect(workers.first { $0.name == "stubborn" }?.inFlight == 1, "its slot is still taken")
+            #expect(workers.first { $0.name == "fine" }?.completed == 30)
+            await sky.close()
+            stubborn.signal(SIGKILL)  // its drain would wait for the handler
+            await cluster.stop()
+        }
+
         @Test func aStoppingBrokerAnswersWaitingRequestsAndExitsZero() async throws {
             let cluster = try await TestCluster.start()
             defer { cluster.killAll() }

@@ -60,9 +60,11 @@ extension BrokerReliabilityTests {
     }
 
     /// The client cancelled (and was answered), but the worker never answers the cancelled
-    /// delivery: its lease takes it back at deadline + grace, tells the worker CANCEL again,
-    /// answers nobody a second time, and frees the credit for the next request.
-    @Test func aCancelledDeliveryThatNeverAnswersIsTakenBackByItsLease() {
+    /// delivery: at deadline + grace the broker tells the worker CANCEL again and says so in
+    /// its log, answers nobody a second time, and keeps the credit taken until the worker's
+    /// REPLY, since the handler still runs (before, the credit came back at the lease, and the
+    /// next request went to a worker with no free slot).
+    @Test func aCancelledDeliveryThatNeverAnswersKeepsItsSlotPastItsLease() {
         var configuration = BrokerStateMachine.Configuration()
         configuration.leaseGrace = .seconds(1)
         var broker = BrokerHarness(configuration)
@@ -75,8 +77,15 @@ extension BrokerReliabilityTests {
         let lease = broker.advance(.milliseconds(2100))
         #expect(lease.contains(.sendToWorker(worker1, .cancel(tag: tag, id))))
         #expect(replies(lease).isEmpty, "the client was answered once already")
-        #expect(dispatched(lease).map(\.1) == [other])
+        #expect(dispatched(lease).isEmpty, "the handler still holds the worker's only slot")
+        #expect(logs(lease).contains { $0.contains("slot stays taken") })
+        #expect(broker.machine.workers[worker1]?.inFlight.count == 1)
+        // The handler returns at last: its reply only frees the slot.
+        let late = broker.reply(worker1, client: clientA, id)
+        #expect(replies(late).isEmpty)
+        #expect(dispatched(late).map(\.1) == [other])
         #expect(broker.machine.workers[worker1]?.cancelledKeys.isEmpty == true)
+        #expect(broker.machine.counters.repliesAfterCancel == 1)
     }
 
     /// DISCONNECT or DRAINING from a peer that is not a registered worker changes nothing and
