@@ -12,7 +12,7 @@ struct TimeSource: Sendable {
     init<C: Clock>(_ clock: C) where C.Duration == Duration {
         let origin = clock.now
         now = { origin.duration(to: clock.now) }
-        sleep = { try await clock.sleep(until: origin.advanced(by: $0), tolerance: nil) }
+        sleep = { try await clock.sleep(until: origin.advanced(by: $0.asSleep), tolerance: nil) }
         continuousOrigin = origin as? ContinuousClock.Instant
     }
 }

@@ -29,7 +29,7 @@ public actor TimeoutTask<Success: Sendable> {
         timeout: Duration, clock: C = ContinuousClock(), operation: @escaping @Sendable () async throws -> Success
     ) where C.Duration == Duration {
         self.timeout = timeout
-        self.sleep = { try await clock.sleep(for: $0, tolerance: nil) }
+        self.sleep = { try await clock.sleep(for: $0.asSleep, tolerance: nil) }
         self.operation = operation
     }
 

@@ -27,7 +27,7 @@ public enum BuiltInWorkloads {
                 await system.register(service: EchoTask.service) { body in body }
             case SleepTask.service:
                 await system.register(SleepTask.self) { task in
-                    let duration = Duration.milliseconds(max(0, task.milliseconds))
+                    let duration = Duration.milliseconds(task.milliseconds).asSleep
                     if task.ignoresCancellation == true {
                         await SleepTask.sleepIgnoringCancellation(for: duration)
                     } else {

@@ -25,9 +25,7 @@ public struct SleepTask: SkyTask, Hashable {
 extension SleepTask {
     /// Waits `duration` on a timer that cancellation does not reach, holding no thread.
     public static func sleepIgnoringCancellation(for duration: Duration) async {
-        // At most a year: a task's `milliseconds` is the caller's, and nanoseconds of more
-        // would overflow.
-        let nanoseconds = min(max(0, duration.wholeMilliseconds), 31_536_000_000) * 1_000_000
+        let nanoseconds = duration.asSleep.wholeNanoseconds
         await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
             DispatchQueue.global().asyncAfter(deadline: .now() + .nanoseconds(Int(nanoseconds))) { done.resume() }
         }

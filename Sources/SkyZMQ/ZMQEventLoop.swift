@@ -1,6 +1,7 @@
 import CSkySystem
 import CZMQ
 import Foundation
+import SkyProtocol
 import Synchronization
 
 /// One I/O thread that owns a set of ZeroMQ sockets and is the only thread that touches them.
@@ -216,9 +217,11 @@ public final class ZMQEventLoop: Sendable {
         return alarmNanoseconds.compareExchange(expected: nanoseconds, desired: .max, ordering: .relaxed).exchanged
     }
 
+    /// Nanoseconds after the origin, below `Int64.max` (which stands for "no alarm"): a
+    /// deadline centuries away, from a caller's absurd timeout, is an alarm that never rings,
+    /// not an overflow.
     static func nanoseconds(_ duration: Duration) -> Int64 {
-        let (seconds, attoseconds) = duration.components
-        return seconds * 1_000_000_000 + attoseconds / 1_000_000_000
+        min(duration.wholeNanoseconds, .max - 1)
     }
 
     /// The longest time the thread worked without polling its sockets since the last call (from

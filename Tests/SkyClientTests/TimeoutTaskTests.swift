@@ -34,6 +34,18 @@ struct TimeoutTaskTests {
         try await eventually("the timer is cancelled") { clock.sleeperCount == 0 }
     }
 
+    /// A timeout of `Int64.max` seconds (a caller's "never") trapped in `ContinuousClock.sleep`;
+    /// it is a century now.
+    @Test func aTimeoutOfIntMaxSecondsIsACenturyNotATrap() async throws {
+        let value = try await TimeoutTask(timeout: .seconds(Int64.max)) { 42 }.value
+        #expect(value == 42)
+        #expect(Duration.seconds(Int64.max).asSleep == .longestSleep)
+        #expect(Duration.seconds(-3).asSleep == .zero)
+        #expect(Duration.seconds(Int64.max).wholeNanoseconds == .max)
+        #expect(Duration.seconds(Int64.min).wholeNanoseconds == .min)
+        #expect(Duration.milliseconds(1500).wholeNanoseconds == 1_500_000_000)
+    }
+
     @Test func theOperationsErrorIsThrown() async {
         struct Boom: Error, Equatable {}
         let clock = ManualClock()

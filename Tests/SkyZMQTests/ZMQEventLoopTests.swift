@@ -228,6 +228,18 @@ struct ZMQEventLoopTests {
         await loop.shutdown()
     }
 
+    /// An alarm centuries away either way (a caller's absurd timeout) is a far alarm or a due
+    /// one, not an overflow: `setAlarm` multiplied seconds by 10⁹ and trapped.
+    @Test func anAlarmBeyondInt64NanosecondsDoesNotTrap() async throws {
+        let loop = try await ZMQEventLoop.start(name: "test-far-alarm", sockets: [], handler: { _, _ in })
+        loop.setAlarm(.now + .seconds(Int64.max))
+        #expect(try #require(loop.alarm) > .now + .seconds(1_000_000_000))
+        loop.setAlarm(.now - .seconds(Int64.max / 2))
+        #expect(try #require(loop.alarm) < .now)
+        loop.setAlarm(nil)
+        await loop.shutdown()
+    }
+
     /// An input posted just before the shutdown still reaches the inline handler (a client
     /// closing fails its calls that way), and nothing posted after it does.
     @Test func inputsPostedBeforeTheShutdownReachTheHandler() async throws {
