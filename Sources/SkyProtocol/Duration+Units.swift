@@ -1,7 +1,11 @@
 extension Duration {
     /// The duration in seconds, as a floating-point number (for rates and reports).
     public var inSeconds: Double {
-        Double(components.seconds) + Double(components.attoseconds) / 1e18
+        // `components` traps beyond Int64.max seconds; such a duration is "forever" to a report.
+        let bound = Duration.seconds(Int64.max)
+        if self >= bound { return .infinity }
+        if self <= .zero - bound { return -.infinity }
+        return Double(components.seconds) + Double(components.attoseconds) / 1e18
     }
 
     /// Whole milliseconds, rounded toward zero (what the wire's `timeout-ms` and events carry);
@@ -21,11 +25,14 @@ extension Duration {
     /// This duration as a wait: within zero and ``longestSleep``.
     public var asSleep: Duration { min(max(self, .zero), .longestSleep) }
 
+    /// Whole `units` per second, saturating. The bounds are compared first: `components` itself
+    /// traps on a duration beyond `Int64.max` seconds (such as an instant plus `.seconds(Int64.max)`
+    /// measured from an earlier one), and within them the product cannot overflow.
     @usableFromInline func whole(perSecond units: Int64) -> Int64 {
-        let (product, overflow) = components.seconds.multipliedReportingOverflow(by: units)
-        if overflow { return components.seconds < 0 ? Int64.min : Int64.max }
-        let (sum, sumOverflow) = product.addingReportingOverflow(
-            components.attoseconds / (1_000_000_000_000_000_000 / units))
-        return sumOverflow ? (product < 0 ? Int64.min : Int64.max) : sum
+        let bound = Duration.seconds(Int64.max / units)
+        if self >= bound { return .max }
+        if self <= .zero - bound { return .min }
+        let (seconds, attoseconds) = components
+        return seconds * units + attoseconds / (1_000_000_000_000_000_000 / units)
     }
 }

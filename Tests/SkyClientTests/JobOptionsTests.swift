@@ -19,6 +19,18 @@ struct JobOptionsTests {
         #expect(Duration.seconds(Int64.min).wholeMilliseconds == Int64.min)
     }
 
+    /// Durations beyond `Int64.max` seconds (an instant plus `.seconds(Int64.max)`, measured from
+    /// an earlier one) saturate: reading their `components` trapped.
+    @Test func durationsBeyondInt64SecondsSaturate() {
+        let beyond = Duration.seconds(Int64.max) + .seconds(Int64.max)
+        #expect(beyond.wholeNanoseconds == .max && beyond.wholeMilliseconds == .max)
+        #expect((.zero - beyond).wholeNanoseconds == .min && (.zero - beyond).wholeMilliseconds == .min)
+        #expect(beyond.inSeconds == .infinity && (.zero - beyond).inSeconds == -.infinity)
+        #expect(Duration.milliseconds(-1500).wholeMilliseconds == -1500)
+        #expect((Duration.seconds(2) + .nanoseconds(7)).wholeNanoseconds == 2_000_000_007)
+        #expect(Duration.milliseconds(1500).inSeconds == 1.5)
+    }
+
     /// A policy's `var`s set below `init`'s bounds: a negative multiplier trapped the submit
     /// (`UInt16(-100.0)`), and no attempts at all was sent for the broker to refuse.
     @Test func aPolicyChangedBelowItsBoundsIsSentWithinThem() throws {
