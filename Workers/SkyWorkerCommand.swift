@@ -63,6 +63,9 @@ struct SkyWorkerCommand: AsyncParsableCommand {
         try FlagCheck.integer(liveness, "--liveness", in: 1...1000)
         try FlagCheck.seconds(drainGrace, "--drain-grace", in: 0...86_400)
         try FlagCheck.integer(flakyEvery, "--flaky-every", in: 1...1_000_000_000)
+        if let name, let problem = WireFormat.nameProblem(name, what: "--name") {
+            throw ValidationError(problem)
+        }
     }
 
     func run() async throws {

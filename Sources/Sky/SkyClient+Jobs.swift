@@ -19,8 +19,8 @@ extension SkyClient {
         } catch {
             throw SkyError.invalidTask(String(describing: error))
         }
-        guard WireFormat.isValidName(T.service) else {
-            throw SkyError.invalidTask("service name \"\(T.service)\" is not 1...255 bytes of UTF-8")
+        if let problem = WireFormat.nameProblem(T.service, what: "service name") {
+            throw SkyError.invalidTask(problem)
         }
         let key = options.idempotencyKey ?? shell.callKey()
         let submission = try options.submission(service: T.service, body: body, key: key).encode()

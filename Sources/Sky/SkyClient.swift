@@ -211,12 +211,8 @@ public actor SkyClient {
         service: String, body: [UInt8], options: ScanOptions, trace: TraceFrameSource? = nil
     ) async throws -> Completion {
         // The broker drops a request with an invalid name unanswered; refuse it here instead.
-        guard WireFormat.isValidName(service) else {
-            return Completion(
-                result: .failure(
-                    .invalidTask("service name \"\(service)\" is not 1...255 bytes of UTF-8 without control characters")
-                ),
-                attempts: 0)
+        if let problem = WireFormat.nameProblem(service, what: "service name") {
+            return Completion(result: .failure(.invalidTask(problem)), attempts: 0)
         }
         guard body.count <= configuration.maxRequestBytes else {
             return Completion(

@@ -66,6 +66,18 @@ public enum WireFormat {
         hasNameShape(name.utf8)
     }
 
+    /// What is wrong with `name` as a service or worker name (`what`: "service name", "worker
+    /// name"), in one line for an error; `nil` if it is valid. The name is quoted with its
+    /// control characters escaped and cut to 40 characters, so that a runaway value still makes
+    /// a readable line.
+    public static func nameProblem(_ name: String, what: String) -> String? {
+        guard !isValidName(name) else { return nil }
+        let shown = name.count > 40 ? "\(name.prefix(40))…" : name
+        return
+            "\(what) \(String(reflecting: shown)) (\(name.utf8.count) bytes) is not 1...\(maxNameLength) bytes of UTF-8"
+            + " without control characters"
+    }
+
     /// A name's rules besides valid UTF-8: 1...``maxNameLength`` bytes, no control characters.
     private static func hasNameShape(_ bytes: some Collection<UInt8>) -> Bool {
         (1...maxNameLength).contains(bytes.count) && !bytes.contains { $0 < 0x20 || $0 == 0x7f }

@@ -67,6 +67,13 @@ public final class SkyWorker: Service, Sendable {
     public func run() async throws {
         let handlers = await system.handlerTable
         guard !handlers.services.isEmpty else { throw WorkerSetupError.noServices }
+        // The broker refuses such a READY; say which name is wrong before connecting.
+        let problems =
+            [WireFormat.nameProblem(system.name, what: "worker name")]
+            + handlers.services.map { WireFormat.nameProblem($0, what: "service name") }
+        if let problem = problems.lazy.compactMap({ $0 }).first {
+            throw WorkerSetupError.invalidName(problem)
+        }
         if let problem = ZMQEndpoint.problem(configuration.broker, binding: false) {
             throw WorkerSetupError.cannotConnect(
                 endpoint: configuration.broker, reason: ZMQEndpoint.advice(configuration.broker, problem: problem))
@@ -173,6 +180,8 @@ public final class SkyWorker: Service, Sendable {
 
 public enum WorkerSetupError: Error, CustomStringConvertible {
     case noServices
+    /// The worker's name or a service's is not one the protocol carries (the reason says which).
+    case invalidName(String)
     /// The broker refused to register this worker (REFUSED), for the reason given.
     case refused(String)
     /// The first connection to the broker could not even be opened (a malformed endpoint, a
@@ -182,6 +191,7 @@ public enum WorkerSetupError: Error, CustomStringConvertible {
     public var description: String {
         switch self {
         case .noServices: "the worker has no services: register at least one handler before running it"
+        case .invalidName(let problem): "\(problem): choose another name"
         case .refused(let reason): "the broker refused this worker: \(reason)"
         case .cannotConnect(let endpoint, let reason):
             "cannot connect to the broker at \(endpoint): \(reason); check --broker (for example tcp://HOST:5556)"

@@ -102,6 +102,12 @@ extension IntegrationSuite {
                 program: "skyworker", arguments: ["--capacity", "0"],
                 message: "--capacity must be a whole number in 1...65536, not 0"),
             .init(
+                program: "skyworker", arguments: ["--name", ""],
+                message: "--name \"\" (0 bytes) is not 1...255 bytes of UTF-8 without control characters"),
+            .init(
+                program: "skyworker", arguments: ["--name", "two\nlines"],
+                message: "--name \"two\\nlines\" (9 bytes) is not 1...255"),
+            .init(
                 program: "skyworker", arguments: ["--liveness", "0"],
                 message: "--liveness must be a whole number in 1...1000"),
             .init(

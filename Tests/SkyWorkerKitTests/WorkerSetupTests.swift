@@ -18,4 +18,27 @@ struct WorkerSetupTests {
             error.map(String.init(describing:))?.contains(
                 "localhost:5556 is not a ZeroMQ endpoint (no transport: expected tcp://, ipc:// or inproc://)") == true)
     }
+
+    /// A name the protocol cannot carry stops the worker before it connects, naming the name:
+    /// the broker refused its READY as "invalid service name", which said neither which one nor
+    /// that the worker's own name counts.
+    @Test(
+        .timeLimit(.minutes(1)),  // without the check, the worker waits for port 1 forever
+        arguments: [
+            ("w", "my service\n", "service name \"my service\\n\" (11 bytes) is not 1...255 bytes"),
+            (
+                String(repeating: "n", count: 300), "echo",
+                "worker name \"nnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnn…\" (300 bytes)"
+            ),
+        ])
+    func aNameTheProtocolCannotCarryStopsTheWorkerNamingIt(worker: String, service: String, message: String) async {
+        let system = ScanSystem(name: worker, capacity: 1)
+        await system.register(service: service) { body in body }
+        // An endpoint nobody serves: the check must come first, or the worker would wait.
+        let worker = SkyWorker(
+            configuration: .init(broker: "tcp://127.0.0.1:1"), system: system, logger: Logger(label: "w"))
+        let error = await #expect(throws: WorkerSetupError.self) { try await worker.run() }
+        let text = error.map(String.init(describing:)) ?? ""
+        #expect(text.contains(message) && text.hasSuffix("choose another name"), "\(text)")
+    }
 }
