@@ -64,7 +64,9 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(help: "Seconds a request may wait while no connected worker serves its service, before noWorkers.")
     var noWorkersGrace: Double = Self.defaults.routing.noWorkersGrace.inSeconds
 
-    @Option(help: "Seconds a task may run past its deadline before it is answered deadlineExceeded and cancelled on its worker.")
+    @Option(
+        help: "Seconds a task may run past its deadline before it is answered deadlineExceeded and cancelled on its worker."
+    )
     var leaseGrace: Double = Self.defaults.routing.leaseGrace.inSeconds
 
     @Flag(help: "Publish task.dispatched and task.completed for every task (costs throughput).")
