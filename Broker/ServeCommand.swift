@@ -65,8 +65,10 @@ struct ServeCommand: AsyncParsableCommand {
     var noWorkersGrace: Double = Self.defaults.routing.noWorkersGrace.inSeconds
 
     @Option(
-        help: "Seconds a task may run past its deadline before it is answered deadlineExceeded and cancelled on its worker."
-    )
+        help: """
+            Seconds a task may run past its deadline before it is answered deadlineExceeded and cancelled on its \
+            worker.
+            """)
     var leaseGrace: Double = Self.defaults.routing.leaseGrace.inSeconds
 
     @Flag(help: "Publish task.dispatched and task.completed for every task (costs throughput).")
