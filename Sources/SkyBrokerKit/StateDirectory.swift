@@ -28,14 +28,10 @@ final class StateDirectory: Sendable {
         // A file-size limit (ulimit -f) must fail the journal's write (EFBIG, as a full disk
         // does), not kill the broker with SIGXFSZ: submits then fail and scans go on.
         signal(SIGXFSZ, SIG_IGN)
-        do {
-            try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
-        } catch {
+        if let problem = makeDirectory(path) {
             throw BrokerStartError(
                 role: "journal", endpoint: path,
-                reason:
-                    "cannot make the state directory \(path) (\(error.localizedDescription.trimmingCharacters(in: CharacterSet(charactersIn: ".")))); pick another with --state-dir"
-            )
+                reason: "cannot make the state directory \(path): \(problem); pick another with --state-dir")
         }
         let lockPath = (path as NSString).appendingPathComponent("broker.lock")
         let lock = Glibc.open(lockPath, O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
@@ -68,6 +64,24 @@ final class StateDirectory: Sendable {
             Glibc.close(lock)
             throw BrokerStartError(role: "journal", endpoint: file, reason: "\(error)")
         }
+    }
+
+    /// `mkdir -p path`; what went wrong, naming the part of the path it went wrong at, if it
+    /// did. (Foundation's `createDirectory` said "NSCocoaErrorDomain error 512" for a path
+    /// under a file.)
+    private static func makeDirectory(_ path: String) -> String? {
+        var prefix = path.hasPrefix("/") ? "/" : ""
+        for component in path.split(separator: "/", omittingEmptySubsequences: true) {
+            prefix += (prefix.isEmpty || prefix.hasSuffix("/") ? "" : "/") + component
+            if mkdir(prefix, 0o755) == 0 { continue }
+            let failure = errno
+            var status = stat()
+            guard failure == EEXIST, stat(prefix, &status) == 0 else {
+                return "\(prefix): \(String(cString: strerror(failure)))"
+            }
+            if status.st_mode & S_IFMT != S_IFDIR { return "\(prefix) is a file, not a directory" }
+        }
+        return nil
     }
 
     /// Commits what is queued, stops the journal's thread, and frees the lock.

@@ -159,6 +159,12 @@ extension IntegrationSuite {
                 message:
                     "skybroker: cannot write the trace log /nonexistent/folder/spans.jsonl: it cannot be created (does its folder exist"
             ),
+            // A path under a file: Foundation said only "NSCocoaErrorDomain error 512".
+            .init(
+                program: "skybroker", arguments: ["--state-dir", "/etc/passwd/state"], status: 1,
+                message:
+                    "skybroker: cannot make the state directory /etc/passwd/state: /etc/passwd is a file, not a directory; pick another with --state-dir"
+            ),
             .init(
                 program: "skyweb", arguments: ["--listen", "8470"],
                 message: "--listen 8470 is not HOST:PORT with an IPv4 address and a port in 0...65535"),
