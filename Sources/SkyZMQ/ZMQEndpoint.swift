@@ -19,7 +19,11 @@ public enum ZMQEndpoint {
             if host.isEmpty { return "no host" }
             if host == "*" && !binding { return "* as host only works when binding" }
             if port == "*" { return binding ? nil : "* as port only works when binding" }
-            guard let number = Int(port), (1...65_535).contains(number) else { return "port \(port) is not 1...65535" }
+            guard let number = Int(port), (1...65_535).contains(number) else {
+                // Port 0 means "any free port" to many tools; here that is `*`.
+                let free = binding && port == "0" ? " (for a free port, write * as the port)" : ""
+                return "port \(port) is not 1...65535\(free)"
+            }
             return nil
         default:
             return "unknown transport \(transport); use tcp, ipc or inproc"

@@ -20,6 +20,8 @@ struct ZMQEndpointTests {
             ("tcp://*:5555", false, "* as host only works when binding"),
             ("tcp://127.0.0.1:*", false, "* as port only works when binding"),
             ("tcp://127.0.0.1:70000", false, "port 70000 is not 1...65535"),
+            ("tcp://127.0.0.1:0", true, "port 0 is not 1...65535 (for a free port, write * as the port)"),
+            ("tcp://127.0.0.1:0", false, "port 0 is not 1...65535"),
             ("udp://127.0.0.1:5555", false, "unknown transport udp; use tcp, ipc or inproc"),
             ("ipc://", false, "no ipc path"),
         ] as [(String, Bool, String?)])
