@@ -85,9 +85,14 @@ extension SkyClient {
     }
 
     /// Jobs the broker's journal holds, newest first (at most 1,000).
+    /// - Throws: ``SkyError/invalidTask(_:)`` for a `service` no job can have (the broker
+    ///   answered it `invalidPayload`, whose advice is about mismatched task types).
     public nonisolated func jobs(
         state: JobState? = nil, service: String? = nil, limit: Int = 100
     ) async throws -> [(id: JobID, service: String, status: JobStatus)] {
+        if let service, let problem = WireFormat.nameProblem(service, what: "service name") {
+            throw SkyError.invalidTask(problem)
+        }
         let query = JobQuery(state: state, service: service, limit: UInt32(clamping: max(0, limit)))
         let reply = try await jobCall(BrokerService.jobList, query.encode())
         do {

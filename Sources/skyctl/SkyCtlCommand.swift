@@ -89,6 +89,9 @@ struct JobsCommand: AsyncParsableCommand {
                 )
             }
             try FlagCheck.integer(limit, "--limit", in: 1...1000)
+            if let service, let problem = WireFormat.nameProblem(service, what: "--service") {
+                throw ValidationError(problem)
+            }
         }
 
         func run() async throws {

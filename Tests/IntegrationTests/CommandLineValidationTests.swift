@@ -107,6 +107,10 @@ extension IntegrationSuite {
             .init(
                 program: "skyworker", arguments: ["--name", "two\nlines"],
                 message: "--name \"two\\nlines\" (9 bytes) is not 1...255"),
+            // The broker answered it invalidPayload, whose advice is about task types.
+            .init(
+                program: "skyctl", arguments: ["jobs", "list", "--service", "a\nb"],
+                message: "--service \"a\\nb\" (3 bytes) is not 1...255 bytes of UTF-8 without control characters"),
             .init(
                 program: "skyworker", arguments: ["--liveness", "0"],
                 message: "--liveness must be a whole number in 1...1000"),

@@ -191,6 +191,12 @@ extension IntegrationSuite {
             #expect(try await first.value.message == "first", "the first submit's task ran")
             let listed = try await sky.jobs(service: EchoTask.service)
             #expect(listed.map(\.id) == [other.id, first.id], "two jobs, newest first")
+            await #expect {
+                _ = try await sky.jobs(service: "two\nlines")
+            } throws: { error in
+                guard case .invalidTask(let message) = error as? SkyError else { return false }
+                return message.hasPrefix("service name \"two\\nlines\" (9 bytes) is not 1...255 bytes")
+            }
             await sky.close()
             await cluster.stop()
         }
