@@ -17,7 +17,7 @@ extension SkyClient {
         do {
             body = try coder.encode(task)
         } catch {
-            throw SkyError.invalidTask(String(describing: error))
+            throw SkyError.invalidTask("the task could not be encoded: \(error)")
         }
         if let problem = WireFormat.nameProblem(T.service, what: "service name") {
             throw SkyError.invalidTask(problem)
@@ -76,8 +76,17 @@ extension SkyClient {
 
     /// Runs a failed or cancelled job again, as a new job with the same task and options.
     /// - Returns: the new job's id.
+    /// - Throws: ``SkyError/invalidTask(_:)`` naming the job's state if it is not failed or
+    ///   cancelled (unknown, running, succeeded, ...).
     public nonisolated func retry(job id: JobID) async throws -> JobID {
-        let reply = try await jobCall(BrokerService.jobRetry, id.bytes)
+        let reply: [UInt8]
+        do {
+            reply = try await jobCall(BrokerService.jobRetry, id.bytes)
+        } catch SkyError.invalidPayload(let message) {
+            // The broker's answer for a job it may not retry; invalidPayload's advice (matching
+            // task types) would mislead.
+            throw SkyError.invalidTask(message)
+        }
         guard let new = JobID(bytes: reply) else {
             throw SkyError.internalError("the broker answered a retry with \(reply.count) bytes, not a job id")
         }

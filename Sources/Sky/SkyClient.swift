@@ -169,7 +169,7 @@ public actor SkyClient {
         do {
             body = try coder.encode(task)
         } catch {
-            return (.failure(.invalidTask(String(describing: error))), 0)
+            return (.failure(.invalidTask("the task could not be encoded: \(error)")), 0)
         }
         let completion = try await execute(service: T.service, body: body, options: options ?? configuration.defaults)
         let result = completion.result.flatMap { reply -> Result<T.Result, SkyError> in

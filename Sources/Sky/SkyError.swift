@@ -30,7 +30,9 @@ public enum SkyError: Error, Sendable, Equatable, CustomStringConvertible {
     case internalError(String)
     /// The result could not be decoded as the task's result type.
     case invalidResult(String)
-    /// The task could not be encoded, or its service name is invalid.
+    /// The call cannot be made as asked, and was not run: the task could not be encoded, a
+    /// service name or idempotency key is invalid, or a job to retry has not failed or been
+    /// cancelled. The message says which.
     case invalidTask(String)
     /// The client was closed while the call was waiting, or before it started.
     case clientClosed
@@ -118,7 +120,8 @@ public enum SkyError: Error, Sendable, Equatable, CustomStringConvertible {
             "internal error in the broker or worker: \(message). Report it with the logs of both."
         case .invalidResult(let message):
             "the result could not be decoded: \(message). Client and worker disagree on the result type."
-        case .invalidTask(let message): "the task could not be encoded: \(message)."
+        case .invalidTask(let message):
+            "the call was not made: \(message). Change the task or the arguments; retrying will not help."
         case .clientClosed: "the client was closed; create a new SkyClient."
         case .wrongEndpoint(let message):
             "the client is pointed at the wrong endpoint: \(message)."

@@ -498,6 +498,15 @@ extension IntegrationSuite {
             #expect(try await sky.result(of: newID, as: FlakyTask.self).value == 2)
             let refused = try await skyctl(["jobs", "retry", good.id.description])
             #expect(refused.status == 1 && refused.err.contains("only a failed or cancelled job is retried"))
+            // Not advice about task types (the broker answers it invalidPayload), but a caller's
+            // mistake: invalidTask.
+            #expect(!refused.err.contains("disagree") && refused.err.contains("retrying will not help"), "\(refused)")
+            await #expect {
+                _ = try await sky.retry(job: good.id)
+            } throws: { error in
+                guard case .invalidTask(let message) = error as? SkyError else { return false }
+                return message == "job \(good.id) is succeeded; only a failed or cancelled job is retried"
+            }
             let cancelled = try await skyctl(["jobs", "cancel", waiting.id.description])
             #expect(cancelled.out == ["\(waiting.id)  cancelled"])
             let typo = try await skyctl(["jobs", "show", "not-a-job"])
