@@ -53,8 +53,7 @@ extension SkyClient {
                 if case .failed(let error, _) = JobStatus(report) { throw error }
                 throw SkyError.cancelled("job \(id) was cancelled")
             case .unknown:
-                throw SkyError.jobNotFound(
-                    "the broker knows no job \(id): never submitted there, or kept past its retention")
+                throw SkyError.jobNotFound(id)
             case .queued, .scheduled, .running:
                 continue  // the broker held the wait as long as it holds one; ask again
             }

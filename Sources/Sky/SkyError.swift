@@ -133,3 +133,10 @@ public enum SkyError: Error, Sendable, Equatable, CustomStringConvertible {
         }
     }
 }
+
+extension SkyError {
+    /// ``jobNotFound(_:)`` for `id`, in the one wording every caller uses.
+    public static func jobNotFound(_ id: JobID) -> SkyError {
+        .jobNotFound("the broker knows no job \(id): never submitted there, or kept past its retention")
+    }
+}

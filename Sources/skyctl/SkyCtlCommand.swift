@@ -119,6 +119,13 @@ struct JobsCommand: AsyncParsableCommand {
 
         func validate() throws { _ = try jobID(id) }
 
+        /// `status`, unless the broker knows no such job: then a failure (exit 1), so that a
+        /// mistyped id is not a success that prints "unknown".
+        static func known(_ status: JobStatus, _ id: JobID) throws -> JobStatus {
+            guard status == .unknown else { return status }
+            throw SkyError.jobNotFound(id)
+        }
+
         /// Prints what `body` answers for the job; a failure is one line and exit 1.
         func run(_ body: @escaping (SkyClient, JobID) async throws -> String) async throws {
             let id = try jobID(id)
@@ -132,7 +139,7 @@ struct JobsCommand: AsyncParsableCommand {
         @OptionGroup var job: JobArguments
 
         func run() async throws {
-            try await job.run { client, id in "\(id)  \(try await client.status(of: id))" }
+            try await job.run { client, id in "\(id)  \(try JobArguments.known(try await client.status(of: id), id))" }
         }
     }
 
@@ -143,7 +150,7 @@ struct JobsCommand: AsyncParsableCommand {
         @OptionGroup var job: JobArguments
 
         func run() async throws {
-            try await job.run { client, id in "\(id)  \(try await client.cancel(job: id))" }
+            try await job.run { client, id in "\(id)  \(try JobArguments.known(try await client.cancel(job: id), id))" }
         }
     }
 

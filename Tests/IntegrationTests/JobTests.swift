@@ -511,6 +511,13 @@ extension IntegrationSuite {
             #expect(cancelled.out == ["\(waiting.id)  cancelled"])
             let typo = try await skyctl(["jobs", "show", "not-a-job"])
             #expect(typo.status != 0 && typo.err.contains("not-a-job is not a job id"))
+            // A well-formed id the broker does not know is a failure, not a success printing "unknown".
+            for command in ["show", "cancel"] {
+                let missing = try await skyctl(["jobs", command, "01JD3Q5R4ZK6V2B9W8X7Y6T5S4"])
+                #expect(
+                    missing.status == 1 && missing.out.isEmpty
+                        && missing.err.contains("the broker knows no job 01JD3Q5R4ZK6V2B9W8X7Y6T5S4"), "\(missing)")
+            }
             let all = try await skyctl(["jobs", "list"])
             #expect(all.out.count == 5, "a header and four jobs: \(all.out)")
             print("skyctl jobs list:\n\(all.out.joined(separator: "\n"))")
