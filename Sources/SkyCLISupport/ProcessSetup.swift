@@ -52,7 +52,37 @@ public enum ProcessSetup {
     /// Writes one line to standard output at once, unbuffered, so a program reading it through
     /// a pipe (a test, a script waiting for "ready") sees it immediately.
     public static func line(_ text: String) {
-        FileHandle.standardOutput.write(Data((text + "\n").utf8))
+        standardOutput(text + "\n")
+    }
+
+    /// Writes `text` to standard output at once. When its reader is gone (`skywatch | head`),
+    /// the program ends quietly with status 0, as Unix filters do: Foundation's
+    /// `FileHandle.write` trapped on EPIPE (SIGPIPE is ignored, see ``prepare(label:options:)``).
+    public static func standardOutput(_ text: String) {
+        guard let failure = write(text, to: STDOUT_FILENO) else { return }
+        if failure == EPIPE { exit(0) }
+        standardError("cannot write to standard output: \(String(cString: strerror(failure)))\n")
+        exit(1)
+    }
+
+    /// Writes `text` to standard error at once; if nobody reads it any more, the text is lost
+    /// and the program goes on.
+    public static func standardError(_ text: String) {
+        _ = write(text, to: STDERR_FILENO)
+    }
+
+    /// Writes all of `text` to `descriptor`; the `errno` of a failed write, or `nil`.
+    private static func write(_ text: String, to descriptor: Int32) -> Int32? {
+        var bytes = Array(text.utf8)[...]
+        while !bytes.isEmpty {
+            let written = bytes.withUnsafeBytes { Glibc.write(descriptor, $0.baseAddress, $0.count) }
+            if written < 0 {
+                if errno == EINTR { continue }
+                return errno
+            }
+            bytes = bytes.dropFirst(written)
+        }
+        return nil
     }
 
     /// Raises this process's soft limit of open files to its hard limit, as a server that
@@ -73,7 +103,7 @@ public enum ProcessSetup {
 
     /// Prints to standard error and exits with `code`.
     public static func fail(_ program: String, _ message: String, code: Int32 = 1) -> Never {
-        FileHandle.standardError.write(Data("\(program): \(message)\n".utf8))
+        standardError("\(program): \(message)\n")
         exit(code)
     }
 }

@@ -1,6 +1,7 @@
 import CSkySystem
 import Foundation
 import Sky
+import SkyCLISupport
 import SkyWorkloads
 
 /// Runs every measurement a ``BenchSettings`` asks for and collects them in a ``Report``.
@@ -175,5 +176,5 @@ struct BenchRun {
 
 /// One line of progress on standard error (the report goes to standard output).
 func progress(_ line: String) {
-    FileHandle.standardError.write(Data("skybench: \(line)\n".utf8))
+    ProcessSetup.standardError("skybench: \(line)\n")
 }

@@ -1,6 +1,7 @@
 import Foundation
 import Histogram
 import Sky
+import SkyCLISupport
 import SkyProtocol
 import SkyWorkloads
 
@@ -139,7 +140,7 @@ struct JobBench {
     }
 
     private func progress(_ text: String) {
-        FileHandle.standardError.write(Data("  \(text)\n".utf8))
+        ProcessSetup.standardError("  \(text)\n")
     }
 
     /// Jobs of the bench: no retries to hide failures, the default retention.

@@ -25,11 +25,11 @@ struct ProgressLine {
         let text = String(
             format: "\r[%@] %d/%d  %.0f tasks/s  %d retried  %d failed ", bar, done, total, progress.tasksPerSecond,
             progress.retried, progress.failed)
-        FileHandle.standardError.write(Data(text.utf8))
+        ProcessSetup.standardError(text)
     }
 
     func finish() {
         guard enabled else { return }
-        FileHandle.standardError.write(Data("\n".utf8))
+        ProcessSetup.standardError("\n")
     }
 }

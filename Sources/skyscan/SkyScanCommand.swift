@@ -73,7 +73,7 @@ struct SkyScanCommand: AsyncParsableCommand {
         _ = ProcessSetup.prepare(label: "skyscan", options: common)
         // The client's metrics while it scans (standard output keeps the summary alone).
         if let url = await metricsOptions.start(program: "skyscan") {
-            FileHandle.standardError.write(Data("skyscan: metrics at \(url)\n".utf8))
+            ProcessSetup.standardError("skyscan: metrics at \(url)\n")
         }
         var configuration = SkyClient.Configuration()
         configuration.credentials = curve.credentials(program: "skyscan")

@@ -113,7 +113,7 @@ actor WatchDisplay {
     func problem(_ message: String) {
         guard message != lastNotice else { return }
         lastNotice = message
-        FileHandle.standardError.write(Data("skywatch: \(message)\n".utf8))
+        ProcessSetup.standardError("skywatch: \(message)\n")
     }
 
     func timedOut(after seconds: Double) {
@@ -134,6 +134,6 @@ actor WatchDisplay {
         var text = "\u{1B}[H\u{1B}[2J"
         text += WorkerTable.render(
             view, broker: broker, unreachableSince: unreachableSince.map(Self.time), departures: departures)
-        FileHandle.standardOutput.write(Data(text.utf8))
+        ProcessSetup.standardOutput(text)
     }
 }

@@ -28,6 +28,27 @@ extension IntegrationSuite {
             await cluster.stop()
         }
 
+        /// `skywatch --json | head -n 1`: once `head` is gone, skywatch's next line ends it with
+        /// status 0, as a Unix filter ends. Foundation's FileHandle.write trapped on the broken
+        /// pipe ('try!' ... "Broken pipe", a crash with a backtrace).
+        @Test func aReaderThatGoesAwayEndsSkywatchQuietly() async throws {
+            let cluster = try await TestCluster.start()
+            defer { cluster.killAll() }
+            let skywatch = SkyProcess.binaries.appendingPathComponent("skywatch").path
+            let pipeline = cluster.track(
+                try SkyProcess(
+                    program: URL(fileURLWithPath: "/bin/bash"),
+                    [
+                        "-c", "set -o pipefail; \"$0\" --broker \"$1\" --events \"$2\" --json | head -n 1", skywatch,
+                        cluster.clients, cluster.events,
+                    ], name: "skywatch | head"))
+            // The snapshot is the one line; the broker's stats, a second later, meet the closed pipe.
+            #expect(try await pipeline.waitForExit(timeout: .seconds(15)) == 0, "\(pipeline.errorText)")
+            #expect(pipeline.outputLines.count == 1 && pipeline.outputLines[0].hasPrefix("{\"snapshot\""))
+            #expect(!pipeline.errorText.contains("Fatal error"), "\(pipeline.errorText)")
+            await cluster.stop()
+        }
+
         @Test func withoutABrokerItSaysSoAndShowsTheClusterOnceTheBrokerStarts() async throws {
             let (clients, workers, events) = (
                 try await unusedEndpoint(), try await unusedEndpoint(), try await unusedEndpoint()
