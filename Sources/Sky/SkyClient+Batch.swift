@@ -51,27 +51,33 @@ extension SkyClient {
     ///
     /// Stopping the iteration (or cancelling its task) cancels the tasks still in flight.
     ///
-    /// `tasks` is read as tasks are started, so a lazy sequence (`(0..<n).lazy.map { … }`) keeps
-    /// memory bounded by `concurrency` however many tasks it yields; the progress's total is the
-    /// sequence's `underestimatedCount`.
+    /// The batch keeps pace with its reader: once `concurrency` outcomes wait unread, no task
+    /// starts until the loop reads one. So a lazy sequence (`(0..<n).lazy.map { … }`) keeps
+    /// memory bounded by `concurrency` however many tasks it yields and however slowly the
+    /// loop's body runs (before, outcomes piled up unread while tasks went on starting); `tasks`
+    /// is read as tasks are started, and the progress's total is the sequence's
+    /// `underestimatedCount`.
     public nonisolated func scanAll<T: SkyTask, Tasks: Sequence & Sendable>(
         _ tasks: Tasks, concurrency: Int = 64, options: ScanOptions? = nil, coder: some TaskCoder = .json
     ) -> AsyncStream<BatchResult<T>> where Tasks.Element == T {
         let limit = max(1, concurrency)
         let time = time
-        let (stream, output) = AsyncStream.makeStream(of: BatchResult<T>.self)
+        let (results, output) = AsyncStream.makeStream(of: BatchResult<T>.self)
+        // One element each time the reader took an outcome: what lets the next task start.
+        let (reads, read) = AsyncStream.makeStream(of: Void.self)
         let runner = Task {
             let start = time.now()
             var progress = BatchProgress(total: tasks.underestimatedCount)
             var pending = tasks.makeIterator()
+            var readsTaken = reads.makeAsyncIterator()
+            // Outcomes that may wait unread before starting a task waits for a read.
+            var unreadAllowed = limit
             await withTaskGroup(of: Finished<T>?.self) { group in
                 var next = 0
-                var running = 0
                 func launch() -> Bool {
                     guard let task = pending.next() else { return false }
                     let index = next
                     next += 1
-                    running += 1
                     group.addTask {
                         let began = time.now()
                         guard
@@ -84,9 +90,8 @@ extension SkyClient {
                     }
                     return true
                 }
-                while running < limit, launch() {}
+                for _ in 0..<limit where !launch() { break }
                 for await finished in group {
-                    running -= 1
                     guard let finished else { continue }
                     switch finished.result {
                     case .success: progress.completed += 1
@@ -98,13 +103,47 @@ extension SkyClient {
                         BatchResult(
                             index: finished.index, task: finished.task, result: finished.result,
                             attempts: finished.attempts, latency: finished.latency, progress: progress))
-                    if !Task.isCancelled { _ = launch() }
+                    if unreadAllowed > 0 {
+                        unreadAllowed -= 1
+                    } else if await readsTaken.next() == nil {
+                        break  // the reader is gone, or this task was cancelled
+                    }
+                    if Task.isCancelled { break }
+                    _ = launch()
                 }
+                group.cancelAll()
             }
             output.finish()
         }
-        output.onTermination = { _ in runner.cancel() }
-        return stream
+        let reader = BatchReader(results: results, read: read, runner: runner)
+        return AsyncStream(unfolding: { await reader.next() })
+    }
+}
+
+/// The reader's end of a batch: each outcome taken lets the batch start one more task, and
+/// dropping it (the loop stopped, or its task was cancelled) cancels the tasks still in flight.
+private actor BatchReader<T: SkyTask> {
+    private var results: AsyncStream<BatchResult<T>>.Iterator
+    private let read: AsyncStream<Void>.Continuation
+    private let runner: Task<Void, Never>
+
+    init(results: AsyncStream<BatchResult<T>>, read: AsyncStream<Void>.Continuation, runner: Task<Void, Never>) {
+        self.results = results.makeAsyncIterator()
+        self.read = read
+        self.runner = runner
+    }
+
+    func next() async -> BatchResult<T>? {
+        var iterator = results
+        let result = await iterator.next(isolation: self)
+        results = iterator
+        if result != nil { read.yield() }
+        return result
+    }
+
+    deinit {
+        runner.cancel()
+        read.finish()
     }
 }
 

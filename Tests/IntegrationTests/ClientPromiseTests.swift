@@ -187,5 +187,40 @@ extension IntegrationSuite {
             await sky.close()
             await broker.stop()
         }
+
+        /// A loop that reads a batch's outcomes slower than they come holds at most
+        /// `concurrency` of them unread: then no task starts until it reads one. Before, tasks
+        /// went on starting and every outcome waited in the stream (a lazy batch of millions
+        /// behind a slow database insert held them all).
+        @Test func scanAllStartsNoTaskWhileConcurrencyOutcomesWaitUnread() async throws {
+            let broker = try await FakeBroker.start()
+            let sky = try await SkyClient(broker: broker.endpoint)
+            let total = 30
+            let concurrency = 3
+            let stream: AsyncStream<BatchResult<EchoTask>> = sky.scanAll(
+                (0..<total).lazy.map { EchoTask(message: "\($0)") }, concurrency: concurrency,
+                options: ScanOptions(coalesce: false))
+            // Nothing read: `concurrency` calls run and are answered, `concurrency` more start
+            // while those outcomes wait, are answered too, and then nothing.
+            for _ in 0..<(2 * concurrency) { broker.echo(await broker.nextRequest()) }
+            // An absence can only be observed over a window; 100 ms is far more than a local send takes.
+            try await Task.sleep(for: .milliseconds(100))
+            #expect(broker.unread == 0, "a task started while \(concurrency) outcomes waited unread")
+            var results = stream.makeAsyncIterator()
+            _ = await results.next()
+            broker.echo(await broker.nextRequest())  // one read, one more task
+            try await Task.sleep(for: .milliseconds(100))
+            #expect(broker.unread == 0, "one read let more than one task start")
+            // Reading on, the batch finishes.
+            let answering = Task {
+                for _ in 0..<(total - 2 * concurrency - 1) { broker.echo(await broker.nextRequest()) }
+            }
+            var read = 1
+            while await results.next() != nil { read += 1 }
+            await answering.value
+            #expect(read == total)
+            await sky.close()
+            await broker.stop()
+        }
     }
 }
