@@ -3,7 +3,8 @@
 /// A client holds defaults (``SkyClient/Configuration/defaults``); a call may pass its own.
 public struct ScanOptions: Sendable, Equatable {
     /// How long one attempt may wait for its reply; `nil` waits as long as it takes. The broker
-    /// gets it too: a request still waiting for a worker then is answered `timeout` there.
+    /// gets it too: a request still waiting for a worker then is answered `timeout` there. Zero
+    /// or less is refused as ``SkyError/invalidTask(_:)`` before anything is sent.
     public var timeout: Duration?
     /// How long the whole call may take, every attempt and backoff included; `nil` bounds it
     /// only by ``retry``'s attempts × ``timeout``. When it passes, the call throws

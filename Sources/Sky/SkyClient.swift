@@ -214,6 +214,14 @@ public actor SkyClient {
         if let problem = WireFormat.nameProblem(service, what: "service name") {
             return Completion(result: .failure(.invalidTask(problem)), attempts: 0)
         }
+        // Each attempt would time out at once and be retried, sending work that nobody waits for.
+        if let timeout = options.timeout, timeout <= .zero {
+            return Completion(
+                result: .failure(
+                    .invalidTask(
+                        "ScanOptions.timeout is \(timeout): give each attempt a positive time, or nil for none")),
+                attempts: 0)
+        }
         guard body.count <= configuration.maxRequestBytes else {
             return Completion(
                 result: .failure(.requestTooLarge(bytes: body.count, limit: configuration.maxRequestBytes)), attempts: 0

@@ -14,6 +14,22 @@ struct ClientEndpointTests {
         #expect("\(String(describing: error))".contains("write it like tcp://127.0.0.1:5555"))
     }
 
+    /// A timeout of zero or less: each attempt timed out at once and was retried, three
+    /// requests sent for nothing, and the error blamed the reply.
+    @Test(arguments: [Duration.zero, .seconds(-1)])
+    func aTimeoutThatIsNotPositiveIsRefusedBeforeAnythingIsSent(timeout: Duration) async throws {
+        let sky = try await SkyClient(broker: "tcp://127.0.0.1:1")
+        let error = await #expect(throws: SkyError.self) {
+            _ = try await sky.request(service: "sky.echo", body: [1], options: ScanOptions(timeout: timeout))
+        }
+        #expect(error?.code == .invalidTask)
+        #expect(
+            "\(String(describing: error))".contains(
+                "ScanOptions.timeout is \(timeout): give each attempt a positive time"))
+        #expect(await sky.statistics.counters.attemptsSent == 0)
+        await sky.close()
+    }
+
     @Test func aWrongEventsEndpointIsCaughtToo() async {
         var configuration = SkyClient.Configuration()
         configuration.events = "127.0.0.1:5557"
