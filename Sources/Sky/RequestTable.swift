@@ -122,6 +122,10 @@ struct RequestTable {
     private(set) var connectionEpoch: UInt64 = 0
     /// The connection epoch in which the broker said it takes trace frames.
     private var traceEpoch: UInt64?
+    /// What the transport showed of the endpoint while no connection is up (nothing accepts
+    /// there; or TCP, but no ZeroMQ handshake): added to `brokerUnreachable`, so that a wrong
+    /// port is named, not only "no connection".
+    var unreachableHint: String?
 
     /// - Parameters:
     ///   - connectTimeout: how long an attempt may wait for a connection, and how long one
@@ -237,7 +241,8 @@ struct RequestTable {
                 let error: SkyError
                 if case .down(let since) = connection {
                     error = .brokerUnreachable(
-                        "no connection to the broker for \(Self.seconds(now - since)) (attempt \(entry.attempts))")
+                        "no connection to the broker for \(Self.seconds(now - since)) (attempt \(entry.attempts))"
+                            + (unreachableHint.map { ": \($0)" } ?? ""))
                 } else {
                     counters.attemptTimeouts += 1
                     error = .timeout(

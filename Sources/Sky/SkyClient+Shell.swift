@@ -86,7 +86,7 @@ extension SkyClient {
                 options: [
                     .routingID(identity), .heartbeatInterval(milliseconds: 1000), .heartbeatTimeout(milliseconds: 3000),
                 ],
-                monitor: [.handshakeSucceeded, .disconnected, .handshakeFailed])
+                monitor: [.handshakeSucceeded, .disconnected, .handshakeFailed, .connected, .connectRetried])
         }
 
         /// Broker sockets are numbered from 0; event subscriptions from here on.

@@ -37,6 +37,7 @@ public struct ZMQMonitorEvent: Sendable, Equatable {
             public init(rawValue: Int32) { self.rawValue = rawValue }
             public static let all = Set(rawValue: ZMQ_EVENT_ALL)
             public static let connected = Set(rawValue: ZMQ_EVENT_CONNECTED)
+            public static let connectRetried = Set(rawValue: ZMQ_EVENT_CONNECT_RETRIED)
             public static let accepted = Set(rawValue: ZMQ_EVENT_ACCEPTED)
             public static let disconnected = Set(rawValue: ZMQ_EVENT_DISCONNECTED)
             public static let handshakeSucceeded = Set(rawValue: ZMQ_EVENT_HANDSHAKE_SUCCEEDED)

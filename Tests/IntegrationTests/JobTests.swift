@@ -535,6 +535,35 @@ extension IntegrationSuite {
             let elapsed = ContinuousClock.now - started
             #expect(elapsed < .seconds(10), "\(elapsed)")
             #expect(process.errorText.contains("the broker is unreachable"), "\(process.errorText)")
+            #expect(
+                process.errorText.contains("\(endpoint) accepts no connection (nothing listens there"),
+                "the cause is named: \(process.errorText)")
+        }
+
+        /// A port that takes TCP connections but speaks no ZeroMQ (a listening socket that never
+        /// answers, as an HTTP server waiting for a request line does) is named as such.
+        @Test func skyctlOnAPortThatIsNotZeroMQSaysSo() async throws {
+            let listener = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+            #expect(listener >= 0)
+            defer { close(listener) }
+            var address = sockaddr_in()
+            address.sin_family = sa_family_t(AF_INET)
+            address.sin_addr.s_addr = inet_addr("127.0.0.1")
+            var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+            let bound = withUnsafeMutablePointer(to: &address) { pointer in
+                pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { address in
+                    bind(listener, address, length) == 0 && listen(listener, 16) == 0
+                        && getsockname(listener, address, &length) == 0
+                }
+            }
+            #expect(bound)
+            let endpoint = "tcp://127.0.0.1:\(UInt16(bigEndian: address.sin_port))"
+            let process = try SkyProcess("skyctl", ["jobs", "list", "--broker", endpoint])
+            #expect(try await process.waitForExit(timeout: .seconds(30)) == 1)
+            #expect(
+                process.errorText.contains(
+                    "\(endpoint) accepts TCP connections but completes no ZeroMQ handshake (another kind of server on that port?)"
+                ), "\(process.errorText)")
         }
 
         /// A job's per-attempt timeout: the attempt is taken from its worker (and cancelled

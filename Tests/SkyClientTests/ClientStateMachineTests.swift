@@ -75,6 +75,40 @@ struct ClientStateMachineTests {
         #expect(client.machine.table.callCount == 0)
     }
 
+    /// A call that finds no connection names what the transport saw of the endpoint: nothing
+    /// accepting there, or TCP without a ZeroMQ handshake (another server on that port). Both
+    /// were only "no connection to the broker for 5 s".
+    @Test func aCallThatFindsNoConnectionNamesWhatTheTransportSaw() throws {
+        func unreachable(_ actions: [Action]) -> String? {
+            for case .fail(_, .brokerUnreachable(let message), _) in actions { return message }
+            return nil
+        }
+        var client = Client()
+        _ = client.start(1, timeout: .seconds(60))
+        _ = client.event(.connectRetried)
+        let refused = try #require(unreachable(client.advance(.seconds(5))))
+        #expect(
+            refused.hasSuffix(
+                ": tcp://a:1 accepts no connection (nothing listens there, or the host is unreachable or does not resolve)"
+            ),
+            "\(refused)")
+        _ = client.start(2, timeout: .seconds(60))
+        _ = client.event(.connected)
+        _ = client.event(.connectRetried)
+        let silent = try #require(unreachable(client.advance(.seconds(5))))
+        #expect(
+            silent.hasSuffix(
+                ": tcp://a:1 accepts TCP connections but completes no ZeroMQ handshake (another kind of server on that port?)"
+            ),
+            "\(silent)")
+        // Once a handshake succeeded, a later loss starts from nothing seen.
+        _ = client.event(.handshakeSucceeded)
+        _ = client.event(.disconnected)
+        _ = client.start(3, timeout: .seconds(60))
+        let lost = try #require(unreachable(client.advance(.seconds(5))))
+        #expect(!lost.contains("accepts"), "\(lost)")
+    }
+
     @Test func everyCallGetsItsOwnRequestID() throws {
         var client = Client()
         _ = client.event(.handshakeSucceeded)
