@@ -49,8 +49,8 @@ struct ClientStateMachine: Sendable {
     private(set) var socket = 0
     private(set) var endpointIndex = 0
     private var handshake = HandshakeWatch()
-    /// libzmq reported the TCP connection of the current socket up, and not yet down.
-    private var transportConnected = false
+    /// What the broker socket's monitor showed while no connection is up.
+    private var unreachable = UnreachableCause()
     private var connectionWaiters: [WaiterID] = []
     /// Request ids: 128 bits from a generator seeded at random, not the system's random source
     /// (one system call per id). Unique within the client; the broker keys them by client too.
@@ -155,17 +155,11 @@ struct ClientStateMachine: Sendable {
     mutating func monitor(_ event: ZMQMonitorEvent, socket: Int, now: Duration, into actions: inout [Action]) {
         guard socket == self.socket, phase == .serving else { return }
         let endpoint: Logger.Metadata = ["endpoint": "\(event.endpoint)"]
+        unreachable.observe(event)
+        table.unreachableHint = unreachable.text
         switch event.kind {
-        case .connectRetried where !transportConnected:
-            table.unreachableHint =
-                "\(event.endpoint) accepts no connection (nothing listens there, or the host is unreachable or does not resolve)"
-        case .connected:
-            transportConnected = true
-            table.unreachableHint =
-                "\(event.endpoint) accepts TCP connections but completes no ZeroMQ handshake (another kind of server on that port?)"
         case .handshakeSucceeded:
             handshake.succeeded()
-            table.unreachableHint = nil
             actions.append(.log(.debug, "connected to the broker", endpoint))
             if !connectionWaiters.isEmpty {
                 actions.append(.connected(connectionWaiters))
@@ -196,7 +190,6 @@ struct ClientStateMachine: Sendable {
                 actions.append(.open(socket: self.socket, endpoint: endpointIndex))
                 return
             }
-            transportConnected = false
             table.connectionDown(now: now)
             actions.append(.log(.info, "lost the connection to the broker; reconnecting", endpoint))
         case .handshakeFailedAuth:
@@ -283,7 +276,7 @@ struct ClientStateMachine: Sendable {
                         ["endpoint": "\(endpoints[endpointIndex])", "next": "\(endpoints[index])"]))
                 mapped.append(.close(socket: socket))
                 socket += 1
-                transportConnected = false
+                unreachable.newSocket()
                 table.unreachableHint = nil
                 endpointIndex = index
                 mapped.append(.open(socket: socket, endpoint: index))

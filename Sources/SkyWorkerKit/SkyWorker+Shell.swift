@@ -58,7 +58,9 @@ extension SkyWorker {
         }
 
         /// What the machine learns from libzmq's monitor (see ``WorkerStateMachine/transport(_:generation:now:into:)``).
-        static let monitoredEvents: ZMQMonitorEvent.Kind.Set = [.handshakeSucceeded, .disconnected, .handshakeFailed]
+        static let monitoredEvents: ZMQMonitorEvent.Kind.Set = [
+            .handshakeSucceeded, .disconnected, .handshakeFailed, .connected, .connectRetried,
+        ]
 
         static func socket(_ generation: Int) -> ZMQEventLoop.SocketID {
             ZMQEventLoop.SocketID(generation, name: "broker-\(generation)")

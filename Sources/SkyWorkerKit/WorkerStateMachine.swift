@@ -108,6 +108,9 @@ public struct WorkerStateMachine: Sendable {
     public private(set) var resultsTooLarge = 0
     /// Connections closed before their ZeroMQ handshake, in a row.
     private var handshake = HandshakeWatch()
+    /// What the broker socket's monitor showed while no connection is up: named in the log
+    /// line of a lost broker.
+    private var unreachable = UnreachableCause()
 
     public init(configuration: Configuration, now: Instant, seed: UInt64 = .random(in: 1...(.max))) {
         self.configuration = configuration
@@ -215,7 +218,7 @@ public struct WorkerStateMachine: Sendable {
                     [
                         "silence": "\(Self.text(configuration.liveness.expiry))",
                         "in": "\(Self.text(now.duration(to: reconnectAt)))",
-                    ]))
+                    ].merging(unreachable.text.map { ["seen": "\($0)"] } ?? [:]) { $1 }))
             if case .draining(let deadline, _) = phase {
                 // A draining worker expects nothing more.
                 phase = .draining(deadline: deadline, brokerDone: true)
@@ -288,6 +291,7 @@ public struct WorkerStateMachine: Sendable {
         _ event: ZMQMonitorEvent, generation: Int, now: Instant, into actions: inout [Action]
     ) {
         guard generation == self.generation, !isFinished else { return }
+        unreachable.observe(event)
         switch event.kind {
         case .handshakeSucceeded:
             handshake.succeeded()
@@ -349,6 +353,7 @@ public struct WorkerStateMachine: Sendable {
     private mutating func connect(into actions: inout [Action]) {
         // A new connection may reach another broker: its limit comes with its FEATURES.
         resultLimit = nil
+        unreachable.newSocket()
         generation += 1
         actions.append(.connect(generation: generation))
     }

@@ -1,3 +1,4 @@
+import Logging
 import SkyProtocol
 import SkyZMQ
 import Testing
@@ -208,6 +209,33 @@ struct WorkerStateMachineTests {
         _ = worker.advance(.seconds(2))
         _ = worker.receive(.heartbeat)
         #expect(worker.advance(.seconds(2)) == [])
+    }
+
+    /// The log line of a lost broker names what the transport saw of the endpoint (nothing
+    /// accepting there, or TCP without ZeroMQ); it said only "no word from the broker".
+    @Test(
+        arguments: [
+            ([ZMQMonitorEvent.Kind.connectRetried], "accepts no connection (nothing listens there"),
+            ([.connected, .connectRetried], "accepts TCP connections but completes no ZeroMQ handshake"),
+            ([.connectRetried, .connected, .handshakeSucceeded], nil),
+        ] as [([ZMQMonitorEvent.Kind], String?)])
+    func theLostBrokersLogLineNamesWhatTheTransportSaw(events: [ZMQMonitorEvent.Kind], seen: String?) {
+        var worker = Worker()
+        _ = worker.start()
+        for event in events { _ = worker.transport(event) }
+        worker.now = worker.now + .seconds(3)
+        var actions: [Action] = []
+        worker.machine.tick(now: worker.now, into: &actions)
+        let lines = actions.compactMap { action -> Logger.Metadata? in
+            guard case .log(_, "no word from the broker; reconnecting", let metadata) = action else { return nil }
+            return metadata
+        }
+        #expect(lines.count == 1)
+        if let seen {
+            #expect(lines.first?["seen"].map { "\($0)".hasPrefix("tcp://b:5557 \(seen)") } == true, "\(lines)")
+        } else {
+            #expect(lines.first?["seen"] == nil, "a handshake clears it: \(lines)")
+        }
     }
 
     @Test func aDrainFinishesTheRunningTasksAndTheOneThatCrossedDraining() {
