@@ -139,6 +139,10 @@ struct DashboardServer {
             return json(encode(["error": error.message]), status: error.status)
         } catch let error as SkyError where error.code == .jobNotFound {
             return json(encode(["error": "\(error)"]), status: .notFound)
+        } catch let error as SkyError where error.code == .invalidTask {
+            // The caller asked for something that cannot be done (a service name no job can
+            // have, a retry of a job that did not fail): the request's fault, not the broker's.
+            return json(encode(["error": "\(error)"]), status: .badRequest)
         } catch {
             return json(encode(["error": "\(error)"]), status: .badGateway)
         }

@@ -131,6 +131,14 @@ extension IntegrationSuite {
                 from: URL(string: "\(url)api/jobs?limit=99999999999999999999")!)
             #expect((response as? HTTPURLResponse)?.statusCode == 400)
             #expect(String(decoding: body, as: UTF8.self).contains("is not a whole number in 1...1000"))
+            // A service name no job can have is the request's fault, said at once (not a 502
+            // after waiting for the broker).
+            let (named, namedResponse) = try await URLSession.shared.data(
+                from: URL(string: "\(url)api/jobs?service=a%0Ab")!)
+            #expect((namedResponse as? HTTPURLResponse)?.statusCode == 400)
+            #expect(
+                String(decoding: named, as: UTF8.self).contains("(3 bytes) is not 1...255 bytes of UTF-8"),
+                "\(String(decoding: named, as: UTF8.self))")
             let state = try await MetricsTests.fetch("\(url)api/state")
             #expect(state.contains(#""reachable":false"#), "\(state)")
             try await first.waitForLine(onStandardError: true, timeout: .seconds(10)) {
