@@ -462,10 +462,7 @@ public struct BrokerStartError: Error, CustomStringConvertible {
             return
                 "cannot start the ZAP authentication handler at \(endpoint): \(underlying.message). Without it CURVE would admit any key, so the broker does not start."
         }
-        var text = "cannot bind the \(role) endpoint \(endpoint): \(underlying.message)"
-        if underlying.isAddressInUse {
-            text += ". Another process (another skybroker?) uses it; stop it or pick another endpoint with --\(role)."
-        }
-        return text
+        let text = "cannot bind the \(role) endpoint \(endpoint): \(underlying.message)"
+        return underlying.bindAdvice.map { "\(text). \($0) (--\(role))." } ?? text
     }
 }

@@ -30,6 +30,23 @@ public struct ZMQError: Error, Equatable, Sendable, CustomStringConvertible {
     public var isWouldBlock: Bool { code == EAGAIN }
     /// The endpoint is already bound by someone else (`EADDRINUSE`).
     public var isAddressInUse: Bool { code == EADDRINUSE }
+    /// What to do about a failed `zmq_bind`, for the errors a person's endpoint causes; `nil`
+    /// for others.
+    public var bindAdvice: String? {
+        switch code {
+        case EADDRINUSE: "Another process (another skybroker?) uses it; stop it, or pick another endpoint"
+        // libzmq takes a host to bind as an interface name, and says ENODEV for a DNS name.
+        case ENODEV:
+            "A tcp:// host to bind is an IP address of this machine, * for all of them, or an interface name such as eth0; a DNS name is not looked up"
+        case EADDRNOTAVAIL:
+            "That address is not one of this machine's (see `ip addr`); bind 127.0.0.1, * or one of its own"
+        case ENAMETOOLONG: "An ipc:// path is at most 107 bytes; use a shorter one"
+        case ENOENT: "The ipc:// path's directory does not exist; make it first"
+        case EACCES: "This user may not create that ipc:// path or bind that port (ports below 1024 need privileges)"
+        default: nil
+        }
+    }
+
     /// A ROUTER with `ROUTER_MANDATORY` has no peer with that routing id (`EHOSTUNREACH`).
     public var isHostUnreachable: Bool { code == EHOSTUNREACH }
     /// The context or socket was terminated (`ETERM`).

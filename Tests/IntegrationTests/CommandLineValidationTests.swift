@@ -163,6 +163,24 @@ extension IntegrationSuite {
                 message:
                     "skybroker: cannot write the trace log /nonexistent/folder/spans.jsonl: it cannot be created (does its folder exist"
             ),
+            // libzmq's "No such device" for a DNS name to bind, and "No such file or directory"
+            // for an ipc:// path in a missing directory, each with what to do.
+            .init(
+                program: "skybroker",
+                arguments: [
+                    "--state-dir", "none", "--clients", "tcp://nonexistent.invalid:5555", "--workers",
+                    "tcp://127.0.0.1:*",
+                    "--events", "tcp://127.0.0.1:*",
+                ], status: 1, message: "No such device. A tcp:// host to bind is an IP address of this machine"),
+            .init(
+                program: "skybroker",
+                arguments: [
+                    "--state-dir", "none", "--clients", "ipc:///nonexistent/sky/clients", "--workers",
+                    "tcp://127.0.0.1:*",
+                    "--events", "tcp://127.0.0.1:*",
+                ], status: 1,
+                message:
+                    "No such file or directory. The ipc:// path's directory does not exist; make it first (--clients)."),
             // A path under a file: Foundation said only "NSCocoaErrorDomain error 512".
             .init(
                 program: "skybroker", arguments: ["--state-dir", "/etc/passwd/state"], status: 1,
