@@ -6,9 +6,9 @@ import Synchronization
 /// makes its output whole (a snapshot first, and again after a gap or a broker restart).
 ///
 /// Driven by the consumer: each ``next()`` reads the subscription until it has something to
-/// yield, so nothing queues in front of a slow consumer beyond the subscription's buffer of
-/// ``maxBuffered`` events by default (where the oldest are dropped, which the next event read shows as a
-/// gap). When the stream is dropped, the feed is too, and its socket is closed.
+/// yield, so nothing queues in front of a slow consumer beyond the subscription's buffer
+/// (``maxBuffered`` events by default), where the oldest are dropped, which the next event read
+/// shows as a gap. When the stream is dropped, the feed is too, and its socket is closed.
 actor EventFeed {
     /// Events that may wait for a slow consumer; beyond them the oldest are dropped.
     static let maxBuffered = 10_000
@@ -47,6 +47,8 @@ actor EventFeed {
     }
 
     private let client: SkyClient
+    /// Events the subscription may hold for the consumer.
+    private let buffered: Int
     private var subscription: Subscription?
     private var iterator: AsyncStream<SkyEvent>.Iterator?
     /// An event read together with the snapshot yielded before it.
@@ -59,8 +61,6 @@ actor EventFeed {
     /// (the clients or workers port given as the events port) libzmq never reconnects, so each
     /// gets a new socket, and the third ends the stream naming the cause.
     private var handshake = HandshakeWatch()
-
-    private let buffered: Int
 
     init(client: SkyClient, buffered: Int) {
         self.client = client

@@ -7,24 +7,25 @@
 public struct UnreachableCause: Sendable {
     /// What was seen last, if anything worth saying.
     public private(set) var text: String?
-    /// The TCP connection of the current socket is up and not yet down.
-    private var connected = false
+    /// The current socket made a TCP connection that completed no handshake since (kept when
+    /// it closes: a server that speaks no ZeroMQ closes it, and the retry that follows is not
+    /// "nothing listens").
+    private var tcpWithoutHandshake = false
 
     public init() {}
 
     public mutating func observe(_ event: ZMQMonitorEvent) {
         switch event.kind {
-        case .connectRetried where !connected:
+        case .connectRetried where !tcpWithoutHandshake:
             text =
                 "\(event.endpoint) accepts no connection (nothing listens there, or the host is unreachable or does not resolve)"
         case .connected:
-            connected = true
+            tcpWithoutHandshake = true
             text =
                 "\(event.endpoint) accepts TCP connections but completes no ZeroMQ handshake (another kind of server on that port?)"
         case .handshakeSucceeded:
+            tcpWithoutHandshake = false
             text = nil
-        case .disconnected:
-            connected = false
         default:
             break
         }
@@ -32,7 +33,7 @@ public struct UnreachableCause: Sendable {
 
     /// A new socket replaces the one observed: what it sees starts from nothing.
     public mutating func newSocket() {
-        connected = false
+        tcpWithoutHandshake = false
         text = nil
     }
 }
