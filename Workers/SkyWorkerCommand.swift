@@ -66,6 +66,20 @@ struct SkyWorkerCommand: AsyncParsableCommand {
         if let name, let problem = WireFormat.nameProblem(name, what: "--name") {
             throw ValidationError(problem)
         }
+        // Named here, at parse time: an empty list ended in "register at least one handler",
+        // advice for the library.
+        guard !workloadNames.isEmpty else {
+            throw ValidationError(
+                "--workloads names no workload; choose from \(BuiltInWorkloads.all.joined(separator: ", "))")
+        }
+        if let unknown = workloadNames.first(where: { !BuiltInWorkloads.all.contains($0) }) {
+            throw ValidationError("--workloads: \(BuiltInWorkloads.UnknownWorkload(name: unknown))")
+        }
+    }
+
+    /// The workloads `--workloads` names, trimmed, without empty entries.
+    private var workloadNames: [String] {
+        workloads.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
     }
 
     func run() async throws {
@@ -73,8 +87,7 @@ struct SkyWorkerCommand: AsyncParsableCommand {
         let workerName = name ?? SkyWorker.defaultName
         let system = ScanSystem(name: workerName, capacity: capacity)
         do {
-            let names = workloads.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }
-            try await BuiltInWorkloads.register(names, on: system, flakyEvery: flakyEvery)
+            try await BuiltInWorkloads.register(workloadNames, on: system, flakyEvery: flakyEvery)
         } catch {
             ProcessSetup.fail("skyworker", "\(error)")
         }

@@ -51,6 +51,11 @@ public enum BuiltInWorkloads {
 
     public struct UnknownWorkload: Error, CustomStringConvertible {
         public let name: String
+
+        public init(name: String) {
+            self.name = name
+        }
+
         public var description: String {
             "unknown built-in workload \(name); choose from \(BuiltInWorkloads.all.joined(separator: ", "))"
         }

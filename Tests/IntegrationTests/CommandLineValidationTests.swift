@@ -112,6 +112,12 @@ extension IntegrationSuite {
                 program: "skyctl", arguments: ["jobs", "list", "--service", "a\nb"],
                 message: "--service \"a\\nb\" (3 bytes) is not 1...255 bytes of UTF-8 without control characters"),
             .init(
+                program: "skyworker", arguments: ["--workloads", " , "],
+                message: "--workloads names no workload; choose from sky.scan, sky.echo"),
+            .init(
+                program: "skyworker", arguments: ["--workloads", "sky.echo,sky.nope"],
+                message: "--workloads: unknown built-in workload sky.nope; choose from sky.scan"),
+            .init(
                 program: "skyworker", arguments: ["--liveness", "0"],
                 message: "--liveness must be a whole number in 1...1000"),
             .init(
