@@ -22,7 +22,16 @@ struct KeygenCommand: ParsableCommand {
     var directory = "."
 
     func validate() throws {
-        guard !name.isEmpty, !name.contains("/") else { throw ValidationError("--name must be a file name") }
+        // Letters, digits, '-', '_' and '.', not first: a name that lists and copies safely (a
+        // newline or a leading dot made files that `ls` shows oddly or hides).
+        let allowed = Set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.")
+        guard let first = name.first, first.isLetter || first.isNumber, name.count <= 100,
+            name.allSatisfy(allowed.contains)
+        else {
+            throw ValidationError(
+                "--name \(String(reflecting: name)) is not a key name: use up to 100 letters, digits, '-', '_' and '.', starting with a letter or digit"
+            )
+        }
     }
 
     func run() throws {

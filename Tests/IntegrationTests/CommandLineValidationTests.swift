@@ -112,6 +112,12 @@ extension IntegrationSuite {
                 program: "skyctl", arguments: ["jobs", "list", "--service", "a\nb"],
                 message: "--service \"a\\nb\" (3 bytes) is not 1...255 bytes of UTF-8 without control characters"),
             .init(
+                program: "skybroker", arguments: ["keygen", "--name", "a\nb", "--directory", "/tmp"],
+                message: "--name \"a\\nb\" is not a key name: use up to 100 letters, digits"),
+            .init(
+                program: "skybroker", arguments: ["keygen", "--name", "..", "--directory", "/tmp"],
+                message: "--name \"..\" is not a key name"),
+            .init(
                 program: "skyworker", arguments: ["--workloads", " , "],
                 message: "--workloads names no workload; choose from sky.scan, sky.echo"),
             .init(
