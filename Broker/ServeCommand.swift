@@ -178,7 +178,7 @@ struct ServeCommand: AsyncParsableCommand {
             ProcessSetup.fail("skybroker", "\(error)")
         }
         let bound = broker.endpoints
-        ProcessSetup.line(
+        ProcessSetup.readyLine(
             "skybroker ready clients=\(bound.clients) workers=\(bound.workers) events=\(bound.events)"
                 + (metricsURL.map { " metrics=\($0)" } ?? ""))
         let group = ServiceGroup(

@@ -103,7 +103,7 @@ struct SkyWorkerCommand: AsyncParsableCommand {
         let line =
             "skyworker ready name=\(workerName) capacity=\(capacity) broker=\(broker)"
             + (metricsURL.map { " metrics=\($0)" } ?? "")
-        configuration.onStarted = { ProcessSetup.line(line) }
+        configuration.onStarted = { ProcessSetup.readyLine(line) }
         let worker = SkyWorker(configuration: configuration, system: system, logger: logger)
         Task {
             // The first signal starts the drain (ServiceGroup); a second one ends it now.

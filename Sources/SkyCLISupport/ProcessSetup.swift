@@ -55,6 +55,12 @@ public enum ProcessSetup {
         standardOutput(text + "\n")
     }
 
+    /// Writes a server's "ready" line, unbuffered as ``line(_:)`` does; a reader that is gone
+    /// is ignored: the server goes on serving (its logs go to standard error).
+    public static func readyLine(_ text: String) {
+        _ = write(text + "\n", to: STDOUT_FILENO)
+    }
+
     /// Writes `text` to standard output at once. When its reader is gone (`skywatch | head`),
     /// the program ends quietly with status 0, as Unix filters do: Foundation's
     /// `FileHandle.write` trapped on EPIPE (SIGPIPE is ignored, see ``prepare(label:options:)``).

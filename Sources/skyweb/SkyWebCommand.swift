@@ -77,7 +77,7 @@ struct SkyWebCommand: AsyncParsableCommand {
         } catch {
             ProcessSetup.fail("skyweb", "cannot serve the dashboard at \(listen): \(error); pick another --listen")
         }
-        ProcessSetup.line("skyweb ready url=http://\(host):\(bound)/ broker=\(broker)")
+        ProcessSetup.readyLine("skyweb ready url=http://\(host):\(bound)/ broker=\(broker)")
         let signals = await UnixSignalsSequence(trapping: .sigterm, .sigint)
         await withTaskGroup(of: Void.self) { group in
             group.addTask { await Self.follow(client, dashboard, logger: logger) }

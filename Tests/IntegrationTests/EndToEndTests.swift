@@ -118,6 +118,34 @@ extension IntegrationSuite {
             await cluster.stop()
         }
 
+        /// A broker whose standard output nobody reads any more (a supervisor's pipe closed)
+        /// goes on serving after its ready line: the write trapped (Foundation's FileHandle on
+        /// EPIPE), and a filter's rule (exit 0 when the reader is gone) must not apply to a
+        /// server.
+        @Test func aBrokerWhoseOutputIsClosedStillServes() async throws {
+            var ends: [Int32] = [0, 0]
+            #expect(pipe(&ends) == 0)
+            close(ends[0])  // nobody will read: the ready line meets EPIPE
+            let directory = FileManager.default.temporaryDirectory.appendingPathComponent("sky-closed-\(UUID())")
+            try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+            defer { try? FileManager.default.removeItem(at: directory) }
+            let clients = "ipc://\(directory.path)/clients"
+            let broker = Process()
+            broker.executableURL = SkyProcess.binaries.appendingPathComponent("skybroker")
+            broker.arguments = [
+                "--clients", clients, "--workers", "ipc://\(directory.path)/workers", "--events",
+                "ipc://\(directory.path)/events", "--state-dir", "none",
+            ]
+            broker.standardOutput = FileHandle(fileDescriptor: ends[1], closeOnDealloc: true)
+            broker.standardError = FileHandle.nullDevice
+            try broker.run()
+            defer { if broker.isRunning { kill(broker.processIdentifier, SIGKILL) } }
+            let sky = try await SkyClient(broker: clients)
+            let snapshot = try await sky.clusterSnapshot()
+            #expect(snapshot.workers.isEmpty && broker.isRunning, "it answers after its ready line failed")
+            await sky.close()
+        }
+
         @Test(arguments: ["", "bad\nname", String(repeating: "s", count: 256)])
         func anInvalidServiceNameIsRefusedLocallyInsteadOfWaitingForever(service: String) async throws {
             // No broker at all: the call must fail before anything is sent, with the local check's
