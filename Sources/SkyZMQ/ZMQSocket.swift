@@ -42,7 +42,12 @@ public final class ZMQSocket {
         for option in options { try option.apply(to: handle) }
     }
 
+    /// Binds `endpoint`. An `ipc://` path another process listens on is refused as in use
+    /// (`EADDRINUSE`), as a TCP port would be: libzmq would replace its socket file.
     public func bind(_ endpoint: String) throws(ZMQError) {
+        if IPCListener.isListening(at: endpoint) {
+            throw ZMQError(code: EADDRINUSE, operation: "zmq_bind(\(endpoint))")
+        }
         if zmq_bind(handle, endpoint) != 0 { throw ZMQError.last("zmq_bind(\(endpoint))") }
     }
 

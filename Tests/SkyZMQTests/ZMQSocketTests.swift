@@ -121,6 +121,39 @@ struct ZMQSocketTests {
         }
     }
 
+    /// An `ipc://` path another socket listens on is in use too: libzmq removed the socket file
+    /// and took its place, so a second broker on the same paths silently took the first one's
+    /// new connections. A stale file nobody listens on is taken over, as before.
+    @Test func bindingAnIPCPathSomeoneListensOnGivesTheSameError() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("sky-ipc-\(UUID())")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let endpoint = "ipc://\(directory.path)/broker"
+        try await onThread {
+            let context = try ZMQContext()
+            let first = try ZMQSocket(context: context, type: .router)
+            try first.bind(endpoint)
+            let second = try ZMQSocket(context: context, type: .router)
+            let error = #expect(throws: ZMQError.self) { try second.bind(endpoint) }
+            #expect(error?.description == "zmq_bind(\(endpoint)): Address already in use")
+            // The first keeps its path: a peer still reaches it.
+            let peer = try ZMQSocket(context: context, type: .dealer)
+            try peer.connect(endpoint)
+            _ = try peer.send([[1]])
+            #expect(try first.receive()?.frames.last == [1])
+            first.close(linger: 0)
+            peer.close(linger: 0)
+            second.close(linger: 0)
+        }
+        // Closed, its socket file may stay behind; nobody listens, so a new bind takes it.
+        try await onThread {
+            let context = try ZMQContext()
+            let again = try ZMQSocket(context: context, type: .router)
+            try again.bind(endpoint)
+            again.close(linger: 0)
+        }
+    }
+
     @Test func invalidEndpointGivesATypedError() async throws {
         try await onThread {
             let context = try ZMQContext()
