@@ -52,11 +52,12 @@ extension SkyClient {
     /// Stopping the iteration (or cancelling its task) cancels the tasks still in flight.
     ///
     /// The batch keeps pace with its reader: once `concurrency` outcomes wait unread, no task
-    /// starts until the loop reads one. So a lazy sequence (`(0..<n).lazy.map { … }`) keeps
-    /// memory bounded by `concurrency` however many tasks it yields and however slowly the
-    /// loop's body runs (before, outcomes piled up unread while tasks went on starting); `tasks`
-    /// is read as tasks are started, and the progress's total is the sequence's
-    /// `underestimatedCount`.
+    /// starts until the loop reads one (before, outcomes piled up unread while tasks went on
+    /// starting). `tasks` is read as tasks are started, so a sequence that makes its tasks as it
+    /// is read keeps memory bounded by `concurrency` however many it yields and however slowly
+    /// the loop's body runs: ``scanAll(count:concurrency:options:coder:task:)`` is one (Swift's
+    /// `lazy.map` is not `Sendable`, and `(0..<n).lazy.map { … }` here is an array). The
+    /// progress's total is the sequence's `underestimatedCount`.
     public nonisolated func scanAll<T: SkyTask, Tasks: Sequence & Sendable>(
         _ tasks: Tasks, concurrency: Int = 64, options: ScanOptions? = nil, coder: some TaskCoder = .json
     ) -> AsyncStream<BatchResult<T>> where Tasks.Element == T {
@@ -117,6 +118,38 @@ extension SkyClient {
         }
         let reader = BatchReader(results: results, read: read, runner: runner)
         return AsyncStream(unfolding: { await reader.next() })
+    }
+}
+
+extension SkyClient {
+    /// ``scanAll(_:concurrency:options:coder:)`` of `count` tasks made one at a time as they
+    /// start, by `task(index)`: a batch of millions in memory bounded by `concurrency`.
+    ///
+    /// ```swift
+    /// for await done in sky.scanAll(count: 1_000_000, concurrency: 64, task: { ScanTask(sector: $0) }) { … }
+    /// ```
+    public nonisolated func scanAll<T: SkyTask>(
+        count: Int, concurrency: Int = 64, options: ScanOptions? = nil, coder: some TaskCoder = .json,
+        task: @escaping @Sendable (Int) -> T
+    ) -> AsyncStream<BatchResult<T>> {
+        scanAll(MadeTasks(count: max(0, count), make: task), concurrency: concurrency, options: options, coder: coder)
+    }
+}
+
+/// Tasks `0..<count`, each made when it is read.
+private struct MadeTasks<T: SkyTask>: Sequence, Sendable {
+    let count: Int
+    let make: @Sendable (Int) -> T
+
+    var underestimatedCount: Int { count }
+
+    func makeIterator() -> AnyIterator<T> {
+        var next = 0
+        return AnyIterator {
+            guard next < count else { return nil }
+            defer { next += 1 }
+            return make(next)
+        }
     }
 }
 

@@ -150,40 +150,54 @@ extension IntegrationSuite {
             await second.stop()
         }
 
+        /// A batch of `total` echo tasks that counts what `scanAll` took: a task is made just
+        /// before its call starts, so the count shows a call beyond a limit at once, without
+        /// waiting for it to arrive.
+        struct CountedBatch {
+            let taken = Locked(0)
+            let total: Int
+
+            func run(on sky: SkyClient, concurrency: Int) -> AsyncStream<BatchResult<EchoTask>> {
+                let taken = taken
+                return sky.scanAll(count: total, concurrency: concurrency, options: ScanOptions(coalesce: false)) {
+                    index in
+                    taken.withLock { $0 += 1 }
+                    return EchoTask(message: "\(index)")
+                }
+            }
+
+            var takenSoFar: Int { taken.withLock { $0 } }
+        }
+
         /// `scanAll` keeps at most `concurrency` calls in flight, and uses all of them.
         @Test func scanAllNeverHoldsMoreThanItsConcurrencyInFlight() async throws {
             let broker = try await FakeBroker.start()
             let sky = try await SkyClient(broker: broker.endpoint)
-            let total = 20
+            let batch = CountedBatch(total: 20)
             let concurrency = 3
-            let stream: AsyncStream<BatchResult<EchoTask>> = sky.scanAll(
-                (0..<total).map { EchoTask(message: "\($0)") }, concurrency: concurrency,
-                options: ScanOptions(coalesce: false))
+            let stream = batch.run(on: sky, concurrency: concurrency)
             let collected = Task { await stream.reduce(into: 0) { count, _ in count += 1 } }
             var outstanding: [FakeBroker.Received] = []
-            var received = 0
+            var answered = 0
             var most = 0
-            while received < total || !outstanding.isEmpty {
-                if received < total && outstanding.count < concurrency {
+            while answered < batch.total {
+                if answered + outstanding.count < batch.total && outstanding.count < concurrency {
                     outstanding.append(await broker.nextRequest())
-                    received += 1
                     most = max(most, outstanding.count)
                 } else {
-                    if outstanding.count == concurrency {
-                        // Full: a call beyond the limit would arrive now. An absence can only be
-                        // observed over a window; 20 ms is far more than a local send takes.
-                        try await Task.sleep(for: .milliseconds(20))
-                        #expect(broker.unread == 0, "a call beyond the limit was sent")
-                    }
+                    // A task is taken before its call starts: beyond the limit, one more would
+                    // have been taken already.
+                    #expect(batch.takenSoFar <= answered + concurrency, "a call beyond the limit started")
                     broker.echo(outstanding.removeFirst())
+                    answered += 1
                 }
                 #expect(outstanding.count <= concurrency)
             }
             #expect(most == concurrency)
-            #expect(await collected.value == total)
+            #expect(await collected.value == batch.total)
             // Nothing else was sent.
             let snapshotCalls = await sky.statistics.counters.calls
-            #expect(snapshotCalls == total)
+            #expect(snapshotCalls == batch.total)
             await sky.close()
             await broker.stop()
         }
@@ -195,30 +209,31 @@ extension IntegrationSuite {
         @Test func scanAllStartsNoTaskWhileConcurrencyOutcomesWaitUnread() async throws {
             let broker = try await FakeBroker.start()
             let sky = try await SkyClient(broker: broker.endpoint)
-            let total = 30
+            let batch = CountedBatch(total: 30)
             let concurrency = 3
-            let stream: AsyncStream<BatchResult<EchoTask>> = sky.scanAll(
-                (0..<total).lazy.map { EchoTask(message: "\($0)") }, concurrency: concurrency,
-                options: ScanOptions(coalesce: false))
-            // Nothing read: `concurrency` calls run and are answered, `concurrency` more start
-            // while those outcomes wait, are answered too, and then nothing.
-            for _ in 0..<(2 * concurrency) { broker.echo(await broker.nextRequest()) }
-            // An absence can only be observed over a window; 100 ms is far more than a local send takes.
-            try await Task.sleep(for: .milliseconds(100))
-            #expect(broker.unread == 0, "a task started while \(concurrency) outcomes waited unread")
-            var results = stream.makeAsyncIterator()
-            _ = await results.next()
-            broker.echo(await broker.nextRequest())  // one read, one more task
-            try await Task.sleep(for: .milliseconds(100))
-            #expect(broker.unread == 0, "one read let more than one task start")
-            // Reading on, the batch finishes.
+            let stream = batch.run(on: sky, concurrency: concurrency)
+            // Every call is answered as it arrives, so only the reader holds the batch back.
+            let (answers, answer) = AsyncStream.makeStream(of: Int.self)
             let answering = Task {
-                for _ in 0..<(total - 2 * concurrency - 1) { broker.echo(await broker.nextRequest()) }
+                for count in 1...batch.total {
+                    broker.echo(await broker.nextRequest())
+                    answer.yield(count)
+                }
             }
-            var read = 1
-            while await results.next() != nil { read += 1 }
+            // Nothing read: `concurrency` calls run and are answered, `concurrency` more start
+            // while those outcomes wait, and are answered too.
+            for await count in answers where count == 2 * concurrency { break }
+            var results = stream.makeAsyncIterator()
+            var read = 0
+            while await results.next() != nil {
+                read += 1
+                // Each outcome read lets one more task start, and nothing else does.
+                #expect(
+                    batch.takenSoFar <= min(batch.total, 2 * concurrency + read),
+                    "\(batch.takenSoFar) tasks taken with \(read) outcomes read")
+            }
             await answering.value
-            #expect(read == total)
+            #expect(read == batch.total)
             await sky.close()
             await broker.stop()
         }
