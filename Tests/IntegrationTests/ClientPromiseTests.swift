@@ -212,19 +212,23 @@ extension IntegrationSuite {
             let batch = CountedBatch(total: 30)
             let concurrency = 3
             let stream = batch.run(on: sky, concurrency: concurrency)
-            // Every call is answered as it arrives, so only the reader holds the batch back.
-            let (answers, answer) = AsyncStream.makeStream(of: Int.self)
-            let answering = Task {
-                for count in 1...batch.total {
-                    broker.echo(await broker.nextRequest())
-                    answer.yield(count)
-                }
-            }
             // Nothing read: `concurrency` calls run and are answered, `concurrency` more start
             // while those outcomes wait, and are answered too.
-            for await count in answers where count == 2 * concurrency { break }
+            for _ in 0..<(2 * concurrency) { broker.echo(await broker.nextRequest()) }
+            // Then no call starts. An absence can only be observed over a window: the next call
+            // is awaited for 200 ms (a runaway batch sends it within a round trip).
+            let early = await broker.nextRequest(within: .milliseconds(200))
+            #expect(early == nil, "a call started with nothing read")
+            #expect(batch.takenSoFar == 2 * concurrency)
             var results = stream.makeAsyncIterator()
-            var read = 0
+            _ = await results.next()
+            var read = 1
+            // The read lets one call start.
+            broker.echo(await broker.nextRequest())
+            // From here every call is answered as it arrives, so only the reader holds the batch back.
+            let answering = Task {
+                for _ in 0..<(batch.total - 2 * concurrency - 1) { broker.echo(await broker.nextRequest()) }
+            }
             while await results.next() != nil {
                 read += 1
                 // Each outcome read lets one more task start, and nothing else does.

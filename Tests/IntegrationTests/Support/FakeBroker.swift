@@ -16,7 +16,15 @@ final class FakeBroker: Sendable {
     let endpoint: String
     private let loop: ZMQEventLoop
     private let pump: Task<Void, Never>
-    private let mailbox = Locked<(arrived: [Received], waiter: CheckedContinuation<Received, Never>?)>(([], nil))
+    private let mailbox = Locked<(arrived: [Received], waiter: Waiter?)>(([], nil))
+
+    /// The one reader waiting, numbered so that its deadline resumes it and nobody after it.
+    private struct Waiter {
+        let number: Int
+        let continuation: CheckedContinuation<Received?, Never>
+    }
+
+    private let waiters = Locked(0)
     private let accepted = Locked(0)
 
     /// Connections the ROUTER accepted so far (a routing id cannot tell them apart: a client
@@ -42,7 +50,7 @@ final class FakeBroker: Sendable {
                         continue
                     }
                     let received = Received(peer: frames[0], command: command, at: .now)
-                    let waiter = mailbox.withLock { box -> CheckedContinuation<Received, Never>? in
+                    let waiter = mailbox.withLock { box -> Waiter? in
                         guard let waiter = box.waiter else {
                             box.arrived.append(received)
                             return nil
@@ -50,7 +58,7 @@ final class FakeBroker: Sendable {
                         box.waiter = nil
                         return waiter
                     }
-                    waiter?.resume(returning: received)
+                    waiter?.continuation.resume(returning: received)
                 }
             }
         }
@@ -58,13 +66,38 @@ final class FakeBroker: Sendable {
 
     /// The next message a client sent, in arrival order; waits for it. One reader at a time.
     func next() async -> Received {
-        await withCheckedContinuation { continuation in
+        while true {
+            if let message = await next(within: nil) { return message }
+        }
+    }
+
+    /// The next message, or `nil` when none arrived within `timeout` (`nil`: no limit): for an
+    /// absence, which can only be observed over a window.
+    func next(within timeout: Duration?) async -> Received? {
+        let number = waiters.withLock { count in
+            count += 1
+            return count
+        }
+        return await withCheckedContinuation { continuation in
             let ready = mailbox.withLock { box -> Received? in
                 if !box.arrived.isEmpty { return box.arrived.removeFirst() }
-                box.waiter = continuation
+                box.waiter = Waiter(number: number, continuation: continuation)
                 return nil
             }
-            if let ready { continuation.resume(returning: ready) }
+            if let ready {
+                continuation.resume(returning: ready)
+            } else if let timeout {
+                let mailbox = mailbox
+                Task {
+                    try? await Task.sleep(for: timeout)
+                    let expired = mailbox.withLock { box -> Waiter? in
+                        guard box.waiter?.number == number else { return nil }
+                        defer { box.waiter = nil }
+                        return box.waiter
+                    }
+                    expired?.continuation.resume(returning: nil)
+                }
+            }
         }
     }
 
@@ -74,6 +107,15 @@ final class FakeBroker: Sendable {
             let message = await next()
             if message.request != nil { return message }
         }
+    }
+
+    /// The next REQUEST within `timeout`, skipping other commands; `nil` when none came.
+    func nextRequest(within timeout: Duration) async -> Received? {
+        let deadline = ContinuousClock.now + timeout
+        while let message = await next(within: deadline - .now) {
+            if message.request != nil { return message }
+        }
+        return nil
     }
 
     /// Binds a ROUTER to a free loopback port (or to `endpoint`).
