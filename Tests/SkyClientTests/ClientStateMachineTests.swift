@@ -79,36 +79,32 @@ struct ClientStateMachineTests {
     /// accepting there, or TCP without a ZeroMQ handshake (another server on that port). Both
     /// were only "no connection to the broker for 5 s".
     @Test func aCallThatFindsNoConnectionNamesWhatTheTransportSaw() throws {
-        func unreachable(_ actions: [Action]) -> String? {
-            for case .fail(_, .brokerUnreachable(let message), _) in actions { return message }
+        var client = Client()
+        var waiter: UInt64 = 0
+        /// The brokerUnreachable message of a call that waited 5 s while the monitor saw `events`.
+        func failure(after events: [ZMQMonitorEvent.Kind]) -> String? {
+            waiter += 1
+            _ = client.start(waiter, timeout: .seconds(60))
+            for event in events { _ = client.event(event) }
+            for case .fail(_, .brokerUnreachable(let message), _) in client.advance(.seconds(5)) { return message }
             return nil
         }
-        var client = Client()
-        _ = client.start(1, timeout: .seconds(60))
-        _ = client.event(.connectRetried)
-        let refused = try #require(unreachable(client.advance(.seconds(5))))
+        let refused = try #require(failure(after: [.connectRetried]))
         #expect(
             refused.hasSuffix(
                 ": tcp://a:1 accepts no connection (nothing listens there, or the host is unreachable or does not resolve)"
             ),
             "\(refused)")
-        _ = client.start(2, timeout: .seconds(60))
         // TCP, then closed without a handshake (a server that speaks no ZeroMQ), then retried:
         // still not "nothing listens".
-        _ = client.event(.connected)
-        _ = client.event(.disconnected)
-        _ = client.event(.connectRetried)
-        let silent = try #require(unreachable(client.advance(.seconds(5))))
+        let silent = try #require(failure(after: [.connected, .disconnected, .connectRetried]))
         #expect(
             silent.hasSuffix(
                 ": tcp://a:1 accepts TCP connections but completes no ZeroMQ handshake (another kind of server on that port?)"
             ),
             "\(silent)")
         // Once a handshake succeeded, a later loss starts from nothing seen.
-        _ = client.event(.handshakeSucceeded)
-        _ = client.event(.disconnected)
-        _ = client.start(3, timeout: .seconds(60))
-        let lost = try #require(unreachable(client.advance(.seconds(5))))
+        let lost = try #require(failure(after: [.handshakeSucceeded, .disconnected]))
         #expect(!lost.contains("accepts"), "\(lost)")
     }
 
