@@ -231,6 +231,7 @@ let package = Package(
                 "Sky", "SkyProtocol", "SkyWorkloads", "SkyTestSupport", "CSkySystem", "SkyCLISupport",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Histogram", package: "hdrhistogram-swift"),
+                .product(name: "UnixSignals", package: "swift-service-lifecycle"),
             ],
             swiftSettings: strictSettings
         ),

@@ -68,13 +68,39 @@ final class BaselineTarget: BenchTarget {
         var switches: [String: Int]
     }
 
+    /// Starts `client.c`'s paced mode: `perSecond` jobs a second, each `recordBytes` written to
+    /// `file` and fsync'd, then one request of `payload` bytes through the chain, until
+    /// ``stopPaced(_:)``.
+    func startPaced(payload: Int, perSecond: Int, file: URL, recordBytes: Int) throws -> SkyProcess {
+        try startClient(["paced", "\(payload)", "\(perSecond)", file.path, "\(recordBytes)"])
+    }
+
+    /// Stops the paced load; its figures count the jobs answered and its own CPU.
+    func stopPaced(_ client: SkyProcess) async throws -> Figures {
+        client.signal(SIGTERM)
+        return try await figures(of: client, ["paced"])
+    }
+
     private func runClient(_ arguments: [String]) async throws -> Figures {
+        try await figures(of: try startClient(arguments + [pidList]), arguments)
+    }
+
+    private var roles: [String: pid_t] {
         var roles = ["broker": broker.pid]
         for (index, worker) in workers.enumerated() { roles["worker-\(index + 1)"] = worker.pid }
-        let pids = roles.values.map(String.init).joined(separator: ",")
-        let client = try SkyProcess(
-            program: programs.client, [clientsEndpoint] + arguments + [pids], name: "baseline-client",
+        return roles
+    }
+
+    private var pidList: String { roles.values.map(String.init).joined(separator: ",") }
+
+    private func startClient(_ arguments: [String]) throws -> SkyProcess {
+        try SkyProcess(
+            program: programs.client, [clientsEndpoint] + arguments, name: "baseline-client",
             environment: programs.clientEnvironment)
+    }
+
+    /// Waits for the client's exit and reads its one JSON line.
+    private func figures(of client: SkyProcess, _ arguments: [String]) async throws -> Figures {
         let status = try await client.waitForExit(timeout: .seconds(120))
         guard status == 0, let line = client.outputLines.last,
             let report = try? JSONDecoder().decode(ClientReport.self, from: Data(line.utf8))

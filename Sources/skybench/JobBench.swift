@@ -3,16 +3,25 @@ import Histogram
 import Sky
 import SkyCLISupport
 import SkyProtocol
+import SkyTestSupport
 import SkyWorkloads
+import UnixSignals
 
 /// Durable jobs (`skybench --jobs`): how long a submit takes to be on disk, how many jobs per
 /// second go from submit to recorded result, what a durable load costs `scan` beside it, and
 /// how many journal bytes a job takes. One broker with a journal in a temporary directory,
 /// sky.echo workers, 64-byte tasks and results.
+///
+/// With the baseline's programs it also measures the floor under "scan beside a durable load"
+/// in the same round: the C chain's throughput and latency alone, and beside the least a
+/// durable job can cost in plain C (`client.c`'s paced mode: one fsync'd record and one round
+/// trip through the chain per job, at the same rate). No system can lose less to that load
+/// than the one that does nothing else.
 struct JobBench {
     var workers: Int
     var capacity: Int
     var transport: Transport
+    var baseline: BaselinePrograms?
     var submitLatencyRequests = 1000
     var resultLatencyJobs = 300
     var jobs = 20_000
@@ -31,12 +40,28 @@ struct JobBench {
         var scanBesidePaced: [Double] = []
         var scanP50BesidePaced: [Double] = []
         var pacedJobsRecorded: [Double] = []
+        /// Beside the same paced load submitted by another process (`skybench --paced-jobs`), as
+        /// most deployments submit jobs (a web server) apart from where they scan.
+        var scanBesideOtherProcess: [Double] = []
+        var scanP50BesideOtherProcess: [Double] = []
+        var otherProcessJobsRecorded: [Double] = []
         /// Beside as many submits as 64 in flight make.
         var scanBesideJobs: [Double] = []
         var scanP50BesideJobs: [Double] = []
         var jobsPerSecondBesideScan: [Double] = []
         var journalBytesPerJob: [Double] = []
+        /// The floor: the C baseline alone and beside the C paced load (empty without it).
+        var baselineAlone: [Double] = []
+        var baselineP50Alone: [Double] = []
+        var baselineBesidePaced: [Double] = []
+        var baselineP50BesidePaced: [Double] = []
+        var baselinePacedJobs: [Double] = []
+        /// CPU the C paced load's own process spent per job, in microseconds.
+        var baselinePacedCPUPerJob: [Double] = []
     }
+
+    /// Bytes the C paced load writes and fsyncs per job: the issue's budget of journal bytes per job.
+    static let pacedRecordBytes = 1024
 
     static let task = EchoTask(message: String(repeating: "j", count: 64))
 
@@ -44,6 +69,9 @@ struct JobBench {
         var results = Results()
         for round in 1...rounds {
             print("round \(round) of \(rounds)...")
+            // The floor alternates with Sky's phases: first in odd rounds, last in even ones.
+            let floorFirst = round % 2 == 1
+            if floorFirst, let baseline { try await measureFloor(baseline, into: &results) }
             let directory = FileManager.default.temporaryDirectory.appendingPathComponent(
                 "skybench-jobs-\(UUID().uuidString)")
             defer { try? FileManager.default.removeItem(at: directory) }
@@ -103,7 +131,7 @@ struct JobBench {
                 progress("scan beside \(Self.pacedJobsPerSecond) jobs/s")
                 let paced = Task {
                     let load = ContinuousClock.now
-                    let submitted = try await submitPacedUntilCancelled(sky)
+                    let submitted = try await Self.submitPacedUntilCancelled(sky)
                     return Double(submitted) / (ContinuousClock.now - load).inSeconds
                 }
                 try await Task.sleep(for: .milliseconds(500))
@@ -111,6 +139,18 @@ struct JobBench {
                 results.scanP50BesidePaced.append(try await scanLatency(target))
                 paced.cancel()
                 results.pacedJobsRecorded.append(try await paced.value)
+                try await waitForSucceeded(try await submittedCount(sky), sky)
+                progress("scan beside \(Self.pacedJobsPerSecond) jobs/s from another process")
+                let other = try await startPacedProcess(target.clientsEndpoint)
+                do {
+                    try await Task.sleep(for: .milliseconds(500))
+                    results.scanBesideOtherProcess.append(try await scanRate(target))
+                    results.scanP50BesideOtherProcess.append(try await scanLatency(target))
+                    results.otherProcessJobsRecorded.append(try await stopPacedProcess(other))
+                } catch {
+                    other.killNow()
+                    throw error
+                }
                 try await waitForSucceeded(try await submittedCount(sky), sky)
                 progress("scan beside 64 submits in flight")
                 let load = Task {
@@ -135,8 +175,48 @@ struct JobBench {
                 throw error
             }
             await target.stop()
+            if !floorFirst, let baseline { try await measureFloor(baseline, into: &results) }
         }
         return results
+    }
+
+    /// The C chain's scan figures alone and beside the C paced load (see the type's comment).
+    private func measureFloor(_ programs: BaselinePrograms, into results: inout Results) async throws {
+        progress("the floor: plain libzmq alone, then beside \(Self.pacedJobsPerSecond) fsync'd C jobs/s")
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "skybench-floor-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let target = try await BaselineTarget.start(
+            programs: programs, workers: workers, credits: capacity, transport: transport)
+        do {
+            results.baselineAlone.append(try await floorRate(target))
+            results.baselineP50Alone.append(try await target.latency(payload: 64, requests: 2000, warmup: 200).p50 ?? 0)
+            let load = try target.startPaced(
+                payload: 64, perSecond: Self.pacedJobsPerSecond,
+                file: directory.appendingPathComponent("paced.journal"), recordBytes: Self.pacedRecordBytes)
+            do {
+                try await Task.sleep(for: .milliseconds(500))
+                results.baselineBesidePaced.append(try await floorRate(target))
+                results.baselineP50BesidePaced.append(
+                    try await target.latency(payload: 64, requests: 2000, warmup: 200).p50 ?? 0)
+                let figures = try await target.stopPaced(load)
+                results.baselinePacedJobs.append(figures.rate)
+                results.baselinePacedCPUPerJob.append(figures.cpuPerTask)
+            } catch {
+                load.killNow()
+                throw error
+            }
+        } catch {
+            await target.stop()
+            throw error
+        }
+        await target.stop()
+    }
+
+    private func floorRate(_ target: BaselineTarget) async throws -> Double {
+        try await target.throughput(payload: 64, inFlight: inFlight, warmup: .milliseconds(500), measure: .seconds(2))
+            .rate
     }
 
     private func progress(_ text: String) {
@@ -170,9 +250,64 @@ struct JobBench {
     /// Redis does on this machine in all (peers.md).
     static let pacedJobsPerSecond = 1000
 
+    /// The other-process load (`skybench --paced-jobs BROKER`): says "submitting" once
+    /// connected, submits ``pacedJobsPerSecond`` jobs a second until SIGTERM or SIGINT, then
+    /// prints one JSON line, `{"jobs": recorded, "seconds": elapsed}`.
+    static func pacedLoad(broker: String) async throws {
+        let signals = await UnixSignalsSequence(trapping: .sigterm, .sigint)
+        let sky = try await SkyClient(broker: broker)
+        _ = try await sky.clusterSnapshot()
+        let started = ContinuousClock.now
+        ProcessSetup.standardOutput("submitting\n")
+        let jobs = try await withThrowingTaskGroup(of: Int?.self) { group in
+            group.addTask { try await submitPacedUntilCancelled(sky) }
+            group.addTask {
+                for await _ in signals { break }
+                return nil
+            }
+            var jobs = 0
+            while let next = try await group.next() {
+                if let next {
+                    jobs = next
+                } else {
+                    group.cancelAll()
+                }
+            }
+            return jobs
+        }
+        let seconds = (ContinuousClock.now - started).inSeconds
+        ProcessSetup.standardOutput("{\"jobs\": \(jobs), \"seconds\": \(seconds)}\n")
+        await sky.close()
+    }
+
+    private func startPacedProcess(_ broker: String) async throws -> SkyProcess {
+        let process = try SkyProcess("skybench", ["--paced-jobs", broker], name: "skybench-paced-jobs")
+        do {
+            try await process.waitForLine(timeout: .seconds(30)) { $0 == "submitting" }
+        } catch {
+            process.killNow()
+            throw BenchError("the paced job load did not start: \(process.errorText)")
+        }
+        return process
+    }
+
+    /// Stops the other process's load; returns its jobs recorded per second.
+    private func stopPacedProcess(_ process: SkyProcess) async throws -> Double {
+        struct Report: Decodable {
+            var jobs: Int
+            var seconds: Double
+        }
+        process.signal(SIGTERM)
+        let status = try await process.waitForExit(timeout: .seconds(30))
+        guard status == 0, let line = process.outputLines.last,
+            let report = try? JSONDecoder().decode(Report.self, from: Data(line.utf8)), report.seconds > 0
+        else { throw BenchError("the paced job load failed (status \(status)): \(process.errorText)") }
+        return Double(report.jobs) / report.seconds
+    }
+
     /// Submits ``pacedJobsPerSecond`` jobs a second (16 submitters, each on its own schedule)
     /// until cancelled; returns how many were recorded.
-    private func submitPacedUntilCancelled(_ sky: SkyClient) async throws -> Int {
+    private static func submitPacedUntilCancelled(_ sky: SkyClient) async throws -> Int {
         let submitters = 16
         let interval = Duration.seconds(Double(submitters) / Double(Self.pacedJobsPerSecond))
         return try await withThrowingTaskGroup(of: Int.self) { group in
@@ -259,17 +394,8 @@ struct JobBench {
     }
 
     static func table(_ results: Results) -> String {
-        func line(_ name: String, _ values: [Double], _ unit: String) -> String {
-            let sorted = values.sorted()
-            let median = sorted.isEmpty ? 0 : sorted[sorted.count / 2]
-            let all = values.map { String(format: "%.0f", $0) }.joined(separator: ", ")
-            return
-                "\(name.padding(toLength: 48, withPad: " ", startingAt: 0)) \(String(format: "%10.0f", median)) \(unit)   (\(all))"
-        }
-        func ratios(_ beside: [Double], _ alone: [Double]) -> String {
-            zip(beside, alone).map { String(format: "%.2f", $0 / $1) }.joined(separator: ", ")
-        }
-        return [
+        let paced = "\(pacedJobsPerSecond) jobs/s"
+        var lines = [
             "Durable jobs (sky.echo, 64-byte task and result); median of rounds (each round):",
             line("submit acknowledged (fsync'd), p50, 1 in flight", results.submitP50Microseconds, "µs"),
             line("submit acknowledged, p99, 1 in flight", results.submitP99Microseconds, "µs"),
@@ -278,17 +404,68 @@ struct JobBench {
             line("journal bytes per job", results.journalBytesPerJob, "B"),
             line("scan throughput alone, 256 in flight", results.scanAlone, "tasks/s"),
             line("scan p50 alone, 1 in flight", results.scanP50Alone, "µs"),
-            line("scan throughput beside \(pacedJobsPerSecond) jobs/s", results.scanBesidePaced, "tasks/s"),
-            line("scan p50 beside \(pacedJobsPerSecond) jobs/s", results.scanP50BesidePaced, "µs"),
-            line("  (the jobs recorded meanwhile)", results.pacedJobsRecorded, "jobs/s"),
-            line("scan throughput beside 64 submits in flight", results.scanBesideJobs, "tasks/s"),
-            line("scan p50 beside 64 submits in flight", results.scanP50BesideJobs, "µs"),
-            line("  (the jobs recorded meanwhile)", results.jobsPerSecondBesideScan, "jobs/s"),
-            "beside \(pacedJobsPerSecond) jobs/s ÷ alone: throughput "
-                + ratios(results.scanBesidePaced, results.scanAlone) + "; p50 "
-                + ratios(results.scanP50BesidePaced, results.scanP50Alone),
-            "beside 64 submits in flight ÷ alone: throughput " + ratios(results.scanBesideJobs, results.scanAlone)
-                + "; p50 " + ratios(results.scanP50BesideJobs, results.scanP50Alone),
-        ].joined(separator: "\n")
+        ]
+        let besides = [
+            ("beside \(paced)", results.scanBesidePaced, results.scanP50BesidePaced, results.pacedJobsRecorded),
+            (
+                "beside \(paced) from another process", results.scanBesideOtherProcess,
+                results.scanP50BesideOtherProcess, results.otherProcessJobsRecorded
+            ),
+            (
+                "beside 64 submits in flight", results.scanBesideJobs, results.scanP50BesideJobs,
+                results.jobsPerSecondBesideScan
+            ),
+        ]
+        for (name, throughput, p50, jobs) in besides {
+            lines += [
+                line("scan throughput \(name)", throughput, "tasks/s"), line("scan p50 \(name)", p50, "µs"),
+                line("  (the jobs recorded meanwhile)", jobs, "jobs/s"),
+            ]
+        }
+        for (name, throughput, p50, _) in besides {
+            lines.append(ratios(name, throughput, results.scanAlone, p50, results.scanP50Alone))
+        }
+        if !results.baselineAlone.isEmpty {
+            lines += [
+                "",
+                "The floor: plain libzmq (bench/baseline) alone, and beside \(pacedJobsPerSecond) C jobs/s (each one fsync'd",
+                "\(pacedRecordBytes)-byte record and one round trip through the chain: client.c's paced mode)",
+                line("C throughput alone, 256 in flight", results.baselineAlone, "tasks/s"),
+                line("C p50 alone, 1 in flight", results.baselineP50Alone, "µs"),
+                line("C throughput beside \(pacedJobsPerSecond) C jobs/s", results.baselineBesidePaced, "tasks/s"),
+                line("C p50 beside \(pacedJobsPerSecond) C jobs/s", results.baselineP50BesidePaced, "µs"),
+                line("  (the C jobs answered meanwhile)", results.baselinePacedJobs, "jobs/s"),
+                line("  (the C paced process's own CPU per job)", results.baselinePacedCPUPerJob, "µs"),
+                ratios(
+                    "floor, C beside \(pacedJobsPerSecond) C jobs/s", results.baselineBesidePaced,
+                    results.baselineAlone,
+                    results.baselineP50BesidePaced, results.baselineP50Alone),
+            ]
+        }
+        return lines.joined(separator: "\n")
+    }
+
+    private static func median(_ values: [Double]) -> Double {
+        let sorted = values.sorted()
+        return sorted.isEmpty ? 0 : sorted[sorted.count / 2]
+    }
+
+    /// A measure's median and every round's value.
+    private static func line(_ name: String, _ values: [Double], _ unit: String) -> String {
+        let all = values.map { String(format: "%.0f", $0) }.joined(separator: ", ")
+        return
+            "\(name.padding(toLength: 48, withPad: " ", startingAt: 0)) \(String(format: "%10.0f", median(values))) \(unit)   (\(all))"
+    }
+
+    /// Each round's throughput and p50 beside a load ÷ alone, and their medians.
+    private static func ratios(
+        _ name: String, _ throughput: [Double], _ throughputAlone: [Double], _ p50: [Double], _ p50Alone: [Double]
+    ) -> String {
+        func list(_ beside: [Double], _ alone: [Double]) -> String {
+            let values = zip(beside, alone).map { $0 / $1 }
+            return values.map { String(format: "%.2f", $0) }.joined(separator: ", ")
+                + String(format: " (median %.2f)", median(values))
+        }
+        return "\(name) ÷ alone: throughput \(list(throughput, throughputAlone)); p50 \(list(p50, p50Alone))"
     }
 }

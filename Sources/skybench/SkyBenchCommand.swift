@@ -92,7 +92,9 @@ struct SkyBenchCommand: AsyncParsableCommand {
     @Flag(
         help: """
             Instead of the timed runs: durable jobs (submit latency, jobs per second from submit to \
-            recorded result, scan beside a durable load, journal bytes per job).
+            recorded result, scan beside a durable load, journal bytes per job), and with the \
+            baseline the floor under "scan beside a durable load": the C chain beside the least a \
+            durable job costs in C.
             """)
     var jobs = false
 
@@ -107,6 +109,12 @@ struct SkyBenchCommand: AsyncParsableCommand {
 
     @Option(help: ArgumentHelp("Requests --load-client makes.", visibility: .private))
     var loadTasks = 1000
+
+    @Option(
+        help: ArgumentHelp(
+            "Submit --jobs' paced durable load to this broker until SIGTERM (its other-process phase).",
+            visibility: .private))
+    var pacedJobs: String?
 
     func validate() throws {
         try FlagCheck.integer(rounds, "--rounds", in: 1...1000)
@@ -138,18 +146,13 @@ struct SkyBenchCommand: AsyncParsableCommand {
         signal(SIGPIPE, SIG_IGN)
         let payload = Self.integers(payloads)?.first ?? 64
         let mostInFlight = Self.integers(inFlight)?.max() ?? 256
+        if let pacedJobs {
+            try await JobBench.pacedLoad(broker: pacedJobs)
+            return
+        }
         if let loadClient {
             try await InstructionCount.loadClient(
                 broker: loadClient, tasks: loadTasks, inFlight: mostInFlight, payload: payload)
-            return
-        }
-        if jobs {
-            let bench = JobBench(
-                workers: Self.integers(workers)?.max() ?? 1, capacity: capacity, transport: transport, jobs: jobCount,
-                inFlight: mostInFlight, rounds: rounds)
-            let results = try await bench.run()
-            print(JobBench.table(results))
-            try write(results)
             return
         }
         let settings = BenchSettings(
@@ -166,6 +169,15 @@ struct SkyBenchCommand: AsyncParsableCommand {
                 ?? source.deletingLastPathComponent()
                 .appendingPathComponent("build")
             programs = try await BaselinePrograms.build(source: source, into: build, extraFrames: baselineExtraFrames)
+        }
+        if jobs {
+            let bench = JobBench(
+                workers: Self.integers(workers)?.max() ?? 1, capacity: capacity, transport: transport,
+                baseline: programs, jobs: jobCount, inFlight: mostInFlight, rounds: rounds)
+            let results = try await bench.run()
+            print(JobBench.table(results))
+            try write(results)
+            return
         }
         if instructions {
             let root = try baselineSourceDirectory().deletingLastPathComponent().deletingLastPathComponent()

@@ -10,6 +10,8 @@ import SkyWorkloads
 final class SkyTarget: BenchTarget {
     let system = BenchSystem.sky
     let client: SkyClient
+    /// Where clients reach the broker (for a load from another process).
+    let clientsEndpoint: String
     private let broker: SkyProcess
     private let workers: [SkyProcess]
     private let cpu: ProcessCPU
@@ -20,8 +22,11 @@ final class SkyTarget: BenchTarget {
     /// run instead of hiding in the figures).
     static let options = ScanOptions(timeout: .seconds(30), retry: RetryPolicy(maxAttempts: 1), coalesce: false)
 
-    private init(broker: SkyProcess, workers: [SkyProcess], client: SkyClient, service: String) {
+    private init(
+        broker: SkyProcess, workers: [SkyProcess], client: SkyClient, clientsEndpoint: String, service: String
+    ) {
         self.broker = broker
+        self.clientsEndpoint = clientsEndpoint
         self.workers = workers
         self.client = client
         self.service = service
@@ -52,7 +57,8 @@ final class SkyTarget: BenchTarget {
                         ], name: "skyworker-\(index)"))
             }
             let client = try await SkyClient(broker: started.clients)
-            let target = SkyTarget(broker: broker, workers: workers, client: client, service: service)
+            let target = SkyTarget(
+                broker: broker, workers: workers, client: client, clientsEndpoint: started.clients, service: service)
             try await target.waitForWorkers(count)
             return target
         } catch {

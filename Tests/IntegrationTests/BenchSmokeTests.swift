@@ -12,33 +12,22 @@ extension IntegrationSuite {
         /// frame count (`--baseline-extra-frames 4`): its client checks that every reply came back
         /// with all 6 frames, and skybench that the client sent 6.
         @Test func skybenchMeasuresAFewHundredRequestsOfBothSystemsAndExitsZero() async throws {
-            let scratch = FileManager.default.temporaryDirectory.appendingPathComponent("skybench-\(UUID().uuidString)")
-            try FileManager.default.createDirectory(at: scratch, withIntermediateDirectories: true)
-            defer { try? FileManager.default.removeItem(at: scratch) }
-            let source = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-                .deletingLastPathComponent().appendingPathComponent("bench/baseline")
-            let report = scratch.appendingPathComponent("report.json")
-            let bench = try SkyProcess(
-                "skybench",
+            let run = try await Self.skybench(
                 [
                     "--rounds", "1", "--workers", "1", "--payloads", "64", "--in-flight", "8",
                     "--latency-requests", "200", "--latency-warmup", "20", "--warmup", "0.05", "--measure", "0.3",
                     "--queue-memory", "500", "--scan-tasks", "0", "--free", "--baseline-extra-frames", "4",
-                    "--baseline-source", source.path, "--baseline-build", scratch.appendingPathComponent("build").path,
-                    "--json", report.path,
-                ])
-            defer { bench.killNow() }
-            let status = try await bench.waitForExit(timeout: .seconds(100))
-            #expect(status == 0, "skybench failed: \(bench.errorText)")
-            let table = bench.outputLines.joined(separator: "\n")
+                ], timeout: .seconds(100))
+            #expect(run.status == 0, "skybench failed: \(run.errors)")
+            let table = run.output
             #expect(table.contains("carry 4 extra frame(s) each (--baseline-extra-frames): as many as Sky's protocol"))
             #expect(table.contains("Sky / baseline"))
             #expect(table.contains("Targets"))
             #expect(table.contains("Context switches per task"))
             #expect(table.contains("- context switches per task at 8 in flight"))
 
-            let json = try #require(
-                try JSONSerialization.jsonObject(with: Data(contentsOf: report)) as? [String: Any])
+            let report = try #require(run.json, "skybench wrote no JSON report")
+            let json = try #require(try JSONSerialization.jsonObject(with: report) as? [String: Any])
             let samples = try #require(json["samples"] as? [[String: Any]])
             for system in ["sky", "baseline"] {
                 let latency = try #require(
@@ -70,6 +59,33 @@ extension IntegrationSuite {
             #expect(memory["queued"] as? Int == 500)
         }
 
+        /// `--jobs` measures the durable jobs and, in the same round, the floor under "scan beside
+        /// a durable load": the C chain alone and beside `client.c`'s paced load of fsync'd jobs.
+        /// Both paced loads (Sky's from another process, and C's) must really have run.
+        @Test func skybenchJobsMeasuresSkyBesideADurableLoadAndTheFloorInC() async throws {
+            let run = try await Self.skybench(
+                [
+                    "--jobs", "--rounds", "1", "--workers", "1", "--job-count", "300",
+                ], timeout: .seconds(240))
+            #expect(run.status == 0, "skybench --jobs failed: \(run.errors)")
+            let table = run.output
+            #expect(table.contains("beside 1000 jobs/s from another process ÷ alone: throughput"))
+            #expect(table.contains("floor, C beside 1000 C jobs/s ÷ alone: throughput"))
+            let report = try #require(run.json, "skybench wrote no JSON report")
+            let json = try #require(try JSONSerialization.jsonObject(with: report) as? [String: Any])
+            for key in [
+                "scanAlone", "scanBesideOtherProcess", "otherProcessJobsRecorded", "baselineAlone",
+                "baselineBesidePaced", "baselineP50Alone", "baselineP50BesidePaced", "baselinePacedJobs",
+            ] {
+                let values = try #require(json[key] as? [Double], "\(key) missing: \(json.keys.sorted())")
+                #expect(values.count == 1 && values[0] > 0, "\(key): \(values)")
+            }
+            // The loads ran at about their rate (1,000 jobs a second), not a trickle.
+            #expect((json["otherProcessJobsRecorded"] as? [Double])?.first ?? 0 > 200)
+            #expect((json["baselinePacedJobs"] as? [Double])?.first ?? 0 > 200)
+            print("skybench --jobs smoke:\n\(table)")
+        }
+
         /// `--instructions` runs the broker and then the client of each system under callgrind
         /// (valgrind, which `./ops/sky test` installs) and reports instructions per task: more
         /// than the C programs' and within reason for a debug build.
@@ -78,25 +94,17 @@ extension IntegrationSuite {
                 if: SkyProcess.binaries.path.contains(".build-tsan"),
                 "valgrind cannot run ThreadSanitizer's binaries (its runtime's CHECK fails under callgrind)"))
         func skybenchCountsInstructionsPerTaskUnderCallgrind() async throws {
-            let scratch = FileManager.default.temporaryDirectory.appendingPathComponent("skybench-\(UUID().uuidString)")
-            try FileManager.default.createDirectory(at: scratch, withIntermediateDirectories: true)
-            defer { try? FileManager.default.removeItem(at: scratch) }
-            let source = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-                .deletingLastPathComponent().appendingPathComponent("bench/baseline")
-            let report = scratch.appendingPathComponent("instructions.json")
-            let bench = try SkyProcess(
-                "skybench",
+            let run = try await Self.skybench(
                 [
                     "--instructions", "--instruction-tasks", "40", "--payloads", "64", "--in-flight", "8",
-                    "--baseline-source", source.path, "--baseline-build", scratch.appendingPathComponent("build").path,
-                    "--json", report.path,
-                ])
-            defer { bench.killNow() }
-            let status = try await bench.waitForExit(timeout: .seconds(300))
-            #expect(status == 0, "skybench --instructions failed: \(bench.errorText)")
-            #expect(bench.outputLines.contains { $0.hasPrefix("User-space instructions per task (callgrind") })
-            let rows = try #require(
-                try JSONSerialization.jsonObject(with: Data(contentsOf: report)) as? [[String: Any]])
+                ], timeout: .seconds(300))
+            #expect(run.status == 0, "skybench --instructions failed: \(run.errors)")
+            #expect(
+                run.output.split(separator: "\n").contains {
+                    $0.hasPrefix("User-space instructions per task (callgrind")
+                })
+            let report = try #require(run.json, "skybench wrote no JSON report")
+            let rows = try #require(try JSONSerialization.jsonObject(with: report) as? [[String: Any]])
             #expect(rows.compactMap { $0["role"] as? String } == ["broker", "client"])
             for row in rows {
                 let sky = try #require(row["sky"] as? Double)
@@ -105,6 +113,30 @@ extension IntegrationSuite {
                 #expect(sky > baseline && sky < 10_000_000, "\(row)")
                 print("skybench --instructions smoke (debug build): \(row)")
             }
+        }
+
+        /// Runs skybench with `arguments`, the repository's baseline sources, a scratch build
+        /// directory and a JSON report; returns its status, its output and the report it wrote.
+        private static func skybench(
+            _ arguments: [String], timeout: Duration
+        ) async throws -> (status: Int32, output: String, errors: String, json: Data?) {
+            let scratch = FileManager.default.temporaryDirectory.appendingPathComponent("skybench-\(UUID().uuidString)")
+            try FileManager.default.createDirectory(at: scratch, withIntermediateDirectories: true)
+            defer { try? FileManager.default.removeItem(at: scratch) }
+            let source = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+                .deletingLastPathComponent().appendingPathComponent("bench/baseline")
+            let report = scratch.appendingPathComponent("report.json")
+            let bench = try SkyProcess(
+                "skybench",
+                arguments + [
+                    "--baseline-source", source.path, "--baseline-build", scratch.appendingPathComponent("build").path,
+                    "--json", report.path,
+                ])
+            defer { bench.killNow() }
+            let status = try await bench.waitForExit(timeout: timeout)
+            return (
+                status, bench.outputLines.joined(separator: "\n"), bench.errorText, try? Data(contentsOf: report)
+            )
         }
     }
 }

@@ -6,14 +6,23 @@
  * and prints one JSON line.
  *   cnt: INFLIGHT requests in flight until COUNT are answered (for counting instructions
  *        under callgrind, where time means nothing); prints the count.
+ *   paced: the least a durable job can cost, as a load beside the others (the floor under
+ *        `skybench --jobs`' "scan beside a durable load"): RATE jobs a second until SIGTERM,
+ *        each one RECORD-byte record written to FILE and fdatasync'd (a submit on disk), then
+ *        one request through the chain (as many messages as a Sky job's submit and its
+ *        execution: client -> broker -> worker -> broker -> client). Replies are not awaited
+ *        before the next job is due. Prints the jobs answered, the rate and its own CPU.
  * SKY_BASELINE_EXTRA_FRAMES=N (0 to 4, default 0) puts N small frames between the sequence
  * number and the payload, which the broker and the worker pass along like the others: with 4,
  * every message carries as many frames as Sky's protocol does (a client sends and receives 6,
  * the broker moves 30 per task against Sky's 29), to measure what the frame count alone costs.
  * Usage: sky-baseline-client ENDPOINT lat PAYLOAD COUNT WARMUP PIDS
  *        sky-baseline-client ENDPOINT thr PAYLOAD INFLIGHT WARMUP_MS MEASURE_MS PIDS
- *        sky-baseline-client ENDPOINT cnt PAYLOAD INFLIGHT COUNT - */
+ *        sky-baseline-client ENDPOINT cnt PAYLOAD INFLIGHT COUNT -
+ *        sky-baseline-client ENDPOINT paced PAYLOAD RATE FILE RECORD */
 #include <dirent.h>
+#include <fcntl.h>
+#include <signal.h>
 #include <stdint.h>
 #include <time.h>
 #include <unistd.h>
@@ -127,6 +136,78 @@ static uint64_t receive_reply(void *socket) {
     return seq;
 }
 
+static volatile sig_atomic_t stop_requested = 0;
+
+static void request_stop(int signal) {
+    (void)signal;
+    stop_requested = 1;
+}
+
+/* The paced load: see the comment at the top. */
+static int paced(void *socket, const void *payload, size_t size, long rate, const char *path, long record_size) {
+    if (rate < 1 || rate > 100000 || record_size < 1 || record_size > 65536) {
+        fprintf(stderr, "paced: RATE must be 1 to 100000 and RECORD 1 to 65536\n");
+        return 2;
+    }
+    int file = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    if (file < 0) {
+        perror(path);
+        return 1;
+    }
+    char *record = calloc(1, (size_t)record_size);
+    /* A Swift parent may start it with SIGTERM blocked (libdispatch blocks signals in its threads). */
+    sigset_t terminate;
+    sigemptyset(&terminate);
+    sigaddset(&terminate, SIGTERM);
+    sigprocmask(SIG_UNBLOCK, &terminate, NULL);
+    struct sigaction action;
+    memset(&action, 0, sizeof action);
+    action.sa_handler = request_stop; /* no SA_RESTART: zmq_poll returns at once */
+    sigaction(SIGTERM, &action, NULL);
+    parse_pids("");
+    cpu_begin();
+    const uint64_t interval = 1000000000u / (uint64_t)rate;
+    const off_t wrap = 64 << 20; /* the file stays bounded, as a journal's checkpoints keep it */
+    uint64_t started = now_ns(), next = started, seq = 0;
+    long sent = 0, answered = 0;
+    off_t offset = 0;
+    zmq_msg_t msgs[MAX_FRAMES];
+    while (!stop_requested) {
+        uint64_t now = now_ns();
+        /* Catch up with the schedule, with at most 1,024 jobs unanswered. */
+        while (next <= now && sent - answered < 1024) {
+            if (pwrite(file, record, (size_t)record_size, offset) != record_size) die("pwrite");
+            offset = offset + record_size >= wrap ? 0 : offset + record_size;
+            if (fdatasync(file) != 0) die("fdatasync");
+            send_request(socket, ++seq, payload, size);
+            sent++;
+            next += interval;
+        }
+        now = now_ns();
+        long wait_ms = next > now ? (long)((next - now + 999999) / 1000000) : 0;
+        zmq_pollitem_t item = {socket, 0, ZMQ_POLLIN, 0};
+        int ready = zmq_poll(&item, 1, wait_ms > 200 ? 200 : wait_ms);
+        if (ready < 0) {
+            if (zmq_errno() == EINTR) continue;
+            die("zmq_poll");
+        }
+        if (ready == 0) exit_if_orphaned();
+        for (int count; (count = recv_message(socket, msgs, ZMQ_DONTWAIT)) > 0; answered++)
+            for (int i = 0; i < count; i++) zmq_msg_close(&msgs[i]);
+    }
+    double elapsed = (double)(now_ns() - started) / 1e9;
+    printf("{\"mode\":\"paced\",\"frames\":%d,\"completed\":%ld,\"elapsed\":%.6f,\"rate\":%.1f,", 2 + extra_frames,
+           answered, elapsed, (double)answered / elapsed);
+    cpu_print();
+    printf("}\n");
+    fflush(stdout);
+    /* Collect what is still in flight, so the broker's credits come back before the next run. */
+    for (; answered < sent; answered++) receive_reply(socket);
+    close(file);
+    free(record);
+    return 0;
+}
+
 static int compare(const void *a, const void *b) {
     uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
     return x < y ? -1 : x > y;
@@ -227,6 +308,9 @@ int main(int argc, char **argv) {
             if ((long)seq < count) send_request(socket, ++seq, payload, size);
         }
         printf("{\"mode\":\"cnt\",\"completed\":%ld}\n", completed);
+    } else if (strcmp(mode, "paced") == 0) {
+        int status = paced(socket, payload, size, atol(argv[4]), argv[5], atol(argv[6]));
+        if (status != 0) return status;
     } else {
         fprintf(stderr, "unknown mode %s\n", mode);
         return 2;
