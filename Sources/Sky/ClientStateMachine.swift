@@ -25,6 +25,9 @@ struct ClientStateMachine: Sendable {
         case connected([WaiterID])
         /// No connection will come (the client closed, or the broker refused it).
         case connectionFailed([WaiterID], SkyError)
+        /// Resume these callers of ``waitForFeatures(_:now:into:)`` with what the broker of this
+        /// connection said of itself (`nil`: nothing known, within their wait).
+        case featuresKnown([WaiterID], BrokerFeatures?)
         /// Open broker socket number `socket`, a DEALER connected to `endpoints[endpoint]`.
         case open(socket: Int, endpoint: Int)
         /// Close broker socket number `socket`.
@@ -57,6 +60,14 @@ struct ClientStateMachine: Sendable {
     private var requestIDs: SplitMix64
     /// What the table asked for in the current input (see ``takeTableActions(into:)``).
     private var tableActions: [RequestTable.Action] = []
+    /// What the broker said of itself in `mmi.features` during connection `epoch`. The machine
+    /// asks once a connection is up (a reconnect may reach another broker), not as a call: it
+    /// is counted nowhere and waits for nothing but its answer or `connectTimeout`.
+    private(set) var features: (epoch: UInt64, answer: BrokerFeatures)?
+    /// The question in flight, and when it is given up (the broker then counts as saying nothing new).
+    private var featuresAsk: (id: RequestID, deadline: Duration)?
+    /// Callers waiting for ``features``, each until a deadline (`connectTimeout` after it came).
+    private var featureWaiters: [(waiter: WaiterID, deadline: Duration)] = []
 
     init(endpoints: [String], usesCredentials: Bool, table: RequestTable, seed: UInt64) {
         self.endpoints = endpoints
@@ -81,7 +92,15 @@ struct ClientStateMachine: Sendable {
 
     /// When ``expire(now:)`` next has something to do.
     mutating func nextDeadline() -> Duration? {
-        phase == .serving ? table.nextDeadline() : nil
+        guard phase == .serving else { return nil }
+        let deadlines = [table.nextDeadline(), featuresAsk?.deadline, featureWaiters.first?.deadline]
+        return deadlines.compactMap { $0 }.min()
+    }
+
+    /// The broker of this connection takes packed REQUESTs (docs/protocol.md, "Packed messages").
+    var sendsPacked: Bool {
+        guard let features, features.epoch == table.connectionEpoch else { return false }
+        return features.answer.takesPacked
     }
 
     // MARK: Inputs
@@ -97,9 +116,21 @@ struct ClientStateMachine: Sendable {
         takeTableActions(into: &actions)
     }
 
-    /// The broker said it takes trace frames during connection `epoch` (see ``RequestTable``).
-    mutating func brokerTakesTrace(epoch: UInt64) {
-        table.brokerTakesTrace(epoch: epoch)
+    /// A caller waits for what the broker of this connection says of itself: at once if known,
+    /// else until the machine's question is answered, or `connectTimeout` at most.
+    mutating func waitForFeatures(_ waiter: WaiterID, now: Duration, into actions: inout [Action]) {
+        if refusal != nil {
+            actions.append(.featuresKnown([waiter], nil))
+        } else if table.isConnected, let features, features.epoch == table.connectionEpoch {
+            actions.append(.featuresKnown([waiter], features.answer))
+        } else {
+            featureWaiters.append((waiter, now + table.connectTimeout))
+        }
+    }
+
+    /// A caller stopped waiting for the features; the shell already resumed it.
+    mutating func stopWaitingForFeatures(_ waiter: WaiterID) {
+        featureWaiters.removeAll { $0.waiter == waiter }
     }
 
     /// A caller stopped waiting (its task was cancelled, or its deadline passed); the shell
@@ -133,7 +164,11 @@ struct ClientStateMachine: Sendable {
     /// A message from broker socket number `socket`, in one buffer as the shell reads it.
     mutating func received(_ frames: Frames, socket: Int, now: Duration, into actions: inout [Action]) {
         guard socket == self.socket, phase == .serving else { return }
-        guard case .reply(let reply) = try? BrokerToClient.decode(frames) else {
+        let reply: TaskReply
+        switch try? BrokerToClient.decode(frames) {
+        case .reply(let framed)?, .packedReply(let framed)?:
+            reply = framed
+        case nil:
             guard table.malformedMessage() else { return }
             actions.append(
                 .log(
@@ -145,6 +180,12 @@ struct ClientStateMachine: Sendable {
         if reply.status == .wrongEndpoint {
             // A configuration mistake, not a failure of this call: every call fails with it.
             refuse(.wrongEndpoint(RemoteErrorBody(decoding: reply.body).message), into: &actions)
+            return
+        }
+        if let ask = featuresAsk, reply.requestID == ask.id {
+            featuresAsk = nil
+            // A broker that predates `mmi.features` answers unknownService: it says nothing new.
+            learned(reply.status == .ok ? BrokerFeatures(decoding: reply.body) : BrokerFeatures(), into: &actions)
             return
         }
         table.received(reply, now: now, into: &tableActions)
@@ -165,6 +206,7 @@ struct ClientStateMachine: Sendable {
                 actions.append(.connected(connectionWaiters))
                 connectionWaiters.removeAll()
             }
+            askFeatures(now: now, into: &actions)
             table.connectionUp(now: now, into: &tableActions)
             takeTableActions(into: &actions)
         case .disconnected:
@@ -191,6 +233,8 @@ struct ClientStateMachine: Sendable {
                 return
             }
             table.connectionDown(now: now)
+            // The next connection asks again (it may reach another broker).
+            featuresAsk = nil
             actions.append(.log(.info, "lost the connection to the broker; reconnecting", endpoint))
         case .handshakeFailedAuth:
             refuse(
@@ -225,6 +269,15 @@ struct ClientStateMachine: Sendable {
     /// Time passed: attempts time out, backoffs end, a silent endpoint is given up for the next.
     mutating func expire(now: Duration, into actions: inout [Action]) {
         guard phase == .serving else { return }
+        if let ask = featuresAsk, now >= ask.deadline {
+            featuresAsk = nil
+            learned(BrokerFeatures(), into: &actions)
+        }
+        if let first = featureWaiters.first, now >= first.deadline {
+            let due = featureWaiters.filter { now >= $0.deadline }.map(\.waiter)
+            featureWaiters.removeAll { now >= $0.deadline }
+            actions.append(.featuresKnown(due, nil))
+        }
         table.expire(now: now, into: &tableActions)
         takeTableActions(into: &actions)
     }
@@ -255,6 +308,34 @@ struct ClientStateMachine: Sendable {
             actions.append(.connectionFailed(connectionWaiters, error))
             connectionWaiters.removeAll()
         }
+        if !featureWaiters.isEmpty {
+            actions.append(.featuresKnown(featureWaiters.map(\.waiter), nil))
+            featureWaiters.removeAll()
+        }
+    }
+
+    /// Asks the broker of the new connection what it takes beyond the framed protocol.
+    private mutating func askFeatures(now: Duration, into actions: inout [Action]) {
+        let id = RequestID(high: requestIDs.next(), low: requestIDs.next())
+        featuresAsk = (id, now + table.connectTimeout)
+        let header = RequestHeader(
+            attempt: 1, timeoutMilliseconds: UInt32(clamping: max(1, table.connectTimeout.wholeMilliseconds)))
+        actions.append(
+            .send(
+                socket: socket,
+                .request(TaskRequest(requestID: id, service: BrokerService.features, header: header, body: []))))
+    }
+
+    /// The broker of this connection answered the question (or its time ran out: `answer` says
+    /// nothing new): traced calls carry their frame if it takes one, calls go packed if it
+    /// takes them, and the callers waiting for it are resumed.
+    private mutating func learned(_ answer: BrokerFeatures, into actions: inout [Action]) {
+        features = (table.connectionEpoch, answer)
+        if answer.takesTrace { table.brokerTakesTrace(epoch: table.connectionEpoch) }
+        if !featureWaiters.isEmpty {
+            actions.append(.featuresKnown(featureWaiters.map(\.waiter), answer))
+            featureWaiters.removeAll()
+        }
     }
 
     /// Moves the table's actions to `actions`, on the socket in use. The table's list is kept
@@ -263,7 +344,8 @@ struct ClientStateMachine: Sendable {
         defer { tableActions.removeAll(keepingCapacity: true) }
         for action in tableActions {
             switch action {
-            case .send(let request): mapped.append(.send(socket: socket, .request(request)))
+            case .send(let request):
+                mapped.append(.send(socket: socket, sendsPacked ? .packedRequest(request) : .request(request)))
             case .cancel(let id): mapped.append(.send(socket: socket, .cancel(id)))
             case .succeed(let waiters, let body, let attempts):
                 mapped.append(.succeed(waiters, body: body, attempts: attempts))

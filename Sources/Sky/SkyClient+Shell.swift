@@ -21,8 +21,8 @@ extension SkyClient {
             case abandon(WaiterID)
             case waitForConnection(WaiterID)
             case stopWaitingForConnection(WaiterID)
-            /// The broker takes trace frames (it said so during connection `epoch`).
-            case brokerTakesTrace(epoch: UInt64)
+            case waitForFeatures(WaiterID)
+            case stopWaitingForFeatures(WaiterID)
             /// A timer on a clock other than `ContinuousClock` fired.
             case timer
             case close
@@ -45,6 +45,7 @@ extension SkyClient {
         let machine: Locked<ClientStateMachine>
         let calls = Locked<[WaiterID: CheckedContinuation<Completion, any Error>]>([:])
         let connectionWaiters = Locked<[WaiterID: CheckedContinuation<Void, any Error>]>([:])
+        let featureWaiters = Locked<[WaiterID: CheckedContinuation<BrokerFeatures?, Never>]>([:])
         let eventSinks = Locked<[ZMQEventLoop.SocketID: EventSink]>([:])
         /// The I/O thread's loop, set once when it started: read on every call without a lock.
         let loop = AtomicLazyReference<ZMQEventLoop>()
@@ -145,6 +146,25 @@ extension SkyClient {
             }
         }
 
+        /// What the broker of this connection says of itself (`mmi.features`, which the client's
+        /// machine asks once a connection is up); `nil` when nothing is known within
+        /// `connectTimeout`, or the caller was cancelled.
+        func brokerFeatures() async -> BrokerFeatures? {
+            let waiter = nextWaiter.add(1, ordering: .relaxed).newValue
+            return await withTaskCancellationHandler {
+                await withCheckedContinuation { (continuation: CheckedContinuation<BrokerFeatures?, Never>) in
+                    featureWaiters.withLock { $0[waiter] = continuation }
+                    if Task.isCancelled || !post(.waitForFeatures(waiter)) {
+                        featureWaiters.withLock { $0.removeValue(forKey: waiter) }?.resume(returning: nil)
+                    }
+                }
+            } onCancel: {
+                guard let continuation = featureWaiters.withLock({ $0.removeValue(forKey: waiter) }) else { return }
+                continuation.resume(returning: nil)
+                post(.stopWaitingForFeatures(waiter))
+            }
+        }
+
         /// Hands `input` to the I/O thread; `false` once the loop has stopped.
         @discardableResult
         func post(_ input: Input) -> Bool {
@@ -160,6 +180,7 @@ extension SkyClient {
             for continuation in connectionWaiters.withLock(Self.takeAll) {
                 continuation.resume(throwing: SkyError.clientClosed)
             }
+            for continuation in featureWaiters.withLock(Self.takeAll) { continuation.resume(returning: nil) }
             for sink in eventSinks.withLock(Self.takeAll) { sink.continuation.finish() }
         }
 
@@ -193,10 +214,11 @@ extension SkyClient {
                             // A caller cancelled before the thread took its call has gone.
                             guard calls.withLock({ $0[waiter] != nil }) else { continue }
                             machine.start(call, waiter: waiter, now: now, into: &actions)
-                        case .brokerTakesTrace(let epoch): machine.brokerTakesTrace(epoch: epoch)
                         case .abandon(let waiter): machine.abandon(waiter, into: &actions)
                         case .waitForConnection(let waiter): machine.waitForConnection(waiter, into: &actions)
                         case .stopWaitingForConnection(let waiter): machine.stopWaitingForConnection(waiter)
+                        case .waitForFeatures(let waiter): machine.waitForFeatures(waiter, now: now, into: &actions)
+                        case .stopWaitingForFeatures(let waiter): machine.stopWaitingForFeatures(waiter)
                         case .timer: machine.expire(now: now, into: &actions)
                         case .close: machine.close(into: &actions)
                         }
@@ -225,6 +247,9 @@ extension SkyClient {
                     for continuation in takeConnectionWaiters(waiters) { continuation.resume() }
                 case .connectionFailed(let waiters, let error):
                     for continuation in takeConnectionWaiters(waiters) { continuation.resume(throwing: error) }
+                case .featuresKnown(let waiters, let features):
+                    let taken = featureWaiters.withLock { all in waiters.compactMap { all.removeValue(forKey: $0) } }
+                    for continuation in taken { continuation.resume(returning: features) }
                 case .open(let socket, let endpoint):
                     loop.load()?.requestOpen(brokerSocket(socket, endpoint: endpoints[endpoint]))
                 case .close(let socket):

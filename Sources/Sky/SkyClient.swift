@@ -42,8 +42,6 @@ public actor SkyClient {
     var nextEventSocket = Shell.firstEventSocket
     var serviceCache: [String: (served: Bool, checkedAt: Duration)] = [:]
     var localRuns = 0
-    /// What the broker says of itself, asked once per connection (``brokerFeatures()``).
-    var features: (epoch: UInt64, answer: Task<BrokerFeatures?, Never>)?
     /// The tracer, resolved once: nil when none is bootstrapped, and calls are not traced.
     nonisolated let tracer: (any Tracer)?
 

@@ -343,7 +343,9 @@ public final class Broker: Service, Sendable {
                     outbound.append(
                         .init(
                             socket: Broker.workersSocket,
-                            message: BrokerToWorker.request(tag: tag, request).frames(routedTo: peer.bytes)))
+                            message: (dispatch.packed
+                                ? BrokerToWorker.packedRequest(tag: tag, request) : .request(tag: tag, request))
+                                .frames(routedTo: peer.bytes)))
                 case .sendRaw(.clients, let peer, let frames):
                     outbound.append(.init(socket: Broker.clientsSocket, frames: [peer.bytes] + frames))
                 case .sendRaw(.workers, let peer, let frames):

@@ -91,4 +91,6 @@ public struct TracedDispatch: Sendable, Equatable {
     public var worker: String
     /// Which delivery this is (1 for the first; more after lost workers).
     public var delivery: UInt32
+    /// The worker takes packed REQUESTs.
+    public var packed = false
 }

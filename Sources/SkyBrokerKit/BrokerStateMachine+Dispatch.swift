@@ -309,14 +309,18 @@ extension BrokerStateMachine {
         _ task: QueuedRequest, tag: UInt64, delivery: UInt32, to peer: PeerID, now: Instant,
         into actions: inout [BrokerAction]
     ) {
+        let packed = readWorker(peer) { $0.takesPacked } ?? false
+        func request(_ request: TaskRequest) -> BrokerToWorker {
+            packed ? .packedRequest(tag: Self.tagFrame(tag), request) : .request(tag: Self.tagFrame(tag), request)
+        }
         guard task.request.trace != nil, let worker = workers[peer] else {
-            actions.append(.sendToWorker(peer, .request(tag: Self.tagFrame(tag), task.request)))
+            actions.append(.sendToWorker(peer, request(task.request)))
             return
         }
         guard worker.acceptsTrace else {
             var plain = task.request
             plain.trace = nil
-            actions.append(.sendToWorker(peer, .request(tag: Self.tagFrame(tag), plain)))
+            actions.append(.sendToWorker(peer, request(plain)))
             return
         }
         actions.append(
@@ -324,7 +328,7 @@ extension BrokerStateMachine {
                 peer, tag: Self.tagFrame(tag), task.request,
                 TracedDispatch(
                     waitedNanoseconds: ticks(now) - task.arrivedAt, worker: worker.name,
-                    delivery: delivery)))
+                    delivery: delivery, packed: packed)))
     }
 
     mutating func dispatch(_ task: QueuedRequest, to peer: PeerID, now: Instant, into actions: inout [BrokerAction]) {

@@ -40,9 +40,12 @@ extension BrokerStateMachine {
         do {
             command = try WorkerToBroker.decode(frames)
         } catch {
-            if case .request(let request)? = try? ClientToBroker.decode(frames) {
+            switch try? ClientToBroker.decode(frames) {
+            case .request(let request)?, .packedRequest(let request)?:
                 misdirected(client: peer, request, now: now, into: &actions)
                 return
+            case .cancel?, nil:
+                break
             }
             counters.malformedWorkerMessages += 1
             logAboutPeer(.warning, "dropped malformed message from worker", now: now, into: &actions) {
@@ -59,7 +62,7 @@ extension BrokerStateMachine {
         }
         guard withWorker(peer, { $0.lastHeard = now }) != nil else {
             switch command {
-            case .reply(_, let reply):
+            case .reply(_, let reply), .packedReply(_, let reply):
                 // From a worker the broker gave up on (expired, then woke up): its tasks are
                 // already elsewhere. Drop the reply and make it register again.
                 counters.staleReplies += 1
@@ -81,12 +84,16 @@ extension BrokerStateMachine {
         switch command {
         case .ready:
             break
-        case .reply(let tag, let reply):
+        case .reply(let tag, let reply), .packedReply(let tag, let reply):
             complete(at: peer, tag: tag, answer: reply, now: now, into: &actions)
         case .heartbeat:
             break
         case .features(let names):
-            workers[peer]?.acceptsTrace = names.contains(TraceContext.feature)
+            // The last FEATURES names all the worker takes.
+            _ = withWorker(peer) { worker in
+                worker.acceptsTrace = names.contains(TraceContext.feature)
+                worker.takesPacked = names.contains(WireFormat.packedFeature)
+            }
         case .disconnect:
             remove(peer, reason: .graceful, now: now, into: &actions)
         case .draining:
@@ -141,8 +148,9 @@ extension BrokerStateMachine {
         for service in services { workersByService[service, default: []].append(peer) }
         countJobCredits(of: record, joined: true)
         for service in services { prepareJobs(of: service, into: &actions) }
-        // Before any REQUEST on this connection: the largest result the worker may send back.
-        let features = BrokerFeatures(maxFrameSize: Int(configuration.maxFrameSize))
+        // Before any REQUEST on this connection: the largest result the worker may send back,
+        // and that it may answer packed (and ask for packed REQUESTs with its own FEATURES).
+        let features = BrokerFeatures(maxFrameSize: Int(configuration.maxFrameSize), takesPacked: true)
         actions.append(.sendToWorker(peer, .features(features.lines)))
         actions.append(
             .log(

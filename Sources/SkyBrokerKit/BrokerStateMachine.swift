@@ -144,6 +144,8 @@ public struct BrokerStateMachine: Sendable {
         /// Its requests waiting for a worker, and their body bytes.
         var waiting = 0
         var waitingBytes = 0
+        /// Its latest REQUEST came packed: its replies go packed (it takes both forms then).
+        var packed = false
         /// Its requests not yet answered (waiting or at a worker), and its cancelled deliveries
         /// a worker still holds: while one is held, the client keeps its number, so that a
         /// retry of the same id is recognised and sent to another worker (``WorkerRecord/cancelledKeys``).
@@ -227,6 +229,8 @@ public struct BrokerStateMachine: Sendable {
         var draining = false
         /// It announced ``TraceContext/feature``: its REQUESTs may carry the trace frame.
         var acceptsTrace = false
+        /// It announced ``WireFormat/packedFeature``: its REQUESTs go packed.
+        var takesPacked = false
         /// The address it connected from, if the transport tells.
         var host: String?
         /// The authenticated key it registered with (CURVE), which owns the registration.
@@ -469,7 +473,9 @@ public struct BrokerStateMachine: Sendable {
         }
         switch command {
         case .request(let request):
-            accept(request, from: client, now: now, into: &actions)
+            accept(request, from: client, packed: false, now: now, into: &actions)
+        case .packedRequest(let request):
+            accept(request, from: client, packed: true, now: now, into: &actions)
         case .cancel(let requestID):
             // Only the sender's own requests: a client without requests here has nothing to cancel.
             guard let number = clientNumbers[client] else { return }
@@ -499,8 +505,9 @@ public struct BrokerStateMachine: Sendable {
                 ["workers": configuration.workersEndpoint]))
     }
 
+    /// Takes a REQUEST; `packed`: it came packed, and so will the replies to this client.
     private mutating func accept(
-        _ request: TaskRequest, from peer: PeerID, now: Instant, into actions: inout [BrokerAction]
+        _ request: TaskRequest, from peer: PeerID, packed: Bool, now: Instant, into actions: inout [BrokerAction]
     ) {
         if request.service.hasPrefix(BrokerService.prefix) {
             if !answerJobService(request, for: peer, now: now, into: &actions) {
@@ -526,7 +533,10 @@ public struct BrokerStateMachine: Sendable {
             releaseClient(client)
             return
         }
-        withClient(client) { $0.outstanding += 1 }
+        withClient(client) { record in
+            record.outstanding += 1
+            record.packed = packed
+        }
         nextArrival += 1
         let task = QueuedRequest(
             client: client, request: request, arrival: Self.arrival(nextArrival, priority: request.header.priority),
@@ -677,13 +687,17 @@ public struct BrokerStateMachine: Sendable {
             jobAttemptEnded(reply, into: &actions)
             return
         }
-        guard let peer = clients[client]?.peer else { return }
-        replyTo(peer, reply, into: &actions)
+        guard let record = clients[client] else { return }
+        replyTo(record.peer, reply, packed: record.packed, into: &actions)
     }
 
-    mutating func replyTo(_ peer: PeerID, _ reply: TaskReply, into actions: inout [BrokerAction]) {
+    /// Answers a client: packed for a client whose REQUESTs come packed, framed for all others
+    /// (and for the broker's own services, which are rare: a client that sends packed REQUESTs
+    /// takes both forms).
+    mutating func replyTo(_ peer: PeerID, _ reply: TaskReply, packed: Bool = false, into actions: inout [BrokerAction])
+    {
         counters.repliesSent += 1
-        actions.append(.sendToClient(peer, .reply(reply)))
+        actions.append(.sendToClient(peer, packed ? .packedReply(reply) : .reply(reply)))
     }
 
     /// Answers a request with a failure the broker made, says so on the event socket, and
@@ -807,7 +821,8 @@ public struct BrokerStateMachine: Sendable {
             let body = (try? CanonicalJSON.encode(snapshot(now: now))) ?? Array("{}".utf8)
             answer = TaskReply(requestID: request.requestID, status: .ok, body: body)
         case BrokerService.features:
-            let features = BrokerFeatures(takesTrace: true, maxFrameSize: Int(configuration.maxFrameSize))
+            let features = BrokerFeatures(
+                takesTrace: true, maxFrameSize: Int(configuration.maxFrameSize), takesPacked: true)
             answer = TaskReply(requestID: request.requestID, status: .ok, body: features.encode())
         default:
             answer = .failure(

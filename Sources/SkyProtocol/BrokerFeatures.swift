@@ -9,6 +9,9 @@ public struct BrokerFeatures: Sendable, Equatable {
     /// losing its connection (and every call on it) each time it sends it. `nil`: a broker that
     /// does not say.
     public var maxFrameSize: Int?
+    /// The broker takes packed messages (``WireFormat/packedFeature``): a header frame and a
+    /// body frame instead of six or seven frames, the same fields (docs/protocol.md).
+    public var takesPacked: Bool
 
     /// The line that carries ``maxFrameSize``.
     public static let maxFrameSizeName = "max-frame-size"
@@ -16,9 +19,10 @@ public struct BrokerFeatures: Sendable, Equatable {
     /// within any broker's limit, and needs no check.
     public static let smallestFrameLimit = 1024
 
-    public init(takesTrace: Bool = false, maxFrameSize: Int? = nil) {
+    public init(takesTrace: Bool = false, maxFrameSize: Int? = nil, takesPacked: Bool = false) {
         self.takesTrace = takesTrace
         self.maxFrameSize = maxFrameSize
+        self.takesPacked = takesPacked
     }
 
     /// Reads what a broker said, a line each (a FEATURES to a worker carries a line a frame);
@@ -29,6 +33,8 @@ public struct BrokerFeatures: Sendable, Equatable {
         for text in lines {
             if text == TraceContext.feature {
                 takesTrace = true
+            } else if text == WireFormat.packedFeature {
+                takesPacked = true
             } else if let equals = text.firstIndex(of: "="), text[..<equals] == Self.maxFrameSizeName,
                 let value = Int(text[text.index(after: equals)...]), value > 0
             {
@@ -47,6 +53,7 @@ public struct BrokerFeatures: Sendable, Equatable {
         var lines: [String] = []
         if takesTrace { lines.append(TraceContext.feature) }
         if let maxFrameSize { lines.append("\(Self.maxFrameSizeName)=\(maxFrameSize)") }
+        if takesPacked { lines.append(WireFormat.packedFeature) }
         return lines
     }
 

@@ -3,6 +3,10 @@ public enum ClientToBroker: Sendable, Equatable {
     /// `[SKYC01][0x01][request-id][service][header][body]([trace])`: run a task. The trace
     /// frame goes only to a broker whose `mmi.features` names ``TraceContext/feature``.
     case request(TaskRequest)
+    /// `[SKYC02 0x01 request-id attempt timeout-ms no-workers-ms priority service][body]([trace])`:
+    /// the same REQUEST packed into a header and a body frame, sent only to a broker whose
+    /// `mmi.features` names ``WireFormat/packedFeature``.
+    case packedRequest(TaskRequest)
     /// `[SKYC01][0x03][request-id]`: the caller no longer wants this request.
     case cancel(RequestID)
 
@@ -16,6 +20,26 @@ public enum ClientToBroker: Sendable, Equatable {
     }
 
     public static func decode(_ frames: Frames) throws(ProtocolError) -> ClientToBroker {
+        if var header = try WireFormat.packedFields(
+            of: frames, signature: WireFormat.packedClientSignature, command: Command.request.rawValue,
+            name: "packed REQUEST", frameCounts: 2...3)
+        {
+            let requestID = try header.requestID()
+            let attempt = try header.uint32("attempt")
+            // 0 names the answer to a CANCEL; a request's attempts count from 1.
+            guard attempt >= 1 else { throw .invalidValue(name: "attempt", reason: "0; attempts count from 1") }
+            let timeout = try header.uint32("timeout")
+            let grace = try header.uint32("grace")
+            let priority = Int8(clamping: Int32(bitPattern: try header.uint32("priority")))
+            let service = try header.remainingName()
+            return .packedRequest(
+                TaskRequest(
+                    requestID: requestID, service: service,
+                    header: RequestHeader(
+                        attempt: attempt, timeoutMilliseconds: timeout, noWorkersGraceMilliseconds: grace,
+                        priority: priority),
+                    body: Array(frames[1]), trace: frames.count == 3 ? try WireFormat.traceFrame(frames[2]) : nil))
+        }
         let byte = try WireFormat.command(of: frames, signature: WireFormat.clientSignature)
         guard let command = Command(rawValue: byte) else { throw .unknownCommand(byte) }
         switch command {
@@ -45,6 +69,26 @@ public enum ClientToBroker: Sendable, Equatable {
     /// The message in one buffer: a REQUEST, once per call, is written there directly.
     public func frames() -> Frames {
         switch self {
+        case .packedRequest(let request):
+            let signature = WireFormat.packedClientSignature
+            let trace = request.trace
+            var writer = Frames.Writer(
+                frames: trace == nil ? 2 : 3,
+                bytes: signature.count + 1 + RequestID.byteCount + 16 + request.service.utf8.count
+                    + Frames.inlineSize(request.body.count) + Frames.inlineSize(trace?.count ?? 0))
+            let header = writer.beginFields()
+            writer.field(signature)
+            writer.field(byte: Command.request.rawValue)
+            writer.field(request.requestID)
+            writer.field(bigEndian: request.header.attempt)
+            writer.field(bigEndian: request.header.timeoutMilliseconds)
+            writer.field(bigEndian: request.header.noWorkersGraceMilliseconds)
+            writer.field(bigEndian: UInt32(bitPattern: Int32(request.header.priority)))
+            writer.field(utf8: request.service)
+            writer.endFields(header)
+            writer.append(request.body)
+            if let trace { writer.append(trace) }
+            return writer.finish()
         case .request(let request):
             let trace = request.trace
             let (grace, priority) = request.header.optionalFields
@@ -75,6 +119,9 @@ public enum ClientToBroker: Sendable, Equatable {
 public enum BrokerToClient: Sendable, Equatable {
     /// `[SKYC01][0x02][request-id][attempt][status][body]`: the one reply to a request.
     case reply(TaskReply)
+    /// `[SKYC02 0x02 request-id attempt status][body]`: the same REPLY packed into a header and
+    /// a body frame, for a client whose REQUESTs come packed.
+    case packedReply(TaskReply)
 
     public enum Command: UInt8 {
         case reply = 0x02
@@ -85,6 +132,17 @@ public enum BrokerToClient: Sendable, Equatable {
     }
 
     public static func decode(_ frames: Frames) throws(ProtocolError) -> BrokerToClient {
+        if var header = try WireFormat.packedFields(
+            of: frames, signature: WireFormat.packedClientSignature, command: Command.reply.rawValue,
+            name: "packed REPLY", frameCounts: 2...2)
+        {
+            let requestID = try header.requestID()
+            let attempt = try header.uint32("attempt")
+            let status = try header.status()
+            try header.end()
+            return .packedReply(
+                TaskReply(requestID: requestID, attempt: attempt, status: status, body: Array(frames[1])))
+        }
         let byte = try WireFormat.command(of: frames, signature: WireFormat.clientSignature)
         guard let command = Command(rawValue: byte) else { throw .unknownCommand(byte) }
         switch command {
@@ -105,6 +163,22 @@ public enum BrokerToClient: Sendable, Equatable {
     /// broker's one reply per request).
     public func frames(routedTo routingID: [UInt8]? = nil) -> Frames {
         switch self {
+        case .packedReply(let reply):
+            let signature = WireFormat.packedClientSignature
+            var writer = Frames.Writer(
+                frames: routingID == nil ? 2 : 3,
+                bytes: (routingID?.count ?? 0) + signature.count + 1 + RequestID.byteCount + 4 + 1
+                    + Frames.inlineSize(reply.body.count))
+            if let routingID { writer.append(routingID) }
+            let header = writer.beginFields()
+            writer.field(signature)
+            writer.field(byte: Command.reply.rawValue)
+            writer.field(reply.requestID)
+            writer.field(bigEndian: reply.attempt)
+            writer.field(byte: reply.status.rawValue)
+            writer.endFields(header)
+            writer.append(reply.body)
+            return writer.finish()
         case .reply(let reply):
             var writer = Frames.Writer(
                 frames: routingID == nil ? 6 : 7,

@@ -217,6 +217,33 @@ public struct Frames: Sendable {
             endFrame(from: start)
         }
 
+        /// Starts a frame of several fields (a packed header), written with the `field` methods
+        /// and ended with ``endFields(_:)``.
+        public func beginFields() -> FieldsStart { FieldsStart(offset: storage.count) }
+
+        public mutating func field(_ bytes: [UInt8]) { storage.append(contentsOf: bytes) }
+
+        public mutating func field(byte: UInt8) { storage.append(byte) }
+
+        public mutating func field(bigEndian value: UInt32) { put(value) }
+
+        public mutating func field(_ id: RequestID) {
+            put(id.high)
+            put(id.low)
+        }
+
+        public mutating func field(utf8 text: String) {
+            var text = text
+            text.withUTF8 { storage.append(contentsOf: $0) }
+        }
+
+        public mutating func endFields(_ start: FieldsStart) { endFrame(from: start.offset) }
+
+        /// Where a frame of fields starts (``beginFields()``).
+        public struct FieldsStart {
+            fileprivate let offset: Int
+        }
+
         /// The frames; every announced frame must have been appended.
         public consuming func finish() -> Frames {
             precondition(written == frames, "\(written) of \(frames) frames written")

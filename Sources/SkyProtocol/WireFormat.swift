@@ -6,6 +6,14 @@ public enum WireFormat {
     public static let workerSignature: [UInt8] = Array("SKYW01".utf8)
     /// Event protocol signature, version 1.
     public static let eventSignature: [UInt8] = Array("SKYE01".utf8)
+    /// Client protocol signature of a packed message (version 2: the signature, command and
+    /// fixed fields in one header frame, then the body). Only REQUEST and REPLY have this form.
+    public static let packedClientSignature: [UInt8] = Array("SKYC02".utf8)
+    /// Worker protocol signature of a packed message (version 2). Only REQUEST and REPLY.
+    public static let packedWorkerSignature: [UInt8] = Array("SKYW02".utf8)
+    /// The feature a peer names to take packed messages: in `mmi.features` (a broker to its
+    /// clients) and in FEATURES (a broker to a worker, and a worker's answer to that).
+    public static let packedFeature = "packed"
 
     /// Longest service or worker name, in bytes.
     public static let maxNameLength = 255
@@ -19,6 +27,34 @@ public enum WireFormat {
         let command = frames[1]
         guard command.count == 1 else { throw .invalidCommandFrame(length: command.count) }
         return command[command.startIndex]
+    }
+
+    /// The command byte and the fields after it when the first frame is a packed header with
+    /// `signature`; `nil` when it is not one (a version 1 signature frame, or anything else).
+    static func packedHeader(
+        of frames: Frames, signature: [UInt8]
+    ) -> (command: UInt8, fields: ArraySlice<UInt8>)? {
+        guard !frames.isEmpty else { return nil }
+        let first = frames[0]
+        guard first.count > signature.count, first.starts(with: signature) else { return nil }
+        let command = first[first.startIndex + signature.count]
+        return (command, first[(first.startIndex + signature.count + 1)...])
+    }
+
+    /// The header fields of a packed message with `signature`, checked to be `command` in
+    /// `frameCounts` frames; `nil` when the message is not packed (see ``packedHeader(of:signature:)``).
+    static func packedFields(
+        of frames: Frames, signature: [UInt8], command: UInt8, name: String, frameCounts: ClosedRange<Int>
+    ) throws(ProtocolError) -> PackedFields? {
+        guard let (byte, fields) = packedHeader(of: frames, signature: signature) else { return nil }
+        guard byte == command else { throw .unknownCommand(byte) }
+        guard frameCounts.contains(frames.count) else {
+            let expected =
+                frameCounts.count == 1
+                ? "\(frameCounts.lowerBound)" : "\(frameCounts.lowerBound) or \(frameCounts.upperBound)"
+            throw .wrongFrameCount(command: name, expected: expected, actual: frames.count)
+        }
+        return PackedFields(fields, command: name)
     }
 
     /// A REQUEST's trace frame: 1...``TraceContext/maxBytes`` bytes, read by tracers only.

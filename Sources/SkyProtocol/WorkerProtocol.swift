@@ -21,6 +21,9 @@ public enum WorkerToBroker: Sendable, Equatable {
     /// `[SKYW01][0x03][tag][request-id][status][body]`: the outcome of a task; `tag` is the
     /// delivery tag of the REQUEST it answers, echoed unchanged.
     case reply(tag: [UInt8], TaskReply)
+    /// `[SKYW02 0x03 request-id status tag][body]`: the same outcome packed into a header and
+    /// a body frame, sent only to a broker whose FEATURES named ``WireFormat/packedFeature``.
+    case packedReply(tag: [UInt8], TaskReply)
     /// `[SKYW01][0x04]`: still alive.
     case heartbeat
     /// `[SKYW01][0x05]`: leaving; the broker sends nothing more.
@@ -60,6 +63,15 @@ public enum WorkerToBroker: Sendable, Equatable {
     }
 
     public static func decode(_ frames: Frames) throws(ProtocolError) -> WorkerToBroker {
+        if var header = try WireFormat.packedFields(
+            of: frames, signature: WireFormat.packedWorkerSignature, command: Command.reply.rawValue,
+            name: "packed REPLY", frameCounts: 2...2)
+        {
+            let requestID = try header.requestID()
+            let status = try header.status()
+            let tag = try header.remainingTag()
+            return .packedReply(tag: tag, TaskReply(requestID: requestID, status: status, body: Array(frames[1])))
+        }
         let byte = try WireFormat.command(of: frames, signature: WireFormat.workerSignature)
         guard let command = Command(rawValue: byte) else { throw .unknownCommand(byte) }
         switch command {
@@ -103,7 +115,10 @@ public enum WorkerToBroker: Sendable, Equatable {
     }
 
     public func encode() -> [[UInt8]] {
-        if case .reply = self { return frames().arrays }
+        switch self {
+        case .reply, .packedReply: return frames().arrays
+        default: break
+        }
         let signature = WireFormat.workerSignature
         switch self {
         case .draining:
@@ -115,7 +130,7 @@ public enum WorkerToBroker: Sendable, Equatable {
                 signature, [Command.ready.rawValue], Array(announcement.name.utf8),
                 WireFormat.bytes(announcement.capacity),
             ] + announcement.services.map { Array($0.utf8) }
-        case .reply:
+        case .reply, .packedReply:
             preconditionFailure("frames() builds a REPLY")
         case .heartbeat:
             return [signature, [Command.heartbeat.rawValue]]
@@ -126,6 +141,21 @@ public enum WorkerToBroker: Sendable, Equatable {
 
     /// The message in one buffer: a REPLY, once per task, is written there directly.
     public func frames() -> Frames {
+        if case .packedReply(let tag, let reply) = self {
+            let signature = WireFormat.packedWorkerSignature
+            var writer = Frames.Writer(
+                frames: 2,
+                bytes: signature.count + 1 + RequestID.byteCount + 1 + tag.count + Frames.inlineSize(reply.body.count))
+            let header = writer.beginFields()
+            writer.field(signature)
+            writer.field(byte: Command.reply.rawValue)
+            writer.field(reply.requestID)
+            writer.field(byte: reply.status.rawValue)
+            writer.field(tag)
+            writer.endFields(header)
+            writer.append(reply.body)
+            return writer.finish()
+        }
         guard case .reply(let tag, let reply) = self else { return Frames(encode()) }
         var writer = Frames.Writer(
             frames: 6,
@@ -149,6 +179,10 @@ public enum BrokerToWorker: Sendable, Equatable {
     /// names it in a CANCEL, so a late reply to an earlier delivery of the same request is told
     /// apart from the current one.
     case request(tag: [UInt8], TaskRequest)
+    /// `[SKYW02 0x02 request-id attempt timeout-ms tag-length tag service][body]([trace])`: the
+    /// same REQUEST packed into a header and a body frame, sent only to a worker whose FEATURES
+    /// named ``WireFormat/packedFeature``.
+    case packedRequest(tag: [UInt8], TaskRequest)
     /// `[SKYW01][0x04]`: the broker is alive.
     case heartbeat
     /// `[SKYW01][0x05]`: the broker no longer knows this worker; re-register on a new socket.
@@ -182,6 +216,22 @@ public enum BrokerToWorker: Sendable, Equatable {
     }
 
     public static func decode(_ frames: Frames) throws(ProtocolError) -> BrokerToWorker {
+        if var header = try WireFormat.packedFields(
+            of: frames, signature: WireFormat.packedWorkerSignature, command: Command.request.rawValue,
+            name: "packed REQUEST", frameCounts: 2...3)
+        {
+            let requestID = try header.requestID()
+            let attempt = try header.uint32("attempt")
+            let timeout = try header.uint32("timeout")
+            let tag = try header.lengthPrefixedTag()
+            let service = try header.remainingName()
+            return .packedRequest(
+                tag: tag,
+                TaskRequest(
+                    requestID: requestID, service: service,
+                    header: RequestHeader(attempt: attempt, timeoutMilliseconds: timeout), body: Array(frames[1]),
+                    trace: frames.count == 3 ? try WireFormat.traceFrame(frames[2]) : nil))
+        }
         let byte = try WireFormat.command(of: frames, signature: WireFormat.workerSignature)
         guard let command = Command(rawValue: byte) else { throw .unknownCommand(byte) }
         switch command {
@@ -218,13 +268,18 @@ public enum BrokerToWorker: Sendable, Equatable {
     }
 
     public func encode() -> [[UInt8]] {
-        if case .request = self { return frames().arrays }
-        return otherFrames()
+        switch self {
+        case .request, .packedRequest: frames().arrays
+        default: otherFrames()
+        }
     }
 
     /// The message in one buffer, after a ROUTER's routing-id frame when one is given: a
     /// REQUEST, once per task, is written there directly.
     public func frames(routedTo routingID: [UInt8]? = nil) -> Frames {
+        if case .packedRequest(let tag, let request) = self {
+            return Self.packed(tag: tag, request, routedTo: routingID)
+        }
         guard case .request(let tag, let request) = self else {
             return Frames((routingID.map { [$0] } ?? []) + otherFrames())
         }
@@ -248,6 +303,31 @@ public enum BrokerToWorker: Sendable, Equatable {
         return writer.finish()
     }
 
+    private static func packed(tag: [UInt8], _ request: TaskRequest, routedTo routingID: [UInt8]?) -> Frames {
+        let signature = WireFormat.packedWorkerSignature
+        let trace = request.trace
+        var writer = Frames.Writer(
+            frames: (routingID == nil ? 0 : 1) + (trace == nil ? 2 : 3),
+            bytes: (routingID?.count ?? 0) + signature.count + 1 + RequestID.byteCount + 8 + 1 + tag.count
+                + request.service.utf8.count + Frames.inlineSize(request.body.count)
+                + Frames.inlineSize(trace?.count ?? 0))
+        if let routingID { writer.append(routingID) }
+        let header = writer.beginFields()
+        writer.field(signature)
+        writer.field(byte: Command.request.rawValue)
+        writer.field(request.requestID)
+        // As in the framed form, workers get attempt and timeout only.
+        writer.field(bigEndian: request.header.attempt)
+        writer.field(bigEndian: request.header.timeoutMilliseconds)
+        writer.field(byte: UInt8(clamping: tag.count))
+        writer.field(tag)
+        writer.field(utf8: request.service)
+        writer.endFields(header)
+        writer.append(request.body)
+        if let trace { writer.append(trace) }
+        return writer.finish()
+    }
+
     private func otherFrames() -> [[UInt8]] {
         let signature = WireFormat.workerSignature
         switch self {
@@ -259,8 +339,8 @@ public enum BrokerToWorker: Sendable, Equatable {
             return [signature, [Command.features.rawValue]] + lines.map { Array($0.utf8) }
         case .drainingAcknowledged:
             return [signature, [Command.drainingAcknowledged.rawValue]]
-        case .request:
-            preconditionFailure("encode(routedTo:) builds a REQUEST")
+        case .request, .packedRequest:
+            preconditionFailure("frames(routedTo:) builds a REQUEST")
         case .heartbeat:
             return [signature, [Command.heartbeat.rawValue]]
         case .disconnect:

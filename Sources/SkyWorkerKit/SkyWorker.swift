@@ -85,7 +85,7 @@ public final class SkyWorker: Service, Sendable {
                 announcement: WorkerAnnouncement(
                     name: system.name, capacity: UInt32(system.capacity), services: handlers.services),
                 liveness: configuration.liveness, drainGrace: configuration.drainGrace,
-                usesCurve: configuration.credentials != nil),
+                usesCurve: configuration.credentials != nil, takesTrace: SkyTracing.active() != nil),
             now: ContinuousClock.now)
         // One element per batch the I/O thread read: one hand-off (and at most one wake-up)
         // for every task that arrived together.

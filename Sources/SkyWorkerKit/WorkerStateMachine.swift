@@ -21,15 +21,18 @@ public struct WorkerStateMachine: Sendable {
         public var drainGrace: Duration
         /// The worker connects with CURVE keys (for what a failed handshake probably means).
         public var usesCurve: Bool
+        /// The worker has a tracer: it takes REQUESTs' trace frames (``TraceContext/feature``).
+        public var takesTrace: Bool
 
         public init(
             announcement: WorkerAnnouncement, liveness: BrokerLiveness.Configuration = .init(),
-            drainGrace: Duration = .seconds(30), usesCurve: Bool = false
+            drainGrace: Duration = .seconds(30), usesCurve: Bool = false, takesTrace: Bool = false
         ) {
             self.announcement = announcement
             self.liveness = liveness
             self.drainGrace = drainGrace
             self.usesCurve = usesCurve
+            self.takesTrace = takesTrace
         }
     }
 
@@ -105,6 +108,10 @@ public struct WorkerStateMachine: Sendable {
     /// larger REPLY would close the connection before the broker saw it, and with it every task
     /// the worker holds. `nil` until the broker says (a broker that predates it never does).
     public private(set) var resultLimit: Int?
+    /// The broker of this connection takes packed messages (its FEATURES named
+    /// ``WireFormat/packedFeature``): replies go packed, two frames instead of six, and the
+    /// worker's own FEATURES asks for packed REQUESTs.
+    public private(set) var brokerTakesPacked = false
     public private(set) var resultsTooLarge = 0
     /// Connections closed before their ZeroMQ handshake, in a row.
     private var handshake = HandshakeWatch()
@@ -143,7 +150,7 @@ public struct WorkerStateMachine: Sendable {
             return
         }
         switch command {
-        case .request(let tag, let request):
+        case .request(let tag, let request), .packedRequest(let tag, let request):
             // Also while draining: the broker sent it before it saw DRAINING.
             accept(TaskKey(tag: tag, requestID: request.requestID), request, into: &actions)
         case .cancel(let tag, let requestID):
@@ -160,7 +167,14 @@ public struct WorkerStateMachine: Sendable {
             abandonAll(into: &actions)
             finish(.refused(reason), into: &actions)
         case .features(let lines):
-            resultLimit = BrokerFeatures(lines: lines).maxFrameSize
+            let features = BrokerFeatures(lines: lines)
+            resultLimit = features.maxFrameSize
+            if features.takesPacked, !brokerTakesPacked {
+                brokerTakesPacked = true
+                // The last FEATURES counts: it names everything this worker takes.
+                let names = [WireFormat.packedFeature] + (configuration.takesTrace ? [TraceContext.feature] : [])
+                actions.append(.send(.features(names)))
+            }
         case .heartbeat:
             return
         case .disconnect:
@@ -193,7 +207,7 @@ public struct WorkerStateMachine: Sendable {
                     "the result is \(reply.body.count) bytes and the broker takes at most \(resultLimit) (skybroker --max-frame-size); return a reference to the data instead, or raise the broker's limit",
                 attempt: reply.attempt)
         }
-        actions.append(.send(.reply(tag: key.tag, reply)))
+        send(reply, tag: key.tag, into: &actions)
         finishIfDrained(into: &actions)
     }
 
@@ -343,16 +357,22 @@ public struct WorkerStateMachine: Sendable {
                 message:
                     "worker \(configuration.announcement.name) already runs its capacity of \(configuration.announcement.capacity) tasks"
             )
-            actions.append(.send(.reply(tag: key.tag, reply)))
+            send(reply, tag: key.tag, into: &actions)
             return
         }
         running.insert(key)
         actions.append(.startTask(key, request))
     }
 
+    /// A REPLY in the form the broker of this connection takes.
+    private func send(_ reply: TaskReply, tag: [UInt8], into actions: inout [Action]) {
+        actions.append(.send(brokerTakesPacked ? .packedReply(tag: tag, reply) : .reply(tag: tag, reply)))
+    }
+
     private mutating func connect(into actions: inout [Action]) {
-        // A new connection may reach another broker: its limit comes with its FEATURES.
+        // A new connection may reach another broker: its limit and forms come with its FEATURES.
         resultLimit = nil
+        brokerTakesPacked = false
         unreachable.newSocket()
         generation += 1
         actions.append(.connect(generation: generation))

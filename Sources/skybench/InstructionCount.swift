@@ -3,8 +3,8 @@ import Sky
 import SkyTestSupport
 import SkyWorkloads
 
-/// `--instructions`: user-space instructions per task of the broker and of the client, Sky
-/// against the baseline, counted by callgrind. Times on a small virtual machine move by ±20 %
+/// `--instructions`: user-space instructions per task of the broker, the client and the
+/// worker, Sky against the baseline, counted by callgrind. Times on a small virtual machine move by ±20 %
 /// between runs; instruction counts repeat to a fraction of a percent.
 ///
 /// One process at a time runs under `valgrind --tool=callgrind` (every thread of it: libzmq's
@@ -28,7 +28,7 @@ struct InstructionCount {
 
     func run() async throws -> [Row] {
         var rows: [Row] = []
-        for role in ["broker", "client"] {
+        for role in ["broker", "client", "worker"] {
             let sky = try await perTask { try await skyTotal(role: role, tasks: $0) }
             var row = Row(role: role, sky: sky)
             if let baseline {
@@ -74,22 +74,25 @@ struct InstructionCount {
         let broker = started.process
         var processes = [broker]
         defer { for process in processes { process.killNow() } }
-        let worker = try SkyProcess(
-            "skyworker",
+        let worker = try Self.process(
+            role == "worker" ? callgrind.worker : SkyProcess.binaries.appendingPathComponent("skyworker"),
             [
                 "--broker", started.workers, "--capacity", "16", "--workloads", EchoTask.service,
                 "--log-level", "warning",
-            ])
+            ], under: role == "worker" ? callgrind.launcher(output) : nil, name: "skyworker",
+            environment: role == "worker" ? callgrind.environment : [:])
         processes.append(worker)
         let clients = started.clients
-        if role == "broker" {
+        if role != "client" {
             let client = try await SkyClient(broker: clients)
             try await Self.waitForWorker(client)
             try await Self.load(client, tasks: tasks, inFlight: inFlight, payload: payload)
             await client.close()
-            broker.signal(SIGTERM)
-            guard try await broker.waitForExit(timeout: .seconds(120)) == 0 else {
-                throw BenchError("skybroker under callgrind did not exit cleanly: \(broker.errorText)")
+            // A graceful stop ends it through a normal exit, so callgrind writes its counts.
+            let counted = role == "broker" ? broker : worker
+            counted.signal(SIGTERM)
+            guard try await counted.waitForExit(timeout: .seconds(120)) == 0 else {
+                throw BenchError("sky\(role) under callgrind did not exit cleanly: \(counted.errorText)")
             }
         } else {
             let launcher = callgrind.launcher(output)
@@ -156,7 +159,10 @@ struct InstructionCount {
         let ready = try await broker.waitForLine(timeout: .seconds(120)) { $0.hasPrefix("ready ") }
             .split(separator: " ")
         guard ready.count == 3 else { throw BenchError("the baseline broker said \(ready)") }
-        processes.append(try SkyProcess(program: programs.worker, [String(ready[2]), "16"], name: "baseline-worker"))
+        let worker = try Self.process(
+            programs.worker, [String(ready[2]), "16"], under: role == "worker" ? callgrind.launcher(output) : nil,
+            name: "baseline-worker")
+        processes.append(worker)
         let arguments = [String(ready[1]), "cnt", "\(payload)", "\(inFlight)", "\(tasks)", "-"]
         let client = try Self.process(
             programs.client, arguments, under: role == "client" ? callgrind.launcher(output) : nil,
@@ -165,13 +171,14 @@ struct InstructionCount {
         guard try await client.waitForExit(timeout: .seconds(600)) == 0 else {
             throw BenchError("the baseline client failed: \(client.errorText)")
         }
-        if role == "broker" {
-            // SIGTERM makes the C broker return from main, so callgrind writes its counts.
-            broker.signal(SIGTERM)
-            let status = try await broker.waitForExit(timeout: .seconds(120))
+        // SIGTERM makes the C broker and worker return from main, so callgrind writes its counts.
+        for (name, process) in [("broker", broker), ("worker", worker)] where role == name {
+            process.signal(SIGTERM)
+            let status = try await process.waitForExit(timeout: .seconds(120))
             guard status == 0 else {
                 throw BenchError(
-                    "the baseline broker under callgrind did not exit cleanly (status \(status)): \(broker.errorText)")
+                    "the baseline \(name) under callgrind did not exit cleanly (status \(status)): \(process.errorText)"
+                )
             }
         }
         return try Self.total(output)
@@ -209,12 +216,13 @@ struct InstructionCount {
 }
 
 /// valgrind's callgrind, and what Swift programs need to run under it on Debian 12
-/// (valgrind 3.19): copies of `skybroker` and of this program without their DWARF 5 debug
+/// (valgrind 3.19): copies of `skybroker`, `skyworker` and of this program without their DWARF 5 debug
 /// information, which valgrind cannot read, and `ops/valgrind/sigsuspend.c` preloaded (see
 /// there).
 struct Callgrind: Sendable {
     let valgrind: URL
     let broker: URL
+    let worker: URL
     let client: URL
     let preload: URL
 
@@ -231,10 +239,12 @@ struct Callgrind: Sendable {
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
         let setup = Callgrind(
             valgrind: valgrind, broker: folder.appendingPathComponent("skybroker"),
-            client: folder.appendingPathComponent("skybench"), preload: folder.appendingPathComponent("sigsuspend.so"))
+            worker: folder.appendingPathComponent("skyworker"), client: folder.appendingPathComponent("skybench"),
+            preload: folder.appendingPathComponent("sigsuspend.so"))
         let me = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
         let steps: [(URL, [String])] = [
             (strip, ["-g", "-o", setup.broker.path, SkyProcess.binaries.appendingPathComponent("skybroker").path]),
+            (strip, ["-g", "-o", setup.worker.path, SkyProcess.binaries.appendingPathComponent("skyworker").path]),
             (strip, ["-g", "-o", setup.client.path, me.path]),
             (
                 compiler,

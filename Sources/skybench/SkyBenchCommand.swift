@@ -83,9 +83,9 @@ struct SkyBenchCommand: AsyncParsableCommand {
 
     @Flag(
         help: """
-            Instead of the timed runs: user-space instructions per task of the broker and of the \
-            client, Sky against the baseline, counted by valgrind's callgrind (first payload, \
-            largest --in-flight, one worker).
+            Instead of the timed runs: user-space instructions per task of the broker, the client \
+            and the worker, Sky against the baseline, counted by valgrind's callgrind (first \
+            payload, largest --in-flight, one worker).
             """)
     var instructions = false
 

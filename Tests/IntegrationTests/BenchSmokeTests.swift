@@ -86,7 +86,7 @@ extension IntegrationSuite {
             print("skybench --jobs smoke:\n\(table)")
         }
 
-        /// `--instructions` runs the broker and then the client of each system under callgrind
+        /// `--instructions` runs the broker, the client and the worker of each system under callgrind
         /// (valgrind, which `./ops/sky test` installs) and reports instructions per task: more
         /// than the C programs' and within reason for a debug build.
         @Test(
@@ -105,7 +105,7 @@ extension IntegrationSuite {
                 })
             let report = try #require(run.json, "skybench wrote no JSON report")
             let rows = try #require(try JSONSerialization.jsonObject(with: report) as? [[String: Any]])
-            #expect(rows.compactMap { $0["role"] as? String } == ["broker", "client"])
+            #expect(rows.compactMap { $0["role"] as? String } == ["broker", "client", "worker"])
             for row in rows {
                 let sky = try #require(row["sky"] as? Double)
                 let baseline = try #require(row["baseline"] as? Double)

@@ -90,7 +90,7 @@ extension IntegrationSuite.TracingTests {
     /// plain 6-frame REQUESTs, and every call is answered as before.
     @Test(arguments: [false, true])
     func aTracedClientSendsTheTraceFrameOnlyToABrokerThatTakesIt(brokerTakesTrace: Bool) async throws {
-        let broker = try await FakeBroker.start()
+        let broker = try await FakeBroker.start(reportsFeatures: true)
         defer { Task { await broker.stop() } }
         var configuration = SkyClient.Configuration()
         configuration.tracer = InMemoryTracer()
@@ -164,7 +164,7 @@ extension IntegrationSuite.TracingTests {
     /// Asking the broker for its features happens inside the call's deadline: a broker that
     /// does not answer costs a traced call no more than its deadline.
     @Test func theFeaturesQuestionStaysWithinTheCallsDeadline() async throws {
-        let broker = try await FakeBroker.start()
+        let broker = try await FakeBroker.start(reportsFeatures: true)
         defer { Task { await broker.stop() } }
         var configuration = SkyClient.Configuration()
         configuration.tracer = InMemoryTracer()

@@ -163,26 +163,9 @@ extension IntegrationSuite.WorkerRuntimeTests {
     /// says DISCONNECT. A scripted broker (a raw ROUTER) sends that REQUEST right after the
     /// DRAINING arrives, before its acknowledgement: the crossing, every time.
     @Test func aRequestThatCrossesDrainingOnTheWireIsRunAndAnswered() async throws {
-        let router = ZMQEventLoop.SocketID(0, name: "scripted-broker")
-        let loop = try await ZMQEventLoop.start(
-            name: "scripted-broker", sockets: [.init(id: router, type: .router, bind: ["tcp://127.0.0.1:*"])])
-        defer { Task { await loop.shutdown() } }
-        let endpoint = try #require(loop.boundEndpoints(of: router).first)
-        var inbound = loop.inbound.makeAsyncIterator()
-        /// Commands read and not yet taken: one batch can hold several (a last reply and the
-        /// DISCONNECT leave the worker together).
-        var unread: [(peer: [UInt8], command: WorkerToBroker)] = []
-        /// The next worker command, with the worker's routing id.
-        func next() async throws -> (peer: [UInt8], command: WorkerToBroker) {
-            while unread.isEmpty {
-                guard let batch = await inbound.next() else { throw CancellationError() }
-                for case .message(_, let message) in batch {
-                    guard let command = try? WorkerToBroker.decode(Array(message.frames.dropFirst())) else { continue }
-                    if command != .heartbeat { unread.append((message.frames[0], command)) }
-                }
-            }
-            return unread.removeFirst()
-        }
+        let broker = try await ScriptedBroker.start()
+        defer { broker.stop() }
+        func next() async throws -> (peer: [UInt8], command: WorkerToBroker) { try await broker.nextCommand() }
         func request(_ tag: UInt8, _ task: some SkyTask) throws -> [[UInt8]] {
             let body = try JSONEncoder().encode(task)
             return BrokerToWorker.request(
@@ -192,7 +175,8 @@ extension IntegrationSuite.WorkerRuntimeTests {
             ).encode()
         }
 
-        let worker = try SkyProcess("skyworker", ["--broker", endpoint, "--name", "crossing", "--capacity", "4"])
+        let worker = try SkyProcess(
+            "skyworker", ["--broker", broker.endpoint, "--name", "crossing", "--capacity", "4"])
         defer { worker.killNow() }
         let (peer, ready) = try await next()
         guard case .ready = ready else {
@@ -200,15 +184,15 @@ extension IntegrationSuite.WorkerRuntimeTests {
             return
         }
         // Garbage from the "broker" first: dropped with a log line, and the worker goes on.
-        loop.send([peer, Array("SKYW01".utf8), [0x7f]], on: router)
-        loop.send([peer] + (try request(1, SleepTask(milliseconds: 300, tag: 1))), on: router)
+        broker.send(to: peer, [Array("SKYW01".utf8), [0x7f]])
+        broker.send(to: peer, try request(1, SleepTask(milliseconds: 300, tag: 1)))
         try await worker.waitForLine { $0.hasPrefix("skyworker ready ") }
         worker.signal(SIGTERM)
         let draining = try await next()
         #expect(draining.command == .draining)
         // Sent before this broker "saw" the DRAINING: it crosses it on the wire.
-        loop.send([peer] + (try request(2, EchoTask(message: "crossed"))), on: router)
-        loop.send([peer] + BrokerToWorker.drainingAcknowledged.encode(), on: router)
+        broker.send(to: peer, try request(2, EchoTask(message: "crossed")))
+        broker.send(to: peer, BrokerToWorker.drainingAcknowledged.encode())
         var replies: [UInt8: TaskReply] = [:]
         var disconnectedAfter: Int?
         while disconnectedAfter == nil {

@@ -32,6 +32,9 @@ struct BrokerHarness {
         for case .sendToWorker(let peer, .request(let tag, let request)) in actions {
             tags["\(peer)/\(request.requestID)"] = tag
         }
+        for case .sendToWorker(let peer, .packedRequest(let tag, let request)) in actions {
+            tags["\(peer)/\(request.requestID)"] = tag
+        }
         for case .sendTraced(let peer, let tag, let request, _) in actions {
             tags["\(peer)/\(request.requestID)"] = tag
         }

@@ -77,11 +77,11 @@ struct BrokerTracingTests {
             if case .sendTraced(worker, let tag, let request, _) = action { return .request(tag: tag, request) }
             return nil
         }
-        #expect(sent.first == .features(["max-frame-size=65536"]))
+        #expect(sent.first == .features(["max-frame-size=65536", "packed"]))
         #expect(sent.count == 2, "the features, then the waiting request: \(sent)")
     }
 
-    @Test func mmiFeaturesNamesTheTraceFeatureAndTheFrameLimit() throws {
+    @Test func mmiFeaturesNamesTheTraceFeatureTheFrameLimitAndPackedMessages() throws {
         var configuration = BrokerStateMachine.Configuration()
         configuration.maxFrameSize = 65536
         var broker = BrokerHarness(configuration)
@@ -92,7 +92,9 @@ struct BrokerTracingTests {
             return
         }
         #expect(reply.status == .ok)
-        #expect(String(decoding: reply.body, as: UTF8.self) == "\(TraceContext.feature)\nmax-frame-size=65536")
-        #expect(BrokerFeatures(decoding: reply.body) == BrokerFeatures(takesTrace: true, maxFrameSize: 65536))
+        #expect(String(decoding: reply.body, as: UTF8.self) == "\(TraceContext.feature)\nmax-frame-size=65536\npacked")
+        #expect(
+            BrokerFeatures(decoding: reply.body)
+                == BrokerFeatures(takesTrace: true, maxFrameSize: 65536, takesPacked: true))
     }
 }

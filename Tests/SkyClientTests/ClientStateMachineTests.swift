@@ -52,10 +52,29 @@ struct ClientStateMachineTests {
             return Self.withoutLogs(machine.expire(now: now))
         }
 
-        /// The request of the one send among `actions`, and the socket it goes out on.
+        /// The request of the one send of a call among `actions` (not the machine's own
+        /// `mmi.features` question), and the socket it goes out on.
         static func request(_ actions: [Action]) -> (socket: Int, request: TaskRequest)? {
-            for case .send(let socket, .request(let request)) in actions { return (socket, request) }
+            for case .send(let socket, .request(let request)) in actions where request.service != BrokerService.features
+            {
+                return (socket, request)
+            }
             return nil
+        }
+
+        /// The machine's `mmi.features` question among `actions`.
+        static func featuresQuestion(_ actions: [Action]) -> TaskRequest? {
+            for case .send(_, .request(let request)) in actions where request.service == BrokerService.features {
+                return request
+            }
+            return nil
+        }
+
+        /// `actions` without the machine's `mmi.features` question.
+        static func withoutQuestion(_ actions: [Action]) -> [Action] {
+            actions.filter {
+                if case .send(_, .request(let request)) = $0 { request.service != BrokerService.features } else { true }
+            }
         }
     }
 
@@ -257,6 +276,93 @@ struct ClientStateMachineTests {
         _ = client.machine.waitForConnection(1)
         _ = client.machine.waitForConnection(2)
         client.machine.stopWaitingForConnection(1)
-        #expect(client.event(.handshakeSucceeded) == [.connected([2])])
+        #expect(Client.withoutQuestion(client.event(.handshakeSucceeded)) == [.connected([2])])
+    }
+}
+
+/// docs/protocol.md, "Packed messages": the machine asks `mmi.features` once a connection is
+/// up (not as a call: nothing counts it), and sends its calls packed once the broker named
+/// `packed`; a new connection asks again and is framed until answered.
+@Suite("Client state machine: what the broker takes, asked once per connection")
+struct ClientFeaturesTests {
+    typealias Client = ClientStateMachineTests.Client
+    typealias Action = ClientStateMachine.Action
+
+    static func answer(_ question: TaskRequest, _ lines: [String]) -> TaskReply {
+        TaskReply(requestID: question.requestID, status: .ok, body: Array(lines.joined(separator: "\n").utf8))
+    }
+
+    static func isPacked(_ actions: [Action]) -> Bool {
+        actions.contains { if case .send(_, .packedRequest) = $0 { true } else { false } }
+    }
+
+    @Test func aBrokerThatTakesPackedRequestsGetsThemOnceItSaidSo() throws {
+        var client = Client()
+        _ = client.start(1)
+        let up = client.event(.handshakeSucceeded)
+        let question = try #require(Client.featuresQuestion(up))
+        #expect(question.header.attempt == 1 && question.header.timeoutMilliseconds == 5000)
+        // The held call went out framed with it; the question is no call.
+        #expect(Client.request(up) != nil && !Self.isPacked(up))
+        #expect(client.machine.table.callCount == 1 && client.machine.table.counters.attemptsSent == 1)
+        #expect(client.machine.waitForFeatures(9, now: client.now) == [], "not answered yet")
+
+        let answered = client.reply(Self.answer(question, ["trace-context", "max-frame-size=65536", "packed"]))
+        #expect(
+            answered == [.featuresKnown([9], BrokerFeatures(takesTrace: true, maxFrameSize: 65536, takesPacked: true))])
+        #expect(client.machine.table.counters.unmatchedReplies == 0, "the answer is the machine's, not a stray reply")
+        #expect(client.machine.sendsPacked)
+        let next = client.start(2)
+        guard case .send(0, .packedRequest(let packed))? = next.first else {
+            Issue.record("expected a packed REQUEST, got \(next)")
+            return
+        }
+        #expect(packed.service == "svc")
+        // A packed reply answers it, as a framed one does.
+        #expect(
+            client.receive(
+                BrokerToClient.packedReply(TaskReply(requestID: packed.requestID, status: .ok, body: [3])).encode())
+                == [.succeed([2], body: [3], attempts: 1)])
+        #expect(client.machine.waitForFeatures(10, now: client.now).count == 1, "known: at once")
+
+        // Another connection may reach another broker: framed until it answers again.
+        _ = client.event(.disconnected)
+        #expect(!client.machine.sendsPacked)
+        let again = client.event(.handshakeSucceeded)
+        let second = try #require(Client.featuresQuestion(again))
+        #expect(second.requestID != question.requestID)
+        #expect(!Self.isPacked(client.start(3)))
+        _ = client.reply(Self.answer(second, ["packed"]))
+        #expect(Self.isPacked(client.start(4)))
+    }
+
+    /// A broker that predates `mmi.features` answers unknownService, and one that predates
+    /// packed messages does not name them: calls stay framed. A question nobody answers is
+    /// given up after `connectTimeout`, and the callers waiting for it learn nothing new.
+    @Test(arguments: [true, false])
+    func anOlderBrokerGetsFramedCalls(answers: Bool) throws {
+        var client = Client()
+        let question = try #require(Client.featuresQuestion(client.event(.handshakeSucceeded)))
+        _ = client.machine.waitForFeatures(1, now: client.now)
+        if answers {
+            let old = TaskReply.failure(question.requestID, .unknownService, message: "501: no mmi.features")
+            #expect(client.reply(old) == [.featuresKnown([1], BrokerFeatures())])
+        } else {
+            #expect(client.advance(.seconds(4)).isEmpty)
+            #expect(client.advance(.seconds(1)) == [.featuresKnown([1], BrokerFeatures())])
+        }
+        #expect(!client.machine.sendsPacked && !Self.isPacked(client.start(2)))
+    }
+
+    /// Without a connection a caller waits for the features `connectTimeout` at most; a closing
+    /// client resumes the rest.
+    @Test func withoutAConnectionCallersWaitForTheFeaturesConnectTimeoutAtMost() {
+        var client = Client()
+        #expect(client.machine.waitForFeatures(1, now: client.now) == [])
+        _ = client.advance(.seconds(2))
+        #expect(client.machine.waitForFeatures(2, now: client.now) == [])
+        #expect(client.machine.nextDeadline() == .seconds(5))
+        #expect(client.advance(.seconds(3)) == [.featuresKnown([1], nil)])
+        #expect(client.machine.close().contains(.featuresKnown([2], nil)))
     }
 }

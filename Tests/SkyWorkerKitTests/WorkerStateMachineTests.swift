@@ -18,13 +18,13 @@ struct WorkerStateMachineTests {
         var machine: WorkerStateMachine
         var now = ContinuousClock.now
 
-        init(capacity: UInt32 = 2) {
+        init(capacity: UInt32 = 2, takesTrace: Bool = false) {
             var liveness = BrokerLiveness.Configuration()
             liveness.jitter = 0
             machine = WorkerStateMachine(
                 configuration: .init(
                     announcement: WorkerAnnouncement(name: "w", capacity: capacity, services: ["echo"]),
-                    liveness: liveness, drainGrace: .seconds(5)),
+                    liveness: liveness, drainGrace: .seconds(5), takesTrace: takesTrace),
                 now: now, seed: 7)
         }
 
@@ -196,6 +196,42 @@ struct WorkerStateMachineTests {
         // A new connection may reach another broker: no limit until it says.
         _ = worker.receive(.disconnect)
         #expect(worker.machine.resultLimit == nil)
+    }
+
+    /// docs/protocol.md, "Packed messages": a broker that names `packed` gets the worker's
+    /// FEATURES asking for packed REQUESTs (once, and naming the trace feature too when the
+    /// worker takes traces), and packed REPLYs from then on, whatever form a REQUEST came in; a
+    /// new connection replies framed until its broker names `packed` again.
+    @Test(arguments: [false, true])
+    func aBrokerThatTakesPackedMessagesGetsPackedReplies(takesTrace: Bool) {
+        var worker = Worker(takesTrace: takesTrace)
+        _ = worker.start()
+        _ = worker.receive(Self.deliver(1))
+        let names = takesTrace ? ["packed", "trace-context"] : ["packed"]
+        #expect(worker.receive(.features(["max-frame-size=4096", "packed"])) == [.send(.features(names))])
+        #expect(worker.machine.brokerTakesPacked && worker.machine.resultLimit == 4096)
+        // Said once: the same FEATURES again asks for nothing more.
+        #expect(worker.receive(.features(["max-frame-size=4096", "packed"])) == [])
+        // The task that came framed before is answered packed; a packed delivery runs as any other.
+        #expect(worker.finished(Self.key(1), Self.ok(1)) == [.send(.packedReply(tag: Self.key(1).tag, Self.ok(1)))])
+        #expect(
+            worker.receive(.packedRequest(tag: Self.key(2).tag, Self.request(2)))
+                == [.startTask(Self.key(2), Self.request(2))])
+        #expect(worker.finished(Self.key(2), Self.ok(2)) == [.send(.packedReply(tag: Self.key(2).tag, Self.ok(2)))])
+        // A refusal over capacity goes packed too.
+        _ = worker.receive(Self.deliver(3))
+        _ = worker.receive(Self.deliver(4))
+        let refused = worker.receive(Self.deliver(5))
+        guard case .send(.packedReply(let tag, let reply))? = refused.first else {
+            Issue.record("expected a packed overloaded reply, got \(refused)")
+            return
+        }
+        #expect(tag == Self.key(5).tag && reply.status == .overloaded)
+        // Another connection may reach another broker: framed until it says.
+        _ = worker.receive(.disconnect)
+        #expect(!worker.machine.brokerTakesPacked)
+        _ = worker.receive(Self.deliver(6))
+        #expect(worker.finished(Self.key(6), Self.ok(6)) == [.send(.reply(tag: Self.key(6).tag, Self.ok(6)))])
     }
 
     @Test func silenceLosesTheBrokerAndTheWorkerReconnectsAfterTheBackoff() {

@@ -6,7 +6,6 @@
  * Usage: sky-baseline-broker FRONT BACK  (prints "ready FRONT BACK" with the bound endpoints)
  * SIGTERM ends it at its next poll, through a normal exit (which callgrind needs to write its
  * counts: `skybench --instructions`). */
-#include <signal.h>
 #include "common.h"
 
 static volatile sig_atomic_t stopping = 0;
@@ -56,12 +55,7 @@ int main(int argc, char **argv) {
 
     zmq_msg_t msgs[MAX_FRAMES + 1];
     exit_if_orphaned();
-    /* A Swift parent may start it with SIGTERM blocked (libdispatch blocks signals in its threads). */
-    sigset_t terminate;
-    sigemptyset(&terminate);
-    sigaddset(&terminate, SIGTERM);
-    sigprocmask(SIG_UNBLOCK, &terminate, NULL);
-    signal(SIGTERM, stop);
+    on_sigterm(stop);
     while (!stopping) {
         zmq_pollitem_t items[2] = {{back, 0, ZMQ_POLLIN, 0}, {front, 0, ZMQ_POLLIN, 0}};
         int ready = zmq_poll(items, credit_count > 0 ? 2 : 1, 200);

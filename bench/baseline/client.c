@@ -22,7 +22,6 @@
  *        sky-baseline-client ENDPOINT paced PAYLOAD RATE FILE RECORD */
 #include <dirent.h>
 #include <fcntl.h>
-#include <signal.h>
 #include <stdint.h>
 #include <time.h>
 #include <unistd.h>
@@ -155,15 +154,7 @@ static int paced(void *socket, const void *payload, size_t size, long rate, cons
         return 1;
     }
     char *record = calloc(1, (size_t)record_size);
-    /* A Swift parent may start it with SIGTERM blocked (libdispatch blocks signals in its threads). */
-    sigset_t terminate;
-    sigemptyset(&terminate);
-    sigaddset(&terminate, SIGTERM);
-    sigprocmask(SIG_UNBLOCK, &terminate, NULL);
-    struct sigaction action;
-    memset(&action, 0, sizeof action);
-    action.sa_handler = request_stop; /* no SA_RESTART: zmq_poll returns at once */
-    sigaction(SIGTERM, &action, NULL);
+    on_sigterm(request_stop);
     parse_pids("");
     cpu_begin();
     const uint64_t interval = 1000000000u / (uint64_t)rate;

@@ -6,6 +6,7 @@
 #define SKY_BASELINE_COMMON_H
 
 #include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,6 +28,20 @@ static inline void exit_if_orphaned(void) {
     if (!flag || strcmp(flag, "1") != 0) return;
     if (parent_at_start == 0) parent_at_start = getppid();
     if (getppid() != parent_at_start) exit(3);
+}
+
+/* Calls handler on SIGTERM, without restarting the call it interrupts (zmq_poll and receives
+ * return EINTR at once). A Swift parent may start a program with SIGTERM blocked (libdispatch
+ * blocks signals in its threads): it is unblocked first. */
+static inline void on_sigterm(void (*handler)(int)) {
+    sigset_t terminate;
+    sigemptyset(&terminate);
+    sigaddset(&terminate, SIGTERM);
+    sigprocmask(SIG_UNBLOCK, &terminate, NULL);
+    struct sigaction action;
+    memset(&action, 0, sizeof action);
+    action.sa_handler = handler;
+    sigaction(SIGTERM, &action, NULL);
 }
 
 static inline void set_int(void *socket, int option, int value) {

@@ -1,6 +1,15 @@
 /* Baseline worker: DEALER, announces CREDITS, echoes every request [id][seq][payload] as is.
- * Usage: sky-baseline-worker BACK CREDITS */
+ * Usage: sky-baseline-worker BACK CREDITS
+ * SIGTERM ends it at its next receive, through a normal exit (which callgrind needs to write its
+ * counts: `skybench --instructions`). */
 #include "common.h"
+
+static volatile sig_atomic_t stopping = 0;
+
+static void stop(int signal) {
+    (void)signal;
+    stopping = 1;
+}
 
 int main(int argc, char **argv) {
     if (argc != 3) {
@@ -13,7 +22,8 @@ int main(int argc, char **argv) {
     if (zmq_send(socket, "READY", 5, ZMQ_SNDMORE) < 0 || zmq_send(socket, argv[2], strlen(argv[2]), 0) < 0)
         die("send READY");
     zmq_msg_t msgs[MAX_FRAMES];
-    for (;;) {
+    on_sigterm(stop);
+    while (!stopping) {
         int count = recv_message(socket, msgs, 0);
         if (count < 0) {
             if (zmq_errno() == EINTR) continue;
@@ -25,4 +35,7 @@ int main(int argc, char **argv) {
         }
         if (send_frames(socket, msgs, 0, count) != 0) die("send");
     }
+    zmq_close(socket);
+    zmq_ctx_term(context);
+    return 0;
 }

@@ -3,13 +3,23 @@ import SkyZMQ
 
 /// A raw ROUTER playing the broker: it reports every message a client sends, with its arrival
 /// time, and answers only what the test tells it to. Read what arrived with ``next()``.
+///
+/// A client asks `mmi.features` on each new connection: unless started with `reportsFeatures`,
+/// the fake answers that itself as a broker that predates it (`unknownService`), and does not
+/// report it, so that tests see the calls they make.
 final class FakeBroker: Sendable {
     struct Received: Sendable {
         let peer: [UInt8]
         let command: ClientToBroker
         let at: ContinuousClock.Instant
 
-        var request: TaskRequest? { if case .request(let request) = command { request } else { nil } }
+        /// The REQUEST, framed or packed.
+        var request: TaskRequest? {
+            switch command {
+            case .request(let request), .packedRequest(let request): request
+            case .cancel: nil
+            }
+        }
     }
 
     static let socket = ZMQEventLoop.SocketID(0, name: "fake-broker")
@@ -33,7 +43,7 @@ final class FakeBroker: Sendable {
     /// Messages that arrived and were not taken with ``next()`` yet.
     var unread: Int { mailbox.withLock { $0.arrived.count } }
 
-    private init(loop: ZMQEventLoop, endpoint: String) {
+    private init(loop: ZMQEventLoop, endpoint: String, reportsFeatures: Bool) {
         self.loop = loop
         self.endpoint = endpoint
         let inbound = loop.inbound
@@ -47,6 +57,15 @@ final class FakeBroker: Sendable {
                 for case .message(_, let message) in batch {
                     let frames = message.frames
                     guard frames.count > 1, let command = try? ClientToBroker.decode(Array(frames.dropFirst())) else {
+                        continue
+                    }
+                    if !reportsFeatures, case .request(let request) = command, request.service == BrokerService.features
+                    {
+                        let answer = TaskReply.failure(
+                            request.requestID, .unknownService,
+                            message: "501: the broker has no internal service mmi.features",
+                            attempt: request.header.attempt)
+                        loop.send([frames[0]] + BrokerToClient.reply(answer).encode(), on: Self.socket)
                         continue
                     }
                     let received = Received(peer: frames[0], command: command, at: .now)
@@ -119,7 +138,9 @@ final class FakeBroker: Sendable {
     }
 
     /// Binds a ROUTER to a free loopback port (or to `endpoint`).
-    static func start(on endpoint: String = "tcp://127.0.0.1:*") async throws -> FakeBroker {
+    static func start(on endpoint: String = "tcp://127.0.0.1:*", reportsFeatures: Bool = false) async throws
+        -> FakeBroker
+    {
         let loop = try await ZMQEventLoop.start(
             name: "fake-broker",
             sockets: [
@@ -128,7 +149,7 @@ final class FakeBroker: Sendable {
                     bind: [endpoint],
                     monitor: [.accepted])
             ])
-        return FakeBroker(loop: loop, endpoint: loop.boundEndpoints(of: socket)[0])
+        return FakeBroker(loop: loop, endpoint: loop.boundEndpoints(of: socket)[0], reportsFeatures: reportsFeatures)
     }
 
     func reply(to peer: [UInt8], _ reply: TaskReply) {

@@ -9,7 +9,7 @@ final class RawPeer: Sendable {
     static let socket = ZMQEventLoop.SocketID(0, name: "raw")
 
     let loop: ZMQEventLoop
-    /// Every message, and the client REPLYs among them, decoded once as they arrive (a test
+    /// Every message, and the client REPLYs among them (framed or packed), decoded once as they arrive (a test
     /// waiting for 100,000 replies must not decode them all again on every check: that would
     /// take the CPU from the broker it measures).
     private let received = Locked<(messages: [[[UInt8]]], replies: [TaskReply])>(([], []))
@@ -36,8 +36,11 @@ final class RawPeer: Sendable {
                 if let answer {
                     loop.send(messages.compactMap(answer).map { .init(socket: Self.socket, frames: $0) })
                 }
-                let replies = messages.compactMap {
-                    if case .reply(let reply)? = try? BrokerToClient.decode($0) { reply } else { nil }
+                let replies = messages.compactMap { frames -> TaskReply? in
+                    switch try? BrokerToClient.decode(frames) {
+                    case .reply(let reply)?, .packedReply(let reply)?: reply
+                    case nil: nil
+                    }
                 }
                 received.withLock {
                     $0.messages += messages
