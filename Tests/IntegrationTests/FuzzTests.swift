@@ -12,8 +12,8 @@ extension IntegrationSuite {
         static let clientsPeer = ZMQEventLoop.SocketID(0, name: "fuzz-clients")
         static let workersPeer = ZMQEventLoop.SocketID(1, name: "fuzz-workers")
 
-        /// Random and mutated messages: half pure noise, half a valid command with bytes flipped,
-        /// frames cut, dropped, duplicated or shuffled. Valid bases use their own service name
+        /// Random and mutated messages: half pure noise, half a valid command (framed or packed)
+        /// with bytes flipped, frames cut, dropped, duplicated or shuffled. Valid bases use their own service name
         /// and short deadlines, so what parses as a real command cannot crowd out real work.
         struct Fuzzer {
             var random: SplitMix64
@@ -50,38 +50,41 @@ extension IntegrationSuite {
                 sent += 1
                 guard random.next(below: 2) == 0 else { return noise() }
                 let id = RequestID(high: random.next(), low: random.next())
-                let base: ClientToBroker =
-                    random.next(below: 4) == 0
-                    ? .cancel(id)
-                    : .request(
-                        TaskRequest(
-                            requestID: id, service: "fuzz.none", header: RequestHeader(timeoutMilliseconds: 50),
-                            body: noise().first ?? []))
+                let request = TaskRequest(
+                    requestID: id, service: "fuzz.none", header: RequestHeader(timeoutMilliseconds: 50),
+                    body: noise().first ?? [])
+                let base: ClientToBroker
+                switch random.next(below: 4) {
+                case 0: base = .cancel(id)
+                case 1: base = .packedRequest(request)
+                default: base = .request(request)
+                }
                 let mutated = mutate(base.encode())
                 // A mutation that still parses as a request without a short deadline would wait
                 // legitimately (until its deadline, within the queue limit): real load, not
                 // malformed input, and it would read as growth here. Send noise instead.
-                if case .request(let request)? = try? ClientToBroker.decode(mutated),
-                    request.header.timeoutMilliseconds == 0 || request.header.timeoutMilliseconds > 1000
-                {
-                    return noise()
+                switch try? ClientToBroker.decode(mutated) {
+                case .request(let request)?, .packedRequest(let request)?:
+                    let timeout = request.header.timeoutMilliseconds
+                    return timeout == 0 || timeout > 1000 ? noise() : mutated
+                case .cancel?, nil:
+                    return mutated
                 }
-                return mutated
             }
 
             mutating func workerMessage() -> [[UInt8]] {
                 sent += 1
                 guard random.next(below: 2) == 0 else { return noise() }
                 let base: WorkerToBroker
-                switch random.next(below: 4) {
+                let reply = TaskReply(
+                    requestID: RequestID(high: random.next(), low: random.next()), status: .ok, body: [1])
+                switch random.next(below: 6) {
                 case 0: base = .ready(WorkerAnnouncement(name: "fuzz", capacity: 1, services: ["fuzz.none"]))
                 case 1: base = .heartbeat
                 case 2: base = .disconnect
-                default:
-                    base = .reply(
-                        tag: noise().first ?? [1],
-                        TaskReply(requestID: RequestID(high: random.next(), low: random.next()), status: .ok, body: [1])
-                    )
+                case 3: base = .features([WireFormat.packedFeature])
+                case 4: base = .packedReply(tag: Array((noise().first ?? [1]).prefix(255)), reply)
+                default: base = .reply(tag: noise().first ?? [1], reply)
                 }
                 return mutate(base.encode())
             }
