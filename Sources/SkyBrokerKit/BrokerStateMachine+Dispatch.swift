@@ -286,30 +286,32 @@ extension BrokerStateMachine {
     }
 
     /// Makes a delivery of `task` to `peer` (its credit, its lease) without sending it.
-    /// - Returns: the delivery's tag.
-    mutating func hand(_ task: QueuedRequest, to peer: PeerID, waited: Int64? = nil) -> UInt64 {
+    /// - Returns: the delivery's tag, and whether the worker takes packed REQUESTs (read while
+    ///   its record is at hand, so that the send needs no second lookup).
+    mutating func hand(_ task: QueuedRequest, to peer: PeerID, waited: Int64? = nil) -> (tag: UInt64, packed: Bool) {
         var task = task
         task.deliveries += 1
         dispatchCounter += 1
         nextTag += 1
         let tag = nextTag
         let order = dispatchCounter
-        withWorker(peer) { worker in
-            worker.inFlight[tag] = InFlightTask(task: task, waited: waited)
-            worker.lastDispatch = order
-        }
+        let packed =
+            withWorker(peer) { worker in
+                worker.inFlight[tag] = InFlightTask(task: task, waited: waited)
+                worker.lastDispatch = order
+                return worker.takesPacked
+            } ?? false
         running[task.key] = Delivery(peer: peer, tag: tag)
         if let lease = leaseExpiry(task) { leases.insert(LeaseEntry(expiry: lease, tag: tag, peer: peer)) }
-        return tag
+        return (tag, packed)
     }
 
     /// Sends a delivery: with its trace frame to a worker that takes one (and a span's worth of
     /// facts for the shell), without to one that does not.
     mutating func send(
-        _ task: QueuedRequest, tag: UInt64, delivery: UInt32, to peer: PeerID, now: Instant,
+        _ task: QueuedRequest, tag: UInt64, packed: Bool, delivery: UInt32, to peer: PeerID, now: Instant,
         into actions: inout [BrokerAction]
     ) {
-        let packed = readWorker(peer) { $0.takesPacked } ?? false
         func request(_ request: TaskRequest) -> BrokerToWorker {
             packed ? .packedRequest(tag: Self.tagFrame(tag), request) : .request(tag: Self.tagFrame(tag), request)
         }
@@ -332,8 +334,8 @@ extension BrokerStateMachine {
     }
 
     mutating func dispatch(_ task: QueuedRequest, to peer: PeerID, now: Instant, into actions: inout [BrokerAction]) {
-        let tag = hand(task, to: peer, waited: ticks(now) - task.arrivedAt)
-        send(task, tag: tag, delivery: task.deliveries + 1, to: peer, now: now, into: &actions)
+        let (tag, packed) = hand(task, to: peer, waited: ticks(now) - task.arrivedAt)
+        send(task, tag: tag, packed: packed, delivery: task.deliveries + 1, to: peer, now: now, into: &actions)
         if configuration.taskEvents {
             publishTask(
                 .taskDispatched,

@@ -287,10 +287,10 @@ extension BrokerStateMachine {
             header: RequestHeader(attempt: job.attempt, timeoutMilliseconds: job.submission.timeoutMilliseconds),
             body: job.submission.body, trace: job.trace)
         let task = QueuedRequest(client: Self.jobsClient, request: request, arrival: job.arrival, arrivedAt: ticks(now))
-        let tag = hand(task, to: peer)
+        let (tag, packed) = hand(task, to: peer)
         job.phase = .running(peer, tag: tag)
         jobBook.jobs[job.id] = job
-        send(task, tag: tag, delivery: task.deliveries + 1, to: peer, now: now, into: &actions)
+        send(task, tag: tag, packed: packed, delivery: task.deliveries + 1, to: peer, now: now, into: &actions)
         prepareJobs(of: service, into: &actions)
     }
 

@@ -76,10 +76,7 @@ public enum ClientToBroker: Sendable, Equatable {
                 frames: trace == nil ? 2 : 3,
                 bytes: signature.count + 1 + RequestID.byteCount + 16 + request.service.utf8.count
                     + Frames.inlineSize(request.body.count) + Frames.inlineSize(trace?.count ?? 0))
-            let header = writer.beginFields()
-            writer.field(signature)
-            writer.field(byte: Command.request.rawValue)
-            writer.field(request.requestID)
+            let header = writer.beginPacked(signature, command: Command.request.rawValue, request.requestID)
             writer.field(bigEndian: request.header.attempt)
             writer.field(bigEndian: request.header.timeoutMilliseconds)
             writer.field(bigEndian: request.header.noWorkersGraceMilliseconds)
@@ -170,10 +167,7 @@ public enum BrokerToClient: Sendable, Equatable {
                 bytes: (routingID?.count ?? 0) + signature.count + 1 + RequestID.byteCount + 4 + 1
                     + Frames.inlineSize(reply.body.count))
             if let routingID { writer.append(routingID) }
-            let header = writer.beginFields()
-            writer.field(signature)
-            writer.field(byte: Command.reply.rawValue)
-            writer.field(reply.requestID)
+            let header = writer.beginPacked(signature, command: Command.reply.rawValue, reply.requestID)
             writer.field(bigEndian: reply.attempt)
             writer.field(byte: reply.status.rawValue)
             writer.endFields(header)

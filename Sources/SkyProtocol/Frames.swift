@@ -221,6 +221,16 @@ public struct Frames: Sendable {
         /// and ended with ``endFields(_:)``.
         public func beginFields() -> FieldsStart { FieldsStart(offset: storage.count) }
 
+        /// Starts a packed header with what every one begins with: the version 2 signature, the
+        /// command byte and the request id.
+        public mutating func beginPacked(_ signature: [UInt8], command: UInt8, _ id: RequestID) -> FieldsStart {
+            let start = beginFields()
+            field(signature)
+            field(byte: command)
+            field(id)
+            return start
+        }
+
         public mutating func field(_ bytes: [UInt8]) { storage.append(contentsOf: bytes) }
 
         public mutating func field(byte: UInt8) { storage.append(byte) }

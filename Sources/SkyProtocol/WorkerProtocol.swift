@@ -146,10 +146,7 @@ public enum WorkerToBroker: Sendable, Equatable {
             var writer = Frames.Writer(
                 frames: 2,
                 bytes: signature.count + 1 + RequestID.byteCount + 1 + tag.count + Frames.inlineSize(reply.body.count))
-            let header = writer.beginFields()
-            writer.field(signature)
-            writer.field(byte: Command.reply.rawValue)
-            writer.field(reply.requestID)
+            let header = writer.beginPacked(signature, command: Command.reply.rawValue, reply.requestID)
             writer.field(byte: reply.status.rawValue)
             writer.field(tag)
             writer.endFields(header)
@@ -312,10 +309,7 @@ public enum BrokerToWorker: Sendable, Equatable {
                 + request.service.utf8.count + Frames.inlineSize(request.body.count)
                 + Frames.inlineSize(trace?.count ?? 0))
         if let routingID { writer.append(routingID) }
-        let header = writer.beginFields()
-        writer.field(signature)
-        writer.field(byte: Command.request.rawValue)
-        writer.field(request.requestID)
+        let header = writer.beginPacked(signature, command: Command.request.rawValue, request.requestID)
         // As in the framed form, workers get attempt and timeout only.
         writer.field(bigEndian: request.header.attempt)
         writer.field(bigEndian: request.header.timeoutMilliseconds)
