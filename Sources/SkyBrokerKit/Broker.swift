@@ -88,7 +88,9 @@ public final class Broker: Service, Sendable {
                 bind: [configuration.clientsEndpoint], readUserID: authenticated),
             .init(
                 id: workersSocket, type: .router, options: guardrails + curve(.worker) + [.routerMandatory(true)],
-                bind: [configuration.workersEndpoint], readUserID: authenticated, readPeerAddress: true),
+                bind: [configuration.workersEndpoint], readUserID: authenticated, readPeerAddress: true,
+                // The address is recorded from a worker's READY only.
+                peerAddressFilter: { BrokerStateMachine.looksLikeReady($0.dropFirst()) }),
             .init(
                 id: eventsSocket, type: .xpub, options: guardrails + curve(.watcher) + [.xpubVerbose(true)],
                 bind: [configuration.eventsEndpoint], readUserID: authenticated),

@@ -17,70 +17,36 @@ extension BrokerStateMachine {
         return asked > 0 ? Int64(asked) * 1_000_000 : Self.nanoseconds(configuration.noWorkersGrace)
     }
 
-    func isServed(_ service: String) -> Bool { workersByService[service]?.isEmpty == false }
+    /// Whether a connected worker serves the service.
+    func isServed(_ service: String) -> Bool { services.number(of: service).map { services[$0].isServed } ?? false }
 
-    /// Low bits of an arrival number that name its queue's slot (1 M services may wait at once;
-    /// the counter above them lasts 2^42 requests, below the two bits of the priority band).
+    /// Low bits of an arrival number that name its service (``ServiceBook``: 1 M services may be
+    /// known at once; the counter above them lasts 2^42 requests, below the two bits of the
+    /// priority band).
     static let slotBits: UInt64 = 20
     static let slotMask: UInt64 = (1 << slotBits) - 1
 
     /// A request's arrival number: its priority band in the top two bits (urgent 0, higher
-    /// than normal 1, normal 2, lower 3), the arrival counter, then the slot (set when it is
-    /// queued). Queues are ordered by arrival number, so a higher priority waits ahead of every
+    /// than normal 1, normal 2, lower 3), the arrival counter, then its service's number (set
+    /// when its name is looked up). Queues are ordered by arrival number, so a higher priority waits ahead of every
     /// lower one, and each band in the order it came.
     static func arrival(_ counter: UInt64, priority: Int8) -> UInt64 {
         let band: UInt64 = priority >= 100 ? 0 : priority > 0 ? 1 : priority == 0 ? 2 : 3
         return band << 62 | (counter << slotBits) & ~(3 << 62)
     }
 
-    /// How many services may have a queue at once: the configured limit, within the slots.
-    var waitingServicesLimit: UInt64 {
-        UInt64(max(1, min(configuration.waitingServicesLimit, Int(Self.slotMask + 1))))
-    }
+    /// How many services may be known at once: the configured limit, within the numbers.
+    var waitingServicesLimit: Int { max(1, min(configuration.waitingServicesLimit, Int(ServiceBook.none))) }
 
-    /// The service whose queue holds the request that arrived as `arrival`.
-    func service(ofArrival arrival: UInt64) -> String {
-        slotServices[arrival & Self.slotMask] ?? ""
-    }
-
-    /// The slot of a service's queue, made if it has none; `nil` when every slot is taken.
-    private mutating func slot(for service: String) -> UInt64? {
-        if let slot = serviceSlots[service] { return slot }
-        let slot: UInt64
-        if let free = freeSlots.popLast() {
-            slot = free
-        } else {
-            guard nextSlot < waitingServicesLimit else { return nil }
-            slot = nextSlot
-            nextSlot += 1
-        }
-        serviceSlots[service] = slot
-        slotServices[slot] = service
-        return slot
-    }
-
-    /// Removes a service's (empty or dead) queue and frees its slot.
-    mutating func removeQueue(_ service: String) {
-        queues[service] = nil
-        if let slot = serviceSlots.removeValue(forKey: service) {
-            slotServices[slot] = nil
-            freeSlots.append(slot)
-        }
-    }
-
-    /// Puts a request in its service's queue at its arrival number's place: at the back, unless
-    /// it has a higher priority than the last waiting or comes back from a lost worker (then
-    /// ahead of the younger ones); its arrival number names the queue's slot.
-    /// - Returns: `false` if no slot is free for a new queue (the request was not queued).
-    mutating func enqueue(_ task: QueuedRequest, now: Instant) -> Bool {
-        let service = task.request.service
-        guard let slot = slot(for: service) else { return false }
-        var task = task
-        task.arrival = task.arrival & ~Self.slotMask | slot
-        queues[service, default: []].insertInOrder(task)
-        waiting[task.key] = task.arrival
+    /// Puts a request in its service's queue (named by its arrival number's low bits) at its
+    /// arrival number's place: at the back, unless it has a higher priority than the last
+    /// waiting or comes back from a lost worker (then ahead of the younger ones).
+    mutating func enqueue(_ task: QueuedRequest, now: Instant) {
         let bytes = task.request.queuedSize
-        queuedByService[service, default: ServiceQueue()].add(bytes: bytes)
+        let served = services[task.service].isServed
+        services[task.service].queue.insertInOrder(task)
+        services[task.service].queued.add(bytes: bytes)
+        waiting[task.key] = task.arrival
         queuedBytes += bytes
         queuedBytesPeak = max(queuedBytesPeak, queuedBytes)
         queuedCountPeak = max(queuedCountPeak, waiting.count)
@@ -89,27 +55,19 @@ extension BrokerStateMachine {
             client.waitingBytes += bytes
         }
         var expiry = queueExpiry(task)
-        if !isServed(service) {
+        if !served {
             let (graceEnd, overflow) = ticks(now).addingReportingOverflow(noWorkersGrace(task))
             expiry = min(expiry, overflow ? Int64.max : graceEnd)
         }
-        deadlines.insert(DeadlineEntry(expiry: expiry, arrival: task.arrival, service: service))
-        return true
+        deadlines.insert(DeadlineEntry(expiry: expiry, arrival: task.arrival))
     }
 
     /// Takes a live request out of the waiting set (it was dispatched, or is being answered),
-    /// keeping the counts of its client and of the queue's bytes.
+    /// keeping the counts of its client, its service and the queue's bytes.
     private mutating func unmarkWaiting(_ task: QueuedRequest) {
         waiting[task.key] = nil
-        let service = task.request.service
         let bytes = task.request.queuedSize
-        if let index = queuedByService.index(forKey: service) {
-            if queuedByService.values[index].count > 1 {
-                queuedByService.values[index].remove(bytes: bytes)
-            } else {
-                queuedByService.remove(at: index)
-            }
-        }
+        services[task.service].queued.remove(bytes: bytes)
         queuedBytes -= bytes
         withClient(task.client) { client in
             client.waiting -= 1
@@ -119,66 +77,62 @@ extension BrokerStateMachine {
 
     /// Removes a waiting request that will not be dispatched (cancelled or expired); its queue
     /// entry stays until it reaches the head or compaction, without its body.
-    mutating func dropWaiting(_ key: TaskKey, service: String, arrival: UInt64) {
-        guard let index = queueIndex(service, arrival: arrival) else {
+    mutating func dropWaiting(_ key: TaskKey, arrival: UInt64) {
+        let service = ServiceBook.Number(arrival & Self.slotMask)
+        guard let index = queueIndex(arrival: arrival) else {
             waiting[key] = nil
             return
         }
-        unmarkWaiting(queues[service]![index])
-        queues[service]![index].request.body = []
+        unmarkWaiting(services[service].queue[index])
+        services[service].queue[index].request.body = []
         deadQueued += 1
     }
 
-    /// Changes the queued request of `service` that arrived as number `arrival`, if there is one.
-    mutating func updateWaitingRequest(_ service: String, arrival: UInt64, _ change: (inout QueuedRequest) -> Void) {
-        guard let index = queueIndex(service, arrival: arrival) else { return }
-        change(&queues[service]![index])
+    /// Changes the queued request that arrived as number `arrival`, if there is one.
+    mutating func updateWaitingRequest(arrival: UInt64, _ change: (inout QueuedRequest) -> Void) {
+        guard let index = queueIndex(arrival: arrival) else { return }
+        change(&services[ServiceBook.Number(arrival & Self.slotMask)].queue[index])
     }
 
-    /// The waiting request of `service` that arrived as number `arrival`, if it is still live.
-    func waitingRequest(_ service: String, arrival: UInt64) -> QueuedRequest? {
-        guard let index = queueIndex(service, arrival: arrival) else { return nil }
-        return queues[service]?[index]
+    /// The waiting request that arrived as number `arrival`, if it is still in its queue.
+    func waitingRequest(arrival: UInt64) -> QueuedRequest? {
+        guard let index = queueIndex(arrival: arrival) else { return nil }
+        return services[ServiceBook.Number(arrival & Self.slotMask)].queue[index]
     }
 
-    /// Where in its queue the request that arrived as number `arrival` is. A queue is ordered by
-    /// arrival number (``enqueue(_:now:)``), so this is a binary search.
-    private func queueIndex(_ service: String, arrival: UInt64) -> Int? {
-        guard let queue = queues[service] else { return nil }
+    /// Where in its queue (its service is in the arrival number's low bits) the request that
+    /// arrived as number `arrival` is. A queue is ordered by arrival number (``enqueue(_:now:)``),
+    /// so this is a binary search. A number whose service was forgotten meanwhile (and maybe
+    /// given to another) finds nothing: arrival numbers are never used twice.
+    private func queueIndex(arrival: UInt64) -> Int? {
+        let service = ServiceBook.Number(arrival & Self.slotMask)
+        guard services.isKnown(service) else { return nil }
+        let queue = services[service].queue
         let index = queue.place(of: arrival)
         return index < queue.endIndex && queue[index].arrival == arrival ? index : nil
     }
 
     /// The oldest live request of a service, removed from the queue. Skips entries that were
     /// cancelled or expired while they waited.
-    mutating func popWaiting(_ service: String) -> QueuedRequest? {
-        // One lookup of the queue for the whole pass (by index, changed in place).
-        if let index = queues.index(forKey: service) {
-            while let task = queues.values[index].popFirst() {
-                guard waiting[task.key] == task.arrival else {
-                    deadQueued -= 1
-                    continue
-                }
-                let empty = queues.values[index].isEmpty
-                unmarkWaiting(task)
-                if empty { removeQueue(service) }
-                return task
+    mutating func popWaiting(_ service: ServiceBook.Number) -> QueuedRequest? {
+        while let task = services[service].queue.popFirst() {
+            guard waiting[task.key] == task.arrival else {
+                deadQueued -= 1
+                continue
             }
+            unmarkWaiting(task)
+            return task
         }
-        removeQueue(service)
         return nil
     }
 
     /// Arrival number of the oldest live request of a service.
-    mutating func oldestWaiting(_ service: String) -> UInt64? {
-        if let index = queues.index(forKey: service) {
-            while let head = queues.values[index].first {
-                if waiting[head.key] == head.arrival { return head.arrival }
-                queues.values[index].removeFirst()
-                deadQueued -= 1
-            }
+    mutating func oldestWaiting(_ service: ServiceBook.Number) -> UInt64? {
+        while let head = services[service].queue.first {
+            if waiting[head.key] == head.arrival { return head.arrival }
+            services[service].queue.removeFirst()
+            deadQueued -= 1
         }
-        removeQueue(service)
         return nil
     }
 
@@ -189,17 +143,17 @@ extension BrokerStateMachine {
     mutating func compactIfMostlyDead() {
         let live = waiting.count
         if deadQueued > 256 && deadQueued > live {
-            for service in Array(queues.keys) {
-                let kept = queues[service]!.filter { waiting[$0.key] == $0.arrival }
-                if kept.isEmpty { removeQueue(service) } else { queues[service] = Deque(kept) }
+            let waiting = self.waiting
+            services.updateAll { service in
+                service.queue = Deque(service.queue.filter { waiting[$0.key] == $0.arrival })
             }
             deadQueued = 0
         }
         if deadlines.count > 1024 && deadlines.count > 2 * live {
             var entries: [DeadlineEntry] = []
-            for (service, queue) in queues {
-                for task in queue where waiting[task.key] == task.arrival {
-                    entries.append(DeadlineEntry(expiry: queueExpiry(task), arrival: task.arrival, service: service))
+            for number in services.known {
+                for task in services[number].queue where waiting[task.key] == task.arrival {
+                    entries.append(DeadlineEntry(expiry: queueExpiry(task), arrival: task.arrival))
                 }
             }
             deadlines = Heap(entries)
@@ -228,18 +182,15 @@ extension BrokerStateMachine {
         queuedCountPeak = 0
         // Nothing waits: every queue entry and deadline left is of an answered request.
         waiting = [:]
-        queuedByService = [:]
-        queues = [:]
+        services.updateAll { service in
+            service.queue = []
+            service.queued = ServiceQueue()
+        }
         deadQueued = 0
         deadlines = Heap()
-        serviceSlots = [:]
-        slotServices = [:]
-        freeSlots = []
-        nextSlot = 0
         leases = Heap(Array(leases.unordered))
         running = Dictionary(uniqueKeysWithValues: Array(running))
-        clients = Dictionary(uniqueKeysWithValues: Array(clients))
-        clientNumbers = Dictionary(uniqueKeysWithValues: Array(clientNumbers))
+        clients.shrink()
         releaseMemorySoon = true
     }
 
@@ -253,10 +204,10 @@ extension BrokerStateMachine {
 
     /// The worker to give a new task of `service`: a free credit, least loaded, least recently
     /// used; one still holding a cancelled delivery of the same request only if no other is free.
-    func bestWorker(for service: String, avoiding key: TaskKey? = nil) -> PeerID? {
+    mutating func bestWorker(for service: ServiceBook.Number, avoiding key: TaskKey? = nil) -> PeerID? {
         var best: (peer: PeerID, inFlight: Int, capacity: Int, lastDispatch: UInt64)?
         var fallback: PeerID?
-        for peer in workersByService[service] ?? [] {
+        for peer in services[service].workers {
             let seen = readWorker(peer) { candidate in
                 (
                     free: candidate.freeCredits > 0,
@@ -350,22 +301,26 @@ extension BrokerStateMachine {
     mutating func fill(_ peer: PeerID, now: Instant, into actions: inout [BrokerAction]) {
         // Only these two fields: a copy of the whole record would share its `inFlight` table, and
         // the dispatches below would then copy that table on write, once per task.
-        guard let (services, credits) = readWorker(peer, { ($0.services, $0.freeCredits) }) else { return }
+        guard let (numbers, credits) = readWorker(peer, { ($0.serviceNumbers, $0.freeCredits) }) else { return }
         var free = credits
         while free > 0 {
-            var oldest: (service: String, arrival: UInt64)?
-            for service in services {
+            var oldest: (service: ServiceBook.Number, arrival: UInt64)?
+            for service in numbers {
                 guard let arrival = oldestWaiting(service) else { continue }
                 if oldest == nil || arrival < oldest!.arrival { oldest = (service, arrival) }
             }
             // Requests first: a call has a caller waiting on a deadline, a job waits on disk. Jobs
             // take the credits no waiting request needs.
-            if oldest == nil, let job = bestWaitingJob(among: services) {
+            if oldest == nil, !jobBook.ready.isEmpty,
+                let job = bestWaitingJob(among: readWorker(peer, \.services) ?? [])
+            {
                 dispatchJob(of: job.service, to: peer, now: now, into: &actions)
                 free -= 1
                 continue
             }
-            guard let pick = oldest, let task = popWaiting(pick.service) else { return }
+            guard let pick = oldest, let task = services[pick.service].queue.popFirst() else { return }
+            // The head `oldestWaiting` just found live, and nothing changed since.
+            unmarkWaiting(task)
             dispatch(task, to: peer, now: now, into: &actions)
             free -= 1
         }

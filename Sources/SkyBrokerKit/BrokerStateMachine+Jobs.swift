@@ -19,7 +19,7 @@ import SkyProtocol
 /// not subject to `--max-wait` or the no-workers grace: a job waits until a worker serves it.
 extension BrokerStateMachine {
     /// The client number jobs run under at workers.
-    static let jobsClient: ClientNumber = .max
+    static let jobsClient: ClientNumber = ClientBook.jobs
 
     /// Whether `task` is a delivery of a job.
     static func isJob(_ task: QueuedRequest) -> Bool { task.client == jobsClient }
@@ -227,7 +227,7 @@ extension BrokerStateMachine {
 
     /// Gives prepared jobs of `service` to its workers with free credits.
     private mutating func offerJobs(of service: String, now: Instant, into actions: inout [BrokerAction]) {
-        for peer in workersByService[service] ?? [] {
+        for peer in services.number(of: service).map({ services[$0].workers }) ?? [] {
             guard jobBook.ready.has(service) else { return }
             if (workers[peer]?.freeCredits ?? 0) > 0 { fill(peer, now: now, into: &actions) }
         }
@@ -277,16 +277,16 @@ extension BrokerStateMachine {
     mutating func dispatchJob(of service: String, to peer: PeerID, now: Instant, into actions: inout [BrokerAction]) {
         guard let id = jobBook.ready.pop(service, in: jobBook.jobs), var job = jobBook.jobs[id] else { return }
         jobBook.leavePipeline(service)
-        if clients[Self.jobsClient] == nil {
-            // Held by the jobs themselves: never released.
-            clients[Self.jobsClient] = ClientRecord(peer: PeerID([]), outstanding: 1)
-        }
-        clients[Self.jobsClient]!.outstanding += 1
+        clients.addJobDelivery()
         let request = TaskRequest(
             requestID: job.id.requestID, service: service,
             header: RequestHeader(attempt: job.attempt, timeoutMilliseconds: job.submission.timeoutMilliseconds),
             body: job.submission.body, trace: job.trace)
-        let task = QueuedRequest(client: Self.jobsClient, request: request, arrival: job.arrival, arrivedAt: ticks(now))
+        // Its service is known: the worker it goes to serves it.
+        let number = services.number(of: service) ?? ServiceBook.none
+        let task = QueuedRequest(
+            client: Self.jobsClient, request: request, arrival: job.arrival & ~Self.slotMask | UInt64(number),
+            arrivedAt: ticks(now))
         let (tag, packed) = hand(task, to: peer)
         job.phase = .running(peer, tag: tag)
         jobBook.jobs[job.id] = job

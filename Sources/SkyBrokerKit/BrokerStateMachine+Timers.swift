@@ -51,32 +51,32 @@ extension BrokerStateMachine {
         let now = ticks(now)
         while budget > 0, let first = deadlines.min, first.expiry <= now {
             deadlines.removeMin()
-            guard let task = waitingRequest(first.service, arrival: first.arrival),
-                waiting[task.key] == first.arrival
-            else { continue }
-            let served = isServed(first.service)
+            guard let task = waitingRequest(arrival: first.arrival), waiting[task.key] == first.arrival else {
+                continue
+            }
+            let served = services[task.service].isServed
             let expiry = queueExpiry(task)
             if served && first.expiry < expiry {
                 // Its no-workers grace ran out, but a worker of the service joined meanwhile.
-                deadlines.insert(DeadlineEntry(expiry: expiry, arrival: first.arrival, service: first.service))
+                deadlines.insert(DeadlineEntry(expiry: expiry, arrival: first.arrival))
                 continue
             }
             budget -= 1
-            dropWaiting(task.key, service: first.service, arrival: first.arrival)
+            dropWaiting(task.key, arrival: first.arrival)
             // Usually the expired request is the oldest of its queue: trim it right away.
-            _ = oldestWaiting(first.service)
+            _ = oldestWaiting(task.service)
             if !served {
                 answerNoWorkers(task, into: &actions)
             } else if expiry < task.deadline {
                 counters.maxWaitExpired += 1
                 fail(
                     task, .deadlineExceeded,
-                    "it waited \(configuration.maxWait) for a free \(first.service) worker, the broker's limit (--max-wait)",
+                    "it waited \(configuration.maxWait) for a free \(task.request.service) worker, the broker's limit (--max-wait)",
                     into: &actions)
             } else {
                 counters.deadlinesExceeded += 1
                 fail(
-                    task, .deadlineExceeded, "it waited for a free \(first.service) worker past its deadline",
+                    task, .deadlineExceeded, "it waited for a free \(task.request.service) worker past its deadline",
                     into: &actions)
             }
         }
@@ -87,15 +87,15 @@ extension BrokerStateMachine {
     private mutating func expireUnserved(now: Instant, budget: inout Int, into actions: inout [BrokerAction]) {
         let now = ticks(now)
         while budget > 0, let first = unserved.min, first.expiry <= now {
-            if isServed(first.service) {
+            guard let number = services.number(of: first.service), !services[number].isServed else {
                 unserved.removeMin()
                 continue
             }
-            while budget > 0, let task = popWaiting(first.service) {
+            while budget > 0, let task = popWaiting(number) {
                 budget -= 1
                 answerNoWorkers(task, into: &actions)
             }
-            if queues[first.service] == nil { unserved.removeMin() }
+            if services[number].queue.isEmpty { unserved.removeMin() }
         }
     }
 
@@ -151,8 +151,7 @@ extension BrokerStateMachine {
             completedPerSecond: seconds > 0 ? Double(completed - completedAtLastStats) / seconds : 0,
             queuedBytes: queuedBytes, longestIterationMilliseconds: longestIteration.inSeconds * 1000,
             failed: tasksFailed, jobs: jobCounts)
-        if !serviceWindows.isEmpty { actions.append(.serviceWindows(serviceWindows)) }
-        stats.services = serviceStats(over: seconds)
+        stats.services = serviceStats(over: seconds, into: &actions)
         if !periodFailures.isEmpty {
             stats.failures = periodFailures
             periodFailures.removeAll(keepingCapacity: true)
@@ -166,17 +165,24 @@ extension BrokerStateMachine {
 
     /// Each service's period, then a new period: the services served, waiting or with work in
     /// it, the busiest ``ServiceStats/maxServices``. Costs a pass over those services once a period.
-    private mutating func serviceStats(over seconds: Double) -> [String: ServiceStats] {
+    /// The windows also go to the shell, for the metrics.
+    private mutating func serviceStats(over seconds: Double, into actions: inout [BrokerAction]) -> [String:
+        ServiceStats]
+    {
         var all: [String: ServiceStats] = [:]
-        for service in Set(serviceWindows.keys).union(queuedByService.keys).union(workersByService.keys) {
-            let window = serviceWindows[service] ?? ServiceWindow()
-            all[service] = ServiceStats(
-                queued: queuedByService[service]?.count ?? 0, queuedBytes: queuedByService[service]?.bytes ?? 0,
+        var windows: [String: ServiceWindow] = [:]
+        // Services that became idle are forgotten in the same pass.
+        services.updateAll { service in
+            if let window = service.window { windows[service.name] = window }
+            let window = service.window ?? ServiceWindow()
+            all[service.name] = ServiceStats(
+                queued: service.queued.count, queuedBytes: service.queued.bytes,
                 completed: window.completed, failed: window.failed,
                 completedPerSecond: seconds > 0 ? Double(window.completed) / seconds : 0,
                 p50Milliseconds: window.quantileMilliseconds(0.5), p99Milliseconds: window.quantileMilliseconds(0.99))
+            service.window = nil
         }
-        serviceWindows.removeAll(keepingCapacity: true)
+        if !windows.isEmpty { actions.append(.serviceWindows(windows)) }
         guard all.count > ServiceStats.maxServices else { return all }
         let busiest = all.sorted {
             ($0.value.completed + UInt64($0.value.queued)) > ($1.value.completed + UInt64($1.value.queued))
@@ -190,8 +196,8 @@ extension BrokerStateMachine {
         guard !stopping else { return }
         stopping = true
         let message = "the broker shut down before the task finished; retry once it is back"
-        for service in Array(queues.keys) {
-            while let task = popWaiting(service) { fail(task, .brokerShuttingDown, message, into: &actions) }
+        for number in Array(services.known) {
+            while let task = popWaiting(number) { fail(task, .brokerShuttingDown, message, into: &actions) }
         }
         for (peer, record) in workers {
             for held in record.inFlight.values where !held.answered {
@@ -201,7 +207,7 @@ extension BrokerStateMachine {
         }
         answerJobCallersAtShutdown(message, into: &actions)
         workers.removeAll()
-        workersByService.removeAll()
+        services.updateAll { $0.workers.removeAll() }
         running.removeAll()
         deadlines = Heap()
         leases = Heap()

@@ -26,7 +26,10 @@ extension BrokerStateMachine {
         into actions: inout [BrokerAction]
     ) {
         lastNow = now
-        if let name = readWorker(peer, { $0.key != key ? $0.name : nil }) ?? nil {
+        // One lookup of the sender for the whole message: its key now, its liveness and its
+        // reply's delivery below (nothing adds or removes workers in between).
+        let known = workers.index(forKey: peer)
+        if let known, let name = withWorker(at: known, { $0.key != key ? $0.name : nil }) {
             counters.spoofedWorkerMessages += 1
             actions.append(
                 .log(
@@ -60,7 +63,7 @@ extension BrokerStateMachine {
             register(peer, announcement, host: host, key: key, now: now, into: &actions)
             return
         }
-        guard withWorker(peer, { $0.lastHeard = now }) != nil else {
+        guard let known else {
             switch command {
             case .reply(_, let reply), .packedReply(_, let reply):
                 // From a worker the broker gave up on (expired, then woke up): its tasks are
@@ -81,11 +84,12 @@ extension BrokerStateMachine {
             }
             return
         }
+        withWorker(at: known) { $0.lastHeard = now }
         switch command {
         case .ready:
             break
         case .reply(let tag, let reply), .packedReply(let tag, let reply):
-            complete(at: peer, tag: tag, answer: reply, now: now, into: &actions)
+            complete(at: peer, known, tag: tag, answer: reply, now: now, into: &actions)
         case .heartbeat:
             break
         case .features(let names):
@@ -141,11 +145,22 @@ extension BrokerStateMachine {
         }
         var services: [String] = []
         for service in announcement.services where !services.contains(service) { services.append(service) }
-        let record = WorkerRecord(
+        var numbers: [ServiceBook.Number] = []
+        for service in services {
+            guard let number = self.services.number(for: service, limit: Int(ServiceBook.none)) else {
+                refuseRegistration(
+                    peer, reason: "the broker knows \(ServiceBook.none) services already, its limit",
+                    now: now, into: &actions)
+                return
+            }
+            numbers.append(number)
+        }
+        var record = WorkerRecord(
             id: peer, name: announcement.name, capacity: Int(announcement.capacity), services: services,
             host: host, key: key, lastHeard: now)
+        record.serviceNumbers = numbers
         workers[peer] = record
-        for service in services { workersByService[service, default: []].append(peer) }
+        for number in numbers { self.services[number].workers.append(peer) }
         countJobCredits(of: record, joined: true)
         for service in services { prepareJobs(of: service, into: &actions) }
         // Before any REQUEST on this connection: the largest result the worker may send back,
@@ -169,12 +184,11 @@ extension BrokerStateMachine {
         guard let record = workers.removeValue(forKey: peer) else { return }
         countJobCredits(of: record, joined: false)
         let graceEnd = ticks(now) + Self.nanoseconds(configuration.noWorkersGrace)
-        for service in record.services {
-            workersByService[service]?.removeAll { $0 == peer }
-            if workersByService[service]?.isEmpty == true {
-                workersByService[service] = nil
+        for number in record.serviceNumbers {
+            services[number].workers.removeAll { $0 == peer }
+            if !services[number].isServed && !services[number].queue.isEmpty {
                 // Requests already waiting get `noWorkers` after the grace unless a worker joins.
-                if queues[service] != nil { unserved.insert(UnservedEntry(expiry: graceEnd, service: service)) }
+                unserved.insert(UnservedEntry(expiry: graceEnd, service: services[number].name))
             }
         }
         var requeued = 0
@@ -193,10 +207,9 @@ extension BrokerStateMachine {
                     held.task, .workerLost,
                     "the workers running it were lost \(held.task.deliveries) times (the limit); the last was \(record.name)",
                     worker: peer, into: &actions)
-            } else if !enqueue(held.task, now: now) {
-                counters.rejectedOverloaded += 1
-                fail(held.task, .overloaded, "its worker was lost and no queue could take it back", into: &actions)
             } else {
+                // Its service stays known until the next stats pass at least: it has a queue.
+                enqueue(held.task, now: now)
                 requeued += 1
                 publishTask(
                     .taskRedispatched,
@@ -217,29 +230,33 @@ extension BrokerStateMachine {
                 seq: 0, event: .workerDisconnected, time: "", worker: record.info, reason: reason,
                 tasksHeld: record.inFlight.count),
             into: &actions)
-        var services = Set(record.inFlight.values.map(\.task.request.service))
-        services.formUnion(record.services.filter { jobBook.queued.has($0) || jobBook.ready.has($0) })
-        for service in services {
+        var touched = Set(record.inFlight.values.map(\.task.request.service))
+        touched.formUnion(record.services.filter { jobBook.queued.has($0) || jobBook.ready.has($0) })
+        for service in touched {
             prepareJobs(of: service, into: &actions)
-            for candidate in workersByService[service] ?? [] { fill(candidate, now: now, into: &actions) }
+            for candidate in services.number(of: service).map({ services[$0].workers }) ?? [] {
+                fill(candidate, now: now, into: &actions)
+            }
         }
     }
 
+    /// A worker's REPLY; `index`: the worker's place in ``workers``, found as its message arrived.
     private mutating func complete(
-        at peer: PeerID, tag frame: [UInt8], answer: TaskReply, now: Instant, into actions: inout [BrokerAction]
+        at peer: PeerID, _ index: Dictionary<PeerID, WorkerRecord>.Index, tag frame: [UInt8], answer: TaskReply,
+        now: Instant, into actions: inout [BrokerAction]
     ) {
         let failed = answer.status != .ok
-        // One lookup takes the delivery and counts the reply.
-        let found = WireFormat.deliveryNumber(frame).flatMap { tag in
-            withWorker(peer) { worker -> (held: InFlightTask, name: String)? in
-                guard let held = worker.inFlight[tag], held.task.request.requestID == answer.requestID else {
-                    return nil
-                }
-                worker.inFlight[tag] = nil
+        // The delivery is taken and the reply counted in the worker's record, in place.
+        let found = WireFormat.deliveryNumber(frame).flatMap { tag -> (held: InFlightTask, name: String)? in
+            withWorker(at: index) { worker in
+                guard let slot = worker.inFlight.index(forKey: tag),
+                    worker.inFlight.values[slot].task.request.requestID == answer.requestID
+                else { return nil }
+                let held = worker.inFlight.remove(at: slot).value
                 worker.completed += 1
                 if failed { worker.failed += 1 }
                 return (held, worker.name)
-            } ?? nil
+            }
         }
         guard let (held, workerName) = found else {
             counters.staleReplies += 1
@@ -249,8 +266,10 @@ extension BrokerStateMachine {
             return
         }
         tasksCompleted += 1
-        serviceWindows[held.task.request.service, default: ServiceWindow()].record(
-            nanoseconds: ticks(now) - held.task.arrivedAt, status: answer.status, waited: held.waited)
+        let took = ticks(now) - held.task.arrivedAt
+        services[held.task.service].window.record {
+            $0.record(nanoseconds: took, status: answer.status, waited: held.waited)
+        }
         if failed {
             tasksFailed += 1
             sampleFailure(held.task, answer.status, RemoteErrorBody(decoding: answer.body), worker: workerName)

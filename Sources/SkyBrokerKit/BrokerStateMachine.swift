@@ -56,8 +56,10 @@ public struct BrokerStateMachine: Sendable {
         public var logsDebug = false
         /// Requests that may wait for a worker.
         public var queueLimit: Int = 100_000
-        /// Services whose requests may wait at once (each has a queue); at most
-        /// 1,048,576, the slots an arrival number can name.
+        /// Services the broker may know at once (served by a worker, with requests waiting, or
+        /// answered this stats period): a request naming one more is refused `overloaded`, so
+        /// that requests for ever new names cannot grow the broker. At most 1,048,575, the
+        /// numbers an arrival number can name; workers' services are taken up to that.
         public var waitingServicesLimit: Int = 1 << 20
         /// Bytes of request bodies that may wait for a worker.
         public var queueBytesLimit: Int = 256 << 20
@@ -167,6 +169,9 @@ public struct BrokerStateMachine: Sendable {
 
         var key: TaskKey { TaskKey(client: client, requestID: request.requestID) }
 
+        /// Its service's number (``ServiceBook``), in the arrival number's low bits.
+        var service: ServiceBook.Number { ServiceBook.Number(arrival & BrokerStateMachine.slotMask) }
+
         /// The caller's deadline; `Int64.max` for none.
         var deadline: Int64 {
             let timeout = request.header.timeoutMilliseconds
@@ -218,6 +223,8 @@ public struct BrokerStateMachine: Sendable {
         var name: String
         var capacity: Int
         var services: [String]
+        /// The same services by number (``ServiceBook``), for the dispatch path.
+        var serviceNumbers: [ServiceBook.Number] = []
         /// Deliveries it holds, by tag.
         var inFlight: [UInt64: InFlightTask] = [:]
         /// Requests whose delivery here was cancelled but not yet answered by the worker (it may
@@ -260,11 +267,11 @@ public struct BrokerStateMachine: Sendable {
     }
 
     /// When a waiting request must be looked at again (its deadline, max wait, or no-workers
-    /// grace). The request is found again by service and arrival (queues are sorted by arrival).
+    /// grace). The request is found again by its arrival number, whose low bits name its
+    /// service (queues are sorted by arrival).
     struct DeadlineEntry: Comparable, Sendable {
         var expiry: Int64
         var arrival: UInt64
-        var service: String
 
         static func < (lhs: Self, rhs: Self) -> Bool { lhs.expiry < rhs.expiry }
         static func == (lhs: Self, rhs: Self) -> Bool { lhs.expiry == rhs.expiry && lhs.arrival == rhs.arrival }
@@ -291,28 +298,15 @@ public struct BrokerStateMachine: Sendable {
 
     public private(set) var configuration: Configuration
     var workers: [PeerID: WorkerRecord] = [:]
-    /// Workers per service, in registration order.
-    var workersByService: [String: [PeerID]] = [:]
-    var clientNumbers: [PeerID: ClientNumber] = [:]
-    var clients: [ClientNumber: ClientRecord] = [:]
-    var nextClientNumber: ClientNumber = 0
-    /// Waiting requests per service, oldest first. May hold entries that were cancelled or expired
-    /// meanwhile (with their bodies dropped); ``waiting`` says which are live.
-    var queues: [String: Deque<QueuedRequest>] = [:]
+    /// Each known service's workers, queue and stats, by number.
+    var services = ServiceBook()
+    var clients = ClientBook()
     /// Live waiting requests → arrival number, whose low bits name the queue (its service's
-    /// slot, see ``slotBits``), so that a CANCEL finds the entry without a scan and the table
+    /// number, see ``slotBits``), so that a CANCEL finds the entry without a scan and the table
     /// stays 8 bytes a value: it exists once per waiting request.
     var waiting: [TaskKey: UInt64] = [:]
-    /// Services with a queue, numbered for ``waiting``'s arrival numbers.
-    var serviceSlots: [String: UInt64] = [:]
-    var slotServices: [UInt64: String] = [:]
-    var freeSlots: [UInt64] = []
-    var nextSlot: UInt64 = 0
     /// Body bytes of the live waiting requests.
     var queuedBytes = 0
-    /// Live waiting requests per service, kept as they come and go: a snapshot costs no pass
-    /// over the queues.
-    var queuedByService: [String: ServiceQueue] = [:]
     /// The most ``queuedBytes`` and waiting requests reached since memory was last returned.
     var queuedBytesPeak = 0
     var queuedCountPeak = 0
@@ -325,6 +319,8 @@ public struct BrokerStateMachine: Sendable {
     var deadQueued = 0
     /// The first instant the machine saw; compact timestamps count from it.
     var epoch: Instant?
+    /// The last instant ``ticks(_:)`` converted, and what it gave.
+    var lastTicks: (instant: Instant, ticks: Int64)?
     var nextArrival: UInt64 = 0
     var dispatchCounter: UInt64 = 0
     var nextTag: UInt64 = 0
@@ -365,8 +361,6 @@ public struct BrokerStateMachine: Sendable {
     var longestIteration: Duration = .zero
     var stopping = false
     public internal(set) var counters = BrokerCounters()
-    /// What each service did since the last stats.
-    var serviceWindows: [String: ServiceWindow] = [:]
     /// The first failures since the last stats, for `broker.stats` (at most ``TaskFailure/maxPerPeriod``).
     var periodFailures: [TaskFailure] = []
     /// Durable jobs held in memory (see `BrokerStateMachine+Jobs.swift`).
@@ -395,18 +389,27 @@ public struct BrokerStateMachine: Sendable {
         return change(&workers.values[index])
     }
 
+    /// Runs `change` on the record at `index` (found earlier, with no worker added or removed
+    /// since), in place. Reads go this way too: the dictionary's getter copies the whole record.
+    @inline(__always)
+    mutating func withWorker<R>(at index: Dictionary<PeerID, WorkerRecord>.Index, _ change: (inout WorkerRecord) -> R)
+        -> R
+    {
+        change(&workers.values[index])
+    }
+
     /// Runs `change` on a client's record in place, with one lookup (as ``withWorker(_:_:)``).
     @inline(__always)
     mutating func withClient<R>(_ number: ClientNumber, _ change: (inout ClientRecord) -> R) -> R? {
-        guard let index = clients.index(forKey: number) else { return nil }
-        return change(&clients.values[index])
+        clients.update(number, change)
     }
 
-    /// Reads from a worker's record without copying it.
+    /// Reads from a worker's record without copying it (through the in-place accessor: the
+    /// dictionary's getter copies the whole record, its tables' references included).
     @inline(__always)
-    func readWorker<R>(_ peer: PeerID, _ read: (borrowing WorkerRecord) -> R) -> R? {
+    mutating func readWorker<R>(_ peer: PeerID, _ read: (borrowing WorkerRecord) -> R) -> R? {
         guard let index = workers.index(forKey: peer) else { return nil }
-        return read(workers.values[index])
+        return withWorker(at: index) { read($0) }
     }
 
     // MARK: Queries
@@ -421,11 +424,17 @@ public struct BrokerStateMachine: Sendable {
 
     /// Entries in the queues and the deadline heap, live or not (for tests of their bounds).
     var bookkeepingEntries: (queued: Int, deadlines: Int) {
-        (queues.values.reduce(0) { $0 + $1.count }, deadlines.count)
+        (services.known.reduce(0) { $0 + services[$1].queue.count }, deadlines.count)
     }
 
     /// Live waiting requests per service.
-    func queuedPerService() -> [String: Int] { queuedByService.mapValues(\.count) }
+    func queuedPerService() -> [String: Int] {
+        var queued: [String: Int] = [:]
+        for number in services.known where services[number].queued.count > 0 {
+            queued[services[number].name] = services[number].queued.count
+        }
+        return queued
+    }
 
     /// The current view, as answered to `mmi.workers`.
     public func snapshot(now: Instant) -> ClusterSnapshot {
@@ -478,7 +487,7 @@ public struct BrokerStateMachine: Sendable {
             accept(request, from: client, packed: true, now: now, into: &actions)
         case .cancel(let requestID):
             // Only the sender's own requests: a client without requests here has nothing to cancel.
-            guard let number = clientNumbers[client] else { return }
+            guard let number = clients.number(of: client) else { return }
             cancel(TaskKey(client: number, requestID: requestID), into: &actions)
         }
     }
@@ -538,12 +547,22 @@ public struct BrokerStateMachine: Sendable {
             record.packed = packed
         }
         nextArrival += 1
+        // The service's name is looked up here, once; the rest goes by its number.
+        let service = services.number(for: request.service, limit: waitingServicesLimit)
         let task = QueuedRequest(
-            client: client, request: request, arrival: Self.arrival(nextArrival, priority: request.header.priority),
+            client: client, request: request,
+            arrival: Self.arrival(nextArrival, priority: request.header.priority) | UInt64(service ?? ServiceBook.none),
             arrivedAt: ticks(now))
+        guard let service else {
+            counters.rejectedOverloaded += 1
+            fail(
+                task, .overloaded, "the broker knows \(waitingServicesLimit) services already, its limit",
+                into: &actions)
+            return
+        }
         // A worker with a free credit means nothing of this service is waiting (the broker hands
         // queued work to every credit that frees up), so going straight to it keeps FIFO order.
-        if let worker = bestWorker(for: request.service, avoiding: key) {
+        if let worker = bestWorker(for: service, avoiding: key) {
             counters.requestsAccepted += 1
             dispatch(task, to: worker, now: now, into: &actions)
             return
@@ -552,13 +571,7 @@ public struct BrokerStateMachine: Sendable {
             fail(task, .overloaded, refusal, into: &actions)
             return
         }
-        guard enqueue(task, now: now) else {
-            counters.rejectedOverloaded += 1
-            fail(
-                task, .overloaded, "requests for \(waitingServicesLimit) services wait already, the broker's limit",
-                into: &actions)
-            return
-        }
+        enqueue(task, now: now)
         counters.requestsAccepted += 1
     }
 
@@ -566,7 +579,7 @@ public struct BrokerStateMachine: Sendable {
     /// client that holds its share of it already.
     private mutating func queueRefusal(for task: QueuedRequest) -> String? {
         let bytes = task.request.queuedSize
-        let record = clients[task.client]!
+        guard let record = clients.record(task.client) else { return nil }
         if waiting.count >= configuration.queueLimit {
             counters.rejectedOverloaded += 1
             return "the broker's queue holds \(configuration.queueLimit) requests, its limit (--queue-limit)"
@@ -592,7 +605,7 @@ public struct BrokerStateMachine: Sendable {
             held.task.request.header.attempt = max(held.task.request.header.attempt, attempt)
             workers[delivery.peer]?.inFlight[delivery.tag] = held
         } else if let arrival = waiting[key] {
-            updateWaitingRequest(service(ofArrival: arrival), arrival: arrival) { queued in
+            updateWaitingRequest(arrival: arrival) { queued in
                 queued.request.header.attempt = max(queued.request.header.attempt, attempt)
             }
         }
@@ -604,7 +617,7 @@ public struct BrokerStateMachine: Sendable {
     private mutating func cancel(_ key: TaskKey, into actions: inout [BrokerAction]) {
         var stillHeld = false
         if let arrival = waiting[key] {
-            dropWaiting(key, service: service(ofArrival: arrival), arrival: arrival)
+            dropWaiting(key, arrival: arrival)
         } else if let delivery = running.removeValue(forKey: key) {
             workers[delivery.peer]?.inFlight[delivery.tag]?.answered = true
             workers[delivery.peer]?.cancelledKeys.insert(key)
@@ -626,21 +639,12 @@ public struct BrokerStateMachine: Sendable {
     // MARK: Client records
 
     /// The number of a client, registering it if new, with one more reference.
-    mutating func retainClient(_ peer: PeerID) -> ClientNumber {
-        if let number = clientNumbers[peer] { return number }
-        var number = nextClientNumber
-        while clients[number] != nil { number &+= 1 }
-        nextClientNumber = number &+ 1
-        clientNumbers[peer] = number
-        clients[number] = ClientRecord(peer: peer)
-        return number
-    }
+    mutating func retainClient(_ peer: PeerID) -> ClientNumber { clients.number(for: peer) }
 
     /// Forgets a client that has nothing outstanding.
     mutating func releaseClient(_ number: ClientNumber) {
-        guard let record = clients[number], record.outstanding == 0 else { return }
-        clients[number] = nil
-        clientNumbers[record.peer] = nil
+        guard let record = clients.record(number), record.outstanding == 0 else { return }
+        clients.remove(number)
     }
 
     /// A cancelled delivery left its worker (answered late, taken by its lease, or the worker
@@ -652,22 +656,26 @@ public struct BrokerStateMachine: Sendable {
 
     /// A request of the client was answered.
     mutating func finishRequest(_ number: ClientNumber) {
-        guard let index = clients.index(forKey: number) else { return }
-        clients.values[index].outstanding -= 1
-        guard clients.values[index].outstanding == 0 else { return }
-        let peer = clients.values[index].peer
-        clients.remove(at: index)
-        clientNumbers[peer] = nil
+        let left = withClient(number) { record in
+            record.outstanding -= 1
+            return record.outstanding
+        }
+        if left == 0 { clients.remove(number) }
     }
 
     // MARK: Time
 
-    /// `now` as nanoseconds after the machine's epoch (the first instant it converts).
+    /// `now` as nanoseconds after the machine's epoch (the first instant it converts). One
+    /// input converts the same instant several times (arrival, dispatch, reply), and a
+    /// conversion is a 128-bit division: the last one is kept.
     mutating func ticks(_ now: Instant) -> Int64 {
+        if let last = lastTicks, last.instant == now { return last.ticks }
         let epoch = self.epoch ?? now
         self.epoch = epoch
         let (seconds, attoseconds) = (now - epoch).components
-        return seconds * 1_000_000_000 + attoseconds / 1_000_000_000
+        let ticks = seconds * 1_000_000_000 + attoseconds / 1_000_000_000
+        lastTicks = (now, ticks)
+        return ticks
     }
 
     /// `duration` in nanoseconds, saturating.
@@ -687,7 +695,7 @@ public struct BrokerStateMachine: Sendable {
             jobAttemptEnded(reply, into: &actions)
             return
         }
-        guard let record = clients[client] else { return }
+        guard let record = clients.record(client) else { return }
         replyTo(record.peer, reply, packed: record.packed, into: &actions)
     }
 
@@ -707,7 +715,9 @@ public struct BrokerStateMachine: Sendable {
         keepsClient: Bool = false, into actions: inout [BrokerAction]
     ) {
         if status != .brokerShuttingDown {
-            serviceWindows[task.request.service, default: ServiceWindow()].recordFailure(status)
+            if task.service != ServiceBook.none {
+                services[task.service].window.record { $0.recordFailure(status) }
+            }
             sampleFailure(
                 task, status, RemoteErrorBody(type: status.description, message: message),
                 worker: worker.flatMap { workers[$0]?.name })
@@ -814,8 +824,7 @@ public struct BrokerStateMachine: Sendable {
         var answer: TaskReply
         switch request.service {
         case BrokerService.service:
-            let name = String(decoding: request.body, as: UTF8.self)
-            let served = workersByService[name]?.isEmpty == false
+            let served = isServed(String(decoding: request.body, as: UTF8.self))
             answer = TaskReply(requestID: request.requestID, status: .ok, body: Array((served ? "200" : "404").utf8))
         case BrokerService.workers:
             let body = (try? CanonicalJSON.encode(snapshot(now: now))) ?? Array("{}".utf8)

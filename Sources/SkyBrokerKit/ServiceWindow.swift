@@ -60,3 +60,11 @@ public struct ServiceWindow: Sendable, Equatable {
         return nil
     }
 }
+
+extension ServiceWindow? {
+    /// Records into the window, which starts if the period had none.
+    mutating func record(_ change: (inout ServiceWindow) -> Void) {
+        if self == nil { self = ServiceWindow() }
+        change(&self!)
+    }
+}

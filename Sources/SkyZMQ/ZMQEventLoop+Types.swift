@@ -28,17 +28,21 @@ extension ZMQEventLoop {
         public var connect: [String]
         /// Read the ZAP `User-Id` of every received message (costs a metadata lookup per message).
         public var readUserID: Bool
-        /// Read the peer's IP address (`Peer-Address`) of every received message.
+        /// Read the peer's IP address (`Peer-Address`) of received messages: of those
+        /// `peerAddressFilter` takes, if there is one (it sees the whole message, routing id
+        /// included), of every one otherwise.
         public var readPeerAddress: Bool
+        public var peerAddressFilter: (@Sendable (Frames) -> Bool)?
         /// Report these monitor events as ``Inbound/monitor(_:_:)``; `nil` for none.
         public var monitor: ZMQMonitorEvent.Kind.Set?
 
         public init(
             id: SocketID, type: ZMQSocketType, options: [ZMQSocketOption] = [],
             bind: [String] = [], connect: [String] = [], readUserID: Bool = false, readPeerAddress: Bool = false,
-            monitor: ZMQMonitorEvent.Kind.Set? = nil
+            peerAddressFilter: (@Sendable (Frames) -> Bool)? = nil, monitor: ZMQMonitorEvent.Kind.Set? = nil
         ) {
             self.readPeerAddress = readPeerAddress
+            self.peerAddressFilter = peerAddressFilter
             self.id = id
             self.type = type
             self.options = options

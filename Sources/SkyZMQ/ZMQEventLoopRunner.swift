@@ -9,6 +9,7 @@ final class ZMQEventLoopRunner {
     /// arrays, its pending queue) was copied out and destroyed on every send, about 400
     /// instructions each in the broker's profile.
     private final class Entry {
+        let id: ZMQEventLoop.SocketID
         let socket: ZMQSocket
         let spec: ZMQEventLoop.SocketSpec
         /// Messages libzmq refused for now (DEALER/PAIR at its high-water mark), oldest first.
@@ -19,6 +20,7 @@ final class ZMQEventLoopRunner {
         let dropsWhenFull: Bool
 
         init(socket: ZMQSocket, spec: ZMQEventLoop.SocketSpec, monitorPair: ZMQSocket?) {
+            id = spec.id
             self.socket = socket
             self.spec = spec
             self.monitorPair = monitorPair
@@ -35,8 +37,9 @@ final class ZMQEventLoopRunner {
     private let loop: ZMQEventLoop
     private let context: ZMQContext
     private let ownsContext: Bool
-    private var entries: [ZMQEventLoop.SocketID: Entry] = [:]
-    private var order: [ZMQEventLoop.SocketID] = []
+    /// The open sockets in the order they were opened (the poller's order). A process has a
+    /// handful, so finding one is a short scan: a dictionary hashed the id on every send.
+    private var entries: [Entry] = []
     private var poller = ZMQPoller()
     private var pollerIsStale = true
     private var batch: [ZMQEventLoop.Inbound] = []
@@ -106,8 +109,13 @@ final class ZMQEventLoopRunner {
 
     // MARK: Sockets
 
+    private func entry(_ id: ZMQEventLoop.SocketID) -> Entry? {
+        for entry in entries where entry.id == id { return entry }
+        return nil
+    }
+
     private func open(_ spec: ZMQEventLoop.SocketSpec) throws(ZMQEventLoop.SetupError) -> [String] {
-        if entries[spec.id] != nil {
+        if entry(spec.id) != nil {
             throw ZMQEventLoop.SetupError(
                 socket: spec.id, underlying: ZMQError(code: EEXIST, operation: "open: socket id already in use"))
         }
@@ -135,8 +143,7 @@ final class ZMQEventLoopRunner {
                 bound.append(socket.lastEndpoint)
             }
             for endpoint in spec.connect { try socket.connect(endpoint) }
-            entries[spec.id] = Entry(socket: socket, spec: spec, monitorPair: monitorPair)
-            order.append(spec.id)
+            entries.append(Entry(socket: socket, spec: spec, monitorPair: monitorPair))
             pollerIsStale = true
             return bound
         } catch {
@@ -148,21 +155,19 @@ final class ZMQEventLoopRunner {
 
     private func closeSocket(_ id: ZMQEventLoop.SocketID, linger: Int32) {
         periodic[id] = nil
-        guard let entry = entries.removeValue(forKey: id) else { return }
-        order.removeAll { $0 == id }
+        guard let index = entries.firstIndex(where: { $0.id == id }) else { return }
+        let entry = entries.remove(at: index)
         entry.monitorPair?.close(linger: 0)
         entry.socket.close(linger: linger)
         pollerIsStale = true
     }
 
     private func closeAll() {
-        for id in order {
-            guard let entry = entries[id] else { continue }
+        for entry in entries {
             entry.monitorPair?.close(linger: 0)
             entry.socket.close(linger: closingLinger)
         }
         entries.removeAll()
-        order.removeAll()
     }
 
     /// Ends the stream and wakes ``ZMQEventLoop/shutdown()`` callers, after terminating an owned
@@ -251,7 +256,7 @@ final class ZMQEventLoopRunner {
             case .input(let value): batch.append(.input(value))
             case .close(let id, let linger): closeSocket(id, linger: linger)
             case .periodic(let id, let frames, let interval):
-                if let frames, entries[id] != nil {
+                if let frames, entry(id) != nil {
                     periodic[id] = (frames, interval, clock.now)
                 } else {
                     periodic[id] = nil
@@ -265,7 +270,7 @@ final class ZMQEventLoopRunner {
     }
 
     private func send(_ outbound: ZMQEventLoop.Outbound) {
-        guard let entry = entries[outbound.socket] else {
+        guard let entry = entry(outbound.socket) else {
             batch.append(
                 .sendFailed(
                     outbound.socket, outbound.content.arrays,
@@ -302,8 +307,8 @@ final class ZMQEventLoopRunner {
     }
 
     private func flushPending() {
-        for id in order {
-            guard let entry = entries[id], entry.hasPending else { continue }
+        for entry in entries where entry.hasPending {
+            let id = entry.id
             while entry.hasPending {
                 let frames = entry.pending[entry.pendingHead]
                 do {
@@ -327,8 +332,7 @@ final class ZMQEventLoopRunner {
     /// While `paused`, sockets are polled only for sending and nothing is read.
     private func waitAndRead(paused: Bool) {
         if pollerIsStale { rebuildPoller() }
-        for (index, id) in order.enumerated() {
-            let entry = entries[id]!
+        for (index, entry) in entries.enumerated() {
             var events: ZMQPoller.Events = paused ? [] : .readable
             if entry.hasPending { events.insert(.writable) }
             poller.setEvents(events, at: 1 + index * 2)
@@ -359,11 +363,11 @@ final class ZMQEventLoopRunner {
         }
         if poller.ready(at: 0).contains(.readable) { drainWakePipe() }
         guard !paused else { return }
-        for (index, id) in order.enumerated() {
+        for (index, entry) in entries.enumerated() {
             let socketIndex = 1 + index * 2
-            if poller.ready(at: socketIndex).contains(.readable) { read(from: id) }
+            if poller.ready(at: socketIndex).contains(.readable) { read(from: entry) }
             if poller.ready(at: socketIndex + 1).contains(.readable) {
-                readMonitor(of: id)
+                readMonitor(of: entry)
             }
         }
     }
@@ -371,8 +375,7 @@ final class ZMQEventLoopRunner {
     private func rebuildPoller() {
         poller.removeAll()
         poller.add(fileDescriptor: loop.wake.readFD, events: .readable)
-        for id in order {
-            let entry = entries[id]!
+        for entry in entries {
             poller.add(entry.socket, events: .readable)
             if let pair = entry.monitorPair {
                 poller.add(pair, events: .readable)
@@ -389,21 +392,22 @@ final class ZMQEventLoopRunner {
     }
 
     /// Reads up to the budget from one socket.
-    private func read(from id: ZMQEventLoop.SocketID) {
-        guard let entry = entries[id] else { return }
+    private func read(from entry: Entry) {
+        let id = entry.id
         for _ in 0..<Self.readBudget {
             guard
                 let message = try? entry.socket.receive(
-                    dontWait: true, readUserID: entry.spec.readUserID, readPeerAddress: entry.spec.readPeerAddress)
+                    dontWait: true, readUserID: entry.spec.readUserID, readPeerAddress: entry.spec.readPeerAddress,
+                    peerAddressFilter: entry.spec.peerAddressFilter)
             else { return }
             batch.append(.message(id, message))
         }
     }
 
-    private func readMonitor(of id: ZMQEventLoop.SocketID) {
-        guard let pair = entries[id]?.monitorPair else { return }
+    private func readMonitor(of entry: Entry) {
+        guard let pair = entry.monitorPair else { return }
         while let message = try? pair.receive(dontWait: true) {
-            if let event = ZMQMonitorEvent(message: message) { batch.append(.monitor(id, event)) }
+            if let event = ZMQMonitorEvent(message: message) { batch.append(.monitor(entry.id, event)) }
         }
     }
 }

@@ -24,38 +24,46 @@ extension BrokerReliabilityTests {
         #expect(dispatched(broker.reply(worker1, client: clientA, older)).map(\.1) == [newer])
     }
 
-    /// When as many services have waiting requests as the broker allows, a request for one
-    /// more is answered `overloaded` at once, and a task whose worker is lost is answered
-    /// `overloaded` when no queue can take it back; both counted. (The default limit is
-    /// 1,048,576 services; a limit of 2 drives the same branches.)
-    @Test func whenEveryQueueSlotIsTakenNewAndRequeuedTasksAreAnsweredOverloaded() {
+    /// When the broker knows as many services as it allows (served, waiting, or answered this
+    /// stats period), a request naming one more is answered `overloaded` at once, and counted;
+    /// a task whose worker is lost always waits again (its service stays known); a service
+    /// nobody serves, waits for or was answered in a period is forgotten at the stats pass, and
+    /// its number serves another. (The default limit is 1,048,576 services; a limit of 3
+    /// drives the same branches.)
+    @Test func whenEveryServiceNumberIsTakenNewServicesAreOverloadedAndLostTasksStillWait() {
         var configuration = BrokerStateMachine.Configuration()
-        configuration.waitingServicesLimit = 2
+        configuration.waitingServicesLimit = 3
         var broker = BrokerHarness(configuration)
         _ = broker.ready(worker1, capacity: 1, services: ["held"])
         let held = RequestID(high: 3, low: 0)
+        let first = RequestID(high: 3, low: 1)
         #expect(dispatched(broker.request(clientA, held, service: "held")).map(\.1) == [held])
-        // The running task's queue is gone (empty); two other services fill both slots.
-        _ = broker.request(clientA, RequestID(high: 3, low: 1), service: "first", noWorkersGrace: .seconds(60))
+        _ = broker.request(clientA, first, service: "first", noWorkersGrace: .seconds(60))
         _ = broker.request(clientA, RequestID(high: 3, low: 2), service: "second", noWorkersGrace: .seconds(60))
         let refused = replies(broker.request(clientB, RequestID(high: 3, low: 3), service: "third"))
         #expect(refused.map(\.1.status) == [.overloaded])
         let refusal = RemoteErrorBody(decoding: refused.first?.1.body ?? []).message
-        #expect(refusal.contains("requests for 2 services"), "\(refusal)")
-        // The worker is lost: its task cannot go back to a queue.
+        #expect(refusal.contains("the broker knows 3 services"), "\(refusal)")
+        #expect(broker.machine.counters.rejectedOverloaded == 1)
+        // The worker is lost: its task waits again, unanswered.
         var actions: [BrokerAction] = []
         broker.machine.workerUnreachable(worker1, now: broker.now, into: &actions)
-        let lost = replies(actions)
-        #expect(lost.map(\.1.requestID) == [held])
-        #expect(lost.map(\.1.status) == [.overloaded])
-        let lostMessage = RemoteErrorBody(decoding: lost.first?.1.body ?? []).message
-        #expect(lostMessage.contains("no queue could take it back"), "\(lostMessage)")
-        #expect(broker.machine.counters.rejectedOverloaded == 2)
-        // A slot that frees up (a worker took the queue's last request) is used again.
+        #expect(replies(actions).isEmpty)
+        #expect(broker.machine.queuedCount == 3)
+        // Another worker runs both (the older first) and leaves; once a stats pass is over,
+        // "held" and "first" are forgotten and "third" has a number.
+        #expect(dispatched(broker.ready(worker2, capacity: 2, services: ["held", "first"])).map(\.1) == [held, first])
+        _ = broker.reply(worker2, client: clientA, held)
+        _ = broker.reply(worker2, client: clientA, first)
+        _ = broker.worker(worker2, .disconnect)
         #expect(
-            dispatched(broker.ready(worker2, capacity: 1, services: ["first"])).map(\.1) == [RequestID(high: 3, low: 1)]
-        )
-        #expect(replies(broker.request(clientB, RequestID(high: 3, low: 4), service: "third")).isEmpty)
+            replies(broker.request(clientB, RequestID(high: 3, low: 4), service: "third")).map(\.1.status) == [
+                .overloaded
+            ])
+        _ = broker.advance(.seconds(1))  // the first tick starts the stats period
+        _ = broker.advance(.seconds(1))
+        #expect(broker.machine.services.count == 1, "only \"second\" still waits")
+        #expect(replies(broker.request(clientB, RequestID(high: 3, low: 5), service: "third")).isEmpty)
         #expect(broker.machine.queuedCount == 2)
     }
 

@@ -1,4 +1,5 @@
 import Foundation
+import SkyProtocol
 import SkyTestSupport
 import Testing
 
@@ -462,6 +463,28 @@ struct ZMQEventLoopTests {
         // The ROUTER's routing-id frame carries no metadata; the address comes from the peer's frames.
         #expect(message?.peerAddress == "127.0.0.1")
         #expect(message?.frames.count == 3)
+        await client.shutdown()
+        await server.shutdown()
+    }
+
+    /// With a filter, only the messages it takes carry the address (the broker reads it from a
+    /// worker's READY, not from every reply); the filter sees the routing id too.
+    @Test func readsThePeerAddressOnlyOfTheMessagesTheFilterTakes() async throws {
+        let server = try await ZMQEventLoop.start(
+            name: "test-peer-filter",
+            sockets: [
+                .init(
+                    id: Self.server, type: .router, bind: ["tcp://127.0.0.1:*"], readPeerAddress: true,
+                    peerAddressFilter: { $0.count == 3 && $0[1].elementsEqual([7]) })
+            ])
+        let client = try await ZMQEventLoop.start(
+            name: "test-peer-filter-client",
+            sockets: [.init(id: Self.client, type: .dealer, connect: server.boundEndpoints(of: Self.server))])
+        client.send([[1], [2]], on: Self.client)
+        client.send([[7], [2]], on: Self.client)
+        client.send([[7]], on: Self.client)
+        let messages = await Self.collect(server, messages: 3).messages
+        #expect(messages.map(\.peerAddress) == [nil, "127.0.0.1", nil])
         await client.shutdown()
         await server.shutdown()
     }

@@ -1,0 +1,97 @@
+import DequeModule
+
+/// The services the broker knows at the moment, by number: each one's workers, its queue and
+/// what it did in the current stats period, in one entry of an array.
+///
+/// A request's service name is looked up once, when it arrives; everything after (queueing,
+/// dispatch, the reply's statistics, a worker's fill) goes by number. Before, five tables were
+/// keyed by the name, and a task hashed it nine times.
+///
+/// A service is known while a worker serves it, requests of it wait, or it answered something
+/// in the current stats period; the stats pass (``updateAll(_:)``) forgets the others, so that
+/// an entry never goes away under a task that is being answered, and their numbers are free
+/// for other services. Numbers fit in the low
+/// ``BrokerStateMachine/slotBits`` of an arrival number (so a waiting request names its queue);
+/// the last one, ``none``, names no service.
+struct ServiceBook: Sendable {
+    typealias Number = UInt32
+
+    struct Entry: Sendable {
+        var name: String
+        /// It names a known service (a forgotten one's number is free).
+        var inUse = true
+        /// Its workers, in registration order.
+        var workers: [PeerID] = []
+        /// Its waiting requests, oldest first (in arrival-number order). May hold entries that
+        /// were cancelled or expired meanwhile (with their bodies dropped); the broker's
+        /// `waiting` table says which are live.
+        var queue: Deque<BrokerStateMachine.QueuedRequest> = []
+        /// The live waiting requests and their bytes, kept as they come and go.
+        var queued = BrokerStateMachine.ServiceQueue()
+        /// What it did in the current stats period, if anything.
+        var window: ServiceWindow?
+
+        var isServed: Bool { !workers.isEmpty }
+        var isIdle: Bool { workers.isEmpty && queue.isEmpty && window == nil }
+    }
+
+    /// The number that names no service (a request refused before it had one).
+    static let none = Number(BrokerStateMachine.slotMask)
+
+    private var numbers: [String: Number] = [:]
+    private var entries: [Entry] = []
+    private var free: [Number] = []
+
+    /// Services known now.
+    var count: Int { numbers.count }
+
+    /// The numbers of the services known now, in no particular order.
+    var known: Dictionary<String, Number>.Values { numbers.values }
+
+    /// The number of a known service.
+    func number(of name: String) -> Number? { numbers[name] }
+
+    /// The number of `name`, which becomes known if it was not, unless `limit` services (or every
+    /// number) are known already.
+    mutating func number(for name: String, limit: Int) -> Number? {
+        if let number = numbers[name] { return number }
+        guard numbers.count < limit else { return nil }
+        let number: Number
+        if let reused = free.popLast() {
+            number = reused
+            entries[Int(number)] = Entry(name: name)
+        } else {
+            guard entries.count < Int(Self.none) else { return nil }
+            number = Number(entries.count)
+            entries.append(Entry(name: name))
+        }
+        numbers[name] = number
+        return number
+    }
+
+    /// Whether `number` names a known service.
+    func isKnown(_ number: Number) -> Bool { Int(number) < entries.count && entries[Int(number)].inUse }
+
+    /// A known service's entry, changed in place.
+    subscript(number: Number) -> Entry {
+        _read { yield entries[Int(number)] }
+        _modify { yield &entries[Int(number)] }
+    }
+
+    /// Forgets a service that nobody serves, nothing of which waits and which answered nothing
+    /// this period; its number is free again.
+    private mutating func releaseIfIdle(_ number: Number) {
+        guard isKnown(number), entries[Int(number)].isIdle else { return }
+        numbers[entries[Int(number)].name] = nil
+        entries[Int(number)] = Entry(name: "", inUse: false)
+        free.append(number)
+    }
+
+    /// Every known service's entry, changed in place; then those that became idle are forgotten.
+    mutating func updateAll(_ change: (inout Entry) -> Void) {
+        for number in Array(numbers.values) {
+            change(&entries[Int(number)])
+            releaseIfIdle(number)
+        }
+    }
+}
