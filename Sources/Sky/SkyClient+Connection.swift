@@ -12,7 +12,7 @@ extension SkyClient {
             let spec = shell.brokerSocket(0, endpoint: endpoints[0])
             starting = Task {
                 try await ZMQEventLoop.start(name: "skyclient-io", sockets: [spec]) { [weak shell] batch, outbound in
-                    shell?.handle(batch, into: &outbound)
+                    shell?.handle(&batch, into: &outbound)
                 }
             }
         }

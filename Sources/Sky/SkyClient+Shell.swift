@@ -192,11 +192,12 @@ extension SkyClient {
         // MARK: The I/O thread
 
         /// Everything the I/O thread read or was posted since its last wake-up.
-        func handle(_ batch: [ZMQEventLoop.Inbound], into outbound: inout [ZMQEventLoop.Outbound]) {
+        func handle(_ batch: inout [ZMQEventLoop.Inbound], into outbound: inout [ZMQEventLoop.Outbound]) {
             let now = time.now()
             var actions: [ClientStateMachine.Action] = []
             let next = machine.withLock { machine in
-                for inbound in batch {
+                // Each message moved out of the batch, not copied (see `takeEach`).
+                batch.takeEach(leaving: .tick) { inbound in
                     switch inbound {
                     case .message(let from, let message) where from.rawValue < Self.firstEventSocket:
                         machine.received(message.content, socket: from.rawValue, now: now, into: &actions)
@@ -212,7 +213,7 @@ extension SkyClient {
                         switch input {
                         case .start(let call, let waiter):
                             // A caller cancelled before the thread took its call has gone.
-                            guard calls.withLock({ $0[waiter] != nil }) else { continue }
+                            guard calls.withLock({ $0[waiter] != nil }) else { return }
                             machine.start(call, waiter: waiter, now: now, into: &actions)
                         case .abandon(let waiter): machine.abandon(waiter, into: &actions)
                         case .waitForConnection(let waiter): machine.waitForConnection(waiter, into: &actions)
@@ -225,7 +226,7 @@ extension SkyClient {
                     case .opened(let socket, .failure(let error)) where socket.rawValue < Self.firstEventSocket:
                         machine.openFailed(socket: socket.rawValue, error: "\(error.underlying)", into: &actions)
                     case .sendFailed, .input, .opened:
-                        continue
+                        return
                     }
                 }
                 return machine.nextDeadline()

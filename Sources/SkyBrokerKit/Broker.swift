@@ -121,7 +121,7 @@ public final class Broker: Service, Sendable {
             let tick = max(.milliseconds(10), configuration.routing.heartbeatInterval / 10)
             loop = try await ZMQEventLoop.start(
                 name: "skybroker-io", sockets: specs, tick: tick,
-                handler: { batch, outbound in shell.handle(batch, into: &outbound) })
+                handler: { batch, outbound in shell.handle(&batch, into: &outbound) })
         } catch let error as ZMQEventLoop.SetupError {
             await journal?.close()
             let endpoint = specs.first { $0.id == error.socket }?.bind.first ?? ""
@@ -218,40 +218,41 @@ public final class Broker: Service, Sendable {
             var actions: [BrokerAction] = []
             let now = clock.now
             state.withLock { _ = $0.recover(records, now: now, into: &actions) }
-            execute(actions, into: &outbound)
+            execute(&actions, into: &outbound)
         }
 
         func shutdown(into outbound: inout [ZMQEventLoop.Outbound]) {
             var actions: [BrokerAction] = []
             let now = clock.now
             state.withLock { $0.shutdown(now: now, into: &actions) }
-            execute(actions, into: &outbound)
+            execute(&actions, into: &outbound)
         }
 
-        func handle(_ batch: [ZMQEventLoop.Inbound], into outbound: inout [ZMQEventLoop.Outbound]) {
+        func handle(_ batch: inout [ZMQEventLoop.Inbound], into outbound: inout [ZMQEventLoop.Outbound]) {
             var actions: [BrokerAction] = []
             actions.reserveCapacity(batch.count * 2)
             let now = clock.now
             state.withLock { machine in
-                for inbound in batch {
+                // Each message moved out of the batch, not copied (see `takeEach`).
+                batch.takeEach(leaving: .tick) { inbound in
                     switch inbound {
                     case .message(Broker.zapSocket, let message):
                         authenticate(message, machine: &machine, into: &outbound, actions: &actions)
                     case .message(Broker.clientsSocket, let message):
-                        guard admit(message, as: .client, machine: &machine, actions: &actions) else { continue }
+                        guard admit(message, as: .client, machine: &machine, actions: &actions) else { return }
                         machine.clientMessage(
                             from: PeerID(message.content[0]), message: message.content.dropFirst(), now: now,
                             into: &actions)
                     case .message(Broker.workersSocket, let message):
-                        guard admit(message, as: .worker, machine: &machine, actions: &actions) else { continue }
+                        guard admit(message, as: .worker, machine: &machine, actions: &actions) else { return }
                         machine.workerMessage(
                             from: PeerID(message.content[0]), message: message.content.dropFirst(),
                             host: message.peerAddress, key: message.userID, now: now, into: &actions)
                     case .message(Broker.eventsSocket, let message):
-                        guard admit(message, as: .watcher, machine: &machine, actions: &actions) else { continue }
+                        guard admit(message, as: .watcher, machine: &machine, actions: &actions) else { return }
                         // XPUB: [0x01 topic] subscribes, [0x00 topic] unsubscribes.
                         guard message.content.count > 0, let first = message.content[0].first, first <= 1 else {
-                            continue
+                            return
                         }
                         machine.eventSubscription(Array(message.content[0].dropFirst()), subscribed: first == 1)
                         if first == 1 { machine.subscriberJoined(now: now, into: &actions) }
@@ -276,11 +277,11 @@ public final class Broker: Service, Sendable {
                             machine.journalAnswered(answer, now: now, into: &actions)
                         }
                     case .message, .monitor, .opened:
-                        continue
+                        return
                     }
                 }
             }
-            execute(actions, into: &outbound)
+            execute(&actions, into: &outbound)
         }
 
         /// Whether a message may reach the state machine: within the limits, and, with CURVE
@@ -333,8 +334,9 @@ public final class Broker: Service, Sendable {
             if let listError { actions.append(.log(.warning, "allow-list unreadable, admitting nobody: \(listError)")) }
         }
 
-        private func execute(_ actions: [BrokerAction], into outbound: inout [ZMQEventLoop.Outbound]) {
-            for action in actions {
+        private func execute(_ actions: inout [BrokerAction], into outbound: inout [ZMQEventLoop.Outbound]) {
+            // Each action moved out, not copied; `.releaseMemory` (no payload) is left in its place.
+            actions.takeEach(leaving: .releaseMemory) { action in
                 switch action {
                 case .sendToClient(let peer, let command):
                     outbound.append(.init(socket: Broker.clientsSocket, message: command.frames(routedTo: peer.bytes)))

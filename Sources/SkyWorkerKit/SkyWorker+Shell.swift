@@ -66,12 +66,13 @@ extension SkyWorker {
             ZMQEventLoop.SocketID(generation, name: "broker-\(generation)")
         }
 
-        func handle(_ batch: [ZMQEventLoop.Inbound], into outbound: inout [ZMQEventLoop.Outbound]) {
+        func handle(_ batch: inout [ZMQEventLoop.Inbound], into outbound: inout [ZMQEventLoop.Outbound]) {
             var actions: [WorkerStateMachine.Action] = []
             let now = clock.now
             var started = false
             let generation = machine.withLock { machine in
-                for inbound in batch {
+                // Each message moved out of the batch, not copied (see `takeEach`).
+                batch.takeEach(leaving: .tick) { inbound in
                     switch inbound {
                     case .message(let socket, let message):
                         machine.received(message.content, generation: socket.rawValue, now: now, into: &actions)
@@ -99,7 +100,7 @@ extension SkyWorker {
                     case .monitor(let socket, let event):
                         machine.transport(event, generation: socket.rawValue, now: now, into: &actions)
                     case .input, .sendFailed:
-                        continue
+                        return
                     }
                 }
                 return machine.generation

@@ -95,7 +95,7 @@ public final class SkyWorker: Service, Sendable {
         let tick = max(.milliseconds(10), configuration.liveness.heartbeatInterval / 10)
         let loop = try await ZMQEventLoop.start(
             name: "skyworker-io", sockets: [], tick: tick,
-            handler: { batch, outbound in shell.handle(batch, into: &outbound) })
+            handler: { batch, outbound in shell.handle(&batch, into: &outbound) })
         shell.loop.withLock { $0 = loop }
         loop.post(input: Shell.Input.start)
 

@@ -48,7 +48,9 @@ public final class ZMQEventLoop: Sendable {
 
     /// A consumer that runs on the I/O thread: it gets each batch as it is read and appends what
     /// to send, which the thread sends at once. It must not block or await anything.
-    public typealias InlineHandler = @Sendable (_ batch: [Inbound], _ send: inout [Outbound]) -> Void
+    /// The handler may take the batch's elements out (``Swift/Array/takeEach(leaving:_:)``): the
+    /// loop empties it afterwards, keeping its buffer for the next wake-up.
+    public typealias InlineHandler = @Sendable (_ batch: inout [Inbound], _ send: inout [Outbound]) -> Void
 
     private init(tick: Duration?, maxPendingMessages: Int, handler: InlineHandler?) throws(ZMQError) {
         self.handler = handler

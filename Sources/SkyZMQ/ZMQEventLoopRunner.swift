@@ -1,5 +1,6 @@
 import CZMQ
 import Foundation
+import SkyProtocol
 import Synchronization
 
 /// The body of a ``ZMQEventLoop``'s thread. Created on that thread and never leaves it, so the
@@ -29,6 +30,9 @@ final class ZMQEventLoopRunner {
 
         var hasPending: Bool { pendingHead < pending.count }
     }
+
+    /// What ``yieldBatch()`` leaves in the outbound list's places as it sends.
+    private static let noSocket = ZMQEventLoop.SocketID(-1, name: "")
 
     /// Upper bound of messages read from one socket per wake-up, so one busy socket cannot
     /// starve the others or the mailbox. The loop polls again at once when it was reached.
@@ -211,9 +215,9 @@ final class ZMQEventLoopRunner {
             swap(&taken, &batch)
             var outbound = spareOutbound
             spareOutbound = []
-            handler(taken, &outbound)
+            handler(&taken, &outbound)
             // Failures land in `batch`, for the handler's next call.
-            for message in outbound { send(message) }
+            outbound.takeEach(leaving: .init(socket: Self.noSocket, frames: [])) { send($0) }
             outbound.removeAll(keepingCapacity: true)
             spareOutbound = outbound
             if batch.isEmpty {

@@ -66,3 +66,11 @@ struct BrokerShellTests {
         #expect(shell.snapshot().counters.requestsAccepted == 1)
     }
 }
+
+extension Broker.Shell {
+    /// A batch given as a value, as the tests write them (the loop lends its own).
+    fileprivate func handle(_ batch: [ZMQEventLoop.Inbound], into outbound: inout [ZMQEventLoop.Outbound]) {
+        var batch = batch
+        handle(&batch, into: &outbound)
+    }
+}

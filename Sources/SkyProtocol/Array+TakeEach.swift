@@ -1,0 +1,20 @@
+extension Array {
+    /// Hands each element to `body`, in order, moved out of the array, and leaves `placeholder`
+    /// in its place: the array then holds only placeholders (the caller empties it, keeping its
+    /// capacity).
+    ///
+    /// For the I/O loops' batches, whose elements hold buffers: a `for` loop copies each element
+    /// (a reference count per buffer) and the array destroys it again afterwards. Moving it out
+    /// saves both, about a tenth of the broker's instructions per task. `placeholder` should be
+    /// a case without payload, so that putting it in costs a store.
+    @inlinable
+    public mutating func takeEach(
+        leaving placeholder: @autoclosure () -> Element, _ body: (consuming Element) throws -> Void
+    ) rethrows {
+        for index in indices {
+            var element = placeholder()
+            swap(&element, &self[index])
+            try body(consume element)
+        }
+    }
+}

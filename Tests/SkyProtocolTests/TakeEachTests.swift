@@ -1,0 +1,32 @@
+import Testing
+
+@testable import SkyProtocol
+
+/// `takeEach`: the I/O loops hand each element of a batch on without copying it.
+@Suite("Array.takeEach")
+struct TakeEachTests {
+    final class Box {
+        let value: Int
+        init(_ value: Int) { self.value = value }
+    }
+
+    @Test func handsOnEachElementInOrderAndLeavesThePlaceholder() {
+        var values = [3, 1, 4, 1, 5]
+        var seen: [Int] = []
+        values.takeEach(leaving: 0) { seen.append($0) }
+        #expect(seen == [3, 1, 4, 1, 5])
+        #expect(values == [0, 0, 0, 0, 0])
+    }
+
+    /// The element is moved, not copied: inside the body it is the only reference left.
+    @Test func anElementReachesTheBodyAsItsOnlyReference() {
+        var boxes: [Box?] = [Box(1), Box(2)]
+        var unique: [Bool] = []
+        boxes.takeEach(leaving: nil) { (element: consuming Box?) in
+            var mine = consume element
+            unique.append(isKnownUniquelyReferenced(&mine))
+        }
+        #expect(unique == [true, true])
+        #expect(boxes.allSatisfy { $0 == nil })
+    }
+}
