@@ -348,10 +348,10 @@ final class ZMQEventLoopRunner {
         for job in periodic.values where due.map({ job.next < $0 }) ?? true { due = job.next }
         if let alarm = loop.alarm, due.map({ alarm < $0 }) ?? true { due = alarm }
         if let due {
-            let remaining = clock.now.duration(to: due)
-            let (seconds, attoseconds) = remaining.components
+            let remaining = clock.now.duration(to: due).attoseconds
             // Round up, so the thread does not wake a fraction of a millisecond early.
-            let untilDue = max(0, Int(seconds * 1000 + (attoseconds + 999_999_999_999_999) / 1_000_000_000_000_000))
+            let milliseconds = (remaining + 999_999_999_999_999) / 1_000_000_000_000_000
+            let untilDue = Int(clamping: max(0, min(milliseconds, Int128(Int32.max))))
             timeout = timeout == 0 ? 0 : untilDue
         }
         if let lastWake {
