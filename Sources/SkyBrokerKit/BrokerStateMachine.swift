@@ -58,9 +58,10 @@ public struct BrokerStateMachine: Sendable {
         public var queueLimit: Int = 100_000
         /// Services the broker may know at once (served by a worker, with requests waiting, or
         /// answered this stats period): a request naming one more is refused `overloaded`, so
-        /// that requests for ever new names cannot grow the broker. At most 1,048,575, the
-        /// numbers an arrival number can name; workers' services are taken up to that.
-        public var waitingServicesLimit: Int = 1 << 20
+        /// that requests for ever new names cannot grow the broker. As many as requests may
+        /// wait (``queueLimit``'s default); at most 1,048,575, the numbers an arrival number can
+        /// name. Workers' services are taken up to that.
+        public var waitingServicesLimit: Int = 100_000
         /// Bytes of request bodies that may wait for a worker.
         public var queueBytesLimit: Int = 256 << 20
         /// The share of ``queueLimit`` and ``queueBytesLimit`` one client may hold, so that one

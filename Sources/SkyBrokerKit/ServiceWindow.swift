@@ -9,11 +9,13 @@ public struct ServiceWindow: Sendable, Equatable {
     var completed: UInt64 = 0
     var failed: UInt64 = 0
     /// Counts per latency bucket: bucket k holds latencies up to 2^(k/4) microseconds (four
-    /// buckets per doubling: percentiles within 19 %), from 1 µs to about 18 minutes.
-    var buckets = [UInt32](repeating: 0, count: Self.bucketCount)
+    /// buckets per doubling: percentiles within 19 %), from 1 µs to about 18 minutes. Empty
+    /// until the first latency: a window of failures the broker answered itself (a flood of
+    /// requests for unknown services) stays at its status counts, 128 bytes, not 1.1 KB.
+    var buckets: [UInt32] = []
     /// Requests' waits from arrival to dispatch to a worker (recorded with their replies), in
-    /// the same buckets.
-    var waitBuckets = [UInt32](repeating: 0, count: Self.bucketCount)
+    /// the same buckets; empty until the first.
+    var waitBuckets: [UInt32] = []
     /// Answers per reply status (indexed by its raw value; unknown statuses in the last slot).
     var statuses = [UInt64](repeating: 0, count: Self.statusSlots)
 
@@ -25,8 +27,12 @@ public struct ServiceWindow: Sendable, Equatable {
     mutating func record(nanoseconds: Int64, status: ReplyStatus, waited: Int64? = nil) {
         completed += 1
         count(status)
+        if buckets.isEmpty { buckets = [UInt32](repeating: 0, count: Self.bucketCount) }
         buckets[Self.bucket(nanoseconds)] &+= 1
-        if let waited { waitBuckets[Self.bucket(waited)] &+= 1 }
+        if let waited {
+            if waitBuckets.isEmpty { waitBuckets = [UInt32](repeating: 0, count: Self.bucketCount) }
+            waitBuckets[Self.bucket(waited)] &+= 1
+        }
     }
 
     /// A failure the broker answered itself (deadline, no workers, lost workers): no latency.

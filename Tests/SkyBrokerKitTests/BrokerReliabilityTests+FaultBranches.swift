@@ -28,7 +28,7 @@ extension BrokerReliabilityTests {
     /// stats period), a request naming one more is answered `overloaded` at once, and counted;
     /// a task whose worker is lost always waits again (its service stays known); a service
     /// nobody serves, waits for or was answered in a period is forgotten at the stats pass, and
-    /// its number serves another. (The default limit is 1,048,576 services; a limit of 3
+    /// its number serves another. (The default limit is 100,000 services; a limit of 3
     /// drives the same branches.)
     @Test func whenEveryServiceNumberIsTakenNewServicesAreOverloadedAndLostTasksStillWait() {
         var configuration = BrokerStateMachine.Configuration()

@@ -24,6 +24,21 @@ struct BrokerServiceStatsTests {
         #expect(ServiceWindow().quantileMilliseconds(0.5) == nil)
     }
 
+    /// A window of failures the broker answered itself holds its status counts only: a flood
+    /// of requests for unknown services costs 128 bytes a service per period, not 1.1 KB.
+    @Test func aWindowOfFailuresOnlyHasNoHistograms() throws {
+        var window = ServiceWindow()
+        for _ in 0..<5 { window.recordFailure(.noWorkers) }
+        #expect(window.buckets.isEmpty && window.waitBuckets.isEmpty)
+        #expect(window.failed == 5 && window.statuses[Int(ReplyStatus.noWorkers.rawValue)] == 5)
+        #expect(window.quantileMilliseconds(0.5) == nil)
+        window.record(nanoseconds: 2_000_000, status: .ok)
+        #expect(window.buckets.count == ServiceWindow.bucketCount && window.waitBuckets.isEmpty)
+        window.record(nanoseconds: 2_000_000, status: .ok, waited: 1_000)
+        #expect(window.waitBuckets.reduce(0, +) == 1)
+        #expect(try #require(window.quantileMilliseconds(0.5)) >= 2.0)
+    }
+
     /// Each stats period reports per service its queue, rate, failures (the workers' and the
     /// broker's own) and latency from arrival to reply, then starts afresh.
     @Test func statsReportEachServicesQueueRateFailuresAndLatency() throws {
