@@ -76,13 +76,16 @@ public enum ClientToBroker: Sendable, Equatable {
                 frames: trace == nil ? 2 : 3,
                 bytes: signature.count + 1 + RequestID.byteCount + 16 + request.service.utf8.count
                     + Frames.inlineSize(request.body.count) + Frames.inlineSize(trace?.count ?? 0))
-            let header = writer.beginPacked(signature, command: Command.request.rawValue, request.requestID)
-            writer.field(bigEndian: request.header.attempt)
-            writer.field(bigEndian: request.header.timeoutMilliseconds)
-            writer.field(bigEndian: request.header.noWorkersGraceMilliseconds)
-            writer.field(bigEndian: UInt32(bitPattern: Int32(request.header.priority)))
-            writer.field(utf8: request.service)
-            writer.endFields(header)
+            writer.appendPacked(
+                signature, command: Command.request.rawValue, request.requestID,
+                fieldBytes: 16 + request.service.utf8.count
+            ) { fields in
+                fields.bigEndian(request.header.attempt)
+                fields.bigEndian(request.header.timeoutMilliseconds)
+                fields.bigEndian(request.header.noWorkersGraceMilliseconds)
+                fields.bigEndian(UInt32(bitPattern: Int32(request.header.priority)))
+                fields.utf8(request.service)
+            }
             writer.append(request.body)
             if let trace { writer.append(trace) }
             return writer.finish()
@@ -167,10 +170,10 @@ public enum BrokerToClient: Sendable, Equatable {
                 bytes: (routingID?.count ?? 0) + signature.count + 1 + RequestID.byteCount + 4 + 1
                     + Frames.inlineSize(reply.body.count))
             if let routingID { writer.append(routingID) }
-            let header = writer.beginPacked(signature, command: Command.reply.rawValue, reply.requestID)
-            writer.field(bigEndian: reply.attempt)
-            writer.field(byte: reply.status.rawValue)
-            writer.endFields(header)
+            writer.appendPacked(signature, command: Command.reply.rawValue, reply.requestID, fieldBytes: 5) { fields in
+                fields.bigEndian(reply.attempt)
+                fields.byte(reply.status.rawValue)
+            }
             writer.append(reply.body)
             return writer.finish()
         case .reply(let reply):

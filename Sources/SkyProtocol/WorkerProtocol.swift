@@ -146,10 +146,12 @@ public enum WorkerToBroker: Sendable, Equatable {
             var writer = Frames.Writer(
                 frames: 2,
                 bytes: signature.count + 1 + RequestID.byteCount + 1 + tag.count + Frames.inlineSize(reply.body.count))
-            let header = writer.beginPacked(signature, command: Command.reply.rawValue, reply.requestID)
-            writer.field(byte: reply.status.rawValue)
-            writer.field(tag)
-            writer.endFields(header)
+            writer.appendPacked(
+                signature, command: Command.reply.rawValue, reply.requestID, fieldBytes: 1 + tag.count
+            ) { fields in
+                fields.byte(reply.status.rawValue)
+                fields.bytes(tag)
+            }
             writer.append(reply.body)
             return writer.finish()
         }
@@ -309,14 +311,17 @@ public enum BrokerToWorker: Sendable, Equatable {
                 + request.service.utf8.count + Frames.inlineSize(request.body.count)
                 + Frames.inlineSize(trace?.count ?? 0))
         if let routingID { writer.append(routingID) }
-        let header = writer.beginPacked(signature, command: Command.request.rawValue, request.requestID)
-        // As in the framed form, workers get attempt and timeout only.
-        writer.field(bigEndian: request.header.attempt)
-        writer.field(bigEndian: request.header.timeoutMilliseconds)
-        writer.field(byte: UInt8(clamping: tag.count))
-        writer.field(tag)
-        writer.field(utf8: request.service)
-        writer.endFields(header)
+        writer.appendPacked(
+            signature, command: Command.request.rawValue, request.requestID,
+            fieldBytes: 9 + tag.count + request.service.utf8.count
+        ) { fields in
+            // As in the framed form, workers get attempt and timeout only.
+            fields.bigEndian(request.header.attempt)
+            fields.bigEndian(request.header.timeoutMilliseconds)
+            fields.byte(UInt8(clamping: tag.count))
+            fields.bytes(tag)
+            fields.utf8(request.service)
+        }
         writer.append(request.body)
         if let trace { writer.append(trace) }
         return writer.finish()

@@ -10,6 +10,27 @@ struct FramesTests {
         [0, 1, 2, 3, 4], Array("SKYC01".utf8), [], [0x01], Array(repeating: 0xee, count: 300),
     ]
 
+    /// A packed header is one frame: signature, command, request id, then the fields in the
+    /// order written, big-endian, exactly as many bytes as written.
+    @Test func aPackedHeaderIsOneFrameOfItsFieldsInOrder() {
+        var writer = Frames.Writer(frames: 3, bytes: 64)
+        writer.append([9])
+        writer.appendPacked(Array("SKYX02".utf8), command: 7, RequestID(high: 1, low: 2), fieldBytes: 20) { fields in
+            fields.bigEndian(UInt32(0x0102_0304))
+            fields.byte(0xAA)
+            fields.bytes([0xB0, 0xB1])
+            fields.utf8("é!")
+        }
+        writer.append([5, 6])
+        let frames = writer.finish()
+        #expect(frames.count == 3)
+        #expect(Array(frames[0]) == [9] && Array(frames[2]) == [5, 6])
+        let expected: [UInt8] =
+            Array("SKYX02".utf8) + [7] + [0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 2]
+            + [1, 2, 3, 4, 0xAA, 0xB0, 0xB1, 0xC3, 0xA9, 0x21]
+        #expect(Array(frames[1]) == expected)
+    }
+
     @Test func framesKeepTheirBoundariesAndBytes() {
         let frames = Frames(Self.arrays)
         #expect(frames.count == 5)
