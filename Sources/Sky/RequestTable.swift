@@ -163,7 +163,7 @@ struct RequestTable {
 
     /// When ``expire(now:)`` next has something to do.
     mutating func nextDeadline() -> Duration? {
-        while let top = timers.min, entries[top.id]?.generation != top.generation {
+        while let top = timers.min, generation(of: top.id) != top.generation {
             timers.removeMin()
         }
         switch (timers.min?.deadline, failoverAt) {
@@ -197,18 +197,21 @@ struct RequestTable {
 
     /// A reply arrived.
     mutating func received(_ reply: TaskReply, now: Duration, into actions: inout [Action]) {
-        guard var entry = entries[reply.requestID] else {
+        guard let index = entries.index(forKey: reply.requestID) else {
             counters.unmatchedReplies += 1
             return
         }
         if reply.status == .ok {
+            // Taken out with the one lookup: no copy of the call, no second hash to remove it.
+            let entry = entries.remove(at: index).value
             if entry.phase == .sent, reply.attempt != entry.wireAttempt {
                 // A newer attempt is out as a separate request; it is no longer needed.
                 actions.append(.cancel(entry.id))
             }
-            finish(entry, .succeed(entry.waiters, body: reply.body, attempts: entry.attempts), into: &actions)
+            finished(entry, .succeed(entry.waiters, body: reply.body, attempts: entry.attempts), into: &actions)
             return
         }
+        var entry = entries.values[index]
         guard entry.phase == .sent, reply.attempt == entry.wireAttempt else {
             counters.staleReplies += 1
             return
@@ -272,7 +275,8 @@ struct RequestTable {
             entries[id] = entry
             return
         }
-        remove(entry)
+        entries[id] = nil
+        if let flight = entry.flight, flights[flight] == entry.id { flights[flight] = nil }
         if entry.phase == .sent && connection == .up { actions.append(.cancel(id)) }
     }
 
@@ -406,15 +410,25 @@ struct RequestTable {
     var timerCount: Int { timers.count }
 
     private mutating func finish(_ entry: Entry, _ outcome: Action, into actions: inout [Action]) {
-        remove(entry)
+        entries[entry.id] = nil
+        finished(entry, outcome, into: &actions)
+    }
+
+    /// The rest of ``finish(_:_:into:)`` for an entry already taken out of ``entries``.
+    private mutating func finished(_ entry: Entry, _ outcome: Action, into actions: inout [Action]) {
+        if let flight = entry.flight, flights[flight] == entry.id { flights[flight] = nil }
         for waiter in entry.waiters { callOfWaiter[waiter] = nil }
         actions.append(outcome)
     }
 
-    private mutating func remove(_ entry: Entry) {
-        entries[entry.id] = nil
-        if let flight = entry.flight, flights[flight] == entry.id { flights[flight] = nil }
+    /// A call's timer generation, read in place (the dictionary's getter copies the whole entry,
+    /// its call's body and service included).
+    private mutating func generation(of id: RequestID) -> UInt64? {
+        guard let index = entries.index(forKey: id) else { return nil }
+        return Self.read(&entries.values[index]) { $0.generation }
     }
+
+    private static func read<R>(_ entry: inout Entry, _ field: (inout Entry) -> R) -> R { field(&entry) }
 
     private static func seconds(_ duration: Duration) -> String {
         let milliseconds = duration.wholeMilliseconds
