@@ -33,8 +33,10 @@ final class TaskHandles: Sendable {
         withUnsafeCurrentTask { current in
             guard let current else { return }
             entries.withLock { entries in
-                guard case .reserved(let cancelled) = entries[key] else { return }
-                entries[key] = .attached(RunningTask(task: current))
+                // One lookup: the entry is read and replaced at its index.
+                guard let index = entries.index(forKey: key), case .reserved(let cancelled) = entries.values[index]
+                else { return }
+                entries.values[index] = .attached(RunningTask(task: current))
                 if cancelled { current.cancel() }
             }
         }

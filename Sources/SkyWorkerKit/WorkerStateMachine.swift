@@ -344,12 +344,7 @@ public struct WorkerStateMachine: Sendable {
     // MARK: Helpers
 
     private mutating func accept(_ key: TaskKey, _ request: TaskRequest, into actions: inout [Action]) {
-        guard !running.contains(key) else {
-            actions.append(
-                .log(.warning, "dropped a second delivery of a running task", ["request": "\(key.requestID)"]))
-            return
-        }
-        guard running.count < Int(configuration.announcement.capacity) else {
+        if running.count >= Int(configuration.announcement.capacity), !running.contains(key) {
             // The broker's credits never allow this; a broker that oversends gets a typed answer.
             refusedOverCapacity += 1
             let reply = TaskReply.failure(
@@ -360,7 +355,12 @@ public struct WorkerStateMachine: Sendable {
             send(reply, tag: key.tag, into: &actions)
             return
         }
-        running.insert(key)
+        // One hash both checks for a second delivery and takes the key.
+        guard running.insert(key).inserted else {
+            actions.append(
+                .log(.warning, "dropped a second delivery of a running task", ["request": "\(key.requestID)"]))
+            return
+        }
         actions.append(.startTask(key, request))
     }
 

@@ -120,6 +120,15 @@ struct WorkerStateMachineTests {
         #expect(worker.machine.running.count == 1)
     }
 
+    /// At the capacity too: a second delivery of a running task is dropped, not answered.
+    @Test func aSecondDeliveryAtTheCapacityIsDroppedNotAnsweredOverloaded() {
+        var worker = Worker(capacity: 1)
+        _ = worker.start()
+        _ = worker.receive(Self.deliver(1))
+        #expect(worker.receive(Self.deliver(1)) == [])
+        #expect(worker.machine.running.count == 1 && worker.machine.refusedOverCapacity == 0)
+    }
+
     @Test func aTaskBeyondTheCapacityIsAnsweredOverloadedNotRun() throws {
         var worker = Worker(capacity: 1)
         _ = worker.start()
