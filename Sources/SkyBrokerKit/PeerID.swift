@@ -2,22 +2,15 @@ import SkyProtocol
 
 /// A peer's ZeroMQ routing id at one of the broker's ROUTER sockets.
 ///
-/// Ids of up to 15 bytes (libzmq generates 5-byte ones) are stored inline, without a heap
+/// Ids of up to 16 bytes (libzmq generates 5-byte ones) are stored inline, without a heap
 /// allocation: the broker keeps one per waiting request, so this is most of a request's overhead.
-/// The length sits in the last byte, so two words hold the whole id: equality is two
-/// comparisons and the hash two words, and ids that differ only in length or zero padding stay
-/// different keys.
 public struct PeerID: Hashable, Sendable, CustomStringConvertible {
     private enum Storage: Hashable, Sendable {
-        /// The bytes, then zeros, with the length in the top byte of the second word.
-        case inline(UInt64, UInt64)
+        case inline(UInt64, UInt64, count: UInt8)
         case heap([UInt8])
     }
 
     private let storage: Storage
-
-    /// Longest id kept inline: 16 bytes less the one that holds the length.
-    static let inlineLimit = 15
 
     public init(_ bytes: [UInt8]) {
         self.init(bytes[...])
@@ -25,16 +18,15 @@ public struct PeerID: Hashable, Sendable, CustomStringConvertible {
 
     /// A routing id read from a view of a received message.
     public init(_ bytes: ArraySlice<UInt8>) {
-        guard bytes.count <= Self.inlineLimit else {
+        guard bytes.count <= 16 else {
             storage = .heap(Array(bytes))
             return
         }
         var words: (UInt64, UInt64) = (0, 0)
         withUnsafeMutableBytes(of: &words) { raw in
             for (index, byte) in bytes.enumerated() { raw[index] = byte }
-            raw[15] = UInt8(bytes.count)
         }
-        storage = .inline(words.0, words.1)
+        storage = .inline(words.0, words.1, count: UInt8(bytes.count))
     }
 
     /// The routing id as sent on the wire.
@@ -42,25 +34,28 @@ public struct PeerID: Hashable, Sendable, CustomStringConvertible {
         switch storage {
         case .heap(let bytes):
             return bytes
-        case .inline(let first, let second):
+        case .inline(let first, let second, let count):
             var words = (first, second)
-            return withUnsafeBytes(of: &words) { Array($0.prefix(Int($0[15]))) }
+            return withUnsafeBytes(of: &words) { Array($0.prefix(Int(count))) }
         }
     }
 
     public static func == (lhs: PeerID, rhs: PeerID) -> Bool {
         switch (lhs.storage, rhs.storage) {
-        case (.inline(let a, let b), .inline(let c, let d)): a == c && b == d
+        case (.inline(let a, let b, let count), .inline(let c, let d, let other)): a == c && b == d && count == other
         case (.heap(let a), .heap(let b)): a == b
         default: false
         }
     }
 
+    /// Two words for an inline id, its length folded into the second: ids that share a hash
+    /// this way differ in length, at most 17 of them, and the seeded hash spreads the rest
+    /// (the synthesised hash combined a case tag and three fields: 4 combines a lookup).
     public func hash(into hasher: inout Hasher) {
         switch storage {
-        case .inline(let first, let second):
+        case .inline(let first, let second, let count):
             hasher.combine(first)
-            hasher.combine(second)
+            hasher.combine(second &+ UInt64(count))
         case .heap(let bytes):
             hasher.combine(bytes)
         }
