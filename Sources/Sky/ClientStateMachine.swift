@@ -93,8 +93,13 @@ struct ClientStateMachine: Sendable {
     /// When ``expire(now:)`` next has something to do.
     mutating func nextDeadline() -> Duration? {
         guard phase == .serving else { return nil }
-        let deadlines = [table.nextDeadline(), featuresAsk?.deadline, featureWaiters.first?.deadline]
-        return deadlines.compactMap { $0 }.min()
+        // Asked after every wake-up: compared in place, not gathered into an array.
+        func earlier(_ first: Duration?, _ second: Duration?) -> Duration? {
+            guard let first else { return second }
+            guard let second else { return first }
+            return min(first, second)
+        }
+        return earlier(earlier(table.nextDeadline(), featuresAsk?.deadline), featureWaiters.first?.deadline)
     }
 
     /// The broker of this connection takes packed REQUESTs (docs/protocol.md, "Packed messages").

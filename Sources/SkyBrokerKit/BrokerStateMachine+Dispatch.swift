@@ -18,7 +18,19 @@ extension BrokerStateMachine {
     }
 
     /// Whether a connected worker serves the service.
-    func isServed(_ service: String) -> Bool { services.number(of: service).map { services[$0].isServed } ?? false }
+    func isServed(_ service: String) -> Bool { !workers(serving: service).isEmpty }
+
+    /// The connected workers that serve a service, in registration order.
+    func workers(serving service: String) -> [PeerID] {
+        services.number(of: service).map { services[$0].workers } ?? []
+    }
+
+    /// Records into the stats window of the task's service. A task refused before its service
+    /// had a number (``ServiceBook/none``) has no window.
+    mutating func recordWindow(of task: QueuedRequest, _ change: (inout ServiceWindow) -> Void) {
+        guard services.isKnown(task.service) else { return }
+        services[task.service].window.record(change)
+    }
 
     /// Low bits of an arrival number that name its service (``ServiceBook``: 1 M services may be
     /// known at once; the counter above them lasts 2^42 requests, below the two bits of the

@@ -227,7 +227,7 @@ extension BrokerStateMachine {
 
     /// Gives prepared jobs of `service` to its workers with free credits.
     private mutating func offerJobs(of service: String, now: Instant, into actions: inout [BrokerAction]) {
-        for peer in services.number(of: service).map({ services[$0].workers }) ?? [] {
+        for peer in workers(serving: service) {
             guard jobBook.ready.has(service) else { return }
             if (workers[peer]?.freeCredits ?? 0) > 0 { fill(peer, now: now, into: &actions) }
         }

@@ -234,9 +234,7 @@ extension BrokerStateMachine {
         touched.formUnion(record.services.filter { jobBook.queued.has($0) || jobBook.ready.has($0) })
         for service in touched {
             prepareJobs(of: service, into: &actions)
-            for candidate in services.number(of: service).map({ services[$0].workers }) ?? [] {
-                fill(candidate, now: now, into: &actions)
-            }
+            for candidate in workers(serving: service) { fill(candidate, now: now, into: &actions) }
         }
     }
 
@@ -267,9 +265,7 @@ extension BrokerStateMachine {
         }
         tasksCompleted += 1
         let took = ticks(now) - held.task.arrivedAt
-        services[held.task.service].window.record {
-            $0.record(nanoseconds: took, status: answer.status, waited: held.waited)
-        }
+        recordWindow(of: held.task) { $0.record(nanoseconds: took, status: answer.status, waited: held.waited) }
         if failed {
             tasksFailed += 1
             sampleFailure(held.task, answer.status, RemoteErrorBody(decoding: answer.body), worker: workerName)
