@@ -228,7 +228,7 @@ let package = Package(
         .executableTarget(
             name: "skybench",
             dependencies: [
-                "Sky", "SkyProtocol", "SkyWorkloads", "SkyTestSupport", "CSkySystem", "SkyCLISupport",
+                "Sky", "SkyProtocol", "SkyWorkloads", "SkyWorkerKit", "SkyTestSupport", "CSkySystem", "SkyCLISupport",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Histogram", package: "hdrhistogram-swift"),
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),

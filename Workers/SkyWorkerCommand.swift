@@ -8,6 +8,8 @@ import SkyWorkerKit
 import SkyWorkloads
 import UnixSignals
 
+extension HandlerExecutor: ExpressibleByArgument {}
+
 @main
 struct SkyWorkerCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -44,6 +46,12 @@ struct SkyWorkerCommand: AsyncParsableCommand {
 
     @Option(help: "Seconds a graceful stop waits for running tasks before handing them back.")
     var drainGrace: Double = Self.defaults.drainGrace.inSeconds
+
+    @Option(
+        help: ArgumentHelp(
+            "Where handlers run: pool (Swift's cooperative pool, for any handler) or io-thread (the worker's I/O thread: fewer thread wake-ups a task, for short or awaiting handlers only; a handler that computes holds up heartbeats).",
+            valueName: "pool|io-thread"))
+    var handlers: HandlerExecutor = Self.defaults.handlerExecutor
 
     @Option(help: "sky.flaky fails every this many calls.")
     var flakyEvery = 3
@@ -96,7 +104,7 @@ struct SkyWorkerCommand: AsyncParsableCommand {
         liveness.liveness = self.liveness
         var configuration = SkyWorker.Configuration(
             broker: broker, liveness: liveness, drainGrace: FlagCheck.duration(seconds: drainGrace),
-            credentials: curve.credentials(program: "skyworker"))
+            credentials: curve.credentials(program: "skyworker"), handlerExecutor: handlers)
         let metricsURL = await metricsOptions.start(program: "skyworker")
         let traceLog = traceLogOptions.start(program: "skyworker")
         defer { traceLog?.flush() }

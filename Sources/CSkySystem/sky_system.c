@@ -63,3 +63,7 @@ void sky_name_this_thread(const char *name) {
     kept[sizeof kept - 1] = '\0';
     (void)pthread_setname_np(pthread_self(), kept);
 }
+
+unsigned long sky_current_thread_id(void) {
+    return (unsigned long)pthread_self();
+}

@@ -14,7 +14,8 @@ import Tracing
 /// connection, feeds every message and tick to the machine inline and carries out its actions.
 /// Heartbeats leave from that thread, so they keep flowing however busy the handlers keep the
 /// cooperative pool. Handlers run as children of one task group inside the graceful-shutdown
-/// handler; the broker's credits bound how many run. A finished handler posts its reply to the
+/// handler, on the pool or on the I/O thread (``HandlerExecutor``); the broker's credits bound
+/// how many run. A finished handler posts its reply to the
 /// I/O thread, which sends it.
 ///
 /// On graceful shutdown (SIGTERM/SIGINT through a `ServiceGroup`) it tells the broker DRAINING
@@ -34,15 +35,20 @@ public final class SkyWorker: Service, Sendable {
         /// CURVE: the broker's public key and this worker's key pair (on the broker's worker
         /// allow-list). Required by a broker that runs with `--secret-key`.
         public var credentials: CurveCredentials?
+        /// Where handlers run (see ``HandlerExecutor``): Swift's cooperative pool unless the
+        /// handlers are short enough to share the I/O thread.
+        public var handlerExecutor: HandlerExecutor
         /// Called once the worker's first connection is open and its READY is on the way
         /// (skyworker prints its ready line here, so that a line means the worker really started).
         public var onStarted: (@Sendable () -> Void)?
 
         public init(
             broker: String = "tcp://127.0.0.1:5556", liveness: BrokerLiveness.Configuration = .init(),
-            drainGrace: Duration = .seconds(30), credentials: CurveCredentials? = nil
+            drainGrace: Duration = .seconds(30), credentials: CurveCredentials? = nil,
+            handlerExecutor: HandlerExecutor = .pool
         ) {
             self.broker = broker
+            self.handlerExecutor = handlerExecutor
             self.liveness = liveness
             self.drainGrace = drainGrace
             self.credentials = credentials
@@ -99,20 +105,24 @@ public final class SkyWorker: Service, Sendable {
         shell.loop.withLock { $0 = loop }
         loop.post(input: Shell.Input.start)
 
-        await withGracefulShutdownHandler {
-            await withTaskCancellationHandler {
-                await withDiscardingTaskGroup { group in
-                    for await batch in jobs {
-                        for job in batch {
-                            group.addTask { await Self.perform(job, handlers: handlers, shell: shell) }
+        // On the I/O thread, the group's loop and its children run there too (nil: no preference).
+        let executor: (any TaskExecutor)? = configuration.handlerExecutor == .ioThread ? loop : nil
+        await withTaskExecutorPreference(executor) {
+            await withGracefulShutdownHandler {
+                await withTaskCancellationHandler {
+                    await withDiscardingTaskGroup { group in
+                        for await batch in jobs {
+                            for job in batch {
+                                group.addTask { await Self.perform(job, handlers: handlers, shell: shell) }
+                            }
                         }
                     }
+                } onCancel: {
+                    loop.post(input: Shell.Input.cancel)
                 }
-            } onCancel: {
-                loop.post(input: Shell.Input.cancel)
+            } onGracefulShutdown: {
+                loop.post(input: Shell.Input.stop)
             }
-        } onGracefulShutdown: {
-            loop.post(input: Shell.Input.stop)
         }
 
         switch shell.ending.withLock({ $0 }) ?? .drained {

@@ -151,6 +151,8 @@ extension ZMQEventLoop {
 
     struct Mailbox: Sendable {
         var commands: [Command] = []
+        /// Jobs of tasks that prefer the loop as their executor, in the order they came.
+        var jobs: [UnownedJob] = []
         /// Messages yielded and not yet taken by the consumer.
         var pendingMessages = 0
         /// The thread stopped reading sockets because ``pendingMessages`` reached the limit.

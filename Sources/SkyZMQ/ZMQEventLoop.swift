@@ -45,6 +45,14 @@ public final class ZMQEventLoop: Sendable {
     /// Messages that found their socket full and waited in the thread's send queue (counted
     /// on that slow path only; for tests and diagnostics).
     let blockedSends = Atomic<Int>(0)
+    /// The loop's thread (``sky_current_thread_id()``), 0 until it runs: how ``enqueue(_:)``
+    /// tells a job queued by the thread itself, which needs no wake-up.
+    let threadID = Atomic<UInt>(0)
+    /// Set when the thread posted to its own mailbox (a job, a command): it takes the mailbox
+    /// again before it polls, and does not sleep in that poll.
+    let queuedOnThread = Atomic<Bool>(false)
+    /// Times another thread signalled the thread awake (for tests and diagnostics).
+    let wakeSignals = Atomic<Int>(0)
 
     /// A consumer that runs on the I/O thread: it gets each batch as it is read and appends what
     /// to send, which the thread sends at once. It must not block or await anything.
@@ -258,7 +266,7 @@ public final class ZMQEventLoop: Sendable {
             box.wakePending = true
             return true
         }
-        if resume { wake.signal() }
+        if resume { wakeThread() }
     }
 
     /// Appends one command (without the array a batch needs: this is every client call's path).
@@ -276,7 +284,8 @@ public final class ZMQEventLoop: Sendable {
     }
 
     /// Appends to the mailbox with `append` and wakes the thread if it is not already awake for
-    /// earlier commands.
+    /// earlier commands. Posted from the thread itself (by a task that prefers the loop as its
+    /// executor), it needs no wake-up: the thread looks at its mailbox before it sleeps.
     private func enqueue(_ append: (inout [Command]) -> Void) -> Bool {
         let (accepted, wake) = mailbox.withLock { box -> (Bool, Bool) in
             if box.stopped { return (false, false) }
@@ -285,7 +294,18 @@ public final class ZMQEventLoop: Sendable {
             box.wakePending = true
             return (true, true)
         }
-        if wake { self.wake.signal() }
+        if wake { wakeThread() }
         return accepted
+    }
+
+    /// Makes the thread take its mailbox before it sleeps again: a signal from another thread,
+    /// a flag from the thread itself.
+    func wakeThread() {
+        if isOnLoopThread {
+            queuedOnThread.store(true, ordering: .relaxed)
+        } else {
+            wakeSignals.add(1, ordering: .relaxed)
+            wake.signal()
+        }
     }
 }

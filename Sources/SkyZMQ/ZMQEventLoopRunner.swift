@@ -1,3 +1,4 @@
+import CSkySystem
 import CZMQ
 import Foundation
 import SkyProtocol
@@ -38,6 +39,11 @@ final class ZMQEventLoopRunner {
     /// starve the others or the mailbox. The loop polls again at once when it was reached.
     private static let readBudget = 1024
 
+    /// Times the thread takes its mailbox again in one wake-up for jobs it queued for itself (a
+    /// message starts a task, the task posts its answer): enough for such a chain to finish
+    /// before the next poll, few enough that a task that keeps queuing cannot starve the sockets.
+    private static let jobRounds = 4
+
     private let loop: ZMQEventLoop
     private let context: ZMQContext
     private let ownsContext: Bool
@@ -50,6 +56,7 @@ final class ZMQEventLoopRunner {
     /// Buffers kept between wake-ups (see ``takeCommands()`` and ``yieldBatch()``).
     private var spareCommands: [ZMQEventLoop.Command] = []
     private var spareOutbound: [ZMQEventLoop.Outbound] = []
+    private var spareJobs: [UnownedJob] = []
     private var running = true
     private var closingLinger: Int32 = 0
     private let clock = ContinuousClock()
@@ -79,6 +86,7 @@ final class ZMQEventLoopRunner {
             ready.resume(throwing: error)
             return
         }
+        loop.threadID.store(sky_current_thread_id(), ordering: .relaxed)
         ready.resume(returning: endpoints)
         if let tick = loop.tick { nextTick = clock.now + tick }
 
@@ -179,13 +187,18 @@ final class ZMQEventLoopRunner {
     private func finish() {
         if ownsContext { context.terminate() }
         loop.continuation.finish()
-        let waiters = loop.mailbox.withLock { box -> [CheckedContinuation<Void, Never>] in
+        let (waiters, jobs) = loop.mailbox.withLock { box in
             box.stopped = true
             box.finished = true
             box.commands.removeAll()
-            defer { box.shutdownWaiters.removeAll() }
-            return box.shutdownWaiters
+            defer {
+                box.shutdownWaiters.removeAll()
+                box.jobs.removeAll()
+            }
+            return (box.shutdownWaiters, box.jobs)
         }
+        // Tasks that prefer the loop go on elsewhere (see ``ZMQEventLoop/enqueue(_:)``).
+        for job in jobs { globalConcurrentExecutor.enqueue(ExecutorJob(job)) }
         for waiter in waiters { waiter.resume() }
     }
 
@@ -235,17 +248,34 @@ final class ZMQEventLoopRunner {
 
     // MARK: Mailbox
 
+    /// Takes the mailbox, and takes it again while the thread posted to it itself (up to
+    /// ``jobRounds`` times; the flag stays set past that, so the next poll does not wait).
     private func takeCommands() {
-        // The two buffers trade places, so neither side allocates once both have grown.
+        var rounds = 0
+        repeat {
+            takeCommandsOnce()
+            rounds += 1
+        } while running && rounds < Self.jobRounds && loop.queuedOnThread.exchange(false, ordering: .relaxed)
+    }
+
+    private func takeCommandsOnce() {
+        // The buffers trade places, so neither side allocates once both have grown.
         var commands = spareCommands
         spareCommands = []
+        var jobs = spareJobs
+        spareJobs = []
         loop.mailbox.withLock { box in
             box.wakePending = false
             swap(&box.commands, &commands)
+            if !box.jobs.isEmpty { swap(&box.jobs, &jobs) }
         }
         defer {
             commands.removeAll(keepingCapacity: true)
             spareCommands = commands
+            // After the commands: a job sees the sockets they opened.
+            for job in jobs { job.runSynchronously(on: loop.asUnownedTaskExecutor()) }
+            jobs.removeAll(keepingCapacity: true)
+            spareJobs = jobs
         }
         for command in commands {
             switch command {
@@ -343,7 +373,9 @@ final class ZMQEventLoopRunner {
             poller.setEvents(paused || entry.monitorPair == nil ? [] : .readable, at: 2 + index * 2)
         }
         var timeout = -1
-        if loop.tickRequested.load(ordering: .relaxed) { timeout = 0 }
+        if loop.tickRequested.load(ordering: .relaxed) || loop.queuedOnThread.load(ordering: .relaxed) {
+            timeout = 0
+        }
         var due = nextTick
         for job in periodic.values where due.map({ job.next < $0 }) ?? true { due = job.next }
         if let alarm = loop.alarm, due.map({ alarm < $0 }) ?? true { due = alarm }

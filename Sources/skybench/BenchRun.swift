@@ -39,7 +39,9 @@ struct BenchRun {
         switch system {
         case .sky:
             return try await SkyTarget.start(
-                workers: workers, capacity: settings.capacity, transport: settings.transport)
+                workers: workers, capacity: settings.capacity, handlers: settings.workerHandlers,
+                callers: settings.clientCallers,
+                transport: settings.transport)
         case .baseline:
             guard let baseline else { throw BenchError("the baseline was not built") }
             return try await BaselineTarget.start(

@@ -1,4 +1,5 @@
 import Foundation
+import SkyWorkerKit
 import SkyZMQ
 
 /// What a run measures and how; written into the JSON report beside the figures.
@@ -9,6 +10,10 @@ struct BenchSettings: Codable, Sendable {
     var inFlight: [Int]
     /// Credits per worker: the skyworker's `--capacity`, and the baseline worker's READY credits.
     var capacity: Int
+    /// Where the skyworkers run their handlers (`skyworker --handlers`).
+    var workerHandlers: HandlerExecutor = .pool
+    /// Where the measuring calls run: the client's I/O thread or the cooperative pool.
+    var clientCallers: HandlerExecutor = .pool
     var latencyRequests: Int
     var latencyWarmup: Int
     var warmupSeconds: Double

@@ -1,4 +1,5 @@
 import Foundation
+import SkyWorkerKit
 
 /// The report as the tables `skybench` prints.
 extension Report {
@@ -23,6 +24,8 @@ extension Report {
         let s = settings
         out.append(
             "Sky vs plain libzmq: sky.echo over \(s.transport) loopback, \(s.capacity) credits per worker, "
+                + "handlers on the workers' \(s.workerHandlers == .ioThread ? "I/O thread" : "cooperative pool"), "
+                + "calls on the client's \(s.clientCallers == .ioThread ? "I/O thread" : "cooperative pool"), "
                 + (s.pinned ? "every process pinned to CPU 0" : "free-running on \(machine.cores) cores"))
         out.append(
             "\(s.rounds) round(s), "

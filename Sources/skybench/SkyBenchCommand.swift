@@ -2,8 +2,10 @@ import ArgumentParser
 import CSkySystem
 import Foundation
 import SkyCLISupport
+import SkyWorkerKit
 
 extension Transport: ExpressibleByArgument {}
+extension HandlerExecutor: ExpressibleByArgument {}
 
 @main
 struct SkyBenchCommand: AsyncParsableCommand {
@@ -37,6 +39,19 @@ struct SkyBenchCommand: AsyncParsableCommand {
 
     @Option(help: "Credits per worker (skyworker --capacity; the baseline worker's READY credits).")
     var capacity = 16
+
+    @Option(
+        name: .customLong("worker-handlers"),
+        help: ArgumentHelp(
+            "Where Sky's workers run their handlers (skyworker --handlers).", valueName: "pool|io-thread"))
+    var workerHandlers = HandlerExecutor.pool
+
+    @Option(
+        name: .customLong("client-callers"),
+        help: ArgumentHelp(
+            "Where the measuring calls run: pool, or io-thread (withTaskExecutorPreference(client.ioThreadExecutor)).",
+            valueName: "pool|io-thread"))
+    var clientCallers = HandlerExecutor.pool
 
     @Option(help: "Timed round trips per latency measurement.")
     var latencyRequests = 5000
@@ -157,7 +172,9 @@ struct SkyBenchCommand: AsyncParsableCommand {
         }
         let settings = BenchSettings(
             rounds: rounds, workerCounts: Self.integers(workers) ?? [1], payloads: Self.integers(payloads) ?? [64],
-            inFlight: Self.integers(inFlight) ?? [1], capacity: capacity, latencyRequests: latencyRequests,
+            inFlight: Self.integers(inFlight) ?? [1], capacity: capacity, workerHandlers: workerHandlers,
+            clientCallers: clientCallers,
+            latencyRequests: latencyRequests,
             latencyWarmup: latencyWarmup, warmupSeconds: warmup, measureSeconds: measure, transport: transport,
             pinned: !free, baseline: !noBaseline, queueMemoryRequests: queueMemory, scanScaling: scanTasks > 0,
             scanTasks: scanTasks, baselineExtraFrames: baselineExtraFrames)

@@ -3,6 +3,7 @@ import Histogram
 import Sky
 import SkyProtocol
 import SkyTestSupport
+import SkyWorkerKit
 import SkyWorkloads
 
 /// A Sky cluster under test: a `skybroker`, `workers` × `skyworker` serving one built-in
@@ -16,6 +17,8 @@ final class SkyTarget: BenchTarget {
     private let workers: [SkyProcess]
     private let cpu: ProcessCPU
     private let service: String
+    /// Where the measuring calls run: on the client's I/O thread, or on the cooperative pool (nil).
+    private let callerExecutor: (any TaskExecutor)?
     private let clock = ContinuousClock()
 
     /// Every call of a measurement: no sharing of equal payloads, no retry (a failure fails the
@@ -23,8 +26,10 @@ final class SkyTarget: BenchTarget {
     static let options = ScanOptions(timeout: .seconds(30), retry: RetryPolicy(maxAttempts: 1), coalesce: false)
 
     private init(
-        broker: SkyProcess, workers: [SkyProcess], client: SkyClient, clientsEndpoint: String, service: String
+        broker: SkyProcess, workers: [SkyProcess], client: SkyClient, clientsEndpoint: String, service: String,
+        callers: HandlerExecutor
     ) {
+        callerExecutor = callers == .ioThread ? client.ioThreadExecutor : nil
         self.broker = broker
         self.clientsEndpoint = clientsEndpoint
         self.workers = workers
@@ -37,8 +42,8 @@ final class SkyTarget: BenchTarget {
 
     /// Starts a broker and `workers` workers of `capacity` each, and waits until all registered.
     static func start(
-        workers count: Int, capacity: Int, service: String = EchoTask.service, transport: Transport,
-        brokerArguments: [String] = []
+        workers count: Int, capacity: Int, handlers: HandlerExecutor = .pool, callers: HandlerExecutor = .pool,
+        service: String = EchoTask.service, transport: Transport, brokerArguments: [String] = []
     ) async throws -> SkyTarget {
         let endpoints = transport.endpoints(for: "sky")
         let started = try await StartedBroker.start(
@@ -53,12 +58,13 @@ final class SkyTarget: BenchTarget {
                         "skyworker",
                         [
                             "--broker", started.workers, "--capacity", "\(capacity)", "--workloads", service,
-                            "--name", "bench-\(index)", "--log-level", "warning",
+                            "--name", "bench-\(index)", "--handlers", handlers.rawValue, "--log-level", "warning",
                         ], name: "skyworker-\(index)"))
             }
             let client = try await SkyClient(broker: started.clients)
             let target = SkyTarget(
-                broker: broker, workers: workers, client: client, clientsEndpoint: started.clients, service: service)
+                broker: broker, workers: workers, client: client, clientsEndpoint: started.clients, service: service,
+                callers: callers)
             try await target.waitForWorkers(count)
             return target
         } catch {
@@ -87,10 +93,12 @@ final class SkyTarget: BenchTarget {
         let cpuBefore = cpu.read()
         let switchesBefore = cpu.readSwitches()
         let started = clock.now
-        for _ in 0..<requests {
-            let sent = clock.now
-            try await call(body)
-            histogram.record(UInt64(max(1, (clock.now - sent).inSeconds * 1e6)))
+        try await withTaskExecutorPreference(callerExecutor) {
+            for _ in 0..<requests {
+                let sent = clock.now
+                try await call(body)
+                histogram.record(UInt64(max(1, (clock.now - sent).inSeconds * 1e6)))
+            }
         }
         let elapsed = (clock.now - started).inSeconds
         return Figures(
@@ -129,19 +137,21 @@ final class SkyTarget: BenchTarget {
             try await Task.sleep(until: until, clock: .continuous)
             return (cpu.since(before), cpu.switchesSince(switchesBefore))
         }
-        let completed = try await withThrowingTaskGroup(of: Int.self) { group in
-            for _ in 0..<inFlight {
-                group.addTask {
-                    var counted = 0
-                    while true {
-                        try await call()
-                        let now = ContinuousClock.now
-                        if now >= until { return counted }
-                        if now >= from { counted += 1 }
+        let completed = try await withTaskExecutorPreference(callerExecutor) {
+            try await withThrowingTaskGroup(of: Int.self) { group in
+                for _ in 0..<inFlight {
+                    group.addTask {
+                        var counted = 0
+                        while true {
+                            try await call()
+                            let now = ContinuousClock.now
+                            if now >= until { return counted }
+                            if now >= from { counted += 1 }
+                        }
                     }
                 }
+                return try await group.reduce(0, +)
             }
-            return try await group.reduce(0, +)
         }
         let (cpuSeconds, switches) = try await cpuUsed.value
         return Figures(tasks: completed, seconds: measure.inSeconds, cpuSeconds: cpuSeconds, switches: switches)

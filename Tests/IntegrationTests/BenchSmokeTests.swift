@@ -6,7 +6,8 @@ extension IntegrationSuite {
     /// The benchmark never runs in the test suite; this checks that it still works end to end.
     @Suite("skybench smoke test")
     struct BenchSmokeTests {
-        /// skybench compiles the C baseline, measures a few hundred requests of Sky and of the
+        /// skybench compiles the C baseline, measures a few hundred requests of Sky (handlers and
+        /// calls on the I/O threads, the placements made for such a load) and of the
         /// baseline, prints its table and exits 0; its JSON report holds both systems' figures,
         /// their context switches per process, and Sky's typed path. The baseline runs with Sky's
         /// frame count (`--baseline-extra-frames 4`): its client checks that every reply came back
@@ -17,11 +18,13 @@ extension IntegrationSuite {
                     "--rounds", "1", "--workers", "1", "--payloads", "64", "--in-flight", "8",
                     "--latency-requests", "200", "--latency-warmup", "20", "--warmup", "0.05", "--measure", "0.3",
                     "--queue-memory", "500", "--scan-tasks", "0", "--free", "--baseline-extra-frames", "4",
+                    "--worker-handlers", "io-thread", "--client-callers", "io-thread",
                 ], timeout: .seconds(100))
             #expect(run.status == 0, "skybench failed: \(run.errors)")
             let table = run.output
             #expect(table.contains("carry 4 extra frame(s) each (--baseline-extra-frames): as many as Sky's protocol"))
             #expect(table.contains("Sky / baseline"))
+            #expect(table.contains("handlers on the workers' I/O thread, calls on the client's I/O thread"))
             #expect(table.contains("Targets"))
             #expect(table.contains("Context switches per task"))
             #expect(table.contains("- context switches per task at 8 in flight"))

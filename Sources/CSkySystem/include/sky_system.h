@@ -26,4 +26,8 @@ int sky_wake_eventfd(void);
 /// Foundation sets a Thread's name only on the object, or racily once started.)
 void sky_name_this_thread(const char *name);
 
+/// The calling thread, as a number that no other live thread has (pthread_self, which is a
+/// pointer on some systems and an integer on others).
+unsigned long sky_current_thread_id(void);
+
 #endif

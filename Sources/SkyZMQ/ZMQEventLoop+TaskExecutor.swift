@@ -1,0 +1,39 @@
+import CSkySystem
+import Synchronization
+
+/// The I/O thread as a task executor: async code that prefers it
+/// (`withTaskExecutorPreference(loop) { ... }`, and every child task started inside) runs on
+/// the loop's thread, between its polls.
+///
+/// Why: a message that starts work on Swift's cooperative pool wakes a pool thread, and the
+/// work's answer wakes the I/O thread again; each wake-up is most of a short message's cost.
+/// Code that prefers the loop runs where its message landed, and what it posts back
+/// (``post(input:)``, ``send(_:on:)``) is taken in the same wake-up, with no signal at all.
+///
+/// The price: while such code runs the thread neither polls nor sends, so it suits work that
+/// is short or awaits (I/O, timers), not CPU-bound work, which would hold up every message and
+/// heartbeat of the process. Jobs that arrive after the loop stopped run on Swift's global
+/// executor instead, so a task that prefers the loop is never stranded.
+extension ZMQEventLoop: TaskExecutor {
+    public func enqueue(_ job: consuming ExecutorJob) {
+        let job = UnownedJob(job)
+        enum Outcome { case queued, wake, rejected }
+        let outcome = mailbox.withLock { box -> Outcome in
+            if box.stopped { return .rejected }
+            box.jobs.append(job)
+            if box.wakePending { return .queued }
+            box.wakePending = true
+            return .wake
+        }
+        switch outcome {
+        case .queued: break
+        case .wake: wakeThread()
+        case .rejected: globalConcurrentExecutor.enqueue(ExecutorJob(job))
+        }
+    }
+
+    /// Whether the caller runs on the loop's thread.
+    var isOnLoopThread: Bool {
+        threadID.load(ordering: .relaxed) == sky_current_thread_id()
+    }
+}

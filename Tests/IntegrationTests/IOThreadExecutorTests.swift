@@ -1,0 +1,152 @@
+import Foundation
+import Logging
+import Sky
+import SkyProtocol
+import SkyTasks
+import SkyTestSupport
+import SkyWorkerKit
+import Testing
+
+extension IntegrationSuite {
+    /// Handlers on the worker's I/O thread (`SkyWorker.Configuration.handlerExecutor`) and
+    /// callers on the client's (`SkyClient.ioThreadExecutor`): the opt-in placements that save
+    /// a task its thread wake-ups, with the real broker between them.
+    @Suite("Handlers and callers on the I/O threads")
+    struct IOThreadExecutorTests {
+        /// The kernel's name of the calling thread (the I/O threads name themselves).
+        static func threadName() -> String {
+            let name = try? String(contentsOfFile: "/proc/thread-self/comm", encoding: .utf8)
+            return name?.trimmingCharacters(in: .whitespacesAndNewlines) ?? "unreadable"
+        }
+
+        static func startWorker(
+            _ system: ScanSystem, cluster: TestCluster, handlers: HandlerExecutor
+        ) -> Task<Void, any Error> {
+            let worker = SkyWorker(
+                configuration: .init(broker: cluster.workers, handlerExecutor: handlers), system: system,
+                logger: Logger(label: "io-thread-test"))
+            return Task { try await worker.run() }
+        }
+
+        @Test(arguments: HandlerExecutor.allCases)
+        func handlersRunWhereTheWorkerIsConfiguredToRunThem(_ handlers: HandlerExecutor) async throws {
+            let cluster = try await TestCluster.start()
+            defer { cluster.killAll() }
+            let system = ScanSystem(name: "placed", capacity: 16)
+            await system.register(service: "where") { body in body + Array(Self.threadName().utf8) }
+            let running = Self.startWorker(system, cluster: cluster, handlers: handlers)
+            defer { running.cancel() }
+            let sky = try await SkyClient(broker: cluster.clients)
+            let replies = try await withThrowingTaskGroup(of: String.self) { group in
+                for index in 0..<64 {
+                    group.addTask {
+                        let prefix = Array("\(index):".utf8)
+                        let reply = try await sky.request(service: "where", body: prefix)
+                        #expect(reply.starts(with: prefix))
+                        return String(decoding: reply.dropFirst(prefix.count), as: UTF8.self)
+                    }
+                }
+                return try await group.reduce(into: []) { $0.append($1) }
+            }
+            #expect(replies.count == 64)
+            switch handlers {
+            case .ioThread: #expect(replies.allSatisfy { $0 == "skyworker-io" }, "\(Set(replies))")
+            case .pool: #expect(replies.allSatisfy { $0 != "skyworker-io" }, "\(Set(replies))")
+            }
+            await sky.close()
+        }
+
+        /// A handler that awaits on the I/O thread leaves the thread free: other tasks are answered
+        /// meanwhile, and the caller's cancellation reaches the waiting handler.
+        @Test func aHandlerAwaitingOnTheIOThreadLeavesItFreeAndIsCancelledWithItsCaller() async throws {
+            let cluster = try await TestCluster.start()
+            defer { cluster.killAll() }
+            let (events, event) = AsyncStream.makeStream(of: String.self)
+            let system = ScanSystem(name: "holding", capacity: 4)
+            await system.register(service: "hold") { _ in
+                event.yield("started")
+                do {
+                    try await Task.sleep(for: .seconds(600))  // ended by the cancellation under test
+                } catch {
+                    event.yield("cancelled on \(Self.threadName())")
+                    throw error
+                }
+                return []
+            }
+            await system.register(service: "echo") { $0 }
+            let running = Self.startWorker(system, cluster: cluster, handlers: .ioThread)
+            defer { running.cancel() }
+            let sky = try await SkyClient(broker: cluster.clients)
+            var seen = events.makeAsyncIterator()
+            let held = Task { try await sky.request(service: "hold", body: []) }
+            #expect(await seen.next() == "started")
+            #expect(try await sky.request(service: "echo", body: [7]) == [7])
+            held.cancel()
+            #expect(await seen.next() == "cancelled on skyworker-io")
+            await #expect(throws: CancellationError.self) { try await held.value }
+            #expect(try await sky.request(service: "echo", body: [8]) == [8])
+            await sky.close()
+        }
+
+        /// Callers that prefer the client's I/O thread are resumed there, every call is answered,
+        /// a call made before the client ever connected works, and after `close()` such a
+        /// caller is told so instead of waiting for a thread that has stopped.
+        @Test func callersOnTheClientsIOThreadAreResumedThereAndEveryCallIsAnswered() async throws {
+            let cluster = try await TestCluster.start()
+            defer { cluster.killAll() }
+            let system = ScanSystem(name: "echoing", capacity: 16)
+            await system.register(service: "echo") { $0 }
+            let running = Self.startWorker(system, cluster: cluster, handlers: .pool)
+            defer { running.cancel() }
+            let sky = try await SkyClient(broker: cluster.clients)
+            let names = try await withTaskExecutorPreference(sky.ioThreadExecutor) {
+                try await withThrowingTaskGroup(of: [String].self) { group in
+                    for caller in 0..<256 {
+                        group.addTask {
+                            var names: [String] = []
+                            for call in 0..<4 {
+                                let body = Array("\(caller).\(call)".utf8)
+                                let reply = try await sky.request(service: "echo", body: body)
+                                #expect(reply == body)
+                                names.append(Self.threadName())
+                            }
+                            return names
+                        }
+                    }
+                    return try await group.reduce(into: []) { $0 += $1 }
+                }
+            }
+            #expect(names.count == 1024)
+            #expect(names.allSatisfy { $0 == "skyclient-io" }, "\(Set(names))")
+
+            await sky.close()
+            let afterClose = await withTaskExecutorPreference(sky.ioThreadExecutor) { () async -> (any Error)? in
+                do {
+                    _ = try await sky.request(service: "echo", body: [1])
+                    return nil
+                } catch {
+                    return error
+                }
+            }
+            #expect(afterClose as? SkyError == .clientClosed, "\(String(describing: afterClose))")
+        }
+
+        /// The executor of a client that has not connected yet runs the work elsewhere until
+        /// it has: the first call, made from a task that prefers it, connects and is answered.
+        @Test func aClientsExecutorWorksBeforeItsFirstConnection() async throws {
+            let cluster = try await TestCluster.start()
+            defer { cluster.killAll() }
+            let system = ScanSystem(name: "echoing", capacity: 1)
+            await system.register(service: "echo") { $0 }
+            let running = Self.startWorker(system, cluster: cluster, handlers: .pool)
+            defer { running.cancel() }
+            let sky = try await SkyClient(broker: cluster.clients)
+            let (reply, name) = try await withTaskExecutorPreference(sky.ioThreadExecutor) {
+                (try await sky.request(service: "echo", body: [3]), Self.threadName())
+            }
+            #expect(reply == [3])
+            #expect(name == "skyclient-io")
+            await sky.close()
+        }
+    }
+}

@@ -1,0 +1,90 @@
+import Foundation
+import SkyTestSupport
+import Synchronization
+import Testing
+
+@testable import SkyZMQ
+
+@Suite("libzmq wrapper: the I/O thread as a task executor")
+struct ZMQEventLoopExecutorTests {
+    /// The kernel's name of the calling thread.
+    static func threadName() -> String {
+        let name = try? String(contentsOfFile: "/proc/thread-self/comm", encoding: .utf8)
+        return name?.trimmingCharacters(in: .whitespacesAndNewlines) ?? "unreadable"
+    }
+
+    @Test(.timeLimit(.minutes(1)))
+    func aTaskThatPrefersTheLoopRunsOnItsThreadAndSoDoItsChildren() async throws {
+        let loop = try await ZMQEventLoop.start(name: "sky-exec-io", sockets: [])
+        let (outside, inside, children) = await withTaskExecutorPreference(loop) {
+            let inside = Self.threadName()
+            let children = await withTaskGroup(of: String.self) { group in
+                for _ in 0..<8 { group.addTask { Self.threadName() } }
+                return await group.reduce(into: []) { $0.append($1) }
+            }
+            return (loop.isOnLoopThread, inside, children)
+        }
+        #expect(outside)
+        #expect(inside == "sky-exec-io")
+        #expect(children == Array(repeating: "sky-exec-io", count: 8))
+        #expect(!loop.isOnLoopThread)
+        await loop.shutdown()
+    }
+
+    /// What the thread posts to itself needs no wake-up: that is the point of running there.
+    @Test(.timeLimit(.minutes(1)))
+    func postsFromTheLoopsOwnThreadSignalNothingAndStillArrive() async throws {
+        let (inputs, sink) = AsyncStream.makeStream(of: Int.self)
+        let loop = try await ZMQEventLoop.start(
+            name: "sky-exec-post", sockets: [],
+            handler: { batch, _ in
+                for case .input(let value as Int) in batch { sink.yield(value) }
+            })
+        let signals = await withTaskExecutorPreference(loop) {
+            let before = loop.wakeSignals.load(ordering: .relaxed)
+            for value in 0..<100 {
+                loop.post(input: value)
+                // Suspends and comes back on the loop's thread, which took the posts meanwhile.
+                if value % 10 == 9 { await Task.yield() }
+            }
+            return loop.wakeSignals.load(ordering: .relaxed) - before
+        }
+        #expect(signals == 0)
+        var received: [Int] = []
+        for await value in inputs {
+            received.append(value)
+            if received.count == 100 { break }
+        }
+        #expect(received == Array(0..<100))
+        // From another thread, a post signals the sleeping thread.
+        let before = loop.wakeSignals.load(ordering: .relaxed)
+        _ = try await onThread { loop.post(input: 100) }
+        #expect(loop.wakeSignals.load(ordering: .relaxed) > before)
+        await loop.shutdown()
+    }
+
+    /// A task that still prefers a loop that stopped runs on Swift's global executor instead of
+    /// waiting forever for a thread that is gone.
+    @Test(.timeLimit(.minutes(1)))
+    func aTaskThatPrefersAStoppedLoopStillRuns() async throws {
+        let loop = try await ZMQEventLoop.start(name: "sky-exec-gone", sockets: [])
+        let (stopped, stop) = AsyncStream.makeStream(of: Void.self)
+        let running = Task {
+            await withTaskExecutorPreference(loop) {
+                var names = [Self.threadName()]
+                for await _ in stopped { break }
+                // Resumed after the loop stopped.
+                names.append(Self.threadName())
+                await Task.yield()
+                names.append(Self.threadName())
+                return names
+            }
+        }
+        await Task.yield()
+        await loop.shutdown()
+        stop.yield()
+        let names = await running.value
+        #expect(names.count == 3)
+        #expect(names.dropFirst().allSatisfy { $0 != "sky-exec-gone" })
+    }
+}
