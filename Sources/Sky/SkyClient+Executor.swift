@@ -21,7 +21,7 @@ extension SkyClient {
 extension SkyClient.Shell: TaskExecutor {
     func enqueue(_ job: consuming ExecutorJob) {
         if let loop = loop.load() {
-            loop.enqueue(job)
+            loop.enqueue(job, as: asUnownedTaskExecutor())
         } else {
             globalConcurrentExecutor.enqueue(job)
         }

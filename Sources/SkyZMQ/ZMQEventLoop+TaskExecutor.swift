@@ -16,7 +16,15 @@ import Synchronization
 /// executor instead, so a task that prefers the loop is never stranded.
 extension ZMQEventLoop: TaskExecutor {
     public func enqueue(_ job: consuming ExecutorJob) {
-        let job = UnownedJob(job)
+        enqueue(job, as: asUnownedTaskExecutor())
+    }
+
+    /// Runs `job` on the loop's thread as a job of `executor`: for a task executor that hands its
+    /// jobs to the loop (a client's, which exists before its loop does). The job must run as the
+    /// executor its task prefers; as another one, every `await` of the task would find itself on
+    /// the wrong executor and be queued again instead of going on inline.
+    public func enqueue(_ job: consuming ExecutorJob, as executor: UnownedTaskExecutor) {
+        let job = Job(job: UnownedJob(job), executor: executor)
         enum Outcome { case queued, wake, rejected }
         let outcome = mailbox.withLock { box -> Outcome in
             if box.stopped { return .rejected }
@@ -28,8 +36,14 @@ extension ZMQEventLoop: TaskExecutor {
         switch outcome {
         case .queued: break
         case .wake: wakeThread()
-        case .rejected: globalConcurrentExecutor.enqueue(ExecutorJob(job))
+        case .rejected: globalConcurrentExecutor.enqueue(ExecutorJob(job.job))
         }
+    }
+
+    /// A job waiting in the mailbox, and the executor it runs as.
+    struct Job: Sendable {
+        let job: UnownedJob
+        let executor: UnownedTaskExecutor
     }
 
     /// Whether the caller runs on the loop's thread.

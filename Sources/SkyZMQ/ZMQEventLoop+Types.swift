@@ -152,7 +152,7 @@ extension ZMQEventLoop {
     struct Mailbox: Sendable {
         var commands: [Command] = []
         /// Jobs of tasks that prefer the loop as their executor, in the order they came.
-        var jobs: [UnownedJob] = []
+        var jobs: [ZMQEventLoop.Job] = []
         /// Messages yielded and not yet taken by the consumer.
         var pendingMessages = 0
         /// The thread stopped reading sockets because ``pendingMessages`` reached the limit.

@@ -53,6 +53,8 @@ public final class ZMQEventLoop: Sendable {
     let queuedOnThread = Atomic<Bool>(false)
     /// Times another thread signalled the thread awake (for tests and diagnostics).
     let wakeSignals = Atomic<Int>(0)
+    /// Jobs of tasks that prefer the loop the thread ran so far (for tests and diagnostics).
+    let jobsRun = Atomic<Int>(0)
 
     /// A consumer that runs on the I/O thread: it gets each batch as it is read and appends what
     /// to send, which the thread sends at once. It must not block or await anything.

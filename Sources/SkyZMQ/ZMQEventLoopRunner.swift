@@ -56,7 +56,7 @@ final class ZMQEventLoopRunner {
     /// Buffers kept between wake-ups (see ``takeCommands()`` and ``yieldBatch()``).
     private var spareCommands: [ZMQEventLoop.Command] = []
     private var spareOutbound: [ZMQEventLoop.Outbound] = []
-    private var spareJobs: [UnownedJob] = []
+    private var spareJobs: [ZMQEventLoop.Job] = []
     private var running = true
     private var closingLinger: Int32 = 0
     private let clock = ContinuousClock()
@@ -198,7 +198,7 @@ final class ZMQEventLoopRunner {
             return (box.shutdownWaiters, box.jobs)
         }
         // Tasks that prefer the loop go on elsewhere (see ``ZMQEventLoop/enqueue(_:)``).
-        for job in jobs { globalConcurrentExecutor.enqueue(ExecutorJob(job)) }
+        for job in jobs { globalConcurrentExecutor.enqueue(ExecutorJob(job.job)) }
         for waiter in waiters { waiter.resume() }
     }
 
@@ -273,7 +273,8 @@ final class ZMQEventLoopRunner {
             commands.removeAll(keepingCapacity: true)
             spareCommands = commands
             // After the commands: a job sees the sockets they opened.
-            for job in jobs { job.runSynchronously(on: loop.asUnownedTaskExecutor()) }
+            if !jobs.isEmpty { loop.jobsRun.add(jobs.count, ordering: .relaxed) }
+            for job in jobs { job.job.runSynchronously(on: job.executor) }
             jobs.removeAll(keepingCapacity: true)
             spareJobs = jobs
         }

@@ -1,6 +1,7 @@
 import Foundation
 import Sky
 import SkyTestSupport
+import SkyWorkerKit
 import SkyWorkloads
 
 /// `--instructions`: user-space instructions per task of the broker, the client and the
@@ -25,6 +26,9 @@ struct InstructionCount {
     let payload: Int
     let inFlight: Int
     let transport: Transport
+    /// Where Sky's worker runs its handlers and the client its calls (as in the timed runs).
+    var workerHandlers = HandlerExecutor.pool
+    var clientCallers = HandlerExecutor.pool
 
     func run() async throws -> [Row] {
         var rows: [Row] = []
@@ -40,9 +44,13 @@ struct InstructionCount {
     }
 
     /// The report: one line per role, with Sky ÷ baseline.
-    static func table(_ rows: [Row], payload: Int, inFlight: Int) -> String {
+    static func table(
+        _ rows: [Row], payload: Int, inFlight: Int, workerHandlers: HandlerExecutor, clientCallers: HandlerExecutor
+    ) -> String {
         var lines = [
-            "User-space instructions per task (callgrind; \(payload) B, \(inFlight) in flight, 1 worker)",
+            "User-space instructions per task (callgrind; \(payload) B, \(inFlight) in flight, 1 worker; Sky's handlers on the "
+                + "\(workerHandlers == .ioThread ? "I/O thread" : "pool"), its calls on the "
+                + "\(clientCallers == .ioThread ? "I/O thread" : "pool"))",
             "role       Sky          baseline     Sky / baseline",
         ]
         for row in rows {
@@ -78,7 +86,7 @@ struct InstructionCount {
             role == "worker" ? callgrind.worker : SkyProcess.binaries.appendingPathComponent("skyworker"),
             [
                 "--broker", started.workers, "--capacity", "16", "--workloads", EchoTask.service,
-                "--log-level", "warning",
+                "--handlers", workerHandlers.rawValue, "--log-level", "warning",
             ], under: role == "worker" ? callgrind.launcher(output) : nil, name: "skyworker",
             environment: role == "worker" ? callgrind.environment : [:])
         processes.append(worker)
@@ -86,7 +94,7 @@ struct InstructionCount {
         if role != "client" {
             let client = try await SkyClient(broker: clients)
             try await Self.waitForWorker(client)
-            try await Self.load(client, tasks: tasks, inFlight: inFlight, payload: payload)
+            try await Self.load(client, tasks: tasks, inFlight: inFlight, payload: payload, callers: clientCallers)
             await client.close()
             // A graceful stop ends it through a normal exit, so callgrind writes its counts.
             let counted = role == "broker" ? broker : worker
@@ -100,7 +108,7 @@ struct InstructionCount {
                 program: URL(fileURLWithPath: launcher[0]),
                 launcher.dropFirst() + [
                     callgrind.client.path, "--load-client", clients, "--load-tasks", "\(tasks)", "--in-flight",
-                    "\(inFlight)", "--payloads", "\(payload)",
+                    "\(inFlight)", "--payloads", "\(payload)", "--client-callers", clientCallers.rawValue,
                 ], name: "skybench-client", environment: callgrind.environment)
             processes.append(client)
             guard try await client.waitForExit(timeout: .seconds(600)) == 0 else {
@@ -111,27 +119,34 @@ struct InstructionCount {
     }
 
     /// The hidden `--load-client` mode: this process as a plain Sky client, for callgrind.
-    static func loadClient(broker: String, tasks: Int, inFlight: Int, payload: Int) async throws {
+    static func loadClient(
+        broker: String, tasks: Int, inFlight: Int, payload: Int, callers: HandlerExecutor
+    ) async throws {
         let client = try await SkyClient(broker: broker)
         try await waitForWorker(client)
-        try await load(client, tasks: tasks, inFlight: inFlight, payload: payload)
+        try await load(client, tasks: tasks, inFlight: inFlight, payload: payload, callers: callers)
         await client.close()
     }
 
     /// `tasks` echo requests, `inFlight` at a time.
-    static func load(_ client: SkyClient, tasks: Int, inFlight: Int, payload: Int) async throws {
+    static func load(
+        _ client: SkyClient, tasks: Int, inFlight: Int, payload: Int, callers: HandlerExecutor
+    ) async throws {
         let body = [UInt8](repeating: 0x61, count: payload)
         let lanes = max(1, min(inFlight, tasks))
-        try await withThrowingTaskGroup(of: Void.self) { group in
-            for lane in 0..<lanes {
-                let count = tasks / lanes + (lane < tasks % lanes ? 1 : 0)
-                group.addTask {
-                    for _ in 0..<count {
-                        _ = try await client.request(service: EchoTask.service, body: body, options: SkyTarget.options)
+        try await withTaskExecutorPreference(callers == .ioThread ? client.ioThreadExecutor : nil) {
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for lane in 0..<lanes {
+                    let count = tasks / lanes + (lane < tasks % lanes ? 1 : 0)
+                    group.addTask {
+                        for _ in 0..<count {
+                            _ = try await client.request(
+                                service: EchoTask.service, body: body, options: SkyTarget.options)
+                        }
                     }
                 }
+                try await group.waitForAll()
             }
-            try await group.waitForAll()
         }
     }
 

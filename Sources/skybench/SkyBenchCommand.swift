@@ -167,7 +167,7 @@ struct SkyBenchCommand: AsyncParsableCommand {
         }
         if let loadClient {
             try await InstructionCount.loadClient(
-                broker: loadClient, tasks: loadTasks, inFlight: mostInFlight, payload: payload)
+                broker: loadClient, tasks: loadTasks, inFlight: mostInFlight, payload: payload, callers: clientCallers)
             return
         }
         let settings = BenchSettings(
@@ -201,8 +201,8 @@ struct SkyBenchCommand: AsyncParsableCommand {
             let callgrind = try await Callgrind.prepare(root: root)
             let count = InstructionCount(
                 baseline: programs, callgrind: callgrind, tasks: instructionTasks, payload: payload,
-                inFlight: mostInFlight,
-                transport: transport)
+                inFlight: mostInFlight, transport: transport, workerHandlers: workerHandlers,
+                clientCallers: clientCallers)
             let rows: [InstructionCount.Row]
             do {
                 rows = try await count.run()
@@ -211,7 +211,10 @@ struct SkyBenchCommand: AsyncParsableCommand {
                 callgrind.remove()
                 throw error
             }
-            print(InstructionCount.table(rows, payload: payload, inFlight: mostInFlight))
+            print(
+                InstructionCount.table(
+                    rows, payload: payload, inFlight: mostInFlight, workerHandlers: workerHandlers,
+                    clientCallers: clientCallers))
             if programs != nil, baselineExtraFrames > 0 { print(Report.extraFramesNote(baselineExtraFrames)) }
             try write(rows)
             return
