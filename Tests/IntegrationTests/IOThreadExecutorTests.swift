@@ -13,12 +13,6 @@ extension IntegrationSuite {
     /// a task its thread wake-ups, with the real broker between them.
     @Suite("Handlers and callers on the I/O threads")
     struct IOThreadExecutorTests {
-        /// The kernel's name of the calling thread (the I/O threads name themselves).
-        static func threadName() -> String {
-            let name = try? String(contentsOfFile: "/proc/thread-self/comm", encoding: .utf8)
-            return name?.trimmingCharacters(in: .whitespacesAndNewlines) ?? "unreadable"
-        }
-
         static func startWorker(
             _ system: ScanSystem, cluster: TestCluster, handlers: HandlerExecutor
         ) -> Task<Void, any Error> {
@@ -33,7 +27,7 @@ extension IntegrationSuite {
             let cluster = try await TestCluster.start()
             defer { cluster.killAll() }
             let system = ScanSystem(name: "placed", capacity: 16)
-            await system.register(service: "where") { body in body + Array(Self.threadName().utf8) }
+            await system.register(service: "where") { body in body + Array(currentThreadName().utf8) }
             let running = Self.startWorker(system, cluster: cluster, handlers: handlers)
             defer { running.cancel() }
             let sky = try await SkyClient(broker: cluster.clients)
@@ -68,7 +62,7 @@ extension IntegrationSuite {
                 do {
                     try await Task.sleep(for: .seconds(600))  // ended by the cancellation under test
                 } catch {
-                    event.yield("cancelled on \(Self.threadName())")
+                    event.yield("cancelled on \(currentThreadName())")
                     throw error
                 }
                 return []
@@ -88,9 +82,10 @@ extension IntegrationSuite {
             await sky.close()
         }
 
-        /// Callers that prefer the client's I/O thread are resumed there, every call is answered,
-        /// a call made before the client ever connected works, and after `close()` such a
-        /// caller is told so instead of waiting for a thread that has stopped.
+        /// Callers that prefer the client's I/O thread are resumed there and every call is
+        /// answered; the first calls are made before the client ever connected (its executor
+        /// then runs them elsewhere until its loop exists); after `close()` such a caller is
+        /// told so instead of waiting for a thread that has stopped.
         @Test func callersOnTheClientsIOThreadAreResumedThereAndEveryCallIsAnswered() async throws {
             let cluster = try await TestCluster.start()
             defer { cluster.killAll() }
@@ -108,7 +103,7 @@ extension IntegrationSuite {
                                 let body = Array("\(caller).\(call)".utf8)
                                 let reply = try await sky.request(service: "echo", body: body)
                                 #expect(reply == body)
-                                names.append(Self.threadName())
+                                names.append(currentThreadName())
                             }
                             return names
                         }
@@ -129,24 +124,6 @@ extension IntegrationSuite {
                 }
             }
             #expect(afterClose as? SkyError == .clientClosed, "\(String(describing: afterClose))")
-        }
-
-        /// The executor of a client that has not connected yet runs the work elsewhere until
-        /// it has: the first call, made from a task that prefers it, connects and is answered.
-        @Test func aClientsExecutorWorksBeforeItsFirstConnection() async throws {
-            let cluster = try await TestCluster.start()
-            defer { cluster.killAll() }
-            let system = ScanSystem(name: "echoing", capacity: 1)
-            await system.register(service: "echo") { $0 }
-            let running = Self.startWorker(system, cluster: cluster, handlers: .pool)
-            defer { running.cancel() }
-            let sky = try await SkyClient(broker: cluster.clients)
-            let (reply, name) = try await withTaskExecutorPreference(sky.ioThreadExecutor) {
-                (try await sky.request(service: "echo", body: [3]), Self.threadName())
-            }
-            #expect(reply == [3])
-            #expect(name == "skyclient-io")
-            await sky.close()
         }
     }
 }

@@ -7,19 +7,13 @@ import Testing
 
 @Suite("libzmq wrapper: the I/O thread as a task executor")
 struct ZMQEventLoopExecutorTests {
-    /// The kernel's name of the calling thread.
-    static func threadName() -> String {
-        let name = try? String(contentsOfFile: "/proc/thread-self/comm", encoding: .utf8)
-        return name?.trimmingCharacters(in: .whitespacesAndNewlines) ?? "unreadable"
-    }
-
     @Test(.timeLimit(.minutes(1)))
     func aTaskThatPrefersTheLoopRunsOnItsThreadAndSoDoItsChildren() async throws {
         let loop = try await ZMQEventLoop.start(name: "sky-exec-io", sockets: [])
         let (outside, inside, children) = await withTaskExecutorPreference(loop) {
-            let inside = Self.threadName()
+            let inside = currentThreadName()
             let children = await withTaskGroup(of: String.self) { group in
-                for _ in 0..<8 { group.addTask { Self.threadName() } }
+                for _ in 0..<8 { group.addTask { currentThreadName() } }
                 return await group.reduce(into: []) { $0.append($1) }
             }
             return (loop.isOnLoopThread, inside, children)
@@ -71,12 +65,12 @@ struct ZMQEventLoopExecutorTests {
         let (stopped, stop) = AsyncStream.makeStream(of: Void.self)
         let running = Task {
             await withTaskExecutorPreference(loop) {
-                var names = [Self.threadName()]
+                var names = [currentThreadName()]
                 for await _ in stopped { break }
                 // Resumed after the loop stopped.
-                names.append(Self.threadName())
+                names.append(currentThreadName())
                 await Task.yield()
-                names.append(Self.threadName())
+                names.append(currentThreadName())
                 return names
             }
         }

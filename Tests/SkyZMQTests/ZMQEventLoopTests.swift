@@ -60,10 +60,7 @@ struct ZMQEventLoopTests {
             name: "sky-named-io", sockets: [],
             handler: { batch, _ in
                 // Read on the loop's own thread, which an input reaches through the handler.
-                for case .input in batch {
-                    let name = try? String(contentsOfFile: "/proc/thread-self/comm", encoding: .utf8)
-                    named.yield(name?.trimmingCharacters(in: .whitespacesAndNewlines) ?? "unreadable")
-                }
+                for case .input in batch { named.yield(currentThreadName()) }
             })
         loop.post(input: 0)
         var iterator = names.makeAsyncIterator()
