@@ -15,8 +15,7 @@ import Tracing
 /// Heartbeats leave from that thread, so they keep flowing however busy the handlers keep the
 /// cooperative pool. Handlers run as children of one task group inside the graceful-shutdown
 /// handler, on the pool or on the I/O thread (``HandlerExecutor``); the broker's credits bound
-/// how many run. A finished handler posts its reply to the
-/// I/O thread, which sends it.
+/// how many run. A finished handler posts its reply to the I/O thread, which sends it.
 ///
 /// On graceful shutdown (SIGTERM/SIGINT through a `ServiceGroup`) it tells the broker DRAINING
 /// (no new tasks), lets the tasks it runs finish and reply for up to

@@ -39,9 +39,9 @@ final class ZMQEventLoopRunner {
     /// starve the others or the mailbox. The loop polls again at once when it was reached.
     private static let readBudget = 1024
 
-    /// Times the thread takes its mailbox again in one wake-up for jobs it queued for itself (a
+    /// Times the thread takes its mailbox again in one wake-up for what it posted to itself (a
     /// message starts a task, the task posts its answer): enough for such a chain to finish
-    /// before the next poll, few enough that a task that keeps queuing cannot starve the sockets.
+    /// before the next poll, few enough that a task that keeps posting cannot starve the sockets.
     private static let jobRounds = 4
 
     private let loop: ZMQEventLoop
