@@ -53,3 +53,8 @@ struct Machine: Codable, Sendable {
             date: ISO8601DateFormatter().string(from: Date()))
     }
 }
+
+extension HandlerExecutor {
+    /// The placement as the reports name it.
+    var place: String { self == .ioThread ? "I/O thread" : "cooperative pool" }
+}

@@ -49,8 +49,7 @@ struct InstructionCount {
     ) -> String {
         var lines = [
             "User-space instructions per task (callgrind; \(payload) B, \(inFlight) in flight, 1 worker; Sky's handlers on the "
-                + "\(workerHandlers == .ioThread ? "I/O thread" : "pool"), its calls on the "
-                + "\(clientCallers == .ioThread ? "I/O thread" : "pool"))",
+                + "\(workerHandlers.place), its calls on the \(clientCallers.place))",
             "role       Sky          baseline     Sky / baseline",
         ]
         for row in rows {

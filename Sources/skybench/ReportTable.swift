@@ -24,8 +24,7 @@ extension Report {
         let s = settings
         out.append(
             "Sky vs plain libzmq: sky.echo over \(s.transport) loopback, \(s.capacity) credits per worker, "
-                + "handlers on the workers' \(s.workerHandlers == .ioThread ? "I/O thread" : "cooperative pool"), "
-                + "calls on the client's \(s.clientCallers == .ioThread ? "I/O thread" : "cooperative pool"), "
+                + "handlers on the workers' \(s.workerHandlers.place), calls on the client's \(s.clientCallers.place), "
                 + (s.pinned ? "every process pinned to CPU 0" : "free-running on \(machine.cores) cores"))
         out.append(
             "\(s.rounds) round(s), "
