@@ -60,12 +60,11 @@ extension IntegrationSuite {
             await system.register(service: "hold") { _ in
                 event.yield("started")
                 do {
-                    try await Task.sleep(for: .seconds(600))  // ended by the cancellation under test
+                    try await untilCancelled()
                 } catch {
                     event.yield("cancelled on \(currentThreadName())")
                     throw error
                 }
-                return []
             }
             await system.register(service: "echo") { $0 }
             let running = Self.startWorker(system, cluster: cluster, handlers: .ioThread)

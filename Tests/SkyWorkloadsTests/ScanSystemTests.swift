@@ -122,12 +122,11 @@ struct ScanSystemTests {
         let observed = Locked<ContinuousClock.Instant?>(nil)
         await system.register(SleepTask.self) { task in
             do {
-                try await Task.sleep(for: .seconds(30))
+                try await untilCancelled()
             } catch {
                 observed.withLock { $0 = .now }
                 throw error
             }
-            return task.number
         }
         var delays: [Duration] = []
         for trial in 0..<5 {
