@@ -1,5 +1,4 @@
 import SkyZMQ
-import Synchronization
 
 extension SkyClient {
     /// The client's I/O thread as a task executor: calling code that prefers it,

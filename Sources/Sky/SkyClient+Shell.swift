@@ -48,7 +48,7 @@ extension SkyClient {
         let featureWaiters = Locked<[WaiterID: CheckedContinuation<BrokerFeatures?, Never>]>([:])
         let eventSinks = Locked<[ZMQEventLoop.SocketID: EventSink]>([:])
         /// The I/O thread's loop, set once when it started: read on every call without a lock.
-        let loop = AtomicLazyReference<ZMQEventLoop>()
+        let loop = LoopReference()
         let time: TimeSource
         let logger: Logger
         let configuration: Configuration
