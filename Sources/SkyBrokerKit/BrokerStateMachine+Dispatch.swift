@@ -25,11 +25,12 @@ extension BrokerStateMachine {
         services.number(of: service).map { services[$0].workers } ?? []
     }
 
-    /// Records into the stats window of the task's service. A task refused before its service
-    /// had a number (``ServiceBook/none``) has no window.
-    mutating func recordWindow(of task: QueuedRequest, _ change: (inout ServiceWindow) -> Void) {
-        guard services.isKnown(task.service) else { return }
-        services[task.service].window.record(change)
+    /// Records into the stats window of a task's service (``QueuedRequest/service``; by number,
+    /// so that the task is not copied for it). A task refused before its service had a number
+    /// (``ServiceBook/none``) has no window.
+    mutating func recordWindow(of service: ServiceBook.Number, _ change: (inout ServiceWindow) -> Void) {
+        guard services.isKnown(service) else { return }
+        services[service].window.record(change)
     }
 
     /// Low bits of an arrival number that name its service (``ServiceBook``: 1 M services may be

@@ -264,8 +264,10 @@ extension BrokerStateMachine {
             return
         }
         tasksCompleted += 1
-        let took = ticks(now) - held.task.arrivedAt
-        recordWindow(of: held.task) { $0.record(nanoseconds: took, status: answer.status, waited: held.waited) }
+        // The closure captures plain values: capturing `held` copied the delivery (its request
+        // and body references) on every reply.
+        let (took, status, waited) = (ticks(now) - held.task.arrivedAt, answer.status, held.waited)
+        recordWindow(of: held.task.service) { $0.record(nanoseconds: took, status: status, waited: waited) }
         if failed {
             tasksFailed += 1
             sampleFailure(held.task, answer.status, RemoteErrorBody(decoding: answer.body), worker: workerName)

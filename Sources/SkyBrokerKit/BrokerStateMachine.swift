@@ -717,7 +717,7 @@ public struct BrokerStateMachine: Sendable {
         keepsClient: Bool = false, into actions: inout [BrokerAction]
     ) {
         if status != .brokerShuttingDown {
-            recordWindow(of: task) { $0.recordFailure(status) }
+            recordWindow(of: task.service) { $0.recordFailure(status) }
             sampleFailure(
                 task, status, RemoteErrorBody(type: status.description, message: message),
                 worker: worker.flatMap { workers[$0]?.name })
