@@ -21,11 +21,12 @@ extension SkyWorker {
 
         let machine: Locked<WorkerStateMachine>
         let configuration: Configuration
-        let jobs: AsyncStream<[Job]>.Continuation
+        let jobs: JobInbox
         let handles = TaskHandles()
         /// Replies of finished tasks, for the I/O thread: one lock each, and one post (so at
         /// most one wake-up) for all that finish before the thread takes them.
-        let finished = Locked<[(WorkerStateMachine.TaskKey, TaskReply)]>([])
+        /// (A struct, not a tuple: an array of tuples looked its type metadata up on every append.)
+        let finished = Locked<[FinishedTask]>([])
         let loop = Locked<ZMQEventLoop?>(nil)
         /// How the machine ended, once it has.
         let ending = Locked<WorkerStateMachine.Ending?>(nil)
@@ -38,7 +39,7 @@ extension SkyWorker {
         private let startedReported = Locked(false)
 
         init(
-            machine: WorkerStateMachine, configuration: Configuration, jobs: AsyncStream<[Job]>.Continuation,
+            machine: WorkerStateMachine, configuration: Configuration, jobs: JobInbox,
             logger: Logger, capacity: Int
         ) {
             metrics = WorkerMetrics(capacity: capacity)
@@ -48,10 +49,15 @@ extension SkyWorker {
             self.logger = logger
         }
 
+        struct FinishedTask: Sendable {
+            var key: WorkerStateMachine.TaskKey
+            var reply: TaskReply
+        }
+
         /// A handler finished (called from its task).
         func taskFinished(_ key: WorkerStateMachine.TaskKey, _ reply: TaskReply) {
             let first = finished.withLock { queue in
-                queue.append((key, reply))
+                queue.append(FinishedTask(key: key, reply: reply))
                 return queue.count == 1
             }
             if first { loop.withLock { $0 }?.post(input: Input.repliesReady) }
@@ -88,8 +94,8 @@ extension SkyWorker {
                                 defer { queue.removeAll(keepingCapacity: true) }
                                 return queue
                             }
-                            for (key, reply) in replies {
-                                machine.taskFinished(key, reply: reply, now: now, into: &actions)
+                            for done in replies {
+                                machine.taskFinished(done.key, reply: done.reply, now: now, into: &actions)
                             }
                         }
                     case .opened(let socket, .success):

@@ -94,9 +94,9 @@ public final class SkyWorker: Service, Sendable {
             now: ContinuousClock.now)
         // One element per batch the I/O thread read: one hand-off (and at most one wake-up)
         // for every task that arrived together.
-        let (jobs, jobSink) = AsyncStream.makeStream(of: [Job].self)
+        let jobs = JobInbox()
         let shell = Shell(
-            machine: machine, configuration: configuration, jobs: jobSink, logger: logger, capacity: system.capacity)
+            machine: machine, configuration: configuration, jobs: jobs, logger: logger, capacity: system.capacity)
         let tick = max(.milliseconds(10), configuration.liveness.heartbeatInterval / 10)
         let loop = try await ZMQEventLoop.start(
             name: "skyworker-io", sockets: [], tick: tick,
@@ -110,7 +110,7 @@ public final class SkyWorker: Service, Sendable {
             await withGracefulShutdownHandler {
                 await withTaskCancellationHandler {
                     await withDiscardingTaskGroup { group in
-                        for await batch in jobs {
+                        while let batch = await jobs.next() {
                             for job in batch {
                                 group.addTask { await Self.perform(job, handlers: handlers, shell: shell) }
                             }
