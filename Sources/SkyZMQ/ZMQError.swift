@@ -10,13 +10,13 @@ public struct ZMQError: Error, Equatable, Sendable, CustomStringConvertible {
     public let code: Int32
     /// The call that failed, with its argument when that helps (an endpoint, an option).
     public let operation: String
-    /// libzmq's text for ``code`` (`zmq_strerror`).
-    public let message: String
+    /// libzmq's text for ``code`` (`zmq_strerror`). Made when asked: every read that finds
+    /// nothing more ends in an `EAGAIN` error, which nobody shows.
+    public var message: String { String(cString: zmq_strerror(code)) }
 
     public init(code: Int32, operation: String) {
         self.code = code
         self.operation = operation
-        self.message = String(cString: zmq_strerror(code))
     }
 
     /// Captures `zmq_errno()` right after a failed call.
