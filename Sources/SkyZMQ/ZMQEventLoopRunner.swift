@@ -20,6 +20,19 @@ final class ZMQEventLoopRunner {
         let monitorPair: ZMQSocket?
         /// Whether sends that would block are dropped (ROUTER, PUB) rather than kept.
         let dropsWhenFull: Bool
+        /// The socket's and its monitor's signalling descriptors (-1: no monitor).
+        let descriptors: (socket: Int32, monitor: Int32)
+        /// Whether the socket's events must be asked for again before the thread sleeps. A
+        /// send may take the command that would have signalled a message to read, so a socket
+        /// sent on is stale, and so is a socket with messages waiting to be sent after anything
+        /// touched it. A receive that found nothing needs no question: the next message to
+        /// arrive signals the descriptor. New sockets start stale.
+        var stale = true
+        var monitorStale = true
+        /// What the socket could do when last asked.
+        var readable = false
+        var writable = false
+        var monitorReadable = false
 
         init(socket: ZMQSocket, spec: ZMQEventLoop.SocketSpec, monitorPair: ZMQSocket?) {
             id = spec.id
@@ -27,9 +40,29 @@ final class ZMQEventLoopRunner {
             self.spec = spec
             self.monitorPair = monitorPair
             dropsWhenFull = spec.type == .router || spec.type == .pub || spec.type == .xpub
+            descriptors = (socket.signalDescriptor, monitorPair?.signalDescriptor ?? -1)
         }
 
         var hasPending: Bool { pendingHead < pending.count }
+
+        /// Asks libzmq what the socket (and its monitor) can do, where that may have changed.
+        func refresh() {
+            if stale {
+                stale = false
+                let events = socket.readiness
+                readable = events.contains(.readable)
+                writable = events.contains(.writable)
+            }
+            if monitorStale {
+                monitorStale = false
+                monitorReadable = monitorPair?.canReceive ?? false
+            }
+        }
+
+        /// Whether the thread has something to do with the socket now, without sleeping.
+        func isReady(paused: Bool) -> Bool {
+            (!paused && (readable || monitorReadable)) || (writable && hasPending)
+        }
     }
 
     /// What ``yieldBatch()`` leaves in the outbound list's places as it sends.
@@ -47,11 +80,11 @@ final class ZMQEventLoopRunner {
     private let loop: ZMQEventLoop
     private let context: ZMQContext
     private let ownsContext: Bool
-    /// The open sockets in the order they were opened (the poller's order). A process has a
+    /// The open sockets in the order they were opened (the poll set's order). A process has a
     /// handful, so finding one is a short scan: a dictionary hashed the id on every send.
     private var entries: [Entry] = []
-    private var poller = ZMQPoller()
-    private var pollerIsStale = true
+    private var poll = SignalPoll()
+    private var pollIsStale = true
     private var batch: [ZMQEventLoop.Inbound] = []
     /// Buffers kept between wake-ups (see ``takeCommands()`` and ``yieldBatch()``).
     private var spareCommands: [ZMQEventLoop.Command] = []
@@ -156,7 +189,7 @@ final class ZMQEventLoopRunner {
             }
             for endpoint in spec.connect { try socket.connect(endpoint) }
             entries.append(Entry(socket: socket, spec: spec, monitorPair: monitorPair))
-            pollerIsStale = true
+            pollIsStale = true
             return bound
         } catch {
             monitorPair?.close(linger: 0)
@@ -171,7 +204,7 @@ final class ZMQEventLoopRunner {
         let entry = entries.remove(at: index)
         entry.monitorPair?.close(linger: 0)
         entry.socket.close(linger: linger)
-        pollerIsStale = true
+        pollIsStale = true
     }
 
     private func closeAll() {
@@ -317,6 +350,7 @@ final class ZMQEventLoopRunner {
             loop.blockedSends.add(1, ordering: .relaxed)
             return
         }
+        entry.stale = true
         do {
             if try entry.socket.send(outbound.content, dontWait: true) { return }
             if entry.dropsWhenFull {
@@ -344,6 +378,7 @@ final class ZMQEventLoopRunner {
     private func flushPending() {
         for entry in entries where entry.hasPending {
             let id = entry.id
+            entry.stale = true
             while entry.hasPending {
                 let frames = entry.pending[entry.pendingHead]
                 do {
@@ -362,19 +397,26 @@ final class ZMQEventLoopRunner {
 
     // MARK: Polling
 
-    /// Polls every socket plus the wake-up pipe, then reads everything that is waiting. A socket
-    /// that had more than the read budget stays readable, so the next poll returns at once.
-    /// While `paused`, sockets are polled only for sending and nothing is read.
+    /// Sleeps until a socket or the wake-up descriptor needs the thread (not at all when one
+    /// does already), then reads everything that is waiting. A socket that had more than the
+    /// read budget stays readable, so the next call does not sleep. While `paused`, sockets
+    /// are watched only for sending and nothing is read.
+    ///
+    /// Sockets are asked for their events only where those may have changed (see
+    /// ``Entry/stale``): libzmq signals a socket's descriptor when its state changes, but a
+    /// send or receive on the socket may take that signal, so a used socket is asked again.
     private func waitAndRead(paused: Bool) {
-        if pollerIsStale { rebuildPoller() }
-        for (index, entry) in entries.enumerated() {
-            var events: ZMQPoller.Events = paused ? [] : .readable
-            if entry.hasPending { events.insert(.writable) }
-            poller.setEvents(events, at: 1 + index * 2)
-            poller.setEvents(paused || entry.monitorPair == nil ? [] : .readable, at: 2 + index * 2)
+        if pollIsStale {
+            poll.reset(wake: loop.wake.readFD, sockets: entries.map(\.descriptors))
+            pollIsStale = false
+        }
+        var ready = false
+        for entry in entries {
+            entry.refresh()
+            if entry.isReady(paused: paused) { ready = true }
         }
         var timeout = -1
-        if loop.tickRequested.load(ordering: .relaxed) || loop.queuedOnThread.load(ordering: .relaxed) {
+        if ready || loop.tickRequested.load(ordering: .relaxed) || loop.queuedOnThread.load(ordering: .relaxed) {
             timeout = 0
         }
         var due = nextTick
@@ -391,57 +433,63 @@ final class ZMQEventLoopRunner {
             loop.longestIterationNanoseconds.max(ZMQEventLoop.nanoseconds(clock.now - lastWake), ordering: .relaxed)
         }
         defer { lastWake = clock.now }
-        do {
-            try poller.poll(timeoutMilliseconds: timeout)
-        } catch {
-            // Only ETERM/EFAULT can reach here; the loop cannot go on polling.
+        // Polled even when a socket is ready (without waiting), so that the others' signals
+        // and the wake-up descriptor are seen while one socket stays busy.
+        guard poll.wait(timeoutMilliseconds: timeout) else {
             running = false
             return
         }
-        if poller.ready(at: 0).contains(.readable) { drainWakePipe() }
-        guard !paused else { return }
+        if poll.wakeFired { drainWakePipe() }
         for (index, entry) in entries.enumerated() {
-            let socketIndex = 1 + index * 2
-            if poller.ready(at: socketIndex).contains(.readable) { read(from: entry) }
-            if poller.ready(at: socketIndex + 1).contains(.readable) {
-                readMonitor(of: entry)
+            // A socket that fired is read at once (a receive that finds nothing costs what the
+            // question would); only a waiting send needs the events asked for.
+            if poll.socketFired(index) {
+                entry.readable = true
+                if entry.hasPending { entry.stale = true }
             }
+            if poll.monitorFired(index) { entry.monitorReadable = true }
+            entry.refresh()
         }
-    }
-
-    private func rebuildPoller() {
-        poller.removeAll()
-        poller.add(fileDescriptor: loop.wake.readFD, events: .readable)
+        guard !paused else { return }
         for entry in entries {
-            poller.add(entry.socket, events: .readable)
-            if let pair = entry.monitorPair {
-                poller.add(pair, events: .readable)
-            } else {
-                // Keeps two slots per socket; a closed-for-reading fd of -1 never becomes ready.
-                poller.add(fileDescriptor: -1, events: [])
-            }
+            if entry.readable { read(from: entry) }
+            if entry.monitorReadable { readMonitor(of: entry) }
         }
-        pollerIsStale = false
     }
 
     private func drainWakePipe() {
         loop.wake.drain()
     }
 
-    /// Reads up to the budget from one socket.
+    /// Reads up to the budget from one socket. Past the budget the socket stays readable.
     private func read(from entry: Entry) {
         let id = entry.id
+        // A receive may take the command that would have signalled room to send.
+        if entry.hasPending { entry.stale = true }
         for _ in 0..<Self.readBudget {
-            guard
-                let message = try? entry.socket.receive(
-                    dontWait: true, readUserID: entry.spec.readUserID, readPeerAddress: entry.spec.readPeerAddress,
-                    peerAddressFilter: entry.spec.peerAddressFilter)
-            else { return }
-            batch.append(.message(id, message))
+            do {
+                guard
+                    let message = try entry.socket.receive(
+                        dontWait: true, readUserID: entry.spec.readUserID, readPeerAddress: entry.spec.readPeerAddress,
+                        peerAddressFilter: entry.spec.peerAddressFilter)
+                else {
+                    entry.readable = false
+                    return
+                }
+                batch.append(.message(id, message))
+            } catch {
+                // Not "nothing to read": libzmq is asked again before the thread sleeps.
+                entry.readable = false
+                entry.stale = true
+                return
+            }
         }
     }
 
     private func readMonitor(of entry: Entry) {
+        // Monitor events are few: the pair is simply asked again before the thread sleeps.
+        entry.monitorReadable = false
+        entry.monitorStale = true
         guard let pair = entry.monitorPair else { return }
         while let message = try? pair.receive(dontWait: true) {
             if let event = ZMQMonitorEvent(message: message) { batch.append(.monitor(entry.id, event)) }

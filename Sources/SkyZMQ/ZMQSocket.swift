@@ -73,6 +73,20 @@ public final class ZMQSocket {
     /// Whether a message can be sent now without blocking (`ZMQ_EVENTS` has `POLLOUT`).
     public var canSend: Bool { events & Int32(ZMQ_POLLOUT) != 0 }
 
+    /// What the socket can do now (`ZMQ_EVENTS`). Reading it also takes libzmq's pending
+    /// commands, which resets ``signalDescriptor``.
+    public var readiness: ZMQPoller.Events { ZMQPoller.Events(rawValue: Int16(truncatingIfNeeded: events)) }
+
+    /// The descriptor libzmq signals when ``readiness`` may have changed (`ZMQ_FD`). It is
+    /// edge-triggered and says nothing by itself: after it turns readable, and after every
+    /// send or receive on the socket, ``readiness`` tells what the socket can do.
+    public var signalDescriptor: Int32 {
+        var value: Int32 = -1
+        var size = MemoryLayout<Int32>.size
+        guard zmq_getsockopt(handle, ZMQ_FD, &value, &size) == 0 else { return -1 }
+        return value
+    }
+
     private var events: Int32 {
         var value: Int32 = 0
         var size = MemoryLayout<Int32>.size

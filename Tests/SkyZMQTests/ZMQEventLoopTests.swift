@@ -148,6 +148,62 @@ struct ZMQEventLoopTests {
         await server.shutdown()
     }
 
+    /// Two inline handlers keep 64 messages in flight between them, each sending while the
+    /// other's messages arrive. A send may take the command that signals a message to read:
+    /// the loop must then ask the socket again before it sleeps, or the exchange stalls.
+    @Test(.timeLimit(.minutes(1)), arguments: [Transport.inproc, .ipc, .tcp])
+    func socketsThatSendWhileMessagesArriveNeverMissOne(transport: Transport) async throws {
+        let total = 20_000
+        let window = 64
+        let context = try ZMQContext()
+        let server = try await ZMQEventLoop.start(
+            name: "test-echo", context: context,
+            sockets: [.init(id: Self.server, type: .router, bind: [transport.endpoint()])],
+            handler: { batch, outbound in
+                for case .message(_, let message) in batch {
+                    outbound.append(.init(socket: Self.server, frames: message.frames))
+                }
+            })
+        let endpoint = try #require(server.boundEndpoints(of: Self.server).first)
+        let progress = Locked((sent: 0, received: 0, done: CheckedContinuation<Void, Never>?.none))
+        let client = try await ZMQEventLoop.start(
+            name: "test-pipeline", context: context,
+            sockets: [.init(id: Self.client, type: .dealer, connect: [endpoint])],
+            handler: { batch, outbound in
+                var toSend = 0
+                var finished: CheckedContinuation<Void, Never>?
+                progress.withLock { state in
+                    for inbound in batch {
+                        switch inbound {
+                        case .input: toSend += window
+                        case .message: state.received += 1; toSend += 1
+                        default: continue
+                        }
+                    }
+                    toSend = min(toSend, total - state.sent)
+                    state.sent += toSend
+                    if state.received == total { swap(&finished, &state.done) }
+                }
+                for _ in 0..<toSend { outbound.append(.init(socket: Self.client, frames: [[1, 2, 3]])) }
+                finished?.resume()
+            })
+        // A stalled exchange fails at the time limit instead of hanging the run.
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { continuation in
+                progress.withLock { $0.done = continuation }
+                client.post(input: "go")
+            }
+        } onCancel: {
+            progress.withLock { state in
+                defer { state.done = nil }
+                return state.done
+            }?.resume()
+        }
+        #expect(progress.withLock { $0.received } == total)
+        await client.shutdown()
+        await server.shutdown()
+    }
+
     /// A handler with more timed work than it does at once asks for the next tick at once
     /// (`tickSoon`): it comes after the next poll, not after the tick interval; and the loop
     /// reports its longest iteration, the handler's work included.
