@@ -118,6 +118,9 @@ public final class SkyWorker: Service, Sendable {
                     }
                 } onCancel: {
                     loop.post(input: Shell.Input.cancel)
+                    // The group stops taking tasks at once, as the machine's cancel would have
+                    // it, even if the loop can no longer take the input.
+                    jobs.finish()
                 }
             } onGracefulShutdown: {
                 loop.post(input: Shell.Input.stop)
