@@ -7,7 +7,7 @@ import Synchronization
 /// One I/O thread that owns a set of ZeroMQ sockets and is the only thread that touches them.
 ///
 /// Async code never calls libzmq. It talks to the loop through a locked mailbox plus a wake-up
-/// pipe (``send(_:on:)`` never blocks), and hears back through ``inbound``, an `AsyncStream` of
+/// `eventfd` (``send(_:on:)`` never blocks), and hears back through ``inbound``, an `AsyncStream` of
 /// batches: after every wake-up the thread reads *every* waiting message of every ready socket
 /// and yields them together, so one hand-off to the async world carries many messages.
 ///
