@@ -446,12 +446,17 @@ final class ZMQEventLoopRunner {
         if poll.wakeFired { drainWakePipe() }
         for (index, entry) in entries.enumerated() {
             // A socket that fired is read at once (a receive that finds nothing costs what the
-            // question would); only a waiting send needs the events asked for.
+            // question would, and resets the descriptor too). The events are asked for when a
+            // send waits, or when nothing will be read: a descriptor left signalled would wake
+            // every poll, and the thread would spin while reading is paused.
             if poll.socketFired(index) {
                 entry.readable = true
-                if entry.hasPending { entry.stale = true }
+                if entry.hasPending || paused { entry.stale = true }
             }
-            if poll.monitorFired(index) { entry.monitorReadable = true }
+            if poll.monitorFired(index) {
+                entry.monitorReadable = true
+                if paused { entry.monitorStale = true }
+            }
             entry.refresh()
         }
         guard !paused else { return }

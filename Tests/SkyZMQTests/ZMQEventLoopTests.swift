@@ -153,7 +153,8 @@ struct ZMQEventLoopTests {
     /// the loop must then ask the socket again before it sleeps, or the exchange stalls.
     @Test(.timeLimit(.minutes(1)), arguments: [Transport.inproc, .ipc, .tcp])
     func socketsThatSendWhileMessagesArriveNeverMissOne(transport: Transport) async throws {
-        let total = 20_000
+        // Fewer under valgrind, which runs one thread at a time (a round trip costs milliseconds).
+        let total = timingScale > 1 ? 1_000 : 20_000
         let window = 64
         let context = try ZMQContext()
         let server = try await ZMQEventLoop.start(
@@ -378,6 +379,60 @@ struct ZMQEventLoopTests {
         #expect(received == count)
         await client.shutdown()
         await server.shutdown()
+    }
+
+    /// While reading is paused, messages keep arriving and signalling the socket: the thread
+    /// must ask libzmq about it (which resets the signal) and sleep, not poll again at once.
+    @Test(.timeLimit(.minutes(1)))
+    func aPausedThreadSleepsWhileMessagesWait() async throws {
+        let context = try ZMQContext()
+        let server = try await ZMQEventLoop.start(
+            name: "test-psleep", context: context,
+            sockets: [.init(id: Self.server, type: .router, bind: ["inproc://psleep"])], maxPendingMessages: 3000)
+        let client = try await ZMQEventLoop.start(
+            name: "test-psleep-1", context: context,
+            sockets: [
+                .init(id: Self.client, type: .dealer, options: [.sendHighWaterMark(0)], connect: ["inproc://psleep"])
+            ])
+        client.send((0..<20_000).map { .init(socket: Self.client, frames: [Array("\($0)".utf8)]) })
+        try await eventually("the thread stops reading") { server.isReadingPaused }
+        // The server's thread, by its name in the kernel.
+        let thread = try #require(Self.thread(named: "test-psleep"))
+        // A peer that connects while reading is paused signals the socket (a new pipe).
+        let late = try await ZMQEventLoop.start(
+            name: "test-psleep-2", context: context,
+            sockets: [.init(id: Self.client, type: .dealer, connect: ["inproc://psleep"])])
+        late.send([Array("late".utf8)], on: Self.client)
+        let before = try #require(Self.cpuTicks(ofThread: thread))
+        // Time itself is measured here: how much CPU the paused thread takes in a second.
+        try await Task.sleep(for: .seconds(1))
+        let used = try #require(Self.cpuTicks(ofThread: thread)) - before
+        // Clock ticks are 10 ms: a spinning thread shows about 100 in that second.
+        #expect(used < 20, "the paused I/O thread used \(used) ticks of CPU in a second")
+        #expect(server.isReadingPaused)
+        await late.shutdown()
+        await client.shutdown()
+        await server.shutdown()
+    }
+
+    /// The kernel's id of this process's thread named `name`.
+    static func thread(named name: String) -> String? {
+        let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/task")) ?? []
+        return tasks.first { id in
+            (try? String(contentsOfFile: "/proc/self/task/\(id)/comm", encoding: .utf8))?
+                .trimmingCharacters(in: .newlines) == name
+        }
+    }
+
+    /// User plus system CPU time of one of this process's threads, in clock ticks.
+    static func cpuTicks(ofThread id: String) -> Int? {
+        guard let stat = try? String(contentsOfFile: "/proc/self/task/\(id)/stat", encoding: .utf8),
+            let end = stat.lastIndex(of: ")")
+        else { return nil }
+        // After "pid (comm) ": state is field 3, utime 14 and stime 15.
+        let fields = stat[stat.index(after: end)...].split(separator: " ")
+        guard fields.count > 12, let user = Int(fields[11]), let system = Int(fields[12]) else { return nil }
+        return user + system
     }
 
     @Test func shutdownWhileTheThreadWaitsReturnsPromptlyAndEndsTheStream() async throws {
