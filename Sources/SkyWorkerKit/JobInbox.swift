@@ -5,9 +5,9 @@ import SkyZMQ
 ///
 /// It replaces an `AsyncStream`, whose unspecialised generic code looked up type metadata
 /// and registered a cancellation handler on every element: about 5,000 instructions per
-/// task at one task in flight. It has one consumer (the group's loop), and it ends only when
-/// the shell calls ``finish()``: the machine's cancel and stop both end in that call, so the
-/// consumer needs no cancellation handler of its own.
+/// task at one task in flight. It has one consumer (the group's loop), and it ends only at
+/// ``finish()``: the shell's once the machine finished, or the worker's cancellation
+/// handler's. So `next()` needs no cancellation handler of its own.
 final class JobInbox: Sendable {
     private struct State: Sendable {
         var pending: [SkyWorker.Job] = []
