@@ -318,8 +318,10 @@ struct ZMQEventLoopTests {
 
     /// A ROUTER whose consumer may fall 3000 messages behind, and a DEALER connected to it over
     /// `inproc://name` that queues without limit: for the flow-control tests.
-    static func flowPair(_ name: String) async throws -> (server: ZMQEventLoop, client: ZMQEventLoop) {
-        let context = try ZMQContext()
+    static func flowPair(
+        _ name: String, context: ZMQContext? = nil
+    ) async throws -> (server: ZMQEventLoop, client: ZMQEventLoop) {
+        let context = try context ?? ZMQContext()
         let server = try await ZMQEventLoop.start(
             name: "test-\(name)", context: context,
             sockets: [.init(id: Self.server, type: .router, bind: ["inproc://\(name)"])], maxPendingMessages: 3000)
@@ -386,27 +388,20 @@ struct ZMQEventLoopTests {
     @Test(.timeLimit(.minutes(1)))
     func aPausedThreadSleepsWhileMessagesWait() async throws {
         let context = try ZMQContext()
-        let server = try await ZMQEventLoop.start(
-            name: "test-psleep", context: context,
-            sockets: [.init(id: Self.server, type: .router, bind: ["inproc://psleep"])], maxPendingMessages: 3000)
-        let client = try await ZMQEventLoop.start(
-            name: "test-psleep-1", context: context,
-            sockets: [
-                .init(id: Self.client, type: .dealer, options: [.sendHighWaterMark(0)], connect: ["inproc://psleep"])
-            ])
+        let (server, client) = try await Self.flowPair("psleep", context: context)
         client.send((0..<20_000).map { .init(socket: Self.client, frames: [Array("\($0)".utf8)]) })
         try await eventually("the thread stops reading") { server.isReadingPaused }
         // The server's thread, by its name in the kernel.
         let thread = try #require(Self.thread(named: "test-psleep"))
         // A peer that connects while reading is paused signals the socket (a new pipe).
         let late = try await ZMQEventLoop.start(
-            name: "test-psleep-2", context: context,
+            name: "test-psleep-late", context: context,
             sockets: [.init(id: Self.client, type: .dealer, connect: ["inproc://psleep"])])
         late.send([Array("late".utf8)], on: Self.client)
-        let before = try #require(Self.cpuTicks(ofThread: thread))
+        let before = try #require(cpuTicks(statFile: "/proc/self/task/\(thread)/stat"))
         // Time itself is measured here: how much CPU the paused thread takes in a second.
         try await Task.sleep(for: .seconds(1))
-        let used = try #require(Self.cpuTicks(ofThread: thread)) - before
+        let used = try #require(cpuTicks(statFile: "/proc/self/task/\(thread)/stat")) - before
         // Clock ticks are 10 ms: a spinning thread shows about 100 in that second.
         #expect(used < 20, "the paused I/O thread used \(used) ticks of CPU in a second")
         #expect(server.isReadingPaused)
@@ -422,17 +417,6 @@ struct ZMQEventLoopTests {
             (try? String(contentsOfFile: "/proc/self/task/\(id)/comm", encoding: .utf8))?
                 .trimmingCharacters(in: .newlines) == name
         }
-    }
-
-    /// User plus system CPU time of one of this process's threads, in clock ticks.
-    static func cpuTicks(ofThread id: String) -> Int? {
-        guard let stat = try? String(contentsOfFile: "/proc/self/task/\(id)/stat", encoding: .utf8),
-            let end = stat.lastIndex(of: ")")
-        else { return nil }
-        // After "pid (comm) ": state is field 3, utime 14 and stime 15.
-        let fields = stat[stat.index(after: end)...].split(separator: " ")
-        guard fields.count > 12, let user = Int(fields[11]), let system = Int(fields[12]) else { return nil }
-        return user + system
     }
 
     @Test func shutdownWhileTheThreadWaitsReturnsPromptlyAndEndsTheStream() async throws {
