@@ -55,6 +55,8 @@ public final class ZMQEventLoop: Sendable {
     let wakeSignals = Atomic<Int>(0)
     /// Jobs of tasks that prefer the loop the thread ran so far (for tests and diagnostics).
     let jobsRun = Atomic<Int>(0)
+    /// Times the thread polled (for tests and diagnostics: a thread that spins polls without end).
+    let polls = Atomic<Int>(0)
 
     /// A consumer that runs on the I/O thread: it gets each batch as it is read and appends what
     /// to send, which the thread sends at once. It must not block or await anything.

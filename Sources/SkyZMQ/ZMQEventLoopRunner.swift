@@ -439,6 +439,7 @@ final class ZMQEventLoopRunner {
         defer { lastWake = clock.now }
         // Polled even when a socket is ready (without waiting), so that the others' signals
         // and the wake-up descriptor are seen while one socket stays busy.
+        loop.polls.add(1, ordering: .relaxed)
         guard poll.wait(timeoutMilliseconds: timeout) else {
             running = false
             return

@@ -1,5 +1,4 @@
 import Foundation
-import SkyTestSupport
 
 /// Reads how much CPU time processes used, from `/proc/PID/stat` (user + system time of all
 /// their threads, living and gone; the kernel counts it in clock ticks, 10 ms here, so measured
@@ -57,6 +56,12 @@ struct ProcessCPU: Sendable {
 
     /// utime + stime of `pid` in seconds, or `nil` if it cannot be read.
     static func seconds(of pid: Int32) -> Double? {
-        cpuTicks(statFile: "/proc/\(pid)/stat").map { Double($0) / ticksPerSecond }
+        guard let text = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+            let close = text.lastIndex(of: ")")
+        else { return nil }
+        // After the command name in parentheses: state is field 3, utime and stime are 14 and 15.
+        let fields = text[text.index(after: close)...].split(separator: " ")
+        guard fields.count > 12, let user = Double(fields[11]), let system = Double(fields[12]) else { return nil }
+        return (user + system) / ticksPerSecond
     }
 }

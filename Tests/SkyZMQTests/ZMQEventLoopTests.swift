@@ -1,6 +1,7 @@
 import Foundation
 import SkyProtocol
 import SkyTestSupport
+import Synchronization
 import Testing
 
 @testable import SkyZMQ
@@ -385,38 +386,31 @@ struct ZMQEventLoopTests {
 
     /// While reading is paused, messages keep arriving and signalling the socket: the thread
     /// must ask libzmq about it (which resets the signal) and sleep, not poll again at once.
+    /// The thread's polls are counted between hops of a task onto it (its jobs run while
+    /// reading is paused): a thread that sleeps polls about once per hop, a spinning one without end.
     @Test(.timeLimit(.minutes(1)))
     func aPausedThreadSleepsWhileMessagesWait() async throws {
         let context = try ZMQContext()
         let (server, client) = try await Self.flowPair("psleep", context: context)
         client.send((0..<20_000).map { .init(socket: Self.client, frames: [Array("\($0)".utf8)]) })
         try await eventually("the thread stops reading") { server.isReadingPaused }
-        // The server's thread, by its name in the kernel.
-        let thread = try #require(Self.thread(named: "test-psleep"))
-        // A peer that connects while reading is paused signals the socket (a new pipe).
+        // A peer that connects while reading is paused signals the socket (a new pipe); over
+        // inproc the connection is made before `start` returns.
         let late = try await ZMQEventLoop.start(
             name: "test-psleep-late", context: context,
             sockets: [.init(id: Self.client, type: .dealer, connect: ["inproc://psleep"])])
         late.send([Array("late".utf8)], on: Self.client)
-        let before = try #require(cpuTicks(statFile: "/proc/self/task/\(thread)/stat"))
-        // Time itself is measured here: how much CPU the paused thread takes in a second.
-        try await Task.sleep(for: .seconds(1))
-        let used = try #require(cpuTicks(statFile: "/proc/self/task/\(thread)/stat")) - before
-        // Clock ticks are 10 ms: a spinning thread shows about 100 in that second.
-        #expect(used < 20, "the paused I/O thread used \(used) ticks of CPU in a second")
+        // The first hop comes after the poll that saw the signal.
+        await Task(executorPreference: server) {}.value
+        let before = server.polls.load(ordering: .relaxed)
+        let hops = 500
+        for _ in 0..<hops { await Task(executorPreference: server) {}.value }
+        let polls = server.polls.load(ordering: .relaxed) - before
+        #expect(polls <= 3 * hops, "the paused I/O thread polled \(polls) times during \(hops) hops")
         #expect(server.isReadingPaused)
         await late.shutdown()
         await client.shutdown()
         await server.shutdown()
-    }
-
-    /// The kernel's id of this process's thread named `name`.
-    static func thread(named name: String) -> String? {
-        let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/task")) ?? []
-        return tasks.first { id in
-            (try? String(contentsOfFile: "/proc/self/task/\(id)/comm", encoding: .utf8))?
-                .trimmingCharacters(in: .newlines) == name
-        }
     }
 
     @Test func shutdownWhileTheThreadWaitsReturnsPromptlyAndEndsTheStream() async throws {
