@@ -45,7 +45,7 @@ final class JobInbox: Sendable {
     /// Every task queued since the last call, waiting for one if there is none; nil once
     /// finished and taken. One consumer only.
     func next() async -> [SkyWorker.Job]? {
-        if let ready = takeReady() { return ready }
+        if let ready = state.withLock({ Self.take(&$0) }) { return ready }
         return await withUnsafeContinuation { continuation in
             let ready = state.withLock { state -> [SkyWorker.Job]?? in
                 if let ready = Self.take(&state) { return ready }
@@ -58,10 +58,6 @@ final class JobInbox: Sendable {
 
     /// Whether the consumer waits for a batch (for tests).
     var consumerWaits: Bool { state.withLock { $0.waiter != nil } }
-
-    private func takeReady() -> [SkyWorker.Job]?? {
-        state.withLock { Self.take(&$0) }
-    }
 
     /// What is queued, or nil (the consumer ends) once finished with nothing queued; `.none`
     /// when the consumer must wait.
