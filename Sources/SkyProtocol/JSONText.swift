@@ -8,6 +8,17 @@ public enum JSONText {
     /// Appends `value` as a JSON string literal (quoted and escaped, `/` left as is).
     public static func appendString(_ value: String, to bytes: inout [UInt8]) {
         bytes.append(UInt8(ascii: "\""))
+        // Most strings need no escape: one scan, then one copy (a 1 KiB task's text in the typed
+        // path), instead of an append per byte.
+        let plain = value.utf8.withContiguousStorageIfAvailable { utf8 in
+            guard !needsEscape(utf8) else { return false }
+            bytes.append(contentsOf: utf8)
+            return true
+        }
+        if plain == true {
+            bytes.append(UInt8(ascii: "\""))
+            return
+        }
         for byte in value.utf8 {
             switch byte {
             case UInt8(ascii: "\""): bytes += [UInt8(ascii: "\\"), UInt8(ascii: "\"")]
@@ -25,6 +36,33 @@ public enum JSONText {
             }
         }
         bytes.append(UInt8(ascii: "\""))
+    }
+
+    /// Whether `text` holds a byte a JSON string must escape (`"`, `\\` or a control character).
+    /// Eight bytes per step, with the bit tricks that find a byte below or equal to a value in a
+    /// word: a task's text is checked in about two instructions a byte instead of eleven.
+    static func needsEscape(_ text: UnsafeBufferPointer<UInt8>) -> Bool {
+        let ones: UInt64 = 0x0101_0101_0101_0101
+        let highs: UInt64 = 0x8080_8080_8080_8080
+        var index = 0
+        if let base = text.baseAddress {
+            while index + 8 <= text.count {
+                let word = UnsafeRawPointer(base + index).loadUnaligned(as: UInt64.self)
+                let quote = word ^ (ones &* 0x22)
+                let backslash = word ^ (ones &* 0x5C)
+                let control = (word &- ones &* 0x20) & ~word
+                let zeroQuote = (quote &- ones) & ~quote
+                let zeroBackslash = (backslash &- ones) & ~backslash
+                if (control | zeroQuote | zeroBackslash) & highs != 0 { return true }
+                index += 8
+            }
+        }
+        while index < text.count {
+            let byte = text[index]
+            if byte < 0x20 || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") { return true }
+            index += 1
+        }
+        return false
     }
 
     /// Appends a decimal integer.

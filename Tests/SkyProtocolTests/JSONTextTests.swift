@@ -46,4 +46,26 @@ struct JSONTextTests {
                 "\(milliseconds)")
         }
     }
+
+    /// The word-at-a-time check finds every byte that needs an escape, wherever it sits and
+    /// whatever surrounds it, and no other byte.
+    @Test func everyByteThatNeedsAnEscapeIsFound() {
+        for filler: UInt8 in [UInt8(ascii: "a"), 0x7F, 0x80, 0xFF, 0x21, 0x5D, 0x1F + 1] {
+            for length in [1, 7, 8, 9, 16, 17] {
+                for position in 0..<length {
+                    for byte in UInt8.min...UInt8.max {
+                        var text = [UInt8](repeating: filler, count: length)
+                        text[position] = byte
+                        let expected = byte < 0x20 || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\")
+                        let found = text.withUnsafeBufferPointer { JSONText.needsEscape($0) }
+                        if found != expected {
+                            Issue.record("byte \(byte) at \(position) of \(length) among \(filler): \(found)")
+                            return
+                        }
+                    }
+                }
+            }
+        }
+        #expect(!JSONText.needsEscape(UnsafeBufferPointer(start: nil, count: 0)))
+    }
 }
