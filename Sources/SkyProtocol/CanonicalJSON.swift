@@ -3,7 +3,16 @@ import Foundation
 /// JSON with sorted keys and unescaped slashes: equal values give equal bytes, and lines read
 /// the same on every run. Used for task payloads, events, snapshots and tool output alike.
 public enum CanonicalJSON {
+    /// Written by `JSONByteWriter` when it can (every synthesized `Codable` shape), otherwise by
+    /// Foundation's encoder; the bytes are the same either way.
     public static func encode(_ value: some Encodable) throws -> [UInt8] {
+        if let bytes = try JSONByteWriter.encode(value) { return bytes }
+        return try foundationEncode(value)
+    }
+
+    /// What `encode` gives for values the writer leaves to Foundation (and the reference the
+    /// writer's tests compare against).
+    static func foundationEncode(_ value: some Encodable) throws -> [UInt8] {
         Array(try encoder.encode(value))
     }
 
