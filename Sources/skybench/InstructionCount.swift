@@ -40,23 +40,36 @@ struct InstructionCount {
             }
             rows.append(row)
         }
+        // The typed path's own cost: the same client making `scan(EchoTask)` calls (C has none).
+        let typed = try await perTask { try await skyTotal(role: "client", tasks: $0, typed: true) }
+        rows.append(Row(role: Self.typedClient, sky: typed))
         return rows
     }
 
-    /// The report: one line per role, with Sky ÷ baseline.
+    /// The row of the client making typed calls.
+    static let typedClient = "typed client"
+
+    /// The report: one line per role, with Sky ÷ baseline, and the typed client ÷ the raw one.
     static func table(
         _ rows: [Row], payload: Int, inFlight: Int, workerHandlers: HandlerExecutor, clientCallers: HandlerExecutor
     ) -> String {
         var lines = [
             "User-space instructions per task (callgrind; \(payload) B, \(inFlight) in flight, 1 worker; Sky's handlers on the "
                 + "\(workerHandlers.place), its calls on the \(clientCallers.place))",
-            "role       Sky          baseline     Sky / baseline",
+            "role         Sky          baseline     Sky / baseline",
         ]
         for row in rows {
             let baseline = row.baseline.map { String(format: "%-12.0f %.2f", $0, row.sky / $0) } ?? "-"
             lines.append(
-                "\(row.role.padding(toLength: 10, withPad: " ", startingAt: 0)) \(String(format: "%-12.0f", row.sky)) \(baseline)"
+                "\(row.role.padding(toLength: 12, withPad: " ", startingAt: 0)) \(String(format: "%-12.0f", row.sky)) \(baseline)"
             )
+        }
+        if let raw = rows.first(where: { $0.role == "client" }),
+            let typed = rows.first(where: { $0.role == typedClient })
+        {
+            lines.append(
+                "typed client / client (scan of a Codable EchoTask against request of its bytes): "
+                    + String(format: "%.2f", typed.sky / raw.sky))
         }
         return lines.joined(separator: "\n")
     }
@@ -69,8 +82,8 @@ struct InstructionCount {
 
     // MARK: Sky
 
-    private func skyTotal(role: String, tasks: Int) async throws -> Int {
-        progress("instructions: sky \(role), \(tasks) tasks under callgrind")
+    private func skyTotal(role: String, tasks: Int, typed: Bool = false) async throws -> Int {
+        progress("instructions: sky \(typed ? "typed " : "")\(role), \(tasks) tasks under callgrind")
         let output = Self.outputFile()
         defer { try? FileManager.default.removeItem(at: output) }
         let endpoints = transport.endpoints(for: "sky-instructions")
@@ -93,7 +106,8 @@ struct InstructionCount {
         if role != "client" {
             let client = try await SkyClient(broker: clients)
             try await Self.waitForWorker(client)
-            try await Self.load(client, tasks: tasks, inFlight: inFlight, payload: payload, callers: clientCallers)
+            try await Self.load(
+                client, tasks: tasks, inFlight: inFlight, payload: payload, callers: clientCallers, typed: false)
             await client.close()
             // A graceful stop ends it through a normal exit, so callgrind writes its counts.
             let counted = role == "broker" ? broker : worker
@@ -108,7 +122,7 @@ struct InstructionCount {
                 launcher.dropFirst() + [
                     callgrind.client.path, "--load-client", clients, "--load-tasks", "\(tasks)", "--in-flight",
                     "\(inFlight)", "--payloads", "\(payload)", "--client-callers", clientCallers.rawValue,
-                ], name: "skybench-client", environment: callgrind.environment)
+                ] + (typed ? ["--load-typed"] : []), name: "skybench-client", environment: callgrind.environment)
             processes.append(client)
             guard try await client.waitForExit(timeout: .seconds(600)) == 0 else {
                 throw BenchError("the Sky client under callgrind failed: \(client.errorText)")
@@ -119,19 +133,21 @@ struct InstructionCount {
 
     /// The hidden `--load-client` mode: this process as a plain Sky client, for callgrind.
     static func loadClient(
-        broker: String, tasks: Int, inFlight: Int, payload: Int, callers: HandlerExecutor
+        broker: String, tasks: Int, inFlight: Int, payload: Int, callers: HandlerExecutor, typed: Bool
     ) async throws {
         let client = try await SkyClient(broker: broker)
         try await waitForWorker(client)
-        try await load(client, tasks: tasks, inFlight: inFlight, payload: payload, callers: callers)
+        try await load(client, tasks: tasks, inFlight: inFlight, payload: payload, callers: callers, typed: typed)
         await client.close()
     }
 
-    /// `tasks` echo requests, `inFlight` at a time.
+    /// `tasks` echo requests, `inFlight` at a time: of `payload` bytes, or (`typed`) of an
+    /// `EchoTask` whose message is `payload` bytes of text, as the timed runs' typed point makes.
     static func load(
-        _ client: SkyClient, tasks: Int, inFlight: Int, payload: Int, callers: HandlerExecutor
+        _ client: SkyClient, tasks: Int, inFlight: Int, payload: Int, callers: HandlerExecutor, typed: Bool
     ) async throws {
         let body = [UInt8](repeating: 0x61, count: payload)
+        let task = EchoTask(message: String(repeating: "a", count: payload))
         let lanes = max(1, min(inFlight, tasks))
         try await withTaskExecutorPreference(callers == .ioThread ? client.ioThreadExecutor : nil) {
             try await withThrowingTaskGroup(of: Void.self) { group in
@@ -139,8 +155,12 @@ struct InstructionCount {
                     let count = tasks / lanes + (lane < tasks % lanes ? 1 : 0)
                     group.addTask {
                         for _ in 0..<count {
-                            _ = try await client.request(
-                                service: EchoTask.service, body: body, options: SkyTarget.options)
+                            if typed {
+                                _ = try await client.scan(task, options: SkyTarget.options)
+                            } else {
+                                _ = try await client.request(
+                                    service: EchoTask.service, body: body, options: SkyTarget.options)
+                            }
                         }
                     }
                 }

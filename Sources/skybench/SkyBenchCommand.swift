@@ -125,6 +125,9 @@ struct SkyBenchCommand: AsyncParsableCommand {
     @Option(help: ArgumentHelp("Requests --load-client makes.", visibility: .private))
     var loadTasks = 1000
 
+    @Flag(help: ArgumentHelp("--load-client makes typed scan(EchoTask) calls.", visibility: .private))
+    var loadTyped = false
+
     @Option(
         help: ArgumentHelp(
             "Submit --jobs' paced durable load to this broker until SIGTERM (its other-process phase).",
@@ -167,7 +170,8 @@ struct SkyBenchCommand: AsyncParsableCommand {
         }
         if let loadClient {
             try await InstructionCount.loadClient(
-                broker: loadClient, tasks: loadTasks, inFlight: mostInFlight, payload: payload, callers: clientCallers)
+                broker: loadClient, tasks: loadTasks, inFlight: mostInFlight, payload: payload, callers: clientCallers,
+                typed: loadTyped)
             return
         }
         let settings = BenchSettings(
