@@ -39,12 +39,21 @@ public enum JSONText {
     }
 
     /// Whether `text` holds a byte a JSON string must escape (`"`, `\\` or a control character).
-    /// Eight bytes per step, with the bit tricks that find a byte below or equal to a value in a
-    /// word: a task's text is checked in about two instructions a byte instead of eleven.
     static func needsEscape(_ text: UnsafeBufferPointer<UInt8>) -> Bool {
+        firstSpecial(in: text, from: 0, nonASCII: false) < text.count
+    }
+
+    /// The index of the first byte from `start` that is `"`, `\\`, a control character or (if
+    /// `nonASCII`) above 0x7F; `text.count` if there is none.
+    ///
+    /// Eight bytes per step, with the bit tricks that find a byte below a value, or equal to
+    /// one, in a word: a task's text is checked in about two instructions a byte instead of
+    /// eleven.
+    static func firstSpecial(in text: UnsafeBufferPointer<UInt8>, from start: Int, nonASCII: Bool) -> Int {
         let ones: UInt64 = 0x0101_0101_0101_0101
         let highs: UInt64 = 0x8080_8080_8080_8080
-        var index = 0
+        let high = nonASCII ? highs : 0
+        var index = start
         if let base = text.baseAddress {
             while index + 8 <= text.count {
                 let word = UnsafeRawPointer(base + index).loadUnaligned(as: UInt64.self)
@@ -53,16 +62,18 @@ public enum JSONText {
                 let control = (word &- ones &* 0x20) & ~word
                 let zeroQuote = (quote &- ones) & ~quote
                 let zeroBackslash = (backslash &- ones) & ~backslash
-                if (control | zeroQuote | zeroBackslash) & highs != 0 { return true }
+                if (control | zeroQuote | zeroBackslash) & highs | word & high != 0 { break }
                 index += 8
             }
         }
         while index < text.count {
             let byte = text[index]
-            if byte < 0x20 || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") { return true }
+            if byte < 0x20 || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") || (nonASCII && byte >= 0x80) {
+                return index
+            }
             index += 1
         }
-        return false
+        return index
     }
 
     /// Appends a decimal integer.

@@ -47,19 +47,33 @@ struct JSONTextTests {
         }
     }
 
-    /// The word-at-a-time check finds every byte that needs an escape, wherever it sits and
-    /// whatever surrounds it, and no other byte.
-    @Test func everyByteThatNeedsAnEscapeIsFound() {
-        for filler: UInt8 in [UInt8(ascii: "a"), 0x7F, 0x80, 0xFF, 0x21, 0x5D, 0x1F + 1] {
+    /// The word-at-a-time search finds every byte that needs an escape (and, when asked, every
+    /// byte above ASCII), wherever it sits and whatever surrounds it, and no other byte.
+    @Test(arguments: [false, true])
+    func everyByteThatNeedsAnEscapeIsFound(nonASCII: Bool) {
+        let fillers: [UInt8] =
+            nonASCII
+            ? [UInt8(ascii: "a"), 0x7F, 0x21, 0x5D, 0x20] : [UInt8(ascii: "a"), 0x7F, 0x80, 0xFF, 0x21, 0x5D, 0x20]
+        for filler in fillers {
             for length in [1, 7, 8, 9, 16, 17] {
                 for position in 0..<length {
                     for byte in UInt8.min...UInt8.max {
                         var text = [UInt8](repeating: filler, count: length)
                         text[position] = byte
-                        let expected = byte < 0x20 || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\")
-                        let found = text.withUnsafeBufferPointer { JSONText.needsEscape($0) }
-                        if found != expected {
-                            Issue.record("byte \(byte) at \(position) of \(length) among \(filler): \(found)")
+                        let special =
+                            byte < 0x20 || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\")
+                            || (nonASCII && byte >= 0x80)
+                        let (found, after) = text.withUnsafeBufferPointer {
+                            (
+                                JSONText.firstSpecial(in: $0, from: 0, nonASCII: nonASCII),
+                                JSONText.firstSpecial(in: $0, from: position + 1, nonASCII: nonASCII)
+                            )
+                        }
+                        let escape = text.withUnsafeBufferPointer { JSONText.needsEscape($0) }
+                        if found != (special ? position : length) || after != length
+                            || escape != (special && (byte < 0x80))
+                        {
+                            Issue.record("byte \(byte) at \(position) of \(length) among \(filler): \(found), \(after)")
                             return
                         }
                     }
