@@ -1,7 +1,8 @@
 import Foundation
 
 /// JSON with sorted keys and unescaped slashes: equal values give equal bytes, and lines read
-/// the same on every run. Used for task payloads, events, snapshots and tool output alike.
+/// the same on every run. Used for task payloads, events, snapshots and tool output alike, and
+/// to read task payloads back.
 public enum CanonicalJSON {
     /// Written by `JSONByteWriter` when it can (every synthesized `Codable` shape), otherwise by
     /// Foundation's encoder; the bytes are the same either way.
@@ -15,6 +16,21 @@ public enum CanonicalJSON {
     static func foundationEncode(_ value: some Encodable) throws -> [UInt8] {
         Array(try encoder.encode(value))
     }
+
+    /// `type` read from JSON `bytes`: by `JSONByteReader` when it can, otherwise by Foundation's
+    /// decoder; the value (or the error) is the same either way.
+    public static func decode<Value: Decodable>(_ type: Value.Type, from bytes: [UInt8]) throws -> Value {
+        if let value = try JSONByteReader.decode(type, from: bytes) { return value }
+        return try foundationDecode(type, from: bytes)
+    }
+
+    /// What `decode` gives for bytes the reader leaves to Foundation.
+    static func foundationDecode<Value: Decodable>(_ type: Value.Type, from bytes: [UInt8]) throws -> Value {
+        try decoder.decode(type, from: Data(bytes))
+    }
+
+    /// One for every call (thread-safe).
+    private static let decoder = JSONDecoder()
 
     /// Sorted keys, slashes left alone; one for every call (thread-safe once configured).
     private static let encoder: JSONEncoder = {

@@ -13,11 +13,10 @@ public protocol TaskCoder: Sendable {
 /// concurrent tasks depends on it (without sorting, key order can differ between two encodings
 /// of the same value).
 ///
-/// One encoder and one decoder serve every call (they are thread-safe once configured): building
-/// them per task showed in the typed path's profile.
+/// Both directions go through `CanonicalJSON`, which writes and reads the common shapes itself
+/// and leaves the rest to Foundation, with the same bytes and values: Foundation's coders cost
+/// more than the whole raw request in the typed path's profile.
 public struct JSONTaskCoder: TaskCoder {
-    private static let decoder = JSONDecoder()
-
     public init() {}
 
     public func encode<Value: Encodable>(_ value: Value) throws -> [UInt8] {
@@ -25,7 +24,7 @@ public struct JSONTaskCoder: TaskCoder {
     }
 
     public func decode<Value: Decodable>(_ type: Value.Type, from bytes: [UInt8]) throws -> Value {
-        try Self.decoder.decode(type, from: Data(bytes))
+        try CanonicalJSON.decode(type, from: bytes)
     }
 }
 

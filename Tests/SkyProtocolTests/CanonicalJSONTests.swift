@@ -222,7 +222,7 @@ struct Silent: Encodable {
     func encode(to encoder: any Encoder) throws {}
 }
 
-struct Holder: Encodable {
+struct Holder: Codable {
     var data: Data?
     var url: URL?
     var decimal: Decimal?
