@@ -107,7 +107,12 @@ public actor SkyClient {
     public nonisolated func scan<T: SkyTask>(
         _ task: T, options: ScanOptions? = nil, coder: some TaskCoder = .json
     ) async throws -> T.Result {
-        try await scanReportingAttempts(task, options: options, coder: coder).result.get()
+        // No `Result` of the task's type on the way: its generic metadata, looked up on every
+        // call, cost as much as matching the reply.
+        let body = try Self.encode(task, coder: coder)
+        let reply = try await execute(service: T.service, body: body, options: options ?? configuration.defaults)
+            .result.get()
+        return try Self.decode(T.Result.self, from: reply, coder: coder)
     }
 
     /// Runs a task given as an encoded payload and returns the encoded result.
@@ -165,19 +170,35 @@ public actor SkyClient {
     ) async throws -> (result: Result<T.Result, SkyError>, attempts: Int) {
         let body: [UInt8]
         do {
-            body = try coder.encode(task)
+            body = try Self.encode(task, coder: coder)
         } catch {
-            return (.failure(.invalidTask("the task could not be encoded: \(error)")), 0)
+            return (.failure(error), 0)
         }
         let completion = try await execute(service: T.service, body: body, options: options ?? configuration.defaults)
-        let result = completion.result.flatMap { reply -> Result<T.Result, SkyError> in
-            do {
-                return .success(try coder.decode(T.Result.self, from: reply))
-            } catch {
-                return .failure(.invalidResult(String(describing: error)))
-            }
+        let result = completion.result.flatMap { reply in
+            Result { () throws(SkyError) in try Self.decode(T.Result.self, from: reply, coder: coder) }
         }
         return (result, completion.attempts)
+    }
+
+    /// A task's payload.
+    private static func encode(_ task: some Encodable, coder: some TaskCoder) throws(SkyError) -> [UInt8] {
+        do {
+            return try coder.encode(task)
+        } catch {
+            throw .invalidTask("the task could not be encoded: \(error)")
+        }
+    }
+
+    /// A reply's result.
+    private static func decode<Value: Decodable>(
+        _ type: Value.Type, from reply: [UInt8], coder: some TaskCoder
+    ) throws(SkyError) -> Value {
+        do {
+            return try coder.decode(type, from: reply)
+        } catch {
+            throw .invalidResult(String(describing: error))
+        }
     }
 
     /// One call from start to outcome: locally if the fallback applies, else remotely within its

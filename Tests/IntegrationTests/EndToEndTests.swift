@@ -163,6 +163,37 @@ extension IntegrationSuite {
             await sky.close()
         }
 
+        /// A task the coder cannot encode fails at once with the coder's reason, and nothing is
+        /// sent (there is no broker to send to).
+        @Test func aTaskThatCannotBeEncodedFailsAtOnceAsInvalidTask() async throws {
+            let sky = try await SkyClient(broker: "tcp://127.0.0.1:1")
+            let error = await #expect(throws: SkyError.self) { _ = try await sky.scan(Measurement(value: .nan)) }
+            guard case .invalidTask(let message)? = error else {
+                Issue.record("expected invalidTask, got \(String(describing: error))")
+                return
+            }
+            #expect(message.contains("the task could not be encoded"), "\(message)")
+            #expect(await sky.statistics.counters.attemptsSent == 0)
+            await sky.close()
+        }
+
+        /// A reply that is not the task's result type (here sky.echo's echo of the task, read as
+        /// a number) fails as invalidResult with the decoder's reason.
+        @Test func aReplyThatIsNotTheResultTypeFailsAsInvalidResult() async throws {
+            let cluster = try await TestCluster.start()
+            defer { cluster.killAll() }
+            _ = try await cluster.startWorker(name: "echo", capacity: 1)
+            let sky = try await SkyClient(broker: cluster.clients)
+            let error = await #expect(throws: SkyError.self) { _ = try await sky.scan(Measurement(value: 1.5)) }
+            guard case .invalidResult(let message)? = error else {
+                Issue.record("expected invalidResult, got \(String(describing: error))")
+                return
+            }
+            #expect(message.contains("Int"), "\(message)")
+            await sky.close()
+            await cluster.stop()
+        }
+
         @Test(arguments: ["skybroker", "skyworker", "skyscan", "skywatch"])
         func everyExecutableExplainsItself(executable: String) async throws {
             let process = try SkyProcess(executable, ["--help"])
@@ -171,4 +202,11 @@ extension IntegrationSuite {
             #expect(process.outputLines.joined(separator: "\n").contains("USAGE: \(executable)"))
         }
     }
+}
+
+/// A task sky.echo sends back as it came, with a result type the echo is not.
+private struct Measurement: SkyTask {
+    static let service = EchoTask.service
+    typealias Result = Int
+    var value: Double
 }
