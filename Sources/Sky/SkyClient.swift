@@ -126,7 +126,7 @@ public actor SkyClient {
         let body = try await request(
             service: BrokerService.workers, body: [], options: ScanOptions(timeout: configuration.connectTimeout))
         do {
-            return try JSONDecoder().decode(ClusterSnapshot.self, from: Data(body))
+            return try CanonicalJSON.decode(ClusterSnapshot.self, from: body)
         } catch {
             throw SkyError.invalidResult("mmi.workers: \(error)")
         }

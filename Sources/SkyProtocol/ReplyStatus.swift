@@ -89,7 +89,7 @@ public struct RemoteErrorBody: Codable, Sendable, Equatable {
 
     /// Decodes a failure body; a body that is not such JSON becomes its text as the message.
     public init(decoding body: [UInt8]) {
-        if let decoded = try? JSONDecoder().decode(RemoteErrorBody.self, from: Data(body)) {
+        if let decoded = try? CanonicalJSON.decode(RemoteErrorBody.self, from: body) {
             self = decoded
         } else {
             self.init(type: "unknown", message: String(decoding: body, as: UTF8.self))

@@ -252,7 +252,7 @@ public struct SkyEvent: Codable, Sendable, Equatable {
         let seq = try WireFormat.uint64(frames[2], name: "seq")
         let event: SkyEvent
         do {
-            event = try JSONDecoder().decode(SkyEvent.self, from: Data(frames[3]))
+            event = try CanonicalJSON.decode(SkyEvent.self, from: frames[3])
         } catch {
             throw .invalidValue(name: "event body", reason: "not an event JSON object")
         }

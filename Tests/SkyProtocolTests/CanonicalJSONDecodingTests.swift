@@ -122,6 +122,24 @@ struct CanonicalJSONDecodingTests {
         expectFoundationValue([String: Int].self, text, direct: false)
     }
 
+    /// What clients and watchers read on every message (events, snapshots, error bodies) is
+    /// read directly too.
+    @Test func brokerMessagesAreReadDirectly() throws {
+        let task = TaskInfo(requestID: "00ff", service: "sky.scan", deliveries: 2, worker: "0a0b", status: "failed")
+        expectFoundationValue(
+            SkyEvent.self,
+            SkyEvent(seq: 9, event: .taskFailed, time: "2026-11-23T01:02:03.004Z", task: task).jsonBytes())
+        let stats = BrokerStats(
+            workers: 2, capacity: 8, queued: 0, inFlight: 4, completed: 40, completedPerSecond: 12.5, failed: 3)
+        expectFoundationValue(
+            SkyEvent.self,
+            try CanonicalJSON.encode(SkyEvent(seq: 10, event: .brokerStats, time: "", workers: [], stats: stats)))
+        let snapshot = ClusterSnapshot(
+            seq: 10, workers: [], queued: ["sky.scan": 3], inFlight: 2, counters: BrokerCounters(), broker: "b")
+        expectFoundationValue(ClusterSnapshot.self, try CanonicalJSON.encode(snapshot))
+        expectFoundationValue(RemoteErrorBody.self, RemoteErrorBody(type: "Refused", message: "no \"x\"\n").encoded())
+    }
+
     @Test func codingPathsAreTheValuesPlaces() throws {
         let seen = try CanonicalJSON.decode(PathReader.self, from: Array(#"{"outer":[{"inner":{"x":1}}]}"#.utf8))
         #expect(seen.paths == ["", "outer", "outer/Index 0/inner"])
