@@ -339,17 +339,17 @@ public final class Broker: Service, Sendable {
             actions.takeEach(leaving: .releaseMemory) { action in
                 switch action {
                 case .sendToClient(let peer, let command):
-                    outbound.append(.init(socket: Broker.clientsSocket, message: command.frames(routedTo: peer.bytes)))
+                    outbound.append(
+                        .init(socket: Broker.clientsSocket, message: peer.withBytes { command.frames(routedTo: $0) }))
                 case .sendToWorker(let peer, let command):
-                    outbound.append(.init(socket: Broker.workersSocket, message: command.frames(routedTo: peer.bytes)))
+                    outbound.append(
+                        .init(socket: Broker.workersSocket, message: peer.withBytes { command.frames(routedTo: $0) }))
                 case .sendTraced(let peer, let tag, var request, let dispatch):
                     if let tracer { request.trace = Self.span(request, dispatch, tracer) ?? request.trace }
+                    let command: BrokerToWorker =
+                        dispatch.packed ? .packedRequest(tag: tag, request) : .request(tag: tag, request)
                     outbound.append(
-                        .init(
-                            socket: Broker.workersSocket,
-                            message: (dispatch.packed
-                                ? BrokerToWorker.packedRequest(tag: tag, request) : .request(tag: tag, request))
-                                .frames(routedTo: peer.bytes)))
+                        .init(socket: Broker.workersSocket, message: peer.withBytes { command.frames(routedTo: $0) }))
                 case .sendRaw(.clients, let peer, let frames):
                     outbound.append(.init(socket: Broker.clientsSocket, frames: [peer.bytes] + frames))
                 case .sendRaw(.workers, let peer, let frames):

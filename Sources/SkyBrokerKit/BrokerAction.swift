@@ -10,7 +10,7 @@ public enum BrokerAction: Sendable, Equatable {
     /// Send a REQUEST that carries a trace context to a worker that takes it: the shell records
     /// the broker's span (queue wait and dispatch) if it has a tracer, and sends that span's
     /// context on; without a tracer, the client's as it came.
-    case sendTraced(PeerID, tag: [UInt8], TaskRequest, TracedDispatch)
+    case sendTraced(PeerID, tag: DeliveryTag, TaskRequest, TracedDispatch)
     /// Publish an event. Its ``SkyEvent/time`` is empty: the shell stamps the wall clock.
     case publish(SkyEvent)
     /// Send frames of the *other* port's protocol to a peer that connected to the wrong port

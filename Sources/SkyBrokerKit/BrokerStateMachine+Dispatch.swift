@@ -250,21 +250,24 @@ extension BrokerStateMachine {
     }
 
     /// Makes a delivery of `task` to `peer` (its credit, its lease) without sending it.
+    /// - Parameter index: the worker's place in ``workers``, if the caller found it already.
     /// - Returns: the delivery's tag, and whether the worker takes packed REQUESTs (read while
     ///   its record is at hand, so that the send needs no second lookup).
-    mutating func hand(_ task: QueuedRequest, to peer: PeerID, waited: Int64? = nil) -> (tag: UInt64, packed: Bool) {
+    mutating func hand(
+        _ task: QueuedRequest, to peer: PeerID, at index: WorkerIndex? = nil, waited: Int64? = nil
+    ) -> (tag: UInt64, packed: Bool) {
         var task = task
         task.deliveries += 1
         dispatchCounter += 1
         nextTag += 1
         let tag = nextTag
         let order = dispatchCounter
-        let packed =
-            withWorker(peer) { worker in
-                worker.inFlight[tag] = InFlightTask(task: task, waited: waited)
-                worker.lastDispatch = order
-                return worker.takesPacked
-            } ?? false
+        let take = { (worker: inout WorkerRecord) -> Bool in
+            worker.inFlight[tag] = InFlightTask(task: task, waited: waited)
+            worker.lastDispatch = order
+            return worker.takesPacked
+        }
+        let packed = (index.map { withWorker(at: $0, take) } ?? withWorker(peer, take)) ?? false
         running[task.key] = Delivery(peer: peer, tag: tag)
         if let lease = leaseExpiry(task) { leases.insert(LeaseEntry(expiry: lease, tag: tag, peer: peer)) }
         return (tag, packed)
@@ -297,8 +300,11 @@ extension BrokerStateMachine {
                     delivery: delivery, packed: packed)))
     }
 
-    mutating func dispatch(_ task: QueuedRequest, to peer: PeerID, now: Instant, into actions: inout [BrokerAction]) {
-        let (tag, packed) = hand(task, to: peer, waited: ticks(now) - task.arrivedAt)
+    mutating func dispatch(
+        _ task: QueuedRequest, to peer: PeerID, at index: WorkerIndex? = nil, now: Instant,
+        into actions: inout [BrokerAction]
+    ) {
+        let (tag, packed) = hand(task, to: peer, at: index, waited: ticks(now) - task.arrivedAt)
         send(task, tag: tag, packed: packed, delivery: task.deliveries + 1, to: peer, now: now, into: &actions)
         if configuration.taskEvents {
             publishTask(
@@ -311,10 +317,13 @@ extension BrokerStateMachine {
     }
 
     /// Gives a worker queued work until its credits are used up or nothing it serves is waiting.
-    mutating func fill(_ peer: PeerID, now: Instant, into actions: inout [BrokerAction]) {
+    /// - Parameter known: the worker's place in ``workers``, if the caller found it already (a
+    ///   reply's worker): its dispatches then look it up by that place instead of its id.
+    mutating func fill(_ peer: PeerID, at known: WorkerIndex? = nil, now: Instant, into actions: inout [BrokerAction]) {
+        guard let index = known ?? workers.index(forKey: peer) else { return }
         // Only these two fields: a copy of the whole record would share its `inFlight` table, and
         // the dispatches below would then copy that table on write, once per task.
-        guard let (numbers, credits) = readWorker(peer, { ($0.serviceNumbers, $0.freeCredits) }) else { return }
+        let (numbers, credits) = withWorker(at: index) { ($0.serviceNumbers, $0.freeCredits) }
         var free = credits
         while free > 0 {
             var oldest: (service: ServiceBook.Number, arrival: UInt64)?
@@ -325,7 +334,7 @@ extension BrokerStateMachine {
             // Requests first: a call has a caller waiting on a deadline, a job waits on disk. Jobs
             // take the credits no waiting request needs.
             if oldest == nil, !jobBook.ready.isEmpty,
-                let job = bestWaitingJob(among: readWorker(peer, \.services) ?? [])
+                let job = bestWaitingJob(among: withWorker(at: index) { $0.services })
             {
                 dispatchJob(of: job.service, to: peer, now: now, into: &actions)
                 free -= 1
@@ -334,7 +343,7 @@ extension BrokerStateMachine {
             guard let pick = oldest, let task = services[pick.service].queue.popFirst() else { return }
             // The head `oldestWaiting` just found live, and nothing changed since.
             unmarkWaiting(task)
-            dispatch(task, to: peer, now: now, into: &actions)
+            dispatch(task, to: peer, at: index, now: now, into: &actions)
             free -= 1
         }
     }

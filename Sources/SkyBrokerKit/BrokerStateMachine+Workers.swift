@@ -240,12 +240,12 @@ extension BrokerStateMachine {
 
     /// A worker's REPLY; `index`: the worker's place in ``workers``, found as its message arrived.
     private mutating func complete(
-        at peer: PeerID, _ index: Dictionary<PeerID, WorkerRecord>.Index, tag frame: [UInt8], answer: TaskReply,
+        at peer: PeerID, _ index: WorkerIndex, tag frame: DeliveryTag, answer: TaskReply,
         now: Instant, into actions: inout [BrokerAction]
     ) {
         let failed = answer.status != .ok
         // The delivery is taken and the reply counted in the worker's record, in place.
-        let found = WireFormat.deliveryNumber(frame).flatMap { tag -> (held: InFlightTask, name: String)? in
+        let found = frame.number.flatMap { tag -> (held: InFlightTask, name: String)? in
             withWorker(at: index) { worker in
                 guard let slot = worker.inFlight.index(forKey: tag),
                     worker.inFlight.values[slot].task.request.requestID == answer.requestID
@@ -294,7 +294,8 @@ extension BrokerStateMachine {
             }
             finishRequest(key.client)
         }
-        fill(peer, now: now, into: &actions)
+        // No worker joined or left since `index` was found: the dispatches use it.
+        fill(peer, at: index, now: now, into: &actions)
     }
 
     /// Whether frames start like a READY (signature and command), however wrong the rest.

@@ -390,12 +390,13 @@ public struct BrokerStateMachine: Sendable {
         return change(&workers.values[index])
     }
 
+    /// A worker's place in ``workers``: valid until a worker is added or removed.
+    typealias WorkerIndex = Dictionary<PeerID, WorkerRecord>.Index
+
     /// Runs `change` on the record at `index` (found earlier, with no worker added or removed
     /// since), in place. Reads go this way too: the dictionary's getter copies the whole record.
     @inline(__always)
-    mutating func withWorker<R>(at index: Dictionary<PeerID, WorkerRecord>.Index, _ change: (inout WorkerRecord) -> R)
-        -> R
-    {
+    mutating func withWorker<R>(at index: WorkerIndex, _ change: (inout WorkerRecord) -> R) -> R {
         change(&workers.values[index])
     }
 
@@ -690,7 +691,7 @@ public struct BrokerStateMachine: Sendable {
     // MARK: Replies and events
 
     /// The wire form of a delivery tag.
-    static func tagFrame(_ tag: UInt64) -> [UInt8] { WireFormat.deliveryTag(tag) }
+    static func tagFrame(_ tag: UInt64) -> DeliveryTag { DeliveryTag(number: tag) }
 
     mutating func reply(to client: ClientNumber, _ reply: TaskReply, into actions: inout [BrokerAction]) {
         if client == Self.jobsClient {

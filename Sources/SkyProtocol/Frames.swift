@@ -169,6 +169,12 @@ public struct Frames: Sendable {
             if frame.count >= Frames.largeFrame { appendLarge(Array(frame)) } else { appendSmall(frame) }
         }
 
+        /// A frame of borrowed bytes (a routing id kept inline by its owner, copied without an
+        /// array of its own).
+        public mutating func append(_ frame: UnsafeRawBufferPointer) {
+            if frame.count >= Frames.largeFrame { appendLarge(Array(frame)) } else { appendSmall(frame) }
+        }
+
         /// A frame of the string's UTF-8 bytes.
         public mutating func append(utf8 text: String) {
             var text = text
@@ -312,6 +318,10 @@ public struct PackedFieldWriter {
 
     public mutating func bytes(_ bytes: [UInt8]) {
         bytes.withUnsafeBytes { copy($0) }
+    }
+
+    public mutating func bytes(_ bytes: UnsafeRawBufferPointer) {
+        copy(bytes)
     }
 
     public mutating func utf8(_ text: String) {

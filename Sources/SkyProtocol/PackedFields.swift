@@ -25,7 +25,7 @@ struct PackedFields {
     }
 
     /// A delivery tag after its one-byte length.
-    mutating func lengthPrefixedTag() throws(ProtocolError) -> [UInt8] {
+    mutating func lengthPrefixedTag() throws(ProtocolError) -> DeliveryTag {
         let length = Int(try take(1, "tag length").first ?? 0)
         return try WireFormat.deliveryTag(take(length, "delivery tag"))
     }
@@ -37,7 +37,7 @@ struct PackedFields {
     }
 
     /// What is left, as a delivery tag (the last field of a worker REPLY header).
-    mutating func remainingTag() throws(ProtocolError) -> [UInt8] {
+    mutating func remainingTag() throws(ProtocolError) -> DeliveryTag {
         defer { rest = rest[rest.endIndex...] }
         return try WireFormat.deliveryTag(rest)
     }

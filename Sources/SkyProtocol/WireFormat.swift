@@ -128,18 +128,15 @@ public enum WireFormat {
     }
 
     /// Decodes a delivery tag: 1...255 opaque bytes the broker chose (Sky's broker uses 8).
-    static func deliveryTag(_ frame: ArraySlice<UInt8>) throws(ProtocolError) -> [UInt8] {
+    static func deliveryTag(_ frame: ArraySlice<UInt8>) throws(ProtocolError) -> DeliveryTag {
         guard !frame.isEmpty, frame.count <= 255 else {
             throw .invalidValue(name: "delivery tag", reason: "\(frame.count) bytes")
         }
-        return Array(frame)
+        return DeliveryTag(frame)
     }
 
     /// The 8-byte delivery tag Sky's broker puts in a worker REQUEST for a delivery number.
-    public static func deliveryTag(_ value: UInt64) -> [UInt8] { bytes(value) }
-
-    /// The delivery number of an 8-byte tag; `nil` for any other frame.
-    public static func deliveryNumber(_ frame: [UInt8]) -> UInt64? { try? uint64(frame[...], name: "tag") }
+    public static func deliveryTag(_ value: UInt64) -> DeliveryTag { DeliveryTag(number: value) }
 
     static func uint32(_ frame: [UInt8], name: String) throws(ProtocolError) -> UInt32 {
         try uint32(frame[...], name: name)

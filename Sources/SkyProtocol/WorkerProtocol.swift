@@ -20,10 +20,10 @@ public enum WorkerToBroker: Sendable, Equatable {
     case ready(WorkerAnnouncement)
     /// `[SKYW01][0x03][tag][request-id][status][body]`: the outcome of a task; `tag` is the
     /// delivery tag of the REQUEST it answers, echoed unchanged.
-    case reply(tag: [UInt8], TaskReply)
+    case reply(tag: DeliveryTag, TaskReply)
     /// `[SKYW02 0x03 request-id status tag][body]`: the same outcome packed into a header and
     /// a body frame, sent only to a broker whose FEATURES named ``WireFormat/packedFeature``.
-    case packedReply(tag: [UInt8], TaskReply)
+    case packedReply(tag: DeliveryTag, TaskReply)
     /// `[SKYW01][0x04]`: still alive.
     case heartbeat
     /// `[SKYW01][0x05]`: leaving; the broker sends nothing more.
@@ -150,7 +150,7 @@ public enum WorkerToBroker: Sendable, Equatable {
                 signature, command: Command.reply.rawValue, reply.requestID, fieldBytes: 1 + tag.count
             ) { fields in
                 fields.byte(reply.status.rawValue)
-                fields.bytes(tag)
+                tag.withBytes { fields.bytes($0) }
             }
             writer.append(reply.body)
             return writer.finish()
@@ -162,7 +162,7 @@ public enum WorkerToBroker: Sendable, Equatable {
                 + Frames.inlineSize(reply.body.count))
         writer.append(WireFormat.workerSignature)
         writer.append(byte: Command.reply.rawValue)
-        writer.append(tag)
+        tag.withBytes { writer.append($0) }
         writer.append(reply.requestID)
         writer.append(byte: reply.status.rawValue)
         writer.append(reply.body)
@@ -177,17 +177,17 @@ public enum BrokerToWorker: Sendable, Equatable {
     /// delivery (opaque, chosen by the broker): the worker echoes it in the REPLY and the broker
     /// names it in a CANCEL, so a late reply to an earlier delivery of the same request is told
     /// apart from the current one.
-    case request(tag: [UInt8], TaskRequest)
+    case request(tag: DeliveryTag, TaskRequest)
     /// `[SKYW02 0x02 request-id attempt timeout-ms tag-length tag service][body]([trace])`: the
     /// same REQUEST packed into a header and a body frame, sent only to a worker whose FEATURES
     /// named ``WireFormat/packedFeature``.
-    case packedRequest(tag: [UInt8], TaskRequest)
+    case packedRequest(tag: DeliveryTag, TaskRequest)
     /// `[SKYW01][0x04]`: the broker is alive.
     case heartbeat
     /// `[SKYW01][0x05]`: the broker no longer knows this worker; re-register on a new socket.
     case disconnect
     /// `[SKYW01][0x06][tag][request-id]`: stop running this delivery; its result is not wanted.
-    case cancel(tag: [UInt8], RequestID)
+    case cancel(tag: DeliveryTag, RequestID)
     /// `[SKYW01][0x07]`: DRAINING acknowledged; no task is sent after this.
     case drainingAcknowledged
     /// `[SKYW01][0x08][reason]`: the broker will not serve this peer as a worker (its READY is
@@ -274,13 +274,19 @@ public enum BrokerToWorker: Sendable, Equatable {
     }
 
     /// The message in one buffer, after a ROUTER's routing-id frame when one is given: a
-    /// REQUEST, once per task, is written there directly.
-    public func frames(routedTo routingID: [UInt8]? = nil) -> Frames {
+    /// REQUEST, once per task, is written there directly. The id is borrowed, so that a router
+    /// that keeps it inline need not make an array of it for every message.
+    public func frames(routedTo routingID: [UInt8]) -> Frames {
+        routingID.withUnsafeBytes { frames(routedTo: $0) }
+    }
+
+    /// The message in one buffer, after the routing-id frame `routingID` if there is one.
+    public func frames(routedTo routingID: UnsafeRawBufferPointer? = nil) -> Frames {
         if case .packedRequest(let tag, let request) = self {
             return Self.packed(tag: tag, request, routedTo: routingID)
         }
         guard case .request(let tag, let request) = self else {
-            return Frames((routingID.map { [$0] } ?? []) + otherFrames())
+            return Frames((routingID.map { [Array($0)] } ?? []) + otherFrames())
         }
         let prefix = routingID == nil ? 0 : 1
         let trace = request.trace
@@ -292,7 +298,7 @@ public enum BrokerToWorker: Sendable, Equatable {
         if let routingID { writer.append(routingID) }
         writer.append(WireFormat.workerSignature)
         writer.append(byte: Command.request.rawValue)
-        writer.append(tag)
+        tag.withBytes { writer.append($0) }
         writer.append(request.requestID)
         writer.append(utf8: request.service)
         // Workers get the 8-byte header: the no-workers grace and the priority concern the broker alone.
@@ -302,7 +308,9 @@ public enum BrokerToWorker: Sendable, Equatable {
         return writer.finish()
     }
 
-    private static func packed(tag: [UInt8], _ request: TaskRequest, routedTo routingID: [UInt8]?) -> Frames {
+    private static func packed(tag: DeliveryTag, _ request: TaskRequest, routedTo routingID: UnsafeRawBufferPointer?)
+        -> Frames
+    {
         let signature = WireFormat.packedWorkerSignature
         let trace = request.trace
         var writer = Frames.Writer(
@@ -319,7 +327,7 @@ public enum BrokerToWorker: Sendable, Equatable {
             fields.bigEndian(request.header.attempt)
             fields.bigEndian(request.header.timeoutMilliseconds)
             fields.byte(UInt8(clamping: tag.count))
-            fields.bytes(tag)
+            tag.withBytes { fields.bytes($0) }
             fields.utf8(request.service)
         }
         writer.append(request.body)
@@ -331,7 +339,7 @@ public enum BrokerToWorker: Sendable, Equatable {
         let signature = WireFormat.workerSignature
         switch self {
         case .cancel(let tag, let requestID):
-            return [signature, [Command.cancel.rawValue], tag, requestID.frame]
+            return [signature, [Command.cancel.rawValue], tag.bytes.array, requestID.frame]
         case .refused(let reason):
             return [signature, [Command.refused.rawValue], Array(reason.utf8)]
         case .features(let lines):

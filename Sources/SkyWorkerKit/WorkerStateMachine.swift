@@ -39,10 +39,10 @@ public struct WorkerStateMachine: Sendable {
     /// One delivery of a task: the broker's tag plus the request id.
     public struct TaskKey: Hashable, Sendable {
         /// The delivery tag the broker gave the task.
-        public var tag: [UInt8]
+        public var tag: DeliveryTag
         public var requestID: RequestID
 
-        public init(tag: [UInt8], requestID: RequestID) {
+        public init(tag: DeliveryTag, requestID: RequestID) {
             self.tag = tag
             self.requestID = requestID
         }
@@ -365,7 +365,7 @@ public struct WorkerStateMachine: Sendable {
     }
 
     /// A REPLY in the form the broker of this connection takes.
-    private func send(_ reply: TaskReply, tag: [UInt8], into actions: inout [Action]) {
+    private func send(_ reply: TaskReply, tag: DeliveryTag, into actions: inout [Action]) {
         actions.append(.send(brokerTakesPacked ? .packedReply(tag: tag, reply) : .reply(tag: tag, reply)))
     }
 

@@ -32,7 +32,7 @@ extension IntegrationSuite {
         }
 
         /// A worker's view: a CANCEL for the given delivery arrived.
-        static func cancelled(_ worker: HungWorker, tag: [UInt8]) -> Bool {
+        static func cancelled(_ worker: HungWorker, tag: DeliveryTag) -> Bool {
             worker.peer.workerCommands.contains { if case .cancel(tag, _) = $0 { true } else { false } }
         }
 

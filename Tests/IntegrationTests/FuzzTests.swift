@@ -83,8 +83,8 @@ extension IntegrationSuite {
                 case 1: base = .heartbeat
                 case 2: base = .disconnect
                 case 3: base = .features([WireFormat.packedFeature])
-                case 4: base = .packedReply(tag: Array((noise().first ?? [1]).prefix(255)), reply)
-                default: base = .reply(tag: noise().first ?? [1], reply)
+                case 4: base = .packedReply(tag: DeliveryTag((noise().first ?? [1]).prefix(255)), reply)
+                default: base = .reply(tag: DeliveryTag(noise().first ?? [1]), reply)
                 }
                 return mutate(base.encode())
             }

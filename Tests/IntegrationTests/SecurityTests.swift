@@ -194,15 +194,15 @@ extension IntegrationSuite {
             }
             // What reaches either socket, collected on the side.
             let impostorGot = Locked<[BrokerToWorker]>([])
-            let ownerRequests = Locked<[(client: [UInt8], request: TaskRequest)]>([])
+            let ownerRequests = Locked<[(tag: DeliveryTag, request: TaskRequest)]>([])
             let inbound = loop.inbound
             let collector = Task {
                 for await batch in inbound {
                     for case .message(let socket, let message) in batch {
                         guard let command = try? BrokerToWorker.decode(message.frames) else { continue }
                         if socket != owner { impostorGot.withLock { $0.append(command) } }
-                        if socket == owner, case .request(let client, let request) = command {
-                            ownerRequests.withLock { $0.append((client, request)) }
+                        if socket == owner, case .request(let tag, let request) = command {
+                            ownerRequests.withLock { $0.append((tag, request)) }
                         }
                     }
                 }
@@ -211,10 +211,10 @@ extension IntegrationSuite {
             // The owner is served: a task reaches it and its reply comes back.
             let call = Task { try await good.request(service: "sky.echo", body: Array("hello".utf8)) }
             try await eventually("the task reaches the owner") { ownerRequests.withLock { !$0.isEmpty } }
-            let (client, request) = ownerRequests.withLock { $0[0] }
+            let (tag, request) = ownerRequests.withLock { $0[0] }
             loop.send(
                 WorkerToBroker.reply(
-                    tag: client, TaskReply(requestID: request.requestID, status: .ok, body: request.body)
+                    tag: tag, TaskReply(requestID: request.requestID, status: .ok, body: request.body)
                 )
                 .encode(), on: owner)
             #expect(try await call.value == Array("hello".utf8))

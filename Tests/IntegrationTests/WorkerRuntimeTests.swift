@@ -197,7 +197,7 @@ extension IntegrationSuite.WorkerRuntimeTests {
         var disconnectedAfter: Int?
         while disconnectedAfter == nil {
             switch try await next().command {
-            case .reply(let tag, let reply): replies[tag.last ?? 0] = reply
+            case .reply(let tag, let reply): replies[tag.bytes.array.last ?? 0] = reply
             case .disconnect: disconnectedAfter = replies.count
             default: continue
             }

@@ -11,7 +11,7 @@ struct BrokerHarness {
     var now = ContinuousClock.now
     /// The delivery tag of the latest REQUEST of each request id to each worker, as a worker
     /// would remember it to echo in its REPLY.
-    var tags: [String: [UInt8]] = [:]
+    var tags: [String: DeliveryTag] = [:]
     /// Every action since ``keepsRecord`` was set (off by default: storms make millions).
     var recorded: [BrokerAction] = []
     var keepsRecord = false
@@ -23,7 +23,7 @@ struct BrokerHarness {
     }
 
     /// The tag of the latest delivery of `id` to `worker`.
-    func tag(_ id: RequestID, at worker: PeerID) -> [UInt8] {
+    func tag(_ id: RequestID, at worker: PeerID) -> DeliveryTag {
         // Tag 0 is never given: a reply with it names no delivery.
         tags["\(worker)/\(id)"] ?? WireFormat.deliveryTag(0)
     }

@@ -23,6 +23,7 @@ struct PeerIDTests {
         let bytes = (0..<length).map { UInt8(truncatingIfNeeded: $0 * 37 + 1) }
         let id = PeerID(bytes)
         #expect(id.bytes == bytes)
+        #expect(id.withBytes { Array($0) } == bytes, "the bytes a message to the peer is written from")
         #expect(id == PeerID(bytes))
         #expect(id != PeerID(bytes + [0]))
         #expect(Set([id, PeerID(bytes)]).count == 1)

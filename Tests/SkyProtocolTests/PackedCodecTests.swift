@@ -8,7 +8,7 @@ import Testing
 @Suite("Protocol codec: packed messages")
 struct PackedCodecTests {
     static let id = RequestID(high: 0x0102_0304_0506_0708, low: 0x090a_0b0c_0d0e_0f10)
-    static let tag: [UInt8] = [0, 0, 0, 0, 0, 0, 0, 9]
+    static let tag: DeliveryTag = [0, 0, 0, 0, 0, 0, 0, 9]
     static let request = TaskRequest(
         requestID: id, service: "sky.scan", header: RequestHeader(attempt: 3, timeoutMilliseconds: 2500),
         body: Array(#"{"sector":7}"#.utf8))
@@ -21,7 +21,8 @@ struct PackedCodecTests {
         #expect(frames.count == 2)
         #expect(
             frames[0]
-                == Array("SKYW02".utf8) + [0x02] + Self.idBytes + [0, 0, 0, 3] + [0, 0, 0x09, 0xc4] + [8] + Self.tag
+                == Array("SKYW02".utf8) + [0x02] + Self.idBytes + [0, 0, 0, 3] + [0, 0, 0x09, 0xc4] + [8]
+                + Self.tag.bytes.array
                 + Array("sky.scan".utf8))
         #expect(frames[1] == Self.request.body)
         #expect(try BrokerToWorker.decode(frames) == command)
@@ -53,7 +54,10 @@ struct PackedCodecTests {
             let command = WorkerToBroker.packedReply(
                 tag: Self.tag, TaskReply(requestID: Self.id, status: status, body: [9, 8]))
             let frames = command.encode()
-            #expect(frames == [Array("SKYW02".utf8) + [0x03] + Self.idBytes + [status.rawValue] + Self.tag, [9, 8]])
+            #expect(
+                frames == [
+                    Array("SKYW02".utf8) + [0x03] + Self.idBytes + [status.rawValue] + Self.tag.bytes.array, [9, 8],
+                ])
             #expect(try WorkerToBroker.decode(frames) == command)
             #expect(try WorkerToBroker.decode(command.frames()) == command)
         }

@@ -109,7 +109,7 @@ final class HungWorker: Sendable {
     }
 
     /// The REQUESTs it was handed, with their delivery tags.
-    var requests: [(tag: [UInt8], request: TaskRequest)] {
+    var requests: [(tag: DeliveryTag, request: TaskRequest)] {
         peer.workerCommands.compactMap { if case .request(let tag, let request) = $0 { (tag, request) } else { nil } }
     }
 
@@ -126,7 +126,7 @@ final class HungWorker: Sendable {
     }
 
     /// Answers one delivery, echoing its body.
-    func answer(_ delivery: (tag: [UInt8], request: TaskRequest)) {
+    func answer(_ delivery: (tag: DeliveryTag, request: TaskRequest)) {
         let reply = TaskReply(requestID: delivery.request.requestID, status: .ok, body: delivery.request.body)
         peer.send(WorkerToBroker.reply(tag: delivery.tag, reply).encode())
     }
