@@ -35,7 +35,7 @@ extension IntegrationSuite {
             #expect(try WorkerToBroker.decode(try await broker.next().frames) == .features(["packed"]))
             broker.send(to: peer, BrokerToWorker.packedRequest(tag: [0, 1], try task(1, "packed in")).encode())
             broker.send(to: peer, BrokerToWorker.request(tag: [0, 2], try task(2, "framed in")).encode())
-            var echoed: [String: String] = [:]
+            var echoed: [DeliveryTag: String] = [:]
             for _ in 0..<2 {
                 let frames = try await broker.next().frames
                 #expect(frames.count == 2 && frames[0].starts(with: Array("SKYW02".utf8)), "packed: \(frames)")
@@ -44,9 +44,9 @@ extension IntegrationSuite {
                     return
                 }
                 #expect(reply.status == .ok)
-                echoed["\(tag)"] = try JSONDecoder().decode(EchoTask.self, from: Data(reply.body)).message
+                echoed[tag] = try JSONDecoder().decode(EchoTask.self, from: Data(reply.body)).message
             }
-            #expect(echoed == ["[0, 1]": "packed in", "[0, 2]": "framed in"])
+            #expect(echoed == [DeliveryTag([0, 1]): "packed in", DeliveryTag([0, 2]): "framed in"])
         }
 
         /// A client and a worker written from the docs speak packed to a real broker: the
