@@ -1,5 +1,5 @@
 /// An unkeyed container of `JSONByteWriter`: each call writes `value,` into its open array.
-struct JSONArrayContainer: UnkeyedEncodingContainer {
+struct JSONArrayContainer: UnkeyedEncodingContainer, JSONIntegerEncoding {
     /// An element's place in the coding path.
     struct Index: CodingKey {
         let intValue: Int?
@@ -54,16 +54,6 @@ struct JSONArrayContainer: UnkeyedEncodingContainer {
         end()
     }
 
-    mutating func encode(_ value: Int) throws { try integer(value) }
-    mutating func encode(_ value: Int8) throws { try integer(value) }
-    mutating func encode(_ value: Int16) throws { try integer(value) }
-    mutating func encode(_ value: Int32) throws { try integer(value) }
-    mutating func encode(_ value: Int64) throws { try integer(value) }
-    mutating func encode(_ value: UInt) throws { try integer(value) }
-    mutating func encode(_ value: UInt8) throws { try integer(value) }
-    mutating func encode(_ value: UInt16) throws { try integer(value) }
-    mutating func encode(_ value: UInt32) throws { try integer(value) }
-    mutating func encode(_ value: UInt64) throws { try integer(value) }
     mutating func encode(_ value: Int128) throws { throw writer.giveUp() }
     mutating func encode(_ value: UInt128) throws { throw writer.giveUp() }
 
@@ -94,7 +84,7 @@ struct JSONArrayContainer: UnkeyedEncodingContainer {
         return JSONValueEncoder(writer: writer, value: -1, pathCount: pathCount)
     }
 
-    private mutating func integer(_ value: some FixedWidthInteger) throws {
+    mutating func integer(_ value: some FixedWidthInteger) throws {
         try writer.enter(frame)
         writer.appendInteger(value)
         end()

@@ -24,7 +24,7 @@ struct JSONValueEncoder: Encoder {
 }
 
 /// A value's single-value container: one scalar or one nested value into the value's slot.
-struct JSONSingleValueContainer: SingleValueEncodingContainer {
+struct JSONSingleValueContainer: SingleValueEncodingContainer, JSONIntegerEncoding {
     let writer: JSONByteWriter
     let value: Int
     let pathCount: Int
@@ -56,16 +56,6 @@ struct JSONSingleValueContainer: SingleValueEncodingContainer {
         try writer.appendFloat(value)
     }
 
-    mutating func encode(_ value: Int) throws { try integer(value) }
-    mutating func encode(_ value: Int8) throws { try integer(value) }
-    mutating func encode(_ value: Int16) throws { try integer(value) }
-    mutating func encode(_ value: Int32) throws { try integer(value) }
-    mutating func encode(_ value: Int64) throws { try integer(value) }
-    mutating func encode(_ value: UInt) throws { try integer(value) }
-    mutating func encode(_ value: UInt8) throws { try integer(value) }
-    mutating func encode(_ value: UInt16) throws { try integer(value) }
-    mutating func encode(_ value: UInt32) throws { try integer(value) }
-    mutating func encode(_ value: UInt64) throws { try integer(value) }
     mutating func encode(_ value: Int128) throws { throw writer.giveUp() }
     mutating func encode(_ value: UInt128) throws { throw writer.giveUp() }
 
@@ -73,7 +63,7 @@ struct JSONSingleValueContainer: SingleValueEncodingContainer {
         try writer.writeSingleValue(value, owner: self.value, pathCount: pathCount)
     }
 
-    private func integer(_ value: some FixedWidthInteger) throws {
+    func integer(_ value: some FixedWidthInteger) throws {
         try writer.claim(self.value)
         writer.appendInteger(value)
     }

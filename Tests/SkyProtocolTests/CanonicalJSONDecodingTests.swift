@@ -103,6 +103,7 @@ struct CanonicalJSONDecodingTests {
         expectFoundationValue([UInt].self, "[-1]", direct: false)
         expectFoundationValue([Double].self, "[1e400]", direct: false)
         expectFoundationValue([Float].self, "[0.1]", direct: false)
+        expectFoundationValue(Wide.self, #"{"value":5}"#, direct: false)
         expectFoundationValue(Holder.self, #"{"data":"AQID"}"#, direct: false)
         expectFoundationValue(Holder.self, #"{"url":"https://x/y"}"#, direct: false)
         expectFoundationValue(Holder.self, #"{"decimal":1.25}"#, direct: false)

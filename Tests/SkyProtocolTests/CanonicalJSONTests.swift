@@ -103,6 +103,8 @@ struct CanonicalJSONTests {
         try expectFoundationBytes(Interleaved(), direct: false)
         try expectFoundationBytes(DuplicateKey(), direct: false)
         try expectFoundationBytes(Swallowing(), direct: false)
+        #expect(try JSONByteWriter.encode([Int128(5)]) == nil && JSONByteWriter.encode(Wide(value: 5)) == nil)
+        #expect((try? CanonicalJSON.encode([Int128(5)])) == (try? CanonicalJSON.foundationEncode([Int128(5)])))
         try expectFoundationBytes(Echo(message: "kept"), direct: true)
     }
 
@@ -135,6 +137,10 @@ struct CanonicalJSONTests {
 
 struct Echo: Codable {
     var message: String
+}
+
+struct Wide: Codable {
+    var value: UInt128
 }
 
 struct Integers: Codable {
