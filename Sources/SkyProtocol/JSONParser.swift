@@ -161,6 +161,9 @@ struct JSONParser {
             guard digits() else { throw JSONByteReader.GiveUp() }
         }
         if next == UInt8(ascii: "e") || next == UInt8(ascii: "E") {
+            // Foundation refuses some numbers whose integer part is a bare 0 followed by an
+            // exponent (`0e1`, but not `0e+1` or `-0e1`): a form no writer uses, left to it.
+            if position - start == 1, bytes[start] == UInt8(ascii: "0") { throw JSONByteReader.GiveUp() }
             integer = false
             position += 1
             if next == UInt8(ascii: "+") || next == UInt8(ascii: "-") { position += 1 }

@@ -102,6 +102,8 @@ struct CanonicalJSONDecodingTests {
         expectFoundationValue([UInt8].self, "[256]", direct: false)
         expectFoundationValue([UInt].self, "[-1]", direct: false)
         expectFoundationValue([Double].self, "[1e400]", direct: false)
+        for quirk in ["0e1", "0E1", "0e+1", "0e0"] { expectFoundationValue([Double].self, "[\(quirk)]", direct: false) }
+        for plain in ["-0e1", "0.0e1", "10e1"] { expectFoundationValue([Double].self, "[\(plain)]") }
         expectFoundationValue([Float].self, "[0.1]", direct: false)
         expectFoundationValue(Wide.self, #"{"value":5}"#, direct: false)
         expectFoundationValue(Holder.self, #"{"data":"AQID"}"#, direct: false)
@@ -144,6 +146,53 @@ struct CanonicalJSONDecodingTests {
     @Test func codingPathsAreTheValuesPlaces() throws {
         let seen = try CanonicalJSON.decode(PathReader.self, from: Array(#"{"outer":[{"inner":{"x":1}}]}"#.utf8))
         #expect(seen.paths == ["", "outer", "outer/Index 0/inner"])
+    }
+
+    /// What a worker returns is untrusted, and the broker reads failed replies' error bodies:
+    /// 20,000 random mutations of valid documents (bytes flipped, dropped, or replaced by JSON's
+    /// own punctuation, escapes and invalid UTF-8) never crash the reader, and each ends as
+    /// Foundation's reading of it ends.
+    @Test func mutatedDocumentsEndAsFoundationsReadingEnds() throws {
+        var random = SplitMix(seed: 21)
+        let seeds = try [
+            CanonicalJSON.encode(Record.sample), CanonicalJSON.encode(Record.empty),
+            RemoteErrorBody(type: "Refused", message: "no \"x\"\n\u{1}é").encoded(),
+        ]
+        let specials = Array(#"{}[]:,"\/ubfnrt0123456789-+.eE "#.utf8) + [0x00, 0x1F, 0x7F, 0x80, 0xC3, 0xFF]
+        var direct = 0
+        for round in 0..<20_000 {
+            var text = seeds[round % seeds.count]
+            for _ in 0..<Int.random(in: 1...3, using: &random) where !text.isEmpty {
+                let place = Int.random(in: 0..<text.count, using: &random)
+                switch random.next() % 3 {
+                case 0: text[place] = specials.randomElement(using: &random)!
+                case 1: text.remove(at: place)
+                default: text.insert(specials.randomElement(using: &random)!, at: place)
+                }
+            }
+            for type in [Record.self] as [Record.Type] {
+                let reference = (try? CanonicalJSON.foundationDecode(type, from: text))
+                    .map { try? CanonicalJSON.foundationEncode($0) }
+                let decoded = (try? CanonicalJSON.decode(type, from: text)).map {
+                    try? CanonicalJSON.foundationEncode($0)
+                }
+                if reference != decoded {
+                    Issue.record(
+                        "\(String(decoding: text, as: UTF8.self)): Foundation \(String(describing: reference)), CanonicalJSON \(String(describing: decoded))"
+                    )
+                    return
+                }
+            }
+            let body = RemoteErrorBody(decoding: text)
+            let reference = (try? CanonicalJSON.foundationDecode(RemoteErrorBody.self, from: text))
+            if let reference, body != reference {
+                Issue.record("\(String(decoding: text, as: UTF8.self)): \(body) against \(reference)")
+                return
+            }
+            if (try? JSONByteReader.decode(RemoteErrorBody.self, from: text)) != nil { direct += 1 }
+        }
+        // Some mutations leave valid documents, which the reader reads itself.
+        #expect(direct > 100, "\(direct)")
     }
 
     /// Random records written by Foundation in several styles (sorted or not, pretty or not,
