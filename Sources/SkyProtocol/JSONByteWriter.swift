@@ -327,15 +327,8 @@ final class JSONByteWriter {
         JSONText.appendString(value, to: &bytes)
     }
 
-    func appendInteger<Integer: FixedWidthInteger>(_ value: Integer) {
-        if value < 0 { bytes.append(UInt8(ascii: "-")) }
-        var magnitude = UInt64(value.magnitude)
-        let start = bytes.count
-        repeat {
-            bytes.append(UInt8(ascii: "0") + UInt8(magnitude % 10))
-            magnitude /= 10
-        } while magnitude > 0
-        bytes[start...].reverse()
+    func appendInteger(_ value: some FixedWidthInteger) {
+        JSONText.appendInteger(value, to: &bytes)
     }
 
     /// Swift's shortest round-trip text without a trailing `.0`, as Foundation writes it; a

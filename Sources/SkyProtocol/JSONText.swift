@@ -76,9 +76,16 @@ public enum JSONText {
         return index
     }
 
-    /// Appends a decimal integer.
-    public static func appendInteger(_ value: some BinaryInteger, to bytes: inout [UInt8]) {
-        bytes += Array(String(value).utf8)
+    /// Appends a decimal integer, digit by digit (no `String` made for it).
+    public static func appendInteger(_ value: some FixedWidthInteger, to bytes: inout [UInt8]) {
+        if value < 0 { bytes.append(UInt8(ascii: "-")) }
+        var magnitude = UInt64(value.magnitude)
+        let start = bytes.count
+        repeat {
+            bytes.append(UInt8(ascii: "0") + UInt8(magnitude % 10))
+            magnitude /= 10
+        } while magnitude > 0
+        bytes[start...].reverse()
     }
 
     /// Appends `"key":` after a comma, or after nothing for an object's first member.
