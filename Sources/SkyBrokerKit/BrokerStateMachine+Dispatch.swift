@@ -280,7 +280,9 @@ extension BrokerStateMachine {
         into actions: inout [BrokerAction]
     ) {
         func request(_ request: TaskRequest) -> BrokerToWorker {
-            packed ? .packedRequest(tag: Self.tagFrame(tag), request) : .request(tag: Self.tagFrame(tag), request)
+            packed
+                ? .packedRequest(tag: DeliveryTag(number: tag), request)
+                : .request(tag: DeliveryTag(number: tag), request)
         }
         guard task.request.trace != nil, let worker = workers[peer] else {
             actions.append(.sendToWorker(peer, request(task.request)))
@@ -294,7 +296,7 @@ extension BrokerStateMachine {
         }
         actions.append(
             .sendTraced(
-                peer, tag: Self.tagFrame(tag), task.request,
+                peer, tag: DeliveryTag(number: tag), task.request,
                 TracedDispatch(
                     waitedNanoseconds: ticks(now) - task.arrivedAt, worker: worker.name,
                     delivery: delivery, packed: packed)))

@@ -500,7 +500,7 @@ extension BrokerStateMachine {
             workers[peer]?.inFlight[tag]?.answered = true
             workers[peer]?.cancelledKeys.insert(key)
             running[key] = nil
-            actions.append(.sendToWorker(peer, .cancel(tag: Self.tagFrame(tag), id.requestID)))
+            actions.append(.sendToWorker(peer, .cancel(tag: DeliveryTag(number: tag), id.requestID)))
         }
         if case .finishing = job.phase {
             waitForOutcome(of: id, caller, into: &actions)

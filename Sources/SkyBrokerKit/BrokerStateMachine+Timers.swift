@@ -121,7 +121,7 @@ extension BrokerStateMachine {
             budget -= 1
             let key = held.task.key
             let name = workers[first.peer]?.name ?? first.peer.description
-            actions.append(.sendToWorker(first.peer, .cancel(tag: Self.tagFrame(first.tag), key.requestID)))
+            actions.append(.sendToWorker(first.peer, .cancel(tag: DeliveryTag(number: first.tag), key.requestID)))
             if !held.answered {
                 running[key] = nil
                 workers[first.peer]?.inFlight[first.tag]?.answered = true

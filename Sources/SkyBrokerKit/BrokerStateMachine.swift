@@ -623,7 +623,7 @@ public struct BrokerStateMachine: Sendable {
         } else if let delivery = running.removeValue(forKey: key) {
             workers[delivery.peer]?.inFlight[delivery.tag]?.answered = true
             workers[delivery.peer]?.cancelledKeys.insert(key)
-            actions.append(.sendToWorker(delivery.peer, .cancel(tag: Self.tagFrame(delivery.tag), key.requestID)))
+            actions.append(.sendToWorker(delivery.peer, .cancel(tag: DeliveryTag(number: delivery.tag), key.requestID)))
             stillHeld = true
         } else {
             return
@@ -689,9 +689,6 @@ public struct BrokerStateMachine: Sendable {
     }
 
     // MARK: Replies and events
-
-    /// The wire form of a delivery tag.
-    static func tagFrame(_ tag: UInt64) -> DeliveryTag { DeliveryTag(number: tag) }
 
     mutating func reply(to client: ClientNumber, _ reply: TaskReply, into actions: inout [BrokerAction]) {
         if client == Self.jobsClient {

@@ -135,9 +135,6 @@ public enum WireFormat {
         return DeliveryTag(frame)
     }
 
-    /// The 8-byte delivery tag Sky's broker puts in a worker REQUEST for a delivery number.
-    public static func deliveryTag(_ value: UInt64) -> DeliveryTag { DeliveryTag(number: value) }
-
     static func uint32(_ frame: [UInt8], name: String) throws(ProtocolError) -> UInt32 {
         try uint32(frame[...], name: name)
     }

@@ -77,9 +77,9 @@ struct BrokerReliabilityTests {
         let firstTag = broker.tag(id, at: worker1)
         // The late reply of the first delivery carries its own tag and is told apart.
         let late = broker.worker(
-            worker1, .reply(tag: WireFormat.deliveryTag(1), TaskReply(requestID: id, status: .ok, body: [0])))
+            worker1, .reply(tag: DeliveryTag(number: 1), TaskReply(requestID: id, status: .ok, body: [0])))
         #expect(replies(late).isEmpty)
-        #expect(firstTag != WireFormat.deliveryTag(1))
+        #expect(firstTag != DeliveryTag(number: 1))
         #expect(replies(broker.reply(worker1, client: clientA, id)).count == 1)
     }
 

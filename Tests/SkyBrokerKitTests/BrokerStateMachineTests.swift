@@ -25,7 +25,7 @@ struct BrokerHarness {
     /// The tag of the latest delivery of `id` to `worker`.
     func tag(_ id: RequestID, at worker: PeerID) -> DeliveryTag {
         // Tag 0 is never given: a reply with it names no delivery.
-        tags["\(worker)/\(id)"] ?? WireFormat.deliveryTag(0)
+        tags["\(worker)/\(id)"] ?? DeliveryTag(number: 0)
     }
 
     mutating func record(_ actions: [BrokerAction]) -> [BrokerAction] {

@@ -38,6 +38,6 @@ struct DeliveryTagTests {
         #expect(tag.number == 0x0102_0304_0506_0708)
         #expect(DeliveryTag([1, 2, 3]).number == nil, "another broker's tag names no number")
         #expect(DeliveryTag([UInt8](repeating: 9, count: 9)).number == nil)
-        #expect(WireFormat.deliveryTag(5) == [0, 0, 0, 0, 0, 0, 0, 5])
+        #expect(DeliveryTag(number: 5) == [0, 0, 0, 0, 0, 0, 0, 5])
     }
 }
