@@ -159,13 +159,13 @@ public enum BrokerToClient: Sendable, Equatable {
 
     public func encode() -> [[UInt8]] { frames().arrays }
 
-    /// The message in one buffer, after a ROUTER's routing-id frame when one is given (the
-    /// broker's one reply per request); the id is borrowed, as in `BrokerToWorker`.
+    /// The message in one buffer, after the routing-id frame `routingID`.
     public func frames(routedTo routingID: [UInt8]) -> Frames {
         routingID.withUnsafeBytes { frames(routedTo: $0) }
     }
 
-    /// The message in one buffer, after the routing-id frame `routingID` if there is one.
+    /// The message in one buffer, after a ROUTER's routing-id frame when one is given (the
+    /// broker's one reply per request); the id is borrowed, as in `BrokerToWorker`.
     public func frames(routedTo routingID: UnsafeRawBufferPointer? = nil) -> Frames {
         switch self {
         case .packedReply(let reply):

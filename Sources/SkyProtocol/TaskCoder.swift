@@ -14,8 +14,8 @@ public protocol TaskCoder: Sendable {
 /// of the same value).
 ///
 /// Both directions go through `CanonicalJSON`, which writes and reads the common shapes itself
-/// and leaves the rest to Foundation, with the same bytes and values: Foundation's coders cost
-/// more than the whole raw request in the typed path's profile.
+/// and leaves the rest to Foundation, with the same bytes and values: Foundation's coders made a
+/// typed call cost the client twice a raw request in the typed path's profile.
 public struct JSONTaskCoder: TaskCoder {
     public init() {}
 

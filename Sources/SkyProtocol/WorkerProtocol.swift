@@ -273,14 +273,14 @@ public enum BrokerToWorker: Sendable, Equatable {
         }
     }
 
-    /// The message in one buffer, after a ROUTER's routing-id frame when one is given: a
-    /// REQUEST, once per task, is written there directly. The id is borrowed, so that a router
-    /// that keeps it inline need not make an array of it for every message.
+    /// The message in one buffer, after the routing-id frame `routingID`.
     public func frames(routedTo routingID: [UInt8]) -> Frames {
         routingID.withUnsafeBytes { frames(routedTo: $0) }
     }
 
-    /// The message in one buffer, after the routing-id frame `routingID` if there is one.
+    /// The message in one buffer, after a ROUTER's routing-id frame when one is given: a
+    /// REQUEST, once per task, is written there directly. The id is borrowed, so that a router
+    /// that keeps it inline need not make an array of it for every message.
     public func frames(routedTo routingID: UnsafeRawBufferPointer? = nil) -> Frames {
         if case .packedRequest(let tag, let request) = self {
             return Self.packed(tag: tag, request, routedTo: routingID)
