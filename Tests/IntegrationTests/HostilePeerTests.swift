@@ -12,6 +12,53 @@ extension IntegrationSuite {
     /// with real processes: a real broker, real or raw workers, raw and real clients.
     @Suite("Exactly one answer under hostile and careless peers")
     struct HostilePeerTests {
+        /// A worker written from docs/protocol.md that answers with what JSON readers must
+        /// survive: a result that is not JSON, a failure whose error body is 300 arrays deep and
+        /// not UTF-8 (the broker reads failure bodies for its stats), and a reply whose tag has
+        /// one byte more than the broker's (a tag the broker never gave). Each typed call gets
+        /// exactly one answer, the first two at once, and the broker keeps serving.
+        @Test func hostileJSONAndTagsFromAWorkerLeaveEveryCallOneAnswer() async throws {
+            let cluster = try await TestCluster.start()
+            defer { cluster.killAll() }
+            let deep = Array(repeating: UInt8(ascii: "["), count: 300) + [0xFF, 0xFE]
+            let worker = try await HungWorker(broker: cluster.workers, services: [Probe.service]) { tag, request in
+                let reply = { (status: ReplyStatus, body: [UInt8]) in
+                    TaskReply(requestID: request.requestID, status: status, body: body)
+                }
+                switch String(decoding: request.body, as: UTF8.self) {
+                case #"{"message":"not json"}"#: return .reply(tag: tag, reply(.ok, Array(#"{"message":"#.utf8)))
+                case #"{"message":"deep failure"}"#: return .reply(tag: tag, reply(.handlerError, deep))
+                default: return .reply(tag: DeliveryTag(tag.bytes.array + [0]), reply(.ok, request.body))
+                }
+            }
+            defer { Task { await worker.close() } }
+            try await cluster.waitForWorkers(1)
+            let sky = try await SkyClient(broker: cluster.clients)
+            let options = ScanOptions(timeout: .milliseconds(500), retry: .never)
+            let outcomes = try await withThrowingTaskGroup(of: (String, SkyError.Code?).self) { group in
+                for message in ["not json", "deep failure", "wrong tag"] {
+                    group.addTask {
+                        do {
+                            _ = try await sky.scan(Probe(message: message), options: options)
+                            return (message, nil)
+                        } catch let error as SkyError {
+                            return (message, error.code)
+                        }
+                    }
+                }
+                return try await group.reduce(into: [String: SkyError.Code?]()) { $0[$1.0] = $1.1 }
+            }
+            #expect(outcomes.count == 3)
+            #expect(outcomes["not json"] == .invalidResult)
+            #expect(outcomes["deep failure"] == .remote)
+            #expect(outcomes["wrong tag"] == .timeout)
+            let snapshot = try await sky.clusterSnapshot()
+            #expect(snapshot.counters.staleReplies >= 1, "the wrong tag names no delivery")
+            #expect(snapshot.workers.map(\.name) == ["hung"])
+            await sky.close()
+            await cluster.stop()
+        }
+
         static func request(_ id: RequestID, _ service: String, body: [UInt8] = [1], timeout: UInt32 = 0) -> [[UInt8]] {
             ClientToBroker.request(
                 TaskRequest(
@@ -577,4 +624,11 @@ extension IntegrationSuite {
             #expect(try await cluster.snapshot().workers.count == 1)
         }
     }
+}
+
+/// A task for the hostile worker of `hostileJSONAndTagsFromAWorkerLeaveEveryCallOneAnswer`.
+private struct Probe: SkyTask {
+    static let service = "test.hostile-json"
+    typealias Result = Probe
+    var message: String
 }

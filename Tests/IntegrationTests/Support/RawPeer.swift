@@ -88,13 +88,30 @@ final class HungWorker: Sendable {
 
     /// With `respond`, it answers every REQUEST as it arrives with the body `respond` returns
     /// (a worker that lies, for example); without, it holds them until told.
-    init(
+    convenience init(
         broker: String, services: [String], capacity: UInt32 = 4, heartbeat: Duration = .milliseconds(250),
         respond: (@Sendable (TaskRequest) -> [UInt8])? = nil
     ) async throws {
-        var answer: (@Sendable ([[UInt8]]) -> [[UInt8]]?)?
+        var replying: (@Sendable (DeliveryTag, TaskRequest) -> WorkerToBroker)?
         if let respond {
-            answer = { frames in Self.reply(to: frames, with: respond) }
+            replying = { tag, request in
+                WorkerToBroker.reply(
+                    tag: tag, TaskReply(requestID: request.requestID, status: .ok, body: respond(request)))
+            }
+        }
+        try await self.init(
+            broker: broker, services: services, capacity: capacity, heartbeat: heartbeat, replying: replying)
+    }
+
+    /// With `replying`, it answers every REQUEST as it arrives with whatever message `replying`
+    /// makes of it (any status, any tag).
+    init(
+        broker: String, services: [String], capacity: UInt32 = 4, heartbeat: Duration = .milliseconds(250),
+        replying: (@Sendable (DeliveryTag, TaskRequest) -> WorkerToBroker)?
+    ) async throws {
+        var answer: (@Sendable ([[UInt8]]) -> [[UInt8]]?)?
+        if let replying {
+            answer = { frames in Self.reply(to: frames, with: replying) }
         }
         peer = try await RawPeer(connectingTo: broker, answer: answer)
         peer.send(
@@ -113,11 +130,12 @@ final class HungWorker: Sendable {
         peer.workerCommands.compactMap { if case .request(let tag, let request) = $0 { (tag, request) } else { nil } }
     }
 
-    /// The REPLY to a REQUEST, with the body `respond` makes; `nil` for any other command.
-    private static func reply(to frames: [[UInt8]], with respond: (TaskRequest) -> [UInt8]) -> [[UInt8]]? {
+    /// The message `replying` makes of a REQUEST; `nil` for any other command.
+    private static func reply(
+        to frames: [[UInt8]], with replying: (DeliveryTag, TaskRequest) -> WorkerToBroker
+    ) -> [[UInt8]]? {
         guard case .request(let tag, let request)? = try? BrokerToWorker.decode(frames) else { return nil }
-        let reply = TaskReply(requestID: request.requestID, status: .ok, body: respond(request))
-        return WorkerToBroker.reply(tag: tag, reply).encode()
+        return replying(tag, request).encode()
     }
 
     /// Answers every REQUEST it holds now, echoing the body (late, as a hung handler finally would).
