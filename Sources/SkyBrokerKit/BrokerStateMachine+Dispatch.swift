@@ -59,10 +59,11 @@ extension BrokerStateMachine {
         let served = services[task.service].isServed
         services[task.service].queue.insertInOrder(task)
         services[task.service].queued.add(bytes: bytes)
-        waiting[task.key] = task.arrival
+        tasks[task.key] = .waiting(arrival: task.arrival)
+        waitingCount += 1
         queuedBytes += bytes
         queuedBytesPeak = max(queuedBytesPeak, queuedBytes)
-        queuedCountPeak = max(queuedCountPeak, waiting.count)
+        queuedCountPeak = max(queuedCountPeak, waitingCount)
         withClient(task.client) { client in
             client.waiting += 1
             client.waitingBytes += bytes
@@ -75,10 +76,10 @@ extension BrokerStateMachine {
         deadlines.insert(DeadlineEntry(expiry: expiry, arrival: task.arrival))
     }
 
-    /// Takes a live request out of the waiting set (it was dispatched, or is being answered),
-    /// keeping the counts of its client, its service and the queue's bytes.
+    /// Takes a live request out of the counts of waiting ones: its client's, its service's and
+    /// the queue's bytes. The caller moves it in ``tasks`` (to running, or out: it is answered).
     private mutating func unmarkWaiting(_ task: QueuedRequest) {
-        waiting[task.key] = nil
+        waitingCount -= 1
         let bytes = task.request.queuedSize
         services[task.service].queued.remove(bytes: bytes)
         queuedBytes -= bytes
@@ -89,15 +90,14 @@ extension BrokerStateMachine {
     }
 
     /// Removes a waiting request that will not be dispatched (cancelled or expired); its queue
-    /// entry stays until it reaches the head or compaction, without its body.
+    /// entry stays, dropped and without its body, until it reaches the head or compaction.
     mutating func dropWaiting(_ key: TaskKey, arrival: UInt64) {
+        tasks[key] = nil
         let service = ServiceBook.Number(arrival & Self.slotMask)
-        guard let index = queueIndex(arrival: arrival) else {
-            waiting[key] = nil
-            return
-        }
+        guard let index = queueIndex(arrival: arrival) else { return }
         unmarkWaiting(services[service].queue[index])
         services[service].queue[index].request.body = []
+        services[service].queue[index].dropped = true
         deadQueued += 1
     }
 
@@ -125,15 +125,16 @@ extension BrokerStateMachine {
         return index < queue.endIndex && queue[index].arrival == arrival ? index : nil
     }
 
-    /// The oldest live request of a service, removed from the queue. Skips entries that were
-    /// cancelled or expired while they waited.
+    /// The oldest live request of a service, removed from the queue and from ``tasks``, to be
+    /// answered. Skips entries that were cancelled or expired while they waited.
     mutating func popWaiting(_ service: ServiceBook.Number) -> QueuedRequest? {
         while let task = services[service].queue.popFirst() {
-            guard waiting[task.key] == task.arrival else {
+            guard !task.dropped else {
                 deadQueued -= 1
                 continue
             }
             unmarkWaiting(task)
+            tasks[task.key] = nil
             return task
         }
         return nil
@@ -142,7 +143,7 @@ extension BrokerStateMachine {
     /// Arrival number of the oldest live request of a service.
     mutating func oldestWaiting(_ service: ServiceBook.Number) -> UInt64? {
         while let head = services[service].queue.first {
-            if waiting[head.key] == head.arrival { return head.arrival }
+            if !head.dropped { return head.arrival }
             services[service].queue.removeFirst()
             deadQueued -= 1
         }
@@ -150,36 +151,35 @@ extension BrokerStateMachine {
     }
 
     /// Drops what answered requests left behind once it outweighs what is live: queue entries
-    /// of requests that expired or were cancelled while waiting (taken out of ``waiting`` only),
-    /// and deadline and lease entries of requests that were dispatched or answered. Amortised
-    /// O(1) per request.
+    /// of requests that expired or were cancelled while waiting (marked dropped), and deadline
+    /// and lease entries of requests that were dispatched or answered. Amortised O(1) per
+    /// request.
     mutating func compactIfMostlyDead() {
-        let live = waiting.count
+        let live = waitingCount
         if deadQueued > 256 && deadQueued > live {
-            let waiting = self.waiting
             services.updateAll { service in
-                service.queue = Deque(service.queue.filter { waiting[$0.key] == $0.arrival })
+                service.queue = Deque(service.queue.filter { !$0.dropped })
             }
             deadQueued = 0
         }
         if deadlines.count > 1024 && deadlines.count > 2 * live {
             var entries: [DeadlineEntry] = []
             for number in services.known {
-                for task in services[number].queue where waiting[task.key] == task.arrival {
+                for task in services[number].queue where !task.dropped {
                     entries.append(DeadlineEntry(expiry: queueExpiry(task), arrival: task.arrival))
                 }
             }
             deadlines = Heap(entries)
         }
-        if leases.count > 1024 && leases.count > 2 * running.count {
-            leases = Heap(
-                running.compactMap { _, delivery in
-                    workers[delivery.peer]?.inFlight[delivery.tag].flatMap { held in
-                        leaseExpiry(held.task).map { LeaseEntry(expiry: $0, tag: delivery.tag, peer: delivery.peer) }
-                    }
-                })
+        if leases.count > 1024 && leases.count > 2 * inFlightCount {
+            var entries: [LeaseEntry] = []
+            deliveries.forEach { tag, _, held in
+                guard !held.answered, let expiry = leaseExpiry(held.task) else { return }
+                entries.append(LeaseEntry(expiry: expiry, tag: tag))
+            }
+            leases = Heap(entries)
         }
-        if waiting.isEmpty
+        if waitingCount == 0
             && (queuedBytesPeak >= configuration.memoryReleaseThreshold
                 || queuedCountPeak >= configuration.memoryReleaseCount)
         {
@@ -193,8 +193,9 @@ extension BrokerStateMachine {
     private mutating func releaseStorage() {
         queuedBytesPeak = 0
         queuedCountPeak = 0
-        // Nothing waits: every queue entry and deadline left is of an answered request.
-        waiting = [:]
+        // Nothing waits: every queue entry and deadline left is of an answered request, and
+        // every task is at a worker.
+        tasks = Dictionary(uniqueKeysWithValues: Array(tasks))
         services.updateAll { service in
             service.queue = []
             service.queued = ServiceQueue()
@@ -202,7 +203,6 @@ extension BrokerStateMachine {
         deadQueued = 0
         deadlines = Heap()
         leases = Heap(Array(leases.unordered))
-        running = Dictionary(uniqueKeysWithValues: Array(running))
         clients.shrink()
         releaseMemorySoon = true
     }
@@ -218,6 +218,7 @@ extension BrokerStateMachine {
     /// The worker to give a new task of `service`: a free credit, least loaded, least recently
     /// used; one still holding a cancelled delivery of the same request only if no other is free.
     mutating func bestWorker(for service: ServiceBook.Number, avoiding key: TaskKey? = nil) -> PeerID? {
+        guard deliveries.hasRoom else { return nil }
         var best: (peer: PeerID, inFlight: Int, capacity: Int, lastDispatch: UInt64)?
         var fallback: PeerID?
         for peer in services[service].workers {
@@ -226,7 +227,7 @@ extension BrokerStateMachine {
                     free: candidate.freeCredits > 0,
                     avoid: key.map { !candidate.cancelledKeys.isEmpty && candidate.cancelledKeys.contains($0) }
                         ?? false,
-                    inFlight: candidate.inFlight.count, capacity: candidate.capacity,
+                    inFlight: candidate.held, capacity: candidate.capacity,
                     lastDispatch: candidate.lastDispatch
                 )
             }
@@ -257,19 +258,21 @@ extension BrokerStateMachine {
         _ task: QueuedRequest, to peer: PeerID, at index: WorkerIndex? = nil, waited: Int64? = nil
     ) -> (tag: UInt64, packed: Bool) {
         var task = task
-        task.deliveries += 1
+        if task.deliveries < .max { task.deliveries += 1 }
         dispatchCounter += 1
-        nextTag += 1
-        let tag = nextTag
         let order = dispatchCounter
-        let take = { (worker: inout WorkerRecord) -> Bool in
-            worker.inFlight[tag] = InFlightTask(task: task, waited: waited)
+        let take = { (worker: inout WorkerRecord) -> (anchor: DeliveryBook.Slot, packed: Bool) in
+            worker.held += 1
             worker.lastDispatch = order
-            return worker.takesPacked
+            return (worker.anchor, worker.takesPacked)
         }
-        let packed = (index.map { withWorker(at: $0, take) } ?? withWorker(peer, take)) ?? false
-        running[task.key] = Delivery(peer: peer, tag: tag)
-        if let lease = leaseExpiry(task) { leases.insert(LeaseEntry(expiry: lease, tag: tag, peer: peer)) }
+        guard let (anchor, packed) = index.map({ withWorker(at: $0, take) }) ?? withWorker(peer, take) else {
+            preconditionFailure("a task is handed only to a registered worker")
+        }
+        let tag = deliveries.insert(InFlightTask(task: task, waited: waited), worker: peer, anchor: anchor)
+        // A waiting request moves to running in place; a new one comes in.
+        tasks[task.key] = .running(tag: tag)
+        if let lease = leaseExpiry(task) { leases.insert(LeaseEntry(expiry: lease, tag: tag)) }
         return (tag, packed)
     }
 
@@ -307,7 +310,7 @@ extension BrokerStateMachine {
         into actions: inout [BrokerAction]
     ) {
         let (tag, packed) = hand(task, to: peer, at: index, waited: ticks(now) - task.arrivedAt)
-        send(task, tag: tag, packed: packed, delivery: task.deliveries + 1, to: peer, now: now, into: &actions)
+        send(task, tag: tag, packed: packed, delivery: UInt32(task.deliveries) + 1, to: peer, now: now, into: &actions)
         if configuration.taskEvents {
             publishTask(
                 .taskDispatched,
@@ -323,11 +326,11 @@ extension BrokerStateMachine {
     ///   reply's worker): its dispatches then look it up by that place instead of its id.
     mutating func fill(_ peer: PeerID, at known: WorkerIndex? = nil, now: Instant, into actions: inout [BrokerAction]) {
         guard let index = known ?? workers.index(forKey: peer) else { return }
-        // Only these two fields: a copy of the whole record would share its `inFlight` table, and
-        // the dispatches below would then copy that table on write, once per task.
+        // Only these two fields: a copy of the whole record would retain its tables and arrays,
+        // and the dispatches below, which change the record, would then copy them on write.
         let (numbers, credits) = withWorker(at: index) { ($0.serviceNumbers, $0.freeCredits) }
         var free = credits
-        while free > 0 {
+        while free > 0, deliveries.hasRoom {
             var oldest: (service: ServiceBook.Number, arrival: UInt64)?
             for service in numbers {
                 guard let arrival = oldestWaiting(service) else { continue }

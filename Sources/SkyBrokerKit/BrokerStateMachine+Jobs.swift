@@ -290,7 +290,7 @@ extension BrokerStateMachine {
         let (tag, packed) = hand(task, to: peer)
         job.phase = .running(peer, tag: tag)
         jobBook.jobs[job.id] = job
-        send(task, tag: tag, packed: packed, delivery: task.deliveries + 1, to: peer, now: now, into: &actions)
+        send(task, tag: tag, packed: packed, delivery: UInt32(task.deliveries) + 1, to: peer, now: now, into: &actions)
         prepareJobs(of: service, into: &actions)
     }
 
@@ -495,12 +495,10 @@ extension BrokerStateMachine {
             if job.phase == .prepared { jobBook.ready.unmark(job.submission.service) }
             jobBook.leavePipeline(job.submission.service)
             prepareJobs(of: job.submission.service, into: &actions)
-        case .running(let peer, let tag):
+        case .running(_, let tag):
             let key = TaskKey(client: Self.jobsClient, requestID: id.requestID)
-            workers[peer]?.inFlight[tag]?.answered = true
-            workers[peer]?.cancelledKeys.insert(key)
-            running[key] = nil
-            actions.append(.sendToWorker(peer, .cancel(tag: DeliveryTag(number: tag), id.requestID)))
+            tasks[key] = nil
+            cancelAtWorker(key, tag: tag, into: &actions)
         }
         if case .finishing = job.phase {
             waitForOutcome(of: id, caller, into: &actions)

@@ -51,7 +51,7 @@ extension BrokerStateMachine {
         let now = ticks(now)
         while budget > 0, let first = deadlines.min, first.expiry <= now {
             deadlines.removeMin()
-            guard let task = waitingRequest(arrival: first.arrival), waiting[task.key] == first.arrival else {
+            guard let task = waitingRequest(arrival: first.arrival), !task.dropped else {
                 continue
             }
             let served = services[task.service].isServed
@@ -117,19 +117,20 @@ extension BrokerStateMachine {
         let nowTicks = ticks(now)
         while budget > 0, let first = leases.min, first.expiry <= nowTicks {
             leases.removeMin()
-            guard let held = workers[first.peer]?.inFlight[first.tag] else { continue }
+            guard let held = deliveries[first.tag], let peer = deliveries.worker(of: first.tag) else { continue }
             budget -= 1
             let key = held.task.key
-            let name = workers[first.peer]?.name ?? first.peer.description
-            actions.append(.sendToWorker(first.peer, .cancel(tag: DeliveryTag(number: first.tag), key.requestID)))
-            if !held.answered {
-                running[key] = nil
-                workers[first.peer]?.inFlight[first.tag]?.answered = true
-                workers[first.peer]?.cancelledKeys.insert(key)
+            let name = workers[peer]?.name ?? peer.description
+            if held.answered {
+                // Cancelled already: told again.
+                actions.append(.sendToWorker(peer, .cancel(tag: DeliveryTag(number: first.tag), key.requestID)))
+            } else {
+                tasks[key] = nil
+                cancelAtWorker(key, tag: first.tag, into: &actions)
                 counters.deadlinesExceeded += 1
                 fail(
                     held.task, .deadlineExceeded, "it ran past its deadline and the grace period on worker \(name)",
-                    worker: first.peer, keepsClient: true, into: &actions)
+                    worker: peer, keepsClient: true, into: &actions)
             }
             actions.append(
                 .log(
@@ -200,7 +201,7 @@ extension BrokerStateMachine {
             while let task = popWaiting(number) { fail(task, .brokerShuttingDown, message, into: &actions) }
         }
         for (peer, record) in workers {
-            for held in record.inFlight.values where !held.answered {
+            for (_, held) in deliveries.held(anchor: record.anchor) where !held.answered {
                 fail(held.task, .brokerShuttingDown, message, worker: peer, into: &actions)
             }
             actions.append(.sendToWorker(peer, .disconnect))
@@ -208,7 +209,8 @@ extension BrokerStateMachine {
         answerJobCallersAtShutdown(message, into: &actions)
         workers.removeAll()
         services.updateAll { $0.workers.removeAll() }
-        running.removeAll()
+        tasks.removeAll()
+        deliveries = DeliveryBook()
         deadlines = Heap()
         leases = Heap()
         unserved = Heap()

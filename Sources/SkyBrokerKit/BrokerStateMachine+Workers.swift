@@ -108,10 +108,9 @@ extension BrokerStateMachine {
             actions.append(
                 .log(
                     .info, "worker draining",
-                    ["worker": record.name, "peer": "\(peer)", "tasks": "\(record.inFlight.count)"]))
+                    ["worker": record.name, "peer": "\(peer)", "tasks": "\(record.held)"]))
             publish(
-                SkyEvent(
-                    seq: 0, event: .workerDraining, time: "", worker: record.info, tasksHeld: record.inFlight.count),
+                SkyEvent(seq: 0, event: .workerDraining, time: "", worker: record.info, tasksHeld: record.held),
                 into: &actions)
         }
     }
@@ -143,6 +142,14 @@ extension BrokerStateMachine {
                 now: now, into: &actions)
             return
         }
+        guard deliveries.hasRoom else {
+            refuseRegistration(
+                peer,
+                reason:
+                    "the broker holds \(deliveries.limit) workers and deliveries at once, its limit; retry once workers leave or tasks finish",
+                now: now, into: &actions)
+            return
+        }
         var services: [String] = []
         for service in announcement.services where !services.contains(service) { services.append(service) }
         var numbers: [ServiceBook.Number] = []
@@ -159,6 +166,7 @@ extension BrokerStateMachine {
             id: peer, name: announcement.name, capacity: Int(announcement.capacity), services: services,
             host: host, key: key, lastHeard: now)
         record.serviceNumbers = numbers
+        record.anchor = deliveries.addWorker(peer)
         workers[peer] = record
         for number in numbers { self.services[number].workers.append(peer) }
         countJobCredits(of: record, joined: true)
@@ -192,13 +200,17 @@ extension BrokerStateMachine {
             }
         }
         var requeued = 0
+        let lost = deliveries.removeWorker(anchor: record.anchor).map(\.held)
         // Newest first, so that prepending leaves the oldest at the front.
-        for held in record.inFlight.values.sorted(by: { $0.task.arrival > $1.task.arrival }) {
+        for held in lost.sorted(by: { $0.task.arrival > $1.task.arrival }) {
             if held.answered {
                 finishRequest(held.task.client)
                 continue
             }
-            running[held.task.key] = nil
+            // Queued again below (which moves it in ``tasks``), or answered.
+            if Self.isJob(held.task) || held.task.deliveries >= configuration.maxDeliveries {
+                tasks[held.task.key] = nil
+            }
             if Self.isJob(held.task) {
                 if jobDeliveryLost(held.task, worker: record.name, into: &actions) { requeued += 1 }
             } else if held.task.deliveries >= configuration.maxDeliveries {
@@ -228,9 +240,9 @@ extension BrokerStateMachine {
         publish(
             SkyEvent(
                 seq: 0, event: .workerDisconnected, time: "", worker: record.info, reason: reason,
-                tasksHeld: record.inFlight.count),
+                tasksHeld: lost.count),
             into: &actions)
-        var touched = Set(record.inFlight.values.map(\.task.request.service))
+        var touched = Set(lost.map(\.task.request.service))
         touched.formUnion(record.services.filter { jobBook.queued.has($0) || jobBook.ready.has($0) })
         for service in touched {
             prepareJobs(of: service, into: &actions)
@@ -244,17 +256,16 @@ extension BrokerStateMachine {
         now: Instant, into actions: inout [BrokerAction]
     ) {
         let failed = answer.status != .ok
-        // The delivery is taken and the reply counted in the worker's record, in place.
+        // The delivery is taken by its tag, and the reply counted in the worker's record, in place.
         let found = frame.number.flatMap { tag -> (held: InFlightTask, name: String)? in
-            withWorker(at: index) { worker in
-                guard let slot = worker.inFlight.index(forKey: tag),
-                    worker.inFlight.values[slot].task.request.requestID == answer.requestID
-                else { return nil }
-                let held = worker.inFlight.remove(at: slot).value
+            guard let held = deliveries.take(tag, heldBy: peer, requestID: answer.requestID) else { return nil }
+            let name = withWorker(at: index) { worker in
+                worker.held -= 1
                 worker.completed += 1
                 if failed { worker.failed += 1 }
-                return (held, worker.name)
+                return worker.name
             }
+            return (held, name)
         }
         guard let (held, workerName) = found else {
             counters.staleReplies += 1
@@ -279,7 +290,7 @@ extension BrokerStateMachine {
             counters.repliesAfterCancel += 1
             releaseCancelledDelivery(key, at: peer)
         } else {
-            running[key] = nil
+            tasks[key] = nil
             var answer = answer
             answer.attempt = held.task.request.header.attempt
             reply(to: key.client, answer, into: &actions)

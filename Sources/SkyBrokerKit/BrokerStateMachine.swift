@@ -49,7 +49,7 @@ public struct BrokerStateMachine: Sendable {
         public var heartbeatInterval: Duration = WorkerToBroker.defaultHeartbeatInterval
         /// Missed intervals before a worker is declared dead.
         public var liveness: Int = WorkerToBroker.defaultLiveness
-        /// Deliveries of one request before it fails with `workerLost`.
+        /// Deliveries of one request before it fails with `workerLost` (at most 65,535 count).
         public var maxDeliveries: Int = 3
         /// Whether debug log lines are wanted (the shell sets it from its logger): lines of a
         /// level that is off are not even built, since some come once per message.
@@ -158,8 +158,13 @@ public struct BrokerStateMachine: Sendable {
     /// A request the broker accepted and has not answered.
     struct QueuedRequest: Sendable {
         var client: ClientNumber
-        /// How many times it was handed to a worker.
-        var deliveries: UInt32 = 0
+        /// How many times it was handed to a worker (at most 65,535 are counted: the limit,
+        /// ``Configuration/maxDeliveries``, is 1,000 at most on the command line). Two bytes, so
+        /// that ``dropped`` fits in the same word: the queue holds one of these per waiting request.
+        var deliveries: UInt16 = 0
+        /// Its queue entry stays behind it, dead: it was cancelled or expired while it waited
+        /// (its body is dropped; ``BrokerStateMachine/dropWaiting(_:arrival:)``).
+        var dropped = false
         var request: TaskRequest
         /// Arrival order over all services, so a worker serving several takes the oldest of the
         /// highest priority: the priority band in the top two bits, a counter, the queue's slot
@@ -184,12 +189,6 @@ public struct BrokerStateMachine: Sendable {
     struct TaskKey: Hashable, Sendable {
         var client: ClientNumber
         var requestID: RequestID
-    }
-
-    /// Where a request runs now.
-    struct Delivery: Sendable {
-        var peer: PeerID
-        var tag: UInt64
     }
 
     /// A service's live waiting requests and their bytes (bodies and trace frames), kept as
@@ -226,8 +225,10 @@ public struct BrokerStateMachine: Sendable {
         var services: [String]
         /// The same services by number (``ServiceBook``), for the dispatch path.
         var serviceNumbers: [ServiceBook.Number] = []
-        /// Deliveries it holds, by tag.
-        var inFlight: [UInt64: InFlightTask] = [:]
+        /// Where its deliveries start in ``BrokerStateMachine/deliveries``.
+        var anchor: DeliveryBook.Slot = 0
+        /// Deliveries it holds (cancelled ones too, until it answers them): its used credits.
+        var held = 0
         /// Requests whose delivery here was cancelled but not yet answered by the worker (it may
         /// hang): their retries go elsewhere when they can.
         var cancelledKeys: Set<TaskKey> = []
@@ -250,7 +251,7 @@ public struct BrokerStateMachine: Sendable {
         /// When any message from it last arrived; it expires `expiry` later.
         var lastHeard: Instant
 
-        var freeCredits: Int { draining ? 0 : capacity - inFlight.count }
+        var freeCredits: Int { draining ? 0 : capacity - held }
 
         var info: WorkerInfo {
             WorkerInfo(id: id.description, name: name, capacity: capacity, services: services, host: host)
@@ -259,7 +260,7 @@ public struct BrokerStateMachine: Sendable {
         /// The info with its load, as snapshots and stats show it.
         func load(now: Instant) -> WorkerInfo {
             var info = info
-            info.inFlight = inFlight.count
+            info.inFlight = held
             info.completed = completed
             info.failed = failed
             info.lastHeardMilliseconds = Int((now - lastHeard).wholeMilliseconds)
@@ -282,7 +283,6 @@ public struct BrokerStateMachine: Sendable {
     struct LeaseEntry: Comparable, Sendable {
         var expiry: Int64
         var tag: UInt64
-        var peer: PeerID
 
         static func < (lhs: Self, rhs: Self) -> Bool { lhs.expiry < rhs.expiry }
         static func == (lhs: Self, rhs: Self) -> Bool { lhs.expiry == rhs.expiry && lhs.tag == rhs.tag }
@@ -302,21 +302,21 @@ public struct BrokerStateMachine: Sendable {
     /// Each known service's workers, queue and stats, by number.
     var services = ServiceBook()
     var clients = ClientBook()
-    /// Live waiting requests → arrival number, whose low bits name the queue (its service's
-    /// number, see ``slotBits``), so that a CANCEL finds the entry without a scan and the table
-    /// stays 8 bytes a value: it exists once per waiting request.
-    var waiting: [TaskKey: UInt64] = [:]
+    /// Every accepted request not yet answered, waiting or at a worker.
+    var tasks: [TaskKey: TaskPlace] = [:]
+    /// Of ``tasks``, those waiting for a worker.
+    var waitingCount = 0
     /// Body bytes of the live waiting requests.
     var queuedBytes = 0
     /// The most ``queuedBytes`` and waiting requests reached since memory was last returned.
     var queuedBytesPeak = 0
     var queuedCountPeak = 0
-    /// Requests at a worker (the live delivery; cancelled ones are only in their worker's record).
-    var running: [TaskKey: Delivery] = [:]
+    /// The deliveries workers hold, cancelled ones included (by tag, see ``DeliveryBook``).
+    var deliveries = DeliveryBook()
     var deadlines = Heap<DeadlineEntry>()
     var leases = Heap<LeaseEntry>()
     var unserved = Heap<UnservedEntry>()
-    /// Queue entries whose request is no longer in ``waiting`` (see ``compactIfMostlyDead()``).
+    /// Queue entries of requests cancelled or expired while they waited (see ``compactIfMostlyDead()``).
     var deadQueued = 0
     /// The first instant the machine saw; compact timestamps count from it.
     var epoch: Instant?
@@ -324,7 +324,6 @@ public struct BrokerStateMachine: Sendable {
     var lastTicks: (instant: Instant, ticks: Int64)?
     var nextArrival: UInt64 = 0
     var dispatchCounter: UInt64 = 0
-    var nextTag: UInt64 = 0
     var lastEventSeq: UInt64 = 0
     /// The topics watchers subscribed to on the events socket (an XPUB tells the broker each
     /// topic's first subscription and last unsubscription). A task or job event, one per
@@ -417,10 +416,10 @@ public struct BrokerStateMachine: Sendable {
     // MARK: Queries
 
     /// Requests waiting for a worker.
-    public var queuedCount: Int { waiting.count }
+    public var queuedCount: Int { waitingCount }
 
-    /// Tasks outstanding at workers.
-    public var inFlightCount: Int { running.count }
+    /// Tasks outstanding at workers (not those their client cancelled).
+    public var inFlightCount: Int { tasks.count - waitingCount }
 
     public var workerCount: Int { workers.count }
 
@@ -536,7 +535,7 @@ public struct BrokerStateMachine: Sendable {
         }
         let client = retainClient(peer)
         let key = TaskKey(client: client, requestID: request.requestID)
-        if waiting[key] != nil || running[key] != nil {
+        if tasks[key] != nil {
             // A retry of a request that is still being handled: its one reply is coming, and
             // will name the newest attempt, which is the one the client now waits for.
             counters.duplicateRequests += 1
@@ -563,8 +562,9 @@ public struct BrokerStateMachine: Sendable {
             return
         }
         // A worker with a free credit means nothing of this service is waiting (the broker hands
-        // queued work to every credit that frees up), so going straight to it keeps FIFO order.
-        if let worker = bestWorker(for: service, avoiding: key) {
+        // queued work to every credit that frees up), so going straight to it keeps FIFO order;
+        // and while requests of it wait, no worker of it has a credit to look for.
+        if services[service].queued.count == 0, let worker = bestWorker(for: service, avoiding: key) {
             counters.requestsAccepted += 1
             dispatch(task, to: worker, now: now, into: &actions)
             return
@@ -582,7 +582,7 @@ public struct BrokerStateMachine: Sendable {
     private mutating func queueRefusal(for task: QueuedRequest) -> String? {
         let bytes = task.request.queuedSize
         guard let record = clients.record(task.client) else { return nil }
-        if waiting.count >= configuration.queueLimit {
+        if waitingCount >= configuration.queueLimit {
             counters.rejectedOverloaded += 1
             return "the broker's queue holds \(configuration.queueLimit) requests, its limit (--queue-limit)"
         }
@@ -603,13 +603,17 @@ public struct BrokerStateMachine: Sendable {
 
     /// Records a retry's attempt number on the request it repeats, so that its reply answers it.
     private mutating func supersede(_ key: TaskKey, attempt: UInt32) {
-        if let delivery = running[key], var held = workers[delivery.peer]?.inFlight[delivery.tag] {
-            held.task.request.header.attempt = max(held.task.request.header.attempt, attempt)
-            workers[delivery.peer]?.inFlight[delivery.tag] = held
-        } else if let arrival = waiting[key] {
+        switch tasks[key]?.kind {
+        case .running(let tag)?:
+            deliveries.update(tag) { held in
+                held.task.request.header.attempt = max(held.task.request.header.attempt, attempt)
+            }
+        case .waiting(let arrival)?:
             updateWaitingRequest(arrival: arrival) { queued in
                 queued.request.header.attempt = max(queued.request.header.attempt, attempt)
             }
+        case nil:
+            break
         }
     }
 
@@ -618,14 +622,14 @@ public struct BrokerStateMachine: Sendable {
     /// the request itself is done, so a retry with the same id is a new request.
     private mutating func cancel(_ key: TaskKey, into actions: inout [BrokerAction]) {
         var stillHeld = false
-        if let arrival = waiting[key] {
+        switch tasks[key]?.kind {
+        case .waiting(let arrival)?:
             dropWaiting(key, arrival: arrival)
-        } else if let delivery = running.removeValue(forKey: key) {
-            workers[delivery.peer]?.inFlight[delivery.tag]?.answered = true
-            workers[delivery.peer]?.cancelledKeys.insert(key)
-            actions.append(.sendToWorker(delivery.peer, .cancel(tag: DeliveryTag(number: delivery.tag), key.requestID)))
+        case .running(let tag)?:
+            tasks[key] = nil
+            cancelAtWorker(key, tag: tag, into: &actions)
             stillHeld = true
-        } else {
+        case nil:
             return
         }
         counters.cancelled += 1
@@ -636,6 +640,16 @@ public struct BrokerStateMachine: Sendable {
         // A delivery its worker still holds keeps the client's number until it comes back
         // (``releaseCancelledDelivery(_:at:)``).
         if !stillHeld { finishRequest(key.client) }
+    }
+
+    /// Tells the worker holding a delivery to cancel it, which it keeps (and its credit) until
+    /// the worker answers; retries of the request avoid that worker while it can. The request
+    /// is taken out of ``tasks`` by the caller.
+    mutating func cancelAtWorker(_ key: TaskKey, tag: UInt64, into actions: inout [BrokerAction]) {
+        guard let peer = deliveries.worker(of: tag) else { return }
+        deliveries.update(tag) { $0.answered = true }
+        withWorker(peer) { _ = $0.cancelledKeys.insert(key) }
+        actions.append(.sendToWorker(peer, .cancel(tag: DeliveryTag(number: tag), key.requestID)))
     }
 
     // MARK: Client records

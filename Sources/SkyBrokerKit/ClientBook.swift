@@ -3,8 +3,9 @@
 /// into an array (before, a dictionary keyed by the number: six hashes a task).
 ///
 /// A number is free again once its client has nothing outstanding, and the next new client
-/// takes it. A stale reference cannot mistake the new client for the old one: a waiting entry
-/// is live only while its key maps to its own arrival number, which is never used twice.
+/// takes it. A stale reference cannot mistake the new client for the old one: a queue entry of
+/// a request that was answered while it waited is marked dropped, and a delivery's reply is
+/// matched by its tag, worker and request id (``DeliveryBook``).
 struct ClientBook: Sendable {
     typealias Number = BrokerStateMachine.ClientNumber
     typealias Record = BrokerStateMachine.ClientRecord

@@ -23,8 +23,7 @@ struct ServiceBook: Sendable {
         /// Its workers, in registration order.
         var workers: [PeerID] = []
         /// Its waiting requests, oldest first (in arrival-number order). May hold entries that
-        /// were cancelled or expired meanwhile (with their bodies dropped); the broker's
-        /// `waiting` table says which are live.
+        /// were cancelled or expired meanwhile, marked dropped (and with their bodies dropped).
         var queue: Deque<BrokerStateMachine.QueuedRequest> = []
         /// The live waiting requests and their bytes, kept as they come and go.
         var queued = BrokerStateMachine.ServiceQueue()

@@ -24,6 +24,33 @@ extension BrokerReliabilityTests {
         #expect(dispatched(broker.reply(worker1, client: clientA, older)).map(\.1) == [newer])
     }
 
+    /// While the broker holds as many workers and deliveries as its delivery book allows (16 M
+    /// slots; 4 here), requests wait although workers have credits, and a new worker is
+    /// refused with the reason; a slot freed by a reply goes to the oldest waiting request.
+    @Test func aFullDeliveryBookQueuesRequestsAndRefusesWorkers() {
+        var broker = BrokerHarness()
+        broker.machine.deliveries = DeliveryBook(limit: 4)
+        _ = broker.ready(worker1, capacity: 10)
+        let ids = (0..<4).map { RequestID(high: 7, low: UInt64($0)) }
+        #expect(dispatched(broker.request(clientA, ids[0])).map(\.1) == [ids[0]])
+        #expect(dispatched(broker.request(clientA, ids[1])).map(\.1) == [ids[1]])
+        _ = broker.ready(worker2, capacity: 10)
+        #expect(broker.machine.workerCount == 2, "the fourth slot is worker2's")
+        #expect(dispatched(broker.request(clientA, ids[2])).isEmpty, "no slot left: it waits")
+        #expect(dispatched(broker.request(clientA, ids[3])).isEmpty)
+        #expect(broker.machine.queuedCount == 2 && broker.machine.inFlightCount == 2)
+        let worker3 = PeerID([0, 0, 0, 1, 3])
+        let refused = broker.ready(worker3, capacity: 10)
+        #expect(broker.machine.workerCount == 2)
+        let reasons = refused.compactMap { action -> String? in
+            if case .sendToWorker(worker3, .refused(let reason)) = action { reason } else { nil }
+        }
+        #expect(reasons.count == 1 && reasons[0].contains("4 workers and deliveries at once"))
+        #expect(dispatched(broker.reply(worker1, client: clientA, ids[0])).map(\.1) == [ids[2]])
+        #expect(dispatched(broker.reply(worker1, client: clientA, ids[1])).map(\.1) == [ids[3]])
+        #expect(broker.machine.queuedCount == 0 && broker.machine.inFlightCount == 2)
+    }
+
     /// When the broker knows as many services as it allows (served, waiting, or answered this
     /// stats period), a request naming one more is answered `overloaded` at once, and counted;
     /// a task whose worker is lost always waits again (its service stays known); a service
@@ -87,7 +114,7 @@ extension BrokerReliabilityTests {
         #expect(replies(lease).isEmpty, "the client was answered once already")
         #expect(dispatched(lease).isEmpty, "the handler still holds the worker's only slot")
         #expect(logs(lease).contains { $0.contains("slot stays taken") })
-        #expect(broker.machine.workers[worker1]?.inFlight.count == 1)
+        #expect(broker.machine.workers[worker1]?.held == 1)
         // The handler returns at last: its reply only frees the slot.
         let late = broker.reply(worker1, client: clientA, id)
         #expect(replies(late).isEmpty)
