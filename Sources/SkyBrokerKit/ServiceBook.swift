@@ -40,6 +40,10 @@ struct ServiceBook: Sendable {
     private var numbers: [String: Number] = [:]
     private var entries: [Entry] = []
     private var free: [Number] = []
+    /// The number the last lookup by name found: most requests in a row name the service the
+    /// one before named, and comparing two names costs less than hashing one. Checked against
+    /// its entry, so a number freed or given to another service since finds nothing.
+    private var lastFound = ServiceBook.none
 
     /// Services known now.
     var count: Int { numbers.count }
@@ -53,7 +57,11 @@ struct ServiceBook: Sendable {
     /// The number of `name`, which becomes known if it was not, unless `limit` services (or every
     /// number) are known already.
     mutating func number(for name: String, limit: Int) -> Number? {
-        if let number = numbers[name] { return number }
+        if isKnown(lastFound), entries[Int(lastFound)].name == name { return lastFound }
+        if let number = numbers[name] {
+            lastFound = number
+            return number
+        }
         guard numbers.count < limit else { return nil }
         let number: Number
         if let reused = free.popLast() {

@@ -19,6 +19,26 @@ struct ServiceBookTests {
         #expect(book[scan!].name == "sky.scan")
     }
 
+    /// The name found last is found again without hashing, but only while its number still
+    /// names it: once forgotten and given to another service, the old name is new again.
+    @Test func theLastNameFoundIsNeverFoundUnderAnotherServicesNumber() throws {
+        var book = ServiceBook()
+        let firstNumber = book.number(for: "first", limit: 10)
+        let first = try #require(firstNumber)
+        #expect(book.number(for: "first", limit: 10) == first, "found again")
+        book.updateAll { _ in }
+        #expect(!book.isKnown(first), "idle: forgotten")
+        let secondNumber = book.number(for: "second", limit: 10)
+        let second = try #require(secondNumber)
+        #expect(second == first, "its number used again")
+        let againNumber = book.number(for: "first", limit: 10)
+        let again = try #require(againNumber)
+        #expect(again != second, "a new number, not the one that names another service now")
+        #expect(book[again].name == "first" && book[second].name == "second")
+        #expect(book.number(for: "second", limit: 10) == second)
+        #expect(book.number(for: "first", limit: 10) == again)
+    }
+
     @Test func atTheLimitANewNameGetsNoNumberButAKnownOneStill() {
         var book = ServiceBook()
         #expect(book.number(for: "a", limit: 2) != nil)
