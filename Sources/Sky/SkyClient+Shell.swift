@@ -198,7 +198,7 @@ extension SkyClient {
             let next = machine.withLock { machine in
                 // Each message moved out of the batch, not copied (see `takeEach`).
                 batch.takeEach(leaving: .tick) { inbound in
-                    switch inbound {
+                    switch consume inbound {
                     case .message(let from, let message) where from.rawValue < Self.firstEventSocket:
                         machine.received(message.content, socket: from.rawValue, now: now, into: &actions)
                     case .message(let from, let message):

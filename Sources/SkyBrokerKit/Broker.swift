@@ -235,7 +235,7 @@ public final class Broker: Service, Sendable {
             state.withLock { machine in
                 // Each message moved out of the batch, not copied (see `takeEach`).
                 batch.takeEach(leaving: .tick) { inbound in
-                    switch inbound {
+                    switch consume inbound {
                     case .message(Broker.zapSocket, let message):
                         authenticate(message, machine: &machine, into: &outbound, actions: &actions)
                     case .message(Broker.clientsSocket, let message):

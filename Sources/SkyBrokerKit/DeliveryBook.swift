@@ -67,7 +67,7 @@ struct DeliveryBook: Sendable {
         var slot = entries[Int(anchor)].next
         while slot != anchor {
             let next = entries[Int(slot)].next
-            if let held = entries[Int(slot)].held { all.append((tag(of: slot), held)) }
+            if let held = entries[Int(slot)].held.take() { all.append((tag(of: slot), held)) }
             release(slot)
             count -= 1
             slot = next
@@ -114,7 +114,8 @@ struct DeliveryBook: Sendable {
         guard let slot = slot(of: tag), entries[slot].worker == worker,
             entries[slot].held?.task.request.requestID == requestID
         else { return nil }
-        let held = entries[slot].held
+        // Moved out, not copied (a copy retains the request's strings and arrays).
+        let held = entries[slot].held.take()
         let (previous, next) = (entries[slot].previous, entries[slot].next)
         entries[Int(previous)].next = next
         entries[Int(next)].previous = previous

@@ -79,7 +79,7 @@ extension SkyWorker {
             let generation = machine.withLock { machine in
                 // Each message moved out of the batch, not copied (see `takeEach`).
                 batch.takeEach(leaving: .tick) { inbound in
-                    switch inbound {
+                    switch consume inbound {
                     case .message(let socket, let message):
                         machine.received(message.content, generation: socket.rawValue, now: now, into: &actions)
                     case .tick:
