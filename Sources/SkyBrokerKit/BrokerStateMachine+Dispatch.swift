@@ -54,11 +54,11 @@ extension BrokerStateMachine {
     /// Puts a request in its service's queue (named by its arrival number's low bits) at its
     /// arrival number's place: at the back, unless it has a higher priority than the last
     /// waiting or comes back from a lost worker (then ahead of the younger ones).
-    mutating func enqueue(_ task: QueuedRequest, now: Instant) {
+    mutating func enqueue(_ task: consuming QueuedRequest, now: Instant) {
         let bytes = task.request.queuedSize
-        let served = services[task.service].isServed
-        services[task.service].queue.insertInOrder(task)
-        services[task.service].queued.add(bytes: bytes)
+        let service = task.service
+        let served = services[service].isServed
+        services[service].queued.add(bytes: bytes)
         tasks[task.key] = .waiting(arrival: task.arrival)
         waitingCount += 1
         queuedBytes += bytes
@@ -74,6 +74,8 @@ extension BrokerStateMachine {
             expiry = min(expiry, overflow ? Int64.max : graceEnd)
         }
         deadlines.insert(DeadlineEntry(expiry: expiry, arrival: task.arrival))
+        // Last: the task is moved into its queue.
+        services[service].queue.insertInOrder(task)
     }
 
     /// Takes a live request out of the counts of waiting ones: its client's, its service's and
@@ -255,7 +257,7 @@ extension BrokerStateMachine {
     /// - Returns: the delivery's tag, and whether the worker takes packed REQUESTs (read while
     ///   its record is at hand, so that the send needs no second lookup).
     mutating func hand(
-        _ task: QueuedRequest, to peer: PeerID, at index: WorkerIndex? = nil, waited: Int64? = nil
+        _ task: consuming QueuedRequest, to peer: PeerID, at index: WorkerIndex? = nil, waited: Int64? = nil
     ) -> (tag: UInt64, packed: Bool) {
         var task = task
         if task.deliveries < .max { task.deliveries += 1 }
@@ -269,56 +271,61 @@ extension BrokerStateMachine {
         guard let (anchor, packed) = index.map({ withWorker(at: $0, take) }) ?? withWorker(peer, take) else {
             preconditionFailure("a task is handed only to a registered worker")
         }
+        let (key, lease) = (task.key, leaseExpiry(task))
         let tag = deliveries.insert(InFlightTask(task: task, waited: waited), worker: peer, anchor: anchor)
         // A waiting request moves to running in place; a new one comes in.
-        tasks[task.key] = .running(tag: tag)
-        if let lease = leaseExpiry(task) { leases.insert(LeaseEntry(expiry: lease, tag: tag)) }
+        tasks[key] = .running(tag: tag)
+        if let lease { leases.insert(LeaseEntry(expiry: lease, tag: tag)) }
         return (tag, packed)
     }
 
     /// Sends a delivery: with its trace frame to a worker that takes one (and a span's worth of
     /// facts for the shell), without to one that does not.
+    /// - Parameter waited: how long the request waited for this delivery, in nanoseconds.
     mutating func send(
-        _ task: QueuedRequest, tag: UInt64, packed: Bool, delivery: UInt32, to peer: PeerID, now: Instant,
-        into actions: inout [BrokerAction]
+        _ request: consuming TaskRequest, waited: Int64, tag: UInt64, packed: Bool, delivery: UInt32,
+        to peer: PeerID, into actions: inout [BrokerAction]
     ) {
-        func request(_ request: TaskRequest) -> BrokerToWorker {
+        func command(_ request: consuming TaskRequest) -> BrokerToWorker {
             packed
                 ? .packedRequest(tag: DeliveryTag(number: tag), request)
                 : .request(tag: DeliveryTag(number: tag), request)
         }
-        guard task.request.trace != nil, let worker = workers[peer] else {
-            actions.append(.sendToWorker(peer, request(task.request)))
+        guard request.trace != nil, let worker = workers[peer] else {
+            actions.append(.sendToWorker(peer, command(request)))
             return
         }
         guard worker.acceptsTrace else {
-            var plain = task.request
-            plain.trace = nil
-            actions.append(.sendToWorker(peer, request(plain)))
+            request.trace = nil
+            actions.append(.sendToWorker(peer, command(request)))
             return
         }
         actions.append(
             .sendTraced(
-                peer, tag: DeliveryTag(number: tag), task.request,
-                TracedDispatch(
-                    waitedNanoseconds: ticks(now) - task.arrivedAt, worker: worker.name,
-                    delivery: delivery, packed: packed)))
+                peer, tag: DeliveryTag(number: tag), request,
+                TracedDispatch(waitedNanoseconds: waited, worker: worker.name, delivery: delivery, packed: packed)))
     }
 
+    /// Hands `task` to a worker and sends it. The task is moved into its delivery, and the
+    /// message takes its own reference to the request: copies of a task retain each of its
+    /// strings and arrays.
     mutating func dispatch(
-        _ task: QueuedRequest, to peer: PeerID, at index: WorkerIndex? = nil, now: Instant,
+        _ task: consuming QueuedRequest, to peer: PeerID, at index: WorkerIndex? = nil, now: Instant,
         into actions: inout [BrokerAction]
     ) {
-        let (tag, packed) = hand(task, to: peer, at: index, waited: ticks(now) - task.arrivedAt)
-        send(task, tag: tag, packed: packed, delivery: UInt32(task.deliveries) + 1, to: peer, now: now, into: &actions)
+        let waited = ticks(now) - task.arrivedAt
+        let delivery = UInt32(task.deliveries) + 1
+        let request = task.request
+        let (tag, packed) = hand(task, to: peer, at: index, waited: waited)
         if configuration.taskEvents {
             publishTask(
                 .taskDispatched,
                 TaskInfo(
-                    requestID: task.request.requestID.description, service: task.request.service,
-                    deliveries: Int(task.deliveries) + 1, worker: peer.description),
+                    requestID: request.requestID.description, service: request.service,
+                    deliveries: Int(delivery), worker: peer.description),
                 into: &actions)
         }
+        send(request, waited: waited, tag: tag, packed: packed, delivery: delivery, to: peer, into: &actions)
     }
 
     /// Gives a worker queued work until its credits are used up or nothing it serves is waiting.
@@ -369,7 +376,7 @@ extension Deque where Element == BrokerStateMachine.QueuedRequest {
 
     /// Puts `task` at its place: at the back, unless it has a higher priority than the last or
     /// comes back from a lost worker (then ahead of the younger ones).
-    mutating func insertInOrder(_ task: Element) {
+    mutating func insertInOrder(_ task: consuming Element) {
         if let last, last.arrival > task.arrival {
             insert(task, at: place(of: task.arrival))
         } else {

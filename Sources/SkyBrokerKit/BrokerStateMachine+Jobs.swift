@@ -290,7 +290,8 @@ extension BrokerStateMachine {
         let (tag, packed) = hand(task, to: peer)
         job.phase = .running(peer, tag: tag)
         jobBook.jobs[job.id] = job
-        send(task, tag: tag, packed: packed, delivery: UInt32(task.deliveries) + 1, to: peer, now: now, into: &actions)
+        // A job's wait is in the job book, not here.
+        send(request, waited: 0, tag: tag, packed: packed, delivery: 1, to: peer, into: &actions)
         prepareJobs(of: service, into: &actions)
     }
 

@@ -85,7 +85,7 @@ extension BrokerStateMachine {
             return
         }
         withWorker(at: known) { $0.lastHeard = now }
-        switch command {
+        switch consume command {
         case .ready:
             break
         case .reply(let tag, let reply), .packedReply(let tag, let reply):

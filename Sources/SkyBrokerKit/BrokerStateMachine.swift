@@ -481,7 +481,7 @@ public struct BrokerStateMachine: Sendable {
             }
             return
         }
-        switch command {
+        switch consume command {
         case .request(let request):
             accept(request, from: client, packed: false, now: now, into: &actions)
         case .packedRequest(let request):
@@ -517,7 +517,8 @@ public struct BrokerStateMachine: Sendable {
 
     /// Takes a REQUEST; `packed`: it came packed, and so will the replies to this client.
     private mutating func accept(
-        _ request: TaskRequest, from peer: PeerID, packed: Bool, now: Instant, into actions: inout [BrokerAction]
+        _ request: consuming TaskRequest, from peer: PeerID, packed: Bool, now: Instant,
+        into actions: inout [BrokerAction]
     ) {
         if request.service.hasPrefix(BrokerService.prefix) {
             if !answerJobService(request, for: peer, now: now, into: &actions) {

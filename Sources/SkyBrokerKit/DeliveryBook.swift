@@ -78,7 +78,7 @@ struct DeliveryBook: Sendable {
 
     /// Records a delivery held by the worker whose anchor is `anchor`.
     /// - Returns: its tag.
-    mutating func insert(_ held: Held, worker: PeerID, anchor: Slot) -> UInt64 {
+    mutating func insert(_ held: consuming Held, worker: PeerID, anchor: Slot) -> UInt64 {
         let slot = claim(worker: worker)
         let after = entries[Int(anchor)].next
         entries[Int(slot)].held = held
