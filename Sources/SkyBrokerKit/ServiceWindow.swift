@@ -70,7 +70,9 @@ public struct ServiceWindow: Sendable, Equatable {
 extension ServiceWindow? {
     /// Records into the window, which starts if the period had none.
     mutating func record(_ change: (inout ServiceWindow) -> Void) {
-        if self == nil { self = ServiceWindow() }
+        // Matched, not compared with `nil`: the comparison copied the window (a retain of each
+        // of its arrays), once per reply.
+        if case .none = self { self = ServiceWindow() }
         change(&self!)
     }
 }
