@@ -36,6 +36,11 @@ struct DeliveryBook: Sendable {
         var worker: PeerID
         /// The delivery; nil in an anchor or a free slot.
         var held: Held?
+        /// Whether `held` is set, and its request id: the checks a reply's lookup makes, kept
+        /// apart from the delivery, which a check of the optional copied (retaining its
+        /// request's strings and arrays).
+        var isHeld = false
+        var requestID = RequestID(high: 0, low: 0)
     }
 
     private var entries: [Entry] = []
@@ -81,6 +86,8 @@ struct DeliveryBook: Sendable {
     mutating func insert(_ held: consuming Held, worker: PeerID, anchor: Slot) -> UInt64 {
         let slot = claim(worker: worker)
         let after = entries[Int(anchor)].next
+        entries[Int(slot)].isHeld = true
+        entries[Int(slot)].requestID = held.task.request.requestID
         entries[Int(slot)].held = held
         entries[Int(slot)].previous = anchor
         entries[Int(slot)].next = after
@@ -111,8 +118,7 @@ struct DeliveryBook: Sendable {
     /// Takes the delivery with this tag, if `worker` holds it and it is of `requestID`: a reply
     /// names its delivery, and one that names another's is stale.
     mutating func take(_ tag: UInt64, heldBy worker: PeerID, requestID: RequestID) -> Held? {
-        guard let slot = slot(of: tag), entries[slot].worker == worker,
-            entries[slot].held?.task.request.requestID == requestID
+        guard let slot = slot(of: tag), entries[slot].worker == worker, entries[slot].requestID == requestID
         else { return nil }
         // Moved out, not copied (a copy retains the request's strings and arrays).
         let held = entries[slot].held.take()
@@ -150,7 +156,7 @@ struct DeliveryBook: Sendable {
     private func slot(of tag: UInt64) -> Int? {
         let slot = Int(truncatingIfNeeded: tag >> Self.generationBits)
         guard slot >= 0, slot < entries.count, UInt64(entries[slot].generation) == tag & Self.generationMask,
-            entries[slot].held != nil
+            entries[slot].isHeld
         else { return nil }
         return slot
     }
@@ -169,6 +175,7 @@ struct DeliveryBook: Sendable {
     /// Frees a slot; its generation moves on, so its tags so far name nothing.
     private mutating func release(_ slot: Slot) {
         entries[Int(slot)].held = nil
+        entries[Int(slot)].isHeld = false
         // 1 ... 2^20 - 1, round again: a tag is never 0.
         let next = (UInt64(entries[Int(slot)].generation) + 1) & Self.generationMask
         entries[Int(slot)].generation = UInt32(max(next, 1))
