@@ -17,6 +17,10 @@ struct ClientBook: Sendable {
     private var records: [Record?] = []
     private var free: [Number] = []
     private var jobsRecord: Record?
+    /// The number the last lookup by routing id found: a client's requests come in runs (a
+    /// batch of calls on one connection), and comparing two ids costs less than hashing one.
+    /// Checked against its record, so a number freed or given to another client finds nothing.
+    private var lastFound: Number?
 
     /// Clients known now, the jobs' record included.
     var count: Int { numbers.count + (jobsRecord == nil ? 0 : 1) }
@@ -27,7 +31,11 @@ struct ClientBook: Sendable {
 
     /// The number of `peer`, which becomes known if it was not.
     mutating func number(for peer: PeerID) -> Number {
-        if let number = numbers[peer] { return number }
+        if let last = lastFound, record(last)?.peer == peer { return last }
+        if let number = numbers[peer] {
+            lastFound = number
+            return number
+        }
         let number: Number
         if let reused = free.popLast() {
             number = reused

@@ -26,6 +26,21 @@ struct ClientBookTests {
         #expect(book.record(c)?.peer == PeerID([3]) && book.record(c)?.outstanding == 0, "a new record")
     }
 
+    /// The client found last is found again without hashing, but only while its number is
+    /// still its own: freed, or given to another client, the number is not the old id's.
+    @Test func theLastClientFoundIsNeverFoundUnderAnotherClientsNumber() {
+        var book = ClientBook()
+        let a = book.number(for: PeerID([1]))
+        #expect(book.number(for: PeerID([1])) == a, "found again")
+        book.remove(a)
+        let b = book.number(for: PeerID([2]))
+        #expect(b == a, "the freed number")
+        let again = book.number(for: PeerID([1]))
+        #expect(again != b, "a new number, not the other client's")
+        #expect(book.record(again)?.peer == PeerID([1]) && book.record(b)?.peer == PeerID([2]))
+        #expect(book.number(for: PeerID([2])) == b && book.number(for: PeerID([1])) == again)
+    }
+
     @Test func theJobsNumberIsApartAndNeverFreed() {
         var book = ClientBook()
         #expect(book.record(ClientBook.jobs) == nil)
