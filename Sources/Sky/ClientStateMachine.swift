@@ -18,9 +18,9 @@ struct ClientStateMachine: Sendable {
         /// Send this on broker socket number `socket`.
         case send(socket: Int, ClientToBroker)
         /// The call succeeded: resume these waiters with the result.
-        case succeed([WaiterID], body: [UInt8], attempts: Int)
+        case succeed(WaiterList, body: [UInt8], attempts: Int)
         /// The call failed for good (`attempts` 0: it never went out).
-        case fail([WaiterID], SkyError, attempts: Int)
+        case fail(WaiterList, SkyError, attempts: Int)
         /// A connection is up: resume these callers of ``waitForConnection(_:)``.
         case connected([WaiterID])
         /// No connection will come (the client closed, or the broker refused it).

@@ -43,9 +43,9 @@ struct RequestTable {
         /// Tell the broker the request is no longer wanted.
         case cancel(RequestID)
         /// The call succeeded: resume these waiters with the result.
-        case succeed([WaiterID], body: [UInt8], attempts: Int)
+        case succeed(WaiterList, body: [UInt8], attempts: Int)
         /// The call failed for good.
-        case fail([WaiterID], SkyError, attempts: Int)
+        case fail(WaiterList, SkyError, attempts: Int)
         /// Close the connection and connect to `endpoints[index]` instead.
         case switchEndpoint(Int)
     }
@@ -66,7 +66,7 @@ struct RequestTable {
         /// Start order, so that calls held for a connection go out in the order they were made.
         let sequence: UInt64
         let call: Call
-        var waiters: [WaiterID]
+        var waiters: WaiterList
         var flight: FlightKey?
         /// The number on the wire: raised for every send of a new attempt and every resend.
         var wireAttempt: UInt32 = 1
@@ -185,7 +185,7 @@ struct RequestTable {
             return
         }
         nextSequence += 1
-        var entry = Entry(id: id, sequence: nextSequence, call: call, waiters: [waiter])
+        var entry = Entry(id: id, sequence: nextSequence, call: call, waiters: WaiterList(waiter))
         if call.options.coalesce {
             entry.flight = key
             flights[key] = id
@@ -270,7 +270,7 @@ struct RequestTable {
     /// cancelled at the broker once no caller waits for it.
     mutating func abandon(_ waiter: WaiterID, into actions: inout [Action]) {
         guard let id = callOfWaiter.removeValue(forKey: waiter), var entry = entries[id] else { return }
-        entry.waiters.removeAll { $0 == waiter }
+        entry.waiters.remove(waiter)
         guard entry.waiters.isEmpty else {
             entries[id] = entry
             return

@@ -261,9 +261,9 @@ extension SkyClient {
             }
         }
 
-        private func resume(_ waiters: [WaiterID], _ completion: Completion) {
-            if waiters.count == 1 {
-                calls.withLock { $0.removeValue(forKey: waiters[0]) }?.resume(returning: completion)
+        private func resume(_ waiters: WaiterList, _ completion: Completion) {
+            if let waiter = waiters.only {
+                calls.withLock { $0.removeValue(forKey: waiter) }?.resume(returning: completion)
                 return
             }
             let taken = calls.withLock { calls in waiters.compactMap { calls.removeValue(forKey: $0) } }

@@ -237,7 +237,7 @@ struct ClientStateMachineTests {
         let failed = refused.compactMap { action -> [UInt64]? in
             guard case .fail(let waiters, let error, _) = action, error.code == .wrongEndpoint else { return nil }
             #expect("\(error)".contains("this is the workers endpoint"))
-            return waiters
+            return Array(waiters)
         }
         #expect(Set(failed.joined()) == [1, 2])
     }
