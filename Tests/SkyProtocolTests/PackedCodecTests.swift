@@ -28,6 +28,40 @@ struct PackedCodecTests {
         #expect(try BrokerToWorker.decode(frames) == command)
     }
 
+    /// A header whose signature is wrong in any one byte is not a packed message of that
+    /// protocol: every decoder refuses it with a typed error.
+    @Test func aSignatureWrongInAnyByteIsRefused() {
+        let packed: [(String, [[UInt8]], ([[UInt8]]) throws -> Void)] = [
+            (
+                "client REQUEST", ClientToBroker.packedRequest(Self.request).encode(),
+                { _ = try ClientToBroker.decode($0) }
+            ),
+            (
+                "client REPLY",
+                BrokerToClient.packedReply(TaskReply(requestID: Self.id, status: .ok, body: [1])).encode(),
+                { _ = try BrokerToClient.decode($0) }
+            ),
+            (
+                "worker REQUEST", BrokerToWorker.packedRequest(tag: Self.tag, Self.request).encode(),
+                { _ = try BrokerToWorker.decode($0) }
+            ),
+            (
+                "worker REPLY",
+                WorkerToBroker.packedReply(tag: Self.tag, TaskReply(requestID: Self.id, status: .ok, body: [1]))
+                    .encode(),
+                { _ = try WorkerToBroker.decode($0) }
+            ),
+        ]
+        for (name, frames, decode) in packed {
+            #expect(throws: Never.self, "\(name) as sent") { try decode(frames) }
+            for index in 0..<6 {
+                var wrong = frames
+                wrong[0][index] ^= 0x20
+                #expect(throws: ProtocolError.self, "\(name), signature byte \(index) wrong") { try decode(wrong) }
+            }
+        }
+    }
+
     /// Workers get attempt and timeout only, in either form: the packed REQUEST decodes to the
     /// request the framed one decodes to.
     @Test func aWorkerRequestCarriesWhatTheFramedOneCarries() throws {
