@@ -101,7 +101,7 @@ extension SkyClient {
 
         /// Runs one call remotely: returns its completion; throws `CancellationError` when the
         /// calling task is cancelled (the call is then abandoned at the broker).
-        func call(_ call: RequestTable.Call) async throws -> Completion {
+        nonisolated(nonsending) func call(_ call: RequestTable.Call) async throws -> Completion {
             let waiter = nextWaiter.add(1, ordering: .relaxed).newValue
             return try await withTaskCancellationHandler {
                 try await withCheckedThrowingContinuation {

@@ -14,7 +14,10 @@ extension ScanSystem {
         /// Runs one task and turns every outcome into a reply: the result, or a typed failure
         /// (unknown service, undecodable payload, cancellation, or the handler's error with its
         /// type and message).
-        public func execute(_ request: TaskRequest) async -> TaskReply {
+        ///
+        /// Runs on its caller's executor (the worker's task, without a hop); the handler runs
+        /// on its own, so a handler that computes never holds up the ``ScanSystem`` actor.
+        public nonisolated(nonsending) func execute(_ request: TaskRequest) async -> TaskReply {
             guard let handler = table[request.service] else {
                 return .failure(
                     request.requestID, .unknownService,

@@ -143,7 +143,9 @@ public final class SkyWorker: Service, Sendable {
     }
 
     /// One task, as a child of the worker's task group, which the I/O thread can cancel alone.
-    private static func perform(
+    /// (On the child's executor: a hop to the global executor and back would cost a locked
+    /// lookup of the child's executor preference each way.)
+    private nonisolated(nonsending) static func perform(
         _ job: Job, handlers: ScanSystem.Handlers, shell: Shell
     ) async {
         shell.handles.attachCurrentTask(job.key)
@@ -163,7 +165,9 @@ public final class SkyWorker: Service, Sendable {
     /// Runs the handler inside a server span, a child of the request's trace context (the
     /// broker's span, or the client's), which the handler reaches as `ServiceContext.current`
     /// (to add attributes or start child spans).
-    private static func traced(_ request: TaskRequest, handlers: ScanSystem.Handlers, tracer: some Tracer) async
+    private nonisolated(nonsending) static func traced(
+        _ request: TaskRequest, handlers: ScanSystem.Handlers, tracer: some Tracer
+    ) async
         -> TaskReply
     {
         let parent = SkyTracing.context(from: request.trace, tracer: tracer, base: ServiceContext.current ?? .topLevel)
