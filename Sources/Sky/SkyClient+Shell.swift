@@ -28,6 +28,9 @@ extension SkyClient {
             case close
         }
 
+        /// The loop input that says ``inputs`` holds something.
+        struct InputsPosted: Sendable {}
+
         /// A subscription to the broker's events, fed from the I/O thread.
         struct EventSink: Sendable {
             let continuation: AsyncStream<SkyEvent>.Continuation
@@ -47,6 +50,8 @@ extension SkyClient {
         let connectionWaiters = Locked<[WaiterID: CheckedContinuation<Void, any Error>]>([:])
         let featureWaiters = Locked<[WaiterID: CheckedContinuation<BrokerFeatures?, Never>]>([:])
         let eventSinks = Locked<[ZMQEventLoop.SocketID: EventSink]>([:])
+        /// Inputs for the I/O thread, behind one ``InputsPosted`` marker in the loop's mailbox.
+        let inputs = Locked(InputQueue<Input>())
         /// The I/O thread's loop, set once when it started: read on every call without a lock.
         let loop = LoopReference()
         let time: TimeSource
@@ -168,11 +173,22 @@ extension SkyClient {
         /// Hands `input` to the I/O thread; `false` once the loop has stopped.
         @discardableResult
         func post(_ input: Input) -> Bool {
-            loop.load()?.post(input: input) ?? false
+            guard let loop = loop.load() else { return false }
+            switch inputs.withLock({ $0.append(input) }) {
+            case .refused: return false
+            case .queued: return true
+            case .first:
+                if loop.post(input: InputsPosted()) { return true }
+                // The loop stopped before taking the queue, so nothing ever will: whoever waits
+                // on an input in it (this one too) is told now.
+                closed()
+                return false
+            }
         }
 
         /// After the loop stopped: every caller still suspended gets `clientClosed`.
         func closed() {
+            _ = inputs.withLock { $0.stop() }
             sleeper.withLock { $0?.task.cancel() }
             for continuation in calls.withLock(Self.takeAll) {
                 continuation.resume(returning: Completion(result: .failure(.clientClosed), attempts: 0))
@@ -209,20 +225,10 @@ extension SkyClient {
                         eventsTransport(from, event)
                     case .tick:
                         machine.expire(now: now, into: &actions)
-                    case .input(let input as Input):
-                        switch input {
-                        case .start(let call, let waiter):
-                            // A caller cancelled before the thread took its call has gone.
-                            guard calls.withLock({ $0[waiter] != nil }) else { return }
-                            machine.start(call, waiter: waiter, now: now, into: &actions)
-                        case .abandon(let waiter): machine.abandon(waiter, into: &actions)
-                        case .waitForConnection(let waiter): machine.waitForConnection(waiter, into: &actions)
-                        case .stopWaitingForConnection(let waiter): machine.stopWaitingForConnection(waiter)
-                        case .waitForFeatures(let waiter): machine.waitForFeatures(waiter, now: now, into: &actions)
-                        case .stopWaitingForFeatures(let waiter): machine.stopWaitingForFeatures(waiter)
-                        case .timer: machine.expire(now: now, into: &actions)
-                        case .close: machine.close(into: &actions)
-                        }
+                    case .input(is InputsPosted):
+                        var posted = inputs.withLock { $0.take() }
+                        for input in posted { take(input, into: &machine) }
+                        inputs.withLock { $0.giveBack(&posted) }
                     case .opened(let socket, .failure(let error)) where socket.rawValue < Self.firstEventSocket:
                         machine.openFailed(socket: socket.rawValue, error: "\(error.underlying)", into: &actions)
                     case .sendFailed, .input, .opened:
@@ -233,6 +239,22 @@ extension SkyClient {
             }
             execute(actions, into: &outbound)
             arm(next)
+
+            func take(_ input: Input, into machine: inout ClientStateMachine) {
+                switch input {
+                case .start(let call, let waiter):
+                    // A caller cancelled before the thread took its call has gone.
+                    guard calls.withLock({ $0[waiter] != nil }) else { return }
+                    machine.start(call, waiter: waiter, now: now, into: &actions)
+                case .abandon(let waiter): machine.abandon(waiter, into: &actions)
+                case .waitForConnection(let waiter): machine.waitForConnection(waiter, into: &actions)
+                case .stopWaitingForConnection(let waiter): machine.stopWaitingForConnection(waiter)
+                case .waitForFeatures(let waiter): machine.waitForFeatures(waiter, now: now, into: &actions)
+                case .stopWaitingForFeatures(let waiter): machine.stopWaitingForFeatures(waiter)
+                case .timer: machine.expire(now: now, into: &actions)
+                case .close: machine.close(into: &actions)
+                }
+            }
         }
 
         private func execute(_ actions: [ClientStateMachine.Action], into outbound: inout [ZMQEventLoop.Outbound]) {

@@ -26,7 +26,7 @@ extension SkyWorker {
         /// Replies of finished tasks, for the I/O thread: one lock each, and one post (so at
         /// most one wake-up) for all that finish before the thread takes them.
         /// (A struct, not a tuple: an array of tuples looked its type metadata up on every append.)
-        let finished = Locked<[FinishedTask]>([])
+        let finished = Locked(InputQueue<FinishedTask>())
         let loop = Locked<ZMQEventLoop?>(nil)
         /// How the machine ended, once it has.
         let ending = Locked<WorkerStateMachine.Ending?>(nil)
@@ -56,11 +56,9 @@ extension SkyWorker {
 
         /// A handler finished (called from its task).
         func taskFinished(_ key: WorkerStateMachine.TaskKey, _ reply: TaskReply) {
-            let first = finished.withLock { queue in
-                queue.append(FinishedTask(key: key, reply: reply))
-                return queue.count == 1
+            if finished.withLock({ $0.append(FinishedTask(key: key, reply: reply)) }) == .first {
+                loop.withLock { $0 }?.post(input: Input.repliesReady)
             }
-            if first { loop.withLock { $0 }?.post(input: Input.repliesReady) }
         }
 
         /// What the machine learns from libzmq's monitor (see ``WorkerStateMachine/transport(_:generation:now:into:)``).
@@ -90,13 +88,11 @@ extension SkyWorker {
                         case .stop: machine.stop(now: now, into: &actions)
                         case .cancel: machine.cancel(now: now, into: &actions)
                         case .repliesReady:
-                            let replies = finished.withLock { queue in
-                                defer { queue.removeAll(keepingCapacity: true) }
-                                return queue
-                            }
+                            var replies = finished.withLock { $0.take() }
                             for done in replies {
                                 machine.taskFinished(done.key, reply: done.reply, now: now, into: &actions)
                             }
+                            finished.withLock { $0.giveBack(&replies) }
                         }
                     case .opened(let socket, .success):
                         if socket.rawValue == 1 { started = true }

@@ -1,0 +1,57 @@
+/// Inputs for a loop's thread, in order, kept beside the loop's mailbox rather than in it: a
+/// shell keeps one under a lock for what other threads post to its inline handler (a client's
+/// calls, a worker's finished tasks).
+///
+/// The loop carries inputs as `any Sendable`: a client call's input (its service, body and
+/// options) boxed into one and cast back on the thread cost about 1,300 instructions a call.
+/// Here each input is one append. The first input of a batch posts one marker to the loop (so
+/// at most one wake-up for every input posted before the thread takes them), and the thread
+/// takes the whole queue when it reads the marker.
+public struct InputQueue<Input: Sendable>: Sendable {
+    @usableFromInline var items: [Input] = []
+    /// The buffer the thread gave back, empty: neither side allocates once both have grown.
+    @usableFromInline var spare: [Input] = []
+    /// Nothing will take the queue again (the loop stopped): inputs are refused.
+    public private(set) var stopped = false
+
+    public enum Appended: Equatable, Sendable {
+        /// The queue was empty: post the marker.
+        case first
+        /// A marker is already on its way.
+        case queued
+        /// The queue is stopped; the input was not kept.
+        case refused
+    }
+
+    public init() {}
+
+    @inlinable
+    public mutating func append(_ input: Input) -> Appended {
+        guard !stopped else { return .refused }
+        items.append(input)
+        return items.count == 1 ? .first : .queued
+    }
+
+    /// Everything posted so far, oldest first; give the buffer back with ``giveBack(_:)``.
+    @inlinable
+    public mutating func take() -> [Input] {
+        var taken = spare
+        spare = []
+        swap(&taken, &items)
+        return taken
+    }
+
+    /// Returns a buffer from ``take()``, emptied, for a later batch.
+    @inlinable
+    public mutating func giveBack(_ buffer: inout [Input]) {
+        buffer.removeAll(keepingCapacity: true)
+        swap(&spare, &buffer)
+    }
+
+    /// Refuses every later input and returns those still waiting, for the caller to fail.
+    public mutating func stop() -> [Input] {
+        stopped = true
+        defer { items = [] }
+        return items
+    }
+}
