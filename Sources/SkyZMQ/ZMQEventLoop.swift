@@ -39,9 +39,10 @@ public final class ZMQEventLoop: Sendable {
     let longestIterationNanoseconds = Atomic<Int64>(0)
     /// Set by ``tickSoon()``: the thread polls without waiting and ticks at once.
     let tickRequested = Atomic<Bool>(false)
-    /// When ``setAlarm(_:)`` asked for a tick, in nanoseconds after ``origin``; `Int64.max`: none.
+    /// When ``setAlarm(_:)`` asked for a tick, in ``time``'s nanoseconds; `Int64.max`: none.
     let alarmNanoseconds = Atomic<Int64>(.max)
-    let origin = ContinuousClock.now
+    /// The thread's clock: its timers, the alarm and its iterations are integers on it.
+    let time = LoopTime()
     /// Messages that found their socket full and waited in the thread's send queue (counted
     /// on that slow path only; for tests and diagnostics).
     let blockedSends = Atomic<Int>(0)
@@ -214,28 +215,20 @@ public final class ZMQEventLoop: Sendable {
     /// sleeps in its poll until the deadline, with no other thread or task involved. (From
     /// another thread it takes effect at the thread's next wake-up.)
     public func setAlarm(_ deadline: ContinuousClock.Instant?) {
-        let nanoseconds = deadline.map { Self.nanoseconds(origin.duration(to: $0)) } ?? .max
-        alarmNanoseconds.store(nanoseconds, ordering: .relaxed)
+        alarmNanoseconds.store(deadline.map { time.nanoseconds(at: $0) } ?? .max, ordering: .relaxed)
     }
 
     /// The alarm's deadline, if one is set.
     var alarm: ContinuousClock.Instant? {
         let nanoseconds = alarmNanoseconds.load(ordering: .relaxed)
-        return nanoseconds == .max ? nil : origin + .nanoseconds(nanoseconds)
+        return nanoseconds == .max ? nil : time.instant(at: nanoseconds)
     }
 
-    /// Clears the alarm if it is due at `now`; returns whether it was.
-    func takeAlarm(ifDueAt now: ContinuousClock.Instant) -> Bool {
+    /// Clears the alarm if it is due at `now` (``time``'s nanoseconds); returns whether it was.
+    func takeAlarm(ifDueAt now: Int64) -> Bool {
         let nanoseconds = alarmNanoseconds.load(ordering: .relaxed)
-        guard nanoseconds != .max, nanoseconds <= Self.nanoseconds(origin.duration(to: now)) else { return false }
+        guard nanoseconds != .max, nanoseconds <= now else { return false }
         return alarmNanoseconds.compareExchange(expected: nanoseconds, desired: .max, ordering: .relaxed).exchanged
-    }
-
-    /// Nanoseconds after the origin, below `Int64.max` (which stands for "no alarm"): a
-    /// deadline centuries away, from a caller's absurd timeout, is an alarm that never rings,
-    /// not an overflow.
-    static func nanoseconds(_ duration: Duration) -> Int64 {
-        min(duration.wholeNanoseconds, .max - 1)
     }
 
     /// The longest time the thread worked without polling its sockets since the last call (from

@@ -96,18 +96,29 @@ final class ZMQEventLoopRunner {
     @exclusivity(unchecked) private var spareJobs: [ZMQEventLoop.Job] = []
     @exclusivity(unchecked) private var running = true
     @exclusivity(unchecked) private var closingLinger: Int32 = 0
-    private let clock = ContinuousClock()
-    @exclusivity(unchecked) private var nextTick: ContinuousClock.Instant?
+    /// Times below are the loop's nanoseconds (``LoopTime``).
+    private let time: LoopTime
+    private let tick: Int64?
+    @exclusivity(unchecked) private var nextTick: Int64?
     /// When the thread last returned from a poll.
-    @exclusivity(unchecked) private var lastWake: ContinuousClock.Instant?
-    @exclusivity(unchecked) private var periodic:
-        [ZMQEventLoop.SocketID: (frames: [[UInt8]], interval: Duration, next: ContinuousClock.Instant)] =
-            [:]
+    @exclusivity(unchecked) private var lastWake: Int64 = 0
+    /// Messages the thread sends by itself (heartbeats), and the earliest one's time.
+    @exclusivity(unchecked) private var periodic: [PeriodicSend] = []
+    @exclusivity(unchecked) private var periodicDue = Int64.max
+
+    private struct PeriodicSend {
+        let socket: ZMQEventLoop.SocketID
+        let frames: [[UInt8]]
+        let interval: Int64
+        var next: Int64
+    }
 
     init(loop: ZMQEventLoop, context: ZMQContext, ownsContext: Bool) {
         self.loop = loop
         self.context = context
         self.ownsContext = ownsContext
+        time = loop.time
+        tick = loop.tick.map(LoopTime.nanoseconds)
     }
 
     func run(
@@ -125,7 +136,8 @@ final class ZMQEventLoopRunner {
         }
         loop.threadID.store(sky_current_thread_id(), ordering: .relaxed)
         ready.resume(returning: endpoints)
-        if let tick = loop.tick { nextTick = clock.now + tick }
+        lastWake = time.now()
+        if let tick { nextTick = lastWake + tick }
 
         while running {
             takeCommands()
@@ -135,15 +147,15 @@ final class ZMQEventLoopRunner {
                 if loop.handler != nil { yieldBatch() }
                 break
             }
-            sendDuePeriodic()
+            sendDuePeriodic(now: lastWake)
             flushPending()
             let paused = readingPaused()
             // Hand over what is collected before sleeping (send failures, monitor events).
             if !paused { yieldBatch() }
             waitAndRead(paused: paused)
             let soon = loop.tickRequested.exchange(false, ordering: .relaxed)
-            let now = clock.now
-            if let tick = loop.tick, let due = nextTick, soon || now >= due {
+            let now = lastWake
+            if let tick, let due = nextTick, soon || now >= due {
                 // A consumer that is behind gets the next tick after it caught up.
                 if !paused { batch.append(.tick) }
                 if now >= due { nextTick = now + tick }
@@ -203,7 +215,7 @@ final class ZMQEventLoopRunner {
     }
 
     private func closeSocket(_ id: ZMQEventLoop.SocketID, linger: Int32) {
-        periodic[id] = nil
+        setPeriodic(nil, on: id, every: .zero)
         guard let index = entries.firstIndex(where: { $0.id == id }) else { return }
         let entry = entries.remove(at: index)
         entry.monitorPair?.close(linger: 0)
@@ -327,12 +339,7 @@ final class ZMQEventLoopRunner {
                 }
             case .input(let value): batch.append(.input(value))
             case .close(let id, let linger): closeSocket(id, linger: linger)
-            case .periodic(let id, let frames, let interval):
-                if let frames, entry(id) != nil {
-                    periodic[id] = (frames, interval, clock.now)
-                } else {
-                    periodic[id] = nil
-                }
+            case .periodic(let id, let frames, let interval): setPeriodic(frames, on: id, every: interval)
             case .shutdown(let linger):
                 loop.mailbox.withLock { $0.stopped = true }
                 closingLinger = linger
@@ -370,12 +377,26 @@ final class ZMQEventLoopRunner {
         }
     }
 
-    private func sendDuePeriodic() {
-        guard !periodic.isEmpty else { return }
-        let now = clock.now
-        for (id, job) in periodic where job.next <= now {
-            send(ZMQEventLoop.Outbound(socket: id, frames: job.frames))
-            periodic[id]?.next = now + job.interval
+    /// Replaces the message sent periodically on `socket` (`nil`: none). The first one is due at once.
+    private func setPeriodic(_ frames: [[UInt8]]?, on socket: ZMQEventLoop.SocketID, every interval: Duration) {
+        periodic.removeAll { $0.socket == socket }
+        if let frames, entry(socket) != nil {
+            periodic.append(.init(socket: socket, frames: frames, interval: LoopTime.nanoseconds(interval), next: 0))
+        }
+        periodicDue = periodic.lazy.map(\.next).min() ?? .max
+    }
+
+    /// Sends the periodic messages due at `now` (the thread's last wake-up: what it does
+    /// before it polls again takes microseconds, and the poll's timeout is in milliseconds).
+    private func sendDuePeriodic(now: Int64) {
+        guard now >= periodicDue else { return }
+        periodicDue = .max
+        for index in periodic.indices {
+            if periodic[index].next <= now {
+                send(ZMQEventLoop.Outbound(socket: periodic[index].socket, frames: periodic[index].frames))
+                periodic[index].next = now + periodic[index].interval
+            }
+            periodicDue = min(periodicDue, periodic[index].next)
         }
     }
 
@@ -423,20 +444,17 @@ final class ZMQEventLoopRunner {
         if ready || loop.tickRequested.load(ordering: .relaxed) || loop.queuedOnThread.load(ordering: .relaxed) {
             timeout = 0
         }
-        var due = nextTick
-        for job in periodic.values where due.map({ job.next < $0 }) ?? true { due = job.next }
-        if let alarm = loop.alarm, due.map({ alarm < $0 }) ?? true { due = alarm }
-        if let due {
-            let remaining = clock.now.duration(to: due).attoseconds
-            // Round up, so the thread does not wake a fraction of a millisecond early.
-            let milliseconds = (remaining + 999_999_999_999_999) / 1_000_000_000_000_000
-            let untilDue = Int(clamping: max(0, min(milliseconds, Int128(Int32.max))))
-            timeout = timeout == 0 ? 0 : untilDue
+        let now = time.now()
+        let due = min(nextTick ?? .max, periodicDue, loop.alarmNanoseconds.load(ordering: .relaxed))
+        if due != .max, timeout != 0 {
+            // Round up, so the thread does not wake a fraction of a millisecond early (without
+            // a sum that could overflow: an absurd deadline is just below `Int64.max`).
+            let remaining = max(0, due - now)
+            let milliseconds = remaining / 1_000_000 + (remaining % 1_000_000 == 0 ? 0 : 1)
+            timeout = Int(min(milliseconds, Int64(Int32.max)))
         }
-        if let lastWake {
-            loop.longestIterationNanoseconds.max(ZMQEventLoop.nanoseconds(clock.now - lastWake), ordering: .relaxed)
-        }
-        defer { lastWake = clock.now }
+        loop.longestIterationNanoseconds.max(now - lastWake, ordering: .relaxed)
+        defer { lastWake = time.now() }
         // Polled even when a socket is ready (without waiting), so that the others' signals
         // and the wake-up descriptor are seen while one socket stays busy.
         loop.polls.add(1, ordering: .relaxed)

@@ -287,8 +287,21 @@ struct ZMQEventLoopTests {
     /// An alarm centuries away either way (a caller's absurd timeout) is a far alarm or a due
     /// one, not an overflow: `setAlarm` multiplied seconds by 10⁹ and trapped.
     @Test func anAlarmBeyondInt64NanosecondsDoesNotTrap() async throws {
-        let loop = try await ZMQEventLoop.start(name: "test-far-alarm", sockets: [], handler: { _, _ in })
+        let inputs = Locked(0)
+        let loop = try await ZMQEventLoop.start(
+            name: "test-far-alarm", sockets: [],
+            handler: { batch, _ in
+                inputs.withLock { count in
+                    count += batch.count { if case .input = $0 { true } else { false } }
+                }
+            })
         loop.setAlarm(.now + .seconds(Int64.max))
+        // The thread sleeps with it set (its poll's timeout from a deadline just below
+        // Int64.max nanoseconds): an input, handled, and another, handled after that sleep.
+        for expected in 1...2 {
+            loop.post(input: expected)
+            try await eventually("input \(expected) handled") { inputs.withLock { $0 } == expected }
+        }
         // Beyond Int64.max seconds from the origin whenever it runs (reading such a duration's
         // `components` trapped, in the full suite only, once the origin was a second old).
         loop.setAlarm(.now + .seconds(Int64.max) + .seconds(Int64.max))
