@@ -330,7 +330,7 @@ extension SkyClient {
         /// Arms the one timer at the machine's earliest deadline.
         private func arm(_ next: Duration?) {
             if let origin = time.continuousOrigin {
-                loop.load()?.setAlarm(next.map { origin + $0 })
+                loop.load()?.setAlarm(next, after: origin)
                 return
             }
             // A timer armed earlier than needed, or with nothing left to time, is left to fire

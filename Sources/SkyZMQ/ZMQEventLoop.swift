@@ -218,6 +218,20 @@ public final class ZMQEventLoop: Sendable {
         alarmNanoseconds.store(deadline.map { time.nanoseconds(at: $0) } ?? .max, ordering: .relaxed)
     }
 
+    /// ``setAlarm(_:)`` with the deadline `offset` after `origin`, a reading of
+    /// ``LoopTime/clockNanoseconds()``: for a caller that keeps its times as durations since a
+    /// start of its own (the client's timers), without an instant's arithmetic.
+    public func setAlarm(_ offset: Duration?, after origin: Int64) {
+        guard let offset else {
+            alarmNanoseconds.store(.max, ordering: .relaxed)
+            return
+        }
+        // Saturating: an absurd offset is an alarm that never rings, not an overflow.
+        let (deadline, overflow) = (origin - time.originNanoseconds).addingReportingOverflow(
+            LoopTime.nanoseconds(offset))
+        alarmNanoseconds.store(overflow ? .max - 1 : min(deadline, .max - 1), ordering: .relaxed)
+    }
+
     /// The alarm's deadline, if one is set.
     var alarm: ContinuousClock.Instant? {
         let nanoseconds = alarmNanoseconds.load(ordering: .relaxed)

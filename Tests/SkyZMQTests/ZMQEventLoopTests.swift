@@ -284,6 +284,25 @@ struct ZMQEventLoopTests {
         await loop.shutdown()
     }
 
+    /// An alarm given as a duration after a caller's own start (a reading of the clock as an
+    /// integer, as the client keeps its timers) is the deadline the same instant plus that
+    /// duration would be; an absurd one is far or due, never an overflow; `nil` clears it.
+    @Test func anAlarmAfterTheCallersOwnOriginIsTheSameDeadline() async throws {
+        let loop = try await ZMQEventLoop.start(name: "test-origin-alarm", sockets: [], handler: { _, _ in })
+        let instant = ContinuousClock.now
+        let origin = LoopTime.clockNanoseconds()
+        loop.setAlarm(.milliseconds(500), after: origin)
+        let gap = try #require(loop.alarm) - (instant + .milliseconds(500))
+        #expect(gap > .milliseconds(-1) && gap < .milliseconds(1), "\(gap)")
+        loop.setAlarm(.seconds(Int64.max), after: origin)
+        #expect(try #require(loop.alarm) > .now + .seconds(1_000_000_000))
+        loop.setAlarm(.zero - .seconds(Int64.max), after: origin)
+        #expect(try #require(loop.alarm) < .now)
+        loop.setAlarm(nil, after: origin)
+        #expect(loop.alarm == nil)
+        await loop.shutdown()
+    }
+
     /// An alarm centuries away either way (a caller's absurd timeout) is a far alarm or a due
     /// one, not an overflow: `setAlarm` multiplied seconds by 10⁹ and trapped.
     @Test func anAlarmBeyondInt64NanosecondsDoesNotTrap() async throws {
