@@ -161,11 +161,11 @@ extension SkyWorker {
                     if number > 1 { loop.close(Self.socket(number - 1), linger: 0) }
                 case .send(let command):
                     send(command)
-                case .startTask(let key, let request):
-                    handles.reserve(key)
-                    started.append(Job(key: key, request: request))
-                case .cancelTask(let key):
-                    handles.cancel(key)
+                case .startTask(let key, let request, let slot):
+                    handles.reserve(key, slot: slot)
+                    started.append(Job(key: key, slot: slot, request: request))
+                case .cancelTask(let key, let slot):
+                    handles.cancel(key, slot: slot)
                 case .finish(let ending):
                     self.ending.withLock { $0 = ending }
                     switch ending {

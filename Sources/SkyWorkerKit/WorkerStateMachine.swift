@@ -74,10 +74,13 @@ public struct WorkerStateMachine: Sendable {
         /// Send this on the current connection.
         case send(WorkerToBroker)
         /// Run the task's handler; report its reply with ``WorkerStateMachine/taskFinished(_:reply:now:)``.
-        case startTask(TaskKey, TaskRequest)
+        /// `slot` (below the capacity) is the task's alone while it runs: the shell finds the
+        /// task by it, without hashing its key.
+        case startTask(TaskKey, TaskRequest, slot: Int)
         /// Cancel the handler running this task: the broker asked (its reply, whatever it is,
-        /// still goes back), or the task is no longer this worker's (its reply is not sent).
-        case cancelTask(TaskKey)
+        /// still goes back), or the task is no longer this worker's (its reply is not sent, and
+        /// its slot may be given to another task before the handler returns).
+        case cancelTask(TaskKey, slot: Int)
         /// Stop: say DISCONNECT unless refused, close the connection, and return.
         case finish(Ending)
         case log(Logger.Level, String, Logger.Metadata = [:])
@@ -99,8 +102,14 @@ public struct WorkerStateMachine: Sendable {
     /// The connection messages are taken from; 0 before the first.
     public private(set) var generation = 0
     public private(set) var liveness: BrokerLiveness
-    /// Tasks whose handlers run (all came on the current connection: a new one cancels the rest).
-    public private(set) var running: Set<TaskKey> = []
+    /// Tasks whose handlers run, with their slots (all came on the current connection: a new
+    /// one cancels the rest).
+    public private(set) var running: [TaskKey: Int] = [:]
+    /// Slots given out before and free again, and how many were ever given out (since the
+    /// last connection): a new task takes a freed one first, so slots stay as few as the tasks
+    /// that ran at once, however large the capacity.
+    private var freeSlots: [Int] = []
+    private var slotsGiven = 0
     /// Counted drops, for logs and tests.
     public private(set) var malformedMessages = 0
     public private(set) var refusedOverCapacity = 0
@@ -157,8 +166,8 @@ public struct WorkerStateMachine: Sendable {
             // The handler is cancelled and its reply still goes back (docs/protocol.md): for a
             // client's CANCEL the broker keeps the credit taken until then.
             let key = TaskKey(tag: tag, requestID: requestID)
-            guard running.contains(key) else { return }
-            actions.append(.cancelTask(key))
+            guard let slot = running[key] else { return }
+            actions.append(.cancelTask(key, slot: slot))
         case .drainingAcknowledged:
             guard case .draining(let deadline, _) = phase else { return }
             phase = .draining(deadline: deadline, brokerDone: true)
@@ -193,7 +202,9 @@ public struct WorkerStateMachine: Sendable {
 
     /// A handler finished: its reply goes to the broker if the task is still this worker's.
     public mutating func taskFinished(_ key: TaskKey, reply: TaskReply, now: Instant, into actions: inout [Action]) {
-        guard running.remove(key) != nil, !isFinished else { return }
+        guard let slot = running.removeValue(forKey: key) else { return }
+        freeSlots.append(slot)
+        guard !isFinished else { return }
         var reply = reply
         if let resultLimit, reply.body.count > resultLimit {
             resultsTooLarge += 1
@@ -344,7 +355,7 @@ public struct WorkerStateMachine: Sendable {
     // MARK: Helpers
 
     private mutating func accept(_ key: TaskKey, _ request: TaskRequest, into actions: inout [Action]) {
-        if running.count >= Int(configuration.announcement.capacity), !running.contains(key) {
+        if running.count >= Int(configuration.announcement.capacity), running[key] == nil {
             // The broker's credits never allow this; a broker that oversends gets a typed answer.
             refusedOverCapacity += 1
             let reply = TaskReply.failure(
@@ -355,13 +366,19 @@ public struct WorkerStateMachine: Sendable {
             send(reply, tag: key.tag, into: &actions)
             return
         }
-        // One hash both checks for a second delivery and takes the key.
-        guard running.insert(key).inserted else {
-            actions.append(
-                .log(.warning, "dropped a second delivery of a running task", ["request": "\(key.requestID)"]))
-            return
+        // One hash both checks for a second delivery and takes the key. (With no slot left,
+        // every slot is a running task's, this one's among them: the check above passed.)
+        guard let slot = freeSlots.popLast() ?? newSlot() else { return duplicate(key, into: &actions) }
+        if let earlier = running.updateValue(slot, forKey: key) {
+            running[key] = earlier
+            freeSlots.append(slot)
+            return duplicate(key, into: &actions)
         }
-        actions.append(.startTask(key, request))
+        actions.append(.startTask(key, request, slot: slot))
+    }
+
+    private func duplicate(_ key: TaskKey, into actions: inout [Action]) {
+        actions.append(.log(.warning, "dropped a second delivery of a running task", ["request": "\(key.requestID)"]))
     }
 
     /// A REPLY in the form the broker of this connection takes.
@@ -394,11 +411,20 @@ public struct WorkerStateMachine: Sendable {
     @discardableResult
     private mutating func abandonAll(into actions: inout [Action]) -> Int {
         let count = running.count
-        for key in running.sorted(by: Self.inRequestOrder) {
-            actions.append(.cancelTask(key))
+        for (key, slot) in running.sorted(by: { Self.inRequestOrder($0.key, $1.key) }) {
+            actions.append(.cancelTask(key, slot: slot))
         }
         running.removeAll()
+        freeSlots.removeAll()
+        slotsGiven = 0
         return count
+    }
+
+    /// A slot never given out yet, below the capacity.
+    private mutating func newSlot() -> Int? {
+        guard slotsGiven < Int(configuration.announcement.capacity) else { return nil }
+        defer { slotsGiven += 1 }
+        return slotsGiven
     }
 
     /// A duration for a log line, in whole milliseconds ("1250 ms").

@@ -4,7 +4,8 @@ import Testing
 @testable import SkyWorkerKit
 
 /// A cancellation decided on the I/O thread reaches the one task it names, whether it comes
-/// before the task started or while it runs.
+/// before the task started or while it runs, and a slot given to a new task leaves the old
+/// task cancelled and the new one alone.
 @Suite("Worker: cancelling one running task")
 struct TaskHandlesTests {
     let key = WorkerStateMachine.TaskKey(tag: [1], requestID: RequestID(high: 0, low: 1))
@@ -12,11 +13,11 @@ struct TaskHandlesTests {
 
     @Test func aCancelBeforeTheTaskAttachedReachesItWhenItDoes() async {
         let handles = TaskHandles()
-        handles.reserve(key)
-        handles.cancel(key)
+        handles.reserve(key, slot: 3)
+        handles.cancel(key, slot: 3)
         let cancelled = await Task {
-            handles.attachCurrentTask(key)
-            defer { handles.detach(key) }
+            handles.attachCurrentTask(key, slot: 3)
+            defer { handles.detach(key, slot: 3) }
             return Task.isCancelled
         }.value
         #expect(cancelled)
@@ -26,30 +27,57 @@ struct TaskHandlesTests {
     @Test func aCancelReachesTheRunningTaskAndNoOther() async throws {
         let handles = TaskHandles()
         let (attached, attachedSink) = AsyncStream.makeStream(of: Void.self)
-        func run(_ key: WorkerStateMachine.TaskKey) -> Task<Bool, Never> {
-            handles.reserve(key)
+        func run(_ key: WorkerStateMachine.TaskKey, slot: Int) -> Task<Bool, Never> {
+            handles.reserve(key, slot: slot)
             return Task {
-                handles.attachCurrentTask(key)
-                defer { handles.detach(key) }
+                handles.attachCurrentTask(key, slot: slot)
+                defer { handles.detach(key, slot: slot) }
                 attachedSink.yield()
                 // Ends when cancelled; the other one is ended by the test below.
                 while !Task.isCancelled { await Task.yield() }
                 return true
             }
         }
-        let first = run(key)
-        let second = run(other)
+        let first = run(key, slot: 0)
+        let second = run(other, slot: 1)
         var iterator = attached.makeAsyncIterator()
         _ = await iterator.next()
         _ = await iterator.next()
-        handles.cancel(key)
+        handles.cancel(key, slot: 0)
         #expect(await first.value)
         #expect(!second.isCancelled)
         #expect(handles.count == 1)
+        // A cancel naming another task's key in the running task's slot reaches nothing.
+        handles.cancel(key, slot: 1)
+        #expect(!second.isCancelled)
         second.cancel()
         _ = await second.value
         // Done and detached: a late cancel finds nothing.
-        handles.cancel(other)
+        handles.cancel(other, slot: 1)
+        #expect(handles.count == 0)
+    }
+
+    /// The machine gives a slot to a new task once it dropped the old one (the connection
+    /// changed): the old task, attaching late, finds another key there and cancels itself; its
+    /// late detach leaves the new task's entry, which a cancel still reaches.
+    @Test func aSlotGivenToANewTaskCancelsTheOldOneAndKeepsTheNew() async {
+        let handles = TaskHandles()
+        handles.reserve(key, slot: 0)
+        handles.reserve(other, slot: 0)
+        let oldCancelled = await Task {
+            handles.attachCurrentTask(key, slot: 0)
+            defer { handles.detach(key, slot: 0) }
+            return Task.isCancelled
+        }.value
+        #expect(oldCancelled, "the dropped task, attaching after its slot was given away, is cancelled")
+        #expect(handles.count == 1, "its detach left the new task's entry")
+        handles.cancel(other, slot: 0)
+        let newCancelled = await Task {
+            handles.attachCurrentTask(other, slot: 0)
+            defer { handles.detach(other, slot: 0) }
+            return Task.isCancelled
+        }.value
+        #expect(newCancelled, "the new task's cancel, kept until it attached, reached it")
         #expect(handles.count == 0)
     }
 }

@@ -104,12 +104,34 @@ struct WorkerStateMachineTests {
         var worker = Worker()
         #expect(worker.start() == [.connect(generation: 1)])
         #expect(worker.start() == [])
-        #expect(worker.receive(Self.deliver(1)) == [.startTask(Self.key(1), Self.request(1))])
+        #expect(worker.receive(Self.deliver(1)) == [.startTask(Self.key(1), Self.request(1), slot: 0)])
         #expect(worker.machine.running.count == 1)
         #expect(worker.finished(Self.key(1), Self.ok(1)) == [.send(.reply(tag: Self.key(1).tag, Self.ok(1)))])
         #expect(worker.machine.running.isEmpty)
         // A second report of the same task (it cannot happen, but) sends nothing.
         #expect(worker.finished(Self.key(1), Self.ok(1)) == [])
+    }
+
+    /// Each running task has a slot no other running task has, below the capacity; a finished
+    /// task's slot goes to the next task; a new connection starts from slot 0 again.
+    @Test func runningTasksHaveDistinctSlotsBelowTheCapacityAndFreedOnesAreReused() {
+        var worker = Worker(capacity: 3)
+        _ = worker.start()
+        #expect(worker.receive(Self.deliver(1)) == [.startTask(Self.key(1), Self.request(1), slot: 0)])
+        #expect(worker.receive(Self.deliver(2)) == [.startTask(Self.key(2), Self.request(2), slot: 1)])
+        #expect(worker.receive(Self.deliver(1)) == [], "a second delivery takes no slot")
+        #expect(worker.receive(Self.deliver(3)) == [.startTask(Self.key(3), Self.request(3), slot: 2)])
+        #expect(worker.machine.running == [Self.key(1): 0, Self.key(2): 1, Self.key(3): 2])
+        _ = worker.finished(Self.key(2), Self.ok(2))
+        #expect(worker.receive(Self.deliver(4)) == [.startTask(Self.key(4), Self.request(4), slot: 1)])
+        #expect(
+            worker.receive(.cancel(tag: Self.key(4).tag, Self.key(4).requestID)) == [.cancelTask(Self.key(4), slot: 1)])
+        #expect(
+            worker.receive(.disconnect) == [
+                .cancelTask(Self.key(1), slot: 0), .cancelTask(Self.key(3), slot: 2), .cancelTask(Self.key(4), slot: 1),
+                .connect(generation: 2),
+            ])
+        #expect(worker.receive(Self.deliver(5)) == [.startTask(Self.key(5), Self.request(5), slot: 0)])
     }
 
     @Test func aSecondDeliveryOfARunningTaskIsNotRunTwice() {
@@ -150,7 +172,8 @@ struct WorkerStateMachineTests {
         var worker = Worker()
         _ = worker.start()
         _ = worker.receive(Self.deliver(1))
-        #expect(worker.receive(.cancel(tag: Self.key(1).tag, Self.key(1).requestID)) == [.cancelTask(Self.key(1))])
+        #expect(
+            worker.receive(.cancel(tag: Self.key(1).tag, Self.key(1).requestID)) == [.cancelTask(Self.key(1), slot: 0)])
         let cancelled = TaskReply.failure(Self.key(1).requestID, .cancelled, message: "the task was cancelled")
         #expect(worker.finished(Self.key(1), cancelled) == [.send(.reply(tag: Self.key(1).tag, cancelled))])
         // A cancel for a task that is not here (finished already) does nothing.
@@ -161,11 +184,11 @@ struct WorkerStateMachineTests {
         var worker = Worker()
         _ = worker.start()
         _ = worker.receive(Self.deliver(1))
-        #expect(worker.receive(.disconnect) == [.cancelTask(Self.key(1)), .connect(generation: 2)])
+        #expect(worker.receive(.disconnect) == [.cancelTask(Self.key(1), slot: 0), .connect(generation: 2)])
         // Messages still arriving on the old connection are not inputs any more.
         #expect(worker.receive(Self.deliver(2), generation: 1) == [])
         #expect(worker.finished(Self.key(1), Self.ok(1)) == [])
-        #expect(worker.receive(Self.deliver(3)) == [.startTask(Self.key(3), Self.request(3))])
+        #expect(worker.receive(Self.deliver(3)) == [.startTask(Self.key(3), Self.request(3), slot: 0)])
     }
 
     /// A result larger than the broker takes would close the connection (and lose every task on
@@ -225,7 +248,7 @@ struct WorkerStateMachineTests {
         #expect(worker.finished(Self.key(1), Self.ok(1)) == [.send(.packedReply(tag: Self.key(1).tag, Self.ok(1)))])
         #expect(
             worker.receive(.packedRequest(tag: Self.key(2).tag, Self.request(2)))
-                == [.startTask(Self.key(2), Self.request(2))])
+                == [.startTask(Self.key(2), Self.request(2), slot: 0)])
         #expect(worker.finished(Self.key(2), Self.ok(2)) == [.send(.packedReply(tag: Self.key(2).tag, Self.ok(2)))])
         // A refusal over capacity goes packed too.
         _ = worker.receive(Self.deliver(3))
@@ -290,7 +313,7 @@ struct WorkerStateMachineTests {
         #expect(worker.stop() == [.send(.draining)])
         #expect(worker.stop() == [])
         // Sent by the broker before it saw DRAINING: run and answered.
-        #expect(worker.receive(Self.deliver(2)) == [.startTask(Self.key(2), Self.request(2))])
+        #expect(worker.receive(Self.deliver(2)) == [.startTask(Self.key(2), Self.request(2), slot: 1)])
         #expect(worker.receive(.drainingAcknowledged) == [])
         #expect(worker.finished(Self.key(1), Self.ok(1)) == [.send(.reply(tag: Self.key(1).tag, Self.ok(1)))])
         #expect(
@@ -324,7 +347,7 @@ struct WorkerStateMachineTests {
         #expect(worker.advance(.seconds(1) - .nanoseconds(1)) == [])
         #expect(
             worker.advance(.nanoseconds(1)) == [
-                .cancelTask(Self.key(1)), .cancelTask(Self.key(2)), .finish(.abandoned(tasks: 2)),
+                .cancelTask(Self.key(1), slot: 1), .cancelTask(Self.key(2), slot: 0), .finish(.abandoned(tasks: 2)),
             ])
         #expect(worker.finished(Self.key(1), Self.ok(1)) == [])
     }
@@ -334,7 +357,7 @@ struct WorkerStateMachineTests {
         _ = worker.start()
         _ = worker.receive(Self.deliver(1))
         _ = worker.stop()
-        #expect(worker.receive(.disconnect) == [.cancelTask(Self.key(1)), .finish(.abandoned(tasks: 1))])
+        #expect(worker.receive(.disconnect) == [.cancelTask(Self.key(1), slot: 0), .finish(.abandoned(tasks: 1))])
     }
 
     @Test func aDrainWithoutABrokerEndsWhenTheTasksAreDoneOrAtTheReconnect() {
@@ -363,7 +386,7 @@ struct WorkerStateMachineTests {
         _ = worker.receive(Self.deliver(1))
         _ = worker.stop()
         #expect(worker.advance(.seconds(3)) == [])
-        #expect(worker.advance(.seconds(1)) == [.cancelTask(Self.key(1)), .finish(.abandoned(tasks: 1))])
+        #expect(worker.advance(.seconds(1)) == [.cancelTask(Self.key(1), slot: 0), .finish(.abandoned(tasks: 1))])
     }
 
     @Test func aStopBeforeTheStartEndsTheWorkerWithNothingSent() {
@@ -378,7 +401,7 @@ struct WorkerStateMachineTests {
         _ = worker.receive(Self.deliver(1))
         #expect(
             worker.receive(.refused(reason: "key not allowed")) == [
-                .cancelTask(Self.key(1)), .finish(.refused("key not allowed")),
+                .cancelTask(Self.key(1), slot: 0), .finish(.refused("key not allowed")),
             ])
         #expect(worker.receive(Self.deliver(2)) == [])
     }
@@ -390,7 +413,7 @@ struct WorkerStateMachineTests {
         var busy = Worker()
         _ = busy.start()
         _ = busy.receive(Self.deliver(1))
-        #expect(busy.cancel() == [.cancelTask(Self.key(1)), .finish(.abandoned(tasks: 1))])
+        #expect(busy.cancel() == [.cancelTask(Self.key(1), slot: 0), .finish(.abandoned(tasks: 1))])
         #expect(busy.cancel() == [])
     }
 
@@ -447,7 +470,7 @@ struct WorkerStateMachineTests {
         _ = worker.receive(Self.deliver(1))
         // A broker that restarts: libzmq reconnects by itself, nothing to do here.
         #expect(worker.transport(.disconnected) == [])
-        #expect(worker.transport(.disconnected) == [.cancelTask(Self.key(1)), .connect(generation: 4)])
+        #expect(worker.transport(.disconnected) == [.cancelTask(Self.key(1), slot: 0), .connect(generation: 4)])
         #expect(worker.transport(.disconnected) == [.connect(generation: 5)])
         #expect(worker.machine.isFinished == false)
     }
