@@ -11,16 +11,21 @@ struct TaskHandlesTests {
     let key = WorkerStateMachine.TaskKey(tag: [1], requestID: RequestID(high: 0, low: 1))
     let other = WorkerStateMachine.TaskKey(tag: [2], requestID: RequestID(high: 0, low: 2))
 
+    /// Runs a task that attaches under `key` in `slot`, detaches, and says whether it was
+    /// cancelled by then.
+    static func runIsCancelled(_ handles: TaskHandles, _ key: WorkerStateMachine.TaskKey, slot: Int) async -> Bool {
+        await Task {
+            handles.attachCurrentTask(key, slot: slot)
+            defer { handles.detach(key, slot: slot) }
+            return Task.isCancelled
+        }.value
+    }
+
     @Test func aCancelBeforeTheTaskAttachedReachesItWhenItDoes() async {
         let handles = TaskHandles()
         handles.reserve(key, slot: 3)
         handles.cancel(key, slot: 3)
-        let cancelled = await Task {
-            handles.attachCurrentTask(key, slot: 3)
-            defer { handles.detach(key, slot: 3) }
-            return Task.isCancelled
-        }.value
-        #expect(cancelled)
+        #expect(await Self.runIsCancelled(handles, key, slot: 3))
         #expect(handles.count == 0)
     }
 
@@ -64,20 +69,14 @@ struct TaskHandlesTests {
         let handles = TaskHandles()
         handles.reserve(key, slot: 0)
         handles.reserve(other, slot: 0)
-        let oldCancelled = await Task {
-            handles.attachCurrentTask(key, slot: 0)
-            defer { handles.detach(key, slot: 0) }
-            return Task.isCancelled
-        }.value
-        #expect(oldCancelled, "the dropped task, attaching after its slot was given away, is cancelled")
+        #expect(
+            await Self.runIsCancelled(handles, key, slot: 0),
+            "the dropped task, attaching after its slot was given away, is cancelled")
         #expect(handles.count == 1, "its detach left the new task's entry")
         handles.cancel(other, slot: 0)
-        let newCancelled = await Task {
-            handles.attachCurrentTask(other, slot: 0)
-            defer { handles.detach(other, slot: 0) }
-            return Task.isCancelled
-        }.value
-        #expect(newCancelled, "the new task's cancel, kept until it attached, reached it")
+        #expect(
+            await Self.runIsCancelled(handles, other, slot: 0),
+            "the new task's cancel, kept until it attached, reached it")
         #expect(handles.count == 0)
     }
 }
