@@ -32,6 +32,13 @@ public struct LoopTime: Sendable {
 
     func instant(at nanoseconds: Int64) -> ContinuousClock.Instant { origin + .nanoseconds(nanoseconds) }
 
+    /// `time` plus `nanoseconds`, saturating below `Int64.max` (see ``nanoseconds(at:)``): an
+    /// absurd interval or timeout is a time that never comes, not an overflow.
+    static func time(_ time: Int64, plus nanoseconds: Int64) -> Int64 {
+        let (sum, overflow) = time.addingReportingOverflow(nanoseconds)
+        return overflow ? (nanoseconds > 0 ? .max - 1 : .min) : min(sum, .max - 1)
+    }
+
     /// A duration in whole nanoseconds, below `Int64.max` (see ``nanoseconds(at:)``).
     static func nanoseconds(_ duration: Duration) -> Int64 {
         min(duration.wholeNanoseconds, .max - 1)

@@ -226,10 +226,8 @@ public final class ZMQEventLoop: Sendable {
             alarmNanoseconds.store(.max, ordering: .relaxed)
             return
         }
-        // Saturating: an absurd offset is an alarm that never rings, not an overflow.
-        let (deadline, overflow) = (origin - time.originNanoseconds).addingReportingOverflow(
-            LoopTime.nanoseconds(offset))
-        alarmNanoseconds.store(overflow ? .max - 1 : min(deadline, .max - 1), ordering: .relaxed)
+        let deadline = LoopTime.time(origin - time.originNanoseconds, plus: LoopTime.nanoseconds(offset))
+        alarmNanoseconds.store(deadline, ordering: .relaxed)
     }
 
     /// The alarm's deadline, if one is set.

@@ -137,7 +137,7 @@ final class ZMQEventLoopRunner {
         loop.threadID.store(sky_current_thread_id(), ordering: .relaxed)
         ready.resume(returning: endpoints)
         lastWake = time.now()
-        if let tick { nextTick = lastWake + tick }
+        if let tick { nextTick = LoopTime.time(lastWake, plus: tick) }
 
         while running {
             takeCommands()
@@ -158,7 +158,7 @@ final class ZMQEventLoopRunner {
             if let tick, let due = nextTick, soon || now >= due {
                 // A consumer that is behind gets the next tick after it caught up.
                 if !paused { batch.append(.tick) }
-                if now >= due { nextTick = now + tick }
+                if now >= due { nextTick = LoopTime.time(now, plus: tick) }
             } else if loop.takeAlarm(ifDueAt: now) {
                 batch.append(.tick)
             }
@@ -394,7 +394,7 @@ final class ZMQEventLoopRunner {
         for index in periodic.indices {
             if periodic[index].next <= now {
                 send(ZMQEventLoop.Outbound(socket: periodic[index].socket, frames: periodic[index].frames))
-                periodic[index].next = now + periodic[index].interval
+                periodic[index].next = LoopTime.time(now, plus: periodic[index].interval)
             }
             periodicDue = min(periodicDue, periodic[index].next)
         }

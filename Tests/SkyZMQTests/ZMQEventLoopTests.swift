@@ -284,6 +284,34 @@ struct ZMQEventLoopTests {
         await loop.shutdown()
     }
 
+    /// A tick interval and a periodic send's interval beyond `Int64.max` nanoseconds (a library
+    /// user's absurd heartbeat setting) are times that never come: the loop keeps serving
+    /// instead of trapping on the sum of now and the interval.
+    @Test func absurdTickAndPeriodicIntervalsDoNotTrap() async throws {
+        let inputs = Locked(0)
+        let loop = try await ZMQEventLoop.start(
+            name: "test-far-intervals",
+            sockets: [
+                .init(
+                    id: Self.client, type: .dealer,
+                    connect: ["ipc:///tmp/sky-test-nobody-\(UInt64.random(in: 1...UInt64.max))"])
+            ],
+            tick: .seconds(Int64.max),
+            handler: { batch, _ in
+                inputs.withLock { count in
+                    count += batch.count { if case .input = $0 { true } else { false } }
+                }
+            })
+        loop.sendPeriodically([[1]], on: Self.client, every: .seconds(Int64.max))
+        // Each input is taken in a wake-up after the one before: the thread went round its
+        // loop (the periodic send, its next time, the poll's timeout) in between.
+        for expected in 1...3 {
+            loop.post(input: expected)
+            try await eventually("input \(expected) handled") { inputs.withLock { $0 } == expected }
+        }
+        await loop.shutdown()
+    }
+
     /// An alarm given as a duration after a caller's own start (a reading of the clock as an
     /// integer, as the client keeps its timers) is the deadline the same instant plus that
     /// duration would be; an absurd one is far or due, never an overflow; `nil` clears it.
