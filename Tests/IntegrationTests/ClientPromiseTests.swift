@@ -123,6 +123,24 @@ extension IntegrationSuite {
             await broker.stop()
         }
 
+        /// A caller's "never" as a timeout and a deadline (`Int64.max` seconds) arms the I/O
+        /// thread's alarm as a time that never comes: the call is answered, and a call the
+        /// broker never answers ends with its caller's cancellation, once.
+        @Test func absurdTimeoutsAreAnsweredAndCancellable() async throws {
+            let broker = try await FakeBroker.start()
+            let sky = try await SkyClient(brokers: [broker.endpoint])
+            let never = ScanOptions(timeout: .seconds(Int64.max), deadline: .seconds(Int64.max))
+            let one = Task { try await sky.request(service: "svc", body: [1], options: never) }
+            broker.echo(await broker.nextRequest())
+            #expect(try await one.value == [1])
+            let two = Task { try await sky.request(service: "svc", body: [2], options: never) }
+            _ = await broker.nextRequest()
+            two.cancel()
+            await #expect(throws: CancellationError.self) { try await two.value }
+            await sky.close()
+            await broker.stop()
+        }
+
         /// With several endpoints, a client whose established connection drops goes on with
         /// the next endpoint: the next call is answered there.
         @Test func aDroppedConnectionFailsOverToTheNextEndpoint() async throws {
