@@ -197,7 +197,9 @@ extension BrokerStateMachine {
         queuedCountPeak = 0
         // Nothing waits: every queue entry and deadline left is of an answered request, and
         // every task is at a worker.
-        tasks = Dictionary(uniqueKeysWithValues: Array(tasks))
+        var fresh = [TaskKey: TaskPlace](minimumCapacity: max(tasks.count, Self.taskTableRoom))
+        for (key, place) in tasks { fresh[key] = place }
+        tasks = fresh
         services.updateAll { service in
             service.queue = []
             service.queued = ServiceQueue()

@@ -302,8 +302,14 @@ public struct BrokerStateMachine: Sendable {
     /// Each known service's workers, queue and stats, by number.
     var services = ServiceBook()
     var clients = ClientBook()
-    /// Every accepted request not yet answered, waiting or at a worker.
-    var tasks: [TaskKey: TaskPlace] = [:]
+    /// Every accepted request not yet answered, waiting or at a worker. Made with room for
+    /// ``taskTableRoom`` (see there).
+    var tasks = [TaskKey: TaskPlace](minimumCapacity: taskTableRoom)
+    /// The requests ``tasks`` has room for from the start (256 KiB): with a few hundred in
+    /// flight its buckets stay mostly empty, so a removal moves no neighbours back (Swift's
+    /// dictionary rehashes each one it moves: 740 instructions a reply when it had grown just
+    /// big enough). Above it the dictionary grows as usual, so a deep queue costs what it did.
+    static let taskTableRoom = 4096
     /// Of ``tasks``, those waiting for a worker.
     var waitingCount = 0
     /// Body bytes of the live waiting requests.
