@@ -108,9 +108,13 @@ struct RequestTable {
     /// service when none is connected (0: the broker's default).
     let noWorkersGraceMilliseconds: UInt32
     private(set) var counters = Counters()
-    private var entries: [RequestID: Entry] = [:]
+    /// Both made with room for ``room`` calls: with their buckets mostly empty, a finished
+    /// call's removal moves no neighbours back (Swift's dictionary rehashes each one it moves:
+    /// 700 instructions a call at 256 in flight). Above it they grow as usual.
+    private var entries = [RequestID: Entry](minimumCapacity: room)
     private var flights: [FlightKey: RequestID] = [:]
-    private var callOfWaiter: [WaiterID: RequestID] = [:]
+    private var callOfWaiter = [WaiterID: RequestID](minimumCapacity: room)
+    static let room = 1024
     private var timers = Heap<Timer>()
     private var connection = Connection.down(since: .zero)
     private var endpointIndex = 0
@@ -408,6 +412,9 @@ struct RequestTable {
 
     /// Timers held, stale ones included (for tests).
     var timerCount: Int { timers.count }
+
+    /// Calls the table holds before its dictionaries grow (for tests).
+    var roomForCalls: Int { min(entries.capacity, callOfWaiter.capacity) }
 
     private mutating func finish(_ entry: Entry, _ outcome: Action, into actions: inout [Action]) {
         entries[entry.id] = nil

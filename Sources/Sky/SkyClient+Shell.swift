@@ -46,7 +46,8 @@ extension SkyClient {
         static let eventMonitor: ZMQMonitorEvent.Kind.Set = [.handshakeSucceeded, .disconnected, .handshakeFailed]
 
         let machine: Locked<ClientStateMachine>
-        let calls = Locked<[WaiterID: CheckedContinuation<Completion, any Error>]>([:])
+        /// With room for as many calls as the request table (see ``RequestTable/room``).
+        let calls = Locked([WaiterID: CheckedContinuation<Completion, any Error>](minimumCapacity: RequestTable.room))
         let connectionWaiters = Locked<[WaiterID: CheckedContinuation<Void, any Error>]>([:])
         let featureWaiters = Locked<[WaiterID: CheckedContinuation<BrokerFeatures?, Never>]>([:])
         let eventSinks = Locked<[ZMQEventLoop.SocketID: EventSink]>([:])

@@ -104,7 +104,11 @@ public struct WorkerStateMachine: Sendable {
     public private(set) var liveness: BrokerLiveness
     /// Tasks whose handlers run, with their slots (all came on the current connection: a new
     /// one cancels the rest).
-    public private(set) var running: [TaskKey: Int] = [:]
+    /// Made with room for four times the capacity (at most ``runningRoomLimit``): with its
+    /// buckets mostly empty, a finished task's removal moves no neighbours back (Swift's
+    /// dictionary rehashes each one it moves).
+    public private(set) var running: [TaskKey: Int]
+    static let runningRoomLimit = 1024
     /// Slots given out before and free again, and how many were ever given out (since the
     /// last connection): a new task takes a freed one first, so slots stay as few as the tasks
     /// that ran at once, however large the capacity.
@@ -131,6 +135,8 @@ public struct WorkerStateMachine: Sendable {
     public init(configuration: Configuration, now: Instant, seed: UInt64 = .random(in: 1...(.max))) {
         self.configuration = configuration
         liveness = BrokerLiveness(configuration: configuration.liveness, now: now, seed: seed)
+        running = Dictionary(
+            minimumCapacity: min(4 * Int(configuration.announcement.capacity), Self.runningRoomLimit))
     }
 
     /// The worker starts: connect and register.
@@ -414,7 +420,7 @@ public struct WorkerStateMachine: Sendable {
         for (key, slot) in running.sorted(by: { Self.inRequestOrder($0.key, $1.key) }) {
             actions.append(.cancelTask(key, slot: slot))
         }
-        running.removeAll()
+        running.removeAll(keepingCapacity: true)
         freeSlots.removeAll()
         slotsGiven = 0
         return count

@@ -46,6 +46,21 @@ struct RequestTableTests {
         #expect(table.nextDeadline() == nil)
     }
 
+    /// The table starts with room for ``RequestTable/room`` calls and keeps it when they finish,
+    /// so that a finished call's removal moves no neighbours back.
+    @Test func theTableStartsWithRoomAndKeepsItWhenCallsFinish() {
+        var table = Self.connected()
+        #expect(table.roomForCalls >= RequestTable.room)
+        let ids = (1...300).map { RequestID(high: 7, low: UInt64($0)) }
+        for (index, id) in ids.enumerated() {
+            _ = table.start(
+                Self.call([UInt8(index % 256), UInt8(index / 256)]), id: id, waiter: UInt64(index), now: .zero)
+        }
+        for id in ids { _ = table.received(Self.ok(id), now: .milliseconds(1)) }
+        #expect(table.callCount == 0 && table.waiterCount == 0)
+        #expect(table.roomForCalls >= RequestTable.room)
+    }
+
     @Test func timeoutsRetryOnTheBackoffScheduleWithTheSameIDAndARaisedAttempt() {
         var table = Self.connected()
         var sends = Self.sent(table.start(Self.call(), id: Self.id1, waiter: 1, now: .zero)).map { ($0, Duration.zero) }

@@ -132,6 +132,17 @@ struct WorkerStateMachineTests {
                 .connect(generation: 2),
             ])
         #expect(worker.receive(Self.deliver(5)) == [.startTask(Self.key(5), Self.request(5), slot: 0)])
+        // The table of running tasks keeps room for four times the capacity across the
+        // reconnect (so a removal moves no neighbours back).
+        #expect(worker.machine.running.capacity >= 12)
+    }
+
+    /// The running table's room has a ceiling: a worker announcing the protocol's largest
+    /// capacity does not reserve a table for four times it up front.
+    @Test func theRunningTableStartsWithRoomForFourTimesTheCapacityUpToALimit() {
+        #expect(Worker(capacity: 3).machine.running.capacity >= 12)
+        let large = Worker(capacity: WorkerToBroker.maxCapacity).machine.running.capacity
+        #expect(large >= WorkerStateMachine.runningRoomLimit && large < 2 * WorkerStateMachine.runningRoomLimit)
     }
 
     @Test func aSecondDeliveryOfARunningTaskIsNotRunTwice() {
