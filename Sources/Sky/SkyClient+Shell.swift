@@ -100,7 +100,7 @@ extension SkyClient {
         static let firstEventSocket = 1_000_000
 
         static func socketID(_ number: Int) -> ZMQEventLoop.SocketID {
-            ZMQEventLoop.SocketID(number, name: number < firstEventSocket ? "broker-\(number)" : "events-\(number)")
+            ZMQEventLoop.SocketID(number, numbered: number < firstEventSocket ? "broker" : "events")
         }
 
         // MARK: Callers

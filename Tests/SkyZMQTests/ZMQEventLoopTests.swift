@@ -25,6 +25,15 @@ struct ZMQEventLoopTests {
         return (messages, batches)
     }
 
+    /// A numbered socket's name is its prefix and number, built when shown; identity is the
+    /// number alone, however the name was given.
+    @Test func aNumberedSocketIsNamedByItsPrefixAndNumber() {
+        let numbered = ZMQEventLoop.SocketID(12, numbered: "broker")
+        #expect(numbered.name == "broker-12" && "\(numbered)" == "broker-12")
+        #expect(numbered == ZMQEventLoop.SocketID(12, name: "other") && numbered != Self.server)
+        #expect(Set([numbered, ZMQEventLoop.SocketID(12, name: "broker-12")]).count == 1)
+    }
+
     @Test(arguments: [Transport.inproc, .tcp])
     func manyMessagesRoundTripInOrder(transport: Transport) async throws {
         let context = try ZMQContext()
