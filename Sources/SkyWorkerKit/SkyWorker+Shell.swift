@@ -67,7 +67,7 @@ extension SkyWorker {
         ]
 
         static func socket(_ generation: Int) -> ZMQEventLoop.SocketID {
-            ZMQEventLoop.SocketID(generation, name: "broker-\(generation)")
+            ZMQEventLoop.SocketID(generation, numbered: "broker")
         }
 
         func handle(_ batch: inout [ZMQEventLoop.Inbound], into outbound: inout [ZMQEventLoop.Outbound]) {

@@ -91,13 +91,20 @@ public struct WorkerStateMachine: Sendable {
         /// Not connected yet: ``start(now:)`` connects.
         case idle
         case serving
-        /// A graceful stop: DRAINING was said, running tasks finish until `deadline`.
+        /// A graceful stop: DRAINING was said, running tasks finish until `deadline`, counted
+        /// from the machine's start (``origin``): a `Duration`, not an `Instant`, whose copies
+        /// and comparisons go through its type's witnesses, and the phase is read on every message.
         /// `brokerDone` once the broker acknowledged it (no task comes after that) or is gone.
-        case draining(deadline: Instant, brokerDone: Bool)
-        case finished(Ending)
+        case draining(deadline: Duration, brokerDone: Bool)
+        /// Done; how it ended went out with ``Action/finish(_:)``. No payload, so the phase is
+        /// a plain value: the checks on every finished task copied an ending's strings through
+        /// the enum's generic witnesses (about 250 instructions a task).
+        case finished
     }
 
     public let configuration: Configuration
+    /// When the machine was made: the drain's deadline counts from here.
+    public let origin: Instant
     public private(set) var phase: Phase = .idle
     /// The connection messages are taken from; 0 before the first.
     public private(set) var generation = 0
@@ -134,6 +141,7 @@ public struct WorkerStateMachine: Sendable {
 
     public init(configuration: Configuration, now: Instant, seed: UInt64 = .random(in: 1...(.max))) {
         self.configuration = configuration
+        origin = now
         liveness = BrokerLiveness(configuration: configuration.liveness, now: now, seed: seed)
         running = Dictionary(
             minimumCapacity: min(4 * Int(configuration.announcement.capacity), Self.runningRoomLimit))
@@ -208,9 +216,9 @@ public struct WorkerStateMachine: Sendable {
 
     /// A handler finished: its reply goes to the broker if the task is still this worker's.
     public mutating func taskFinished(_ key: TaskKey, reply: TaskReply, now: Instant, into actions: inout [Action]) {
+        // A finished machine holds no tasks (``finish(_:into:)``), so its late ones end here.
         guard let slot = running.removeValue(forKey: key) else { return }
         freeSlots.append(slot)
-        guard !isFinished else { return }
         var reply = reply
         if let resultLimit, reply.body.count > resultLimit {
             resultsTooLarge += 1
@@ -230,7 +238,7 @@ public struct WorkerStateMachine: Sendable {
 
     /// Time passed: the broker's liveness and the drain's deadline.
     public mutating func tick(now: Instant, into actions: inout [Action]) {
-        if case .draining(let deadline, _) = phase, now >= deadline {
+        if case .draining(let deadline, _) = phase, now - origin >= deadline {
             let left = abandonAll(into: &actions)
             actions.append(
                 .log(
@@ -276,7 +284,7 @@ public struct WorkerStateMachine: Sendable {
             finish(.drained, into: &actions)
         case .serving:
             let brokerGone = if case .waiting = liveness.state { true } else { false }
-            phase = .draining(deadline: now + configuration.drainGrace, brokerDone: brokerGone)
+            phase = .draining(deadline: now - origin + configuration.drainGrace, brokerDone: brokerGone)
             actions.append(.send(.draining))
             actions.append(
                 .log(
@@ -355,7 +363,7 @@ public struct WorkerStateMachine: Sendable {
     }
 
     public var isFinished: Bool {
-        if case .finished = phase { true } else { false }
+        phase == .finished
     }
 
     // MARK: Helpers
@@ -444,12 +452,18 @@ public struct WorkerStateMachine: Sendable {
     }
 
     private mutating func finishIfDrained(into actions: inout [Action]) {
-        guard case .draining(_, true) = phase, running.isEmpty else { return }
+        // The count first: the phase holds an `Instant`, whose copy goes through its type's
+        // witnesses (the phase is read on every finished task).
+        guard running.isEmpty, case .draining(_, true) = phase else { return }
         finish(.drained, into: &actions)
     }
 
+    /// Ends the machine. Nothing is answered after it, so it forgets any task still running
+    /// (every path here has abandoned them already, or never had any).
     private mutating func finish(_ ending: Ending, into actions: inout [Action]) {
-        phase = .finished(ending)
+        phase = .finished
+        running.removeAll(keepingCapacity: true)
+        freeSlots.removeAll()
         actions.append(.finish(ending))
     }
 }
