@@ -67,3 +67,17 @@ void sky_name_this_thread(const char *name) {
 unsigned long sky_current_thread_id(void) {
     return (unsigned long)pthread_self();
 }
+
+int sky_set_batch_scheduling(int batch) {
+    struct sched_param parameters = {0};
+    return sched_setscheduler(0, batch ? SCHED_BATCH : SCHED_OTHER, &parameters) == 0 ? 0 : errno;
+}
+
+int sky_thread_is_batch_scheduled(int tid) {
+    int policy = sched_getscheduler(tid);
+    return policy < 0 ? -1 : policy == SCHED_BATCH;
+}
+
+int sky_kernel_thread_id(void) {
+    return (int)gettid();
+}

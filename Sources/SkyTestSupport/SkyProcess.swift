@@ -43,12 +43,14 @@ public final class SkyProcess: Sendable {
 
     /// - Parameter namespace: run it inside this Linux network namespace (`ip netns exec`, which
     ///   execs the program, so the pid is the program's).
+    /// - Parameter environment: variables set on top of this process's environment.
     public convenience init(
-        _ executable: String, _ arguments: [String], name: String? = nil, namespace: String? = nil
+        _ executable: String, _ arguments: [String], name: String? = nil, namespace: String? = nil,
+        environment: [String: String] = [:]
     ) throws {
         try self.init(
             program: Self.binaries.appendingPathComponent(executable), arguments, name: name ?? executable,
-            namespace: namespace)
+            namespace: namespace, environment: environment)
     }
 
     /// Runs a Sky executable on a pseudo-terminal of its own (util-linux `script`), so it draws

@@ -13,7 +13,7 @@ public struct StartedBroker: Sendable {
     /// - Parameters:
     ///   - launcher: a program and its arguments that run the broker, the broker's path last
     ///     (valgrind, for example); the broker's arguments follow. Its start may take longer.
-    ///   - environment: variables set for the launcher.
+    ///   - environment: variables set for the launcher (or the broker, without one).
     public static func start(
         clients: String = "tcp://127.0.0.1:*", workers: String = "tcp://127.0.0.1:*",
         events: String = "tcp://127.0.0.1:*", arguments: [String] = [], namespace: String? = nil,
@@ -30,7 +30,7 @@ public struct StartedBroker: Sendable {
                 program: URL(fileURLWithPath: program), launcher.dropFirst() + arguments, name: "skybroker",
                 namespace: namespace, environment: environment)
         } else {
-            process = try SkyProcess("skybroker", arguments, namespace: namespace)
+            process = try SkyProcess("skybroker", arguments, namespace: namespace, environment: environment)
         }
         let ready: String
         do {

@@ -147,7 +147,7 @@ extension ZMQEventLoop {
 
     /// The loop's inbound batches. Iterating it tells the loop what was consumed, which is what
     /// lets the loop stop reading when its consumer falls behind (see
-    /// ``ZMQEventLoop/start(name:context:sockets:tick:maxPendingMessages:handler:)``).
+    /// ``ZMQEventLoop/start(name:context:sockets:tick:maxPendingMessages:scheduling:handler:)``).
     public struct InboundBatches: AsyncSequence, Sendable {
         public typealias Element = [Inbound]
         let stream: AsyncStream<[Inbound]>

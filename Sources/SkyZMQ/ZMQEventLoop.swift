@@ -31,7 +31,7 @@ public final class ZMQEventLoop: Sendable {
     let mailbox = Locked(Mailbox())
     let wake: WakeSignal
     let tick: Duration?
-    /// Takes every batch on the I/O thread instead of ``inbound`` (see ``start(name:context:sockets:tick:maxPendingMessages:handler:)``).
+    /// Takes every batch on the I/O thread instead of ``inbound`` (see ``start(name:context:sockets:tick:maxPendingMessages:scheduling:handler:)``).
     let handler: InlineHandler?
     private let endpointsByID = Locked([SocketID: [String]]())
     /// The longest stretch, in nanoseconds, the thread spent between two polls since it was last
@@ -52,6 +52,11 @@ public final class ZMQEventLoop: Sendable {
     /// Set when the thread posted to its own mailbox (a job, a command): it takes the mailbox
     /// again before it polls, and does not sleep in that poll.
     let queuedOnThread = Atomic<Bool>(false)
+    /// The thread's kernel id, 0 until it runs (for tests and diagnostics).
+    public let kernelThreadID = Atomic<Int32>(0)
+    /// The policy the thread runs under: `nil` while it keeps the one it was started with
+    /// (the kernel refused the one asked for).
+    public let appliedScheduling = Locked<Scheduling?>(nil)
     /// Times another thread signalled the thread awake (for tests and diagnostics).
     let wakeSignals = Atomic<Int>(0)
     /// Jobs of tasks that prefer the loop the thread ran so far (for tests and diagnostics).
@@ -93,11 +98,13 @@ public final class ZMQEventLoop: Sendable {
     ///     again. For consumers that are pure computation (the broker's state machine): a
     ///     message then crosses no other thread inside the process, and each crossing is a
     ///     thread wake-up, which is most of the latency and CPU of a message.
+    ///   - scheduling: the kernel's policy for the thread (``Scheduling``); by default
+    ///     `SCHED_BATCH`, unless the environment says otherwise.
     /// - Throws: ``SetupError`` for the first socket that failed (for example `EADDRINUSE`
     ///   from a bind); nothing is left open then.
     public static func start(
         name: String, context: ZMQContext? = nil, sockets: [SocketSpec], tick: Duration? = nil,
-        maxPendingMessages: Int = 10_000, handler: InlineHandler? = nil
+        maxPendingMessages: Int = 10_000, scheduling: Scheduling = .fromEnvironment, handler: InlineHandler? = nil
     ) async throws -> ZMQEventLoop {
         let loop = try ZMQEventLoop(tick: tick, maxPendingMessages: maxPendingMessages, handler: handler)
         let ownsContext = context == nil
@@ -105,6 +112,8 @@ public final class ZMQEventLoop: Sendable {
         let endpoints: [SocketID: [String]] = try await withCheckedThrowingContinuation { ready in
             let thread = Thread {
                 sky_name_this_thread(name)  // the kernel's name (see its declaration)
+                loop.kernelThreadID.store(sky_kernel_thread_id(), ordering: .relaxed)
+                if scheduling.apply() { loop.appliedScheduling.withLock { $0 = scheduling } }
                 let runner = ZMQEventLoopRunner(loop: loop, context: context, ownsContext: ownsContext)
                 runner.run(initialSockets: sockets, ready: ready)
             }

@@ -1,6 +1,7 @@
 import Foundation
 import SkyProtocol
 import SkyTestSupport
+import SkyZMQ
 
 /// The plain-libzmq baseline under test: `bench/baseline/broker.c` and `workers` ×
 /// `worker.c` with `credits` credits each; every measurement runs `client.c` in a process of
@@ -23,7 +24,7 @@ final class BaselineTarget: BenchTarget {
         programs: BaselinePrograms, workers count: Int, credits: Int, transport: Transport
     ) async throws -> BaselineTarget {
         let endpoints = transport.endpoints(for: "baseline")
-        let broker = try SkyProcess(program: programs.broker, [endpoints[0], endpoints[1]], name: "baseline-broker")
+        let broker = try programs.launch(programs.broker, [endpoints[0], endpoints[1]], name: "baseline-broker")
         var workers: [SkyProcess] = []
         do {
             // "ready FRONT BACK"
@@ -31,8 +32,8 @@ final class BaselineTarget: BenchTarget {
             guard ready.count == 3 else { throw BenchError("the baseline broker said \(ready)") }
             for index in stride(from: 1, through: count, by: 1) {
                 workers.append(
-                    try SkyProcess(
-                        program: programs.worker, [String(ready[2]), "\(credits)"], name: "baseline-worker-\(index)"))
+                    try programs.launch(
+                        programs.worker, [String(ready[2]), "\(credits)"], name: "baseline-worker-\(index)"))
             }
             let target = BaselineTarget(
                 programs: programs, broker: broker, workers: workers, clientsEndpoint: String(ready[1]))
@@ -94,8 +95,8 @@ final class BaselineTarget: BenchTarget {
     private var pidList: String { roles.values.map(String.init).joined(separator: ",") }
 
     private func startClient(_ arguments: [String]) throws -> SkyProcess {
-        try SkyProcess(
-            program: programs.client, [clientsEndpoint] + arguments, name: "baseline-client",
+        try programs.launch(
+            programs.client, [clientsEndpoint] + arguments, name: "baseline-client",
             environment: programs.clientEnvironment)
     }
 
@@ -139,6 +140,21 @@ struct BaselinePrograms: Sendable {
     /// How many small frames the client adds to every message (`client.c` explains).
     var extraFrames = 0
     var clientEnvironment: [String: String] { ["SKY_BASELINE_EXTRA_FRAMES": "\(extraFrames)"] }
+    /// The kernel's policy for every thread of the baseline's processes (`--baseline-scheduling`).
+    var scheduling = ZMQEventLoop.Scheduling.normal
+
+    /// Starts one of the programs, under `chrt --batch 0` for ``scheduling`` `batch` (its
+    /// threads, libzmq's included, inherit the policy).
+    func launch(
+        _ program: URL, _ arguments: [String], name: String, environment: [String: String] = [:]
+    ) throws -> SkyProcess {
+        guard scheduling == .batch else {
+            return try SkyProcess(program: program, arguments, name: name, environment: environment)
+        }
+        return try SkyProcess(
+            program: URL(fileURLWithPath: "/usr/bin/chrt"), ["--batch", "0", program.path] + arguments, name: name,
+            environment: environment)
+    }
 
     /// Compiles the sources in `source` into `build` (again only when a source is newer).
     static func build(source: URL, into build: URL, extraFrames: Int = 0) async throws -> BaselinePrograms {

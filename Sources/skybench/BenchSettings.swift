@@ -27,6 +27,11 @@ struct BenchSettings: Codable, Sendable {
     var scanTasks: Int
     /// Small frames the baseline client adds to every message (`--baseline-extra-frames`).
     var baselineExtraFrames = 0
+    /// The kernel's policy for Sky's I/O threads (``ZMQEventLoop/Scheduling``, from the
+    /// environment the Sky processes inherit).
+    var skyScheduling: ZMQEventLoop.Scheduling = .fromEnvironment
+    /// The kernel's policy for every thread of the baseline's processes (`--baseline-scheduling`).
+    var baselineScheduling: ZMQEventLoop.Scheduling = .normal
 }
 
 /// The machine a run measured on.

@@ -1,5 +1,6 @@
 import Foundation
 import SkyWorkerKit
+import SkyZMQ
 
 /// The report as the tables `skybench` prints.
 extension Report {
@@ -30,6 +31,10 @@ extension Report {
             "\(s.rounds) round(s), "
                 + (s.baseline ? "Sky and the baseline alternating; " : "") + "medians (min-max over rounds)")
         out.append("\(machine.cpu), \(machine.cores) cores, \(machine.kernel), libzmq \(machine.libzmq)")
+        out.append(
+            "Sky's I/O threads scheduled \(s.skyScheduling.rawValue) (\(ZMQEventLoop.Scheduling.environmentVariable))"
+                + (s.baseline
+                    ? ", the baseline's threads \(s.baselineScheduling.rawValue) (--baseline-scheduling)" : ""))
         if s.baseline, s.baselineExtraFrames > 0 {
             out.append(Self.extraFramesNote(s.baselineExtraFrames))
         }

@@ -3,9 +3,11 @@ import CSkySystem
 import Foundation
 import SkyCLISupport
 import SkyWorkerKit
+import SkyZMQ
 
 extension Transport: ExpressibleByArgument {}
 extension HandlerExecutor: ExpressibleByArgument {}
+extension ZMQEventLoop.Scheduling: ExpressibleByArgument {}
 
 @main
 struct SkyBenchCommand: AsyncParsableCommand {
@@ -86,6 +88,14 @@ struct SkyBenchCommand: AsyncParsableCommand {
             many frames as Sky's protocol does: what the frame count alone costs in libzmq.
             """)
     var baselineExtraFrames = 0
+
+    @Option(
+        help: """
+            The kernel's policy for every thread of the baseline's processes: normal (as a C \
+            program gets it) or batch (SCHED_BATCH, through chrt: what Sky's I/O threads run \
+            under, unless SKY_IO_THREAD_SCHEDULING=normal).
+            """)
+    var baselineScheduling = ZMQEventLoop.Scheduling.normal
 
     @Option(help: "Requests queued for the broker memory measurement (0 skips it).")
     var queueMemory = 100_000
@@ -181,7 +191,7 @@ struct SkyBenchCommand: AsyncParsableCommand {
             latencyRequests: latencyRequests,
             latencyWarmup: latencyWarmup, warmupSeconds: warmup, measureSeconds: measure, transport: transport,
             pinned: !free, baseline: !noBaseline, queueMemoryRequests: queueMemory, scanScaling: scanTasks > 0,
-            scanTasks: scanTasks, baselineExtraFrames: baselineExtraFrames)
+            scanTasks: scanTasks, baselineExtraFrames: baselineExtraFrames, baselineScheduling: baselineScheduling)
         var programs: BaselinePrograms?
         if settings.baseline {
             let source = try baselineSourceDirectory()
@@ -190,6 +200,7 @@ struct SkyBenchCommand: AsyncParsableCommand {
                 ?? source.deletingLastPathComponent()
                 .appendingPathComponent("build")
             programs = try await BaselinePrograms.build(source: source, into: build, extraFrames: baselineExtraFrames)
+            programs?.scheduling = baselineScheduling
         }
         if jobs {
             let bench = JobBench(

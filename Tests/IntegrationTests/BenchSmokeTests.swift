@@ -11,19 +11,26 @@ extension IntegrationSuite {
         /// baseline, prints its table and exits 0; its JSON report holds both systems' figures,
         /// their context switches per process, and Sky's typed path. The baseline runs with Sky's
         /// frame count (`--baseline-extra-frames 4`): its client checks that every reply came back
-        /// with all 6 frames, and skybench that the client sent 6.
+        /// with all 6 frames, and skybench that the client sent 6. It runs under `SCHED_BATCH`
+        /// (`--baseline-scheduling batch`), as Sky's I/O threads do.
         @Test func skybenchMeasuresAFewHundredRequestsOfBothSystemsAndExitsZero() async throws {
             let run = try await Self.skybench(
                 [
                     "--rounds", "1", "--workers", "1", "--payloads", "64", "--in-flight", "8",
                     "--latency-requests", "200", "--latency-warmup", "20", "--warmup", "0.05", "--measure", "0.3",
                     "--queue-memory", "500", "--scan-tasks", "0", "--free", "--baseline-extra-frames", "4",
-                    "--worker-handlers", "io-thread", "--client-callers", "io-thread",
+                    "--worker-handlers", "io-thread", "--client-callers", "io-thread", "--baseline-scheduling", "batch",
                 ], timeout: .seconds(100))
             #expect(run.status == 0, "skybench failed: \(run.errors)")
             let table = run.output
             #expect(table.contains("carry 4 extra frame(s) each (--baseline-extra-frames): as many as Sky's protocol"))
             #expect(table.contains("Sky / baseline"))
+            // The baseline's programs ran under chrt --batch (each exec'd in place: its pids are
+            // its own, so their switches below are counted).
+            #expect(
+                table.contains(
+                    "Sky's I/O threads scheduled batch (SKY_IO_THREAD_SCHEDULING), the baseline's threads batch (--baseline-scheduling)"
+                ))
             #expect(table.contains("handlers on the workers' I/O thread, calls on the client's I/O thread"))
             #expect(table.contains("Targets"))
             #expect(table.contains("Context switches per task"))

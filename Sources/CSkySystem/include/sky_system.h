@@ -26,6 +26,18 @@ int sky_wake_eventfd(void);
 /// Foundation sets a Thread's name only on the object, or racily once started.)
 void sky_name_this_thread(const char *name);
 
+/// Puts the calling thread under SCHED_BATCH (`batch` != 0) or SCHED_OTHER, keeping its nice
+/// value; returns 0 or an errno. Unprivileged: only real-time policies need a capability.
+/// (SCHED_BATCH is a GNU extension the Glibc module does not expose.)
+int sky_set_batch_scheduling(int batch);
+
+/// Whether kernel thread `tid` of this process runs under SCHED_BATCH: 1, 0, or -1 with errno
+/// set (for tests and diagnostics).
+int sky_thread_is_batch_scheduled(int tid);
+
+/// The calling thread's kernel id (gettid): what /proc/self/task lists.
+int sky_kernel_thread_id(void);
+
 /// The calling thread, as a number that no other live thread has (pthread_self, which is a
 /// pointer on some systems and an integer on others).
 unsigned long sky_current_thread_id(void);
