@@ -73,11 +73,6 @@ int sky_set_batch_scheduling(int batch) {
     return sched_setscheduler(0, batch ? SCHED_BATCH : SCHED_OTHER, &parameters) == 0 ? 0 : errno;
 }
 
-int sky_thread_is_batch_scheduled(int tid) {
-    int policy = sched_getscheduler(tid);
-    return policy < 0 ? -1 : policy == SCHED_BATCH;
-}
-
 int sky_kernel_thread_id(void) {
     return (int)gettid();
 }

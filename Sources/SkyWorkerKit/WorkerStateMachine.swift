@@ -452,8 +452,7 @@ public struct WorkerStateMachine: Sendable {
     }
 
     private mutating func finishIfDrained(into actions: inout [Action]) {
-        // The count first: the phase holds an `Instant`, whose copy goes through its type's
-        // witnesses (the phase is read on every finished task).
+        // The count first: while other tasks run (the common case) the phase is not read.
         guard running.isEmpty, case .draining(_, true) = phase else { return }
         finish(.drained, into: &actions)
     }

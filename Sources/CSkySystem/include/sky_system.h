@@ -31,10 +31,6 @@ void sky_name_this_thread(const char *name);
 /// (SCHED_BATCH is a GNU extension the Glibc module does not expose.)
 int sky_set_batch_scheduling(int batch);
 
-/// Whether kernel thread `tid` of this process runs under SCHED_BATCH: 1, 0, or -1 with errno
-/// set (for tests and diagnostics).
-int sky_thread_is_batch_scheduled(int tid);
-
 /// The calling thread's kernel id (gettid): what /proc/self/task lists.
 int sky_kernel_thread_id(void);
 
