@@ -343,9 +343,14 @@ struct WorkerStateMachineTests {
         #expect(worker.receive(.drainingAcknowledged) == [.finish(.drained)])
     }
 
+    /// The grace counts from the stop, not from the machine's start (it serves 30 s first).
     @Test func whenTheDrainGraceRunsOutTheTasksAreCancelledAndNotAnswered() {
         var worker = Worker()
         _ = worker.start()
+        for _ in 0..<30 {
+            _ = worker.advance(.seconds(1))
+            _ = worker.receive(.heartbeat)
+        }
         _ = worker.receive(Self.deliver(2))
         _ = worker.receive(Self.deliver(1))
         _ = worker.stop()

@@ -62,14 +62,6 @@ struct ZMQEventLoopTests {
         await server.shutdown()
     }
 
-    /// The kernel's policy of a thread of this process, from /proc (3 is `SCHED_BATCH`, 0 the
-    /// default `SCHED_OTHER`).
-    static func schedulingPolicy(ofThread id: Int32) throws -> Int? {
-        let text = try String(contentsOfFile: "/proc/self/task/\(id)/sched", encoding: .utf8)
-        let line = text.split(separator: "\n").first { $0.hasPrefix("policy") }
-        return line?.split(separator: ":").last.flatMap { Int($0.trimmingCharacters(in: .whitespaces)) }
-    }
-
     /// The I/O thread runs under `SCHED_BATCH` unless asked otherwise (the kernel's view, not
     /// the loop's record alone), so a woken loop does not preempt the thread that woke it.
     @Test(.timeLimit(.minutes(1)))
@@ -77,7 +69,7 @@ struct ZMQEventLoopTests {
         for (scheduling, policy) in [(ZMQEventLoop.Scheduling.batch, 3), (.normal, 0)] {
             let loop = try await ZMQEventLoop.start(name: "sky-sched-io", sockets: [], scheduling: scheduling)
             #expect(loop.appliedScheduling.withLock { $0 } == scheduling)
-            #expect(try Self.schedulingPolicy(ofThread: loop.kernelThreadID.load(ordering: .relaxed)) == policy)
+            #expect(try ThreadPolicy.of(thread: loop.kernelThreadID.load(ordering: .relaxed), in: getpid()) == policy)
             await loop.shutdown()
         }
         #expect(ZMQEventLoop.Scheduling(rawValue: "normal") == .normal)
