@@ -10,7 +10,8 @@ extension ZMQEventLoop {
     /// interrupted before it posts the next, and the loop takes one call per wake-up instead of
     /// a burst. Under `SCHED_BATCH` the woken loop does not preempt: it runs when the running
     /// thread sleeps or its time slice ends, and takes everything that came meanwhile at once.
-    /// On an idle CPU it runs at once, as before. The cost is at most a time slice of the
+    /// libzmq's own threads start from the loop's thread (with its first socket) and inherit the
+    /// policy. On an idle CPU it runs at once, as before. The cost is at most a time slice of the
     /// scheduler (a few milliseconds) of extra delay while the CPU is saturated by other work.
     /// Measured (docs/performance.md, "the I/O threads under SCHED_BATCH"): on one CPU, 256 in
     /// flight, one worker: 0.98 context switches a task instead of 1.63, a third less CPU a task.

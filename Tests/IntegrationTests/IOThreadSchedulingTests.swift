@@ -14,6 +14,8 @@ extension IntegrationSuite {
             defer { cluster.killAll() }
             let worker = try await cluster.startWorker(name: "batch-worker")
             #expect(try ThreadPolicy.of(threadNamed: "skybroker-io", in: cluster.broker.pid) == 3)
+            // libzmq's I/O thread starts from the loop's thread, and inherits the policy.
+            #expect(try ThreadPolicy.of(threadNamed: "ZMQbg/IO/0", in: cluster.broker.pid) == 3)
             #expect(try ThreadPolicy.of(threadNamed: "skyworker-io", in: worker.pid) == 3)
             let sky = try await SkyClient(broker: cluster.clients)
             _ = try await sky.request(service: "sky.echo", body: [1])
@@ -26,6 +28,7 @@ extension IntegrationSuite {
                 environment: [ZMQEventLoop.Scheduling.environmentVariable: "normal"])
             defer { broker.process.killNow() }
             #expect(try ThreadPolicy.of(threadNamed: "skybroker-io", in: broker.process.pid) == 0)
+            #expect(try ThreadPolicy.of(threadNamed: "ZMQbg/IO/0", in: broker.process.pid) == 0)
         }
     }
 }
