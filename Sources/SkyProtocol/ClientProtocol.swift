@@ -153,7 +153,7 @@ public enum BrokerToClient: Sendable, Equatable {
                     requestID: try RequestID(frame: frames[2]),
                     attempt: try WireFormat.uint32(frames[3], name: "attempt"),
                     status: try ReplyStatus(frame: frames[4]),
-                    body: Array(frames[5])))
+                    bodyBytes: frames[5]))
         }
     }
 
@@ -173,26 +173,26 @@ public enum BrokerToClient: Sendable, Equatable {
             var writer = Frames.Writer(
                 frames: routingID == nil ? 2 : 3,
                 bytes: (routingID?.count ?? 0) + signature.count + 1 + RequestID.byteCount + 4 + 1
-                    + Frames.inlineSize(reply.body.count))
+                    + Frames.inlineSize(reply.bodyBytes.count))
             if let routingID { writer.append(routingID) }
             writer.appendPacked(signature, command: Command.reply.rawValue, reply.requestID, fieldBytes: 5) { fields in
                 fields.bigEndian(reply.attempt)
                 fields.byte(reply.status.rawValue)
             }
-            writer.append(reply.body)
+            writer.append(reply.bodyBytes)
             return writer.finish()
         case .reply(let reply):
             var writer = Frames.Writer(
                 frames: routingID == nil ? 6 : 7,
                 bytes: (routingID?.count ?? 0) + WireFormat.clientSignature.count + 1 + RequestID.byteCount + 4 + 1
-                    + Frames.inlineSize(reply.body.count))
+                    + Frames.inlineSize(reply.bodyBytes.count))
             if let routingID { writer.append(routingID) }
             writer.append(WireFormat.clientSignature)
             writer.append(byte: Command.reply.rawValue)
             writer.append(reply.requestID)
             writer.append(bigEndian: reply.attempt)
             writer.append(byte: reply.status.rawValue)
-            writer.append(reply.body)
+            writer.append(reply.bodyBytes)
             return writer.finish()
         }
     }

@@ -136,14 +136,29 @@ public struct TaskReply: Sendable, Equatable {
     /// Carried on the client protocol only; the broker fills it in from the request it holds.
     public var attempt: UInt32
     public var status: ReplyStatus
+    /// The body as a view. A reply decoded from a received message shares that message's
+    /// buffer, so the broker, which forwards a worker's reply at once, writes its body into the
+    /// client's message without first copying it out into an array of its own (an allocation,
+    /// a copy and a release a task).
+    public var bodyBytes: ArraySlice<UInt8>
+
     /// The encoded result when ``status`` is ``ReplyStatus/ok``, otherwise a ``RemoteErrorBody`` as JSON.
-    public var body: [UInt8]
+    /// The array the reply was made with, not a copy of it; a copy when the reply was decoded
+    /// from a view of a larger buffer (see ``bodyBytes``).
+    public var body: [UInt8] {
+        get { Array(bodyBytes) }
+        set { bodyBytes = newValue[...] }
+    }
 
     public init(requestID: RequestID, attempt: UInt32 = 1, status: ReplyStatus, body: [UInt8]) {
+        self.init(requestID: requestID, attempt: attempt, status: status, bodyBytes: body[...])
+    }
+
+    public init(requestID: RequestID, attempt: UInt32 = 1, status: ReplyStatus, bodyBytes: ArraySlice<UInt8>) {
         self.requestID = requestID
         self.attempt = attempt
         self.status = status
-        self.body = body
+        self.bodyBytes = bodyBytes
     }
 
     /// A failure reply whose body explains it.

@@ -70,7 +70,7 @@ public enum WorkerToBroker: Sendable, Equatable {
             let requestID = try header.requestID()
             let status = try header.status()
             let tag = try header.remainingTag()
-            return .packedReply(tag: tag, TaskReply(requestID: requestID, status: status, body: Array(frames[1])))
+            return .packedReply(tag: tag, TaskReply(requestID: requestID, status: status, bodyBytes: frames[1]))
         }
         let byte = try WireFormat.command(of: frames, signature: WireFormat.workerSignature)
         guard let command = Command(rawValue: byte) else { throw .unknownCommand(byte) }
@@ -99,7 +99,7 @@ public enum WorkerToBroker: Sendable, Equatable {
                 TaskReply(
                     requestID: try RequestID(frame: frames[3]),
                     status: try ReplyStatus(frame: frames[4]),
-                    body: Array(frames[5])))
+                    bodyBytes: frames[5]))
         case .heartbeat:
             try WireFormat.expectFrames(frames, 2, command: "HEARTBEAT")
             return .heartbeat
@@ -145,27 +145,28 @@ public enum WorkerToBroker: Sendable, Equatable {
             let signature = WireFormat.packedWorkerSignature
             var writer = Frames.Writer(
                 frames: 2,
-                bytes: signature.count + 1 + RequestID.byteCount + 1 + tag.count + Frames.inlineSize(reply.body.count))
+                bytes: signature.count + 1 + RequestID.byteCount + 1 + tag.count
+                    + Frames.inlineSize(reply.bodyBytes.count))
             writer.appendPacked(
                 signature, command: Command.reply.rawValue, reply.requestID, fieldBytes: 1 + tag.count
             ) { fields in
                 fields.byte(reply.status.rawValue)
                 tag.withBytes { fields.bytes($0) }
             }
-            writer.append(reply.body)
+            writer.append(reply.bodyBytes)
             return writer.finish()
         }
         guard case .reply(let tag, let reply) = self else { return Frames(encode()) }
         var writer = Frames.Writer(
             frames: 6,
             bytes: WireFormat.workerSignature.count + 1 + tag.count + RequestID.byteCount + 1
-                + Frames.inlineSize(reply.body.count))
+                + Frames.inlineSize(reply.bodyBytes.count))
         writer.append(WireFormat.workerSignature)
         writer.append(byte: Command.reply.rawValue)
         tag.withBytes { writer.append($0) }
         writer.append(reply.requestID)
         writer.append(byte: reply.status.rawValue)
-        writer.append(reply.body)
+        writer.append(reply.bodyBytes)
         return writer.finish()
     }
 }

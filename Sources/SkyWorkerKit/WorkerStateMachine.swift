@@ -220,16 +220,16 @@ public struct WorkerStateMachine: Sendable {
         guard let slot = running.removeValue(forKey: key) else { return }
         freeSlots.append(slot)
         var reply = reply
-        if let resultLimit, reply.body.count > resultLimit {
+        if let resultLimit, reply.bodyBytes.count > resultLimit {
             resultsTooLarge += 1
             actions.append(
                 .log(
                     .warning, "a handler's result is over the broker's frame limit; answered with a failure",
-                    ["request": "\(key.requestID)", "bytes": "\(reply.body.count)", "limit": "\(resultLimit)"]))
+                    ["request": "\(key.requestID)", "bytes": "\(reply.bodyBytes.count)", "limit": "\(resultLimit)"]))
             reply = TaskReply.failure(
                 reply.requestID, .handlerError, type: RemoteErrorBody.resultTooLargeType,
                 message:
-                    "the result is \(reply.body.count) bytes and the broker takes at most \(resultLimit) (skybroker --max-frame-size); return a reference to the data instead, or raise the broker's limit",
+                    "the result is \(reply.bodyBytes.count) bytes and the broker takes at most \(resultLimit) (skybroker --max-frame-size); return a reference to the data instead, or raise the broker's limit",
                 attempt: reply.attempt)
         }
         send(reply, tag: key.tag, into: &actions)

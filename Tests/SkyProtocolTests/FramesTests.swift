@@ -131,6 +131,32 @@ struct FramesTests {
     /// How a received message is stored: copied in one pass from memory the caller owns. It must
     /// equal the frames built from arrays, keep large frames apart, and be independent of the
     /// memory it was copied from.
+
+    /// A worker's REPLY, which the broker forwards at once, is decoded as a view of the received
+    /// buffer (packed and framed), not copied out into an array of its own; a reply made from an
+    /// array gives that array back, not a copy.
+    @Test func aDecodedReplysBodyIsAViewOfTheReceivedBuffer() throws {
+        func address(_ bytes: ArraySlice<UInt8>) -> UInt? {
+            bytes.withUnsafeBufferPointer { $0.baseAddress.map { UInt(bitPattern: $0) } }
+        }
+        let body = Array("{\"echo\":\"sixty-four bytes of result, well under a large frame\"}".utf8)
+        let reply = TaskReply(requestID: RequestID(high: 3, low: 4), status: .ok, body: body)
+        let tag = DeliveryTag(number: 9)
+        // The body is the packed form's frame 1 and the framed form's frame 5.
+        for (sent, bodyFrame) in [(WorkerToBroker.packedReply(tag: tag, reply), 1), (.reply(tag: tag, reply), 5)] {
+            let received = sent.frames()
+            let answer: TaskReply
+            switch try WorkerToBroker.decode(received) {
+            case .packedReply(_, let decoded), .reply(_, let decoded): answer = decoded
+            default:
+                Issue.record("not a reply")
+                continue
+            }
+            #expect(answer == reply)
+            #expect(address(answer.bodyBytes) == address(received[bodyFrame]))
+        }
+        #expect(address(reply.body[...]) == address(body[...]))
+    }
     @Test(arguments: ["no frame", "one empty frame", "three empty frames", "mixed", "large and small"])
     func framesCopiedInOnePassEqualTheSameFramesBuiltFromArrays(_ shape: String) {
         let arrays: [[UInt8]] =
