@@ -336,44 +336,48 @@ public final class Broker: Service, Sendable {
 
         private func execute(_ actions: inout [BrokerAction], into outbound: inout [ZMQEventLoop.Outbound]) {
             // Each action moved out, not copied; `.releaseMemory` (no payload) is left in its place.
-            actions.takeEach(leaving: .releaseMemory) { action in
-                switch action {
-                case .sendToClient(let peer, let command):
-                    outbound.append(
-                        .init(socket: Broker.clientsSocket, message: peer.withBytes { command.frames(routedTo: $0) }))
-                case .sendToWorker(let peer, let command):
-                    outbound.append(
-                        .init(socket: Broker.workersSocket, message: peer.withBytes { command.frames(routedTo: $0) }))
-                case .sendTraced(let peer, let tag, var request, let dispatch):
-                    if let tracer { request.trace = Self.span(request, dispatch, tracer) ?? request.trace }
-                    let command: BrokerToWorker =
-                        dispatch.packed ? .packedRequest(tag: tag, request) : .request(tag: tag, request)
-                    outbound.append(
-                        .init(socket: Broker.workersSocket, message: peer.withBytes { command.frames(routedTo: $0) }))
-                case .sendRaw(.clients, let peer, let frames):
-                    outbound.append(.init(socket: Broker.clientsSocket, frames: [peer.bytes] + frames))
-                case .sendRaw(.workers, let peer, let frames):
-                    outbound.append(.init(socket: Broker.workersSocket, frames: [peer.bytes] + frames))
-                case .publish(var event):
-                    if let stats = event.stats {
-                        let commits = journal?.commits
-                        metrics.withLock { $0.record(stats, journalCommits: commits) }
-                    }
-                    event.time = SkyEvent.timestamp()
-                    outbound.append(.init(socket: Broker.eventsSocket, frames: event.encodeFrames()))
-                case .journal(let work):
-                    perform(work)
-                case .serviceWindows(let windows):
-                    metrics.withLock { $0.record(windows) }
-                case .releaseMemory:
-                    memoryReleaser.release()
-                case .log(let level, let message, let fields):
-                    let metadata = fields.isEmpty ? nil : fields.mapValues { Logger.MetadataValue.string($0) }
-                    switch level {
-                    case .debug: logger.debug("\(message)", metadata: metadata)
-                    case .info: logger.info("\(message)", metadata: metadata)
-                    case .warning: logger.warning("\(message)", metadata: metadata)
-                    }
+            actions.takeEach(leaving: .releaseMemory) { carryOut($0, into: &outbound) }
+        }
+
+        /// Carries out one action, taken out of the machine's list: a `switch consume`, so that its
+        /// payload is moved into the outbound message rather than copied and then destroyed.
+        private func carryOut(_ action: consuming BrokerAction, into outbound: inout [ZMQEventLoop.Outbound]) {
+            switch consume action {
+            case .sendToClient(let peer, let command):
+                outbound.append(
+                    .init(socket: Broker.clientsSocket, message: peer.withBytes { command.frames(routedTo: $0) }))
+            case .sendToWorker(let peer, let command):
+                outbound.append(
+                    .init(socket: Broker.workersSocket, message: peer.withBytes { command.frames(routedTo: $0) }))
+            case .sendTraced(let peer, let tag, var request, let dispatch):
+                if let tracer { request.trace = Self.span(request, dispatch, tracer) ?? request.trace }
+                let command: BrokerToWorker =
+                    dispatch.packed ? .packedRequest(tag: tag, request) : .request(tag: tag, request)
+                outbound.append(
+                    .init(socket: Broker.workersSocket, message: peer.withBytes { command.frames(routedTo: $0) }))
+            case .sendRaw(.clients, let peer, let frames):
+                outbound.append(.init(socket: Broker.clientsSocket, frames: [peer.bytes] + frames))
+            case .sendRaw(.workers, let peer, let frames):
+                outbound.append(.init(socket: Broker.workersSocket, frames: [peer.bytes] + frames))
+            case .publish(var event):
+                if let stats = event.stats {
+                    let commits = journal?.commits
+                    metrics.withLock { $0.record(stats, journalCommits: commits) }
+                }
+                event.time = SkyEvent.timestamp()
+                outbound.append(.init(socket: Broker.eventsSocket, frames: event.encodeFrames()))
+            case .journal(let work):
+                perform(work)
+            case .serviceWindows(let windows):
+                metrics.withLock { $0.record(windows) }
+            case .releaseMemory:
+                memoryReleaser.release()
+            case .log(let level, let message, let fields):
+                let metadata = fields.isEmpty ? nil : fields.mapValues { Logger.MetadataValue.string($0) }
+                switch level {
+                case .debug: logger.debug("\(message)", metadata: metadata)
+                case .info: logger.info("\(message)", metadata: metadata)
+                case .warning: logger.warning("\(message)", metadata: metadata)
                 }
             }
         }
