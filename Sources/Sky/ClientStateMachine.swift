@@ -346,28 +346,37 @@ struct ClientStateMachine: Sendable {
     /// Moves the table's actions to `actions`, on the socket in use. The table's list is kept
     /// (emptied) for the next input, so that an input allocates no list of its own.
     private mutating func takeTableActions(into mapped: inout [Action]) {
-        defer { tableActions.removeAll(keepingCapacity: true) }
-        for action in tableActions {
-            switch action {
-            case .send(let request):
-                mapped.append(.send(socket: socket, sendsPacked ? .packedRequest(request) : .request(request)))
-            case .cancel(let id): mapped.append(.send(socket: socket, .cancel(id)))
-            case .succeed(let waiters, let body, let attempts):
-                mapped.append(.succeed(waiters, body: body, attempts: attempts))
-            case .fail(let waiters, let error, let attempts): mapped.append(.fail(waiters, error, attempts: attempts))
-            case .switchEndpoint(let index):
-                // A new socket, whose first handshake makes the table send every call again.
-                mapped.append(
-                    .log(
-                        .warning, "broker endpoint unreachable; trying the next",
-                        ["endpoint": "\(endpoints[endpointIndex])", "next": "\(endpoints[index])"]))
-                mapped.append(.close(socket: socket))
-                socket += 1
-                unreachable.newSocket()
-                table.unreachableHint = nil
-                endpointIndex = index
-                mapped.append(.open(socket: socket, endpoint: index))
-            }
+        var taken: [RequestTable.Action] = []
+        swap(&taken, &tableActions)
+        defer {
+            taken.removeAll(keepingCapacity: true)
+            tableActions = taken
+        }
+        // Each action moved out, its payload moved on: a `for` loop copied each (its request's
+        // or result's buffer retained), and the list's emptying destroyed it again.
+        taken.takeEach(leaving: .cancel(RequestID(high: 0, low: 0))) { mapTableAction($0, into: &mapped) }
+    }
+
+    private mutating func mapTableAction(_ action: consuming RequestTable.Action, into mapped: inout [Action]) {
+        switch consume action {
+        case .send(let request):
+            mapped.append(.send(socket: socket, sendsPacked ? .packedRequest(request) : .request(request)))
+        case .cancel(let id): mapped.append(.send(socket: socket, .cancel(id)))
+        case .succeed(let waiters, let body, let attempts):
+            mapped.append(.succeed(waiters, body: body, attempts: attempts))
+        case .fail(let waiters, let error, let attempts): mapped.append(.fail(waiters, error, attempts: attempts))
+        case .switchEndpoint(let index):
+            // A new socket, whose first handshake makes the table send every call again.
+            mapped.append(
+                .log(
+                    .warning, "broker endpoint unreachable; trying the next",
+                    ["endpoint": "\(endpoints[endpointIndex])", "next": "\(endpoints[index])"]))
+            mapped.append(.close(socket: socket))
+            socket += 1
+            unreachable.newSocket()
+            table.unreachableHint = nil
+            endpointIndex = index
+            mapped.append(.open(socket: socket, endpoint: index))
         }
     }
 }

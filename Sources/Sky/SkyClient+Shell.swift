@@ -238,7 +238,7 @@ extension SkyClient {
                 }
                 return machine.nextDeadline()
             }
-            execute(actions, into: &outbound)
+            execute(&actions, into: &outbound)
             arm(next)
 
             func take(_ input: Input, into machine: inout ClientStateMachine) {
@@ -258,29 +258,35 @@ extension SkyClient {
             }
         }
 
-        private func execute(_ actions: [ClientStateMachine.Action], into outbound: inout [ZMQEventLoop.Outbound]) {
-            for action in actions {
-                switch action {
-                case .send(let socket, let command):
-                    outbound.append(.init(socket: Self.socketID(socket), message: command.frames()))
-                case .succeed(let waiters, let body, let attempts):
-                    resume(waiters, Completion(result: .success(body), attempts: attempts))
-                case .fail(let waiters, let error, let attempts):
-                    resume(waiters, Completion(result: .failure(error), attempts: attempts))
-                case .connected(let waiters):
-                    for continuation in takeConnectionWaiters(waiters) { continuation.resume() }
-                case .connectionFailed(let waiters, let error):
-                    for continuation in takeConnectionWaiters(waiters) { continuation.resume(throwing: error) }
-                case .featuresKnown(let waiters, let features):
-                    let taken = featureWaiters.withLock { all in waiters.compactMap { all.removeValue(forKey: $0) } }
-                    for continuation in taken { continuation.resume(returning: features) }
-                case .open(let socket, let endpoint):
-                    loop.load()?.requestOpen(brokerSocket(socket, endpoint: endpoints[endpoint]))
-                case .close(let socket):
-                    loop.load()?.close(Self.socketID(socket))
-                case .log(let level, let message, let metadata):
-                    logger.log(level: level, "\(message)", metadata: metadata)
-                }
+        private func execute(_ actions: inout [ClientStateMachine.Action], into outbound: inout [ZMQEventLoop.Outbound])
+        {
+            // Each action moved out, not copied; `.close` of no socket (a plain value) is left in its place.
+            actions.takeEach(leaving: .close(socket: -1)) { carryOut($0, into: &outbound) }
+        }
+
+        private func carryOut(
+            _ action: consuming ClientStateMachine.Action, into outbound: inout [ZMQEventLoop.Outbound]
+        ) {
+            switch consume action {
+            case .send(let socket, let command):
+                outbound.append(.init(socket: Self.socketID(socket), message: command.frames()))
+            case .succeed(let waiters, let body, let attempts):
+                resume(waiters, Completion(result: .success(body), attempts: attempts))
+            case .fail(let waiters, let error, let attempts):
+                resume(waiters, Completion(result: .failure(error), attempts: attempts))
+            case .connected(let waiters):
+                for continuation in takeConnectionWaiters(waiters) { continuation.resume() }
+            case .connectionFailed(let waiters, let error):
+                for continuation in takeConnectionWaiters(waiters) { continuation.resume(throwing: error) }
+            case .featuresKnown(let waiters, let features):
+                let taken = featureWaiters.withLock { all in waiters.compactMap { all.removeValue(forKey: $0) } }
+                for continuation in taken { continuation.resume(returning: features) }
+            case .open(let socket, let endpoint):
+                loop.load()?.requestOpen(brokerSocket(socket, endpoint: endpoints[endpoint]))
+            case .close(let socket):
+                loop.load()?.close(Self.socketID(socket))
+            case .log(let level, let message, let metadata):
+                logger.log(level: level, "\(message)", metadata: metadata)
             }
         }
 

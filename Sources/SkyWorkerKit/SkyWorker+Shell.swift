@@ -123,11 +123,11 @@ extension SkyWorker {
                     ])
                 configuration.onStarted?()
             }
-            execute(actions, generation: generation, into: &outbound)
+            execute(&actions, generation: generation, into: &outbound)
         }
 
         private func execute(
-            _ actions: [WorkerStateMachine.Action], generation: Int, into outbound: inout [ZMQEventLoop.Outbound]
+            _ actions: inout [WorkerStateMachine.Action], generation: Int, into outbound: inout [ZMQEventLoop.Outbound]
         ) {
             guard !actions.isEmpty, let loop = loop.withLock({ $0 }) else { return }
             // Once a connection was asked for in this batch, messages go through the mailbox
@@ -142,8 +142,10 @@ extension SkyWorker {
                     outbound.append(.init(socket: Self.socket(generation), message: command.frames()))
                 }
             }
-            for action in actions {
-                switch action {
+            // Each action moved out, not copied (a task's request is handed on, not retained and
+            // released); `.connect(generation: 0)` (a plain value) is left in its place.
+            actions.takeEach(leaving: .connect(generation: 0)) { (action: consuming WorkerStateMachine.Action) in
+                switch consume action {
                 case .connect(let number):
                     connectQueued = true
                     let socket = Self.socket(number)
