@@ -202,7 +202,6 @@ public final class Broker: Service, Sendable {
         /// The loop that runs the shell, set once it started: ticks read its longest iteration.
         let loop = Locked<ZMQEventLoop?>(nil)
         let logger: Logger
-        let clock = ContinuousClock()
         let memoryReleaser = MemoryReleaser()
         /// Only the I/O thread uses it (the lock makes the shell `Sendable`).
         let metrics = Locked(BrokerMetrics())
@@ -210,20 +209,20 @@ public final class Broker: Service, Sendable {
         let tracer = SkyTracing.active()
 
         func snapshot() -> ClusterSnapshot {
-            let now = clock.now
+            let now = BrokerInstant.now
             return state.withLock { $0.snapshot(now: now) }
         }
 
         func recover(_ records: [JobRecord], into outbound: inout [ZMQEventLoop.Outbound]) {
             var actions: [BrokerAction] = []
-            let now = clock.now
+            let now = BrokerInstant.now
             state.withLock { _ = $0.recover(records, now: now, into: &actions) }
             execute(&actions, into: &outbound)
         }
 
         func shutdown(into outbound: inout [ZMQEventLoop.Outbound]) {
             var actions: [BrokerAction] = []
-            let now = clock.now
+            let now = BrokerInstant.now
             state.withLock { $0.shutdown(now: now, into: &actions) }
             execute(&actions, into: &outbound)
         }
@@ -231,7 +230,7 @@ public final class Broker: Service, Sendable {
         func handle(_ batch: inout [ZMQEventLoop.Inbound], into outbound: inout [ZMQEventLoop.Outbound]) {
             var actions: [BrokerAction] = []
             actions.reserveCapacity(batch.count * 2)
-            let now = clock.now
+            let now = BrokerInstant.now
             state.withLock { machine in
                 // Each message moved out of the batch, not copied (see `takeEach`).
                 batch.takeEach(leaving: .tick) { inbound in
@@ -301,18 +300,18 @@ public final class Broker: Service, Sendable {
                 machine.dropped(
                     .oversized(
                         port: role.rawValue, frames: frames, bytes: bytes, frameLimit: frameLimit,
-                        byteLimit: limits.bytes), now: clock.now, into: &actions)
+                        byteLimit: limits.bytes), now: BrokerInstant.now, into: &actions)
                 if role == .worker, BrokerStateMachine.looksLikeReady(message.content.dropFirst()) {
                     machine.refuseRegistration(
                         PeerID(message.content[0]),
                         reason:
                             "READY of \(frames) frames and \(bytes) bytes is over the broker's limits (at most \(WorkerToBroker.maxServices) services, \(limits.bytes) bytes)",
-                        now: clock.now, into: &actions)
+                        now: BrokerInstant.now, into: &actions)
                 }
                 return false
             }
             if authenticator != nil, !(message.userID?.hasPrefix(role.userIDPrefix) ?? false) {
-                machine.dropped(.unauthenticated(port: role.rawValue), now: clock.now, into: &actions)
+                machine.dropped(.unauthenticated(port: role.rawValue), now: BrokerInstant.now, into: &actions)
                 return false
             }
             return true
@@ -329,7 +328,7 @@ public final class Broker: Service, Sendable {
             guard let (reply, decision, listError) = answered ?? nil else { return }
             outbound.append(.init(socket: Broker.zapSocket, frames: reply))
             if case .denied(let reason) = decision {
-                machine.dropped(.handshakeDenied(reason: reason), now: clock.now, into: &actions)
+                machine.dropped(.handshakeDenied(reason: reason), now: BrokerInstant.now, into: &actions)
             }
             if let listError { actions.append(.log(.warning, "allow-list unreadable, admitting nobody: \(listError)")) }
         }

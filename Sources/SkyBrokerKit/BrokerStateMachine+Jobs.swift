@@ -359,7 +359,7 @@ extension BrokerStateMachine {
         var backoff = Double(submission.initialBackoffMilliseconds)
         for _ in 1..<max(1, Int(job.attempt)) { backoff *= Double(submission.multiplierPercent) / 100 }
         let milliseconds = Int64(min(backoff, Double(submission.maxBackoffMilliseconds)))
-        let now = lastNow ?? epoch ?? ContinuousClock.now
+        let now = lastNow ?? epoch ?? .now
         let due = ticks(now) + milliseconds * 1_000_000
         jobBook.jobs[id]?.phase = .scheduled(due: due)
         let notBefore = configuration.wallClock() + milliseconds

@@ -42,7 +42,8 @@ import SkyProtocol
 /// taken until the worker answers, since the handler may still run. Expiries are answered at most ``Configuration/expiryBatch`` per tick, so that a storm of
 /// them never holds up heartbeats.
 public struct BrokerStateMachine: Sendable {
-    public typealias Instant = ContinuousClock.Instant
+    /// The machine's time (see ``BrokerInstant``).
+    public typealias Instant = BrokerInstant
 
     public struct Configuration: Sendable {
         /// How often the broker and workers exchange heartbeats.
@@ -326,8 +327,6 @@ public struct BrokerStateMachine: Sendable {
     var deadQueued = 0
     /// The first instant the machine saw; compact timestamps count from it.
     var epoch: Instant?
-    /// The last instant ``ticks(_:)`` converted, and what it gave.
-    var lastTicks: (instant: Instant, ticks: Int64)?
     var nextArrival: UInt64 = 0
     var dispatchCounter: UInt64 = 0
     var lastEventSeq: UInt64 = 0
@@ -688,16 +687,13 @@ public struct BrokerStateMachine: Sendable {
 
     // MARK: Time
 
-    /// `now` as nanoseconds after the machine's epoch (the first instant it converts). One
-    /// input converts the same instant several times (arrival, dispatch, reply): the last one
-    /// is kept.
+    /// `now` as nanoseconds after the machine's epoch (the first instant it converts).
     mutating func ticks(_ now: Instant) -> Int64 {
-        if let last = lastTicks, last.instant == now { return last.ticks }
-        let epoch = self.epoch ?? now
-        self.epoch = epoch
-        let ticks = Self.nanoseconds(now - epoch)
-        lastTicks = (now, ticks)
-        return ticks
+        guard let epoch else {
+            epoch = now
+            return 0
+        }
+        return now.nanoseconds(since: epoch)
     }
 
     /// `duration` in nanoseconds, saturating at `Int64.max / 2` beyond ±292 years. From the

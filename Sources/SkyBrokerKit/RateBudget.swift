@@ -6,7 +6,7 @@
 /// first use; what is held back in it is reported once it is over, by the next use of the key or
 /// by ``endedSeconds(now:)``.
 struct RateBudget<Key: Hashable & Sendable>: Sendable {
-    typealias Instant = ContinuousClock.Instant
+    typealias Instant = BrokerInstant
 
     /// Whether one more may go now, and how many the key's previous second held back (reported
     /// once, with the first use after it).

@@ -165,7 +165,7 @@ struct BrokerPeerLinesTests {
     /// A line that is held back costs no formatting: its fields are not built.
     @Test func theFieldsOfAHeldBackLineAreNotBuilt() {
         var machine = BrokerStateMachine()
-        let now = ContinuousClock.now
+        let now = BrokerInstant.now
         var built = 0
         var actions: [BrokerAction] = []
         for _ in 0..<100 {

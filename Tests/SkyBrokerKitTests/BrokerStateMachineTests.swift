@@ -8,7 +8,7 @@ import Testing
 struct BrokerHarness {
     var machine: BrokerStateMachine
     /// The injected clock: tests move it by hand.
-    var now = ContinuousClock.now
+    var now = BrokerInstant.now
     /// The delivery tag of the latest REQUEST of each request id to each worker, as a worker
     /// would remember it to echo in its REPLY.
     var tags: [String: DeliveryTag] = [:]

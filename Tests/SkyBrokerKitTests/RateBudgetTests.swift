@@ -4,7 +4,7 @@ import Testing
 
 @Suite("RateBudget: so many a second for each key, and a count of the rest")
 struct RateBudgetTests {
-    let start = ContinuousClock.now
+    let start = BrokerInstant.now
 
     @Test func theFirstUsesOfASecondGoAndTheRestAreCountedOnceItIsOver() {
         var budget = RateBudget<String>(perSecond: 3)

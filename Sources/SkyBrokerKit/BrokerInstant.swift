@@ -1,0 +1,51 @@
+import SkyZMQ
+
+/// A moment on the clock `ContinuousClock` reads (`CLOCK_BOOTTIME` on Linux), as whole
+/// nanoseconds in a plain integer: the broker's state machine takes one with every input.
+///
+/// Why not `ContinuousClock.Instant`: it is a resilient type of the standard library, so each
+/// copy, comparison and difference goes through its value witnesses and `Int128` attoseconds;
+/// the machine reads the time several times a task (arrival, dispatch, reply, a worker's
+/// `lastHeard`), about 600 instructions a task as instants. Sums and differences saturate, so
+/// an absurd interval is a time that never comes, not an overflow.
+public struct BrokerInstant: Comparable, Hashable, Sendable, CustomStringConvertible {
+    public let nanoseconds: Int64
+
+    public init(nanoseconds: Int64) {
+        self.nanoseconds = nanoseconds
+    }
+
+    /// The clock's reading now.
+    public static var now: BrokerInstant { BrokerInstant(nanoseconds: LoopTime.clockNanoseconds()) }
+
+    public static func < (lhs: BrokerInstant, rhs: BrokerInstant) -> Bool { lhs.nanoseconds < rhs.nanoseconds }
+
+    public static func + (lhs: BrokerInstant, rhs: Duration) -> BrokerInstant {
+        BrokerInstant(nanoseconds: lhs.nanoseconds.addingSaturating(BrokerStateMachine.nanoseconds(rhs)))
+    }
+
+    public static func - (lhs: BrokerInstant, rhs: Duration) -> BrokerInstant {
+        BrokerInstant(nanoseconds: lhs.nanoseconds.addingSaturating(-BrokerStateMachine.nanoseconds(rhs)))
+    }
+
+    /// How long after `rhs` this is (negative when before).
+    public static func - (lhs: BrokerInstant, rhs: BrokerInstant) -> Duration {
+        .nanoseconds(lhs.nanoseconds(since: rhs))
+    }
+
+    /// Nanoseconds after `other` (negative when before), without a `Duration`'s 128 bits.
+    public func nanoseconds(since other: BrokerInstant) -> Int64 {
+        let (difference, overflow) = nanoseconds.subtractingReportingOverflow(other.nanoseconds)
+        return overflow ? (other.nanoseconds < 0 ? .max : .min) : difference
+    }
+
+    public var description: String { "\(nanoseconds) ns" }
+}
+
+extension Int64 {
+    /// The sum, held at `Int64.min` / `Int64.max` instead of overflowing.
+    fileprivate func addingSaturating(_ other: Int64) -> Int64 {
+        let (sum, overflow) = addingReportingOverflow(other)
+        return overflow ? (other > 0 ? .max : .min) : sum
+    }
+}
