@@ -47,7 +47,10 @@ extension SkyClient {
 
         let machine: Locked<ClientStateMachine>
         /// With room for as many calls as the request table (see ``RequestTable/room``).
-        let calls = Locked([WaiterID: CheckedContinuation<Completion, any Error>](minimumCapacity: RequestTable.room))
+        /// Unsafe continuations: each is resumed exactly once by whoever takes it out of its
+        /// slot (the I/O thread, the cancellation handler, or the close), which a checked one
+        /// would only verify at the cost of an allocation a call.
+        let calls = Locked(WaiterSlots<UnsafeContinuation<Completion, any Error>>(room: RequestTable.room))
         let connectionWaiters = Locked<[WaiterID: CheckedContinuation<Void, any Error>]>([:])
         let featureWaiters = Locked<[WaiterID: CheckedContinuation<BrokerFeatures?, Never>]>([:])
         let eventSinks = Locked<[ZMQEventLoop.SocketID: EventSink]>([:])
@@ -108,23 +111,31 @@ extension SkyClient {
         /// Runs one call remotely: returns its completion; throws `CancellationError` when the
         /// calling task is cancelled (the call is then abandoned at the broker).
         nonisolated(nonsending) func call(_ call: RequestTable.Call) async throws -> Completion {
-            let waiter = nextWaiter.add(1, ordering: .relaxed).newValue
+            let waiter = calls.withLock { $0.reserve() }
             return try await withTaskCancellationHandler {
-                try await withCheckedThrowingContinuation {
-                    (continuation: CheckedContinuation<Completion, any Error>) in
-                    calls.withLock { $0[waiter] = continuation }
+                try await withUnsafeThrowingContinuation {
+                    (continuation: UnsafeContinuation<Completion, any Error>) in
+                    guard calls.withLock({ $0.fill(waiter, with: continuation) }) else {
+                        // The handler below, or the close, freed the slot before it was filled.
+                        if Task.isCancelled {
+                            continuation.resume(throwing: CancellationError())
+                        } else {
+                            continuation.resume(returning: Completion(result: .failure(.clientClosed), attempts: 0))
+                        }
+                        return
+                    }
                     if Task.isCancelled {
                         // Cancelled before the handler below could find the continuation.
-                        calls.withLock { $0.removeValue(forKey: waiter) }?.resume(throwing: CancellationError())
+                        calls.withLock { $0.remove(waiter) }?.resume(throwing: CancellationError())
                     } else if !post(.start(call, waiter)) {
-                        calls.withLock { $0.removeValue(forKey: waiter) }?.resume(
+                        calls.withLock { $0.remove(waiter) }?.resume(
                             returning: Completion(result: .failure(.clientClosed), attempts: 0))
                     }
                 }
             } onCancel: {
                 // Whoever takes the continuation resumes it: this handler, or the I/O thread
                 // with the call's outcome. The machine ignores a start whose caller has gone.
-                guard let continuation = calls.withLock({ $0.removeValue(forKey: waiter) }) else { return }
+                guard let continuation = calls.withLock({ $0.remove(waiter) }) else { return }
                 continuation.resume(throwing: CancellationError())
                 post(.abandon(waiter))
             }
@@ -191,7 +202,7 @@ extension SkyClient {
         func closed() {
             _ = inputs.withLock { $0.stop() }
             sleeper.withLock { $0?.task.cancel() }
-            for continuation in calls.withLock(Self.takeAll) {
+            for continuation in calls.withLock({ $0.removeAll() }) {
                 continuation.resume(returning: Completion(result: .failure(.clientClosed), attempts: 0))
             }
             for continuation in connectionWaiters.withLock(Self.takeAll) {
@@ -245,7 +256,7 @@ extension SkyClient {
                 switch input {
                 case .start(let call, let waiter):
                     // A caller cancelled before the thread took its call has gone.
-                    guard calls.withLock({ $0[waiter] != nil }) else { return }
+                    guard calls.withLock({ $0.contains(waiter) }) else { return }
                     machine.start(call, waiter: waiter, now: now, into: &actions)
                 case .abandon(let waiter): machine.abandon(waiter, into: &actions)
                 case .waitForConnection(let waiter): machine.waitForConnection(waiter, into: &actions)
@@ -292,10 +303,10 @@ extension SkyClient {
 
         private func resume(_ waiters: WaiterList, _ completion: Completion) {
             if let waiter = waiters.only {
-                calls.withLock { $0.removeValue(forKey: waiter) }?.resume(returning: completion)
+                calls.withLock { $0.remove(waiter) }?.resume(returning: completion)
                 return
             }
-            let taken = calls.withLock { calls in waiters.compactMap { calls.removeValue(forKey: $0) } }
+            let taken = calls.withLock { calls in waiters.compactMap { calls.remove($0) } }
             for continuation in taken { continuation.resume(returning: completion) }
         }
 
