@@ -164,8 +164,8 @@ extension SkyWorker {
                 case .send(let command):
                     send(command)
                 case .startTask(let key, let request, let slot):
-                    handles.reserve(key, slot: slot)
-                    started.append(Job(key: key, slot: slot, request: request))
+                    let ticket = handles.reserve(key, slot: slot)
+                    started.append(Job(key: key, ticket: ticket, request: request))
                 case .cancelTask(let key, let slot):
                     handles.cancel(key, slot: slot)
                 case .finish(let ending):

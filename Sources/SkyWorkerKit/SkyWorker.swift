@@ -148,7 +148,7 @@ public final class SkyWorker: Service, Sendable {
     private nonisolated(nonsending) static func perform(
         _ job: Job, handlers: ScanSystem.Handlers, shell: Shell
     ) async {
-        shell.handles.attachCurrentTask(job.key, slot: job.slot)
+        shell.handles.attachCurrentTask(job.ticket)
         shell.metrics.started()
         let started = ContinuousClock.now
         let reply: TaskReply
@@ -158,7 +158,7 @@ public final class SkyWorker: Service, Sendable {
             reply = await handlers.execute(job.request)
         }
         shell.metrics.finished(job.request.service, reply.status, after: ContinuousClock.now - started)
-        shell.handles.detach(job.key, slot: job.slot)
+        shell.handles.detach(job.ticket)
         shell.taskFinished(job.key, reply)
     }
 
@@ -190,7 +190,7 @@ public final class SkyWorker: Service, Sendable {
 
     struct Job: Sendable {
         var key: WorkerStateMachine.TaskKey
-        var slot: Int
+        var ticket: TaskHandles.Ticket
         var request: TaskRequest
     }
 }

@@ -3,23 +3,40 @@ import SkyZMQ
 
 /// The tasks that run a worker's handlers, so that a cancellation decided on the I/O thread
 /// reaches the right one. The I/O thread reserves the task's slot (from
-/// ``WorkerStateMachine/Action/startTask(_:_:slot:)``) when it starts a task; the task group
-/// child attaches itself when it runs and detaches when done. A cancellation that comes before
-/// the child attached is kept and applied when it attaches.
+/// ``WorkerStateMachine/Action/startTask(_:_:slot:)``) when it starts a task and hands the child
+/// the ``Ticket`` it got; the task group child attaches itself with it when it runs and
+/// detaches when done. A cancellation that comes before the child attached is kept and applied
+/// when it attaches.
 ///
 /// By slot, not by key: a dictionary hashed the task's key three times a task. A slot is given
 /// to another task once the machine dropped the one before (finished, or cancelled when the
-/// connection changed), so each entry keeps its key: a child that finds another task's key
-/// in its slot was dropped and cancels itself, and its late detach leaves the other alone.
+/// connection changed), so a ticket carries the slot's use count: a child that finds its slot
+/// taken again was dropped and cancels itself, and its late detach leaves the other alone.
+/// The entries are plain values (a use count, a state, a request id, the running task): an
+/// entry that held the task's key, whose delivery tag is an enum, was copied and destroyed
+/// through the runtime's multi-payload enum functions (about 600 instructions a task).
 final class TaskHandles: Sendable {
-    private enum Entry {
-        case empty
-        case reserved(WorkerStateMachine.TaskKey, cancelled: Bool)
-        case attached(WorkerStateMachine.TaskKey, RunningTask)
+    /// What the child of a task attaches and detaches with.
+    struct Ticket: Sendable, Equatable {
+        let slot: Int
+        let use: UInt32
     }
 
-    /// The task group child that runs a handler. Kept only between ``attachCurrentTask(_:slot:)``
-    /// and ``detach(_:slot:)``, which the child itself calls before it returns, and used only
+    private enum State: UInt8 {
+        case empty, reserved, cancelledBeforeAttaching, attached
+    }
+
+    private struct Entry {
+        var use: UInt32 = 0
+        var state = State.empty
+        /// The task's request id: a cancel naming another one in this slot reaches nothing.
+        var requestID = RequestID(high: 0, low: 0)
+        /// Set while ``State/attached``.
+        var running: RunningTask?
+    }
+
+    /// The task group child that runs a handler. Kept only between ``attachCurrentTask(_:)``
+    /// and ``detach(_:)``, which the child itself calls before it returns, and used only
     /// under the lock: the task is alive whenever it is cancelled through it.
     struct RunningTask: @unchecked Sendable {  // UnsafeCurrentTask is not Sendable; see above.
         let task: UnsafeCurrentTask
@@ -30,57 +47,72 @@ final class TaskHandles: Sendable {
 
     /// Tasks reserved or attached.
     var count: Int {
-        entries.withLock { entries in
-            entries.count {
-                if case .empty = $0 { false } else { true }
-            }
-        }
+        entries.withLock { entries in entries.count { $0.state != .empty } }
     }
 
-    /// The I/O thread is about to start the task under `key` in `slot`.
-    func reserve(_ key: WorkerStateMachine.TaskKey, slot: Int) {
+    /// The I/O thread is about to start the task under `key` in `slot`: the ticket its child
+    /// attaches with.
+    func reserve(_ key: WorkerStateMachine.TaskKey, slot: Int) -> Ticket {
         entries.withLock { entries in
             if slot >= entries.count {
-                entries.append(contentsOf: repeatElement(.empty, count: slot - entries.count + 1))
+                entries.append(contentsOf: repeatElement(Entry(), count: slot - entries.count + 1))
             }
-            entries[slot] = .reserved(key, cancelled: false)
+            entries[slot].use &+= 1
+            entries[slot].state = .reserved
+            entries[slot].requestID = key.requestID
+            entries[slot].running = nil
+            return Ticket(slot: slot, use: entries[slot].use)
         }
     }
 
-    /// The calling task runs the task under `key` until it calls ``detach(_:slot:)``. If the
-    /// task was cancelled before it started, or dropped and its slot given to another, the
-    /// calling task is cancelled now.
-    func attachCurrentTask(_ key: WorkerStateMachine.TaskKey, slot: Int) {
+    /// The calling task runs the task of `ticket` until it calls ``detach(_:)``. If the task
+    /// was cancelled before it started, or dropped and its slot given to another, the calling
+    /// task is cancelled now.
+    func attachCurrentTask(_ ticket: Ticket) {
         withUnsafeCurrentTask { current in
             guard let current else { return }
             entries.withLock { entries in
-                guard slot < entries.count, case .reserved(key, let cancelled) = entries[slot] else {
+                guard ticket.slot < entries.count, entries[ticket.slot].use == ticket.use else {
                     current.cancel()
                     return
                 }
-                entries[slot] = .attached(key, RunningTask(task: current))
-                if cancelled { current.cancel() }
+                switch entries[ticket.slot].state {
+                case .reserved:
+                    entries[ticket.slot].state = .attached
+                    entries[ticket.slot].running = RunningTask(task: current)
+                case .cancelledBeforeAttaching:
+                    entries[ticket.slot].state = .attached
+                    entries[ticket.slot].running = RunningTask(task: current)
+                    current.cancel()
+                case .empty, .attached:
+                    current.cancel()
+                }
             }
         }
     }
 
-    /// The task under `key` is done; call it from the task that attached itself.
-    func detach(_ key: WorkerStateMachine.TaskKey, slot: Int) {
+    /// The task of `ticket` is done; call it from the task that attached itself.
+    func detach(_ ticket: Ticket) {
         entries.withLock { entries in
-            guard slot < entries.count, case .attached(key, _) = entries[slot] else { return }
-            entries[slot] = .empty
+            guard ticket.slot < entries.count, entries[ticket.slot].use == ticket.use,
+                entries[ticket.slot].state == .attached
+            else { return }
+            entries[ticket.slot].state = .empty
+            entries[ticket.slot].running = nil
         }
     }
 
-    /// Cancels the task under `key`, now or as soon as it attaches.
+    /// Cancels the task under `key` in `slot`, now or as soon as it attaches. The I/O thread
+    /// reserves and cancels in the machine's order, so the slot's latest reservation is the
+    /// task the machine means; its request id is checked all the same.
     func cancel(_ key: WorkerStateMachine.TaskKey, slot: Int) {
         entries.withLock { entries in
-            guard slot < entries.count else { return }
-            switch entries[slot] {
-            case .reserved(key, _): entries[slot] = .reserved(key, cancelled: true)
+            guard slot < entries.count, entries[slot].requestID == key.requestID else { return }
+            switch entries[slot].state {
+            case .reserved: entries[slot].state = .cancelledBeforeAttaching
             // Under the lock: the task cannot detach and end meanwhile.
-            case .attached(key, let running): running.task.cancel()
-            case .empty, .reserved, .attached: break
+            case .attached: entries[slot].running?.task.cancel()
+            case .empty, .cancelledBeforeAttaching: break
             }
         }
     }

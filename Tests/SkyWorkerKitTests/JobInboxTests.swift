@@ -9,7 +9,7 @@ struct JobInboxTests {
     static func job(_ n: UInt64) -> SkyWorker.Job {
         SkyWorker.Job(
             key: WorkerStateMachine.TaskKey(tag: [UInt8(truncatingIfNeeded: n)], requestID: RequestID(high: 0, low: n)),
-            slot: Int(n),
+            ticket: TaskHandles.Ticket(slot: Int(n), use: 1),
             request: TaskRequest(
                 requestID: RequestID(high: 0, low: n), service: "echo", body: [UInt8(truncatingIfNeeded: n)]))
     }

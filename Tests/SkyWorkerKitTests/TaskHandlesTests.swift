@@ -11,21 +11,21 @@ struct TaskHandlesTests {
     let key = WorkerStateMachine.TaskKey(tag: [1], requestID: RequestID(high: 0, low: 1))
     let other = WorkerStateMachine.TaskKey(tag: [2], requestID: RequestID(high: 0, low: 2))
 
-    /// Runs a task that attaches under `key` in `slot`, detaches, and says whether it was
-    /// cancelled by then.
-    static func runIsCancelled(_ handles: TaskHandles, _ key: WorkerStateMachine.TaskKey, slot: Int) async -> Bool {
+    /// Runs a task that attaches with `ticket`, detaches, and says whether it was cancelled by
+    /// then.
+    static func runIsCancelled(_ handles: TaskHandles, _ ticket: TaskHandles.Ticket) async -> Bool {
         await Task {
-            handles.attachCurrentTask(key, slot: slot)
-            defer { handles.detach(key, slot: slot) }
+            handles.attachCurrentTask(ticket)
+            defer { handles.detach(ticket) }
             return Task.isCancelled
         }.value
     }
 
     @Test func aCancelBeforeTheTaskAttachedReachesItWhenItDoes() async {
         let handles = TaskHandles()
-        handles.reserve(key, slot: 3)
+        let ticket = handles.reserve(key, slot: 3)
         handles.cancel(key, slot: 3)
-        #expect(await Self.runIsCancelled(handles, key, slot: 3))
+        #expect(await Self.runIsCancelled(handles, ticket))
         #expect(handles.count == 0)
     }
 
@@ -33,10 +33,10 @@ struct TaskHandlesTests {
         let handles = TaskHandles()
         let (attached, attachedSink) = AsyncStream.makeStream(of: Void.self)
         func run(_ key: WorkerStateMachine.TaskKey, slot: Int) -> Task<Bool, Never> {
-            handles.reserve(key, slot: slot)
+            let ticket = handles.reserve(key, slot: slot)
             return Task {
-                handles.attachCurrentTask(key, slot: slot)
-                defer { handles.detach(key, slot: slot) }
+                handles.attachCurrentTask(ticket)
+                defer { handles.detach(ticket) }
                 attachedSink.yield()
                 // Ends when cancelled; the other one is ended by the test below.
                 while !Task.isCancelled { await Task.yield() }
@@ -63,20 +63,34 @@ struct TaskHandlesTests {
     }
 
     /// The machine gives a slot to a new task once it dropped the old one (the connection
-    /// changed): the old task, attaching late, finds another key there and cancels itself; its
-    /// late detach leaves the new task's entry, which a cancel still reaches.
+    /// changed): the old task, attaching late, finds its slot taken again and cancels itself;
+    /// its late detach leaves the new task's entry, which a cancel still reaches.
     @Test func aSlotGivenToANewTaskCancelsTheOldOneAndKeepsTheNew() async {
         let handles = TaskHandles()
-        handles.reserve(key, slot: 0)
-        handles.reserve(other, slot: 0)
+        let dropped = handles.reserve(key, slot: 0)
+        let new = handles.reserve(other, slot: 0)
+        #expect(dropped != new)
         #expect(
-            await Self.runIsCancelled(handles, key, slot: 0),
+            await Self.runIsCancelled(handles, dropped),
             "the dropped task, attaching after its slot was given away, is cancelled")
         #expect(handles.count == 1, "its detach left the new task's entry")
         handles.cancel(other, slot: 0)
         #expect(
-            await Self.runIsCancelled(handles, other, slot: 0),
+            await Self.runIsCancelled(handles, new),
             "the new task's cancel, kept until it attached, reached it")
+        #expect(handles.count == 0)
+    }
+
+    /// The same request delivered again (a new tag) into the slot its dropped delivery had:
+    /// the dropped child, attaching late, is cancelled; the new one runs untouched.
+    @Test func aRedeliveryIntoTheSameSlotIsNotTheDroppedDelivery() async {
+        let handles = TaskHandles()
+        let again = WorkerStateMachine.TaskKey(tag: [9], requestID: key.requestID)
+        let dropped = handles.reserve(key, slot: 0)
+        let redelivered = handles.reserve(again, slot: 0)
+        #expect(await Self.runIsCancelled(handles, dropped))
+        #expect(handles.count == 1)
+        #expect(!(await Self.runIsCancelled(handles, redelivered)))
         #expect(handles.count == 0)
     }
 }
