@@ -274,7 +274,7 @@ extension BrokerStateMachine {
             preconditionFailure("a task is handed only to a registered worker")
         }
         let (key, lease) = (task.key, leaseExpiry(task))
-        let tag = deliveries.insert(InFlightTask(task: task, waited: waited), worker: peer, anchor: anchor)
+        let tag = deliveries.insert(InFlightTask(task: consume task, waited: waited), worker: peer, anchor: anchor)
         // A waiting request moves to running in place; a new one comes in.
         tasks[key] = .running(tag: tag)
         if let lease { leases.insert(LeaseEntry(expiry: lease, tag: tag)) }
@@ -379,7 +379,9 @@ extension Deque where Element == BrokerStateMachine.QueuedRequest {
     /// Puts `task` at its place: at the back, unless it has a higher priority than the last or
     /// comes back from a lost worker (then ahead of the younger ones).
     mutating func insertInOrder(_ task: consuming Element) {
-        if let last, last.arrival > task.arrival {
+        // The last one's arrival read in place: `last` copied the whole request out (its
+        // body's and service name's references counted up and down again).
+        if !isEmpty, self[count - 1].arrival > task.arrival {
             insert(task, at: place(of: task.arrival))
         } else {
             append(task)

@@ -252,7 +252,7 @@ extension BrokerStateMachine {
 
     /// A worker's REPLY; `index`: the worker's place in ``workers``, found as its message arrived.
     private mutating func complete(
-        at peer: PeerID, _ index: WorkerIndex, tag frame: DeliveryTag, answer: TaskReply,
+        at peer: PeerID, _ index: WorkerIndex, tag frame: DeliveryTag, answer: consuming TaskReply,
         now: Instant, into actions: inout [BrokerAction]
     ) {
         let failed = answer.status != .ok
@@ -290,16 +290,18 @@ extension BrokerStateMachine {
             releaseCancelledDelivery(key, at: peer)
         } else {
             tasks[key] = nil
-            var answer = answer
+            // Moved on into the client's action, not copied (its references counted twice over).
+            var answer = consume answer
             answer.attempt = held.task.request.header.attempt
-            reply(to: key.client, answer, into: &actions)
+            let requestID = answer.requestID
+            reply(to: key.client, consume answer, into: &actions)
             if configuration.taskEvents {
                 publishTask(
                     .taskCompleted,
                     TaskInfo(
-                        requestID: answer.requestID.description, service: held.task.request.service,
+                        requestID: requestID.description, service: held.task.request.service,
                         deliveries: Int(held.task.deliveries), worker: peer.description,
-                        status: answer.status.description),
+                        status: status.description),
                     into: &actions)
             }
             finishRequest(key.client)

@@ -707,7 +707,7 @@ public struct BrokerStateMachine: Sendable {
 
     // MARK: Replies and events
 
-    mutating func reply(to client: ClientNumber, _ reply: TaskReply, into actions: inout [BrokerAction]) {
+    mutating func reply(to client: ClientNumber, _ reply: consuming TaskReply, into actions: inout [BrokerAction]) {
         if client == Self.jobsClient {
             jobAttemptEnded(reply, into: &actions)
             return
@@ -719,8 +719,9 @@ public struct BrokerStateMachine: Sendable {
     /// Answers a client: packed for a client whose REQUESTs come packed, framed for all others
     /// (and for the broker's own services, which are rare: a client that sends packed REQUESTs
     /// takes both forms).
-    mutating func replyTo(_ peer: PeerID, _ reply: TaskReply, packed: Bool = false, into actions: inout [BrokerAction])
-    {
+    mutating func replyTo(
+        _ peer: PeerID, _ reply: consuming TaskReply, packed: Bool = false, into actions: inout [BrokerAction]
+    ) {
         counters.repliesSent += 1
         actions.append(.sendToClient(peer, packed ? .packedReply(reply) : .reply(reply)))
     }
