@@ -6,12 +6,15 @@ extension ZMQEventLoop {
         public let rawValue: Int
         private let label: Label
 
+        /// Static text only, so that an id is a plain value: with a `String` in it, every copy
+        /// of a message's id (in and out of the loop's lists) retained and released the name,
+        /// about 260 instructions a task in the broker.
         private enum Label: Sendable {
-            case name(String)
+            case name(StaticString)
             case numbered(StaticString)
         }
 
-        public init(_ rawValue: Int, name: String) {
+        public init(_ rawValue: Int, name: StaticString) {
             self.rawValue = rawValue
             label = .name(name)
         }
@@ -26,7 +29,7 @@ extension ZMQEventLoop {
 
         public var name: String {
             switch label {
-            case .name(let name): name
+            case .name(let name): "\(name)"
             case .numbered(let prefix): "\(prefix)-\(rawValue)"
             }
         }
