@@ -7,9 +7,10 @@ extension SkyClient {
     /// Runs the ``ClientStateMachine`` inline on the client's I/O thread and carries out its
     /// actions: messages, sockets, and the callers' continuations, resumed from that thread.
     ///
-    /// A call is one lock to park its continuation plus one post to the thread (one mailbox
-    /// append, and a wake-up shared by every call posted before the thread woke); its reply
-    /// resumes the caller from the I/O thread, so it wakes one thread, the caller's. Timers are
+    /// A call takes a slot and parks its continuation in it (``WaiterSlots``: two short holds of
+    /// a lock, no hashing) plus one post to the thread (one mailbox append, and a wake-up
+    /// shared by every call posted before the thread woke); its reply resumes the caller from
+    /// the I/O thread, so it wakes one thread, the caller's. Timers are
     /// the loop's alarm (its poll's timeout), not tasks: on a clock other than
     /// `ContinuousClock` (a test's manual clock) a task sleeps on that clock instead.
     final class Shell: Sendable {

@@ -318,7 +318,7 @@ extension BrokerStateMachine {
         let waited = ticks(now) - task.arrivedAt
         let delivery = UInt32(task.deliveries) + 1
         let request = task.request
-        let (tag, packed) = hand(task, to: peer, at: index, waited: waited)
+        let (tag, packed) = hand(consume task, to: peer, at: index, waited: waited)
         if configuration.taskEvents {
             publishTask(
                 .taskDispatched,

@@ -88,7 +88,8 @@ struct DeliveryBook: Sendable {
         let after = entries[Int(anchor)].next
         entries[Int(slot)].isHeld = true
         entries[Int(slot)].requestID = held.task.request.requestID
-        entries[Int(slot)].held = held
+        // Moved in, not copied (a copy counted the request's references up and down again).
+        entries[Int(slot)].held = consume held
         entries[Int(slot)].previous = anchor
         entries[Int(slot)].next = after
         entries[Int(anchor)].next = slot
