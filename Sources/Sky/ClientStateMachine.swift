@@ -346,6 +346,8 @@ struct ClientStateMachine: Sendable {
     /// Moves the table's actions to `actions`, on the socket in use. The table's list is kept
     /// (emptied) for the next input, so that an input allocates no list of its own.
     private mutating func takeTableActions(into mapped: inout [Action]) {
+        // Swapped out first: mapping an action changes the machine (a new socket), which may not
+        // happen while its own list is being walked.
         var taken: [RequestTable.Action] = []
         swap(&taken, &tableActions)
         defer {
