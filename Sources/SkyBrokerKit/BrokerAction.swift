@@ -10,9 +10,9 @@ public enum BrokerAction: Sendable, Equatable {
     /// Send a REQUEST that carries a trace context to a worker that takes it: the shell records
     /// the broker's span (queue wait and dispatch) if it has a tracer, and sends that span's
     /// context on; without a tracer, the client's as it came.
-    case sendTraced(PeerID, tag: DeliveryTag, TaskRequest, TracedDispatch)
+    indirect case sendTraced(PeerID, tag: DeliveryTag, TaskRequest, TracedDispatch)
     /// Publish an event. Its ``SkyEvent/time`` is empty: the shell stamps the wall clock.
-    case publish(SkyEvent)
+    indirect case publish(SkyEvent)
     /// Send frames of the *other* port's protocol to a peer that connected to the wrong port
     /// (a worker on the clients port, a client on the workers port), so it learns its mistake.
     case sendRaw(BrokerPort, PeerID, [[UInt8]])

@@ -312,8 +312,10 @@ extension BrokerStateMachine {
 
     /// Whether frames start like a READY (signature and command), however wrong the rest.
     static func looksLikeReady(_ frames: Frames) -> Bool {
-        frames.count >= 2 && frames[0].elementsEqual(WireFormat.workerSignature)
-            && frames[1].elementsEqual(CollectionOfOne(WorkerToBroker.Command.ready.rawValue))
+        // The one-byte command first: the common message, a REPLY, is turned away there
+        // without the signature's comparison (a byte at a time, 150 instructions a reply).
+        frames.count >= 2 && frames[1].count == 1 && frames[1].first == WorkerToBroker.Command.ready.rawValue
+            && frames[0].elementsEqual(WireFormat.workerSignature)
     }
 
     /// Refuses a worker's registration with REFUSED and the reason, which the worker reports

@@ -24,6 +24,20 @@ struct BrokerServiceStatsTests {
         #expect(ServiceWindow().quantileMilliseconds(0.5) == nil)
     }
 
+    /// The bucket is `⌈4 log₂ µs⌉`, found without `log2`: the same for every microsecond count
+    /// up to a million and for large ones, powers of two (exact) included.
+    @Test func aLatencysBucketIsTheCeilingOfFourTimesItsLogarithm() {
+        func expected(_ nanoseconds: Int64) -> Int {
+            let microseconds = Double(max(1, nanoseconds / 1000))
+            return min(ServiceWindow.bucketCount - 1, Int((4 * log2(microseconds)).rounded(.up)))
+        }
+        var values: [Int64] = [0, 1, 999, 1000, 1999, .max]
+        values += (1...1_000_000).map { Int64($0) * 1000 }
+        values += (0..<40).flatMap { shift in [-1, 0, 1].map { (Int64(1000) << shift) + $0 * 1000 } }
+        let wrong = values.filter { ServiceWindow.bucket($0) != expected($0) }
+        #expect(wrong.isEmpty, "\(wrong.prefix(5).map { ($0, ServiceWindow.bucket($0), expected($0)) })")
+    }
+
     /// A window of failures the broker answered itself holds its status counts only: a flood
     /// of requests for unknown services costs 128 bytes a service per period, not 1.1 KB.
     @Test func aWindowOfFailuresOnlyHasNoHistograms() throws {

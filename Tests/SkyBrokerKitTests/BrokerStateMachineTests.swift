@@ -138,6 +138,13 @@ struct BrokerRoutingTests {
     let id2 = RequestID(high: 0, low: 2)
     let id3 = RequestID(high: 0, low: 3)
 
+    /// Every action is copied into the machine's list and out of it: one rare large case (an
+    /// event, 488 bytes inline) made each of them that large, 770 instructions a task in copies.
+    @Test func anActionIsNoLargerThanASendToAWorker() {
+        let send = MemoryLayout<PeerID>.stride + MemoryLayout<BrokerToWorker>.size
+        #expect(MemoryLayout<BrokerAction>.size <= send, "\(MemoryLayout<BrokerAction>.size) bytes")
+    }
+
     @Test func aRequestWithoutWorkersWaitsAndGoesToTheFirstWorkerThatJoins() {
         var broker = BrokerHarness()
         #expect(effects(broker.request(clientA, id1)).isEmpty)
