@@ -327,8 +327,11 @@ final class ZMQEventLoopRunner {
             jobs.removeAll(keepingCapacity: true)
             spareJobs = jobs
         }
-        for command in commands {
-            switch command {
+        // Each command moved out, not copied: a `for` loop copied each through the enum's
+        // generic witnesses, and the array's `removeAll` destroyed it again. The placeholder
+        // left behind is never carried out.
+        commands.takeEach(leaving: .shutdown(linger: 0)) { command in
+            switch consume command {
             case .send(let outbound): send(outbound)
             case .open(let spec, let done):
                 let outcome = Result { () throws(ZMQEventLoop.SetupError) in try open(spec) }
