@@ -111,7 +111,9 @@ struct ClientStateMachine: Sendable {
     // MARK: Inputs
 
     /// A caller starts a call.
-    mutating func start(_ call: RequestTable.Call, waiter: WaiterID, now: Duration, into actions: inout [Action]) {
+    mutating func start(
+        _ call: consuming RequestTable.Call, waiter: WaiterID, now: Duration, into actions: inout [Action]
+    ) {
         if let refusal {
             actions.append(.fail([waiter], refusal, attempts: 0))
             return

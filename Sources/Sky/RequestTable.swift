@@ -190,18 +190,22 @@ struct RequestTable {
     // MARK: Inputs
 
     /// A caller starts a call with a fresh `id` (used unless the call joins an equal one).
-    mutating func start(_ call: Call, id: RequestID, waiter: WaiterID, now: Duration, into actions: inout [Action]) {
+    mutating func start(
+        _ call: consuming Call, id: RequestID, waiter: WaiterID, now: Duration, into actions: inout [Action]
+    ) {
         counters.calls += 1
-        let key = FlightKey(service: call.service, body: call.body)
-        if call.options.coalesce, let leader = flights[key], entries[leader] != nil {
+        // The key only for a call that may coalesce: it holds the service and body.
+        let key = call.options.coalesce ? FlightKey(service: call.service, body: call.body) : nil
+        if let key, let leader = flights[key], entries[leader] != nil {
             entries[leader]?.waiters.append(waiter)
             callOfWaiter[waiter] = leader
             counters.coalesced += 1
             return
         }
         nextSequence += 1
+        // The call moved into its entry: the entry is its only home from here on.
         var entry = Entry(id: id, sequence: nextSequence, call: call, waiters: WaiterList(waiter))
-        if call.options.coalesce {
+        if let key {
             entry.flight = key
             flights[key] = id
         }

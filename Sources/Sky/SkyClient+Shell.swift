@@ -240,7 +240,8 @@ extension SkyClient {
                         machine.expire(now: now, into: &actions)
                     case .input(is InputsPosted):
                         var posted = inputs.withLock { $0.take() }
-                        for input in posted { take(input, into: &machine) }
+                        // Each input moved out, its call moved on into the table (see `takeEach`).
+                        posted.takeEach(leaving: .timer) { take($0, into: &machine) }
                         inputs.withLock { $0.giveBack(&posted) }
                     case .opened(let socket, .failure(let error)) where socket.rawValue < Self.firstEventSocket:
                         machine.openFailed(socket: socket.rawValue, error: "\(error.underlying)", into: &actions)
@@ -253,8 +254,8 @@ extension SkyClient {
             execute(&actions, into: &outbound)
             arm(next)
 
-            func take(_ input: Input, into machine: inout ClientStateMachine) {
-                switch input {
+            func take(_ input: consuming Input, into machine: inout ClientStateMachine) {
+                switch consume input {
                 case .start(let call, let waiter):
                     // A caller cancelled before the thread took its call has gone.
                     guard calls.withLock({ $0.contains(waiter) }) else { return }
@@ -302,13 +303,16 @@ extension SkyClient {
             }
         }
 
-        private func resume(_ waiters: WaiterList, _ completion: Completion) {
+        /// The completion is consumed: the one waiter's continuation takes it without a copy
+        /// (a copy of its `Result` went through the runtime's generic tuple witness).
+        private func resume(_ waiters: WaiterList, _ completion: consuming Completion) {
             if let waiter = waiters.only {
                 calls.withLock { $0.remove(waiter) }?.resume(returning: completion)
                 return
             }
             let taken = calls.withLock { calls in waiters.compactMap { calls.remove($0) } }
-            for continuation in taken { continuation.resume(returning: completion) }
+            let shared = copy completion
+            for continuation in taken { continuation.resume(returning: shared) }
         }
 
         private func takeConnectionWaiters(_ waiters: [WaiterID]) -> [CheckedContinuation<Void, any Error>] {
