@@ -139,9 +139,12 @@ public enum WorkerToBroker: Sendable, Equatable {
         }
     }
 
-    /// The message in one buffer: a REPLY, once per task, is written there directly.
-    public func frames() -> Frames {
-        if case .packedReply(let tag, let reply) = self {
+    /// The message in one buffer: a REPLY, once per task, is written there directly. Consumed:
+    /// matching a borrowed command copied its tag and reply through the runtime's generic tuple
+    /// witness (140 instructions a task).
+    public consuming func frames() -> Frames {
+        switch consume self {
+        case .packedReply(let tag, let reply):
             let signature = WireFormat.packedWorkerSignature
             var writer = Frames.Writer(
                 frames: 2,
@@ -155,19 +158,21 @@ public enum WorkerToBroker: Sendable, Equatable {
             }
             writer.append(reply.bodyBytes)
             return writer.finish()
+        case .reply(let tag, let reply):
+            var writer = Frames.Writer(
+                frames: 6,
+                bytes: WireFormat.workerSignature.count + 1 + tag.count + RequestID.byteCount + 1
+                    + Frames.inlineSize(reply.bodyBytes.count))
+            writer.append(WireFormat.workerSignature)
+            writer.append(byte: Command.reply.rawValue)
+            tag.withBytes { writer.append($0) }
+            writer.append(reply.requestID)
+            writer.append(byte: reply.status.rawValue)
+            writer.append(reply.bodyBytes)
+            return writer.finish()
+        case let other:
+            return Frames(other.encode())
         }
-        guard case .reply(let tag, let reply) = self else { return Frames(encode()) }
-        var writer = Frames.Writer(
-            frames: 6,
-            bytes: WireFormat.workerSignature.count + 1 + tag.count + RequestID.byteCount + 1
-                + Frames.inlineSize(reply.bodyBytes.count))
-        writer.append(WireFormat.workerSignature)
-        writer.append(byte: Command.reply.rawValue)
-        tag.withBytes { writer.append($0) }
-        writer.append(reply.requestID)
-        writer.append(byte: reply.status.rawValue)
-        writer.append(reply.bodyBytes)
-        return writer.finish()
     }
 }
 
