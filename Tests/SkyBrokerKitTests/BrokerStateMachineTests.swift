@@ -465,6 +465,25 @@ struct BrokerInputTests {
         #expect(snapshot.counters.requestsAccepted == 2)
     }
 
+    /// The workers' socket reads a peer's address only for a READY (a metadata lookup a
+    /// message): told by the one-byte command first, then the signature.
+    @Test func onlyAReadyAsksForThePeersAddress() {
+        let ready = WorkerToBroker.ready(WorkerAnnouncement(name: "w", capacity: 2, services: ["sky.scan"]))
+        #expect(BrokerStateMachine.looksLikeReady(Frames(ready.encode())))
+        let tag = DeliveryTag([0, 0, 0, 1, 0, 0, 0, 1])
+        let reply = TaskReply(requestID: RequestID(high: 0, low: 1), status: .ok, body: [0x01])
+        let notReady: [Frames] = [
+            WorkerToBroker.reply(tag: tag, reply).frames(),
+            // A packed REPLY whose body is the one byte READY's command is.
+            WorkerToBroker.packedReply(tag: tag, reply).frames(),
+            Frames(WorkerToBroker.heartbeat.encode()),
+            Frames([[0x01], [0x01]]),
+            Frames([WireFormat.workerSignature]),
+            Frames([WireFormat.workerSignature, [0x01, 0x00]]),
+        ]
+        for frames in notReady { #expect(!BrokerStateMachine.looksLikeReady(frames), "\(frames.arrays)") }
+    }
+
     @Test func snapshotsAndStatsShowEachWorkersHostLoadAndLastWord() {
         var broker = BrokerHarness()
         var actions: [BrokerAction] = []
