@@ -2,6 +2,10 @@ import SkyJournal
 import SkyProtocol
 
 /// What the broker's I/O shell must do after feeding an input to ``BrokerStateMachine``.
+///
+/// Every action is copied into the machine's list and moved out of it, at the size of the
+/// largest case: the rare large ones (an event, 488 bytes; a traced send) are `indirect`, so
+/// that an action is the size of a send to a worker.
 public enum BrokerAction: Sendable, Equatable {
     /// Send a command to a client on the clients ROUTER.
     case sendToClient(PeerID, BrokerToClient)
