@@ -67,9 +67,8 @@ public enum ClientToBroker: Sendable, Equatable {
     public func encode() -> [[UInt8]] { frames().arrays }
 
     /// The message in one buffer: a REQUEST, once per call, is written there directly.
-    public consuming func frames() -> Frames {
-        // Consumed: a `switch` on a borrowed command copied its request out first.
-        switch consume self {
+    public func frames() -> Frames {
+        switch self {
         case .packedRequest(let request):
             let signature = WireFormat.packedClientSignature
             let trace = request.trace
