@@ -11,9 +11,20 @@ extension SkyClient {
             let shell = shell
             let spec = shell.brokerSocket(0, endpoint: endpoints[0])
             starting = Task {
-                try await ZMQEventLoop.start(name: "skyclient-io", sockets: [spec]) { [weak shell] batch, outbound in
+                // Started without sockets, so that the handler knows its loop before the broker
+                // socket's first event (see ``Shell/handlerLoop``).
+                let loop = try await ZMQEventLoop.start(name: "skyclient-io", sockets: []) {
+                    [weak shell] batch, outbound in
                     shell?.handle(&batch, into: &outbound)
                 }
+                shell.handlerLoop.withLock { $0 = loop }
+                do {
+                    try await loop.open(spec)
+                } catch {
+                    await loop.shutdown()
+                    throw error
+                }
+                return loop
             }
         }
         let started: ZMQEventLoop

@@ -59,6 +59,13 @@ extension SkyClient {
         let inputs = Locked(InputQueue<Input>())
         /// The I/O thread's loop, set once when it started: read on every call without a lock.
         let loop = LoopReference()
+        /// The loop the handler runs on, set before its first broker socket opens. The handler's
+        /// own actions (open the next broker socket, close one) need it from that socket's first
+        /// event, while ``loop`` is stored for callers only once the start succeeded: a socket
+        /// on the broker's events port fails its handshake within a millisecond, and its
+        /// "open another socket" was dropped when it came first (the client then waited
+        /// `connectTimeout` for a connection libzmq never retries).
+        let handlerLoop = Locked<ZMQEventLoop?>(nil)
         let time: TimeSource
         let logger: Logger
         let configuration: Configuration
@@ -295,9 +302,9 @@ extension SkyClient {
                 let taken = featureWaiters.withLock { all in waiters.compactMap { all.removeValue(forKey: $0) } }
                 for continuation in taken { continuation.resume(returning: features) }
             case .open(let socket, let endpoint):
-                loop.load()?.requestOpen(brokerSocket(socket, endpoint: endpoints[endpoint]))
+                handlerLoop.withLock { $0 }?.requestOpen(brokerSocket(socket, endpoint: endpoints[endpoint]))
             case .close(let socket):
-                loop.load()?.close(Self.socketID(socket))
+                handlerLoop.withLock { $0 }?.close(Self.socketID(socket))
             case .log(let level, let message, let metadata):
                 logger.log(level: level, "\(message)", metadata: metadata)
             }
