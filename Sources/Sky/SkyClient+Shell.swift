@@ -360,6 +360,8 @@ extension SkyClient {
         /// Arms the one timer at the machine's earliest deadline.
         private func arm(_ next: Duration?) {
             if let origin = time.continuousOrigin {
+                // `loop`, not `handlerLoop` (no lock on every wake-up): before it is stored no
+                // call can have started, and the start posts `.timer` once it is, which arms this.
                 loop.load()?.setAlarm(next, after: origin)
                 return
             }
