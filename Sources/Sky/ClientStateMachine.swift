@@ -353,7 +353,7 @@ struct ClientStateMachine: Sendable {
         var taken: [RequestTable.Action] = []
         swap(&taken, &tableActions)
         defer {
-            taken.removeAll(keepingCapacity: true)
+            taken.removeAllKeepingBuffer()
             tableActions = taken
         }
         // Each action moved out, its payload moved on: a `for` loop copied each (its request's

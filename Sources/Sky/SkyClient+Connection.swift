@@ -13,9 +13,12 @@ extension SkyClient {
             starting = Task {
                 // Started without sockets, so that the handler knows its loop before the broker
                 // socket's first event (see ``Shell/handlerLoop``).
-                let loop = try await ZMQEventLoop.start(name: "skyclient-io", sockets: []) {
-                    [weak shell] batch, outbound in
-                    shell?.handle(&batch, into: &outbound)
+                // Weakly, so that the loop does not keep the shell alive; through a `weak let`, as
+                // a `[weak shell]` capture is a variable whose every read the runtime checked for
+                // exclusivity (on every wake-up).
+                let target = WeakShell(shell)
+                let loop = try await ZMQEventLoop.start(name: "skyclient-io", sockets: []) { batch, outbound in
+                    target.shell?.handle(&batch, into: &outbound)
                 }
                 shell.handlerLoop.withLock { $0 = loop }
                 do {
@@ -42,6 +45,13 @@ extension SkyClient {
         _ = shell.loop.storeIfNil(started)
         // Arms the machine's timers (a failover deadline may already be set).
         shell.post(.timer)
+    }
+
+    /// The shell, held weakly by its loop's handler.
+    final class WeakShell: Sendable {
+        weak let shell: Shell?
+
+        init(_ shell: Shell) { self.shell = shell }
     }
 
     /// Returns once a connection to the broker is up; throws `CancellationError` if cancelled.

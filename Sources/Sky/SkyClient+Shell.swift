@@ -55,6 +55,8 @@ extension SkyClient {
         let connectionWaiters = Locked<[WaiterID: CheckedContinuation<Void, any Error>]>([:])
         let featureWaiters = Locked<[WaiterID: CheckedContinuation<BrokerFeatures?, Never>]>([:])
         let eventSinks = Locked<[ZMQEventLoop.SocketID: EventSink]>([:])
+        /// Each wake-up's actions, in one buffer kept from wake-up to wake-up.
+        let spareActions = SpareBuffer<ClientStateMachine.Action>()
         /// Inputs for the I/O thread, behind one ``InputsPosted`` marker in the loop's mailbox.
         let inputs = Locked(InputQueue<Input>())
         /// The I/O thread's loop, set once when it started: read on every call without a lock.
@@ -230,7 +232,7 @@ extension SkyClient {
         /// Everything the I/O thread read or was posted since its last wake-up.
         func handle(_ batch: inout [ZMQEventLoop.Inbound], into outbound: inout [ZMQEventLoop.Outbound]) {
             let now = time.now()
-            var actions: [ClientStateMachine.Action] = []
+            var actions = spareActions.take()
             let next = machine.withLock { machine in
                 // Each message moved out of the batch, not copied (see `takeEach`).
                 batch.takeEach(leaving: .tick) { inbound in
@@ -248,7 +250,7 @@ extension SkyClient {
                     case .input(is InputsPosted):
                         var posted = inputs.withLock { $0.take() }
                         // Each input moved out, its call moved on into the table (see `takeEach`).
-                        posted.takeEach(leaving: .timer) { take($0, into: &machine) }
+                        posted.takeEach(leaving: .timer) { take($0, into: &machine, now: now, actions: &actions) }
                         inputs.withLock { $0.giveBack(&posted) }
                     case .opened(let socket, .failure(let error)) where socket.rawValue < Self.firstEventSocket:
                         machine.openFailed(socket: socket.rawValue, error: "\(error.underlying)", into: &actions)
@@ -259,22 +261,29 @@ extension SkyClient {
                 return machine.nextDeadline()
             }
             execute(&actions, into: &outbound)
+            spareActions.giveBack(&actions)
             arm(next)
+        }
 
-            func take(_ input: consuming Input, into machine: inout ClientStateMachine) {
-                switch consume input {
-                case .start(let call, let waiter):
-                    // A caller cancelled before the thread took its call has gone.
-                    guard calls.withLock({ $0.contains(waiter) }) else { return }
-                    machine.start(call, waiter: waiter, now: now, into: &actions)
-                case .abandon(let waiter): machine.abandon(waiter, into: &actions)
-                case .waitForConnection(let waiter): machine.waitForConnection(waiter, into: &actions)
-                case .stopWaitingForConnection(let waiter): machine.stopWaitingForConnection(waiter)
-                case .waitForFeatures(let waiter): machine.waitForFeatures(waiter, now: now, into: &actions)
-                case .stopWaitingForFeatures(let waiter): machine.stopWaitingForFeatures(waiter)
-                case .timer: machine.expire(now: now, into: &actions)
-                case .close: machine.close(into: &actions)
-                }
+        /// One input a caller posted. A method, not a function nested in ``handle(_:into:)``: a
+        /// nested function capturing `actions` put it in a box whose every access the runtime
+        /// checked for exclusivity (about 500 instructions a call).
+        private func take(
+            _ input: consuming Input, into machine: inout ClientStateMachine, now: Duration,
+            actions: inout [ClientStateMachine.Action]
+        ) {
+            switch consume input {
+            case .start(let call, let waiter):
+                // A caller cancelled before the thread took its call has gone.
+                guard calls.withLock({ $0.contains(waiter) }) else { return }
+                machine.start(call, waiter: waiter, now: now, into: &actions)
+            case .abandon(let waiter): machine.abandon(waiter, into: &actions)
+            case .waitForConnection(let waiter): machine.waitForConnection(waiter, into: &actions)
+            case .stopWaitingForConnection(let waiter): machine.stopWaitingForConnection(waiter)
+            case .waitForFeatures(let waiter): machine.waitForFeatures(waiter, now: now, into: &actions)
+            case .stopWaitingForFeatures(let waiter): machine.stopWaitingForFeatures(waiter)
+            case .timer: machine.expire(now: now, into: &actions)
+            case .close: machine.close(into: &actions)
             }
         }
 

@@ -205,6 +205,8 @@ public final class Broker: Service, Sendable {
         let memoryReleaser = MemoryReleaser()
         /// Only the I/O thread uses it (the lock makes the shell `Sendable`).
         let metrics = Locked(BrokerMetrics())
+        /// Each wake-up's actions, in one buffer kept from wake-up to wake-up.
+        let spareActions = SpareBuffer<BrokerAction>()
         /// The process's tracer, nil without one: traced requests then keep the client's context.
         let tracer = SkyTracing.active()
 
@@ -228,7 +230,7 @@ public final class Broker: Service, Sendable {
         }
 
         func handle(_ batch: inout [ZMQEventLoop.Inbound], into outbound: inout [ZMQEventLoop.Outbound]) {
-            var actions: [BrokerAction] = []
+            var actions = spareActions.take()
             actions.reserveCapacity(batch.count * 2)
             let now = BrokerInstant.now
             state.withLock { machine in
@@ -281,6 +283,7 @@ public final class Broker: Service, Sendable {
                 }
             }
             execute(&actions, into: &outbound)
+            spareActions.giveBack(&actions)
         }
 
         /// Whether a message may reach the state machine: within the limits, and, with CURVE

@@ -20,3 +20,16 @@ extension Array {
         }
     }
 }
+
+extension Array {
+    /// Empties the array and keeps its buffer, for the next batch of an I/O thread: the
+    /// elements are destroyed one by one from the end, in code specialised for `Element`.
+    ///
+    /// `removeAll(keepingCapacity: true)` goes through `replaceSubrange` and the runtime's
+    /// generic `swift_arrayDestroy`: 100 to 300 instructions even for a list of one element,
+    /// five or six lists on every wake-up of a client's or a worker's thread.
+    @inlinable
+    public mutating func removeAllKeepingBuffer() {
+        while !isEmpty { removeLast() }
+    }
+}

@@ -37,6 +37,8 @@ extension SkyWorker {
         /// frame after READY (only then: a broker that predates it logs the unknown command).
         let tracer = SkyTracing.active()
         private let startedReported = Locked(false)
+        /// Each wake-up's actions, in one buffer kept from wake-up to wake-up.
+        let spareActions = SpareBuffer<WorkerStateMachine.Action>()
 
         init(
             machine: WorkerStateMachine, configuration: Configuration, jobs: JobInbox,
@@ -71,7 +73,7 @@ extension SkyWorker {
         }
 
         func handle(_ batch: inout [ZMQEventLoop.Inbound], into outbound: inout [ZMQEventLoop.Outbound]) {
-            var actions: [WorkerStateMachine.Action] = []
+            var actions = spareActions.take()
             let now = clock.now
             var started = false
             let generation = machine.withLock { machine in
@@ -124,6 +126,7 @@ extension SkyWorker {
                 configuration.onStarted?()
             }
             execute(&actions, generation: generation, into: &outbound)
+            spareActions.giveBack(&actions)
         }
 
         private func execute(
@@ -135,13 +138,6 @@ extension SkyWorker {
             var connectQueued = false
             var started: [Job] = []
             defer { if !started.isEmpty { jobs.yield(started) } }
-            func send(_ command: WorkerToBroker) {
-                if connectQueued {
-                    loop.send([.init(socket: Self.socket(generation), message: command.frames())])
-                } else {
-                    outbound.append(.init(socket: Self.socket(generation), message: command.frames()))
-                }
-            }
             // Each action moved out, not copied (a task's request is handed on, not retained and
             // released); `.connect(generation: 0)` (a plain value) is left in its place.
             actions.takeEach(leaving: .connect(generation: 0)) { (action: consuming WorkerStateMachine.Action) in
@@ -162,7 +158,8 @@ extension SkyWorker {
                         WorkerToBroker.heartbeat.encode(), on: socket, every: configuration.liveness.heartbeatInterval)
                     if number > 1 { loop.close(Self.socket(number - 1), linger: 0) }
                 case .send(let command):
-                    send(command)
+                    Self.send(
+                        command, generation: generation, behindConnect: connectQueued, loop: loop, into: &outbound)
                 case .startTask(let key, let request, let slot):
                     let ticket = handles.reserve(key, slot: slot)
                     started.append(Job(key: key, ticket: ticket, request: request))
@@ -171,7 +168,10 @@ extension SkyWorker {
                 case .finish(let ending):
                     self.ending.withLock { $0 = ending }
                     switch ending {
-                    case .drained, .abandoned: send(.disconnect)
+                    case .drained, .abandoned:
+                        Self.send(
+                            .disconnect, generation: generation, behindConnect: connectQueued, loop: loop,
+                            into: &outbound)
                     case .refused, .cannotConnect: break
                     }
                     if !started.isEmpty { jobs.yield(started) }
@@ -180,6 +180,21 @@ extension SkyWorker {
                 case .log(let level, let message, let metadata):
                     logger.log(level: level, "\(message)", metadata: metadata)
                 }
+            }
+        }
+
+        /// A message to the broker: through the mailbox, behind the opening of its socket, once a
+        /// connection was asked for in this batch (it would leave before the socket exists
+        /// otherwise). Not a function nested in ``execute(_:generation:into:)``: one capturing its
+        /// variables put them in a box whose every access the runtime checked for exclusivity.
+        private static func send(
+            _ command: WorkerToBroker, generation: Int, behindConnect: Bool, loop: ZMQEventLoop,
+            into outbound: inout [ZMQEventLoop.Outbound]
+        ) {
+            if behindConnect {
+                loop.send([.init(socket: socket(generation), message: command.frames())])
+            } else {
+                outbound.append(.init(socket: socket(generation), message: command.frames()))
             }
         }
     }

@@ -1,3 +1,5 @@
+import SkyProtocol
+
 /// Inputs for a loop's thread, in order, kept beside the loop's mailbox rather than in it: a
 /// shell keeps one under a lock for what other threads post to its inline handler (a client's
 /// calls, a worker's finished tasks).
@@ -44,7 +46,7 @@ public struct InputQueue<Input: Sendable>: Sendable {
     /// Returns a buffer from ``take()``, emptied, for a later batch.
     @inlinable
     public mutating func giveBack(_ buffer: inout [Input]) {
-        buffer.removeAll(keepingCapacity: true)
+        buffer.removeAllKeepingBuffer()
         swap(&spare, &buffer)
     }
 

@@ -280,10 +280,10 @@ final class ZMQEventLoopRunner {
             handler(&taken, &outbound)
             // Failures land in `batch`, for the handler's next call.
             outbound.takeEach(leaving: .init(socket: Self.noSocket, frames: [])) { send($0) }
-            outbound.removeAll(keepingCapacity: true)
+            outbound.removeAllKeepingBuffer()
             spareOutbound = outbound
             if batch.isEmpty {
-                taken.removeAll(keepingCapacity: true)
+                taken.removeAllKeepingBuffer()
                 batch = taken
             }
             return
@@ -319,12 +319,12 @@ final class ZMQEventLoopRunner {
             if !box.jobs.isEmpty { swap(&box.jobs, &jobs) }
         }
         defer {
-            commands.removeAll(keepingCapacity: true)
+            commands.removeAllKeepingBuffer()
             spareCommands = commands
             // After the commands: a job sees the sockets they opened.
             if !jobs.isEmpty { loop.jobsRun.add(jobs.count, ordering: .relaxed) }
             for job in jobs { job.job.runSynchronously(on: job.executor) }
-            jobs.removeAll(keepingCapacity: true)
+            jobs.removeAllKeepingBuffer()
             spareJobs = jobs
         }
         // Each command moved out, not copied: a `for` loop copied each through the enum's

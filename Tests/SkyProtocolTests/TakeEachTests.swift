@@ -29,4 +29,27 @@ struct TakeEachTests {
         #expect(unique == [true, true])
         #expect(boxes.allSatisfy { $0 == nil })
     }
+
+    /// The loops empty their lists this way between wake-ups: every element goes (each
+    /// destroyed), the buffer stays for the next batch.
+    @Test func removingAllKeepsTheBufferAndDestroysEachElement() {
+        weak var first: Box?
+        weak var last: Box?
+        var boxes: [Box] = []
+        do {
+            let made = (0..<64).map(Box.init)
+            first = made.first
+            last = made.last
+            boxes = made
+        }
+        let capacity = boxes.capacity
+        #expect(first != nil && last != nil)
+        boxes.removeAllKeepingBuffer()
+        #expect(boxes.isEmpty)
+        #expect(boxes.capacity == capacity, "the buffer is kept")
+        #expect(first == nil && last == nil, "each element was destroyed")
+        var empty: [Box] = []
+        empty.removeAllKeepingBuffer()
+        #expect(empty.isEmpty)
+    }
 }
