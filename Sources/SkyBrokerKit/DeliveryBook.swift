@@ -123,6 +123,7 @@ struct DeliveryBook: Sendable {
         else { return nil }
         // Moved out, not copied (a copy retains the request's strings and arrays).
         let held = entries[slot].held.take()
+        entries[slot].isHeld = false
         let (previous, next) = (entries[slot].previous, entries[slot].next)
         entries[Int(previous)].next = next
         entries[Int(next)].previous = previous
@@ -175,8 +176,13 @@ struct DeliveryBook: Sendable {
 
     /// Frees a slot; its generation moves on, so its tags so far name nothing.
     private mutating func release(_ slot: Slot) {
-        entries[Int(slot)].held = nil
-        entries[Int(slot)].isHeld = false
+        // Only a slot still holding its delivery: storing nil over nil destroyed the old nil
+        // through the runtime's generic `Optional` witness (the delivery is too large a type to
+        // be destroyed inline), about 110 instructions a reply.
+        if entries[Int(slot)].isHeld {
+            entries[Int(slot)].held = nil
+            entries[Int(slot)].isHeld = false
+        }
         // 1 ... 2^20 - 1, round again: a tag is never 0.
         let next = (UInt64(entries[Int(slot)].generation) + 1) & Self.generationMask
         entries[Int(slot)].generation = UInt32(max(next, 1))
