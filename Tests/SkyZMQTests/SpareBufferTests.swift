@@ -16,4 +16,18 @@ struct SpareBufferTests {
         #expect(second.capacity >= 100, "the grown buffer is used again: no allocation")
         #expect(spare.take().capacity == 0, "a second take finds no buffer: it is not shared")
     }
+
+    /// A burst's buffer is not kept: its memory goes back with it.
+    @Test func aBufferThatOutgrewTheLimitIsFreedNotKept() {
+        let spare = SpareBuffer<Int>(keptCapacity: 64)
+        var small = spare.take()
+        small.append(contentsOf: 0..<10)
+        spare.giveBack(&small)
+        var burst = spare.take()
+        #expect(burst.capacity >= 10 && burst.capacity <= 64)
+        burst.append(contentsOf: 0..<1000)
+        spare.giveBack(&burst)
+        #expect(burst.isEmpty)
+        #expect(spare.take().capacity == 0, "the burst's buffer was freed, and the smaller one went with the take")
+    }
 }
