@@ -52,6 +52,9 @@ public final class ZMQEventLoop: Sendable {
     /// Set when the thread posted to its own mailbox (a job, a command): it takes the mailbox
     /// again before it polls, and does not sleep in that poll.
     let queuedOnThread = Atomic<Bool>(false)
+    /// Sockets the thread has open, from their opening to their `zmq_close` (for tests and
+    /// diagnostics: a closed socket makes no more connections).
+    public let openSockets = Atomic<Int>(0)
     /// The thread's kernel id, 0 until it runs (for tests and diagnostics).
     public let kernelThreadID = Atomic<Int32>(0)
     /// The policy the thread runs under: `nil` while it keeps the one it was started with

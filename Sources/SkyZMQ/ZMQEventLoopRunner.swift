@@ -205,6 +205,7 @@ final class ZMQEventLoopRunner {
             }
             for endpoint in spec.connect { try socket.connect(endpoint) }
             entries.append(Entry(socket: socket, spec: spec, monitorPair: monitorPair))
+            loop.openSockets.store(entries.count, ordering: .relaxed)
             pollIsStale = true
             return bound
         } catch {
@@ -220,6 +221,7 @@ final class ZMQEventLoopRunner {
         let entry = entries.remove(at: index)
         entry.monitorPair?.close(linger: 0)
         entry.socket.close(linger: linger)
+        loop.openSockets.store(entries.count, ordering: .relaxed)
         pollIsStale = true
     }
 
@@ -229,6 +231,7 @@ final class ZMQEventLoopRunner {
             entry.socket.close(linger: closingLinger)
         }
         entries.removeAll()
+        loop.openSockets.store(0, ordering: .relaxed)
     }
 
     /// Ends the stream and wakes ``ZMQEventLoop/shutdown()`` callers, after terminating an owned

@@ -1,10 +1,12 @@
 import Foundation
-import Sky
 import SkyProtocol
 import SkyTestSupport
 import SkyWorkloads
 import SkyZMQ
+import Synchronization
 import Testing
+
+@testable import Sky
 
 extension IntegrationSuite {
     @Suite("Security: CURVE, per-role allow-lists, refusals")
@@ -151,9 +153,12 @@ extension IntegrationSuite {
             let snapshot = try await good.clusterSnapshot()
             #expect(snapshot.workers.map(\.name) == ["trusted"])
             #expect(snapshot.counters.requestsAccepted == 5, "only the good client's scans")
-            // The refused clients stay refused: no new handshake from them for a second.
+            // The refused clients stay refused: each closed its broker socket, which libzmq would
+            // otherwise reconnect and handshake again.
             let denied = snapshot.counters.handshakesDenied
-            try await Task.sleep(for: .seconds(1))
+            try await eventually("every refused client closed its broker socket") {
+                refused.allSatisfy { $0.shell.loop.load()?.openSockets.load(ordering: .relaxed) == 0 }
+            }
             let later = try await good.clusterSnapshot().counters.handshakesDenied
             #expect(later == denied, "refused clients reconnected: \(denied) -> \(later)")
             for client in refused + [good] { await client.close() }

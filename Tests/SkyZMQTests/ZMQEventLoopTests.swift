@@ -77,6 +77,28 @@ struct ZMQEventLoopTests {
     }
 
     /// The I/O thread carries its name in the kernel too, where `top -H`, perf and /proc show it.
+    /// A socket counts as open from its opening until the thread closed it: how a test tells
+    /// that a client gave up its connection for good (a closed socket makes no more).
+    @Test(.timeLimit(.minutes(1)))
+    func theLoopCountsItsOpenSockets() async throws {
+        let (inputs, seen) = AsyncStream.makeStream(of: Int.self)
+        let loop = try await ZMQEventLoop.start(
+            name: "sky-count-io", sockets: [],
+            handler: { batch, _ in
+                for case .input(let value as Int) in batch { seen.yield(value) }
+            })
+        var iterator = inputs.makeAsyncIterator()
+        #expect(loop.openSockets.load(ordering: .relaxed) == 0)
+        _ = try await loop.open(.init(id: Self.server, type: .router, bind: ["inproc://sky-count-\(UUID())"]))
+        #expect(loop.openSockets.load(ordering: .relaxed) == 1)
+        loop.close(Self.server)
+        // Taken after the close, in order: once the handler sees it, the socket is closed.
+        loop.post(input: 1)
+        #expect(await iterator.next() == 1)
+        #expect(loop.openSockets.load(ordering: .relaxed) == 0)
+        await loop.shutdown()
+    }
+
     @Test(.timeLimit(.minutes(1)))
     func theLoopsThreadHasItsNameInTheKernel() async throws {
         let (names, named) = AsyncStream.makeStream(of: String.self)
