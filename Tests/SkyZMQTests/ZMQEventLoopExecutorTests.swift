@@ -28,12 +28,7 @@ struct ZMQEventLoopExecutorTests {
     /// What the thread posts to itself needs no wake-up: that is the point of running there.
     @Test(.timeLimit(.minutes(1)))
     func postsFromTheLoopsOwnThreadSignalNothingAndStillArrive() async throws {
-        let (inputs, sink) = AsyncStream.makeStream(of: Int.self)
-        let loop = try await ZMQEventLoop.start(
-            name: "sky-exec-post", sockets: [],
-            handler: { batch, _ in
-                for case .input(let value as Int) in batch { sink.yield(value) }
-            })
+        let (loop, inputs) = try await loopEchoingInputs(name: "sky-exec-post")
         let signals = await withTaskExecutorPreference(loop) {
             let before = loop.wakeSignals.load(ordering: .relaxed)
             for value in 0..<100 {

@@ -76,17 +76,11 @@ struct ZMQEventLoopTests {
         #expect(ZMQEventLoop.Scheduling(rawValue: "Normal") == nil, "an unknown value leaves the default")
     }
 
-    /// The I/O thread carries its name in the kernel too, where `top -H`, perf and /proc show it.
     /// A socket counts as open from its opening until the thread closed it: how a test tells
     /// that a client gave up its connection for good (a closed socket makes no more).
     @Test(.timeLimit(.minutes(1)))
     func theLoopCountsItsOpenSockets() async throws {
-        let (inputs, seen) = AsyncStream.makeStream(of: Int.self)
-        let loop = try await ZMQEventLoop.start(
-            name: "sky-count-io", sockets: [],
-            handler: { batch, _ in
-                for case .input(let value as Int) in batch { seen.yield(value) }
-            })
+        let (loop, inputs) = try await loopEchoingInputs(name: "sky-count-io")
         var iterator = inputs.makeAsyncIterator()
         #expect(loop.openSockets.load(ordering: .relaxed) == 0)
         _ = try await loop.open(.init(id: Self.server, type: .router, bind: ["inproc://sky-count-\(UUID())"]))
@@ -99,6 +93,7 @@ struct ZMQEventLoopTests {
         await loop.shutdown()
     }
 
+    /// The I/O thread carries its name in the kernel too, where `top -H`, perf and /proc show it.
     @Test(.timeLimit(.minutes(1)))
     func theLoopsThreadHasItsNameInTheKernel() async throws {
         let (names, named) = AsyncStream.makeStream(of: String.self)
