@@ -55,8 +55,9 @@ struct ClientStateMachine: Sendable {
     /// What the broker socket's monitor showed while no connection is up.
     private var unreachable = UnreachableCause()
     private var connectionWaiters: [WaiterID] = []
-    /// Request ids: 128 bits from a generator seeded at random, not the system's random source
-    /// (one system call per id). Unique within the client; the broker keys them by client too.
+    /// Request ids' random bits (the table puts a call's slot in the low 32), from a generator
+    /// seeded at random, not the system's random source (one system call per id). Unique within
+    /// the client; the broker keys them by client too.
     private var requestIDs: SplitMix64
     /// What the table asked for in the current input (see ``takeTableActions(into:)``).
     private var tableActions: [RequestTable.Action] = []
@@ -118,8 +119,8 @@ struct ClientStateMachine: Sendable {
             actions.append(.fail([waiter], refusal, attempts: 0))
             return
         }
-        let id = RequestID(high: requestIDs.next(), low: requestIDs.next())
-        table.start(call, id: id, waiter: waiter, now: now, into: &tableActions)
+        let random = RequestID(high: requestIDs.next(), low: requestIDs.next())
+        table.start(call, random: random, waiter: waiter, now: now, into: &tableActions)
         takeTableActions(into: &actions)
     }
 

@@ -22,6 +22,11 @@ import SkyProtocol
 /// the broker runs a request id at most once at a time). A call that waits for a connection
 /// longer than `connectTimeout` fails its attempt with ``SkyError/brokerUnreachable(_:)``.
 ///
+/// **Slots.** A call's request id carries its slot in the table in its low 32 bits (the other
+/// 96 are random): a reply finds its call by index and one comparison, and a call is changed
+/// where it lies. A dictionary keyed by request id hashed the id three times a call and copied
+/// the whole entry in and out (about 1,300 instructions a call at 256 in flight).
+///
 /// **Coalescing.** A call with `coalesce` and the same service and payload as a call in flight
 /// joins it as another waiter; the remote work runs once and every waiter gets its outcome.
 /// It is cancelled at the broker only when its last waiter leaves.
@@ -62,10 +67,11 @@ struct RequestTable {
     }
 
     private struct Entry {
-        let id: RequestID
-        /// Start order, so that calls held for a connection go out in the order they were made.
-        let sequence: UInt64
-        let call: Call
+        var id: RequestID
+        /// Start order, so that calls held for a connection go out in the order they were made;
+        /// 0 in a free slot.
+        var sequence: UInt64
+        var call: Call
         var waiters: WaiterList
         var flight: FlightKey?
         /// The number on the wire: raised for every send of a new attempt and every resend.
@@ -79,6 +85,14 @@ struct RequestTable {
         /// Bumped whenever the deadline changes; older heap entries are stale.
         var generation: UInt64 = 0
         var deadline: Duration?
+
+        /// What a new slot holds (``vacate(_:)`` makes a finished call's like it). Not an
+        /// optional entry: reading a field of one copied the whole entry to look at its tag.
+        static let vacant = Entry(
+            id: RequestID(high: 0, low: 0), sequence: 0, call: Call(service: "", body: [], options: ScanOptions()),
+            waiters: [])
+
+        var isLive: Bool { sequence != 0 }
     }
 
     private struct FlightKey: Hashable {
@@ -119,11 +133,16 @@ struct RequestTable {
     /// service when none is connected (0: the broker's default).
     let noWorkersGraceMilliseconds: UInt32
     private(set) var counters = Counters()
-    /// Both made with room for ``room`` calls: with their buckets mostly empty, a finished
-    /// call's removal moves no neighbours back (Swift's dictionary rehashes each one it moves:
-    /// 700 instructions a call at 256 in flight). Above it they grow as usual.
-    private var entries = [RequestID: Entry](minimumCapacity: room)
+    /// The calls by slot (see "Slots" above); ``Entry/vacant`` in a free slot.
+    private var slots: [Entry] = []
+    /// Free slots, the last freed first.
+    private var freeSlots: [UInt32] = []
+    /// Calls in flight.
+    private(set) var callCount = 0
     private var flights: [FlightKey: RequestID] = [:]
+    /// Made with room for ``room`` calls, as the slots: with its buckets mostly empty, a
+    /// finished call's removal moves no neighbours back (Swift's dictionary rehashes each one it
+    /// moves: 700 instructions a call at 256 in flight). Above it, it grows as usual.
     private var callOfWaiter = [WaiterID: RequestID](minimumCapacity: room)
     static let room = 1024
     private var timers = Heap<Timer>()
@@ -159,12 +178,11 @@ struct RequestTable {
         random = SplitMix64(seed: seed)
         connection = .down(since: now)
         if endpointCount > 1 { failoverAt = now + connectTimeout }
+        slots.reserveCapacity(Self.room)
+        freeSlots.reserveCapacity(Self.room)
     }
 
     // MARK: Queries
-
-    /// Calls in flight.
-    var callCount: Int { entries.count }
 
     /// Callers waiting, coalesced ones included.
     var waiterCount: Int { callOfWaiter.count }
@@ -189,53 +207,51 @@ struct RequestTable {
 
     // MARK: Inputs
 
-    /// A caller starts a call with a fresh `id` (used unless the call joins an equal one).
+    /// A caller starts a call. Its request id is `random`'s top 96 bits and the call's slot
+    /// (unless the call joins an equal one); ``requestID(of:)`` tells it.
     mutating func start(
-        _ call: consuming Call, id: RequestID, waiter: WaiterID, now: Duration, into actions: inout [Action]
+        _ call: consuming Call, random: RequestID, waiter: WaiterID, now: Duration, into actions: inout [Action]
     ) {
         counters.calls += 1
         // The key only for a call that may coalesce: it holds the service and body.
         let key = call.options.coalesce ? FlightKey(service: call.service, body: call.body) : nil
-        if let key, let leader = flights[key], entries[leader] != nil {
-            entries[leader]?.waiters.append(waiter)
+        if let key, let leader = flights[key], let slot = slot(of: leader) {
+            slots[slot].waiters.append(waiter)
             callOfWaiter[waiter] = leader
             counters.coalesced += 1
             return
         }
+        let slot = takeSlot()
+        let id = RequestID(high: random.high, low: random.low & ~Self.slotMask | UInt64(slot))
         nextSequence += 1
-        // The call moved into its entry: the entry is its only home from here on.
-        var entry = Entry(id: id, sequence: nextSequence, call: call, waiters: WaiterList(waiter))
-        if let key {
-            entry.flight = key
-            flights[key] = id
-        }
+        // The call moved into its slot: its only home from here on, where it is changed in place.
+        Self.fill(&slots[slot], id: id, sequence: nextSequence, call: call, waiter: waiter, flight: key)
+        if let key { flights[key] = id }
         callOfWaiter[waiter] = id
-        beginAttempt(&entry, now: now, into: &actions)
-        entries[id] = entry
+        beginAttempt(slot, now: now, into: &actions)
     }
 
     /// A reply arrived.
     mutating func received(_ reply: TaskReply, now: Duration, into actions: inout [Action]) {
-        guard let index = entries.index(forKey: reply.requestID) else {
+        guard let slot = slot(of: reply.requestID) else {
             counters.unmatchedReplies += 1
             return
         }
         if reply.status == .ok {
-            // Taken out with the one lookup: no copy of the call, no second hash to remove it.
-            let entry = entries.remove(at: index).value
-            if entry.phase == .sent, reply.attempt != entry.wireAttempt {
+            if slots[slot].phase == .sent, reply.attempt != slots[slot].wireAttempt {
                 // A newer attempt is out as a separate request; it is no longer needed.
-                actions.append(.cancel(entry.id))
+                actions.append(.cancel(reply.requestID))
             }
-            finished(entry, .succeed(entry.waiters, body: reply.body, attempts: entry.attempts), into: &actions)
+            finish(
+                slot, .succeed(slots[slot].waiters, body: reply.body, attempts: slots[slot].attempts),
+                into: &actions)
             return
         }
-        var entry = entries.values[index]
-        guard entry.phase == .sent, reply.attempt == entry.wireAttempt else {
+        guard slots[slot].phase == .sent, reply.attempt == slots[slot].wireAttempt else {
             counters.staleReplies += 1
             return
         }
-        attemptFailed(&entry, SkyError(failure: reply, service: entry.call.service), now: now, into: &actions)
+        attemptFailed(slot, SkyError(failure: reply, service: slots[slot].call.service), now: now, into: &actions)
     }
 
     /// Time passed: attempts time out, backoffs end, a silent endpoint is given up for the next.
@@ -252,29 +268,28 @@ struct RequestTable {
         let nowNanoseconds = now.wholeNanoseconds
         while let top = timers.min, top.nanoseconds <= nowNanoseconds {
             timers.removeMin()
-            guard var entry = entries[top.id], entry.generation == top.generation else { continue }
-            switch entry.phase {
+            guard let slot = slot(of: top.id), slots[slot].generation == top.generation else { continue }
+            let attempts = slots[slot].attempts
+            switch slots[slot].phase {
             case .backingOff:
-                entry.attempts += 1
-                entry.wireAttempt += 1
+                slots[slot].attempts += 1
+                slots[slot].wireAttempt += 1
                 counters.retries += 1
-                beginAttempt(&entry, now: now, into: &actions)
-                entries[entry.id] = entry
+                beginAttempt(slot, now: now, into: &actions)
             case .sent, .held:
                 let error: SkyError
                 if case .down(let since) = connection {
                     error = .brokerUnreachable(
-                        "no connection to the broker for \(Self.seconds(now - since)) (attempt \(entry.attempts))"
+                        "no connection to the broker for \(Self.seconds(now - since)) (attempt \(attempts))"
                             + (unreachableHint.map { ": \($0)" } ?? ""))
                 } else {
                     counters.attemptTimeouts += 1
-                    error = .timeout(
-                        "no reply within \(Self.seconds(entry.call.options.timeout ?? .zero)) (attempt \(entry.attempts))"
-                    )
+                    let timeout = slots[slot].call.options.timeout ?? .zero
+                    error = .timeout("no reply within \(Self.seconds(timeout)) (attempt \(attempts))")
                     // Drop the attempt at the broker, so that a retry is a fresh request there.
-                    actions.append(.cancel(entry.id))
+                    actions.append(.cancel(top.id))
                 }
-                attemptFailed(&entry, error, now: now, into: &actions)
+                attemptFailed(slot, error, now: now, into: &actions)
             }
         }
     }
@@ -289,37 +304,33 @@ struct RequestTable {
     /// A caller stopped waiting (its task was cancelled, or its deadline passed). The call is
     /// cancelled at the broker once no caller waits for it.
     mutating func abandon(_ waiter: WaiterID, into actions: inout [Action]) {
-        guard let id = callOfWaiter.removeValue(forKey: waiter), var entry = entries[id] else { return }
-        entry.waiters.remove(waiter)
-        guard entry.waiters.isEmpty else {
-            entries[id] = entry
-            return
-        }
-        entries[id] = nil
-        if let flight = entry.flight, flights[flight] == entry.id { flights[flight] = nil }
-        if entry.phase == .sent && connection == .up { actions.append(.cancel(id)) }
+        guard let id = callOfWaiter.removeValue(forKey: waiter), let slot = slot(of: id) else { return }
+        slots[slot].waiters.remove(waiter)
+        guard slots[slot].waiters.isEmpty else { return }
+        let wasSent = slots[slot].phase == .sent
+        release(slot)
+        if wasSent && connection == .up { actions.append(.cancel(id)) }
     }
 
     /// A connection to the broker is ready (the first, or again after a loss).
     mutating func connectionUp(now: Duration, into actions: inout [Action]) {
         connection = .up
         failoverAt = nil
-        for var entry in entries.values.sorted(by: { $0.sequence < $1.sequence }) {
-            let id = entry.id
-            switch entry.phase {
+        let inOrder = slots.indices.filter { slots[$0].isLive }.sorted { slots[$0].sequence < slots[$1].sequence }
+        for slot in inOrder {
+            switch slots[slot].phase {
             case .sent:
                 // Out on a connection that is gone; the broker may never have seen it.
-                entry.wireAttempt += 1
+                slots[slot].wireAttempt += 1
                 counters.resentAfterReconnect += 1
-                send(&entry, into: &actions)
+                send(slot, into: &actions)
             case .held:
-                send(&entry, into: &actions)
+                send(slot, into: &actions)
             case .backingOff:
                 continue
             }
-            entry.unreachableSince = nil
-            schedule(&entry)
-            entries[id] = entry
+            slots[slot].unreachableSince = nil
+            schedule(slot)
         }
     }
 
@@ -329,13 +340,9 @@ struct RequestTable {
         connection = .down(since: now)
         connectionEpoch += 1
         if endpointCount > 1 { failoverAt = now + connectTimeout }
-        for id in Array(entries.keys) {
-            guard var entry = entries[id], entry.phase != .held else { continue }
-            if entry.phase == .sent {
-                entry.unreachableSince = now
-                schedule(&entry)
-            }
-            entries[id] = entry
+        for slot in slots.indices where slots[slot].isLive && slots[slot].phase == .sent {
+            slots[slot].unreachableSince = now
+            schedule(slot)
         }
     }
 
@@ -346,23 +353,9 @@ struct RequestTable {
 
     /// Ends every call with `error` (the client closed, or the broker refused its credentials).
     mutating func failAll(_ error: SkyError, into actions: inout [Action]) {
-        for entry in entries.values {
-            finish(entry, .fail(entry.waiters, error, attempts: entry.attempts), into: &actions)
+        for slot in slots.indices where slots[slot].isLive {
+            finish(slot, .fail(slots[slot].waiters, error, attempts: slots[slot].attempts), into: &actions)
         }
-    }
-
-    // MARK: Steps
-
-    private mutating func beginAttempt(_ entry: inout Entry, now: Duration, into actions: inout [Action]) {
-        entry.attemptDeadline = entry.call.options.timeout.map { now + $0 }
-        if connection == .up {
-            entry.unreachableSince = nil
-            send(&entry, into: &actions)
-        } else {
-            entry.phase = .held
-            entry.unreachableSince = now
-        }
-        schedule(&entry)
     }
 
     /// The broker answered `mmi.features` with the trace feature during connection `epoch`.
@@ -370,37 +363,68 @@ struct RequestTable {
         traceEpoch = epoch
     }
 
-    private mutating func send(_ entry: inout Entry, into actions: inout [Action]) {
-        entry.phase = .sent
-        counters.attemptsSent += 1
-        let timeout = entry.call.options.timeout.map { UInt32(clamping: max(1, $0.wholeMilliseconds)) } ?? 0
-        actions.append(
-            .send(
-                TaskRequest(
-                    requestID: entry.id, service: entry.call.service,
-                    header: RequestHeader(
-                        attempt: entry.wireAttempt, timeoutMilliseconds: timeout,
-                        noWorkersGraceMilliseconds: noWorkersGraceMilliseconds,
-                        priority: entry.call.options.priority.rawValue),
-                    body: entry.call.body, trace: traceEpoch == connectionEpoch ? entry.call.trace : nil)))
+    // MARK: Steps (each on a call in its slot, in place)
+
+    private mutating func beginAttempt(_ slot: Int, now: Duration, into actions: inout [Action]) {
+        slots[slot].attemptDeadline = slots[slot].call.options.timeout.map { now + $0 }
+        if connection == .up {
+            slots[slot].unreachableSince = nil
+            send(slot, into: &actions)
+        } else {
+            slots[slot].phase = .held
+            slots[slot].unreachableSince = now
+        }
+        schedule(slot)
     }
 
-    private mutating func attemptFailed(
-        _ entry: inout Entry, _ error: SkyError, now: Duration, into actions: inout [Action]
-    ) {
-        guard entry.call.options.retry.shouldRetry(error, afterAttempt: entry.attempts) else {
-            finish(entry, .fail(entry.waiters, error, attempts: entry.attempts), into: &actions)
+    private mutating func send(_ slot: Int, into actions: inout [Action]) {
+        counters.attemptsSent += 1
+        let grace = noWorkersGraceMilliseconds
+        let withTrace = traceEpoch == connectionEpoch
+        actions.append(.send(Self.sendAttempt(&slots[slot], noWorkersGrace: grace, withTrace: withTrace)))
+    }
+
+    /// Marks the call's attempt sent; the request that sends it.
+    private static func sendAttempt(_ entry: inout Entry, noWorkersGrace: UInt32, withTrace: Bool) -> TaskRequest {
+        entry.phase = .sent
+        let timeout = entry.call.options.timeout.map { UInt32(clamping: max(1, $0.wholeMilliseconds)) } ?? 0
+        return TaskRequest(
+            requestID: entry.id, service: entry.call.service,
+            header: RequestHeader(
+                attempt: entry.wireAttempt, timeoutMilliseconds: timeout, noWorkersGraceMilliseconds: noWorkersGrace,
+                priority: entry.call.options.priority.rawValue),
+            body: entry.call.body, trace: withTrace ? entry.call.trace : nil)
+    }
+
+    private mutating func attemptFailed(_ slot: Int, _ error: SkyError, now: Duration, into actions: inout [Action]) {
+        let attempts = slots[slot].attempts
+        let retry = slots[slot].call.options.retry
+        guard retry.shouldRetry(error, afterAttempt: attempts) else {
+            finish(slot, .fail(slots[slot].waiters, error, attempts: attempts), into: &actions)
             return
         }
-        let delay = entry.call.options.retry.backoff(afterAttempt: entry.attempts, using: &random)
-        entry.phase = .backingOff(until: now + delay)
-        entry.unreachableSince = nil
-        schedule(&entry)
-        entries[entry.id] = entry
+        let delay = retry.backoff(afterAttempt: attempts, using: &random)
+        slots[slot].phase = .backingOff(until: now + delay)
+        slots[slot].unreachableSince = nil
+        schedule(slot)
     }
 
-    /// Re-arms the entry's one timer at its current deadline.
-    private mutating func schedule(_ entry: inout Entry) {
+    /// Re-arms the call's one timer at its current deadline.
+    private mutating func schedule(_ slot: Int) {
+        if let timer = Self.rearm(&slots[slot], connectTimeout: connectTimeout) { timers.insert(timer) }
+        // Timers of finished calls leave the heap only when they come due; with many short
+        // calls and long timeouts they would pile up, so rebuild from the live calls now and then.
+        if timers.count > 1024 && timers.count > 4 * (callCount + 1) {
+            timers = Heap(
+                slots.compactMap { live in
+                    live.isLive
+                        ? live.deadline.map { Timer(deadline: $0, id: live.id, generation: live.generation) } : nil
+                })
+        }
+    }
+
+    /// The entry's new deadline and generation; its timer, if it has a deadline.
+    private static func rearm(_ entry: inout Entry, connectTimeout: Duration) -> Timer? {
         entry.generation += 1
         let deadline: Duration?
         switch entry.phase {
@@ -414,44 +438,90 @@ struct RequestTable {
             }
         }
         entry.deadline = deadline
-        if let deadline { timers.insert(Timer(deadline: deadline, id: entry.id, generation: entry.generation)) }
-        // Timers of finished calls leave the heap only when they come due; with many short
-        // calls and long timeouts they would pile up, so rebuild from the live calls now and then.
-        if timers.count > 1024 && timers.count > 4 * (entries.count + 1) {
-            timers = Heap(
-                entries.values.compactMap { live in
-                    live.deadline.map { Timer(deadline: $0, id: live.id, generation: live.generation) }
-                })
-            if let deadline { timers.insert(Timer(deadline: deadline, id: entry.id, generation: entry.generation)) }
-        }
+        return deadline.map { Timer(deadline: $0, id: entry.id, generation: entry.generation) }
     }
 
     /// Timers held, stale ones included (for tests).
     var timerCount: Int { timers.count }
 
-    /// Calls the table holds before its dictionaries grow (for tests).
-    var roomForCalls: Int { min(entries.capacity, callOfWaiter.capacity) }
+    /// Calls the table holds before its storage grows (for tests).
+    var roomForCalls: Int { min(slots.capacity, freeSlots.capacity, callOfWaiter.capacity) }
 
-    private mutating func finish(_ entry: Entry, _ outcome: Action, into actions: inout [Action]) {
-        entries[entry.id] = nil
-        finished(entry, outcome, into: &actions)
-    }
+    /// The request id of the call `waiter` waits for (for tests: the table makes the ids).
+    func requestID(of waiter: WaiterID) -> RequestID? { callOfWaiter[waiter] }
 
-    /// The rest of ``finish(_:_:into:)`` for an entry already taken out of ``entries``.
-    private mutating func finished(_ entry: Entry, _ outcome: Action, into actions: inout [Action]) {
-        if let flight = entry.flight, flights[flight] == entry.id { flights[flight] = nil }
-        for waiter in entry.waiters { callOfWaiter[waiter] = nil }
+    /// Ends the call in `slot` with `outcome`, for all its waiters.
+    private mutating func finish(_ slot: Int, _ outcome: Action, into actions: inout [Action]) {
+        for waiter in slots[slot].waiters { callOfWaiter[waiter] = nil }
+        release(slot)
         actions.append(outcome)
     }
 
-    /// A call's timer generation, read in place (the dictionary's getter copies the whole entry,
-    /// its call's body and service included).
-    private mutating func generation(of id: RequestID) -> UInt64? {
-        guard let index = entries.index(forKey: id) else { return nil }
-        return Self.read(&entries.values[index]) { $0.generation }
+    /// A call's timer generation, read in place.
+    private func generation(of id: RequestID) -> UInt64? {
+        guard let slot = slot(of: id) else { return nil }
+        return slots[slot].generation
     }
 
-    private static func read<R>(_ entry: inout Entry, _ field: (inout Entry) -> R) -> R { field(&entry) }
+    // MARK: Slots
+
+    private static let slotMask: UInt64 = 0xffff_ffff
+
+    /// The slot of the call in flight under `id`; nil for an id that names none (finished, or
+    /// never this client's).
+    private func slot(of id: RequestID) -> Int? {
+        let slot = Int(truncatingIfNeeded: id.low & Self.slotMask)
+        guard slot < slots.count, slots[slot].isLive, slots[slot].id == id else { return nil }
+        return slot
+    }
+
+    private mutating func takeSlot() -> Int {
+        callCount += 1
+        if let free = freeSlots.popLast() { return Int(free) }
+        precondition(slots.count <= Int(UInt32.max), "more than 2^32 calls in flight")
+        slots.append(.vacant)
+        return slots.count - 1
+    }
+
+    /// Frees `slot` (and the call's place among the calls that may be joined).
+    private mutating func release(_ slot: Int) {
+        if let flight = slots[slot].flight, flights[flight] == slots[slot].id {
+            flights[flight] = nil
+        }
+        Self.vacate(&slots[slot])
+        freeSlots.append(UInt32(slot))
+        callCount -= 1
+    }
+
+    /// A new call in a free slot, set field by field where it lies: a whole entry built and
+    /// stored, or a vacant one stored over a finished call, was copied two or three times on the
+    /// way (over 300 bytes each).
+    private static func fill(
+        _ entry: inout Entry, id: RequestID, sequence: UInt64, call: consuming Call, waiter: WaiterID,
+        flight: FlightKey?
+    ) {
+        entry.id = id
+        entry.sequence = sequence
+        entry.call = call
+        entry.waiters = WaiterList(waiter)
+        entry.flight = flight
+        entry.wireAttempt = 1
+        entry.attempts = 1
+        entry.phase = .held
+        entry.attemptDeadline = nil
+        entry.unreachableSince = nil
+        entry.deadline = nil
+    }
+
+    /// Marks the entry free and lets go of what it holds (the call's service, body and trace).
+    private static func vacate(_ entry: inout Entry) {
+        entry.sequence = 0
+        entry.call.service = ""
+        entry.call.body = []
+        entry.call.trace = nil
+        entry.waiters = []
+        entry.flight = nil
+    }
 
     private static func seconds(_ duration: Duration) -> String {
         let milliseconds = duration.wholeMilliseconds

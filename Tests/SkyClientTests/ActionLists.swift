@@ -17,8 +17,11 @@ private func collecting<Machine, Action>(
 }
 
 extension RequestTable {
-    mutating func start(_ call: Call, id: RequestID, waiter: WaiterID, now: Duration) -> [Action] {
-        collecting(&self) { $0.start(call, id: id, waiter: waiter, now: now, into: &$1) }
+    /// Starts a call with random bits made from `waiter`; ``RequestTable/requestID(of:)`` tells
+    /// the id the table made of them.
+    mutating func start(_ call: Call, waiter: WaiterID, now: Duration) -> [Action] {
+        let random = RequestID(high: waiter, low: waiter << 32)
+        return collecting(&self) { $0.start(call, random: random, waiter: waiter, now: now, into: &$1) }
     }
 
     mutating func received(_ reply: TaskReply, now: Duration) -> [Action] {

@@ -7,8 +7,6 @@ import Testing
 struct RequestTableTests {
     typealias Action = RequestTable.Action
 
-    static let id1 = RequestID(high: 1, low: 1)
-    static let id2 = RequestID(high: 2, low: 2)
     static let noJitter = RetryPolicy(
         maxAttempts: 4, initialBackoff: .milliseconds(100), multiplier: 2, maxBackoff: .seconds(5), jitter: 0)
 
@@ -36,11 +34,14 @@ struct RequestTableTests {
 
     @Test func aCallIsSentWithItsTimeoutAndAnsweredOnce() {
         var table = Self.connected()
-        let actions = table.start(Self.call(), id: Self.id1, waiter: 1, now: .zero)
+        let actions = table.start(Self.call(), waiter: 1, now: .zero)
         let request = try! #require(Self.sent(actions).first)
+        #expect(request.requestID == table.requestID(of: 1))
         #expect(request.header == RequestHeader(attempt: 1, timeoutMilliseconds: 1000))
-        #expect(table.received(Self.ok(Self.id1), now: .milliseconds(5)) == [.succeed([1], body: [9], attempts: 1)])
-        #expect(table.received(Self.ok(Self.id1), now: .milliseconds(6)) == [], "a duplicate reply")
+        #expect(
+            table.received(Self.ok(request.requestID), now: .milliseconds(5)) == [.succeed([1], body: [9], attempts: 1)]
+        )
+        #expect(table.received(Self.ok(request.requestID), now: .milliseconds(6)) == [], "a duplicate reply")
         #expect(table.counters.unmatchedReplies == 1)
         #expect(table.callCount == 0 && table.waiterCount == 0)
         #expect(table.nextDeadline() == nil)
@@ -51,28 +52,47 @@ struct RequestTableTests {
     @Test func theTableStartsWithRoomAndKeepsItWhenCallsFinish() {
         var table = Self.connected()
         #expect(table.roomForCalls >= RequestTable.room)
-        let ids = (1...300).map { RequestID(high: 7, low: UInt64($0)) }
-        for (index, id) in ids.enumerated() {
-            _ = table.start(
-                Self.call([UInt8(index % 256), UInt8(index / 256)]), id: id, waiter: UInt64(index), now: .zero)
+        let ids = (0..<300).map { index in
+            Self.sent(
+                table.start(Self.call([UInt8(index % 256), UInt8(index / 256)]), waiter: UInt64(index), now: .zero)
+            )
+            .first!.requestID
         }
+        #expect(Set(ids).count == 300)
         for id in ids { _ = table.received(Self.ok(id), now: .milliseconds(1)) }
         #expect(table.callCount == 0 && table.waiterCount == 0)
         #expect(table.roomForCalls >= RequestTable.room)
     }
 
+    /// A call's id carries its slot, and a finished call's slot goes to the next call: a late
+    /// reply for the finished call, or one naming a slot the table never had, matches nothing.
+    @Test func aReplyForAFinishedCallDoesNotReachTheNextCallInItsSlot() {
+        var table = Self.connected()
+        let first = Self.sent(table.start(Self.call([1]), waiter: 1, now: .zero))[0].requestID
+        #expect(table.received(Self.ok(first), now: .milliseconds(1)).count == 1)
+        let second = Self.sent(table.start(Self.call([2]), waiter: 2, now: .milliseconds(2)))[0].requestID
+        #expect(second.low & 0xffff_ffff == first.low & 0xffff_ffff, "the freed slot is taken again")
+        #expect(second != first)
+        #expect(table.received(Self.ok(first), now: .milliseconds(3)) == [], "a late reply")
+        let beyond = RequestID(high: second.high, low: second.low | 0xffff_ffff)
+        #expect(table.received(Self.ok(beyond), now: .milliseconds(3)) == [], "a slot the table never had")
+        #expect(table.counters.unmatchedReplies == 2 && table.callCount == 1)
+        #expect(table.received(Self.ok(second), now: .milliseconds(4)) == [.succeed([2], body: [9], attempts: 1)])
+    }
+
     @Test func timeoutsRetryOnTheBackoffScheduleWithTheSameIDAndARaisedAttempt() {
         var table = Self.connected()
-        var sends = Self.sent(table.start(Self.call(), id: Self.id1, waiter: 1, now: .zero)).map { ($0, Duration.zero) }
+        var sends = Self.sent(table.start(Self.call(), waiter: 1, now: .zero)).map { ($0, Duration.zero) }
+        let id = sends[0].0.requestID
         var finished: [Action] = []
         // Walk time from deadline to deadline, as the client's timer does.
         while let next = table.nextDeadline() {
             let actions = table.expire(now: next)
             sends += Self.sent(actions).map { ($0, next) }
             finished += actions.filter { if case .fail = $0 { true } else { false } }
-            #expect(actions.contains(.cancel(Self.id1)) || !Self.sent(actions).isEmpty)
+            #expect(actions.contains(.cancel(id)) || !Self.sent(actions).isEmpty)
         }
-        #expect(sends.map(\.0.requestID) == Array(repeating: Self.id1, count: 4))
+        #expect(sends.map(\.0.requestID) == Array(repeating: id, count: 4))
         #expect(sends.map(\.0.header.attempt) == [1, 2, 3, 4])
         // Each attempt waits 1 s, then backs off 100, 200, 400 ms.
         #expect(sends.map(\.1) == [0, 1100, 2300, 3700].map { Duration.milliseconds($0) })
@@ -83,56 +103,59 @@ struct RequestTableTests {
 
     @Test func aFailureForAnEarlierAttemptIsStaleButItsSuccessCounts() {
         var table = Self.connected()
-        _ = table.start(Self.call(), id: Self.id1, waiter: 1, now: .zero)
+        _ = table.start(Self.call(), waiter: 1, now: .zero)
+        let id = try! #require(table.requestID(of: 1))
         _ = table.expire(now: .seconds(1))  // attempt 1 timed out
         #expect(
-            table.received(.failure(Self.id1, .deadlineExceeded, type: "t", message: "m"), now: .milliseconds(1050))
+            table.received(.failure(id, .deadlineExceeded, type: "t", message: "m"), now: .milliseconds(1050))
                 == [], "answers the attempt given up on")
         #expect(
             table.received(
-                .failure(Self.id1, .cancelled, type: "t", message: "m", attempt: 0), now: .milliseconds(1060))
+                .failure(id, .cancelled, type: "t", message: "m", attempt: 0), now: .milliseconds(1060))
                 == [], "the broker's answer to the client's CANCEL")
         #expect(table.counters.staleReplies == 2)
         #expect(Self.sent(table.expire(now: .milliseconds(1100))).map(\.header.attempt) == [2])
         // The first attempt's work finished after all: the call is done, attempt 2 is cancelled.
         #expect(
-            table.received(Self.ok(Self.id1, attempt: 1), now: .milliseconds(1200))
-                == [.cancel(Self.id1), .succeed([1], body: [9], attempts: 2)])
+            table.received(Self.ok(id, attempt: 1), now: .milliseconds(1200))
+                == [.cancel(id), .succeed([1], body: [9], attempts: 2)])
     }
 
     @Test func aFailureThatIsNotRetriedEndsTheCallAtOnce() {
         var table = Self.connected()
-        _ = table.start(Self.call(), id: Self.id1, waiter: 1, now: .zero)
+        _ = table.start(Self.call(), waiter: 1, now: .zero)
         let actions = table.received(
-            .failure(Self.id1, .handlerError, type: "E", message: "bad input"), now: .milliseconds(3))
+            .failure(table.requestID(of: 1)!, .handlerError, type: "E", message: "bad input"), now: .milliseconds(3))
         #expect(actions == [.fail([1], .remote(type: "E", message: "bad input"), attempts: 1)])
     }
 
     @Test func callsMadeBeforeTheConnectionAreSentInOrderWhenItComesUp() {
         var table = RequestTable(connectTimeout: .seconds(5), seed: 1)
-        #expect(table.start(Self.call([1]), id: Self.id2, waiter: 1, now: .zero).isEmpty)
-        #expect(table.start(Self.call([2]), id: Self.id1, waiter: 2, now: .milliseconds(1)).isEmpty)
+        #expect(table.start(Self.call([1]), waiter: 2, now: .zero).isEmpty)
+        #expect(table.start(Self.call([2]), waiter: 1, now: .milliseconds(1)).isEmpty)
         let sends = Self.sent(table.connectionUp(now: .milliseconds(300)))
-        #expect(sends.map(\.requestID) == [Self.id2, Self.id1])
+        #expect(sends.map(\.requestID) == [table.requestID(of: 2), table.requestID(of: 1)])
+        #expect(sends.map(\.body) == [[1], [2]])
         #expect(sends.map(\.header.attempt) == [1, 1])
     }
 
     @Test func aLostConnectionResendsWhatWasOutWithARaisedAttemptThatIsNotARetry() {
         var table = Self.connected()
-        _ = table.start(Self.call(), id: Self.id1, waiter: 1, now: .zero)
+        _ = table.start(Self.call(), waiter: 1, now: .zero)
+        let id = try! #require(table.requestID(of: 1))
         table.connectionDown(now: .milliseconds(100))
         let resent = Self.sent(table.connectionUp(now: .milliseconds(800)))
         #expect(resent.map(\.header.attempt) == [2])
         #expect(table.counters.resentAfterReconnect == 1 && table.counters.retries == 0)
         #expect(
-            table.received(Self.ok(Self.id1, attempt: 2), now: .milliseconds(900))
+            table.received(Self.ok(id, attempt: 2), now: .milliseconds(900))
                 == [.succeed([1], body: [9], attempts: 1)])
     }
 
     @Test func waitingLongerThanTheConnectTimeoutIsBrokerUnreachable() {
         var table = RequestTable(connectTimeout: .seconds(2), seed: 1)
         let call = Self.call(timeout: .seconds(30), retry: .never)
-        _ = table.start(call, id: Self.id1, waiter: 1, now: .zero)
+        _ = table.start(call, waiter: 1, now: .zero)
         #expect(table.nextDeadline() == .seconds(2))
         guard case .fail(_, let error, _) = try! #require(table.expire(now: .seconds(2)).first) else { return }
         #expect(error.code == .brokerUnreachable)
@@ -141,33 +164,36 @@ struct RequestTableTests {
 
     @Test func equalCallsShareOneExecution() {
         var table = Self.connected()
-        #expect(Self.sent(table.start(Self.call([7]), id: Self.id1, waiter: 1, now: .zero)).count == 1)
-        #expect(table.start(Self.call([7]), id: Self.id2, waiter: 2, now: .zero).isEmpty)
-        #expect(
-            Self.sent(table.start(Self.call([8]), id: RequestID(high: 3, low: 3), waiter: 3, now: .zero)).count == 1)
+        #expect(Self.sent(table.start(Self.call([7]), waiter: 1, now: .zero)).count == 1)
+        #expect(table.start(Self.call([7]), waiter: 2, now: .zero).isEmpty)
+        #expect(table.requestID(of: 2) == table.requestID(of: 1))
+        #expect(Self.sent(table.start(Self.call([8]), waiter: 3, now: .zero)).count == 1)
         #expect(table.counters.coalesced == 1 && table.callCount == 2 && table.waiterCount == 3)
-        #expect(table.received(Self.ok(Self.id1), now: .milliseconds(1)) == [.succeed([1, 2], body: [9], attempts: 1)])
+        #expect(
+            table.received(Self.ok(table.requestID(of: 1)!), now: .milliseconds(1))
+                == [.succeed([1, 2], body: [9], attempts: 1)])
         // Once finished, an equal call runs again.
-        #expect(Self.sent(table.start(Self.call([7]), id: Self.id2, waiter: 4, now: .milliseconds(2))).count == 1)
+        #expect(Self.sent(table.start(Self.call([7]), waiter: 4, now: .milliseconds(2))).count == 1)
     }
 
     @Test func optingOutOfCoalescingRunsEveryCall() {
         var table = Self.connected()
-        _ = table.start(Self.call([7], coalesce: false), id: Self.id1, waiter: 1, now: .zero)
-        #expect(Self.sent(table.start(Self.call([7], coalesce: false), id: Self.id2, waiter: 2, now: .zero)).count == 1)
+        _ = table.start(Self.call([7], coalesce: false), waiter: 1, now: .zero)
+        #expect(Self.sent(table.start(Self.call([7], coalesce: false), waiter: 2, now: .zero)).count == 1)
         #expect(table.counters.coalesced == 0)
     }
 
     @Test func theBrokerIsToldOnlyWhenTheLastWaiterLeaves() {
         var table = Self.connected()
-        _ = table.start(Self.call([7]), id: Self.id1, waiter: 1, now: .zero)
-        _ = table.start(Self.call([7]), id: Self.id2, waiter: 2, now: .zero)
+        _ = table.start(Self.call([7]), waiter: 1, now: .zero)
+        _ = table.start(Self.call([7]), waiter: 2, now: .zero)
+        let id = try! #require(table.requestID(of: 1))
         #expect(table.abandon(1) == [])
         #expect(table.waiterCount == 1 && table.callCount == 1)
-        #expect(table.abandon(2) == [.cancel(Self.id1)])
+        #expect(table.abandon(2) == [.cancel(id)])
         #expect(table.callCount == 0 && table.waiterCount == 0)
         #expect(table.abandon(2) == [], "abandoning twice is harmless")
-        #expect(table.received(Self.ok(Self.id1), now: .milliseconds(1)) == [])
+        #expect(table.received(Self.ok(id), now: .milliseconds(1)) == [])
     }
 
     @Test func aSilentEndpointIsLeftForTheNextAfterTheConnectTimeout() {
@@ -183,10 +209,9 @@ struct RequestTableTests {
     @Test func timersOfFinishedCallsDoNotPileUp() {
         var table = Self.connected()
         for number in 0..<20_000 {
-            let id = RequestID(high: 9, low: UInt64(number))
-            _ = table.start(
-                Self.call(timeout: .seconds(30), coalesce: false), id: id, waiter: UInt64(number), now: .zero)
-            _ = table.received(Self.ok(id), now: .zero)
+            let sent = Self.sent(
+                table.start(Self.call(timeout: .seconds(30), coalesce: false), waiter: UInt64(number), now: .zero))
+            _ = table.received(Self.ok(sent[0].requestID), now: .zero)
         }
         #expect(table.callCount == 0)
         #expect(table.timerCount <= 1025, "\(table.timerCount) timers for no call in flight")
@@ -194,8 +219,8 @@ struct RequestTableTests {
 
     @Test func closingFailsEveryWaiter() {
         var table = Self.connected()
-        _ = table.start(Self.call([7]), id: Self.id1, waiter: 1, now: .zero)
-        _ = table.start(Self.call([7]), id: Self.id2, waiter: 2, now: .zero)
+        _ = table.start(Self.call([7]), waiter: 1, now: .zero)
+        _ = table.start(Self.call([7]), waiter: 2, now: .zero)
         #expect(table.closeAll() == [.fail([1, 2], .clientClosed, attempts: 1)])
     }
 
@@ -206,9 +231,9 @@ struct RequestTableTests {
         var table = Self.connected()
         var call = Self.call(timeout: .seconds(10), coalesce: false)
         call.trace = [1, 2, 3]
-        #expect(Self.sent(table.start(call, id: Self.id1, waiter: 1, now: .zero)).first?.trace == nil, "not asked yet")
+        #expect(Self.sent(table.start(call, waiter: 1, now: .zero)).first?.trace == nil, "not asked yet")
         table.brokerTakesTrace(epoch: table.connectionEpoch)
-        #expect(Self.sent(table.start(call, id: Self.id2, waiter: 2, now: .zero)).first?.trace == [1, 2, 3])
+        #expect(Self.sent(table.start(call, waiter: 2, now: .zero)).first?.trace == [1, 2, 3])
         let epoch = table.connectionEpoch
         table.connectionDown(now: .milliseconds(5))
         #expect(table.connectionEpoch == epoch + 1)
@@ -216,7 +241,7 @@ struct RequestTableTests {
         #expect(resent.count == 2 && resent.allSatisfy { $0.trace == nil }, "a new connection: not known yet")
         table.brokerTakesTrace(epoch: epoch)
         #expect(
-            Self.sent(table.start(call, id: RequestID(high: 3, low: 3), waiter: 3, now: .milliseconds(7))).first?.trace
+            Self.sent(table.start(call, waiter: 3, now: .milliseconds(7))).first?.trace
                 == nil, "an answer from the old connection does not count")
     }
 }
