@@ -136,8 +136,8 @@ extension SkyWorker {
             // Once a connection was asked for in this batch, messages go through the mailbox
             // too, behind its opening, instead of leaving before the socket exists.
             var connectQueued = false
-            var started: [Job] = []
-            defer { if !started.isEmpty { jobs.yield(started) } }
+            // Tasks with no waiting runner wake the group's loop once, after the batch.
+            defer { jobs.flush() }
             // Each action moved out, not copied (a task's request is handed on, not retained and
             // released); `.connect(generation: 0)` (a plain value) is left in its place.
             actions.takeEach(leaving: .connect(generation: 0)) { (action: consuming WorkerStateMachine.Action) in
@@ -162,7 +162,7 @@ extension SkyWorker {
                         command, generation: generation, behindConnect: connectQueued, loop: loop, into: &outbound)
                 case .startTask(let key, let request, let slot):
                     let ticket = handles.reserve(key, slot: slot)
-                    started.append(Job(key: key, ticket: ticket, request: request))
+                    jobs.offer(Job(key: key, ticket: ticket, request: request))
                 case .cancelTask(let key, let slot):
                     handles.cancel(key, slot: slot)
                 case .finish(let ending):
@@ -174,8 +174,6 @@ extension SkyWorker {
                             into: &outbound)
                     case .refused, .cannotConnect: break
                     }
-                    if !started.isEmpty { jobs.yield(started) }
-                    started = []
                     jobs.finish()
                 case .log(let level, let message, let metadata):
                     logger.log(level: level, "\(message)", metadata: metadata)

@@ -13,9 +13,9 @@ import Tracing
 /// The shell of ``WorkerStateMachine``, which decides everything: one I/O thread owns the
 /// connection, feeds every message and tick to the machine inline and carries out its actions.
 /// Heartbeats leave from that thread, so they keep flowing however busy the handlers keep the
-/// cooperative pool. Handlers run as children of one task group inside the graceful-shutdown
-/// handler, on the pool or on the I/O thread (``HandlerExecutor``); the broker's credits bound
-/// how many run. A finished handler posts its reply to the I/O thread, which sends it.
+/// cooperative pool. Handlers run on children of one task group inside the graceful-shutdown
+/// handler (runners, each running task after task: ``JobInbox``), on the pool or on the I/O
+/// thread (``HandlerExecutor``); the broker's credits bound how many run. A finished handler posts its reply to the I/O thread, which sends it.
 ///
 /// On graceful shutdown (SIGTERM/SIGINT through a `ServiceGroup`) it tells the broker DRAINING
 /// (no new tasks), lets the tasks it runs finish and reply for up to
@@ -92,8 +92,8 @@ public final class SkyWorker: Service, Sendable {
                 liveness: configuration.liveness, drainGrace: configuration.drainGrace,
                 usesCurve: configuration.credentials != nil, takesTrace: SkyTracing.active() != nil),
             now: ContinuousClock.now)
-        // One element per batch the I/O thread read: one hand-off (and at most one wake-up)
-        // for every task that arrived together.
+        // Each task to a runner waiting for one; the rest to the group, in one hand-off (and at
+        // most one wake-up) for every task that arrived together.
         let jobs = JobInbox()
         let shell = Shell(
             machine: machine, configuration: configuration, jobs: jobs, logger: logger, capacity: system.capacity)
@@ -112,7 +112,7 @@ public final class SkyWorker: Service, Sendable {
                     await withDiscardingTaskGroup { group in
                         while let batch = await jobs.next() {
                             for job in batch {
-                                group.addTask { await Self.perform(job, handlers: handlers, shell: shell) }
+                                group.addTask { await Self.run(job, then: jobs, handlers: handlers, shell: shell) }
                             }
                         }
                     }
@@ -142,7 +142,21 @@ public final class SkyWorker: Service, Sendable {
         }
     }
 
-    /// One task, as a child of the worker's task group, which the I/O thread can cancel alone.
+    /// A runner: a child of the worker's task group that runs `first`, then task after task
+    /// from `jobs` (see ``JobInbox``), until none is left for it.
+    private nonisolated(nonsending) static func run(
+        _ first: Job, then jobs: JobInbox, handlers: ScanSystem.Handlers, shell: Shell
+    ) async {
+        var job = first
+        while true {
+            await perform(job, handlers: handlers, shell: shell)
+            // The runner of a cancelled task ends with it: a task stays cancelled.
+            guard !Task.isCancelled, let next = await jobs.nextForRunner() else { return }
+            job = next
+        }
+    }
+
+    /// One task, on a runner the I/O thread can cancel alone.
     /// (On the child's executor: a hop to the global executor and back would cost a locked
     /// lookup of the child's executor preference each way.)
     private nonisolated(nonsending) static func perform(
