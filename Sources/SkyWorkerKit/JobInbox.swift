@@ -1,11 +1,15 @@
+import DequeModule
 import SkyZMQ
 
 /// Hands the tasks the I/O thread starts to the tasks that run them: a runner that waits for
-/// its next task gets one directly; the others go to the worker's task group in one batch per
-/// wake-up of the I/O thread, and the group starts a runner for each.
+/// its next task gets one directly; the others are queued, and the worker's task group is
+/// asked (once per wake-up of the I/O thread) to start a runner for each, which takes the
+/// oldest queued task.
 ///
 /// **Runners.** A runner is a child of the group that runs one task after another: when its
-/// task is done it takes the next waiting one, or waits for the next to come. A new child per
+/// task is done it takes the next queued one, or waits for the next to come. It holds no task
+/// while it waits (a runner is not started with its task captured: the capture would keep the
+/// task's request for the runner's whole life). A new child per
 /// task cost its creation and its destruction (`swift_task_create`, its first allocations, its
 /// group's bookkeeping: about 2,500 instructions a task); waking a waiting runner costs one
 /// resumed continuation. A runner whose task was cancelled ends with it (a cancelled task stays
@@ -20,13 +24,18 @@ import SkyZMQ
 /// handler's.
 final class JobInbox: Sendable {
     private struct State: Sendable {
-        /// Tasks no waiting runner took, for the group.
-        var pending: [SkyWorker.Job] = []
-        /// The group's loop, waiting for tasks to start runners for.
-        var waiter: UnsafeContinuation<[SkyWorker.Job]?, Never>?
+        /// Tasks no waiting runner took, taken in the order they came.
+        var pending: Deque<SkyWorker.Job> = []
+        /// Runners the group was asked to start that have not asked for their first task yet.
+        var starting = 0
+        /// The group's loop, waiting to be asked for runners.
+        var waiter: UnsafeContinuation<Int?, Never>?
         /// Runners waiting for their next task.
         var idle: [UnsafeContinuation<SkyWorker.Job?, Never>] = []
         var finished = false
+
+        /// Queued tasks no runner is on its way to yet.
+        var uncovered: Int { pending.count - starting }
     }
 
     /// At most this many runners wait for a task at once.
@@ -37,8 +46,8 @@ final class JobInbox: Sendable {
         self.idleLimit = idleLimit
     }
 
-    /// A started task: to a waiting runner, or queued for the group (see ``flush()``). Tasks
-    /// given after ``finish()`` are dropped: the machine starts none once it finished.
+    /// A started task: to a waiting runner, or queued (see ``flush()``). Tasks given after
+    /// ``finish()`` are dropped: the machine starts none once it finished.
     func offer(_ job: SkyWorker.Job) {
         state.withLock { state in
             guard !state.finished else { return }
@@ -51,40 +60,39 @@ final class JobInbox: Sendable {
         }
     }
 
-    /// Wakes the group's loop if tasks wait for runners: once per batch of offers.
+    /// Asks the group's loop for runners if queued tasks need them: once per batch of offers.
     func flush() {
-        let handOver = state.withLock { state -> (UnsafeContinuation<[SkyWorker.Job]?, Never>, [SkyWorker.Job])? in
-            guard !state.pending.isEmpty, let waiter = state.waiter else { return nil }
+        let ask = state.withLock { state -> (UnsafeContinuation<Int?, Never>, Int)? in
+            guard state.uncovered > 0, let waiter = state.waiter else { return nil }
             state.waiter = nil
-            defer { state.pending = [] }
-            return (waiter, state.pending)
+            return (waiter, Self.claim(&state))
         }
-        if let (waiter, jobs) = handOver { waiter.resume(returning: jobs) }
+        if let (waiter, runners) = ask { waiter.resume(returning: runners) }
     }
 
-    /// Ends the group's loop once it took what is queued, and every waiting runner.
+    /// Ends the group's loop once it started runners for what is queued, and every waiting
+    /// runner.
     func finish() {
-        let (waiter, jobs, idle) = state.withLock { state in
+        let (waiter, runners, idle) = state.withLock { state in
             state.finished = true
             let waiter = state.waiter
-            // The group's loop waits only while nothing was flushed to it: what is queued is its.
-            let jobs = waiter != nil && !state.pending.isEmpty ? state.pending : nil
-            if jobs != nil { state.pending = [] }
+            let runners = waiter != nil && state.uncovered > 0 ? Self.claim(&state) : nil
             let idle = state.idle
             state.waiter = nil
             state.idle = []
-            return (waiter, jobs, idle)
+            return (waiter, runners, idle)
         }
-        waiter?.resume(returning: jobs)
+        waiter?.resume(returning: runners)
         for runner in idle { runner.resume(returning: nil) }
     }
 
-    /// For the group's loop: every task queued since its last call, waiting for one if there
-    /// is none; nil once finished and taken. One such consumer only.
-    func next() async -> [SkyWorker.Job]? {
+    /// For the group's loop: how many runners to start for the tasks queued since its last
+    /// call, waiting until some are; nil once finished and every queued task has its runner.
+    /// One such consumer only.
+    func next() async -> Int? {
         if let ready = state.withLock({ Self.take(&$0) }) { return ready }
         return await withUnsafeContinuation { continuation in
-            let ready = state.withLock { state -> [SkyWorker.Job]?? in
+            let ready = state.withLock { state -> Int?? in
                 if let ready = Self.take(&state) { return ready }
                 state.waiter = continuation
                 return .none
@@ -93,10 +101,14 @@ final class JobInbox: Sendable {
         }
     }
 
-    /// For a runner whose task is done: a queued task, or the next one offered; nil (the runner
-    /// ends) once finished, or when ``idleLimit`` runners wait already.
-    func nextForRunner() async -> SkyWorker.Job? {
-        if let ready = state.withLock({ Self.takeForRunner(&$0, idleLimit: idleLimit) }) { return ready }
+    /// For a runner: its next task, queued or the next one offered; nil (the runner ends) once
+    /// finished, or when ``idleLimit`` runners wait already. `first`: a new runner's first call.
+    func nextForRunner(first: Bool = false) async -> SkyWorker.Job? {
+        let ready = state.withLock { state in
+            if first { state.starting = max(0, state.starting - 1) }
+            return Self.takeForRunner(&state, idleLimit: idleLimit)
+        }
+        if let ready { return ready }
         return await withUnsafeContinuation { continuation in
             let ready = state.withLock { state -> SkyWorker.Job?? in
                 if let ready = Self.takeForRunner(&state, idleLimit: idleLimit) { return ready }
@@ -107,25 +119,29 @@ final class JobInbox: Sendable {
         }
     }
 
-    /// Whether the group's loop waits for a batch (for tests).
+    /// Whether the group's loop waits to be asked for runners (for tests).
     var consumerWaits: Bool { state.withLock { $0.waiter != nil } }
 
     /// Runners waiting for a task (for tests).
     var idleRunners: Int { state.withLock { $0.idle.count } }
 
-    /// What is queued, or nil (the consumer ends) once finished with nothing queued; `.none`
-    /// when the consumer must wait.
-    private static func take(_ state: inout State) -> [SkyWorker.Job]?? {
-        if !state.pending.isEmpty {
-            defer { state.pending = [] }
-            return .some(state.pending)
-        }
+    /// Runners for the uncovered tasks, counted as on their way.
+    private static func claim(_ state: inout State) -> Int {
+        let runners = state.uncovered
+        state.starting += runners
+        return runners
+    }
+
+    /// Runners to start, or nil (the consumer ends) once finished with every task covered;
+    /// `.none` when the consumer must wait.
+    private static func take(_ state: inout State) -> Int?? {
+        if state.uncovered > 0 { return .some(claim(&state)) }
         return state.finished ? .some(nil) : .none
     }
 
     /// A queued task, or nil (the runner ends); `.none` when the runner must wait.
     private static func takeForRunner(_ state: inout State, idleLimit: Int) -> SkyWorker.Job?? {
-        if let job = state.pending.popLast() { return .some(job) }
+        if let job = state.pending.popFirst() { return .some(job) }
         return state.finished || state.idle.count >= idleLimit ? .some(nil) : .none
     }
 }

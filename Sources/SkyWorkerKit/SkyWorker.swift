@@ -15,7 +15,8 @@ import Tracing
 /// Heartbeats leave from that thread, so they keep flowing however busy the handlers keep the
 /// cooperative pool. Handlers run on children of one task group inside the graceful-shutdown
 /// handler (runners, each running task after task: ``JobInbox``), on the pool or on the I/O
-/// thread (``HandlerExecutor``); the broker's credits bound how many run. A finished handler posts its reply to the I/O thread, which sends it.
+/// thread (``HandlerExecutor``); the broker's credits bound how many run. A finished handler
+/// posts its reply to the I/O thread, which sends it.
 ///
 /// On graceful shutdown (SIGTERM/SIGINT through a `ServiceGroup`) it tells the broker DRAINING
 /// (no new tasks), lets the tasks it runs finish and reply for up to
@@ -92,8 +93,8 @@ public final class SkyWorker: Service, Sendable {
                 liveness: configuration.liveness, drainGrace: configuration.drainGrace,
                 usesCurve: configuration.credentials != nil, takesTrace: SkyTracing.active() != nil),
             now: ContinuousClock.now)
-        // Each task to a runner waiting for one; the rest to the group, in one hand-off (and at
-        // most one wake-up) for every task that arrived together.
+        // Each task to a runner waiting for one; for the rest the group starts runners, asked
+        // once (at most one wake-up) for every task that arrived together.
         let jobs = JobInbox()
         let shell = Shell(
             machine: machine, configuration: configuration, jobs: jobs, logger: logger, capacity: system.capacity)
@@ -110,9 +111,9 @@ public final class SkyWorker: Service, Sendable {
             await withGracefulShutdownHandler {
                 await withTaskCancellationHandler {
                     await withDiscardingTaskGroup { group in
-                        while let batch = await jobs.next() {
-                            for job in batch {
-                                group.addTask { await Self.run(job, then: jobs, handlers: handlers, shell: shell) }
+                        while let runners = await jobs.next() {
+                            for _ in 0..<runners {
+                                group.addTask { await Self.run(jobs, handlers: handlers, shell: shell) }
                             }
                         }
                     }
@@ -142,17 +143,18 @@ public final class SkyWorker: Service, Sendable {
         }
     }
 
-    /// A runner: a child of the worker's task group that runs `first`, then task after task
-    /// from `jobs` (see ``JobInbox``), until none is left for it.
+    /// A runner: a child of the worker's task group that runs task after task from `jobs`
+    /// (see ``JobInbox``) until none is left for it. It captures no task: a waiting runner
+    /// holds no request's body.
     private nonisolated(nonsending) static func run(
-        _ first: Job, then jobs: JobInbox, handlers: ScanSystem.Handlers, shell: Shell
+        _ jobs: JobInbox, handlers: ScanSystem.Handlers, shell: Shell
     ) async {
-        var job = first
-        while true {
+        var first = true
+        while let job = await jobs.nextForRunner(first: first) {
+            first = false
             await perform(job, handlers: handlers, shell: shell)
             // The runner of a cancelled task ends with it: a task stays cancelled.
-            guard !Task.isCancelled, let next = await jobs.nextForRunner() else { return }
-            job = next
+            if Task.isCancelled { return }
         }
     }
 

@@ -1,5 +1,6 @@
 import SkyProtocol
 import SkyTestSupport
+import SkyZMQ
 import Testing
 
 @testable import SkyWorkerKit
@@ -14,7 +15,7 @@ struct JobInboxTests {
                 requestID: RequestID(high: 0, low: n), service: "echo", body: [UInt8(truncatingIfNeeded: n)]))
     }
 
-    static func numbers(_ jobs: [SkyWorker.Job]?) -> [UInt64]? { jobs?.map(\.request.requestID.low) }
+    static func number(_ job: SkyWorker.Job?) -> UInt64? { job?.request.requestID.low }
 
     /// Offers `jobs` as the I/O thread does in one wake-up.
     static func batch(_ jobs: [SkyWorker.Job], to inbox: JobInbox) {
@@ -22,86 +23,115 @@ struct JobInboxTests {
         inbox.flush()
     }
 
-    @Test func whatWasQueuedBeforeTheConsumerAskedComesInOneBatchInOrder() async {
+    /// The tasks `runners` new runners take, one each.
+    static func taken(by runners: Int, from inbox: JobInbox) async -> [UInt64?] {
+        var taken: [UInt64?] = []
+        for _ in 0..<runners { taken.append(number(await inbox.nextForRunner(first: true))) }
+        return taken
+    }
+
+    @Test func theGroupIsAskedOnceForARunnerPerQueuedTaskAndTheyTakeThemInOrder() async {
         let inbox = JobInbox()
         Self.batch([Self.job(1), Self.job(2)], to: inbox)
         Self.batch([Self.job(3)], to: inbox)
-        #expect(Self.numbers(await inbox.next()) == [1, 2, 3])
+        #expect(await inbox.next() == 3)
+        #expect(await Self.taken(by: 3, from: inbox) == [1, 2, 3])
+    }
+
+    /// Runners asked for and not started yet cover their tasks: the group is not asked twice.
+    @Test(.timeLimit(.minutes(1)))
+    func tasksWithRunnersOnTheirWayAreNotAskedForAgain() async throws {
+        let inbox = JobInbox()
+        Self.batch([Self.job(1)], to: inbox)
+        #expect(await inbox.next() == 1)
+        let group = Task { await inbox.next() }
+        try await eventually("the group waits") { inbox.consumerWaits }
+        Self.batch([Self.job(2)], to: inbox)
+        #expect(await group.value == 1, "only the new task needs a runner")
+        #expect(await Self.taken(by: 2, from: inbox) == [1, 2])
     }
 
     @Test(.timeLimit(.minutes(1)))
-    func aWaitingConsumerIsResumedByTheNextBatch() async throws {
+    func aWaitingGroupIsAskedByTheNextBatch() async throws {
         let inbox = JobInbox()
-        let consumer = Task { await inbox.next() }
-        try await eventually("the consumer waits") { inbox.consumerWaits }
+        let group = Task { await inbox.next() }
+        try await eventually("the group waits") { inbox.consumerWaits }
         Self.batch([Self.job(7)], to: inbox)
-        #expect(Self.numbers(await consumer.value) == [7])
+        #expect(await group.value == 1)
         #expect(!inbox.consumerWaits)
+        #expect(await Self.taken(by: 1, from: inbox) == [7])
     }
 
-    @Test func finishEndsTheConsumerOnlyAfterItTookWhatWasQueued() async {
+    @Test func finishEndsTheGroupOnlyAfterItWasAskedForWhatWasQueued() async {
         let inbox = JobInbox()
         Self.batch([Self.job(1)], to: inbox)
         inbox.finish()
         Self.batch([Self.job(2)], to: inbox)
-        #expect(Self.numbers(await inbox.next()) == [1])
+        #expect(await inbox.next() == 1)
         #expect(await inbox.next() == nil)
         #expect(await inbox.next() == nil)
+        #expect(await Self.taken(by: 2, from: inbox) == [1, nil], "the task queued before the finish runs")
     }
 
     @Test(.timeLimit(.minutes(1)))
-    func finishEndsAWaitingConsumer() async throws {
+    func finishEndsAWaitingGroup() async throws {
         let inbox = JobInbox()
-        let consumer = Task { await inbox.next() }
-        try await eventually("the consumer waits") { inbox.consumerWaits }
+        let group = Task { await inbox.next() }
+        try await eventually("the group waits") { inbox.consumerWaits }
         inbox.finish()
-        #expect(await consumer.value == nil)
+        #expect(await group.value == nil)
     }
 
-    /// Many producers against one consumer: every job arrives exactly once.
+    /// Many producers against the group and its runners: every task is taken exactly once.
     @Test(.timeLimit(.minutes(1)))
-    func everyJobFromManyThreadsArrivesOnce() async {
+    func everyTaskFromManyThreadsIsTakenOnce() async {
         let inbox = JobInbox()
         let producers = 8
         let each: UInt64 = 500
-        let consumer = Task {
-            var seen: [UInt64] = []
-            while seen.count < producers * Int(each), let batch = await inbox.next() {
-                seen += batch.map(\.request.requestID.low)
+        let total = producers * Int(each)
+        let taken = Locked<[UInt64]>([])
+        // The group, as the worker's: a runner for each task it is asked for, taking task after task.
+        let group = Task {
+            await withDiscardingTaskGroup { group in
+                while let runners = await inbox.next() {
+                    for _ in 0..<runners {
+                        group.addTask {
+                            var first = true
+                            while let job = await inbox.nextForRunner(first: first) {
+                                first = false
+                                taken.withLock { $0.append(job.request.requestID.low) }
+                            }
+                        }
+                    }
+                }
             }
-            return seen
         }
-        await withTaskGroup(of: Void.self) { group in
+        await withTaskGroup(of: Void.self) { producersGroup in
             for producer in 0..<UInt64(producers) {
-                group.addTask {
+                producersGroup.addTask {
                     for n in 0..<each { Self.batch([Self.job(producer * each + n)], to: inbox) }
                 }
             }
         }
-        #expect(await consumer.value.sorted() == Array(0..<UInt64(producers) * each))
+        // Finishing takes nothing away: every task queued before it is still taken.
+        inbox.finish()
+        await group.value
+        #expect(taken.withLock { $0 }.sorted() == Array(0..<UInt64(total)))
     }
 
-    /// A task offered while a runner waits goes to that runner, not to the group: no new child.
+    /// A task offered while a runner waits goes to that runner: the group is not asked.
     @Test(.timeLimit(.minutes(1)))
-    func aWaitingRunnerTakesTheNextTaskAndTheGroupIsNotWoken() async throws {
+    func aWaitingRunnerTakesTheNextTaskAndTheGroupIsNotAsked() async throws {
         let inbox = JobInbox()
         let group = Task { await inbox.next() }
         let runner = Task { await inbox.nextForRunner() }
         try await eventually("both wait") { inbox.consumerWaits && inbox.idleRunners == 1 }
         Self.batch([Self.job(5)], to: inbox)
-        #expect(await runner.value?.request.requestID.low == 5)
+        #expect(Self.number(await runner.value) == 5)
         #expect(inbox.consumerWaits && inbox.idleRunners == 0)
-        // The next one finds no runner waiting: it goes to the group, which starts one.
+        // The next one finds no runner waiting: the group is asked for one.
         Self.batch([Self.job(6)], to: inbox)
-        #expect(Self.numbers(await group.value) == [6])
-    }
-
-    /// A runner whose task is done takes a queued task before it would wait.
-    @Test func aRunnerTakesAQueuedTaskAtOnce() async {
-        let inbox = JobInbox()
-        inbox.offer(Self.job(3))
-        #expect(await inbox.nextForRunner()?.request.requestID.low == 3)
-        #expect(inbox.idleRunners == 0)
+        #expect(await group.value == 1)
     }
 
     /// Runners beyond the limit end instead of waiting, so that a burst's runners do not keep
