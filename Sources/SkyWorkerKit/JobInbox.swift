@@ -49,15 +49,15 @@ final class JobInbox: Sendable {
     /// A started task: to a waiting runner, or queued (see ``flush()``). Tasks given after
     /// ``finish()`` are dropped: the machine starts none once it finished.
     func offer(_ job: SkyWorker.Job) {
-        state.withLock { state in
-            guard !state.finished else { return }
-            if let runner = state.idle.popLast() {
-                // Resumed under the lock: resuming only enqueues the runner on its executor.
-                runner.resume(returning: job)
-            } else {
-                state.pending.append(job)
-            }
+        let runner = state.withLock { state -> UnsafeContinuation<SkyWorker.Job?, Never>? in
+            guard !state.finished else { return nil }
+            if let runner = state.idle.popLast() { return runner }
+            state.pending.append(job)
+            return nil
         }
+        // Resumed after the lock is released: the woken runner may take the CPU at once and
+        // would block on the lock at its next task (two more thread switches a task).
+        runner?.resume(returning: job)
     }
 
     /// Asks the group's loop for runners if queued tasks need them: once per batch of offers.

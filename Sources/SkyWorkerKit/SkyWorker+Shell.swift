@@ -57,8 +57,8 @@ extension SkyWorker {
         }
 
         /// A handler finished (called from its task).
-        func taskFinished(_ key: WorkerStateMachine.TaskKey, _ reply: TaskReply) {
-            if finished.withLock({ $0.append(FinishedTask(key: key, reply: reply)) }) == .first {
+        func taskFinished(_ task: FinishedTask) {
+            if finished.withLock({ $0.append(task) }) == .first {
                 loop.withLock { $0 }?.post(input: Input.repliesReady)
             }
         }

@@ -175,7 +175,7 @@ public final class SkyWorker: Service, Sendable {
         }
         shell.metrics.finished(job.request.service, reply.status, after: ContinuousClock.now - started)
         shell.handles.detach(job.ticket)
-        shell.taskFinished(job.key, reply)
+        shell.taskFinished(Shell.FinishedTask(key: job.key, reply: reply))
     }
 
     /// Runs the handler inside a server span, a child of the request's trace context (the
