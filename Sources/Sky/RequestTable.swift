@@ -137,8 +137,8 @@ struct RequestTable {
     private var slots: [Entry] = []
     /// Free slots, the last freed first.
     private var freeSlots: [UInt32] = []
-    /// Calls in flight.
-    private(set) var callCount = 0
+    /// Calls in flight: the slots not free.
+    var callCount: Int { slots.count - freeSlots.count }
     private var flights: [FlightKey: RequestID] = [:]
     /// Made with room for ``room`` calls, as the slots: with its buckets mostly empty, a
     /// finished call's removal moves no neighbours back (Swift's dictionary rehashes each one it
@@ -476,7 +476,6 @@ struct RequestTable {
     }
 
     private mutating func takeSlot() -> Int {
-        callCount += 1
         if let free = freeSlots.popLast() { return Int(free) }
         precondition(slots.count <= Int(UInt32.max), "more than 2^32 calls in flight")
         slots.append(.vacant)
@@ -490,7 +489,6 @@ struct RequestTable {
         }
         Self.vacate(&slots[slot])
         freeSlots.append(UInt32(slot))
-        callCount -= 1
     }
 
     /// A new call in a free slot, set field by field where it lies: a whole entry built and

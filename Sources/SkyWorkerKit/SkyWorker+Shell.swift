@@ -136,8 +136,10 @@ extension SkyWorker {
             // Once a connection was asked for in this batch, messages go through the mailbox
             // too, behind its opening, instead of leaving before the socket exists.
             var connectQueued = false
-            // Tasks with no waiting runner wake the group's loop once, after the batch.
-            defer { jobs.flush() }
+            // Tasks with no waiting runner wake the group's loop once, after the batch (and only a
+            // batch that started some takes the inbox's lock for it).
+            var offered = false
+            defer { if offered { jobs.flush() } }
             // Each action moved out, not copied (a task's request is handed on, not retained and
             // released); `.connect(generation: 0)` (a plain value) is left in its place.
             actions.takeEach(leaving: .connect(generation: 0)) { (action: consuming WorkerStateMachine.Action) in
@@ -163,6 +165,7 @@ extension SkyWorker {
                 case .startTask(let key, let request, let slot):
                     let ticket = handles.reserve(key, slot: slot)
                     jobs.offer(Job(key: key, ticket: ticket, request: request))
+                    offered = true
                 case .cancelTask(let key, let slot):
                     handles.cancel(key, slot: slot)
                 case .finish(let ending):
