@@ -211,3 +211,66 @@ extension IntegrationSuite.WorkerRuntimeTests {
         #expect(worker.errorText.contains("dropped a malformed message from the broker"), "\(worker.errorText)")
     }
 }
+
+extension IntegrationSuite.WorkerRuntimeTests {
+    /// docs/protocol.md, REQUEST and CANCEL to a worker, from a broker that breaks the credit
+    /// rule and repeats itself (a raw ROUTER): round after round, four long tasks fill the
+    /// capacity, a fifth goes beyond it, the first is sent again, all four are cancelled, and a
+    /// CANCEL names a tag never sent. Every delivery gets exactly one REPLY (`overloaded` at once
+    /// beyond the capacity, `cancelled` once its handler returned), the repeat none of its own;
+    /// and the runners that ended with their cancelled tasks leave the worker serving.
+    @Test func aBrokerThatFloodsRepeatsAndCancelsGetsOneReplyPerDelivery() async throws {
+        let broker = try await ScriptedBroker.start()
+        defer { broker.stop() }
+        let worker = try SkyProcess("skyworker", ["--broker", broker.endpoint, "--name", "flooded", "--capacity", "4"])
+        defer { worker.killNow() }
+        let (peer, ready) = try await broker.nextCommand()
+        guard case .ready = ready else {
+            Issue.record("expected READY, got \(ready)")
+            return
+        }
+        func id(_ number: UInt64) -> RequestID { RequestID(high: 9, low: number) }
+        func request(_ number: UInt64, _ task: some SkyTask) throws -> [[UInt8]] {
+            BrokerToWorker.request(
+                tag: DeliveryTag(number: number),
+                TaskRequest(
+                    requestID: id(number), service: type(of: task).service, body: Array(try JSONEncoder().encode(task)))
+            ).encode()
+        }
+        var replies: [UInt64: [ReplyStatus]] = [:]
+        /// Reads REPLYs until every one of `numbers` has one.
+        func collect(_ numbers: some Sequence<UInt64>) async throws {
+            let wanted = Set(numbers)
+            while !wanted.isSubset(of: Set(replies.keys)) {
+                guard case .reply(let tag, let reply) = try await broker.nextCommand().command else { continue }
+                replies[tag.number ?? 0, default: []].append(reply.status)
+            }
+        }
+        var next: UInt64 = 1
+        for _ in 0..<30 {
+            let long = next..<next + 4
+            next += 5
+            for number in long {
+                broker.send(to: peer, try request(number, SleepTask(milliseconds: 60_000, tag: Int(number))))
+            }
+            broker.send(to: peer, try request(long.upperBound, EchoTask(message: "beyond the capacity")))
+            broker.send(
+                to: peer, try request(long.lowerBound, SleepTask(milliseconds: 60_000, tag: Int(long.lowerBound))))
+            for number in long {
+                broker.send(to: peer, BrokerToWorker.cancel(tag: DeliveryTag(number: number), id(number)).encode())
+            }
+            broker.send(to: peer, BrokerToWorker.cancel(tag: DeliveryTag(number: 999_999), id(999_999)).encode())
+            try await collect(long.lowerBound...long.upperBound)
+            #expect(long.allSatisfy { replies[$0] == [.cancelled] }, "\(replies)")
+            #expect(replies[long.upperBound] == [.overloaded])
+        }
+        // Served still: the capacity is whole again, and every task runs to its end (sleeps, which
+        // a runner left cancelled would end at once with `cancelled`).
+        let last = next..<next + 4
+        for number in last { broker.send(to: peer, try request(number, SleepTask(milliseconds: 1, tag: Int(number)))) }
+        try await collect(last)
+        #expect(last.allSatisfy { replies[$0] == [.ok] }, "\(replies)")
+        #expect(replies.count == 30 * 5 + 4 && replies.values.allSatisfy { $0.count == 1 }, "\(replies)")
+        #expect(replies[999_999] == nil)
+    }
+}
