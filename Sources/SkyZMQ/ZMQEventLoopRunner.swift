@@ -49,6 +49,18 @@ final class ZMQEventLoopRunner {
 
         var hasPending: Bool { pendingHead < pending.count }
 
+        /// Closes the socket and its monitor's pair, the monitor stopped first (see
+        /// ``ZMQSocket/stopMonitor()``): closing the pair while libzmq may still report a
+        /// disconnection stranded a worker after a graceful broker restart, its context's I/O
+        /// thread blocked for good on an event nobody would read.
+        func close(linger: Int32) {
+            if let monitorPair {
+                socket.stopMonitor()
+                monitorPair.close(linger: 0)
+            }
+            socket.close(linger: linger)
+        }
+
         /// Asks libzmq what the socket (and its monitor) can do, where that may have changed.
         func refresh() {
             if stale {
@@ -209,7 +221,10 @@ final class ZMQEventLoopRunner {
             pollIsStale = true
             return bound
         } catch {
-            monitorPair?.close(linger: 0)
+            if let monitorPair {
+                socket.stopMonitor()
+                monitorPair.close(linger: 0)
+            }
             socket.close(linger: 0)
             throw ZMQEventLoop.SetupError(socket: spec.id, underlying: error)
         }
@@ -218,18 +233,13 @@ final class ZMQEventLoopRunner {
     private func closeSocket(_ id: ZMQEventLoop.SocketID, linger: Int32) {
         setPeriodic(nil, on: id, every: .zero)
         guard let index = entries.firstIndex(where: { $0.id == id }) else { return }
-        let entry = entries.remove(at: index)
-        entry.monitorPair?.close(linger: 0)
-        entry.socket.close(linger: linger)
+        entries.remove(at: index).close(linger: linger)
         loop.openSockets.store(entries.count, ordering: .relaxed)
         pollIsStale = true
     }
 
     private func closeAll() {
-        for entry in entries {
-            entry.monitorPair?.close(linger: 0)
-            entry.socket.close(linger: closingLinger)
-        }
+        for entry in entries { entry.close(linger: closingLinger) }
         entries.removeAll()
         loop.openSockets.store(0, ordering: .relaxed)
     }

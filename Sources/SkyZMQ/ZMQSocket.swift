@@ -235,6 +235,14 @@ public final class ZMQSocket {
             throw ZMQError.last("zmq_socket_monitor(\(endpoint))")
         }
     }
+
+    /// Stops the monitor: libzmq closes its end of the pair and sends no more events. Call it
+    /// before closing the reading end: libzmq sends each event with a blocking send from its
+    /// own I/O thread, so an event sent to a pair nobody reads (a disconnection while the socket
+    /// closes) blocks that thread for good, and with it every socket of the context.
+    public func stopMonitor() {
+        _ = zmq_socket_monitor(handle, nil, 0)
+    }
 }
 
 /// The libzmq messages of one multipart message being received, each initialised when taken

@@ -610,6 +610,53 @@ struct ZMQEventLoopTests {
         await loop.shutdown()
     }
 
+    /// A monitored socket closed while libzmq still reports on it (here: its peer goes away
+    /// while the socket lingers with unsent messages) leaves the context's I/O thread free: the
+    /// loop's next socket connects. With the monitor's pair closed before the monitor stopped,
+    /// libzmq's blocking send of `disconnected` held its I/O thread for good (a worker stranded
+    /// after a graceful broker restart).
+    @Test(.timeLimit(.minutes(1)))
+    func closingAMonitoredSocketWhileItsPeerLeavesLeavesTheLoopWorking() async throws {
+        let peer = try SilentPeer()
+        let loop = try await ZMQEventLoop.start(name: "test-monitor-close", sockets: [])
+        let first = ZMQEventLoop.SocketID(1, numbered: "broker")
+        try await loop.open(
+            .init(
+                id: first, type: .dealer, connect: [peer.endpoint], monitor: [.handshakeSucceeded, .disconnected]))
+        var connected = false
+        for await batch in loop.inbound {
+            for case .monitor(first, let event) in batch where event.kind == .handshakeSucceeded { connected = true }
+            if connected { break }
+        }
+        // Far more than the peer's receive pipe and the kernel's buffers take: the rest stays
+        // queued in the closing socket while it lingers.
+        let chunk = [UInt8](repeating: 7, count: 1 << 20)
+        for _ in 0..<64 { loop.send([chunk], on: first) }
+        loop.close(first, linger: 2_000)
+        try await Task.sleep(for: .milliseconds(50))
+        peer.close()
+        // The loop's context must still connect a new socket.
+        let server = try await ZMQEventLoop.start(
+            name: "test-monitor-close-server",
+            sockets: [.init(id: Self.server, type: .router, bind: ["tcp://127.0.0.1:*"])])
+        let endpoint = try #require(server.boundEndpoints(of: Self.server).first)
+        let second = ZMQEventLoop.SocketID(2, numbered: "broker")
+        try await loop.open(.init(id: second, type: .dealer, connect: [endpoint]))
+        loop.send([Array("after".utf8)], on: second)
+        let arrived = await withTaskGroup(of: Bool.self) { group in
+            group.addTask { await Self.collect(server, messages: 1).messages.first?.frames.last == Array("after".utf8) }
+            group.addTask {
+                try? await Task.sleep(for: .seconds(5))
+                return false
+            }
+            defer { group.cancelAll() }
+            return await group.next() ?? false
+        }
+        #expect(arrived, "the loop's context no longer connects: its I/O thread is blocked")
+        await server.shutdown()
+        if arrived { await loop.shutdown() }
+    }
+
     @Test func ticksArriveAtTheirInterval() async throws {
         // Stamped before the loop exists: its first tick is due one interval after it starts.
         let start = ContinuousClock.now
