@@ -716,20 +716,20 @@ extension BrokerStateMachine {
     /// Time passed: scheduled jobs that are due are queued, held waits that reached their
     /// hold are answered "not yet", and every ``Configuration/journalMaintenanceInterval`` the
     /// journal is asked to expire old outcomes and to measure itself.
-    mutating func jobTick(now: Instant, budget: inout Int, into actions: inout [BrokerAction]) {
+    mutating func jobTick(now: Instant, budget: inout WorkBudget, into actions: inout [BrokerAction]) {
         lastNow = now
         let nowTicks = ticks(now)
         var services: Set<String> = []
-        while budget > 0, let first = jobBook.timers.min, first.due <= nowTicks {
+        while budget.hasRoom, let first = jobBook.timers.min, first.due <= nowTicks {
             jobBook.timers.removeMin()
             if let waiter = first.waiter {
                 guard jobBook.removeWaiter(waiter, of: first.id), let job = jobBook.jobs[first.id] else { continue }
-                budget -= 1
+                budget.spend()
                 answer(waiter, report(job), into: &actions)
                 continue
             }
             guard let job = jobBook.jobs[first.id], job.phase == .scheduled(due: first.due) else { continue }
-            budget -= 1
+            budget.spend()
             jobBook.enqueue(first.id)
             services.insert(job.submission.service)
         }

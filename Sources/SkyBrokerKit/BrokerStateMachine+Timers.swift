@@ -28,12 +28,16 @@ extension BrokerStateMachine {
             laterMemoryRelease = later.next <= Self.laterMemoryReleases.last ? (now + later.next, later.next * 2) : nil
             actions.append(.releaseMemory)
         }
-        var budget = configuration.expiryBatch
+        // Measured from the tick's start on the work clock, not from `now` (the batch's time,
+        // read before the messages ahead of this tick were handled).
+        let clock = configuration.workClock
+        var budget = WorkBudget(
+            count: configuration.expiryBatch, until: clock() + configuration.tickWorkLimit, clock: clock)
         expireDeadlines(now: now, budget: &budget, into: &actions)
         expireUnserved(now: now, budget: &budget, into: &actions)
         expireLeases(now: now, budget: &budget, into: &actions)
         jobTick(now: now, budget: &budget, into: &actions)
-        hasExpiryBacklog = budget == 0
+        hasExpiryBacklog = budget.isSpent
         compactIfMostlyDead()
         if helloPending, now >= nextHelloAllowed ?? now { sayHello(now: now, into: &actions) }
         summariseHeldBackLines(now: now, into: &actions)
@@ -47,9 +51,9 @@ extension BrokerStateMachine {
         }
     }
 
-    private mutating func expireDeadlines(now: Instant, budget: inout Int, into actions: inout [BrokerAction]) {
+    private mutating func expireDeadlines(now: Instant, budget: inout WorkBudget, into actions: inout [BrokerAction]) {
         let now = ticks(now)
-        while budget > 0, let first = deadlines.min, first.expiry <= now {
+        while budget.hasRoom, let first = deadlines.min, first.expiry <= now {
             deadlines.removeMin()
             guard let task = waitingRequest(arrival: first.arrival), !task.dropped else {
                 continue
@@ -61,7 +65,7 @@ extension BrokerStateMachine {
                 deadlines.insert(DeadlineEntry(expiry: expiry, arrival: first.arrival))
                 continue
             }
-            budget -= 1
+            budget.spend()
             dropWaiting(task.key, arrival: first.arrival)
             // Usually the expired request is the oldest of its queue: trim it right away.
             _ = oldestWaiting(task.service)
@@ -84,15 +88,15 @@ extension BrokerStateMachine {
 
     /// Services whose last worker left while requests of them waited: once the grace has passed
     /// and still nobody serves them, their requests are answered `noWorkers`.
-    private mutating func expireUnserved(now: Instant, budget: inout Int, into actions: inout [BrokerAction]) {
+    private mutating func expireUnserved(now: Instant, budget: inout WorkBudget, into actions: inout [BrokerAction]) {
         let now = ticks(now)
-        while budget > 0, let first = unserved.min, first.expiry <= now {
+        while budget.hasRoom, let first = unserved.min, first.expiry <= now {
             guard let number = services.number(of: first.service), !services[number].isServed else {
                 unserved.removeMin()
                 continue
             }
-            while budget > 0, let task = popWaiting(number) {
-                budget -= 1
+            while budget.hasRoom, let task = popWaiting(number) {
+                budget.spend()
                 answerNoWorkers(task, into: &actions)
             }
             if services[number].queue.isEmpty { unserved.removeMin() }
@@ -113,12 +117,12 @@ extension BrokerStateMachine {
     /// client-cancelled one does: the worker's handler may still run (it ignores cancellation),
     /// and a credit returned now would make the broker send a task to a worker with no free
     /// slot, whose caller would be refused `overloaded` by the worker.
-    private mutating func expireLeases(now: Instant, budget: inout Int, into actions: inout [BrokerAction]) {
+    private mutating func expireLeases(now: Instant, budget: inout WorkBudget, into actions: inout [BrokerAction]) {
         let nowTicks = ticks(now)
-        while budget > 0, let first = leases.min, first.expiry <= nowTicks {
+        while budget.hasRoom, let first = leases.min, first.expiry <= nowTicks {
             leases.removeMin()
             guard let held = deliveries[first.tag], let peer = deliveries.worker(of: first.tag) else { continue }
-            budget -= 1
+            budget.spend()
             let key = held.task.key
             let name = workers[peer]?.name ?? peer.description
             if held.answered {

@@ -79,6 +79,12 @@ public struct BrokerStateMachine: Sendable {
         /// Most expired requests answered per tick; with more due, the machine asks for the next
         /// tick at once (``hasExpiryBacklog``), after the shell has served its sockets again.
         public var expiryBatch: Int = 100
+        /// Longest time one tick spends on expiries and due jobs; the rest waits for the next
+        /// tick, asked for at once (``hasExpiryBacklog``). See ``WorkBudget``.
+        public var tickWorkLimit: Duration = .milliseconds(4)
+        /// The clock the tick reads to keep to ``tickWorkLimit`` (inputs carry their own `now`;
+        /// this one measures the work as it goes). Tests replace it.
+        public var workClock: @Sendable () -> BrokerInstant = { BrokerInstant.now }
         /// How often `broker.stats` is published.
         public var statsInterval: Duration = .seconds(1)
         /// Least time between two `broker.hello` events: subscriptions that come faster share one.

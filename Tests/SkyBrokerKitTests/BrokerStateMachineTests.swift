@@ -17,7 +17,14 @@ struct BrokerHarness {
     var keepsRecord = false
 
     /// A machine whose events someone watches (all of them), so that tests see every event.
-    init(_ configuration: BrokerStateMachine.Configuration = .init()) {
+    /// The tick's work is measured on `workClock`: by default one that stands still, so that
+    /// only the counts bound a tick (a test of the time bound passes a clock that moves).
+    init(
+        _ configuration: BrokerStateMachine.Configuration = .init(),
+        workClock: @escaping @Sendable () -> BrokerInstant = { BrokerInstant(nanoseconds: 0) }
+    ) {
+        var configuration = configuration
+        configuration.workClock = workClock
         machine = BrokerStateMachine(configuration: configuration)
         machine.eventSubscription([], subscribed: true)
     }

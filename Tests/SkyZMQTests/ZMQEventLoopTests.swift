@@ -189,6 +189,51 @@ struct ZMQEventLoopTests {
         await server.shutdown()
     }
 
+    /// An inline handler that takes its time bounds the loop's iteration by time, not by the
+    /// 1,024 messages a socket may give per wake-up: messages reach the handler in chunks as
+    /// they are read, and reading stops once the iteration's slice (4 ms) is spent; the rest is
+    /// read after the next poll, which does not sleep. Each message here costs the handler
+    /// 300 µs, so an iteration holds a few dozen; counted per poll, so that a loaded machine
+    /// (which only makes the slice end sooner) cannot fail it.
+    @Test(.timeLimit(.minutes(1)))
+    func aSlowInlineHandlerKeepsEachIterationShort() async throws {
+        // Messages handled in each iteration, by the loop's poll count when handled.
+        let perPoll = Locked<[Int: Int]>([:])
+        let loopReference = Locked<ZMQEventLoop?>(nil)
+        // inproc in one context, connected before the server binds: every message is in the
+        // server's pipe when it starts reading.
+        let context = try ZMQContext()
+        let endpoint = "inproc://slice-\(UUID().uuidString)"
+        let client = try await ZMQEventLoop.start(
+            name: "test-slice-client", context: context,
+            sockets: [.init(id: Self.client, type: .dealer, options: Self.roomFor10k, connect: [endpoint])])
+        let count = 2_000
+        client.send((0..<count).map { ZMQEventLoop.Outbound(socket: Self.client, frames: [Array("\($0)".utf8)]) })
+        // Commands are taken in order: once this socket is open, every message above was sent.
+        try await client.open(.init(id: Self.server, type: .pair, bind: ["inproc://slice-marker-\(UUID().uuidString)"]))
+        let server = try await ZMQEventLoop.start(
+            name: "test-slice", context: context,
+            sockets: [.init(id: Self.server, type: .router, options: Self.roomFor10k, bind: [endpoint])],
+            handler: { batch, _ in
+                let poll = loopReference.withLock { $0 }?.polls.load(ordering: .relaxed) ?? -1
+                for inbound in batch {
+                    guard case .message = inbound else { continue }
+                    let start = ContinuousClock.now
+                    while ContinuousClock.now - start < .microseconds(300) {}
+                    perPoll.withLock { $0[poll, default: 0] += 1 }
+                }
+            })
+        loopReference.withLock { $0 = server }
+        try await eventually("every message handled", timeout: .seconds(30)) {
+            perPoll.withLock { $0.values.reduce(0, +) } == count
+        }
+        // Handled before the reference was stored (at most the first iteration's) count under -1.
+        let most = perPoll.withLock { $0.filter { $0.key >= 0 }.values.max() ?? 0 }
+        #expect(most <= 100, "\(most) messages handled in one iteration (about 4 ms ÷ 300 µs + a chunk of 32 expected): \(perPoll.withLock { $0.sorted { $0.key < $1.key } })")
+        await client.shutdown()
+        await server.shutdown()
+    }
+
     /// Two inline handlers keep 64 messages in flight between them, each sending while the
     /// other's messages arrive. A send may take the command that signals a message to read:
     /// the loop must then ask the socket again before it sleeps, or the exchange stalls.
