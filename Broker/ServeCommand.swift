@@ -1,4 +1,5 @@
 import ArgumentParser
+import Foundation
 import Logging
 import ServiceLifecycle
 import SkyBrokerKit
@@ -90,13 +91,19 @@ struct ServeCommand: AsyncParsableCommand {
     var watcherKeys: String?
 
     @Option(
-        help:
-            "Directory of the durable-job journal (jobs.sqlite) and its lock; made if missing. \"none\" runs without durable jobs."
-    )
-    var stateDir = "./sky-state"
+        help: """
+            Directory of the durable-job journal (jobs.sqlite) and its lock; made if missing. "none" runs without \
+            durable jobs. Default: $XDG_STATE_HOME/sky, else ~/.local/state/sky (not the working directory).
+            """)
+    var stateDir: String?
 
     @Option(help: "Journal bytes beyond which new jobs are refused as overloaded; 0 for no limit.")
     var journalMaxBytes = Self.defaults.journalMaxBytes
+
+    /// Where the journal is kept without --state-dir: from this process's environment.
+    private static var defaultStateDirectory: String? {
+        BrokerConfiguration.defaultStateDirectory(environment: ProcessInfo.processInfo.environment)
+    }
 
     @OptionGroup var metricsOptions: MetricsOptions
 
@@ -125,8 +132,13 @@ struct ServeCommand: AsyncParsableCommand {
         // A request has 6 frames; a READY of 1,024 services has 1,028 whatever this says.
         try FlagCheck.integer(maxFrames, "--max-frames", in: 6...100_000)
         try FlagCheck.integer(journalMaxBytes, "--journal-max-bytes", in: 0...(1 << 50))
-        if stateDir.isEmpty {
+        if stateDir?.isEmpty == true {
             throw ValidationError("--state-dir needs a directory (or \"none\" to run without durable jobs)")
+        }
+        if stateDir == nil && Self.defaultStateDirectory == nil {
+            throw ValidationError(
+                "no --state-dir, and neither XDG_STATE_HOME nor HOME is set to an absolute path to find the default in; give --state-dir DIR (or none)"
+            )
         }
         if secretKey == nil && [clientKeys, workerKeys, watcherKeys].contains(where: { $0 != nil }) {
             throw ValidationError("allow-lists need --secret-key: without it the broker runs without CURVE")
@@ -155,7 +167,8 @@ struct ServeCommand: AsyncParsableCommand {
             clientsEndpoint: clients, workersEndpoint: workers, eventsEndpoint: events, maxFrameSize: maxFrameSize,
             routing: routing)
         configuration.maxFramesPerMessage = maxFrames
-        configuration.stateDirectory = stateDir == "none" ? nil : stateDir
+        let directory = stateDir ?? Self.defaultStateDirectory
+        configuration.stateDirectory = directory == "none" ? nil : directory
         configuration.journalMaxBytes = journalMaxBytes
         if let secretKey {
             do {
@@ -186,6 +199,11 @@ struct ServeCommand: AsyncParsableCommand {
                 services: [.init(service: broker)],
                 gracefulShutdownSignals: [.sigterm, .sigint],
                 logger: logger))
-        try await group.run()
+        do {
+            try await group.run()
+        } catch {
+            // One line and exit 1, as every failure at start.
+            ProcessSetup.fail("skybroker", "\(error)")
+        }
     }
 }

@@ -129,6 +129,12 @@ struct SkyWorkerCommand: AsyncParsableCommand {
                 services: [.init(service: worker)],
                 gracefulShutdownSignals: [.sigterm, .sigint],
                 logger: logger))
-        try await group.run()
+        do {
+            try await group.run()
+        } catch {
+            // One line and exit 1, as every failure at start; thrown out of `run` it would read
+            // "Error: ..." without the program's name.
+            ProcessSetup.fail("skyworker", "\(error)")
+        }
     }
 }

@@ -20,7 +20,18 @@ struct Counts: Codable, Sendable {
 /// A complete worker process: `sky-example-worker [tcp://broker:5556]`.
 @main
 struct ExampleWorker {
-    static func main() async throws {
+    static func main() async {
+        do {
+            try await run()
+        } catch {
+            // One line and exit 1: an error thrown out of `main` would end the process with
+            // "Fatal error: Error raised at top level", a backtrace and a trap (exit 132).
+            FileHandle.standardError.write(Data("sky-example-worker: \(error)\n".utf8))
+            exit(1)
+        }
+    }
+
+    static func run() async throws {
         let broker = CommandLine.arguments.dropFirst().first ?? "tcp://127.0.0.1:5556"
         let logger = Logger(label: "example-worker")
         let system = ScanSystem(name: "example-\(ProcessInfo.processInfo.processIdentifier)", capacity: 4)

@@ -24,19 +24,20 @@ public struct RetryPolicy: Sendable, Equatable {
     /// The errors worth another attempt.
     public var retryOn: Set<SkyError.Code>
 
+    /// Takes any values, clamping those out of range instead of trapping (a library must not
+    /// end its caller's process for a value it can pass): `maxAttempts` below 1 is 1 (one
+    /// attempt, no retry), `multiplier` below 1 or NaN is 1, `jitter` is kept within 0...1 (NaN
+    /// is 0), and negative backoffs are zero. The properties hold the clamped values.
     public init(
         maxAttempts: Int = 3, initialBackoff: Duration = .milliseconds(100), multiplier: Double = 2,
         maxBackoff: Duration = .seconds(5), jitter: Double = 0.2,
         retryOn: Set<SkyError.Code> = [.timeout, .brokerUnreachable]
     ) {
-        precondition(maxAttempts >= 1, "maxAttempts must be at least 1")
-        precondition((0...1).contains(jitter), "jitter must be in 0...1")
-        precondition(multiplier >= 1, "multiplier must be at least 1")
-        self.maxAttempts = maxAttempts
-        self.initialBackoff = initialBackoff
-        self.multiplier = multiplier
-        self.maxBackoff = maxBackoff
-        self.jitter = jitter
+        self.maxAttempts = max(1, maxAttempts)
+        self.initialBackoff = max(.zero, initialBackoff)
+        self.multiplier = multiplier >= 1 ? multiplier : 1
+        self.maxBackoff = max(.zero, maxBackoff)
+        self.jitter = jitter > 0 ? min(jitter, 1) : 0
         self.retryOn = retryOn
     }
 
@@ -76,7 +77,7 @@ public struct RetryPolicy: Sendable, Equatable {
         return Self.milliseconds(nominal * factor)
     }
 
-    // The properties are `var`s, so `init`'s checks do not hold for values set later: a policy
+    // The properties are `var`s, so `init`'s clamping does not hold for values set later: a policy
     // whose multiplier became NaN or whose jitter became 5 still gives a backoff, never a trap
     // in the middle of a retry.
 

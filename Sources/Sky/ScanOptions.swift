@@ -8,7 +8,9 @@ public struct ScanOptions: Sendable, Equatable {
     public var timeout: Duration?
     /// How long the whole call may take, every attempt and backoff included; `nil` bounds it
     /// only by ``retry``'s attempts × ``timeout``. When it passes, the call throws
-    /// ``SkyError/timeout(_:)`` and the task is cancelled at the broker.
+    /// ``SkyError/timeout(_:)`` and the task is cancelled at the broker. Zero or less (a
+    /// deadline that had passed before the call started) is refused as
+    /// ``SkyError/invalidTask(_:)`` before anything is sent.
     public var deadline: Duration?
     public var retry: RetryPolicy
     /// Share one remote execution with concurrent calls of an equal task (same service, same

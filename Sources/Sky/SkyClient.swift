@@ -250,6 +250,16 @@ public actor SkyClient {
                         "ScanOptions.timeout is \(timeout): give each attempt a positive time, or nil for none")),
                 attempts: 0)
         }
+        // A deadline that is zero or negative has passed before the call started; answered
+        // `timeout`, it would read "raise the timeout or add workers", which helps nobody.
+        if let deadline = options.deadline, deadline <= .zero {
+            return Completion(
+                result: .failure(
+                    .invalidTask(
+                        "ScanOptions.deadline is \(deadline): the call's deadline had passed before it started; give the whole call a positive time, or nil for none"
+                    )),
+                attempts: 0)
+        }
         guard body.count <= configuration.maxRequestBytes else {
             return Completion(
                 result: .failure(.requestTooLarge(bytes: body.count, limit: configuration.maxRequestBytes)), attempts: 0

@@ -1,3 +1,5 @@
+import Foundation
+
 /// Where the broker listens and how it guards its sockets.
 public struct BrokerConfiguration: Sendable {
     /// The ROUTER clients connect to.
@@ -31,8 +33,26 @@ public struct BrokerConfiguration: Sendable {
     public var security: BrokerSecurity?
     /// The directory of the job journal (`jobs.sqlite`, made if missing) and its lock; `nil`
     /// runs without durable jobs (submits are answered `journalUnavailable`). skybroker's
-    /// `--state-dir` defaults to `./sky-state`.
+    /// `--state-dir` defaults to ``defaultStateDirectory(environment:)``.
     public var stateDirectory: String?
+
+    /// skybroker's default state directory: `$XDG_STATE_HOME/sky`, else `$HOME/.local/state/sky`
+    /// (the XDG base directory specification's place for state); `nil` if neither variable is
+    /// set to an absolute path.
+    ///
+    /// Why not a path relative to the working directory (it was `./sky-state`): a broker started
+    /// from another folder silently got an empty journal, and every job seemed lost. Under
+    /// systemd the unit passes `--state-dir /var/lib/sky`.
+    public static func defaultStateDirectory(environment: [String: String]) -> String? {
+        // The specification says a relative value is invalid and to be ignored.
+        if let state = environment["XDG_STATE_HOME"], state.hasPrefix("/") {
+            return (state as NSString).appendingPathComponent("sky")
+        }
+        if let home = environment["HOME"], home.hasPrefix("/") {
+            return (home as NSString).appendingPathComponent(".local/state/sky")
+        }
+        return nil
+    }
     /// Journal bytes beyond which new jobs are refused as `overloaded`; 0 for no limit.
     public var journalMaxBytes = 0
     /// The journal's file name inside ``stateDirectory``.

@@ -52,18 +52,35 @@ final class StateDirectory: Sendable {
         do {
             let writer = try await JournalWriter.start { () throws(JournalError) in try SQLiteJobStore(path: file) }
             let unfinished: [JobRecord]
+            let jobs: Int
             do {
-                unfinished = try await writer.read { store throws(JournalError) in try store.unfinished() }
+                (unfinished, jobs) = try await writer.read { store throws(JournalError) in
+                    (try store.unfinished(), try store.jobCount())
+                }
             } catch {
                 await writer.stop()
                 throw error
             }
-            logger.info("journal open", metadata: ["file": "\(file)", "unfinished jobs": "\(unfinished.count)"])
+            // The absolute path and the count: a broker started on another journal than the
+            // operator meant (another directory, an empty one) shows it here at once.
+            logger.info(
+                "journal open",
+                metadata: [
+                    "file": "\(absolute(file))", "jobs": "\(jobs)", "unfinished jobs": "\(unfinished.count)",
+                ])
             return StateDirectory(path: path, writer: writer, unfinished: unfinished, lock: lock)
         } catch {
             Glibc.close(lock)
             throw BrokerStartError(role: "journal", endpoint: file, reason: "\(error)")
         }
+    }
+
+    /// `path` from the root: relative paths are taken from the working directory.
+    private static func absolute(_ path: String) -> String {
+        if path.hasPrefix("/") { return path }
+        let directory = FileManager.default.currentDirectoryPath
+        return URL(fileURLWithPath: path, relativeTo: URL(fileURLWithPath: directory, isDirectory: true))
+            .standardizedFileURL.path
     }
 
     /// `mkdir -p path`; what went wrong, naming the part of the path it went wrong at, if it

@@ -23,4 +23,8 @@ public protocol JobStore {
 
     /// The bytes the store takes on disk now.
     func byteCount() throws(JournalError) -> Int
+
+    /// Jobs the store holds, ended ones within their retention included: logged at start, so
+    /// that a broker started on the wrong (or an empty) journal shows it at once.
+    func jobCount() throws(JournalError) -> Int
 }

@@ -4,6 +4,10 @@ public enum JournalError: Error, Equatable, CustomStringConvertible {
     case cannotOpen(path: String, reason: String)
     /// The file is not a Sky journal or is damaged beyond what SQLite recovers by itself.
     case corrupt(path: String, reason: String)
+    /// The file is empty (0 bytes). A journal the broker made is never empty (see
+    /// ``SQLiteJobStore/init(path:)``), so this is more often a copy or restore that failed
+    /// than a fresh start: taken as a new journal, every job would be silently lost.
+    case empty(path: String)
     /// The disk (or the file system's quota) is full: nothing was written.
     case full(path: String)
     /// The journal refuses new jobs: it holds `limit` bytes already (`--journal-max-bytes`).
@@ -17,6 +21,8 @@ public enum JournalError: Error, Equatable, CustomStringConvertible {
             "cannot open the journal \(path): \(reason). Check that its directory exists and is writable (skybroker --state-dir)."
         case .corrupt(let path, let reason):
             "the journal \(path) is damaged or not a Sky journal (\(reason)). Move it aside to start with an empty one; the jobs it held are then lost."
+        case .empty(let path):
+            "the journal \(path) is an empty file (0 bytes), which this broker did not make: more often a copy or restore that failed than a fresh start. Copy the journal again (with its -wal file if it has one), or remove the empty file to start with no jobs."
         case .full(let path):
             "the disk holding the journal \(path) is full: new jobs are refused until space is freed."
         case .overLimit(let path, let bytes, let limit):

@@ -33,35 +33,25 @@ public final class SQLiteJobStore: JobStore {
         "id, service, body, priority, not_before, idempotency_key, state, attempt, outcome, expires_at, submitted_at, options"
 
     /// Opens the journal at `path`, creating it if there is none.
+    ///
+    /// A journal this store creates is never empty on disk: it is made under a staging name and
+    /// renamed into place once its schema is committed. So an empty file at `path` was not made
+    /// here; it is more often a copy or restore that failed than a fresh start, and taking it
+    /// as a new journal would silently lose every job. It is refused with
+    /// ``JournalError/empty(path:)``.
+    /// - Throws: ``JournalError/empty(path:)``, ``JournalError/corrupt(path:reason:)`` for a file
+    ///   that is not a Sky journal, ``JournalError/cannotOpen(path:reason:)``.
     public init(path: String) throws(JournalError) {
         self.path = path
+        var status = stat()
+        if stat(path, &status) == 0 {
+            if status.st_mode & S_IFMT == S_IFREG && status.st_size == 0 { throw .empty(path: path) }
+        } else if errno == ENOENT {
+            try Self.create(path)
+        }
         database = try SQLiteDatabase(path: path)
         try Self.check(database)
-        try database.execute(
-            """
-            PRAGMA journal_mode = WAL;
-            PRAGMA synchronous = FULL;
-            PRAGMA journal_size_limit = 8388608;
-            CREATE TABLE IF NOT EXISTS sky_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-            INSERT OR IGNORE INTO sky_meta VALUES ('format', '\(Self.format)');
-            CREATE TABLE IF NOT EXISTS jobs (
-                seq INTEGER PRIMARY KEY,
-                id BLOB NOT NULL UNIQUE,
-                service TEXT NOT NULL,
-                body BLOB NOT NULL,
-                priority INTEGER NOT NULL,
-                not_before INTEGER NOT NULL,
-                idempotency_key TEXT UNIQUE,
-                state INTEGER NOT NULL,
-                attempt INTEGER NOT NULL,
-                outcome BLOB,
-                expires_at INTEGER NOT NULL,
-                submitted_at INTEGER NOT NULL,
-                options BLOB NOT NULL
-            );
-            CREATE INDEX IF NOT EXISTS jobs_unfinished ON jobs (seq) WHERE state < 2;
-            CREATE INDEX IF NOT EXISTS jobs_expiry ON jobs (expires_at) WHERE state >= 2;
-            """)
+        try database.execute(Self.schema)
         insert = try database.prepare(
             "INSERT INTO jobs (\(Self.columns)) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12) ON CONFLICT DO NOTHING"
         )
@@ -79,6 +69,55 @@ public final class SQLiteJobStore: JobStore {
         )
         expire = try database.prepare(
             "DELETE FROM jobs WHERE seq IN (SELECT seq FROM jobs WHERE state >= 2 AND expires_at < ?1 LIMIT ?2)")
+    }
+
+    /// The journal's settings and tables; run on every open (a journal of an older build of
+    /// this format gets what it lacks).
+    private static let schema = """
+        PRAGMA journal_mode = WAL;
+        PRAGMA synchronous = FULL;
+        PRAGMA journal_size_limit = 8388608;
+        CREATE TABLE IF NOT EXISTS sky_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+        INSERT OR IGNORE INTO sky_meta VALUES ('format', '\(format)');
+        CREATE TABLE IF NOT EXISTS jobs (
+            seq INTEGER PRIMARY KEY,
+            id BLOB NOT NULL UNIQUE,
+            service TEXT NOT NULL,
+            body BLOB NOT NULL,
+            priority INTEGER NOT NULL,
+            not_before INTEGER NOT NULL,
+            idempotency_key TEXT UNIQUE,
+            state INTEGER NOT NULL,
+            attempt INTEGER NOT NULL,
+            outcome BLOB,
+            expires_at INTEGER NOT NULL,
+            submitted_at INTEGER NOT NULL,
+            options BLOB NOT NULL
+        );
+        CREATE INDEX IF NOT EXISTS jobs_unfinished ON jobs (seq) WHERE state < 2;
+        CREATE INDEX IF NOT EXISTS jobs_expiry ON jobs (expires_at) WHERE state >= 2;
+        """
+
+    /// Makes a new journal at `path` (where there is no file): under a staging name first, its
+    /// schema committed and the connection closed (SQLite then checkpoints its WAL into the
+    /// file and fsyncs it), then renamed into place. A crash in between leaves no file at
+    /// `path`, so the next start makes it again, and never an empty one that ``init(path:)``
+    /// would refuse.
+    private static func create(_ path: String) throws(JournalError) {
+        let staging = path + ".new"
+        for leftover in [staging, staging + "-wal", staging + "-shm"] { unlink(leftover) }
+        do {
+            let database = try SQLiteDatabase(path: staging)
+            try database.execute(schema)
+        } catch .cannotOpen(_, let reason) {
+            // The operator knows the journal's name, not the staging one.
+            throw .cannotOpen(path: path, reason: reason)
+        }
+        guard rename(staging, path) == 0 else {
+            let reason = String(cString: strerror(errno))
+            unlink(staging)
+            throw .cannotOpen(path: path, reason: "cannot rename the new journal \(staging) into place: \(reason)")
+        }
     }
 
     /// Refuses a file that is not a Sky journal or is damaged.
@@ -188,6 +227,12 @@ public final class SQLiteJobStore: JobStore {
         }
         let wal = (try? FileManager.default.attributesOfItem(atPath: path + "-wal"))?[.size] as? Int ?? 0
         return pages + wal
+    }
+
+    public func jobCount() throws(JournalError) -> Int {
+        var count = 0
+        try database.prepare("SELECT count(*) FROM jobs").run([]) { count = Int($0.integer(0)) }
+        return count
     }
 
     private func record(_ row: SQLiteDatabase.Row) throws(JournalError) -> JobRecord {

@@ -20,13 +20,19 @@ public actor ScanSystem {
     private var running = 0
     private var waiters: Deque<CheckedContinuation<Void, Never>> = []
 
+    /// The largest capacity a system takes: what a worker's READY can announce
+    /// (`WorkerToBroker.maxCapacity`, skyworker's `--capacity` limit).
+    public static let maxCapacity = Int(WorkerToBroker.maxCapacity)
+
+    /// Takes any capacity, clamping it instead of trapping (a library must not end its caller's
+    /// process for a value it can pass): below 1 is 1, above ``maxCapacity`` is ``maxCapacity``;
+    /// ``capacity`` holds the clamped value.
     /// - Parameters:
     ///   - name: how the worker is called in events and logs.
-    ///   - capacity: how many handlers may run at once (at least 1).
+    ///   - capacity: how many handlers may run at once (1...``maxCapacity``).
     public init(name: String, capacity: Int) {
-        precondition(capacity >= 1, "capacity must be at least 1")
         self.name = name
-        self.capacity = capacity
+        self.capacity = min(max(1, capacity), Self.maxCapacity)
     }
 
     /// The services that have a handler.

@@ -19,7 +19,7 @@ public struct StartedBroker: Sendable {
         events: String = "tcp://127.0.0.1:*", arguments: [String] = [], namespace: String? = nil,
         launcher: [String] = [], environment: [String: String] = [:]
     ) async throws -> StartedBroker {
-        // Without a state directory of its own a broker would take ./sky-state, which parallel
+        // Without a state directory of its own a broker would take ~/.local/state/sky, which parallel
         // tests would share (the second broker is refused its lock): no journal unless asked.
         let journal =
             arguments.contains { $0 == "--state-dir" || $0.hasPrefix("--state-dir=") } ? [] : ["--state-dir", "none"]

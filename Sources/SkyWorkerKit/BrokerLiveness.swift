@@ -25,6 +25,21 @@ public struct BrokerLiveness: Sendable {
         public init() {}
 
         public var expiry: Duration { heartbeatInterval * liveness }
+
+        /// This configuration within what a worker runs on, so that no value a caller sets traps
+        /// (a product or sum past `Duration`'s range, a NaN jitter) or spins: the heartbeat
+        /// interval within 10 ms...1 h and liveness within 1...1,000 (skyworker's flag ranges),
+        /// backoffs within 0...``Duration/longestSleep``, jitter within 0...1 (NaN is 0).
+        /// ``BrokerLiveness`` and ``SkyWorker`` apply it: they clamp rather than trap.
+        public var clamped: Configuration {
+            var clamped = self
+            clamped.heartbeatInterval = min(max(heartbeatInterval, .milliseconds(10)), .seconds(3600))
+            clamped.liveness = min(max(liveness, 1), 1000)
+            clamped.initialBackoff = initialBackoff.asSleep
+            clamped.maxBackoff = maxBackoff.asSleep
+            clamped.jitter = jitter > 0 ? min(jitter, 1) : 0
+            return clamped
+        }
     }
 
     public enum Action: Sendable, Equatable {
@@ -46,9 +61,9 @@ public struct BrokerLiveness: Sendable {
     private var random: UInt64
 
     public init(configuration: Configuration = Configuration(), now: Instant, seed: UInt64 = .random(in: 1...(.max))) {
-        self.configuration = configuration
+        self.configuration = configuration.clamped
         state = .connected(lastHeard: now)
-        backoff = configuration.initialBackoff
+        backoff = self.configuration.initialBackoff
         random = seed | 1
     }
 

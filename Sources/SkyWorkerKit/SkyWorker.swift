@@ -59,7 +59,12 @@ public final class SkyWorker: Service, Sendable {
     private let system: ScanSystem
     private let logger: Logger
 
+    /// Takes any configuration: values out of range are clamped, not trapped on
+    /// (``BrokerLiveness/Configuration/clamped``; a negative drain grace is zero).
     public init(configuration: Configuration, system: ScanSystem, logger: Logger) {
+        var configuration = configuration
+        configuration.liveness = configuration.liveness.clamped
+        configuration.drainGrace = configuration.drainGrace.asSleep
         self.configuration = configuration
         self.system = system
         self.logger = logger

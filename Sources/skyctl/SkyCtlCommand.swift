@@ -54,6 +54,13 @@ struct BrokerOptions: ParsableArguments {
     }
 }
 
+/// A command that reached the broker but could not do what it was asked; its text is the line
+/// skyctl prints before it exits 1.
+struct CommandFailure: Error, CustomStringConvertible {
+    let description: String
+    init(_ description: String) { self.description = description }
+}
+
 /// Parses a job id argument, naming the mistake.
 func jobID(_ text: String) throws -> JobID {
     guard let id = JobID(text) else {
@@ -126,6 +133,25 @@ struct JobsCommand: AsyncParsableCommand {
             throw SkyError.jobNotFound(id)
         }
 
+        /// `status` after a cancel, unless the job had ended another way before it (succeeded
+        /// or failed): then a failure (exit 1) naming the state, because the command did not do
+        /// what it was asked and a script must not read that as a cancel. A job cancelled
+        /// before is left cancelled, which is what was asked.
+        static func cancelled(_ status: JobStatus, _ id: JobID) throws -> JobStatus {
+            switch status {
+            case .succeeded:
+                throw CommandFailure(
+                    "job \(id) had already ended: \(status). A job that ended keeps its outcome; there is nothing to cancel"
+                )
+            case .failed:
+                throw CommandFailure(
+                    "job \(id) had already ended: \(status). A job that ended keeps its outcome; to run it again, use skyctl jobs retry \(id)"
+                )
+            default:
+                return status
+            }
+        }
+
         /// Prints what `body` answers for the job; a failure is one line and exit 1.
         func run(_ body: @escaping (SkyClient, JobID) async throws -> String) async throws {
             let id = try jobID(id)
@@ -145,12 +171,15 @@ struct JobsCommand: AsyncParsableCommand {
 
     struct Cancel: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
-            abstract: "Cancels a job that has not ended (a running handler is cancelled).")
+            abstract:
+                "Cancels a job that has not ended (a running handler is cancelled); exits 1 if it had ended otherwise.")
 
         @OptionGroup var job: JobArguments
 
         func run() async throws {
-            try await job.run { client, id in "\(id)  \(try JobArguments.known(try await client.cancel(job: id), id))" }
+            try await job.run { client, id in
+                "\(id)  \(try JobArguments.cancelled(try JobArguments.known(try await client.cancel(job: id), id), id))"
+            }
         }
     }
 

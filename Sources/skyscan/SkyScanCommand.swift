@@ -77,7 +77,12 @@ struct SkyScanCommand: AsyncParsableCommand {
         }
         var configuration = SkyClient.Configuration()
         configuration.credentials = curve.credentials(program: "skyscan")
-        let client = try await SkyClient(broker: broker, configuration: configuration)
+        let client: SkyClient
+        do {
+            client = try await SkyClient(broker: broker, configuration: configuration)
+        } catch {
+            ProcessSetup.fail("skyscan", "\(error)")
+        }
         let summary = await scanAll(with: client)
         await client.close()
         ProcessSetup.line(json ? summary.json() : summary.table())

@@ -53,7 +53,12 @@ struct SkyWatchCommand: AsyncParsableCommand {
         configuration.logger = logger
         // One key pair for both sockets: on the client list (snapshots) and the watcher list (events).
         configuration.credentials = curve.credentials(program: "skywatch")
-        let client = try await SkyClient(broker: broker, configuration: configuration)
+        let client: SkyClient
+        do {
+            client = try await SkyClient(broker: broker, configuration: configuration)
+        } catch {
+            ProcessSetup.fail("skywatch", "\(error)")
+        }
         let style: WatchDisplay.Style =
             json ? .json : (isatty(STDOUT_FILENO) == 1 && waitWorkers == nil ? .table : .lines)
         let display = WatchDisplay(style: style, broker: broker)

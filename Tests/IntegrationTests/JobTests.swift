@@ -508,7 +508,21 @@ extension IntegrationSuite {
                 return message == "job \(good.id) is succeeded; only a failed or cancelled job is retried"
             }
             let cancelled = try await skyctl(["jobs", "cancel", waiting.id.description])
-            #expect(cancelled.out == ["\(waiting.id)  cancelled"])
+            #expect(cancelled.status == 0 && cancelled.out == ["\(waiting.id)  cancelled"], "\(cancelled)")
+            // Cancelled again: it is cancelled, as asked.
+            let again = try await skyctl(["jobs", "cancel", waiting.id.description])
+            #expect(again.status == 0 && again.out == ["\(waiting.id)  cancelled"], "\(again)")
+            // A job that ended otherwise cannot be cancelled: exit 1 naming its state (it once
+            // exited 0 printing "succeeded", which a script read as a cancel).
+            let ended = try await skyctl(["jobs", "cancel", good.id.description])
+            #expect(
+                ended.status == 1 && ended.out.isEmpty
+                    && ended.err.contains("job \(good.id) had already ended: succeeded (attempt 1)"), "\(ended)")
+            let endedFailed = try await skyctl(["jobs", "cancel", bad.id.description])
+            #expect(
+                endedFailed.status == 1 && endedFailed.err.contains("had already ended: failed (attempt 1)")
+                    && endedFailed.err.contains("skyctl jobs retry \(bad.id)"), "\(endedFailed)")
+            #expect(try await sky.status(of: good.id) == .succeeded(attempt: 1), "the outcome is kept")
             let typo = try await skyctl(["jobs", "show", "not-a-job"])
             #expect(typo.status != 0 && typo.err.contains("not-a-job is not a job id"))
             // A well-formed id the broker does not know is a failure, not a success printing "unknown".
@@ -521,6 +535,121 @@ extension IntegrationSuite {
             let all = try await skyctl(["jobs", "list"])
             #expect(all.out.count == 5, "a header and four jobs: \(all.out)")
             print("skyctl jobs list:\n\(all.out.joined(separator: "\n"))")
+            await sky.close()
+            await cluster.stop()
+        }
+
+        /// A broker started with no --state-dir and `environment`; its clients endpoint.
+        func brokerWithDefaultStateDirectory(_ environment: [String: String]) async throws -> (SkyProcess, String) {
+            let process = try SkyProcess(
+                "skybroker",
+                ["--clients", "tcp://127.0.0.1:*", "--workers", "tcp://127.0.0.1:*", "--events", "tcp://127.0.0.1:*"],
+                environment: environment)
+            do {
+                let ready = try await process.waitForLine { $0.hasPrefix("skybroker ready ") }
+                let clients = ready.split(separator: " ").first { $0.hasPrefix("clients=") }?.dropFirst(8)
+                return (process, String(try #require(clients, "\(ready)")))
+            } catch {
+                process.killNow()
+                throw error
+            }
+        }
+
+        /// Without --state-dir the journal is in $XDG_STATE_HOME/sky, else ~/.local/state/sky,
+        /// whatever the working directory (the default was ./sky-state: a broker started from
+        /// another folder silently got an empty journal, and every job seemed lost). At start
+        /// the broker logs the journal's absolute path and how many jobs it holds.
+        @Test func withoutStateDirTheJournalIsInTheUsersStateDirectoryAndItsPathAndJobsAreLogged() async throws {
+            let root = StateDirectory()
+            let xdg = root.path + "/xdg"
+            let home = root.path + "/home"
+            let environment = ["XDG_STATE_HOME": xdg, "HOME": home]
+            let journal = xdg + "/sky/jobs.sqlite"
+            func opened(_ process: SkyProcess, file: String, jobs: Int) async throws {
+                try await process.waitForLine(onStandardError: true) {
+                    $0.contains("journal open") && $0.contains("file=\(file) jobs=\(jobs) unfinished jobs=0")
+                }
+            }
+
+            // Killed after each part (a SIGTERM right after the ready line can come before the
+            // broker traps it): what was submitted was committed before submit returned.
+            let (first, clients) = try await brokerWithDefaultStateDirectory(environment)
+            defer { first.killNow() }
+            try await opened(first, file: journal, jobs: 0)
+            let sky = try await SkyClient(broker: clients)
+            let job = try await sky.submit(EchoTask(message: "kept"), options: JobOptions(delay: .seconds(600)))
+            #expect(try await sky.cancel(job: job.id) == .cancelled)
+            await sky.close()
+            first.killNow()
+            _ = try await first.waitForExit()
+            #expect(FileManager.default.fileExists(atPath: journal), "the journal is where the default says")
+
+            // Started again (from the same working directory): the same journal, its job counted.
+            let (second, _) = try await brokerWithDefaultStateDirectory(environment)
+            defer { second.killNow() }
+            try await opened(second, file: journal, jobs: 1)
+            second.killNow()
+            _ = try await second.waitForExit()
+
+            // Without XDG_STATE_HOME (a relative one is ignored, as the specification says): ~/.local/state/sky.
+            let (third, _) = try await brokerWithDefaultStateDirectory(["XDG_STATE_HOME": "relative", "HOME": home])
+            defer { third.killNow() }
+            try await opened(third, file: home + "/.local/state/sky/jobs.sqlite", jobs: 0)
+            third.killNow()
+            _ = try await third.waitForExit()
+
+            // A relative --state-dir is logged from the root.
+            let relative = try SkyProcess(
+                program: SkyProcess.binaries.appendingPathComponent("skybroker"),
+                [
+                    "--clients", "tcp://127.0.0.1:*", "--workers", "tcp://127.0.0.1:*", "--events", "tcp://127.0.0.1:*",
+                    "--state-dir", "\(root.path.dropFirst())-relative-\(UUID().uuidString)",
+                ], name: "skybroker")
+            defer { relative.killNow() }
+            let line = try await relative.waitForLine(onStandardError: true) { $0.contains("journal open") }
+            let logged = try #require(line.split(separator: " ").first { $0.hasPrefix("file=") }?.dropFirst(5))
+            #expect(logged.hasPrefix("/") && logged.hasSuffix("/jobs.sqlite"), "\(line)")
+            relative.killNow()
+            _ = try await relative.waitForExit()
+            try? FileManager.default.removeItem(atPath: String(logged.dropLast("/jobs.sqlite".count)))
+        }
+
+        /// An empty jobs.sqlite where a journal was expected is more often a copy that failed
+        /// than a fresh start: the broker refuses it as it refuses a damaged journal, saying
+        /// what to do (it once took it as a new, empty journal). The journal a broker makes
+        /// itself is never empty, even when the broker is killed right after its first start.
+        @Test func anEmptyJournalFileIsRefusedButOneTheBrokerMadeIsNot() async throws {
+            let state = StateDirectory()
+            try FileManager.default.createDirectory(atPath: state.path, withIntermediateDirectories: true)
+            #expect(FileManager.default.createFile(atPath: state.journal, contents: Data()))
+            let refused = try SkyProcess(
+                "skybroker",
+                state.arguments + [
+                    "--clients", "tcp://127.0.0.1:*", "--workers", "tcp://127.0.0.1:*", "--events", "tcp://127.0.0.1:*",
+                ])
+            defer { refused.killNow() }
+            #expect(try await refused.waitForExit(timeout: .seconds(60)) == 1)
+            #expect(
+                refused.errorText.contains(
+                    "skybroker: the journal \(state.journal) is an empty file (0 bytes), which this broker did not make"
+                ),
+                "\(refused.errorText)")
+            #expect(refused.errorText.contains("remove the empty file to start with no jobs"))
+            #expect(refused.outputLines.isEmpty, "no ready line: \(refused.outputLines)")
+
+            // Removed, as the message says: the broker makes the journal, and a broker killed
+            // right after its first start leaves one that the next start takes.
+            try FileManager.default.removeItem(atPath: state.journal)
+            let cluster = try await TestCluster.start(extraArguments: state.arguments)
+            defer { cluster.killAll() }
+            let size = try #require(try FileManager.default.attributesOfItem(atPath: state.journal)[.size] as? Int)
+            #expect(size > 0, "the journal the broker made is not empty")
+            cluster.broker.killNow()
+            _ = try await cluster.broker.waitForExit()
+            try await cluster.restartBroker()
+            let sky = try await SkyClient(broker: cluster.clients)
+            let job = try await sky.submit(EchoTask(message: "later"), options: JobOptions(delay: .seconds(600)))
+            #expect(try await sky.status(of: job.id) != .unknown)
             await sky.close()
             await cluster.stop()
         }

@@ -15,6 +15,25 @@ extension IntegrationSuite {
             return try #require(try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any])
         }
 
+        /// A worker that cannot start (here: pointed at the broker's clients port) says why in
+        /// one line naming the program and exits 1: the README's worker template
+        /// (sky-example-worker) once ended with "Fatal error: Error raised at top level", a
+        /// backtrace and exit 132, and skyworker with ArgumentParser's "Error: ...".
+        @Test(arguments: ["sky-example-worker", "skyworker"])
+        func aWorkerThatCannotStartSaysWhyInOneLineAndExits1(_ program: String) async throws {
+            let cluster = try await TestCluster.start()
+            defer { cluster.killAll() }
+            let worker = try cluster.track(
+                SkyProcess(program, program == "skyworker" ? ["--broker", cluster.clients] : [cluster.clients]))
+            #expect(try await worker.waitForExit(timeout: .seconds(60)) == 1, "\(worker.errorText)")
+            let said = worker.errorText.split(separator: "\n").filter { $0.hasPrefix("\(program): ") }
+            #expect(
+                said.count == 1
+                    && said[0].contains("the broker refused this worker: this is the broker's clients endpoint"),
+                "\(worker.errorText)")
+            #expect(!worker.errorText.contains("Fatal error") && !worker.errorText.contains("Error: "))
+        }
+
         /// skyscan exits 1 when scans fail (here: no worker serves sky.scan).
         @Test func skyscanExitsNonZeroWhenScansFail() async throws {
             let cluster = try await TestCluster.start(extraArguments: ["--no-workers-grace", "0.2"])

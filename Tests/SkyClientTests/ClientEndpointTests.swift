@@ -30,6 +30,39 @@ struct ClientEndpointTests {
         await sky.close()
     }
 
+    /// A deadline of zero or less had passed before the call started: it was answered "the
+    /// task timed out... Raise the timeout or add workers", which helps nobody.
+    @Test(arguments: [Duration.zero, .seconds(-1)])
+    func aDeadlineThatIsNotPositiveIsRefusedSayingSo(deadline: Duration) async throws {
+        let sky = try await SkyClient(broker: "tcp://127.0.0.1:1")
+        let error = await #expect(throws: SkyError.self) {
+            _ = try await sky.request(service: "sky.echo", body: [1], options: ScanOptions(deadline: deadline))
+        }
+        #expect(error?.code == .invalidTask)
+        let text = "\(String(describing: error))"
+        #expect(text.contains("ScanOptions.deadline is \(deadline): the call's deadline had passed before it started"))
+        #expect(!text.contains("Raise the timeout"))
+        #expect(await sky.statistics.counters.attemptsSent == 0)
+        await sky.close()
+    }
+
+    /// Durations no caller means literally ("forever" as `Int64.max` seconds) and policies out of
+    /// range run a call to its end without trapping.
+    @Test func extremeOptionsRunACallWithoutTrapping() async throws {
+        var configuration = SkyClient.Configuration()
+        configuration.connectTimeout = .milliseconds(200)
+        let sky = try await SkyClient(broker: "tcp://127.0.0.1:1", configuration: configuration)
+        let options = ScanOptions(
+            timeout: .seconds(Int64.max), deadline: .seconds(Int64.max),
+            retry: RetryPolicy(maxAttempts: 0, initialBackoff: .seconds(Int64.max), multiplier: .infinity, jitter: .nan)
+        )
+        let error = await #expect(throws: SkyError.self) {
+            _ = try await sky.request(service: "sky.echo", body: [1], options: options)
+        }
+        #expect(error?.code == .brokerUnreachable, "\(String(describing: error))")
+        await sky.close()
+    }
+
     @Test func aWrongEventsEndpointIsCaughtToo() async {
         var configuration = SkyClient.Configuration()
         configuration.events = "127.0.0.1:5557"

@@ -91,4 +91,20 @@ struct RetryPolicyTests {
             service: "s")
         #expect(remote == .remote(type: "MyApp.RateLimited", message: "slow down"))
     }
+
+    /// A library's initialiser takes any value a caller can pass: `RetryPolicy(maxAttempts: 0)`
+    /// ended the calling process (a precondition). Out-of-range values are clamped.
+    @Test func initClampsWhatItOnceTrappedOn() {
+        let policy = RetryPolicy(
+            maxAttempts: 0, initialBackoff: .seconds(-1), multiplier: 0.5, maxBackoff: .seconds(-2), jitter: 7)
+        #expect(
+            policy.maxAttempts == 1
+                && policy
+                    == RetryPolicy(maxAttempts: 1, initialBackoff: .zero, multiplier: 1, maxBackoff: .zero, jitter: 1)
+        )
+        #expect(!policy.shouldRetry(.timeout("t"), afterAttempt: 1), "one attempt, no retry")
+        #expect(RetryPolicy(maxAttempts: -5, multiplier: .nan, jitter: .nan).multiplier == 1)
+        #expect(RetryPolicy(maxAttempts: .min, jitter: -.infinity).jitter == 0)
+        #expect(RetryPolicy(maxAttempts: .max).maxAttempts == .max)
+    }
 }

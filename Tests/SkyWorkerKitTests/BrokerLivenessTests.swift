@@ -71,4 +71,25 @@ struct WorkerBrokerLivenessTests {
         #expect(state.brokerDisconnected(now: start + .seconds(1)) == .connect)
         #expect(state.tick(now: start + .seconds(3)) == nil)
     }
+
+    /// Any configuration a caller sets runs without trapping: a heartbeat of `Int64.max` seconds
+    /// times a liveness of `Int.max` overflowed `Duration`, a NaN jitter trapped converting the
+    /// backoff, a zero heartbeat would spin. They are clamped (``BrokerLiveness/Configuration/clamped``).
+    @Test func extremeConfigurationsAreClampedNotTrappedOn() {
+        var extreme = BrokerLiveness.Configuration()
+        extreme.heartbeatInterval = .seconds(Int64.max)
+        extreme.liveness = .max
+        extreme.initialBackoff = .seconds(Int64.max)
+        extreme.maxBackoff = .seconds(-1)
+        extreme.jitter = .nan
+        var liveness = BrokerLiveness(configuration: extreme, now: start, seed: 42)
+        #expect(liveness.configuration.heartbeatInterval == .seconds(3600) && liveness.configuration.liveness == 1000)
+        #expect(liveness.configuration.jitter == 0 && liveness.configuration.maxBackoff == .zero)
+        #expect(liveness.tick(now: start + .seconds(1)) == nil)
+        liveness.lostNow(now: start)
+        var small = BrokerLiveness.Configuration()
+        small.heartbeatInterval = .zero
+        small.liveness = -3
+        #expect(small.clamped.heartbeatInterval == .milliseconds(10) && small.clamped.expiry == .milliseconds(10))
+    }
 }

@@ -206,4 +206,11 @@ struct ScanSystemTests {
         #expect(await system.runningCount == 0)
         #expect(await system.waitingCount == 0)
     }
+
+    /// `ScanSystem(capacity: 0)` ended the calling process (a precondition), and a capacity
+    /// above `UInt32.max` trapped when the worker announced it: clamped to 1...65,536 instead.
+    @Test(arguments: [(0, 1), (-7, 1), (Int.max, 65_536), (8, 8)])
+    func capacityIsClampedNotTrappedOn(_ given: Int, _ kept: Int) {
+        #expect(ScanSystem(name: "w", capacity: given).capacity == kept)
+    }
 }
