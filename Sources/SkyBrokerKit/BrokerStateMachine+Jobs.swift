@@ -521,6 +521,8 @@ extension BrokerStateMachine {
                 jobBook.preparing.unmark(job.submission.service)
             }
             jobBook.leavePipeline(job.submission.service)
+            // It never ran: its outcome says so (the report below reads the attempt).
+            takeBackStart(of: id, into: &actions)
             prepareJobs(of: job.submission.service, into: &actions)
             // A credit held for it (``JobBook/betterIsPreparing(_:)``) takes another job.
             offerJobs(of: job.submission.service, now: now, into: &actions)
@@ -676,8 +678,9 @@ extension BrokerStateMachine {
         case .lookedUp(let id, let caller, true, .success(let record)):
             retry(id, record, caller: caller, into: &actions)
         case .lookedUp(let id, let caller, false, .success(let record)):
-            // A job submitted meanwhile is in memory now.
-            if let job = jobBook.jobs[id], record == nil {
+            // A job held in memory is answered from there: it may have been submitted meanwhile,
+            // and the journal shows a prepared start as `running` although it never was.
+            if let job = jobBook.jobs[id] {
                 self.answer(caller, report(job), into: &actions)
             } else {
                 self.answer(caller, record.map(Self.report) ?? JobReport(state: .unknown), into: &actions)

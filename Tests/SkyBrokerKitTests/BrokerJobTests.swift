@@ -356,7 +356,7 @@ struct BrokerJobTests {
         #expect(journalWrites(joined) == [.started(first), .started(second)])
         let cancel = RequestID(high: 3, low: 1)
         let cancelled = broker.ask(client, cancel, BrokerService.jobCancel, first)
-        #expect(journalWrites(cancelled) == [.finished(first)])
+        #expect(journalWrites(cancelled) == [.released(first), .finished(first)])
         #expect(cancelled.allSatisfy { if case .sendToWorker = $0 { false } else { true } })
         // The starts are on disk: the cancelled job is not sent, the credit goes to the second.
         #expect(dispatched(broker.commit(joined)).map(\.1) == [second.requestID])
@@ -603,6 +603,60 @@ struct BrokerJobTests {
             reports(broker.ask(client, status, BrokerService.jobStatus, lows[depth - 1]), to: status).first)
         #expect(report.state == .queued && report.attempt == 0)
         #expect(broker.machine.jobBook.jobs[lows[depth - 1]]?.attempt == 0)
+    }
+
+    /// Issue 44.4: a job cancelled while its start was prepared (its status said queued, attempt
+    /// 0) reported attempt 1 once cancelled, and the journal kept that attempt.
+    @Test func aJobCancelledBeforeItReachedAWorkerReportsNoAttempt() throws {
+        var broker = BrokerHarness.withJournal()
+        broker.keepsRecord = true
+        _ = broker.settle(broker.ready(worker1, capacity: 1))
+        _ = broker.settle(broker.submitted(client, RequestID(high: 1, low: 1)).1)
+        let (prepared, followed) = broker.submitted(client, RequestID(high: 1, low: 2))
+        _ = broker.settle(followed)
+        let status = RequestID(high: 2, low: 1)
+        let before = try #require(
+            reports(broker.ask(client, status, BrokerService.jobStatus, prepared), to: status).first)
+        #expect(before.state == .queued && before.attempt == 0)
+        let cancel = RequestID(high: 3, low: 1)
+        let cancelled = broker.ask(client, cancel, BrokerService.jobCancel, prepared)
+        let changes = cancelled.flatMap { action -> [JobChange] in
+            switch action {
+            case .journal(.write(let changes, _)), .journal(.writeWithNextCommit(let changes, _)): changes
+            default: []
+            }
+        }
+        #expect(changes.first == .released(id: prepared.bytes, attempt: 0), "on disk too, before the outcome")
+        let answered = try #require(reports(broker.commit(cancelled), to: cancel).first)
+        #expect(answered.state == .cancelled && answered.attempt == 0)
+        let event = events(broker.recorded).first { $0.event == .jobCancelled }
+        #expect(event?.task?.deliveries == 0)
+    }
+
+    /// A job the broker holds is reported from memory even when a journal read about it comes
+    /// back with its record (asked before its submit was answered): the record shows a start
+    /// written ahead with the submit as `running`, attempt 1, though it never reached a worker.
+    @Test func aLookupOfAJobHeldMeanwhileIsAnsweredFromMemoryNotFromItsStartRecordedAhead() throws {
+        var broker = BrokerHarness.withJournal()
+        _ = broker.settle(broker.ready(worker1, capacity: 1))
+        _ = broker.settle(broker.submitted(client, RequestID(high: 1, low: 1)).1)
+        let asked = broker.request(
+            client, RequestID(high: 1, low: 2), service: BrokerService.jobSubmit,
+            body: JobSubmission(service: "sky.scan", body: [7]).encode())
+        guard case .journal(.write(let changes, .submitted(let id)))? = effects(asked).first,
+            case .submitted(let record)? = changes.first
+        else {
+            Issue.record("\(asked)")
+            return
+        }
+        #expect(record.state == .running && record.attempt == 1, "its start is written with it")
+        let status = RequestID(high: 2, low: 1)
+        #expect(journalLookups(broker.ask(client, status, BrokerService.jobStatus, id)) == 1, "not held yet")
+        _ = broker.settle(asked)
+        let caller = JobCaller(peer: client, requestID: status, attempt: 1)
+        let answered = broker.journal(.lookedUp(id, caller, retry: false, .success(record)))
+        let report = try #require(reports(answered, to: status).first)
+        #expect(report.state == .queued && report.attempt == 0)
     }
 
     /// A job whose worker was lost is queued again, in memory and on disk: a broker killed
