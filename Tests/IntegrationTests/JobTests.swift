@@ -598,6 +598,34 @@ extension IntegrationSuite {
             await cluster.stop()
         }
 
+        /// Issue 44.3 on real processes: with the default lease grace (5 s), an attempt of a job
+        /// with a 300 ms timeout ended after 5.3 s. It ends at its timeout; the handler, which
+        /// honours cancellation, frees its slot.
+        @Test func anAttemptEndsAtItsTimeoutNotAfterTheLeaseGrace() async throws {
+            let state = StateDirectory()
+            let cluster = try await TestCluster.start(extraArguments: state.arguments)
+            defer { cluster.killAll() }
+            _ = try await cluster.startWorker(name: "slow", capacity: 1)
+            let sky = try await SkyClient(broker: cluster.clients)
+            let job = try await sky.submit(
+                SleepTask(milliseconds: 60_000, tag: 1),
+                options: JobOptions(retry: RetryPolicy(maxAttempts: 1), timeout: .milliseconds(300)))
+            let started = ContinuousClock.now
+            await #expect {
+                _ = try await job.value
+            } throws: { error in
+                guard case .timeout = error as? SkyError else { return false }
+                return true
+            }
+            let took = ContinuousClock.now - started
+            print("a job with a 300 ms timeout, lease grace 5 s: failed after \(took)")
+            #expect(took >= .milliseconds(300))
+            #expect(took < Duration.seconds(2).scaled, "its timeout, not timeout + the 5 s lease grace: \(took)")
+            #expect(try await sky.scan(SleepTask(milliseconds: 1, tag: 2)).tag == 2)
+            await sky.close()
+            await cluster.stop()
+        }
+
         /// Issue 44.2 on real processes: one free slot, 40 low-priority jobs prepared ahead of it,
         /// then 3 high-priority ones: the highs run first (they ran after the oldest low). The slot
         /// is freed by cancelling the job that held it, so the order is the order of completions.

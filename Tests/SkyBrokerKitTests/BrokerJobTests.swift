@@ -659,6 +659,64 @@ struct BrokerJobTests {
         #expect(report.state == .queued && report.attempt == 0)
     }
 
+    /// Issue 44.3: a job's attempt ran for its timeout plus the lease grace (5 s by default)
+    /// before it was cancelled. It ends at its timeout; the grace is only how long its worker
+    /// has to answer the cancel before it is told again.
+    @Test func aJobsAttemptIsCancelledAndFailsAtItsTimeoutNotAfterTheLeaseGrace() throws {
+        var broker = BrokerHarness.withJournal { $0.leaseGrace = .seconds(5) }
+        _ = broker.settle(broker.ready(worker1, capacity: 1))
+        let (id, followed) = broker.submitted(client, RequestID(high: 1, low: 1)) {
+            $0.timeoutMilliseconds = 300
+            $0.maxAttempts = 1
+        }
+        #expect(broker.settle(followed) == [id.requestID])
+        let wait = RequestID(high: 2, low: 1)
+        _ = broker.ask(client, wait, BrokerService.jobWait, id)
+        let before = broker.advance(.milliseconds(299))
+        #expect(before.allSatisfy { if case .sendToWorker(_, .cancel) = $0 { false } else { true } })
+        #expect(journalWrites(before).isEmpty)
+        let atTimeout = broker.advance(.milliseconds(1))
+        #expect(
+            atTimeout.contains { if case .sendToWorker(worker1, .cancel(_, id.requestID)) = $0 { true } else { false } }
+        )
+        #expect(journalWrites(atTimeout) == [.finished(id)])
+        let report = try #require(reports(broker.commit(atTimeout), to: wait).first)
+        #expect(report.state == .failed && report.outcomeStatus == .deadlineExceeded && report.attempt == 1)
+        // The worker ignores the cancel: after the grace it is told again; its slot stays taken.
+        var graceLater: [BrokerAction] = []
+        for _ in 0..<5 {
+            _ = broker.worker(worker1, .heartbeat)  // alive, it just does not answer the cancel
+            graceLater += broker.advance(.seconds(1))
+        }
+        #expect(
+            graceLater.contains {
+                if case .sendToWorker(worker1, .cancel(_, id.requestID)) = $0 { true } else { false }
+            })
+        let (second, secondFollowed) = broker.submitted(client, RequestID(high: 1, low: 2))
+        #expect(broker.settle(secondFollowed).isEmpty, "the slot is still taken")
+        // Its late answer frees the slot, and is not the job's outcome.
+        let late = broker.reply(worker1, client: client, id.requestID)
+        #expect(broker.settle(late) == [second.requestID])
+    }
+
+    /// A timed-out attempt of a job that retries on timeouts is retried after its backoff,
+    /// counted from the timeout (not from the timeout plus the grace).
+    @Test func aTimedOutAttemptIsRetriedAfterItsBackoffFromTheTimeout() throws {
+        var broker = BrokerHarness.withJournal { $0.leaseGrace = .seconds(5) }
+        _ = broker.settle(broker.ready(worker1, capacity: 2))
+        let (id, followed) = broker.submitted(client, RequestID(high: 1, low: 1)) {
+            $0.timeoutMilliseconds = 300
+            $0.initialBackoffMilliseconds = 100
+        }
+        #expect(broker.settle(followed) == [id.requestID])
+        let atTimeout = broker.advance(.milliseconds(300))
+        #expect(journalWrites(atTimeout) == [.rescheduled(id)])
+        #expect(events(atTimeout).contains { $0.event == .jobRetrying })
+        #expect(broker.settle(atTimeout).isEmpty)
+        #expect(broker.settle(broker.advance(.milliseconds(100))) == [id.requestID], "the second attempt")
+        #expect(broker.machine.jobBook.jobs[id]?.attempt == 2)
+    }
+
     /// A job whose worker was lost is queued again, in memory and on disk: a broker killed
     /// before it runs again finds it queued, not running, so its restart does not count one
     /// more attempt than were made (the jobs soak counts the attempts beyond one exactly).
