@@ -68,7 +68,8 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(
         help: """
             Seconds a task may run past its deadline before it is answered deadlineExceeded and cancelled on its \
-            worker.
+            worker (a job's attempt is cancelled at its timeout; this is then how long its worker has to answer \
+            the cancel before it is told again).
             """)
     var leaseGrace: Double = Self.defaults.routing.leaseGrace.inSeconds
 

@@ -75,6 +75,9 @@ public enum JournalWrite: Sendable, Equatable {
     case rescheduled(JobID)
     /// The job is queued again after its worker was lost (nothing waits for it).
     case requeued(JobID)
+    /// The job's prepared start was taken back, for a job of higher priority or a cancel
+    /// (nothing waits for it).
+    case released(JobID)
     /// Answer whoever waits for the job, and forget it.
     case finished(JobID)
 }

@@ -212,9 +212,13 @@ extension BrokerStateMachine {
     }
 
     /// When a delivery of `task` is taken from its worker: deadline + lease grace; `nil` without
-    /// a deadline.
+    /// a deadline. A job's attempt at its timeout itself: a caller of `scan` hears its own
+    /// deadline on its side and the grace only spares a worker a race with it, but nobody
+    /// watches a job's timeout except the broker, so a grace there would lengthen every attempt
+    /// the user bounded (``expireLeases`` then gives the worker the grace to answer the cancel).
     func leaseExpiry(_ task: QueuedRequest) -> Int64? {
         guard task.deadline != Int64.max else { return nil }
+        if Self.isJob(task) { return task.deadline }
         let (expiry, overflow) = task.deadline.addingReportingOverflow(Self.nanoseconds(configuration.leaseGrace))
         return overflow ? Int64.max : expiry
     }

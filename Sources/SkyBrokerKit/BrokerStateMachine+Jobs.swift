@@ -61,7 +61,7 @@ extension BrokerStateMachine {
             case BrokerService.jobStatus: answerAbout(id, to: caller, holding: nil, now: now, into: &actions)
             case BrokerService.jobWait:
                 answerAbout(id, to: caller, holding: configuration.jobWaitHold, now: now, into: &actions)
-            case BrokerService.jobCancel: cancelJob(id, caller: caller, into: &actions)
+            case BrokerService.jobCancel: cancelJob(id, caller: caller, now: now, into: &actions)
             default: retryJob(id, caller: caller, into: &actions)
             }
         case BrokerService.jobList:
@@ -235,13 +235,31 @@ extension BrokerStateMachine {
 
     /// Prepares deliveries of `service`'s best queued jobs while its pipeline has room (see
     /// ``JobBook/pipelineDepth(credits:)``): each start is recorded (the attempt counted) now,
-    /// and the job waits for a credit once it is on disk (``startedJob``).
+    /// and the job waits for a credit once it is on disk (``startedJob``). A full pipeline
+    /// gives up its worst start for a queued job of higher priority
+    /// (``JobBook/releaseForBetter(_:)``), so that what is prepared is always the best waiting.
     mutating func prepareJobs(of service: String, into actions: inout [BrokerAction]) {
-        while let id = jobBook.takeToPrepare(service) {
-            jobBook.jobs[id]!.attempt += 1
-            let attempt = jobBook.jobs[id]!.attempt
-            actions.append(.journal(.write([.started(id: id.bytes, attempt: Int(attempt))], .started(id))))
+        while true {
+            if let id = jobBook.takeToPrepare(service) {
+                jobBook.jobs[id]!.attempt += 1
+                let attempt = jobBook.jobs[id]!.attempt
+                actions.append(.journal(.write([.started(id: id.bytes, attempt: Int(attempt))], .started(id))))
+                continue
+            }
+            guard let id = jobBook.releaseForBetter(service) else { return }
+            takeBackStart(of: id, into: &actions)
         }
+    }
+
+    /// A prepared (or preparing) start of `id` will not be sent: its attempt is taken back, in
+    /// memory and on disk, so that neither a status nor a broker restarted later counts an
+    /// execution that never began. Nobody waits for the write: it joins the next commit (a
+    /// start being written for it comes first, the journal keeps the order of writes).
+    private mutating func takeBackStart(of id: JobID, into actions: inout [BrokerAction]) {
+        guard let attempt = jobBook.jobs[id]?.attempt, attempt > 0 else { return }
+        jobBook.jobs[id]!.attempt = attempt - 1
+        actions.append(
+            .journal(.writeWithNextCommit([.released(id: id.bytes, attempt: Int(attempt - 1))], .released(id))))
     }
 
     /// A worker's credits now count for (`joined`) or no longer count for its services' job
@@ -260,7 +278,9 @@ extension BrokerStateMachine {
         guard !jobBook.ready.isEmpty else { return nil }
         var best: (service: String, arrival: UInt64, priority: Int8)?
         for service in services where jobBook.ready.has(service) {
-            guard let head = jobBook.ready.head(service, in: jobBook.jobs) else { continue }
+            // A job of higher priority is being prepared: the credit waits for it (one commit).
+            guard !jobBook.betterIsPreparing(service), let head = jobBook.ready.head(service, in: jobBook.jobs)
+            else { continue }
             if let current = best,
                 !(head.priority > current.priority
                     || (head.priority == current.priority && head.arrival < current.arrival))
@@ -480,7 +500,9 @@ extension BrokerStateMachine {
             JobBook.TimerEntry(due: ticks(now) + Self.nanoseconds(hold), id: id, waiter: caller))
     }
 
-    private mutating func cancelJob(_ id: JobID, caller: JobCaller, into actions: inout [BrokerAction]) {
+    private mutating func cancelJob(
+        _ id: JobID, caller: JobCaller, now: Instant, into actions: inout [BrokerAction]
+    ) {
         guard let job = jobBook.jobs[id] else {
             lookUp(id, for: caller, into: &actions)
             return
@@ -493,9 +515,17 @@ extension BrokerStateMachine {
         case .queued:
             jobBook.queued.unmark(job.submission.service)
         case .preparing, .prepared:
-            if job.phase == .prepared { jobBook.ready.unmark(job.submission.service) }
+            if job.phase == .prepared {
+                jobBook.ready.unmark(job.submission.service)
+            } else {
+                jobBook.preparing.unmark(job.submission.service)
+            }
             jobBook.leavePipeline(job.submission.service)
+            // It never ran: its outcome says so (the report below reads the attempt).
+            takeBackStart(of: id, into: &actions)
             prepareJobs(of: job.submission.service, into: &actions)
+            // A credit held for it (``JobBook/betterIsPreparing(_:)``) takes another job.
+            offerJobs(of: job.submission.service, now: now, into: &actions)
         case .running(_, let tag):
             let key = TaskKey(client: Self.jobsClient, requestID: id.requestID)
             tasks[key] = nil
@@ -637,13 +667,20 @@ extension BrokerStateMachine {
                     .warning,
                     "journal: a lost worker's job was not recorded as queued again; after a restart it counts as running",
                     ["job": "\(id)", "error": "\(error)"]))
-        case .written(.rescheduled, .success), .written(.requeued, .success):
+        case .written(.released(let id), .failure(let error)):
+            actions.append(
+                .log(
+                    .warning,
+                    "journal: a prepared start taken back was not recorded; after a restart it counts as an attempt",
+                    ["job": "\(id)", "error": "\(error)"]))
+        case .written(.rescheduled, .success), .written(.requeued, .success), .written(.released, .success):
             break
         case .lookedUp(let id, let caller, true, .success(let record)):
             retry(id, record, caller: caller, into: &actions)
         case .lookedUp(let id, let caller, false, .success(let record)):
-            // A job submitted meanwhile is in memory now.
-            if let job = jobBook.jobs[id], record == nil {
+            // A job held in memory is answered from there: it may have been submitted meanwhile,
+            // and the journal shows a prepared start as `running` although it never was.
+            if let job = jobBook.jobs[id] {
                 self.answer(caller, report(job), into: &actions)
             } else {
                 self.answer(caller, record.map(Self.report) ?? JobReport(state: .unknown), into: &actions)
@@ -704,8 +741,7 @@ extension BrokerStateMachine {
             publishJob(.jobSubmitted, announced, status: nil, into: &actions)
             if started {
                 // Its start is on disk with it: it waits for a credit.
-                jobBook.hold(pending.job)
-                jobBook.prepared(id)
+                jobBook.preparedWithSubmit(pending.job)
                 offerJobs(of: service, now: now, into: &actions)
             } else {
                 admit(pending.job, now: now, into: &actions)

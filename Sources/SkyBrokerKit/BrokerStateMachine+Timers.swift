@@ -111,9 +111,9 @@ extension BrokerStateMachine {
             into: &actions)
     }
 
-    /// A delivery still held at its deadline plus the lease grace: its caller (if it still
-    /// waits) is answered `deadlineExceeded` and the worker is told CANCEL (again, if the client
-    /// cancelled it already). The delivery keeps its credit until the worker answers, as a
+    /// A delivery still held at its deadline plus the lease grace (a job's attempt: at its
+    /// timeout): its caller (if it still waits) is answered `deadlineExceeded` and the worker is
+    /// told CANCEL (again, if the client cancelled it already, or a job's grace to answer ran out). The delivery keeps its credit until the worker answers, as a
     /// client-cancelled one does: the worker's handler may still run (it ignores cancellation),
     /// and a credit returned now would make the broker send a task to a worker with no free
     /// slot, whose caller would be refused `overloaded` by the worker.
@@ -128,6 +128,20 @@ extension BrokerStateMachine {
             if held.answered {
                 // Cancelled already: told again.
                 actions.append(.sendToWorker(peer, .cancel(tag: DeliveryTag(number: first.tag), key.requestID)))
+            } else if Self.isJob(held.task) {
+                // A job's attempt ends at its timeout (``leaseExpiry(_:)``): cancelled at its worker,
+                // recorded as a timeout failure (retried as its policy says). The worker has the
+                // lease grace to answer the cancel; after it, it is told again and this is logged.
+                tasks[key] = nil
+                cancelAtWorker(key, tag: first.tag, into: &actions)
+                counters.deadlinesExceeded += 1
+                let timeout = held.task.request.header.timeoutMilliseconds
+                fail(
+                    held.task, .deadlineExceeded, "it ran past its timeout (\(timeout) ms) on worker \(name)",
+                    worker: peer, keepsClient: true, into: &actions)
+                let (graceEnd, overflow) = nowTicks.addingReportingOverflow(Self.nanoseconds(configuration.leaseGrace))
+                leases.insert(LeaseEntry(expiry: overflow ? Int64.max : graceEnd, tag: first.tag))
+                continue
             } else {
                 tasks[key] = nil
                 cancelAtWorker(key, tag: first.tag, into: &actions)

@@ -39,7 +39,8 @@ import SkyProtocol
 /// `deadlineExceeded`; one whose service no connected worker serves is answered `noWorkers` after
 /// ``Configuration/noWorkersGrace``. One running past deadline + ``Configuration/leaseGrace`` (a
 /// lease) is answered `deadlineExceeded` and the worker is told to cancel it; its slot stays
-/// taken until the worker answers, since the handler may still run. Expiries are answered at most ``Configuration/expiryBatch`` per tick, so that a storm of
+/// taken until the worker answers, since the handler may still run. A job's attempt has no
+/// grace: it is cancelled at its timeout (``leaseExpiry(_:)``). Expiries are answered at most ``Configuration/expiryBatch`` per tick, so that a storm of
 /// them never holds up heartbeats.
 public struct BrokerStateMachine: Sendable {
     /// The machine's time (see ``BrokerInstant``).
@@ -74,7 +75,9 @@ public struct BrokerStateMachine: Sendable {
         /// How long a request may wait while no connected worker serves its service, before it
         /// is answered `noWorkers` (a request can ask for another grace in its header).
         public var noWorkersGrace: Duration = .seconds(2)
-        /// How long past its deadline a task may run before it is taken from its worker.
+        /// How long past its deadline a task may run before it is taken from its worker; for a
+        /// job's attempt (cancelled at its timeout), how long the worker has to answer the cancel
+        /// before it is told again.
         public var leaseGrace: Duration = .seconds(5)
         /// Most expired requests answered per tick; with more due, the machine asks for the next
         /// tick at once (``hasExpiryBacklog``), after the shell has served its sockets again.

@@ -96,12 +96,33 @@ struct JobBook: Sendable {
             return first.id
         }
 
-        /// A job of `service` left the line by other means: its entry stays until it is the head.
+        /// The worst live entry of `service` (lowest priority, youngest).
+        mutating func tail(_ service: String, in jobs: [JobID: Job]) -> QueueEntry? {
+            while let last = heaps[service]?.max {
+                if jobs[last.id]?.phase == phase { return last }
+                heaps[service]?.removeMax()
+            }
+            heaps[service] = nil
+            return nil
+        }
+
+        /// Takes the worst live entry of `service`.
+        mutating func popTail(_ service: String, in jobs: [JobID: Job]) -> JobID? {
+            guard let last = tail(service, in: jobs) else { return nil }
+            heaps[service]?.removeMax()
+            if heaps[service]?.isEmpty == true { heaps[service] = nil }
+            unmark(service)
+            return last.id
+        }
+
+        /// A job of `service` left the line by other means: its entry stays until it is the head
+        /// (or, once no live one is left, goes with the rest: every entry left is stale then).
         mutating func unmark(_ service: String) {
             if let count = counts[service], count > 1 {
                 counts[service] = count - 1
             } else {
                 counts[service] = nil
+                heaps[service] = nil
             }
         }
     }
@@ -132,6 +153,10 @@ struct JobBook: Sendable {
     var queued = Line(of: .queued)
     /// Prepared jobs per service: their start is on disk; the next free credit takes one.
     var ready = Line(of: .prepared)
+    /// Jobs per service whose start is being recorded (taken from ``queued``; a submit's first
+    /// start, written with it, is not here: the job is not held before it is on disk). A free
+    /// credit waits for the best of them rather than take a prepared job of lower priority.
+    var preparing = Line(of: .preparing)
     /// Jobs preparing or prepared, per service; kept up to ``pipelineDepth(credits:)``.
     var pipeline: [String: Int] = [:]
     /// Credits of the workers serving each service (a worker of two services counts in both).
@@ -198,7 +223,45 @@ struct JobBook: Sendable {
         else { return nil }
         pipeline[service, default: 0] += 1
         jobs[id]!.phase = .preparing
+        preparing.insert(jobs[id]!)
         return id
+    }
+
+    /// Takes back the worst prepared (or preparing) start of `service` when its pipeline is
+    /// full and a queued job of higher priority waits behind it: the pipeline is filled by
+    /// order of arrival, so without this a burst of low-priority jobs would take every place
+    /// and run before high-priority jobs submitted while they still waited. The job is queued
+    /// again at its old place; the caller takes its attempt back, in memory and on disk.
+    /// Equal priorities never trade places (a freed credit would then wait for a commit).
+    mutating func releaseForBetter(_ service: String) -> JobID? {
+        let depth = Self.pipelineDepth(credits: credits[service, default: 0])
+        guard depth > 0, pipeline[service, default: 0] >= depth, let best = queued.head(service, in: jobs) else {
+            return nil
+        }
+        let inReady = ready.tail(service, in: jobs)
+        let inPreparing = preparing.tail(service, in: jobs)
+        let fromReady: Bool
+        switch (inReady, inPreparing) {
+        case (nil, nil): return nil
+        case (.some, nil): fromReady = true
+        case (nil, .some): fromReady = false
+        case (.some(let a), .some(let b)): fromReady = b < a
+        }
+        guard let worst = fromReady ? inReady : inPreparing, best.priority > worst.priority,
+            let id = fromReady ? ready.popTail(service, in: jobs) : preparing.popTail(service, in: jobs)
+        else { return nil }
+        leavePipeline(service)
+        enqueue(id)
+        return id
+    }
+
+    /// Whether a job of `service` whose start is being recorded has a higher priority than its
+    /// best prepared one: a free credit then waits for it (one commit) instead.
+    mutating func betterIsPreparing(_ service: String) -> Bool {
+        guard preparing.has(service), let coming = preparing.head(service, in: jobs),
+            let ready = ready.head(service, in: jobs)
+        else { return false }
+        return coming.priority > ready.priority
     }
 
     /// Takes a place in the pipeline of `service` for a job being submitted, if it would be
@@ -215,9 +278,18 @@ struct JobBook: Sendable {
 
     /// A job's start is on disk: it waits for a credit.
     mutating func prepared(_ id: JobID) {
-        guard jobs[id]?.phase == .preparing else { return }
+        guard let job = jobs[id], job.phase == .preparing else { return }
+        preparing.unmark(job.submission.service)
         jobs[id]!.phase = .prepared
         ready.insert(jobs[id]!)
+    }
+
+    /// A job whose first start was written with its submit is on disk: held, it waits for a
+    /// credit (it was never in ``preparing``).
+    mutating func preparedWithSubmit(_ job: Job) {
+        hold(job)
+        jobs[job.id]!.phase = .prepared
+        ready.insert(jobs[job.id]!)
     }
 
     /// A job left the pipeline of `service` (sent, or cancelled while preparing or prepared).

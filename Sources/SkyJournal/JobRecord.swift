@@ -62,6 +62,10 @@ public enum JobChange: Sendable, Equatable {
     case submitted(JobRecord)
     /// A delivery of the job started (its attempt number).
     case started(id: [UInt8], attempt: Int)
+    /// A start recorded ahead (prepared) is taken back before the job reached a worker: the
+    /// job is queued again with `attempt`, the executions that did start, so that a broker
+    /// restarted later does not count the start that never happened.
+    case released(id: [UInt8], attempt: Int)
     /// An attempt failed and the job waits for its next, not before `notBefore` (milliseconds
     /// since 1970): a retry's backoff, kept across restarts like a delay.
     case rescheduled(id: [UInt8], notBefore: Int64)

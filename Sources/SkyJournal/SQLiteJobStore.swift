@@ -22,6 +22,7 @@ public final class SQLiteJobStore: JobStore {
     private let insert: SQLiteDatabase.Statement
     private let start: SQLiteDatabase.Statement
     private let reschedule: SQLiteDatabase.Statement
+    private let release: SQLiteDatabase.Statement
     private let finish: SQLiteDatabase.Statement
     private let byID: SQLiteDatabase.Statement
     private let byKey: SQLiteDatabase.Statement
@@ -58,6 +59,7 @@ public final class SQLiteJobStore: JobStore {
         // An outcome is recorded once: a job that already ended keeps its first.
         start = try database.prepare("UPDATE jobs SET state = 1, attempt = ?2 WHERE id = ?1 AND state < 2")
         reschedule = try database.prepare("UPDATE jobs SET state = 0, not_before = ?2 WHERE id = ?1 AND state < 2")
+        release = try database.prepare("UPDATE jobs SET state = 0, attempt = ?2 WHERE id = ?1 AND state < 2")
         finish = try database.prepare(
             "UPDATE jobs SET state = ?2, outcome = ?3, expires_at = ?4 WHERE id = ?1 AND state < 2")
         byID = try database.prepare("SELECT \(Self.columns) FROM jobs WHERE id = ?1")
@@ -172,6 +174,8 @@ public final class SQLiteJobStore: JobStore {
                     }
                 case .started(let id, let attempt):
                     try start.run([.blob(id), .integer(Int64(attempt))])
+                case .released(let id, let attempt):
+                    try release.run([.blob(id), .integer(Int64(attempt))])
                 case .rescheduled(let id, let notBefore):
                     try reschedule.run([.blob(id), .integer(notBefore)])
                 case .finished(let id, let state, let outcome, let expiresAt):

@@ -696,8 +696,7 @@ extension IntegrationSuite {
         }
 
         /// A job's per-attempt timeout: the attempt is taken from its worker (and cancelled
-        /// there) once it ran past the timeout and the lease grace, and counts as a timeout for
-        /// the retry policy.
+        /// there) once it ran past the timeout, and counts as a timeout for the retry policy.
         @Test func anAttemptPastItsTimeoutIsTakenAwayAndRetriedThenFailsTyped() async throws {
             let state = StateDirectory()
             let cluster = try await TestCluster.start(extraArguments: state.arguments + ["--lease-grace", "0.1"])
@@ -724,6 +723,84 @@ extension IntegrationSuite {
             #expect(attempt == 2)
             // The worker's one slot is free again: its handler was cancelled.
             #expect(try await sky.scan(SleepTask(milliseconds: 1, tag: 2)).tag == 2)
+            await sky.close()
+            await cluster.stop()
+        }
+
+        /// Issue 44.3 on real processes: with the default lease grace (5 s), an attempt of a job
+        /// with a 300 ms timeout ended after 5.3 s. It ends at its timeout; the handler, which
+        /// honours cancellation, frees its slot.
+        @Test func anAttemptEndsAtItsTimeoutNotAfterTheLeaseGrace() async throws {
+            let state = StateDirectory()
+            let cluster = try await TestCluster.start(extraArguments: state.arguments)
+            defer { cluster.killAll() }
+            _ = try await cluster.startWorker(name: "slow", capacity: 1)
+            let sky = try await SkyClient(broker: cluster.clients)
+            let job = try await sky.submit(
+                SleepTask(milliseconds: 60_000, tag: 1),
+                options: JobOptions(retry: RetryPolicy(maxAttempts: 1), timeout: .milliseconds(300)))
+            let started = ContinuousClock.now
+            await #expect {
+                _ = try await job.value
+            } throws: { error in
+                guard case .timeout = error as? SkyError else { return false }
+                return true
+            }
+            let took = ContinuousClock.now - started
+            print("a job with a 300 ms timeout, lease grace 5 s: failed after \(took)")
+            #expect(took >= .milliseconds(300))
+            #expect(took < Duration.seconds(2).scaled, "its timeout, not timeout + the 5 s lease grace: \(took)")
+            #expect(try await sky.scan(SleepTask(milliseconds: 1, tag: 2)).tag == 2)
+            await sky.close()
+            await cluster.stop()
+        }
+
+        /// Issue 44.2 on real processes: one free slot, 40 low-priority jobs prepared ahead of it,
+        /// then 3 high-priority ones: the highs run first (they ran after the oldest low). The slot
+        /// is freed by cancelling the job that held it, so the order is the order of completions.
+        @Test(arguments: [1, 4])
+        func highPriorityJobsRunBeforeLowOnesPreparedAheadOfThem(capacity: Int) async throws {
+            let state = StateDirectory()
+            let cluster = try await TestCluster.start(extraArguments: state.arguments)
+            defer { cluster.killAll() }
+            _ = try await cluster.startWorker(name: "busy", capacity: capacity)
+            let watch = try await cluster.startWatch()
+            let sky = try await SkyClient(broker: cluster.clients)
+            var busy: [Job<SleepTask>] = []
+            for tag in 0..<capacity {
+                busy.append(try await sky.submit(SleepTask(milliseconds: 60_000, tag: tag)))
+            }
+            try await eventually("the worker is busy") {
+                for job in busy {
+                    guard case .running = try await sky.status(of: job.id) else { return false }
+                }
+                return true
+            }
+            var lows: [String] = []
+            for tag in 100..<140 {
+                lows.append(
+                    try await sky.submit(SleepTask(milliseconds: 1, tag: tag), options: JobOptions(priority: .low)).id
+                        .description)
+            }
+            var highs: [String] = []
+            for tag in 200..<203 {
+                highs.append(
+                    try await sky.submit(SleepTask(milliseconds: 1, tag: tag), options: JobOptions(priority: .high)).id
+                        .description)
+            }
+            // One slot frees; the others stay busy, so jobs run one at a time in it.
+            #expect(try await busy[0].cancel() == .cancelled)
+            let expected = Set(lows + highs)
+            let events = try await watch.waitForEvents { events in
+                events.filter { $0.event == .jobSucceeded }.count >= expected.count
+            }
+            let order = events.filter { $0.event == .jobSucceeded }.compactMap(\.task?.requestID)
+                .filter(expected.contains)
+            let highsRanAt = order.indices.filter { highs.contains(order[$0]) }
+            print("capacity \(capacity), 40 lows then 3 highs: the highs ran at \(highsRanAt) of \(order.count)")
+            #expect(highsRanAt == [0, 1, 2])
+            #expect(Array(order.dropFirst(3)) == lows)
+            for job in busy.dropFirst() { _ = try await job.cancel() }
             await sky.close()
             await cluster.stop()
         }

@@ -69,6 +69,35 @@ extension BrokerHarness {
         }
         return order
     }
+
+    /// Submits a job and answers its write; returns the job's id and what followed (its start
+    /// or delivery, not yet committed).
+    mutating func submitted(
+        _ client: PeerID, _ request: RequestID, priority: Int8 = 0, change: (inout JobSubmission) -> Void = { _ in }
+    ) -> (JobID, [BrokerAction]) {
+        var submission = JobSubmission(service: "sky.scan", body: [7])
+        submission.priority = priority
+        change(&submission)
+        let followed = commit(
+            self.request(client, request, service: BrokerService.jobSubmit, body: submission.encode()))
+        let id = followed.lazy.compactMap { action -> JobID? in
+            guard case .sendToClient(_, .reply(let reply)) = action, reply.requestID == request else { return nil }
+            return JobID(bytes: reply.body)
+        }.first
+        return (id!, followed)
+    }
+
+    /// Commits every journal write among `actions` and among what follows, until none is left;
+    /// returns the requests sent to workers meanwhile, in order.
+    mutating func settle(_ actions: [BrokerAction]) -> [RequestID] {
+        var sent = dispatched(actions).map(\.1)
+        var pending = actions
+        while !journalWrites(pending).isEmpty {
+            pending = commit(pending)
+            sent += dispatched(pending).map(\.1)
+        }
+        return sent
+    }
 }
 
 /// The reports answered to `request` among `actions`.
@@ -327,7 +356,7 @@ struct BrokerJobTests {
         #expect(journalWrites(joined) == [.started(first), .started(second)])
         let cancel = RequestID(high: 3, low: 1)
         let cancelled = broker.ask(client, cancel, BrokerService.jobCancel, first)
-        #expect(journalWrites(cancelled) == [.finished(first)])
+        #expect(journalWrites(cancelled) == [.released(first), .finished(first)])
         #expect(cancelled.allSatisfy { if case .sendToWorker = $0 { false } else { true } })
         // The starts are on disk: the cancelled job is not sent, the credit goes to the second.
         #expect(dispatched(broker.commit(joined)).map(\.1) == [second.requestID])
@@ -489,6 +518,203 @@ struct BrokerJobTests {
         #expect(dispatched(again).map(\.1) == [id.requestID])
         let held = broker.advance(.seconds(1))
         #expect(reports(held, to: wait).map(\.state) == [.running], "the hold ended: not yet")
+    }
+
+    /// Issue 44.2: the pipeline of prepared starts (at least 32) was filled in order of arrival,
+    /// so with a worker busy and 32 or more low-priority jobs waiting, the high-priority jobs
+    /// submitted after them stayed queued behind it, and the oldest lows ran first. However many
+    /// wait, and whether a freed credit comes before or after the high jobs' starts are on disk,
+    /// every job waiting with a higher priority runs before any lower one not yet sent.
+    @Test(arguments: [31, 32, 40, 1000], [1, 4])
+    func jobsOfHigherPriorityRunBeforeLowerOnesHoweverManyArePreparedAhead(lows: Int, capacity: Int) {
+        for startsOnDiskFirst in [true, false] {
+            var broker = BrokerHarness.withJournal()
+            broker.keepsRecord = true
+            var request: UInt64 = 0
+            func next() -> RequestID {
+                request += 1
+                return RequestID(high: 1, low: request)
+            }
+            var running = broker.settle(broker.ready(worker1, capacity: UInt32(capacity)))
+            for _ in 0..<capacity {
+                let (_, followed) = broker.submitted(client, next())
+                running += broker.settle(followed)
+            }
+            #expect(running.count == capacity, "the worker is busy")
+            var lowIDs: [RequestID] = []
+            for _ in 0..<lows {
+                let (id, followed) = broker.submitted(client, next(), priority: -10)
+                lowIDs.append(id.requestID)
+                #expect(broker.settle(followed).isEmpty)
+            }
+            var highIDs: [RequestID] = []
+            var highFollowed: [BrokerAction] = []
+            for _ in 0..<3 {
+                let (id, followed) = broker.submitted(client, next(), priority: 10)
+                highIDs.append(id.requestID)
+                highFollowed += followed
+            }
+            if startsOnDiskFirst {
+                #expect(broker.settle(highFollowed).isEmpty)
+                highFollowed = []
+            }
+            // One credit frees at a time; what it frees commits after the reply's own step.
+            var order: [RequestID] = []
+            while !running.isEmpty {
+                let done = running.removeFirst()
+                let sent = broker.settle(broker.reply(worker1, client: client, done) + highFollowed)
+                highFollowed = []
+                order += sent
+                running += sent
+            }
+            let label = "lows \(lows), capacity \(capacity), starts on disk first \(startsOnDiskFirst)"
+            let highsRanAt = order.indices.filter { highIDs.contains(order[$0]) }
+            #expect(highsRanAt == [0, 1, 2], "\(label): the highs ran at \(highsRanAt) of \(order.count)")
+            #expect(order.filter { !highIDs.contains($0) } == lowIDs, "\(label): the lows ran oldest first")
+            #expect(Array(order.prefix(3)) == highIDs, "\(label): the highs ran oldest first")
+            let succeeded = events(broker.recorded).filter { $0.event == .jobSucceeded }
+            #expect(succeeded.count == capacity + lows + 3)
+            #expect(
+                succeeded.allSatisfy { $0.task?.deliveries == 1 },
+                "\(label): a start taken back is not counted: every job ran once, as attempt 1")
+        }
+    }
+
+    /// A start taken back for a better job is recorded with the attempt taken back, and the
+    /// job's status says queued with no attempt, as before it was prepared.
+    @Test func aStartTakenBackForABetterJobIsRecordedAndReportedAsNeverMade() throws {
+        var broker = BrokerHarness.withJournal()
+        _ = broker.settle(broker.ready(worker1, capacity: 1))
+        _ = broker.settle(broker.submitted(client, RequestID(high: 1, low: 0)).1)
+        let depth = JobBook.pipelineDepth(credits: 1)
+        let lows = (1...depth).map { index in
+            let (id, followed) = broker.submitted(client, RequestID(high: 1, low: UInt64(index)), priority: -10)
+            _ = broker.settle(followed)
+            return id
+        }
+        let (high, followed) = broker.submitted(client, RequestID(high: 2, low: 1), priority: 10)
+        let released = followed.compactMap { action -> [JobChange]? in
+            if case .journal(.writeWithNextCommit(let changes, .released)) = action { changes } else { nil }
+        }
+        #expect(released == [[.released(id: lows[depth - 1].bytes, attempt: 0)]], "the youngest low gives way")
+        #expect(journalWrites(followed) == [.released(lows[depth - 1]), .started(high)])
+        let status = RequestID(high: 3, low: 1)
+        let report = try #require(
+            reports(broker.ask(client, status, BrokerService.jobStatus, lows[depth - 1]), to: status).first)
+        #expect(report.state == .queued && report.attempt == 0)
+        #expect(broker.machine.jobBook.jobs[lows[depth - 1]]?.attempt == 0)
+    }
+
+    /// Issue 44.4: a job cancelled while its start was prepared (its status said queued, attempt
+    /// 0) reported attempt 1 once cancelled, and the journal kept that attempt.
+    @Test func aJobCancelledBeforeItReachedAWorkerReportsNoAttempt() throws {
+        var broker = BrokerHarness.withJournal()
+        broker.keepsRecord = true
+        _ = broker.settle(broker.ready(worker1, capacity: 1))
+        _ = broker.settle(broker.submitted(client, RequestID(high: 1, low: 1)).1)
+        let (prepared, followed) = broker.submitted(client, RequestID(high: 1, low: 2))
+        _ = broker.settle(followed)
+        let status = RequestID(high: 2, low: 1)
+        let before = try #require(
+            reports(broker.ask(client, status, BrokerService.jobStatus, prepared), to: status).first)
+        #expect(before.state == .queued && before.attempt == 0)
+        let cancel = RequestID(high: 3, low: 1)
+        let cancelled = broker.ask(client, cancel, BrokerService.jobCancel, prepared)
+        let changes = cancelled.flatMap { action -> [JobChange] in
+            switch action {
+            case .journal(.write(let changes, _)), .journal(.writeWithNextCommit(let changes, _)): changes
+            default: []
+            }
+        }
+        #expect(changes.first == .released(id: prepared.bytes, attempt: 0), "on disk too, before the outcome")
+        let answered = try #require(reports(broker.commit(cancelled), to: cancel).first)
+        #expect(answered.state == .cancelled && answered.attempt == 0)
+        let event = events(broker.recorded).first { $0.event == .jobCancelled }
+        #expect(event?.task?.deliveries == 0)
+    }
+
+    /// A job the broker holds is reported from memory even when a journal read about it comes
+    /// back with its record (asked before its submit was answered): the record shows a start
+    /// written ahead with the submit as `running`, attempt 1, though it never reached a worker.
+    @Test func aLookupOfAJobHeldMeanwhileIsAnsweredFromMemoryNotFromItsStartRecordedAhead() throws {
+        var broker = BrokerHarness.withJournal()
+        _ = broker.settle(broker.ready(worker1, capacity: 1))
+        _ = broker.settle(broker.submitted(client, RequestID(high: 1, low: 1)).1)
+        let asked = broker.request(
+            client, RequestID(high: 1, low: 2), service: BrokerService.jobSubmit,
+            body: JobSubmission(service: "sky.scan", body: [7]).encode())
+        guard case .journal(.write(let changes, .submitted(let id)))? = effects(asked).first,
+            case .submitted(let record)? = changes.first
+        else {
+            Issue.record("\(asked)")
+            return
+        }
+        #expect(record.state == .running && record.attempt == 1, "its start is written with it")
+        let status = RequestID(high: 2, low: 1)
+        #expect(journalLookups(broker.ask(client, status, BrokerService.jobStatus, id)) == 1, "not held yet")
+        _ = broker.settle(asked)
+        let caller = JobCaller(peer: client, requestID: status, attempt: 1)
+        let answered = broker.journal(.lookedUp(id, caller, retry: false, .success(record)))
+        let report = try #require(reports(answered, to: status).first)
+        #expect(report.state == .queued && report.attempt == 0)
+    }
+
+    /// Issue 44.3: a job's attempt ran for its timeout plus the lease grace (5 s by default)
+    /// before it was cancelled. It ends at its timeout; the grace is only how long its worker
+    /// has to answer the cancel before it is told again.
+    @Test func aJobsAttemptIsCancelledAndFailsAtItsTimeoutNotAfterTheLeaseGrace() throws {
+        var broker = BrokerHarness.withJournal { $0.leaseGrace = .seconds(5) }
+        _ = broker.settle(broker.ready(worker1, capacity: 1))
+        let (id, followed) = broker.submitted(client, RequestID(high: 1, low: 1)) {
+            $0.timeoutMilliseconds = 300
+            $0.maxAttempts = 1
+        }
+        #expect(broker.settle(followed) == [id.requestID])
+        let wait = RequestID(high: 2, low: 1)
+        _ = broker.ask(client, wait, BrokerService.jobWait, id)
+        let before = broker.advance(.milliseconds(299))
+        #expect(before.allSatisfy { if case .sendToWorker(_, .cancel) = $0 { false } else { true } })
+        #expect(journalWrites(before).isEmpty)
+        let atTimeout = broker.advance(.milliseconds(1))
+        #expect(
+            atTimeout.contains { if case .sendToWorker(worker1, .cancel(_, id.requestID)) = $0 { true } else { false } }
+        )
+        #expect(journalWrites(atTimeout) == [.finished(id)])
+        let report = try #require(reports(broker.commit(atTimeout), to: wait).first)
+        #expect(report.state == .failed && report.outcomeStatus == .deadlineExceeded && report.attempt == 1)
+        // The worker ignores the cancel: after the grace it is told again; its slot stays taken.
+        var graceLater: [BrokerAction] = []
+        for _ in 0..<5 {
+            _ = broker.worker(worker1, .heartbeat)  // alive, it just does not answer the cancel
+            graceLater += broker.advance(.seconds(1))
+        }
+        #expect(
+            graceLater.contains {
+                if case .sendToWorker(worker1, .cancel(_, id.requestID)) = $0 { true } else { false }
+            })
+        let (second, secondFollowed) = broker.submitted(client, RequestID(high: 1, low: 2))
+        #expect(broker.settle(secondFollowed).isEmpty, "the slot is still taken")
+        // Its late answer frees the slot, and is not the job's outcome.
+        let late = broker.reply(worker1, client: client, id.requestID)
+        #expect(broker.settle(late) == [second.requestID])
+    }
+
+    /// A timed-out attempt of a job that retries on timeouts is retried after its backoff,
+    /// counted from the timeout (not from the timeout plus the grace).
+    @Test func aTimedOutAttemptIsRetriedAfterItsBackoffFromTheTimeout() throws {
+        var broker = BrokerHarness.withJournal { $0.leaseGrace = .seconds(5) }
+        _ = broker.settle(broker.ready(worker1, capacity: 2))
+        let (id, followed) = broker.submitted(client, RequestID(high: 1, low: 1)) {
+            $0.timeoutMilliseconds = 300
+            $0.initialBackoffMilliseconds = 100
+        }
+        #expect(broker.settle(followed) == [id.requestID])
+        let atTimeout = broker.advance(.milliseconds(300))
+        #expect(journalWrites(atTimeout) == [.rescheduled(id)])
+        #expect(events(atTimeout).contains { $0.event == .jobRetrying })
+        #expect(broker.settle(atTimeout).isEmpty)
+        #expect(broker.settle(broker.advance(.milliseconds(100))) == [id.requestID], "the second attempt")
+        #expect(broker.machine.jobBook.jobs[id]?.attempt == 2)
     }
 
     /// A job whose worker was lost is queued again, in memory and on disk: a broker killed

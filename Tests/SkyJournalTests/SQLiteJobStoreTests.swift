@@ -58,6 +58,22 @@ struct SQLiteJobStoreTests {
         #expect(try store.job(Self.job(2).id)?.state == .succeeded)
     }
 
+    @Test func aReleasedStartIsQueuedAgainWithItsAttemptTakenBackAndNeverReopensAnEndedJob() throws {
+        let folder = try Folder()
+        do {
+            let store = try SQLiteJobStore(path: folder.journal)
+            try store.apply([.submitted(Self.job(1)), .submitted(Self.job(2))])
+            try store.apply([.started(id: Self.job(1).id, attempt: 3), .started(id: Self.job(2).id, attempt: 1)])
+            try store.apply([.finished(id: Self.job(2).id, state: .cancelled, outcome: [1], expiresAt: 10)])
+            try store.apply([.released(id: Self.job(1).id, attempt: 2), .released(id: Self.job(2).id, attempt: 0)])
+        }
+        let store = try SQLiteJobStore(path: folder.journal)
+        let waiting = try #require(try store.unfinished().first)
+        #expect(waiting.id == Self.job(1).id && waiting.state == .queued && waiting.attempt == 2)
+        let ended = try #require(try store.job(Self.job(2).id))
+        #expect(ended.state == .cancelled && ended.attempt == 1, "an ended job keeps what it had")
+    }
+
     @Test func anOutcomeIsRecordedOnce() throws {
         let folder = try Folder()
         let store = try SQLiteJobStore(path: folder.journal)
