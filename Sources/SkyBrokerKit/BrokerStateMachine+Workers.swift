@@ -73,13 +73,23 @@ extension BrokerStateMachine {
                     ["request": "\(reply.requestID)", "peer": "\(peer)"]
                 }
                 actions.append(.sendToWorker(peer, .disconnect))
-            case .heartbeat:
+            case .heartbeat, .features, .draining:
+                let what = if case .heartbeat = command { "HEARTBEAT" } else if case .draining = command { "DRAINING" } else { "FEATURES" }
+                // A worker the broker forgot (it restarted, or declared the worker dead) must
+                // hear so, whatever it says: a FEATURES after a READY the broker never saw, or
+                // a DRAINING that no acknowledgement would ever answer, would otherwise leave
+                // it waiting on a registration that does not exist (docs/protocol.md,
+                // DISCONNECT: every command from an unregistered peer is answered and counted).
                 counters.unknownWorkerMessages += 1
                 logAboutPeer(
-                    .info, "heartbeat from an unregistered worker; telling it to register", now: now, into: &actions
-                ) { ["peer": "\(peer)"] }
+                    .info, "message from an unregistered worker; telling it to register", now: now, into: &actions
+                ) { ["peer": "\(peer)", "command": what] }
                 actions.append(.sendToWorker(peer, .disconnect))
-            case .ready, .disconnect, .draining, .features:
+            case .disconnect:
+                // Counted like any message from a stranger, but not answered: the peer is
+                // leaving, and a DISCONNECT back would only tell it to come back.
+                counters.unknownWorkerMessages += 1
+            case .ready:
                 break
             }
             return
