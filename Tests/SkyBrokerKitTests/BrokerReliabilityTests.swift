@@ -309,6 +309,25 @@ struct BrokerReliabilityTests {
         #expect(broker.machine.inFlightCount == 1, "the worker that joined in time took its request")
     }
 
+    /// Issue 44.11: a deadline shorter than the no-workers grace ends the wait at the deadline,
+    /// answered `noWorkers` (nobody serves the service), with a message that names the
+    /// deadline: it once said "none joined within the grace period" 0.5 s into a 2 s grace.
+    @Test func aDeadlineBeforeTheGraceIsAnsweredNoWorkersNamingTheDeadline() {
+        var broker = BrokerHarness()
+        _ = broker.request(clientA, id, service: "nobody", timeout: .milliseconds(500))
+        #expect(replies(broker.advance(.milliseconds(400))).isEmpty)
+        let answered = replies(broker.advance(.milliseconds(200)))
+        #expect(answered.map(\.1.status) == [.noWorkers])
+        let message = firstMessage(answered)
+        #expect(message.contains("before the request's deadline (500 ms"), "\(message)")
+        #expect(!message.contains("within the no-workers grace"), "\(message)")
+        #expect(broker.machine.counters.noWorkersAnswered == 1 && broker.machine.counters.deadlinesExceeded == 0)
+        // The grace first: its message names the grace.
+        _ = broker.request(clientA, RequestID(high: 1, low: 2), service: "nobody", timeout: .seconds(30))
+        let graceOver = replies(broker.advance(.milliseconds(2100)))
+        #expect(firstMessage(graceOver).contains("none joined within the no-workers grace"), "\(firstMessage(graceOver))")
+    }
+
     /// Item 7: requests waiting when the last worker of their service leaves get `noWorkers`
     /// after the grace, unless a worker joins.
     @Test func requestsWaitingWhenTheLastWorkerLeavesGetNoWorkers() {
