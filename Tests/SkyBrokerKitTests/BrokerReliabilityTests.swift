@@ -328,6 +328,28 @@ struct BrokerReliabilityTests {
         #expect(firstMessage(graceOver).contains("none joined within the no-workers grace"), "\(firstMessage(graceOver))")
     }
 
+    /// A request of a service nobody serves is answered `noWorkers` after its grace also when the
+    /// broker compacted its deadline entries meanwhile (many answered requests left theirs
+    /// behind): the compaction once rebuilt the entries from the deadlines alone, and such a
+    /// request without a timeout then waited out `--max-wait` (an hour) instead of 2 s.
+    @Test func theNoWorkersGraceSurvivesTheCompactionOfDeadlineEntries() {
+        var broker = BrokerHarness()
+        _ = broker.ready(worker1, capacity: 1)
+        _ = broker.request(clientA, id, service: "nobody")
+        // Each request waits behind the one running (a deadline entry), then runs (its entry
+        // left behind, dead).
+        _ = broker.request(clientB, RequestID(high: 9, low: 0), timeout: .seconds(60))
+        for low in 1...1100 as ClosedRange<UInt64> {
+            _ = broker.request(clientB, RequestID(high: 9, low: low), timeout: .seconds(60))
+            _ = broker.reply(worker1, client: clientB, RequestID(high: 9, low: low - 1))
+        }
+        #expect(broker.machine.bookkeepingEntries.deadlines > 1024)
+        #expect(replies(broker.advance(.milliseconds(100))).isEmpty)
+        #expect(broker.machine.bookkeepingEntries.deadlines < 100, "compacted")
+        let answered = replies(broker.advance(.milliseconds(2000)))
+        #expect(answered.map(\.1.requestID) == [id] && answered.map(\.1.status) == [.noWorkers])
+    }
+
     /// Item 7: requests waiting when the last worker of their service leaves get `noWorkers`
     /// after the grace, unless a worker joins.
     @Test func requestsWaitingWhenTheLastWorkerLeavesGetNoWorkers() {
