@@ -74,7 +74,10 @@ extension BrokerStateMachine {
                 }
                 actions.append(.sendToWorker(peer, .disconnect))
             case .heartbeat, .features, .draining:
-                let what = if case .heartbeat = command { "HEARTBEAT" } else if case .draining = command { "DRAINING" } else { "FEATURES" }
+                let what =
+                    if case .heartbeat = command { "HEARTBEAT" } else if case .draining = command { "DRAINING" } else {
+                        "FEATURES"
+                    }
                 // A worker the broker forgot (it restarted, or declared the worker dead) must
                 // hear so, whatever it says: a FEATURES after a READY the broker never saw, or
                 // a DRAINING that no acknowledgement would ever answer, would otherwise leave

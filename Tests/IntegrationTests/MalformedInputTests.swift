@@ -92,7 +92,9 @@ extension IntegrationSuite {
                     strayReply, WorkerToBroker.heartbeat.encode(), WorkerToBroker.features(["packed"]).encode(),
                 ], to: cluster.workers, expecting: 3)
             #expect(
-                try workerAnswers.map { try BrokerToWorker.decode($0.frames) } == [.disconnect, .disconnect, .disconnect])
+                try workerAnswers.map { try BrokerToWorker.decode($0.frames) } == [
+                    .disconnect, .disconnect, .disconnect,
+                ])
 
             #expect(try await traffic.value == 300)
             let snapshot = try await sky.clusterSnapshot()

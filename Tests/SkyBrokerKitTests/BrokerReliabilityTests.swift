@@ -325,7 +325,8 @@ struct BrokerReliabilityTests {
         // The grace first: its message names the grace.
         _ = broker.request(clientA, RequestID(high: 1, low: 2), service: "nobody", timeout: .seconds(30))
         let graceOver = replies(broker.advance(.milliseconds(2100)))
-        #expect(firstMessage(graceOver).contains("none joined within the no-workers grace"), "\(firstMessage(graceOver))")
+        #expect(
+            firstMessage(graceOver).contains("none joined within the no-workers grace"), "\(firstMessage(graceOver))")
     }
 
     /// A request of a service nobody serves is answered `noWorkers` after its grace also when the
