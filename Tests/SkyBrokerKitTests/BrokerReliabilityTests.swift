@@ -254,6 +254,25 @@ struct BrokerReliabilityTests {
         #expect(broker.machine.queuedCount == 10)
     }
 
+    /// A client's share of the queue is rounded down, and is at least one request
+    /// (docs/protocol.md, "Delivery rules"): `--queue-limit 5` at share 0.5 lets a client hold
+    /// 2 waiting requests, not 3; at share 0.1, 1, not 0.
+    @Test func aClientsShareOfTheQueueIsRoundedDownAndAtLeastOne() {
+        for (share, held) in [(0.5, 2), (0.1, 1)] {
+            var configuration = BrokerStateMachine.Configuration()
+            configuration.queueLimit = 5
+            configuration.clientQueueShare = share
+            var broker = BrokerHarness(configuration)
+            var refusedAt: Int?
+            for low in 1...5 as ClosedRange<UInt64>
+            where !replies(broker.request(clientA, RequestID(high: 1, low: low))).isEmpty && refusedAt == nil {
+                refusedAt = Int(low)
+            }
+            #expect(refusedAt == held + 1, "share \(share)")
+            #expect(broker.machine.queuedCount == held, "share \(share)")
+        }
+    }
+
     /// Item 6: the queue is bounded in bytes too, and a drained large queue returns memory.
     @Test func theQueueIsBoundedInBytesAndReleasesMemoryWhenItDrains() {
         var configuration = BrokerStateMachine.Configuration()
