@@ -184,9 +184,11 @@ extension BrokerStateMachine {
         for number in numbers { self.services[number].workers.append(peer) }
         countJobCredits(of: record, joined: true)
         for service in services { prepareJobs(of: service, into: &actions) }
-        // Before any REQUEST on this connection: the largest result the worker may send back,
-        // and that it may answer packed (and ask for packed REQUESTs with its own FEATURES).
-        let features = BrokerFeatures(maxFrameSize: Int(configuration.maxFrameSize), takesPacked: true)
+        // Before any REQUEST on this connection: the edition the broker speaks, the largest
+        // result the worker may send back, and that it may answer packed (and ask for packed
+        // REQUESTs with its own FEATURES). The REQUEST header's longer forms are the clients'.
+        let features = BrokerFeatures(
+            edition: BrokerFeatures.currentEdition, maxFrameSize: Int(configuration.maxFrameSize), takesPacked: true)
         actions.append(.sendToWorker(peer, .features(features.lines)))
         actions.append(
             .log(
