@@ -154,8 +154,8 @@ extension BrokerStateMachine {
 
     /// Drops what answered requests left behind once it outweighs what is live: queue entries
     /// of requests that expired or were cancelled while waiting (marked dropped), and deadline
-    /// and lease entries of requests that were dispatched or answered. Amortised O(1) per
-    /// request.
+    /// and lease entries of requests that were dispatched or answered. Amortised O(log n) per
+    /// request (a deadline entry is kept only after a binary search finds its request waiting).
     mutating func compactIfMostlyDead() {
         let live = waitingCount
         if deadQueued > 256 && deadQueued > live {

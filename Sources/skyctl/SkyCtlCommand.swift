@@ -106,7 +106,8 @@ struct JobsCommand: AsyncParsableCommand {
         func run() async throws {
             let most = Int(JobQuery.maxLimit)
             if limit > most {
-                ProcessSetup.standardError("skyctl: --limit \(limit) is more than a listing holds; listing at most \(most)\n")
+                ProcessSetup.standardError(
+                    "skyctl: --limit \(limit) is more than a listing holds; listing at most \(most)\n")
             }
             await options.run("skyctl") { client in
                 let jobs = try await client.jobs(
