@@ -322,7 +322,9 @@ struct ClientStateMachine: Sendable {
         }
     }
 
-    /// Asks the broker of the new connection what it takes beyond the framed protocol.
+    /// Asks the broker of the new connection what it takes beyond the framed protocol, naming
+    /// the edition this client speaks in the body (edition-2 brokers ignore it; a later one
+    /// serves a client that names none by edition 2's rules: docs/protocol.md, "Editions").
     private mutating func askFeatures(now: Duration, into actions: inout [Action]) {
         let id = RequestID(high: requestIDs.next(), low: requestIDs.next())
         featuresAsk = (id, now + table.connectTimeout)
@@ -331,8 +333,14 @@ struct ClientStateMachine: Sendable {
         actions.append(
             .send(
                 socket: socket,
-                .request(TaskRequest(requestID: id, service: BrokerService.features, header: header, body: []))))
+                .request(
+                    TaskRequest(
+                        requestID: id, service: BrokerService.features, header: header,
+                        body: Self.editionAnnouncement))))
     }
+
+    /// The body of the `mmi.features` question: `edition=N`.
+    static let editionAnnouncement = Array(BrokerFeatures.currentEditionLine.utf8)
 
     /// The broker of this connection answered the question (or its time ran out: `answer` says
     /// nothing new): traced calls carry their frame if it takes one, calls go packed if it

@@ -9,7 +9,8 @@ public enum SkyError: Error, Sendable, Equatable, CustomStringConvertible {
     /// The broker's queue is full; nothing was queued.
     case overloaded(String)
     /// No connected worker serves `service`, and none joined within the broker's grace (2 s by
-    /// default; ``SkyClient/Configuration/noWorkersGrace``).
+    /// default; ``SkyClient/Configuration/noWorkersGrace``), or before the call's deadline when
+    /// that came first.
     case noWorkers(service: String)
     /// The workers running the task kept dying.
     case workerLost(String)
@@ -102,7 +103,7 @@ public enum SkyError: Error, Sendable, Equatable, CustomStringConvertible {
         case .timeout(let message): "the task timed out: \(message). Raise the timeout or add workers."
         case .overloaded(let message): "the broker is overloaded: \(message). Retry later or add workers."
         case .noWorkers(let service):
-            "no connected worker serves \(service), and none joined within the broker's grace period. Start a worker that serves \(service), or check the service name."
+            "no connected worker serves \(service), and none joined in time (within the broker's no-workers grace, or before the call's deadline if that came first). Start a worker that serves \(service), or check the service name."
         case .workerLost(let message):
             "the workers running this task were lost: \(message). Check the workers' logs; the task may crash them."
         case .remote(let type, let message):

@@ -154,8 +154,8 @@ extension BrokerStateMachine {
 
     /// Drops what answered requests left behind once it outweighs what is live: queue entries
     /// of requests that expired or were cancelled while waiting (marked dropped), and deadline
-    /// and lease entries of requests that were dispatched or answered. Amortised O(1) per
-    /// request.
+    /// and lease entries of requests that were dispatched or answered. Amortised O(log n) per
+    /// request (a deadline entry is kept only after a binary search finds its request waiting).
     mutating func compactIfMostlyDead() {
         let live = waitingCount
         if deadQueued > 256 && deadQueued > live {
@@ -165,13 +165,19 @@ extension BrokerStateMachine {
             deadQueued = 0
         }
         if deadlines.count > 1024 && deadlines.count > 2 * live {
-            var entries: [DeadlineEntry] = []
-            for number in services.known {
-                for task in services[number].queue where !task.dropped {
-                    entries.append(DeadlineEntry(expiry: queueExpiry(task), arrival: task.arrival))
-                }
+            // The entries of live requests are kept as they are, not made again from the
+            // requests: an entry of a request that waits for a service nobody serves ends at its
+            // no-workers grace, which the request does not hold (rebuilt from the deadline alone,
+            // such a request without a timeout waited out --max-wait instead of the grace). One
+            // per request, the earliest: a request queued again after a lost worker has two.
+            var earliest: [UInt64: Int64] = [:]
+            for entry in deadlines.unordered {
+                guard let index = queueIndex(arrival: entry.arrival),
+                    !services[ServiceBook.Number(entry.arrival & Self.slotMask)].queue[index].dropped
+                else { continue }
+                earliest[entry.arrival] = min(earliest[entry.arrival] ?? .max, entry.expiry)
             }
-            deadlines = Heap(entries)
+            deadlines = Heap(earliest.map { DeadlineEntry(expiry: $0.value, arrival: $0.key) })
         }
         if leases.count > 1024 && leases.count > 2 * inFlightCount {
             var entries: [LeaseEntry] = []

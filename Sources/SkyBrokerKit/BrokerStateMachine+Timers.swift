@@ -70,7 +70,11 @@ extension BrokerStateMachine {
             // Usually the expired request is the oldest of its queue: trim it right away.
             _ = oldestWaiting(task.service)
             if !served {
-                answerNoWorkers(task, into: &actions)
+                // Whichever limit came first ends the wait; the answer is `noWorkers` either way
+                // (nobody serves the service: that is why it did not run), and its message names
+                // the limit that ran out. A deadline shorter than the grace once read "none
+                // joined within the grace period" half a second into a 2 s grace.
+                answerNoWorkers(task, endedBy: first.expiry < expiry ? .grace : .deadline, into: &actions)
             } else if expiry < task.deadline {
                 counters.maxWaitExpired += 1
                 fail(
@@ -97,17 +101,38 @@ extension BrokerStateMachine {
             }
             while budget.hasRoom, let task = popWaiting(number) {
                 budget.spend()
-                answerNoWorkers(task, into: &actions)
+                answerNoWorkers(task, endedBy: .grace, into: &actions)
             }
             if services[number].queue.isEmpty { unserved.removeMin() }
         }
     }
 
-    private mutating func answerNoWorkers(_ task: QueuedRequest, into actions: inout [BrokerAction]) {
+    /// Which limit ended a request's wait for a worker of its service.
+    enum NoWorkersLimit {
+        /// The no-workers grace (the request's `no-workers-ms`, or `--no-workers-grace`).
+        case grace
+        /// The request's own deadline, or `--max-wait`, before the grace was over.
+        case deadline
+    }
+
+    private mutating func answerNoWorkers(
+        _ task: QueuedRequest, endedBy limit: NoWorkersLimit, into actions: inout [BrokerAction]
+    ) {
         counters.noWorkersAnswered += 1
+        let service = task.request.service
+        let ended: String
+        switch limit {
+        case .grace:
+            ended = "none joined within the no-workers grace"
+        case .deadline where queueExpiry(task) < task.deadline:
+            ended = "none joined within the broker's --max-wait (\(configuration.maxWait))"
+        case .deadline:
+            ended =
+                "none joined before the request's deadline (\(task.request.header.timeoutMilliseconds) ms after it arrived, before the no-workers grace was over)"
+        }
         fail(
             task, .noWorkers,
-            "no connected worker serves \(task.request.service), and none joined within the grace period; start a worker that serves it, or check the service name",
+            "no connected worker serves \(service), and \(ended); start a worker that serves it, or check the service name",
             into: &actions)
     }
 

@@ -73,13 +73,26 @@ extension BrokerStateMachine {
                     ["request": "\(reply.requestID)", "peer": "\(peer)"]
                 }
                 actions.append(.sendToWorker(peer, .disconnect))
-            case .heartbeat:
+            case .heartbeat, .features, .draining:
+                let what =
+                    if case .heartbeat = command { "HEARTBEAT" } else if case .draining = command { "DRAINING" } else {
+                        "FEATURES"
+                    }
+                // A worker the broker forgot (it restarted, or declared the worker dead) must
+                // hear so, whatever it says: a FEATURES after a READY the broker never saw, or
+                // a DRAINING that no acknowledgement would ever answer, would otherwise leave
+                // it waiting on a registration that does not exist (docs/protocol.md,
+                // DISCONNECT: every command from an unregistered peer is answered and counted).
                 counters.unknownWorkerMessages += 1
                 logAboutPeer(
-                    .info, "heartbeat from an unregistered worker; telling it to register", now: now, into: &actions
-                ) { ["peer": "\(peer)"] }
+                    .info, "message from an unregistered worker; telling it to register", now: now, into: &actions
+                ) { ["peer": "\(peer)", "command": what] }
                 actions.append(.sendToWorker(peer, .disconnect))
-            case .ready, .disconnect, .draining, .features:
+            case .disconnect:
+                // Counted like any message from a stranger, but not answered: the peer is
+                // leaving, and a DISCONNECT back would only tell it to come back.
+                counters.unknownWorkerMessages += 1
+            case .ready:
                 break
             }
             return
@@ -171,9 +184,11 @@ extension BrokerStateMachine {
         for number in numbers { self.services[number].workers.append(peer) }
         countJobCredits(of: record, joined: true)
         for service in services { prepareJobs(of: service, into: &actions) }
-        // Before any REQUEST on this connection: the largest result the worker may send back,
-        // and that it may answer packed (and ask for packed REQUESTs with its own FEATURES).
-        let features = BrokerFeatures(maxFrameSize: Int(configuration.maxFrameSize), takesPacked: true)
+        // Before any REQUEST on this connection: the edition the broker speaks, the largest
+        // result the worker may send back, and that it may answer packed (and ask for packed
+        // REQUESTs with its own FEATURES). The REQUEST header's longer forms are the clients'.
+        let features = BrokerFeatures(
+            edition: BrokerFeatures.currentEdition, maxFrameSize: Int(configuration.maxFrameSize), takesPacked: true)
         actions.append(.sendToWorker(peer, .features(features.lines)))
         actions.append(
             .log(

@@ -855,8 +855,7 @@ public struct BrokerStateMachine: Sendable {
             let body = (try? CanonicalJSON.encode(snapshot(now: now))) ?? Array("{}".utf8)
             answer = TaskReply(requestID: request.requestID, status: .ok, body: body)
         case BrokerService.features:
-            let features = BrokerFeatures(
-                takesTrace: true, maxFrameSize: Int(configuration.maxFrameSize), takesPacked: true)
+            let features = BrokerFeatures.broker(maxFrameSize: Int(configuration.maxFrameSize))
             answer = TaskReply(requestID: request.requestID, status: .ok, body: features.encode())
         default:
             answer = .failure(

@@ -1,6 +1,13 @@
 /// What a broker says of itself in its answer to `mmi.features`: one line each, a name or a
 /// `name=value`. A client asks once per connection; lines it does not know, it ignores.
+///
+/// Every optional form of a message has a name here, so that a peer can tell whether the
+/// broker takes it before it sends it; and the edition line says which meanings the broker
+/// gives the messages whose form did not change (docs/protocol.md, "Editions").
 public struct BrokerFeatures: Sendable, Equatable {
+    /// The edition of docs/protocol.md the broker speaks (`edition=N`); `nil` for a broker
+    /// that predates the line (edition 1, or one built between 1 and 2: see the doc).
+    public var edition: Int?
     /// The broker takes the REQUEST's trace frame (``TraceContext/feature``).
     public var takesTrace: Bool
     /// The largest frame the broker accepts (`skybroker --max-frame-size`). libzmq closes the
@@ -12,6 +19,25 @@ public struct BrokerFeatures: Sendable, Equatable {
     /// The broker takes packed messages (``WireFormat/packedFeature``): a header frame and a
     /// body frame instead of six or seven frames, the same fields (docs/protocol.md).
     public var takesPacked: Bool
+    /// The broker takes the 12-byte REQUEST header (`no-workers-ms` after attempt and timeout).
+    /// A broker that predates it drops such a REQUEST as malformed, and its caller times out.
+    public var takesNoWorkersGrace: Bool
+    /// The broker takes the 16-byte REQUEST header (a `priority` after `no-workers-ms`).
+    public var takesPriority: Bool
+
+    /// The edition this build speaks: docs/protocol.md, "Editions". Raised only with a change
+    /// of meaning under an unchanged form, together with the doc's "Changes by edition".
+    public static let currentEdition = 2
+    /// The line that carries ``edition``.
+    public static let editionName = "edition"
+    /// `edition=N` for ``currentEdition``: a worker names it in its own FEATURES, so that a
+    /// broker of a later edition can tell it from a worker that predates the line (which it
+    /// serves as edition 2).
+    public static let currentEditionLine = "\(editionName)=\(currentEdition)"
+    /// The line that names the 12-byte REQUEST header.
+    public static let noWorkersGraceFeature = "no-workers-ms"
+    /// The line that names the 16-byte REQUEST header.
+    public static let priorityFeature = "priority"
 
     /// The line that carries ``maxFrameSize``.
     public static let maxFrameSizeName = "max-frame-size"
@@ -19,10 +45,23 @@ public struct BrokerFeatures: Sendable, Equatable {
     /// within any broker's limit, and needs no check.
     public static let smallestFrameLimit = 1024
 
-    public init(takesTrace: Bool = false, maxFrameSize: Int? = nil, takesPacked: Bool = false) {
+    public init(
+        edition: Int? = nil, takesTrace: Bool = false, maxFrameSize: Int? = nil, takesPacked: Bool = false,
+        takesNoWorkersGrace: Bool = false, takesPriority: Bool = false
+    ) {
+        self.edition = edition
         self.takesTrace = takesTrace
         self.maxFrameSize = maxFrameSize
         self.takesPacked = takesPacked
+        self.takesNoWorkersGrace = takesNoWorkersGrace
+        self.takesPriority = takesPriority
+    }
+
+    /// Everything this build of the broker says to clients (`mmi.features`).
+    public static func broker(maxFrameSize: Int) -> BrokerFeatures {
+        BrokerFeatures(
+            edition: currentEdition, takesTrace: true, maxFrameSize: maxFrameSize, takesPacked: true,
+            takesNoWorkersGrace: true, takesPriority: true)
     }
 
     /// Reads what a broker said, a line each (a FEATURES to a worker carries a line a frame);
@@ -35,10 +74,18 @@ public struct BrokerFeatures: Sendable, Equatable {
                 takesTrace = true
             } else if text == WireFormat.packedFeature {
                 takesPacked = true
-            } else if let equals = text.firstIndex(of: "="), text[..<equals] == Self.maxFrameSizeName,
+            } else if text == Self.noWorkersGraceFeature {
+                takesNoWorkersGrace = true
+            } else if text == Self.priorityFeature {
+                takesPriority = true
+            } else if let equals = text.firstIndex(of: "="),
                 let value = Int(text[text.index(after: equals)...]), value > 0
             {
-                maxFrameSize = value
+                switch text[..<equals] {
+                case Self.maxFrameSizeName[...]: maxFrameSize = value
+                case Self.editionName[...]: edition = value
+                default: break
+                }
             }
         }
     }
@@ -51,9 +98,12 @@ public struct BrokerFeatures: Sendable, Equatable {
     /// What the broker says, a line each.
     public var lines: [String] {
         var lines: [String] = []
+        if let edition { lines.append("\(Self.editionName)=\(edition)") }
         if takesTrace { lines.append(TraceContext.feature) }
         if let maxFrameSize { lines.append("\(Self.maxFrameSizeName)=\(maxFrameSize)") }
         if takesPacked { lines.append(WireFormat.packedFeature) }
+        if takesNoWorkersGrace { lines.append(Self.noWorkersGraceFeature) }
+        if takesPriority { lines.append(Self.priorityFeature) }
         return lines
     }
 

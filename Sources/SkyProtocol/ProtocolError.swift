@@ -19,6 +19,9 @@ public enum ProtocolError: Error, Equatable, Sendable, CustomStringConvertible {
     case invalidServiceName
     /// A fixed-size field has the wrong length.
     case invalidField(name: String, expectedLength: Int, actual: Int)
+    /// A field that may have one of several lengths has another: its message lists them all
+    /// (a 10-byte request header once read "expected 8", while 12 and 16 are valid too).
+    case invalidFieldLength(name: String, allowedLengths: [Int], actual: Int)
     /// A field's value is out of range.
     case invalidValue(name: String, reason: String)
 
@@ -35,7 +38,16 @@ public enum ProtocolError: Error, Equatable, Sendable, CustomStringConvertible {
         case .invalidServiceName: "invalid service name"
         case .invalidField(let name, let expected, let actual):
             "\(name) of \(actual) bytes (expected \(expected))"
+        case .invalidFieldLength(let name, let allowed, let actual):
+            "\(name) of \(actual) bytes (expected \(Self.alternatives(allowed)))"
         case .invalidValue(let name, let reason): "invalid \(name): \(reason)"
         }
+    }
+
+    /// "8", "8 or 12", "8, 12 or 16".
+    private static func alternatives(_ lengths: [Int]) -> String {
+        let words = lengths.map(String.init)
+        guard let last = words.last, words.count > 1 else { return words.first ?? "" }
+        return words.dropLast().joined(separator: ", ") + " or " + last
     }
 }

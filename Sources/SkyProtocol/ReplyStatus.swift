@@ -12,7 +12,8 @@ public enum ReplyStatus: UInt8, Sendable, CaseIterable, CustomStringConvertible 
     case invalidPayload = 3
     /// The broker's queue is full.
     case overloaded = 4
-    /// No worker serves the service and none joined before the deadline.
+    /// No connected worker serves the service, and none joined within the no-workers grace (or
+    /// before the request's deadline or the broker's maximum wait, when one came first).
     case noWorkers = 5
     /// The workers holding the task died more often than the broker's delivery limit allows.
     case workerLost = 6

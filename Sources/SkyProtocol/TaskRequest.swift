@@ -30,8 +30,9 @@ public struct RequestHeader: Sendable, Equatable {
     }
 
     init(frame: ArraySlice<UInt8>) throws(ProtocolError) {
-        guard [Self.byteCount, Self.extendedByteCount, Self.prioritizedByteCount].contains(frame.count) else {
-            throw .invalidField(name: "request header", expectedLength: Self.byteCount, actual: frame.count)
+        let lengths = [Self.byteCount, Self.extendedByteCount, Self.prioritizedByteCount]
+        guard lengths.contains(frame.count) else {
+            throw .invalidFieldLength(name: "request header", allowedLengths: lengths, actual: frame.count)
         }
         let start = frame.startIndex
         attempt = try WireFormat.uint32(frame[start..<start + 4], name: "attempt")

@@ -154,7 +154,9 @@ extension SkyWorker {
                     let announcement = machine.withLock { $0.configuration.announcement }
                     loop.send(WorkerToBroker.ready(announcement).encode(), on: socket)
                     if tracer != nil {
-                        loop.send(WorkerToBroker.features([TraceContext.feature]).encode(), on: socket)
+                        loop.send(
+                            WorkerToBroker.features([BrokerFeatures.currentEditionLine, TraceContext.feature]).encode(),
+                            on: socket)
                     }
                     loop.sendPeriodically(
                         WorkerToBroker.heartbeat.encode(), on: socket, every: configuration.liveness.heartbeatInterval)

@@ -195,7 +195,9 @@ public struct WorkerStateMachine: Sendable {
             if features.takesPacked, !brokerTakesPacked {
                 brokerTakesPacked = true
                 // The last FEATURES counts: it names everything this worker takes.
-                let names = [WireFormat.packedFeature] + (configuration.takesTrace ? [TraceContext.feature] : [])
+                let names =
+                    [BrokerFeatures.currentEditionLine, WireFormat.packedFeature]
+                    + (configuration.takesTrace ? [TraceContext.feature] : [])
                 actions.append(.send(.features(names)))
             }
         case .heartbeat:

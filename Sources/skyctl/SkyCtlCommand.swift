@@ -84,7 +84,7 @@ struct JobsCommand: AsyncParsableCommand {
         @Option(help: "Only jobs of this service.")
         var service: String?
 
-        @Option(help: "At most this many jobs (1-1000).")
+        @Option(help: "At most this many jobs (at least 1; the broker lists at most 1000, newest first).")
         var limit = 50
 
         @OptionGroup var options: BrokerOptions
@@ -95,16 +95,23 @@ struct JobsCommand: AsyncParsableCommand {
                     "--state \(state) is not a job state; use queued, scheduled, running, succeeded, failed or cancelled"
                 )
             }
-            try FlagCheck.integer(limit, "--limit", in: 1...1000)
+            // Above the broker's 1,000 a listing is cut, as the broker cuts it for any client
+            // (docs/jobs.md), not refused: the same rule whoever asks.
+            try FlagCheck.integer(limit, "--limit", in: 1...Int.max)
             if let service, let problem = WireFormat.nameProblem(service, what: "--service") {
                 throw ValidationError(problem)
             }
         }
 
         func run() async throws {
+            let most = Int(JobQuery.maxLimit)
+            if limit > most {
+                ProcessSetup.standardError(
+                    "skyctl: --limit \(limit) is more than a listing holds; listing at most \(most)\n")
+            }
             await options.run("skyctl") { client in
                 let jobs = try await client.jobs(
-                    state: state.flatMap(JobState.init(name:)), service: service, limit: limit)
+                    state: state.flatMap(JobState.init(name:)), service: service, limit: min(limit, most))
                 if jobs.isEmpty {
                     print("no jobs")
                     return

@@ -489,6 +489,11 @@ extension IntegrationSuite {
             #expect(
                 failed.out.count == 2 && failed.out[1].hasPrefix("\(bad.id)  sky.flaky  failed (attempt 1)"),
                 "\(failed.out)")
+            // A limit over the broker's 1,000 is cut, as the broker cuts it, not refused (it
+            // exited 64 while the broker took the same query from any other client).
+            let many = try await skyctl(["jobs", "list", "--limit", "5000"])
+            #expect(many.status == 0 && many.out.count == 4, "\(many)")
+            #expect(many.err.contains("--limit 5000 is more than a listing holds; listing at most 1000"), "\(many)")
             let shown = try await skyctl(["jobs", "show", good.id.description])
             #expect(shown.out == ["\(good.id)  succeeded (attempt 1)"])
             // The third call on the worker succeeds: the retry, a new job, does.

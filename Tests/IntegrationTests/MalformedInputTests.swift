@@ -80,20 +80,26 @@ extension IntegrationSuite {
             let afterClientGarbage = try JSONDecoder().decode(ClusterSnapshot.self, from: Data(reply.body))
             #expect(afterClientGarbage.counters.malformedClientMessages == UInt64(Self.clientGarbage.count))
 
-            // Worker port: the garbage, then a REPLY and a HEARTBEAT from this unregistered peer. The
-            // broker drops the reply (counted as stale) and answers each with DISCONNECT, after
-            // handling everything before them.
+            // Worker port: the garbage, then a REPLY, a HEARTBEAT and a FEATURES from this
+            // unregistered peer. The broker drops the reply (counted as stale), counts the others
+            // as unknown, and answers each with DISCONNECT, after handling everything before them
+            // (a FEATURES was once dropped unanswered and uncounted).
             let strayReply = WorkerToBroker.reply(
                 tag: [0, 1, 2, 3, 4], TaskReply(requestID: .random(), status: .ok, body: [1])
             ).encode()
             let workerAnswers = try await Self.sendRaw(
-                Self.workerGarbage + [strayReply, WorkerToBroker.heartbeat.encode()], to: cluster.workers, expecting: 2)
-            #expect(try workerAnswers.map { try BrokerToWorker.decode($0.frames) } == [.disconnect, .disconnect])
+                Self.workerGarbage + [
+                    strayReply, WorkerToBroker.heartbeat.encode(), WorkerToBroker.features(["packed"]).encode(),
+                ], to: cluster.workers, expecting: 3)
+            #expect(
+                try workerAnswers.map { try BrokerToWorker.decode($0.frames) } == [
+                    .disconnect, .disconnect, .disconnect,
+                ])
 
             #expect(try await traffic.value == 300)
             let snapshot = try await sky.clusterSnapshot()
             #expect(snapshot.counters.malformedWorkerMessages == UInt64(Self.workerGarbage.count))
-            #expect(snapshot.counters.unknownWorkerMessages == 1)
+            #expect(snapshot.counters.unknownWorkerMessages == 2)
             #expect(snapshot.counters.staleReplies == 1)
             #expect(snapshot.workers.map(\.name) == ["steady"])
             #expect(cluster.broker.isRunning)

@@ -717,6 +717,22 @@ struct BrokerJobTests {
         #expect(broker.machine.jobBook.jobs[id]?.attempt == 2)
     }
 
+    /// docs/jobs.md, "Options": with both a delay and a not-before, a job starts at the later
+    /// of the two (the broker's wall clock at submit plus the delay, or the not-before).
+    @Test func aJobWithADelayAndANotBeforeStartsAtTheLaterOfThem() throws {
+        let wall: Int64 = 1_700_000_000_000
+        for (delay, notBefore, expected) in [
+            (UInt64(60_000), wall + 10_000, wall + 60_000), (60_000, wall + 120_000, wall + 120_000),
+        ] {
+            var broker = BrokerHarness.withJournal()
+            let (id, _) = broker.submit(client, RequestID(high: 1, low: 1)) {
+                $0.delayMilliseconds = delay
+                $0.notBeforeMilliseconds = notBefore
+            }
+            #expect(try #require(broker.machine.jobBook.jobs[id]).notBefore == expected)
+        }
+    }
+
     /// A job whose worker was lost is queued again, in memory and on disk: a broker killed
     /// before it runs again finds it queued, not running, so its restart does not count one
     /// more attempt than were made (the jobs soak counts the attempts beyond one exactly).

@@ -24,7 +24,9 @@ struct BrokerPackedTests {
 
     @Test func aWorkerThatAsksForPackedRequestsGetsThemAndItsPackedRepliesAnswerTheClient() throws {
         var broker = BrokerHarness()
-        #expect(sent(broker.ready(worker, capacity: 4)).first == .features(["max-frame-size=16777216", "packed"]))
+        #expect(
+            sent(broker.ready(worker, capacity: 4)).first
+                == .features(["edition=2", "max-frame-size=16777216", "packed"]))
         // Before it asks: framed.
         guard case .request(_, let framed)? = sent(broker.request(client, Self.id(1), body: [1])).first else {
             Issue.record("expected a framed REQUEST")

@@ -123,14 +123,19 @@ extension BrokerReliabilityTests {
         #expect(broker.machine.counters.repliesAfterCancel == 1)
     }
 
-    /// DISCONNECT or DRAINING from a peer that is not a registered worker changes nothing and
-    /// is not answered (a DISCONNECT back would only make it leave again).
-    @Test func goodbyesFromUnknownWorkersAreIgnored() {
+    /// Every command from a peer that is not a registered worker is counted
+    /// (`unknownWorkerMessages`) and answered DISCONNECT, as docs/protocol.md says, so that a
+    /// worker the broker forgot registers again: a FEATURES was once dropped without a trace,
+    /// and a DRAINING waited for an acknowledgement that never came. Only a DISCONNECT is not
+    /// answered (the peer is leaving; an answer would only tell it to come back).
+    @Test func everyCommandFromAnUnknownPeerIsCountedAndAllButAGoodbyeAnsweredDisconnect() {
         var broker = BrokerHarness()
-        for command in [WorkerToBroker.disconnect, .draining] {
-            #expect(effects(broker.worker(worker1, command)).isEmpty, "\(command)")
+        for command in [WorkerToBroker.features(["packed"]), .draining, .heartbeat] {
+            #expect(effects(broker.worker(worker1, command)) == [.sendToWorker(worker1, .disconnect)], "\(command)")
         }
+        #expect(effects(broker.worker(worker1, .disconnect)).isEmpty)
         #expect(broker.machine.workerCount == 0)
-        #expect(broker.machine.counters.unknownWorkerMessages == 0)
+        #expect(broker.machine.counters.unknownWorkerMessages == 4)
+        #expect(broker.machine.counters.malformedWorkerMessages == 0)
     }
 }

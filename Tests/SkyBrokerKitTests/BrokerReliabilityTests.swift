@@ -254,6 +254,25 @@ struct BrokerReliabilityTests {
         #expect(broker.machine.queuedCount == 10)
     }
 
+    /// A client's share of the queue is rounded down, and is at least one request
+    /// (docs/protocol.md, "Delivery rules"): `--queue-limit 5` at share 0.5 lets a client hold
+    /// 2 waiting requests, not 3; at share 0.1, 1, not 0.
+    @Test func aClientsShareOfTheQueueIsRoundedDownAndAtLeastOne() {
+        for (share, held) in [(0.5, 2), (0.1, 1)] {
+            var configuration = BrokerStateMachine.Configuration()
+            configuration.queueLimit = 5
+            configuration.clientQueueShare = share
+            var broker = BrokerHarness(configuration)
+            var refusedAt: Int?
+            for low in 1...5 as ClosedRange<UInt64>
+            where !replies(broker.request(clientA, RequestID(high: 1, low: low))).isEmpty && refusedAt == nil {
+                refusedAt = Int(low)
+            }
+            #expect(refusedAt == held + 1, "share \(share)")
+            #expect(broker.machine.queuedCount == held, "share \(share)")
+        }
+    }
+
     /// Item 6: the queue is bounded in bytes too, and a drained large queue returns memory.
     @Test func theQueueIsBoundedInBytesAndReleasesMemoryWhenItDrains() {
         var configuration = BrokerStateMachine.Configuration()
@@ -307,6 +326,48 @@ struct BrokerReliabilityTests {
         _ = broker.worker(worker1, .heartbeat)
         #expect(replies(broker.advance(.seconds(1))).map(\.1.status) == [.noWorkers])
         #expect(broker.machine.inFlightCount == 1, "the worker that joined in time took its request")
+    }
+
+    /// Issue 44.11: a deadline shorter than the no-workers grace ends the wait at the deadline,
+    /// answered `noWorkers` (nobody serves the service), with a message that names the
+    /// deadline: it once said "none joined within the grace period" 0.5 s into a 2 s grace.
+    @Test func aDeadlineBeforeTheGraceIsAnsweredNoWorkersNamingTheDeadline() {
+        var broker = BrokerHarness()
+        _ = broker.request(clientA, id, service: "nobody", timeout: .milliseconds(500))
+        #expect(replies(broker.advance(.milliseconds(400))).isEmpty)
+        let answered = replies(broker.advance(.milliseconds(200)))
+        #expect(answered.map(\.1.status) == [.noWorkers])
+        let message = firstMessage(answered)
+        #expect(message.contains("before the request's deadline (500 ms"), "\(message)")
+        #expect(!message.contains("within the no-workers grace"), "\(message)")
+        #expect(broker.machine.counters.noWorkersAnswered == 1 && broker.machine.counters.deadlinesExceeded == 0)
+        // The grace first: its message names the grace.
+        _ = broker.request(clientA, RequestID(high: 1, low: 2), service: "nobody", timeout: .seconds(30))
+        let graceOver = replies(broker.advance(.milliseconds(2100)))
+        #expect(
+            firstMessage(graceOver).contains("none joined within the no-workers grace"), "\(firstMessage(graceOver))")
+    }
+
+    /// A request of a service nobody serves is answered `noWorkers` after its grace also when the
+    /// broker compacted its deadline entries meanwhile (many answered requests left theirs
+    /// behind): the compaction once rebuilt the entries from the deadlines alone, and such a
+    /// request without a timeout then waited out `--max-wait` (an hour) instead of 2 s.
+    @Test func theNoWorkersGraceSurvivesTheCompactionOfDeadlineEntries() {
+        var broker = BrokerHarness()
+        _ = broker.ready(worker1, capacity: 1)
+        _ = broker.request(clientA, id, service: "nobody")
+        // Each request waits behind the one running (a deadline entry), then runs (its entry
+        // left behind, dead).
+        _ = broker.request(clientB, RequestID(high: 9, low: 0), timeout: .seconds(60))
+        for low in 1...1100 as ClosedRange<UInt64> {
+            _ = broker.request(clientB, RequestID(high: 9, low: low), timeout: .seconds(60))
+            _ = broker.reply(worker1, client: clientB, RequestID(high: 9, low: low - 1))
+        }
+        #expect(broker.machine.bookkeepingEntries.deadlines > 1024)
+        #expect(replies(broker.advance(.milliseconds(100))).isEmpty)
+        #expect(broker.machine.bookkeepingEntries.deadlines < 100, "compacted")
+        let answered = replies(broker.advance(.milliseconds(2000)))
+        #expect(answered.map(\.1.requestID) == [id] && answered.map(\.1.status) == [.noWorkers])
     }
 
     /// Item 7: requests waiting when the last worker of their service leaves get `noWorkers`

@@ -77,11 +77,14 @@ struct BrokerTracingTests {
             if case .sendTraced(worker, let tag, let request, _) = action { return .request(tag: tag, request) }
             return nil
         }
-        #expect(sent.first == .features(["max-frame-size=65536", "packed"]))
+        #expect(sent.first == .features(["edition=2", "max-frame-size=65536", "packed"]))
         #expect(sent.count == 2, "the features, then the waiting request: \(sent)")
     }
 
-    @Test func mmiFeaturesNamesTheTraceFeatureTheFrameLimitAndPackedMessages() throws {
+    /// docs/protocol.md, "Editions": the answer names the edition first, then every optional
+    /// form the broker takes, the 12- and 16-byte REQUEST headers included (they had no name,
+    /// so a client could not tell whether a broker took them).
+    @Test func mmiFeaturesNamesTheEditionTheTraceFeatureTheFrameLimitPackedMessagesAndTheLongerHeaders() throws {
         var configuration = BrokerStateMachine.Configuration()
         configuration.maxFrameSize = 65536
         var broker = BrokerHarness(configuration)
@@ -92,9 +95,13 @@ struct BrokerTracingTests {
             return
         }
         #expect(reply.status == .ok)
-        #expect(String(decoding: reply.body, as: UTF8.self) == "\(TraceContext.feature)\nmax-frame-size=65536\npacked")
+        #expect(
+            String(decoding: reply.body, as: UTF8.self)
+                == "edition=2\n\(TraceContext.feature)\nmax-frame-size=65536\npacked\nno-workers-ms\npriority")
         #expect(
             BrokerFeatures(decoding: reply.body)
-                == BrokerFeatures(takesTrace: true, maxFrameSize: 65536, takesPacked: true))
+                == BrokerFeatures(
+                    edition: 2, takesTrace: true, maxFrameSize: 65536, takesPacked: true, takesNoWorkersGrace: true,
+                    takesPriority: true))
     }
 }

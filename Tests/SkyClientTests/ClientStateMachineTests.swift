@@ -302,6 +302,7 @@ struct ClientFeaturesTests {
         let up = client.event(.handshakeSucceeded)
         let question = try #require(Client.featuresQuestion(up))
         #expect(question.header.attempt == 1 && question.header.timeoutMilliseconds == 5000)
+        #expect(question.body == Array("edition=2".utf8), "the client names its edition")
         // The held call went out framed with it; the question is no call.
         #expect(Client.request(up) != nil && !Self.isPacked(up))
         #expect(client.machine.table.callCount == 1 && client.machine.table.counters.attemptsSent == 1)

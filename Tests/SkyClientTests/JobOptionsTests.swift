@@ -70,3 +70,34 @@ struct JobOptionsTests {
         }
     }
 }
+
+/// The numbers docs/jobs.md ("Options", "On the wire") states, so that the doc cannot drift
+/// from the code unnoticed: a third party writing a client from the docs sends these values.
+@Suite("JobOptions: the wire values docs/jobs.md states")
+struct JobOptionsDocumentedValuesTests {
+    /// `RetryPolicy.default` in a job submission: 3 attempts, 100 ms doubling (multiplier × 100
+    /// = 200) to 5,000 ms, retried after status 7 (deadlineExceeded) only; jitter is not sent,
+    /// and `brokerUnreachable` has no status. `.retryingHandlerErrors()` adds status 1.
+    @Test func theDefaultRetryPolicyOnTheWire() throws {
+        let submission = try JobOptions().submission(service: "s", body: [], key: "k")
+        #expect(submission.maxAttempts == 3)
+        #expect(submission.initialBackoffMilliseconds == 100 && submission.maxBackoffMilliseconds == 5000)
+        #expect(submission.multiplierPercent == 200)
+        #expect(submission.retryOn == [.deadlineExceeded])
+        let handlerErrors = try JobOptions(retry: RetryPolicy.default.retryingHandlerErrors())
+            .submission(service: "s", body: [], key: "k")
+        #expect(handlerErrors.retryOn == [.handlerError, .deadlineExceeded])
+        #expect(RetryPolicy.never.maxAttempts == 1)
+    }
+
+    /// The priorities by name: -50, 0, 50, 100 (an `Int8` on the wire; any other value works).
+    @Test func thePrioritiesByName() {
+        #expect(
+            [JobPriority.low, .normal, .high, .urgent].map(\.rawValue) == [-50, 0, 50, 100])
+    }
+
+    /// `mmi.jobs.wait` is held at most 20 s; Sky's client gives its job calls that plus 10 s.
+    @Test func theWaitHold() {
+        #expect(BrokerService.jobWaitHold == .seconds(20))
+    }
+}

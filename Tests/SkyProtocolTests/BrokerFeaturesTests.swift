@@ -9,6 +9,8 @@ struct BrokerFeaturesTests {
         BrokerFeatures(takesTrace: true),
         BrokerFeatures(maxFrameSize: 1024),
         BrokerFeatures(takesTrace: true, maxFrameSize: 16 << 20),
+        BrokerFeatures.broker(maxFrameSize: 1024),
+        BrokerFeatures(edition: 3, takesNoWorkersGrace: true),
     ])
     func whatABrokerSaysIsReadBackAsItWasSaid(features: BrokerFeatures) {
         #expect(BrokerFeatures(decoding: features.encode()) == features)
@@ -28,5 +30,22 @@ struct BrokerFeaturesTests {
             #expect(BrokerFeatures(decoding: Array(junk.utf8)).maxFrameSize == nil, "\(junk)")
         }
         #expect(BrokerFeatures(decoding: [0xff, 0xfe, 0x0a, 0x00]) == BrokerFeatures())
+        for junk in ["edition=", "edition=0", "edition=-1", "edition=two", "edition"] {
+            #expect(BrokerFeatures(decoding: Array(junk.utf8)).edition == nil, "\(junk)")
+        }
+    }
+
+    /// The edition is one more line, added so that readers written before it skip it: this
+    /// reader, given what an edition-2 broker says beside lines of a later one, reads every line
+    /// it knows as before; and the line is a valid name, so a FEATURES frame may carry it.
+    @Test func theEditionIsALineThatReadersWhichPredateItSkip() throws {
+        let later = BrokerFeatures.broker(maxFrameSize: 65536).lines + ["edition-note=x", "something-later"]
+        let read = BrokerFeatures(lines: later)
+        #expect(read == BrokerFeatures.broker(maxFrameSize: 65536))
+        #expect(read.edition == BrokerFeatures.currentEdition && BrokerFeatures.currentEdition == 2)
+        #expect(BrokerFeatures.currentEditionLine == "edition=2")
+        let frames = [Array("SKYW01".utf8), [0x09]] + later.map { Array($0.utf8) }
+        #expect(try BrokerToWorker.decode(frames) == .features(later))
+        #expect(try WorkerToBroker.decode(frames) == .features(later))
     }
 }

@@ -250,7 +250,7 @@ struct WorkerStateMachineTests {
         var worker = Worker(takesTrace: takesTrace)
         _ = worker.start()
         _ = worker.receive(Self.deliver(1))
-        let names = takesTrace ? ["packed", "trace-context"] : ["packed"]
+        let names = takesTrace ? ["edition=2", "packed", "trace-context"] : ["edition=2", "packed"]
         #expect(worker.receive(.features(["max-frame-size=4096", "packed"])) == [.send(.features(names))])
         #expect(worker.machine.brokerTakesPacked && worker.machine.resultLimit == 4096)
         // Said once: the same FEATURES again asks for nothing more.
