@@ -95,6 +95,10 @@ final class ZMQEventLoopRunner {
     /// waited). The socket stays readable, so the next poll does not sleep.
     private static let handlerChunk = 32
     private static let readSlice: Int64 = 4_000_000
+    /// A chunk is handed over early once it holds this many bytes: what was read but not yet
+    /// handled is a copy the broker's byte bounds do not see (32 requests of 8 MiB were 256 MiB
+    /// in flight at once).
+    private static let handlerChunkBytes = 8 << 20
 
     /// Times the thread takes its mailbox again in one wake-up for what it posted to itself (a
     /// message starts a task, the task posts its answer): enough for such a chain to finish
@@ -521,7 +525,9 @@ final class ZMQEventLoopRunner {
         // A receive may take the command that would have signalled room to send.
         if entry.hasPending { entry.stale = true }
         let inline = loop.handler != nil
-        for taken in 1...Self.readBudget {
+        var chunk = 0
+        var chunkBytes = 0
+        for _ in 0..<Self.readBudget {
             do {
                 guard
                     let message = try entry.socket.receive(
@@ -531,8 +537,14 @@ final class ZMQEventLoopRunner {
                     entry.readable = false
                     return
                 }
+                if inline {
+                    chunk += 1
+                    chunkBytes += message.byteCount
+                }
                 batch.append(.message(id, message))
-                if inline && taken % Self.handlerChunk == 0 {
+                if inline && (chunk == Self.handlerChunk || chunkBytes >= Self.handlerChunkBytes) {
+                    chunk = 0
+                    chunkBytes = 0
                     yieldBatch()
                     if time.now() - lastWake >= Self.readSlice { return }
                 }

@@ -8,6 +8,53 @@ import Testing
 extension IntegrationSuite {
     @Suite("Broker memory per queued request")
     struct QueueMemoryTests {
+        /// Peak resident memory, from /proc (`VmHWM`), in bytes.
+        static func peakResident(of pid: Int32) -> Int {
+            let status = (try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8)) ?? ""
+            let line = status.split(separator: "\n").first { $0.hasPrefix("VmHWM:") } ?? ""
+            return (Int(line.split(separator: " ").dropFirst().first ?? "") ?? 0) * 1024
+        }
+
+        /// One client sends 128 requests of 8 MiB (1 GiB) for a service nobody serves and reads
+        /// no reply: the broker queues what its byte bound allows, refuses the rest, and its
+        /// resident memory never goes past `--queue-bytes` plus 64 MiB, copies on their way
+        /// (libzmq's receive pipe, a batch being handled) included.
+        @Test func aFloodOfLargeRequestsStaysWithinTheQueueBytes() async throws {
+            let cluster = try await TestCluster.start()
+            defer { cluster.killAll() }
+            let raw = ZMQEventLoop.SocketID(0, name: "raw")
+            let loop = try await ZMQEventLoop.start(
+                name: "large-flood",
+                sockets: [.init(id: raw, type: .dealer, options: [.sendHighWaterMark(0)], connect: [cluster.clients])])
+            defer { Task { await loop.shutdown() } }
+            let before = Self.peakResident(of: cluster.broker.pid)
+            let body = [UInt8](repeating: 0x5A, count: 8 << 20)
+            let count = 128
+            loop.send(
+                (0..<count).map { index in
+                    .init(
+                        socket: raw,
+                        frames: ClientToBroker.request(
+                            TaskRequest(
+                                requestID: RequestID(high: 2, low: UInt64(index)), service: "nobody",
+                                header: RequestHeader(
+                                    attempt: 1, timeoutMilliseconds: 15_000, noWorkersGraceMilliseconds: 15_000),
+                                body: body)
+                        ).encode())
+                })
+            try await eventually("every request queued or refused", timeout: .seconds(20)) {
+                guard let snapshot = try? await cluster.snapshot() else { return false }
+                let refused = snapshot.counters.rejectedClientShare + snapshot.counters.rejectedQueueBytes
+                return UInt64(snapshot.totalQueued) + refused == UInt64(count)
+            }
+            let snapshot = try await cluster.snapshot()
+            let peak = Self.peakResident(of: cluster.broker.pid)
+            print(
+                "large flood: \(snapshot.totalQueued) of \(count) requests of 8 MiB queued, broker peak resident \(peak >> 20) MiB (\(before >> 20) MiB before)"
+            )
+            #expect(peak <= (256 + 64) << 20, "peak resident \(peak >> 20) MiB")
+        }
+
         /// 100,000 requests with 64-byte payloads and deadlines wait for a service nobody serves;
         /// the broker's live heap may grow by at most 300 bytes per request beyond the payload.
         @Test func aHundredThousandQueuedRequestsStaySmall() async throws {
