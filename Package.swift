@@ -213,7 +213,7 @@ let package = Package(
             ],
             swiftSettings: strictSettings
         ),
-        // The README's example: a worker with a custom typed service, in about 20 lines.
+        // docs/worker.md's example (the README quotes its heart): a worker with a custom typed service.
         .executableTarget(
             name: "ExampleWorker",
             dependencies: [

@@ -25,7 +25,7 @@ import SkyProtocol
 /// **Slots.** A call's request id carries its slot in the table in its low 32 bits (the other
 /// 96 are random): a reply finds its call by index and one comparison, and a call is changed
 /// where it lies. A dictionary keyed by request id hashed the id three times a call and copied
-/// the whole entry in and out (about 1,300 instructions a call at 256 in flight).
+/// the whole entry in and out.
 ///
 /// **Coalescing.** A call with `coalesce` and the same service and payload as a call in flight
 /// joins it as another waiter; the remote work runs once and every waiter gets its outcome.
@@ -101,8 +101,7 @@ struct RequestTable {
     }
 
     /// A call's deadline in the heap. Ordered by whole nanoseconds: the heap compares on every
-    /// insert and removal, and `Duration`'s `Int128` comparison is a call each time (about 200
-    /// instructions a call).
+    /// insert and removal, and `Duration`'s `Int128` comparison is a call each time.
     private struct Timer: Comparable {
         var nanoseconds: Int64
         var id: RequestID
@@ -142,7 +141,7 @@ struct RequestTable {
     private var flights: [FlightKey: RequestID] = [:]
     /// Made with room for ``room`` calls, as the slots: with its buckets mostly empty, a
     /// finished call's removal moves no neighbours back (Swift's dictionary rehashes each one it
-    /// moves: 700 instructions a call at 256 in flight). Above it, it grows as usual.
+    /// moves). Above it, it grows as usual.
     private var callOfWaiter = [WaiterID: RequestID](minimumCapacity: room)
     static let room = 1024
     private var timers = Heap<Timer>()

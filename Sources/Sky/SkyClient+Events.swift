@@ -34,8 +34,7 @@ extension SkyClient {
     nonisolated func events(buffered: Int) -> AsyncThrowingStream<ClusterEvent, any Error> {
         // Pulled, not pushed: each `next()` reads one event, so events wait in the
         // subscription's bounded buffer, not in an unbounded stream in front of the consumer
-        // (measured: skywatch with its output blocked grew 215 MB in 20 s beside 8k tasks a
-        // second with --task-events).
+        // (an unbounded one grew without limit behind a blocked consumer: docs/client.md, "Events").
         let feed = EventFeed(client: self, buffered: buffered)
         return AsyncThrowingStream(unfolding: { try await feed.next() })
     }

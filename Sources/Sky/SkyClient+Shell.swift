@@ -267,7 +267,7 @@ extension SkyClient {
 
         /// One input a caller posted. A method, not a function nested in ``handle(_:into:)``: a
         /// nested function capturing `actions` put it in a box whose every access the runtime
-        /// checked for exclusivity (about 500 instructions a call).
+        /// checked for exclusivity, on every call.
         private func take(
             _ input: consuming Input, into machine: inout ClientStateMachine, now: Duration,
             actions: inout [ClientStateMachine.Action]

@@ -99,9 +99,9 @@ public actor SkyClient {
     /// Runs a task on some worker and returns its result.
     ///
     /// The call runs on the caller's executor (it is `nonisolated(nonsending)`), encoding the
-    /// task there, until it waits for the reply: hops to the global executor and back at each
-    /// step cost 750 instructions a call on the pool, and 2,000 for a caller that prefers
-    /// ``ioThreadExecutor`` (where each hop takes a lock to find the preference).
+    /// task there, until it waits for the reply: no hop to the global executor and back at each
+    /// step (for a caller that prefers ``ioThreadExecutor`` each hop also took a lock to find
+    /// the preference).
     /// - Parameters:
     ///   - options: timeouts, retries and coalescing for this call; `nil` takes the client's
     ///     ``Configuration/defaults``.

@@ -16,7 +16,7 @@ struct TimeSource: Sendable {
         sleep = { try await clock.sleep(until: origin.advanced(by: $0.asSleep), tolerance: nil) }
         if clock is ContinuousClock {
             // The same clock read as an integer: an instant's arithmetic, through its value
-            // witnesses and on Int128 attoseconds, cost about 500 instructions a reading.
+            // witnesses and on Int128 attoseconds, is costly on every reading.
             let start = LoopTime.clockNanoseconds()
             now = { .nanoseconds(LoopTime.clockNanoseconds() - start) }
             continuousOrigin = start

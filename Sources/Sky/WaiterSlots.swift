@@ -1,6 +1,6 @@
 /// Suspended callers' continuations, each in a slot found by its waiter number: a call visits
 /// its entry three times (parked, checked by the I/O thread, taken to be resumed), and a
-/// dictionary of waiter numbers hashed each visit (about 570 instructions a call).
+/// dictionary of waiter numbers hashed on each visit.
 ///
 /// A waiter number is the slot's index in the low 32 bits and how often the slot was taken in
 /// the next 31, with the top bit set, so it is never one of the shell's counted numbers for

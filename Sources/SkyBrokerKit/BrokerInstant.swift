@@ -6,8 +6,8 @@ import SkyZMQ
 /// Why not `ContinuousClock.Instant`: it is a resilient type of the standard library, so each
 /// copy, comparison and difference goes through its value witnesses and `Int128` attoseconds;
 /// the machine reads the time several times a task (arrival, dispatch, reply, a worker's
-/// `lastHeard`): 1,300 instructions a task as instants, measured. Sums and differences saturate, so
-/// an absurd interval is a time that never comes, not an overflow.
+/// `lastHeard`), and as instants every one of those is a witness call. Sums and differences
+/// saturate, so an absurd interval is a time that never comes, not an overflow.
 public struct BrokerInstant: Comparable, Hashable, Sendable, CustomStringConvertible {
     public let nanoseconds: Int64
 

@@ -19,13 +19,12 @@ extension BrokerStateMachine {
     /// descriptor left (`EMFILE`, or `ENFILE` for the whole system), under a soft limit of
     /// `limit`.
     ///
-    /// Every connection a peer opens takes one descriptor, and without one libzmq cannot accept
-    /// the next connection: new clients and workers wait with no answer, and libzmq 4.3.4 retries
-    /// the accept in a busy loop that takes a whole core (measured: 100 % of its I/O thread for as
-    /// long as a thousand idle TCP connections held a broker limited to 512). Nothing reaches the
-    /// broker's sockets to tell it, so this probe is how the operator learns of it: one warning
-    /// when it starts, again every ``descriptorWarningInterval`` while it lasts, and one line when
-    /// descriptors have stayed free that long.
+    /// Every connection a peer opens takes one descriptor, and without one libzmq cannot accept the
+    /// next connection: new clients and workers wait with no answer, and libzmq 4.3.4 retries the
+    /// accept in a busy loop that takes a whole core (docs/operations.md, "Sizing"). Nothing
+    /// reaches the broker's sockets to tell it, so this probe is how the operator learns of it: one
+    /// warning when it starts, again every ``descriptorWarningInterval`` while it lasts, and one
+    /// line when descriptors have stayed free that long.
     public mutating func descriptorsChecked(
         exhausted: Bool, limit: Int, now: Instant, into actions: inout [BrokerAction]
     ) {

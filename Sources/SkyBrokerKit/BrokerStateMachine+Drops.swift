@@ -41,12 +41,11 @@ extension BrokerStateMachine {
         var message: String
     }
 
-    /// Logs a line about what a peer sent wrong, within ``Configuration/peerLinesPerSecond``
-    /// lines of the same text a second. A peer can send garbage as fast as the network carries
-    /// it, and each line is formatted and written on the I/O thread (measured: a 5 s flood of
-    /// one-frame garbage on both ports wrote 1.05 million lines, 161 MB, and made 200,000 real
-    /// requests take 2.5 times as long). Lines beyond the budget are counted and summarised in one
-    /// line when their second is over; the counters count every message. `fields` is built
+    /// Logs a line about what a peer sent wrong, within ``Configuration/peerLinesPerSecond`` lines
+    /// of the same text a second. A peer can send garbage as fast as the network carries it, and
+    /// each line is formatted and written on the I/O thread, slowing every real request
+    /// (docs/security.md, "What is measured"). Lines beyond the budget are counted and summarised
+    /// in one line when their second is over; the counters count every message. `fields` is built
     /// only for a line that is written.
     mutating func logAboutPeer(
         _ level: BrokerLogLevel, _ message: String, now: Instant, into actions: inout [BrokerAction],

@@ -273,7 +273,7 @@ extension BrokerStateMachine {
         let failed = answer.status != .ok
         // The delivery is taken by its tag, and the reply counted in the worker's record, in
         // place. Two plain lets, not an optional tuple: the tuple was copied and destroyed
-        // through the runtime's generic tuple witnesses (about 700 instructions a reply).
+        // through the runtime's generic tuple witnesses on every reply.
         guard let tag = frame.number, let held = deliveries.take(tag, heldBy: peer, requestID: answer.requestID)
         else {
             counters.staleReplies += 1
@@ -328,7 +328,7 @@ extension BrokerStateMachine {
     /// Whether frames start like a READY (signature and command), however wrong the rest.
     static func looksLikeReady(_ frames: Frames) -> Bool {
         // The one-byte command first: the common message, a REPLY, is turned away there
-        // without the signature's comparison (a byte at a time, 150 instructions a reply).
+        // without the signature's comparison (a byte at a time).
         frames.count >= 2 && frames[1].count == 1 && frames[1].first == WorkerToBroker.Command.ready.rawValue
             && frames[0].elementsEqual(WireFormat.workerSignature)
     }

@@ -317,8 +317,8 @@ public struct BrokerStateMachine: Sendable {
     var tasks = [TaskKey: TaskPlace](minimumCapacity: taskTableRoom)
     /// The requests ``tasks`` has room for from the start (256 KiB): with a few hundred in
     /// flight its buckets stay mostly empty, so a removal moves no neighbours back (Swift's
-    /// dictionary rehashes each one it moves: 740 instructions a reply when it had grown just
-    /// big enough). Above it the dictionary grows as usual, so a deep queue costs what it did.
+    /// dictionary rehashes each one it moves, on every reply when it had grown just big enough).
+    /// Above it the dictionary grows as usual, so a deep queue costs what it did.
     static let taskTableRoom = 4096
     /// Of ``tasks``, those waiting for a worker.
     var waitingCount = 0
@@ -395,8 +395,7 @@ public struct BrokerStateMachine: Sendable {
 
     /// Runs `change` on a worker's record in place. One lookup however many fields change, and
     /// the record is never moved out and back: each `workers[peer]?.field = x` hashes the peer
-    /// again and moves the whole record, which the profile showed as a third of the machine's
-    /// instructions per task.
+    /// again and moves the whole record, the largest cost in the machine's profile then.
     @inline(__always)
     mutating func withWorker<R>(_ peer: PeerID, _ change: (inout WorkerRecord) -> R) -> R? {
         guard let index = workers.index(forKey: peer) else { return nil }
@@ -706,8 +705,8 @@ public struct BrokerStateMachine: Sendable {
     }
 
     /// `duration` in nanoseconds, saturating at `Int64.max / 2` beyond ±292 years. From the
-    /// 128-bit attoseconds: `components` costs about 1,000 instructions (a software 128-bit
-    /// division), and this runs several times per task.
+    /// 128-bit attoseconds: `components` is a software 128-bit division, and this runs several
+    /// times per task.
     static func nanoseconds(_ duration: Duration) -> Int64 {
         let nanoseconds = duration.attoseconds / 1_000_000_000
         guard let exact = Int64(exactly: nanoseconds) else { return Int64.max / 2 }

@@ -178,7 +178,7 @@ struct DeliveryBook: Sendable {
     private mutating func release(_ slot: Slot) {
         // Only a slot still holding its delivery: storing nil over nil destroyed the old nil
         // through the runtime's generic `Optional` witness (the delivery is too large a type to
-        // be destroyed inline), about 110 instructions a reply.
+        // be destroyed inline), on every reply.
         if entries[Int(slot)].isHeld {
             entries[Int(slot)].held = nil
             entries[Int(slot)].isHeld = false

@@ -46,7 +46,7 @@ public struct ServiceWindow: Sendable, Equatable {
     }
 
     /// `⌈4 log₂ µs⌉`, from the value's binary exponent and a comparison of its significand
-    /// with the quarter powers of two: two `log2` calls a task cost 120 instructions.
+    /// with the quarter powers of two, not two `log2` calls a task.
     static func bucket(_ nanoseconds: Int64) -> Int {
         let microseconds = Double(max(1, nanoseconds / 1000))
         let quarter: Int

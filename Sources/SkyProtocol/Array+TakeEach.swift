@@ -5,10 +5,9 @@ extension Array {
     ///
     /// For the I/O loops' batches, whose elements hold buffers: a `for` loop copies each element
     /// (a reference count per buffer) and the array destroys it again afterwards. Moving it out
-    /// saves both, about a tenth of the broker's instructions per task. `placeholder` should be
-    /// a case without payload, so that putting it in costs a store. `body` should `switch consume`
-    /// on an enum element: a plain `switch` binds copies of the payload (in the broker, 600
-    /// instructions a task of reference counting).
+    /// saves both. `placeholder` should be a case without payload, so that putting it in costs a
+    /// store. `body` should `switch consume` on an enum element: a plain `switch` binds copies of
+    /// the payload, each reference counted.
     @inlinable
     public mutating func takeEach(
         leaving placeholder: @autoclosure () -> Element, _ body: (consuming Element) throws -> Void
@@ -26,8 +25,8 @@ extension Array {
     /// elements are destroyed one by one from the end, in code specialised for `Element`.
     ///
     /// `removeAll(keepingCapacity: true)` goes through `replaceSubrange` and the runtime's
-    /// generic `swift_arrayDestroy`: 100 to 300 instructions even for a list of one element,
-    /// five or six lists on every wake-up of a client's or a worker's thread.
+    /// generic `swift_arrayDestroy`, unspecialised even for a list of one element, and a client's
+    /// or a worker's thread empties several lists on every wake-up.
     @inlinable
     public mutating func removeAllKeepingBuffer() {
         while !isEmpty { removeLast() }

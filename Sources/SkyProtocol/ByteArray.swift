@@ -2,9 +2,8 @@
 ///
 /// `[UInt8](unsafeUninitializedCapacity:)` and `[UInt8](repeating:count:)` allocate through an
 /// unspecialised function of the standard library that looks up the array's generic metadata on
-/// every call: about 800 instructions per small array under callgrind, against about 380 for
-/// bytes written on the stack and copied once into an array (which takes a specialised path).
-/// A message costs the broker five such arrays.
+/// every call, where bytes written on the stack and copied once into an array take a
+/// specialised path. A message costs the broker several such arrays.
 enum ByteArray {
     /// Up to this many bytes are written on the stack first; more go straight into the array.
     static let stackLimit = 1024

@@ -27,8 +27,8 @@ extension Duration {
 
     /// Whole `units` per second, saturating. From the 128-bit attoseconds, which hold any
     /// duration (`components` traps beyond `Int64.max` seconds, such as an instant plus
-    /// `.seconds(Int64.max)` measured from an earlier one, and its software division cost about
-    /// 1,000 instructions on every call a client made).
+    /// `.seconds(Int64.max)` measured from an earlier one, and its software 128-bit division ran
+    /// on every call a client made).
     @usableFromInline func whole(perSecond units: Int64) -> Int64 {
         let whole = attoseconds / Int128(1_000_000_000_000_000_000 / units)
         if whole > Int128(Int64.max) { return .max }

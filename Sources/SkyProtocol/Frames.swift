@@ -28,8 +28,8 @@ public struct Frames: Sendable {
 
     /// Frames copied from memory the caller owns (a received message's libzmq frames), in one
     /// pass: one allocation and one copy per small frame, the offsets stored as it goes. The
-    /// ``Writer``, which appends frame by frame to a growing array, cost about three times the
-    /// instructions per received frame.
+    /// ``Writer``, which appends frame by frame to a growing array, checks and grows on every
+    /// append.
     /// - Parameters:
     ///   - count: how many frames.
     ///   - smallBytes: the bytes the small frames take (the sum of ``inlineSize(_:)``); the frames
@@ -226,8 +226,7 @@ public struct Frames: Sendable {
         /// Appends a packed header (docs/protocol.md, "Packed messages") as one frame, in one
         /// append: the version 2 signature, the command byte and the request id, then what
         /// `fields` writes, at most `fieldBytes` bytes, into a buffer on the stack. (Field by
-        /// field, a header took eight to ten appends to the array, each with its checks: about
-        /// 1,000 instructions a task in the broker.)
+        /// field, a header took eight to ten appends to the array, each with its checks.)
         public mutating func appendPacked(
             _ signature: [UInt8], command: UInt8, _ id: RequestID, fieldBytes: Int,
             _ fields: (inout PackedFieldWriter) -> Void

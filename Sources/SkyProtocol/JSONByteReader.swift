@@ -4,7 +4,7 @@ import Foundation
 /// then each container reads its members from that list.
 ///
 /// Foundation's `JSONDecoder` took about half of what the typed `scan` path added to a raw call
-/// in the client (15.7k instructions for a small task), most of it unspecialised generic code.
+/// in the client, most of it unspecialised generic code.
 /// This reader takes what it can decode exactly as Foundation would: well-formed JSON, each key
 /// once, integers written as integers, finite numbers in the forms Foundation reads. Anything
 /// else (a missing key, a type mismatch, `Float`, `Data`, `URL`, `Decimal`, `superDecoder`,

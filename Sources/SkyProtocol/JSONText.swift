@@ -47,8 +47,7 @@ public enum JSONText {
     /// `nonASCII`) above 0x7F; `text.count` if there is none.
     ///
     /// Eight bytes per step, with the bit tricks that find a byte below a value, or equal to
-    /// one, in a word: a task's text is checked in about two instructions a byte instead of
-    /// eleven.
+    /// one, in a word: a task's text is checked a word at a time instead of byte by byte.
     static func firstSpecial(in text: UnsafeBufferPointer<UInt8>, from start: Int, nonASCII: Bool) -> Int {
         let ones: UInt64 = 0x0101_0101_0101_0101
         let highs: UInt64 = 0x8080_8080_8080_8080

@@ -54,8 +54,8 @@ struct PackedFields {
             throw .invalidValue(
                 name: "\(command) header", reason: "ends inside its \(name) (\(rest.count) of \(count) bytes left)")
         }
-        // Indices, not `prefix`/`dropFirst`: their generic paths cost about 60 instructions a
-        // field, seven fields a task in the broker.
+        // Indices, not `prefix`/`dropFirst`: their generic paths are slow, and the broker reads
+        // several fields a task.
         let end = rest.startIndex + count
         defer { rest = rest[end...] }
         return rest[rest.startIndex..<end]

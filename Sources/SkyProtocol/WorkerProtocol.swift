@@ -141,7 +141,7 @@ public enum WorkerToBroker: Sendable, Equatable {
 
     /// The message in one buffer: a REPLY, once per task, is written there directly. Consumed:
     /// matching a borrowed command copied its tag and reply through the runtime's generic tuple
-    /// witness (140 instructions a task).
+    /// witness on every task.
     public consuming func frames() -> Frames {
         switch consume self {
         case .packedReply(let tag, let reply):

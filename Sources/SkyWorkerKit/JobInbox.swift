@@ -11,17 +11,16 @@ import SkyZMQ
 /// while it waits (a runner is not started with its task captured: the capture would keep the
 /// task's request for the runner's whole life). A new child per
 /// task cost its creation and its destruction (`swift_task_create`, its first allocations, its
-/// group's bookkeeping: about 2,500 instructions a task); waking a waiting runner costs one
+/// group's bookkeeping, on every task); waking a waiting runner costs one
 /// resumed continuation. A runner whose task was cancelled ends with it (a cancelled task stays
 /// cancelled), and the group starts another when one is needed. At most ``idleLimit`` runners
 /// wait at once; another ends when its task does, so that a burst's runners do not keep their
 /// memory for good.
 ///
 /// It replaces an `AsyncStream`, whose unspecialised generic code looked up type metadata and
-/// registered a cancellation handler on every element (about 5,000 instructions per task at one
-/// task in flight). Waiting here needs no cancellation handler: everything waiting is resumed
-/// at ``finish()``, the shell's once the machine finished, or the worker's cancellation
-/// handler's.
+/// registered a cancellation handler on every element. Waiting here needs no cancellation
+/// handler: everything waiting is resumed at ``finish()``, the shell's once the machine
+/// finished, or the worker's cancellation handler's.
 final class JobInbox: Sendable {
     private struct State: Sendable {
         /// Tasks no waiting runner took, taken in the order they came.

@@ -14,7 +14,7 @@ import SkyZMQ
 /// taken again was dropped and cancels itself, and its late detach leaves the other alone.
 /// The entries are plain values (a use count, a state, a request id, the running task): an
 /// entry that held the task's key, whose delivery tag is an enum, was copied and destroyed
-/// through the runtime's multi-payload enum functions (about 600 instructions a task).
+/// through the runtime's multi-payload enum functions on every task.
 final class TaskHandles: Sendable {
     /// What the child of a task attaches and detaches with.
     struct Ticket: Sendable, Equatable {

@@ -98,7 +98,7 @@ public struct WorkerStateMachine: Sendable {
         case draining(deadline: Duration, brokerDone: Bool)
         /// Done; how it ended went out with ``Action/finish(_:)``. No payload, so the phase is
         /// a plain value: the checks on every finished task copied an ending's strings through
-        /// the enum's generic witnesses (about 250 instructions a task).
+        /// the enum's generic witnesses.
         case finished
     }
 

@@ -5,7 +5,7 @@ import SkyProtocol
 /// calls, a worker's finished tasks).
 ///
 /// The loop carries inputs as `any Sendable`: a client call's input (its service, body and
-/// options) boxed into one and cast back on the thread cost about 1,300 instructions a call.
+/// options) was boxed into one and cast back on the thread, on every call.
 /// Here each input is one append. The first input of a batch posts one marker to the loop (so
 /// at most one wake-up for every input posted before the thread takes them), and the thread
 /// takes the whole queue when it reads the marker.

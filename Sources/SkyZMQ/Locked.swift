@@ -9,7 +9,7 @@ import Glibc
 /// the unspecialised generic looked up type metadata at run time on every call, several
 /// times per message on the I/O threads' hot paths. The value lives behind a pointer, not in
 /// a stored `var`: the runtime checked exclusive access to a class's `var` on every call
-/// (about 100 instructions each, dozens of calls per message), which the mutex already ensures.
+/// (dozens of calls per message), which the mutex already ensures.
 public final class Locked<Value> {
     @usableFromInline let mutex: UnsafeMutablePointer<pthread_mutex_t>
     @usableFromInline let value: UnsafeMutablePointer<Value>

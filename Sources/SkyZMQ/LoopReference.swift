@@ -4,8 +4,8 @@ import Synchronization
 /// starts its I/O thread at its first call, finds the loop on every later call and job.
 ///
 /// Not Synchronization's `AtomicLazyReference`: its `load()` is a generic call into another
-/// module that looked up type metadata on every read, about 1,200 instructions a call in the
-/// client's profile. Here the atomic is specialised for the loop.
+/// module that looked up type metadata on every read, on every call. Here the atomic is
+/// specialised for the loop.
 public struct LoopReference: ~Copyable, Sendable {
     private let stored = Atomic<Unmanaged<ZMQEventLoop>?>(nil)
 

@@ -7,7 +7,7 @@ import SkyProtocol
 /// Why not `ContinuousClock.Instant`: it is a resilient type of the standard library, so every
 /// copy, comparison and sum goes through its value witnesses, and its arithmetic is on
 /// `Int128` attoseconds. The loop reads and compares times on every wake-up (its timers, the
-/// alarm, the iteration it measures): about 1,000 instructions a wake-up as instants.
+/// alarm, the iteration it measures), and as instants each of those is a witness call.
 public struct LoopTime: Sendable {
     /// The clock's reading when the loop started, and the same moment as an instant: what
     /// converts an instant from ``ZMQEventLoop/setAlarm(_:)`` (read a few nanoseconds apart,

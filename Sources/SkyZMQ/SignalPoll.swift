@@ -4,9 +4,9 @@ import Glibc
 /// signalling descriptor (``ZMQSocket/signalDescriptor``) and its monitor's (-1 without one).
 ///
 /// The thread polls these itself instead of calling `zmq_poll`, which asked every socket for
-/// its descriptor and its events before and after each sleep (about nine `zmq_getsockopt`
-/// calls, 3,600 instructions, per wake-up of the broker). The thread asks a socket for its
-/// events only when its descriptor fired or the thread used it (see ``ZMQEventLoopRunner``).
+/// its descriptor and its events before and after each sleep (several `zmq_getsockopt` calls
+/// per wake-up). The thread asks a socket for its events only when its descriptor fired or the
+/// thread used it (see ``ZMQEventLoopRunner``).
 struct SignalPoll {
     private var items: [pollfd] = []
 

@@ -2,8 +2,7 @@ import SkyProtocol
 
 /// A list's buffer kept from one wake-up of an I/O thread to the next: a shell builds each
 /// wake-up's actions in it, so that they allocate nothing once it has grown. A new list per
-/// wake-up cost an allocation, a regrowth on the second action and a free: about 800
-/// instructions a call in a client with one call in flight.
+/// wake-up cost an allocation, a regrowth on the second action and a free, every wake-up.
 ///
 /// A buffer that grew past ``keptCapacity`` elements in a burst (a worker with thousands of
 /// deliveries lost at once, every waiting request answered) is freed rather than kept, so that

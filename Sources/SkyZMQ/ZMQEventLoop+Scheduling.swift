@@ -13,8 +13,8 @@ extension ZMQEventLoop {
     /// libzmq's own threads start from the loop's thread (with its first socket) and inherit the
     /// policy. On an idle CPU it runs at once, as before. The cost is at most a time slice of the
     /// scheduler (a few milliseconds) of extra delay while the CPU is saturated by other work.
-    /// Measured (docs/performance.md, "the I/O threads under SCHED_BATCH"): on one CPU, 256 in
-    /// flight, one worker: 0.98 context switches a task instead of 1.63, a third less CPU a task.
+    /// It takes fewer context switches and less CPU a task on a loaded CPU (measured:
+    /// docs/performance-history.md, "the I/O threads under SCHED_BATCH").
     public enum Scheduling: String, Sendable, Equatable, Codable {
         /// `SCHED_BATCH`: the default.
         case batch

@@ -7,8 +7,7 @@ extension ZMQEventLoop {
         private let label: Label
 
         /// Static text only, so that an id is a plain value: with a `String` in it, every copy
-        /// of a message's id (in and out of the loop's lists) retained and released the name,
-        /// about 260 instructions a task in the broker.
+        /// of a message's id (in and out of the loop's lists) retained and released the name.
         private enum Label: Sendable {
             case name(StaticString)
             case numbered(StaticString)
@@ -21,7 +20,7 @@ extension ZMQEventLoop {
 
         /// A socket named `prefix-rawValue`, for sockets numbered as they are made (a client's
         /// connection to its broker): the name is built when it is shown, not each time a
-        /// message is addressed to the socket (an interpolation cost 400 instructions a call).
+        /// message is addressed to the socket (an interpolation on every call).
         public init(_ rawValue: Int, numbered prefix: StaticString) {
             self.rawValue = rawValue
             label = .numbered(prefix)

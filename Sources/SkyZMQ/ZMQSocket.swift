@@ -170,8 +170,8 @@ public final class ZMQSocket {
     ///   - dontWait: return `nil` at once when nothing is waiting instead of blocking.
     ///   - readUserID: also read the ZAP `User-Id` metadata of the message.
     ///   - readPeerAddress: also read the peer's IP address (`Peer-Address`, TCP only).
-    ///   - peerAddressFilter: read the address only of messages it takes (a metadata lookup and
-    ///     a string cost about 1,000 instructions, on every message otherwise).
+    ///   - peerAddressFilter: read the address only of messages it takes (otherwise every
+    ///     message pays a metadata lookup and a string).
     public func receive(
         dontWait: Bool = false, readUserID: Bool = false, readPeerAddress: Bool = false,
         peerAddressFilter: ((Frames) -> Bool)? = nil

@@ -7,7 +7,7 @@ import SkyWorkerKit
 import Testing
 
 extension IntegrationSuite {
-    /// The defaults README.md, docs/client.md and docs/operations.md state are what the code
+    /// The defaults README.md, docs/client.md, docs/worker.md and docs/operations.md state are what the code
     /// uses: read from the public configuration types, and from each executable's `--help`
     /// (whose defaults come from the same types).
     @Suite("Documented defaults")

@@ -6,7 +6,7 @@ import SkyWorkloads
 import Testing
 
 extension IntegrationSuite {
-    /// The outcomes README.md and docs/protocol.md promise when something goes wrong, each
+    /// The outcomes docs/operations.md and docs/protocol.md promise when something goes wrong, each
     /// reaching a caller from a real broker: a stopping broker, a gone client, a full queue,
     /// workers lost too often, a hung task, a drain that runs out of time.
     @Suite("Failure outcomes reach the caller")
@@ -36,7 +36,7 @@ extension IntegrationSuite {
             worker.peer.workerCommands.contains { if case .cancel(tag, _) = $0 { true } else { false } }
         }
 
-        /// README: SIGTERM makes the broker answer what is running with `brokerShuttingDown`
+        /// docs/operations.md: SIGTERM makes the broker answer what is running with `brokerShuttingDown`
         /// and tell every worker DISCONNECT before it exits 0.
         @Test func aStoppingBrokerAnswersRunningRequestsAndDisconnectsItsWorkers() async throws {
             let (cluster, worker) = try await Self.withHungWorker()
@@ -93,7 +93,7 @@ extension IntegrationSuite {
             }
         }
 
-        /// README: beyond the queue's bound, calls fail at once with `overloaded`.
+        /// docs/operations.md: beyond the queue's bound, calls fail at once with `overloaded`.
         @Test func aFullQueueAnswersOverloadedAtOnce() async throws {
             let (cluster, worker) = try await Self.withHungWorker(
                 capacity: 1, brokerArguments: ["--queue-limit", "2", "--client-queue-share", "1"])
@@ -126,7 +126,7 @@ extension IntegrationSuite {
             await sky.close()
         }
 
-        /// README: a task whose workers keep dying fails with `workerLost` after 3 deliveries
+        /// docs/operations.md: a task whose workers keep dying fails with `workerLost` after 3 deliveries
         /// (the broker's default), and is not delivered a fourth time.
         @Test func aTaskWhoseWorkersKeepLeavingFailsWithWorkerLostAfterThreeDeliveries() async throws {
             let cluster = try await TestCluster.start()
@@ -163,7 +163,7 @@ extension IntegrationSuite {
         /// the caller gets `timeout` and the broker passes the client's CANCEL to the worker. A
         /// client that does not cancel (a raw one, or one that died) is answered
         /// `deadlineExceeded` by the broker's lease at the deadline plus the lease grace, and
-        /// the worker gets CANCEL then. docs/client.md and README say so.
+        /// the worker gets CANCEL then. docs/client.md and docs/operations.md say so.
         @Test func aHungTaskIsTakenAwayAndTheCallerIsAnswered() async throws {
             let (cluster, worker) = try await Self.withHungWorker(brokerArguments: ["--lease-grace", "0.5"])
             defer {
@@ -205,7 +205,7 @@ extension IntegrationSuite {
             await sky.close()
         }
 
-        /// README: a worker whose handler outlives `--drain-grace` leaves anyway, and its task
+        /// docs/worker.md: a worker whose handler outlives `--drain-grace` leaves anyway, and its task
         /// completes on another worker, once.
         @Test func aDrainThatRunsOutOfGraceHandsItsTaskToAnotherWorker() async throws {
             let cluster = try await TestCluster.start(extraArguments: TestCluster.fastHeartbeats)

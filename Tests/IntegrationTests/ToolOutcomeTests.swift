@@ -16,7 +16,7 @@ extension IntegrationSuite {
         }
 
         /// A worker that cannot start (here: pointed at the broker's clients port) says why in
-        /// one line naming the program and exits 1: the README's worker template
+        /// one line naming the program and exits 1: the documented worker template
         /// (sky-example-worker) once ended with "Fatal error: Error raised at top level", a
         /// backtrace and exit 132, and skyworker with ArgumentParser's "Error: ...".
         @Test(arguments: ["sky-example-worker", "skyworker"])

@@ -1,4 +1,4 @@
-"""What holding a received libzmq message keeps in memory (docs/performance.md, "Issue 14:
+"""What holding a received libzmq message keeps in memory (docs/performance-history.md, "Issue 14:
 moves instead of copies").
 
 libzmq 4.3 receives without copying (ZMQ_ZERO_COPY_RECV, on by default): a message over 33 bytes
