@@ -356,6 +356,7 @@ extension BrokerStateMachine {
             message:
                 "this is the broker's workers endpoint (\(configuration.workersEndpoint)); clients connect to \(configuration.clientsEndpoint)",
             attempt: request.header.attempt)
+        counters.repliesSent += 1
         actions.append(.sendRaw(.workers, peer, BrokerToClient.reply(answer).encode()))
         actions.append(
             .log(

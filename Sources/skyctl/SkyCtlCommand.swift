@@ -145,14 +145,17 @@ struct JobsCommand: AsyncParsableCommand {
         /// what it was asked and a script must not read that as a cancel. A job cancelled
         /// before is left cancelled, which is what was asked.
         static func cancelled(_ status: JobStatus, _ id: JobID) throws -> JobStatus {
+            // A failure's description ends with its message's own full stop.
+            let described = "\(status)"
+            let state = described.hasSuffix(".") ? String(described.dropLast()) : described
             switch status {
             case .succeeded:
                 throw CommandFailure(
-                    "job \(id) had already ended: \(status). A job that ended keeps its outcome; there is nothing to cancel"
+                    "job \(id) had already ended: \(state). A job that ended keeps its outcome; there is nothing to cancel"
                 )
             case .failed:
                 throw CommandFailure(
-                    "job \(id) had already ended: \(status). A job that ended keeps its outcome; to run it again, use skyctl jobs retry \(id)"
+                    "job \(id) had already ended: \(state). A job that ended keeps its outcome; to run it again, use skyctl jobs retry \(id)"
                 )
             default:
                 return status

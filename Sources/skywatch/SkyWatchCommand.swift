@@ -110,7 +110,11 @@ struct SkyWatchCommand: AsyncParsableCommand {
                 // A mistake in the keys or endpoints: retrying cannot fix it.
                 await display.problem("\(error)")
                 return 1
+            } catch is CancellationError {
+                // Stopped (a signal, --wait-workers met elsewhere): not a problem to report.
+                return 0
             } catch {
+                guard !Task.isCancelled else { return 0 }
                 await display.problem("\(error)")
                 try? await Task.sleep(for: .seconds(1))
             }

@@ -425,6 +425,8 @@ struct BrokerReliabilityTests {
         let message = RemoteErrorBody(decoding: reply.body).message
         #expect(message.contains("clients connect to tcp://127.0.0.1:7000"))
         #expect(broker.machine.counters.malformedWorkerMessages == 0)
+        // protocol.md: `repliesSent` counts every REPLY, whatever its cause.
+        #expect(broker.machine.counters.repliesSent == 1)
     }
 
     /// Item 9: READY may name the documented 1,024 services; more is refused with a reason.
