@@ -42,6 +42,9 @@ let package = Package(
         // Tracing: the libraries start spans and carry their context; the application picks
         // the tracer (swift-otel, for example: docs/operations.md).
         .package(url: "https://github.com/apple/swift-distributed-tracing", from: "1.7.3"),
+        // Documentation: `swift package generate-documentation` (ops/sky docs). A command
+        // plugin only: nothing of it is linked into a product.
+        .package(url: "https://github.com/swiftlang/swift-docc-plugin", from: "1.4.0"),
     ],
     targets: [
         // libzmq from the system. No pkgConfig: zmq.h is on the default include path and the

@@ -148,6 +148,10 @@ struct ServeCommand: AsyncParsableCommand {
 
     func run() async throws {
         let logger = ProcessSetup.prepare(label: "skybroker", options: common)
+        // A file-size limit (ulimit -f) must fail the journal's write (EFBIG, as a full disk
+        // does), not kill the broker with SIGXFSZ: submits then fail and scans go on. Set here,
+        // by the executable: a library does not change how its host process takes signals.
+        signal(SIGXFSZ, SIG_IGN)
         if let raised = ProcessSetup.raiseOpenFilesLimit() {
             logger.info(
                 "raised the open files limit to the hard limit",

@@ -11,7 +11,7 @@ public struct Job<T: SkyTask>: Sendable {
     /// Waits for the job to end and returns its result (from any process, any time within the
     /// retention).
     /// - Throws: the job's failure as ``SkyError`` (``SkyError/cancelled(_:)`` if cancelled;
-    ///   ``SkyError/jobNotFound(_:)`` if the broker knows no such job).
+    ///   ``SkyError/jobNotFound(_:)-enum.case`` if the broker knows no such job).
     public var value: T.Result {
         get async throws { try await client.result(of: id, as: T.Result.self) }
     }

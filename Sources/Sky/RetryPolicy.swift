@@ -10,7 +10,7 @@ import Foundation
 ///
 /// Remote handler errors are not retried by default (the same input usually fails the same
 /// way); ``retryingHandlerErrors()`` adds them for handlers with transient failures. Nor is
-/// ``SkyError/workerLost``: the broker answers it only after it handed the task to
+/// ``SkyError/workerLost(_:)``: the broker answers it only after it handed the task to
 /// `--max-deliveries` workers that were all lost, so a retry would hand a task that kills its
 /// workers to as many again.
 public struct RetryPolicy: Sendable, Equatable {

@@ -20,7 +20,7 @@ extension SkyClient {
     /// client closes; throws when a snapshot cannot be had, and
     /// ``SkyError/unauthorized(_:)`` when a CURVE broker refuses this key as a watcher's.
     ///
-    /// A consumer that falls behind costs bounded memory: at most ``EventFeed/maxBuffered``
+    /// A consumer that falls behind costs bounded memory: at most 10,000
     /// events wait for it; older ones are dropped, and it reads a new snapshot where they were
     /// (as for events lost on the network). The subscription ends when the stream is no longer
     /// iterated or held.

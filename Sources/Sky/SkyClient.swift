@@ -15,7 +15,7 @@ import Tracing
 /// ```
 ///
 /// Every call returns exactly once: a result, a ``SkyError``, or `CancellationError`; never a
-/// hang, never a silent duplicate. Underneath, each call gets a unique ``RequestID``; attempts
+/// hang, never a silent duplicate. Underneath, each call gets a unique `RequestID`; attempts
 /// that time out or fail transiently are retried with the same id after a backoff
 /// (``RetryPolicy``); late and duplicate replies are discarded and counted. Concurrent calls of
 /// an equal task share one execution (``ScanOptions/coalesce``). Cancelling the calling task
@@ -103,6 +103,7 @@ public actor SkyClient {
     /// step (for a caller that prefers ``ioThreadExecutor`` each hop also took a lock to find
     /// the preference).
     /// - Parameters:
+    ///   - task: what to run; its type names the service and the result.
     ///   - options: timeouts, retries and coalescing for this call; `nil` takes the client's
     ///     ``Configuration/defaults``.
     ///   - coder: how the task and result are encoded (JSON by default); the workers of the

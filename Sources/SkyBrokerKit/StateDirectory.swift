@@ -25,9 +25,6 @@ final class StateDirectory: Sendable {
     /// unfinished.
     /// - Throws: ``BrokerStartError`` naming the directory or file and what to do.
     static func open(_ path: String, logger: Logger) async throws -> StateDirectory {
-        // A file-size limit (ulimit -f) must fail the journal's write (EFBIG, as a full disk
-        // does), not kill the broker with SIGXFSZ: submits then fail and scans go on.
-        signal(SIGXFSZ, SIG_IGN)
         if let problem = makeDirectory(path) {
             throw BrokerStartError(
                 role: "journal", endpoint: path,

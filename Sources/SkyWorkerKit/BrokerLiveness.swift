@@ -29,7 +29,7 @@ public struct BrokerLiveness: Sendable {
         /// This configuration within what a worker runs on, so that no value a caller sets traps
         /// (a product or sum past `Duration`'s range, a NaN jitter) or spins: the heartbeat
         /// interval within 10 ms...1 h and liveness within 1...1,000 (skyworker's flag ranges),
-        /// backoffs within 0...``Duration/longestSleep``, jitter within 0...1 (NaN is 0).
+        /// backoffs within 0...`Duration.longestSleep`, jitter within 0...1 (NaN is 0).
         /// ``BrokerLiveness`` and ``SkyWorker`` apply it: they clamp rather than trap.
         public var clamped: Configuration {
             var clamped = self

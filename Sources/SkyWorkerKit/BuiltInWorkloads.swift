@@ -8,7 +8,10 @@ public enum BuiltInWorkloads {
     public static let all = [ScanTask.service, EchoTask.service, SleepTask.service, FlakyTask.service]
 
     /// Registers the named built-in workloads on `system`.
-    /// - Parameter flakyEvery: `sky.flaky` fails every this many calls (at least 1).
+    /// - Parameters:
+    ///   - names: service names from ``all``.
+    ///   - system: the worker's handlers, which gain the built-ins.
+    ///   - flakyEvery: `sky.flaky` fails every this many calls (at least 1).
     /// - Throws: ``UnknownWorkload`` for a name that is not a built-in.
     public static func register(_ names: [String], on system: ScanSystem, flakyEvery: Int = 3) async throws {
         for name in names {

@@ -7,14 +7,14 @@ import SkyTracing
 import SkyZMQ
 import Tracing
 
-/// Connects a ``ScanSystem`` to a broker: announces its name, capacity and services, runs every
+/// Connects a `ScanSystem` to a broker: announces its name, capacity and services, runs every
 /// task the broker sends, and returns the replies.
 ///
 /// The shell of ``WorkerStateMachine``, which decides everything: one I/O thread owns the
 /// connection, feeds every message and tick to the machine inline and carries out its actions.
 /// Heartbeats leave from that thread, so they keep flowing however busy the handlers keep the
 /// cooperative pool. Handlers run on children of one task group inside the graceful-shutdown
-/// handler (runners, each running task after task: ``JobInbox``), on the pool or on the I/O
+/// handler (runners, each running task after task: `JobInbox`), on the pool or on the I/O
 /// thread (``HandlerExecutor``); the broker's credits bound how many run. A finished handler
 /// posts its reply to the I/O thread, which sends it.
 ///

@@ -8,7 +8,7 @@ import SkyZMQ
 /// carry out; nothing here touches a socket, a clock or a task, so tests drive it line by line.
 ///
 /// The shell (``SkyWorker``) runs it inline on the worker's I/O thread, as the broker runs
-/// ``BrokerStateMachine``: a message from the broker crosses no other thread before the
+/// `BrokerStateMachine`: a message from the broker crosses no other thread before the
 /// machine has decided, and a task's reply is one post to that thread.
 public struct WorkerStateMachine: Sendable {
     public typealias Instant = ContinuousClock.Instant
@@ -21,7 +21,7 @@ public struct WorkerStateMachine: Sendable {
         public var drainGrace: Duration
         /// The worker connects with CURVE keys (for what a failed handshake probably means).
         public var usesCurve: Bool
-        /// The worker has a tracer: it takes REQUESTs' trace frames (``TraceContext/feature``).
+        /// The worker has a tracer: it takes REQUESTs' trace frames (`TraceContext.feature`).
         public var takesTrace: Bool
 
         public init(
@@ -73,7 +73,7 @@ public struct WorkerStateMachine: Sendable {
         case connect(generation: Int)
         /// Send this on the current connection.
         case send(WorkerToBroker)
-        /// Run the task's handler; report its reply with ``WorkerStateMachine/taskFinished(_:reply:now:)``.
+        /// Run the task's handler; report its reply with ``WorkerStateMachine/taskFinished(_:reply:now:into:)``.
         /// `slot` (below the capacity) is the task's alone while it runs: the shell finds the
         /// task by it, without hashing its key.
         case startTask(TaskKey, TaskRequest, slot: Int)
@@ -88,7 +88,7 @@ public struct WorkerStateMachine: Sendable {
 
     /// The drain, as one state.
     public enum Phase: Sendable, Equatable {
-        /// Not connected yet: ``start(now:)`` connects.
+        /// Not connected yet: ``WorkerStateMachine/start(now:into:)`` connects.
         case idle
         case serving
         /// A graceful stop: DRAINING was said, running tasks finish until `deadline`, counted
@@ -111,7 +111,7 @@ public struct WorkerStateMachine: Sendable {
     public private(set) var liveness: BrokerLiveness
     /// Tasks whose handlers run, with their slots (all came on the current connection: a new
     /// one cancels the rest).
-    /// Made with room for four times the capacity (at most ``runningRoomLimit``): with its
+    /// Made with room for four times the capacity (at most `runningRoomLimit`): with its
     /// buckets mostly empty, a finished task's removal moves no neighbours back (Swift's
     /// dictionary rehashes each one it moves).
     public private(set) var running: [TaskKey: Int]
@@ -129,7 +129,7 @@ public struct WorkerStateMachine: Sendable {
     /// the worker holds. `nil` until the broker says (a broker that predates it never does).
     public private(set) var resultLimit: Int?
     /// The broker of this connection takes packed messages (its FEATURES named
-    /// ``WireFormat/packedFeature``): replies go packed, two frames instead of six, and the
+    /// `WireFormat.packedFeature`): replies go packed, two frames instead of six, and the
     /// worker's own FEATURES asks for packed REQUESTs.
     public private(set) var brokerTakesPacked = false
     public private(set) var resultsTooLarge = 0

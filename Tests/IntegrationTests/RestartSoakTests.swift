@@ -145,12 +145,22 @@ extension IntegrationSuite {
                 try await eventually("round \(round): skywatch shows the new broker") {
                     watch.outputLines.count { $0.hasPrefix(#"{"snapshot":"#) } > snapshotsBefore
                 }
-                let expected = Set(try await cluster.snapshot().workers.map(\.id))
-                try await eventually("round \(round): skyweb shows the new broker's workers") {
-                    guard let (data, _) = try? await URLSession.shared.data(from: URL(string: webURL)!),
-                        let shown = try? JSONDecoder().decode(WebState.self, from: data)
-                    else { return false }
-                    return shown.reachable && Set(shown.workers.map(\.id)) == expected
+                // Both read now: a worker that registers once more meanwhile (a new routing id)
+                // must not leave the check comparing against a set that no longer exists.
+                var lastSeen = ""
+                do {
+                    try await eventually("round \(round): skyweb shows the new broker's workers") {
+                        guard let (data, _) = try? await URLSession.shared.data(from: URL(string: webURL)!),
+                            let shown = try? JSONDecoder().decode(WebState.self, from: data),
+                            let expected = try? await cluster.snapshot().workers.map(\.id)
+                        else { return false }
+                        lastSeen =
+                            "skyweb \(shown.reachable) \(shown.workers.map(\.id).sorted()), broker \(expected.sorted())"
+                        return shown.reachable && Set(shown.workers.map(\.id)) == Set(expected)
+                    }
+                } catch {
+                    Issue.record("\(error): last seen \(lastSeen)")
+                    break
                 }
                 for worker in workers {
                     let now = Self.resources(of: worker.pid)
