@@ -39,7 +39,21 @@ extension IntegrationSuite {
                     name: name, namespace: host)
                 processes.append(worker)
             }
-            let joined = try await watch.waitForEvents { $0.filter { $0.event == .workerConnected }.count == 2 }
+            // Both names seen: on a loaded machine a worker may be expired and connect again
+            // before this looks, and a count of exactly two would then never hold.
+            let joined: [SkyEvent]
+            do {
+                joined = try await watch.waitForEvents {
+                    Set($0.filter { $0.event == .workerConnected }.compactMap { $0.worker?.name }) == [
+                        "far-1", "far-2",
+                    ]
+                }
+            } catch {
+                let watched = watch.outputLines.suffix(20).joined(separator: "\n")
+                let errors = processes.map { "--- \($0.name) (running: \($0.isRunning))\n\($0.errorText)" }
+                Issue.record("\(error)\nskywatch:\n\(watched)\n\(errors.joined(separator: "\n"))")
+                return
+            }
             let hosts = Dictionary(
                 joined.compactMap { $0.worker }.map { ($0.name, $0.host ?? "?") }, uniquingKeysWith: { $1 })
             #expect(
@@ -53,9 +67,14 @@ extension IntegrationSuite {
                     "--verify", "--json",
                 ], namespace: clientHost)
             processes.append(scan)
-            try await watch.waitForEvents { events in
+            // The worker about to be cut off must be busy. On a loaded machine the verifying
+            // client keeps fewer calls out (one fresh-clone run under stress-ng --cpu 2 saw one
+            // task in flight in every second for 20 s, never both workers busy at once): wait
+            // longer, and only for the worker that matters.
+            try await watch.waitForEvents(timeout: .seconds(60)) { events in
                 events.contains {
-                    ($0.stats?.completed ?? 0) >= 100 && ($0.workers ?? []).allSatisfy { ($0.inFlight ?? 0) > 0 }
+                    ($0.stats?.completed ?? 0) >= 100
+                        && ($0.workers ?? []).contains { $0.name == "far-1" && ($0.inFlight ?? 0) > 0 }
                 }
             }
 
