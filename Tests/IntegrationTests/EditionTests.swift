@@ -23,13 +23,18 @@ extension IntegrationSuite {
             let cluster = try await TestCluster.start(extraArguments: ["--state-dir", "none"])
             defer { cluster.killAll() }
             let dropped = Locked<[UInt8]>([])
+            // The broker's HEARTBEATs, one a second: what shows it keeps the worker.
+            let heard = Locked(0)
             let worker = try await RawPeer(connectingTo: cluster.workers) { frames in
                 guard frames.count >= 2, frames[0] == Self.signature, frames[1].count == 1 else { return nil }
                 switch frames[1][0] {
                 case 0x02 where frames.count == 7:
                     // REQUEST: [SKYW01][0x02][client address][request id][service][header][body].
                     return [Self.signature, [0x03], frames[2], frames[3], [0x00], frames[6].reversed()]
-                case 0x04, 0x05:
+                case 0x04:
+                    heard.withLock { $0 += 1 }
+                    return nil
+                case 0x05:
                     return nil
                 default:
                     dropped.withLock { $0.append(frames[1][0]) }
@@ -41,7 +46,7 @@ extension IntegrationSuite {
             let heartbeats = Task {
                 while !Task.isCancelled {
                     worker.send([Self.signature, [0x04]])
-                    try? await Task.sleep(for: .milliseconds(250))
+                    try? await Task.sleep(for: .milliseconds(250))  // the worker's pace, not a wait
                 }
             }
             defer { heartbeats.cancel() }
@@ -62,8 +67,10 @@ extension IntegrationSuite {
                 Set(replies.map(\.requestID)) == Set((1...3 as ClosedRange<UInt64>).map { RequestID(high: 1, low: $0) })
             )
             #expect(replies.allSatisfy { $0.status == .ok && $0.body.count == 3 && $0.body.last == 1 })
-            // Served past the expiry (3 s) on its heartbeats alone, and still registered.
-            try await Task.sleep(for: .seconds(4))
+            // Served past the expiry (3 s) on its heartbeats alone, and still registered: the
+            // broker heartbeats it for 4 s more (a worker it had dropped would hear DISCONNECT).
+            let before = heard.withLock { $0 }
+            try await eventually("four more of the broker's heartbeats") { heard.withLock { $0 } >= before + 4 }
             let snapshot = try await cluster.snapshot()
             #expect(snapshot.workers.map(\.name) == ["edition-1"])
             #expect(snapshot.counters.malformedWorkerMessages == 0 && snapshot.counters.unknownWorkerMessages == 0)

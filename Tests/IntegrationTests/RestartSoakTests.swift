@@ -116,17 +116,13 @@ extension IntegrationSuite {
                     : round == order.count - 2
                         ? .seconds(5)
                         : .milliseconds(100 + Int(generator.next() % 500))
-                try await Task.sleep(for: down)
+                try await Task.sleep(for: down)  // the scenario: the broker stays down this long
                 try await cluster.restartBroker()
                 let back = ContinuousClock.now
-                var registered = false
-                while ContinuousClock.now - back < .seconds(10) {
-                    if let snapshot = try? await cluster.snapshot(), snapshot.workers.count == 8 {
-                        registered = true
-                        break
-                    }
-                    try await Task.sleep(for: .milliseconds(20))
-                }
+                let registered =
+                    (try? await eventually("round \(round): every worker back", timeout: .seconds(10)) {
+                        (try? await cluster.snapshot())?.workers.count == 8
+                    }) != nil
                 let took = ContinuousClock.now - back
                 slowest = max(slowest, took)
                 let kind = signal == SIGTERM ? "SIGTERM" : "kill -9"
