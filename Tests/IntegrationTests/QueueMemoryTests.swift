@@ -8,6 +8,18 @@ import Testing
 extension IntegrationSuite {
     @Suite("Broker memory per queued request")
     struct QueueMemoryTests {
+        /// A REQUEST for a service nobody serves that waits `milliseconds`: with a deadline, as
+        /// real clients send, and a no-workers grace as long.
+        static func waitingRequest(_ id: RequestID, waits milliseconds: UInt32, body: [UInt8]) -> [[UInt8]] {
+            ClientToBroker.request(
+                TaskRequest(
+                    requestID: id, service: "nobody",
+                    header: RequestHeader(
+                        attempt: 1, timeoutMilliseconds: milliseconds, noWorkersGraceMilliseconds: milliseconds),
+                    body: body)
+            ).encode()
+        }
+
         /// Peak resident memory, from /proc (`VmHWM`), in bytes.
         static func peakResident(of pid: Int32) -> Int {
             let status = (try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8)) ?? ""
@@ -34,13 +46,7 @@ extension IntegrationSuite {
                 (0..<count).map { index in
                     .init(
                         socket: raw,
-                        frames: ClientToBroker.request(
-                            TaskRequest(
-                                requestID: RequestID(high: 2, low: UInt64(index)), service: "nobody",
-                                header: RequestHeader(
-                                    attempt: 1, timeoutMilliseconds: 15_000, noWorkersGraceMilliseconds: 15_000),
-                                body: body)
-                        ).encode())
+                        frames: Self.waitingRequest(RequestID(high: 2, low: UInt64(index)), waits: 15_000, body: body))
                 })
             try await eventually("every request queued or refused", timeout: .seconds(20)) {
                 guard let snapshot = try? await cluster.snapshot() else { return false }
@@ -72,15 +78,9 @@ extension IntegrationSuite {
                 var batch: [ZMQEventLoop.Outbound] = (start..<start + count).map { index in
                     .init(
                         socket: raw,
-                        frames: ClientToBroker.request(
-                            TaskRequest(
-                                requestID: RequestID(high: 1, low: UInt64(index)), service: "nobody",
-                                // With a deadline, as real clients send, and a no-workers grace
-                                // as long, so that they wait.
-                                header: RequestHeader(
-                                    attempt: 1, timeoutMilliseconds: 600_000, noWorkersGraceMilliseconds: 600_000),
-                                body: [UInt8](repeating: UInt8(index & 0xff), count: 64))
-                        ).encode())
+                        frames: Self.waitingRequest(
+                            RequestID(high: 1, low: UInt64(index)), waits: 600_000,
+                            body: [UInt8](repeating: UInt8(index & 0xff), count: 64)))
                 }
                 let snapshotID = RequestID.random()
                 batch.append(
