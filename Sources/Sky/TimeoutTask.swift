@@ -1,8 +1,8 @@
 /// The error a ``TimeoutTask`` throws when its time is up.
-public struct TimeoutError: Error, Sendable, Equatable, CustomStringConvertible {
-    public let timeout: Duration
+package struct TimeoutError: Error, Sendable, Equatable, CustomStringConvertible {
+    package let timeout: Duration
 
-    public var description: String { "the operation did not finish within \(timeout)" }
+    package var description: String { "the operation did not finish within \(timeout)" }
 }
 
 /// Runs an operation with a time limit: ``value`` returns the operation's result, or throws
@@ -17,15 +17,15 @@ public struct TimeoutError: Error, Sendable, Equatable, CustomStringConvertible 
 /// Time comes from an injected clock, so tests move it by hand instead of waiting. Cancelling
 /// the task that awaits ``value``, or calling ``cancel()``, cancels the operation and throws
 /// `CancellationError`.
-public actor TimeoutTask<Success: Sendable> {
-    public nonisolated let timeout: Duration
+package actor TimeoutTask<Success: Sendable> {
+    package nonisolated let timeout: Duration
     private let sleep: @Sendable (Duration) async throws -> Void
     private let operation: @Sendable () async throws -> Success
     private var outcome: Result<Success, any Error>?
     private var waiters: [CheckedContinuation<Success, any Error>] = []
     private var running: [Task<Void, Never>] = []
 
-    public init<C: Clock>(
+    package init<C: Clock>(
         timeout: Duration, clock: C = ContinuousClock(), operation: @escaping @Sendable () async throws -> Success
     ) where C.Duration == Duration {
         self.timeout = timeout
@@ -34,7 +34,7 @@ public actor TimeoutTask<Success: Sendable> {
     }
 
     /// The operation's result; throws its error, ``TimeoutError``, or `CancellationError`.
-    public var value: Success {
+    package var value: Success {
         get async throws {
             if let outcome { return try outcome.get() }
             return try await withTaskCancellationHandler {
@@ -55,7 +55,7 @@ public actor TimeoutTask<Success: Sendable> {
     }
 
     /// Stops waiting: cancels the operation, and waiters throw `CancellationError`.
-    public func cancel() {
+    package func cancel() {
         finish(.failure(CancellationError()))
     }
 

@@ -448,7 +448,7 @@ extension Broker.Shell {
 public struct BrokerStartError: Error, CustomStringConvertible {
     public let role: String
     public let endpoint: String
-    public let underlying: ZMQError?
+    package let underlying: ZMQError?
     public let reason: String?
 
     init(role: String, endpoint: String, underlying: ZMQError) {

@@ -6,7 +6,7 @@ import SkyProtocol
 /// Every action is copied into the machine's list and moved out of it, at the size of the
 /// largest case: the rare large ones (an event, 488 bytes; a traced send) are `indirect`, so
 /// that an action is the size of a send to a worker.
-public enum BrokerAction: Sendable, Equatable {
+package enum BrokerAction: Sendable, Equatable {
     /// Send a command to a client on the clients ROUTER.
     case sendToClient(PeerID, BrokerToClient)
     /// Send a command to a worker on the workers ROUTER.
@@ -32,23 +32,23 @@ public enum BrokerAction: Sendable, Equatable {
 }
 
 /// The broker's two ROUTER ports.
-public enum BrokerPort: Sendable, Equatable {
+package enum BrokerPort: Sendable, Equatable {
     case clients, workers
 }
 
-public enum BrokerLogLevel: Sendable, Equatable {
+package enum BrokerLogLevel: Sendable, Equatable {
     case debug, info, warning
 }
 
 /// A caller the broker answers about a job once it knows more.
-public struct JobCaller: Sendable, Hashable {
-    public var peer: PeerID
-    public var requestID: RequestID
-    public var attempt: UInt32
+package struct JobCaller: Sendable, Hashable {
+    package var peer: PeerID
+    package var requestID: RequestID
+    package var attempt: UInt32
 }
 
 /// What the broker asks of its journal.
-public enum JournalWork: Sendable, Equatable {
+package enum JournalWork: Sendable, Equatable {
     /// Write these changes in one of the journal's transactions; report back with `purpose`.
     case write([JobChange], JournalWrite)
     /// As ``write(_:_:)``, but in the journal's next transaction rather than one of its own
@@ -66,7 +66,7 @@ public enum JournalWork: Sendable, Equatable {
 }
 
 /// Why the broker wrote to its journal: what it does once the write is durable.
-public enum JournalWrite: Sendable, Equatable {
+package enum JournalWrite: Sendable, Equatable {
     /// Answer the submit, and start the job.
     case submitted(JobID)
     /// The job's delivery is prepared: it goes to the next free credit.
@@ -83,7 +83,7 @@ public enum JournalWrite: Sendable, Equatable {
 }
 
 /// The journal's answer to a ``JournalWork``, fed back to the state machine.
-public enum JournalAnswer: Sendable {
+package enum JournalAnswer: Sendable {
     case written(JournalWrite, Result<JournalReceipt, JournalError>)
     case lookedUp(JobID, JobCaller, retry: Bool, Result<JobRecord?, JournalError>)
     case listed(JobCaller, Result<[JobRecord], JournalError>)
@@ -92,12 +92,12 @@ public enum JournalAnswer: Sendable {
 }
 
 /// What the broker's span of a traced request records.
-public struct TracedDispatch: Sendable, Equatable {
+package struct TracedDispatch: Sendable, Equatable {
     /// From the request's arrival at the broker to this delivery.
-    public var waitedNanoseconds: Int64
-    public var worker: String
+    package var waitedNanoseconds: Int64
+    package var worker: String
     /// Which delivery this is (1 for the first; more after lost workers).
-    public var delivery: UInt32
+    package var delivery: UInt32
     /// The worker takes packed REQUESTs.
-    public var packed = false
+    package var packed = false
 }

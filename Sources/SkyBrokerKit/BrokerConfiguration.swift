@@ -17,7 +17,7 @@ public struct BrokerConfiguration: Sendable {
     /// messages wait on its side and in TCP, not in the broker's memory.
     public var receiveHighWaterMark: Int32 = 10_000
     /// Heartbeats, liveness, deliveries, queue bound, lease grace, events.
-    public var routing: BrokerStateMachine.Configuration
+    public var routing: BrokerRouting
     /// How long replies made at shutdown may take to leave, in milliseconds.
     public var shutdownLinger: Int32 = 1000
     /// Most frames a message may have; more are dropped and counted (libzmq limits only the size
@@ -68,7 +68,7 @@ public struct BrokerConfiguration: Sendable {
         eventsEndpoint: String = BrokerConfiguration.defaultEventsEndpoint,
         maxFrameSize: Int64 = 16 << 20,
         highWaterMark: Int32 = 100_000,
-        routing: BrokerStateMachine.Configuration = .init()
+        routing: BrokerRouting = .init()
     ) {
         self.routing = routing
         self.clientsEndpoint = clientsEndpoint

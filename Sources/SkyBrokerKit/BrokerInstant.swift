@@ -8,38 +8,38 @@ import SkyZMQ
 /// the machine reads the time several times a task (arrival, dispatch, reply, a worker's
 /// `lastHeard`), and as instants every one of those is a witness call. Sums and differences
 /// saturate, so an absurd interval is a time that never comes, not an overflow.
-public struct BrokerInstant: Comparable, Hashable, Sendable, CustomStringConvertible {
-    public let nanoseconds: Int64
+package struct BrokerInstant: Comparable, Hashable, Sendable, CustomStringConvertible {
+    package let nanoseconds: Int64
 
-    public init(nanoseconds: Int64) {
+    package init(nanoseconds: Int64) {
         self.nanoseconds = nanoseconds
     }
 
     /// The clock's reading now.
-    public static var now: BrokerInstant { BrokerInstant(nanoseconds: LoopTime.clockNanoseconds()) }
+    package static var now: BrokerInstant { BrokerInstant(nanoseconds: LoopTime.clockNanoseconds()) }
 
-    public static func < (lhs: BrokerInstant, rhs: BrokerInstant) -> Bool { lhs.nanoseconds < rhs.nanoseconds }
+    package static func < (lhs: BrokerInstant, rhs: BrokerInstant) -> Bool { lhs.nanoseconds < rhs.nanoseconds }
 
-    public static func + (lhs: BrokerInstant, rhs: Duration) -> BrokerInstant {
+    package static func + (lhs: BrokerInstant, rhs: Duration) -> BrokerInstant {
         BrokerInstant(nanoseconds: lhs.nanoseconds.addingSaturating(BrokerStateMachine.nanoseconds(rhs)))
     }
 
-    public static func - (lhs: BrokerInstant, rhs: Duration) -> BrokerInstant {
+    package static func - (lhs: BrokerInstant, rhs: Duration) -> BrokerInstant {
         BrokerInstant(nanoseconds: lhs.nanoseconds.addingSaturating(-BrokerStateMachine.nanoseconds(rhs)))
     }
 
     /// How long after `rhs` this is (negative when before).
-    public static func - (lhs: BrokerInstant, rhs: BrokerInstant) -> Duration {
+    package static func - (lhs: BrokerInstant, rhs: BrokerInstant) -> Duration {
         .nanoseconds(lhs.nanoseconds(since: rhs))
     }
 
     /// Nanoseconds after `other` (negative when before), without a `Duration`'s 128 bits.
-    public func nanoseconds(since other: BrokerInstant) -> Int64 {
+    package func nanoseconds(since other: BrokerInstant) -> Int64 {
         let (difference, overflow) = nanoseconds.subtractingReportingOverflow(other.nanoseconds)
         return overflow ? (other.nanoseconds < 0 ? .max : .min) : difference
     }
 
-    public var description: String { "\(nanoseconds) ns" }
+    package var description: String { "\(nanoseconds) ns" }
 }
 
 extension Int64 {

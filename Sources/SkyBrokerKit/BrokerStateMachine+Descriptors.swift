@@ -25,7 +25,7 @@ extension BrokerStateMachine {
     /// reaches the broker's sockets to tell it, so this probe is how the operator learns of it: one
     /// warning when it starts, again every ``descriptorWarningInterval`` while it lasts, and one
     /// line when descriptors have stayed free that long.
-    public mutating func descriptorsChecked(
+    package mutating func descriptorsChecked(
         exhausted: Bool, limit: Int, now: Instant, into actions: inout [BrokerAction]
     ) {
         guard var shortage = descriptorShortage else {

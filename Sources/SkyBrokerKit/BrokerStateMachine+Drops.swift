@@ -2,7 +2,7 @@ import SkyProtocol
 
 extension BrokerStateMachine {
     /// Why the shell kept a message or a connection from the machine.
-    public enum Drop: Sendable, Equatable {
+    package enum Drop: Sendable, Equatable {
         /// A message over the port's limits (the routing-id frame not counted).
         case oversized(port: String, frames: Int, bytes: Int64, frameLimit: Int, byteLimit: Int64)
         /// A message without an authenticated key of the port's role (CURVE on).
@@ -13,7 +13,7 @@ extension BrokerStateMachine {
 
     /// The shell dropped something before it became an input: counted and logged here, so that
     /// every counter has one writer.
-    public mutating func dropped(_ drop: Drop, now: Instant, into actions: inout [BrokerAction]) {
+    package mutating func dropped(_ drop: Drop, now: Instant, into actions: inout [BrokerAction]) {
         switch drop {
         case .oversized(let port, let frames, let bytes, let frameLimit, let byteLimit):
             counters.oversizedMessages += 1

@@ -25,7 +25,7 @@ extension BrokerStateMachine {
     static func isJob(_ task: QueuedRequest) -> Bool { task.client == jobsClient }
 
     /// Jobs the broker holds (unfinished), for snapshots and tests.
-    public var jobCount: Int { jobBook.jobs.count }
+    package var jobCount: Int { jobBook.jobs.count }
 
     /// The jobs' counts for stats and snapshots; `nil` without a journal.
     var jobCounts: JobCounts? {
@@ -177,7 +177,7 @@ extension BrokerStateMachine {
     /// when it stopped: these run again, their attempt counting on).
     /// - Returns: how many records could not be read (logged, left in the journal).
     @discardableResult
-    public mutating func recover(_ records: [JobRecord], now: Instant, into actions: inout [BrokerAction]) -> Int {
+    package mutating func recover(_ records: [JobRecord], now: Instant, into actions: inout [BrokerAction]) -> Int {
         var unreadable = 0
         for record in records {
             guard let id = JobID(bytes: record.id), var submission = try? JobSubmission(decoding: record.options)
@@ -640,7 +640,7 @@ extension BrokerStateMachine {
     // MARK: The journal's answers and time
 
     /// The journal did what ``BrokerAction/journal(_:)`` asked.
-    public mutating func journalAnswered(_ answer: JournalAnswer, now: Instant, into actions: inout [BrokerAction]) {
+    package mutating func journalAnswered(_ answer: JournalAnswer, now: Instant, into actions: inout [BrokerAction]) {
         lastNow = now
         switch answer {
         case .lookedUp(_, let caller, _, _), .listed(let caller, _):

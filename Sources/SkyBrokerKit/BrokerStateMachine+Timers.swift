@@ -8,7 +8,7 @@ extension BrokerStateMachine {
     /// the next tick), take tasks whose lease ran out from their workers, greet subscribers that
     /// waited for the hello interval, summarise log lines about peers held back in a second that
     /// is over, and publish stats when due.
-    public mutating func tick(now: Instant, into actions: inout [BrokerAction]) {
+    package mutating func tick(now: Instant, into actions: inout [BrokerAction]) {
         lastNow = now
         for (peer, record) in workers where record.lastHeard + configuration.expiry <= now {
             remove(peer, reason: .expired, now: now, into: &actions)
@@ -236,7 +236,7 @@ extension BrokerStateMachine {
 
     /// The broker is stopping: refuse new work, answer everything waiting or running with
     /// `brokerShuttingDown`, and tell every worker.
-    public mutating func shutdown(now: Instant, into actions: inout [BrokerAction]) {
+    package mutating func shutdown(now: Instant, into actions: inout [BrokerAction]) {
         guard !stopping else { return }
         stopping = true
         let message = "the broker shut down before the task finished; retry once it is back"

@@ -12,7 +12,7 @@ extension BrokerStateMachine {
     ///     once the worker's own connection is gone; so a message from that id under another
     ///     key is dropped unread, and the registration it would have inherited ends (its tasks
     ///     go to other workers).
-    public mutating func workerMessage(
+    package mutating func workerMessage(
         from peer: PeerID, frames: [[UInt8]], host: String? = nil, key: String? = nil, now: Instant,
         into actions: inout [BrokerAction]
     ) {
@@ -21,7 +21,7 @@ extension BrokerStateMachine {
 
     /// A message arrived on the workers ROUTER from `peer` (its frames after the routing id, in
     /// one buffer, as the shell reads them).
-    public mutating func workerMessage(
+    package mutating func workerMessage(
         from peer: PeerID, message frames: Frames, host: String? = nil, key: String? = nil, now: Instant,
         into actions: inout [BrokerAction]
     ) {
@@ -129,7 +129,7 @@ extension BrokerStateMachine {
     }
 
     /// The shell could not deliver a message to a worker: its connection is gone.
-    public mutating func workerUnreachable(_ peer: PeerID, now: Instant, into actions: inout [BrokerAction]) {
+    package mutating func workerUnreachable(_ peer: PeerID, now: Instant, into actions: inout [BrokerAction]) {
         lastNow = now
         guard workers[peer] != nil else { return }
         remove(peer, reason: .unreachable, now: now, into: &actions)
@@ -335,7 +335,7 @@ extension BrokerStateMachine {
 
     /// Refuses a worker's registration with REFUSED and the reason, which the worker reports
     /// before it stops (at most ``Configuration/refusalsPerSecond`` answers a second).
-    public mutating func refuseRegistration(
+    package mutating func refuseRegistration(
         _ peer: PeerID, reason: String, now: Instant, into actions: inout [BrokerAction]
     ) {
         counters.refusedRegistrations += 1

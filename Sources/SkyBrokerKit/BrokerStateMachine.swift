@@ -42,111 +42,12 @@ import SkyProtocol
 /// taken until the worker answers, since the handler may still run. A job's attempt has no
 /// grace: it is cancelled at its timeout (``leaseExpiry(_:)``). Expiries are answered at most ``Configuration/expiryBatch`` per tick, so that a storm of
 /// them never holds up heartbeats.
-public struct BrokerStateMachine: Sendable {
+package struct BrokerStateMachine: Sendable {
     /// The machine's time (see ``BrokerInstant``).
-    public typealias Instant = BrokerInstant
+    package typealias Instant = BrokerInstant
 
-    public struct Configuration: Sendable {
-        /// How often the broker and workers exchange heartbeats.
-        public var heartbeatInterval: Duration = WorkerToBroker.defaultHeartbeatInterval
-        /// Missed intervals before a worker is declared dead.
-        public var liveness: Int = WorkerToBroker.defaultLiveness
-        /// Deliveries of one request before it fails with `workerLost` (at most 65,535 count).
-        public var maxDeliveries: Int = 3
-        /// Whether debug log lines are wanted (the shell sets it from its logger): lines of a
-        /// level that is off are not even built, since some come once per message.
-        public var logsDebug = false
-        /// Requests that may wait for a worker.
-        public var queueLimit: Int = 100_000
-        /// Services the broker may know at once (served by a worker, with requests waiting, or
-        /// answered this stats period): a request naming one more is refused `overloaded`, so
-        /// that requests for ever new names cannot grow the broker. As many as requests may
-        /// wait (``queueLimit``'s default); at most 1,048,575, the numbers an arrival number can
-        /// name. Workers' services are taken up to that.
-        public var waitingServicesLimit: Int = 100_000
-        /// Bytes of request bodies that may wait for a worker.
-        public var queueBytesLimit: Int = 256 << 20
-        /// The share of ``queueLimit`` and ``queueBytesLimit`` one client may hold, so that one
-        /// client's flood cannot refuse everybody else's work.
-        public var clientQueueShare: Double = 0.5
-        /// The longest a request waits for a worker, whatever its timeout (0 = none included):
-        /// requests of a client that went away do not fill the queue forever.
-        public var maxWait: Duration = .seconds(3600)
-        /// How long a request may wait while no connected worker serves its service, before it
-        /// is answered `noWorkers` (a request can ask for another grace in its header).
-        public var noWorkersGrace: Duration = .seconds(2)
-        /// How long past its deadline a task may run before it is taken from its worker; for a
-        /// job's attempt (cancelled at its timeout), how long the worker has to answer the cancel
-        /// before it is told again.
-        public var leaseGrace: Duration = .seconds(5)
-        /// Most expired requests answered per tick; with more due, the machine asks for the next
-        /// tick at once (``hasExpiryBacklog``), after the shell has served its sockets again.
-        public var expiryBatch: Int = 100
-        /// Longest time one tick spends on expiries and due jobs; the rest waits for the next
-        /// tick, asked for at once (``hasExpiryBacklog``). See ``WorkBudget``.
-        public var tickWorkLimit: Duration = .milliseconds(4)
-        /// The clock the tick reads to keep to ``tickWorkLimit`` (inputs carry their own `now`;
-        /// this one measures the work as it goes). Tests replace it.
-        public var workClock: @Sendable () -> BrokerInstant = { BrokerInstant.now }
-        /// How often `broker.stats` is published.
-        public var statsInterval: Duration = .seconds(1)
-        /// Least time between two `broker.hello` events: subscriptions that come faster share one.
-        public var helloInterval: Duration = .milliseconds(200)
-        /// Most answers per second to misdirected or refused peers, per port.
-        public var refusalsPerSecond: Int = 10
-        /// Most log lines per second of each text about what peers send wrong (malformed, over
-        /// the limits, unauthenticated, refused, stale); the rest are counted and summarised.
-        public var peerLinesPerSecond: Int = 10
-        /// Queued bytes, or waiting requests, above which the queue's draining gives its storage
-        /// back and returns freed memory to the system.
-        public var memoryReleaseThreshold: Int = 32 << 20
-        public var memoryReleaseCount: Int = 10_000
-        /// Publish `task.dispatched` and `task.completed` for every task (costs throughput).
-        public var taskEvents: Bool = false
-        /// Measures the process's memory for snapshots; `nil` leaves it out (tests).
-        public var memoryProbe: (@Sendable () -> ProcessMemory)?
-        /// Names this run of the broker in greetings and snapshots.
-        public var instance = RequestID.random().description
-        /// Whether the shell has a journal for durable jobs; without one, submits are answered
-        /// `journalUnavailable`.
-        public var journal = false
-        /// Journal bytes beyond which new jobs are refused as `overloaded`; 0 for no limit.
-        public var journalMaxBytes = 0
-        /// Unfinished jobs the broker holds in memory at most (queued, scheduled, running), and
-        /// the bytes of their tasks; beyond either, submits are refused as `overloaded` (the
-        /// journal keeps what was accepted; this bound keeps the broker's memory finite).
-        public var maxHeldJobs = 1_000_000
-        public var maxHeldJobBytes = 1 << 30
-        /// How often the journal deletes expired outcomes and is measured.
-        public var journalMaintenanceInterval: Duration = .seconds(1)
-        /// The longest an `mmi.jobs.wait` is held before it is answered "not yet".
-        public var jobWaitHold: Duration = BrokerService.jobWaitHold
-        /// Wall-clock time in milliseconds since 1970: job ids, not-before times and retention
-        /// are wall-clock facts, since they outlive the process. Tests replace it.
-        public var wallClock: @Sendable () -> Int64 = {
-            var spec = timespec()
-            clock_gettime(CLOCK_REALTIME, &spec)
-            return Int64(spec.tv_sec) * 1000 + Int64(spec.tv_nsec) / 1_000_000
-        }
-        /// Seeds the random part of job ids; `nil` seeds it from the system (tests fix it).
-        public var jobIDSeed: UInt64?
-        /// The largest frame the sockets take (`--max-frame-size`), told to clients in
-        /// `mmi.features` so that they refuse a larger task instead of sending it.
-        public var maxFrameSize: Int64 = 16 << 20
-        /// The endpoints named to peers that connected to the wrong one.
-        public var clientsEndpoint = "the broker's clients endpoint"
-        public var workersEndpoint = "the broker's workers endpoint"
-
-        public init() {}
-
-        /// How long a worker may stay silent.
-        public var expiry: Duration { heartbeatInterval * liveness }
-
-        /// Waiting requests one client may hold.
-        var clientQueueLimit: Int { max(1, Int(Double(queueLimit) * clientQueueShare)) }
-        /// Waiting body bytes one client may hold.
-        var clientQueueBytesLimit: Int { max(1, Int(Double(queueBytesLimit) * clientQueueShare)) }
-    }
+    /// What the machine is told at its start: ``BrokerRouting``.
+    package typealias Configuration = BrokerRouting
 
     /// A client, numbered while it has requests at the broker: keys and queue entries carry the
     /// 4-byte number instead of the routing id.
@@ -307,7 +208,7 @@ public struct BrokerStateMachine: Sendable {
         static func < (lhs: Self, rhs: Self) -> Bool { lhs.expiry < rhs.expiry }
     }
 
-    public private(set) var configuration: Configuration
+    package private(set) var configuration: Configuration
     var workers: [PeerID: WorkerRecord] = [:]
     /// Each known service's workers, queue and stats, by number.
     var services = ServiceBook()
@@ -363,7 +264,7 @@ public struct BrokerStateMachine: Sendable {
     /// Since when the process has had no file descriptor left, if it has none.
     var descriptorShortage: DescriptorShortage?
     /// More expiries were due than one tick answers: the shell should tick again soon.
-    public internal(set) var hasExpiryBacklog = false
+    package internal(set) var hasExpiryBacklog = false
     /// The queue drained after holding much: the shell should return freed memory to the system.
     var releaseMemorySoon = false
     /// When to return freed memory again after a large drain, and the wait before the time
@@ -374,7 +275,7 @@ public struct BrokerStateMachine: Sendable {
     /// The event loop's longest iteration since the last stats.
     var longestIteration: Duration = .zero
     var stopping = false
-    public internal(set) var counters = BrokerCounters()
+    package internal(set) var counters = BrokerCounters()
     /// The first failures since the last stats, for `broker.stats` (at most ``TaskFailure/maxPerPeriod``).
     var periodFailures: [TaskFailure] = []
     /// Durable jobs held in memory (see `BrokerStateMachine+Jobs.swift`).
@@ -384,7 +285,7 @@ public struct BrokerStateMachine: Sendable {
     var lastNow: Instant?
     var nextJournalMaintenance: Instant?
 
-    public init(configuration: Configuration = Configuration()) {
+    package init(configuration: Configuration = Configuration()) {
         self.configuration = configuration
         refusals = RateBudget(perSecond: configuration.refusalsPerSecond)
         peerLines = RateBudget(perSecond: configuration.peerLinesPerSecond)
@@ -429,12 +330,12 @@ public struct BrokerStateMachine: Sendable {
     // MARK: Queries
 
     /// Requests waiting for a worker.
-    public var queuedCount: Int { waitingCount }
+    package var queuedCount: Int { waitingCount }
 
     /// Tasks outstanding at workers (not those their client cancelled).
-    public var inFlightCount: Int { tasks.count - waitingCount }
+    package var inFlightCount: Int { tasks.count - waitingCount }
 
-    public var workerCount: Int { workers.count }
+    package var workerCount: Int { workers.count }
 
     /// Entries in the queues and the deadline heap, live or not (for tests of their bounds).
     var bookkeepingEntries: (queued: Int, deadlines: Int) {
@@ -451,7 +352,7 @@ public struct BrokerStateMachine: Sendable {
     }
 
     /// The current view, as answered to `mmi.workers`.
-    public func snapshot(now: Instant) -> ClusterSnapshot {
+    package func snapshot(now: Instant) -> ClusterSnapshot {
         let list = workerLoads(now: now)
         var snapshot = ClusterSnapshot(
             seq: lastEventSeq, workers: list, queued: queuedPerService(),
@@ -469,7 +370,7 @@ public struct BrokerStateMachine: Sendable {
     // MARK: Clients
 
     /// A message arrived on the clients ROUTER from `client`.
-    public mutating func clientMessage(
+    package mutating func clientMessage(
         from client: PeerID, frames: [[UInt8]], now: Instant, into actions: inout [BrokerAction]
     ) {
         clientMessage(from: client, message: Frames(frames), now: now, into: &actions)
@@ -477,7 +378,7 @@ public struct BrokerStateMachine: Sendable {
 
     /// A message arrived on the clients ROUTER from `client` (its frames after the routing id,
     /// in one buffer, as the shell reads them).
-    public mutating func clientMessage(
+    package mutating func clientMessage(
         from client: PeerID, message frames: Frames, now: Instant, into actions: inout [BrokerAction]
     ) {
         let command: ClientToBroker
@@ -507,7 +408,7 @@ public struct BrokerStateMachine: Sendable {
     }
 
     /// The shell could not deliver a message to a client (it is gone, or its queue is full).
-    public mutating func clientUnreachable(_ client: PeerID, into actions: inout [BrokerAction]) {
+    package mutating func clientUnreachable(_ client: PeerID, into actions: inout [BrokerAction]) {
         counters.undeliverableReplies += 1
         if configuration.logsDebug {
             actions.append(.log(.debug, "reply dropped: client unreachable", ["peer": "\(client)"]))
@@ -804,14 +705,14 @@ public struct BrokerStateMachine: Sendable {
     }
 
     /// A watcher subscribed to `topic` (the first for it), or the last one left it.
-    public mutating func eventSubscription(_ topic: [UInt8], subscribed: Bool) {
+    package mutating func eventSubscription(_ topic: [UInt8], subscribed: Bool) {
         if subscribed { eventTopics.insert(topic) } else { eventTopics.remove(topic) }
     }
 
     /// Someone subscribed to the event socket: greet them with the current state, which also
     /// tells them their subscription is live. Subscriptions that come faster than
     /// ``Configuration/helloInterval`` share one greeting, sent when the interval has passed.
-    public mutating func subscriberJoined(now: Instant, into actions: inout [BrokerAction]) {
+    package mutating func subscriberJoined(now: Instant, into actions: inout [BrokerAction]) {
         if let allowed = nextHelloAllowed, now < allowed {
             helloPending = true
             return
@@ -831,14 +732,14 @@ public struct BrokerStateMachine: Sendable {
     }
 
     /// The endpoints actually bound, named to peers that connect to the wrong one.
-    public mutating func announce(clients: String, workers: String) {
+    package mutating func announce(clients: String, workers: String) {
         configuration.clientsEndpoint = clients
         configuration.workersEndpoint = workers
     }
 
     /// The shell measured an iteration of the event loop; the longest per stats period is
     /// published in `broker.stats`.
-    public mutating func loopIteration(took duration: Duration) {
+    package mutating func loopIteration(took duration: Duration) {
         longestIteration = max(longestIteration, duration)
     }
 

@@ -4,26 +4,26 @@ import SkyProtocol
 ///
 /// Ids of up to 16 bytes (libzmq generates 5-byte ones) are stored inline, without a heap
 /// allocation: the broker keeps one per waiting request, so this is most of a request's overhead.
-public struct PeerID: Hashable, Sendable, CustomStringConvertible {
+package struct PeerID: Hashable, Sendable, CustomStringConvertible {
     private let storage: InlineBytes
 
-    public init(_ bytes: [UInt8]) {
+    package init(_ bytes: [UInt8]) {
         storage = InlineBytes(bytes)
     }
 
     /// A routing id read from a view of a received message.
-    public init(_ bytes: ArraySlice<UInt8>) {
+    package init(_ bytes: ArraySlice<UInt8>) {
         storage = InlineBytes(bytes)
     }
 
     /// The routing id as sent on the wire.
-    public var bytes: [UInt8] { storage.array }
+    package var bytes: [UInt8] { storage.array }
 
     /// Lends the routing id's bytes without making an array of them (a message to a peer is
     /// written straight from them).
-    public func withBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
+    package func withBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
         try storage.withBytes(body)
     }
 
-    public var description: String { Hex.encode(bytes) }
+    package var description: String { Hex.encode(bytes) }
 }

@@ -5,7 +5,7 @@ import SkyProtocol
 /// latencies (arrival at the broker to the worker's reply) and waits (arrival to dispatch) in
 /// fixed histograms, so that recording one costs a few instructions and no allocation,
 /// whatever the load.
-public struct ServiceWindow: Sendable, Equatable {
+package struct ServiceWindow: Sendable, Equatable {
     var completed: UInt64 = 0
     var failed: UInt64 = 0
     /// Counts per latency bucket: bucket k holds latencies up to 2^(k/4) microseconds (four

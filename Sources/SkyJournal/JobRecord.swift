@@ -1,41 +1,41 @@
 /// A durable job as the journal keeps it: what was asked, and where it stands.
-public struct JobRecord: Sendable, Equatable {
+package struct JobRecord: Sendable, Equatable {
     /// Where a job stands. Queued and running jobs are unfinished: the broker queues them again
     /// when it starts.
-    public enum State: Int64, Sendable, Equatable {
+    package enum State: Int64, Sendable, Equatable {
         case queued = 0
         case running = 1
         case succeeded = 2
         case failed = 3
         case cancelled = 4
 
-        public var isFinished: Bool { self.rawValue >= State.succeeded.rawValue }
+        package var isFinished: Bool { self.rawValue >= State.succeeded.rawValue }
     }
 
     /// 16 bytes, unique (the broker makes them).
-    public var id: [UInt8]
-    public var service: String
-    public var body: [UInt8]
+    package var id: [UInt8]
+    package var service: String
+    package var body: [UInt8]
     /// Higher first within a service.
-    public var priority: Int
+    package var priority: Int
     /// Not started before this time (milliseconds since 1970); 0 for at once.
-    public var notBefore: Int64
+    package var notBefore: Int64
     /// A second submit with the same key returns this job instead of making another.
-    public var idempotencyKey: String?
-    public var state: State
+    package var idempotencyKey: String?
+    package var state: State
     /// Deliveries so far (a job running when the broker died is delivered again: at least once).
-    public var attempt: Int
+    package var attempt: Int
     /// The result (succeeded) or the error body (failed).
-    public var outcome: [UInt8]?
+    package var outcome: [UInt8]?
     /// When the job and its outcome may be deleted (milliseconds since 1970).
-    public var expiresAt: Int64
+    package var expiresAt: Int64
     /// When the broker recorded it (milliseconds since 1970).
-    public var submittedAt: Int64
+    package var submittedAt: Int64
     /// How it runs (retries, timeout, retention), in the submitter's encoding; the store keeps
     /// it as it is.
-    public var options: [UInt8]
+    package var options: [UInt8]
 
-    public init(
+    package init(
         id: [UInt8], service: String, body: [UInt8], priority: Int = 0, notBefore: Int64 = 0,
         idempotencyKey: String? = nil, state: State = .queued, attempt: Int = 0, outcome: [UInt8]? = nil,
         expiresAt: Int64, submittedAt: Int64 = 0, options: [UInt8] = []
@@ -56,7 +56,7 @@ public struct JobRecord: Sendable, Equatable {
 }
 
 /// One change to the journal. A batch of them is written in one transaction.
-public enum JobChange: Sendable, Equatable {
+package enum JobChange: Sendable, Equatable {
     /// A new job. If its idempotency key is already taken, nothing is written (the caller
     /// looks the first job up with ``JobStore/job(idempotencyKey:)``).
     case submitted(JobRecord)
@@ -75,10 +75,10 @@ public enum JobChange: Sendable, Equatable {
 
 /// What a transaction found besides success: submits whose idempotency key an earlier job
 /// holds, each with that job (the new one was not written).
-public struct JournalReceipt: Sendable, Equatable {
-    public var duplicates: [[UInt8]: JobRecord] = [:]
+package struct JournalReceipt: Sendable, Equatable {
+    package var duplicates: [[UInt8]: JobRecord] = [:]
 
-    public init(duplicates: [[UInt8]: JobRecord] = [:]) {
+    package init(duplicates: [[UInt8]: JobRecord] = [:]) {
         self.duplicates = duplicates
     }
 }

@@ -15,8 +15,8 @@ import Foundation
 /// `unhurriedDelay`. At a few jobs per millisecond, a job's outcome then shares the fsync of
 /// the next submit instead of costing its own (on a small virtual machine an fsync and the
 /// wake-ups around it cost about as much CPU as the rest of the job).
-public final class JournalWriter: @unchecked Sendable {  // every `var` is guarded by `condition`.
-    public typealias Completion = @Sendable (Result<JournalReceipt, JournalError>) -> Void
+package final class JournalWriter: @unchecked Sendable {  // every `var` is guarded by `condition`.
+    package typealias Completion = @Sendable (Result<JournalReceipt, JournalError>) -> Void
 
     private enum Work {
         case write([JobChange], Completion)
@@ -47,7 +47,7 @@ public final class JournalWriter: @unchecked Sendable {  // every `var` is guard
 
     /// Starts the thread and opens the store on it.
     /// - Throws: the store's error if it cannot be opened (the thread has ended then).
-    public static func start(
+    package static func start(
         name: String = "sky-journal", maxBatch: Int = 4096, unhurriedDelay: Duration = .milliseconds(5),
         open: @escaping @Sendable () throws(JournalError) -> any JobStore
     ) async throws(JournalError) -> JournalWriter {
@@ -68,7 +68,7 @@ public final class JournalWriter: @unchecked Sendable {  // every `var` is guard
 
     /// Queues `changes`; `done` runs on the journal's thread once they are durable (or failed).
     /// After ``stop()`` it fails at once with the reason.
-    public func write(_ changes: [JobChange], done: @escaping Completion) {
+    package func write(_ changes: [JobChange], done: @escaping Completion) {
         enqueueWrite(changes, hurried: true, done: done)
     }
 
@@ -76,12 +76,12 @@ public final class JournalWriter: @unchecked Sendable {  // every `var` is guard
     /// once a later write, a read or ``flush()`` committed them, or after they waited the
     /// writer's `unhurriedDelay` (or failed). For a write nobody waits for yet; call ``flush()``
     /// when someone starts to.
-    public func writeWithNextCommit(_ changes: [JobChange], done: @escaping Completion) {
+    package func writeWithNextCommit(_ changes: [JobChange], done: @escaping Completion) {
         enqueueWrite(changes, hurried: false, done: done)
     }
 
     /// Commits what is queued now (a caller started waiting for an unhurried write).
-    public func flush() {
+    package func flush() {
         condition.lock()
         commitRequested = true
         condition.signal()
@@ -109,7 +109,7 @@ public final class JournalWriter: @unchecked Sendable {  // every `var` is guard
 
     /// Writes `changes` and returns once they are durable.
     @discardableResult
-    public func write(_ changes: [JobChange]) async throws(JournalError) -> JournalReceipt {
+    package func write(_ changes: [JobChange]) async throws(JournalError) -> JournalReceipt {
         let result: Result<JournalReceipt, JournalError> = await withCheckedContinuation { done in
             write(changes) { done.resume(returning: $0) }
         }
@@ -119,7 +119,7 @@ public final class JournalWriter: @unchecked Sendable {  // every `var` is guard
     /// Queues `body` to run on the journal's thread after the writes queued before it; after
     /// ``stop()`` it is not run, and `false` is returned.
     @discardableResult
-    public func read(_ body: @escaping @Sendable (any JobStore) -> Void) -> Bool {
+    package func read(_ body: @escaping @Sendable (any JobStore) -> Void) -> Bool {
         condition.lock()
         defer { condition.unlock() }
         guard !stopping else { return false }
@@ -130,7 +130,7 @@ public final class JournalWriter: @unchecked Sendable {  // every `var` is guard
     }
 
     /// Runs `body` on the journal's thread, after the writes queued before it.
-    public func read<T: Sendable>(
+    package func read<T: Sendable>(
         _ body: @escaping @Sendable (any JobStore) throws(JournalError) -> T
     ) async throws(JournalError) -> T {
         let result: Result<T, JournalError> = await withCheckedContinuation { done in
@@ -151,14 +151,14 @@ public final class JournalWriter: @unchecked Sendable {  // every `var` is guard
     }
 
     /// Transactions committed so far (for tests and statistics).
-    public var commits: Int {
+    package var commits: Int {
         condition.lock()
         defer { condition.unlock() }
         return commitCount
     }
 
     /// Writes what is queued, then ends the thread (closing the store). Returns once it ended.
-    public func stop() async {
+    package func stop() async {
         await waitForThread { done in
             stopping = true
             stopWaiters.append(done)

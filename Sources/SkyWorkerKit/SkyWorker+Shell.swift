@@ -21,7 +21,7 @@ extension SkyWorker {
 
         let machine: Locked<WorkerStateMachine>
         let configuration: Configuration
-        let jobs: JobInbox
+        let inbox: RunnerInbox
         let handles = TaskHandles()
         /// Replies of finished tasks, for the I/O thread: one lock each, and one post (so at
         /// most one wake-up) for all that finish before the thread takes them.
@@ -41,13 +41,13 @@ extension SkyWorker {
         let spareActions = SpareBuffer<WorkerStateMachine.Action>()
 
         init(
-            machine: WorkerStateMachine, configuration: Configuration, jobs: JobInbox,
+            machine: WorkerStateMachine, configuration: Configuration, inbox: RunnerInbox,
             logger: Logger, capacity: Int
         ) {
             metrics = WorkerMetrics(capacity: capacity)
             self.machine = Locked(machine)
             self.configuration = configuration
-            self.jobs = jobs
+            self.inbox = inbox
             self.logger = logger
         }
 
@@ -139,7 +139,7 @@ extension SkyWorker {
             // Tasks with no waiting runner wake the group's loop once, after the batch (and only a
             // batch that started some takes the inbox's lock for it).
             var offered = false
-            defer { if offered { jobs.flush() } }
+            defer { if offered { inbox.flush() } }
             // Each action moved out, not copied (a task's request is handed on, not retained and
             // released); `.connect(generation: 0)` (a plain value) is left in its place.
             actions.takeEach(leaving: .connect(generation: 0)) { (action: consuming WorkerStateMachine.Action) in
@@ -166,7 +166,7 @@ extension SkyWorker {
                         command, generation: generation, behindConnect: connectQueued, loop: loop, into: &outbound)
                 case .startTask(let key, let request, let slot):
                     let ticket = handles.reserve(key, slot: slot)
-                    jobs.offer(Job(key: key, ticket: ticket, request: request))
+                    inbox.offer(TaskRun(key: key, ticket: ticket, request: request))
                     offered = true
                 case .cancelTask(let key, let slot):
                     handles.cancel(key, slot: slot)
@@ -179,7 +179,7 @@ extension SkyWorker {
                             into: &outbound)
                     case .refused, .cannotConnect: break
                     }
-                    jobs.finish()
+                    inbox.finish()
                 case .log(let level, let message, let metadata):
                     logger.log(level: level, "\(message)", metadata: metadata)
                 }

@@ -10,11 +10,11 @@ import Tracing
 /// Connects a `ScanSystem` to a broker: announces its name, capacity and services, runs every
 /// task the broker sends, and returns the replies.
 ///
-/// The shell of ``WorkerStateMachine``, which decides everything: one I/O thread owns the
+/// The shell of `WorkerStateMachine`, which decides everything: one I/O thread owns the
 /// connection, feeds every message and tick to the machine inline and carries out its actions.
 /// Heartbeats leave from that thread, so they keep flowing however busy the handlers keep the
 /// cooperative pool. Handlers run on children of one task group inside the graceful-shutdown
-/// handler (runners, each running task after task: `JobInbox`), on the pool or on the I/O
+/// handler (runners, each running task after task: `RunnerInbox`), on the pool or on the I/O
 /// thread (``HandlerExecutor``); the broker's credits bound how many run. A finished handler
 /// posts its reply to the I/O thread, which sends it.
 ///
@@ -29,7 +29,7 @@ public final class SkyWorker: Service, Sendable {
         /// The broker's workers endpoint.
         public var broker: String
         /// Heartbeats, liveness and reconnect backoff.
-        public var liveness: BrokerLiveness.Configuration
+        public var liveness: LivenessOptions
         /// How long a graceful stop waits for running tasks.
         public var drainGrace: Duration
         /// CURVE: the broker's public key and this worker's key pair (on the broker's worker
@@ -43,7 +43,7 @@ public final class SkyWorker: Service, Sendable {
         public var onStarted: (@Sendable () -> Void)?
 
         public init(
-            broker: String = "tcp://127.0.0.1:5556", liveness: BrokerLiveness.Configuration = .init(),
+            broker: String = "tcp://127.0.0.1:5556", liveness: LivenessOptions = .init(),
             drainGrace: Duration = .seconds(30), credentials: CurveCredentials? = nil,
             handlerExecutor: HandlerExecutor = .pool
         ) {
@@ -60,7 +60,7 @@ public final class SkyWorker: Service, Sendable {
     private let logger: Logger
 
     /// Takes any configuration: values out of range are clamped, not trapped on
-    /// (``BrokerLiveness/Configuration/clamped``; a negative drain grace is zero).
+    /// (heartbeats and backoffs within skyworker's flag ranges; a negative drain grace is zero).
     public init(configuration: Configuration, system: ScanSystem, logger: Logger) {
         var configuration = configuration
         configuration.liveness = configuration.liveness.clamped
@@ -100,9 +100,9 @@ public final class SkyWorker: Service, Sendable {
             now: ContinuousClock.now)
         // Each task to a runner waiting for one; for the rest the group starts runners, asked
         // once (at most one wake-up) for every task that arrived together.
-        let jobs = JobInbox()
+        let inbox = RunnerInbox()
         let shell = Shell(
-            machine: machine, configuration: configuration, jobs: jobs, logger: logger, capacity: system.capacity)
+            machine: machine, configuration: configuration, inbox: inbox, logger: logger, capacity: system.capacity)
         let tick = max(.milliseconds(10), configuration.liveness.heartbeatInterval / 10)
         let loop = try await ZMQEventLoop.start(
             name: "skyworker-io", sockets: [], tick: tick,
@@ -116,9 +116,9 @@ public final class SkyWorker: Service, Sendable {
             await withGracefulShutdownHandler {
                 await withTaskCancellationHandler {
                     await withDiscardingTaskGroup { group in
-                        while let runners = await jobs.next() {
+                        while let runners = await inbox.next() {
                             for _ in 0..<runners {
-                                group.addTask { await Self.run(jobs, handlers: handlers, shell: shell) }
+                                group.addTask { await Self.run(inbox, handlers: handlers, shell: shell) }
                             }
                         }
                     }
@@ -126,7 +126,7 @@ public final class SkyWorker: Service, Sendable {
                     loop.post(input: Shell.Input.cancel)
                     // The group stops taking tasks at once, as the machine's cancel would have
                     // it, even if the loop can no longer take the input.
-                    jobs.finish()
+                    inbox.finish()
                 }
             } onGracefulShutdown: {
                 loop.post(input: Shell.Input.stop)
@@ -148,16 +148,16 @@ public final class SkyWorker: Service, Sendable {
         }
     }
 
-    /// A runner: a child of the worker's task group that runs task after task from `jobs`
-    /// (see ``JobInbox``) until none is left for it. It captures no task: a waiting runner
+    /// A runner: a child of the worker's task group that runs task after task from `inbox`
+    /// (see ``RunnerInbox``) until none is left for it. It captures no task: a waiting runner
     /// holds no request's body.
     private nonisolated(nonsending) static func run(
-        _ jobs: JobInbox, handlers: ScanSystem.Handlers, shell: Shell
+        _ inbox: RunnerInbox, handlers: ScanSystem.Handlers, shell: Shell
     ) async {
         var first = true
-        while let job = await jobs.nextForRunner(first: first) {
+        while let run = await inbox.nextForRunner(first: first) {
             first = false
-            await perform(job, handlers: handlers, shell: shell)
+            await perform(run, handlers: handlers, shell: shell)
             // The runner of a cancelled task ends with it: a task stays cancelled.
             if Task.isCancelled { return }
         }
@@ -167,20 +167,20 @@ public final class SkyWorker: Service, Sendable {
     /// (On the child's executor: a hop to the global executor and back would cost a locked
     /// lookup of the child's executor preference each way.)
     private nonisolated(nonsending) static func perform(
-        _ job: Job, handlers: ScanSystem.Handlers, shell: Shell
+        _ run: TaskRun, handlers: ScanSystem.Handlers, shell: Shell
     ) async {
-        shell.handles.attachCurrentTask(job.ticket)
+        shell.handles.attachCurrentTask(run.ticket)
         shell.metrics.started()
         let started = ContinuousClock.now
         let reply: TaskReply
         if let tracer = shell.tracer {
-            reply = await Self.traced(job.request, handlers: handlers, tracer: tracer)
+            reply = await Self.traced(run.request, handlers: handlers, tracer: tracer)
         } else {
-            reply = await handlers.execute(job.request)
+            reply = await handlers.execute(run.request)
         }
-        shell.metrics.finished(job.request.service, reply.status, after: ContinuousClock.now - started)
-        shell.handles.detach(job.ticket)
-        shell.taskFinished(Shell.FinishedTask(key: job.key, reply: reply))
+        shell.metrics.finished(run.request.service, reply.status, after: ContinuousClock.now - started)
+        shell.handles.detach(run.ticket)
+        shell.taskFinished(Shell.FinishedTask(key: run.key, reply: reply))
     }
 
     /// Runs the handler inside a server span, a child of the request's trace context (the
@@ -209,7 +209,9 @@ public final class SkyWorker: Service, Sendable {
         return reply
     }
 
-    struct Job: Sendable {
+    /// A task the I/O thread started, on its way to a runner ("run", not "job": jobs are the
+    /// broker's durable jobs).
+    struct TaskRun: Sendable {
         var key: WorkerStateMachine.TaskKey
         var ticket: TaskHandles.Ticket
         var request: TaskRequest

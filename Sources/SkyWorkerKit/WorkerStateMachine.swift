@@ -10,21 +10,21 @@ import SkyZMQ
 /// The shell (``SkyWorker``) runs it inline on the worker's I/O thread, as the broker runs
 /// `BrokerStateMachine`: a message from the broker crosses no other thread before the
 /// machine has decided, and a task's reply is one post to that thread.
-public struct WorkerStateMachine: Sendable {
-    public typealias Instant = ContinuousClock.Instant
+package struct WorkerStateMachine: Sendable {
+    package typealias Instant = ContinuousClock.Instant
 
-    public struct Configuration: Sendable {
+    package struct Configuration: Sendable {
         /// What READY announces; `capacity` is also the most tasks run at once.
-        public var announcement: WorkerAnnouncement
-        public var liveness: BrokerLiveness.Configuration
+        package var announcement: WorkerAnnouncement
+        package var liveness: BrokerLiveness.Configuration
         /// How long a graceful stop waits for running tasks.
-        public var drainGrace: Duration
+        package var drainGrace: Duration
         /// The worker connects with CURVE keys (for what a failed handshake probably means).
-        public var usesCurve: Bool
+        package var usesCurve: Bool
         /// The worker has a tracer: it takes REQUESTs' trace frames (`TraceContext.feature`).
-        public var takesTrace: Bool
+        package var takesTrace: Bool
 
-        public init(
+        package init(
             announcement: WorkerAnnouncement, liveness: BrokerLiveness.Configuration = .init(),
             drainGrace: Duration = .seconds(30), usesCurve: Bool = false, takesTrace: Bool = false
         ) {
@@ -37,23 +37,23 @@ public struct WorkerStateMachine: Sendable {
     }
 
     /// One delivery of a task: the broker's tag plus the request id.
-    public struct TaskKey: Hashable, Sendable {
+    package struct TaskKey: Hashable, Sendable {
         /// The delivery tag the broker gave the task.
-        public var tag: DeliveryTag
-        public var requestID: RequestID
+        package var tag: DeliveryTag
+        package var requestID: RequestID
 
-        public init(tag: DeliveryTag, requestID: RequestID) {
+        package init(tag: DeliveryTag, requestID: RequestID) {
             self.tag = tag
             self.requestID = requestID
         }
 
         /// The request id alone: 128 random bits spread well, and hashing the tag's bytes one
         /// by one showed in profiles.
-        public func hash(into hasher: inout Hasher) { hasher.combine(requestID) }
+        package func hash(into hasher: inout Hasher) { hasher.combine(requestID) }
     }
 
     /// How the worker ends.
-    public enum Ending: Sendable, Equatable {
+    package enum Ending: Sendable, Equatable {
         /// Every task finished and was answered (or there was none).
         case drained
         /// Tasks were still running (drain grace over, or the broker forgot the worker while it
@@ -67,7 +67,7 @@ public struct WorkerStateMachine: Sendable {
         case cannotConnect(String)
     }
 
-    public enum Action: Sendable, Equatable {
+    package enum Action: Sendable, Equatable {
         /// Open connection number `generation` to the broker, send READY on it and heartbeat on
         /// it; close the one before. Only messages from the newest connection are inputs.
         case connect(generation: Int)
@@ -87,7 +87,7 @@ public struct WorkerStateMachine: Sendable {
     }
 
     /// The drain, as one state.
-    public enum Phase: Sendable, Equatable {
+    package enum Phase: Sendable, Equatable {
         /// Not connected yet: ``WorkerStateMachine/start(now:into:)`` connects.
         case idle
         case serving
@@ -102,19 +102,19 @@ public struct WorkerStateMachine: Sendable {
         case finished
     }
 
-    public let configuration: Configuration
+    package let configuration: Configuration
     /// When the machine was made: the drain's deadline counts from here.
-    public let origin: Instant
-    public private(set) var phase: Phase = .idle
+    package let origin: Instant
+    package private(set) var phase: Phase = .idle
     /// The connection messages are taken from; 0 before the first.
-    public private(set) var generation = 0
-    public private(set) var liveness: BrokerLiveness
+    package private(set) var generation = 0
+    package private(set) var liveness: BrokerLiveness
     /// Tasks whose handlers run, with their slots (all came on the current connection: a new
     /// one cancels the rest).
     /// Made with room for four times the capacity (at most `runningRoomLimit`): with its
     /// buckets mostly empty, a finished task's removal moves no neighbours back (Swift's
     /// dictionary rehashes each one it moves).
-    public private(set) var running: [TaskKey: Int]
+    package private(set) var running: [TaskKey: Int]
     static let runningRoomLimit = 1024
     /// Slots given out before and free again, and how many were ever given out (since the
     /// last connection): a new task takes a freed one first, so slots stay as few as the tasks
@@ -122,24 +122,24 @@ public struct WorkerStateMachine: Sendable {
     private var freeSlots: [Int] = []
     private var slotsGiven = 0
     /// Counted drops, for logs and tests.
-    public private(set) var malformedMessages = 0
-    public private(set) var refusedOverCapacity = 0
+    package private(set) var malformedMessages = 0
+    package private(set) var refusedOverCapacity = 0
     /// The largest result the broker of this connection takes (its FEATURES after READY): a
     /// larger REPLY would close the connection before the broker saw it, and with it every task
     /// the worker holds. `nil` until the broker says (a broker that predates it never does).
-    public private(set) var resultLimit: Int?
+    package private(set) var resultLimit: Int?
     /// The broker of this connection takes packed messages (its FEATURES named
     /// `WireFormat.packedFeature`): replies go packed, two frames instead of six, and the
     /// worker's own FEATURES asks for packed REQUESTs.
-    public private(set) var brokerTakesPacked = false
-    public private(set) var resultsTooLarge = 0
+    package private(set) var brokerTakesPacked = false
+    package private(set) var resultsTooLarge = 0
     /// Connections closed before their ZeroMQ handshake, in a row.
     private var handshake = HandshakeWatch()
     /// What the broker socket's monitor showed while no connection is up: named in the log
     /// line of a lost broker.
     private var unreachable = UnreachableCause()
 
-    public init(configuration: Configuration, now: Instant, seed: UInt64 = .random(in: 1...(.max))) {
+    package init(configuration: Configuration, now: Instant, seed: UInt64 = .random(in: 1...(.max))) {
         self.configuration = configuration
         origin = now
         liveness = BrokerLiveness(configuration: configuration.liveness, now: now, seed: seed)
@@ -148,7 +148,7 @@ public struct WorkerStateMachine: Sendable {
     }
 
     /// The worker starts: connect and register.
-    public mutating func start(now: Instant, into actions: inout [Action]) {
+    package mutating func start(now: Instant, into actions: inout [Action]) {
         guard phase == .idle else { return }
         phase = .serving
         liveness.heard(now: now)
@@ -156,12 +156,12 @@ public struct WorkerStateMachine: Sendable {
     }
 
     /// A message arrived on connection `generation`.
-    public mutating func received(_ frames: [[UInt8]], generation: Int, now: Instant, into actions: inout [Action]) {
+    package mutating func received(_ frames: [[UInt8]], generation: Int, now: Instant, into actions: inout [Action]) {
         received(Frames(frames), generation: generation, now: now, into: &actions)
     }
 
     /// A message from the broker's socket of `generation`, in one buffer as the shell reads it.
-    public mutating func received(_ frames: Frames, generation: Int, now: Instant, into actions: inout [Action]) {
+    package mutating func received(_ frames: Frames, generation: Int, now: Instant, into actions: inout [Action]) {
         guard generation == self.generation, !isFinished else { return }
         liveness.heard(now: now)
         let command: BrokerToWorker
@@ -217,7 +217,7 @@ public struct WorkerStateMachine: Sendable {
     }
 
     /// A handler finished: its reply goes to the broker if the task is still this worker's.
-    public mutating func taskFinished(_ key: TaskKey, reply: TaskReply, now: Instant, into actions: inout [Action]) {
+    package mutating func taskFinished(_ key: TaskKey, reply: TaskReply, now: Instant, into actions: inout [Action]) {
         // A finished machine holds no tasks (``finish(_:into:)``), so its late ones end here.
         guard let slot = running.removeValue(forKey: key) else { return }
         freeSlots.append(slot)
@@ -239,7 +239,7 @@ public struct WorkerStateMachine: Sendable {
     }
 
     /// Time passed: the broker's liveness and the drain's deadline.
-    public mutating func tick(now: Instant, into actions: inout [Action]) {
+    package mutating func tick(now: Instant, into actions: inout [Action]) {
         if case .draining(let deadline, _) = phase, now - origin >= deadline {
             let left = abandonAll(into: &actions)
             actions.append(
@@ -280,7 +280,7 @@ public struct WorkerStateMachine: Sendable {
 
     /// A graceful stop (SIGTERM through the service group): say DRAINING, take what is already
     /// on the wire, finish what runs for up to the drain grace.
-    public mutating func stop(now: Instant, into actions: inout [Action]) {
+    package mutating func stop(now: Instant, into actions: inout [Action]) {
         switch phase {
         case .idle:
             finish(.drained, into: &actions)
@@ -299,7 +299,7 @@ public struct WorkerStateMachine: Sendable {
     }
 
     /// The worker must end now (its task was cancelled): nothing more is answered.
-    public mutating func cancel(now: Instant, into actions: inout [Action]) {
+    package mutating func cancel(now: Instant, into actions: inout [Action]) {
         guard !isFinished else { return }
         let left = abandonAll(into: &actions)
         finish(left == 0 ? .drained : .abandoned(tasks: left), into: &actions)
@@ -307,7 +307,7 @@ public struct WorkerStateMachine: Sendable {
 
     /// The shell could not open connection `generation`. The first one: the endpoint is wrong,
     /// stop. A later one (the endpoint worked before): try again after a backoff.
-    public mutating func connectFailed(
+    package mutating func connectFailed(
         _ reason: String, generation: Int, now: Instant, into actions: inout [Action]
     ) {
         guard generation == self.generation, !isFinished else { return }
@@ -328,7 +328,7 @@ public struct WorkerStateMachine: Sendable {
     /// socket type does not match, and libzmq then never reconnects), or the broker requires
     /// CURVE, or it has another key. The worker stops with that named; before, it reconnected
     /// forever saying only that the broker was silent. Each such close reconnects at once.
-    public mutating func transport(
+    package mutating func transport(
         _ event: ZMQMonitorEvent, generation: Int, now: Instant, into actions: inout [Action]
     ) {
         guard generation == self.generation, !isFinished else { return }
@@ -364,7 +364,7 @@ public struct WorkerStateMachine: Sendable {
             + " a broker's workers endpoint (its events port? another program?), or \(cause)"
     }
 
-    public var isFinished: Bool {
+    package var isFinished: Bool {
         phase == .finished
     }
 

@@ -4,25 +4,25 @@
 /// and is never reconnected. Connections that close before their handshake completes, several
 /// times in a row, mean the keys or the endpoint are wrong. The client and the worker both
 /// watch their broker connection with it.
-public struct HandshakeWatch: Sendable {
+package struct HandshakeWatch: Sendable {
     /// Connections closed before a handshake, in a row, that count as a refusal.
-    public static let strikes = 3
+    package static let strikes = 3
 
-    public init() {}
+    package init() {}
 
     private var handshakeDone = false
     private var closedInARow = 0
 
-    public mutating func succeeded() {
+    package mutating func succeeded() {
         handshakeDone = true
         closedInARow = 0
     }
 
     /// Connections closed before their handshake in a row so far.
-    public var closedInARowSoFar: Int { closedInARow }
+    package var closedInARowSoFar: Int { closedInARow }
 
     /// A connection closed. Returns whether enough closed in a row before their handshake.
-    public mutating func closedBeforeHandshake() -> Bool {
+    package mutating func closedBeforeHandshake() -> Bool {
         defer { handshakeDone = false }
         guard !handshakeDone else { return false }
         closedInARow += 1

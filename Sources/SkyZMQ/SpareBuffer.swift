@@ -10,18 +10,18 @@ import SkyProtocol
 /// socket, so the usual lists stay well below.
 ///
 /// Only the I/O thread takes and gives back; the lock makes the shell `Sendable`.
-public struct SpareBuffer<Element: Sendable>: Sendable {
+package struct SpareBuffer<Element: Sendable>: Sendable {
     @usableFromInline let storage = Locked<[Element]>([])
     /// The most elements a kept buffer has room for.
-    public let keptCapacity: Int
+    package let keptCapacity: Int
 
-    public init(keptCapacity: Int = 4096) {
+    package init(keptCapacity: Int = 4096) {
         self.keptCapacity = keptCapacity
     }
 
     /// The buffer, empty, with the capacity earlier wake-ups gave it.
     @inlinable
-    public func take() -> [Element] {
+    package func take() -> [Element] {
         storage.withLock { stored in
             var taken: [Element] = []
             swap(&taken, &stored)
@@ -32,7 +32,7 @@ public struct SpareBuffer<Element: Sendable>: Sendable {
     /// Keeps `buffer` (emptied here) for the next ``take()``, unless it outgrew
     /// ``keptCapacity``; `buffer` is left empty.
     @inlinable
-    public func giveBack(_ buffer: inout [Element]) {
+    package func giveBack(_ buffer: inout [Element]) {
         guard buffer.capacity <= keptCapacity else {
             buffer = []
             return

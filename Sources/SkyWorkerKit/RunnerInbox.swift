@@ -21,16 +21,16 @@ import SkyZMQ
 /// registered a cancellation handler on every element. Waiting here needs no cancellation
 /// handler: everything waiting is resumed at ``finish()``, the shell's once the machine
 /// finished, or the worker's cancellation handler's.
-final class JobInbox: Sendable {
+final class RunnerInbox: Sendable {
     private struct State: Sendable {
         /// Tasks no waiting runner took, taken in the order they came.
-        var pending: Deque<SkyWorker.Job> = []
+        var pending: Deque<SkyWorker.TaskRun> = []
         /// Runners the group was asked to start that have not asked for their first task yet.
         var starting = 0
         /// The group's loop, waiting to be asked for runners.
         var waiter: UnsafeContinuation<Int?, Never>?
         /// Runners waiting for their next task.
-        var idle: [UnsafeContinuation<SkyWorker.Job?, Never>] = []
+        var idle: [UnsafeContinuation<SkyWorker.TaskRun?, Never>] = []
         var finished = false
 
         /// Queued tasks no runner is on its way to yet.
@@ -47,16 +47,16 @@ final class JobInbox: Sendable {
 
     /// A started task: to a waiting runner, or queued (see ``flush()``). Tasks given after
     /// ``finish()`` are dropped: the machine starts none once it finished.
-    func offer(_ job: SkyWorker.Job) {
-        let runner = state.withLock { state -> UnsafeContinuation<SkyWorker.Job?, Never>? in
+    func offer(_ run: SkyWorker.TaskRun) {
+        let runner = state.withLock { state -> UnsafeContinuation<SkyWorker.TaskRun?, Never>? in
             guard !state.finished else { return nil }
             if let runner = state.idle.popLast() { return runner }
-            state.pending.append(job)
+            state.pending.append(run)
             return nil
         }
         // Resumed after the lock is released: the woken runner may take the CPU at once and
         // would block on the lock at its next task (two more thread switches a task).
-        runner?.resume(returning: job)
+        runner?.resume(returning: run)
     }
 
     /// Asks the group's loop for runners if queued tasks need them: once per batch of offers.
@@ -102,14 +102,14 @@ final class JobInbox: Sendable {
 
     /// For a runner: its next task, queued or the next one offered; nil (the runner ends) once
     /// finished, or when ``idleLimit`` runners wait already. `first`: a new runner's first call.
-    func nextForRunner(first: Bool = false) async -> SkyWorker.Job? {
+    func nextForRunner(first: Bool = false) async -> SkyWorker.TaskRun? {
         let ready = state.withLock { state in
             if first { state.starting = max(0, state.starting - 1) }
             return Self.takeForRunner(&state, idleLimit: idleLimit)
         }
         if let ready { return ready }
         return await withUnsafeContinuation { continuation in
-            let ready = state.withLock { state -> SkyWorker.Job?? in
+            let ready = state.withLock { state -> SkyWorker.TaskRun?? in
                 if let ready = Self.takeForRunner(&state, idleLimit: idleLimit) { return ready }
                 state.idle.append(continuation)
                 return .none
@@ -139,8 +139,8 @@ final class JobInbox: Sendable {
     }
 
     /// A queued task, or nil (the runner ends); `.none` when the runner must wait.
-    private static func takeForRunner(_ state: inout State, idleLimit: Int) -> SkyWorker.Job?? {
-        if let job = state.pending.popFirst() { return .some(job) }
+    private static func takeForRunner(_ state: inout State, idleLimit: Int) -> SkyWorker.TaskRun?? {
+        if let run = state.pending.popFirst() { return .some(run) }
         return state.finished || state.idle.count >= idleLimit ? .some(nil) : .none
     }
 }

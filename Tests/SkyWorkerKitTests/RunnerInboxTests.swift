@@ -6,32 +6,32 @@ import Testing
 @testable import SkyWorkerKit
 
 @Suite("Worker runtime: the hand-off of started tasks to runners and the task group")
-struct JobInboxTests {
-    static func job(_ n: UInt64) -> SkyWorker.Job {
-        SkyWorker.Job(
+struct RunnerInboxTests {
+    static func job(_ n: UInt64) -> SkyWorker.TaskRun {
+        SkyWorker.TaskRun(
             key: WorkerStateMachine.TaskKey(tag: [UInt8(truncatingIfNeeded: n)], requestID: RequestID(high: 0, low: n)),
             ticket: TaskHandles.Ticket(slot: Int(n), use: 1),
             request: TaskRequest(
                 requestID: RequestID(high: 0, low: n), service: "echo", body: [UInt8(truncatingIfNeeded: n)]))
     }
 
-    static func number(_ job: SkyWorker.Job?) -> UInt64? { job?.request.requestID.low }
+    static func number(_ job: SkyWorker.TaskRun?) -> UInt64? { job?.request.requestID.low }
 
     /// Offers `jobs` as the I/O thread does in one wake-up.
-    static func batch(_ jobs: [SkyWorker.Job], to inbox: JobInbox) {
+    static func batch(_ jobs: [SkyWorker.TaskRun], to inbox: RunnerInbox) {
         for job in jobs { inbox.offer(job) }
         inbox.flush()
     }
 
     /// The tasks `runners` new runners take, one each.
-    static func taken(by runners: Int, from inbox: JobInbox) async -> [UInt64?] {
+    static func taken(by runners: Int, from inbox: RunnerInbox) async -> [UInt64?] {
         var taken: [UInt64?] = []
         for _ in 0..<runners { taken.append(number(await inbox.nextForRunner(first: true))) }
         return taken
     }
 
     @Test func theGroupIsAskedOnceForARunnerPerQueuedTaskAndTheyTakeThemInOrder() async {
-        let inbox = JobInbox()
+        let inbox = RunnerInbox()
         Self.batch([Self.job(1), Self.job(2)], to: inbox)
         Self.batch([Self.job(3)], to: inbox)
         #expect(await inbox.next() == 3)
@@ -41,7 +41,7 @@ struct JobInboxTests {
     /// Runners asked for and not started yet cover their tasks: the group is not asked twice.
     @Test(.timeLimit(.minutes(1)))
     func tasksWithRunnersOnTheirWayAreNotAskedForAgain() async throws {
-        let inbox = JobInbox()
+        let inbox = RunnerInbox()
         Self.batch([Self.job(1)], to: inbox)
         #expect(await inbox.next() == 1)
         let group = Task { await inbox.next() }
@@ -53,7 +53,7 @@ struct JobInboxTests {
 
     @Test(.timeLimit(.minutes(1)))
     func aWaitingGroupIsAskedByTheNextBatch() async throws {
-        let inbox = JobInbox()
+        let inbox = RunnerInbox()
         let group = Task { await inbox.next() }
         try await eventually("the group waits") { inbox.consumerWaits }
         Self.batch([Self.job(7)], to: inbox)
@@ -63,7 +63,7 @@ struct JobInboxTests {
     }
 
     @Test func finishEndsTheGroupOnlyAfterItWasAskedForWhatWasQueued() async {
-        let inbox = JobInbox()
+        let inbox = RunnerInbox()
         Self.batch([Self.job(1)], to: inbox)
         inbox.finish()
         Self.batch([Self.job(2)], to: inbox)
@@ -75,7 +75,7 @@ struct JobInboxTests {
 
     @Test(.timeLimit(.minutes(1)))
     func finishEndsAWaitingGroup() async throws {
-        let inbox = JobInbox()
+        let inbox = RunnerInbox()
         let group = Task { await inbox.next() }
         try await eventually("the group waits") { inbox.consumerWaits }
         inbox.finish()
@@ -85,7 +85,7 @@ struct JobInboxTests {
     /// Many producers against the group and its runners: every task is taken exactly once.
     @Test(.timeLimit(.minutes(1)))
     func everyTaskFromManyThreadsIsTakenOnce() async {
-        let inbox = JobInbox()
+        let inbox = RunnerInbox()
         let producers = 8
         let each: UInt64 = 500
         let total = producers * Int(each)
@@ -122,7 +122,7 @@ struct JobInboxTests {
     /// A task offered while a runner waits goes to that runner: the group is not asked.
     @Test(.timeLimit(.minutes(1)))
     func aWaitingRunnerTakesTheNextTaskAndTheGroupIsNotAsked() async throws {
-        let inbox = JobInbox()
+        let inbox = RunnerInbox()
         let group = Task { await inbox.next() }
         let runner = Task { await inbox.nextForRunner() }
         try await eventually("both wait") { inbox.consumerWaits && inbox.idleRunners == 1 }
@@ -138,7 +138,7 @@ struct JobInboxTests {
     /// their memory; finishing ends those that wait.
     @Test(.timeLimit(.minutes(1)))
     func runnersBeyondTheIdleLimitEndAndFinishEndsTheWaitingOnes() async throws {
-        let inbox = JobInbox(idleLimit: 1)
+        let inbox = RunnerInbox(idleLimit: 1)
         let waiting = Task { await inbox.nextForRunner() }
         try await eventually("a runner waits") { inbox.idleRunners == 1 }
         #expect(await inbox.nextForRunner() == nil, "a second runner would exceed the limit")
