@@ -1,8 +1,26 @@
-// Clients name tasks, errors and snapshots from the protocol module; one import gives them all.
-@_exported import SkyProtocol
-@_exported import SkyTasks
-
-// And the CURVE key types a client's credentials are made of.
+// What a client names, and nothing else: tasks and coders, job ids and states, the cluster's
+// snapshots and events from the protocol module, and the CURVE key types its credentials are
+// made of. The wire types stay public in their modules, for speed, but `import Sky` does not
+// bring them (docs/architecture.md, "What is public").
+@_exported import struct SkyProtocol.BrokerCounters
+@_exported import struct SkyProtocol.BrokerStats
+@_exported import struct SkyProtocol.ClusterSnapshot
+@_exported import enum SkyProtocol.DisconnectReason
+@_exported import struct SkyProtocol.EventKind
+@_exported import struct SkyProtocol.JSONTaskCoder
+@_exported import struct SkyProtocol.JobCounts
+@_exported import struct SkyProtocol.JobID
+@_exported import enum SkyProtocol.JobState
+@_exported import struct SkyProtocol.ProcessMemory
+@_exported import struct SkyProtocol.PropertyListTaskCoder
+@_exported import struct SkyProtocol.ServiceStats
+@_exported import struct SkyProtocol.SkyEvent
+@_exported import protocol SkyProtocol.SkyTask
+@_exported import protocol SkyProtocol.TaskCoder
+@_exported import struct SkyProtocol.TaskFailure
+@_exported import struct SkyProtocol.TaskInfo
+@_exported import struct SkyProtocol.WorkerInfo
+@_exported import class SkyTasks.ScanSystem
 @_exported import struct SkyZMQ.CurveCredentials
 @_exported import struct SkyZMQ.CurveKey
 @_exported import enum SkyZMQ.CurveKeyError

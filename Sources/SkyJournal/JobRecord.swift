@@ -1,41 +1,41 @@
 /// A durable job as the journal keeps it: what was asked, and where it stands.
-package struct JobRecord: Sendable, Equatable {
+public struct JobRecord: Sendable, Equatable {
     /// Where a job stands. Queued and running jobs are unfinished: the broker queues them again
     /// when it starts.
-    package enum State: Int64, Sendable, Equatable {
+    public enum State: Int64, Sendable, Equatable {
         case queued = 0
         case running = 1
         case succeeded = 2
         case failed = 3
         case cancelled = 4
 
-        package var isFinished: Bool { self.rawValue >= State.succeeded.rawValue }
+        public var isFinished: Bool { self.rawValue >= State.succeeded.rawValue }
     }
 
     /// 16 bytes, unique (the broker makes them).
-    package var id: [UInt8]
-    package var service: String
-    package var body: [UInt8]
+    public var id: [UInt8]
+    public var service: String
+    public var body: [UInt8]
     /// Higher first within a service.
-    package var priority: Int
+    public var priority: Int
     /// Not started before this time (milliseconds since 1970); 0 for at once.
-    package var notBefore: Int64
+    public var notBefore: Int64
     /// A second submit with the same key returns this job instead of making another.
-    package var idempotencyKey: String?
-    package var state: State
+    public var idempotencyKey: String?
+    public var state: State
     /// Deliveries so far (a job running when the broker died is delivered again: at least once).
-    package var attempt: Int
+    public var attempt: Int
     /// The result (succeeded) or the error body (failed).
-    package var outcome: [UInt8]?
+    public var outcome: [UInt8]?
     /// When the job and its outcome may be deleted (milliseconds since 1970).
-    package var expiresAt: Int64
+    public var expiresAt: Int64
     /// When the broker recorded it (milliseconds since 1970).
-    package var submittedAt: Int64
+    public var submittedAt: Int64
     /// How it runs (retries, timeout, retention), in the submitter's encoding; the store keeps
     /// it as it is.
-    package var options: [UInt8]
+    public var options: [UInt8]
 
-    package init(
+    public init(
         id: [UInt8], service: String, body: [UInt8], priority: Int = 0, notBefore: Int64 = 0,
         idempotencyKey: String? = nil, state: State = .queued, attempt: Int = 0, outcome: [UInt8]? = nil,
         expiresAt: Int64, submittedAt: Int64 = 0, options: [UInt8] = []
@@ -56,7 +56,7 @@ package struct JobRecord: Sendable, Equatable {
 }
 
 /// One change to the journal. A batch of them is written in one transaction.
-package enum JobChange: Sendable, Equatable {
+public enum JobChange: Sendable, Equatable {
     /// A new job. If its idempotency key is already taken, nothing is written (the caller
     /// looks the first job up with ``JobStore/job(idempotencyKey:)``).
     case submitted(JobRecord)
@@ -75,10 +75,10 @@ package enum JobChange: Sendable, Equatable {
 
 /// What a transaction found besides success: submits whose idempotency key an earlier job
 /// holds, each with that job (the new one was not written).
-package struct JournalReceipt: Sendable, Equatable {
-    package var duplicates: [[UInt8]: JobRecord] = [:]
+public struct JournalReceipt: Sendable, Equatable {
+    public var duplicates: [[UInt8]: JobRecord] = [:]
 
-    package init(duplicates: [[UInt8]: JobRecord] = [:]) {
+    public init(duplicates: [[UInt8]: JobRecord] = [:]) {
         self.duplicates = duplicates
     }
 }

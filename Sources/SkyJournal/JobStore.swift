@@ -2,7 +2,7 @@
 /// server store (for a standby broker) can conform later without the broker changing.
 ///
 /// A store is used by one thread (the journal's writer); it need not be `Sendable`.
-package protocol JobStore {
+public protocol JobStore {
     /// Writes `changes` in one transaction and makes them durable (fsync) before returning.
     /// - Returns: the submits whose idempotency key was taken, with the job that holds it.
     @discardableResult

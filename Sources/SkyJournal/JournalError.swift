@@ -1,5 +1,5 @@
 /// Why the journal could not do what was asked. Every case names the file and says what to do.
-package enum JournalError: Error, Equatable, CustomStringConvertible {
+public enum JournalError: Error, Equatable, CustomStringConvertible {
     /// The file could not be opened or created (a missing directory, no permission).
     case cannotOpen(path: String, reason: String)
     /// The file is not a Sky journal or is damaged beyond what SQLite recovers by itself.
@@ -15,7 +15,7 @@ package enum JournalError: Error, Equatable, CustomStringConvertible {
     /// Any other failure of SQLite, with its words.
     case failed(path: String, operation: String, reason: String)
 
-    package var description: String {
+    public var description: String {
         switch self {
         case .cannotOpen(let path, let reason):
             "cannot open the journal \(path): \(reason). Check that its directory exists and is writable (skybroker --state-dir)."

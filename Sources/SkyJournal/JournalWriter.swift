@@ -15,8 +15,8 @@ import Foundation
 /// `unhurriedDelay`. At a few jobs per millisecond, a job's outcome then shares the fsync of
 /// the next submit instead of costing its own (on a small virtual machine an fsync and the
 /// wake-ups around it cost about as much CPU as the rest of the job).
-package final class JournalWriter: @unchecked Sendable {  // every `var` is guarded by `condition`.
-    package typealias Completion = @Sendable (Result<JournalReceipt, JournalError>) -> Void
+public final class JournalWriter: @unchecked Sendable {  // every `var` is guarded by `condition`.
+    public typealias Completion = @Sendable (Result<JournalReceipt, JournalError>) -> Void
 
     private enum Work {
         case write([JobChange], Completion)
@@ -47,7 +47,7 @@ package final class JournalWriter: @unchecked Sendable {  // every `var` is guar
 
     /// Starts the thread and opens the store on it.
     /// - Throws: the store's error if it cannot be opened (the thread has ended then).
-    package static func start(
+    public static func start(
         name: String = "sky-journal", maxBatch: Int = 4096, unhurriedDelay: Duration = .milliseconds(5),
         open: @escaping @Sendable () throws(JournalError) -> any JobStore
     ) async throws(JournalError) -> JournalWriter {
@@ -68,7 +68,7 @@ package final class JournalWriter: @unchecked Sendable {  // every `var` is guar
 
     /// Queues `changes`; `done` runs on the journal's thread once they are durable (or failed).
     /// After ``stop()`` it fails at once with the reason.
-    package func write(_ changes: [JobChange], done: @escaping Completion) {
+    public func write(_ changes: [JobChange], done: @escaping Completion) {
         enqueueWrite(changes, hurried: true, done: done)
     }
 
@@ -76,12 +76,12 @@ package final class JournalWriter: @unchecked Sendable {  // every `var` is guar
     /// once a later write, a read or ``flush()`` committed them, or after they waited the
     /// writer's `unhurriedDelay` (or failed). For a write nobody waits for yet; call ``flush()``
     /// when someone starts to.
-    package func writeWithNextCommit(_ changes: [JobChange], done: @escaping Completion) {
+    public func writeWithNextCommit(_ changes: [JobChange], done: @escaping Completion) {
         enqueueWrite(changes, hurried: false, done: done)
     }
 
     /// Commits what is queued now (a caller started waiting for an unhurried write).
-    package func flush() {
+    public func flush() {
         condition.lock()
         commitRequested = true
         condition.signal()
@@ -109,7 +109,7 @@ package final class JournalWriter: @unchecked Sendable {  // every `var` is guar
 
     /// Writes `changes` and returns once they are durable.
     @discardableResult
-    package func write(_ changes: [JobChange]) async throws(JournalError) -> JournalReceipt {
+    public func write(_ changes: [JobChange]) async throws(JournalError) -> JournalReceipt {
         let result: Result<JournalReceipt, JournalError> = await withCheckedContinuation { done in
             write(changes) { done.resume(returning: $0) }
         }
@@ -119,7 +119,7 @@ package final class JournalWriter: @unchecked Sendable {  // every `var` is guar
     /// Queues `body` to run on the journal's thread after the writes queued before it; after
     /// ``stop()`` it is not run, and `false` is returned.
     @discardableResult
-    package func read(_ body: @escaping @Sendable (any JobStore) -> Void) -> Bool {
+    public func read(_ body: @escaping @Sendable (any JobStore) -> Void) -> Bool {
         condition.lock()
         defer { condition.unlock() }
         guard !stopping else { return false }
@@ -130,7 +130,7 @@ package final class JournalWriter: @unchecked Sendable {  // every `var` is guar
     }
 
     /// Runs `body` on the journal's thread, after the writes queued before it.
-    package func read<T: Sendable>(
+    public func read<T: Sendable>(
         _ body: @escaping @Sendable (any JobStore) throws(JournalError) -> T
     ) async throws(JournalError) -> T {
         let result: Result<T, JournalError> = await withCheckedContinuation { done in
@@ -151,14 +151,14 @@ package final class JournalWriter: @unchecked Sendable {  // every `var` is guar
     }
 
     /// Transactions committed so far (for tests and statistics).
-    package var commits: Int {
+    public var commits: Int {
         condition.lock()
         defer { condition.unlock() }
         return commitCount
     }
 
     /// Writes what is queued, then ends the thread (closing the store). Returns once it ended.
-    package func stop() async {
+    public func stop() async {
         await waitForThread { done in
             stopping = true
             stopWaiters.append(done)

@@ -13,11 +13,11 @@ import Foundation
 /// or one whose pages fail `PRAGMA quick_check` is refused with ``JournalError/corrupt(path:reason:)``.
 /// A torn last write (a crash in the middle of a commit) is not damage: SQLite's WAL frames carry
 /// checksums and the incomplete transaction is dropped on open; every committed one is kept.
-package final class SQLiteJobStore: JobStore {
+public final class SQLiteJobStore: JobStore {
     /// The file's format, in its `sky_meta` table.
     static let format = "sky-journal-2"
 
-    package let path: String
+    public let path: String
     private let database: SQLiteDatabase
     private let insert: SQLiteDatabase.Statement
     private let start: SQLiteDatabase.Statement
@@ -42,7 +42,7 @@ package final class SQLiteJobStore: JobStore {
     /// ``JournalError/empty(path:)``.
     /// - Throws: ``JournalError/empty(path:)``, ``JournalError/corrupt(path:reason:)`` for a file
     ///   that is not a Sky journal, ``JournalError/cannotOpen(path:reason:)``.
-    package init(path: String) throws(JournalError) {
+    public init(path: String) throws(JournalError) {
         self.path = path
         var status = stat()
         if stat(path, &status) == 0 {
@@ -151,7 +151,7 @@ package final class SQLiteJobStore: JobStore {
     }
 
     @discardableResult
-    package func apply(_ changes: [JobChange]) throws(JournalError) -> JournalReceipt {
+    public func apply(_ changes: [JobChange]) throws(JournalError) -> JournalReceipt {
         var receipt = JournalReceipt()
         guard !changes.isEmpty else { return receipt }
         try database.execute("BEGIN IMMEDIATE")
@@ -192,7 +192,7 @@ package final class SQLiteJobStore: JobStore {
         return receipt
     }
 
-    package func list(state: JobRecord.State?, service: String?, limit: Int) throws(JournalError) -> [JobRecord] {
+    public func list(state: JobRecord.State?, service: String?, limit: Int) throws(JournalError) -> [JobRecord] {
         var jobs: [JobRecord] = []
         try listing.run([
             state.map { .integer($0.rawValue) } ?? .null, service.map { .text($0) } ?? .null,
@@ -201,30 +201,30 @@ package final class SQLiteJobStore: JobStore {
         return jobs
     }
 
-    package func unfinished() throws(JournalError) -> [JobRecord] {
+    public func unfinished() throws(JournalError) -> [JobRecord] {
         var jobs: [JobRecord] = []
         try open.run([]) { row throws(JournalError) in jobs.append(try record(row)) }
         return jobs
     }
 
-    package func job(_ id: [UInt8]) throws(JournalError) -> JobRecord? {
+    public func job(_ id: [UInt8]) throws(JournalError) -> JobRecord? {
         var job: JobRecord?
         try byID.run([.blob(id)]) { row throws(JournalError) in job = try record(row) }
         return job
     }
 
-    package func job(idempotencyKey: String) throws(JournalError) -> JobRecord? {
+    public func job(idempotencyKey: String) throws(JournalError) -> JobRecord? {
         var job: JobRecord?
         try byKey.run([.text(idempotencyKey)]) { row throws(JournalError) in job = try record(row) }
         return job
     }
 
-    package func deleteExpired(before now: Int64, limit: Int) throws(JournalError) -> Int {
+    public func deleteExpired(before now: Int64, limit: Int) throws(JournalError) -> Int {
         try expire.run([.integer(now), .integer(Int64(limit))])
         return database.changes
     }
 
-    package func byteCount() throws(JournalError) -> Int {
+    public func byteCount() throws(JournalError) -> Int {
         var pages = 0
         try database.prepare("SELECT page_count * page_size FROM pragma_page_count(), pragma_page_size()").run([]) {
             pages = Int($0.integer(0))
@@ -233,7 +233,7 @@ package final class SQLiteJobStore: JobStore {
         return pages + wal
     }
 
-    package func jobCount() throws(JournalError) -> Int {
+    public func jobCount() throws(JournalError) -> Int {
         var count = 0
         try database.prepare("SELECT count(*) FROM jobs").run([]) { count = Int($0.integer(0)) }
         return count

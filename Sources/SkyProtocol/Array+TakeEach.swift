@@ -9,7 +9,7 @@ extension Array {
     /// store. `body` should `switch consume` on an enum element: a plain `switch` binds copies of
     /// the payload, each reference counted.
     @inlinable
-    package mutating func takeEach(
+    public mutating func takeEach(
         leaving placeholder: @autoclosure () -> Element, _ body: (consuming Element) throws -> Void
     ) rethrows {
         for index in indices {
@@ -28,7 +28,7 @@ extension Array {
     /// generic `swift_arrayDestroy`, unspecialised even for a list of one element, and a client's
     /// or a worker's thread empties several lists on every wake-up.
     @inlinable
-    package mutating func removeAllKeepingBuffer() {
+    public mutating func removeAllKeepingBuffer() {
         while !isEmpty { removeLast() }
     }
 }

@@ -4,48 +4,48 @@
 /// Every optional form of a message has a name here, so that a peer can tell whether the
 /// broker takes it before it sends it; and the edition line says which meanings the broker
 /// gives the messages whose form did not change (docs/protocol.md, "Editions").
-package struct BrokerFeatures: Sendable, Equatable {
+public struct BrokerFeatures: Sendable, Equatable {
     /// The edition of docs/protocol.md the broker speaks (`edition=N`); `nil` for a broker
     /// that predates the line (edition 1, or one built between 1 and 2: see the doc).
-    package var edition: Int?
+    public var edition: Int?
     /// The broker takes the REQUEST's trace frame (``TraceContext/feature``).
-    package var takesTrace: Bool
+    public var takesTrace: Bool
     /// The largest frame the broker accepts (`skybroker --max-frame-size`). libzmq closes the
     /// connection of a peer that sends a larger one, before the broker sees the message, so the
     /// sender must check first: a client fails such a task with `requestTooLarge` instead of
     /// losing its connection (and every call on it) each time it sends it. `nil`: a broker that
     /// does not say.
-    package var maxFrameSize: Int?
+    public var maxFrameSize: Int?
     /// The broker takes packed messages (``WireFormat/packedFeature``): a header frame and a
     /// body frame instead of six or seven frames, the same fields (docs/protocol.md).
-    package var takesPacked: Bool
+    public var takesPacked: Bool
     /// The broker takes the 12-byte REQUEST header (`no-workers-ms` after attempt and timeout).
     /// A broker that predates it drops such a REQUEST as malformed, and its caller times out.
-    package var takesNoWorkersGrace: Bool
+    public var takesNoWorkersGrace: Bool
     /// The broker takes the 16-byte REQUEST header (a `priority` after `no-workers-ms`).
-    package var takesPriority: Bool
+    public var takesPriority: Bool
 
     /// The edition this build speaks: docs/protocol.md, "Editions". Raised only with a change
     /// of meaning under an unchanged form, together with the doc's "Changes by edition".
-    package static let currentEdition = 2
+    public static let currentEdition = 2
     /// The line that carries ``edition``.
-    package static let editionName = "edition"
+    public static let editionName = "edition"
     /// `edition=N` for ``currentEdition``: a worker names it in its own FEATURES, so that a
     /// broker of a later edition can tell it from a worker that predates the line (which it
     /// serves as edition 2).
-    package static let currentEditionLine = "\(editionName)=\(currentEdition)"
+    public static let currentEditionLine = "\(editionName)=\(currentEdition)"
     /// The line that names the 12-byte REQUEST header.
-    package static let noWorkersGraceFeature = "no-workers-ms"
+    public static let noWorkersGraceFeature = "no-workers-ms"
     /// The line that names the 16-byte REQUEST header.
-    package static let priorityFeature = "priority"
+    public static let priorityFeature = "priority"
 
     /// The line that carries ``maxFrameSize``.
-    package static let maxFrameSizeName = "max-frame-size"
+    public static let maxFrameSizeName = "max-frame-size"
     /// The smallest `--max-frame-size` a broker takes: a body of at most this many bytes fits
     /// within any broker's limit, and needs no check.
-    package static let smallestFrameLimit = 1024
+    public static let smallestFrameLimit = 1024
 
-    package init(
+    public init(
         edition: Int? = nil, takesTrace: Bool = false, maxFrameSize: Int? = nil, takesPacked: Bool = false,
         takesNoWorkersGrace: Bool = false, takesPriority: Bool = false
     ) {
@@ -58,7 +58,7 @@ package struct BrokerFeatures: Sendable, Equatable {
     }
 
     /// Everything this build of the broker says to clients (`mmi.features`).
-    package static func broker(maxFrameSize: Int) -> BrokerFeatures {
+    public static func broker(maxFrameSize: Int) -> BrokerFeatures {
         BrokerFeatures(
             edition: currentEdition, takesTrace: true, maxFrameSize: maxFrameSize, takesPacked: true,
             takesNoWorkersGrace: true, takesPriority: true)
@@ -67,7 +67,7 @@ package struct BrokerFeatures: Sendable, Equatable {
     /// Reads what a broker said, a line each (a FEATURES to a worker carries a line a frame);
     /// lines it does not know, or with a value that is not a whole number, are skipped (a later
     /// broker may say more).
-    package init(lines: some Sequence<String>) {
+    public init(lines: some Sequence<String>) {
         self.init()
         for text in lines {
             if text == TraceContext.feature {
@@ -91,12 +91,12 @@ package struct BrokerFeatures: Sendable, Equatable {
     }
 
     /// Reads an answer to `mmi.features`: the lines of ``init(lines:)``, one per text line.
-    package init(decoding body: [UInt8]) {
+    public init(decoding body: [UInt8]) {
         self.init(lines: body.split(separator: UInt8(ascii: "\n")).map { String(decoding: $0, as: UTF8.self) })
     }
 
     /// What the broker says, a line each.
-    package var lines: [String] {
+    public var lines: [String] {
         var lines: [String] = []
         if let edition { lines.append("\(Self.editionName)=\(edition)") }
         if takesTrace { lines.append(TraceContext.feature) }
@@ -108,7 +108,7 @@ package struct BrokerFeatures: Sendable, Equatable {
     }
 
     /// The answer's body to `mmi.features`.
-    package func encode() -> [UInt8] {
+    public func encode() -> [UInt8] {
         Array(lines.joined(separator: "\n").utf8)
     }
 }

@@ -1,5 +1,5 @@
 /// Commands a client sends to the broker (signature "SKYC01").
-package enum ClientToBroker: Sendable, Equatable {
+public enum ClientToBroker: Sendable, Equatable {
     /// `[SKYC01][0x01][request-id][service][header][body]([trace])`: run a task. The trace
     /// frame goes only to a broker whose `mmi.features` names ``TraceContext/feature``.
     case request(TaskRequest)
@@ -10,16 +10,16 @@ package enum ClientToBroker: Sendable, Equatable {
     /// `[SKYC01][0x03][request-id]`: the caller no longer wants this request.
     case cancel(RequestID)
 
-    package enum Command: UInt8 {
+    public enum Command: UInt8 {
         case request = 0x01
         case cancel = 0x03
     }
 
-    package static func decode(_ frames: [[UInt8]]) throws(ProtocolError) -> ClientToBroker {
+    public static func decode(_ frames: [[UInt8]]) throws(ProtocolError) -> ClientToBroker {
         try decode(Frames(frames))
     }
 
-    package static func decode(_ frames: Frames) throws(ProtocolError) -> ClientToBroker {
+    public static func decode(_ frames: Frames) throws(ProtocolError) -> ClientToBroker {
         if var header = try WireFormat.packedFields(
             of: frames, signature: WireFormat.packedClientSignature, command: Command.request.rawValue,
             name: "packed REQUEST", frameCounts: 2...3)
@@ -64,10 +64,10 @@ package enum ClientToBroker: Sendable, Equatable {
         }
     }
 
-    package func encode() -> [[UInt8]] { frames().arrays }
+    public func encode() -> [[UInt8]] { frames().arrays }
 
     /// The message in one buffer: a REQUEST, once per call, is written there directly.
-    package func frames() -> Frames {
+    public func frames() -> Frames {
         switch self {
         case .packedRequest(let request):
             let signature = WireFormat.packedClientSignature
@@ -116,22 +116,22 @@ package enum ClientToBroker: Sendable, Equatable {
 }
 
 /// Commands the broker sends to a client (signature "SKYC01").
-package enum BrokerToClient: Sendable, Equatable {
+public enum BrokerToClient: Sendable, Equatable {
     /// `[SKYC01][0x02][request-id][attempt][status][body]`: the one reply to a request.
     case reply(TaskReply)
     /// `[SKYC02 0x02 request-id attempt status][body]`: the same REPLY packed into a header and
     /// a body frame, for a client whose REQUESTs come packed.
     case packedReply(TaskReply)
 
-    package enum Command: UInt8 {
+    public enum Command: UInt8 {
         case reply = 0x02
     }
 
-    package static func decode(_ frames: [[UInt8]]) throws(ProtocolError) -> BrokerToClient {
+    public static func decode(_ frames: [[UInt8]]) throws(ProtocolError) -> BrokerToClient {
         try decode(Frames(frames))
     }
 
-    package static func decode(_ frames: Frames) throws(ProtocolError) -> BrokerToClient {
+    public static func decode(_ frames: Frames) throws(ProtocolError) -> BrokerToClient {
         if var header = try WireFormat.packedFields(
             of: frames, signature: WireFormat.packedClientSignature, command: Command.reply.rawValue,
             name: "packed REPLY", frameCounts: 2...2)
@@ -157,16 +157,16 @@ package enum BrokerToClient: Sendable, Equatable {
         }
     }
 
-    package func encode() -> [[UInt8]] { frames().arrays }
+    public func encode() -> [[UInt8]] { frames().arrays }
 
     /// The message in one buffer, after the routing-id frame `routingID`.
-    package func frames(routedTo routingID: [UInt8]) -> Frames {
+    public func frames(routedTo routingID: [UInt8]) -> Frames {
         routingID.withUnsafeBytes { frames(routedTo: $0) }
     }
 
     /// The message in one buffer, after a ROUTER's routing-id frame when one is given (the
     /// broker's one reply per request); the id is borrowed, as in `BrokerToWorker`.
-    package func frames(routedTo routingID: UnsafeRawBufferPointer? = nil) -> Frames {
+    public func frames(routedTo routingID: UnsafeRawBufferPointer? = nil) -> Frames {
         switch self {
         case .packedReply(let reply):
             let signature = WireFormat.packedClientSignature

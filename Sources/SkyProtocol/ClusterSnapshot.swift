@@ -56,7 +56,7 @@ public struct BrokerCounters: Codable, Sendable, Equatable {
     /// READYs refused with REFUSED (malformed, too many services, reserved names).
     public var refusedRegistrations: UInt64 = 0
 
-    package init() {}
+    public init() {}
 }
 
 /// Memory the broker process uses.
@@ -66,7 +66,7 @@ public struct ProcessMemory: Codable, Sendable, Equatable {
     /// Resident set size in bytes (includes memory the allocator keeps after frees).
     public var resident: Int
 
-    package init(heapInUse: Int, resident: Int) {
+    public init(heapInUse: Int, resident: Int) {
         self.heapInUse = heapInUse
         self.resident = resident
     }
@@ -94,7 +94,7 @@ public struct ClusterSnapshot: Codable, Sendable, Equatable {
     /// Durable jobs, with a journal.
     public var jobs: JobCounts?
 
-    package init(
+    public init(
         seq: UInt64, workers: [WorkerInfo], queued: [String: Int], inFlight: Int, counters: BrokerCounters,
         memory: ProcessMemory? = nil, broker: String? = nil, tasksCompleted: UInt64? = nil, tasksFailed: UInt64? = nil
     ) {
@@ -114,33 +114,33 @@ public struct ClusterSnapshot: Codable, Sendable, Equatable {
 }
 
 /// Services the broker answers itself, after Majordomo's MMI (8/MMI).
-package enum BrokerService {
+public enum BrokerService {
     /// Body: a service name. Reply: "200" if a connected worker serves it, else "404".
-    package static let service = "mmi.service"
+    public static let service = "mmi.service"
     /// Reply: a ``ClusterSnapshot`` as JSON.
-    package static let workers = "mmi.workers"
+    public static let workers = "mmi.workers"
     /// Reply: what this broker understands beyond version 1, one name per line (so far
     /// ``TraceContext/feature``). A broker that predates it answers `unknownService`.
-    package static let features = "mmi.features"
+    public static let features = "mmi.features"
     /// The prefix reserved for broker services; workers may not register such names.
-    package static let prefix = "mmi."
+    public static let prefix = "mmi."
     /// Body: a ``JobSubmission``. Reply: the job's 16-byte id, once the journal holds it on disk
     /// (for an idempotency key already used, the first job's id).
-    package static let jobSubmit = "mmi.jobs.submit"
+    public static let jobSubmit = "mmi.jobs.submit"
     /// Body: a 16-byte job id. Reply: a ``JobReport``.
-    package static let jobStatus = "mmi.jobs.status"
+    public static let jobStatus = "mmi.jobs.status"
     /// Body: a 16-byte job id. Reply: a ``JobReport`` once the job ended, or after at most
     /// ``jobWaitHold`` with the job still unfinished (the caller asks again).
-    package static let jobWait = "mmi.jobs.wait"
+    public static let jobWait = "mmi.jobs.wait"
     /// Body: a 16-byte job id. Reply: a ``JobReport`` of the job as it stands after the cancel.
-    package static let jobCancel = "mmi.jobs.cancel"
+    public static let jobCancel = "mmi.jobs.cancel"
     /// Body: a 16-byte job id of a failed or cancelled job. Reply: the 16-byte id of a new job
     /// with the same task and options (a job that has not ended, or succeeded, is refused).
-    package static let jobRetry = "mmi.jobs.retry"
+    public static let jobRetry = "mmi.jobs.retry"
     /// Body: a ``JobQuery``. Reply: a ``JobListing``.
-    package static let jobList = "mmi.jobs.list"
+    public static let jobList = "mmi.jobs.list"
     /// Every job service above (a broker that stops answers each at once).
-    package static let jobServices: Set<String> = [jobSubmit, jobStatus, jobWait, jobCancel, jobRetry, jobList]
+    public static let jobServices: Set<String> = [jobSubmit, jobStatus, jobWait, jobCancel, jobRetry, jobList]
     /// The longest the broker holds an `mmi.jobs.wait` before answering "not yet".
-    package static let jobWaitHold = Duration.seconds(20)
+    public static let jobWaitHold = Duration.seconds(20)
 }

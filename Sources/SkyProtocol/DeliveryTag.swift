@@ -1,41 +1,41 @@
 /// A delivery's tag: 1...255 opaque bytes the broker puts in a worker's REQUEST and the worker
 /// returns unchanged in its REPLY (docs/protocol.md). Sky's broker writes its delivery number as
 /// 8 big-endian bytes; up to 16 bytes are kept without an array.
-package struct DeliveryTag: Hashable, Sendable, ExpressibleByArrayLiteral, CustomStringConvertible {
-    package let bytes: InlineBytes
+public struct DeliveryTag: Hashable, Sendable, ExpressibleByArrayLiteral, CustomStringConvertible {
+    public let bytes: InlineBytes
 
-    package init(_ bytes: [UInt8]) {
+    public init(_ bytes: [UInt8]) {
         self.bytes = InlineBytes(bytes)
     }
 
-    package init(_ bytes: ArraySlice<UInt8>) {
+    public init(_ bytes: ArraySlice<UInt8>) {
         self.bytes = InlineBytes(bytes)
     }
 
-    package init(_ bytes: UnsafeRawBufferPointer) {
+    public init(_ bytes: UnsafeRawBufferPointer) {
         self.bytes = InlineBytes(bytes)
     }
 
-    package init(arrayLiteral bytes: UInt8...) {
+    public init(arrayLiteral bytes: UInt8...) {
         self.init(bytes)
     }
 
     /// The tag Sky's broker writes for delivery number `number`.
-    package init(number: UInt64) {
+    public init(number: UInt64) {
         self = withUnsafeBytes(of: number.bigEndian) { DeliveryTag($0) }
     }
 
     /// The delivery number of a tag Sky's broker wrote; nil for any other tag.
-    package var number: UInt64? {
+    public var number: UInt64? {
         guard bytes.count == 8 else { return nil }
         return bytes.withBytes { UInt64(bigEndian: $0.loadUnaligned(as: UInt64.self)) }
     }
 
-    package var count: Int { bytes.count }
+    public var count: Int { bytes.count }
 
-    package func withBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
+    public func withBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
         try bytes.withBytes(body)
     }
 
-    package var description: String { Hex.encode(bytes.array) }
+    public var description: String { Hex.encode(bytes.array) }
 }

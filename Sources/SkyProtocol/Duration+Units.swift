@@ -1,6 +1,6 @@
 extension Duration {
     /// The duration in seconds, as a floating-point number (for rates and reports).
-    package var inSeconds: Double {
+    public var inSeconds: Double {
         // `components` traps beyond Int64.max seconds; such a duration is "forever" to a report.
         let bound = Duration.seconds(Int64.max)
         if self >= bound { return .infinity }
@@ -10,20 +10,20 @@ extension Duration {
 
     /// Whole milliseconds, rounded toward zero (what the wire's `timeout-ms` and events carry);
     /// saturating at `Int64.min` and `Int64.max` for durations beyond them, never trapping.
-    @inlinable package var wholeMilliseconds: Int64 { whole(perSecond: 1000) }
+    @inlinable public var wholeMilliseconds: Int64 { whole(perSecond: 1000) }
 
     /// Whole nanoseconds, rounded toward zero, saturating as ``wholeMilliseconds`` does (beyond
     /// about 292 years either way).
-    @inlinable package var wholeNanoseconds: Int64 { whole(perSecond: 1_000_000_000) }
+    @inlinable public var wholeNanoseconds: Int64 { whole(perSecond: 1_000_000_000) }
 
     /// The longest wait Sky's timers take: a century. The standard library's clocks trap on
     /// sleeps near `Int64.max` seconds (measured: `ContinuousClock().sleep(for: .seconds(Int64.max))`
     /// ends the process; 9 × 10¹⁵ s does not), so a longer wait, such as a caller's way of saying
     /// "never", is this.
-    package static let longestSleep: Duration = .seconds(100 * 365 * 86_400)
+    public static let longestSleep: Duration = .seconds(100 * 365 * 86_400)
 
     /// This duration as a wait: within zero and ``longestSleep``.
-    package var asSleep: Duration { min(max(self, .zero), .longestSleep) }
+    public var asSleep: Duration { min(max(self, .zero), .longestSleep) }
 
     /// Whole `units` per second, saturating. From the 128-bit attoseconds, which hold any
     /// duration (`components` traps beyond `Int64.max` seconds, such as an instant plus

@@ -10,9 +10,9 @@
 /// Layout of the buffer: `[n]` then, per frame, `[start][end]` (offsets from the end of this
 /// header; a large frame has `start` = -1 - its index among the large ones), then the small
 /// frames' bytes. Numbers are `Int`s in native byte order: the buffer never leaves the process.
-package struct Frames: Sendable {
+public struct Frames: Sendable {
     /// Frames of at least this many bytes are kept as arrays of their own.
-    package static let largeFrame = 1024
+    public static let largeFrame = 1024
 
     private var storage: [UInt8]
     private var large: [[UInt8]]
@@ -20,7 +20,7 @@ package struct Frames: Sendable {
     private var first = 0
 
     /// Frames given as arrays (tests, and messages off the hot paths).
-    package init(_ frames: [[UInt8]]) {
+    public init(_ frames: [[UInt8]]) {
         var writer = Writer(frames: frames.count, bytes: frames.reduce(0) { $0 + Self.inlineSize($1.count) })
         for frame in frames { writer.append(frame) }
         self = writer.finish()
@@ -35,7 +35,7 @@ package struct Frames: Sendable {
     ///   - smallBytes: the bytes the small frames take (the sum of ``inlineSize(_:)``); the frames
     ///     must not hold more.
     ///   - frame: frame `index`'s bytes, asked once per frame.
-    package init(copying count: Int, smallBytes: Int, frame: (_ index: Int) -> UnsafeRawBufferPointer) {
+    public init(copying count: Int, smallBytes: Int, frame: (_ index: Int) -> UnsafeRawBufferPointer) {
         let header = Self.headerSize(frames: count)
         var large: [[UInt8]] = []
         let storage = ByteArray.written(capacity: header + smallBytes) { raw in
@@ -70,15 +70,15 @@ package struct Frames: Sendable {
 
     /// The bytes a frame of `count` bytes takes in the shared buffer: all of them, or none for a
     /// large frame (writers size the buffer with it).
-    package static func inlineSize(_ count: Int) -> Int { count >= largeFrame ? 0 : count }
+    public static func inlineSize(_ count: Int) -> Int { count >= largeFrame ? 0 : count }
 
     /// How many frames this value shows.
-    package var count: Int { total - first }
+    public var count: Int { total - first }
 
-    package var isEmpty: Bool { count == 0 }
+    public var isEmpty: Bool { count == 0 }
 
     /// Bytes of all frames shown.
-    package var byteCount: Int {
+    public var byteCount: Int {
         var bytes = 0
         for frame in first..<total {
             let (start, end) = bounds(of: frame)
@@ -88,7 +88,7 @@ package struct Frames: Sendable {
     }
 
     /// Frame `index` (counted from the first shown), as a view of the buffer or of its array.
-    package subscript(index: Int) -> ArraySlice<UInt8> {
+    public subscript(index: Int) -> ArraySlice<UInt8> {
         precondition(index >= 0 && index < count, "frame \(index) of \(count)")
         let (start, end) = bounds(of: first + index)
         if start < 0 { return large[-1 - start][...] }
@@ -97,18 +97,18 @@ package struct Frames: Sendable {
     }
 
     /// The frames after the first, sharing the buffer.
-    package func dropFirst() -> Frames {
+    public func dropFirst() -> Frames {
         var rest = self
         rest.first = min(first + 1, total)
         return rest
     }
 
     /// Each frame as an array (copies the small ones; for code off the hot paths).
-    package var arrays: [[UInt8]] { (0..<count).map { Array(self[$0]) } }
+    public var arrays: [[UInt8]] { (0..<count).map { Array(self[$0]) } }
 
     /// Calls `body` with each frame's bytes in order (for sending without copies) until it
     /// returns `false`.
-    package func forEachFrame(_ body: (UnsafeRawBufferPointer, _ isLast: Bool) -> Bool) {
+    public func forEachFrame(_ body: (UnsafeRawBufferPointer, _ isLast: Bool) -> Bool) {
         let shown = count
         guard shown > 0 else { return }
         let base = dataStart
@@ -141,7 +141,7 @@ package struct Frames: Sendable {
     }
 
     /// Builds frames in one buffer of the size given up front.
-    package struct Writer {
+    public struct Writer {
         private var storage: [UInt8]
         private var large: [[UInt8]] = []
         private let frames: Int
@@ -152,7 +152,7 @@ package struct Frames: Sendable {
         ///   - frames: exactly how many frames will be appended.
         ///   - bytes: the bytes the small frames take (see ``Frames/inlineSize(_:)``); a guess
         ///     only costs a regrowth.
-        package init(frames: Int, bytes: Int) {
+        public init(frames: Int, bytes: Int) {
             self.frames = frames
             header = Frames.headerSize(frames: frames)
             let header = header
@@ -161,28 +161,28 @@ package struct Frames: Sendable {
             set(word: 0, to: frames)
         }
 
-        package mutating func append(_ frame: [UInt8]) {
+        public mutating func append(_ frame: [UInt8]) {
             if frame.count >= Frames.largeFrame { appendLarge(frame) } else { appendSmall(frame) }
         }
 
-        package mutating func append(_ frame: ArraySlice<UInt8>) {
+        public mutating func append(_ frame: ArraySlice<UInt8>) {
             if frame.count >= Frames.largeFrame { appendLarge(Array(frame)) } else { appendSmall(frame) }
         }
 
         /// A frame of borrowed bytes (a routing id kept inline by its owner, copied without an
         /// array of its own).
-        package mutating func append(_ frame: UnsafeRawBufferPointer) {
+        public mutating func append(_ frame: UnsafeRawBufferPointer) {
             if frame.count >= Frames.largeFrame { appendLarge(Array(frame)) } else { appendSmall(frame) }
         }
 
         /// A frame of the string's UTF-8 bytes.
-        package mutating func append(utf8 text: String) {
+        public mutating func append(utf8 text: String) {
             var text = text
             text.withUTF8 { appendSmall($0) }
         }
 
         /// A request id's 16-byte frame.
-        package mutating func append(_ id: RequestID) {
+        public mutating func append(_ id: RequestID) {
             let start = storage.count
             put(id.high)
             put(id.low)
@@ -190,21 +190,21 @@ package struct Frames: Sendable {
         }
 
         /// A one-byte frame.
-        package mutating func append(byte: UInt8) {
+        public mutating func append(byte: UInt8) {
             let start = storage.count
             storage.append(byte)
             endFrame(from: start)
         }
 
         /// A frame of one big-endian number.
-        package mutating func append(bigEndian value: UInt32) {
+        public mutating func append(bigEndian value: UInt32) {
             let start = storage.count
             put(value)
             endFrame(from: start)
         }
 
         /// A frame of two to four big-endian numbers (a request header); `fourth` only after `third`.
-        package mutating func append(
+        public mutating func append(
             bigEndian first: UInt32, _ second: UInt32, _ third: UInt32? = nil, _ fourth: UInt32? = nil
         ) {
             let start = storage.count
@@ -217,7 +217,7 @@ package struct Frames: Sendable {
             endFrame(from: start)
         }
 
-        package mutating func append(bigEndian value: UInt64) {
+        public mutating func append(bigEndian value: UInt64) {
             let start = storage.count
             put(value)
             endFrame(from: start)
@@ -227,7 +227,7 @@ package struct Frames: Sendable {
         /// append: the version 2 signature, the command byte and the request id, then what
         /// `fields` writes, at most `fieldBytes` bytes, into a buffer on the stack. (Field by
         /// field, a header took eight to ten appends to the array, each with its checks.)
-        package mutating func appendPacked(
+        public mutating func appendPacked(
             _ signature: [UInt8], command: UInt8, _ id: RequestID, fieldBytes: Int,
             _ fields: (inout PackedFieldWriter) -> Void
         ) {
@@ -244,7 +244,7 @@ package struct Frames: Sendable {
         }
 
         /// The frames; every announced frame must have been appended.
-        package consuming func finish() -> Frames {
+        public consuming func finish() -> Frames {
             precondition(written == frames, "\(written) of \(frames) frames written")
             return Frames(storage: storage, large: large)
         }
@@ -289,7 +289,7 @@ package struct Frames: Sendable {
 
 extension Frames: Equatable {
     /// Equal when they show the same frames, however they are stored.
-    package static func == (lhs: Frames, rhs: Frames) -> Bool {
+    public static func == (lhs: Frames, rhs: Frames) -> Bool {
         guard lhs.count == rhs.count else { return false }
         for index in 0..<lhs.count where lhs[index] != rhs[index] { return false }
         return true
@@ -298,32 +298,32 @@ extension Frames: Equatable {
 
 /// Writes a packed header's fields into a buffer of known size (``Frames/Writer/appendPacked(_:command:_:fieldBytes:_:)``);
 /// writing past its end is a programming error, so it traps.
-package struct PackedFieldWriter {
+public struct PackedFieldWriter {
     private let buffer: UnsafeMutableRawBufferPointer
     /// Bytes written so far.
-    package private(set) var count = 0
+    public private(set) var count = 0
 
     init(_ buffer: UnsafeMutableRawBufferPointer) { self.buffer = buffer }
 
-    package mutating func byte(_ value: UInt8) {
+    public mutating func byte(_ value: UInt8) {
         precondition(count < buffer.count, "a packed header over its announced size")
         buffer[count] = value
         count += 1
     }
 
-    package mutating func bigEndian(_ value: UInt32) { store(value.bigEndian) }
+    public mutating func bigEndian(_ value: UInt32) { store(value.bigEndian) }
 
-    package mutating func bigEndian(_ value: UInt64) { store(value.bigEndian) }
+    public mutating func bigEndian(_ value: UInt64) { store(value.bigEndian) }
 
-    package mutating func bytes(_ bytes: [UInt8]) {
+    public mutating func bytes(_ bytes: [UInt8]) {
         bytes.withUnsafeBytes { copy($0) }
     }
 
-    package mutating func bytes(_ bytes: UnsafeRawBufferPointer) {
+    public mutating func bytes(_ bytes: UnsafeRawBufferPointer) {
         copy(bytes)
     }
 
-    package mutating func utf8(_ text: String) {
+    public mutating func utf8(_ text: String) {
         var text = text
         text.withUTF8 { copy(UnsafeRawBufferPointer($0)) }
     }

@@ -3,7 +3,7 @@
 /// Routing ids (libzmq generates 5-byte ones) and delivery tags (Sky's broker writes 8 bytes)
 /// are kept once per request and read or written once per message: an array of each was a heap
 /// allocation apiece.
-package struct InlineBytes: Hashable, Sendable {
+public struct InlineBytes: Hashable, Sendable {
     private enum Storage: Hashable, Sendable {
         case inline(UInt64, UInt64, count: UInt8)
         case heap([UInt8])
@@ -14,15 +14,15 @@ package struct InlineBytes: Hashable, Sendable {
     // Concrete initializers, no generic one: called from other modules, a generic one ran
     // unspecialised (a metadata lookup per byte), which doubled the broker's cost of a task.
 
-    package init(_ bytes: [UInt8]) {
+    public init(_ bytes: [UInt8]) {
         self = bytes.withUnsafeBytes { InlineBytes($0) }
     }
 
-    package init(_ bytes: ArraySlice<UInt8>) {
+    public init(_ bytes: ArraySlice<UInt8>) {
         self = bytes.withUnsafeBytes { InlineBytes($0) }
     }
 
-    package init(_ bytes: UnsafeRawBufferPointer) {
+    public init(_ bytes: UnsafeRawBufferPointer) {
         guard bytes.count <= 16 else {
             storage = .heap(Array(bytes))
             return
@@ -34,7 +34,7 @@ package struct InlineBytes: Hashable, Sendable {
         storage = .inline(words.0, words.1, count: UInt8(bytes.count))
     }
 
-    package var count: Int {
+    public var count: Int {
         switch storage {
         case .inline(_, _, let count): Int(count)
         case .heap(let bytes): bytes.count
@@ -42,12 +42,12 @@ package struct InlineBytes: Hashable, Sendable {
     }
 
     /// The bytes as an array (made anew for an inline value).
-    package var array: [UInt8] {
+    public var array: [UInt8] {
         withBytes { Array($0) }
     }
 
     /// Lends the bytes without making an array of them.
-    package func withBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
+    public func withBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
         switch storage {
         case .heap(let bytes):
             return try bytes.withUnsafeBytes(body)
@@ -57,7 +57,7 @@ package struct InlineBytes: Hashable, Sendable {
         }
     }
 
-    package static func == (lhs: InlineBytes, rhs: InlineBytes) -> Bool {
+    public static func == (lhs: InlineBytes, rhs: InlineBytes) -> Bool {
         switch (lhs.storage, rhs.storage) {
         case (.inline(let a, let b, let count), .inline(let c, let d, let other)): a == c && b == d && count == other
         case (.heap(let a), .heap(let b)): a == b
@@ -68,7 +68,7 @@ package struct InlineBytes: Hashable, Sendable {
     /// Two words for an inline value, its length folded into the second: values that share a
     /// hash this way differ in length, at most 17 of them, and the seeded hash spreads the rest
     /// (the synthesised hash combined a case tag and three fields: 4 combines a lookup).
-    package func hash(into hasher: inout Hasher) {
+    public func hash(into hasher: inout Hasher) {
         switch storage {
         case .inline(let first, let second, let count):
             hasher.combine(first)

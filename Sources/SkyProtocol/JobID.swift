@@ -8,25 +8,25 @@ public struct JobID: Hashable, Sendable, CustomStringConvertible, LosslessString
     private let low: UInt64
 
     /// The 16 bytes, as they travel and as the journal keys them.
-    package var bytes: [UInt8] { RequestID(high: high, low: low).frame }
+    public var bytes: [UInt8] { RequestID(high: high, low: low).frame }
 
     private init(words bytes: [UInt8]) {
         high = bytes[0..<8].reduce(0) { $0 << 8 | UInt64($1) }
         low = bytes[8..<16].reduce(0) { $0 << 8 | UInt64($1) }
     }
 
-    package static let byteCount = 16
-    package static let textLength = 26
+    public static let byteCount = 16
+    public static let textLength = 26
     private static let alphabet = Array("0123456789ABCDEFGHJKMNPQRSTVWXYZ".utf8)
 
     /// - Returns: `nil` unless `bytes` has exactly 16 bytes.
-    package init?(bytes: [UInt8]) {
+    public init?(bytes: [UInt8]) {
         guard bytes.count == Self.byteCount else { return nil }
         self.init(words: bytes)
     }
 
     /// A new id: `milliseconds` (since 1970) in the first 48 bits, then 80 bits of `random`.
-    package init(milliseconds: Int64, random: inout some RandomNumberGenerator) {
+    public init(milliseconds: Int64, random: inout some RandomNumberGenerator) {
         var bytes = [UInt8](repeating: 0, count: Self.byteCount)
         let time = UInt64(max(0, milliseconds)) & 0xFFFF_FFFF_FFFF
         for index in 0..<6 { bytes[index] = UInt8(truncatingIfNeeded: time >> UInt64(40 - index * 8)) }
@@ -79,10 +79,10 @@ public struct JobID: Hashable, Sendable, CustomStringConvertible, LosslessString
     }
 
     /// The id as a request id (same 16 bytes): a job runs at a worker under its id.
-    package var requestID: RequestID { RequestID(high: high, low: low) }
+    public var requestID: RequestID { RequestID(high: high, low: low) }
 
     /// The job a request of this id delivers.
-    package init(_ requestID: RequestID) {
+    public init(_ requestID: RequestID) {
         high = requestID.high
         low = requestID.low
     }

@@ -1,26 +1,26 @@
 /// The body of an `mmi.jobs.list` request: which jobs to list.
 ///
 /// Layout: `[state u8, 255 for any][limit u32][service-len u8][service, empty for any]`.
-package struct JobQuery: Sendable, Equatable {
-    package var state: JobState?
-    package var service: String?
-    package var limit: UInt32
+public struct JobQuery: Sendable, Equatable {
+    public var state: JobState?
+    public var service: String?
+    public var limit: UInt32
 
     /// Most jobs one listing returns, whatever the limit asked.
-    package static let maxLimit: UInt32 = 1000
+    public static let maxLimit: UInt32 = 1000
 
-    package init(state: JobState? = nil, service: String? = nil, limit: UInt32 = 100) {
+    public init(state: JobState? = nil, service: String? = nil, limit: UInt32 = 100) {
         self.state = state
         self.service = service
         self.limit = limit
     }
 
-    package func encode() -> [UInt8] {
+    public func encode() -> [UInt8] {
         let serviceBytes = Array((service ?? "").utf8.prefix(255))
         return [state?.rawValue ?? 255] + WireFormat.bytes(limit) + [UInt8(serviceBytes.count)] + serviceBytes
     }
 
-    package init(decoding bytes: [UInt8]) throws(ProtocolError) {
+    public init(decoding bytes: [UInt8]) throws(ProtocolError) {
         var reader = ByteReader(bytes)
         let raw = try reader.byte("state")
         if raw == 255 {
@@ -40,19 +40,19 @@ package struct JobQuery: Sendable, Equatable {
 /// The reply to `mmi.jobs.list`: jobs with their reports, newest first.
 ///
 /// Layout: `[count u32]` then per job `[id, 16 bytes][report-len u32][JobReport]`.
-package struct JobListing: Sendable, Equatable {
-    package var jobs: [(id: JobID, report: JobReport)]
+public struct JobListing: Sendable, Equatable {
+    public var jobs: [(id: JobID, report: JobReport)]
 
-    package init(jobs: [(id: JobID, report: JobReport)]) {
+    public init(jobs: [(id: JobID, report: JobReport)]) {
         self.jobs = jobs
     }
 
-    package static func == (lhs: Self, rhs: Self) -> Bool {
+    public static func == (lhs: Self, rhs: Self) -> Bool {
         lhs.jobs.count == rhs.jobs.count
             && zip(lhs.jobs, rhs.jobs).allSatisfy { $0.id == $1.id && $0.report == $1.report }
     }
 
-    package func encode() -> [UInt8] {
+    public func encode() -> [UInt8] {
         var bytes = WireFormat.bytes(UInt32(jobs.count))
         for (id, report) in jobs {
             let encoded = report.encode()
@@ -63,7 +63,7 @@ package struct JobListing: Sendable, Equatable {
         return bytes
     }
 
-    package init(decoding bytes: [UInt8]) throws(ProtocolError) {
+    public init(decoding bytes: [UInt8]) throws(ProtocolError) {
         var reader = ByteReader(bytes)
         let count = try reader.uint32("count")
         var jobs: [(id: JobID, report: JobReport)] = []

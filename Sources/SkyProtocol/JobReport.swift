@@ -37,20 +37,20 @@ public enum JobState: UInt8, Sendable, CaseIterable, CustomStringConvertible {
 /// Layout (integers big-endian): `[state u8][attempt u32][not-before-ms i64][outcome-status u8]`
 /// `[worker-len u8][worker][service-len u8][service][outcome…]` — the outcome (the result, or a
 /// failure's error body) is the rest of the frame.
-package struct JobReport: Sendable, Equatable {
-    package var state: JobState
+public struct JobReport: Sendable, Equatable {
+    public var state: JobState
     /// Executions started so far (a job running when its worker or the broker died runs again).
-    package var attempt: UInt32
+    public var attempt: UInt32
     /// For a scheduled job, when it may start (milliseconds since 1970); else 0.
-    package var notBeforeMilliseconds: Int64
+    public var notBeforeMilliseconds: Int64
     /// How the job ended: `ok` with the result, or the failure's status with its error body.
-    package var outcomeStatus: ReplyStatus
+    public var outcomeStatus: ReplyStatus
     /// The worker running it, while it runs.
-    package var worker: String
-    package var service: String
-    package var outcome: [UInt8]
+    public var worker: String
+    public var service: String
+    public var outcome: [UInt8]
 
-    package init(
+    public init(
         state: JobState, attempt: UInt32 = 0, notBeforeMilliseconds: Int64 = 0, outcomeStatus: ReplyStatus = .ok,
         worker: String = "", service: String = "", outcome: [UInt8] = []
     ) {
@@ -63,7 +63,7 @@ package struct JobReport: Sendable, Equatable {
         self.outcome = outcome
     }
 
-    package func encode() -> [UInt8] {
+    public func encode() -> [UInt8] {
         let workerBytes = Array(worker.utf8.prefix(255))
         let serviceBytes = Array(service.utf8.prefix(255))
         var bytes: [UInt8] = [state.rawValue]
@@ -79,7 +79,7 @@ package struct JobReport: Sendable, Equatable {
         return bytes
     }
 
-    package init(decoding bytes: [UInt8]) throws(ProtocolError) {
+    public init(decoding bytes: [UInt8]) throws(ProtocolError) {
         var reader = ByteReader(bytes)
         let raw = try reader.byte("job state")
         guard let state = JobState(rawValue: raw) else {

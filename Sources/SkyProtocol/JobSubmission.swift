@@ -6,43 +6,43 @@
 /// `[max-backoff-ms u32][multiplier×100 u16][retry-count u8][retry statuses u8…]`
 /// `[key-len u8][idempotency key][task body…]` — the task body is the rest of the frame.
 /// Binary rather than JSON: the broker decodes one per job on its I/O thread.
-package struct JobSubmission: Sendable, Equatable {
-    package var service: String
+public struct JobSubmission: Sendable, Equatable {
+    public var service: String
     /// Higher runs first among waiting jobs of a service (-128…127; 0 by default).
-    package var priority: Int8 = 0
+    public var priority: Int8 = 0
     /// Not started before this wall-clock time (milliseconds since 1970); 0 for no such bound.
-    package var notBeforeMilliseconds: Int64 = 0
+    public var notBeforeMilliseconds: Int64 = 0
     /// Not started before this long after the broker recorded it.
-    package var delayMilliseconds: UInt64 = 0
+    public var delayMilliseconds: UInt64 = 0
     /// How long the outcome is kept after the job ended.
-    package var retentionMilliseconds: UInt64 = 86_400_000
+    public var retentionMilliseconds: UInt64 = 86_400_000
     /// How long one attempt may run; 0 for no limit.
-    package var timeoutMilliseconds: UInt32 = 0
+    public var timeoutMilliseconds: UInt32 = 0
     /// Attempts in all, the first included (at least 1).
-    package var maxAttempts: UInt16 = 3
-    package var initialBackoffMilliseconds: UInt32 = 100
-    package var maxBackoffMilliseconds: UInt32 = 5000
+    public var maxAttempts: UInt16 = 3
+    public var initialBackoffMilliseconds: UInt32 = 100
+    public var maxBackoffMilliseconds: UInt32 = 5000
     /// Growth of the backoff per attempt, in hundredths (200 doubles it).
-    package var multiplierPercent: UInt16 = 200
+    public var multiplierPercent: UInt16 = 200
     /// Failure statuses after which another attempt is made.
-    package var retryOn: [ReplyStatus] = [.deadlineExceeded]
+    public var retryOn: [ReplyStatus] = [.deadlineExceeded]
     /// A second submit with the same key, while the first job is kept, returns the first job.
-    package var idempotencyKey: String?
+    public var idempotencyKey: String?
     /// The encoded task, exactly as `scan` would send it.
-    package var body: [UInt8]
+    public var body: [UInt8]
 
-    package static let version: UInt8 = 1
+    public static let version: UInt8 = 1
     /// Longest idempotency key, in bytes.
-    package static let maxKeyLength = 255
+    public static let maxKeyLength = 255
 
-    package init(service: String, body: [UInt8]) {
+    public init(service: String, body: [UInt8]) {
         self.service = service
         self.body = body
     }
 
     /// The wire form. Fields longer than the format holds are cut to it (255 bytes of service
     /// name and key, 255 statuses); callers check names first (`WireFormat.isValidName`).
-    package func encode() -> [UInt8] {
+    public func encode() -> [UInt8] {
         let name = Array(service.utf8.prefix(255))
         var bytes: [UInt8] = [Self.version, UInt8(name.count)]
         bytes.reserveCapacity(64 + name.count + body.count)
@@ -67,7 +67,7 @@ package struct JobSubmission: Sendable, Equatable {
     }
 
     /// Decodes a submission; every field is checked, nothing traps.
-    package init(decoding bytes: [UInt8]) throws(ProtocolError) {
+    public init(decoding bytes: [UInt8]) throws(ProtocolError) {
         var reader = ByteReader(bytes)
         let version = try reader.byte("version")
         guard version == Self.version else {

@@ -1,6 +1,6 @@
 /// Why a message is not a valid Sky protocol message. Decoding never traps: every malformed
 /// input yields one of these, so a process can count it, log it and go on serving.
-package enum ProtocolError: Error, Equatable, Sendable, CustomStringConvertible {
+public enum ProtocolError: Error, Equatable, Sendable, CustomStringConvertible {
     /// The message had no frames at all (only possible on a ROUTER after its routing id).
     case empty
     /// The first frame is not the signature the socket speaks ("SKYC01", "SKYW01", "SKYE01").
@@ -25,7 +25,7 @@ package enum ProtocolError: Error, Equatable, Sendable, CustomStringConvertible 
     /// A field's value is out of range.
     case invalidValue(name: String, reason: String)
 
-    package var description: String {
+    public var description: String {
         switch self {
         case .empty: "empty message"
         case .unknownSignature(let bytes): "unknown signature \(Hex.encode(Array(bytes.prefix(16))))"

@@ -1,7 +1,7 @@
 import Foundation
 
 /// The one-byte outcome of a task, as carried in every reply.
-package enum ReplyStatus: UInt8, Sendable, CaseIterable, CustomStringConvertible {
+public enum ReplyStatus: UInt8, Sendable, CaseIterable, CustomStringConvertible {
     /// The handler returned; the body is its result.
     case ok = 0
     /// The handler threw; the body names the error type and message.
@@ -32,7 +32,7 @@ package enum ReplyStatus: UInt8, Sendable, CaseIterable, CustomStringConvertible
     /// its journal is over `--journal-max-bytes`; nothing was recorded. Task traffic goes on.
     case journalUnavailable = 12
 
-    package var description: String {
+    public var description: String {
         switch self {
         case .ok: "ok"
         case .handlerError: "handlerError"
@@ -61,24 +61,24 @@ package enum ReplyStatus: UInt8, Sendable, CaseIterable, CustomStringConvertible
 }
 
 /// The body of every failure reply: `{"type": "...", "message": "..."}` in UTF-8 JSON.
-package struct RemoteErrorBody: Codable, Sendable, Equatable {
+public struct RemoteErrorBody: Codable, Sendable, Equatable {
     /// The Swift type of a handler's error, or the kind of failure for broker-made replies.
-    package var type: String
+    public var type: String
     /// A sentence for humans.
-    package var message: String
+    public var message: String
 
     /// The type of a `handlerError` a worker makes itself: the handler's result was larger
     /// than the broker takes (its `max-frame-size`), so it was not sent.
-    package static let resultTooLargeType = "ResultTooLarge"
+    public static let resultTooLargeType = "ResultTooLarge"
 
-    package init(type: String, message: String) {
+    public init(type: String, message: String) {
         self.type = type
         self.message = message
     }
 
     /// `{"message":"…","type":"…"}`, written directly: the broker makes one for every failure it
     /// answers, possibly 100,000 in one deadline storm, so no encoder is built per body.
-    package func encoded() -> [UInt8] {
+    public func encoded() -> [UInt8] {
         var bytes: [UInt8] = []
         bytes.reserveCapacity(type.utf8.count + message.utf8.count + 24)
         bytes.append(UInt8(ascii: "{"))
@@ -89,7 +89,7 @@ package struct RemoteErrorBody: Codable, Sendable, Equatable {
     }
 
     /// Decodes a failure body; a body that is not such JSON becomes its text as the message.
-    package init(decoding body: [UInt8]) {
+    public init(decoding body: [UInt8]) {
         if let decoded = try? CanonicalJSON.decode(RemoteErrorBody.self, from: body) {
             self = decoded
         } else {

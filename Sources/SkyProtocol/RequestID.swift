@@ -1,29 +1,29 @@
 /// A 16-byte request identifier, unique per `scan` call. Retries of a call reuse it, so a reply
 /// can always be matched to the call that is waiting for it, and a duplicate can be recognised.
-package struct RequestID: Hashable, Sendable, CustomStringConvertible {
-    package let high: UInt64
-    package let low: UInt64
+public struct RequestID: Hashable, Sendable, CustomStringConvertible {
+    public let high: UInt64
+    public let low: UInt64
 
-    package static let byteCount = 16
+    public static let byteCount = 16
 
-    package init(high: UInt64, low: UInt64) {
+    public init(high: UInt64, low: UInt64) {
         self.high = high
         self.low = low
     }
 
     /// A random ID (122 random bits would do; all 128 are random here).
-    package static func random() -> RequestID {
+    public static func random() -> RequestID {
         var generator = SystemRandomNumberGenerator()
         return RequestID(high: generator.next(), low: generator.next())
     }
 
     /// Decodes the 16-byte frame form.
-    package init(frame: [UInt8]) throws(ProtocolError) {
+    public init(frame: [UInt8]) throws(ProtocolError) {
         try self.init(frame: frame[...])
     }
 
     /// Decodes the 16-byte frame form from a view of a message.
-    package init(frame: ArraySlice<UInt8>) throws(ProtocolError) {
+    public init(frame: ArraySlice<UInt8>) throws(ProtocolError) {
         guard frame.count == Self.byteCount else {
             throw .invalidRequestID(length: frame.count)
         }
@@ -37,7 +37,7 @@ package struct RequestID: Hashable, Sendable, CustomStringConvertible {
     }
 
     /// The 16-byte frame form, big-endian.
-    package var frame: [UInt8] {
+    public var frame: [UInt8] {
         ByteArray.written(capacity: Self.byteCount) { raw in
             raw.storeBytes(of: high.bigEndian, toByteOffset: 0, as: UInt64.self)
             raw.storeBytes(of: low.bigEndian, toByteOffset: 8, as: UInt64.self)
@@ -46,14 +46,14 @@ package struct RequestID: Hashable, Sendable, CustomStringConvertible {
     }
 
     /// 32 lowercase hex digits.
-    package var description: String { Hex.encode(frame) }
+    public var description: String { Hex.encode(frame) }
 }
 
 /// Lowercase hex, for routing ids and request ids in logs and events.
-package enum Hex {
+public enum Hex {
     private static let digits = Array("0123456789abcdef".utf8)
 
-    package static func encode(_ bytes: [UInt8]) -> String {
+    public static func encode(_ bytes: [UInt8]) -> String {
         var out = [UInt8]()
         out.reserveCapacity(bytes.count * 2)
         for byte in bytes {

@@ -68,7 +68,7 @@ public struct WorkerInfo: Codable, Sendable, Equatable {
     /// Milliseconds since the broker last heard from the worker (in snapshots and stats).
     public var lastHeardMilliseconds: Int?
 
-    package init(
+    public init(
         id: String, name: String, capacity: Int, services: [String], inFlight: Int? = nil, host: String? = nil,
         completed: UInt64? = nil, lastHeardMilliseconds: Int? = nil
     ) {
@@ -107,7 +107,7 @@ public struct TaskInfo: Codable, Sendable, Equatable {
     /// For `task.failed` and `task.completed`: the reply status.
     public var status: String?
 
-    package init(requestID: String, service: String, deliveries: Int, worker: String? = nil, status: String? = nil) {
+    public init(requestID: String, service: String, deliveries: Int, worker: String? = nil, status: String? = nil) {
         self.requestID = requestID
         self.service = service
         self.deliveries = deliveries
@@ -145,7 +145,7 @@ public struct BrokerStats: Codable, Sendable, Equatable {
     /// were none, and from older brokers).
     public var failures: [TaskFailure]?
 
-    package init(
+    public init(
         workers: Int, capacity: Int, queued: Int, inFlight: Int, completed: UInt64, completedPerSecond: Double,
         queuedBytes: Int? = nil, longestIterationMilliseconds: Double? = nil, failed: UInt64? = nil,
         jobs: JobCounts? = nil
@@ -189,7 +189,7 @@ public struct SkyEvent: Codable, Sendable, Equatable {
     /// subscriber can tell a restarted broker, whose event numbers start again at 1.
     public var broker: String?
 
-    package init(
+    public init(
         seq: UInt64, event: EventKind, time: String, worker: WorkerInfo? = nil, reason: DisconnectReason? = nil,
         tasksHeld: Int? = nil, workers: [WorkerInfo]? = nil, queued: Int? = nil, task: TaskInfo? = nil,
         stats: BrokerStats? = nil, broker: String? = nil
@@ -212,7 +212,7 @@ public struct SkyEvent: Codable, Sendable, Equatable {
         CanonicalJSON.line(self)
     }
 
-    package func encodeFrames() -> [[UInt8]] {
+    public func encodeFrames() -> [[UInt8]] {
         [Array(event.rawValue.utf8), WireFormat.eventSignature, WireFormat.bytes(seq), jsonBytes()]
     }
 
@@ -243,7 +243,7 @@ public struct SkyEvent: Codable, Sendable, Equatable {
         return bytes
     }
 
-    package static func decode(_ frames: [[UInt8]]) throws(ProtocolError) -> SkyEvent {
+    public static func decode(_ frames: [[UInt8]]) throws(ProtocolError) -> SkyEvent {
         guard !frames.isEmpty else { throw .empty }
         guard frames.count == 4 else {
             throw .wrongFrameCount(command: "EVENT", expected: "4", actual: frames.count)
@@ -264,7 +264,7 @@ public struct SkyEvent: Codable, Sendable, Equatable {
 
     /// The current time in the format of ``time``: `2026-11-22T04:14:27.595Z`.
     /// Costs no formatter: the broker stamps every event it publishes.
-    package static func timestamp(_ date: Date = Date()) -> String {
+    public static func timestamp(_ date: Date = Date()) -> String {
         JSONText.timestamp(millisecondsSince1970: Int64((date.timeIntervalSince1970 * 1000).rounded(.down)))
     }
 }
@@ -287,7 +287,7 @@ public struct JobCounts: Codable, Sendable, Equatable {
     /// cancels waiting for an outcome being written. Absent from older brokers.
     public var waiters: Int?
 
-    package init(
+    public init(
         held: Int, queued: Int, submitted: UInt64, succeeded: UInt64, failed: UInt64, cancelled: UInt64,
         retried: UInt64, journalBytes: Int, waiters: Int? = nil
     ) {
@@ -320,9 +320,9 @@ public struct ServiceStats: Codable, Sendable, Equatable {
     public var p99Milliseconds: Double?
 
     /// Services one `broker.stats` reports at most (the busiest), so that its size stays bounded.
-    package static let maxServices = 100
+    public static let maxServices = 100
 
-    package init(
+    public init(
         queued: Int, queuedBytes: Int? = nil, completed: UInt64, failed: UInt64, completedPerSecond: Double,
         p50Milliseconds: Double?, p99Milliseconds: Double?
     ) {

@@ -1,13 +1,13 @@
 /// A small seeded generator (SplitMix64): the same seed gives the same sequence on every
 /// machine and every run, which makes a sector's image a pure function of its number.
-package struct SplitMix64: RandomNumberGenerator, Sendable {
+public struct SplitMix64: RandomNumberGenerator, Sendable {
     private var state: UInt64
 
-    package init(seed: UInt64) {
+    public init(seed: UInt64) {
         state = seed
     }
 
-    package mutating func next() -> UInt64 {
+    public mutating func next() -> UInt64 {
         state &+= 0x9E37_79B9_7F4A_7C15
         var z = state
         z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
@@ -16,7 +16,7 @@ package struct SplitMix64: RandomNumberGenerator, Sendable {
     }
 
     /// A number in `0..<bound` (bound > 0). Slightly biased for huge bounds; fine for images.
-    package mutating func next(below bound: Int) -> Int {
+    public mutating func next(below bound: Int) -> Int {
         Int(next() % UInt64(bound))
     }
 }

@@ -15,11 +15,11 @@ public struct TaskFailure: Codable, Sendable, Equatable {
 
     /// Failures one `broker.stats` carries at most: the first of its period. `failed` counts
     /// them all; a storm of failures costs the broker no more than this many samples a period.
-    package static let maxPerPeriod = 10
+    public static let maxPerPeriod = 10
     /// Longer messages are cut, so that one sample stays small whatever a handler throws.
-    package static let maxMessageCharacters = 300
+    public static let maxMessageCharacters = 300
 
-    package init(requestID: String, service: String, status: String, type: String, message: String, worker: String?) {
+    public init(requestID: String, service: String, status: String, type: String, message: String, worker: String?) {
         self.requestID = requestID
         self.service = service
         self.status = status

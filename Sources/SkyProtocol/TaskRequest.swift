@@ -1,25 +1,25 @@
 /// Per-attempt facts a request carries besides its payload.
-package struct RequestHeader: Sendable, Equatable {
+public struct RequestHeader: Sendable, Equatable {
     /// 1 for the first delivery of a call; raised by each retry.
-    package var attempt: UInt32
+    public var attempt: UInt32
     /// How long the caller will wait for this attempt, in milliseconds; 0 means no deadline.
     /// Relative, not absolute, so client and broker clocks need not agree.
-    package var timeoutMilliseconds: UInt32
+    public var timeoutMilliseconds: UInt32
     /// How long the broker may hold the request while no connected worker serves its service,
     /// before it answers `noWorkers`; 0 takes the broker's default (`--no-workers-grace`).
     /// Travels only from client to broker (the optional third field of a 12- or 16-byte header).
-    package var noWorkersGraceMilliseconds: UInt32
+    public var noWorkersGraceMilliseconds: UInt32
     /// Among the waiting requests of a service, higher first (the same scale as a job's
     /// priority; 0 is normal). Travels only from client to broker (the fourth field of a
     /// 16-byte header, a signed 32-bit number, clamped to -128...127).
-    package var priority: Int8
+    public var priority: Int8
 
     /// The header's size: attempt and timeout; with the no-workers grace; with the priority too.
-    package static let byteCount = 8
-    package static let extendedByteCount = 12
-    package static let prioritizedByteCount = 16
+    public static let byteCount = 8
+    public static let extendedByteCount = 12
+    public static let prioritizedByteCount = 16
 
-    package init(
+    public init(
         attempt: UInt32 = 1, timeoutMilliseconds: UInt32 = 0, noWorkersGraceMilliseconds: UInt32 = 0,
         priority: Int8 = 0
     ) {
@@ -48,7 +48,7 @@ package struct RequestHeader: Sendable, Equatable {
 
     /// The fields a client sends after attempt and timeout: as few as say something, so that
     /// an older broker reads every request that asks for nothing new.
-    package var optionalFields: (grace: UInt32?, priority: UInt32?) {
+    public var optionalFields: (grace: UInt32?, priority: UInt32?) {
         if priority != 0 { return (noWorkersGraceMilliseconds, UInt32(bitPattern: Int32(priority))) }
         return (noWorkersGraceMilliseconds == 0 ? nil : noWorkersGraceMilliseconds, nil)
     }
@@ -58,15 +58,15 @@ package struct RequestHeader: Sendable, Equatable {
 ///
 /// The broker never looks inside ``body``: it is the task encoded by the client (JSON for the
 /// typed API) and travels by reference from the client's frame to the worker's.
-package struct TaskRequest: Sendable, Equatable {
-    package var requestID: RequestID
-    package var service: String
-    package var header: RequestHeader
+public struct TaskRequest: Sendable, Equatable {
+    public var requestID: RequestID
+    public var service: String
+    public var header: RequestHeader
     /// Body and trace frame in one word: the broker keeps a copy of every waiting request, and
     /// an optional frame of its own would cost each of them 8 bytes, traced or not.
     private var payload: Payload
 
-    package var body: [UInt8] {
+    public var body: [UInt8] {
         get {
             switch payload {
             case .plain(let body): body
@@ -78,7 +78,7 @@ package struct TaskRequest: Sendable, Equatable {
 
     /// The optional trace frame (a ``TraceContext``), at most ``TraceContext/maxBytes``;
     /// carried as it came, never read by the broker.
-    package var trace: [UInt8]? {
+    public var trace: [UInt8]? {
         get {
             switch payload {
             case .plain: nil
@@ -88,7 +88,7 @@ package struct TaskRequest: Sendable, Equatable {
         set { payload = Payload(body: body, trace: newValue) }
     }
 
-    package init(
+    public init(
         requestID: RequestID, service: String, header: RequestHeader = RequestHeader(), body: [UInt8],
         trace: [UInt8]? = nil
     ) {
@@ -99,7 +99,7 @@ package struct TaskRequest: Sendable, Equatable {
     }
 
     /// The bytes it holds beyond its fixed fields, which bound a queue: body and trace frame.
-    package var queuedSize: Int {
+    public var queuedSize: Int {
         switch payload {
         case .plain(let body): body.count
         case .traced(let traced): traced.body.count + traced.trace.count
@@ -130,32 +130,32 @@ package struct TaskRequest: Sendable, Equatable {
 }
 
 /// The outcome of one task: a status and, for success, the result; otherwise an error body.
-package struct TaskReply: Sendable, Equatable {
-    package var requestID: RequestID
+public struct TaskReply: Sendable, Equatable {
+    public var requestID: RequestID
     /// Which attempt of the call this answers (the request's ``RequestHeader/attempt``), so a
     /// client that retried can tell a late answer to an earlier attempt from the current one.
     /// Carried on the client protocol only; the broker fills it in from the request it holds.
-    package var attempt: UInt32
-    package var status: ReplyStatus
+    public var attempt: UInt32
+    public var status: ReplyStatus
     /// The body as a view. A reply decoded from a received message shares that message's
     /// buffer, so the broker, which forwards a worker's reply at once, writes its body into the
     /// client's message without first copying it out into an array of its own (an allocation,
     /// a copy and a release a task).
-    package var bodyBytes: ArraySlice<UInt8>
+    public var bodyBytes: ArraySlice<UInt8>
 
     /// The encoded result when ``status`` is ``ReplyStatus/ok``, otherwise a ``RemoteErrorBody`` as JSON.
     /// The array the reply was made with, not a copy of it; a copy when the reply was decoded
     /// from a view of a larger buffer (see ``bodyBytes``).
-    package var body: [UInt8] {
+    public var body: [UInt8] {
         get { Array(bodyBytes) }
         set { bodyBytes = newValue[...] }
     }
 
-    package init(requestID: RequestID, attempt: UInt32 = 1, status: ReplyStatus, body: [UInt8]) {
+    public init(requestID: RequestID, attempt: UInt32 = 1, status: ReplyStatus, body: [UInt8]) {
         self.init(requestID: requestID, attempt: attempt, status: status, bodyBytes: body[...])
     }
 
-    package init(requestID: RequestID, attempt: UInt32 = 1, status: ReplyStatus, bodyBytes: ArraySlice<UInt8>) {
+    public init(requestID: RequestID, attempt: UInt32 = 1, status: ReplyStatus, bodyBytes: ArraySlice<UInt8>) {
         self.requestID = requestID
         self.attempt = attempt
         self.status = status
@@ -165,7 +165,7 @@ package struct TaskReply: Sendable, Equatable {
     /// A failure reply whose body explains it.
     /// - Parameter type: the error's type name; by default the status's own name (`cancelled`,
     ///   `overloaded`), so that every role names a failure of Sky's own the same way.
-    package static func failure(
+    public static func failure(
         _ requestID: RequestID, _ status: ReplyStatus, type: String? = nil, message: String, attempt: UInt32 = 1
     ) -> TaskReply {
         TaskReply(

@@ -6,14 +6,14 @@
 /// lowercase; values printable ASCII. Sky's broker stores and forwards the frame without reading
 /// it (only its size is checked); a tracer that finds lines it cannot use ignores them, so a bad
 /// trace context never fails a task.
-package struct TraceContext: Sendable, Equatable {
-    package var fields: [Field]
+public struct TraceContext: Sendable, Equatable {
+    public var fields: [Field]
 
-    package struct Field: Sendable, Equatable {
-        package var key: String
-        package var value: String
+    public struct Field: Sendable, Equatable {
+        public var key: String
+        public var value: String
 
-        package init(key: String, value: String) {
+        public init(key: String, value: String) {
             self.key = key
             self.value = value
         }
@@ -21,17 +21,17 @@ package struct TraceContext: Sendable, Equatable {
 
     /// Longest trace frame accepted: a `traceparent` (55 bytes) and a `tracestate` (at most 512
     /// by W3C's rules) with room to spare.
-    package static let maxBytes = 1024
+    public static let maxBytes = 1024
     /// What a client, worker or broker announces when it carries trace frames.
-    package static let feature = "trace-context"
+    public static let feature = "trace-context"
 
-    package init(fields: [Field] = []) {
+    public init(fields: [Field] = []) {
         self.fields = fields
     }
 
     /// Sets a field (a tracer's injector), replacing one of the same key; keys and values that
     /// cannot travel are left out.
-    package mutating func set(_ key: String, _ value: String) {
+    public mutating func set(_ key: String, _ value: String) {
         let key = key.lowercased()
         guard Self.isKey(key), Self.isValue(value) else { return }
         if let index = fields.firstIndex(where: { $0.key == key }) {
@@ -41,20 +41,20 @@ package struct TraceContext: Sendable, Equatable {
         }
     }
 
-    package subscript(key: String) -> String? {
+    public subscript(key: String) -> String? {
         let key = key.lowercased()
         return fields.first { $0.key == key }?.value
     }
 
     /// The frame; nil when empty or over ``maxBytes`` (then nothing is sent).
-    package var frame: [UInt8]? {
+    public var frame: [UInt8]? {
         guard !fields.isEmpty else { return nil }
         let bytes = Array(fields.map { "\($0.key): \($0.value)" }.joined(separator: "\n").utf8)
         return bytes.count <= Self.maxBytes ? bytes : nil
     }
 
     /// Reads a frame, keeping the lines that are well formed.
-    package init(frame: [UInt8]) {
+    public init(frame: [UInt8]) {
         var fields: [Field] = []
         for line in String(decoding: frame.prefix(Self.maxBytes), as: UTF8.self).split(separator: "\n") {
             guard let colon = line.firstIndex(of: ":") else { continue }

@@ -1,22 +1,22 @@
 /// Field codecs shared by every Sky command: signatures, command bytes, integers, names.
-package enum WireFormat {
+public enum WireFormat {
     /// Client protocol signature, version 1.
-    package static let clientSignature: [UInt8] = Array("SKYC01".utf8)
+    public static let clientSignature: [UInt8] = Array("SKYC01".utf8)
     /// Worker protocol signature, version 1.
-    package static let workerSignature: [UInt8] = Array("SKYW01".utf8)
+    public static let workerSignature: [UInt8] = Array("SKYW01".utf8)
     /// Event protocol signature, version 1.
-    package static let eventSignature: [UInt8] = Array("SKYE01".utf8)
+    public static let eventSignature: [UInt8] = Array("SKYE01".utf8)
     /// Client protocol signature of a packed message (version 2: the signature, command and
     /// fixed fields in one header frame, then the body). Only REQUEST and REPLY have this form.
-    package static let packedClientSignature: [UInt8] = Array("SKYC02".utf8)
+    public static let packedClientSignature: [UInt8] = Array("SKYC02".utf8)
     /// Worker protocol signature of a packed message (version 2). Only REQUEST and REPLY.
-    package static let packedWorkerSignature: [UInt8] = Array("SKYW02".utf8)
+    public static let packedWorkerSignature: [UInt8] = Array("SKYW02".utf8)
     /// The feature a peer names to take packed messages: in `mmi.features` (a broker to its
     /// clients) and in FEATURES (a broker to a worker, and a worker's answer to that).
-    package static let packedFeature = "packed"
+    public static let packedFeature = "packed"
 
     /// Longest service or worker name, in bytes.
-    package static let maxNameLength = 255
+    public static let maxNameLength = 255
 
     /// Checks the signature and returns the command byte.
     static func command(of frames: Frames, signature: [UInt8]) throws(ProtocolError) -> UInt8 {
@@ -83,7 +83,7 @@ package enum WireFormat {
     }
 
     /// Decodes a service or worker name: 1...255 bytes of UTF-8 without control characters.
-    package static func name(_ frame: [UInt8]) throws(ProtocolError) -> String { try name(frame[...]) }
+    public static func name(_ frame: [UInt8]) throws(ProtocolError) -> String { try name(frame[...]) }
 
     static func name(_ frame: ArraySlice<UInt8>) throws(ProtocolError) -> String {
         guard hasNameShape(frame) else { throw .invalidServiceName }
@@ -111,7 +111,7 @@ package enum WireFormat {
     }
 
     /// Checks that a name is valid before it goes on the wire.
-    package static func isValidName(_ name: String) -> Bool {
+    public static func isValidName(_ name: String) -> Bool {
         // A Swift string is valid UTF-8 already: the rest is checked on its UTF-8 bytes in place
         // (this runs on every call a client makes; the `utf8` view's generic path is far slower
         // than the bytes).
@@ -123,7 +123,7 @@ package enum WireFormat {
     /// name"), in one line for an error; `nil` if it is valid. The name is quoted with its
     /// control characters escaped and cut to 40 characters, so that a runaway value still makes
     /// a readable line.
-    package static func nameProblem(_ name: String, what: String) -> String? {
+    public static func nameProblem(_ name: String, what: String) -> String? {
         guard !isValidName(name) else { return nil }
         let shown = name.count > 40 ? "\(name.prefix(40))…" : name
         return

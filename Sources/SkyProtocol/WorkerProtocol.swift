@@ -1,13 +1,13 @@
 /// What a worker tells the broker when it joins.
-package struct WorkerAnnouncement: Sendable, Equatable {
+public struct WorkerAnnouncement: Sendable, Equatable {
     /// A name for humans (host and pid by default); not required to be unique.
-    package var name: String
+    public var name: String
     /// How many tasks the broker may have outstanding at this worker at once (its credits).
-    package var capacity: UInt32
+    public var capacity: UInt32
     /// The services it runs, at least one.
-    package var services: [String]
+    public var services: [String]
 
-    package init(name: String, capacity: UInt32, services: [String]) {
+    public init(name: String, capacity: UInt32, services: [String]) {
         self.name = name
         self.capacity = capacity
         self.services = services
@@ -15,7 +15,7 @@ package struct WorkerAnnouncement: Sendable, Equatable {
 }
 
 /// Commands a worker sends to the broker (signature "SKYW01").
-package enum WorkerToBroker: Sendable, Equatable {
+public enum WorkerToBroker: Sendable, Equatable {
     /// `[SKYW01][0x01][name][capacity][service]...`: join with a capacity and services.
     case ready(WorkerAnnouncement)
     /// `[SKYW01][0x03][tag][request-id][status][body]`: the outcome of a task; `tag` is the
@@ -35,7 +35,7 @@ package enum WorkerToBroker: Sendable, Equatable {
     /// drops it as an unknown command, and sends plain REQUESTs.
     case features([String])
 
-    package enum Command: UInt8 {
+    public enum Command: UInt8 {
         case ready = 0x01
         case reply = 0x03
         case heartbeat = 0x04
@@ -45,24 +45,24 @@ package enum WorkerToBroker: Sendable, Equatable {
     }
 
     /// Most features one FEATURES may name (either way).
-    package static let maxFeatures = 32
+    public static let maxFeatures = 32
 
     /// Largest capacity a worker may announce.
-    package static let maxCapacity: UInt32 = 65_536
+    public static let maxCapacity: UInt32 = 65_536
     /// The default heartbeat interval, both ways, and the silent intervals after which a peer
     /// counts as gone: the broker's and the worker's defaults, defined once.
-    package static let defaultHeartbeatInterval: Duration = .seconds(1)
-    package static let defaultLiveness = 3
+    public static let defaultHeartbeatInterval: Duration = .seconds(1)
+    public static let defaultLiveness = 3
     /// Most services one READY may name.
-    package static let maxServices = 1024
+    public static let maxServices = 1024
     /// Frames of a READY naming ``maxServices`` services.
-    package static let maxReadyFrames = 4 + maxServices
+    public static let maxReadyFrames = 4 + maxServices
 
-    package static func decode(_ frames: [[UInt8]]) throws(ProtocolError) -> WorkerToBroker {
+    public static func decode(_ frames: [[UInt8]]) throws(ProtocolError) -> WorkerToBroker {
         try decode(Frames(frames))
     }
 
-    package static func decode(_ frames: Frames) throws(ProtocolError) -> WorkerToBroker {
+    public static func decode(_ frames: Frames) throws(ProtocolError) -> WorkerToBroker {
         if var header = try WireFormat.packedFields(
             of: frames, signature: WireFormat.packedWorkerSignature, command: Command.reply.rawValue,
             name: "packed REPLY", frameCounts: 2...2)
@@ -114,7 +114,7 @@ package enum WorkerToBroker: Sendable, Equatable {
         }
     }
 
-    package func encode() -> [[UInt8]] {
+    public func encode() -> [[UInt8]] {
         switch self {
         case .reply, .packedReply: return frames().arrays
         default: break
@@ -142,7 +142,7 @@ package enum WorkerToBroker: Sendable, Equatable {
     /// The message in one buffer: a REPLY, once per task, is written there directly. Consumed:
     /// matching a borrowed command copied its tag and reply through the runtime's generic tuple
     /// witness on every task.
-    package consuming func frames() -> Frames {
+    public consuming func frames() -> Frames {
         switch consume self {
         case .packedReply(let tag, let reply):
             let signature = WireFormat.packedWorkerSignature
@@ -177,7 +177,7 @@ package enum WorkerToBroker: Sendable, Equatable {
 }
 
 /// Commands the broker sends to a worker (signature "SKYW01").
-package enum BrokerToWorker: Sendable, Equatable {
+public enum BrokerToWorker: Sendable, Equatable {
     /// `[SKYW01][0x02][tag][request-id][service][header][body]([trace])`: run this task (the
     /// trace frame only to a worker that announced ``TraceContext/feature``). `tag` names this
     /// delivery (opaque, chosen by the broker): the worker echoes it in the REPLY and the broker
@@ -206,7 +206,7 @@ package enum BrokerToWorker: Sendable, Equatable {
     /// instead. Lines a worker does not know, it skips.
     case features([String])
 
-    package enum Command: UInt8 {
+    public enum Command: UInt8 {
         case request = 0x02
         case heartbeat = 0x04
         case disconnect = 0x05
@@ -216,11 +216,11 @@ package enum BrokerToWorker: Sendable, Equatable {
         case features = 0x09
     }
 
-    package static func decode(_ frames: [[UInt8]]) throws(ProtocolError) -> BrokerToWorker {
+    public static func decode(_ frames: [[UInt8]]) throws(ProtocolError) -> BrokerToWorker {
         try decode(Frames(frames))
     }
 
-    package static func decode(_ frames: Frames) throws(ProtocolError) -> BrokerToWorker {
+    public static func decode(_ frames: Frames) throws(ProtocolError) -> BrokerToWorker {
         if var header = try WireFormat.packedFields(
             of: frames, signature: WireFormat.packedWorkerSignature, command: Command.request.rawValue,
             name: "packed REQUEST", frameCounts: 2...3)
@@ -272,7 +272,7 @@ package enum BrokerToWorker: Sendable, Equatable {
         }
     }
 
-    package func encode() -> [[UInt8]] {
+    public func encode() -> [[UInt8]] {
         switch self {
         case .request, .packedRequest: frames().arrays
         default: otherFrames()
@@ -280,14 +280,14 @@ package enum BrokerToWorker: Sendable, Equatable {
     }
 
     /// The message in one buffer, after the routing-id frame `routingID`.
-    package func frames(routedTo routingID: [UInt8]) -> Frames {
+    public func frames(routedTo routingID: [UInt8]) -> Frames {
         routingID.withUnsafeBytes { frames(routedTo: $0) }
     }
 
     /// The message in one buffer, after a ROUTER's routing-id frame when one is given: a
     /// REQUEST, once per task, is written there directly. The id is borrowed, so that a router
     /// that keeps it inline need not make an array of it for every message.
-    package func frames(routedTo routingID: UnsafeRawBufferPointer? = nil) -> Frames {
+    public func frames(routedTo routingID: UnsafeRawBufferPointer? = nil) -> Frames {
         if case .packedRequest(let tag, let request) = self {
             return Self.packed(tag: tag, request, routedTo: routingID)
         }

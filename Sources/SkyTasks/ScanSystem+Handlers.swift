@@ -2,14 +2,14 @@ import SkyProtocol
 
 extension ScanSystem {
     /// A fixed set of handlers, callable from any task without the actor.
-    package struct Handlers: Sendable {
+    public struct Handlers: Sendable {
         let workerName: String
         let table: [String: RawHandler]
 
         /// The services that have a handler, sorted (what READY announces).
-        package var services: [String] { table.keys.sorted() }
+        public var services: [String] { table.keys.sorted() }
 
-        package func serves(_ service: String) -> Bool { table[service] != nil }
+        public func serves(_ service: String) -> Bool { table[service] != nil }
 
         /// Runs one task and turns every outcome into a reply: the result, or a typed failure
         /// (unknown service, undecodable payload, cancellation, or the handler's error with its
@@ -17,7 +17,7 @@ extension ScanSystem {
         ///
         /// Runs on its caller's executor (the worker's task, without a hop); the handler runs
         /// on its own, so a handler that computes never holds up the ``ScanSystem`` actor.
-        package nonisolated(nonsending) func execute(_ request: TaskRequest) async -> TaskReply {
+        public nonisolated(nonsending) func execute(_ request: TaskRequest) async -> TaskReply {
             guard let handler = table[request.service] else {
                 return .failure(
                     request.requestID, .unknownService,

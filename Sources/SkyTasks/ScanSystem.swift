@@ -69,11 +69,11 @@ public actor ScanSystem {
 
     /// The handlers as registered now. A worker takes them once when it starts and calls them
     /// without passing through the actor: the broker's credits bound how many run at once.
-    package var handlerTable: Handlers { Handlers(workerName: name, table: handlers) }
+    public var handlerTable: Handlers { Handlers(workerName: name, table: handlers) }
 
     /// Runs one task locally, at most ``capacity`` at once (the client's local fallback), and
     /// turns every outcome into a reply, as ``Handlers/execute(_:)`` does.
-    package func execute(_ request: TaskRequest) async -> TaskReply {
+    public func execute(_ request: TaskRequest) async -> TaskReply {
         let table = handlerTable
         guard table.serves(request.service) else { return await table.execute(request) }
         await acquireSlot()

@@ -7,10 +7,10 @@ import Tracing
 ///
 /// Every entry point first asks ``active(_:)`` for a tracer: with none bootstrapped (the
 /// no-op tracer) there is nothing to do, and the untraced path costs nothing beyond that check.
-package enum SkyTracing {
+public enum SkyTracing {
     /// The tracer to use: `tracer` if given, else the process's (``InstrumentationSystem``);
     /// nil when that is the no-op tracer.
-    package static func active(_ tracer: (any Tracer)? = nil) -> (any Tracer)? {
+    public static func active(_ tracer: (any Tracer)? = nil) -> (any Tracer)? {
         let chosen = tracer ?? InstrumentationSystem.tracer
         return chosen is NoOpTracer ? nil : chosen
     }
@@ -18,14 +18,14 @@ package enum SkyTracing {
     /// The trace frame for `context` (what `tracer` injects); nil when it injects nothing.
     /// - Parameter base: a frame to start from: its fields the tracer does not write pass on
     ///   unchanged (a broker whose tracer speaks another format keeps the W3C fields intact).
-    package static func frame(for context: ServiceContext, tracer: some Tracer, base: [UInt8]? = nil) -> [UInt8]? {
+    public static func frame(for context: ServiceContext, tracer: some Tracer, base: [UInt8]? = nil) -> [UInt8]? {
         var carrier = base.map { TraceContext(frame: $0) } ?? TraceContext()
         tracer.inject(context, into: &carrier, using: TraceContextInjector())
         return carrier.frame
     }
 
     /// The context a trace frame carries, on top of `base`; `base` itself without a frame.
-    package static func context(from frame: [UInt8]?, tracer: some Tracer, base: ServiceContext = .topLevel)
+    public static func context(from frame: [UInt8]?, tracer: some Tracer, base: ServiceContext = .topLevel)
         -> ServiceContext
     {
         var context = base
@@ -35,31 +35,31 @@ package enum SkyTracing {
     }
 
     /// Attribute names, after OpenTelemetry's messaging conventions where one fits.
-    package enum Attribute {
-        package static let system = "messaging.system"
-        package static let service = "sky.service"
-        package static let requestID = "sky.request_id"
-        package static let attempt = "sky.attempt"
-        package static let delivery = "sky.delivery"
-        package static let worker = "sky.worker"
-        package static let status = "sky.status"
-        package static let queueWaitMilliseconds = "sky.queue_wait_ms"
-        package static let jobID = "sky.job_id"
+    public enum Attribute {
+        public static let system = "messaging.system"
+        public static let service = "sky.service"
+        public static let requestID = "sky.request_id"
+        public static let attempt = "sky.attempt"
+        public static let delivery = "sky.delivery"
+        public static let worker = "sky.worker"
+        public static let status = "sky.status"
+        public static let queueWaitMilliseconds = "sky.queue_wait_ms"
+        public static let jobID = "sky.job_id"
     }
 }
 
-package struct TraceContextInjector: Injector {
-    package init() {}
+public struct TraceContextInjector: Injector {
+    public init() {}
 
-    package func inject(_ value: String, forKey key: String, into carrier: inout TraceContext) {
+    public func inject(_ value: String, forKey key: String, into carrier: inout TraceContext) {
         carrier.set(key, value)
     }
 }
 
-package struct TraceContextExtractor: Extractor {
-    package init() {}
+public struct TraceContextExtractor: Extractor {
+    public init() {}
 
-    package func extract(key: String, from carrier: TraceContext) -> String? {
+    public func extract(key: String, from carrier: TraceContext) -> String? {
         carrier[key]
     }
 }

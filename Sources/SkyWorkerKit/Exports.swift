@@ -1,7 +1,11 @@
-// Workers declare their tasks with `SkyTask`; one import gives them everything.
-@_exported import SkyProtocol
-@_exported import SkyTasks
-
+// What a worker names, and nothing else: its tasks and their coders, the `ScanSystem` that
+// hosts its handlers, and the CURVE key types. The wire types stay public in their modules
+// for speed, but `import SkyWorkerKit` does not bring them (docs/architecture.md, "What is public").
+@_exported import struct SkyProtocol.JSONTaskCoder
+@_exported import struct SkyProtocol.PropertyListTaskCoder
+@_exported import protocol SkyProtocol.SkyTask
+@_exported import protocol SkyProtocol.TaskCoder
+@_exported import class SkyTasks.ScanSystem
 @_exported import struct SkyZMQ.CurveCredentials
 @_exported import struct SkyZMQ.CurveKey
 @_exported import enum SkyZMQ.CurveKeyError

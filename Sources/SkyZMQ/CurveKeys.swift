@@ -75,12 +75,12 @@ public struct CurveKeyPair: Sendable, Hashable, CustomStringConvertible, CustomD
     }
 
     /// Options for a socket that connects to a CURVE server whose public key is `server`.
-    package func clientOptions(server: CurveKey) -> [ZMQSocketOption] {
+    public func clientOptions(server: CurveKey) -> [ZMQSocketOption] {
         [.curveServerKey(server.bytes), .curvePublicKey(publicKey.bytes), .curveSecretKey(secretKey.bytes)]
     }
 
     /// Options for a socket that serves CURVE and authenticates its peers in ZAP `domain`.
-    package func serverOptions(domain: String) -> [ZMQSocketOption] {
+    public func serverOptions(domain: String) -> [ZMQSocketOption] {
         [.curveServer(true), .curveSecretKey(secretKey.bytes), .zapDomain(domain)]
     }
 }
@@ -105,7 +105,7 @@ public struct CurveCredentials: Sendable, Equatable {
     }
 
     /// Socket options for a connection to the broker.
-    package var socketOptions: [ZMQSocketOption] { keys.clientOptions(server: brokerKey) }
+    public var socketOptions: [ZMQSocketOption] { keys.clientOptions(server: brokerKey) }
 }
 
 /// What went wrong with a key or key file; each case says what to do.

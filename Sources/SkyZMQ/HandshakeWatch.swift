@@ -4,25 +4,25 @@
 /// and is never reconnected. Connections that close before their handshake completes, several
 /// times in a row, mean the keys or the endpoint are wrong. The client and the worker both
 /// watch their broker connection with it.
-package struct HandshakeWatch: Sendable {
+public struct HandshakeWatch: Sendable {
     /// Connections closed before a handshake, in a row, that count as a refusal.
-    package static let strikes = 3
+    public static let strikes = 3
 
-    package init() {}
+    public init() {}
 
     private var handshakeDone = false
     private var closedInARow = 0
 
-    package mutating func succeeded() {
+    public mutating func succeeded() {
         handshakeDone = true
         closedInARow = 0
     }
 
     /// Connections closed before their handshake in a row so far.
-    package var closedInARowSoFar: Int { closedInARow }
+    public var closedInARowSoFar: Int { closedInARow }
 
     /// A connection closed. Returns whether enough closed in a row before their handshake.
-    package mutating func closedBeforeHandshake() -> Bool {
+    public mutating func closedBeforeHandshake() -> Bool {
         defer { handshakeDone = false }
         guard !handshakeDone else { return false }
         closedInARow += 1

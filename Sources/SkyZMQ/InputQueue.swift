@@ -9,14 +9,14 @@ import SkyProtocol
 /// Here each input is one append. The first input of a batch posts one marker to the loop (so
 /// at most one wake-up for every input posted before the thread takes them), and the thread
 /// takes the whole queue when it reads the marker.
-package struct InputQueue<Input: Sendable>: Sendable {
+public struct InputQueue<Input: Sendable>: Sendable {
     @usableFromInline var items: [Input] = []
     /// The buffer the thread gave back, empty: neither side allocates once both have grown.
     @usableFromInline var spare: [Input] = []
     /// Nothing will take the queue again (the loop stopped): inputs are refused.
-    package private(set) var stopped = false
+    public private(set) var stopped = false
 
-    package enum Appended: Equatable, Sendable {
+    public enum Appended: Equatable, Sendable {
         /// The queue was empty: post the marker.
         case first
         /// A marker is already on its way.
@@ -25,10 +25,10 @@ package struct InputQueue<Input: Sendable>: Sendable {
         case refused
     }
 
-    package init() {}
+    public init() {}
 
     @inlinable
-    package mutating func append(_ input: Input) -> Appended {
+    public mutating func append(_ input: Input) -> Appended {
         guard !stopped else { return .refused }
         items.append(input)
         return items.count == 1 ? .first : .queued
@@ -36,7 +36,7 @@ package struct InputQueue<Input: Sendable>: Sendable {
 
     /// Everything posted so far, oldest first; give the buffer back with ``giveBack(_:)``.
     @inlinable
-    package mutating func take() -> [Input] {
+    public mutating func take() -> [Input] {
         var taken = spare
         spare = []
         swap(&taken, &items)
@@ -45,13 +45,13 @@ package struct InputQueue<Input: Sendable>: Sendable {
 
     /// Returns a buffer from ``take()``, emptied, for a later batch.
     @inlinable
-    package mutating func giveBack(_ buffer: inout [Input]) {
+    public mutating func giveBack(_ buffer: inout [Input]) {
         buffer.removeAllKeepingBuffer()
         swap(&spare, &buffer)
     }
 
     /// Refuses every later input and returns those still waiting, for the caller to fail.
-    package mutating func stop() -> [Input] {
+    public mutating func stop() -> [Input] {
         stopped = true
         defer { items = [] }
         return items

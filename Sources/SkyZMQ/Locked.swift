@@ -10,11 +10,11 @@ import Glibc
 /// times per message on the I/O threads' hot paths. The value lives behind a pointer, not in
 /// a stored `var`: the runtime checked exclusive access to a class's `var` on every call
 /// (dozens of calls per message), which the mutex already ensures.
-package final class Locked<Value> {
+public final class Locked<Value> {
     @usableFromInline let mutex: UnsafeMutablePointer<pthread_mutex_t>
     @usableFromInline let value: UnsafeMutablePointer<Value>
 
-    package init(_ value: Value) {
+    public init(_ value: Value) {
         mutex = .allocate(capacity: 1)
         mutex.initialize(to: pthread_mutex_t())
         pthread_mutex_init(mutex, nil)
@@ -31,7 +31,7 @@ package final class Locked<Value> {
 
     /// Runs `body` with exclusive access to the value. Keep `body` short and never block in it.
     @inlinable
-    package func withLock<Result>(_ body: (inout Value) throws -> Result) rethrows -> Result {
+    public func withLock<Result>(_ body: (inout Value) throws -> Result) rethrows -> Result {
         pthread_mutex_lock(mutex)
         defer { pthread_mutex_unlock(mutex) }
         return try body(&value.pointee)

@@ -6,20 +6,20 @@ import Synchronization
 /// Not Synchronization's `AtomicLazyReference`: its `load()` is a generic call into another
 /// module that looked up type metadata on every read, on every call. Here the atomic is
 /// specialised for the loop.
-package struct LoopReference: ~Copyable, Sendable {
+public struct LoopReference: ~Copyable, Sendable {
     private let stored = Atomic<Unmanaged<ZMQEventLoop>?>(nil)
 
-    package init() {}
+    public init() {}
 
     /// The loop, once one was stored.
-    package func load() -> ZMQEventLoop? {
+    public func load() -> ZMQEventLoop? {
         stored.load(ordering: .acquiring)?.takeUnretainedValue()
     }
 
     /// Stores `loop` unless a loop is stored already.
     /// - Returns: the loop stored now, `loop` or the earlier one.
     @discardableResult
-    package func storeIfNil(_ loop: ZMQEventLoop) -> ZMQEventLoop {
+    public func storeIfNil(_ loop: ZMQEventLoop) -> ZMQEventLoop {
         let candidate = Unmanaged.passRetained(loop)
         let (exchanged, original) = stored.compareExchange(
             expected: nil, desired: candidate, ordering: .acquiringAndReleasing)

@@ -8,7 +8,7 @@ import SkyProtocol
 /// copy, comparison and sum goes through its value witnesses, and its arithmetic is on
 /// `Int128` attoseconds. The loop reads and compares times on every wake-up (its timers, the
 /// alarm, the iteration it measures), and as instants each of those is a witness call.
-package struct LoopTime: Sendable {
+public struct LoopTime: Sendable {
     /// The clock's reading when the loop started, and the same moment as an instant: what
     /// converts an instant from ``ZMQEventLoop/setAlarm(_:)`` (read a few nanoseconds apart,
     /// far below the poll's millisecond).
@@ -46,7 +46,7 @@ package struct LoopTime: Sendable {
 
     /// The clock `ContinuousClock` reads, in nanoseconds (for a caller's own origin: see
     /// ``ZMQEventLoop/setAlarm(_:after:)``).
-    package static func clockNanoseconds() -> Int64 {
+    public static func clockNanoseconds() -> Int64 {
         var reading = timespec()
         clock_gettime(CLOCK_BOOTTIME, &reading)
         return Int64(reading.tv_sec) * 1_000_000_000 + Int64(reading.tv_nsec)

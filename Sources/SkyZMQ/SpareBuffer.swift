@@ -10,18 +10,18 @@ import SkyProtocol
 /// socket, so the usual lists stay well below.
 ///
 /// Only the I/O thread takes and gives back; the lock makes the shell `Sendable`.
-package struct SpareBuffer<Element: Sendable>: Sendable {
+public struct SpareBuffer<Element: Sendable>: Sendable {
     @usableFromInline let storage = Locked<[Element]>([])
     /// The most elements a kept buffer has room for.
-    package let keptCapacity: Int
+    public let keptCapacity: Int
 
-    package init(keptCapacity: Int = 4096) {
+    public init(keptCapacity: Int = 4096) {
         self.keptCapacity = keptCapacity
     }
 
     /// The buffer, empty, with the capacity earlier wake-ups gave it.
     @inlinable
-    package func take() -> [Element] {
+    public func take() -> [Element] {
         storage.withLock { stored in
             var taken: [Element] = []
             swap(&taken, &stored)
@@ -32,7 +32,7 @@ package struct SpareBuffer<Element: Sendable>: Sendable {
     /// Keeps `buffer` (emptied here) for the next ``take()``, unless it outgrew
     /// ``keptCapacity``; `buffer` is left empty.
     @inlinable
-    package func giveBack(_ buffer: inout [Element]) {
+    public func giveBack(_ buffer: inout [Element]) {
         guard buffer.capacity <= keptCapacity else {
             buffer = []
             return

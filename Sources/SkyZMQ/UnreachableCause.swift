@@ -4,17 +4,17 @@
 ///
 /// Needs the socket's monitor to report ``ZMQMonitorEvent/Kind/connected`` and
 /// ``ZMQMonitorEvent/Kind/connectRetried`` besides the handshake and disconnection events.
-package struct UnreachableCause: Sendable {
+public struct UnreachableCause: Sendable {
     /// What was seen last, if anything worth saying.
-    package private(set) var text: String?
+    public private(set) var text: String?
     /// The current socket made a TCP connection that completed no handshake since (kept when
     /// it closes: a server that speaks no ZeroMQ closes it, and the retry that follows is not
     /// "nothing listens").
     private var tcpWithoutHandshake = false
 
-    package init() {}
+    public init() {}
 
-    package mutating func observe(_ event: ZMQMonitorEvent) {
+    public mutating func observe(_ event: ZMQMonitorEvent) {
         switch event.kind {
         case .connectRetried where !tcpWithoutHandshake:
             text =
@@ -32,7 +32,7 @@ package struct UnreachableCause: Sendable {
     }
 
     /// A new socket replaces the one observed: what it sees starts from nothing.
-    package mutating func newSocket() {
+    public mutating func newSocket() {
         tcpWithoutHandshake = false
         text = nil
     }

@@ -4,13 +4,13 @@ import CZMQ
 ///
 /// libzmq documents contexts as thread safe, so this type is `Sendable`; sockets are not, and
 /// each belongs to the one thread that created it (see ``ZMQSocket`` and ``ZMQEventLoop``).
-package final class ZMQContext: @unchecked Sendable {  // libzmq contexts are thread safe (zmq_ctx_new(3)).
+public final class ZMQContext: @unchecked Sendable {  // libzmq contexts are thread safe (zmq_ctx_new(3)).
     let handle: UnsafeMutableRawPointer
     private let terminated = Locked(false)
 
     /// Creates a context with `ZMQ_BLOCKY` off, so terminating it never waits on lingering messages
     /// of sockets that were closed without an explicit linger.
-    package init(ioThreads: Int = 1) throws(ZMQError) {
+    public init(ioThreads: Int = 1) throws(ZMQError) {
         guard let handle = zmq_ctx_new() else { throw ZMQError.last("zmq_ctx_new") }
         self.handle = handle
         zmq_ctx_set(handle, ZMQ_IO_THREADS, Int32(ioThreads))
@@ -25,7 +25,7 @@ package final class ZMQContext: @unchecked Sendable {  // libzmq contexts are th
     /// Terminates the context: waits until every socket is closed and each one's lingering
     /// messages are sent or its linger time is over. Blocks, so call it from an I/O thread
     /// (``ZMQEventLoop`` does so for the context it owns), never from a Swift task.
-    package func terminate() {
+    public func terminate() {
         let first = terminated.withLock { done -> Bool in
             defer { done = true }
             return !done
@@ -35,7 +35,7 @@ package final class ZMQContext: @unchecked Sendable {  // libzmq contexts are th
     }
 
     /// The libzmq version this process runs against, as "major.minor.patch".
-    package static var version: String {
+    public static var version: String {
         var major: Int32 = 0
         var minor: Int32 = 0
         var patch: Int32 = 0
@@ -44,7 +44,7 @@ package final class ZMQContext: @unchecked Sendable {  // libzmq contexts are th
     }
 
     /// Whether libzmq was built with a capability ("curve", "ipc", "draft"...).
-    package static func has(_ capability: String) -> Bool {
+    public static func has(_ capability: String) -> Bool {
         zmq_has(capability) != 0
     }
 }

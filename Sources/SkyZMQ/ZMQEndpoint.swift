@@ -2,10 +2,10 @@ import Foundation
 
 /// ZeroMQ endpoints as Sky's programs and its Swift API take them, checked before libzmq sees
 /// them: libzmq answers `localhost:5555` with "Invalid argument" and nothing more.
-package enum ZMQEndpoint {
+public enum ZMQEndpoint {
     /// Why `value` is not an endpoint libzmq can use (`tcp://HOST:PORT`, `*` for the host or the
     /// port only when binding; `ipc://PATH`; `inproc://NAME`); `nil` when it is.
-    package static func problem(_ value: String, binding: Bool) -> String? {
+    public static func problem(_ value: String, binding: Bool) -> String? {
         guard let separator = value.range(of: "://") else {
             return "no transport: expected tcp://, ipc:// or inproc://"
         }
@@ -42,7 +42,7 @@ package enum ZMQEndpoint {
     /// Whether binding both would take the same address: the same `ipc://` path or `inproc://`
     /// name, or the same TCP port on the same host or on every host (`*`); a port of `*` is a
     /// free port each time.
-    package static func sameBinding(_ first: String, _ second: String) -> Bool {
+    public static func sameBinding(_ first: String, _ second: String) -> Bool {
         guard let a = tcpAddress(first), let b = tcpAddress(second) else { return first == second }
         guard a.port != "*", a.port == b.port else { return false }
         let everyHost: Set<Substring> = ["*", "0.0.0.0"]
@@ -50,7 +50,7 @@ package enum ZMQEndpoint {
     }
 
     /// The one-line advice for an endpoint with `problem`.
-    package static func advice(_ value: String, problem: String, binding: Bool = false) -> String {
+    public static func advice(_ value: String, problem: String, binding: Bool = false) -> String {
         let example = binding ? "tcp://127.0.0.1:5555 or tcp://*:5555" : "tcp://127.0.0.1:5555"
         return "\(value) is not a ZeroMQ endpoint (\(problem)); write it like \(example)"
     }

@@ -5,16 +5,16 @@ import CZMQ
 /// Every failing libzmq call in the wrapper throws one of these, so a caller can both show
 /// a precise message ("zmq_bind(tcp://127.0.0.1:5555): Address already in use") and switch
 /// on the code (``isAddressInUse``, ``isWouldBlock``...).
-package struct ZMQError: Error, Equatable, Sendable, CustomStringConvertible {
+public struct ZMQError: Error, Equatable, Sendable, CustomStringConvertible {
     /// The errno value libzmq reported.
-    package let code: Int32
+    public let code: Int32
     /// The call that failed, with its argument when that helps (an endpoint, an option).
-    package let operation: String
+    public let operation: String
     /// libzmq's text for ``code`` (`zmq_strerror`). Made when asked: every read that finds
     /// nothing more ends in an `EAGAIN` error, which nobody shows.
-    package var message: String { String(cString: zmq_strerror(code)) }
+    public var message: String { String(cString: zmq_strerror(code)) }
 
-    package init(code: Int32, operation: String) {
+    public init(code: Int32, operation: String) {
         self.code = code
         self.operation = operation
     }
@@ -24,15 +24,15 @@ package struct ZMQError: Error, Equatable, Sendable, CustomStringConvertible {
         ZMQError(code: zmq_errno(), operation: operation())
     }
 
-    package var description: String { "\(operation): \(message)" }
+    public var description: String { "\(operation): \(message)" }
 
     /// The operation would block (`EAGAIN`): a full queue on a non-blocking send or nothing to read.
-    package var isWouldBlock: Bool { code == EAGAIN }
+    public var isWouldBlock: Bool { code == EAGAIN }
     /// The endpoint is already bound by someone else (`EADDRINUSE`).
-    package var isAddressInUse: Bool { code == EADDRINUSE }
+    public var isAddressInUse: Bool { code == EADDRINUSE }
     /// What to do about a failed `zmq_bind`, for the errors a person's endpoint causes; `nil`
     /// for others.
-    package var bindAdvice: String? {
+    public var bindAdvice: String? {
         switch code {
         case EADDRINUSE: "Another process (another skybroker?) uses it; stop it, or pick another endpoint"
         // libzmq takes a host to bind as an interface name, and says ENODEV for a DNS name.
@@ -48,9 +48,9 @@ package struct ZMQError: Error, Equatable, Sendable, CustomStringConvertible {
     }
 
     /// A ROUTER with `ROUTER_MANDATORY` has no peer with that routing id (`EHOSTUNREACH`).
-    package var isHostUnreachable: Bool { code == EHOSTUNREACH }
+    public var isHostUnreachable: Bool { code == EHOSTUNREACH }
     /// The context or socket was terminated (`ETERM`).
-    package var isTerminated: Bool { code == ETERM }
+    public var isTerminated: Bool { code == ETERM }
     /// The call was interrupted by a signal (`EINTR`); it can be retried.
-    package var isInterrupted: Bool { code == EINTR }
+    public var isInterrupted: Bool { code == EINTR }
 }

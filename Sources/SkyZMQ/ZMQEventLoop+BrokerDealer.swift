@@ -8,7 +8,7 @@ extension ZMQEventLoop.SocketSpec {
     ///   - highWaterMark: messages queued each way before sends wait (0: no limit).
     ///   - credentials: CURVE, when the broker runs with keys.
     ///   - options: options of this role on top (a routing id, ZMTP heartbeats).
-    package static func brokerDealer(
+    public static func brokerDealer(
         id: ZMQEventLoop.SocketID, endpoint: String, highWaterMark: Int32, credentials: CurveCredentials?,
         options: [ZMQSocketOption] = [], monitor: ZMQMonitorEvent.Kind.Set? = nil
     ) -> ZMQEventLoop.SocketSpec {

@@ -15,7 +15,7 @@ extension ZMQEventLoop {
     /// scheduler (a few milliseconds) of extra delay while the CPU is saturated by other work.
     /// It takes fewer context switches and less CPU a task on a loaded CPU (measured:
     /// docs/performance-history.md, "the I/O threads under SCHED_BATCH").
-    package enum Scheduling: String, Sendable, Equatable, Codable {
+    public enum Scheduling: String, Sendable, Equatable, Codable {
         /// `SCHED_BATCH`: the default.
         case batch
         /// The kernel's default policy (`SCHED_OTHER`).
@@ -23,11 +23,11 @@ extension ZMQEventLoop {
 
         /// The environment variable that chooses the policy of every Sky loop in a process:
         /// `batch` (the default) or `normal`.
-        package static let environmentVariable = "SKY_IO_THREAD_SCHEDULING"
+        public static let environmentVariable = "SKY_IO_THREAD_SCHEDULING"
 
         /// What ``environmentVariable`` asks for: `batch` when it is unset, or set to a value
         /// other than `normal`.
-        package static var fromEnvironment: Scheduling {
+        public static var fromEnvironment: Scheduling {
             ProcessInfo.processInfo.environment[environmentVariable].flatMap(Scheduling.init(rawValue:)) ?? .batch
         }
 

@@ -15,7 +15,7 @@ import Synchronization
 /// heartbeat of the process. Jobs that arrive after the loop stopped run on Swift's global
 /// executor instead, so a task that prefers the loop is never stranded.
 extension ZMQEventLoop: TaskExecutor {
-    package func enqueue(_ job: consuming ExecutorJob) {
+    public func enqueue(_ job: consuming ExecutorJob) {
         enqueue(job, as: asUnownedTaskExecutor())
     }
 
@@ -23,7 +23,7 @@ extension ZMQEventLoop: TaskExecutor {
     /// jobs to the loop (a client's, which exists before its loop does). The job must run as the
     /// executor its task prefers; as another one, every `await` of the task would find itself on
     /// the wrong executor and be queued again instead of going on inline.
-    package func enqueue(_ job: consuming ExecutorJob, as executor: UnownedTaskExecutor) {
+    public func enqueue(_ job: consuming ExecutorJob, as executor: UnownedTaskExecutor) {
         let job = Job(job: UnownedJob(job), executor: executor)
         enum Outcome { case queued, wake, rejected }
         let outcome = mailbox.withLock { box -> Outcome in

@@ -2,8 +2,8 @@ import SkyProtocol
 
 extension ZMQEventLoop {
     /// Names a socket of the loop. Chosen by the caller, unique within one loop.
-    package struct SocketID: Hashable, Sendable, CustomStringConvertible {
-        package let rawValue: Int
+    public struct SocketID: Hashable, Sendable, CustomStringConvertible {
+        public let rawValue: Int
         private let label: Label
 
         /// Static text only, so that an id is a plain value: with a `String` in it, every copy
@@ -13,7 +13,7 @@ extension ZMQEventLoop {
             case numbered(StaticString)
         }
 
-        package init(_ rawValue: Int, name: StaticString) {
+        public init(_ rawValue: Int, name: StaticString) {
             self.rawValue = rawValue
             label = .name(name)
         }
@@ -21,44 +21,44 @@ extension ZMQEventLoop {
         /// A socket named `prefix-rawValue`, for sockets numbered as they are made (a client's
         /// connection to its broker): the name is built when it is shown, not each time a
         /// message is addressed to the socket (an interpolation on every call).
-        package init(_ rawValue: Int, numbered prefix: StaticString) {
+        public init(_ rawValue: Int, numbered prefix: StaticString) {
             self.rawValue = rawValue
             label = .numbered(prefix)
         }
 
-        package var name: String {
+        public var name: String {
             switch label {
             case .name(let name): "\(name)"
             case .numbered(let prefix): "\(prefix)-\(rawValue)"
             }
         }
 
-        package static func == (lhs: SocketID, rhs: SocketID) -> Bool { lhs.rawValue == rhs.rawValue }
-        package func hash(into hasher: inout Hasher) { hasher.combine(rawValue) }
-        package var description: String { name }
+        public static func == (lhs: SocketID, rhs: SocketID) -> Bool { lhs.rawValue == rhs.rawValue }
+        public func hash(into hasher: inout Hasher) { hasher.combine(rawValue) }
+        public var description: String { name }
     }
 
     /// Everything the I/O thread needs to create, configure, bind and connect one socket.
     ///
     /// A description rather than a socket, because sockets may not cross threads: the loop's
     /// thread builds the socket from it.
-    package struct SocketSpec: Sendable {
-        package var id: SocketID
-        package var type: ZMQSocketType
-        package var options: [ZMQSocketOption]
-        package var bind: [String]
-        package var connect: [String]
+    public struct SocketSpec: Sendable {
+        public var id: SocketID
+        public var type: ZMQSocketType
+        public var options: [ZMQSocketOption]
+        public var bind: [String]
+        public var connect: [String]
         /// Read the ZAP `User-Id` of every received message (costs a metadata lookup per message).
-        package var readUserID: Bool
+        public var readUserID: Bool
         /// Read the peer's IP address (`Peer-Address`) of received messages: of those
         /// `peerAddressFilter` takes, if there is one (it sees the whole message, routing id
         /// included), of every one otherwise.
-        package var readPeerAddress: Bool
-        package var peerAddressFilter: (@Sendable (Frames) -> Bool)?
+        public var readPeerAddress: Bool
+        public var peerAddressFilter: (@Sendable (Frames) -> Bool)?
         /// Report these monitor events as ``Inbound/monitor(_:_:)``; `nil` for none.
-        package var monitor: ZMQMonitorEvent.Kind.Set?
+        public var monitor: ZMQMonitorEvent.Kind.Set?
 
-        package init(
+        public init(
             id: SocketID, type: ZMQSocketType, options: [ZMQSocketOption] = [],
             bind: [String] = [], connect: [String] = [], readUserID: Bool = false, readPeerAddress: Bool = false,
             peerAddressFilter: (@Sendable (Frames) -> Bool)? = nil, monitor: ZMQMonitorEvent.Kind.Set? = nil
@@ -76,7 +76,7 @@ extension ZMQEventLoop {
     }
 
     /// What the I/O thread reports. Delivered in batches: one batch per wake-up of the thread.
-    package enum Inbound: Sendable {
+    public enum Inbound: Sendable {
         /// A message arrived on a socket.
         case message(SocketID, ZMQMessage)
         /// The socket monitor reported a transport event.
@@ -96,13 +96,13 @@ extension ZMQEventLoop {
 
     /// One message to send: frames as arrays, or built in one buffer (see ``Frames``). Each
     /// is sent as it is, without a conversion.
-    package struct Outbound: Sendable {
-        package enum Content: Sendable {
+    public struct Outbound: Sendable {
+        public enum Content: Sendable {
             case arrays([[UInt8]])
             case frames(Frames)
 
             /// Each frame as an array (copies a buffer's small frames).
-            package var arrays: [[UInt8]] {
+            public var arrays: [[UInt8]] {
                 switch self {
                 case .arrays(let arrays): arrays
                 case .frames(let frames): frames.arrays
@@ -110,31 +110,31 @@ extension ZMQEventLoop {
             }
         }
 
-        package var socket: SocketID
-        package var content: Content
+        public var socket: SocketID
+        public var content: Content
 
-        package init(socket: SocketID, message: Frames) {
+        public init(socket: SocketID, message: Frames) {
             self.socket = socket
             content = .frames(message)
         }
 
-        package init(socket: SocketID, frames: [[UInt8]]) {
+        public init(socket: SocketID, frames: [[UInt8]]) {
             self.socket = socket
             content = .arrays(frames)
         }
 
         /// Each frame as an array.
-        package var frames: [[UInt8]] { content.arrays }
+        public var frames: [[UInt8]] { content.arrays }
     }
 
     /// A socket could not be created, configured, bound or connected.
-    package struct SetupError: Error, CustomStringConvertible {
+    public struct SetupError: Error, CustomStringConvertible {
         /// The socket that failed.
-        package let socket: SocketID
+        public let socket: SocketID
         /// libzmq's error, naming the call and endpoint.
-        package let underlying: ZMQError
+        public let underlying: ZMQError
 
-        package var description: String { "\(socket): \(underlying)" }
+        public var description: String { "\(socket): \(underlying)" }
     }
 
     enum Command: Sendable {
@@ -150,23 +150,23 @@ extension ZMQEventLoop {
     /// The loop's inbound batches. Iterating it tells the loop what was consumed, which is what
     /// lets the loop stop reading when its consumer falls behind (see
     /// ``ZMQEventLoop/start(name:context:sockets:tick:maxPendingMessages:scheduling:handler:)``).
-    package struct InboundBatches: AsyncSequence, Sendable {
-        package typealias Element = [Inbound]
+    public struct InboundBatches: AsyncSequence, Sendable {
+        public typealias Element = [Inbound]
         let stream: AsyncStream<[Inbound]>
         let loop: ZMQEventLoop
 
-        package struct AsyncIterator: AsyncIteratorProtocol {
+        public struct AsyncIterator: AsyncIteratorProtocol {
             var base: AsyncStream<[Inbound]>.AsyncIterator
             let loop: ZMQEventLoop
 
-            package mutating func next() async -> [Inbound]? {
+            public mutating func next() async -> [Inbound]? {
                 guard let batch = await base.next() else { return nil }
                 loop.consumed(messages: batch.messageCount)
                 return batch
             }
         }
 
-        package func makeAsyncIterator() -> AsyncIterator {
+        public func makeAsyncIterator() -> AsyncIterator {
             AsyncIterator(base: stream.makeAsyncIterator(), loop: loop)
         }
     }

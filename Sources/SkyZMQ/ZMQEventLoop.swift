@@ -16,9 +16,9 @@ import Synchronization
 /// deliver is reported as ``Inbound/sendFailed(_:_:_:)`` and dropped.
 ///
 /// Call ``shutdown()`` when done: it closes the sockets on their own thread and ends the stream.
-package final class ZMQEventLoop: Sendable {
+public final class ZMQEventLoop: Sendable {
     /// Batches of everything the I/O thread received, in arrival order. Read it from one task.
-    package var inbound: InboundBatches { InboundBatches(stream: stream, loop: self) }
+    public var inbound: InboundBatches { InboundBatches(stream: stream, loop: self) }
 
     let stream: AsyncStream<[Inbound]>
     let continuation: AsyncStream<[Inbound]>.Continuation
@@ -54,12 +54,12 @@ package final class ZMQEventLoop: Sendable {
     let queuedOnThread = Atomic<Bool>(false)
     /// Sockets the thread has open, from their opening to their `zmq_close` (for tests and
     /// diagnostics: a closed socket makes no more connections).
-    package let openSockets = Atomic<Int>(0)
+    public let openSockets = Atomic<Int>(0)
     /// The thread's kernel id, 0 until it runs (for tests and diagnostics).
-    package let kernelThreadID = Atomic<Int32>(0)
+    public let kernelThreadID = Atomic<Int32>(0)
     /// The policy the thread runs under: `nil` while it keeps the one it was started with
     /// (the kernel refused the one asked for).
-    package let appliedScheduling = Locked<Scheduling?>(nil)
+    public let appliedScheduling = Locked<Scheduling?>(nil)
     /// Times another thread signalled the thread awake (for tests and diagnostics).
     let wakeSignals = Atomic<Int>(0)
     /// Jobs of tasks that prefer the loop the thread ran so far (for tests and diagnostics).
@@ -71,7 +71,7 @@ package final class ZMQEventLoop: Sendable {
     /// to send, which the thread sends at once. It must not block or await anything.
     /// The handler may take the batch's elements out (``Swift/Array/takeEach(leaving:_:)``): the
     /// loop empties it afterwards, keeping its buffer for the next wake-up.
-    package typealias InlineHandler = @Sendable (_ batch: inout [Inbound], _ send: inout [Outbound]) -> Void
+    public typealias InlineHandler = @Sendable (_ batch: inout [Inbound], _ send: inout [Outbound]) -> Void
 
     private init(tick: Duration?, maxPendingMessages: Int, handler: InlineHandler?) throws(ZMQError) {
         self.handler = handler
@@ -105,7 +105,7 @@ package final class ZMQEventLoop: Sendable {
     ///     `SCHED_BATCH`, unless the environment says otherwise.
     /// - Throws: ``SetupError`` for the first socket that failed (for example `EADDRINUSE`
     ///   from a bind); nothing is left open then.
-    package static func start(
+    public static func start(
         name: String, context: ZMQContext? = nil, sockets: [SocketSpec], tick: Duration? = nil,
         maxPendingMessages: Int = 10_000, scheduling: Scheduling = .fromEnvironment, handler: InlineHandler? = nil
     ) async throws -> ZMQEventLoop {
@@ -127,17 +127,17 @@ package final class ZMQEventLoop: Sendable {
     }
 
     /// The endpoints a socket was bound to, resolved: `tcp://127.0.0.1:*` comes back with its port.
-    package func boundEndpoints(of socket: SocketID) -> [String] {
+    public func boundEndpoints(of socket: SocketID) -> [String] {
         endpointsByID.withLock { $0[socket] ?? [] }
     }
 
     /// Queues one message for sending. Never blocks; ignored after ``shutdown()``.
-    package func send(_ frames: [[UInt8]], on socket: SocketID) {
+    public func send(_ frames: [[UInt8]], on socket: SocketID) {
         post([.send(Outbound(socket: socket, frames: frames))])
     }
 
     /// Queues many messages with one lock and at most one wake-up.
-    package func send(_ batch: [Outbound]) {
+    public func send(_ batch: [Outbound]) {
         guard !batch.isEmpty else { return }
         post(batch.map { .send($0) })
     }
@@ -146,7 +146,7 @@ package final class ZMQEventLoop: Sendable {
     /// - Returns: the resolved endpoints it was bound to.
     /// - Throws: ``SetupError`` if the socket could not be created, bound or connected.
     @discardableResult
-    package func open(_ spec: SocketSpec) async throws -> [String] {
+    public func open(_ spec: SocketSpec) async throws -> [String] {
         let endpoints: [String] = try await withCheckedThrowingContinuation { done in
             if !post([.open(spec, done)]) {
                 done.resume(throwing: ZMQError(code: ETERM, operation: "open(\(spec.id)) after shutdown"))
@@ -161,7 +161,7 @@ package final class ZMQEventLoop: Sendable {
     /// ``sendPeriodically(_:on:every:)``) find it open; messages an inline handler returns in the
     /// same batch do not, as they leave before the thread reads its mailbox again. The outcome
     /// comes back as ``Inbound/opened(_:_:)``.
-    package func requestOpen(_ spec: SocketSpec) {
+    public func requestOpen(_ spec: SocketSpec) {
         post([.open(spec, nil)])
     }
 
@@ -170,19 +170,19 @@ package final class ZMQEventLoop: Sendable {
     /// woke.
     /// - Returns: `false` if the loop has stopped and the input was dropped.
     @discardableResult
-    package func post(input: any Sendable) -> Bool {
+    public func post(input: any Sendable) -> Bool {
         post(.input(input))
     }
 
     /// Makes the I/O thread itself send `frames` on `socket` every `interval` (a heartbeat), so the
     /// message keeps flowing however busy the rest of the process is. `nil` stops it; closing
     /// the socket stops it too.
-    package func sendPeriodically(_ frames: [[UInt8]]?, on socket: SocketID, every interval: Duration) {
+    public func sendPeriodically(_ frames: [[UInt8]]?, on socket: SocketID, every interval: Duration) {
         post([.periodic(socket, frames, every: interval)])
     }
 
     /// Closes a socket on the loop's thread; messages still queued for it are kept for `linger` ms.
-    package func close(_ socket: SocketID, linger: Int32 = 0) {
+    public func close(_ socket: SocketID, linger: Int32 = 0) {
         post([.close(socket, linger: linger)])
     }
 
@@ -190,14 +190,14 @@ package final class ZMQEventLoop: Sendable {
     /// Returns once the sockets are closed. Safe to call more than once.
     /// - Parameter linger: how long messages still queued may take to leave, in milliseconds.
     ///   With a context the loop owns, the call returns after they left or the time is up.
-    package func shutdown(linger: Int32 = 0) async {
+    public func shutdown(linger: Int32 = 0) async {
         await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
             requestShutdown(waiter: done, linger: linger)
         }
     }
 
     /// Starts the shutdown without waiting for it (for `deinit`s, which cannot await).
-    package func requestShutdown() {
+    public func requestShutdown() {
         requestShutdown(waiter: nil, linger: 0)
     }
 
@@ -218,7 +218,7 @@ package final class ZMQEventLoop: Sendable {
     /// without waiting for the tick interval: for a handler with more timed work than it does in
     /// one go (the broker answering a deadline storm in slices), so that traffic is served
     /// between the slices. Call it from the handler; it costs no wake-up there.
-    package func tickSoon() {
+    public func tickSoon() {
         tickRequested.store(true, ordering: .relaxed)
     }
 
@@ -226,14 +226,14 @@ package final class ZMQEventLoop: Sendable {
     /// asks for none. For an inline handler's timers: call it from the handler, and the thread
     /// sleeps in its poll until the deadline, with no other thread or task involved. (From
     /// another thread it takes effect at the thread's next wake-up.)
-    package func setAlarm(_ deadline: ContinuousClock.Instant?) {
+    public func setAlarm(_ deadline: ContinuousClock.Instant?) {
         alarmNanoseconds.store(deadline.map { time.nanoseconds(at: $0) } ?? .max, ordering: .relaxed)
     }
 
     /// ``setAlarm(_:)`` with the deadline `offset` after `origin`, a reading of
     /// ``LoopTime/clockNanoseconds()``: for a caller that keeps its times as durations since a
     /// start of its own (the client's timers), without an instant's arithmetic.
-    package func setAlarm(_ offset: Duration?, after origin: Int64) {
+    public func setAlarm(_ offset: Duration?, after origin: Int64) {
         guard let offset else {
             alarmNanoseconds.store(.max, ordering: .relaxed)
             return
@@ -257,7 +257,7 @@ package final class ZMQEventLoop: Sendable {
 
     /// The longest time the thread worked without polling its sockets since the last call (from
     /// a wake-up to the next poll: reading, the inline handler, sending); resets it.
-    package func takeLongestIteration() -> Duration {
+    public func takeLongestIteration() -> Duration {
         .nanoseconds(longestIterationNanoseconds.exchange(0, ordering: .relaxed))
     }
 

@@ -3,8 +3,8 @@ import CZMQ
 /// One event from libzmq's socket monitor (`zmq_socket_monitor`): a transport-level fact about a
 /// connection (accepted, disconnected, handshake failed...). It names an endpoint, never a peer's
 /// routing id, so protocol-level membership cannot come from it; authentication failures can.
-package struct ZMQMonitorEvent: Sendable, Equatable {
-    package enum Kind: Sendable, Equatable {
+public struct ZMQMonitorEvent: Sendable, Equatable {
+    public enum Kind: Sendable, Equatable {
         case connected, connectDelayed, connectRetried, listening, bindFailed, accepted
         case acceptFailed, closed, closeFailed, disconnected, monitorStopped
         case handshakeFailedNoDetail, handshakeSucceeded, handshakeFailedProtocol, handshakeFailedAuth
@@ -32,28 +32,28 @@ package struct ZMQMonitorEvent: Sendable, Equatable {
         }
 
         /// A set of event kinds to ask the monitor for.
-        package struct Set: OptionSet, Sendable {
-            package let rawValue: Int32
-            package init(rawValue: Int32) { self.rawValue = rawValue }
-            package static let all = Set(rawValue: ZMQ_EVENT_ALL)
-            package static let connected = Set(rawValue: ZMQ_EVENT_CONNECTED)
-            package static let connectRetried = Set(rawValue: ZMQ_EVENT_CONNECT_RETRIED)
-            package static let accepted = Set(rawValue: ZMQ_EVENT_ACCEPTED)
-            package static let disconnected = Set(rawValue: ZMQ_EVENT_DISCONNECTED)
-            package static let handshakeSucceeded = Set(rawValue: ZMQ_EVENT_HANDSHAKE_SUCCEEDED)
-            package static let handshakeFailed = Set(
+        public struct Set: OptionSet, Sendable {
+            public let rawValue: Int32
+            public init(rawValue: Int32) { self.rawValue = rawValue }
+            public static let all = Set(rawValue: ZMQ_EVENT_ALL)
+            public static let connected = Set(rawValue: ZMQ_EVENT_CONNECTED)
+            public static let connectRetried = Set(rawValue: ZMQ_EVENT_CONNECT_RETRIED)
+            public static let accepted = Set(rawValue: ZMQ_EVENT_ACCEPTED)
+            public static let disconnected = Set(rawValue: ZMQ_EVENT_DISCONNECTED)
+            public static let handshakeSucceeded = Set(rawValue: ZMQ_EVENT_HANDSHAKE_SUCCEEDED)
+            public static let handshakeFailed = Set(
                 rawValue: ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL
                     | ZMQ_EVENT_HANDSHAKE_FAILED_AUTH)
         }
     }
 
-    package let kind: Kind
+    public let kind: Kind
     /// The event's value: a file descriptor, an errno, a reconnect interval or a ZAP status code.
-    package let value: Int32
+    public let value: Int32
     /// The endpoint the event is about.
-    package let endpoint: String
+    public let endpoint: String
 
-    package init(kind: Kind, value: Int32, endpoint: String) {
+    public init(kind: Kind, value: Int32, endpoint: String) {
         self.kind = kind
         self.value = value
         self.endpoint = endpoint
@@ -61,7 +61,7 @@ package struct ZMQMonitorEvent: Sendable, Equatable {
 
     /// Decodes a monitor message: frame 0 is a 16-bit event id and a 32-bit value in host byte
     /// order, frame 1 the endpoint. Returns `nil` for anything else.
-    package init?(message: ZMQMessage) {
+    public init?(message: ZMQMessage) {
         guard message.frames.count == 2, message.frames[0].count == 6 else { return nil }
         let head = message.frames[0]
         let id = head.withUnsafeBytes { $0.loadUnaligned(fromByteOffset: 0, as: UInt16.self) }

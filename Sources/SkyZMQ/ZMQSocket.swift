@@ -6,14 +6,14 @@ import SkyProtocol
 /// Deliberately not `Sendable`: a ZeroMQ socket must be used by one thread only, and the compiler
 /// enforces that by refusing to move it across isolation domains. In Sky every socket is created
 /// and used by a ``ZMQEventLoop``'s I/O thread; tests may use one on a single thread directly.
-package final class ZMQSocket {
+public final class ZMQSocket {
     let handle: UnsafeMutableRawPointer
     /// Keeps the context alive as long as the socket: `zmq_ctx_term` waits for every socket.
     private let context: ZMQContext
-    package let type: ZMQSocketType
+    public let type: ZMQSocketType
     private var isClosed = false
 
-    package init(context: ZMQContext, type: ZMQSocketType) throws(ZMQError) {
+    public init(context: ZMQContext, type: ZMQSocketType) throws(ZMQError) {
         guard let handle = zmq_socket(context.handle, type.rawValue) else {
             throw ZMQError.last("zmq_socket")
         }
@@ -27,40 +27,40 @@ package final class ZMQSocket {
     }
 
     /// Closes the socket now; unsent messages are kept for at most `linger` (if given).
-    package func close(linger: Int32? = nil) {
+    public func close(linger: Int32? = nil) {
         guard !isClosed else { return }
         if let linger { try? set(.linger(milliseconds: linger)) }
         zmq_close(handle)
         isClosed = true
     }
 
-    package func set(_ option: ZMQSocketOption) throws(ZMQError) {
+    public func set(_ option: ZMQSocketOption) throws(ZMQError) {
         try option.apply(to: handle)
     }
 
-    package func set(_ options: [ZMQSocketOption]) throws(ZMQError) {
+    public func set(_ options: [ZMQSocketOption]) throws(ZMQError) {
         for option in options { try option.apply(to: handle) }
     }
 
     /// Binds `endpoint`. An `ipc://` path another process listens on is refused as in use
     /// (`EADDRINUSE`), as a TCP port would be: libzmq would replace its socket file.
-    package func bind(_ endpoint: String) throws(ZMQError) {
+    public func bind(_ endpoint: String) throws(ZMQError) {
         if IPCListener.isListening(at: endpoint) {
             throw ZMQError(code: EADDRINUSE, operation: "zmq_bind(\(endpoint))")
         }
         if zmq_bind(handle, endpoint) != 0 { throw ZMQError.last("zmq_bind(\(endpoint))") }
     }
 
-    package func connect(_ endpoint: String) throws(ZMQError) {
+    public func connect(_ endpoint: String) throws(ZMQError) {
         if zmq_connect(handle, endpoint) != 0 { throw ZMQError.last("zmq_connect(\(endpoint))") }
     }
 
-    package func disconnect(_ endpoint: String) throws(ZMQError) {
+    public func disconnect(_ endpoint: String) throws(ZMQError) {
         if zmq_disconnect(handle, endpoint) != 0 { throw ZMQError.last("zmq_disconnect(\(endpoint))") }
     }
 
     /// The endpoint of the last bind or connect, with the real port after binding `tcp://host:*`.
-    package var lastEndpoint: String {
+    public var lastEndpoint: String {
         var buffer = [CChar](repeating: 0, count: 1024)
         var size = buffer.count
         guard zmq_getsockopt(handle, ZMQ_LAST_ENDPOINT, &buffer, &size) == 0 else { return "" }
@@ -68,19 +68,19 @@ package final class ZMQSocket {
     }
 
     /// Whether a message can be read now (`ZMQ_EVENTS` has `POLLIN`).
-    package var canReceive: Bool { events & Int32(ZMQ_POLLIN) != 0 }
+    public var canReceive: Bool { events & Int32(ZMQ_POLLIN) != 0 }
 
     /// Whether a message can be sent now without blocking (`ZMQ_EVENTS` has `POLLOUT`).
-    package var canSend: Bool { events & Int32(ZMQ_POLLOUT) != 0 }
+    public var canSend: Bool { events & Int32(ZMQ_POLLOUT) != 0 }
 
     /// What the socket can do now (`ZMQ_EVENTS`). Reading it also takes libzmq's pending
     /// commands, which resets ``signalDescriptor``.
-    package var readiness: ZMQPoller.Events { ZMQPoller.Events(rawValue: Int16(truncatingIfNeeded: events)) }
+    public var readiness: ZMQPoller.Events { ZMQPoller.Events(rawValue: Int16(truncatingIfNeeded: events)) }
 
     /// The descriptor libzmq signals when ``readiness`` may have changed (`ZMQ_FD`). It is
     /// edge-triggered and says nothing by itself: after it turns readable, and after every
     /// send or receive on the socket, ``readiness`` tells what the socket can do.
-    package var signalDescriptor: Int32 {
+    public var signalDescriptor: Int32 {
         var value: Int32 = -1
         var size = MemoryLayout<Int32>.size
         guard zmq_getsockopt(handle, ZMQ_FD, &value, &size) == 0 else { return -1 }
@@ -100,7 +100,7 @@ package final class ZMQSocket {
     ///   (the high-water mark is reached); nothing was sent then. ZeroMQ delivers multipart
     ///   messages atomically, so once the first frame is accepted the rest are too.
     @discardableResult
-    package func send(_ frames: [[UInt8]], dontWait: Bool = false) throws(ZMQError) -> Bool {
+    public func send(_ frames: [[UInt8]], dontWait: Bool = false) throws(ZMQError) -> Bool {
         precondition(!frames.isEmpty, "a ZeroMQ message has at least one frame")
         let last = frames.count - 1
         for (index, frame) in frames.enumerated() {
@@ -116,7 +116,7 @@ package final class ZMQSocket {
 
     /// Sends a message built in one buffer, each frame straight from it.
     @discardableResult
-    package func send(_ message: Frames, dontWait: Bool = false) throws(ZMQError) -> Bool {
+    public func send(_ message: Frames, dontWait: Bool = false) throws(ZMQError) -> Bool {
         precondition(!message.isEmpty, "a ZeroMQ message has at least one frame")
         var outcome: Result<Bool, ZMQError> = .success(true)
         var first = true
@@ -138,7 +138,7 @@ package final class ZMQSocket {
 
     /// Sends a message in either form.
     @discardableResult
-    package func send(_ content: ZMQEventLoop.Outbound.Content, dontWait: Bool = false) throws(ZMQError) -> Bool {
+    public func send(_ content: ZMQEventLoop.Outbound.Content, dontWait: Bool = false) throws(ZMQError) -> Bool {
         switch content {
         case .arrays(let frames): try send(frames, dontWait: dontWait)
         case .frames(let message): try send(message, dontWait: dontWait)
@@ -172,7 +172,7 @@ package final class ZMQSocket {
     ///   - readPeerAddress: also read the peer's IP address (`Peer-Address`, TCP only).
     ///   - peerAddressFilter: read the address only of messages it takes (otherwise every
     ///     message pays a metadata lookup and a string).
-    package func receive(
+    public func receive(
         dontWait: Bool = false, readUserID: Bool = false, readPeerAddress: Bool = false,
         peerAddressFilter: ((Frames) -> Bool)? = nil
     ) throws(ZMQError) -> ZMQMessage? {
@@ -230,7 +230,7 @@ package final class ZMQSocket {
 
     /// Starts libzmq's socket monitor: events are published on a PAIR socket bound at `endpoint`
     /// (an `inproc://` address); connect a PAIR to it and decode with ``ZMQMonitorEvent/init(message:)``.
-    package func startMonitor(endpoint: String, events: ZMQMonitorEvent.Kind.Set = .all) throws(ZMQError) {
+    public func startMonitor(endpoint: String, events: ZMQMonitorEvent.Kind.Set = .all) throws(ZMQError) {
         if zmq_socket_monitor(handle, endpoint, events.rawValue) != 0 {
             throw ZMQError.last("zmq_socket_monitor(\(endpoint))")
         }
@@ -240,7 +240,7 @@ package final class ZMQSocket {
     /// before closing the reading end: libzmq sends each event with a blocking send from its
     /// own I/O thread, so an event sent to a pair nobody reads (a disconnection while the socket
     /// closes) blocks that thread for good, and with it every socket of the context.
-    package func stopMonitor() {
+    public func stopMonitor() {
         _ = zmq_socket_monitor(handle, nil, 0)
     }
 }

@@ -1,7 +1,7 @@
 import CZMQ
 
 /// A socket option with a typed value. Options only affect binds and connects made after them.
-package enum ZMQSocketOption: Sendable, Hashable {
+public enum ZMQSocketOption: Sendable, Hashable {
     /// How long unsent messages are kept after close, in milliseconds (-1 forever, 0 drop).
     case linger(milliseconds: Int32)
     /// Queue limit per peer for outgoing messages (0 = no limit).

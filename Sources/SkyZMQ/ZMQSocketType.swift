@@ -1,7 +1,7 @@
 import CZMQ
 
 /// The socket types Sky uses (all from libzmq's stable API).
-package enum ZMQSocketType: Sendable, Hashable {
+public enum ZMQSocketType: Sendable, Hashable {
     case router, dealer, pub, xpub, sub, pair
     /// A SUB that sends its subscriptions as messages (`[0x01 topic]`): for tests of a broker's
     /// event socket under subscription churn.

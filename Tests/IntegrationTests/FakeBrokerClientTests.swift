@@ -1,5 +1,6 @@
 import Foundation
 import Sky
+import SkyProtocol
 import SkyTestSupport
 import SkyWorkerKit
 import SkyWorkloads

@@ -1,3 +1,4 @@
+import SkyProtocol
 import Testing
 
 @testable import Sky

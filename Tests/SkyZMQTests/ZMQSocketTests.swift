@@ -82,7 +82,8 @@ struct ZMQSocketTests {
             return ContinuousClock.now - start
         }
         #expect(elapsed >= .milliseconds(95))
-        #expect(elapsed < .seconds(2))
+        // Returned, not stuck: room for a stalled machine (every test took 11 s once).
+        #expect(elapsed < .seconds(30))
     }
 
     @Test func pollSeesReadableSocketsAndPipes() async throws {
