@@ -53,9 +53,8 @@ actor EventFeed {
     private var iterator: AsyncStream<SkyEvent>.Iterator?
     /// An event read together with the snapshot yielded before it.
     private var pending: SkyEvent?
-    private var lastSeq: UInt64 = 0
-    private var instance: String?
-    private var needSnapshot = true
+    /// Which events to pass on, and when a snapshot comes first.
+    private var sequence = EventSequence()
     private var ended = false
     /// Subscriptions that closed before their handshake, in a row: after a socket-type mismatch
     /// (the clients or workers port given as the events port) libzmq never reconnects, so each
@@ -83,7 +82,6 @@ actor EventFeed {
     private func read() async throws -> ClusterEvent? {
         if let event = pending {
             pending = nil
-            lastSeq = event.seq
             return .event(event)
         }
         while true {
@@ -91,6 +89,7 @@ actor EventFeed {
                 let opened = try await client.subscribeToEvents(buffered: buffered)
                 subscription = opened
                 iterator = opened.events.makeAsyncIterator()
+                sequence.resubscribed()
             }
             var events = iterator
             let next = await events?.next(isolation: self)
@@ -102,23 +101,16 @@ actor EventFeed {
                 return nil
             }
             // The broker greets every new subscriber, so the first event proves the
-            // subscription is live: a snapshot taken now misses nothing. A greeting from another
-            // run of the broker means it restarted and counts anew; a number beyond the next one
-            // means events were lost on the way (a slow subscriber, here or in libzmq): either
-            // way, take a new snapshot.
-            if event.event == .brokerHello, let run = event.broker, run != instance { needSnapshot = true }
-            if event.seq > lastSeq + 1 { needSnapshot = true }
-            if needSnapshot {
-                let snapshot = try await client.clusterSnapshot()
-                lastSeq = snapshot.seq
-                instance = snapshot.broker
-                needSnapshot = false
-                if event.seq > lastSeq { pending = event }
-                return .snapshot(snapshot)
-            }
-            if event.seq > lastSeq {
-                lastSeq = event.seq
+            // subscription is live: a snapshot taken now misses nothing (EventSequence).
+            switch sequence.read(event) {
+            case .deliver(let event):
                 return .event(event)
+            case .skip:
+                continue
+            case .snapshot:
+                let snapshot = try await client.clusterSnapshot()
+                pending = sequence.took(snapshot, after: event)
+                return .snapshot(snapshot)
             }
         }
     }
