@@ -62,8 +62,7 @@ extension BrokerStateMachine {
         tasks[task.key] = .waiting(arrival: task.arrival)
         waitingCount += 1
         queuedBytes += bytes
-        queuedBytesPeak = max(queuedBytesPeak, queuedBytes)
-        queuedCountPeak = max(queuedCountPeak, waitingCount)
+        memoryReturn.queueHolds(bytes: queuedBytes, count: waitingCount)
         withClient(task.client) { client in
             client.waiting += 1
             client.waitingBytes += bytes
@@ -188,8 +187,7 @@ extension BrokerStateMachine {
             leases = Heap(entries)
         }
         if waitingCount == 0
-            && (queuedBytesPeak >= configuration.memoryReleaseThreshold
-                || queuedCountPeak >= configuration.memoryReleaseCount)
+            && memoryReturn.held(bytes: configuration.memoryReleaseThreshold, orCount: configuration.memoryReleaseCount)
         {
             releaseStorage()
         }
@@ -199,8 +197,6 @@ extension BrokerStateMachine {
     /// they are made anew (what is still live is copied), and the shell returns the freed
     /// memory to the system. Costs one pass over what is live, once per large drain.
     private mutating func releaseStorage() {
-        queuedBytesPeak = 0
-        queuedCountPeak = 0
         // Nothing waits: every queue entry and deadline left is of an answered request, and
         // every task is at a worker.
         var fresh = [TaskKey: TaskPlace](minimumCapacity: max(tasks.count, Self.taskTableRoom))
@@ -214,7 +210,7 @@ extension BrokerStateMachine {
         deadlines = Heap()
         leases = Heap(Array(leases.unordered))
         clients.shrink()
-        releaseMemorySoon = true
+        memoryReturn.storageReleased()
     }
 
     /// When a delivery of `task` is taken from its worker: deadline + lease grace; `nil` without
@@ -357,10 +353,10 @@ extension BrokerStateMachine {
             }
             // Requests first: a call has a caller waiting on a deadline, a job waits on disk. Jobs
             // take the credits no waiting request needs.
-            if oldest == nil, !jobBook.ready.isEmpty,
-                let job = bestWaitingJob(among: withWorker(at: index) { $0.services })
+            if oldest == nil, jobs.hasPrepared,
+                let service = jobs.best(among: withWorker(at: index) { $0.services })
             {
-                dispatchJob(of: job.service, to: peer, now: now, into: &actions)
+                dispatchJob(of: service, to: peer, now: now, into: &actions)
                 free -= 1
                 continue
             }

@@ -13,21 +13,10 @@ extension BrokerStateMachine {
         for (peer, record) in workers where record.lastHeard + configuration.expiry <= now {
             remove(peer, reason: .expired, now: now, into: &actions)
         }
-        if now >= nextHeartbeat ?? now {
+        if periodic.heartbeatsDue(now: now, interval: configuration.heartbeatInterval) {
             for peer in workers.keys { actions.append(.sendToWorker(peer, .heartbeat)) }
-            nextHeartbeat = now + configuration.heartbeatInterval
         }
-        // Asked for by a previous tick, so that dropping the old tables and returning their
-        // memory to the system are two iterations of the loop, not one twice as long.
-        if releaseMemorySoon {
-            releaseMemorySoon = false
-            let first = Self.laterMemoryReleases.first
-            laterMemoryRelease = (now + first, first * 2)
-            actions.append(.releaseMemory)
-        } else if let later = laterMemoryRelease, now >= later.at {
-            laterMemoryRelease = later.next <= Self.laterMemoryReleases.last ? (now + later.next, later.next * 2) : nil
-            actions.append(.releaseMemory)
-        }
+        if memoryReturn.isDue(now: now) { actions.append(.releaseMemory) }
         // Measured from the tick's start on the work clock, not from `now` (the batch's time,
         // read before the messages ahead of this tick were handled).
         let clock = configuration.workClock
@@ -36,18 +25,14 @@ extension BrokerStateMachine {
         expireDeadlines(now: now, budget: &budget, into: &actions)
         expireUnserved(now: now, budget: &budget, into: &actions)
         expireLeases(now: now, budget: &budget, into: &actions)
-        jobTick(now: now, budget: &budget, into: &actions)
+        let nowTicks = ticks(now)
+        withJobs(now: now, into: &actions) { $0.tick(now: nowTicks, budget: &budget, into: &$1) }
         hasExpiryBacklog = budget.isSpent
         compactIfMostlyDead()
-        if helloPending, now >= nextHelloAllowed ?? now { sayHello(now: now, into: &actions) }
+        if events.isHelloDue(now: now) { sayHello(now: now, into: &actions) }
         summariseHeldBackLines(now: now, into: &actions)
-        if let due = nextStats {
-            if now >= due {
-                publishStats(over: configuration.statsInterval, now: now, into: &actions)
-                nextStats = now + configuration.statsInterval
-            }
-        } else {
-            nextStats = now + configuration.statsInterval
+        if periodic.statsDue(now: now, interval: configuration.statsInterval) {
+            publishStats(over: configuration.statsInterval, now: now, into: &actions)
         }
     }
 
@@ -187,21 +172,16 @@ extension BrokerStateMachine {
     }
 
     private mutating func publishStats(over period: Duration, now: Instant, into actions: inout [BrokerAction]) {
-        let completed = tasksCompleted
         let seconds = period.inSeconds
+        let closed = tally.closePeriod()
         var stats = BrokerStats(
             workers: workers.count, capacity: workers.values.reduce(0) { $0 + $1.capacity }, queued: queuedCount,
-            inFlight: inFlightCount, completed: completed,
-            completedPerSecond: seconds > 0 ? Double(completed - completedAtLastStats) / seconds : 0,
-            queuedBytes: queuedBytes, longestIterationMilliseconds: longestIteration.inSeconds * 1000,
-            failed: tasksFailed, jobs: jobCounts)
+            inFlight: inFlightCount, completed: tally.completed,
+            completedPerSecond: seconds > 0 ? Double(closed.completed) / seconds : 0,
+            queuedBytes: queuedBytes, longestIterationMilliseconds: closed.longestIteration.inSeconds * 1000,
+            failed: tally.failed, jobs: jobs.counts)
         stats.services = serviceStats(over: seconds, into: &actions)
-        if !periodFailures.isEmpty {
-            stats.failures = periodFailures
-            periodFailures.removeAll(keepingCapacity: true)
-        }
-        completedAtLastStats = completed
-        longestIteration = .zero
+        if !closed.failures.isEmpty { stats.failures = closed.failures }
         publish(
             SkyEvent(seq: 0, event: .brokerStats, time: "", workers: workerLoads(now: now), stats: stats),
             into: &actions)
@@ -249,7 +229,7 @@ extension BrokerStateMachine {
             }
             actions.append(.sendToWorker(peer, .disconnect))
         }
-        answerJobCallersAtShutdown(message, into: &actions)
+        withJobs(now: now, into: &actions) { $0.shutdown(message, into: &$1) }
         workers.removeAll()
         services.updateAll { $0.workers.removeAll() }
         tasks.removeAll()

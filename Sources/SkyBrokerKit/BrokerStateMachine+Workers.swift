@@ -182,8 +182,9 @@ extension BrokerStateMachine {
         record.anchor = deliveries.addWorker(peer)
         workers[peer] = record
         for number in numbers { self.services[number].workers.append(peer) }
-        countJobCredits(of: record, joined: true)
-        for service in services { prepareJobs(of: service, into: &actions) }
+        withJobs(now: now, into: &actions) {
+            $0.workerJoined(serving: record.services, capacity: record.capacity, into: &$1)
+        }
         // Before any REQUEST on this connection: the edition the broker speaks, the largest
         // result the worker may send back, and that it may answer packed (and ask for packed
         // REQUESTs with its own FEATURES). The REQUEST header's longer forms are the clients'.
@@ -205,7 +206,7 @@ extension BrokerStateMachine {
     /// `workerLost` once it was delivered the maximum number of times.
     mutating func remove(_ peer: PeerID, reason: DisconnectReason, now: Instant, into actions: inout [BrokerAction]) {
         guard let record = workers.removeValue(forKey: peer) else { return }
-        countJobCredits(of: record, joined: false)
+        jobs.workerLeft(serving: record.services, capacity: record.capacity)
         let graceEnd = ticks(now) + Self.nanoseconds(configuration.noWorkersGrace)
         for number in record.serviceNumbers {
             services[number].workers.removeAll { $0 == peer }
@@ -227,7 +228,7 @@ extension BrokerStateMachine {
                 tasks[held.task.key] = nil
             }
             if Self.isJob(held.task) {
-                if jobDeliveryLost(held.task, worker: record.name, into: &actions) { requeued += 1 }
+                if jobDeliveryLost(held.task, worker: record.name, now: now, into: &actions) { requeued += 1 }
             } else if held.task.deliveries >= configuration.maxDeliveries {
                 counters.failedWorkerLost += 1
                 fail(
@@ -258,9 +259,9 @@ extension BrokerStateMachine {
                 tasksHeld: lost.count),
             into: &actions)
         var touched = Set(lost.map(\.task.request.service))
-        touched.formUnion(record.services.filter { jobBook.queued.has($0) || jobBook.ready.has($0) })
+        touched.formUnion(record.services.filter { jobs.hasWork(for: $0) })
         for service in touched {
-            prepareJobs(of: service, into: &actions)
+            withJobs(now: now, into: &actions) { $0.prepare(service, into: &$1) }
             for candidate in workers(serving: service) { fill(candidate, now: now, into: &actions) }
         }
     }
@@ -288,13 +289,12 @@ extension BrokerStateMachine {
             if failed { worker.failed += 1 }
             return worker.name
         }
-        tasksCompleted += 1
+        tally.replied(failed: failed)
         // The closure captures plain values: capturing `held` copied the delivery (its request
         // and body references) on every reply.
         let (took, status, waited) = (ticks(now) - held.task.arrivedAt, answer.status, held.waited)
         recordWindow(of: held.task.service) { $0.record(nanoseconds: took, status: status, waited: waited) }
         if failed {
-            tasksFailed += 1
             sampleFailure(held.task, answer.status, RemoteErrorBody(decoding: answer.body), worker: workerName)
         }
         let key = held.task.key

@@ -40,8 +40,25 @@ import SkyProtocol
 /// ``Configuration/noWorkersGrace``. One running past deadline + ``Configuration/leaseGrace`` (a
 /// lease) is answered `deadlineExceeded` and the worker is told to cancel it; its slot stays
 /// taken until the worker answers, since the handler may still run. A job's attempt has no
-/// grace: it is cancelled at its timeout (``leaseExpiry(_:)``). Expiries are answered at most ``Configuration/expiryBatch`` per tick, so that a storm of
-/// them never holds up heartbeats.
+/// grace: it is cancelled at its timeout (``leaseExpiry(_:)``). Expiries are answered at most
+/// ``Configuration/expiryBatch`` per tick, so that a storm of them never holds up heartbeats.
+///
+/// **Parts.** Durable jobs are a sub-machine of their own, ``JobScheduler`` (inputs and actions
+/// of its own; `+Jobs` does what it asks with workers and sockets). The books the routing
+/// keeps are types of their own: ``ServiceBook``, ``ClientBook``, ``DeliveryBook``; and so
+/// are the periodic work (``PeriodicWork``), the stats (``WorkTally``), the event socket's
+/// numbering and greetings (``EventPublishing``) and the return of memory (``MemoryReturn``).
+///
+/// **Inputs**, every one the shell feeds (docs/architecture.md has them with their actions):
+/// - from the clients ROUTER: ``clientMessage(from:message:now:into:)``,
+///   ``clientUnreachable(_:into:)``;
+/// - from the workers ROUTER: ``workerMessage(from:message:host:key:now:into:)``,
+///   ``workerUnreachable(_:now:into:)``, ``refuseRegistration(_:reason:now:into:)``;
+/// - from the events XPUB: ``subscriberJoined(now:into:)``, ``eventSubscription(_:subscribed:)``;
+/// - from the journal: ``recover(_:now:into:)`` at start, ``journalAnswered(_:now:into:)``;
+/// - from the shell itself: ``tick(now:into:)``, ``dropped(_:now:into:)``,
+///   ``descriptorsChecked(exhausted:limit:now:into:)``, ``loopIteration(took:)``,
+///   ``announce(clients:workers:)``, ``shutdown(now:into:)``.
 package struct BrokerStateMachine: Sendable {
     /// The machine's time (see ``BrokerInstant``).
     package typealias Instant = BrokerInstant
@@ -225,9 +242,6 @@ package struct BrokerStateMachine: Sendable {
     var waitingCount = 0
     /// Body bytes of the live waiting requests.
     var queuedBytes = 0
-    /// The most ``queuedBytes`` and waiting requests reached since memory was last returned.
-    var queuedBytesPeak = 0
-    var queuedCountPeak = 0
     /// The deliveries workers hold, cancelled ones included (by tag, see ``DeliveryBook``).
     var deliveries = DeliveryBook()
     var deadlines = Heap<DeadlineEntry>()
@@ -239,22 +253,14 @@ package struct BrokerStateMachine: Sendable {
     var epoch: Instant?
     var nextArrival: UInt64 = 0
     var dispatchCounter: UInt64 = 0
-    var lastEventSeq: UInt64 = 0
-    /// The topics watchers subscribed to on the events socket (an XPUB tells the broker each
-    /// topic's first subscription and last unsubscription). A task or job event, one per
-    /// message, is not built while no topic takes it; its number is taken all the same, so
-    /// numbering does not depend on who watches.
-    var eventTopics: Set<[UInt8]> = []
-    var nextHeartbeat: Instant?
-    var nextStats: Instant?
-    var completedAtLastStats: UInt64 = 0
-    /// Replies workers sent for tasks they held, and those of them that were not a success:
-    /// the work done, which `counters.repliesSent` mixes with the broker's own answers.
-    var tasksCompleted: UInt64 = 0
-    var tasksFailed: UInt64 = 0
-    /// When the next `broker.hello` may go out, and whether a subscription waits for one.
-    var nextHelloAllowed: Instant?
-    var helloPending = false
+    /// Event numbers, watchers' topics and the pace of greetings.
+    var events = EventPublishing()
+    /// When heartbeats and stats are due.
+    var periodic = PeriodicWork()
+    /// The work workers did, in total and this stats period.
+    var tally = WorkTally()
+    /// When freed memory goes back to the system after a large drain.
+    var memoryReturn = MemoryReturn()
     /// Answers to misdirected or refused peers, at most ``Configuration/refusalsPerSecond`` a
     /// second per port.
     var refusals: RateBudget<BrokerPort>
@@ -265,31 +271,20 @@ package struct BrokerStateMachine: Sendable {
     var descriptorShortage: DescriptorShortage?
     /// More expiries were due than one tick answers: the shell should tick again soon.
     package internal(set) var hasExpiryBacklog = false
-    /// The queue drained after holding much: the shell should return freed memory to the system.
-    var releaseMemorySoon = false
-    /// When to return freed memory again after a large drain, and the wait before the time
-    /// after: what libzmq frees only once its pipes have sent the drain's answers (to clients
-    /// that read slowly) comes after the first return. 1, 2, 4 and 8 s after it.
-    var laterMemoryRelease: (at: Instant, next: Duration)?
-    static let laterMemoryReleases = (first: Duration.seconds(1), last: Duration.seconds(8))
-    /// The event loop's longest iteration since the last stats.
-    var longestIteration: Duration = .zero
     var stopping = false
     package internal(set) var counters = BrokerCounters()
-    /// The first failures since the last stats, for `broker.stats` (at most ``TaskFailure/maxPerPeriod``).
-    var periodFailures: [TaskFailure] = []
-    /// Durable jobs held in memory (see `BrokerStateMachine+Jobs.swift`).
-    var jobBook = JobBook()
-    var jobIDGenerator: SplitMix64
+    /// Durable jobs: a sub-machine of their own (see `BrokerStateMachine+Jobs.swift`).
+    var jobs: JobScheduler
     /// The last instant an input carried, for work that follows from a reply.
     var lastNow: Instant?
-    var nextJournalMaintenance: Instant?
 
     package init(configuration: Configuration = Configuration()) {
         self.configuration = configuration
         refusals = RateBudget(perSecond: configuration.refusalsPerSecond)
         peerLines = RateBudget(perSecond: configuration.peerLinesPerSecond)
-        jobIDGenerator = SplitMix64(seed: configuration.jobIDSeed ?? UInt64.random(in: .min ... .max))
+        jobs = JobScheduler(
+            configuration: JobScheduler.Configuration(configuration),
+            seed: configuration.jobIDSeed ?? UInt64.random(in: .min ... .max))
     }
 
     // MARK: Worker records
@@ -355,10 +350,10 @@ package struct BrokerStateMachine: Sendable {
     package func snapshot(now: Instant) -> ClusterSnapshot {
         let list = workerLoads(now: now)
         var snapshot = ClusterSnapshot(
-            seq: lastEventSeq, workers: list, queued: queuedPerService(),
+            seq: events.lastSeq, workers: list, queued: queuedPerService(),
             inFlight: inFlightCount, counters: counters, memory: configuration.memoryProbe?(),
-            broker: configuration.instance, tasksCompleted: tasksCompleted, tasksFailed: tasksFailed)
-        snapshot.jobs = jobCounts
+            broker: configuration.instance, tasksCompleted: tally.completed, tasksFailed: tally.failed)
+        snapshot.jobs = jobs.counts
         return snapshot
     }
 
@@ -669,18 +664,17 @@ package struct BrokerStateMachine: Sendable {
     mutating func sampleFailure(
         _ task: QueuedRequest, _ status: ReplyStatus, _ error: @autoclosure () -> RemoteErrorBody, worker: String?
     ) {
-        guard periodFailures.count < TaskFailure.maxPerPeriod else { return }
+        guard tally.samplesFailures else { return }
         let error = error()
-        periodFailures.append(
+        tally.sample(
             TaskFailure(
                 requestID: task.request.requestID.description, service: task.request.service,
                 status: status.description, type: error.type, message: error.message, worker: worker))
     }
 
     mutating func publish(_ event: SkyEvent, into actions: inout [BrokerAction]) {
-        lastEventSeq += 1
         var event = event
-        event.seq = lastEventSeq
+        event.seq = events.number()
         actions.append(.publish(event))
     }
 
@@ -689,40 +683,27 @@ package struct BrokerStateMachine: Sendable {
     mutating func publishTask(
         _ kind: EventKind, _ info: @autoclosure () -> TaskInfo, into actions: inout [BrokerAction]
     ) {
-        guard isWatched(kind) else {
-            lastEventSeq += 1
+        guard events.isWatched(kind) else {
+            _ = events.number()
             return
         }
         publish(SkyEvent(seq: 0, event: kind, time: "", task: info()), into: &actions)
     }
 
-    /// Whether a subscribed topic takes events of `kind` (a topic takes the events whose name
-    /// starts with it; the empty topic takes all).
-    func isWatched(_ kind: EventKind) -> Bool {
-        if eventTopics.isEmpty { return false }
-        if eventTopics.contains([]) { return true }
-        return eventTopics.contains { kind.rawValue.utf8.starts(with: $0) }
-    }
-
     /// A watcher subscribed to `topic` (the first for it), or the last one left it.
     package mutating func eventSubscription(_ topic: [UInt8], subscribed: Bool) {
-        if subscribed { eventTopics.insert(topic) } else { eventTopics.remove(topic) }
+        events.subscription(topic, subscribed: subscribed)
     }
 
     /// Someone subscribed to the event socket: greet them with the current state, which also
     /// tells them their subscription is live. Subscriptions that come faster than
     /// ``Configuration/helloInterval`` share one greeting, sent when the interval has passed.
     package mutating func subscriberJoined(now: Instant, into actions: inout [BrokerAction]) {
-        if let allowed = nextHelloAllowed, now < allowed {
-            helloPending = true
-            return
-        }
-        sayHello(now: now, into: &actions)
+        if events.subscriberJoined(now: now) { sayHello(now: now, into: &actions) }
     }
 
     mutating func sayHello(now: Instant, into actions: inout [BrokerAction]) {
-        helloPending = false
-        nextHelloAllowed = now + configuration.helloInterval
+        events.greeted(now: now, interval: configuration.helloInterval)
         publish(
             SkyEvent(
                 seq: 0, event: .brokerHello, time: "",
@@ -740,7 +721,7 @@ package struct BrokerStateMachine: Sendable {
     /// The shell measured an iteration of the event loop; the longest per stats period is
     /// published in `broker.stats`.
     package mutating func loopIteration(took duration: Duration) {
-        longestIteration = max(longestIteration, duration)
+        tally.loopIteration(took: duration)
     }
 
     private mutating func answerBrokerService(

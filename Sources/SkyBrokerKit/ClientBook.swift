@@ -70,8 +70,9 @@ struct ClientBook: Sendable {
     /// One more job delivery runs: the jobs' record holds one more (it holds one for itself,
     /// so it is never freed).
     mutating func addJobDelivery() {
-        if jobsRecord == nil { jobsRecord = Record(peer: PeerID([]), outstanding: 1) }
-        jobsRecord!.outstanding += 1
+        var record = jobsRecord ?? Record(peer: PeerID([]), outstanding: 1)
+        record.outstanding += 1
+        jobsRecord = record
     }
 
     /// Forgets a client; its number is free for the next new one.

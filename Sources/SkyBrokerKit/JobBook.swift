@@ -23,7 +23,8 @@ struct JobBook: Sendable {
         case preparing
         /// Its start is on disk; it waits in ``ready`` for a credit.
         case prepared
-        case running(PeerID, tag: UInt64)
+        /// Its delivery `tag` runs at the worker named `worker` (kept for reports).
+        case running(tag: UInt64, worker: String)
         /// Its outcome is being written; waiters hear once it is on disk.
         case finishing(JobReport)
     }
@@ -36,7 +37,7 @@ struct JobBook: Sendable {
         /// Wall-clock not-before (milliseconds since 1970), for reports.
         var notBefore: Int64
         var phase: Phase
-        /// Order among waiting jobs and requests (the machine's arrival counter).
+        /// Order among waiting jobs of equal priority (the scheduler's submission counter).
         var arrival: UInt64
         /// Workers lost while running it, in this run of the broker.
         var losses = 0
@@ -187,6 +188,17 @@ struct JobBook: Sendable {
     /// Bytes of the tasks of the jobs in ``jobs`` (each job's body is held until it ended).
     var heldBytes = 0
 
+    /// Changes a held job in place and returns what `change` returns. Callers name a job they
+    /// know is held: a missing one is a broken invariant of the book, which traps with
+    /// `invariant` rather than go on with jobs that no longer match the journal.
+    @discardableResult
+    mutating func update<R>(
+        _ id: JobID, _ invariant: @autoclosure () -> String, _ change: (inout Job) -> R
+    ) -> R {
+        guard let index = jobs.index(forKey: id) else { preconditionFailure("job book: \(invariant()) (job \(id))") }
+        return change(&jobs.values[index])
+    }
+
     /// A job the broker now holds (recorded, unfinished).
     mutating func hold(_ job: Job) {
         if let old = jobs.updateValue(job, forKey: job.id) { heldBytes -= old.submission.body.count }
@@ -200,9 +212,9 @@ struct JobBook: Sendable {
 
     /// Puts a job in its service's queue.
     mutating func enqueue(_ id: JobID) {
-        guard jobs[id] != nil else { return }
-        jobs[id]!.phase = .queued
-        queued.insert(jobs[id]!)
+        guard let index = jobs.index(forKey: id) else { return }
+        jobs.values[index].phase = .queued
+        queued.insert(jobs.values[index])
     }
 
     /// Jobs a service's pipeline holds at most: enough that the credits freed during one
@@ -222,8 +234,11 @@ struct JobBook: Sendable {
             let id = queued.pop(service, in: jobs)
         else { return nil }
         pipeline[service, default: 0] += 1
-        jobs[id]!.phase = .preparing
-        preparing.insert(jobs[id]!)
+        let job = update(id, "a job in the queued line is held") { job in
+            job.phase = .preparing
+            return job
+        }
+        preparing.insert(job)
         return id
     }
 
@@ -278,18 +293,19 @@ struct JobBook: Sendable {
 
     /// A job's start is on disk: it waits for a credit.
     mutating func prepared(_ id: JobID) {
-        guard let job = jobs[id], job.phase == .preparing else { return }
-        preparing.unmark(job.submission.service)
-        jobs[id]!.phase = .prepared
-        ready.insert(jobs[id]!)
+        guard let index = jobs.index(forKey: id), jobs.values[index].phase == .preparing else { return }
+        preparing.unmark(jobs.values[index].submission.service)
+        jobs.values[index].phase = .prepared
+        ready.insert(jobs.values[index])
     }
 
     /// A job whose first start was written with its submit is on disk: held, it waits for a
     /// credit (it was never in ``preparing``).
     mutating func preparedWithSubmit(_ job: Job) {
+        var job = job
+        job.phase = .prepared
         hold(job)
-        jobs[job.id]!.phase = .prepared
-        ready.insert(jobs[job.id]!)
+        ready.insert(job)
     }
 
     /// A job left the pipeline of `service` (sent, or cancelled while preparing or prepared).
@@ -312,9 +328,11 @@ struct JobBook: Sendable {
 
     /// Takes one waiter of a job, if it still waits.
     mutating func removeWaiter(_ waiter: Waiter, of id: JobID) -> Bool {
-        guard let index = waiters[id]?.firstIndex(of: waiter) else { return false }
-        waiters[id]!.remove(at: index)
-        if waiters[id]!.isEmpty { waiters[id] = nil }
+        guard let entry = waiters.index(forKey: id), let index = waiters.values[entry].firstIndex(of: waiter) else {
+            return false
+        }
+        waiters.values[entry].remove(at: index)
+        if waiters.values[entry].isEmpty { waiters.remove(at: entry) }
         waiterCount -= 1
         return true
     }

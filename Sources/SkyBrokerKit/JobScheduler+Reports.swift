@@ -1,0 +1,57 @@
+import SkyJournal
+import SkyProtocol
+
+extension JobScheduler {
+    /// Where a job the broker holds stands.
+    func report(_ job: JobBook.Job) -> JobReport {
+        let service = job.submission.service
+        switch job.phase {
+        case .scheduled:
+            return JobReport(
+                state: .scheduled, attempt: job.attempt, notBeforeMilliseconds: job.notBefore, service: service)
+        case .queued:
+            return JobReport(state: .queued, attempt: job.attempt, service: service)
+        case .preparing, .prepared:
+            // Its delivery is recorded but has not reached a worker.
+            return JobReport(state: .queued, attempt: job.attempt - 1, service: service)
+        case .running(_, let worker):
+            return JobReport(state: .running, attempt: job.attempt, worker: worker, service: service)
+        case .finishing(let report):
+            return report
+        }
+    }
+
+    /// A job as the journal has it, as a report.
+    static func report(_ record: JobRecord) -> JobReport {
+        let state: JobState =
+            switch record.state {
+            case .queued: record.notBefore > 0 ? .scheduled : .queued
+            case .running: .running
+            case .succeeded: .succeeded
+            case .failed: .failed
+            case .cancelled: .cancelled
+            }
+        let outcome = record.outcome ?? []
+        return JobReport(
+            state: state, attempt: UInt32(clamping: record.attempt), notBeforeMilliseconds: record.notBefore,
+            outcomeStatus: outcome.first.flatMap(ReplyStatus.init(rawValue:)) ?? .ok, service: record.service,
+            outcome: Array(outcome.dropFirst()))
+    }
+
+    static func journalState(_ state: JobState) -> JobRecord.State? {
+        switch state {
+        case .queued, .scheduled: .queued
+        case .running: .running
+        case .succeeded: .succeeded
+        case .failed: .failed
+        case .cancelled: .cancelled
+        case .unknown: nil
+        }
+    }
+
+    /// When a job's record may go: its retention after `wall`.
+    static func expiry(_ wall: Int64, _ submission: JobSubmission) -> Int64 {
+        let (sum, overflow) = wall.addingReportingOverflow(Int64(clamping: submission.retentionMilliseconds))
+        return overflow ? Int64.max : sum
+    }
+}

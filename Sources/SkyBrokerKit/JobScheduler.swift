@@ -1,0 +1,818 @@
+import HeapModule
+import SkyJournal
+import SkyProtocol
+
+/// Durable jobs: `mmi.jobs.*` requests, the journal's answers, and the attempts of jobs; a
+/// sub-machine of ``BrokerStateMachine`` with state of its own (``JobBook``, private to this
+/// file), its own inputs (the methods below) and actions (``Action``), as postgres-nio's pool
+/// state machine keeps its request queue and its connections apart.
+///
+/// A job is recorded before anything else happens to it: the submit is answered, and the job
+/// queued, once the journal has it on disk. Each delivery is recorded before it is sent (so a
+/// job's `attempt` counts every execution, also across broker restarts), and the outcome is
+/// recorded once; callers waiting for it hear when it is on disk. Deliveries are recorded ahead
+/// of the credits that will take them (up to ``JobBook/pipelineDepth(credits:)`` per service),
+/// so a credit never waits for a commit: a broker killed meanwhile counts those prepared
+/// deliveries as attempts although they never reached a worker. Jobs wait in their own
+/// per-service queues, higher priority first. They are bounded by the journal
+/// (`--journal-max-bytes`) and by ``Configuration/maxHeldJobs``, not by the request queue's
+/// limits, and are not subject to `--max-wait` or the no-workers grace: a job waits until a
+/// worker serves it.
+///
+/// **What it leaves to the broker.** Workers, credits and sockets. The scheduler asks the
+/// broker to offer a service's prepared jobs to its workers (``Action/offer(service:)``); the
+/// broker takes one (``take(_:)``) for a free credit, which it gives to waiting requests first
+/// (a caller waits on a deadline, a job on disk), and says which delivery it went out as
+/// (``dispatched(_:tag:worker:into:)``); it tells how each attempt ended, and which workers
+/// joined and left. Time is the broker's: nanoseconds after its epoch, carried by each input
+/// that needs it. Wall-clock facts (job ids, not-before times, retention) come from
+/// ``Configuration/wallClock``, since they outlive the process.
+struct JobScheduler: Sendable {
+    let configuration: Configuration
+    /// The jobs held in memory (read by the broker's snapshots and tests).
+    private(set) var book = JobBook()
+    private var idGenerator: SplitMix64
+    /// Orders jobs of equal priority by submission.
+    private var nextArrival: UInt64 = 0
+    /// When the journal is next asked to expire outcomes and to measure itself.
+    private var nextMaintenance: Int64?
+    /// The broker is stopping: job requests are answered `brokerShuttingDown`.
+    private var stopping = false
+
+    /// Expired jobs deleted per maintenance: small transactions, so that expiry never holds up
+    /// the journal's other writes for long.
+    static let expiryBatch = 1000
+
+    static let noJournal =
+        "this broker keeps no journal, so it takes no jobs: start skybroker with --state-dir (scan works without one)"
+
+    init(configuration: Configuration, seed: UInt64) {
+        self.configuration = configuration
+        idGenerator = SplitMix64(seed: seed)
+    }
+
+    // MARK: Queries
+
+    /// Jobs held (unfinished).
+    var heldCount: Int { book.jobs.count }
+
+    /// Whether any prepared job waits for a credit.
+    var hasPrepared: Bool { !book.ready.isEmpty }
+
+    /// Whether a prepared job of `service` waits for a credit.
+    func hasPrepared(for service: String) -> Bool { book.ready.has(service) }
+
+    /// Whether jobs of `service` are queued or prepared.
+    func hasWork(for service: String) -> Bool { book.queued.has(service) || book.ready.has(service) }
+
+    /// The jobs' counts for stats and snapshots; `nil` without a journal.
+    var counts: JobCounts? {
+        guard configuration.journal else { return nil }
+        return JobCounts(
+            held: book.jobs.count, queued: book.queued.total + book.pipeline.values.reduce(0, +),
+            submitted: book.submitted, succeeded: book.succeeded, failed: book.failed, cancelled: book.cancelled,
+            retried: book.retried, journalBytes: book.journalBytes, waiters: book.waiterCount)
+    }
+
+    // MARK: Requests
+
+    /// An `mmi.jobs.*` request from `caller`; `false` if `request` names no job service.
+    mutating func request(
+        _ request: TaskRequest, from caller: JobCaller, now: Int64, into actions: inout [Action]
+    ) -> Bool {
+        if stopping, BrokerService.jobServices.contains(request.service) {
+            // Nothing held now would be answered: the caller asks the broker that comes back.
+            answer(caller, .brokerShuttingDown, "the broker is shutting down", into: &actions)
+            return true
+        }
+        switch request.service {
+        case BrokerService.jobSubmit:
+            submit(request.body, trace: request.trace, caller: caller, into: &actions)
+        case BrokerService.jobStatus, BrokerService.jobWait, BrokerService.jobCancel, BrokerService.jobRetry:
+            guard let id = JobID(bytes: request.body) else {
+                answer(
+                    caller, .invalidPayload,
+                    "\(request.service) takes a 16-byte job id; got \(request.body.count) bytes", into: &actions)
+                return true
+            }
+            switch request.service {
+            case BrokerService.jobStatus: answerAbout(id, to: caller, holding: nil, now: now, into: &actions)
+            case BrokerService.jobWait:
+                answerAbout(id, to: caller, holding: configuration.waitHold, now: now, into: &actions)
+            case BrokerService.jobCancel: cancel(id, caller: caller, into: &actions)
+            default: retry(id, caller: caller, into: &actions)
+            }
+        case BrokerService.jobList:
+            guard configuration.journal else {
+                answer(caller, .journalUnavailable, Self.noJournal, into: &actions)
+                return true
+            }
+            do {
+                let query = try JobQuery(decoding: request.body)
+                guard startRead(for: caller, into: &actions) else { return true }
+                actions.append(
+                    .journal(
+                        .list(
+                            state: query.state.flatMap(Self.journalState), service: query.service,
+                            limit: Int(query.limit), caller)))
+            } catch {
+                answer(caller, .invalidPayload, "\(request.service): \(error)", into: &actions)
+            }
+        default:
+            return false
+        }
+        return true
+    }
+
+    private mutating func submit(
+        _ body: [UInt8], trace: [UInt8]?, caller: JobCaller, into actions: inout [Action]
+    ) {
+        guard configuration.journal else {
+            answer(caller, .journalUnavailable, Self.noJournal, into: &actions)
+            return
+        }
+        if book.overLimit {
+            actions.append(.count(.refusedOverloaded))
+            answer(
+                caller, .overloaded,
+                "the journal holds \(book.journalBytes) bytes, over its limit of \(configuration.journalMaxBytes) (--journal-max-bytes): new jobs are refused until results expire",
+                into: &actions)
+            return
+        }
+        if book.pendingSubmits.count >= configuration.inFlightLimit {
+            actions.append(.count(.refusedOverloaded))
+            answer(
+                caller, .overloaded,
+                "\(book.pendingSubmits.count) submits await the journal, the most --queue-limit (\(configuration.inFlightLimit)) allows",
+                into: &actions)
+            return
+        }
+        if book.jobs.count >= configuration.maxHeldJobs || book.heldBytes >= configuration.maxHeldJobBytes {
+            actions.append(.count(.refusedOverloaded))
+            answer(
+                caller, .overloaded,
+                "the broker holds \(book.jobs.count) unfinished jobs (\(book.heldBytes) bytes of tasks), its limit (\(configuration.maxHeldJobs) jobs, \(configuration.maxHeldJobBytes) bytes): new jobs are refused until workers catch up",
+                into: &actions)
+            return
+        }
+        let submission: JobSubmission
+        do {
+            submission = try JobSubmission(decoding: body)
+        } catch {
+            answer(caller, .invalidPayload, "mmi.jobs.submit: \(error)", into: &actions)
+            return
+        }
+        if submission.service.hasPrefix(BrokerService.prefix) {
+            answer(caller, .unknownService, "a job cannot run the broker's own \(submission.service)", into: &actions)
+            return
+        }
+        record(submission, trace: trace, answering: caller, into: &actions)
+    }
+
+    /// Writes a new job; its submitter is answered once it is on disk (``submitted(_:_:now:into:)``).
+    private mutating func record(
+        _ submission: JobSubmission, trace: [UInt8]? = nil, answering caller: JobCaller,
+        into actions: inout [Action]
+    ) {
+        let wall = configuration.wallClock()
+        let id = JobID(milliseconds: wall, random: &idGenerator)
+        let (delayed, overflow) = wall.addingReportingOverflow(Int64(clamping: submission.delayMilliseconds))
+        let notBefore = max(submission.notBeforeMilliseconds, overflow ? Int64.max : delayed)
+        var options = submission
+        options.body = []
+        // A job that would be prepared as soon as it is on disk has its first start written with
+        // it: one write instead of two (see ``JobBook/reserveStart(_:)``).
+        let starts = notBefore <= wall && book.reserveStart(submission.service)
+        let record = JobRecord(
+            id: id.bytes, service: submission.service, body: submission.body, priority: Int(submission.priority),
+            notBefore: notBefore > wall ? notBefore : 0, idempotencyKey: submission.idempotencyKey,
+            state: starts ? .running : .queued, attempt: starts ? 1 : 0,
+            expiresAt: Self.expiry(wall, submission), submittedAt: wall, options: options.encode())
+        nextArrival += 1
+        let job = JobBook.Job(
+            id: id, submission: submission, attempt: starts ? 1 : 0, notBefore: record.notBefore,
+            phase: starts ? .preparing : .queued, arrival: nextArrival, trace: trace)
+        book.pendingSubmits[id] = JobBook.PendingSubmit(job: job, waiter: caller)
+        actions.append(.journal(.write([.submitted(record)], .submitted(id))))
+    }
+
+    /// Answers a status (`hold` nil) or a wait (held up to `hold` nanoseconds while the job
+    /// runs) about a job: from memory, or from the journal for one the broker no longer holds.
+    /// A job whose outcome is being written is answered once it is on disk.
+    private mutating func answerAbout(
+        _ id: JobID, to caller: JobCaller, holding hold: Int64?, now: Int64, into actions: inout [Action]
+    ) {
+        guard let job = book.jobs[id] else {
+            lookUp(id, for: caller, into: &actions)
+            return
+        }
+        if case .finishing = job.phase {
+            waitForOutcome(of: id, caller, into: &actions)
+            return
+        }
+        guard let hold, book.waiterCount < JobBook.maxWaiters else {
+            answer(caller, report(job), into: &actions)
+            return
+        }
+        book.addWaiter(caller, for: id)
+        book.timers.insert(JobBook.TimerEntry(due: now + hold, id: id, waiter: caller))
+    }
+
+    /// Cancels a job the broker holds; `caller` hears once the outcome is on disk. A job being
+    /// prepared or prepared is finishing before its service's pipeline is filled again and its
+    /// prepared jobs are offered: its place goes to the next, and a credit held for it (it was
+    /// the better job being prepared: ``JobBook/betterIsPreparing(_:)``) takes another at once.
+    private mutating func cancel(_ id: JobID, caller: JobCaller, into actions: inout [Action]) {
+        guard let job = book.jobs[id] else {
+            lookUp(id, for: caller, into: &actions)
+            return
+        }
+        let service = job.submission.service
+        let outcome = RemoteErrorBody(type: ReplyStatus.cancelled.description, message: "cancelled by request")
+            .encoded()
+        switch job.phase {
+        case .finishing:
+            waitForOutcome(of: id, caller, into: &actions)
+        case .preparing, .prepared:
+            if job.phase == .prepared {
+                book.ready.unmark(service)
+            } else {
+                book.preparing.unmark(service)
+            }
+            book.leavePipeline(service)
+            // It never ran: its outcome says so (the report reads the attempt taken back).
+            takeBackStart(of: id, into: &actions)
+            let (held, report) = markFinishing(id, .cancelled, status: .cancelled, outcome: outcome)
+            prepare(service, into: &actions)
+            actions.append(.offer(service: service))
+            actions.append(.count(.cancelled))
+            // The caller waits first, so that the outcome is written in a commit of its own.
+            book.addWaiter(caller, for: id)
+            writeOutcome(held, report, into: &actions)
+        case .scheduled, .queued, .running:
+            switch job.phase {
+            case .queued: book.queued.unmark(service)
+            case .running(let tag, _): actions.append(.cancelAttempt(id, tag: tag))
+            default: break  // scheduled: its timer finds it no longer scheduled
+            }
+            actions.append(.count(.cancelled))
+            book.addWaiter(caller, for: id)
+            finish(id, .cancelled, status: .cancelled, outcome: outcome, into: &actions)
+        }
+    }
+
+    /// Runs a failed or cancelled job again, as a new job with the same task and options.
+    private mutating func retry(_ id: JobID, caller: JobCaller, into actions: inout [Action]) {
+        if let job = book.jobs[id] {
+            answer(
+                caller, .invalidPayload, "job \(id) has not ended (\(report(job).state)); only an ended job is retried",
+                into: &actions)
+            return
+        }
+        lookUp(id, for: caller, retry: true, into: &actions)
+    }
+
+    /// The journal found the job to retry.
+    private mutating func retry(_ id: JobID, _ record: JobRecord?, caller: JobCaller, into actions: inout [Action]) {
+        guard let record, record.state == .failed || record.state == .cancelled,
+            var submission = try? JobSubmission(decoding: record.options)
+        else {
+            let state = record.map { Self.report($0).state } ?? .unknown
+            answer(
+                caller, .invalidPayload,
+                "job \(id) is \(state); only a failed or cancelled job is retried", into: &actions)
+            return
+        }
+        if book.overLimit {
+            answer(caller, .overloaded, "the broker takes no new jobs now", into: &actions)
+            return
+        }
+        submission.body = record.body
+        submission.idempotencyKey = nil
+        submission.delayMilliseconds = 0
+        submission.notBeforeMilliseconds = 0
+        self.record(submission, answering: caller, into: &actions)
+    }
+
+    private mutating func lookUp(_ id: JobID, for caller: JobCaller, retry: Bool = false, into actions: inout [Action])
+    {
+        guard configuration.journal else {
+            answer(caller, .journalUnavailable, Self.noJournal, into: &actions)
+            return
+        }
+        guard startRead(for: caller, into: &actions) else { return }
+        actions.append(.journal(.lookup(id, caller, retry: retry)))
+    }
+
+    /// Notes that `caller`'s answer waits for a journal read; refuses it (answered `overloaded`)
+    /// beyond ``Configuration/inFlightLimit`` reads in flight, so that a flood of lookups cannot
+    /// grow the journal's queue without bound.
+    private mutating func startRead(for caller: JobCaller, into actions: inout [Action]) -> Bool {
+        // The same call asked again while its read is in flight gets that read's one answer.
+        guard !book.reads.contains(caller) else { return false }
+        guard book.reads.count < configuration.inFlightLimit else {
+            actions.append(.count(.refusedOverloaded))
+            answer(
+                caller, .overloaded,
+                "\(book.reads.count) job lookups await the journal, the most --queue-limit (\(configuration.inFlightLimit)) allows",
+                into: &actions)
+            return false
+        }
+        book.reads.insert(caller)
+        return true
+    }
+
+    // MARK: Recovery and admission
+
+    /// Takes in jobs the journal held when the broker started (queued, scheduled, or running
+    /// when it stopped: these run again, their attempt counting on).
+    /// - Returns: how many records could not be read (logged, left in the journal).
+    mutating func recover(_ records: [JobRecord], now: Int64, into actions: inout [Action]) -> Int {
+        var unreadable = 0
+        for record in records {
+            guard let id = JobID(bytes: record.id), var submission = try? JobSubmission(decoding: record.options)
+            else {
+                unreadable += 1
+                actions.append(
+                    .log(
+                        .warning, "journal: a job's options are unreadable; left as it is",
+                        ["job": Hex.encode(record.id)]))
+                continue
+            }
+            submission.body = record.body
+            nextArrival += 1
+            admit(
+                JobBook.Job(
+                    id: id, submission: submission, attempt: UInt32(clamping: record.attempt),
+                    notBefore: record.notBefore, phase: .queued, arrival: nextArrival),
+                now: now, into: &actions)
+        }
+        if !records.isEmpty {
+            actions.append(
+                .log(
+                    .info, "journal: unfinished jobs taken up again",
+                    ["jobs": "\(records.count - unreadable)", "running": "\(records.count { $0.state == .running })"]))
+        }
+        return unreadable
+    }
+
+    /// A recorded job starts its life in memory: scheduled if its time is ahead, else queued.
+    private mutating func admit(_ job: JobBook.Job, now: Int64, into actions: inout [Action]) {
+        var job = job
+        let wall = configuration.wallClock()
+        if job.notBefore > wall {
+            // Saturating: a not-before years ahead is "not in this broker's lifetime", never "now".
+            let (wait, waitOverflow) = (job.notBefore - wall).multipliedReportingOverflow(by: 1_000_000)
+            let (sum, sumOverflow) = now.addingReportingOverflow(wait)
+            let due = waitOverflow || sumOverflow ? Int64.max : sum
+            job.phase = .scheduled(due: due)
+            book.hold(job)
+            book.timers.insert(JobBook.TimerEntry(due: due, id: job.id, waiter: nil))
+            return
+        }
+        book.hold(job)
+        book.enqueue(job.id)
+        prepare(job.submission.service, into: &actions)
+    }
+
+    // MARK: Workers' credits and deliveries
+
+    /// A worker serving `services` with `capacity` credits joined: its credits count for their
+    /// pipelines, which are filled.
+    mutating func workerJoined(serving services: [String], capacity: Int, into actions: inout [Action]) {
+        countCredits(of: services, capacity)
+        for service in services { prepare(service, into: &actions) }
+    }
+
+    /// A worker serving `services` with `capacity` credits left: its credits no longer count
+    /// (the broker prepares the services it touched once it has requeued the worker's work).
+    mutating func workerLeft(serving services: [String], capacity: Int) {
+        countCredits(of: services, -capacity)
+    }
+
+    private mutating func countCredits(of services: [String], _ change: Int) {
+        for service in services {
+            let credits = book.credits[service, default: 0] + change
+            book.credits[service] = credits > 0 ? credits : nil
+        }
+    }
+
+    /// Prepares deliveries of `service`'s best queued jobs while its pipeline has room (see
+    /// ``JobBook/pipelineDepth(credits:)``): each start is recorded (the attempt counted) now,
+    /// and the job waits for a credit once it is on disk (``started(_:_:into:)``). A full pipeline
+    /// gives up its worst start for a queued job of higher priority
+    /// (``JobBook/releaseForBetter(_:)``), so that what is prepared is always the best waiting.
+    mutating func prepare(_ service: String, into actions: inout [Action]) {
+        while true {
+            if let id = book.takeToPrepare(service) {
+                let attempt = book.update(id, "a job taken to prepare is held") { job in
+                    job.attempt += 1
+                    return job.attempt
+                }
+                actions.append(.journal(.write([.started(id: id.bytes, attempt: Int(attempt))], .started(id))))
+                continue
+            }
+            guard let id = book.releaseForBetter(service) else { return }
+            takeBackStart(of: id, into: &actions)
+        }
+    }
+
+    /// A prepared (or preparing) start of `id` will not be sent: its attempt is taken back, in
+    /// memory and on disk, so that neither a status nor a broker restarted later counts an
+    /// execution that never began. Nobody waits for the write: it joins the next commit (a
+    /// start being written for it comes first, the journal keeps the order of writes).
+    private mutating func takeBackStart(of id: JobID, into actions: inout [Action]) {
+        guard let attempt = book.jobs[id]?.attempt, attempt > 0 else { return }
+        book.update(id, "a job whose start is taken back is held") { $0.attempt = attempt - 1 }
+        actions.append(
+            .journal(.writeWithNextCommit([.released(id: id.bytes, attempt: Int(attempt - 1))], .released(id))))
+    }
+
+    /// The service of the best prepared job among `services` that may go now, if any.
+    mutating func best(among services: [String]) -> String? {
+        guard !book.ready.isEmpty else { return nil }
+        var best: (service: String, arrival: UInt64, priority: Int8)?
+        for service in services where book.ready.has(service) {
+            // A job of higher priority is being prepared: the credit waits for it (one commit).
+            guard !book.betterIsPreparing(service), let head = book.ready.head(service, in: book.jobs)
+            else { continue }
+            if let current = best,
+                !(head.priority > current.priority
+                    || (head.priority == current.priority && head.arrival < current.arrival))
+            {
+                continue
+            }
+            best = (service, head.arrival, head.priority)
+        }
+        return best?.service
+    }
+
+    /// Takes the best prepared job of `service` (its start is on disk) for a delivery; the
+    /// broker hands it to a worker and says so (``dispatched(_:tag:worker:into:)``).
+    mutating func take(_ service: String) -> Delivery? {
+        guard let id = book.ready.pop(service, in: book.jobs), let job = book.jobs[id] else { return nil }
+        book.leavePipeline(service)
+        let request = TaskRequest(
+            requestID: job.id.requestID, service: service,
+            header: RequestHeader(attempt: job.attempt, timeoutMilliseconds: job.submission.timeoutMilliseconds),
+            body: job.submission.body, trace: job.trace)
+        return Delivery(id: id, order: job.arrival, request: request)
+    }
+
+    /// The job ``take(_:)`` gave went out as delivery `tag` to `worker` (its name, for reports):
+    /// it runs, and the next of its service is prepared.
+    mutating func dispatched(_ id: JobID, tag: UInt64, worker: String, into actions: inout [Action]) {
+        let service = book.update(id, "a job taken for a delivery is held") { job in
+            job.phase = .running(tag: tag, worker: worker)
+            return job.submission.service
+        }
+        prepare(service, into: &actions)
+    }
+
+    /// A job's delivery came back because its worker was lost: queued again at its old place,
+    /// or failed once workers were lost ``Configuration/maxLosses`` times running it.
+    /// - Returns: what became of it; `nil` if `requestID` names no running job.
+    mutating func deliveryLost(_ requestID: RequestID, worker: String, into actions: inout [Action]) -> Loss? {
+        guard case let id = JobID(requestID), let job = book.jobs[id], case .running = job.phase else { return nil }
+        let losses = book.update(id, "a running job is held") { job in
+            job.losses += 1
+            return job.losses
+        }
+        if losses >= configuration.maxLosses {
+            actions.append(.count(.failedWorkerLost))
+            finish(
+                id, .failed, status: .workerLost,
+                outcome: RemoteErrorBody(
+                    type: ReplyStatus.workerLost.description,
+                    message: "the workers running it were lost \(losses) times (the limit); the last was \(worker)"
+                ).encoded(), into: &actions)
+            return .failed
+        }
+        book.enqueue(id)
+        // Queued again on disk too: a broker that stops before it runs again finds it among the
+        // queued, not the running (whose restart counts another attempt); its attempts so far
+        // stay counted.
+        actions.append(.journal(.write([.rescheduled(id: id.bytes, notBefore: job.notBefore)], .requeued(id))))
+        return .requeued
+    }
+
+    /// The answer to one attempt of a job (a worker's reply, or one the broker made).
+    mutating func attemptEnded(_ reply: TaskReply, now: Int64, into actions: inout [Action]) {
+        // Not running: cancelled meanwhile, its outcome is being recorded.
+        guard case let id = JobID(reply.requestID), let job = book.jobs[id], case .running = job.phase else {
+            return
+        }
+        // Stopping: the journal keeps it unfinished, and the next start runs it again.
+        if reply.status == .brokerShuttingDown { return }
+        if reply.status == .ok {
+            finish(id, .succeeded, status: .ok, outcome: reply.body, into: &actions)
+            return
+        }
+        let submission = job.submission
+        guard submission.retryOn.contains(reply.status), job.attempt < UInt32(submission.maxAttempts) else {
+            finish(id, .failed, status: reply.status, outcome: reply.body, into: &actions)
+            return
+        }
+        // Another attempt after the backoff: initial × multiplier^(attempt-1), capped.
+        var backoff = Double(submission.initialBackoffMilliseconds)
+        for _ in 1..<max(1, Int(job.attempt)) { backoff *= Double(submission.multiplierPercent) / 100 }
+        let milliseconds = Int64(min(backoff, Double(submission.maxBackoffMilliseconds)))
+        let due = now + milliseconds * 1_000_000
+        let notBefore = configuration.wallClock() + milliseconds
+        book.update(id, "a running job is held") { job in
+            job.phase = .scheduled(due: due)
+            job.notBefore = notBefore
+        }
+        book.timers.insert(JobBook.TimerEntry(due: due, id: id, waiter: nil))
+        book.retried += 1
+        actions.append(.journal(.write([.rescheduled(id: id.bytes, notBefore: notBefore)], .rescheduled(id))))
+        publish(.jobRetrying, job, status: reply.status, into: &actions)
+    }
+
+    // MARK: Outcomes
+
+    /// Records a job's outcome; callers hear once it is on disk (``finished(_:_:into:)``).
+    private mutating func finish(
+        _ id: JobID, _ state: JobState, status: ReplyStatus, outcome: [UInt8], into actions: inout [Action]
+    ) {
+        guard book.jobs[id] != nil else { return }
+        let (job, report) = markFinishing(id, state, status: status, outcome: outcome)
+        writeOutcome(job, report, into: &actions)
+    }
+
+    /// A held job's outcome is known: it is finishing (no line takes it any more) until the
+    /// outcome is on disk.
+    private mutating func markFinishing(
+        _ id: JobID, _ state: JobState, status: ReplyStatus, outcome: [UInt8]
+    ) -> (JobBook.Job, JobReport) {
+        book.update(id, "a job being finished is held") { job in
+            let report = JobReport(
+                state: state, attempt: job.attempt, outcomeStatus: status, service: job.submission.service,
+                outcome: outcome)
+            job.phase = .finishing(report)
+            return (job, report)
+        }
+    }
+
+    /// Writes a job's outcome: in a commit of its own if a caller waits for it; else with the
+    /// journal's next commit (a waiter that comes meanwhile flushes it: ``waitForOutcome``).
+    private func writeOutcome(_ job: JobBook.Job, _ report: JobReport, into actions: inout [Action]) {
+        let state = Self.journalState(report.state) ?? .failed
+        let changes: [JobChange] = [
+            .finished(
+                id: job.id.bytes, state: state, outcome: [report.outcomeStatus.rawValue] + report.outcome,
+                expiresAt: Self.expiry(configuration.wallClock(), job.submission))
+        ]
+        if book.hasWaiters(job.id) {
+            actions.append(.journal(.write(changes, .finished(job.id))))
+        } else {
+            actions.append(.journal(.writeWithNextCommit(changes, .finished(job.id))))
+        }
+    }
+
+    /// `caller` waits until the outcome being written is on disk: the write is not left to wait
+    /// for the journal's next commit (the first waiter asks; later ones wait for the same commit).
+    private mutating func waitForOutcome(of id: JobID, _ caller: JobCaller, into actions: inout [Action]) {
+        if !book.hasWaiters(id) { actions.append(.journal(.flush)) }
+        book.addWaiter(caller, for: id)
+    }
+
+    // MARK: The journal's answers
+
+    /// The journal did what an ``Action/journal(_:)`` asked.
+    mutating func journalAnswered(_ answer: JournalAnswer, now: Int64, into actions: inout [Action]) {
+        switch answer {
+        case .lookedUp(_, let caller, _, _), .listed(let caller, _):
+            // Answered already if the broker stopped meanwhile.
+            guard book.reads.remove(caller) != nil else { return }
+        default:
+            break
+        }
+        switch answer {
+        case .written(.submitted(let id), let result):
+            submitted(id, result, now: now, into: &actions)
+        case .written(.started(let id), let result):
+            started(id, result, into: &actions)
+        case .written(.finished(let id), let result):
+            finished(id, result, into: &actions)
+        case .written(.rescheduled(let id), .failure(let error)):
+            actions.append(
+                .log(
+                    .warning, "journal: a job's backoff was not recorded; after a restart it runs without waiting",
+                    ["job": "\(id)", "error": "\(error)"]))
+        case .written(.requeued(let id), .failure(let error)):
+            actions.append(
+                .log(
+                    .warning,
+                    "journal: a lost worker's job was not recorded as queued again; after a restart it counts as running",
+                    ["job": "\(id)", "error": "\(error)"]))
+        case .written(.released(let id), .failure(let error)):
+            actions.append(
+                .log(
+                    .warning,
+                    "journal: a prepared start taken back was not recorded; after a restart it counts as an attempt",
+                    ["job": "\(id)", "error": "\(error)"]))
+        case .written(.rescheduled, .success), .written(.requeued, .success), .written(.released, .success):
+            break
+        case .lookedUp(let id, let caller, true, .success(let record)):
+            retry(id, record, caller: caller, into: &actions)
+        case .lookedUp(let id, let caller, false, .success(let record)):
+            // A job held in memory is answered from there: it may have been submitted meanwhile,
+            // and the journal shows a prepared start as `running` although it never was.
+            if let job = book.jobs[id] {
+                self.answer(caller, report(job), into: &actions)
+            } else {
+                self.answer(caller, record.map(Self.report) ?? JobReport(state: .unknown), into: &actions)
+            }
+        case .listed(let caller, .success(let records)):
+            let listing = JobListing(
+                jobs: records.compactMap { record in
+                    JobID(bytes: record.id).map { id in (id, book.jobs[id].map(report) ?? Self.report(record)) }
+                })
+            actions.append(
+                .answer(
+                    caller,
+                    TaskReply(requestID: caller.requestID, attempt: caller.attempt, status: .ok, body: listing.encode())
+                ))
+        case .lookedUp(_, let caller, _, .failure(let error)), .listed(let caller, .failure(let error)):
+            self.answer(caller, .journalUnavailable, error.description, into: &actions)
+        case .maintained(.success(let measured)):
+            book.journalBytes = measured.bytes
+            book.overLimit = configuration.journalMaxBytes > 0 && measured.bytes >= configuration.journalMaxBytes
+            // A full batch: more may have expired; the next tick deletes the next batch, so that
+            // expiry keeps up with any steady load (a batch per tick, not per second).
+            if measured.deleted >= Self.expiryBatch { nextMaintenance = now }
+        case .maintained(.failure(let error)):
+            actions.append(.log(.warning, "journal: maintenance failed", ["error": "\(error)"]))
+        }
+    }
+
+    private mutating func submitted(
+        _ id: JobID, _ result: Result<JournalReceipt, JournalError>, now: Int64, into actions: inout [Action]
+    ) {
+        guard let pending = book.pendingSubmits.removeValue(forKey: id) else { return }
+        let service = pending.job.submission.service
+        // Its first start was written with it (``JobBook/reserveStart(_:)``).
+        let started = pending.job.phase == .preparing
+        let written = (try? result.get()).map { $0.duplicates[id.bytes] == nil } ?? false
+        if started && !written { book.leavePipeline(service) }
+        switch result {
+        case .failure(let error):
+            answer(pending.waiter, .journalUnavailable, error.description, into: &actions)
+        case .success(let receipt):
+            if let first = receipt.duplicates[id.bytes] {
+                // Its idempotency key is taken: the answer names the first job.
+                actions.append(
+                    .answer(
+                        pending.waiter,
+                        TaskReply(
+                            requestID: pending.waiter.requestID, attempt: pending.waiter.attempt, status: .ok,
+                            body: first.id)))
+                return
+            }
+            book.submitted += 1
+            actions.append(
+                .answer(
+                    pending.waiter,
+                    TaskReply(
+                        requestID: pending.waiter.requestID, attempt: pending.waiter.attempt, status: .ok,
+                        body: id.bytes)))
+            var announced = pending.job
+            announced.attempt = 0  // none has reached a worker, also when its first start is recorded
+            publish(.jobSubmitted, announced, status: nil, into: &actions)
+            if started {
+                // Its start is on disk with it: it waits for a credit.
+                book.preparedWithSubmit(pending.job)
+                actions.append(.offer(service: service))
+            } else {
+                admit(pending.job, now: now, into: &actions)
+            }
+        }
+    }
+
+    /// The start of a delivery is on disk (or could not be written: it runs anyway, at least
+    /// once is kept): the job waits for a credit, unless it was cancelled meanwhile.
+    private mutating func started(
+        _ id: JobID, _ result: Result<JournalReceipt, JournalError>, into actions: inout [Action]
+    ) {
+        if case .failure(let error) = result {
+            actions.append(
+                .log(
+                    .warning, "journal: a job's start was not recorded; it runs anyway",
+                    ["job": "\(id)", "error": "\(error)"]))
+        }
+        guard let job = book.jobs[id], job.phase == .preparing else { return }
+        book.prepared(id)
+        actions.append(.offer(service: job.submission.service))
+    }
+
+    private mutating func finished(
+        _ id: JobID, _ result: Result<JournalReceipt, JournalError>, into actions: inout [Action]
+    ) {
+        guard let job = book.jobs[id], case .finishing(let report) = job.phase else { return }
+        if case .failure(let error) = result {
+            // Not on disk: written again at the next maintenance; its callers wait till then.
+            book.unrecorded.append(id)
+            actions.append(
+                .log(
+                    .warning, "journal: a job's outcome was not recorded; trying again",
+                    ["job": "\(id)", "error": "\(error)"]))
+            return
+        }
+        book.release(id)
+        let kind: EventKind
+        switch report.state {
+        case .succeeded:
+            book.succeeded += 1
+            kind = .jobSucceeded
+        case .cancelled:
+            book.cancelled += 1
+            kind = .jobCancelled
+        default:
+            book.failed += 1
+            kind = .jobFailed
+        }
+        publish(kind, job, status: report.outcomeStatus, into: &actions)
+        for waiter in book.takeWaiters(of: id) { answer(waiter, report, into: &actions) }
+    }
+
+    // MARK: Time
+
+    /// Time passed: scheduled jobs that are due are queued, held waits that reached their
+    /// hold are answered "not yet", and every ``Configuration/maintenanceInterval`` the journal
+    /// is asked to expire old outcomes and to measure itself (and outcomes whose write failed
+    /// are written again).
+    mutating func tick(now: Int64, budget: inout WorkBudget, into actions: inout [Action]) {
+        var services: Set<String> = []
+        while budget.hasRoom, let first = book.timers.min, first.due <= now {
+            book.timers.removeMin()
+            if let waiter = first.waiter {
+                guard book.removeWaiter(waiter, of: first.id), let job = book.jobs[first.id] else { continue }
+                budget.spend()
+                answer(waiter, report(job), into: &actions)
+                continue
+            }
+            guard let job = book.jobs[first.id], job.phase == .scheduled(due: first.due) else { continue }
+            budget.spend()
+            book.enqueue(first.id)
+            services.insert(job.submission.service)
+        }
+        for service in services { prepare(service, into: &actions) }
+        guard configuration.journal else { return }
+        if now >= nextMaintenance ?? now {
+            let (next, overflow) = now.addingReportingOverflow(configuration.maintenanceInterval)
+            nextMaintenance = overflow ? Int64.max : next
+            actions.append(.journal(.maintain(nowMilliseconds: configuration.wallClock(), limit: Self.expiryBatch)))
+            let unrecorded = book.unrecorded
+            book.unrecorded.removeAll()
+            for id in unrecorded {
+                guard let job = book.jobs[id], case .finishing(let report) = job.phase else { continue }
+                writeOutcome(job, report, into: &actions)
+            }
+        }
+    }
+
+    // MARK: Shutdown
+
+    /// The broker is stopping: every caller it still owes an answer hears so, once (a lookup
+    /// or listing whose journal read is in flight too: its late answer is dropped), and later
+    /// job requests are answered so. A submit whose write is in flight may still be recorded;
+    /// the client's retry carries the same idempotency key, so the restarted broker answers it
+    /// with that job. A held wait, or a status or cancel waiting for an outcome being written,
+    /// asks the restarted broker again (`brokerShuttingDown` is retried as an unreachable
+    /// broker) instead of waiting out its attempt's timeout.
+    mutating func shutdown(_ message: String, into actions: inout [Action]) {
+        stopping = true
+        for pending in book.pendingSubmits.values {
+            answer(pending.waiter, .brokerShuttingDown, message, into: &actions)
+        }
+        book.pendingSubmits.removeAll()
+        for caller in book.reads {
+            answer(caller, .brokerShuttingDown, message, into: &actions)
+        }
+        book.reads.removeAll()
+        for id in Array(book.waiters.keys) {
+            for waiter in book.takeWaiters(of: id) {
+                answer(waiter, .brokerShuttingDown, message, into: &actions)
+            }
+        }
+    }
+
+    // MARK: Answers
+
+    private func answer(_ caller: JobCaller, _ report: JobReport, into actions: inout [Action]) {
+        actions.append(
+            .answer(
+                caller,
+                TaskReply(requestID: caller.requestID, attempt: caller.attempt, status: .ok, body: report.encode())))
+    }
+
+    private func answer(_ caller: JobCaller, _ status: ReplyStatus, _ message: String, into actions: inout [Action]) {
+        actions.append(.answer(caller, .failure(caller.requestID, status, message: message, attempt: caller.attempt)))
+    }
+
+    private func publish(_ kind: EventKind, _ job: JobBook.Job, status: ReplyStatus?, into actions: inout [Action]) {
+        actions.append(
+            .publish(kind, JobEvent(id: job.id, service: job.submission.service, attempt: job.attempt, status: status)))
+    }
+}

@@ -1,0 +1,24 @@
+/// When the broker's periodic work is due: heartbeats to its workers, and `broker.stats`.
+struct PeriodicWork: Sendable {
+    private var nextHeartbeat: BrokerInstant?
+    private var nextStats: BrokerInstant?
+
+    /// Whether heartbeats go out at `now` (the first tick sends them); the next are due
+    /// `interval` later.
+    mutating func heartbeatsDue(now: BrokerInstant, interval: Duration) -> Bool {
+        guard now >= nextHeartbeat ?? now else { return false }
+        nextHeartbeat = now + interval
+        return true
+    }
+
+    /// Whether a stats period ends at `now`; the first tick starts the first period.
+    mutating func statsDue(now: BrokerInstant, interval: Duration) -> Bool {
+        guard let due = nextStats else {
+            nextStats = now + interval
+            return false
+        }
+        guard now >= due else { return false }
+        nextStats = now + interval
+        return true
+    }
+}

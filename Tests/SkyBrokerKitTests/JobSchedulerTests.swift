@@ -1,0 +1,319 @@
+import SkyJournal
+import Testing
+
+@testable import SkyBrokerKit
+@testable import SkyProtocol
+
+/// Drives a ``JobScheduler`` alone: its inputs by hand, its time (the broker's nanoseconds)
+/// moved by hand, its actions read back. `BrokerJobTests` runs it with workers and sockets.
+struct SchedulerHarness {
+    var scheduler: JobScheduler
+    var now: Int64 = 0
+    let client = PeerID([0, 0, 0, 0, 1])
+    static let wall: Int64 = 1_700_000_000_000
+    static let service = "sky.scan"
+
+    init(_ change: (inout BrokerRouting) -> Void = { _ in }) {
+        var routing = BrokerRouting()
+        routing.journal = true
+        routing.wallClock = { Self.wall }
+        change(&routing)
+        scheduler = JobScheduler(configuration: JobScheduler.Configuration(routing), seed: 1)
+    }
+
+    func caller(_ request: RequestID) -> JobCaller { JobCaller(peer: client, requestID: request, attempt: 1) }
+
+    mutating func request(_ service: String, _ body: [UInt8], _ request: RequestID) -> [JobScheduler.Action] {
+        var actions: [JobScheduler.Action] = []
+        let handled = scheduler.request(
+            TaskRequest(requestID: request, service: service, body: body), from: caller(request), now: now,
+            into: &actions)
+        #expect(handled)
+        return actions
+    }
+
+    mutating func ask(_ service: String, _ id: JobID, _ request: RequestID) -> [JobScheduler.Action] {
+        self.request(service, id.bytes, request)
+    }
+
+    mutating func journal(_ answer: JournalAnswer) -> [JobScheduler.Action] {
+        var actions: [JobScheduler.Action] = []
+        scheduler.journalAnswered(answer, now: now, into: &actions)
+        return actions
+    }
+
+    /// Answers every journal write among `actions` as durable, in order; returns what followed.
+    mutating func commit(_ actions: [JobScheduler.Action]) -> [JobScheduler.Action] {
+        writes(in: actions).flatMap { journal(.written($0, .success(JournalReceipt()))) }
+    }
+
+    /// Submits a job and commits it; returns its id and what followed.
+    mutating func submit(
+        _ request: RequestID, priority: Int8 = 0, change: (inout JobSubmission) -> Void = { _ in }
+    ) -> (JobID, [JobScheduler.Action]) {
+        var submission = JobSubmission(service: Self.service, body: [7])
+        submission.priority = priority
+        change(&submission)
+        let followed = commit(self.request(BrokerService.jobSubmit, submission.encode(), request))
+        let id = followed.lazy.compactMap { action -> JobID? in
+            guard case .answer(let caller, let reply) = action, caller.requestID == request else { return nil }
+            return JobID(bytes: reply.body)
+        }.first
+        return (id!, followed)
+    }
+
+    mutating func joined(capacity: Int) -> [JobScheduler.Action] {
+        var actions: [JobScheduler.Action] = []
+        scheduler.workerJoined(serving: [Self.service], capacity: capacity, into: &actions)
+        return actions
+    }
+
+    /// Takes the best prepared job and says it went out as delivery `tag`.
+    mutating func dispatch(tag: UInt64, worker: String = "w1") -> Delivery? {
+        guard let service = scheduler.best(among: [Self.service]), let delivery = scheduler.take(service) else {
+            return nil
+        }
+        var actions: [JobScheduler.Action] = []
+        scheduler.dispatched(delivery.id, tag: tag, worker: worker, into: &actions)
+        return delivery
+    }
+
+    typealias Delivery = JobScheduler.Delivery
+
+    mutating func ended(_ reply: TaskReply) -> [JobScheduler.Action] {
+        var actions: [JobScheduler.Action] = []
+        scheduler.attemptEnded(reply, now: now, into: &actions)
+        return actions
+    }
+
+    mutating func tick() -> [JobScheduler.Action] {
+        var actions: [JobScheduler.Action] = []
+        var budget = WorkBudget(
+            count: 100, until: BrokerInstant(nanoseconds: .max), clock: { BrokerInstant(nanoseconds: 0) })
+        scheduler.tick(now: now, budget: &budget, into: &actions)
+        return actions
+    }
+}
+
+/// The journal writes among `actions`, in a commit of their own or with the next.
+private func writes(in actions: [JobScheduler.Action]) -> [JournalWrite] {
+    actions.compactMap { action in
+        switch action {
+        case .journal(.write(_, let purpose)), .journal(.writeWithNextCommit(_, let purpose)): purpose
+        default: nil
+        }
+    }
+}
+
+/// The changes written among `actions`.
+private func changes(in actions: [JobScheduler.Action]) -> [JobChange] {
+    actions.flatMap { action -> [JobChange] in
+        switch action {
+        case .journal(.write(let changes, _)), .journal(.writeWithNextCommit(let changes, _)): changes
+        default: []
+        }
+    }
+}
+
+/// The answers to `request` among `actions`.
+private func answers(in actions: [JobScheduler.Action], to request: RequestID) -> [TaskReply] {
+    actions.compactMap { action in
+        guard case .answer(let caller, let reply) = action, caller.requestID == request else { return nil }
+        return reply
+    }
+}
+
+private func events(in actions: [JobScheduler.Action]) -> [EventKind] {
+    actions.compactMap { if case .publish(let kind, _) = $0 { kind } else { nil } }
+}
+
+@Suite("Job scheduler: durable jobs' own state machine")
+struct JobSchedulerTests {
+    @Test func aSubmitIsAnsweredOnlyOnceOnDiskAndWaitsQueuedWhileNoWorkerServesIt() throws {
+        var jobs = SchedulerHarness()
+        let submit = RequestID(high: 1, low: 1)
+        let asked = jobs.request(
+            BrokerService.jobSubmit, JobSubmission(service: SchedulerHarness.service, body: [7]).encode(), submit)
+        #expect(asked.count == 1, "only the journal write; no answer yet")
+        guard case .journal(.write(let written, .submitted(let id)))? = asked.first,
+            case .submitted(let record)? = written.first
+        else {
+            Issue.record("\(asked)")
+            return
+        }
+        #expect(record.state == .queued && record.attempt == 0, "no credit: its first start is not written with it")
+        let committed = jobs.commit(asked)
+        #expect(answers(in: committed, to: submit) == [TaskReply(requestID: submit, status: .ok, body: id.bytes)])
+        #expect(events(in: committed) == [.jobSubmitted])
+        #expect(writes(in: committed).isEmpty, "nothing is prepared for a service no worker serves")
+        #expect(jobs.scheduler.heldCount == 1 && jobs.scheduler.counts?.queued == 1)
+        #expect(jobs.scheduler.hasWork(for: SchedulerHarness.service) && !jobs.scheduler.hasPrepared)
+    }
+
+    @Test func aWorkersCreditsPrepareTheJobWhichRunsOnceItsStartIsOnDisk() throws {
+        var jobs = SchedulerHarness()
+        let (id, _) = jobs.submit(RequestID(high: 1, low: 1))
+        let joined = jobs.joined(capacity: 1)
+        #expect(writes(in: joined) == [.started(id)])
+        #expect(jobs.scheduler.book.jobs[id]?.attempt == 1, "the attempt counts from its recorded start")
+        let early = jobs.dispatch(tag: 1)
+        #expect(early == nil, "not before its start is on disk")
+        let started = jobs.commit(joined)
+        #expect(started == [.offer(service: SchedulerHarness.service)])
+        let dispatched1 = jobs.dispatch(tag: 5)
+        let delivery = try #require(dispatched1)
+        #expect(delivery.id == id && delivery.request.requestID == id.requestID)
+        #expect(delivery.request.header.attempt == 1 && delivery.request.body == [7])
+
+        let status = RequestID(high: 2, low: 1)
+        let report = try JobReport(
+            decoding: try #require(answers(in: jobs.ask(BrokerService.jobStatus, id, status), to: status).first).body)
+        #expect(report.state == .running && report.worker == "w1" && report.attempt == 1)
+
+        let ended = jobs.ended(TaskReply(requestID: id.requestID, status: .ok, body: [42]))
+        #expect(ended.count == 1)
+        guard case .journal(.writeWithNextCommit(_, .finished(id)))? = ended.first else {
+            Issue.record("nobody waits: the outcome rides the next commit; got \(ended)")
+            return
+        }
+        #expect(events(in: jobs.commit(ended)) == [.jobSucceeded])
+        #expect(jobs.scheduler.heldCount == 0)
+    }
+
+    @Test func aFailedAttemptRunsAgainAfterItsBackoffWhichIsRecorded() throws {
+        var jobs = SchedulerHarness()
+        let (id, _) = jobs.submit(RequestID(high: 1, low: 1)) { $0.initialBackoffMilliseconds = 100 }
+        _ = jobs.commit(jobs.joined(capacity: 1))
+        let dispatched2 = jobs.dispatch(tag: 1)
+        _ = try #require(dispatched2)
+
+        let failed = jobs.ended(.failure(id.requestID, .deadlineExceeded, message: "too slow"))
+        #expect(
+            changes(in: failed) == [.rescheduled(id: id.bytes, notBefore: SchedulerHarness.wall + 100)],
+            "a restarted broker waits out the backoff too")
+        #expect(events(in: failed) == [.jobRetrying])
+        jobs.now += 99_000_000
+        #expect(jobs.tick().filter { if case .journal(.maintain) = $0 { false } else { true } }.isEmpty)
+        jobs.now += 1_000_000
+        let due = jobs.tick()
+        #expect(writes(in: due).contains(.started(id)))
+        #expect(jobs.scheduler.book.jobs[id]?.attempt == 2)
+    }
+
+    @Test func cancellingARunningJobCancelsItsAttemptAndAnswersOnceTheOutcomeIsOnDisk() throws {
+        var jobs = SchedulerHarness()
+        let (id, _) = jobs.submit(RequestID(high: 1, low: 1))
+        _ = jobs.commit(jobs.joined(capacity: 1))
+        let dispatched3 = jobs.dispatch(tag: 7)
+        _ = try #require(dispatched3)
+
+        let cancel = RequestID(high: 3, low: 1)
+        let asked = jobs.ask(BrokerService.jobCancel, id, cancel)
+        #expect(asked.contains(.cancelAttempt(id, tag: 7)) && asked.contains(.count(.cancelled)))
+        #expect(answers(in: asked, to: cancel).isEmpty, "not before the outcome is on disk")
+        guard case .journal(.write(_, .finished(id)))? = asked.last else {
+            Issue.record("a caller waits: the outcome gets a commit of its own; got \(asked)")
+            return
+        }
+        let recorded = jobs.commit(asked)
+        let reply = try #require(answers(in: recorded, to: cancel).first)
+        #expect(try JobReport(decoding: reply.body).state == .cancelled)
+        #expect(events(in: recorded) == [.jobCancelled])
+        #expect(
+            jobs.ended(TaskReply(requestID: id.requestID, status: .ok, body: [1])).isEmpty,
+            "the cancelled attempt's late reply changes nothing")
+    }
+
+    @Test func aJobWhoseWorkersAreLostRunsAgainUntilTheLimitThenFails() throws {
+        var jobs = SchedulerHarness { $0.maxDeliveries = 2 }
+        let (id, _) = jobs.submit(RequestID(high: 1, low: 1))
+        _ = jobs.commit(jobs.joined(capacity: 1))
+        let dispatched4 = jobs.dispatch(tag: 1)
+        _ = try #require(dispatched4)
+
+        var lost: [JobScheduler.Action] = []
+        let loss = jobs.scheduler.deliveryLost(id.requestID, worker: "w1", into: &lost)
+        #expect(loss == .requeued)
+        #expect(writes(in: lost) == [.requeued(id)], "queued again on disk, not counted as running")
+        var prepared: [JobScheduler.Action] = []
+        jobs.scheduler.prepare(SchedulerHarness.service, into: &prepared)
+        #expect(writes(in: prepared) == [.started(id)])
+        _ = jobs.commit(prepared)
+        let dispatched5 = jobs.dispatch(tag: 2)
+        _ = try #require(dispatched5)
+
+        var lostAgain: [JobScheduler.Action] = []
+        let secondLoss = jobs.scheduler.deliveryLost(id.requestID, worker: "w2", into: &lostAgain)
+        #expect(secondLoss == .failed)
+        #expect(lostAgain.contains(.count(.failedWorkerLost)) && writes(in: lostAgain) == [.finished(id)])
+        #expect(events(in: jobs.commit(lostAgain)) == [.jobFailed])
+        var unknown: [JobScheduler.Action] = []
+        let afterItEnded = jobs.scheduler.deliveryLost(id.requestID, worker: "w2", into: &unknown)
+        #expect(afterItEnded == nil && unknown.isEmpty)
+    }
+
+    @Test func shutdownAnswersEveryCallerItOwesOnceAndRefusesLaterRequests() throws {
+        var jobs = SchedulerHarness()
+        let (held, _) = jobs.submit(RequestID(high: 1, low: 1))
+        let pendingSubmit = RequestID(high: 1, low: 2)
+        _ = jobs.request(
+            BrokerService.jobSubmit, JobSubmission(service: SchedulerHarness.service, body: [1]).encode(),
+            pendingSubmit)
+        let wait = RequestID(high: 2, low: 1)
+        #expect(jobs.ask(BrokerService.jobWait, held, wait).isEmpty, "held until the job ends or the hold runs out")
+        let lookup = RequestID(high: 2, low: 2)
+        let unknown = JobID(bytes: [UInt8](repeating: 9, count: 16))!
+        let read = jobs.ask(BrokerService.jobStatus, unknown, lookup)
+        #expect(read == [.journal(.lookup(unknown, jobs.caller(lookup), retry: false))])
+
+        var stopped: [JobScheduler.Action] = []
+        jobs.scheduler.shutdown("stopping", into: &stopped)
+        for request in [pendingSubmit, wait, lookup] {
+            #expect(answers(in: stopped, to: request).map(\.status) == [.brokerShuttingDown])
+        }
+        #expect(stopped.count == 3)
+        #expect(jobs.journal(.lookedUp(unknown, jobs.caller(lookup), retry: false, .success(nil))).isEmpty)
+        let late = RequestID(high: 3, low: 1)
+        #expect(
+            answers(in: jobs.ask(BrokerService.jobStatus, held, late), to: late).map(\.status) == [.brokerShuttingDown])
+    }
+
+    @Test func aRefusedSubmitIsCountedAndNamesTheLimit() throws {
+        var jobs = SchedulerHarness { $0.maxHeldJobs = 1 }
+        _ = jobs.submit(RequestID(high: 1, low: 1))
+        let second = RequestID(high: 1, low: 2)
+        let refused = jobs.request(
+            BrokerService.jobSubmit, JobSubmission(service: SchedulerHarness.service, body: [7]).encode(), second)
+        #expect(refused.first == .count(.refusedOverloaded))
+        let reply = try #require(answers(in: refused, to: second).first)
+        #expect(reply.status == .overloaded)
+        #expect(String(decoding: reply.body, as: UTF8.self).contains("1 jobs"))
+
+        var without = SchedulerHarness { $0.journal = false }
+        let none = RequestID(high: 2, low: 1)
+        let answered = without.request(
+            BrokerService.jobSubmit, JobSubmission(service: SchedulerHarness.service, body: [7]).encode(), none)
+        #expect(answers(in: answered, to: none).map(\.status) == [.journalUnavailable])
+        #expect(without.scheduler.counts == nil)
+    }
+
+    /// The pipeline fills by arrival; a job of higher priority that finds it full takes the
+    /// place of the worst prepared start, whose attempt is taken back.
+    @Test func aFullPipelineGivesUpItsWorstStartForAJobOfHigherPriority() throws {
+        var jobs = SchedulerHarness()
+        _ = jobs.joined(capacity: 1)
+        let depth = JobBook.pipelineDepth(credits: 1)
+        var lows: [JobID] = []
+        for low in 0..<depth {
+            let (id, followed) = jobs.submit(RequestID(high: 1, low: UInt64(low)), priority: -1)
+            #expect(writes(in: followed).isEmpty, "its first start was written with its submit")
+            lows.append(id)
+        }
+        let (urgent, followed) = jobs.submit(RequestID(high: 2, low: 1), priority: 100)
+        #expect(writes(in: followed) == [.released(lows[depth - 1]), .started(urgent)])
+        #expect(jobs.scheduler.book.jobs[lows[depth - 1]]?.attempt == 0)
+        _ = jobs.commit(followed)
+        let first = jobs.dispatch(tag: 1)
+        #expect(first?.id == urgent)
+    }
+}
