@@ -152,6 +152,9 @@ struct ServeCommand: AsyncParsableCommand {
         // does), not kill the broker with SIGXFSZ: submits then fail and scans go on. Set here,
         // by the executable: a library does not change how its host process takes signals.
         signal(SIGXFSZ, SIG_IGN)
+        // Large request bodies go back to the system once answered (the allocator's setting is
+        // the process's, so the executable makes it).
+        BrokerProcessSettings.apply()
         if let raised = ProcessSetup.raiseOpenFilesLimit() {
             logger.info(
                 "raised the open files limit to the hard limit",

@@ -1,4 +1,3 @@
-import CSkySystem
 import Logging
 import ServiceLifecycle
 import SkyJournal
@@ -105,9 +104,6 @@ public final class Broker: Service, Sendable {
         routing.journal = journal != nil
         routing.journalMaxBytes = configuration.journalMaxBytes
         if routing.memoryProbe == nil { routing.memoryProbe = { ProcessMemoryProbe.measure() } }
-        // Request bodies of a megabyte or more get their own mappings, which go back to the
-        // system when the request is answered (see also BrokerAction.releaseMemory).
-        sky_fix_mmap_threshold(1 << 20)
         let shell = Shell(
             state: Locked(BrokerStateMachine(configuration: routing)),
             authenticator: security.map { Locked(ZAPAuthenticator(security: $0)) }, journal: journal?.writer,
