@@ -235,6 +235,40 @@ struct ZMQEventLoopTests {
         await server.shutdown()
     }
 
+    /// Large messages reach an inline handler in chunks of at most 8 MiB, not 32 messages
+    /// whatever their size: what was read but not yet handled is what the broker holds beyond
+    /// its `--queue-bytes` (issue 44, item 9: a flood of 8 MiB requests took the broker past
+    /// its queue's bytes by what one chunk held).
+    @Test(.timeLimit(.minutes(1)))
+    func largeMessagesReachAnInlineHandlerInChunksOfAtMost8MiB() async throws {
+        let chunks = Locked<[Int]>([])
+        let context = try ZMQContext()
+        let endpoint = "inproc://chunk-bytes-\(UUID().uuidString)"
+        let client = try await ZMQEventLoop.start(
+            name: "test-chunk-client", context: context,
+            sockets: [.init(id: Self.client, type: .dealer, options: Self.roomFor10k, connect: [endpoint])])
+        let count = 40
+        let megabyte = [UInt8](repeating: 1, count: 1 << 20)
+        client.send((0..<count).map { _ in ZMQEventLoop.Outbound(socket: Self.client, frames: [megabyte]) })
+        // Commands are taken in order: once this socket is open, every message above was sent.
+        try await client.open(.init(id: Self.server, type: .pair, bind: ["inproc://chunk-marker-\(UUID().uuidString)"]))
+        let server = try await ZMQEventLoop.start(
+            name: "test-chunk-bytes", context: context,
+            sockets: [.init(id: Self.server, type: .router, options: Self.roomFor10k, bind: [endpoint])],
+            handler: { batch, _ in
+                var bytes = 0
+                for case .message(_, let message) in batch { bytes += message.byteCount }
+                if bytes > 0 { chunks.withLock { $0.append(bytes) } }
+            })
+        try await eventually("every message handled", timeout: .seconds(30)) {
+            chunks.withLock { $0.reduce(0, +) } >= count << 20
+        }
+        let largest = chunks.withLock { $0.max() ?? 0 }
+        #expect(largest <= 9 << 20, "a chunk of \(largest) bytes: \(chunks.withLock { $0 })")
+        await client.shutdown()
+        await server.shutdown()
+    }
+
     /// Two inline handlers keep 64 messages in flight between them, each sending while the
     /// other's messages arrive. A send may take the command that signals a message to read:
     /// the loop must then ask the socket again before it sleeps, or the exchange stalls.
