@@ -103,6 +103,7 @@ let package = Package(
             dependencies: [
                 "SkyProtocol",
                 .product(name: "DequeModule", package: "swift-collections"),
+                .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: strictSettings
         ),

@@ -1,7 +1,8 @@
 // What a client names, and nothing else: tasks and coders, job ids and states, the cluster's
-// snapshots and events from the protocol module, and the CURVE key types its credentials are
-// made of. The wire types stay public in their modules, for speed, but `import Sky` does not
-// bring them (docs/architecture.md, "What is public").
+// snapshots and events from the protocol module, the `ScanSystem` of its local fallback and the
+// `TaskContext` its handlers may take, and the CURVE key types its credentials are made of. The
+// wire types stay public in their modules, for speed, but `import Sky` does not bring them
+// (docs/architecture.md, "What is public").
 @_exported import struct SkyProtocol.BrokerCounters
 @_exported import struct SkyProtocol.BrokerStats
 @_exported import struct SkyProtocol.ClusterSnapshot
@@ -21,6 +22,7 @@
 @_exported import struct SkyProtocol.TaskInfo
 @_exported import struct SkyProtocol.WorkerInfo
 @_exported import class SkyTasks.ScanSystem
+@_exported import struct SkyTasks.TaskContext
 @_exported import struct SkyZMQ.CurveCredentials
 @_exported import struct SkyZMQ.CurveKey
 @_exported import enum SkyZMQ.CurveKeyError

@@ -40,7 +40,11 @@ extension SkyClient {
     func runLocally(service: String, body: [UInt8], options: ScanOptions, system: ScanSystem) async throws -> Completion
     {
         localRuns += 1
-        let request = TaskRequest(requestID: .random(), service: service, body: body)
+        // The attempt's timeout rides in the header, as to a worker: the handler's
+        // `TaskContext.deadline` reads it.
+        let timeout = options.timeout.map { UInt32(clamping: max(1, $0.wholeMilliseconds)) } ?? 0
+        let request = TaskRequest(
+            requestID: .random(), service: service, header: RequestHeader(timeoutMilliseconds: timeout), body: body)
         let reply: TaskReply
         if let timeout = options.timeout {
             do {

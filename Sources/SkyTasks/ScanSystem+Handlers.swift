@@ -1,10 +1,14 @@
+import Logging
 import SkyProtocol
 
 extension ScanSystem {
     /// A fixed set of handlers, callable from any task without the actor.
     public struct Handlers: Sendable {
         let workerName: String
-        let table: [String: RawHandler]
+        let table: [String: Handler]
+        /// The logger a handler's ``TaskContext`` carries: the worker's; `nil` in the client's
+        /// local fallback.
+        package var logger: Logger? = nil
 
         /// The services that have a handler, sorted (what READY announces).
         public var services: [String] { table.keys.sorted() }
@@ -26,7 +30,13 @@ extension ScanSystem {
                 )
             }
             do {
-                let result = try await handler(request.body)
+                let result: [UInt8]
+                switch handler {
+                case .plain(let run):
+                    result = try await run(request.body)
+                case .contextual(let run):
+                    result = try await run(request.body, TaskContext(request: request, started: .now, logger: logger))
+                }
                 return TaskReply(requestID: request.requestID, status: .ok, body: result)
             } catch let error as InvalidPayload {
                 return .failure(request.requestID, .invalidPayload, message: error.description)

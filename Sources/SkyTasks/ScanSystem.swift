@@ -1,5 +1,6 @@
 import DequeModule
 import Foundation
+import Logging
 import SkyProtocol
 
 /// The user's side of a worker: typed handlers registered per service, a name and a capacity.
@@ -13,10 +14,17 @@ public actor ScanSystem {
     /// A handler over encoded payloads, for services that do not decode (echo) or bring their own codec.
     public typealias RawHandler = @Sendable ([UInt8]) async throws -> [UInt8]
 
+    /// A registered handler: with its task's ``TaskContext`` or without. Only a handler that asks
+    /// for the context gets one made, so the others cost what they did.
+    enum Handler: Sendable {
+        case plain(RawHandler)
+        case contextual(@Sendable ([UInt8], TaskContext) async throws -> [UInt8])
+    }
+
     public nonisolated let name: String
     public nonisolated let capacity: Int
 
-    private var handlers: [String: RawHandler] = [:]
+    private var handlers: [String: Handler] = [:]
     private var running = 0
     private var waiters: Deque<CheckedContinuation<Void, Never>> = []
 
@@ -50,21 +58,40 @@ public actor ScanSystem {
     public func register<T: SkyTask>(
         _ task: T.Type, coder: some TaskCoder = .json, handler: @escaping @Sendable (T) async throws -> T.Result
     ) {
-        handlers[T.service] = { body in
-            let decoded: T
-            do {
-                decoded = try coder.decode(T.self, from: body)
-            } catch {
-                throw InvalidPayload(service: T.service, reason: String(describing: error))
-            }
-            let result = try await handler(decoded)
-            return try coder.encode(result)
+        handlers[T.service] = .plain { body in
+            try coder.encode(try await handler(try Self.decode(T.self, from: body, coder: coder)))
         }
     }
 
-    /// Registers a handler that sees the encoded payload.
-    public func register(service: String, handler: @escaping RawHandler) {
-        handlers[service] = handler
+    /// Registers a typed handler for `T.service` that also takes its task's ``TaskContext``
+    /// (attempt, request and job id, deadline, a logger with those facts).
+    ///
+    /// A name of its own, not an overload of ``register(_:coder:handler:)``: the two forms differ
+    /// only in their closure's arity, and under one name a mistake inside either closure was
+    /// reported as the other's ("expects 1 argument, but 2 were used in closure body").
+    public func registerWithContext<T: SkyTask>(
+        _ task: T.Type, coder: some TaskCoder = .json,
+        handler: @escaping @Sendable (T, TaskContext) async throws -> T.Result
+    ) {
+        handlers[T.service] = .contextual { body, context in
+            try coder.encode(try await handler(try Self.decode(T.self, from: body, coder: coder), context))
+        }
+    }
+
+    /// Registers a handler that sees the encoded payload. A name of its own, not an overload of
+    /// ``register(_:coder:handler:)``: with both named `register`, a mistake inside a typed
+    /// handler was reported against this one ("missing argument label 'service:'").
+    public func registerRaw(service: String, handler: @escaping RawHandler) {
+        handlers[service] = .plain(handler)
+    }
+
+    /// A task's payload decoded, or ``InvalidPayload``.
+    private static func decode<T: SkyTask>(_ type: T.Type, from body: [UInt8], coder: some TaskCoder) throws -> T {
+        do {
+            return try coder.decode(T.self, from: body)
+        } catch {
+            throw InvalidPayload(service: T.service, reason: String(describing: error))
+        }
     }
 
     /// The handlers as registered now. A worker takes them once when it starts and calls them

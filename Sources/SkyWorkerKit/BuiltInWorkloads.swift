@@ -27,7 +27,7 @@ public enum BuiltInWorkloads {
                 }
             case EchoTask.service:
                 // Echo returns its input bytes untouched: no decoding, no encoding.
-                await system.register(service: EchoTask.service) { body in body }
+                await system.registerRaw(service: EchoTask.service) { body in body }
             case SleepTask.service:
                 await system.register(SleepTask.self) { task in
                     let duration = Duration.milliseconds(task.milliseconds).asSleep

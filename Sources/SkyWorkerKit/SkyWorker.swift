@@ -76,7 +76,9 @@ public final class SkyWorker: Service, Sendable {
     }
 
     public func run() async throws {
-        let handlers = await system.handlerTable
+        var table = await system.handlerTable
+        table.logger = logger
+        let handlers = table
         guard !handlers.services.isEmpty else { throw WorkerSetupError.noServices }
         // The broker refuses such a READY; say which name is wrong before connecting.
         let problems =

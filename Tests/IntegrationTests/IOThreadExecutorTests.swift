@@ -27,7 +27,7 @@ extension IntegrationSuite {
             let cluster = try await TestCluster.start()
             defer { cluster.killAll() }
             let system = ScanSystem(name: "placed", capacity: 16)
-            await system.register(service: "where") { body in body + Array(currentThreadName().utf8) }
+            await system.registerRaw(service: "where") { body in body + Array(currentThreadName().utf8) }
             let running = Self.startWorker(system, cluster: cluster, handlers: handlers)
             defer { running.cancel() }
             let sky = try await SkyClient(broker: cluster.clients)
@@ -57,7 +57,7 @@ extension IntegrationSuite {
             defer { cluster.killAll() }
             let (events, event) = AsyncStream.makeStream(of: String.self)
             let system = ScanSystem(name: "holding", capacity: 4)
-            await system.register(service: "hold") { _ in
+            await system.registerRaw(service: "hold") { _ in
                 event.yield("started")
                 do {
                     try await untilCancelled()
@@ -66,7 +66,7 @@ extension IntegrationSuite {
                     throw error
                 }
             }
-            await system.register(service: "echo") { $0 }
+            await system.registerRaw(service: "echo") { $0 }
             let running = Self.startWorker(system, cluster: cluster, handlers: .ioThread)
             defer { running.cancel() }
             let sky = try await SkyClient(broker: cluster.clients)
@@ -90,7 +90,7 @@ extension IntegrationSuite {
             let cluster = try await TestCluster.start()
             defer { cluster.killAll() }
             let system = ScanSystem(name: "echoing", capacity: 16)
-            await system.register(service: "echo") { $0 }
+            await system.registerRaw(service: "echo") { $0 }
             let running = Self.startWorker(system, cluster: cluster, handlers: .pool)
             defer { running.cancel() }
             let sky = try await SkyClient(broker: cluster.clients)

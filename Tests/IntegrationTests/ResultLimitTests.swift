@@ -20,7 +20,8 @@ extension IntegrationSuite {
             defer { cluster.killAll() }
             let system = ScanSystem(name: "big", capacity: 2)
             // The body's first byte says how many kilobytes to return.
-            await system.register(service: "big") { body in [UInt8](repeating: 1, count: Int(body.first ?? 0) * 1000) }
+            await system.registerRaw(service: "big") { body in [UInt8](repeating: 1, count: Int(body.first ?? 0) * 1000)
+            }
             let worker = SkyWorker(
                 configuration: .init(broker: cluster.workers), system: system, logger: Logger(label: "big"))
             let running = Task { try await worker.run() }

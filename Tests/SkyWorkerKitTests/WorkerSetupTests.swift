@@ -10,7 +10,7 @@ import Testing
 struct WorkerSetupTests {
     @Test func aBrokerStringThatIsNotAnEndpointStopsTheWorkerSayingHowToWriteIt() async {
         let system = ScanSystem(name: "w", capacity: 1)
-        await system.register(service: "echo") { body in body }
+        await system.registerRaw(service: "echo") { body in body }
         let worker = SkyWorker(
             configuration: .init(broker: "localhost:5556"), system: system, logger: Logger(label: "w"))
         let error = await #expect(throws: WorkerSetupError.self) { try await worker.run() }
@@ -33,7 +33,7 @@ struct WorkerSetupTests {
         ])
     func aNameTheProtocolCannotCarryStopsTheWorkerNamingIt(worker: String, service: String, message: String) async {
         let system = ScanSystem(name: worker, capacity: 1)
-        await system.register(service: service) { body in body }
+        await system.registerRaw(service: service) { body in body }
         // An endpoint nobody serves: the check must come first, or the worker would wait.
         let worker = SkyWorker(
             configuration: .init(broker: "tcp://127.0.0.1:1"), system: system, logger: Logger(label: "w"))
