@@ -32,8 +32,9 @@ public struct TaskContext: Sendable {
     private let id: RequestID
     private let baseLogger: Logger?
 
-    /// The request's id (32 hex digits), as the broker's logs and events name it: the same for
-    /// every attempt of a call, and shared by callers whose equal calls were coalesced.
+    /// The request's id (32 hex digits), as the broker's log lines about a request name it: the
+    /// same for every attempt of a call, and shared by callers whose equal calls were coalesced.
+    /// (Job events name a job's attempts by ``jobID``.)
     public var requestID: String { id.description }
 
     /// The same 16 bytes in the form of a job's id. For a durable job's attempt, that is the
