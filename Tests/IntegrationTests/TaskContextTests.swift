@@ -79,12 +79,12 @@ extension IntegrationSuite {
             configuration.localFallback = system
             configuration.localFallbackWait = .milliseconds(100)
             let sky = try await SkyClient(broker: try await unusedEndpoint(), configuration: configuration)
-            let seen = try await sky.scan(ContextProbe(), options: ScanOptions(timeout: .milliseconds(700)))
+            let seen = try await sky.scan(ContextProbe(), options: ScanOptions(timeout: .seconds(5)))
             #expect(seen.service == ContextProbe.service && seen.attempt == 1)
             #expect(seen.requestID.count == 32 && seen.loggedRequest == seen.requestID)
             #expect(seen.loggerLabel == "sky.task")
             let ahead = try #require(seen.deadlineAhead, "the call's timeout reaches the local handler")
-            #expect(ahead > 0 && ahead <= 700, "\(ahead) ms")
+            #expect(ahead > 0 && ahead <= 5000, "\(ahead) ms")
             #expect(await sky.statistics.localRuns == 1)
             await sky.close()
         }
