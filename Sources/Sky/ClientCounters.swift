@@ -18,6 +18,8 @@ public struct ClientCounters: Sendable, Equatable {
     public var malformedMessages = 0
     /// Attempts that found no reply within their timeout.
     public var attemptTimeouts = 0
+    /// Callers whose call's deadline (`ScanOptions.deadline`) passed before it had an outcome.
+    public var deadlinesPassed = 0
 
     public init() {}
 }

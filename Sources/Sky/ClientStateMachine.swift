@@ -25,7 +25,7 @@ struct ClientStateMachine: Sendable {
         case connected([WaiterID])
         /// No connection will come (the client closed, or the broker refused it).
         case connectionFailed([WaiterID], SkyError)
-        /// Resume these callers of ``waitForFeatures(_:now:into:)`` with what the broker of this
+        /// Resume these callers of ``waitForFeatures(_:by:now:into:)`` with what the broker of this
         /// connection said of itself (`nil`: nothing known, within their wait).
         case featuresKnown([WaiterID], BrokerFeatures?)
         /// Open broker socket number `socket`, a DEALER connected to `endpoints[endpoint]`.
@@ -67,7 +67,8 @@ struct ClientStateMachine: Sendable {
     private(set) var features: (epoch: UInt64, answer: BrokerFeatures)?
     /// The question in flight, and when it is given up (the broker then counts as saying nothing new).
     private var featuresAsk: (id: RequestID, deadline: Duration)?
-    /// Callers waiting for ``features``, each until a deadline (`connectTimeout` after it came).
+    /// Callers waiting for ``features``, each until a deadline (`connectTimeout` after it came,
+    /// or its call's deadline if sooner), earliest first.
     private var featureWaiters: [(waiter: WaiterID, deadline: Duration)] = []
 
     init(endpoints: [String], usesCredentials: Bool, table: RequestTable, seed: UInt64) {
@@ -125,14 +126,20 @@ struct ClientStateMachine: Sendable {
     }
 
     /// A caller waits for what the broker of this connection says of itself: at once if known,
-    /// else until the machine's question is answered, or `connectTimeout` at most.
-    mutating func waitForFeatures(_ waiter: WaiterID, now: Duration, into actions: inout [Action]) {
+    /// else until the machine's question is answered, or `connectTimeout` at most (or until
+    /// `deadline`, the caller's call's, if that comes first).
+    mutating func waitForFeatures(
+        _ waiter: WaiterID, by deadline: Duration? = nil, now: Duration, into actions: inout [Action]
+    ) {
         if refusal != nil {
             actions.append(.featuresKnown([waiter], nil))
         } else if table.isConnected, let features, features.epoch == table.connectionEpoch {
             actions.append(.featuresKnown([waiter], features.answer))
         } else {
-            featureWaiters.append((waiter, now + table.connectTimeout))
+            let until = deadline.map { min(now + table.connectTimeout, $0) } ?? now + table.connectTimeout
+            // Kept in order of their deadlines: the first is the next to pass.
+            let place = featureWaiters.firstIndex { $0.deadline > until } ?? featureWaiters.endIndex
+            featureWaiters.insert((waiter, until), at: place)
         }
     }
 
@@ -141,7 +148,7 @@ struct ClientStateMachine: Sendable {
         featureWaiters.removeAll { $0.waiter == waiter }
     }
 
-    /// A caller stopped waiting (its task was cancelled, or its deadline passed); the shell
+    /// A caller stopped waiting (its task was cancelled); the shell
     /// already resumed it.
     mutating func abandon(_ waiter: WaiterID, into actions: inout [Action]) {
         table.abandon(waiter, into: &tableActions)

@@ -30,6 +30,12 @@ import SkyProtocol
 /// **Coalescing.** A call with `coalesce` and the same service and payload as a call in flight
 /// joins it as another waiter; the remote work runs once and every waiter gets its outcome.
 /// It is cancelled at the broker only when its last waiter leaves.
+///
+/// **Deadlines.** A caller's deadline (`options.deadline` from ``Call/startedAt``) is one more bound on the call's one
+/// timer: when it passes, that caller gets ``SkyError/timeout(_:)`` whatever the attempts are
+/// doing, and the call is dropped at the broker once no caller is left. Here rather than as a
+/// task racing the call: one heap entry the call has anyway, instead of a task, an actor and a
+/// second timer per call; and no attempt is sent after the caller's time is up.
 struct RequestTable {
     typealias WaiterID = UInt64
 
@@ -40,6 +46,10 @@ struct RequestTable {
         var options: ScanOptions
         /// The caller's trace frame: sent only while the broker is known to take it.
         var trace: [UInt8]? = nil
+        /// When the caller started the call, if it waited for something before the call reached
+        /// the table (what the broker takes); `nil`: when the table takes it. Its
+        /// `options.deadline` counts from then.
+        var startedAt: Duration? = nil
     }
 
     enum Action: Equatable {
@@ -85,6 +95,12 @@ struct RequestTable {
         /// Bumped whenever the deadline changes; older heap entries are stale.
         var generation: UInt64 = 0
         var deadline: Duration?
+        /// The deadline of the caller that started the call, while it waits.
+        var ownDeadline: CallDeadline?
+        /// The earliest deadline of the call's waiters.
+        var earliestDeadline: Duration?
+        /// Some of its waiters joined it with deadlines of their own (in ``joinerDeadlines``).
+        var hasJoinerDeadlines = false
 
         /// What a new slot holds (``vacate(_:)`` makes a finished call's like it). Not an
         /// optional entry: reading a field of one copied the whole entry to look at its tag.
@@ -145,6 +161,9 @@ struct RequestTable {
     private var callOfWaiter = [WaiterID: RequestID](minimumCapacity: room)
     static let room = 1024
     private var timers = Heap<Timer>()
+    /// The deadlines of callers that joined a call in flight (coalescing), each its own: rare,
+    /// so kept here rather than in every entry.
+    private var joinerDeadlines: [WaiterID: CallDeadline] = [:]
     private var connection = Connection.down(since: .zero)
     private var endpointIndex = 0
     private var failoverAt: Duration?
@@ -218,13 +237,29 @@ struct RequestTable {
             slots[slot].waiters.append(waiter)
             callOfWaiter[waiter] = leader
             counters.coalesced += 1
+            if let own = CallDeadline(waiter, options: call.options, start: call.startedAt ?? now) {
+                joinerDeadlines[waiter] = own
+                slots[slot].hasJoinerDeadlines = true
+                if slots[slot].earliestDeadline.map({ own.at < $0 }) ?? true {
+                    slots[slot].earliestDeadline = own.at
+                    schedule(slot)
+                }
+            }
+            return
+        }
+        // Its time went on what came before (asking the broker what it takes).
+        if let startedAt = call.startedAt, let length = call.options.deadline, startedAt + length <= now {
+            counters.deadlinesPassed += 1
+            actions.append(
+                .fail(
+                    WaiterList(waiter), .timeout("the call's deadline of \(Self.seconds(length)) passed"), attempts: 0))
             return
         }
         let slot = takeSlot()
         let id = RequestID(high: random.high, low: random.low & ~Self.slotMask | UInt64(slot))
         nextSequence += 1
         // The call moved into its slot: its only home from here on, where it is changed in place.
-        Self.fill(&slots[slot], id: id, sequence: nextSequence, call: call, waiter: waiter, flight: key)
+        Self.fill(&slots[slot], id: id, sequence: nextSequence, call: call, waiter: waiter, flight: key, now: now)
         if let key { flights[key] = id }
         callOfWaiter[waiter] = id
         beginAttempt(slot, now: now, into: &actions)
@@ -268,6 +303,10 @@ struct RequestTable {
         while let top = timers.min, top.nanoseconds <= nowNanoseconds {
             timers.removeMin()
             guard let slot = slot(of: top.id), slots[slot].generation == top.generation else { continue }
+            if let due = slots[slot].earliestDeadline, due <= now {
+                deadlinePassed(slot, now: now, into: &actions)
+                continue
+            }
             let attempts = slots[slot].attempts
             switch slots[slot].phase {
             case .backingOff:
@@ -300,12 +339,20 @@ struct RequestTable {
         return counters.malformedMessages == 1
     }
 
-    /// A caller stopped waiting (its task was cancelled, or its deadline passed). The call is
+    /// A caller stopped waiting (its task was cancelled). The call is
     /// cancelled at the broker once no caller waits for it.
     mutating func abandon(_ waiter: WaiterID, into actions: inout [Action]) {
         guard let id = callOfWaiter.removeValue(forKey: waiter), let slot = slot(of: id) else { return }
         slots[slot].waiters.remove(waiter)
-        guard slots[slot].waiters.isEmpty else { return }
+        forgetDeadline(of: waiter, in: slot)
+        guard slots[slot].waiters.isEmpty else {
+            // The call's timer may have been set for the deadline that left: a timer that fires
+            // is taken to mean the attempt's time is up.
+            let earliest = slots[slot].earliestDeadline
+            updateEarliestDeadline(slot)
+            if slots[slot].earliestDeadline != earliest { schedule(slot) }
+            return
+        }
         let wasSent = slots[slot].phase == .sent
         release(slot)
         if wasSent && connection == .up { actions.append(.cancel(id)) }
@@ -395,6 +442,62 @@ struct RequestTable {
             body: entry.call.body, trace: withTrace ? entry.call.trace : nil)
     }
 
+    /// The deadline of some of the call's waiters passed: they get ``SkyError/timeout(_:)``,
+    /// and the call is dropped at the broker once no waiter is left.
+    private mutating func deadlinePassed(_ slot: Int, now: Duration, into actions: inout [Action]) {
+        let attempts = slots[slot].attempts
+        let due = slots[slot].waiters.compactMap { waiter in
+            deadline(of: waiter, in: slot).flatMap { $0.at <= now ? $0 : nil }
+        }
+        for deadline in due {
+            callOfWaiter[deadline.waiter] = nil
+            slots[slot].waiters.remove(deadline.waiter)
+            forgetDeadline(of: deadline.waiter, in: slot)
+            counters.deadlinesPassed += 1
+            let length = Self.seconds(deadline.length)
+            actions.append(
+                .fail(
+                    WaiterList(deadline.waiter),
+                    .timeout("the call's deadline of \(length) passed (attempt \(attempts))"),
+                    attempts: attempts))
+        }
+        updateEarliestDeadline(slot)
+        if slots[slot].waiters.isEmpty {
+            let wasSent = slots[slot].phase == .sent
+            let id = slots[slot].id
+            release(slot)
+            // Dropped at the broker, as an attempt that timed out is: no worker goes on with it.
+            if wasSent && connection == .up { actions.append(.cancel(id)) }
+        } else {
+            schedule(slot)
+        }
+    }
+
+    /// `waiter`'s deadline for the call in `slot`, if it has one.
+    private func deadline(of waiter: WaiterID, in slot: Int) -> CallDeadline? {
+        if let own = slots[slot].ownDeadline, own.waiter == waiter { return own }
+        return slots[slot].hasJoinerDeadlines ? joinerDeadlines[waiter] : nil
+    }
+
+    /// `waiter` no longer waits for the call in `slot`: its deadline goes.
+    private mutating func forgetDeadline(of waiter: WaiterID, in slot: Int) {
+        if slots[slot].ownDeadline?.waiter == waiter {
+            slots[slot].ownDeadline = nil
+        } else if slots[slot].hasJoinerDeadlines {
+            joinerDeadlines[waiter] = nil
+        }
+    }
+
+    private mutating func updateEarliestDeadline(_ slot: Int) {
+        var earliest = slots[slot].ownDeadline?.at
+        if slots[slot].hasJoinerDeadlines {
+            for waiter in slots[slot].waiters {
+                if let joined = joinerDeadlines[waiter] { earliest = min(earliest ?? joined.at, joined.at) }
+            }
+        }
+        slots[slot].earliestDeadline = earliest
+    }
+
     private mutating func attemptFailed(_ slot: Int, _ error: SkyError, now: Duration, into actions: inout [Action]) {
         let attempts = slots[slot].attempts
         let retry = slots[slot].call.options.retry
@@ -425,7 +528,7 @@ struct RequestTable {
     /// The entry's new deadline and generation; its timer, if it has a deadline.
     private static func rearm(_ entry: inout Entry, connectTimeout: Duration) -> Timer? {
         entry.generation += 1
-        let deadline: Duration?
+        var deadline: Duration?
         switch entry.phase {
         case .backingOff(let until):
             deadline = until
@@ -435,6 +538,9 @@ struct RequestTable {
             case (let attempt?, let unreachable?): deadline = min(attempt, unreachable)
             case (let attempt, let unreachable): deadline = attempt ?? unreachable
             }
+        }
+        if let callDeadline = entry.earliestDeadline, deadline.map({ callDeadline < $0 }) ?? true {
+            deadline = callDeadline
         }
         entry.deadline = deadline
         return deadline.map { Timer(deadline: $0, id: entry.id, generation: entry.generation) }
@@ -486,6 +592,9 @@ struct RequestTable {
         if let flight = slots[slot].flight, flights[flight] == slots[slot].id {
             flights[flight] = nil
         }
+        if slots[slot].hasJoinerDeadlines {
+            for waiter in slots[slot].waiters { joinerDeadlines[waiter] = nil }
+        }
         Self.vacate(&slots[slot])
         freeSlots.append(UInt32(slot))
     }
@@ -495,7 +604,7 @@ struct RequestTable {
     /// way (over 300 bytes each).
     private static func fill(
         _ entry: inout Entry, id: RequestID, sequence: UInt64, call: consuming Call, waiter: WaiterID,
-        flight: FlightKey?
+        flight: FlightKey?, now: Duration
     ) {
         entry.id = id
         entry.sequence = sequence
@@ -508,6 +617,9 @@ struct RequestTable {
         entry.attemptDeadline = nil
         entry.unreachableSince = nil
         entry.deadline = nil
+        entry.ownDeadline = CallDeadline(waiter, options: entry.call.options, start: entry.call.startedAt ?? now)
+        entry.earliestDeadline = entry.ownDeadline?.at
+        entry.hasJoinerDeadlines = false
     }
 
     /// Marks the entry free and lets go of what it holds (the call's service, body and trace).

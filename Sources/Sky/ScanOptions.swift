@@ -6,11 +6,14 @@ public struct ScanOptions: Sendable, Equatable {
     /// gets it too: a request still waiting for a worker then is answered `timeout` there. Zero
     /// or less is refused as ``SkyError/invalidTask(_:)`` before anything is sent.
     public var timeout: Duration?
-    /// How long the whole call may take, every attempt and backoff included; `nil` bounds it
-    /// only by ``retry``'s attempts × ``timeout``. When it passes, the call throws
-    /// ``SkyError/timeout(_:)`` and the task is cancelled at the broker. Zero or less (a
-    /// deadline that had passed before the call started) is refused as
-    /// ``SkyError/invalidTask(_:)`` before anything is sent.
+    /// How long the whole call may take, every attempt and backoff included: 30 s unless you
+    /// say otherwise, so that a hung handler costs a caller 30 s, not attempts × timeout, and a
+    /// retry never starts on a second worker after the caller's time is up. `nil` bounds the
+    /// call only by ``retry``'s attempts × ``timeout``. When it passes, the call throws
+    /// ``SkyError/timeout(_:)`` and the task is cancelled at the broker. A ``timeout`` longer
+    /// than the deadline never fires: raise both. Zero or less (a deadline that had passed
+    /// before the call started) is refused as ``SkyError/invalidTask(_:)`` before anything is
+    /// sent.
     public var deadline: Duration?
     public var retry: RetryPolicy
     /// Share one remote execution with concurrent calls of an equal task (same service, same
@@ -24,7 +27,7 @@ public struct ScanOptions: Sendable, Equatable {
     public var priority: JobPriority
 
     public init(
-        timeout: Duration? = .seconds(30), deadline: Duration? = nil, retry: RetryPolicy = .default,
+        timeout: Duration? = .seconds(30), deadline: Duration? = .seconds(30), retry: RetryPolicy = .default,
         coalesce: Bool = true, priority: JobPriority = .normal
     ) {
         self.timeout = timeout
@@ -34,6 +37,7 @@ public struct ScanOptions: Sendable, Equatable {
         self.priority = priority
     }
 
-    /// 30 s per attempt, no overall deadline, ``RetryPolicy/default``, coalescing on, normal priority.
+    /// 30 s per attempt, 30 s for the whole call, ``RetryPolicy/default``, coalescing on, normal
+    /// priority.
     public static let `default` = ScanOptions()
 }

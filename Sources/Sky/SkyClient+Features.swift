@@ -5,8 +5,9 @@ extension SkyClient {
     /// machine asks once per connection as soon as it is up (a reconnect may reach another
     /// broker): its answer also makes calls packed and traced calls carry their frame. A broker
     /// that predates it answers `unknownService` at once, and says nothing more than the
-    /// protocol's first edition. `nil`: no answer within `connectTimeout`, or cancelled.
-    func brokerFeatures() async -> BrokerFeatures? {
-        await shell.brokerFeatures()
+    /// protocol's first edition. `nil`: no answer within `connectTimeout` (or by `deadline`,
+    /// on the client's clock, if that comes first), or cancelled.
+    func brokerFeatures(by deadline: Duration? = nil) async -> BrokerFeatures? {
+        await shell.brokerFeatures(by: deadline)
     }
 }

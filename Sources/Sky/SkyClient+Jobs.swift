@@ -123,8 +123,10 @@ extension SkyClient {
     private nonisolated func jobCall(_ service: String, _ body: [UInt8]) async throws -> [UInt8] {
         // The client's default retry policy (``Configuration/defaults``): a service keeps the
         // default and rides out a broker restart; an operator's tool fails at once.
+        // No deadline: a held wait is bounded by the broker's hold, and the retries ride out a restart.
         let options = ScanOptions(
-            timeout: BrokerService.jobWaitHold + .seconds(10), retry: configuration.defaults.retry, coalesce: false)
+            timeout: BrokerService.jobWaitHold + .seconds(10), deadline: nil, retry: configuration.defaults.retry,
+            coalesce: false)
         // A submit or a retry is traced: the job's executions join the caller's trace.
         if let tracer, service == BrokerService.jobSubmit || service == BrokerService.jobRetry {
             return try await withCallSpan(service: service, tracer: tracer) { frame in

@@ -22,7 +22,7 @@ extension SkyClient {
             case abandon(WaiterID)
             case waitForConnection(WaiterID)
             case stopWaitingForConnection(WaiterID)
-            case waitForFeatures(WaiterID)
+            case waitForFeatures(WaiterID, by: Duration?)
             case stopWaitingForFeatures(WaiterID)
             /// A timer on a clock other than `ContinuousClock` fired.
             case timer
@@ -176,12 +176,12 @@ extension SkyClient {
         /// What the broker of this connection says of itself (`mmi.features`, which the client's
         /// machine asks once a connection is up); `nil` when nothing is known within
         /// `connectTimeout`, or the caller was cancelled.
-        func brokerFeatures() async -> BrokerFeatures? {
+        func brokerFeatures(by deadline: Duration?) async -> BrokerFeatures? {
             let waiter = nextWaiter.add(1, ordering: .relaxed).newValue
             return await withTaskCancellationHandler {
                 await withCheckedContinuation { (continuation: CheckedContinuation<BrokerFeatures?, Never>) in
                     featureWaiters.withLock { $0[waiter] = continuation }
-                    if Task.isCancelled || !post(.waitForFeatures(waiter)) {
+                    if Task.isCancelled || !post(.waitForFeatures(waiter, by: deadline)) {
                         featureWaiters.withLock { $0.removeValue(forKey: waiter) }?.resume(returning: nil)
                     }
                 }
@@ -280,7 +280,8 @@ extension SkyClient {
             case .abandon(let waiter): machine.abandon(waiter, into: &actions)
             case .waitForConnection(let waiter): machine.waitForConnection(waiter, into: &actions)
             case .stopWaitingForConnection(let waiter): machine.stopWaitingForConnection(waiter)
-            case .waitForFeatures(let waiter): machine.waitForFeatures(waiter, now: now, into: &actions)
+            case .waitForFeatures(let waiter, let deadline):
+                machine.waitForFeatures(waiter, by: deadline, now: now, into: &actions)
             case .stopWaitingForFeatures(let waiter): machine.stopWaitingForFeatures(waiter)
             case .timer: machine.expire(now: now, into: &actions)
             case .close: machine.close(into: &actions)

@@ -25,8 +25,8 @@ extension SkyClient {
         span.attributes[SkyTracing.Attribute.system] = "sky"
         span.attributes[SkyTracing.Attribute.service] = service
         let context = span.context
-        let completion = try await call {
-            await self.takesTrace() ? SkyTracing.frame(for: context, tracer: tracer) : nil
+        let completion = try await call { deadline in
+            await self.takesTrace(by: deadline) ? SkyTracing.frame(for: context, tracer: tracer) : nil
         }
         span.attributes[SkyTracing.Attribute.attempt] = completion.attempts
         if case .failure(let error) = completion.result {
@@ -38,8 +38,8 @@ extension SkyClient {
         return completion
     }
 
-    /// Whether the broker of this connection takes trace frames (``brokerFeatures()``).
-    func takesTrace() async -> Bool {
-        await brokerFeatures()?.takesTrace ?? false
+    /// Whether the broker of this connection takes trace frames (``brokerFeatures(by:)``).
+    func takesTrace(by deadline: Duration?) async -> Bool {
+        await brokerFeatures(by: deadline)?.takesTrace ?? false
     }
 }

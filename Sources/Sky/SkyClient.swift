@@ -45,8 +45,9 @@ public actor SkyClient {
     /// The tracer, resolved once: nil when none is bootstrapped, and calls are not traced.
     nonisolated let tracer: (any Tracer)?
 
-    /// Makes a call's trace frame (nil: none to send).
-    typealias TraceFrameSource = @Sendable () async -> [UInt8]?
+    /// Makes a call's trace frame (nil: none to send), by the call's deadline (on the client's
+    /// clock) if it has one: it may ask the broker first.
+    typealias TraceFrameSource = @Sendable (_ deadline: Duration?) async -> [UInt8]?
 
     /// How a call ended, with the attempts it took (for batch progress).
     struct Completion: Sendable {
@@ -234,8 +235,6 @@ public actor SkyClient {
     }
 
     /// ``execute(service:body:options:)`` without its metrics.
-    /// - Parameter trace: makes the trace frame to send, if any: called within the call's
-    ///   deadline, since it may ask the broker first.
     nonisolated(nonsending) func executeMeasured(
         service: String, body: [UInt8], options: ScanOptions, trace: TraceFrameSource? = nil
     ) async throws -> Completion {
@@ -275,19 +274,7 @@ public actor SkyClient {
                 return try await runLocally(service: service, body: body, options: options, system: fallback)
             }
         }
-        var completion: Completion
-        if let deadline = options.deadline {
-            do {
-                completion = try await TimeoutTask(timeout: deadline, clock: configuration.clock) {
-                    try await self.executeRemotely(service: service, body: body, options: options, trace: trace)
-                }.value
-            } catch is TimeoutError {
-                completion = Completion(
-                    result: .failure(.timeout("the call's deadline of \(deadline) passed")), attempts: 0)
-            }
-        } else {
-            completion = try await executeRemotely(service: service, body: body, options: options, trace: trace)
-        }
+        var completion = try await executeRemotely(service: service, body: body, options: options, trace: trace)
         if let fallback = configuration.localFallback, case .failure(let error) = completion.result,
             error.code == .brokerUnreachable || error.code == .noWorkers,
             await fallback.services.contains(service)
@@ -297,26 +284,38 @@ public actor SkyClient {
         return completion
     }
 
+    /// One call to the broker, within `options.deadline`: a timer of the call's own in the
+    /// client's machine ends it on time, every attempt and backoff included, even if a handler
+    /// ignores cancellation; what comes before the request goes out (asking the broker what it
+    /// takes) ends by then too.
+    /// - Parameter trace: makes the trace frame to send, if any.
     nonisolated(nonsending) func executeRemotely(
         service: String, body: [UInt8], options: ScanOptions, trace: TraceFrameSource? = nil
     ) async throws -> Completion {
-        if shell.loop.load() == nil {
+        // libzmq closes the connection of a peer that sends a frame over the broker's
+        // --max-frame-size, before the broker sees it: sent, the task would go again on every
+        // reconnect and stall every call on the connection. A body within the smallest limit a
+        // broker takes needs no question (and costs the call nothing).
+        let starts = shell.loop.load() == nil
+        let asksFirst = starts || trace != nil || body.count > BrokerFeatures.smallestFrameLimit
+        // The clock is read here only for a call that may wait before it reaches the machine,
+        // which counts from its own reading otherwise.
+        let startedAt = asksFirst && options.deadline != nil ? time.now() : nil
+        let deadline = startedAt.flatMap { start in options.deadline.map { start + $0 } }
+        if starts {
             do {
                 try await startIfNeeded()
             } catch let error as SkyError {
                 return Completion(result: .failure(error), attempts: 0)
             }
         }
-        // libzmq closes the connection of a peer that sends a frame over the broker's
-        // --max-frame-size, before the broker sees it: sent, the task would go again on every
-        // reconnect and stall every call on the connection. A body within the smallest limit a
-        // broker takes needs no question (and costs the call nothing).
-        if body.count > BrokerFeatures.smallestFrameLimit, let limit = await brokerFeatures()?.maxFrameSize,
+        if body.count > BrokerFeatures.smallestFrameLimit, let limit = await brokerFeatures(by: deadline)?.maxFrameSize,
             body.count > limit
         {
             return Completion(result: .failure(.requestTooLarge(bytes: body.count, limit: limit)), attempts: 0)
         }
-        let frame = await trace?()
-        return try await shell.call(RequestTable.Call(service: service, body: body, options: options, trace: frame))
+        let frame = await trace?(deadline)
+        return try await shell.call(
+            RequestTable.Call(service: service, body: body, options: options, trace: frame, startedAt: startedAt))
     }
 }

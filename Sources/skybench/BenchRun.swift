@@ -125,7 +125,8 @@ struct BenchRun {
                 "--queue-limit", "\(2 * (requests + warm))", "--no-workers-grace", "3600", "--client-queue-share", "1",
             ])
         let client = target.client
-        let waiting = ScanOptions(timeout: .seconds(600), retry: RetryPolicy(maxAttempts: 1), coalesce: false)
+        let waiting = ScanOptions(
+            timeout: .seconds(600), deadline: nil, retry: RetryPolicy(maxAttempts: 1), coalesce: false)
         let body = [UInt8](repeating: 0x61, count: payload)
         // Calls that wait until the client closes; their outcome does not matter. Unstructured
         // tasks, not a task group: tearing down a group of 100,000 children took minutes (the

@@ -98,8 +98,9 @@ struct SkyScanCommand: AsyncParsableCommand {
             elapsedSeconds: 0, tasksPerSecond: 0, p50Milliseconds: 0, p99Milliseconds: 0, errors: [:])
         // Made as they are started, not all at once.
         let tasks = SectorTasks(sectors: first..<first + sectors, size: size)
+        // --timeout and --attempts bound a sector's call: no deadline beside them.
         let options = ScanOptions(
-            timeout: .milliseconds(Int64(timeout * 1000)), retry: RetryPolicy(maxAttempts: attempts))
+            timeout: .milliseconds(Int64(timeout * 1000)), deadline: nil, retry: RetryPolicy(maxAttempts: attempts))
         var last = BatchProgress(total: sectors)
         for await done in client.scanAll(tasks, concurrency: concurrency, options: options) {
             switch done.result {

@@ -58,8 +58,8 @@ extension ClientStateMachine {
         collecting(&self) { $0.waitForConnection(waiter, into: &$1) }
     }
 
-    mutating func waitForFeatures(_ waiter: WaiterID, now: Duration) -> [Action] {
-        collecting(&self) { $0.waitForFeatures(waiter, now: now, into: &$1) }
+    mutating func waitForFeatures(_ waiter: WaiterID, by deadline: Duration? = nil, now: Duration) -> [Action] {
+        collecting(&self) { $0.waitForFeatures(waiter, by: deadline, now: now, into: &$1) }
     }
 
     mutating func received(_ frames: [[UInt8]], socket: Int, now: Duration) -> [Action] {

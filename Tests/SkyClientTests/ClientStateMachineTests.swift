@@ -366,4 +366,16 @@ struct ClientFeaturesTests {
         #expect(client.advance(.seconds(3)) == [.featuresKnown([1], nil)])
         #expect(client.machine.close().contains(.featuresKnown([2], nil)))
     }
+
+    /// A caller whose call has a deadline waits for the features until then at most, even
+    /// behind callers that came earlier and wait longer: the question is part of its call.
+    @Test func aCallersDeadlineEndsItsWaitForTheFeatures() {
+        var client = Client()
+        #expect(client.machine.waitForFeatures(1, now: client.now) == [])
+        #expect(client.machine.waitForFeatures(2, by: .milliseconds(300), now: client.now) == [])
+        #expect(client.machine.nextDeadline() == .milliseconds(300))
+        #expect(client.advance(.milliseconds(300)) == [.featuresKnown([2], nil)])
+        #expect(client.machine.nextDeadline() == .seconds(5))
+        #expect(client.advance(.milliseconds(4700)) == [.featuresKnown([1], nil)])
+    }
 }
