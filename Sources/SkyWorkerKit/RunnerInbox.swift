@@ -6,7 +6,8 @@ import SkyZMQ
 /// asked (once per wake-up of the I/O thread) to start a runner for each, which takes the
 /// oldest queued task.
 ///
-/// **Runners.** A runner is a child of the group that runs one task after another: when its
+/// **Runners.** A runner is a task (started and awaited by a child of the group, so that the
+/// I/O thread can cancel it by its ``RunnerHandle``) that runs one task after another: when its
 /// task is done it takes the next queued one, or waits for the next to come. It holds no task
 /// while it waits (a runner is not started with its task captured: the capture would keep the
 /// task's request for the runner's whole life). A new child per

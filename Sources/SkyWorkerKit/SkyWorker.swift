@@ -120,7 +120,7 @@ public final class SkyWorker: Service, Sendable {
                     await withDiscardingTaskGroup { group in
                         while let runners = await inbox.next() {
                             for _ in 0..<runners {
-                                group.addTask { await Self.run(inbox, handlers: handlers, shell: shell) }
+                                group.addTask { await Self.startRunner(inbox, handlers, shell, executor) }
                             }
                         }
                     }
@@ -150,16 +150,33 @@ public final class SkyWorker: Service, Sendable {
         }
     }
 
-    /// A runner: a child of the worker's task group that runs task after task from `inbox`
-    /// (see ``RunnerInbox``) until none is left for it. It captures no task: a waiting runner
-    /// holds no request's body.
+    /// A child of the worker's task group that starts a runner and waits for it to end. The
+    /// runner is a task of its own, not the child, so that the I/O thread can cancel it
+    /// through its handle (``RunnerHandle``); the child passes its own cancellation on.
+    private static func startRunner(
+        _ inbox: RunnerInbox, _ handlers: ScanSystem.Handlers, _ shell: Shell, _ executor: (any TaskExecutor)?
+    ) async {
+        let runner = RunnerHandle()
+        let task = Task(executorPreference: executor) {
+            await Self.run(inbox, handlers: handlers, shell: shell, runner: runner)
+        }
+        runner.started(task)
+        await withTaskCancellationHandler {
+            await task.value
+        } onCancel: {
+            task.cancel()
+        }
+    }
+
+    /// A runner: runs task after task from `inbox` (see ``RunnerInbox``) until none is left
+    /// for it. It captures no task: a waiting runner holds no request's body.
     private nonisolated(nonsending) static func run(
-        _ inbox: RunnerInbox, handlers: ScanSystem.Handlers, shell: Shell
+        _ inbox: RunnerInbox, handlers: ScanSystem.Handlers, shell: Shell, runner: RunnerHandle
     ) async {
         var first = true
         while let run = await inbox.nextForRunner(first: first) {
             first = false
-            await perform(run, handlers: handlers, shell: shell)
+            await perform(run, handlers: handlers, shell: shell, runner: runner)
             // The runner of a cancelled task ends with it: a task stays cancelled.
             if Task.isCancelled { return }
         }
@@ -169,9 +186,9 @@ public final class SkyWorker: Service, Sendable {
     /// (On the child's executor: a hop to the global executor and back would cost a locked
     /// lookup of the child's executor preference each way.)
     private nonisolated(nonsending) static func perform(
-        _ run: TaskRun, handlers: ScanSystem.Handlers, shell: Shell
+        _ run: TaskRun, handlers: ScanSystem.Handlers, shell: Shell, runner: RunnerHandle
     ) async {
-        shell.handles.attachCurrentTask(run.ticket)
+        shell.handles.attach(run.ticket, runner: runner)
         shell.metrics.started()
         let started = ContinuousClock.now
         let reply: TaskReply

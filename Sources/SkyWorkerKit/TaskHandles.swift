@@ -1,18 +1,18 @@
 import SkyProtocol
 import SkyZMQ
 
-/// The tasks that run a worker's handlers, so that a cancellation decided on the I/O thread
+/// The runners that run a worker's handlers, so that a cancellation decided on the I/O thread
 /// reaches the right one. The I/O thread reserves the task's slot (from
-/// ``WorkerStateMachine/Action/startTask(_:_:slot:)``) when it starts a task and hands the child
-/// the ``Ticket`` it got; the task group child attaches itself with it when it runs and
-/// detaches when done. A cancellation that comes before the child attached is kept and applied
-/// when it attaches.
+/// ``WorkerStateMachine/Action/startTask(_:_:slot:)``) when it starts a task and hands the
+/// runner the ``Ticket`` it got; the runner attaches with it and its ``RunnerHandle`` when it
+/// runs the task and detaches when done. A cancellation that comes before the runner attached
+/// is kept and applied when it attaches.
 ///
 /// By slot, not by key: a dictionary hashed the task's key three times a task. A slot is given
 /// to another task once the machine dropped the one before (finished, or cancelled when the
 /// connection changed), so a ticket carries the slot's use count: a child that finds its slot
 /// taken again was dropped and cancels itself, and its late detach leaves the other alone.
-/// The entries are plain values (a use count, a state, a request id, the running task): an
+/// The entries are plain values (a use count, a state, a request id, the runner): an
 /// entry that held the task's key, whose delivery tag is an enum, was copied and destroyed
 /// through the runtime's multi-payload enum functions on every task.
 final class TaskHandles: Sendable {
@@ -32,14 +32,7 @@ final class TaskHandles: Sendable {
         /// The task's request id: a cancel naming another one in this slot reaches nothing.
         var requestID = RequestID(high: 0, low: 0)
         /// Set while ``State/attached``.
-        var running: RunningTask?
-    }
-
-    /// The task group child that runs a handler. Kept only between ``attachCurrentTask(_:)``
-    /// and ``detach(_:)``, which the child itself calls before it returns, and used only
-    /// under the lock: the task is alive whenever it is cancelled through it.
-    struct RunningTask: @unchecked Sendable {  // UnsafeCurrentTask is not Sendable; see above.
-        let task: UnsafeCurrentTask
+        var runner: RunnerHandle?
     }
 
     /// Grows to the highest slot used (as many as ran at once).
@@ -60,35 +53,33 @@ final class TaskHandles: Sendable {
             entries[slot].use &+= 1
             entries[slot].state = .reserved
             entries[slot].requestID = key.requestID
-            entries[slot].running = nil
+            entries[slot].runner = nil
             return Ticket(slot: slot, use: entries[slot].use)
         }
     }
 
-    /// The calling task runs the task of `ticket` until it calls ``detach(_:)``. If the task
-    /// was cancelled before it started, or dropped and its slot given to another, the calling
-    /// task is cancelled now.
-    func attachCurrentTask(_ ticket: Ticket) {
-        withUnsafeCurrentTask { current in
-            guard let current else { return }
-            entries.withLock { entries in
-                guard ticket.slot < entries.count, entries[ticket.slot].use == ticket.use else {
-                    current.cancel()
-                    return
-                }
-                switch entries[ticket.slot].state {
-                case .reserved:
-                    entries[ticket.slot].state = .attached
-                    entries[ticket.slot].running = RunningTask(task: current)
-                case .cancelledBeforeAttaching:
-                    entries[ticket.slot].state = .attached
-                    entries[ticket.slot].running = RunningTask(task: current)
-                    current.cancel()
-                case .empty, .attached:
-                    current.cancel()
-                }
+    /// The runner `runner`, the calling task, runs the task of `ticket` until it calls
+    /// ``detach(_:)``. If the task was cancelled before it started, or dropped and its slot
+    /// given to another, the calling task is cancelled now.
+    func attach(_ ticket: Ticket, runner: RunnerHandle) {
+        let cancelled = entries.withLock { entries in
+            guard ticket.slot < entries.count, entries[ticket.slot].use == ticket.use else { return true }
+            switch entries[ticket.slot].state {
+            case .reserved:
+                entries[ticket.slot].state = .attached
+                entries[ticket.slot].runner = runner
+                return false
+            case .cancelledBeforeAttaching:
+                entries[ticket.slot].state = .attached
+                entries[ticket.slot].runner = runner
+                return true
+            case .empty, .attached:
+                return true
             }
         }
+        // The calling task cancels itself, within the closure: at once, whether or not its
+        // handle was given to `runner` yet.
+        if cancelled { withUnsafeCurrentTask { $0?.cancel() } }
     }
 
     /// The task of `ticket` is done; call it from the task that attached itself.
@@ -98,7 +89,7 @@ final class TaskHandles: Sendable {
                 entries[ticket.slot].state == .attached
             else { return }
             entries[ticket.slot].state = .empty
-            entries[ticket.slot].running = nil
+            entries[ticket.slot].runner = nil
         }
     }
 
@@ -110,8 +101,8 @@ final class TaskHandles: Sendable {
             guard slot < entries.count, entries[slot].requestID == key.requestID else { return }
             switch entries[slot].state {
             case .reserved: entries[slot].state = .cancelledBeforeAttaching
-            // Under the lock: the task cannot detach and end meanwhile.
-            case .attached: entries[slot].running?.task.cancel()
+            // Under the lock, so that it reaches this task, not the runner's next one.
+            case .attached: entries[slot].runner?.cancel()
             case .empty, .cancelledBeforeAttaching: break
             }
         }

@@ -14,11 +14,14 @@ struct TaskHandlesTests {
     /// Runs a task that attaches with `ticket`, detaches, and says whether it was cancelled by
     /// then.
     static func runIsCancelled(_ handles: TaskHandles, _ ticket: TaskHandles.Ticket) async -> Bool {
-        await Task {
-            handles.attachCurrentTask(ticket)
+        let runner = RunnerHandle()
+        let task = Task {
+            handles.attach(ticket, runner: runner)
             defer { handles.detach(ticket) }
             return Task.isCancelled
-        }.value
+        }
+        runner.started(task)
+        return await task.value
     }
 
     @Test func aCancelBeforeTheTaskAttachedReachesItWhenItDoes() async {
@@ -34,14 +37,17 @@ struct TaskHandlesTests {
         let (attached, attachedSink) = AsyncStream.makeStream(of: Void.self)
         func run(_ key: WorkerStateMachine.TaskKey, slot: Int) -> Task<Bool, Never> {
             let ticket = handles.reserve(key, slot: slot)
-            return Task {
-                handles.attachCurrentTask(ticket)
+            let runner = RunnerHandle()
+            let task = Task {
+                handles.attach(ticket, runner: runner)
                 defer { handles.detach(ticket) }
                 attachedSink.yield()
                 // Ends when cancelled; the other one is ended by the test below.
                 while !Task.isCancelled { await Task.yield() }
                 return true
             }
+            runner.started(task)
+            return task
         }
         let first = run(key, slot: 0)
         let second = run(other, slot: 1)
@@ -59,6 +65,34 @@ struct TaskHandlesTests {
         _ = await second.value
         // Done and detached: a late cancel finds nothing.
         handles.cancel(other, slot: 1)
+        #expect(handles.count == 0)
+    }
+
+    /// The I/O thread may cancel a runner's task after the runner attached but before the code
+    /// that started it gave its handle: the cancel is kept and reaches the task then.
+    @Test func aCancelBeforeTheRunnersHandleIsKnownReachesItOnceItIs() async {
+        let handles = TaskHandles()
+        let ticket = handles.reserve(key, slot: 0)
+        let runner = RunnerHandle()
+        let (attached, attachedSink) = AsyncStream.makeStream(of: Void.self)
+        let (cancelled, cancelledSink) = AsyncStream.makeStream(of: Void.self)
+        let task = Task {
+            handles.attach(ticket, runner: runner)
+            defer { handles.detach(ticket) }
+            attachedSink.yield()
+            for await _ in cancelled { break }
+            // Ends when cancelled, or gives up after 10 s.
+            let giveUp = ContinuousClock.now + .seconds(10)
+            while !Task.isCancelled && ContinuousClock.now < giveUp { await Task.yield() }
+            return Task.isCancelled
+        }
+        var iterator = attached.makeAsyncIterator()
+        _ = await iterator.next()
+        handles.cancel(key, slot: 0)
+        cancelledSink.yield()
+        #expect(!task.isCancelled, "no handle yet: kept")
+        runner.started(task)
+        #expect(await task.value && task.isCancelled)
         #expect(handles.count == 0)
     }
 
