@@ -16,6 +16,7 @@ let package = Package(
     products: [
         .library(name: "Sky", targets: ["Sky"]),
         .library(name: "SkyWorkerKit", targets: ["SkyWorkerKit"]),
+        .library(name: "SkyWorkerCLI", targets: ["SkyWorkerCLI"]),
         .library(name: "SkyBrokerKit", targets: ["SkyBrokerKit"]),
         .library(name: "SkyWorkloads", targets: ["SkyWorkloads"]),
         .library(name: "SkyProtocol", targets: ["SkyProtocol"]),
@@ -151,6 +152,20 @@ let package = Package(
             ],
             swiftSettings: strictSettings
         ),
+        // skyworker's flags and process setup for a worker of one's own (WorkerOptions): a
+        // product apart, so that SkyWorkerKit alone pulls in no ArgumentParser, HTTP server or
+        // Prometheus.
+        .target(
+            name: "SkyWorkerCLI",
+            dependencies: [
+                "SkyWorkerKit", "SkyCLISupport", "SkyProtocol",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "UnixSignals", package: "swift-service-lifecycle"),
+            ],
+            swiftSettings: strictSettings
+        ),
         .executableTarget(
             name: "skybroker",
             dependencies: [
@@ -166,11 +181,8 @@ let package = Package(
         .executableTarget(
             name: "skyworker",
             dependencies: [
-                "SkyWorkerKit", "SkyWorkloads", "SkyCLISupport", "SkyProtocol",
+                "SkyWorkerCLI", "SkyWorkerKit", "SkyWorkloads", "SkyCLISupport",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
-                .product(name: "Logging", package: "swift-log"),
-                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
-                .product(name: "UnixSignals", package: "swift-service-lifecycle"),
             ],
             path: "Workers",
             swiftSettings: strictSettings
@@ -220,12 +232,7 @@ let package = Package(
         // docs/worker.md's example (the README quotes its heart): a worker with a custom typed service.
         .executableTarget(
             name: "ExampleWorker",
-            dependencies: [
-                "SkyWorkerKit",
-                .product(name: "Logging", package: "swift-log"),
-                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
-                .product(name: "UnixSignals", package: "swift-service-lifecycle"),
-            ],
+            dependencies: ["SkyWorkerCLI"],
             swiftSettings: strictSettings
         ),
         // The benchmark: Sky against a plain-libzmq baseline (bench/baseline) in the same run.

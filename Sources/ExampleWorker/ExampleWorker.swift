@@ -1,8 +1,4 @@
-import Foundation
-import Logging
-import ServiceLifecycle
-import SkyWorkerKit
-import UnixSignals
+import SkyWorkerCLI
 
 /// A task of our own: count the words in a text. Clients declare the same type (or one with
 /// the same JSON shape) and call `sky.scan(WordCount(text: ...))`.
@@ -17,29 +13,15 @@ struct Counts: Codable, Sendable {
     var characters: Int
 }
 
-/// A complete worker process: `sky-example-worker [tcp://broker:5556]`.
+/// A complete worker process with every flag skyworker has (`--help` lists them):
+/// `sky-example-worker --broker tcp://broker:5556 --capacity 8 --metrics 127.0.0.1:9101`.
 @main
 struct ExampleWorker {
     static func main() async {
-        do {
-            try await run()
-        } catch {
-            // One line and exit 1: an error thrown out of `main` would end the process with
-            // "Fatal error: Error raised at top level", a backtrace and a trap (exit 132).
-            FileHandle.standardError.write(Data("sky-example-worker: \(error)\n".utf8))
-            exit(1)
+        await WorkerOptions.main { system in
+            await system.register(WordCount.self) { task in
+                Counts(words: task.text.split(whereSeparator: \.isWhitespace).count, characters: task.text.count)
+            }
         }
-    }
-
-    static func run() async throws {
-        let broker = CommandLine.arguments.dropFirst().first ?? "tcp://127.0.0.1:5556"
-        let logger = Logger(label: "example-worker")
-        let system = ScanSystem(name: "example-\(ProcessInfo.processInfo.processIdentifier)", capacity: 4)
-        await system.register(WordCount.self) { task in
-            Counts(words: task.text.split(whereSeparator: \.isWhitespace).count, characters: task.text.count)
-        }
-        let worker = SkyWorker(configuration: .init(broker: broker), system: system, logger: logger)
-        let group = ServiceGroup(services: [worker], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger)
-        try await group.run()
     }
 }

@@ -23,8 +23,7 @@ extension IntegrationSuite {
         func aWorkerThatCannotStartSaysWhyInOneLineAndExits1(_ program: String) async throws {
             let cluster = try await TestCluster.start()
             defer { cluster.killAll() }
-            let worker = try cluster.track(
-                SkyProcess(program, program == "skyworker" ? ["--broker", cluster.clients] : [cluster.clients]))
+            let worker = try cluster.track(SkyProcess(program, ["--broker", cluster.clients]))
             #expect(try await worker.waitForExit(timeout: .seconds(60)) == 1, "\(worker.errorText)")
             let said = worker.errorText.split(separator: "\n").filter { $0.hasPrefix("\(program): ") }
             #expect(

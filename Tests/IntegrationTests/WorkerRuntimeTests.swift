@@ -140,17 +140,31 @@ extension IntegrationSuite {
             await cluster.stop()
         }
 
-        @Test func theExampleWorkerServesItsCustomService() async throws {
+        /// The documented worker, 25 lines on `WorkerOptions.main`, serves its own service and
+        /// takes skyworker's flags: its name and capacity reach the broker, its ready line names
+        /// its metrics endpoint, which serves its handler's series.
+        @Test func theExampleWorkerServesItsCustomServiceWithSkyworkersFlags() async throws {
             let cluster = try await TestCluster.start()
             defer { cluster.killAll() }
             let watch = try await cluster.startWatch()
-            cluster.track(try SkyProcess("sky-example-worker", [cluster.workers]))
+            let worker = cluster.track(
+                try SkyProcess(
+                    "sky-example-worker",
+                    ["--broker", cluster.workers, "--name", "words-1", "--capacity", "3", "--metrics", "127.0.0.1:0"]))
             try await watch.waitForEvents {
-                $0.contains { $0.event == .workerConnected && $0.worker?.services == ["example.wordcount"] }
+                $0.contains {
+                    $0.event == .workerConnected && $0.worker?.services == ["example.wordcount"]
+                        && $0.worker?.name == "words-1" && $0.worker?.capacity == 3
+                }
             }
+            let ready = try await worker.waitForLine { $0.hasPrefix("sky-example-worker ready ") }
+            #expect(ready.contains("name=words-1 capacity=3"), "\(ready)")
             let sky = try await SkyClient(broker: cluster.clients)
             let counts = try await sky.scan(WordCount(text: "the quick brown fox"))
             #expect(counts == Counts(words: 4, characters: 19))
+            let metrics = try await MetricsTests.fetch(try MetricsTests.url(in: [ready], of: "sky-example-worker"))
+            #expect(
+                metrics.contains(#"sky_worker_tasks_total{service="example.wordcount",outcome="ok"} 1"#), "\(metrics)")
             await sky.close()
             await cluster.stop()
         }
