@@ -81,7 +81,7 @@ let package = Package(
         ),
         .target(
             name: "SkyWorkloads",
-            dependencies: ["SkyProtocol"],
+            dependencies: ["SkyProtocol", "SkyTasks", .product(name: "Tracing", package: "swift-distributed-tracing")],
             swiftSettings: strictSettings
         ),
         .target(
@@ -114,7 +114,7 @@ let package = Package(
                 "SkyTracing",
                 .product(name: "Tracing", package: "swift-distributed-tracing"),
                 .product(name: "Instrumentation", package: "swift-distributed-tracing"),
-                "SkyZMQ", "SkyProtocol", "SkyTasks", "SkyWorkloads",
+                "SkyZMQ", "SkyProtocol", "SkyTasks",
                 .product(name: "DequeModule", package: "swift-collections"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "CoreMetrics", package: "swift-metrics"),

@@ -1,7 +1,11 @@
 import DequeModule
-import Glibc
 import HeapModule
 import SkyProtocol
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
 
 /// The broker's logic, free of sockets, threads and clocks.
 ///

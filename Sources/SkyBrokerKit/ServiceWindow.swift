@@ -1,5 +1,9 @@
-import Glibc
 import SkyProtocol
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
 
 /// What one service did in the current stats period: tasks answered by status, and their
 /// latencies (arrival at the broker to the worker's reply) and waits (arrival to dispatch) in

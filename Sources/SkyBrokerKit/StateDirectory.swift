@@ -31,14 +31,14 @@ final class StateDirectory: Sendable {
                 reason: "cannot make the state directory \(path): \(problem); pick another with --state-dir")
         }
         let lockPath = (path as NSString).appendingPathComponent("broker.lock")
-        let lock = Glibc.open(lockPath, O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
+        let lock = Foundation.open(lockPath, O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
         guard lock >= 0 else {
             throw BrokerStartError(
                 role: "journal", endpoint: path,
                 reason: "cannot open \(lockPath): \(String(cString: strerror(errno))); pick another --state-dir")
         }
         guard flock(lock, LOCK_EX | LOCK_NB) == 0 else {
-            Glibc.close(lock)
+            Foundation.close(lock)
             throw BrokerStartError(
                 role: "journal", endpoint: path,
                 reason:
@@ -67,7 +67,7 @@ final class StateDirectory: Sendable {
                 ])
             return StateDirectory(path: path, writer: writer, unfinished: unfinished, lock: lock)
         } catch {
-            Glibc.close(lock)
+            Foundation.close(lock)
             throw BrokerStartError(role: "journal", endpoint: file, reason: "\(error)")
         }
     }
@@ -101,6 +101,6 @@ final class StateDirectory: Sendable {
     /// Commits what is queued, stops the journal's thread, and frees the lock.
     func close() async {
         await writer.stop()
-        Glibc.close(lock)
+        Foundation.close(lock)
     }
 }

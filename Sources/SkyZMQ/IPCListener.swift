@@ -1,4 +1,8 @@
-import Glibc
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
 
 /// Whether a process listens on the Unix socket of an `ipc://` endpoint.
 ///
@@ -23,9 +27,15 @@ enum IPCListener {
             buffer[path.count] = 0
         }
         // Non-blocking: a listener whose backlog is full answers EAGAIN at once, and is in use.
-        let descriptor = socket(
-            AF_UNIX, Int32(SOCK_STREAM.rawValue | SOCK_NONBLOCK.rawValue | SOCK_CLOEXEC.rawValue), 0)
-        guard descriptor >= 0 else { return false }
+        #if os(Linux)
+            let descriptor = socket(
+                AF_UNIX, Int32(SOCK_STREAM.rawValue | SOCK_NONBLOCK.rawValue | SOCK_CLOEXEC.rawValue), 0)
+            guard descriptor >= 0 else { return false }
+        #else
+            let descriptor = socket(AF_UNIX, SOCK_STREAM, 0)
+            guard descriptor >= 0 else { return false }
+            _ = fcntl(descriptor, F_SETFL, fcntl(descriptor, F_GETFL) | O_NONBLOCK)
+        #endif
         defer { close(descriptor) }
         let connected = withUnsafePointer(to: &address) { pointer in
             pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) {

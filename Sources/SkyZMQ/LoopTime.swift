@@ -1,5 +1,9 @@
-import Glibc
 import SkyProtocol
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
 
 /// A loop's time: nanoseconds since the loop started, on the clock `ContinuousClock` reads
 /// (`CLOCK_BOOTTIME` on Linux), as a plain integer.

@@ -1,4 +1,8 @@
-import Glibc
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
 
 /// The descriptors an I/O thread sleeps on: its wake-up descriptor, then for each socket its
 /// signalling descriptor (``ZMQSocket/signalDescriptor``) and its monitor's (-1 without one).
@@ -26,7 +30,13 @@ struct SignalPoll {
     ///   cannot go on).
     mutating func wait(timeoutMilliseconds: Int) -> Bool {
         let count = nfds_t(items.count)
-        let rc = items.withUnsafeMutableBufferPointer { Glibc.poll($0.baseAddress, count, Int32(timeoutMilliseconds)) }
+        let rc = items.withUnsafeMutableBufferPointer { items in
+            #if canImport(Glibc)
+                Glibc.poll(items.baseAddress, count, Int32(timeoutMilliseconds))
+            #else
+                Darwin.poll(items.baseAddress, count, Int32(timeoutMilliseconds))
+            #endif
+        }
         if rc < 0 {
             for index in items.indices { items[index].revents = 0 }
             return errno == EINTR

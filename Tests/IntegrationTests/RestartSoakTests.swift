@@ -75,8 +75,10 @@ extension IntegrationSuite {
                                 number += 1
                                 let key = "\(caller)-\(number)"
                                 let task = SleepTask(milliseconds: 20, tag: caller * 1_000_000 + number)
+                                // No deadline: a call rides out the broker's 30 s absence.
                                 let options = ScanOptions(
-                                    timeout: .seconds(30), retry: RetryPolicy(maxAttempts: 10), coalesce: false)
+                                    timeout: .seconds(30), deadline: nil, retry: RetryPolicy(maxAttempts: 10),
+                                    coalesce: false)
                                 do {
                                     let result = try await sky.scan(task, options: options)
                                     await ledger.record(key, ok: true, correct: result == task, failure: nil)

@@ -1,8 +1,9 @@
 import SkyProtocol
-import SkyWorkloads
+import SkyTasks
 import Tracing
 
-/// The workloads every skyworker can serve without user code.
+/// The workloads every skyworker can serve without user code: `skyworker` registers them (a
+/// worker of one's own may too), not the worker kit, which knows no workload.
 public enum BuiltInWorkloads {
     /// Service names by which the built-ins can be selected.
     public static let all = [ScanTask.service, EchoTask.service, SleepTask.service, FlakyTask.service]
