@@ -31,9 +31,9 @@ import SkyProtocol
 /// joins it as another waiter; the remote work runs once and every waiter gets its outcome.
 /// It is cancelled at the broker only when its last waiter leaves.
 ///
-/// **Deadlines.** A caller's deadline (`options.deadline` from ``Call/startedAt``) is one more bound on the call's one
-/// timer: when it passes, that caller gets ``SkyError/timeout(_:)`` whatever the attempts are
-/// doing, and the call is dropped at the broker once no caller is left. Here rather than as a
+/// **Deadlines.** A caller's deadline (`options.deadline` from ``Call/startedAt``) is one more
+/// bound on the call's one timer: when it passes, that caller gets ``SkyError/timeout(_:)``
+/// whatever the attempts are doing, and the call is dropped at the broker once no caller is left. Here rather than as a
 /// task racing the call: one heap entry the call has anyway, instead of a task, an actor and a
 /// second timer per call; and no attempt is sent after the caller's time is up.
 struct RequestTable {
@@ -339,8 +339,8 @@ struct RequestTable {
         return counters.malformedMessages == 1
     }
 
-    /// A caller stopped waiting (its task was cancelled). The call is
-    /// cancelled at the broker once no caller waits for it.
+    /// A caller stopped waiting (its task was cancelled). The call is cancelled at the broker once
+    /// no caller waits for it.
     mutating func abandon(_ waiter: WaiterID, into actions: inout [Action]) {
         guard let id = callOfWaiter.removeValue(forKey: waiter), let slot = slot(of: id) else { return }
         slots[slot].waiters.remove(waiter)

@@ -27,6 +27,19 @@ struct JobBench {
     var jobs = 20_000
     var inFlight = 256
     var rounds = 3
+    /// Requests of each latency phase (a tenth of them first, as warm-up).
+    var latencyRequests = 2000
+    /// How long each throughput phase measures (after half a second of warm-up).
+    var measure = Duration.seconds(2)
+
+    /// Every fixed phase at a tenth, or a quarter of its time: figures too few to mean much,
+    /// for a run that checks the mode works end to end (the test suite's smoke test).
+    mutating func shrinkForSmoke() {
+        submitLatencyRequests /= 10
+        resultLatencyJobs /= 10
+        latencyRequests /= 10
+        measure = measure / 4
+    }
 
     struct Results: Codable {
         var submitP50Microseconds: [Double] = []
@@ -191,7 +204,7 @@ struct JobBench {
             programs: programs, workers: workers, credits: capacity, transport: transport)
         do {
             results.baselineAlone.append(try await floorRate(target))
-            results.baselineP50Alone.append(try await target.latency(payload: 64, requests: 2000, warmup: 200).p50 ?? 0)
+            results.baselineP50Alone.append(try await target.latency(payload: 64, requests: latencyRequests, warmup: latencyRequests / 10).p50 ?? 0)
             let load = try target.startPaced(
                 payload: 64, perSecond: Self.pacedJobsPerSecond,
                 file: directory.appendingPathComponent("paced.journal"), recordBytes: Self.pacedRecordBytes)
@@ -199,7 +212,7 @@ struct JobBench {
                 try await Task.sleep(for: .milliseconds(500))
                 results.baselineBesidePaced.append(try await floorRate(target))
                 results.baselineP50BesidePaced.append(
-                    try await target.latency(payload: 64, requests: 2000, warmup: 200).p50 ?? 0)
+                    try await target.latency(payload: 64, requests: latencyRequests, warmup: latencyRequests / 10).p50 ?? 0)
                 let figures = try await target.stopPaced(load)
                 results.baselinePacedJobs.append(figures.rate)
                 results.baselinePacedCPUPerJob.append(figures.cpuPerTask)
@@ -215,7 +228,7 @@ struct JobBench {
     }
 
     private func floorRate(_ target: BaselineTarget) async throws -> Double {
-        try await target.throughput(payload: 64, inFlight: inFlight, warmup: .milliseconds(500), measure: .seconds(2))
+        try await target.throughput(payload: 64, inFlight: inFlight, warmup: .milliseconds(500), measure: measure)
             .rate
     }
 
@@ -355,12 +368,12 @@ struct JobBench {
 
     private func scanRate(_ target: SkyTarget) async throws -> Double {
         let figures = try await target.typedThroughput(
-            payload: 64, inFlight: inFlight, warmup: .milliseconds(500), measure: .seconds(2))
+            payload: 64, inFlight: inFlight, warmup: .milliseconds(500), measure: measure)
         return Double(figures.tasks) / figures.seconds
     }
 
     private func scanLatency(_ target: SkyTarget) async throws -> Double {
-        try await target.latency(payload: 64, requests: 2000, warmup: 200).p50 ?? 0
+        try await target.latency(payload: 64, requests: latencyRequests, warmup: latencyRequests / 10).p50 ?? 0
     }
 
     private func submittedCount(_ sky: SkyClient) async throws -> Int {

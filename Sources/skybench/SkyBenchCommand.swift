@@ -126,6 +126,12 @@ struct SkyBenchCommand: AsyncParsableCommand {
     @Option(help: "Jobs per end-to-end measurement of --jobs.")
     var jobCount = 20_000
 
+    @Flag(
+        help: ArgumentHelp(
+            "With --jobs: every fixed phase at a tenth of its requests or a quarter of its time, to check that the mode works (the test suite's smoke test), not to measure."
+        ))
+    var smoke = false
+
     @Option(help: "Requests of the smaller of the two runs --instructions counts (the larger has 3x).")
     var instructionTasks = 2000
 
@@ -203,9 +209,10 @@ struct SkyBenchCommand: AsyncParsableCommand {
             programs?.scheduling = baselineScheduling
         }
         if jobs {
-            let bench = JobBench(
+            var bench = JobBench(
                 workers: Self.integers(workers)?.max() ?? 1, capacity: capacity, transport: transport,
                 baseline: programs, jobs: jobCount, inFlight: mostInFlight, rounds: rounds)
+            if smoke { bench.shrinkForSmoke() }
             let results = try await bench.run()
             print(JobBench.table(results))
             try write(results)

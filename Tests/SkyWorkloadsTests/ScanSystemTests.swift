@@ -116,7 +116,8 @@ struct ScanSystemTests {
     }
 
     /// The handler sees its cancellation within 50 ms: the median of five trials (other suites
-    /// share the two cores and can delay any single one), and never more than 250 ms.
+    /// share the two cores and can delay any single one); the worst within 5 s, where a
+    /// cancellation that never arrived would take the handler's 30 s.
     @Test func aCancelledTaskSHandlerObservesCancellationWithin50Milliseconds() async throws {
         let system = ScanSystem(name: "t", capacity: 1)
         let observed = Locked<ContinuousClock.Instant?>(nil)
@@ -144,8 +145,9 @@ struct ScanSystemTests {
         delays.sort()
         #expect(delays[2] < Duration.milliseconds(50).scaled, "delays: \(delays)")
         // The worst of five only bounds a cancellation that never arrives (the handler sleeps
-        // 30 s): with the whole suite running on two cores one trial was seen to take 319 ms.
-        #expect(delays[4] < Duration.seconds(1).scaled, "delays: \(delays)")
+        // 30 s): with the whole suite and the documentation's build on two cores one trial was
+        // seen to take 1.05 s.
+        #expect(delays[4] < Duration.seconds(5).scaled, "delays: \(delays)")
         #expect(await system.runningCount == 0)
     }
 
