@@ -204,7 +204,8 @@ struct JobBench {
             programs: programs, workers: workers, credits: capacity, transport: transport)
         do {
             results.baselineAlone.append(try await floorRate(target))
-            results.baselineP50Alone.append(try await target.latency(payload: 64, requests: latencyRequests, warmup: latencyRequests / 10).p50 ?? 0)
+            results.baselineP50Alone.append(
+                try await target.latency(payload: 64, requests: latencyRequests, warmup: latencyRequests / 10).p50 ?? 0)
             let load = try target.startPaced(
                 payload: 64, perSecond: Self.pacedJobsPerSecond,
                 file: directory.appendingPathComponent("paced.journal"), recordBytes: Self.pacedRecordBytes)
@@ -212,7 +213,8 @@ struct JobBench {
                 try await Task.sleep(for: .milliseconds(500))
                 results.baselineBesidePaced.append(try await floorRate(target))
                 results.baselineP50BesidePaced.append(
-                    try await target.latency(payload: 64, requests: latencyRequests, warmup: latencyRequests / 10).p50 ?? 0)
+                    try await target.latency(payload: 64, requests: latencyRequests, warmup: latencyRequests / 10).p50
+                        ?? 0)
                 let figures = try await target.stopPaced(load)
                 results.baselinePacedJobs.append(figures.rate)
                 results.baselinePacedCPUPerJob.append(figures.cpuPerTask)
