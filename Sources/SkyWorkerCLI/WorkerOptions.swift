@@ -39,7 +39,7 @@ public struct WorkerOptions: ParsableArguments {
     @Option(help: "Worker name shown in events (default: host-pid).")
     public var name: String?
 
-    @Option(help: "Tasks run at once (default: the number of cores).")
+    @Option(help: "Tasks run at once (by default, this machine's number of cores).")
     public var capacity = ProcessInfo.processInfo.activeProcessorCount
 
     @Option(help: "Seconds between heartbeats with the broker (match the broker's).")
