@@ -149,6 +149,8 @@ let package = Package(
                 .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "FlyingFox", package: "FlyingFox"),
                 .product(name: "FlyingSocks", package: "FlyingFox"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "UnixSignals", package: "swift-service-lifecycle"),
             ],
             swiftSettings: strictSettings
         ),
@@ -172,8 +174,6 @@ let package = Package(
                 "SkyBrokerKit", "SkyCLISupport", "SkyProtocol", "SkyZMQ",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
-                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
-                .product(name: "UnixSignals", package: "swift-service-lifecycle"),
             ],
             path: "Broker",
             swiftSettings: strictSettings

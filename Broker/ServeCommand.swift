@@ -1,12 +1,10 @@
 import ArgumentParser
 import Foundation
 import Logging
-import ServiceLifecycle
 import SkyBrokerKit
 import SkyCLISupport
 import SkyProtocol
 import SkyZMQ
-import UnixSignals
 
 /// `skybroker [serve]`: runs the broker.
 struct ServeCommand: AsyncParsableCommand {
@@ -202,16 +200,6 @@ struct ServeCommand: AsyncParsableCommand {
         ProcessSetup.readyLine(
             "skybroker ready clients=\(bound.clients) workers=\(bound.workers) events=\(bound.events)"
                 + (metricsURL.map { " metrics=\($0)" } ?? ""))
-        let group = ServiceGroup(
-            configuration: .init(
-                services: [.init(service: broker)],
-                gracefulShutdownSignals: [.sigterm, .sigint],
-                logger: logger))
-        do {
-            try await group.run()
-        } catch {
-            // One line and exit 1, as every failure at start.
-            ProcessSetup.fail("skybroker", "\(error)")
-        }
+        await ProcessSetup.serveUntilSignalled(broker, program: "skybroker", logger: logger)
     }
 }

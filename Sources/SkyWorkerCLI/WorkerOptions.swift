@@ -82,7 +82,7 @@ public struct WorkerOptions: ParsableArguments {
     public var workerName: String { name ?? SkyWorker.defaultName }
 
     /// Runs the worker as `skyworker` does, until SIGTERM or SIGINT has drained it: sets up
-    /// logging at `--log-level`, lets `register` put the handlers on a ``ScanSystem`` of
+    /// logging at `--log-level`, lets `register` put the handlers on a `ScanSystem` of
     /// `--capacity`, starts the metrics endpoint and the trace log if asked, prints
     /// "`program` ready name=… capacity=… broker=… [metrics=…]" once connected, and exits 1 with
     /// one line naming `program` if the worker cannot start (a second signal exits at once).
@@ -126,18 +126,7 @@ public struct WorkerOptions: ParsableArguments {
                 }
             }
         }
-        let group = ServiceGroup(
-            configuration: .init(
-                services: [.init(service: worker)],
-                gracefulShutdownSignals: [.sigterm, .sigint],
-                logger: logger))
-        do {
-            try await group.run()
-        } catch {
-            // One line and exit 1, as every failure at start; thrown out of `run` it would read
-            // "Error: ..." without the program's name.
-            ProcessSetup.fail(program, "\(error)")
-        }
+        await ProcessSetup.serveUntilSignalled(worker, program: program, logger: logger)
     }
 
     /// The executable's file name.

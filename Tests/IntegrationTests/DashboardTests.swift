@@ -9,7 +9,7 @@ import Testing
     import FoundationNetworking
 #endif
 
-extension IntegrationSuite {
+extension SecondLineSuite {
     /// skyweb in a real headless Chromium against a real cluster: what a person sees, updated
     /// live over the page's WebSocket without a reload.
     @Suite("Web dashboard in a real browser")
@@ -23,7 +23,7 @@ extension IntegrationSuite {
             let chromium = try #require(
                 HeadlessBrowser.executable,
                 "Chromium is missing: run the tests with ./ops/sky test, or apt-get install chromium")
-            let state = JobTests.StateDirectory()
+            let state = IntegrationSuite.JobTests.StateDirectory()
             let cluster = try await TestCluster.start(extraArguments: TestCluster.fastHeartbeats + state.arguments)
             defer { cluster.killAll() }
             _ = try await cluster.startWorker(name: "steady", capacity: 2, extraArguments: ["--flaky-every", "1"])

@@ -9,7 +9,7 @@ import Testing
     import FoundationNetworking
 #endif
 
-extension IntegrationSuite {
+extension SecondLineSuite {
     /// `--metrics`: the broker and a worker serve Prometheus's text format over HTTP, which a
     /// real `promtool check metrics` accepts, with the series operators look for.
     @Suite("Prometheus metrics of the executables")
@@ -39,7 +39,7 @@ extension IntegrationSuite {
         @Test func theBrokerAndAWorkerServeMetricsThatPromtoolAccepts() async throws {
             let promtool = try #require(
                 Self.promtool, "promtool is missing: run the tests with ./ops/sky test, or apt-get install prometheus")
-            let state = JobTests.StateDirectory()
+            let state = IntegrationSuite.JobTests.StateDirectory()
             let cluster = try await TestCluster.start(extraArguments: state.arguments + ["--metrics", "127.0.0.1:0"])
             defer { cluster.killAll() }
             let worker = try await cluster.startWorker(
@@ -132,7 +132,7 @@ extension IntegrationSuite {
             defer { cluster.killAll() }
             _ = try await cluster.startWorker(name: "scraped")
             let target = try #require(URL(string: try Self.url(in: cluster.broker.outputLines, of: "skybroker")))
-            let directory = JobTests.StateDirectory()
+            let directory = IntegrationSuite.JobTests.StateDirectory()
             try FileManager.default.createDirectory(atPath: directory.path, withIntermediateDirectories: true)
             let config = directory.path + "/prometheus.yml"
             try Data(

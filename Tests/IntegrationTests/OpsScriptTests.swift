@@ -2,7 +2,7 @@ import Foundation
 import SkyTestSupport
 import Testing
 
-extension IntegrationSuite {
+extension SecondLineSuite {
     @Suite("ops/sky: up, status, down")
     struct OpsScriptTests {
         static let repository = URL(fileURLWithPath: #filePath).deletingLastPathComponent()

@@ -162,7 +162,8 @@ extension IntegrationSuite {
             let sky = try await SkyClient(broker: cluster.clients)
             let counts = try await sky.scan(WordCount(text: "the quick brown fox"))
             #expect(counts == Counts(words: 4, characters: 19))
-            let metrics = try await MetricsTests.fetch(try MetricsTests.url(in: [ready], of: "sky-example-worker"))
+            let metrics = try await SecondLineSuite.MetricsTests.fetch(
+                try SecondLineSuite.MetricsTests.url(in: [ready], of: "sky-example-worker"))
             #expect(
                 metrics.contains(#"sky_worker_tasks_total{service="example.wordcount",outcome="ok"} 1"#), "\(metrics)")
             await sky.close()
