@@ -59,6 +59,15 @@ let package = Package(
             dependencies: ["CSQLite", "CSkySystem"],
             swiftSettings: strictSettings
         ),
+        // libpq from the system (Debian: libpq-dev), for the job store on PostgreSQL; only
+        // SkyPostgres imports it.
+        .systemLibrary(
+            name: "CLibPQ", path: "Sources/CLibPQ", pkgConfig: "libpq", providers: [.apt(["libpq-dev"])]),
+        .target(
+            name: "SkyPostgres",
+            dependencies: ["CLibPQ", "SkyJournal"],
+            swiftSettings: strictSettings
+        ),
         // glibc facts Swift's Glibc module does not expose (heap in use, eventfd, thread names).
         .target(name: "CSkySystem", path: "Sources/CSkySystem"),
         .target(
@@ -90,7 +99,7 @@ let package = Package(
                 "SkyTracing",
                 .product(name: "Tracing", package: "swift-distributed-tracing"),
                 .product(name: "Instrumentation", package: "swift-distributed-tracing"),
-                "SkyZMQ", "SkyProtocol", "SkyJournal", "CSkySystem",
+                "SkyZMQ", "SkyProtocol", "SkyJournal", "SkyPostgres", "CSkySystem",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "CoreMetrics", package: "swift-metrics"),
                 .product(name: "DequeModule", package: "swift-collections"),
@@ -171,7 +180,7 @@ let package = Package(
         .executableTarget(
             name: "skybroker",
             dependencies: [
-                "SkyBrokerKit", "SkyCLISupport", "SkyProtocol", "SkyZMQ",
+                "SkyBrokerKit", "SkyCLISupport", "SkyProtocol", "SkyZMQ", "SkyPostgres",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ],
@@ -278,7 +287,7 @@ let package = Package(
         ),
         .testTarget(
             name: "SkyJournalTests",
-            dependencies: ["SkyJournal"],
+            dependencies: ["SkyJournal", "SkyPostgres", "SkyTestSupport"],
             swiftSettings: strictSettings
         ),
         .testTarget(

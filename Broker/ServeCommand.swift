@@ -3,6 +3,7 @@ import Foundation
 import Logging
 import SkyBrokerKit
 import SkyCLISupport
+import SkyPostgres
 import SkyProtocol
 import SkyZMQ
 
@@ -96,6 +97,15 @@ struct ServeCommand: AsyncParsableCommand {
             """)
     var stateDir: String?
 
+    @Option(
+        help: ArgumentHelp(
+            """
+            Keep the durable jobs on a PostgreSQL server instead of in --state-dir: a libpq connection URI, several \
+            hosts allowed (postgresql://sky@db1:5432,db2:5432/sky?target_session_attrs=read-write); the password in \
+            PGPASSWORD or ~/.pgpass. The broker creates its tables.
+            """, valueName: "postgresql://…"))
+    var store: String?
+
     @Option(help: "Journal bytes beyond which new jobs are refused as overloaded; 0 for no limit.")
     var journalMaxBytes = Self.defaults.journalMaxBytes
 
@@ -134,7 +144,18 @@ struct ServeCommand: AsyncParsableCommand {
         if stateDir?.isEmpty == true {
             throw ValidationError("--state-dir needs a directory (or \"none\" to run without durable jobs)")
         }
-        if stateDir == nil && Self.defaultStateDirectory == nil {
+        if let store {
+            guard store.hasPrefix("postgresql://") || store.hasPrefix("postgres://") else {
+                throw ValidationError(
+                    "--store \(PostgresJobStore.redacted(store)) is not a PostgreSQL URI: give postgresql://user@host:5432/database"
+                )
+            }
+            if stateDir != nil {
+                throw ValidationError(
+                    "--store and --state-dir both say where the jobs are kept: give one (with --store, nothing is kept in a state directory)"
+                )
+            }
+        } else if stateDir == nil && Self.defaultStateDirectory == nil {
             throw ValidationError(
                 "no --state-dir, and neither XDG_STATE_HOME nor HOME is set to an absolute path to find the default in; give --state-dir DIR (or none)"
             )
@@ -173,8 +194,12 @@ struct ServeCommand: AsyncParsableCommand {
             clientsEndpoint: clients, workersEndpoint: workers, eventsEndpoint: events, maxFrameSize: maxFrameSize,
             routing: routing)
         configuration.maxFramesPerMessage = maxFrames
-        let directory = stateDir ?? Self.defaultStateDirectory
-        configuration.stateDirectory = directory == "none" ? nil : directory
+        if let store {
+            configuration.store = store
+        } else {
+            let directory = stateDir ?? Self.defaultStateDirectory
+            configuration.stateDirectory = directory == "none" ? nil : directory
+        }
         configuration.journalMaxBytes = journalMaxBytes
         if let secretKey {
             do {

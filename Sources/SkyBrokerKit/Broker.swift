@@ -32,11 +32,11 @@ public final class Broker: Service, Sendable {
     private let logger: Logger
     private let configuration: BrokerConfiguration
 
-    private let journal: StateDirectory?
+    private let journal: (any OpenedJournal)?
 
     private init(
         loop: ZMQEventLoop, shell: Shell, endpoints: Endpoints, configuration: BrokerConfiguration,
-        journal: StateDirectory?, logger: Logger
+        journal: (any OpenedJournal)?, logger: Logger
     ) {
         self.journal = journal
         self.loop = loop
@@ -97,8 +97,10 @@ public final class Broker: Service, Sendable {
         var routing = configuration.routing
         routing.logsDebug = logger.logLevel <= .debug
         routing.maxFrameSize = configuration.maxFrameSize
-        var journal: StateDirectory?
-        if let directory = configuration.stateDirectory {
+        var journal: (any OpenedJournal)?
+        if let store = configuration.store {
+            journal = try await PostgresJournal.open(store, logger: logger)
+        } else if let directory = configuration.stateDirectory {
             journal = try await StateDirectory.open(directory, logger: logger)
         }
         routing.journal = journal != nil

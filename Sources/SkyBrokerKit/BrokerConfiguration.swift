@@ -35,6 +35,10 @@ public struct BrokerConfiguration: Sendable {
     /// runs without durable jobs (submits are answered `journalUnavailable`). skybroker's
     /// `--state-dir` defaults to ``defaultStateDirectory(environment:)``.
     public var stateDirectory: String?
+    /// A PostgreSQL store for the job journal instead of ``stateDirectory``: a libpq connection
+    /// URI (`postgresql://user@host1:5432,host2:5432/sky?target_session_attrs=read-write`).
+    /// The jobs then live in a database the operator replicates (docs/jobs.md).
+    public var store: String?
 
     /// skybroker's default state directory: `$XDG_STATE_HOME/sky`, else `$HOME/.local/state/sky`
     /// (the XDG base directory specification's place for state); `nil` if neither variable is

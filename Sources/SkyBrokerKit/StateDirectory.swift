@@ -7,7 +7,7 @@ import SkyJournal
 /// Two brokers on one journal would each run the other's jobs; the second one is refused at
 /// start, naming the directory, by an exclusive `flock` on `broker.lock` (released by the
 /// kernel when the process dies, so a `kill -9` leaves no stale lock).
-final class StateDirectory: Sendable {
+final class StateDirectory: OpenedJournal {
     let path: String
     let writer: JournalWriter
     /// Jobs the journal held unfinished when it was opened.
@@ -47,24 +47,11 @@ final class StateDirectory: Sendable {
         }
         let file = (path as NSString).appendingPathComponent(BrokerConfiguration.journalFileName)
         do {
-            let writer = try await JournalWriter.start { () throws(JournalError) in try SQLiteJobStore(path: file) }
-            let unfinished: [JobRecord]
-            let jobs: Int
-            do {
-                (unfinished, jobs) = try await writer.read { store throws(JournalError) in
-                    (try store.unfinished(), try store.jobCount())
-                }
-            } catch {
-                await writer.stop()
-                throw error
+            let (writer, unfinished) = try await JournalWriter.startReading(
+                named: ("file", absolute(file)), logger: logger
+            ) {
+                () throws(JournalError) in try SQLiteJobStore(path: file)
             }
-            // The absolute path and the count: a broker started on another journal than the
-            // operator meant (another directory, an empty one) shows it here at once.
-            logger.info(
-                "journal open",
-                metadata: [
-                    "file": "\(absolute(file))", "jobs": "\(jobs)", "unfinished jobs": "\(unfinished.count)",
-                ])
             return StateDirectory(path: path, writer: writer, unfinished: unfinished, lock: lock)
         } catch {
             Foundation.close(lock)

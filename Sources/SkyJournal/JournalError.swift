@@ -1,4 +1,5 @@
-/// Why the journal could not do what was asked. Every case names the file and says what to do.
+/// Why the journal could not do what was asked. Every case names the file (or the PostgreSQL
+/// store, its URI without the password) and says what to do.
 public enum JournalError: Error, Equatable, CustomStringConvertible {
     /// The file could not be opened or created (a missing directory, no permission).
     case cannotOpen(path: String, reason: String)
@@ -12,8 +13,14 @@ public enum JournalError: Error, Equatable, CustomStringConvertible {
     case full(path: String)
     /// The journal refuses new jobs: it holds `limit` bytes already (`--journal-max-bytes`).
     case overLimit(path: String, bytes: Int, limit: Int)
-    /// Any other failure of SQLite, with its words.
+    /// Any other failure of SQLite or PostgreSQL, with its words.
     case failed(path: String, operation: String, reason: String)
+    /// The PostgreSQL server could not be reached, or its connection was lost.
+    case cannotConnect(store: String, reason: String)
+    /// Another broker holds the PostgreSQL store.
+    case inUse(store: String)
+    /// The PostgreSQL store's schema is newer than this broker reads.
+    case newerSchema(store: String, found: Int64, known: Int64)
 
     public var description: String {
         switch self {
@@ -29,6 +36,12 @@ public enum JournalError: Error, Equatable, CustomStringConvertible {
             "the journal \(path) holds \(bytes) bytes, at its limit of \(limit) (--journal-max-bytes): new jobs are refused until results expire."
         case .failed(let path, let operation, let reason):
             "the journal \(path) failed to \(operation): \(reason)."
+        case .cannotConnect(let store, let reason):
+            "cannot reach the job store \(store) (\(reason)). Check that the server runs, that the URI's hosts, database and user are right, and that the password is in the URI, PGPASSWORD or ~/.pgpass (skybroker --store)."
+        case .inUse(let store):
+            "another skybroker uses the job store \(store) (it holds the store's lock); stop it, or give this one another database"
+        case .newerSchema(let store, let found, let known):
+            "the job store \(store) has schema version \(found), newer than this broker's \(known): a newer skybroker has used it. Run that version (a schema is never downgraded)."
         }
     }
 }

@@ -20,9 +20,11 @@ public struct StartedBroker: Sendable {
         launcher: [String] = [], environment: [String: String] = [:]
     ) async throws -> StartedBroker {
         // Without a state directory of its own a broker would take ~/.local/state/sky, which parallel
-        // tests would share (the second broker is refused its lock): no journal unless asked.
+        // tests would share (the second broker is refused its lock): no journal unless asked (a
+        // state directory or a PostgreSQL store).
         let journal =
-            arguments.contains { $0 == "--state-dir" || $0.hasPrefix("--state-dir=") } ? [] : ["--state-dir", "none"]
+            arguments.contains { ["--state-dir", "--store"].contains($0.split(separator: "=").first ?? "") }
+            ? [] : ["--state-dir", "none"]
         let arguments = ["--clients", clients, "--workers", workers, "--events", events] + journal + arguments
         let process: SkyProcess
         if let program = launcher.first {

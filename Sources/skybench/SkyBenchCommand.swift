@@ -126,6 +126,12 @@ struct SkyBenchCommand: AsyncParsableCommand {
     @Option(help: "Jobs per end-to-end measurement of --jobs.")
     var jobCount = 20_000
 
+    @Option(
+        help: ArgumentHelp(
+            "With --jobs: the broker keeps the jobs on this PostgreSQL store (skybroker --store) instead of a SQLite file in a temporary directory.",
+            valueName: "postgresql://…"))
+    var store: String?
+
     @Flag(
         help: ArgumentHelp(
             "With --jobs: every fixed phase at a tenth of its requests or a quarter of its time, to check that the mode works (the test suite's smoke test), not to measure."
@@ -212,6 +218,7 @@ struct SkyBenchCommand: AsyncParsableCommand {
             var bench = JobBench(
                 workers: Self.integers(workers)?.max() ?? 1, capacity: capacity, transport: transport,
                 baseline: programs, jobs: jobCount, inFlight: mostInFlight, rounds: rounds)
+            bench.store = store
             if smoke { bench.shrinkForSmoke() }
             let results = try await bench.run()
             print(JobBench.table(results))

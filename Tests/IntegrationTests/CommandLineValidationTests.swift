@@ -200,6 +200,23 @@ extension SecondLineSuite {
                     "skybroker: cannot make the state directory /etc/passwd/state: /etc/passwd is a file, not a directory; pick another with --state-dir"
             ),
             .init(
+                program: "skybroker", arguments: ["--store", "mysql://sky:secret@db/sky"],
+                message:
+                    "--store mysql://sky:***@db/sky is not a PostgreSQL URI: give postgresql://user@host:5432/database"),
+            .init(
+                program: "skybroker", arguments: ["--store", "postgresql://db/sky", "--state-dir", "/var/lib/sky"],
+                message: "--store and --state-dir both say where the jobs are kept: give one"),
+            // No server listens on port 1: the broker says which store, why, and what to check.
+            .init(
+                program: "skybroker",
+                arguments: [
+                    "--store", "postgresql://sky:secret@127.0.0.1:1/sky?connect_timeout=5", "--clients",
+                    "tcp://127.0.0.1:*", "--workers", "tcp://127.0.0.1:*", "--events", "tcp://127.0.0.1:*",
+                ], status: 1,
+                message:
+                    "skybroker: cannot reach the job store postgresql://sky:***@127.0.0.1:1/sky?connect_timeout=5 (connection to server at \"127.0.0.1\", port 1 failed: Connection refused; Is the server running"
+            ),
+            .init(
                 program: "skyweb", arguments: ["--listen", "8470"],
                 message: "--listen 8470 is not HOST:PORT with an IPv4 address and a port in 0...65535"),
             .init(

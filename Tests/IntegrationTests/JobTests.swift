@@ -62,9 +62,18 @@ extension IntegrationSuite {
         /// every result. None is lost or wrong, and the executions beyond one (each job's
         /// attempts) are exactly the jobs the broker found running in its journal when it
         /// started again plus those its lost worker held.
-        @Test(.timeLimit(.minutes(3))) func jobsSurviveTwoBrokerKillsAndAWorkerKill() async throws {
+        /// Where the soak's broker keeps its jobs: a state directory's SQLite file, or a real
+        /// PostgreSQL server started for the test (`--store`).
+        enum Store: String, CaseIterable, Sendable {
+            case sqlite, postgresql
+        }
+
+        @Test(.timeLimit(.minutes(3)), arguments: Store.allCases)
+        func jobsSurviveTwoBrokerKillsAndAWorkerKill(store: Store) async throws {
             let state = StateDirectory()
-            let cluster = try await TestCluster.start(extraArguments: state.arguments + TestCluster.fastHeartbeats)
+            let server = store == .postgresql ? try await PostgresServer.start() : nil
+            let storeArguments = server.map { ["--store", $0.uri()] } ?? state.arguments
+            let cluster = try await TestCluster.start(extraArguments: storeArguments + TestCluster.fastHeartbeats)
             defer { cluster.killAll() }
             let worker = try await cluster.startWorker(name: "doomed", capacity: 16)
             _ = try await cluster.startWorker(name: "steady", capacity: 16)
@@ -161,12 +170,13 @@ extension IntegrationSuite {
             let runningAtRestart = logs.map { Self.sum(of: "running", in: $0, after: "unfinished jobs taken up again") }
             let requeued = logs.map { Self.sum(of: "requeued", in: $0, after: "worker disconnected") }
             print(
-                "jobs soak: \(count) jobs, \(extra) executions beyond one; running at the restarts \(runningAtRestart), requeued from the lost worker \(requeued)"
+                "jobs soak (\(store.rawValue)): \(count) jobs, \(extra) executions beyond one; running at the restarts \(runningAtRestart), requeued from the lost worker \(requeued)"
             )
             #expect(extra == runningAtRestart.reduce(0, +) + requeued.reduce(0, +))
             #expect(runningAtRestart.count == 3 && runningAtRestart[1] > 0, "jobs were running at the second kill")
             await reader.close()
             await cluster.stop()
+            await server?.stop()
         }
 
         @Test func theSameIdempotencyKeyYieldsOneJobAlsoAcrossABrokerRestart() async throws {

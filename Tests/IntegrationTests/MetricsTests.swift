@@ -103,23 +103,6 @@ extension SecondLineSuite {
             }
         }
 
-        /// A loopback TCP port nobody listens on now (bound, read back and released).
-        static func freePort() throws -> Int {
-            let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-            defer { close(fd) }
-            var address = sockaddr_in()
-            address.sin_family = sa_family_t(AF_INET)
-            address.sin_addr.s_addr = inet_addr("127.0.0.1")
-            var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-            let bound = withUnsafeMutablePointer(to: &address) {
-                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                    bind(fd, $0, length) == 0 && getsockname(fd, $0, &length) == 0
-                }
-            }
-            guard bound else { throw SkyProcess.Timeout(description: "no free port: errno \(errno)") }
-            return Int(UInt16(bigEndian: address.sin_port))
-        }
-
         /// A real Prometheus server on loopback scrapes the broker, and a series comes back from
         /// its query API: the endpoint works with the real consumer, not only with promtool.
         @Test func aRealPrometheusServerScrapesTheBrokerAndAnswersAQuery() async throws {
@@ -145,7 +128,7 @@ extension SecondLineSuite {
                       - targets: ["\(target.host!):\(target.port!)"]
                 """.utf8
             ).write(to: URL(fileURLWithPath: config))
-            let port = try Self.freePort()
+            let port = try freeLoopbackPort()
             let server = cluster.track(
                 try SkyProcess(
                     program: URL(fileURLWithPath: prometheus),

@@ -17,96 +17,14 @@ struct SQLiteJobStoreTests {
     }
 
     static func job(_ number: UInt8, key: String? = nil, priority: Int = 0) -> JobRecord {
-        JobRecord(
-            id: [UInt8](repeating: number, count: 16), service: "sky.echo", body: Array("task \(number)".utf8),
-            priority: priority, notBefore: 1_000 * Int64(number), idempotencyKey: key, expiresAt: 86_400_000)
+        JobStoreContract.job(number, key: key, priority: priority)
     }
 
-    @Test func unfinishedJobsAndOutcomesSurviveReopeningInSubmitOrder() throws {
+    /// What every store does, on a SQLite file (``JobStoreContract``).
+    @Test(arguments: JobStoreContract.allCases)
+    func theStoreContract(_ contract: JobStoreContract) throws {
         let folder = try Folder()
-        do {
-            let store = try SQLiteJobStore(path: folder.journal)
-            try store.apply((1...5).map { .submitted(Self.job($0, priority: Int($0) % 2)) })
-            try store.apply([.started(id: Self.job(2).id, attempt: 1)])
-            try store.apply([.finished(id: Self.job(3).id, state: .succeeded, outcome: [42], expiresAt: 99)])
-        }
-        let store = try SQLiteJobStore(path: folder.journal)
-        let unfinished = try store.unfinished()
-        #expect(unfinished.map { $0.id[0] } == [1, 2, 4, 5])
-        #expect(unfinished[0] == Self.job(1, priority: 1), "every field as written")
-        #expect(unfinished[1].state == .running && unfinished[1].attempt == 1)
-        let done = try #require(try store.job(Self.job(3).id))
-        #expect(done.state == .succeeded && done.outcome == [42] && done.expiresAt == 99)
-        #expect(try store.job([UInt8](repeating: 9, count: 16)) == nil)
-    }
-
-    @Test func aRetryBackoffIsKeptAsANotBeforeAndNeverReopensAnEndedJob() throws {
-        let folder = try Folder()
-        do {
-            let store = try SQLiteJobStore(path: folder.journal)
-            try store.apply([.submitted(Self.job(1)), .submitted(Self.job(2))])
-            try store.apply([.started(id: Self.job(1).id, attempt: 1), .started(id: Self.job(2).id, attempt: 1)])
-            try store.apply([.finished(id: Self.job(2).id, state: .succeeded, outcome: [1], expiresAt: 10)])
-            try store.apply([
-                .rescheduled(id: Self.job(1).id, notBefore: 123_456), .rescheduled(id: Self.job(2).id, notBefore: 7),
-            ])
-        }
-        let store = try SQLiteJobStore(path: folder.journal)
-        let waiting = try #require(try store.unfinished().first)
-        #expect(waiting.id == Self.job(1).id && waiting.state == .queued)
-        #expect(waiting.notBefore == 123_456 && waiting.attempt == 1, "waits for its backoff; its attempt counts on")
-        #expect(try store.job(Self.job(2).id)?.state == .succeeded)
-    }
-
-    @Test func aReleasedStartIsQueuedAgainWithItsAttemptTakenBackAndNeverReopensAnEndedJob() throws {
-        let folder = try Folder()
-        do {
-            let store = try SQLiteJobStore(path: folder.journal)
-            try store.apply([.submitted(Self.job(1)), .submitted(Self.job(2))])
-            try store.apply([.started(id: Self.job(1).id, attempt: 3), .started(id: Self.job(2).id, attempt: 1)])
-            try store.apply([.finished(id: Self.job(2).id, state: .cancelled, outcome: [1], expiresAt: 10)])
-            try store.apply([.released(id: Self.job(1).id, attempt: 2), .released(id: Self.job(2).id, attempt: 0)])
-        }
-        let store = try SQLiteJobStore(path: folder.journal)
-        let waiting = try #require(try store.unfinished().first)
-        #expect(waiting.id == Self.job(1).id && waiting.state == .queued && waiting.attempt == 2)
-        let ended = try #require(try store.job(Self.job(2).id))
-        #expect(ended.state == .cancelled && ended.attempt == 1, "an ended job keeps what it had")
-    }
-
-    @Test func anOutcomeIsRecordedOnce() throws {
-        let folder = try Folder()
-        let store = try SQLiteJobStore(path: folder.journal)
-        try store.apply([.submitted(Self.job(1))])
-        try store.apply([.finished(id: Self.job(1).id, state: .succeeded, outcome: [1], expiresAt: 10)])
-        // A late second delivery's outcome, and a restart that would deliver it again.
-        try store.apply([.finished(id: Self.job(1).id, state: .failed, outcome: [2], expiresAt: 20)])
-        try store.apply([.started(id: Self.job(1).id, attempt: 2)])
-        let job = try #require(try store.job(Self.job(1).id))
-        #expect(job.state == .succeeded && job.outcome == [1] && job.attempt == 0)
-    }
-
-    @Test func aSecondSubmitWithTheSameKeyOrIDWritesNothing() throws {
-        let folder = try Folder()
-        let store = try SQLiteJobStore(path: folder.journal)
-        try store.apply([.submitted(Self.job(1, key: "order-7"))])
-        try store.apply([.submitted(Self.job(2, key: "order-7")), .submitted(Self.job(1))])
-        #expect(try store.unfinished().count == 1)
-        #expect(try store.job(idempotencyKey: "order-7")?.id == Self.job(1).id)
-        #expect(try store.job(idempotencyKey: "order-8") == nil)
-    }
-
-    @Test func expiredOutcomesAreDeletedInBatchesAndUnfinishedJobsNever() throws {
-        let folder = try Folder()
-        let store = try SQLiteJobStore(path: folder.journal)
-        try store.apply((1...30).map { .submitted(Self.job($0)) })
-        try store.apply(
-            (1...25).map { .finished(id: Self.job($0).id, state: .succeeded, outcome: [], expiresAt: Int64($0)) })
-        #expect(try store.deleteExpired(before: 21, limit: 8) == 8)
-        #expect(try store.deleteExpired(before: 21, limit: 8) == 8)
-        #expect(try store.deleteExpired(before: 21, limit: 8) == 4, "only the 20 that expired before 21")
-        #expect(try store.deleteExpired(before: 1_000, limit: 100) == 5)
-        #expect(try store.unfinished().count == 5)
+        try contract.check { () throws(JournalError) in try SQLiteJobStore(path: folder.journal) }
     }
 
     /// A crash in the middle of a commit leaves a torn write at the end of the WAL: the journal

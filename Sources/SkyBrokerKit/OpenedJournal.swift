@@ -1,0 +1,38 @@
+import Logging
+import SkyJournal
+
+/// Where the broker keeps its durable jobs, open: the journal's thread and what it held
+/// unfinished at start. A state directory with a SQLite file (``StateDirectory``) or a
+/// PostgreSQL store (``PostgresJournal``); the broker treats both alike.
+protocol OpenedJournal: Sendable {
+    var writer: JournalWriter { get }
+    /// Jobs the journal held unfinished when it was opened.
+    var unfinished: [JobRecord] { get }
+    /// Commits what is queued, stops the journal's thread, and lets the next broker in.
+    func close() async
+}
+
+extension JournalWriter {
+    /// Starts the journal's thread on the store `open` makes, reads what is unfinished, and
+    /// logs where the store is (`named`: `file` or `store`) with its counts: a broker started on
+    /// another journal than the operator meant (another directory, an empty database) shows it
+    /// at once.
+    static func startReading(
+        named: (key: String, value: String), logger: Logger,
+        open: @escaping @Sendable () throws(JournalError) -> any JobStore
+    ) async throws(JournalError) -> (writer: JournalWriter, unfinished: [JobRecord]) {
+        let writer = try await JournalWriter.start(open: open)
+        do {
+            let (unfinished, jobs) = try await writer.read { store throws(JournalError) in
+                (try store.unfinished(), try store.jobCount())
+            }
+            logger.info(
+                "journal open",
+                metadata: [named.key: "\(named.value)", "jobs": "\(jobs)", "unfinished jobs": "\(unfinished.count)"])
+            return (writer, unfinished)
+        } catch {
+            await writer.stop()
+            throw error
+        }
+    }
+}

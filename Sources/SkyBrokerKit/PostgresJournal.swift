@@ -1,0 +1,34 @@
+import Logging
+import SkyJournal
+import SkyPostgres
+
+/// The journal on a PostgreSQL server (`skybroker --store`): its lock is the store's own (a
+/// session advisory lock, see `PostgresJobStore`), so nothing is kept on the broker's disk.
+final class PostgresJournal: OpenedJournal {
+    let writer: JournalWriter
+    let unfinished: [JobRecord]
+
+    private init(writer: JournalWriter, unfinished: [JobRecord]) {
+        self.writer = writer
+        self.unfinished = unfinished
+    }
+
+    /// Connects, takes the store's lock, creates or checks its schema, and reads what is
+    /// unfinished.
+    /// - Throws: ``BrokerStartError`` naming the store (without its password) and what to do.
+    static func open(_ uri: String, logger: Logger) async throws -> PostgresJournal {
+        let store = PostgresJobStore.redacted(uri)
+        do {
+            let (writer, unfinished) = try await JournalWriter.startReading(named: ("store", store), logger: logger) {
+                () throws(JournalError) in try PostgresJobStore(uri: uri)
+            }
+            return PostgresJournal(writer: writer, unfinished: unfinished)
+        } catch {
+            throw BrokerStartError(role: "journal", endpoint: store, reason: "\(error)")
+        }
+    }
+
+    func close() async {
+        await writer.stop()
+    }
+}

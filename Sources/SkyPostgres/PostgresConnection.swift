@@ -1,0 +1,242 @@
+import CLibPQ
+import Foundation
+import SkyJournal
+
+/// One libpq connection: the thin wrapper over the C API, the only code that calls it.
+///
+/// Deliberately not `Sendable`: a connection belongs to the thread that uses it (the journal's
+/// writer thread), as libpq requires. Statements are prepared once per session with typed
+/// parameters and read in binary, so no value is ever spliced into SQL text. Errors are
+/// ``JournalError``s that name the store (its URI without the password).
+final class PostgresConnection {
+    /// A parameter's value, sent in PostgreSQL's binary format.
+    enum Value {
+        case integer(Int64)
+        case text(String)
+        case bytes([UInt8])
+        case null
+
+        /// int8, text, bytea, and "unknown" for a NULL (the server takes the statement's type).
+        var oid: UInt32 {
+            switch self {
+            case .integer: 20
+            case .text: 25
+            case .bytes: 17
+            case .null: 0
+            }
+        }
+
+        var binary: [UInt8]? {
+            switch self {
+            case .integer(let value): withUnsafeBytes(of: value.bigEndian) { Array($0) }
+            case .text(let value): Array(value.utf8)
+            case .bytes(let value): value
+            case .null: nil
+            }
+        }
+    }
+
+    /// One row of a result, its columns read in binary.
+    struct Row {
+        fileprivate let result: OpaquePointer
+        fileprivate let index: Int32
+
+        func isNull(_ column: Int32) -> Bool { PQgetisnull(result, index, column) == 1 }
+
+        func bytes(_ column: Int32) -> [UInt8]? {
+            guard !isNull(column), let value = PQgetvalue(result, index, column) else { return nil }
+            let count = Int(PQgetlength(result, index, column))
+            return value.withMemoryRebound(to: UInt8.self, capacity: count) {
+                Array(UnsafeBufferPointer(start: $0, count: count))
+            }
+        }
+
+        func text(_ column: Int32) -> String? { bytes(column).map { String(decoding: $0, as: UTF8.self) } }
+
+        /// An int8, int4 or int2 column; 0 for NULL.
+        func integer(_ column: Int32) -> Int64 {
+            guard let bytes = bytes(column) else { return 0 }
+            var value: Int64 = 0
+            for byte in bytes { value = value << 8 | Int64(byte) }
+            // Sign-extend the narrower integer types.
+            let shift = Int64(64 - 8 * bytes.count)
+            return shift > 0 && shift < 64 ? (value << shift) >> shift : value
+        }
+    }
+
+    /// The URI as given, password removed: what errors and logs name.
+    let store: String
+    private let uri: String
+    private var handle: OpaquePointer?
+    /// Statements prepared in the current session, by name, with their SQL and types.
+    private var statements: [String: (sql: String, types: [UInt32])] = [:]
+    private var prepared: Set<String> = []
+    /// Runs after a lost session was replaced by a new one, before anything else is sent on it
+    /// (the store takes its lock again there).
+    var onReconnect: (() throws(JournalError) -> Void)?
+
+    /// Connects to the server `uri` names (a libpq connection URI or key-value string; several
+    /// hosts are tried in order, and `target_session_attrs=read-write` picks the primary).
+    init(uri: String) throws(JournalError) {
+        self.uri = uri
+        self.store = Self.redacted(uri)
+        try connect()
+    }
+
+    deinit {
+        PQfinish(handle)
+    }
+
+    /// `uri` without the password (URI form `user:secret@` or key-value `password=secret`).
+    static func redacted(_ uri: String) -> String {
+        var text = uri
+        if let scheme = text.range(of: "://"), let at = text[scheme.upperBound...].firstIndex(of: "@") {
+            let credentials = text[scheme.upperBound..<at]
+            if let colon = credentials.firstIndex(of: ":") {
+                text.replaceSubrange(colon..<at, with: ":***")
+            }
+        }
+        if let range = text.range(of: "password=") {
+            let end = text[range.upperBound...].firstIndex { $0 == " " || $0 == "&" } ?? text.endIndex
+            text.replaceSubrange(range.upperBound..<end, with: "***")
+        }
+        return text
+    }
+
+    /// Bounds on a connection that the URI may override: a host that does not answer costs 10 s
+    /// at most before the next is tried, and a server that vanished without closing the
+    /// connection (a host or network gone) fails the statement waiting on it within about 30 s,
+    /// instead of the kernel's quarter of an hour.
+    static let defaults = [
+        ("connect_timeout", "10"), ("keepalives_idle", "10"), ("keepalives_interval", "5"),
+        ("keepalives_count", "3"), ("tcp_user_timeout", "30000"),
+    ]
+
+    private func connect() throws(JournalError) {
+        PQfinish(handle)
+        prepared = []
+        // The defaults come before the URI (expanded from `dbname`): libpq lets later values
+        // override earlier ones, so the URI's own settings win.
+        let settings = Self.defaults + [("dbname", uri)]
+        handle = Self.withCStrings(settings.map { Array($0.0.utf8) + [0] }) { keywords in
+            Self.withCStrings(settings.map { Array($0.1.utf8) + [0] }) { values in
+                PQconnectdbParams(keywords + [nil], values + [nil], 1)
+            }
+        }
+        guard let handle, PQstatus(handle) == CONNECTION_OK else {
+            let reason = handle.map { Self.message(PQerrorMessage($0)) } ?? "out of memory"
+            throw .cannotConnect(store: store, reason: reason)
+        }
+        // Notices (a table that exists already) are not errors: keep them off standard error.
+        PQsetNoticeProcessor(handle, { _, _ in }, nil)
+    }
+
+    /// Whether the session is usable; if not, one attempt to connect again (libpq tries every
+    /// host of the URI, so after a failover this reaches the new primary).
+    private func ensureConnected() throws(JournalError) {
+        if let handle, PQstatus(handle) == CONNECTION_OK { return }
+        try connect()
+        do {
+            try onReconnect?()
+        } catch {
+            // A session without what the hook sets up (the store's lock) must not be used.
+            PQfinish(handle)
+            handle = nil
+            throw error
+        }
+    }
+
+    /// Runs SQL that takes no parameter (several statements allowed).
+    func execute(_ sql: String) throws(JournalError) {
+        try ensureConnected()
+        let result = PQexec(handle, sql)
+        defer { PQclear(result) }
+        try check(result, operation: sql)
+    }
+
+    /// Remembers a statement under `name`; it is prepared on the server at its first use in
+    /// each session (a reconnect starts a new one).
+    func define(_ name: String, _ sql: String, types: [UInt32]) {
+        statements[name] = (sql, types)
+    }
+
+    /// Runs the statement defined as `name` with `parameters`, calls `row` for each row, and
+    /// returns the rows it affected.
+    @discardableResult
+    func run(
+        _ name: String, _ parameters: [Value], row: (Row) throws(JournalError) -> Void = { _ in }
+    ) throws(JournalError) -> Int {
+        guard let statement = statements[name] else {
+            preconditionFailure("statement \(name) used before it was defined")
+        }
+        try ensureConnected()
+        if !prepared.contains(name) {
+            let result = PQprepare(handle, name, statement.sql, Int32(statement.types.count), statement.types)
+            defer { PQclear(result) }
+            try check(result, operation: statement.sql)
+            prepared.insert(name)
+        }
+        let values = parameters.map(\.binary)
+        let lengths = values.map { Int32($0?.count ?? 0) }
+        let formats = [Int32](repeating: 1, count: values.count)
+        let result = Self.withCStrings(values) { pointers in
+            PQexecPrepared(handle, name, Int32(values.count), pointers, lengths, formats, 1)
+        }
+        defer { PQclear(result) }
+        try check(result, operation: statement.sql)
+        guard let result else { return 0 }
+        for index in 0..<PQntuples(result) {
+            try row(Row(result: result, index: index))
+        }
+        return Int(String(cString: PQcmdTuples(result))) ?? 0
+    }
+
+    /// Passes the values' bytes as the C array of pointers libpq takes (NULL for SQL NULL).
+    private static func withCStrings<R>(
+        _ values: [[UInt8]?], _ body: ([UnsafePointer<CChar>?]) -> R
+    ) -> R {
+        var pointers: [UnsafePointer<CChar>?] = []
+        var buffers: [UnsafeMutableRawBufferPointer] = []
+        defer { buffers.forEach { $0.deallocate() } }
+        for value in values {
+            guard let value else {
+                pointers.append(nil)
+                continue
+            }
+            let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: max(1, value.count), alignment: 1)
+            buffer.copyBytes(from: value)
+            buffers.append(buffer)
+            pointers.append(UnsafePointer(buffer.baseAddress!.assumingMemoryBound(to: CChar.self)))
+        }
+        return body(pointers)
+    }
+
+    /// The typed error for a failed command: the server's words, or a lost connection.
+    private func check(_ result: OpaquePointer?, operation: String) throws(JournalError) {
+        let status = result.map { PQresultStatus($0) } ?? PGRES_FATAL_ERROR
+        guard status != PGRES_COMMAND_OK, status != PGRES_TUPLES_OK, status != PGRES_EMPTY_QUERY else { return }
+        var reason = result.map { Self.message(PQresultErrorMessage($0)) } ?? ""
+        if reason.isEmpty { reason = handle.map { Self.message(PQerrorMessage($0)) } ?? "no connection" }
+        if handle.map({ PQstatus($0) }) != CONNECTION_OK {
+            throw .cannotConnect(store: store, reason: reason)
+        }
+        let state = result.flatMap { PQresultErrorField($0, Int32(UInt8(ascii: "C"))) }.map { String(cString: $0) }
+        // 53100: disk full; 53400: configuration limit exceeded.
+        if state == "53100" { throw .full(path: store) }
+        throw .failed(path: store, operation: Self.firstWords(of: operation), reason: reason)
+    }
+
+    /// libpq's message on one line: its lines (some indented with a tab) joined with "; ".
+    private static func message(_ text: UnsafePointer<CChar>?) -> String {
+        guard let text else { return "" }
+        return String(cString: text).split(whereSeparator: \.isNewline)
+            .map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+            .joined(separator: "; ")
+    }
+
+    /// A statement's first words, enough to say which one failed.
+    private static func firstWords(of sql: String) -> String {
+        let words = sql.split(whereSeparator: \.isWhitespace).prefix(4)
+        return "run \"" + words.joined(separator: " ") + (words.count == 4 ? " …\"" : "\"")
+    }
+}

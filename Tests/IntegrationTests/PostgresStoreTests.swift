@@ -1,0 +1,132 @@
+import Foundation
+import Sky
+import SkyTestSupport
+import SkyWorkloads
+import SkyZMQ
+import Testing
+
+extension IntegrationSuite {
+    /// skybroker with `--store postgresql://…` on a real PostgreSQL server started by the test:
+    /// the server crashing under a running broker, a second broker on the same store, what the
+    /// broker logs. (Broker kills with jobs running: the jobs soak in JobTests, on both stores.)
+    @Suite("Durable jobs on a PostgreSQL store")
+    struct PostgresStoreTests {
+        /// Jobs submitted and run while `outage` takes the store away and brings it (or another
+        /// host) back: submits before it are all acknowledged; submits go on during it (those
+        /// the broker cannot record are answered `journalUnavailable`, and it keeps serving);
+        /// once it is over every submit is acknowledged again, and every acknowledged job ends
+        /// with its own result, once.
+        static func submitAcross(
+            _ outage: @escaping @Sendable () async throws -> Void, store: String, label: String
+        ) async throws {
+            let cluster = try await TestCluster.start(extraArguments: ["--store", store])
+            defer { cluster.killAll() }
+            _ = try await cluster.startWorker(name: "w", capacity: 8, extraArguments: ["--workloads", "sky.sleep"])
+            let sky = try await SkyClient(broker: cluster.clients)
+            /// Submits 16 at a time: each task with the id it got, or nil if refused.
+            func submit(_ range: Range<Int>) async throws -> [(SleepTask, JobID?)] {
+                try await withThrowingTaskGroup(of: (SleepTask, JobID?).self) { group in
+                    var outcomes: [(SleepTask, JobID?)] = []
+                    for index in range {
+                        let task = SleepTask(milliseconds: 2, tag: index)
+                        group.addTask {
+                            do {
+                                return (task, try await sky.submit(task).id)
+                            } catch SkyError.journalUnavailable {
+                                return (task, nil)
+                            }
+                        }
+                        if index - range.lowerBound >= 16, let outcome = try await group.next() {
+                            outcomes.append(outcome)
+                        }
+                    }
+                    for try await outcome in group { outcomes.append(outcome) }
+                    return outcomes
+                }
+            }
+            let before = try await submit(0..<200)
+            #expect(before.allSatisfy { $0.1 != nil }, "every submit acknowledged before the outage")
+            let over = Locked(false)
+            let outageDone = Task {
+                defer { over.withLock { $0 = true } }
+                try await outage()
+            }
+            var during: [(SleepTask, JobID?)] = []
+            var next = 200
+            repeat {
+                during += try await submit(next..<next + 16)
+                next += 16
+            } while !over.withLock({ $0 })
+            try await outageDone.value
+            let after = try await submit(next..<next + 200)
+            #expect(after.allSatisfy { $0.1 != nil }, "every submit acknowledged once the store is back")
+            let acknowledged = (before + during + after).compactMap { task, id in id.map { (task, $0) } }
+            for (task, id) in acknowledged {
+                #expect(try await sky.result(of: id, as: SleepTask.self) == task)
+            }
+            print(
+                "\(label): \(acknowledged.count) submits acknowledged, each ended with its result; of the \(during.count) made during the outage \(during.count { $0.1 == nil }) were refused"
+            )
+            #expect(Set(acknowledged.map(\.1)).count == acknowledged.count)
+            #expect(cluster.broker.isRunning, "\(cluster.diagnostics)")
+            await sky.close()
+            await cluster.stop()
+        }
+
+        /// The server is killed (`kill -9`) and started again under a broker taking submits.
+        @Test(.timeLimit(.minutes(2)))
+        func aServerCrashUnderTheBrokerLosesNoAcknowledgedJob() async throws {
+            let server = try await PostgresServer.start()
+            try await Self.submitAcross({ try await server.restart() }, store: server.uri(), label: "server restart")
+            await server.stop()
+        }
+
+        /// PostgreSQL's own failover: a primary with a synchronous streaming standby, the primary
+        /// killed (`kill -9`) and the standby promoted (`pg_ctl promote`). The broker's URI names
+        /// both hosts with `target_session_attrs=read-write`: its next connection reaches the
+        /// new primary, and no job acknowledged on the old one is lost.
+        @Test(.timeLimit(.minutes(2)))
+        func aPromotedSynchronousStandbyTakesOverAndNoAcknowledgedJobIsLost() async throws {
+            let primary = try await PostgresServer.start(name: "primary")
+            let standby = try await primary.startStandby()
+            try await primary.execute("ALTER SYSTEM SET synchronous_standby_names = '*'")
+            try await primary.execute("SELECT pg_reload_conf()")
+            let store =
+                "postgresql://sky@127.0.0.1:\(primary.port),127.0.0.1:\(standby.port)/postgres?target_session_attrs=read-write&connect_timeout=2"
+            try await Self.submitAcross(
+                {
+                    await primary.kill()
+                    try await standby.promote()
+                }, store: store, label: "failover to the standby")
+            await primary.stop()
+            await standby.stop()
+        }
+
+        /// One broker per store: a second one exits 1 naming the store and what to do; the
+        /// first logs the store it opened, without the URI's password.
+        @Test func aSecondBrokerOnTheSameStoreIsRefusedAndTheFirstNamesItsStore() async throws {
+            let server = try await PostgresServer.start()
+            let uri = "postgresql://sky:not-needed@127.0.0.1:\(server.port)/postgres"
+            let cluster = try await TestCluster.start(extraArguments: ["--store", uri])
+            defer { cluster.killAll() }
+            try await cluster.broker.waitForLine(onStandardError: true) {
+                $0.contains("journal open")
+                    && $0.contains(
+                        "jobs=0 store=postgresql://sky:***@127.0.0.1:\(server.port)/postgres unfinished jobs=0")
+            }
+            let second = try SkyProcess(
+                "skybroker",
+                [
+                    "--store", uri, "--clients", "tcp://127.0.0.1:*", "--workers", "tcp://127.0.0.1:*", "--events",
+                    "tcp://127.0.0.1:*",
+                ])
+            #expect(try await second.waitForExit() == 1)
+            #expect(
+                second.errorText.contains("another skybroker uses the job store postgresql://sky:***@"),
+                "\(second.errorText)")
+            #expect(!second.errorText.contains("not-needed") && !cluster.broker.errorText.contains("not-needed"))
+            await cluster.stop()
+            await server.stop()
+        }
+    }
+}

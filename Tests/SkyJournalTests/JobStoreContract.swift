@@ -1,0 +1,122 @@
+import Foundation
+import SkyJournal
+import Testing
+
+/// What every ``JobStore`` does, whatever keeps its jobs (a SQLite file, a PostgreSQL server):
+/// the cases run against each store with a function that opens it again on the same data, as
+/// a broker that stopped and started again does.
+enum JobStoreContract: CaseIterable, Sendable {
+    case unfinishedJobsAndOutcomesSurviveReopeningInSubmitOrder
+    case aRetryBackoffIsKeptAsANotBeforeAndNeverReopensAnEndedJob
+    case aReleasedStartIsQueuedAgainWithItsAttemptTakenBackAndNeverReopensAnEndedJob
+    case anOutcomeIsRecordedOnce
+    case aSecondSubmitWithTheSameKeyOrIDWritesNothing
+    case expiredOutcomesAreDeletedInBatchesAndUnfinishedJobsNever
+
+    typealias Open = () throws(JournalError) -> any JobStore
+
+    /// Runs this case on stores that `open` makes: each call opens the same data again (the
+    /// store opened before is released first).
+    func check(_ open: Open) throws {
+        switch self {
+        case .unfinishedJobsAndOutcomesSurviveReopeningInSubmitOrder:
+            try Self.unfinishedJobsAndOutcomesSurviveReopeningInSubmitOrder(open)
+        case .aRetryBackoffIsKeptAsANotBeforeAndNeverReopensAnEndedJob:
+            try Self.aRetryBackoffIsKeptAsANotBeforeAndNeverReopensAnEndedJob(open)
+        case .aReleasedStartIsQueuedAgainWithItsAttemptTakenBackAndNeverReopensAnEndedJob:
+            try Self.aReleasedStartIsQueuedAgainWithItsAttemptTakenBackAndNeverReopensAnEndedJob(open)
+        case .anOutcomeIsRecordedOnce: try Self.anOutcomeIsRecordedOnce(open)
+        case .aSecondSubmitWithTheSameKeyOrIDWritesNothing: try Self.aSecondSubmitWithTheSameKeyOrIDWritesNothing(open)
+        case .expiredOutcomesAreDeletedInBatchesAndUnfinishedJobsNever:
+            try Self.expiredOutcomesAreDeletedInBatchesAndUnfinishedJobsNever(open)
+        }
+    }
+
+    static func job(_ number: UInt8, key: String? = nil, priority: Int = 0) -> JobRecord {
+        JobRecord(
+            id: [UInt8](repeating: number, count: 16), service: "sky.echo", body: Array("task \(number)".utf8),
+            priority: priority, notBefore: 1_000 * Int64(number), idempotencyKey: key, expiresAt: 86_400_000)
+    }
+
+    private static func unfinishedJobsAndOutcomesSurviveReopeningInSubmitOrder(_ open: Open) throws {
+        do {
+            let store = try open()
+            try store.apply((1...5).map { .submitted(job($0, priority: Int($0) % 2)) })
+            try store.apply([.started(id: job(2).id, attempt: 1)])
+            try store.apply([.finished(id: job(3).id, state: .succeeded, outcome: [42], expiresAt: 99)])
+        }
+        let store = try open()
+        let unfinished = try store.unfinished()
+        #expect(unfinished.map { $0.id[0] } == [1, 2, 4, 5])
+        #expect(unfinished[0] == job(1, priority: 1), "every field as written")
+        #expect(unfinished[1].state == .running && unfinished[1].attempt == 1)
+        let done = try #require(try store.job(job(3).id))
+        #expect(done.state == .succeeded && done.outcome == [42] && done.expiresAt == 99)
+        #expect(try store.job([UInt8](repeating: 9, count: 16)) == nil)
+    }
+
+    private static func aRetryBackoffIsKeptAsANotBeforeAndNeverReopensAnEndedJob(_ open: Open) throws {
+        do {
+            let store = try open()
+            try store.apply([.submitted(job(1)), .submitted(job(2))])
+            try store.apply([.started(id: job(1).id, attempt: 1), .started(id: job(2).id, attempt: 1)])
+            try store.apply([.finished(id: job(2).id, state: .succeeded, outcome: [1], expiresAt: 10)])
+            try store.apply([
+                .rescheduled(id: job(1).id, notBefore: 123_456), .rescheduled(id: job(2).id, notBefore: 7),
+            ])
+        }
+        let store = try open()
+        let waiting = try #require(try store.unfinished().first)
+        #expect(waiting.id == job(1).id && waiting.state == .queued)
+        #expect(waiting.notBefore == 123_456 && waiting.attempt == 1, "waits for its backoff; its attempt counts on")
+        #expect(try store.job(job(2).id)?.state == .succeeded)
+    }
+
+    private static func aReleasedStartIsQueuedAgainWithItsAttemptTakenBackAndNeverReopensAnEndedJob(_ open: Open) throws
+    {
+        do {
+            let store = try open()
+            try store.apply([.submitted(job(1)), .submitted(job(2))])
+            try store.apply([.started(id: job(1).id, attempt: 3), .started(id: job(2).id, attempt: 1)])
+            try store.apply([.finished(id: job(2).id, state: .cancelled, outcome: [1], expiresAt: 10)])
+            try store.apply([.released(id: job(1).id, attempt: 2), .released(id: job(2).id, attempt: 0)])
+        }
+        let store = try open()
+        let waiting = try #require(try store.unfinished().first)
+        #expect(waiting.id == job(1).id && waiting.state == .queued && waiting.attempt == 2)
+        let ended = try #require(try store.job(job(2).id))
+        #expect(ended.state == .cancelled && ended.attempt == 1, "an ended job keeps what it had")
+    }
+
+    private static func anOutcomeIsRecordedOnce(_ open: Open) throws {
+        let store = try open()
+        try store.apply([.submitted(job(1))])
+        try store.apply([.finished(id: job(1).id, state: .succeeded, outcome: [1], expiresAt: 10)])
+        // A late second delivery's outcome, and a restart that would deliver it again.
+        try store.apply([.finished(id: job(1).id, state: .failed, outcome: [2], expiresAt: 20)])
+        try store.apply([.started(id: job(1).id, attempt: 2)])
+        let job = try #require(try store.job(job(1).id))
+        #expect(job.state == .succeeded && job.outcome == [1] && job.attempt == 0)
+    }
+
+    private static func aSecondSubmitWithTheSameKeyOrIDWritesNothing(_ open: Open) throws {
+        let store = try open()
+        try store.apply([.submitted(job(1, key: "order-7"))])
+        try store.apply([.submitted(job(2, key: "order-7")), .submitted(job(1))])
+        #expect(try store.unfinished().count == 1)
+        #expect(try store.job(idempotencyKey: "order-7")?.id == job(1).id)
+        #expect(try store.job(idempotencyKey: "order-8") == nil)
+    }
+
+    private static func expiredOutcomesAreDeletedInBatchesAndUnfinishedJobsNever(_ open: Open) throws {
+        let store = try open()
+        try store.apply((1...30).map { .submitted(job($0)) })
+        try store.apply(
+            (1...25).map { .finished(id: job($0).id, state: .succeeded, outcome: [], expiresAt: Int64($0)) })
+        #expect(try store.deleteExpired(before: 21, limit: 8) == 8)
+        #expect(try store.deleteExpired(before: 21, limit: 8) == 8)
+        #expect(try store.deleteExpired(before: 21, limit: 8) == 4, "only the 20 that expired before 21")
+        #expect(try store.deleteExpired(before: 1_000, limit: 100) == 5)
+        #expect(try store.unfinished().count == 5)
+    }
+}

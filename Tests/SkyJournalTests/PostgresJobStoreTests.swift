@@ -1,0 +1,94 @@
+import Foundation
+import SkyJournal
+import SkyTestSupport
+import Testing
+
+@testable import SkyPostgres
+
+/// The job store on a real PostgreSQL server (Debian's, started by each test in a temporary
+/// directory on a free loopback port): the same contract as the SQLite journal, one broker per
+/// store, schema versions, a server that restarts, and errors that name the store.
+@Suite("Journal: a real PostgreSQL server")
+struct PostgresJobStoreTests {
+    /// What every store does, on PostgreSQL (``JobStoreContract``).
+    @Test(arguments: JobStoreContract.allCases)
+    func theStoreContract(_ contract: JobStoreContract) async throws {
+        let server = try await PostgresServer.start()
+        let uri = server.uri()
+        try contract.check { () throws(JournalError) in try PostgresJobStore(uri: uri) }
+        await server.stop()
+    }
+
+    @Test func aSecondBrokerOnTheSameStoreIsRefusedNamingItUntilTheFirstIsGone() async throws {
+        let server = try await PostgresServer.start()
+        let uri = server.uri()
+        do {
+            let first = try PostgresJobStore(uri: uri)
+            #expect(throws: JournalError.inUse(store: uri)) { try PostgresJobStore(uri: uri) }
+            try first.apply([.submitted(JobStoreContract.job(1))])
+        }
+        // The first broker's session ended: its lock went with it.
+        let second = try PostgresJobStore(uri: uri)
+        #expect(try second.unfinished().count == 1)
+        await server.stop()
+    }
+
+    @Test func aNewerSchemaIsRefusedNamingBothVersions() async throws {
+        let server = try await PostgresServer.start()
+        let uri = server.uri()
+        do {
+            _ = try PostgresJobStore(uri: uri)
+            let connection = try PostgresConnection(uri: uri)
+            try connection.execute("INSERT INTO sky_schema (version) VALUES (99)")
+        }
+        let error = #expect(throws: JournalError.self) { try PostgresJobStore(uri: uri) }
+        #expect(error == .newerSchema(store: uri, found: 99, known: PostgresJobStore.schemaVersion))
+        #expect(error?.description.contains("schema version 99, newer than this broker's 1") == true)
+        await server.stop()
+    }
+
+    /// A server that is not there is named, with what to check, and without the URI's password.
+    @Test func anUnreachableServerIsNamedWithoutItsPassword() throws {
+        let port = try freeLoopbackPort()
+        let uri = "postgresql://sky:hunter2@127.0.0.1:\(port)/jobs"
+        let error = #expect(throws: JournalError.self) { try PostgresJobStore(uri: uri) }
+        let text = error?.description ?? ""
+        #expect(text.contains("postgresql://sky:***@127.0.0.1:\(port)/jobs"), "\(text)")
+        #expect(text.contains("Connection refused"), "\(text)")
+        #expect(!text.contains("hunter2"), "\(text)")
+        #expect(PostgresConnection.redacted("host=a password=x user=b") == "host=a password=*** user=b")
+    }
+
+    /// The server crashes and comes back: the next write reaches it on a new session (with the
+    /// store's lock taken again) and nothing written before is lost.
+    @Test(.timeLimit(.minutes(1)))
+    func aRestartedServerIsReachedAgainAndKeepsWhatWasCommitted() async throws {
+        let server = try await PostgresServer.start()
+        let store = try PostgresJobStore(uri: server.uri())
+        try store.apply([.submitted(JobStoreContract.job(1))])
+        try await server.restart()
+        try store.apply([.submitted(JobStoreContract.job(2))])
+        #expect(try store.unfinished().map { $0.id[0] } == [1, 2])
+        // The lock is this store's again: another broker is refused.
+        #expect(throws: JournalError.inUse(store: server.uri())) { try PostgresJobStore(uri: server.uri()) }
+        await server.stop()
+    }
+
+    /// Group commit on a server: concurrent submits share transactions (one round trip to
+    /// COMMIT for many jobs), and each is written once.
+    @Test func concurrentWritesShareTransactions() async throws {
+        let server = try await PostgresServer.start()
+        let uri = server.uri()
+        let writer = try await JournalWriter.start { () throws(JournalError) in try PostgresJobStore(uri: uri) }
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for number in 1...200 {
+                group.addTask { try await writer.write([.submitted(JobStoreContract.job(UInt8(number)))]) }
+            }
+            try await group.waitForAll()
+        }
+        #expect(try await writer.read { store throws(JournalError) in try store.jobCount() } == 200)
+        #expect(writer.commits < 100, "\(writer.commits) transactions for 200 submits")
+        await writer.stop()
+        await server.stop()
+    }
+}
