@@ -71,6 +71,8 @@ final class PostgresConnection {
     /// Statements prepared in the current session, by name, with their SQL and types.
     private var statements: [String: (sql: String, types: [UInt32])] = [:]
     private var prepared: Set<String> = []
+    /// The session ended, whatever libpq's status says yet: the next use connects again.
+    private var broken = false
     /// Runs after a lost session was replaced by a new one, before anything else is sent on it
     /// (the store takes its lock again there).
     var onReconnect: (() throws(JournalError) -> Void)?
@@ -115,6 +117,7 @@ final class PostgresConnection {
     private func connect() throws(JournalError) {
         PQfinish(handle)
         prepared = []
+        broken = false
         // The defaults come before the URI (expanded from `dbname`): libpq lets later values
         // override earlier ones, so the URI's own settings win.
         let settings = Self.defaults + [("dbname", uri)]
@@ -134,7 +137,7 @@ final class PostgresConnection {
     /// Whether the session is usable; if not, one attempt to connect again (libpq tries every
     /// host of the URI, so after a failover this reaches the new primary).
     private func ensureConnected() throws(JournalError) {
-        if let handle, PQstatus(handle) == CONNECTION_OK { return }
+        if let handle, !broken, PQstatus(handle) == CONNECTION_OK { return }
         try connect()
         do {
             try onReconnect?()
@@ -166,16 +169,8 @@ final class PostgresConnection {
     func run(
         _ name: String, _ parameters: [Value], row: (Row) throws(JournalError) -> Void = { _ in }
     ) throws(JournalError) -> Int {
-        guard let statement = statements[name] else {
-            preconditionFailure("statement \(name) used before it was defined")
-        }
         try ensureConnected()
-        if !prepared.contains(name) {
-            let result = PQprepare(handle, name, statement.sql, Int32(statement.types.count), statement.types)
-            defer { PQclear(result) }
-            try check(result, operation: statement.sql)
-            prepared.insert(name)
-        }
+        let sql = try prepare(name)
         let values = parameters.map(\.binary)
         let lengths = values.map { Int32($0?.count ?? 0) }
         let formats = [Int32](repeating: 1, count: values.count)
@@ -183,12 +178,93 @@ final class PostgresConnection {
             PQexecPrepared(handle, name, Int32(values.count), pointers, lengths, formats, 1)
         }
         defer { PQclear(result) }
-        try check(result, operation: statement.sql)
+        try check(result, operation: sql)
         guard let result else { return 0 }
         for index in 0..<PQntuples(result) {
             try row(Row(result: result, index: index))
         }
-        return Int(String(cString: PQcmdTuples(result))) ?? 0
+        return Self.affected(result)
+    }
+
+    /// Statements a pipeline sends before it reads their results: few enough that their
+    /// results fit the sockets' buffers (in blocking mode, a pipeline whose results the server
+    /// cannot write would stall both sides).
+    static let pipelineChunk = 256
+
+    /// Runs the statements `calls` names, in order, a round trip for each ``pipelineChunk`` of
+    /// them (libpq's pipeline mode) instead of one each; returns the rows each affected. Inside
+    /// a transaction the first failure aborts it: the rest are skipped and it is thrown.
+    func runPipelined(_ calls: [(name: String, parameters: [Value])]) throws(JournalError) -> [Int] {
+        try ensureConnected()
+        for name in Set(calls.map(\.name)) { _ = try prepare(name) }
+        var counts: [Int] = []
+        counts.reserveCapacity(calls.count)
+        var start = 0
+        while start < calls.count {
+            let chunk = calls[start..<min(calls.count, start + Self.pipelineChunk)]
+            start = chunk.endIndex
+            guard PQenterPipelineMode(handle) == 1 else {
+                throw .failed(
+                    path: store, operation: "enter pipeline mode", reason: Self.message(PQerrorMessage(handle)))
+            }
+            var sent = 0
+            for call in chunk {
+                let values = call.parameters.map(\.binary)
+                let lengths = values.map { Int32($0?.count ?? 0) }
+                let formats = [Int32](repeating: 1, count: values.count)
+                let queued = Self.withCStrings(values) { pointers in
+                    PQsendQueryPrepared(handle, call.name, Int32(values.count), pointers, lengths, formats, 1)
+                }
+                guard queued == 1 else { break }
+                sent += 1
+            }
+            let synced = PQpipelineSync(handle) == 1
+            var failure: JournalError?
+            for call in chunk.prefix(sent) {
+                // A query's result, then the NULL that ends its results.
+                let result = PQgetResult(handle)
+                do {
+                    try check(result, operation: statements[call.name]?.sql ?? call.name)
+                } catch {
+                    failure = failure ?? error
+                }
+                counts.append(result.map(Self.affected) ?? 0)
+                PQclear(result)
+                guard result != nil else { break }  // the connection is gone: nothing more comes
+                while let extra = PQgetResult(handle) { PQclear(extra) }
+            }
+            // Up to the sync point (none comes from a connection that broke).
+            while synced, let result = PQgetResult(handle) {
+                let status = PQresultStatus(result)
+                PQclear(result)
+                if status == PGRES_PIPELINE_SYNC { break }
+            }
+            PQexitPipelineMode(handle)
+            if let failure { throw failure }
+            if sent < chunk.count || !synced {
+                throw .cannotConnect(store: store, reason: Self.message(PQerrorMessage(handle)))
+            }
+        }
+        return counts
+    }
+
+    /// Prepares the statement defined as `name` on the server, once a session; returns its SQL.
+    private func prepare(_ name: String) throws(JournalError) -> String {
+        guard let statement = statements[name] else {
+            preconditionFailure("statement \(name) used before it was defined")
+        }
+        if !prepared.contains(name) {
+            let result = PQprepare(handle, name, statement.sql, Int32(statement.types.count), statement.types)
+            defer { PQclear(result) }
+            try check(result, operation: statement.sql)
+            prepared.insert(name)
+        }
+        return statement.sql
+    }
+
+    /// The rows a command affected (or a query returned).
+    private static func affected(_ result: OpaquePointer) -> Int {
+        Int(String(cString: PQcmdTuples(result))) ?? 0
     }
 
     /// Passes the values' bytes as the C array of pointers libpq takes (NULL for SQL NULL).
@@ -217,10 +293,20 @@ final class PostgresConnection {
         guard status != PGRES_COMMAND_OK, status != PGRES_TUPLES_OK, status != PGRES_EMPTY_QUERY else { return }
         var reason = result.map { Self.message(PQresultErrorMessage($0)) } ?? ""
         if reason.isEmpty { reason = handle.map { Self.message(PQerrorMessage($0)) } ?? "no connection" }
-        if handle.map({ PQstatus($0) }) != CONNECTION_OK {
+        let state = result.flatMap { PQresultErrorField($0, Int32(UInt8(ascii: "C"))) }.map { String(cString: $0) }
+        let severity = result.flatMap { PQresultErrorField($0, Int32(UInt8(ascii: "V"))) }.map { String(cString: $0) }
+        // A FATAL error ends the session (the server shut down or crashed: "terminating
+        // connection due to …"), as does a connection exception (08…) or an operator
+        // intervention (57P…), though libpq may not have seen the socket close yet.
+        if severity == "FATAL" || severity == "PANIC" || state?.hasPrefix("08") == true
+            || state?.hasPrefix("57P") == true
+        {
+            broken = true
+        }
+        if broken || handle.map({ PQstatus($0) }) != CONNECTION_OK {
+            broken = true
             throw .cannotConnect(store: store, reason: reason)
         }
-        let state = result.flatMap { PQresultErrorField($0, Int32(UInt8(ascii: "C"))) }.map { String(cString: $0) }
         // 53100: disk full; 53400: configuration limit exceeded.
         if state == "53100" { throw .full(path: store) }
         throw .failed(path: store, operation: Self.firstWords(of: operation), reason: reason)

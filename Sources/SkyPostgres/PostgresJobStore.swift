@@ -104,6 +104,7 @@ public final class PostgresJobStore: JobStore {
 
     private func define() {
         let (integer, text, bytes) = (UInt32(20), UInt32(25), UInt32(17))
+        connection.define("begin", "BEGIN", types: [])
         connection.define(
             "insert",
             "INSERT INTO sky_jobs (\(Self.columns)) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) ON CONFLICT DO NOTHING",
@@ -153,38 +154,16 @@ public final class PostgresJobStore: JobStore {
 
     private func transaction(_ changes: [JobChange], committing: inout Bool) throws(JournalError) -> JournalReceipt {
         var receipt = JournalReceipt()
-        try connection.execute("BEGIN")
+        // BEGIN and every change in one round trip (a few for a large batch), then COMMIT in
+        // its own: whether COMMIT was sent is what says if a lost session committed nothing.
+        let calls = [("begin", [PostgresConnection.Value]())] + changes.map(Self.call)
         do {
-            for change in changes {
-                switch change {
-                case .submitted(let job):
-                    let written = try connection.run(
-                        "insert",
-                        [
-                            .bytes(job.id), .text(job.service), .bytes(job.body), .integer(Int64(job.priority)),
-                            .integer(job.notBefore), job.idempotencyKey.map { .text($0) } ?? .null,
-                            .integer(job.state.rawValue), .integer(Int64(job.attempt)),
-                            job.outcome.map { .bytes($0) } ?? .null, .integer(job.expiresAt),
-                            .integer(job.submittedAt), .bytes(job.options),
-                        ])
-                    if written == 0, let key = job.idempotencyKey, let first = try self.job(idempotencyKey: key),
-                        first.id != job.id
-                    {
-                        receipt.duplicates[job.id] = first
-                    }
-                case .started(let id, let attempt):
-                    try connection.run("start", [.bytes(id), .integer(Int64(attempt))])
-                case .released(let id, let attempt):
-                    try connection.run("release", [.bytes(id), .integer(Int64(attempt))])
-                case .rescheduled(let id, let notBefore):
-                    try connection.run("reschedule", [.bytes(id), .integer(notBefore)])
-                case .finished(let id, let state, let outcome, let expiresAt):
-                    try connection.run(
-                        "finish",
-                        [
-                            .bytes(id), .integer(state.rawValue), outcome.map { .bytes($0) } ?? .null,
-                            .integer(expiresAt),
-                        ])
+            let counts = try connection.runPipelined(calls)
+            for (change, written) in zip(changes, counts.dropFirst()) {
+                guard case .submitted(let job) = change, written == 0, let key = job.idempotencyKey else { continue }
+                // Its key is taken: the answer names the first job.
+                if let first = try self.job(idempotencyKey: key), first.id != job.id {
+                    receipt.duplicates[job.id] = first
                 }
             }
             committing = true
@@ -194,6 +173,30 @@ public final class PostgresJobStore: JobStore {
             throw error
         }
         return receipt
+    }
+
+    /// The statement that records `change`, with its parameters.
+    private static func call(_ change: JobChange) -> (String, [PostgresConnection.Value]) {
+        switch change {
+        case .submitted(let job):
+            (
+                "insert",
+                [
+                    .bytes(job.id), .text(job.service), .bytes(job.body), .integer(Int64(job.priority)),
+                    .integer(job.notBefore), job.idempotencyKey.map { .text($0) } ?? .null,
+                    .integer(job.state.rawValue), .integer(Int64(job.attempt)), job.outcome.map { .bytes($0) } ?? .null,
+                    .integer(job.expiresAt), .integer(job.submittedAt), .bytes(job.options),
+                ]
+            )
+        case .started(let id, let attempt): ("start", [.bytes(id), .integer(Int64(attempt))])
+        case .released(let id, let attempt): ("release", [.bytes(id), .integer(Int64(attempt))])
+        case .rescheduled(let id, let notBefore): ("reschedule", [.bytes(id), .integer(notBefore)])
+        case .finished(let id, let state, let outcome, let expiresAt):
+            (
+                "finish",
+                [.bytes(id), .integer(state.rawValue), outcome.map { .bytes($0) } ?? .null, .integer(expiresAt)]
+            )
+        }
     }
 
     public func list(state: JobRecord.State?, service: String?, limit: Int) throws(JournalError) -> [JobRecord] {

@@ -74,6 +74,28 @@ struct PostgresJobStoreTests {
         await server.stop()
     }
 
+    /// A statement the server refuses (a NUL byte, which PostgreSQL's text cannot hold) fails
+    /// its whole batch: nothing of it is written, the error says which statement and why, and
+    /// the next batch is written on the same session.
+    @Test func aRefusedStatementFailsItsWholeBatchAndTheNextOneIsWritten() async throws {
+        let server = try await PostgresServer.start()
+        let store = try PostgresJobStore(uri: server.uri())
+        var refused = JobStoreContract.job(2)
+        refused.service = "a\u{0}b"
+        let batch: [JobChange] = (3...300).map { .submitted(JobStoreContract.job(UInt8($0 % 256))) }
+        let error = #expect(throws: JournalError.self) {
+            try store.apply([.submitted(JobStoreContract.job(1)), .submitted(refused)] + batch)
+        }
+        #expect(
+            error?.description.contains(#"failed to run "INSERT INTO sky_jobs (id, …""#) == true,
+            "\(String(describing: error))")
+        #expect(error?.description.contains("invalid byte sequence") == true, "\(String(describing: error))")
+        #expect(try store.jobCount() == 0)
+        try store.apply([.submitted(JobStoreContract.job(1))] + batch.prefix(253))
+        #expect(try store.jobCount() == 254)
+        await server.stop()
+    }
+
     /// Group commit on a server: concurrent submits share transactions (one round trip to
     /// COMMIT for many jobs), and each is written once.
     @Test func concurrentWritesShareTransactions() async throws {
