@@ -75,8 +75,16 @@ let package = Package(
             dependencies: ["CZMQ", "CSkySystem", "SkyProtocol"],
             swiftSettings: strictSettings
         ),
+        // The canonical JSON codec (task payloads, events, tool output): the same bytes and
+        // errors as Foundation's coders, which cost a typed call more than the 1.3 × a raw
+        // request allows (docs/performance.md); a module of its own, tested against them.
+        .target(
+            name: "SkyJSON",
+            swiftSettings: strictSettings
+        ),
         .target(
             name: "SkyProtocol",
+            dependencies: ["SkyJSON"],
             swiftSettings: strictSettings
         ),
         .target(
@@ -99,7 +107,7 @@ let package = Package(
                 "SkyTracing",
                 .product(name: "Tracing", package: "swift-distributed-tracing"),
                 .product(name: "Instrumentation", package: "swift-distributed-tracing"),
-                "SkyZMQ", "SkyProtocol", "SkyJournal", "SkyPostgres", "CSkySystem",
+                "SkyZMQ", "SkyProtocol", "SkyJSON", "SkyJournal", "SkyPostgres", "CSkySystem",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "CoreMetrics", package: "swift-metrics"),
                 .product(name: "DequeModule", package: "swift-collections"),
@@ -123,7 +131,7 @@ let package = Package(
                 "SkyTracing",
                 .product(name: "Tracing", package: "swift-distributed-tracing"),
                 .product(name: "Instrumentation", package: "swift-distributed-tracing"),
-                "SkyZMQ", "SkyProtocol", "SkyTasks",
+                "SkyZMQ", "SkyProtocol", "SkyJSON", "SkyTasks",
                 .product(name: "DequeModule", package: "swift-collections"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "CoreMetrics", package: "swift-metrics"),
@@ -199,7 +207,7 @@ let package = Package(
         .executableTarget(
             name: "skyscan",
             dependencies: [
-                "Sky", "SkyWorkloads", "SkyCLISupport",
+                "Sky", "SkyWorkloads", "SkyCLISupport", "SkyJSON",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Histogram", package: "hdrhistogram-swift"),
                 .product(name: "Logging", package: "swift-log"),
@@ -209,7 +217,7 @@ let package = Package(
         .executableTarget(
             name: "skywatch",
             dependencies: [
-                "Sky", "SkyProtocol", "SkyCLISupport",
+                "Sky", "SkyProtocol", "SkyJSON", "SkyCLISupport",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),
@@ -220,7 +228,7 @@ let package = Package(
         .executableTarget(
             name: "skyweb",
             dependencies: [
-                "Sky", "SkyProtocol", "SkyCLISupport",
+                "Sky", "SkyProtocol", "SkyJSON", "SkyCLISupport",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),
@@ -269,7 +277,7 @@ let package = Package(
         ),
         .testTarget(
             name: "SkyProtocolTests",
-            dependencies: ["SkyProtocol"],
+            dependencies: ["SkyProtocol", "SkyJSON"],
             swiftSettings: strictSettings
         ),
         .testTarget(

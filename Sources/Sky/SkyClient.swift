@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import SkyJSON
 import SkyProtocol
 import SkyTasks
 import SkyTracing

@@ -1,5 +1,6 @@
 import DequeModule
 import HeapModule
+import SkyJSON
 import SkyProtocol
 #if canImport(Glibc)
     import Glibc

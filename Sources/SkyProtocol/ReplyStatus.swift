@@ -1,4 +1,5 @@
 import Foundation
+import SkyJSON
 
 /// The one-byte outcome of a task, as carried in every reply.
 public enum ReplyStatus: UInt8, Sendable, CaseIterable, CustomStringConvertible {

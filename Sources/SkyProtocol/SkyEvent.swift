@@ -1,4 +1,5 @@
 import Foundation
+import SkyJSON
 
 /// The name of an event, also its PUB/SUB topic. Open-ended so that a watcher built against an
 /// older version still decodes events it does not know.

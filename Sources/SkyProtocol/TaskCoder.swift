@@ -1,4 +1,5 @@
 import Foundation
+import SkyJSON
 
 /// Turns tasks and results into payload bytes and back. Client and worker must use the same
 /// coder for a service; the broker never looks at payloads, so any format works.

@@ -1,5 +1,6 @@
 import Foundation
 import Sky
+import SkyJSON
 import SkyProtocol
 
 /// What a skyscan run achieved; printed as a table or as one JSON object.

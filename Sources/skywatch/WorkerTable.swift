@@ -1,5 +1,6 @@
 import Foundation
 import Sky
+import SkyJSON
 import SkyProtocol
 
 /// The live table: a header with the broker's totals, then one row per worker.

@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 
+@testable import SkyJSON
 @testable import SkyProtocol
 
 /// `CanonicalJSON.decode` reads the common shapes itself and gives the rest to Foundation;

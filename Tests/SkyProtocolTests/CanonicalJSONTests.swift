@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 
+@testable import SkyJSON
 @testable import SkyProtocol
 
 /// `CanonicalJSON` writes its own bytes for the common shapes and gives the rest to Foundation;

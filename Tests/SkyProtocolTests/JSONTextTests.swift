@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 
+@testable import SkyJSON
 @testable import SkyProtocol
 
 /// The broker's direct JSON and time writers give what Foundation's encoder and formatter give.

@@ -3,10 +3,10 @@ import Foundation
 /// JSON with sorted keys and unescaped slashes: equal values give equal bytes, and lines read
 /// the same on every run. Used for task payloads, events, snapshots and tool output alike, and
 /// to read task payloads back.
-public enum CanonicalJSON {
+package enum CanonicalJSON {
     /// Written by `JSONByteWriter` when it can (every synthesized `Codable` shape), otherwise by
     /// Foundation's encoder; the bytes are the same either way.
-    public static func encode(_ value: some Encodable) throws -> [UInt8] {
+    package static func encode(_ value: some Encodable) throws -> [UInt8] {
         if let bytes = try JSONByteWriter.encode(value) { return bytes }
         return try foundationEncode(value)
     }
@@ -19,7 +19,7 @@ public enum CanonicalJSON {
 
     /// `type` read from JSON `bytes`: by `JSONByteReader` when it can, otherwise by Foundation's
     /// decoder; the value (or the error) is the same either way.
-    public static func decode<Value: Decodable>(_ type: Value.Type, from bytes: [UInt8]) throws -> Value {
+    package static func decode<Value: Decodable>(_ type: Value.Type, from bytes: [UInt8]) throws -> Value {
         if let value = try JSONByteReader.decode(type, from: bytes) { return value }
         return try foundationDecode(type, from: bytes)
     }
@@ -40,7 +40,7 @@ public enum CanonicalJSON {
     }()
 
     /// One line of JSON text; `fallback` if the value cannot be encoded.
-    public static func line(_ value: some Encodable, fallback: String = "{}") -> String {
+    package static func line(_ value: some Encodable, fallback: String = "{}") -> String {
         (try? encode(value)).map { String(decoding: $0, as: UTF8.self) } ?? fallback
     }
 }

@@ -4,9 +4,9 @@
 /// building a `JSONEncoder` or an `ISO8601DateFormatter` for each (as `CanonicalJSON` does)
 /// stalled it for seconds. These write bytes directly, in a cost independent of load, and give
 /// the same text as `CanonicalJSON` for the values the broker writes.
-public enum JSONText {
+package enum JSONText {
     /// Appends `value` as a JSON string literal (quoted and escaped, `/` left as is).
-    public static func appendString(_ value: String, to bytes: inout [UInt8]) {
+    package static func appendString(_ value: String, to bytes: inout [UInt8]) {
         bytes.append(UInt8(ascii: "\""))
         // Most strings need no escape: one scan, then one copy (a 1 KiB task's text in the typed
         // path), instead of an append per byte.
@@ -76,7 +76,7 @@ public enum JSONText {
     }
 
     /// Appends a decimal integer, digit by digit (no `String` made for it).
-    public static func appendInteger(_ value: some FixedWidthInteger, to bytes: inout [UInt8]) {
+    package static func appendInteger(_ value: some FixedWidthInteger, to bytes: inout [UInt8]) {
         if value < 0 { bytes.append(UInt8(ascii: "-")) }
         var magnitude = UInt64(value.magnitude)
         let start = bytes.count
@@ -88,21 +88,21 @@ public enum JSONText {
     }
 
     /// Appends `"key":` after a comma, or after nothing for an object's first member.
-    public static func appendKey(_ key: String, first: Bool = false, to bytes: inout [UInt8]) {
+    package static func appendKey(_ key: String, first: Bool = false, to bytes: inout [UInt8]) {
         if !first { bytes.append(UInt8(ascii: ",")) }
         appendString(key, to: &bytes)
         bytes.append(UInt8(ascii: ":"))
     }
 
     /// Appends a member `"key":"value"` (see ``appendKey(_:first:to:)``).
-    public static func appendMember(_ key: String, _ value: String, first: Bool = false, to bytes: inout [UInt8]) {
+    package static func appendMember(_ key: String, _ value: String, first: Bool = false, to bytes: inout [UInt8]) {
         appendKey(key, first: first, to: &bytes)
         appendString(value, to: &bytes)
     }
 
     /// Milliseconds since 1970 as ISO 8601 UTC with milliseconds: `2026-11-22T04:14:27.595Z`.
     /// Pure arithmetic (the proleptic Gregorian calendar from a day count), no formatter.
-    public static func timestamp(millisecondsSince1970 milliseconds: Int64) -> String {
+    package static func timestamp(millisecondsSince1970 milliseconds: Int64) -> String {
         let (days, dayMilliseconds) = milliseconds.quotientAndRemainderFlooringDivision(by: 86_400_000)
         let (year, month, day) = civilDate(daysSince1970: days)
         let secondOfDay = dayMilliseconds / 1000
