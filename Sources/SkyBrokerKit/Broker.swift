@@ -108,7 +108,9 @@ public final class Broker: Service, Sendable {
         if routing.memoryProbe == nil { routing.memoryProbe = { ProcessMemoryProbe.measure() } }
         let shell = Shell(
             state: Locked(BrokerStateMachine(configuration: routing)),
-            authenticator: security.map { Locked(ZAPAuthenticator(security: $0)) }, journal: journal?.writer,
+            authenticator: security.map {
+                ThreadConfined(ZAPAuthenticator(security: $0), name: "the ZAP authenticator")
+            }, journal: journal?.writer,
             limits: .init(frames: configuration.maxFramesPerMessage, bytes: configuration.maxMessageBytes),
             logger: logger)
         let loop: ZMQEventLoop
@@ -192,8 +194,8 @@ public final class Broker: Service, Sendable {
         }
 
         let state: Locked<BrokerStateMachine>
-        /// Only with CURVE on; only the I/O thread uses it (the lock makes the shell `Sendable`).
-        let authenticator: Locked<ZAPAuthenticator>?
+        /// Only with CURVE on; only the I/O thread uses it.
+        let authenticator: ThreadConfined<ZAPAuthenticator>?
         /// The job journal's thread, with a state directory.
         let journal: JournalWriter?
         let limits: Limits
@@ -201,7 +203,8 @@ public final class Broker: Service, Sendable {
         let loop = Locked<ZMQEventLoop?>(nil)
         let logger: Logger
         let memoryReleaser = MemoryReleaser()
-        /// Only the I/O thread uses it (the lock makes the shell `Sendable`).
+        /// Recorded into by actions, which the I/O thread carries out, and also the start's
+        /// recovery and the stop, which run on other threads: hence a lock.
         let metrics = Locked(BrokerMetrics())
         /// Each wake-up's actions, in one buffer kept from wake-up to wake-up.
         let spareActions = SpareBuffer<BrokerAction>()
@@ -323,7 +326,7 @@ public final class Broker: Service, Sendable {
             _ message: ZMQMessage, machine: inout BrokerStateMachine, into outbound: inout [ZMQEventLoop.Outbound],
             actions: inout [BrokerAction]
         ) {
-            let answered = authenticator?.withLock { authenticator in
+            let answered = authenticator?.withValue { authenticator in
                 authenticator.answer(message.frames).map { ($0.reply, $0.decision, authenticator.lastError) }
             }
             guard let (reply, decision, listError) = answered ?? nil else { return }

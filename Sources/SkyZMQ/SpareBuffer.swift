@@ -9,9 +9,9 @@ import SkyProtocol
 /// the burst does not hold its memory for good. A wake-up reads at most 1,024 messages a
 /// socket, so the usual lists stay well below.
 ///
-/// Only the I/O thread takes and gives back; the lock makes the shell `Sendable`.
+/// Only the I/O thread takes and gives back (``ThreadConfined`` traps on any other).
 public struct SpareBuffer<Element: Sendable>: Sendable {
-    @usableFromInline let storage = Locked<[Element]>([])
+    @usableFromInline let storage = ThreadConfined<[Element]>([], name: "a shell's spare buffer of actions")
     /// The most elements a kept buffer has room for.
     public let keptCapacity: Int
 
@@ -22,7 +22,7 @@ public struct SpareBuffer<Element: Sendable>: Sendable {
     /// The buffer, empty, with the capacity earlier wake-ups gave it.
     @inlinable
     public func take() -> [Element] {
-        storage.withLock { stored in
+        storage.withValue { stored in
             var taken: [Element] = []
             swap(&taken, &stored)
             return taken
@@ -38,6 +38,6 @@ public struct SpareBuffer<Element: Sendable>: Sendable {
             return
         }
         buffer.removeAllKeepingBuffer()
-        storage.withLock { swap(&$0, &buffer) }
+        storage.withValue { swap(&$0, &buffer) }
     }
 }
