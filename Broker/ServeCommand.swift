@@ -145,6 +145,9 @@ struct ServeCommand: AsyncParsableCommand {
             throw ValidationError("--state-dir needs a directory (or \"none\" to run without durable jobs)")
         }
         if let store {
+            guard !store.isEmpty else {
+                throw ValidationError("--store needs a PostgreSQL URI: postgresql://user@host:5432/database")
+            }
             guard store.hasPrefix("postgresql://") || store.hasPrefix("postgres://") else {
                 throw ValidationError(
                     "--store \(PostgresJobStore.redacted(store)) is not a PostgreSQL URI: give postgresql://user@host:5432/database"

@@ -42,8 +42,11 @@ public enum SkyError: Error, Sendable, Equatable, CustomStringConvertible {
     /// The client is connected to the broker's workers endpoint, not its clients endpoint; the
     /// message names the right one. Every call fails with it until the client is remade.
     case wrongEndpoint(String)
-    /// The broker could not record a job durably: it runs without a journal (`--state-dir
-    /// none`), or the journal's disk is full or failing. Nothing was recorded; `scan` still works.
+    /// The broker's journal of jobs cannot be used: it runs without one (`--state-dir none`),
+    /// the journal's disk is full or failing, or its PostgreSQL store is out of reach. Submits
+    /// and job lookups fail until it is back; `scan` still works. A submit whose store
+    /// connection broke during its commit may have been recorded: submit again with the same
+    /// idempotency key to be sure of one job.
     case journalUnavailable(String)
     /// The broker knows no job of this id: never submitted there, or kept past its retention.
     case jobNotFound(String)
@@ -127,7 +130,7 @@ public enum SkyError: Error, Sendable, Equatable, CustomStringConvertible {
         case .wrongEndpoint(let message):
             "the client is pointed at the wrong endpoint: \(message)."
         case .journalUnavailable(let message):
-            "the broker could not record the job: \(message). Nothing was recorded; fix the broker's journal and submit again."
+            "the broker's journal of jobs cannot be used: \(message.hasSuffix(".") ? String(message.dropLast()) : message). Submits and job lookups fail until it is back (scan is not affected); to submit again without a second job, use the same idempotency key."
         case .jobNotFound(let message): "\(message)."
         case .requestTooLarge(let bytes, let limit):
             "the task encodes to \(bytes) bytes and the broker accepts at most \(limit) (SkyClient.Configuration.maxRequestBytes, skybroker --max-frame-size); it was not sent. Send a reference to the data instead, or raise both limits."

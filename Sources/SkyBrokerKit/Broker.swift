@@ -166,8 +166,25 @@ public final class Broker: Service, Sendable {
                 "traffic is neither authenticated nor encrypted (no --secret-key) and the broker listens beyond loopback: anyone who reaches these ports can submit tasks or register as a worker. Use --secret-key and allow-lists (docs/security.md) on any network you do not fully trust."
             )
         }
-        // The I/O thread does the serving; this task only waits for the end.
-        try? await gracefulShutdown()
+        // The I/O thread does the serving; this task only waits for the end: a graceful
+        // shutdown, or the journal lost to another broker (which stops this one, naming it).
+        let lostJournal = await withTaskGroup(of: JournalError?.self) { group in
+            group.addTask {
+                try? await gracefulShutdown()
+                return nil
+            }
+            if let lost = journal?.lost {
+                group.addTask {
+                    for await error in lost { return error }
+                    return nil
+                }
+            }
+            defer { group.cancelAll() }
+            return await group.next() ?? nil
+        }
+        if let lostJournal {
+            logger.error("the job store was lost to another broker; stopping", metadata: ["error": "\(lostJournal)"])
+        }
         logger.info("skybroker stopping")
         var outbound: [ZMQEventLoop.Outbound] = []
         shell.shutdown(into: &outbound)
@@ -176,6 +193,7 @@ public final class Broker: Service, Sendable {
         // Writes queued before the end are committed; the lock is freed last.
         await journal?.close()
         logger.info("skybroker stopped")
+        if let lostJournal { throw lostJournal }
     }
 
     /// The current view of the cluster (what `mmi.workers` answers).

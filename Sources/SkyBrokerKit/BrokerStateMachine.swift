@@ -2,6 +2,7 @@ import DequeModule
 import HeapModule
 import SkyJSON
 import SkyProtocol
+
 #if canImport(Glibc)
     import Glibc
 #elseif canImport(Darwin)

@@ -10,6 +10,9 @@ protocol OpenedJournal: Sendable {
     var unfinished: [JobRecord] { get }
     /// Commits what is queued, stops the journal's thread, and lets the next broker in.
     func close() async
+    /// Yields once if the journal was lost to another broker (a shared store); the broker
+    /// then stops. `nil` for a journal only this process can use.
+    var lost: AsyncStream<JournalError>? { get }
 }
 
 extension JournalWriter {

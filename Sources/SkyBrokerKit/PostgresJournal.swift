@@ -7,10 +7,12 @@ import SkyPostgres
 final class PostgresJournal: OpenedJournal {
     let writer: JournalWriter
     let unfinished: [JobRecord]
+    let lost: AsyncStream<JournalError>?
 
-    private init(writer: JournalWriter, unfinished: [JobRecord]) {
+    private init(writer: JournalWriter, unfinished: [JobRecord], lost: AsyncStream<JournalError>) {
         self.writer = writer
         self.unfinished = unfinished
+        self.lost = lost
     }
 
     /// Connects, takes the store's lock, creates or checks its schema, and reads what is
@@ -18,11 +20,16 @@ final class PostgresJournal: OpenedJournal {
     /// - Throws: ``BrokerStartError`` naming the store (without its password) and what to do.
     static func open(_ uri: String, logger: Logger) async throws -> PostgresJournal {
         let store = PostgresJobStore.redacted(uri)
+        let (lost, losing) = AsyncStream.makeStream(of: JournalError.self, bufferingPolicy: .bufferingNewest(1))
         do {
             let (writer, unfinished) = try await JournalWriter.startReading(named: ("store", store), logger: logger) {
-                () throws(JournalError) in try PostgresJobStore(uri: uri)
+                () throws(JournalError) in
+                try PostgresJobStore(uri: uri) { error in
+                    losing.yield(error)
+                    losing.finish()
+                }
             }
-            return PostgresJournal(writer: writer, unfinished: unfinished)
+            return PostgresJournal(writer: writer, unfinished: unfinished, lost: lost)
         } catch {
             throw BrokerStartError(role: "journal", endpoint: store, reason: "\(error)")
         }

@@ -85,6 +85,9 @@ final class StateDirectory: OpenedJournal {
         return nil
     }
 
+    /// The flock is this process's until it ends: the journal cannot be lost to another broker.
+    var lost: AsyncStream<JournalError>? { nil }
+
     /// Commits what is queued, stops the journal's thread, and frees the lock.
     func close() async {
         await writer.stop()

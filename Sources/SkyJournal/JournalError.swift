@@ -19,6 +19,8 @@ public enum JournalError: Error, Equatable, CustomStringConvertible {
     case cannotConnect(store: String, reason: String)
     /// Another broker holds the PostgreSQL store.
     case inUse(store: String)
+    /// Another broker took the PostgreSQL store while this broker's session was lost.
+    case fenced(store: String)
     /// The PostgreSQL store's schema is newer than this broker reads.
     case newerSchema(store: String, found: Int64, known: Int64)
 
@@ -37,9 +39,11 @@ public enum JournalError: Error, Equatable, CustomStringConvertible {
         case .failed(let path, let operation, let reason):
             "the journal \(path) failed to \(operation): \(reason)."
         case .cannotConnect(let store, let reason):
-            "cannot reach the job store \(store) (\(reason)). Check that the server runs, that the URI's hosts, database and user are right, and that the password is in the URI, PGPASSWORD or ~/.pgpass (skybroker --store)."
+            "cannot reach the job store \(store) (\(reason)). Check that the server runs and that the URI's hosts, ports, database and user are right; a password belongs in PGPASSWORD or ~/.pgpass (skybroker --store)."
         case .inUse(let store):
             "another skybroker uses the job store \(store) (it holds the store's lock); stop it, or give this one another database"
+        case .fenced(let store):
+            "another skybroker took the job store \(store) while this broker's connection to it was lost: what this broker holds of its jobs may be stale, so it stops. Start it again once the other broker is stopped"
         case .newerSchema(let store, let found, let known):
             "the job store \(store) has schema version \(found), newer than this broker's \(known): a newer skybroker has used it. Run that version (a schema is never downgraded)."
         }

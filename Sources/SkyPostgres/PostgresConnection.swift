@@ -51,6 +51,9 @@ final class PostgresConnection {
             }
         }
 
+        /// The column's type (its OID: 20 for bigint).
+        func type(_ column: Int32) -> UInt32 { PQftype(result, column) }
+
         func text(_ column: Int32) -> String? { bytes(column).map { String(decoding: $0, as: UTF8.self) } }
 
         /// An int8, int4 or int2 column; 0 for NULL.
@@ -67,6 +70,8 @@ final class PostgresConnection {
     /// The URI as given, password removed: what errors and logs name.
     let store: String
     private let uri: String
+    /// The URI's passwords, kept out of every message (``secrets(in:)``).
+    private let secrets: [String]
     private var handle: OpaquePointer?
     /// Statements prepared in the current session, by name, with their SQL and types.
     private var statements: [String: (sql: String, types: [UInt32])] = [:]
@@ -81,7 +86,8 @@ final class PostgresConnection {
     /// hosts are tried in order, and `target_session_attrs=read-write` picks the primary).
     init(uri: String) throws(JournalError) {
         self.uri = uri
-        self.store = Self.redacted(uri)
+        self.secrets = Self.secrets(in: uri)
+        self.store = Self.redact(uri, secrets)
         try connect()
     }
 
@@ -89,20 +95,48 @@ final class PostgresConnection {
         PQfinish(handle)
     }
 
-    /// `uri` without the password (URI form `user:secret@` or key-value `password=secret`).
+    /// `uri` with every password it holds replaced by `***` (see ``secrets(in:)``).
     static func redacted(_ uri: String) -> String {
-        var text = uri
-        if let scheme = text.range(of: "://"), let at = text[scheme.upperBound...].firstIndex(of: "@") {
-            let credentials = text[scheme.upperBound..<at]
-            if let colon = credentials.firstIndex(of: ":") {
-                text.replaceSubrange(colon..<at, with: ":***")
+        redact(uri, secrets(in: uri))
+    }
+
+    /// The passwords `uri` holds, as written and percent-decoded: the user-info's after its
+    /// first `:` (up to the last `@` before the query), each `password` parameter of the query
+    /// (its key percent-decoded, any case, every occurrence), and the parts of each between
+    /// `@`s, since libpq's messages may quote a password cut at one. Longest first.
+    static func secrets(in uri: String) -> [String] {
+        var found: [String] = []
+        func add(_ secret: Substring) {
+            let decoded = secret.removingPercentEncoding.map { [$0] } ?? []
+            for whole in [String(secret)] + decoded where !whole.isEmpty {
+                found.append(whole)
+                found += whole.split(separator: "@").filter { $0.count >= 2 }.map(String.init)
             }
         }
-        if let range = text.range(of: "password=") {
-            let end = text[range.upperBound...].firstIndex { $0 == " " || $0 == "&" } ?? text.endIndex
-            text.replaceSubrange(range.upperBound..<end, with: "***")
+        let rest = uri.range(of: "://").map { uri[$0.upperBound...] } ?? uri[...]
+        let query = rest.firstIndex(of: "?")
+        let beforeQuery = rest[..<(query ?? rest.endIndex)]
+        if let at = beforeQuery.lastIndex(of: "@"), let colon = beforeQuery[..<at].firstIndex(of: ":") {
+            add(beforeQuery[beforeQuery.index(after: colon)..<at])
         }
-        return text
+        if let query {
+            for pair in rest[rest.index(after: query)...].split(separator: "&") {
+                let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
+                let key = parts[0].removingPercentEncoding ?? String(parts[0])
+                if key.lowercased() == "password", parts.count == 2 { add(parts[1]) }
+            }
+        }
+        return Set(found).sorted { $0.count > $1.count }
+    }
+
+    /// `text` with each of `secrets` replaced by `***`.
+    static func redact(_ text: String, _ secrets: [String]) -> String {
+        secrets.reduce(text) { $0.replacingOccurrences(of: $1, with: "***") }
+    }
+
+    /// libpq's words, on one line, without the URI's passwords.
+    private func said(_ text: UnsafePointer<CChar>?) -> String {
+        Self.redact(Self.message(text), secrets)
     }
 
     /// Bounds on a connection that the URI may override: a host that does not answer costs 10 s
@@ -127,7 +161,7 @@ final class PostgresConnection {
             }
         }
         guard let handle, PQstatus(handle) == CONNECTION_OK else {
-            let reason = handle.map { Self.message(PQerrorMessage($0)) } ?? "out of memory"
+            let reason = handle.map { said(PQerrorMessage($0)) } ?? "out of memory"
             throw .cannotConnect(store: store, reason: reason)
         }
         // Notices (a table that exists already) are not errors: keep them off standard error.
@@ -205,7 +239,7 @@ final class PostgresConnection {
             start = chunk.endIndex
             guard PQenterPipelineMode(handle) == 1 else {
                 throw .failed(
-                    path: store, operation: "enter pipeline mode", reason: Self.message(PQerrorMessage(handle)))
+                    path: store, operation: "enter pipeline mode", reason: said(PQerrorMessage(handle)))
             }
             var sent = 0
             for call in chunk {
@@ -242,7 +276,7 @@ final class PostgresConnection {
             PQexitPipelineMode(handle)
             if let failure { throw failure }
             if sent < chunk.count || !synced {
-                throw .cannotConnect(store: store, reason: Self.message(PQerrorMessage(handle)))
+                throw .cannotConnect(store: store, reason: said(PQerrorMessage(handle)))
             }
         }
         return counts
@@ -291,8 +325,8 @@ final class PostgresConnection {
     private func check(_ result: OpaquePointer?, operation: String) throws(JournalError) {
         let status = result.map { PQresultStatus($0) } ?? PGRES_FATAL_ERROR
         guard status != PGRES_COMMAND_OK, status != PGRES_TUPLES_OK, status != PGRES_EMPTY_QUERY else { return }
-        var reason = result.map { Self.message(PQresultErrorMessage($0)) } ?? ""
-        if reason.isEmpty { reason = handle.map { Self.message(PQerrorMessage($0)) } ?? "no connection" }
+        var reason = result.map { said(PQresultErrorMessage($0)) } ?? ""
+        if reason.isEmpty { reason = handle.map { said(PQerrorMessage($0)) } ?? "no connection" }
         let state = result.flatMap { PQresultErrorField($0, Int32(UInt8(ascii: "C"))) }.map { String(cString: $0) }
         let severity = result.flatMap { PQresultErrorField($0, Int32(UInt8(ascii: "V"))) }.map { String(cString: $0) }
         // A FATAL error ends the session (the server shut down or crashed: "terminating

@@ -17,8 +17,9 @@ import SkyJournal
 ///
 /// One broker uses a store at a time: it holds a session advisory lock while it runs (freed by
 /// the server when the broker's session ends, so a `kill -9` leaves no stale lock). A second
-/// broker is refused at start, naming the store; a broker whose session was lost takes the lock
-/// again on its next write, or fails the write if another broker holds it.
+/// broker is refused at start, naming the store. A broker whose session was lost takes the lock
+/// again on its next write; if another broker holds it, or held it meanwhile (the epoch in
+/// `sky_lease` moved on), the store is lost to this broker and it stops.
 public final class PostgresJobStore: JobStore {
     /// The schema version this build reads and writes; a store of a newer one is refused.
     public static let schemaVersion: Int64 = 1
@@ -35,48 +36,110 @@ public final class PostgresJobStore: JobStore {
     private static let columns =
         "id, service, body, priority, not_before, idempotency_key, state, attempt, outcome, expires_at, submitted_at, options"
 
-    /// Connects, takes the store's lock, and creates or checks the schema.
+    /// This broker's turn at the store: the epoch it set when it took the store (`sky_lease`).
+    /// A session lost and made again finds the same epoch unless another broker took the store
+    /// meanwhile, in which case this broker's jobs in memory may be stale.
+    private var epoch: Int64 = 0
+    /// Told, on the journal's thread, when the store was lost to another broker.
+    private let lost: (@Sendable (JournalError) -> Void)?
+
+    /// Connects, takes the store's lock, creates or checks the schema, and takes a new epoch.
+    /// - Parameter lost: called (on the journal's thread) when a session made again after a
+    ///   lost one finds that another broker holds the store, or held it meanwhile: this broker
+    ///   must stop serving jobs (the broker stops, naming it).
     /// - Throws: ``JournalError/cannotConnect(store:reason:)``, ``JournalError/inUse(store:)``,
-    ///   ``JournalError/newerSchema(store:found:known:)``.
-    public init(uri: String) throws(JournalError) {
+    ///   ``JournalError/newerSchema(store:found:known:)``, ``JournalError/corrupt(path:reason:)``
+    ///   for a database with tables of the same names that Sky did not make.
+    public init(uri: String, lost: (@Sendable (JournalError) -> Void)? = nil) throws(JournalError) {
         connection = try PostgresConnection(uri: uri)
+        self.lost = lost
+        connection.define("lock", "SELECT pg_try_advisory_lock($1)", types: [20])
+        connection.define("epoch", "SELECT epoch FROM sky_lease", types: [])
+        connection.define("new epoch", "UPDATE sky_lease SET epoch = epoch + 1 RETURNING epoch", types: [])
         try takeLock()
         try migrate()
+        try connection.run("new epoch", []) { row in epoch = row.integer(0) }
         define()
+        connection.onReconnect = { [unowned self] () throws(JournalError) in try self.takeBack() }
     }
 
-    /// The session's advisory lock; taken again after a reconnect.
+    /// The session's advisory lock.
     private func takeLock() throws(JournalError) {
-        connection.define("lock", "SELECT pg_try_advisory_lock($1)", types: [20])
         var taken = false
         try connection.run("lock", [.integer(Self.lockKey)]) { row in taken = row.bytes(0) == [1] }
         guard taken else { throw .inUse(store: connection.store) }
-        connection.onReconnect = { [unowned self] () throws(JournalError) in try self.takeLock() }
     }
 
-    /// Creates the schema in an empty database, upgrades an older one, refuses a newer one.
+    /// After a lost session: the lock again, and the epoch unchanged. Another broker holding the
+    /// store now, or having held it meanwhile, ends this broker's use of it.
+    private func takeBack() throws(JournalError) {
+        do throws(JournalError) {
+            try takeLock()
+            var found: Int64 = 0
+            try connection.run("epoch", []) { row in found = row.integer(0) }
+            guard found == epoch else { throw .fenced(store: connection.store) }
+        } catch {
+            if case .inUse = error { lost?(error) }
+            if case .fenced = error { lost?(error) }
+            throw error
+        }
+    }
+
+    /// Creates the schema in an empty database, refuses a newer one or one Sky did not make.
     /// Brokers starting at once are serialised by a transaction-level lock.
     private func migrate() throws(JournalError) {
-        try connection.execute(
-            """
-            BEGIN;
-            SELECT pg_advisory_xact_lock(\(Self.lockKey + 1));
-            CREATE TABLE IF NOT EXISTS sky_schema (version bigint NOT NULL);
-            """)
+        connection.define(
+            "tables",
+            "SELECT to_regclass('sky_schema') IS NOT NULL, to_regclass('sky_jobs') IS NOT NULL, to_regclass('sky_lease') IS NOT NULL",
+            types: [])
+        connection.define("version", "SELECT max(version) FROM sky_schema", types: [])
+        try connection.execute("BEGIN")
         do throws(JournalError) {
-            connection.define("version", "SELECT max(version) FROM sky_schema", types: [])
-            var found: Int64 = 0
-            try connection.run("version", []) { row in found = row.integer(0) }
-            if found > Self.schemaVersion {
-                throw .newerSchema(store: connection.store, found: found, known: Self.schemaVersion)
-            }
-            if found < 1 {
-                try connection.execute(Self.version1)
+            try connection.execute("SELECT pg_advisory_xact_lock(\(Self.lockKey + 1))")
+            var tables: [Bool] = []
+            try connection.run("tables", []) { row in tables = (0..<3).map { row.bytes($0) == [1] } }
+            if tables == [false, false, false] {
+                try create()
+            } else {
+                guard tables == [true, true, true] else {
+                    throw .corrupt(
+                        path: connection.store,
+                        reason:
+                            "tables named like Sky's (sky_schema, sky_jobs, sky_lease) that Sky did not make: \(tables.map { $0 ? "present" : "missing" }.joined(separator: ", ")); give the broker a database of its own"
+                    )
+                }
+                var found: Int64 = 0
+                var type: UInt32 = 0
+                try connection.run("version", []) { row in
+                    found = row.integer(0)
+                    type = row.type(0)
+                }
+                guard type == 20 else {
+                    throw .corrupt(
+                        path: connection.store,
+                        reason: "its sky_schema table is not Sky's (its version is not a bigint)")
+                }
+                if found > Self.schemaVersion {
+                    throw .newerSchema(store: connection.store, found: found, known: Self.schemaVersion)
+                }
             }
             try connection.execute("COMMIT")
         } catch {
             try? connection.execute("ROLLBACK")
             throw error
+        }
+    }
+
+    /// The tables of an empty database; a user that may not create them is told what to do.
+    private func create() throws(JournalError) {
+        do {
+            try connection.execute(Self.version1)
+        } catch .failed(_, let operation, let reason) where reason.contains("permission denied") {
+            throw .failed(
+                path: connection.store, operation: operation,
+                reason:
+                    "\(reason); this user may not create Sky's tables: grant it CREATE on the database's schema (GRANT CREATE ON SCHEMA public TO the user), or start the broker once as the database's owner"
+            )
         }
     }
 
@@ -99,6 +162,9 @@ public final class PostgresJobStore: JobStore {
         );
         CREATE INDEX sky_jobs_unfinished ON sky_jobs (seq) WHERE state < 2;
         CREATE INDEX sky_jobs_expiry ON sky_jobs (expires_at) WHERE state >= 2;
+        CREATE TABLE sky_lease (epoch bigint NOT NULL);
+        INSERT INTO sky_lease (epoch) VALUES (0);
+        CREATE TABLE sky_schema (version bigint NOT NULL);
         INSERT INTO sky_schema (version) VALUES (1);
         """
 

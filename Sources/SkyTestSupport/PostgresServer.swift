@@ -139,9 +139,9 @@ public final class PostgresServer: Sendable {
         return PostgresServer(port: port, directory: directory, server: try await launch(), launch: launch)
     }
 
-    /// Runs SQL on this server as its superuser (psql).
-    public func execute(_ sql: String) async throws {
-        try await Self.run("psql", ["-X", "-q", "-v", "ON_ERROR_STOP=1", "-d", uri(), "-c", sql])
+    /// Runs SQL on this server as its superuser (psql), in `database`.
+    public func execute(_ sql: String, database: String = "postgres") async throws {
+        try await Self.run("psql", ["-X", "-q", "-v", "ON_ERROR_STOP=1", "-d", uri(database: database), "-c", sql])
     }
 
     /// Promotes this standby to a primary (`pg_ctl promote`, waiting until it is one).

@@ -47,6 +47,24 @@ struct PostgresJobStoreTests {
         await server.stop()
     }
 
+    /// A database with a table of Sky's names that Sky did not make is refused; a user that
+    /// may not create tables is told what to grant.
+    @Test func tablesSkyDidNotMakeAreRefusedAndAUserWhoMayNotCreateThemIsToldWhatToGrant() async throws {
+        let server = try await PostgresServer.start()
+        try await server.execute("CREATE TABLE sky_jobs (x int)")
+        let foreign = #expect(throws: JournalError.self) { try PostgresJobStore(uri: server.uri()) }
+        #expect(foreign?.description.contains("tables named like Sky's") == true, "\(String(describing: foreign))")
+        try await server.execute("CREATE DATABASE other")
+        try await server.execute("CREATE ROLE reader LOGIN")
+        let uri = "postgresql://reader@127.0.0.1:\(server.port)/other"
+        let denied = #expect(throws: JournalError.self) { try PostgresJobStore(uri: uri) }
+        #expect(
+            denied?.description.contains("GRANT CREATE ON SCHEMA public") == true, "\(String(describing: denied))")
+        try await server.execute("GRANT CREATE ON SCHEMA public TO reader", database: "other")
+        _ = try PostgresJobStore(uri: uri)
+        await server.stop()
+    }
+
     /// A server that is not there is named, with what to check, and without the URI's password.
     @Test func anUnreachableServerIsNamedWithoutItsPassword() throws {
         let port = try freeLoopbackPort()
@@ -56,7 +74,25 @@ struct PostgresJobStoreTests {
         #expect(text.contains("postgresql://sky:***@127.0.0.1:\(port)/jobs"), "\(text)")
         #expect(text.contains("Connection refused"), "\(text)")
         #expect(!text.contains("hunter2"), "\(text)")
-        #expect(PostgresConnection.redacted("host=a password=x user=b") == "host=a password=*** user=b")
+    }
+
+    /// Passwords libpq quotes back in its errors (a URI it cannot parse, a password cut at an
+    /// `@`), passwords in the query (repeated, or under a percent-encoded key): none appears
+    /// in an error or in the store's name.
+    @Test(arguments: [
+        ("postgresql://u:hun%zzter2@127.0.0.1:PORT/db", ["hun%zzter2", "zzter2"]),
+        ("postgresql://u@127.0.0.1:PORT/db?password=%zzsecret", ["zzsecret"]),
+        ("postgresql://u@127.0.0.1:PORT/db?password=first1&password=second2", ["first1", "second2"]),
+        ("postgresql://u@127.0.0.1:PORT/db?pass%77ord=hunter3", ["hunter3"]),
+        ("postgresql://u:hun@ter4@127.0.0.1:PORT/db", ["hun@ter4", "ter4"]),
+        ("postgresql://u:secret5@[::1:PORT/db", ["secret5"]),
+    ])
+    func noPasswordIsEverSaid(uri: String, secrets: [String]) throws {
+        let uri = uri.replacingOccurrences(of: "PORT", with: "\(try freeLoopbackPort())")
+        let error = #expect(throws: JournalError.self) { try PostgresJobStore(uri: uri) }
+        for said in [error?.description ?? "", PostgresJobStore.redacted(uri)] {
+            for secret in secrets { #expect(!said.contains(secret), "\(said)") }
+        }
     }
 
     /// The server crashes and comes back: the next write reaches it on a new session (with the
