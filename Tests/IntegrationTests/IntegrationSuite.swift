@@ -10,8 +10,9 @@ import Testing
 enum IntegrationSuite {}
 
 /// The second line, run beside ``IntegrationSuite``: tests that spend their time waiting (a
-/// broker kept down, a connect time-out, a browser, a link cut between hosts) and whose bounds,
-/// where they have any, are seconds wide: they shorten the run without disturbing the first
-/// line's timings (docs/developing.md says which test goes where).
+/// broker kept down, a connect time-out, a browser, a link cut between hosts, a database
+/// server killed and started again) and whose bounds, where they have any, are seconds wide:
+/// they shorten the run without disturbing the first line's timings (docs/developing.md says
+/// which test goes where).
 @Suite("Integration, second line: tools, pages, soaks and hosts", .serialized, .timeLimit(.minutes(2)))
 enum SecondLineSuite {}

@@ -5,7 +5,7 @@ import SkyWorkloads
 import SkyZMQ
 import Testing
 
-extension IntegrationSuite {
+extension SecondLineSuite {
     /// skybroker with `--store postgresql://…` on a real PostgreSQL server started by the test:
     /// the server crashing under a running broker, a second broker on the same store, what the
     /// broker logs. (Broker kills with jobs running: the jobs soak in JobTests, on both stores.)
