@@ -150,6 +150,8 @@ public final class Broker: Service, Sendable {
     /// Serves until the surrounding `ServiceGroup` shuts down gracefully or the task is cancelled.
     /// Then it answers every waiting and running request with `brokerShuttingDown`, tells the
     /// workers, lets those messages leave, and closes the sockets.
+    /// - Throws: the `JournalError` that ended it when its PostgreSQL store was lost to another
+    ///   broker (`inUse`, `fenced`): it stops the same way first.
     public func run() async throws {
         logger.info(
             "skybroker serving: clients \(endpoints.clients), workers \(endpoints.workers), events \(endpoints.events)")
