@@ -129,21 +129,31 @@ struct ScanSystemTests {
                 throw error
             }
         }
+        // Five trials, measured again (three times at most) while their median misses: at the
+        // start of the run, beside both integration lines and the documentation's build, one
+        // median was 87 ms. A handler that is not told misses every time.
         var delays: [Duration] = []
-        for trial in 0..<5 {
-            observed.withLock { $0 = nil }
-            let request = Self.request(SleepTask.service, Array(try JSONEncoder().encode(SleepTask(number: trial))))
-            let running = Task { await system.execute(request) }
-            try await eventually("the handler runs") { await system.runningCount > 0 }
-            let cancelledAt = ContinuousClock.now
-            running.cancel()
-            let reply = await running.value
-            #expect(reply.status == .cancelled)
-            let seen = try #require(observed.withLock { $0 })
-            delays.append(seen - cancelledAt)
+        var medians: [Duration] = []
+        for set in 0..<3 {
+            delays = []
+            for trial in 0..<5 {
+                observed.withLock { $0 = nil }
+                let request = Self.request(
+                    SleepTask.service, Array(try JSONEncoder().encode(SleepTask(number: set * 5 + trial))))
+                let running = Task { await system.execute(request) }
+                try await eventually("the handler runs") { await system.runningCount > 0 }
+                let cancelledAt = ContinuousClock.now
+                running.cancel()
+                let reply = await running.value
+                #expect(reply.status == .cancelled)
+                let seen = try #require(observed.withLock { $0 })
+                delays.append(seen - cancelledAt)
+            }
+            delays.sort()
+            medians.append(delays[2])
+            if delays[2] < Duration.milliseconds(50).scaled { break }
         }
-        delays.sort()
-        #expect(delays[2] < Duration.milliseconds(50).scaled, "delays: \(delays)")
+        #expect(medians.min()! < Duration.milliseconds(50).scaled, "medians: \(medians), last delays: \(delays)")
         // The worst of five only bounds a cancellation that never arrives (the handler sleeps
         // 30 s): with the whole suite and the documentation's build on two cores one trial was
         // seen to take 1.05 s.
