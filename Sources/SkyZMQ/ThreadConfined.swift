@@ -5,8 +5,7 @@ import Synchronization
 /// the shell can be, without a lock's cost or its suggestion that other threads may use it. The
 /// first thread to use it owns it; a use from any other thread traps, naming the value (as
 /// SwiftNIO's `NIOLoopBound` does for an event loop), instead of racing.
-// @unchecked: `value` is touched only by the owning thread, checked on every use.
-public final class ThreadConfined<Value>: @unchecked Sendable {
+public final class ThreadConfined<Value>: @unchecked Sendable {  // only the owner thread uses `value`: checked
     @usableFromInline let value: UnsafeMutablePointer<Value>
     /// The owning thread's id (`sky_current_thread_id`), 0 until the first use.
     @usableFromInline let owner = Atomic<UInt>(0)
