@@ -295,7 +295,7 @@ let package = Package(
         ),
         .testTarget(
             name: "SkyJournalTests",
-            dependencies: ["SkyJournal", "SkyPostgres", "SkyTestSupport"],
+            dependencies: ["SkyJournal", "SkyPostgres", "SkyTestSupport", "SkyZMQ"],
             swiftSettings: strictSettings
         ),
         .testTarget(

@@ -106,6 +106,14 @@ struct ServeCommand: AsyncParsableCommand {
             """, valueName: "postgresql://…"))
     var store: String?
 
+    @Option(
+        help: """
+            With --store: seconds an active broker that stopped renewing its lease (dead, frozen, cut off from the \
+            store) keeps it before a standby ends its session and takes over. Brokers on one store wait as standbys \
+            while another is active.
+            """)
+    var takeoverAfter: Double = Self.defaults.takeoverAfter.inSeconds
+
     @Option(help: "Journal bytes beyond which new jobs are refused as overloaded; 0 for no limit.")
     var journalMaxBytes = Self.defaults.journalMaxBytes
 
@@ -141,6 +149,7 @@ struct ServeCommand: AsyncParsableCommand {
         // A request has 6 frames; a READY of 1,024 services has 1,028 whatever this says.
         try FlagCheck.integer(maxFrames, "--max-frames", in: 6...100_000)
         try FlagCheck.integer(journalMaxBytes, "--journal-max-bytes", in: 0...(1 << 50))
+        try FlagCheck.seconds(takeoverAfter, "--takeover-after", in: 0.5...3600)
         if stateDir?.isEmpty == true {
             throw ValidationError("--state-dir needs a directory (or \"none\" to run without durable jobs)")
         }
@@ -199,6 +208,7 @@ struct ServeCommand: AsyncParsableCommand {
         configuration.maxFramesPerMessage = maxFrames
         if let store {
             configuration.store = store
+            configuration.takeoverAfter = FlagCheck.duration(seconds: takeoverAfter)
         } else {
             let directory = stateDir ?? Self.defaultStateDirectory
             configuration.stateDirectory = directory == "none" ? nil : directory

@@ -52,6 +52,9 @@ struct ClientStateMachine: Sendable {
     private(set) var socket = 0
     private(set) var endpointIndex = 0
     private var handshake = HandshakeWatch()
+    /// Endpoints were switched since the last connection: further switches log at debug (with
+    /// every endpoint down they come four times a second).
+    private var switchedSinceConnected = false
     /// What the broker socket's monitor showed while no connection is up.
     private var unreachable = UnreachableCause()
     private var connectionWaiters: [WaiterID] = []
@@ -216,7 +219,8 @@ struct ClientStateMachine: Sendable {
         switch event.kind {
         case .handshakeSucceeded:
             handshake.succeeded()
-            actions.append(.log(.debug, "connected to the broker", endpoint))
+            actions.append(.log(switchedSinceConnected ? .info : .debug, "connected to the broker", endpoint))
+            switchedSinceConnected = false
             if !connectionWaiters.isEmpty {
                 actions.append(.connected(connectionWaiters))
                 connectionWaiters.removeAll()
@@ -266,6 +270,8 @@ struct ClientStateMachine: Sendable {
         case .handshakeFailedNoDetail:
             actions.append(
                 .log(.warning, "handshake with the broker failed", endpoint.merging(["code": "\(event.value)"]) { $1 }))
+        case .connectRetried:
+            table.endpointRefused(now: now)
         default:
             break
         }
@@ -389,8 +395,9 @@ struct ClientStateMachine: Sendable {
             // A new socket, whose first handshake makes the table send every call again.
             mapped.append(
                 .log(
-                    .warning, "broker endpoint unreachable; trying the next",
+                    switchedSinceConnected ? .debug : .warning, "broker endpoint unreachable; trying the next",
                     ["endpoint": "\(endpoints[endpointIndex])", "next": "\(endpoints[index])"]))
+            switchedSinceConnected = true
             mapped.append(.close(socket: socket))
             socket += 1
             unreachable.newSocket()

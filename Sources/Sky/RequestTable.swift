@@ -167,6 +167,12 @@ struct RequestTable {
     private var connection = Connection.down(since: .zero)
     private var endpointIndex = 0
     private var failoverAt: Duration?
+    /// When the current endpoint was taken.
+    private var endpointSince: Duration = .zero
+    /// How long an endpoint of several that refused a connection is still tried: a standby
+    /// broker binds nothing, so a refusal says "try the next", but not in a tight loop when
+    /// every endpoint refuses (both brokers down).
+    static let refusedEndpointDwell = Duration.milliseconds(100)
     private var random: SplitMix64
     private var nextSequence: UInt64 = 0
     /// Counts lost connections: what the broker takes is known per connection (a reconnect
@@ -195,6 +201,7 @@ struct RequestTable {
         self.endpointCount = max(1, endpointCount)
         random = SplitMix64(seed: seed)
         connection = .down(since: now)
+        endpointSince = now
         if endpointCount > 1 { failoverAt = now + connectTimeout }
         slots.reserveCapacity(Self.room)
         freeSlots.reserveCapacity(Self.room)
@@ -296,6 +303,7 @@ struct RequestTable {
             } else {
                 endpointIndex = (endpointIndex + 1) % endpointCount
                 failoverAt = now + connectTimeout
+                endpointSince = now
                 actions.append(.switchEndpoint(endpointIndex))
             }
         }
@@ -385,11 +393,21 @@ struct RequestTable {
         guard connection == .up else { return }
         connection = .down(since: now)
         connectionEpoch += 1
-        if endpointCount > 1 { failoverAt = now + connectTimeout }
+        // With several endpoints the next is tried at once: the broker that was active is gone
+        // (killed, or stepped down), and another may be taking over.
+        if endpointCount > 1 { failoverAt = now }
         for slot in slots.indices where slots[slot].isLive && slots[slot].phase == .sent {
             slots[slot].unreachableSince = now
             schedule(slot)
         }
+    }
+
+    /// The current endpoint refused a connection (nothing listens there: a standby broker binds
+    /// nothing): with several endpoints the next is tried soon, not after `connectTimeout`.
+    mutating func endpointRefused(now: Duration) {
+        guard endpointCount > 1, connection != .up else { return }
+        let soon = max(now, endpointSince + Self.refusedEndpointDwell)
+        if failoverAt.map({ soon < $0 }) ?? true { failoverAt = soon }
     }
 
     /// The client is closing: every call fails.

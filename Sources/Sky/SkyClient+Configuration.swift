@@ -13,8 +13,9 @@ extension SkyClient {
         /// ``SkyError/brokerUnreachable(_:)`` (and is retried by the default policy); with several
         /// broker endpoints, also how long one is tried before the next.
         public var connectTimeout: Duration = .seconds(5)
-        /// The broker's events endpoint, for ``SkyClient/events()``. `nil`: the clients endpoint's
-        /// host with its port + 2 (skybroker's default layout: 5555 clients, 5557 events).
+        /// The broker's events endpoint, for ``SkyClient/events()`` (several, of an active broker
+        /// and its standbys, separated by commas). `nil`: each clients endpoint's host with its
+        /// port + 2 (skybroker's default layout: 5555 clients, 5557 events).
         public var events: String?
         /// Runs tasks in this process when the broker is unreachable or has no worker for the
         /// task's service, through the same `scan` call (location transparency). Only services

@@ -42,17 +42,32 @@ extension SkyClient {
     /// The events endpoint ``events()`` subscribes to: the configured one, or the clients
     /// endpoint's port + 2 (`nil` when that cannot be told).
     public nonisolated var eventsEndpoint: String? {
-        if let events = configuration.events { return events }
-        guard broker.hasPrefix("tcp://"), let colon = broker.lastIndex(of: ":"),
-            let port = Int(broker[broker.index(after: colon)...])
-        else { return nil }
-        return "\(broker[..<colon]):\(port + 2)"
+        eventsEndpoints.first
+    }
+
+    /// Every events endpoint the subscription connects to: ``Configuration/events`` (several
+    /// separated by commas), else each broker endpoint's host with its port + 2. Only the active
+    /// broker of several on one job store binds its events endpoint, so the subscription hears
+    /// the active one, whichever it is. Empty when no endpoint can be told.
+    public nonisolated var eventsEndpoints: [String] {
+        if let events = configuration.events {
+            return events.split(separator: ",", omittingEmptySubsequences: false).map(String.init)
+        }
+        var derived: [String] = []
+        for broker in endpoints {
+            guard broker.hasPrefix("tcp://"), let colon = broker.lastIndex(of: ":"),
+                let port = Int(broker[broker.index(after: colon)...])
+            else { return [] }
+            derived.append("\(broker[..<colon]):\(port + 2)")
+        }
+        return derived
     }
 
     /// Opens one events subscription: a SUB socket on the events endpoint whose events arrive,
     /// at most `buffered` of them waiting, in the returned stream.
     func subscribeToEvents(buffered: Int) async throws -> EventFeed.Subscription {
-        guard let endpoint = eventsEndpoint else {
+        let endpoints = eventsEndpoints
+        guard let endpoint = endpoints.first else {
             throw SkyError.brokerUnreachable(
                 "cannot tell the events endpoint from \(broker); set SkyClient.Configuration.events")
         }
@@ -67,7 +82,7 @@ extension SkyClient {
             try await loop.open(
                 .init(
                     id: id, type: .sub, options: [.subscribe([])] + (configuration.credentials?.socketOptions ?? []),
-                    connect: [endpoint], monitor: Shell.eventMonitor))
+                    connect: endpoints, monitor: Shell.eventMonitor))
         } catch {
             _ = subscription.close()
             throw error

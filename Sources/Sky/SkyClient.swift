@@ -61,14 +61,19 @@ public actor SkyClient {
         try await self.init(brokers: [broker], configuration: configuration)
     }
 
-    /// Prepares a client of a broker reachable at several endpoints (for example a primary and a
-    /// standby), tried in order. Connects on first use.
+    /// Prepares a client of an active broker and its standbys on one job store (docs/operations.md,
+    /// "High availability"), or of one broker reachable at several endpoints. It uses one
+    /// endpoint at a time, the first first; it moves to the next at once when the connection is
+    /// lost, soon when nothing listens there (a standby binds nothing), and after
+    /// ``Configuration/connectTimeout`` when one completes no handshake. Calls in flight are sent
+    /// again on the next connection. Connects on first use.
     /// - Throws: ``SkyError/brokerUnreachable(_:)`` if the list is empty,
     ///   ``SkyError/wrongEndpoint(_:)`` for a string that is not a ZeroMQ endpoint (such as
     ///   `localhost:5555`, which libzmq would refuse with only "Invalid argument").
     public init(brokers: [String], configuration: Configuration = Configuration()) async throws {
         guard !brokers.isEmpty else { throw SkyError.brokerUnreachable("no broker endpoint was given") }
-        for endpoint in brokers + [configuration.events].compactMap({ $0 }) {
+        let events = configuration.events?.split(separator: ",", omittingEmptySubsequences: false).map(String.init)
+        for endpoint in brokers + (events ?? []) {
             if let problem = ZMQEndpoint.problem(endpoint, binding: false) {
                 throw SkyError.wrongEndpoint(ZMQEndpoint.advice(endpoint, problem: problem))
             }

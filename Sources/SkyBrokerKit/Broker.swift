@@ -99,11 +99,17 @@ public final class Broker: Service, Sendable {
         routing.maxFrameSize = configuration.maxFrameSize
         var journal: (any OpenedJournal)?
         if let store = configuration.store {
-            journal = try await PostgresJournal.open(store, logger: logger)
+            journal = try await PostgresJournal.open(
+                store, name: PostgresJournal.name(clients: configuration.clientsEndpoint),
+                takeoverAfter: configuration.takeoverAfter, logger: logger)
         } else if let directory = configuration.stateDirectory {
             journal = try await StateDirectory.open(directory, logger: logger)
         }
         routing.journal = journal != nil
+        routing.epoch = journal?.epoch
+        if let epoch = journal?.epoch {
+            logger.notice("active on the job store", metadata: ["epoch": "\(epoch)"])
+        }
         routing.journalMaxBytes = configuration.journalMaxBytes
         if routing.memoryProbe == nil { routing.memoryProbe = { ProcessMemoryProbe.measure() } }
         let shell = Shell(
@@ -136,6 +142,7 @@ public final class Broker: Service, Sendable {
             events: loop.boundEndpoints(of: eventsSocket).first ?? configuration.eventsEndpoint)
         shell.loop.withLock { $0 = loop }
         shell.state.withLock { $0.announce(clients: endpoints.clients, workers: endpoints.workers) }
+        await journal?.announce(PostgresJournal.name(clients: endpoints.clients))
         if let journal {
             // Jobs unfinished when the broker last stopped are queued again before anyone connects.
             var outbound: [ZMQEventLoop.Outbound] = []

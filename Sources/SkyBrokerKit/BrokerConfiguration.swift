@@ -39,6 +39,9 @@ public struct BrokerConfiguration: Sendable {
     /// URI (`postgresql://user@host1:5432,host2:5432/sky?target_session_attrs=read-write`).
     /// The jobs then live in a database the operator replicates (docs/jobs.md).
     public var store: String?
+    /// With ``store``: how long an active broker that stopped renewing its lease (dead,
+    /// frozen, or cut off from the store) keeps it before a standby takes over.
+    public var takeoverAfter: Duration = .seconds(5)
 
     /// skybroker's default state directory: `$XDG_STATE_HOME/sky`, else `$HOME/.local/state/sky`
     /// (the XDG base directory specification's place for state); `nil` if neither variable is

@@ -64,6 +64,9 @@ public struct BrokerRouting: Sendable {
     package var memoryProbe: (@Sendable () -> ProcessMemory)?
     /// Names this run of the broker in greetings and snapshots.
     package var instance = RequestID.random().description
+    /// This run's turn at a shared job store (PostgreSQL), which it announces in `broker.active`
+    /// and every `broker.hello`; `nil` with a journal of its own or none.
+    package var epoch: Int64?
     /// Whether the shell has a journal for durable jobs; without one, submits are answered
     /// `journalUnavailable`.
     package var journal = false

@@ -360,6 +360,7 @@ package struct BrokerStateMachine: Sendable {
             inFlight: inFlightCount, counters: counters, memory: configuration.memoryProbe?(),
             broker: configuration.instance, tasksCompleted: tally.completed, tasksFailed: tally.failed)
         snapshot.jobs = jobs.counts
+        snapshot.epoch = configuration.epoch
         return snapshot
     }
 
@@ -710,11 +711,17 @@ package struct BrokerStateMachine: Sendable {
 
     mutating func sayHello(now: Instant, into actions: inout [BrokerAction]) {
         events.greeted(now: now, interval: configuration.helloInterval)
+        if let epoch = configuration.epoch, !events.activeAnnounced {
+            events.activeAnnounced = true
+            publish(
+                SkyEvent(seq: 0, event: .brokerActive, time: "", broker: configuration.instance, epoch: epoch),
+                into: &actions)
+        }
         publish(
             SkyEvent(
                 seq: 0, event: .brokerHello, time: "",
                 workers: workers.values.sorted { $0.id.bytes.lexicographicallyPrecedes($1.id.bytes) }.map(\.info),
-                queued: queuedCount, broker: configuration.instance),
+                queued: queuedCount, broker: configuration.instance, epoch: configuration.epoch),
             into: &actions)
     }
 

@@ -14,6 +14,8 @@ struct EventPublishing: Sendable {
     /// When the next `broker.hello` may go out, and whether a subscription waits for one.
     private var nextHelloAllowed: BrokerInstant?
     private var helloPending = false
+    /// `broker.active` went out (once a run, with the first greeting).
+    var activeAnnounced = false
 
     /// Takes the next event's number.
     @inline(__always)

@@ -13,6 +13,10 @@ protocol OpenedJournal: Sendable {
     /// Yields once if the journal was lost to another broker (a shared store); the broker
     /// then stops. `nil` for a journal only this process can use.
     var lost: AsyncStream<JournalError>? { get }
+    /// This broker's turn at a shared store (`nil` for a journal only this process can use).
+    var epoch: Int64? { get }
+    /// Tells standbys on a shared store how to name this broker (with the endpoints it bound).
+    func announce(_ name: String) async
 }
 
 extension JournalWriter {

@@ -87,6 +87,8 @@ final class StateDirectory: OpenedJournal {
 
     /// The flock is this process's until it ends: the journal cannot be lost to another broker.
     var lost: AsyncStream<JournalError>? { nil }
+    var epoch: Int64? { nil }
+    func announce(_ name: String) async {}
 
     /// Commits what is queued, stops the journal's thread, and frees the lock.
     func close() async {

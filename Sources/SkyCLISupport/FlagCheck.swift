@@ -44,6 +44,17 @@ public enum FlagCheck {
         }
     }
 
+    /// The endpoints of a flag that takes several separated by commas (an active broker and its
+    /// standbys: `--broker A,B`).
+    public static func endpoints(_ value: String) -> [String] {
+        value.split(separator: ",", omittingEmptySubsequences: false).map(String.init)
+    }
+
+    /// Every endpoint of a comma-separated list connects (see ``endpoint(_:_:binding:)``).
+    public static func endpointList(_ value: String, _ flag: String) throws {
+        for endpoint in endpoints(value) { try self.endpoint(endpoint, flag) }
+    }
+
     /// The endpoints one process binds (each given as its flag and value) are pairwise apart:
     /// the same endpoint twice (or a `tcp://*:PORT` beside a host of that port) would fail on the
     /// second bind with "address already in use", which names no flag and suggests another

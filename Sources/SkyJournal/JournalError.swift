@@ -19,7 +19,8 @@ public enum JournalError: Error, Equatable, CustomStringConvertible {
     case cannotConnect(store: String, reason: String)
     /// Another broker holds the PostgreSQL store.
     case inUse(store: String)
-    /// Another broker took the PostgreSQL store while this broker's session was lost.
+    /// Another broker took the PostgreSQL store (a newer epoch) while this broker was cut off
+    /// from it or paused.
     case fenced(store: String)
     /// The PostgreSQL store's schema is newer than this broker reads.
     case newerSchema(store: String, found: Int64, known: Int64)
@@ -43,7 +44,7 @@ public enum JournalError: Error, Equatable, CustomStringConvertible {
         case .inUse(let store):
             "another skybroker uses the job store \(store) (it holds the store's lock); stop it, or give this one another database"
         case .fenced(let store):
-            "another skybroker took the job store \(store) while this broker's connection to it was lost: what this broker holds of its jobs may be stale, so it stops. Start it again once the other broker is stopped"
+            "another skybroker took the job store \(store) while this broker was cut off from it or paused: this broker records nothing more and stops, since what it holds of the jobs may be stale. Started again, it waits as a standby"
         case .newerSchema(let store, let found, let known):
             "the job store \(store) has schema version \(found), newer than this broker's \(known): a newer skybroker has used it. Run that version (a schema is never downgraded)."
         }

@@ -183,6 +183,13 @@ final class PostgresConnection {
         }
     }
 
+    /// Ends the transaction in progress without committing it, if the session still lives (the
+    /// server rolled back that of a lost one): no new session is made just for that.
+    func rollBack() {
+        guard let handle, !broken, PQstatus(handle) == CONNECTION_OK else { return }
+        PQclear(PQexec(handle, "ROLLBACK"))
+    }
+
     /// Runs SQL that takes no parameter (several statements allowed).
     func execute(_ sql: String) throws(JournalError) {
         try ensureConnected()

@@ -1,3 +1,4 @@
+import Foundation
 import SkyJournal
 
 /// The job store on a PostgreSQL server (`skybroker --store postgresql://…`): the jobs live in
@@ -15,14 +16,18 @@ import SkyJournal
 /// `synchronous_commit` (on by default: flushed on the primary, and on its synchronous
 /// standbys when `synchronous_standby_names` names them).
 ///
-/// One broker uses a store at a time: it holds a session advisory lock while it runs (freed by
-/// the server when the broker's session ends, so a `kill -9` leaves no stale lock). A second
-/// broker is refused at start, naming the store. A broker whose session was lost takes the lock
-/// again on its next write; if another broker holds it, or held it meanwhile (the epoch in
-/// `sky_lease` moved on), the store is lost to this broker and it stops.
+/// One broker is active on a store at a time: it holds a session advisory lock while it runs
+/// (freed by the server when the broker's session ends, so a `kill -9` leaves no stale lock) and
+/// the lease in `sky_lease`: an epoch it took when it became active, renewed by every
+/// transaction and at least every ``Standby/renewEvery``. Other brokers wait as standbys
+/// (``Standby``): they take the lock once it is freed, and end the session of an active broker
+/// whose lease was not renewed for ``Standby/lapseAfter`` (frozen, cut off, or its host gone
+/// while the server still sees its connection). Every transaction first checks the epoch: a
+/// broker that wakes up after another took the store writes nothing and stops.
 public final class PostgresJobStore: JobStore {
-    /// The schema version this build reads and writes; a store of a newer one is refused.
-    public static let schemaVersion: Int64 = 1
+    /// The schema version this build reads and writes; a store of a newer one is refused, an
+    /// older one is brought up to it (docs/jobs.md, "Schema versions").
+    public static let schemaVersion: Int64 = 2
     /// The advisory lock's key ("SkyJobs" in ASCII): brokers of one database share it.
     static let lockKey: Int64 = 0x0053_6B79_4A6F_6273
 
@@ -42,47 +47,136 @@ public final class PostgresJobStore: JobStore {
     private var epoch: Int64 = 0
     /// Told, on the journal's thread, when the store was lost to another broker.
     private let lost: (@Sendable (JournalError) -> Void)?
+    /// Another broker took the store: nothing more is sent to the server.
+    private var fencedOut = false
 
-    /// Connects, takes the store's lock, creates or checks the schema, and takes a new epoch.
-    /// - Parameter lost: called (on the journal's thread) when a session made again after a
-    ///   lost one finds that another broker holds the store, or held it meanwhile: this broker
-    ///   must stop serving jobs (the broker stops, naming it).
+    /// The epoch this broker took when it became active: every event and log of its run names it.
+    public var currentEpoch: Int64 { epoch }
+
+    /// Connects, takes the store's lock (waiting for it as a standby if `standby` is given),
+    /// creates, migrates or checks the schema, and takes a new epoch.
+    /// - Parameters:
+    ///   - standby: how to wait while another broker is active; `nil` refuses at once with
+    ///     ``JournalError/inUse(store:)``.
+    ///   - lost: called (on the journal's thread) once this broker learns that another took the
+    ///     store (a newer epoch, or the lock held by another after a lost session): this broker
+    ///     must stop serving jobs (the broker stops, naming it).
     /// - Throws: ``JournalError/cannotConnect(store:reason:)``, ``JournalError/inUse(store:)``,
     ///   ``JournalError/newerSchema(store:found:known:)``, ``JournalError/corrupt(path:reason:)``
     ///   for a database with tables of the same names that Sky did not make.
-    public init(uri: String, lost: (@Sendable (JournalError) -> Void)? = nil) throws(JournalError) {
+    public init(uri: String, standby: Standby? = nil, lost: (@Sendable (JournalError) -> Void)? = nil)
+        throws(JournalError)
+    {
         connection = try PostgresConnection(uri: uri)
         self.lost = lost
         connection.define("lock", "SELECT pg_try_advisory_lock($1)", types: [20])
-        connection.define("epoch", "SELECT epoch FROM sky_lease", types: [])
-        connection.define("new epoch", "UPDATE sky_lease SET epoch = epoch + 1 RETURNING epoch", types: [])
-        try takeLock()
+        connection.define("holder", Self.holderQuery, types: [])
+        connection.define(
+            "evict",
+            "SELECT pg_terminate_backend(pid) FROM pg_locks WHERE locktype = 'advisory' AND granted AND classid::bigint = \(Self.lockKey >> 32) AND objid::bigint = \(Self.lockKey & 0xFFFF_FFFF) AND objsubid = 1 AND pid = $1",
+            types: [20])
+        connection.define(
+            "new epoch",
+            "UPDATE sky_lease SET epoch = epoch + 1, holder = $1, holder_pid = pg_backend_pid(), renewed_at = now() RETURNING epoch",
+            types: [25])
+        connection.define(
+            "take back", "UPDATE sky_lease SET holder_pid = pg_backend_pid(), renewed_at = now() WHERE epoch = $1",
+            types: [20])
+        connection.define("rename", "UPDATE sky_lease SET holder = $1 WHERE epoch = $2", types: [25, 20])
+        // Renews the lease, and fences: a broker whose epoch is no longer the store's changes nothing.
+        connection.define("fence", "UPDATE sky_lease SET renewed_at = now() WHERE epoch = $1", types: [20])
+        if let standby {
+            try waitForLock(standby)
+        } else {
+            try takeLock()
+        }
         try migrate()
-        try connection.run("new epoch", []) { row in epoch = row.integer(0) }
+        try connection.run("new epoch", [.text(standby?.name ?? "")]) { row in epoch = row.integer(0) }
         define()
         connection.onReconnect = { [unowned self] () throws(JournalError) in try self.takeBack() }
     }
 
-    /// The session's advisory lock.
-    private func takeLock() throws(JournalError) {
+    /// Tries the session's advisory lock once.
+    private func tryLock() throws(JournalError) -> Bool {
         var taken = false
         try connection.run("lock", [.integer(Self.lockKey)]) { row in taken = row.bytes(0) == [1] }
-        guard taken else { throw .inUse(store: connection.store) }
+        return taken
     }
+
+    /// The session's advisory lock, or ``JournalError/inUse(store:)``.
+    private func takeLock() throws(JournalError) {
+        guard try tryLock() else { throw .inUse(store: connection.store) }
+    }
+
+    /// Waits as a standby until the lock is this broker's: freed when the active broker's
+    /// session ends, or freed here by ending that session once its lease lapsed.
+    private func waitForLock(_ standby: Standby) throws(JournalError) {
+        var seen: Lease?
+        while try !tryLock() {
+            let lease = try? currentLease()
+            if let lease, lease.epoch != seen?.epoch || lease.holder != seen?.holder {
+                standby.waiting(lease)
+            }
+            seen = lease ?? seen
+            if let lease, lease.silence > standby.lapseAfter, lease.holderSession != 0 {
+                var ended = false
+                try connection.run("evict", [.integer(Int64(lease.holderSession))]) { row in
+                    ended = row.bytes(0) == [1]
+                }
+                standby.evicted(lease, ended)
+            }
+            Thread.sleep(forTimeInterval: standby.poll.inSecondsForSleep)
+        }
+    }
+
+    /// The lease as the store holds it now (`nil` from a store without one yet: a new database,
+    /// or schema version 1, whose brokers renew nothing).
+    private func currentLease() throws(JournalError) -> Lease? {
+        var lease: Lease?
+        try connection.run("holder", []) { row in
+            lease = Lease(
+                epoch: row.integer(0), holder: row.text(1) ?? "",
+                holderSession: Int32(truncatingIfNeeded: row.integer(2)),
+                silence: .milliseconds(row.integer(3)))
+        }
+        return lease
+    }
+
+    /// The lease row, with how long ago it was renewed by the server's clock (the brokers'
+    /// clocks need not agree).
+    private static let holderQuery =
+        "SELECT epoch, holder, holder_pid, (extract(epoch FROM now() - renewed_at) * 1000)::bigint FROM sky_lease"
 
     /// After a lost session: the lock again, and the epoch unchanged. Another broker holding the
     /// store now, or having held it meanwhile, ends this broker's use of it.
     private func takeBack() throws(JournalError) {
-        do throws(JournalError) {
-            try takeLock()
-            var found: Int64 = 0
-            try connection.run("epoch", []) { row in found = row.integer(0) }
-            guard found == epoch else { throw .fenced(store: connection.store) }
-        } catch {
-            if case .inUse = error { lost?(error) }
-            if case .fenced = error { lost?(error) }
-            throw error
-        }
+        // Another broker holding the lock now, or a newer epoch, means one took the store.
+        guard try tryLock(), try connection.run("take back", [.integer(epoch)]) == 1 else { throw fenceOut() }
+    }
+
+    /// Names this broker in the lease anew (once it knows the endpoints it bound).
+    public func rename(_ holder: String) throws(JournalError) {
+        try checkNotFenced()
+        guard try connection.run("rename", [.text(holder), .integer(epoch)]) == 1 else { throw fenceOut() }
+    }
+
+    /// Renews the lease (the broker calls it every ``Standby/renewEvery``); a newer epoch in the
+    /// store ends this broker's use of it.
+    public func renewLease() throws(JournalError) {
+        try checkNotFenced()
+        guard try connection.run("fence", [.integer(epoch)]) == 1 else { throw fenceOut() }
+    }
+
+    /// Another broker took the store: this one is told (once) and uses it no more.
+    private func fenceOut() -> JournalError {
+        let error = JournalError.fenced(store: connection.store)
+        if !fencedOut { lost?(error) }
+        fencedOut = true
+        return error
+    }
+
+    private func checkNotFenced() throws(JournalError) {
+        if fencedOut { throw .fenced(store: connection.store) }
     }
 
     /// Creates the schema in an empty database, refuses a newer one or one Sky did not make.
@@ -122,6 +216,7 @@ public final class PostgresJobStore: JobStore {
                 if found > Self.schemaVersion {
                     throw .newerSchema(store: connection.store, found: found, known: Self.schemaVersion)
                 }
+                if found < 2 { try connection.execute(Self.version2) }
             }
             try connection.execute("COMMIT")
         } catch {
@@ -134,6 +229,7 @@ public final class PostgresJobStore: JobStore {
     private func create() throws(JournalError) {
         do {
             try connection.execute(Self.version1)
+            try connection.execute(Self.version2)
         } catch .failed(_, let operation, let reason) where reason.contains("permission denied") {
             throw .failed(
                 path: connection.store, operation: operation,
@@ -144,7 +240,7 @@ public final class PostgresJobStore: JobStore {
     }
 
     /// The first schema: the same fields as the SQLite journal's, `seq` keeping submit order.
-    private static let version1 = """
+    static let version1 = """
         CREATE TABLE sky_jobs (
             seq bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
             id bytea NOT NULL UNIQUE,
@@ -166,6 +262,16 @@ public final class PostgresJobStore: JobStore {
         INSERT INTO sky_lease (epoch) VALUES (0);
         CREATE TABLE sky_schema (version bigint NOT NULL);
         INSERT INTO sky_schema (version) VALUES (1);
+        """
+
+    /// Version 2: the lease names its holder and when it was renewed, so that a standby can
+    /// tell a silent active broker.
+    private static let version2 = """
+        ALTER TABLE sky_lease
+            ADD COLUMN holder text NOT NULL DEFAULT '',
+            ADD COLUMN holder_pid bigint NOT NULL DEFAULT 0,
+            ADD COLUMN renewed_at timestamptz NOT NULL DEFAULT now();
+        UPDATE sky_schema SET version = 2;
         """
 
     private func define() {
@@ -210,6 +316,7 @@ public final class PostgresJobStore: JobStore {
     @discardableResult
     public func apply(_ changes: [JobChange]) throws(JournalError) -> JournalReceipt {
         guard !changes.isEmpty else { return JournalReceipt() }
+        try checkNotFenced()
         var committing = false
         do {
             return try transaction(changes, committing: &committing)
@@ -222,10 +329,13 @@ public final class PostgresJobStore: JobStore {
         var receipt = JournalReceipt()
         // BEGIN and every change in one round trip (a few for a large batch), then COMMIT in
         // its own: whether COMMIT was sent is what says if a lost session committed nothing.
-        let calls = [("begin", [PostgresConnection.Value]())] + changes.map(Self.call)
-        do {
+        // The fence comes first: after another broker took the store, nothing is written.
+        let calls: [(String, [PostgresConnection.Value])] =
+            [("begin", []), ("fence", [.integer(epoch)])] + changes.map(Self.call)
+        do throws(JournalError) {
             let counts = try connection.runPipelined(calls)
-            for (change, written) in zip(changes, counts.dropFirst()) {
+            guard counts[1] == 1 else { throw fenceOut() }
+            for (change, written) in zip(changes, counts.dropFirst(2)) {
                 guard case .submitted(let job) = change, written == 0, let key = job.idempotencyKey else { continue }
                 // Its key is taken: the answer names the first job.
                 if let first = try self.job(idempotencyKey: key), first.id != job.id {
@@ -235,7 +345,7 @@ public final class PostgresJobStore: JobStore {
             committing = true
             try connection.execute("COMMIT")
         } catch {
-            if !committing { try? connection.execute("ROLLBACK") }
+            if !committing { connection.rollBack() }
             throw error
         }
         return receipt
@@ -287,7 +397,8 @@ public final class PostgresJobStore: JobStore {
     }
 
     public func deleteExpired(before now: Int64, limit: Int) throws(JournalError) -> Int {
-        try connection.run("expire", [.integer(now), .integer(Int64(limit))])
+        try checkNotFenced()
+        return try connection.run("expire", [.integer(now), .integer(Int64(limit))])
     }
 
     public func byteCount() throws(JournalError) -> Int {
@@ -299,6 +410,7 @@ public final class PostgresJobStore: JobStore {
     }
 
     private func count(_ statement: String) throws(JournalError) -> Int {
+        try checkNotFenced()
         var value: Int64 = 0
         try connection.run(statement, []) { row in value = row.integer(0) }
         return Int(value)
@@ -307,6 +419,7 @@ public final class PostgresJobStore: JobStore {
     private func records(_ statement: String, _ parameters: [PostgresConnection.Value]) throws(JournalError)
         -> [JobRecord]
     {
+        try checkNotFenced()
         var jobs: [JobRecord] = []
         try connection.run(statement, parameters) { row throws(JournalError) in jobs.append(try record(row)) }
         return jobs

@@ -93,6 +93,9 @@ public struct ClusterSnapshot: Codable, Sendable, Equatable {
     public var tasksFailed: UInt64?
     /// Durable jobs, with a journal.
     public var jobs: JobCounts?
+    /// The broker's turn at a shared job store (PostgreSQL), as in `broker.active`; absent
+    /// with a journal of its own, and from older brokers.
+    public var epoch: Int64?
 
     public init(
         seq: UInt64, workers: [WorkerInfo], queued: [String: Int], inFlight: Int, counters: BrokerCounters,

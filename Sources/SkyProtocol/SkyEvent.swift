@@ -14,6 +14,10 @@ public struct EventKind: RawRepresentable, Codable, Hashable, Sendable, CustomSt
     /// Sent whenever a subscriber joins: the current workers, so a new watcher starts from the
     /// present state and knows its subscription is live.
     public static let brokerHello = EventKind(rawValue: "broker.hello")
+    /// A broker became the active one on a shared job store (``SkyEvent/epoch`` names its turn):
+    /// sent once, to the first subscribers of its run (later ones see the epoch in
+    /// `broker.hello`).
+    public static let brokerActive = EventKind(rawValue: "broker.active")
     /// A worker is stopping: it gets no new tasks and finishes the ones it holds.
     public static let workerDraining = EventKind(rawValue: "worker.draining")
     /// Every second: counts of workers, queued and in-flight tasks, and throughput.
@@ -189,13 +193,17 @@ public struct SkyEvent: Codable, Sendable, Equatable {
     /// For `broker.hello`: names this run of the broker (as ``ClusterSnapshot/broker``), so a
     /// subscriber can tell a restarted broker, whose event numbers start again at 1.
     public var broker: String?
+    /// For `broker.active` and `broker.hello` from a broker on a shared job store: its turn at
+    /// the store, higher for each broker that took it.
+    public var epoch: Int64?
 
     public init(
         seq: UInt64, event: EventKind, time: String, worker: WorkerInfo? = nil, reason: DisconnectReason? = nil,
         tasksHeld: Int? = nil, workers: [WorkerInfo]? = nil, queued: Int? = nil, task: TaskInfo? = nil,
-        stats: BrokerStats? = nil, broker: String? = nil
+        stats: BrokerStats? = nil, broker: String? = nil, epoch: Int64? = nil
     ) {
         self.broker = broker
+        self.epoch = epoch
         self.seq = seq
         self.event = event
         self.time = time
@@ -222,7 +230,7 @@ public struct SkyEvent: Codable, Sendable, Equatable {
     /// through it.
     func jsonBytes() -> [UInt8] {
         guard let task, worker == nil, reason == nil, tasksHeld == nil, workers == nil, queued == nil, stats == nil,
-            broker == nil
+            broker == nil, epoch == nil
         else { return Array(jsonLine().utf8) }
         var bytes: [UInt8] = []
         bytes.reserveCapacity(192)

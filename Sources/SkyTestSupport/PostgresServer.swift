@@ -64,12 +64,14 @@ public final class PostgresServer: Sendable {
     }
 
     /// Runs a PostgreSQL program to its end; throws with its output if it fails.
-    static func run(_ program: String, _ arguments: [String]) async throws {
+    @discardableResult
+    static func run(_ program: String, _ arguments: [String]) async throws -> [String] {
         let process = try command(program, arguments, name: program)
         let status = try await process.waitForExit(timeout: .seconds(60))
         guard status == 0 else {
             throw Unavailable(description: "\(program) exited \(status): \(process.errorText) \(process.outputLines)")
         }
+        return process.outputLines
     }
 
     /// A new directory for a cluster, given to `nobody` when this process is root.
@@ -142,6 +144,12 @@ public final class PostgresServer: Sendable {
     /// Runs SQL on this server as its superuser (psql), in `database`.
     public func execute(_ sql: String, database: String = "postgres") async throws {
         try await Self.run("psql", ["-X", "-q", "-v", "ON_ERROR_STOP=1", "-d", uri(database: database), "-c", sql])
+    }
+
+    /// Runs a query and returns its rows, one line each, columns separated by `|`.
+    public func query(_ sql: String, database: String = "postgres") async throws -> [String] {
+        try await Self.run(
+            "psql", ["-X", "-q", "-A", "-t", "-v", "ON_ERROR_STOP=1", "-d", uri(database: database), "-c", sql])
     }
 
     /// Promotes this standby to a primary (`pg_ctl promote`, waiting until it is one).

@@ -33,7 +33,10 @@ public struct WorkerOptions: ParsableArguments {
     /// Flag defaults come from the library's configuration types (one fact, one place).
     private static let defaults = SkyWorker.Configuration()
 
-    @Option(help: "The broker's workers endpoint.")
+    @Option(
+        help: ArgumentHelp(
+            "The broker's workers endpoint; for an active broker and its standbys on one job store, each one's, separated by commas (the worker follows the active one).",
+            valueName: "endpoint[,endpoint…]"))
     public var broker = Self.defaults.broker
 
     @Option(help: "Worker name shown in events (default: host-pid).")
@@ -68,7 +71,7 @@ public struct WorkerOptions: ParsableArguments {
     public init() {}
 
     public func validate() throws {
-        try FlagCheck.endpoint(broker, "--broker")
+        try FlagCheck.endpointList(broker, "--broker")
         try FlagCheck.integer(capacity, "--capacity", in: 1...Int(WorkerToBroker.maxCapacity))
         try FlagCheck.seconds(heartbeatInterval, "--heartbeat-interval", in: 0.01...3600)
         try FlagCheck.integer(liveness, "--liveness", in: 1...1000)
@@ -104,7 +107,8 @@ public struct WorkerOptions: ParsableArguments {
         liveness.heartbeatInterval = FlagCheck.duration(seconds: heartbeatInterval)
         liveness.liveness = self.liveness
         var configuration = SkyWorker.Configuration(
-            broker: broker, liveness: liveness, drainGrace: FlagCheck.duration(seconds: drainGrace),
+            brokers: FlagCheck.endpoints(broker), liveness: liveness,
+            drainGrace: FlagCheck.duration(seconds: drainGrace),
             credentials: curve.credentials(program: program), handlerExecutor: handlers)
         let metricsURL = await metrics.start(program: program)
         let traceLog = traceLog.start(program: program)

@@ -147,9 +147,10 @@ extension SkyWorker {
                 case .connect(let number):
                     connectQueued = true
                     let socket = Self.socket(number)
+                    let endpoint = configuration.brokers[machine.withLock { $0.endpoint }]
                     loop.requestOpen(
                         .brokerDealer(
-                            id: socket, endpoint: configuration.broker, highWaterMark: 100_000,
+                            id: socket, endpoint: endpoint, highWaterMark: 100_000,
                             credentials: configuration.credentials, monitor: Self.monitoredEvents))
                     let announcement = machine.withLock { $0.configuration.announcement }
                     loop.send(WorkerToBroker.ready(announcement).encode(), on: socket)

@@ -26,8 +26,16 @@ import Tracing
 /// worker's exit, not the broker's re-dispatch.
 public final class SkyWorker: Service, Sendable {
     public struct Configuration: Sendable {
-        /// The broker's workers endpoint.
-        public var broker: String
+        /// The broker's workers endpoint: the first of ``brokers``.
+        public var broker: String {
+            get { brokers[0] }
+            set { brokers = [newValue] }
+        }
+        /// The workers endpoints of an active broker and its standbys on one job store
+        /// (docs/operations.md, "High availability"): the worker uses one at a time and moves
+        /// to the next when the connection is lost or refused, or the broker falls silent.
+        /// Never empty.
+        public private(set) var brokers: [String]
         /// Heartbeats, liveness and reconnect backoff.
         public var liveness: LivenessOptions
         /// How long a graceful stop waits for running tasks.
@@ -42,12 +50,22 @@ public final class SkyWorker: Service, Sendable {
         /// (skyworker prints its ready line here, so that a line means the worker really started).
         public var onStarted: (@Sendable () -> Void)?
 
+        /// A worker of an active broker and its standbys (`brokers` empty: the default endpoint).
+        public init(
+            brokers: [String], liveness: LivenessOptions = .init(), drainGrace: Duration = .seconds(30),
+            credentials: CurveCredentials? = nil, handlerExecutor: HandlerExecutor = .pool
+        ) {
+            self.init(
+                liveness: liveness, drainGrace: drainGrace, credentials: credentials, handlerExecutor: handlerExecutor)
+            if !brokers.isEmpty { self.brokers = brokers }
+        }
+
         public init(
             broker: String = "tcp://127.0.0.1:5556", liveness: LivenessOptions = .init(),
             drainGrace: Duration = .seconds(30), credentials: CurveCredentials? = nil,
             handlerExecutor: HandlerExecutor = .pool
         ) {
-            self.broker = broker
+            self.brokers = [broker]
             self.handlerExecutor = handlerExecutor
             self.liveness = liveness
             self.drainGrace = drainGrace
@@ -87,9 +105,11 @@ public final class SkyWorker: Service, Sendable {
         if let problem = problems.lazy.compactMap({ $0 }).first {
             throw WorkerSetupError.invalidName(problem)
         }
-        if let problem = ZMQEndpoint.problem(configuration.broker, binding: false) {
-            throw WorkerSetupError.cannotConnect(
-                endpoint: configuration.broker, reason: ZMQEndpoint.advice(configuration.broker, problem: problem))
+        for broker in configuration.brokers {
+            if let problem = ZMQEndpoint.problem(broker, binding: false) {
+                throw WorkerSetupError.cannotConnect(
+                    endpoint: broker, reason: ZMQEndpoint.advice(broker, problem: problem))
+            }
         }
         var logger = logger
         logger[metadataKey: "worker"] = "\(system.name)"
@@ -98,7 +118,8 @@ public final class SkyWorker: Service, Sendable {
                 announcement: WorkerAnnouncement(
                     name: system.name, capacity: UInt32(system.capacity), services: handlers.services),
                 liveness: configuration.liveness, drainGrace: configuration.drainGrace,
-                usesCurve: configuration.credentials != nil, takesTrace: SkyTracing.active() != nil),
+                usesCurve: configuration.credentials != nil, takesTrace: SkyTracing.active() != nil,
+                endpointCount: configuration.brokers.count),
             now: ContinuousClock.now)
         // Each task to a runner waiting for one; for the rest the group starts runners, asked
         // once (at most one wake-up) for every task that arrived together.

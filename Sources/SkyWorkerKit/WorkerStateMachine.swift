@@ -23,11 +23,16 @@ package struct WorkerStateMachine: Sendable {
         package var usesCurve: Bool
         /// The worker has a tracer: it takes REQUESTs' trace frames (`TraceContext.feature`).
         package var takesTrace: Bool
+        /// How many broker endpoints there are (an active broker and its standbys): a lost,
+        /// refused or silent one is left for the next.
+        package var endpointCount: Int
 
         package init(
             announcement: WorkerAnnouncement, liveness: BrokerLiveness.Configuration = .init(),
-            drainGrace: Duration = .seconds(30), usesCurve: Bool = false, takesTrace: Bool = false
+            drainGrace: Duration = .seconds(30), usesCurve: Bool = false, takesTrace: Bool = false,
+            endpointCount: Int = 1
         ) {
+            self.endpointCount = max(1, endpointCount)
             self.announcement = announcement
             self.liveness = liveness
             self.drainGrace = drainGrace
@@ -108,6 +113,15 @@ package struct WorkerStateMachine: Sendable {
     package private(set) var phase: Phase = .idle
     /// The connection messages are taken from; 0 before the first.
     package private(set) var generation = 0
+    /// The broker endpoint of the current connection (of ``Configuration/endpointCount``).
+    package private(set) var endpoint = 0
+    /// When the current connection was asked for, and whether its handshake completed.
+    private var connectionStart: Instant
+    private var handshaken = false
+    /// How long an endpoint of several that refuses connections is tried before the next: a
+    /// standby broker binds nothing, but every endpoint refusing (all brokers down) must not
+    /// become a tight loop of new sockets.
+    static let refusedEndpointDwell = Duration.milliseconds(100)
     package private(set) var liveness: BrokerLiveness
     /// Tasks whose handlers run, with their slots (all came on the current connection: a new
     /// one cancels the rest).
@@ -142,6 +156,7 @@ package struct WorkerStateMachine: Sendable {
     package init(configuration: Configuration, now: Instant, seed: UInt64 = .random(in: 1...(.max))) {
         self.configuration = configuration
         origin = now
+        connectionStart = now
         liveness = BrokerLiveness(configuration: configuration.liveness, now: now, seed: seed)
         running = Dictionary(
             minimumCapacity: min(4 * Int(configuration.announcement.capacity), Self.runningRoomLimit))
@@ -152,7 +167,7 @@ package struct WorkerStateMachine: Sendable {
         guard phase == .idle else { return }
         phase = .serving
         liveness.heard(now: now)
-        connect(into: &actions)
+        connect(now: now, into: &actions)
     }
 
     /// A message arrived on connection `generation`.
@@ -212,7 +227,7 @@ package struct WorkerStateMachine: Sendable {
             }
             actions.append(.log(.warning, "the broker does not know this worker (did it restart?); registering again"))
             _ = liveness.brokerDisconnected(now: now)
-            reconnect(into: &actions)
+            reconnect(now: now, into: &actions)
         }
     }
 
@@ -272,7 +287,13 @@ package struct WorkerStateMachine: Sendable {
                 finish(left == 0 ? .drained : .abandoned(tasks: left), into: &actions)
                 return
             }
-            reconnect(into: &actions)
+            // A silent broker may be frozen or cut off while another takes over: with several
+            // endpoints the next one is tried.
+            if configuration.endpointCount > 1 {
+                nextEndpoint(now: now, into: &actions)
+            } else {
+                reconnect(now: now, into: &actions)
+            }
         case nil:
             return
         }
@@ -336,12 +357,25 @@ package struct WorkerStateMachine: Sendable {
         switch event.kind {
         case .handshakeSucceeded:
             handshake.succeeded()
+            handshaken = true
         case .disconnected:
             if handshake.closedBeforeHandshake() {
                 abandonAll(into: &actions)
                 finish(.cannotConnect(closedBeforeHandshake(event.endpoint)), into: &actions)
             } else if handshake.closedInARowSoFar > 0 {
-                reconnect(into: &actions)
+                reconnect(now: now, into: &actions)
+            } else if configuration.endpointCount > 1, handshaken, !isDraining {
+                // The active broker is gone (killed, or it stepped down): another may be taking over.
+                actions.append(
+                    .log(.warning, "lost the broker; trying the next endpoint", ["endpoint": "\(event.endpoint)"]))
+                nextEndpoint(now: now, into: &actions)
+            }
+        case .connectRetried:
+            // Nothing listens there: a standby binds nothing.
+            if configuration.endpointCount > 1, !handshaken, !isDraining,
+                now - connectionStart >= Self.refusedEndpointDwell
+            {
+                nextEndpoint(now: now, into: &actions)
             }
         case .handshakeFailedAuth:
             abandonAll(into: &actions)
@@ -402,18 +436,30 @@ package struct WorkerStateMachine: Sendable {
         actions.append(.send(brokerTakesPacked ? .packedReply(tag: tag, reply) : .reply(tag: tag, reply)))
     }
 
-    private mutating func connect(into actions: inout [Action]) {
+    private var isDraining: Bool {
+        if case .draining = phase { true } else { false }
+    }
+
+    /// Leaves the current broker endpoint for the next one (with several), on a new connection.
+    private mutating func nextEndpoint(now: Instant, into actions: inout [Action]) {
+        endpoint = (endpoint + 1) % configuration.endpointCount
+        reconnect(now: now, into: &actions)
+    }
+
+    private mutating func connect(now: Instant, into actions: inout [Action]) {
         // A new connection may reach another broker: its limit and forms come with its FEATURES.
         resultLimit = nil
         brokerTakesPacked = false
         unreachable.newSocket()
+        connectionStart = now
+        handshaken = false
         generation += 1
         actions.append(.connect(generation: generation))
     }
 
     /// A new connection: the tasks that came on older ones were given to other workers by the
     /// broker (or died with it), so they are cancelled and their replies not sent.
-    private mutating func reconnect(into actions: inout [Action]) {
+    private mutating func reconnect(now: Instant, into actions: inout [Action]) {
         if !running.isEmpty {
             actions.append(
                 .log(
@@ -421,7 +467,7 @@ package struct WorkerStateMachine: Sendable {
                     ["tasks": "\(running.count)"]))
         }
         abandonAll(into: &actions)
-        connect(into: &actions)
+        connect(now: now, into: &actions)
     }
 
     @discardableResult

@@ -14,7 +14,10 @@ struct SkyCtlCommand: AsyncParsableCommand {
 
 /// The flags every skyctl command takes to reach the broker.
 struct BrokerOptions: ParsableArguments {
-    @Option(help: "The broker's clients endpoint.")
+    @Option(
+        help: ArgumentHelp(
+            "The broker's clients endpoint; for an active broker and its standbys, each one's, separated by commas.",
+            valueName: "endpoint[,endpoint…]"))
     var broker = "tcp://127.0.0.1:5555"
 
     @OptionGroup var common: CommonOptions
@@ -22,7 +25,7 @@ struct BrokerOptions: ParsableArguments {
     @OptionGroup var curve: CurveOptions
 
     func validate() throws {
-        try FlagCheck.endpoint(broker, "--broker")
+        try FlagCheck.endpointList(broker, "--broker")
     }
 
     /// A client of the broker; exits naming the cause when it cannot reach it.
@@ -35,7 +38,7 @@ struct BrokerOptions: ParsableArguments {
         // not after three of them; the operator runs the command again.
         configuration.defaults.retry = .never
         do {
-            return try await SkyClient(broker: broker, configuration: configuration)
+            return try await SkyClient(brokers: FlagCheck.endpoints(broker), configuration: configuration)
         } catch {
             ProcessSetup.fail(program, "\(error)")
         }

@@ -20,10 +20,15 @@ struct SkyWatchCommand: AsyncParsableCommand {
             broker is unreachable it says so and keeps trying.
             """)
 
-    @Option(help: "The broker's clients endpoint (for snapshots).")
+    @Option(
+        help: ArgumentHelp(
+            "The broker's clients endpoint (for snapshots); for an active broker and its standbys, each one's, separated by commas.",
+            valueName: "endpoint[,endpoint…]"))
     var broker = "tcp://127.0.0.1:5555"
 
-    @Option(help: "The broker's events endpoint (default: the clients endpoint's port + 2).")
+    @Option(
+        help:
+            "The broker's events endpoint, or several separated by commas (default: each clients endpoint's port + 2).")
     var events: String?
 
     @Flag(help: "Print JSON lines instead of a table or text.")
@@ -40,8 +45,8 @@ struct SkyWatchCommand: AsyncParsableCommand {
     @OptionGroup var curve: CurveOptions
 
     func validate() throws {
-        try FlagCheck.endpoint(broker, "--broker")
-        if let events { try FlagCheck.endpoint(events, "--events") }
+        try FlagCheck.endpointList(broker, "--broker")
+        if let events { try FlagCheck.endpointList(events, "--events") }
         if let waitWorkers { try FlagCheck.integer(waitWorkers, "--wait-workers", in: 0...1_000_000) }
         try FlagCheck.seconds(timeout, "--timeout", in: 0.001...86_400)
     }
@@ -55,7 +60,7 @@ struct SkyWatchCommand: AsyncParsableCommand {
         configuration.credentials = curve.credentials(program: "skywatch")
         let client: SkyClient
         do {
-            client = try await SkyClient(broker: broker, configuration: configuration)
+            client = try await SkyClient(brokers: FlagCheck.endpoints(broker), configuration: configuration)
         } catch {
             ProcessSetup.fail("skywatch", "\(error)")
         }

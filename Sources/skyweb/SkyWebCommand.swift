@@ -19,10 +19,15 @@ struct SkyWebCommand: AsyncParsableCommand {
             put an authenticating proxy in front.
             """)
 
-    @Option(help: "The broker's clients endpoint (snapshots and jobs).")
+    @Option(
+        help: ArgumentHelp(
+            "The broker's clients endpoint (snapshots and jobs); for an active broker and its standbys, each one's, separated by commas.",
+            valueName: "endpoint[,endpoint…]"))
     var broker = "tcp://127.0.0.1:5555"
 
-    @Option(help: "The broker's events endpoint (default: the clients endpoint's port + 2).")
+    @Option(
+        help:
+            "The broker's events endpoint, or several separated by commas (default: each clients endpoint's port + 2).")
     var events: String?
 
     @Option(help: "Serve the page at http://HOST:PORT/ (PORT 0 picks a free one; the ready line names it).")
@@ -45,8 +50,8 @@ struct SkyWebCommand: AsyncParsableCommand {
     @OptionGroup var curve: CurveOptions
 
     func validate() throws {
-        try FlagCheck.endpoint(broker, "--broker")
-        if let events { try FlagCheck.endpoint(events, "--events") }
+        try FlagCheck.endpointList(broker, "--broker")
+        if let events { try FlagCheck.endpointList(events, "--events") }
         guard MetricsEndpoint.split(listen) != nil else {
             throw ValidationError(
                 "--listen \(listen) is not HOST:PORT with an IPv4 address and a port in 0...65535 (for example 127.0.0.1:8470)"
@@ -62,7 +67,7 @@ struct SkyWebCommand: AsyncParsableCommand {
         configuration.credentials = curve.credentials(program: "skyweb")
         let client: SkyClient
         do {
-            client = try await SkyClient(broker: broker, configuration: configuration)
+            client = try await SkyClient(brokers: FlagCheck.endpoints(broker), configuration: configuration)
         } catch {
             ProcessSetup.fail("skyweb", "\(error)")
         }

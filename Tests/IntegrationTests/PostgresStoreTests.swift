@@ -102,9 +102,9 @@ extension SecondLineSuite {
             await standby.stop()
         }
 
-        /// One broker per store also across a lost session: the server restarts, so the first
-        /// broker's lock goes with its session. A second broker that takes the store meanwhile
-        /// keeps it, and the first stops at its next use of the store, naming why. A broker
+        /// One active broker per store also across a lost session: the server restarts, so the
+        /// first broker's lock goes with its session. A second broker that takes the store
+        /// meanwhile keeps it, and the first stops at its next use of the store, naming why. A broker
         /// paused while another took the store and left it finds the epoch moved on when it
         /// wakes, and stops too: what it holds of the jobs may be stale.
         @Test(.timeLimit(.minutes(2)))
@@ -120,7 +120,7 @@ extension SecondLineSuite {
             first.process.signal(SIGCONT)
             #expect(try await first.process.waitForExit() == 1)
             #expect(
-                first.process.errorText.contains("another skybroker uses the job store \(server.uri())"),
+                first.process.errorText.contains("another skybroker took the job store \(server.uri())"),
                 "\(first.process.errorText)")
             // The second broker serves on. Then it is paused (SIGSTOP) and loses its session
             // meanwhile; a third broker takes the store and leaves it before the second wakes.
@@ -140,9 +140,11 @@ extension SecondLineSuite {
             await server.stop()
         }
 
-        /// One broker per store: a second one exits 1 naming the store and what to do; the
-        /// first logs the store it opened, without the URI's password.
-        @Test func aSecondBrokerOnTheSameStoreIsRefusedAndTheFirstNamesItsStore() async throws {
+        /// One active broker per store: a second one waits as a standby, naming the store
+        /// (without the URI's password) and the active broker; it takes over as soon as the
+        /// first stops.
+        @Test(.timeLimit(.minutes(1)))
+        func aSecondBrokerOnTheSameStoreWaitsAsAStandbyAndTakesOverWhenTheFirstStops() async throws {
             let server = try await PostgresServer.start()
             let uri = "postgresql://sky:not-needed@127.0.0.1:\(server.port)/postgres"
             let cluster = try await TestCluster.start(extraArguments: ["--store", uri])
@@ -158,10 +160,15 @@ extension SecondLineSuite {
                     "--store", uri, "--clients", "tcp://127.0.0.1:*", "--workers", "tcp://127.0.0.1:*", "--events",
                     "tcp://127.0.0.1:*",
                 ])
-            #expect(try await second.waitForExit() == 1)
-            #expect(
-                second.errorText.contains("another skybroker uses the job store postgresql://sky:***@"),
-                "\(second.errorText)")
+            defer { second.killNow() }
+            let waiting = try await second.waitForLine(onStandardError: true) {
+                $0.contains("standby: another broker is active on the job store")
+            }
+            #expect(waiting.contains("pid \(cluster.broker.pid) clients \(cluster.clients)"), "\(waiting)")
+            #expect(waiting.contains("store=postgresql://sky:***@"), "\(waiting)")
+            #expect(!second.outputLines.contains { $0.hasPrefix("skybroker ready") }, "a standby binds nothing")
+            cluster.broker.signal(SIGTERM)
+            try await second.waitForLine { $0.hasPrefix("skybroker ready ") }
             #expect(!second.errorText.contains("not-needed") && !cluster.broker.errorText.contains("not-needed"))
             await cluster.stop()
             await server.stop()

@@ -214,6 +214,26 @@ struct BrokerReliabilityTests {
         #expect(events(broker.subscribe()).filter { $0.event == .brokerHello }.count == 1)
     }
 
+    /// A broker active on a shared job store announces its epoch: `broker.active` once, before
+    /// the first greeting, and the epoch in every greeting and snapshot. One with a journal of
+    /// its own says none.
+    @Test func aBrokerOnASharedStoreAnnouncesItsEpochOnce() {
+        var configuration = BrokerStateMachine.Configuration()
+        configuration.epoch = 3
+        var broker = BrokerHarness(configuration)
+        let first = events(broker.subscribe())
+        #expect(first.map(\.event) == [.brokerActive, .brokerHello])
+        #expect(first.map(\.epoch) == [3, 3])
+        #expect(first.first?.broker == configuration.instance)
+        let later = events(broker.advance(.seconds(1)) + broker.subscribe())
+        #expect(!later.contains { $0.event == .brokerActive })
+        #expect(later.filter { $0.event == .brokerHello }.allSatisfy { $0.epoch == 3 })
+        #expect(broker.machine.snapshot(now: broker.now).epoch == 3)
+        var alone = BrokerHarness()
+        #expect(events(alone.subscribe()).map(\.event) == [.brokerHello])
+        #expect(alone.machine.snapshot(now: alone.now).epoch == nil)
+    }
+
     /// Item 5: requests without a deadline wait at most `maxWait`.
     @Test func requestsWithoutADeadlineWaitAtMostTheMaximumWait() {
         var configuration = BrokerStateMachine.Configuration()

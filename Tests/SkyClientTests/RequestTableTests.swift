@@ -207,6 +207,35 @@ struct RequestTableTests {
         #expect(table.nextDeadline() == nil)
     }
 
+    /// An active broker and a standby: a lost connection leaves the endpoint at once (the broker
+    /// was killed or stepped down, and another may be taking over).
+    @Test func aLostConnectionLeavesTheEndpointAtOnceWhenThereAreSeveral() {
+        var table = RequestTable(connectTimeout: .seconds(5), endpointCount: 2, seed: 1)
+        _ = table.connectionUp(now: .seconds(1))
+        table.connectionDown(now: .seconds(3))
+        #expect(table.nextDeadline() == .seconds(3))
+        #expect(table.expire(now: .seconds(3)) == [.switchEndpoint(1)])
+        var single = RequestTable(connectTimeout: .seconds(5), seed: 1)
+        _ = single.connectionUp(now: .seconds(1))
+        single.connectionDown(now: .seconds(3))
+        #expect(single.nextDeadline() == nil, "one endpoint: libzmq reconnects to it")
+    }
+
+    /// A standby binds nothing: an endpoint that refuses is left after a short dwell, not after
+    /// the connect timeout, and a refusal while connected changes nothing.
+    @Test func aRefusingEndpointIsLeftAfterAShortDwell() {
+        let dwell = RequestTable.refusedEndpointDwell
+        var table = RequestTable(connectTimeout: .seconds(5), endpointCount: 2, seed: 1)
+        table.endpointRefused(now: dwell / 10)
+        #expect(table.nextDeadline() == dwell)
+        #expect(table.expire(now: dwell) == [.switchEndpoint(1)])
+        table.endpointRefused(now: dwell + dwell / 10)
+        #expect(table.nextDeadline() == dwell * 2)
+        _ = table.connectionUp(now: dwell * 3)
+        table.endpointRefused(now: dwell * 4)
+        #expect(table.nextDeadline() == nil)
+    }
+
     @Test func timersOfFinishedCallsDoNotPileUp() {
         var table = Self.connected()
         for number in 0..<20_000 {

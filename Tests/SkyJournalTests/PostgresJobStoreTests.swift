@@ -1,6 +1,7 @@
 import Foundation
 import SkyJournal
 import SkyTestSupport
+import SkyZMQ
 import Testing
 
 @testable import SkyPostgres
@@ -33,6 +34,113 @@ struct PostgresJobStoreTests {
         await server.stop()
     }
 
+    /// A store opened on another thread, handed over once that thread is done with it (why it
+    /// may be `@unchecked Sendable`: the thread never touches the store again).
+    struct Handover: @unchecked Sendable { let result: Result<PostgresJobStore, JournalError> }
+
+    /// Opens a store on a thread of its own (a standby's wait blocks, as on the journal's
+    /// thread) and returns it once open.
+    static func openOnAThread(
+        _ uri: String, standby: PostgresJobStore.Standby, lost: (@Sendable (JournalError) -> Void)? = nil
+    ) async -> Handover {
+        await withCheckedContinuation { done in
+            Thread {
+                done.resume(
+                    returning: Handover(
+                        result: Result { () throws(JournalError) in
+                            try PostgresJobStore(uri: uri, standby: standby, lost: lost)
+                        }))
+            }.start()
+        }
+    }
+
+    /// Every transaction checks the store's epoch first: after another broker took the store
+    /// (a newer epoch), a write changes nothing, fails `fenced`, and the broker is told.
+    @Test func aWriteAfterAnotherBrokerTookTheStoreIsFencedAndChangesNothing() async throws {
+        let server = try await PostgresServer.start()
+        let uri = server.uri()
+        let told = Locked<[JournalError]>([])
+        let store = try PostgresJobStore(uri: uri) { error in told.withLock { $0.append(error) } }
+        try store.apply([.submitted(JobStoreContract.job(1))])
+        try await server.execute("UPDATE sky_lease SET epoch = epoch + 1")
+        #expect(throws: JournalError.fenced(store: uri)) {
+            try store.apply([.submitted(JobStoreContract.job(2)), .started(id: JobStoreContract.job(1).id, attempt: 1)])
+        }
+        #expect(throws: JournalError.fenced(store: uri)) { try store.renewLease() }
+        #expect(told.withLock { $0 }.first == .fenced(store: uri))
+        #expect(try await server.query("SELECT count(*), max(state) FROM sky_jobs") == ["1|0"])
+        await server.stop()
+    }
+
+    /// A standby waits while the active broker's session lives, saying who is active, and takes
+    /// the store with the next epoch once that session ends (a `kill -9` ends it at once).
+    @Test(.timeLimit(.minutes(1)))
+    func aStandbyWaitsAndTakesTheStoreWhenTheActiveSessionEnds() async throws {
+        let server = try await PostgresServer.start()
+        let uri = server.uri()
+        let (seen, seeing) = AsyncStream.makeStream(of: PostgresJobStore.Lease.self)
+        var active: PostgresJobStore? = try PostgresJobStore(
+            uri: uri, standby: .init(name: "broker a", poll: .milliseconds(20)))
+        let firstEpoch = try #require(active?.currentEpoch)
+        let standby = Task {
+            await Self.openOnAThread(
+                uri, standby: .init(name: "broker b", poll: .milliseconds(20), waiting: { seeing.yield($0) }))
+        }
+        var iterator = seen.makeAsyncIterator()
+        let lease = try #require(await iterator.next())
+        #expect(lease.epoch == firstEpoch && lease.holder == "broker a")
+        active = nil  // its session ends
+        let taken = try await standby.value.result.get()
+        #expect(taken.currentEpoch == firstEpoch + 1)
+        #expect(try await server.query("SELECT holder FROM sky_lease") == ["broker b"])
+        _ = active
+        await server.stop()
+    }
+
+    /// An active broker that stops renewing its lease (frozen, or cut off) has its session
+    /// ended by a standby once the lease lapsed; its next use of the store finds the lock
+    /// taken: it is told it was fenced, and writes nothing.
+    @Test(.timeLimit(.minutes(1)))
+    func aStandbyEndsTheSessionOfAnActiveBrokerWhoseLeaseLapsed() async throws {
+        let server = try await PostgresServer.start()
+        let uri = server.uri()
+        let told = Locked<[JournalError]>([])
+        let silent = try PostgresJobStore(uri: uri, standby: .init(name: "silent")) { error in
+            told.withLock { $0.append(error) }
+        }
+        let evictions = Locked<[Bool]>([])
+        let standby = PostgresJobStore.Standby(
+            name: "standby", takeoverAfter: .seconds(1), poll: .milliseconds(20),
+            evicted: { _, ended in evictions.withLock { $0.append(ended) } })
+        let clock = ContinuousClock()
+        let start = clock.now
+        let taken = try await Self.openOnAThread(uri, standby: standby).result.get()
+        let took = start.duration(to: clock.now)
+        #expect(took >= standby.lapseAfter && took < standby.takeoverAfter, "took over after \(took)")
+        #expect(evictions.withLock { $0 }.first == true)
+        #expect(throws: JournalError.fenced(store: uri)) { try silent.apply([.submitted(JobStoreContract.job(1))]) }
+        #expect(told.withLock { $0 } == [.fenced(store: uri)])
+        try taken.apply([.submitted(JobStoreContract.job(2))])
+        #expect(try await server.query("SELECT count(*) FROM sky_jobs") == ["1"])
+        await server.stop()
+    }
+
+    /// A store made by a broker of schema version 1 (no lease columns) is brought up to the
+    /// current version, its jobs kept.
+    @Test func aVersionOneStoreIsMigratedAndKeepsItsJobs() async throws {
+        let server = try await PostgresServer.start()
+        let uri = server.uri()
+        try await server.execute(PostgresJobStore.version1)
+        try await server.execute(
+            "INSERT INTO sky_jobs (id, service, body, priority, not_before, state, attempt, expires_at, submitted_at, options) VALUES ('\\x01', 'echo', '\\x02', 0, 0, 0, 0, 0, 0, '\\x')"
+        )
+        let store = try PostgresJobStore(uri: uri)
+        #expect(try store.unfinished().map(\.id) == [[1]])
+        #expect(try await server.query("SELECT max(version) FROM sky_schema") == ["2"])
+        #expect(try await server.query("SELECT holder_pid <> 0 FROM sky_lease") == ["t"])
+        await server.stop()
+    }
+
     @Test func aNewerSchemaIsRefusedNamingBothVersions() async throws {
         let server = try await PostgresServer.start()
         let uri = server.uri()
@@ -43,7 +151,7 @@ struct PostgresJobStoreTests {
         }
         let error = #expect(throws: JournalError.self) { try PostgresJobStore(uri: uri) }
         #expect(error == .newerSchema(store: uri, found: 99, known: PostgresJobStore.schemaVersion))
-        #expect(error?.description.contains("schema version 99, newer than this broker's 1") == true)
+        #expect(error?.description.contains("schema version 99, newer than this broker's 2") == true)
         await server.stop()
     }
 

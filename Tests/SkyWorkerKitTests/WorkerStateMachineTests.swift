@@ -18,13 +18,13 @@ struct WorkerStateMachineTests {
         var machine: WorkerStateMachine
         var now = ContinuousClock.now
 
-        init(capacity: UInt32 = 2, takesTrace: Bool = false) {
+        init(capacity: UInt32 = 2, takesTrace: Bool = false, endpoints: Int = 1) {
             var liveness = BrokerLiveness.Configuration()
             liveness.jitter = 0
             machine = WorkerStateMachine(
                 configuration: .init(
                     announcement: WorkerAnnouncement(name: "w", capacity: capacity, services: ["echo"]),
-                    liveness: liveness, drainGrace: .seconds(5), takesTrace: takesTrace),
+                    liveness: liveness, drainGrace: .seconds(5), takesTrace: takesTrace, endpointCount: endpoints),
                 now: now, seed: 7)
         }
 
@@ -493,6 +493,55 @@ struct WorkerStateMachineTests {
         #expect(worker.transport(.disconnected) == [.cancelTask(Self.key(1), slot: 0), .connect(generation: 4)])
         #expect(worker.transport(.disconnected) == [.connect(generation: 5)])
         #expect(worker.machine.isFinished == false)
+    }
+
+    /// An active broker and a standby (`--broker A,B`): a lost connection leaves for the next
+    /// endpoint at once, the tasks of the lost one cancelled (the broker that takes over runs
+    /// them again).
+    @Test func withSeveralEndpointsALostBrokerIsLeftForTheNext() {
+        var worker = Worker(endpoints: 2)
+        _ = worker.start()
+        #expect(worker.transport(.handshakeSucceeded) == [])
+        _ = worker.receive(Self.deliver(1))
+        #expect(worker.transport(.disconnected) == [.cancelTask(Self.key(1), slot: 0), .connect(generation: 2)])
+        #expect(worker.machine.endpoint == 1)
+        var single = Worker()
+        _ = single.start()
+        _ = single.transport(.handshakeSucceeded)
+        #expect(single.transport(.disconnected) == [], "one endpoint: libzmq reconnects to it")
+    }
+
+    /// A standby binds nothing: an endpoint that refuses connections is left after a short
+    /// dwell, and the endpoints are tried in turn until one accepts.
+    @Test func withSeveralEndpointsARefusingOneIsLeftAfterAShortDwell() {
+        var worker = Worker(endpoints: 2)
+        _ = worker.start()
+        #expect(worker.transport(.connectRetried) == [], "within the dwell")
+        _ = worker.advance(WorkerStateMachine.refusedEndpointDwell)
+        #expect(worker.transport(.connectRetried) == [.connect(generation: 2)])
+        #expect(worker.machine.endpoint == 1)
+        _ = worker.advance(WorkerStateMachine.refusedEndpointDwell)
+        #expect(worker.transport(.connectRetried) == [.connect(generation: 3)])
+        #expect(worker.machine.endpoint == 0)
+        _ = worker.transport(.handshakeSucceeded)
+        _ = worker.advance(WorkerStateMachine.refusedEndpointDwell)
+        #expect(worker.transport(.connectRetried) == [], "connected: a refusal is libzmq's own retry")
+        var single = Worker()
+        _ = single.start()
+        _ = single.advance(.seconds(1))
+        #expect(single.transport(.connectRetried) == [])
+    }
+
+    /// A silent broker (frozen, or cut off while a standby takes over) is left for the next
+    /// endpoint when the worker reconnects.
+    @Test func withSeveralEndpointsASilentBrokerIsLeftForTheNext() {
+        var worker = Worker(endpoints: 2)
+        _ = worker.start()
+        _ = worker.transport(.handshakeSucceeded)
+        var reconnect: [Action] = []
+        for _ in 0..<10 where reconnect.isEmpty { reconnect = worker.advance(.seconds(1)) }
+        #expect(reconnect == [.connect(generation: 2)])
+        #expect(worker.machine.endpoint == 1)
     }
 
     @Test func aKeyTheBrokersAllowListRefusesEndsTheWorkerWithThatNamed() {

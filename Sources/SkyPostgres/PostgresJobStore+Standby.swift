@@ -1,0 +1,57 @@
+import Foundation
+
+extension PostgresJobStore {
+    /// How a broker waits while another is active on the store, and when it takes over.
+    public struct Standby: Sendable {
+        /// How this broker names itself in the lease (its host, process and clients endpoint):
+        /// what standbys and operators see of the active broker.
+        public var name: String
+        /// The longest a broker that stopped renewing its lease keeps the store: after that a
+        /// standby ends its session and takes over (`skybroker --takeover-after`).
+        public var takeoverAfter: Duration
+        /// How often the lock is tried and the lease read while waiting.
+        public var poll: Duration
+        /// Told (on the journal's thread) when the active broker seen changes.
+        public var waiting: @Sendable (Lease) -> Void
+        /// Told (on the journal's thread) when a lapsed lease's session was ended (`true`), or
+        /// could not be (`false`: it had ended already, or this user may not end it).
+        public var evicted: @Sendable (Lease, Bool) -> Void
+
+        public init(
+            name: String, takeoverAfter: Duration = .seconds(5), poll: Duration = .milliseconds(200),
+            waiting: @escaping @Sendable (Lease) -> Void = { _ in },
+            evicted: @escaping @Sendable (Lease, Bool) -> Void = { _, _ in }
+        ) {
+            self.name = name
+            self.takeoverAfter = takeoverAfter
+            self.poll = poll
+            self.waiting = waiting
+            self.evicted = evicted
+        }
+
+        /// The active broker renews its lease this often (and with every transaction).
+        public var renewEvery: Duration { takeoverAfter / 5 }
+        /// A lease not renewed for this long has lapsed: three renewals missed at the default,
+        /// leaving the rest of ``takeoverAfter`` to end the session, take the lock and start.
+        public var lapseAfter: Duration { takeoverAfter * 3 / 5 }
+    }
+
+    /// The store's lease as a standby reads it.
+    public struct Lease: Sendable, Equatable {
+        /// The active broker's epoch.
+        public var epoch: Int64
+        /// How the active broker named itself (``Standby/name``).
+        public var holder: String
+        /// The server process of the active broker's session (0: not known).
+        public var holderSession: Int32
+        /// How long ago the lease was renewed, by the server's clock.
+        public var silence: Duration
+    }
+}
+
+extension Duration {
+    /// Seconds, for `Thread.sleep`.
+    var inSecondsForSleep: TimeInterval {
+        Double(components.seconds) + Double(components.attoseconds) / 1e18
+    }
+}

@@ -1,0 +1,251 @@
+import Foundation
+import Sky
+import SkyTestSupport
+import SkyWorkloads
+import SkyZMQ
+import Testing
+
+extension SecondLineSuite {
+    /// Brokers on one PostgreSQL store, one active and the others standbys, with workers and
+    /// clients given every broker's endpoint: the active broker killed (`kill -9`) or frozen
+    /// (SIGSTOP), a standby taking over, and nothing acknowledged lost or done twice.
+    @Suite("High availability: an active broker and standbys on one PostgreSQL store")
+    struct HighAvailabilityTests {
+        /// One broker's endpoints, on fixed ports so that a broker started again keeps them.
+        struct Node: Sendable {
+            let clients: String
+            let workers: String
+            let events: String
+
+            init() throws {
+                clients = "tcp://127.0.0.1:\(try freeLoopbackPort())"
+                workers = "tcp://127.0.0.1:\(try freeLoopbackPort())"
+                events = "tcp://127.0.0.1:\(try freeLoopbackPort())"
+            }
+
+            /// Starts a broker on these endpoints; returns before it is active.
+            func launch(store: String, extraArguments: [String] = []) throws -> SkyProcess {
+                try SkyProcess(
+                    "skybroker",
+                    ["--clients", clients, "--workers", workers, "--events", events, "--store", store]
+                        + TestCluster.fastHeartbeats + extraArguments)
+            }
+        }
+
+        /// A started broker becomes active: it prints its ready line.
+        static func waitUntilActive(_ broker: SkyProcess, timeout: Duration = .seconds(20)) async throws {
+            try await broker.waitForLine(timeout: timeout) { $0.hasPrefix("skybroker ready ") }
+        }
+
+        /// A started broker waits as a standby.
+        static func waitUntilStandby(_ broker: SkyProcess) async throws {
+            try await broker.waitForLine(onStandardError: true) { $0.contains("standby: another broker is active") }
+        }
+
+        static func startWorker(_ name: String, nodes: [Node], capacity: Int = 8) async throws -> SkyProcess {
+            let worker = try SkyProcess(
+                "skyworker",
+                [
+                    "--broker", nodes.map(\.workers).joined(separator: ","), "--name", name, "--capacity",
+                    "\(capacity)", "--workloads", "sky.sleep",
+                ] + TestCluster.fastHeartbeats, name: name)
+            try await worker.waitForLine { $0.hasPrefix("skyworker ready ") }
+            return worker
+        }
+
+        /// Kills `active` and measures how long until `standby` is active; returns that and when.
+        @discardableResult
+        static func takeover(from active: SkyProcess, to standby: SkyProcess) async throws -> (
+            took: Duration, ready: ContinuousClock.Instant
+        ) {
+            let start = ContinuousClock.now
+            active.signal(SIGKILL)
+            try await waitUntilActive(standby)
+            let ready = ContinuousClock.now
+            return (start.duration(to: ready), ready)
+        }
+
+        /// Jobs in the store by state (`2`: succeeded).
+        static func jobStates(_ server: PostgresServer) async throws -> [String: Int] {
+            var states: [String: Int] = [:]
+            for row in try await server.query("SELECT state, count(*) FROM sky_jobs GROUP BY state") {
+                let columns = row.split(separator: "|")
+                if columns.count == 2 { states[String(columns[0])] = Int(columns[1]) }
+            }
+            return states
+        }
+
+        /// 10,000 durable jobs from a client that then leaves; the active broker killed twice,
+        /// each time a standby taking over and the killed one started again as a standby; one
+        /// worker killed. A new client reads every result, and the store holds each job once,
+        /// succeeded.
+        @Test(.timeLimit(.minutes(3)))
+        func jobsSurviveTwoTakeoversAndAWorkerKill() async throws {
+            let server = try await PostgresServer.start()
+            let (a, b) = (try Node(), try Node())
+            let nodes = [a, b]
+            var processes: [SkyProcess] = []
+            defer { for process in processes { process.killNow() } }
+            let first = try a.launch(store: server.uri())
+            processes.append(first)
+            try await Self.waitUntilActive(first)
+            let second = try b.launch(store: server.uri())
+            processes.append(second)
+            try await Self.waitUntilStandby(second)
+            let doomed = try await Self.startWorker("w1", nodes: nodes)
+            processes.append(doomed)
+            processes.append(try await Self.startWorker("w2", nodes: nodes))
+
+            let count = 10_000
+            let tasks = (0..<count).map { SleepTask(milliseconds: 0, tag: $0) }
+            var ids: [JobID] = []
+            do {
+                let submitter = try await SkyClient(brokers: nodes.map(\.clients))
+                ids = try await withThrowingTaskGroup(of: (Int, JobID).self) { group in
+                    var ids = [JobID?](repeating: nil, count: count)
+                    for (index, task) in tasks.enumerated() {
+                        if index >= 64, let (done, id) = try await group.next() { ids[done] = id }
+                        group.addTask { (index, try await submitter.submit(task).id) }
+                    }
+                    for try await (done, id) in group { ids[done] = id }
+                    return ids.compactMap { $0 }
+                }
+                await submitter.close()
+            }
+            #expect(ids.count == count)
+
+            // While they run: the active broker killed, the standby takes over, the killed one
+            // comes back as a standby; a worker killed; the new active broker killed in turn.
+            let firstTakeover = try await Self.takeover(from: first, to: second).took
+            let restarted = try a.launch(store: server.uri())
+            processes.append(restarted)
+            try await Self.waitUntilStandby(restarted)
+            doomed.signal(SIGKILL)
+            let secondTakeover = try await Self.takeover(from: second, to: restarted).took
+            print("takeovers after kill -9 of the active broker: \(firstTakeover), \(secondTakeover)")
+            #expect(firstTakeover < .seconds(5) && secondTakeover < .seconds(5))
+
+            let reader = try await SkyClient(brokers: nodes.map(\.clients))
+            for (task, id) in zip(tasks, ids) {
+                #expect(try await reader.result(of: id, as: SleepTask.self) == task)
+            }
+            await reader.close()
+            #expect(try await Self.jobStates(server) == ["2": count], "every job stored once, succeeded")
+            await SkyProcess.killAll(processes)
+            await server.stop()
+        }
+
+        /// 2,000 calls in flight when the active broker is killed: each is answered once, with
+        /// its own result, by the broker that took over; the client and the workers reach it
+        /// within a second of it being ready (the first answer after it is ready shows both).
+        @Test(.timeLimit(.minutes(2)))
+        func callsInFlightAcrossATakeoverAreAnsweredOnce() async throws {
+            let server = try await PostgresServer.start()
+            let (a, b) = (try Node(), try Node())
+            let nodes = [a, b]
+            var processes: [SkyProcess] = []
+            defer { for process in processes { process.killNow() } }
+            let first = try a.launch(store: server.uri())
+            processes.append(first)
+            try await Self.waitUntilActive(first)
+            let second = try b.launch(store: server.uri())
+            processes.append(second)
+            try await Self.waitUntilStandby(second)
+            for name in ["w1", "w2"] {
+                processes.append(try await Self.startWorker(name, nodes: nodes, capacity: 16))
+            }
+            let watch = try SkyProcess(
+                "skywatch",
+                [
+                    "--broker", nodes.map(\.clients).joined(separator: ","), "--events",
+                    nodes.map(\.events).joined(separator: ","), "--json",
+                ])
+            processes.append(watch)
+            try await watch.waitForLine { $0.hasPrefix(#"{"snapshot":"#) && $0.contains(#""epoch":1"#) }
+            let sky = try await SkyClient(brokers: nodes.map(\.clients))
+            let answered = Locked(0)
+            let answerTimes = Locked<[ContinuousClock.Instant]>([])
+            let (tenth, reached) = AsyncStream.makeStream(of: Void.self)
+            let killed = Task {
+                for await _ in tenth { break }
+                return try await Self.takeover(from: first, to: second)
+            }
+            let results = try await withThrowingTaskGroup(of: (Int, SleepTask).self) { group in
+                for tag in 0..<2_000 {
+                    group.addTask {
+                        let result = try await sky.scan(SleepTask(milliseconds: 10, tag: tag))
+                        answerTimes.withLock { $0.append(.now) }
+                        if answered.withLock({
+                            $0 += 1; return $0
+                        }) == 200 {
+                            reached.finish()
+                        }
+                        return (tag, result)
+                    }
+                }
+                var results: [Int: SleepTask] = [:]
+                for try await (tag, result) in group {
+                    #expect(results.updateValue(result, forKey: tag) == nil)
+                }
+                return results
+            }
+            let (took, ready) = try await killed.value
+            let resumed = answerTimes.withLock { $0.filter { $0 > ready }.min() }.map { ready.duration(to: $0) }
+            print(
+                "2,000 calls across a takeover of \(took): all answered once; the first answer \(resumed.map { "\($0)" } ?? "none") after the standby was ready"
+            )
+            #expect(resumed.map { $0 < .seconds(1) } ?? false)
+            // The watcher follows too: its next snapshot is the new active broker's, with its epoch.
+            try await watch.waitForLine { $0.hasPrefix(#"{"snapshot":"#) && $0.contains(#""epoch":2"#) }
+            #expect(results.count == 2_000)
+            #expect(results.allSatisfy { $0.value == SleepTask(milliseconds: 10, tag: $0.key) })
+            await sky.close()
+            await SkyProcess.killAll(processes)
+            await server.stop()
+        }
+
+        /// The active broker frozen (SIGSTOP) for 10 s with jobs running: its lease lapses, a
+        /// standby ends its session and takes over; resumed, the frozen broker records nothing
+        /// (its epoch is not the store's) and stops, naming why. Every job ends once.
+        @Test(.timeLimit(.minutes(2)))
+        func aFrozenActiveBrokerIsFencedAndStepsDown() async throws {
+            let server = try await PostgresServer.start()
+            let (a, b) = (try Node(), try Node())
+            let nodes = [a, b]
+            var processes: [SkyProcess] = []
+            defer { for process in processes { process.killNow() } }
+            let first = try a.launch(store: server.uri())
+            processes.append(first)
+            try await Self.waitUntilActive(first)
+            let second = try b.launch(store: server.uri())
+            processes.append(second)
+            try await Self.waitUntilStandby(second)
+            processes.append(try await Self.startWorker("w1", nodes: nodes))
+            let sky = try await SkyClient(brokers: nodes.map(\.clients))
+            let tasks = (0..<400).map { SleepTask(milliseconds: 20, tag: $0) }
+            var ids: [JobID] = []
+            for task in tasks { ids.append(try await sky.submit(task).id) }
+
+            let clock = ContinuousClock()
+            let frozen = clock.now
+            first.signal(SIGSTOP)
+            try await Self.waitUntilActive(second)
+            let takeover = frozen.duration(to: clock.now)
+            try await Task.sleep(until: frozen + .seconds(10))
+            first.signal(SIGCONT)
+            #expect(try await first.waitForExit() == 1)
+            #expect(
+                first.errorText.contains("another skybroker took the job store \(server.uri())"), "\(first.errorText)")
+            print("frozen active broker: a standby took over after \(takeover); resumed, it stepped down")
+            #expect(takeover < .seconds(8))
+
+            for (task, id) in zip(tasks, ids) {
+                #expect(try await sky.result(of: id, as: SleepTask.self) == task)
+            }
+            await sky.close()
+            #expect(try await Self.jobStates(server) == ["2": tasks.count])
+            await SkyProcess.killAll(processes)
+            await server.stop()
+        }
+    }
+}
