@@ -53,7 +53,7 @@ struct ClientStateMachine: Sendable {
     private(set) var endpointIndex = 0
     private var handshake = HandshakeWatch()
     /// Endpoints were switched since the last connection: further switches log at debug (with
-    /// every endpoint down they come four times a second).
+    /// every endpoint down they come ten times a second).
     private var switchedSinceConnected = false
     /// What the broker socket's monitor showed while no connection is up.
     private var unreachable = UnreachableCause()

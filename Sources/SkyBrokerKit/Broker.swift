@@ -192,15 +192,40 @@ public final class Broker: Service, Sendable {
             return await group.next() ?? nil
         }
         if let lostJournal {
-            logger.error("the job store was lost to another broker; stopping", metadata: ["error": "\(lostJournal)"])
+            if case .leaseLapsed = lostJournal {
+                logger.error(
+                    "cut off from the job store while a standby waits; stepping down",
+                    metadata: ["error": "\(lostJournal)"])
+            } else {
+                logger.error(
+                    "the job store was lost to another broker; stopping", metadata: ["error": "\(lostJournal)"])
+            }
         }
         logger.info("skybroker stopping")
         var outbound: [ZMQEventLoop.Outbound] = []
         shell.shutdown(into: &outbound)
         loop.send(outbound)
         await loop.shutdown(linger: configuration.shutdownLinger)
-        // Writes queued before the end are committed; the lock is freed last.
-        await journal?.close()
+        // Writes queued before the end are committed; the lock is freed last. A store that was
+        // lost may hang the journal's thread (a server that answers nothing): the broker then
+        // ends without waiting for it, having written nothing more.
+        if let journal {
+            if lostJournal == nil {
+                await journal.close()
+            } else {
+                // Unstructured: a task group would wait for the close it gave up on.
+                let (ended, end) = AsyncStream.makeStream(of: Void.self)
+                Task {
+                    await journal.close()
+                    end.finish()
+                }
+                Task {
+                    try? await Task.sleep(for: .seconds(2))
+                    end.finish()
+                }
+                for await _ in ended {}
+            }
+        }
         logger.info("skybroker stopped")
         if let lostJournal { throw lostJournal }
     }

@@ -2,6 +2,7 @@ import Foundation
 import Logging
 import SkyJournal
 import SkyPostgres
+import SkyZMQ
 
 /// The journal on a PostgreSQL server (`skybroker --store`): its lock and lease are the store's
 /// own (see `PostgresJobStore`), so nothing is kept on the broker's disk. Opening it waits as a
@@ -11,24 +12,59 @@ final class PostgresJournal: OpenedJournal {
     let unfinished: [JobRecord]
     let lost: AsyncStream<JournalError>?
     let epoch: Int64?
-    /// Renews the lease between transactions while the broker runs.
+    /// Renews the lease between transactions, and steps down when it could not be renewed for
+    /// long while a standby waits.
     private let renewal: Task<Void, Never>
+    private let watchdog: Task<Void, Never>
+
+    /// When the lease was last renewed (by a transaction or a renewal), and how many standbys
+    /// the last renewal found waiting.
+    struct LeaseWatch: Sendable {
+        var renewedAt = ContinuousClock.now
+        var standbys = 0
+    }
 
     private init(
-        writer: JournalWriter, unfinished: [JobRecord], lost: AsyncStream<JournalError>, epoch: Int64,
-        renewEvery: Duration
+        writer: JournalWriter, unfinished: [JobRecord], epoch: Int64, standby: PostgresJobStore.Standby,
+        store: String, watch: Locked<LeaseWatch>,
+        lost: (stream: AsyncStream<JournalError>, continuation: AsyncStream<JournalError>.Continuation),
+        logger: Logger
     ) {
         self.writer = writer
         self.unfinished = unfinished
-        self.lost = lost
+        self.lost = lost.stream
         self.epoch = epoch
         renewal = Task { [writer] in
             while !Task.isCancelled {
-                try? await Task.sleep(for: renewEvery)
+                try? await Task.sleep(for: standby.renewEvery)
                 // A store out of reach fails the journal's writes too, which say so; a newer
                 // epoch is reported through `lost`.
-                _ = try? await writer.read { store throws(JournalError) in
-                    try (store as? PostgresJobStore)?.renewLease()
+                guard
+                    let standbys = try? await writer.read({ store throws(JournalError) in
+                        try (store as? PostgresJobStore)?.renewLease()
+                    })
+                else { continue }
+                let before = watch.withLock { watch in
+                    defer { watch.standbys = standbys }
+                    return watch.standbys
+                }
+                if before != standbys {
+                    logger.info("standby brokers waiting to take over", metadata: ["standbys": "\(standbys)"])
+                }
+            }
+        }
+        // Cut off from the store (or with the store hanging) while a standby waits, the broker
+        // steps down before the standby takes over (at the lease's lapse), so that workers and
+        // clients move to it; alone, it goes on serving calls.
+        let stepDownAfter = standby.lapseAfter - standby.renewEvery
+        watchdog = Task {
+            while !Task.isCancelled {
+                try? await Task.sleep(for: standby.renewEvery / 2)
+                let (silence, standbys) = watch.withLock { ($0.renewedAt.duration(to: .now), $0.standbys) }
+                if standbys > 0, silence > stepDownAfter {
+                    lost.continuation.yield(.leaseLapsed(store: store, seconds: Int(silence.components.seconds)))
+                    lost.continuation.finish()
+                    return
                 }
             }
         }
@@ -65,21 +101,29 @@ final class PostgresJournal: OpenedJournal {
                         "the active broker's lease lapsed, but its session could not be ended (it has ended already, or this user may not end another's: give both brokers one database user)",
                         metadata: ["active": "\(lease.holder)", "epoch": "\(lease.epoch)"])
                 }
+            },
+            unreachable: { error in
+                logger.warning(
+                    "standby: the job store cannot be reached; trying again", metadata: ["error": "\(error)"])
             })
-        var epoch: Int64 = 0
+        let watch = Locked(LeaseWatch())
         do {
             let (writer, unfinished) = try await JournalWriter.startReading(named: ("store", store), logger: logger) {
                 () throws(JournalError) in
-                try PostgresJobStore(uri: uri, standby: standby) { error in
-                    losing.yield(error)
-                    losing.finish()
-                }
+                try PostgresJobStore(
+                    uri: uri, standby: standby,
+                    lost: { error in
+                        losing.yield(error)
+                        losing.finish()
+                    },
+                    renewed: { watch.withLock { $0.renewedAt = .now } })
             }
-            epoch = try await writer.read { store throws(JournalError) in
+            let epoch = try await writer.read { store throws(JournalError) in
                 (store as? PostgresJobStore)?.currentEpoch ?? 0
             }
             return PostgresJournal(
-                writer: writer, unfinished: unfinished, lost: lost, epoch: epoch, renewEvery: standby.renewEvery)
+                writer: writer, unfinished: unfinished, epoch: epoch, standby: standby, store: store, watch: watch,
+                lost: (lost, losing), logger: logger)
         } catch {
             throw BrokerStartError(role: "journal", endpoint: store, reason: "\(error)")
         }
@@ -96,6 +140,7 @@ final class PostgresJournal: OpenedJournal {
 
     func close() async {
         renewal.cancel()
+        watchdog.cancel()
         await writer.stop()
     }
 }

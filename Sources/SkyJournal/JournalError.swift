@@ -22,6 +22,9 @@ public enum JournalError: Error, Equatable, CustomStringConvertible {
     /// Another broker took the PostgreSQL store (a newer epoch) while this broker was cut off
     /// from it or paused.
     case fenced(store: String)
+    /// The active broker's lease on the PostgreSQL store went unrenewed for `seconds` while a
+    /// standby waits: it steps down so that the standby takes over.
+    case leaseLapsed(store: String, seconds: Int)
     /// The PostgreSQL store's schema is newer than this broker reads.
     case newerSchema(store: String, found: Int64, known: Int64)
 
@@ -45,6 +48,8 @@ public enum JournalError: Error, Equatable, CustomStringConvertible {
             "another skybroker uses the job store \(store) (it holds the store's lock); stop it, or give this one another database"
         case .fenced(let store):
             "another skybroker took the job store \(store) while this broker was cut off from it or paused: this broker records nothing more and stops, since what it holds of the jobs may be stale. Started again, it waits as a standby"
+        case .leaseLapsed(let store, let seconds):
+            "this broker's lease on the job store \(store) went unrenewed for \(seconds) s while a standby waits (the store was out of reach or hung, or this broker was paused): it steps down so that the standby takes over. Started again, it waits as a standby"
         case .newerSchema(let store, let found, let known):
             "the job store \(store) has schema version \(found), newer than this broker's \(known): a newer skybroker has used it. Run that version (a schema is never downgraded)."
         }

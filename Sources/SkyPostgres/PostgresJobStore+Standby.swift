@@ -1,4 +1,5 @@
 import Foundation
+import SkyJournal
 
 extension PostgresJobStore {
     /// How a broker waits while another is active on the store, and when it takes over.
@@ -16,12 +17,17 @@ extension PostgresJobStore {
         /// Told (on the journal's thread) when a lapsed lease's session was ended (`true`), or
         /// could not be (`false`: it had ended already, or this user may not end it).
         public var evicted: @Sendable (Lease, Bool) -> Void
+        /// Told (on the journal's thread) when the server could not be reached while waiting;
+        /// once, until it is reached again.
+        public var unreachable: @Sendable (JournalError) -> Void
 
         public init(
             name: String, takeoverAfter: Duration = .seconds(5), poll: Duration = .milliseconds(200),
             waiting: @escaping @Sendable (Lease) -> Void = { _ in },
-            evicted: @escaping @Sendable (Lease, Bool) -> Void = { _, _ in }
+            evicted: @escaping @Sendable (Lease, Bool) -> Void = { _, _ in },
+            unreachable: @escaping @Sendable (JournalError) -> Void = { _ in }
         ) {
+            self.unreachable = unreachable
             self.name = name
             self.takeoverAfter = takeoverAfter
             self.poll = poll

@@ -49,6 +49,8 @@ public final class PostgresJobStore: JobStore {
     private let lost: (@Sendable (JournalError) -> Void)?
     /// Another broker took the store: nothing more is sent to the server.
     private var fencedOut = false
+    /// Told (on the journal's thread) each time the lease was renewed and committed.
+    private let renewed: (@Sendable () -> Void)?
 
     /// The epoch this broker took when it became active: every event and log of its run names it.
     public var currentEpoch: Int64 { epoch }
@@ -64,11 +66,13 @@ public final class PostgresJobStore: JobStore {
     /// - Throws: ``JournalError/cannotConnect(store:reason:)``, ``JournalError/inUse(store:)``,
     ///   ``JournalError/newerSchema(store:found:known:)``, ``JournalError/corrupt(path:reason:)``
     ///   for a database with tables of the same names that Sky did not make.
-    public init(uri: String, standby: Standby? = nil, lost: (@Sendable (JournalError) -> Void)? = nil)
-        throws(JournalError)
-    {
+    public init(
+        uri: String, standby: Standby? = nil, lost: (@Sendable (JournalError) -> Void)? = nil,
+        renewed: (@Sendable () -> Void)? = nil
+    ) throws(JournalError) {
         connection = try PostgresConnection(uri: uri)
         self.lost = lost
+        self.renewed = renewed
         connection.define("lock", "SELECT pg_try_advisory_lock($1)", types: [20])
         connection.define("holder", Self.holderQuery, types: [])
         connection.define(
@@ -85,6 +89,15 @@ public final class PostgresJobStore: JobStore {
         connection.define("rename", "UPDATE sky_lease SET holder = $1 WHERE epoch = $2", types: [25, 20])
         // Renews the lease, and fences: a broker whose epoch is no longer the store's changes nothing.
         connection.define("fence", "UPDATE sky_lease SET renewed_at = now() WHERE epoch = $1", types: [20])
+        connection.define(
+            "renew",
+            "UPDATE sky_lease SET renewed_at = now() WHERE epoch = $1 RETURNING (SELECT count(*) FROM sky_standbys WHERE seen_at > now() - interval '5 seconds')",
+            types: [20])
+        connection.define(
+            "standing by",
+            "INSERT INTO sky_standbys (name, seen_at) VALUES ($1, now()) ON CONFLICT (name) DO UPDATE SET seen_at = now()",
+            types: [25])
+        connection.define("active", "DELETE FROM sky_standbys WHERE name = $1", types: [25])
         if let standby {
             try waitForLock(standby)
         } else {
@@ -92,6 +105,7 @@ public final class PostgresJobStore: JobStore {
         }
         try migrate()
         try connection.run("new epoch", [.text(standby?.name ?? "")]) { row in epoch = row.integer(0) }
+        if let standby { try connection.run("active", [.text(standby.name)]) }
         define()
         connection.onReconnect = { [unowned self] () throws(JournalError) in try self.takeBack() }
     }
@@ -112,7 +126,25 @@ public final class PostgresJobStore: JobStore {
     /// session ends, or freed here by ending that session once its lease lapsed.
     private func waitForLock(_ standby: Standby) throws(JournalError) {
         var seen: Lease?
-        while try !tryLock() {
+        var reachable = true
+        var unendedEpoch: Int64?
+        var polls = 0
+        while true {
+            do {
+                if try tryLock() { return }
+                reachable = true
+            } catch .cannotConnect(let store, let reason) {
+                // The server restarted or failed over: a standby waits on (its next try connects
+                // again); an unreachable server at start was refused before the wait.
+                if reachable { standby.unreachable(.cannotConnect(store: store, reason: reason)) }
+                reachable = false
+                Thread.sleep(forTimeInterval: standby.poll.inSecondsForSleep)
+                continue
+            }
+            // Said about once a second, so that the active broker knows a standby waits: cut off
+            // from the store, it then steps down for it (a store of schema 1 has no such table).
+            if polls % 5 == 0 { _ = try? connection.run("standing by", [.text(standby.name)]) }
+            polls += 1
             let lease = try? currentLease()
             if let lease, lease.epoch != seen?.epoch || lease.holder != seen?.holder {
                 standby.waiting(lease)
@@ -120,10 +152,12 @@ public final class PostgresJobStore: JobStore {
             seen = lease ?? seen
             if let lease, lease.silence > standby.lapseAfter, lease.holderSession != 0 {
                 var ended = false
-                try connection.run("evict", [.integer(Int64(lease.holderSession))]) { row in
+                _ = try? connection.run("evict", [.integer(Int64(lease.holderSession))]) { row in
                     ended = row.bytes(0) == [1]
                 }
-                standby.evicted(lease, ended)
+                // A session that could not be ended is said once per epoch, not at every poll.
+                if ended || unendedEpoch != lease.epoch { standby.evicted(lease, ended) }
+                unendedEpoch = ended ? nil : lease.epoch
             }
             Thread.sleep(forTimeInterval: standby.poll.inSecondsForSleep)
         }
@@ -160,11 +194,18 @@ public final class PostgresJobStore: JobStore {
         guard try connection.run("rename", [.text(holder), .integer(epoch)]) == 1 else { throw fenceOut() }
     }
 
-    /// Renews the lease (the broker calls it every ``Standby/renewEvery``); a newer epoch in the
-    /// store ends this broker's use of it.
-    public func renewLease() throws(JournalError) {
+    /// Renews the lease (the broker calls it every ``Standby/renewEvery``) and returns how many
+    /// standbys said in the last 5 s that they wait; a newer epoch in the store ends this
+    /// broker's use of it.
+    @discardableResult
+    public func renewLease() throws(JournalError) -> Int {
         try checkNotFenced()
-        guard try connection.run("fence", [.integer(epoch)]) == 1 else { throw fenceOut() }
+        var standbys: Int64 = 0
+        guard try connection.run("renew", [.integer(epoch)], row: { row in standbys = row.integer(0) }) == 1 else {
+            throw fenceOut()
+        }
+        renewed?()
+        return Int(standbys)
     }
 
     /// Another broker took the store: this one is told (once) and uses it no more.
@@ -265,12 +306,14 @@ public final class PostgresJobStore: JobStore {
         """
 
     /// Version 2: the lease names its holder and when it was renewed, so that a standby can
-    /// tell a silent active broker.
+    /// tell a silent active broker; standbys say that they wait, so that an active broker cut
+    /// off from the store knows to step down.
     private static let version2 = """
         ALTER TABLE sky_lease
             ADD COLUMN holder text NOT NULL DEFAULT '',
             ADD COLUMN holder_pid bigint NOT NULL DEFAULT 0,
             ADD COLUMN renewed_at timestamptz NOT NULL DEFAULT now();
+        CREATE TABLE sky_standbys (name text PRIMARY KEY, seen_at timestamptz NOT NULL);
         UPDATE sky_schema SET version = 2;
         """
 
@@ -344,6 +387,7 @@ public final class PostgresJobStore: JobStore {
             }
             committing = true
             try connection.execute("COMMIT")
+            renewed?()
         } catch {
             if !committing { connection.rollBack() }
             throw error

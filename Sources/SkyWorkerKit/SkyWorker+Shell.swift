@@ -120,7 +120,8 @@ extension SkyWorker {
                 logger.info(
                     "worker registering",
                     metadata: [
-                        "broker": "\(configuration.broker)", "capacity": "\(announcement.capacity)",
+                        "broker": "\(configuration.brokers.joined(separator: ","))",
+                        "capacity": "\(announcement.capacity)",
                         "services": "\(announcement.services.joined(separator: ","))",
                     ])
                 configuration.onStarted?()

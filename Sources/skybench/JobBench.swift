@@ -465,6 +465,38 @@ struct JobBench {
         return lines.joined(separator: "\n")
     }
 
+    /// Both stores measured in one run (`--jobs --store`): SQLite's and PostgreSQL's tables, then
+    /// the two figures the PostgreSQL store is held to, side by side.
+    struct StorePair: Codable {
+        var sqlite: Results
+        var postgresql: Results
+
+        var table: String {
+            let rows = [
+                (
+                    "jobs submit → result recorded, 256 in flight", sqlite.durableJobsPerSecond,
+                    postgresql.durableJobsPerSecond, "jobs/s"
+                ),
+                (
+                    "submit acknowledged, p50, 1 in flight", sqlite.submitP50Microseconds,
+                    postgresql.submitP50Microseconds, "µs"
+                ),
+            ]
+            var lines = [
+                "SQLite (a file in a temporary directory):", JobBench.table(sqlite), "",
+                "PostgreSQL (--store):", JobBench.table(postgresql), "",
+                "The two stores in this run (medians):",
+            ]
+            for (name, first, second, unit) in rows {
+                let (a, b) = (JobBench.median(first), JobBench.median(second))
+                lines.append(
+                    "\(name.padding(toLength: 48, withPad: " ", startingAt: 0)) SQLite \(String(format: "%.0f", a)) \(unit), PostgreSQL \(String(format: "%.0f", b)) \(unit) (\(String(format: "%.2f", a > 0 ? b / a : 0))×)"
+                )
+            }
+            return lines.joined(separator: "\n")
+        }
+    }
+
     private static func median(_ values: [Double]) -> Double {
         let sorted = values.sorted()
         return sorted.isEmpty ? 0 : sorted[sorted.count / 2]

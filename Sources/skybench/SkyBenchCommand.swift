@@ -128,7 +128,7 @@ struct SkyBenchCommand: AsyncParsableCommand {
 
     @Option(
         help: ArgumentHelp(
-            "With --jobs: the broker keeps the jobs on this PostgreSQL store (skybroker --store) instead of a SQLite file in a temporary directory.",
+            "With --jobs: also measure the broker with the jobs on this PostgreSQL store (skybroker --store), after SQLite, and print both.",
             valueName: "postgresql://…"))
     var store: String?
 
@@ -218,11 +218,20 @@ struct SkyBenchCommand: AsyncParsableCommand {
             var bench = JobBench(
                 workers: Self.integers(workers)?.max() ?? 1, capacity: capacity, transport: transport,
                 baseline: programs, jobs: jobCount, inFlight: mostInFlight, rounds: rounds)
-            bench.store = store
             if smoke { bench.shrinkForSmoke() }
-            let results = try await bench.run()
-            print(JobBench.table(results))
-            try write(results)
+            guard let store else {
+                let results = try await bench.run()
+                print(JobBench.table(results))
+                try write(results)
+                return
+            }
+            // SQLite first, then the store: both in one run, on one machine's state, so that the
+            // figures compare.
+            let sqlite = try await bench.run()
+            bench.store = store
+            let pair = JobBench.StorePair(sqlite: sqlite, postgresql: try await bench.run())
+            print(pair.table)
+            try write(pair)
             return
         }
         if instructions {

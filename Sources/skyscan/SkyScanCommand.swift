@@ -17,7 +17,10 @@ struct SkyScanCommand: AsyncParsableCommand {
             Exits 0 only if every scan succeeded (and, with --verify, matched a local scan).
             """)
 
-    @Option(help: "The broker's clients endpoint.")
+    @Option(
+        help: ArgumentHelp(
+            "The broker's clients endpoint; for an active broker and its standbys, each one's, separated by commas.",
+            valueName: "endpoint[,endpoint…]"))
     var broker = "tcp://127.0.0.1:5555"
 
     @Option(help: "How many sectors to scan.")
@@ -54,7 +57,7 @@ struct SkyScanCommand: AsyncParsableCommand {
     @OptionGroup var curve: CurveOptions
 
     func validate() throws {
-        try FlagCheck.endpoint(broker, "--broker")
+        try FlagCheck.endpointList(broker, "--broker")
         try FlagCheck.integer(sectors, "--sectors", in: 0...Self.maxSector)
         try FlagCheck.integer(first, "--first", in: 0...(Self.maxSector - sectors))
         try FlagCheck.integer(concurrency, "--concurrency", in: 1...100_000)
@@ -79,7 +82,7 @@ struct SkyScanCommand: AsyncParsableCommand {
         configuration.credentials = curve.credentials(program: "skyscan")
         let client: SkyClient
         do {
-            client = try await SkyClient(broker: broker, configuration: configuration)
+            client = try await SkyClient(brokers: FlagCheck.endpoints(broker), configuration: configuration)
         } catch {
             ProcessSetup.fail("skyscan", "\(error)")
         }

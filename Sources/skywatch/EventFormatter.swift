@@ -16,6 +16,8 @@ enum EventFormatter {
             if !workers.isEmpty { text += " (\(workers.map(\.name).joined(separator: ", ")))" }
         }
         if let queued = event.queued { text += " queued=\(queued)" }
+        // A broker on a shared job store: which turn at the store it is (a takeover raises it).
+        if let epoch = event.epoch { text += " epoch=\(epoch)" }
         if let task = event.task {
             text += " task=\(task.requestID) service=\(task.service) deliveries=\(task.deliveries)"
             if let worker = task.worker { text += " worker=\(worker)" }

@@ -45,7 +45,8 @@ actor WatchDisplay {
                 ProcessSetup.line(
                     "snapshot #\(snapshot.seq): \(snapshot.workers.count) worker(s)"
                         + (names.isEmpty ? "" : " (\(names))")
-                        + ", queued \(snapshot.totalQueued), in flight \(snapshot.inFlight)")
+                        + ", queued \(snapshot.totalQueued), in flight \(snapshot.inFlight)"
+                        + (snapshot.epoch.map { ", active broker epoch \($0)" } ?? ""))
             case .event(let event):
                 ProcessSetup.line(EventFormatter.line(event))
             }

@@ -65,6 +65,9 @@ extension SecondLineSuite {
                 name: "journal limit none (0)", documented: 0, actual: Double(broker.journalMaxBytes),
                 flag: ("skybroker", "--journal-max-bytes", "0")),
             Default(
+                name: "takeover after 5 s", documented: 5, actual: broker.takeoverAfter.inSeconds,
+                flag: ("skybroker", "--takeover-after", "5.0")),
+            Default(
                 name: "job retention 24 h", documented: 86_400, actual: JobOptions().retention.inSeconds),
             Default(
                 name: "job wait hold 20 s", documented: 20, actual: BrokerService.jobWaitHold.inSeconds),

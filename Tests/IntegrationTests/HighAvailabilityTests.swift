@@ -234,14 +234,71 @@ extension SecondLineSuite {
             try await Task.sleep(until: frozen + .seconds(10))
             first.signal(SIGCONT)
             #expect(try await first.waitForExit() == 1)
+            // Resumed, it finds either its session ended (fenced) or its lease long unrenewed with
+            // a standby waiting, whichever it meets first: both stop it before it records anything.
             #expect(
-                first.errorText.contains("another skybroker took the job store \(server.uri())"), "\(first.errorText)")
+                first.errorText.contains("another skybroker took the job store \(server.uri())")
+                    || first.errorText.contains("went unrenewed"), "\(first.errorText)")
             print("frozen active broker: a standby took over after \(takeover); resumed, it stepped down")
             #expect(takeover < .seconds(8))
 
             for (task, id) in zip(tasks, ids) {
                 #expect(try await sky.result(of: id, as: SleepTask.self) == task)
             }
+            await sky.close()
+            #expect(try await Self.jobStates(server) == ["2": tasks.count])
+            await SkyProcess.killAll(processes)
+            await server.stop()
+        }
+
+        /// The active broker cut off from PostgreSQL (a proxy between them that stops passing
+        /// anything, as a partition or a hung server would) while a standby waits: it steps
+        /// down before its lease lapses, so that its workers and clients move to the standby
+        /// that takes over; every job ends once.
+        @Test(.timeLimit(.minutes(2)))
+        func anActiveBrokerCutOffFromTheStoreStepsDownForTheStandby() async throws {
+            let server = try await PostgresServer.start()
+            let proxy = try FreezableProxy(target: server.port)
+            defer { proxy.stop() }
+            let (a, b) = (try Node(), try Node())
+            let nodes = [a, b]
+            var processes: [SkyProcess] = []
+            defer { for process in processes { process.killNow() } }
+            let first = try a.launch(store: "postgresql://sky@127.0.0.1:\(proxy.port)/postgres")
+            processes.append(first)
+            try await Self.waitUntilActive(first)
+            let second = try b.launch(store: server.uri())
+            processes.append(second)
+            try await Self.waitUntilStandby(second)
+            // The active broker learns that a standby waits (within a renewal or two).
+            try await first.waitForLine(onStandardError: true) { $0.contains("standbys=1") }
+            processes.append(try await Self.startWorker("w1", nodes: nodes))
+            let sky = try await SkyClient(brokers: nodes.map(\.clients))
+            let tasks = (0..<200).map { SleepTask(milliseconds: 20, tag: $0) }
+            var ids: [JobID] = []
+            for task in tasks { ids.append(try await sky.submit(task).id) }
+
+            let cut = ContinuousClock.now
+            proxy.freeze()
+            async let exited = first.waitUntil(onStandardError: true, timeout: .seconds(15)) {
+                $0.contains { $0.contains("stepping down") }
+            }
+            async let active: Void = Self.waitUntilActive(second, timeout: .seconds(15))
+            _ = try await exited
+            let steppedDown = cut.duration(to: .now)
+            try await active
+            let takeover = cut.duration(to: .now)
+            #expect(try await first.waitForExit() == 1)
+            #expect(first.errorText.contains("went unrenewed"), "\(first.errorText)")
+            print(
+                "cut off from the store: the active broker stepped down after \(steppedDown), the standby took over after \(takeover)"
+            )
+            #expect(steppedDown < takeover, "stepped down before the standby took over")
+            #expect(takeover < .seconds(8))
+            for (task, id) in zip(tasks, ids) {
+                #expect(try await sky.result(of: id, as: SleepTask.self) == task)
+            }
+            #expect(try await sky.scan(SleepTask(milliseconds: 1, tag: -1)) == SleepTask(milliseconds: 1, tag: -1))
             await sky.close()
             #expect(try await Self.jobStates(server) == ["2": tasks.count])
             await SkyProcess.killAll(processes)
