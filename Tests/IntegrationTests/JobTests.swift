@@ -20,8 +20,26 @@ extension IntegrationSuite {
             deinit { try? FileManager.default.removeItem(atPath: path) }
         }
 
-        @Test func aJobSubmittedByOneClientIsReadByAnotherAfterTheFirstClosed() async throws {
+        /// Where a job test's broker keeps its jobs: a fresh state directory's SQLite file, or a
+        /// PostgreSQL server started for the test (`--store`); both go with the test. The tests
+        /// that take one run on SQLite here and on PostgreSQL in ``SecondLineSuite/JobsOnPostgresTests``.
+        final class JobStoreFixture: Sendable {
             let state = StateDirectory()
+            let server: PostgresServer?
+
+            init(_ store: Store) async throws {
+                server = store == .postgresql ? try await PostgresServer.start() : nil
+            }
+
+            var arguments: [String] { server.map { ["--store", $0.uri()] } ?? state.arguments }
+        }
+
+        @Test func aJobSubmittedByOneClientIsReadByAnotherAfterTheFirstClosed() async throws {
+            try await Self.aJobSubmittedByOneClientIsReadByAnotherAfterTheFirstClosed(on: .sqlite)
+        }
+
+        static func aJobSubmittedByOneClientIsReadByAnotherAfterTheFirstClosed(on store: Store) async throws {
+            let state = try await JobStoreFixture(store)
             let cluster = try await TestCluster.start(extraArguments: state.arguments)
             defer { cluster.killAll() }
             _ = try await cluster.startWorker(name: "w1")
@@ -180,7 +198,11 @@ extension IntegrationSuite {
         }
 
         @Test func theSameIdempotencyKeyYieldsOneJobAlsoAcrossABrokerRestart() async throws {
-            let state = StateDirectory()
+            try await Self.theSameIdempotencyKeyYieldsOneJobAlsoAcrossABrokerRestart(on: .sqlite)
+        }
+
+        static func theSameIdempotencyKeyYieldsOneJobAlsoAcrossABrokerRestart(on store: Store) async throws {
+            let state = try await JobStoreFixture(store)
             let cluster = try await TestCluster.start(extraArguments: state.arguments)
             defer { cluster.killAll() }
             let sky = try await SkyClient(broker: cluster.clients)
@@ -212,7 +234,11 @@ extension IntegrationSuite {
         }
 
         @Test func aJobsReaderRidesAGracefulBrokerRestartWithoutWaitingOutItsAttempt() async throws {
-            let state = StateDirectory()
+            try await Self.aJobsReaderRidesAGracefulBrokerRestartWithoutWaitingOutItsAttempt(on: .sqlite)
+        }
+
+        static func aJobsReaderRidesAGracefulBrokerRestartWithoutWaitingOutItsAttempt(on store: Store) async throws {
+            let state = try await JobStoreFixture(store)
             let cluster = try await TestCluster.start(extraArguments: state.arguments)
             defer { cluster.killAll() }
             let sky = try await SkyClient(broker: cluster.clients)
@@ -239,7 +265,11 @@ extension IntegrationSuite {
         }
 
         @Test func aDelayedJobDoesNotStartBefore3sAlsoWhenTheBrokerRestartsMeanwhile() async throws {
-            let state = StateDirectory()
+            try await Self.aDelayedJobDoesNotStartBefore3sAlsoWhenTheBrokerRestartsMeanwhile(on: .sqlite)
+        }
+
+        static func aDelayedJobDoesNotStartBefore3sAlsoWhenTheBrokerRestartsMeanwhile(on store: Store) async throws {
+            let state = try await JobStoreFixture(store)
             let cluster = try await TestCluster.start(extraArguments: state.arguments)
             defer { cluster.killAll() }
             _ = try await cluster.startWorker(name: "w1")
@@ -264,7 +294,11 @@ extension IntegrationSuite {
         }
 
         @Test func cancellingAQueuedAndARunningJobRecordsThemCancelled() async throws {
-            let state = StateDirectory()
+            try await Self.cancellingAQueuedAndARunningJobRecordsThemCancelled(on: .sqlite)
+        }
+
+        static func cancellingAQueuedAndARunningJobRecordsThemCancelled(on store: Store) async throws {
+            let state = try await JobStoreFixture(store)
             let cluster = try await TestCluster.start(extraArguments: state.arguments)
             defer { cluster.killAll() }
             _ = try await cluster.startWorker(name: "single", capacity: 1)
@@ -289,7 +323,11 @@ extension IntegrationSuite {
         }
 
         @Test func aFailingHandlerIsRetriedByTheBrokerWithBackoffThenFailsTyped() async throws {
-            let state = StateDirectory()
+            try await Self.aFailingHandlerIsRetriedByTheBrokerWithBackoffThenFailsTyped(on: .sqlite)
+        }
+
+        static func aFailingHandlerIsRetriedByTheBrokerWithBackoffThenFailsTyped(on store: Store) async throws {
+            let state = try await JobStoreFixture(store)
             let cluster = try await TestCluster.start(extraArguments: state.arguments)
             defer { cluster.killAll() }
             // Every sky.flaky call fails: three attempts, then the job failed.
