@@ -34,6 +34,8 @@ final class PostgresJournal: OpenedJournal {
         self.unfinished = unfinished
         self.lost = lost.stream
         self.epoch = epoch
+        // The watch counts from when this broker became active, not from when it began to wait.
+        watch.withLock { $0.renewedAt = .now }
         renewal = Task { [writer] in
             while !Task.isCancelled {
                 try? await Task.sleep(for: standby.renewEvery)

@@ -32,6 +32,52 @@ extension SecondLineSuite {
             }
         }
 
+        /// Two brokers on one store, the first active and the second a standby, and every
+        /// process the test starts beside them: all killed when the test ends.
+        final class Pair: Sendable {
+            let a: Node
+            let b: Node
+            let first: SkyProcess
+            let second: SkyProcess
+            private let started: Locked<[SkyProcess]>
+            var nodes: [Node] { [a, b] }
+
+            private init(a: Node, b: Node, first: SkyProcess, second: SkyProcess) {
+                (self.a, self.b, self.first, self.second) = (a, b, first, second)
+                started = Locked([first, second])
+            }
+
+            /// Starts the active broker on `activeStore` (by default `store`), then the standby.
+            static func start(store: String, activeStore: String? = nil) async throws -> Pair {
+                let (a, b) = (try Node(), try Node())
+                let first = try a.launch(store: activeStore ?? store)
+                do {
+                    try await HighAvailabilityTests.waitUntilActive(first)
+                    let second = try b.launch(store: store)
+                    let pair = Pair(a: a, b: b, first: first, second: second)
+                    try await HighAvailabilityTests.waitUntilStandby(second)
+                    return pair
+                } catch {
+                    first.killNow()
+                    throw error
+                }
+            }
+
+            @discardableResult
+            func track(_ process: SkyProcess) -> SkyProcess {
+                started.withLock { $0.append(process) }
+                return process
+            }
+
+            func killAll() async {
+                await SkyProcess.killAll(started.withLock { $0 })
+            }
+
+            deinit {
+                for process in started.withLock({ $0 }) { process.killNow() }
+            }
+        }
+
         /// A started broker becomes active: it prints its ready line.
         static func waitUntilActive(_ broker: SkyProcess, timeout: Duration = .seconds(20)) async throws {
             try await broker.waitForLine(timeout: timeout) { $0.hasPrefix("skybroker ready ") }
@@ -82,19 +128,11 @@ extension SecondLineSuite {
         @Test(.timeLimit(.minutes(3)))
         func jobsSurviveTwoTakeoversAndAWorkerKill() async throws {
             let server = try await PostgresServer.start()
-            let (a, b) = (try Node(), try Node())
-            let nodes = [a, b]
-            var processes: [SkyProcess] = []
-            defer { for process in processes { process.killNow() } }
-            let first = try a.launch(store: server.uri())
-            processes.append(first)
-            try await Self.waitUntilActive(first)
-            let second = try b.launch(store: server.uri())
-            processes.append(second)
-            try await Self.waitUntilStandby(second)
+            let pair = try await Pair.start(store: server.uri())
+            let (a, nodes, first, second) = (pair.a, pair.nodes, pair.first, pair.second)
             let doomed = try await Self.startWorker("w1", nodes: nodes)
-            processes.append(doomed)
-            processes.append(try await Self.startWorker("w2", nodes: nodes))
+            pair.track(doomed)
+            pair.track(try await Self.startWorker("w2", nodes: nodes))
 
             let count = 10_000
             let tasks = (0..<count).map { SleepTask(milliseconds: 0, tag: $0) }
@@ -118,7 +156,7 @@ extension SecondLineSuite {
             // comes back as a standby; a worker killed; the new active broker killed in turn.
             let firstTakeover = try await Self.takeover(from: first, to: second).took
             let restarted = try a.launch(store: server.uri())
-            processes.append(restarted)
+            pair.track(restarted)
             try await Self.waitUntilStandby(restarted)
             doomed.signal(SIGKILL)
             let secondTakeover = try await Self.takeover(from: second, to: restarted).took
@@ -131,7 +169,7 @@ extension SecondLineSuite {
             }
             await reader.close()
             #expect(try await Self.jobStates(server) == ["2": count], "every job stored once, succeeded")
-            await SkyProcess.killAll(processes)
+            await pair.killAll()
             await server.stop()
         }
 
@@ -141,18 +179,10 @@ extension SecondLineSuite {
         @Test(.timeLimit(.minutes(2)))
         func callsInFlightAcrossATakeoverAreAnsweredOnce() async throws {
             let server = try await PostgresServer.start()
-            let (a, b) = (try Node(), try Node())
-            let nodes = [a, b]
-            var processes: [SkyProcess] = []
-            defer { for process in processes { process.killNow() } }
-            let first = try a.launch(store: server.uri())
-            processes.append(first)
-            try await Self.waitUntilActive(first)
-            let second = try b.launch(store: server.uri())
-            processes.append(second)
-            try await Self.waitUntilStandby(second)
+            let pair = try await Pair.start(store: server.uri())
+            let (nodes, first, second) = (pair.nodes, pair.first, pair.second)
             for name in ["w1", "w2"] {
-                processes.append(try await Self.startWorker(name, nodes: nodes, capacity: 16))
+                pair.track(try await Self.startWorker(name, nodes: nodes, capacity: 16))
             }
             let watch = try SkyProcess(
                 "skywatch",
@@ -160,7 +190,7 @@ extension SecondLineSuite {
                     "--broker", nodes.map(\.clients).joined(separator: ","), "--events",
                     nodes.map(\.events).joined(separator: ","), "--json",
                 ])
-            processes.append(watch)
+            pair.track(watch)
             try await watch.waitForLine { $0.hasPrefix(#"{"snapshot":"#) && $0.contains(#""epoch":1"#) }
             let sky = try await SkyClient(brokers: nodes.map(\.clients))
             let answered = Locked(0)
@@ -200,7 +230,7 @@ extension SecondLineSuite {
             #expect(results.count == 2_000)
             #expect(results.allSatisfy { $0.value == SleepTask(milliseconds: 10, tag: $0.key) })
             await sky.close()
-            await SkyProcess.killAll(processes)
+            await pair.killAll()
             await server.stop()
         }
 
@@ -210,17 +240,9 @@ extension SecondLineSuite {
         @Test(.timeLimit(.minutes(2)))
         func aFrozenActiveBrokerIsFencedAndStepsDown() async throws {
             let server = try await PostgresServer.start()
-            let (a, b) = (try Node(), try Node())
-            let nodes = [a, b]
-            var processes: [SkyProcess] = []
-            defer { for process in processes { process.killNow() } }
-            let first = try a.launch(store: server.uri())
-            processes.append(first)
-            try await Self.waitUntilActive(first)
-            let second = try b.launch(store: server.uri())
-            processes.append(second)
-            try await Self.waitUntilStandby(second)
-            processes.append(try await Self.startWorker("w1", nodes: nodes))
+            let pair = try await Pair.start(store: server.uri())
+            let (nodes, first, second) = (pair.nodes, pair.first, pair.second)
+            pair.track(try await Self.startWorker("w1", nodes: nodes))
             let sky = try await SkyClient(brokers: nodes.map(\.clients))
             let tasks = (0..<400).map { SleepTask(milliseconds: 20, tag: $0) }
             var ids: [JobID] = []
@@ -247,7 +269,7 @@ extension SecondLineSuite {
             }
             await sky.close()
             #expect(try await Self.jobStates(server) == ["2": tasks.count])
-            await SkyProcess.killAll(processes)
+            await pair.killAll()
             await server.stop()
         }
 
@@ -260,19 +282,12 @@ extension SecondLineSuite {
             let server = try await PostgresServer.start()
             let proxy = try FreezableProxy(target: server.port)
             defer { proxy.stop() }
-            let (a, b) = (try Node(), try Node())
-            let nodes = [a, b]
-            var processes: [SkyProcess] = []
-            defer { for process in processes { process.killNow() } }
-            let first = try a.launch(store: "postgresql://sky@127.0.0.1:\(proxy.port)/postgres")
-            processes.append(first)
-            try await Self.waitUntilActive(first)
-            let second = try b.launch(store: server.uri())
-            processes.append(second)
-            try await Self.waitUntilStandby(second)
+            let pair = try await Pair.start(
+                store: server.uri(), activeStore: "postgresql://sky@127.0.0.1:\(proxy.port)/postgres")
+            let (nodes, first, second) = (pair.nodes, pair.first, pair.second)
             // The active broker learns that a standby waits (within a renewal or two).
             try await first.waitForLine(onStandardError: true) { $0.contains("standbys=1") }
-            processes.append(try await Self.startWorker("w1", nodes: nodes))
+            pair.track(try await Self.startWorker("w1", nodes: nodes))
             let sky = try await SkyClient(brokers: nodes.map(\.clients))
             let tasks = (0..<200).map { SleepTask(milliseconds: 20, tag: $0) }
             var ids: [JobID] = []
@@ -301,7 +316,7 @@ extension SecondLineSuite {
             #expect(try await sky.scan(SleepTask(milliseconds: 1, tag: -1)) == SleepTask(milliseconds: 1, tag: -1))
             await sky.close()
             #expect(try await Self.jobStates(server) == ["2": tasks.count])
-            await SkyProcess.killAll(processes)
+            await pair.killAll()
             await server.stop()
         }
     }

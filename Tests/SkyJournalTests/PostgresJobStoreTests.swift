@@ -34,9 +34,10 @@ struct PostgresJobStoreTests {
         await server.stop()
     }
 
-    /// A store opened on another thread, handed over once that thread is done with it (why it
-    /// may be `@unchecked Sendable`: the thread never touches the store again).
-    struct Handover: @unchecked Sendable { let result: Result<PostgresJobStore, JournalError> }
+    /// A store opened on another thread, handed over once that thread is done with it.
+    struct Handover: @unchecked Sendable {  // the opening thread never touches the store again.
+        let result: Result<PostgresJobStore, JournalError>
+    }
 
     /// Opens a store on a thread of its own (a standby's wait blocks, as on the journal's
     /// thread) and returns it once open.
