@@ -102,17 +102,21 @@ struct ServeCommand: AsyncParsableCommand {
             """
             Keep the durable jobs on a PostgreSQL server instead of in --state-dir: a libpq connection URI, several \
             hosts allowed (postgresql://sky@db1:5432,db2:5432/sky?target_session_attrs=read-write); the password in \
-            PGPASSWORD or ~/.pgpass. The broker creates its tables.
+            PGPASSWORD or ~/.pgpass. The broker creates its tables. Of several brokers on one store one is active; the others \
+            bind nothing and wait as standbys (docs/operations.md, "High availability").
             """, valueName: "postgresql://…"))
     var store: String?
 
+    /// Optional, so that giving it without --store is refused; its default is in the help.
     @Option(
-        help: """
-            With --store: seconds an active broker that stopped renewing its lease (dead, frozen, cut off from the \
-            store) keeps it before a standby ends its session and takes over. Brokers on one store wait as standbys \
-            while another is active.
-            """)
-    var takeoverAfter: Double = Self.defaults.takeoverAfter.inSeconds
+        help: ArgumentHelp(
+            """
+            With --store: seconds within which a standby takes over from an active broker that stopped renewing its \
+            lease (dead, frozen, cut off from the store): after 3/5 of them it ends that broker's session; a dead \
+            broker's store is free at once. The active broker's value counts. (default: \
+            \(Self.defaults.takeoverAfter.inSeconds))
+            """, valueName: "seconds"))
+    var takeoverAfter: Double?
 
     @Option(help: "Journal bytes beyond which new jobs are refused as overloaded; 0 for no limit.")
     var journalMaxBytes = Self.defaults.journalMaxBytes
@@ -149,7 +153,14 @@ struct ServeCommand: AsyncParsableCommand {
         // A request has 6 frames; a READY of 1,024 services has 1,028 whatever this says.
         try FlagCheck.integer(maxFrames, "--max-frames", in: 6...100_000)
         try FlagCheck.integer(journalMaxBytes, "--journal-max-bytes", in: 0...(1 << 50))
-        try FlagCheck.seconds(takeoverAfter, "--takeover-after", in: 0.5...3600)
+        if let takeoverAfter {
+            try FlagCheck.seconds(takeoverAfter, "--takeover-after", in: 0.5...3600)
+            guard store != nil else {
+                throw ValidationError(
+                    "--takeover-after applies to brokers that share a --store (PostgreSQL); this broker keeps its jobs in its state directory"
+                )
+            }
+        }
         if stateDir?.isEmpty == true {
             throw ValidationError("--state-dir needs a directory (or \"none\" to run without durable jobs)")
         }
@@ -208,7 +219,7 @@ struct ServeCommand: AsyncParsableCommand {
         configuration.maxFramesPerMessage = maxFrames
         if let store {
             configuration.store = store
-            configuration.takeoverAfter = FlagCheck.duration(seconds: takeoverAfter)
+            if let takeoverAfter { configuration.takeoverAfter = FlagCheck.duration(seconds: takeoverAfter) }
         } else {
             let directory = stateDir ?? Self.defaultStateDirectory
             configuration.stateDirectory = directory == "none" ? nil : directory

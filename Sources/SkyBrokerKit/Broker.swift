@@ -118,7 +118,7 @@ public final class Broker: Service, Sendable {
                 ThreadConfined(ZAPAuthenticator(security: $0), name: "the ZAP authenticator")
             }, journal: journal?.writer,
             limits: .init(frames: configuration.maxFramesPerMessage, bytes: configuration.maxMessageBytes),
-            logger: logger)
+            logger: logger, stallGuard: journal?.stallGuard.map(StallGuard.init))
         let loop: ZMQEventLoop
         // From here on a failure must stop the journal's thread and free its lock.
         do {
@@ -202,10 +202,16 @@ public final class Broker: Service, Sendable {
             }
         }
         logger.info("skybroker stopping")
-        var outbound: [ZMQEventLoop.Outbound] = []
-        shell.shutdown(into: &outbound)
-        loop.send(outbound)
-        await loop.shutdown(linger: configuration.shutdownLinger)
+        if lostJournal == nil {
+            var outbound: [ZMQEventLoop.Outbound] = []
+            shell.shutdown(into: &outbound)
+            loop.send(outbound)
+            await loop.shutdown(linger: configuration.shutdownLinger)
+        } else {
+            // Another broker serves (or is about to): this one says nothing more. Its clients
+            // send their calls again to the next endpoint, its workers register there.
+            await loop.shutdown(linger: 0)
+        }
         // Writes queued before the end are committed; the lock is freed last. A store that was
         // lost may hang the journal's thread (a server that answers nothing): the broker then
         // ends without waiting for it, having written nothing more.
@@ -262,6 +268,8 @@ public final class Broker: Service, Sendable {
         let spareActions = SpareBuffer<BrokerAction>()
         /// The process's tracer, nil without one: traced requests then keep the client's context.
         let tracer = SkyTracing.active()
+        /// On a shared job store: stops the broker from serving after a pause (see ``StallGuard``).
+        var stallGuard: StallGuard? = nil
 
         func snapshot() -> ClusterSnapshot {
             let now = BrokerInstant.now
@@ -283,6 +291,10 @@ public final class Broker: Service, Sendable {
         }
 
         func handle(_ batch: inout [ZMQEventLoop.Inbound], into outbound: inout [ZMQEventLoop.Outbound]) {
+            if let stallGuard, !stallGuard.mayServe(now: .now) {
+                batch.removeAll(keepingCapacity: true)
+                return
+            }
             var actions = spareActions.take()
             actions.reserveCapacity(batch.count * 2)
             let now = BrokerInstant.now

@@ -172,6 +172,14 @@ extension BrokerStateMachine {
     }
 
     private mutating func publishStats(over period: Duration, now: Instant, into actions: inout [BrokerAction]) {
+        // With the first stats a subscriber takes, not with its greeting: a watcher's snapshot,
+        // asked for after the greeting, would already count it, and the watcher never see it.
+        if let epoch = configuration.epoch, !events.activeAnnounced, events.isWatched(.brokerActive) {
+            events.activeAnnounced = true
+            publish(
+                SkyEvent(seq: 0, event: .brokerActive, time: "", broker: configuration.instance, epoch: epoch),
+                into: &actions)
+        }
         let seconds = period.inSeconds
         let closed = tally.closePeriod()
         var stats = BrokerStats(

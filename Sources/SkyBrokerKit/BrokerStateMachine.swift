@@ -711,12 +711,6 @@ package struct BrokerStateMachine: Sendable {
 
     mutating func sayHello(now: Instant, into actions: inout [BrokerAction]) {
         events.greeted(now: now, interval: configuration.helloInterval)
-        if let epoch = configuration.epoch, !events.activeAnnounced {
-            events.activeAnnounced = true
-            publish(
-                SkyEvent(seq: 0, event: .brokerActive, time: "", broker: configuration.instance, epoch: epoch),
-                into: &actions)
-        }
         publish(
             SkyEvent(
                 seq: 0, event: .brokerHello, time: "",

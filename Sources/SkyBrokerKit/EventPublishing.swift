@@ -14,7 +14,7 @@ struct EventPublishing: Sendable {
     /// When the next `broker.hello` may go out, and whether a subscription waits for one.
     private var nextHelloAllowed: BrokerInstant?
     private var helloPending = false
-    /// `broker.active` went out (once a run, with the first greeting).
+    /// `broker.active` went out (once a run, with the first stats a subscriber takes).
     var activeAnnounced = false
 
     /// Takes the next event's number.

@@ -17,6 +17,10 @@ protocol OpenedJournal: Sendable {
     var epoch: Int64? { get }
     /// Tells standbys on a shared store how to name this broker (with the endpoints it bound).
     func announce(_ name: String) async
+    /// On a shared store: given how long the broker's I/O thread did not run, whether the broker
+    /// must step down (a standby may have taken over meanwhile); it is then told through
+    /// ``lost``. `nil` for a journal only this process can use.
+    var stallGuard: (@Sendable (Duration) -> Bool)? { get }
 }
 
 extension JournalWriter {

@@ -16,6 +16,7 @@ final class PostgresJournal: OpenedJournal {
     /// long while a standby waits.
     private let renewal: Task<Void, Never>
     private let watchdog: Task<Void, Never>
+    let stallGuard: (@Sendable (Duration) -> Bool)?
 
     /// When the lease was last renewed (by a transaction or a renewal), and how many standbys
     /// the last renewal found waiting.
@@ -57,17 +58,20 @@ final class PostgresJournal: OpenedJournal {
         }
         // Cut off from the store (or with the store hanging) while a standby waits, the broker
         // steps down before the standby takes over (at the lease's lapse), so that workers and
-        // clients move to it; alone, it goes on serving calls.
+        // clients move to it; alone, it goes on serving calls. The same after a pause of its
+        // I/O thread that long, seen by that thread when it wakes (``StallGuard``).
         let stepDownAfter = standby.lapseAfter - standby.renewEvery
+        let stepsDown: @Sendable (Duration) -> Bool = { silence in
+            guard silence > stepDownAfter, watch.withLock({ $0.standbys }) > 0 else { return false }
+            lost.continuation.yield(.leaseLapsed(store: store, seconds: Int(silence.components.seconds)))
+            lost.continuation.finish()
+            return true
+        }
+        stallGuard = stepsDown
         watchdog = Task {
             while !Task.isCancelled {
                 try? await Task.sleep(for: standby.renewEvery / 2)
-                let (silence, standbys) = watch.withLock { ($0.renewedAt.duration(to: .now), $0.standbys) }
-                if standbys > 0, silence > stepDownAfter {
-                    lost.continuation.yield(.leaseLapsed(store: store, seconds: Int(silence.components.seconds)))
-                    lost.continuation.finish()
-                    return
-                }
+                if stepsDown(watch.withLock { $0.renewedAt.duration(to: .now) }) { return }
             }
         }
     }
@@ -94,7 +98,7 @@ final class PostgresJournal: OpenedJournal {
             evicted: { lease, ended in
                 if ended {
                     logger.warning(
-                        "the active broker stopped renewing its lease: ended its session to take over",
+                        "the active broker stopped renewing its lease: told its session to end, to take over (its lock is free once it has)",
                         metadata: [
                             "active": "\(lease.holder)", "epoch": "\(lease.epoch)", "silent for": "\(lease.silence)",
                         ])

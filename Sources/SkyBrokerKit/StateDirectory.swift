@@ -89,6 +89,7 @@ final class StateDirectory: OpenedJournal {
     var lost: AsyncStream<JournalError>? { nil }
     var epoch: Int64? { nil }
     func announce(_ name: String) async {}
+    var stallGuard: (@Sendable (Duration) -> Bool)? { nil }
 
     /// Commits what is queued, stops the journal's thread, and frees the lock.
     func close() async {

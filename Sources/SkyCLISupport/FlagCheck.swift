@@ -52,7 +52,14 @@ public enum FlagCheck {
 
     /// Every endpoint of a comma-separated list connects (see ``endpoint(_:_:binding:)``).
     public static func endpointList(_ value: String, _ flag: String) throws {
-        for endpoint in endpoints(value) { try self.endpoint(endpoint, flag) }
+        for endpoint in endpoints(value) {
+            guard !endpoint.isEmpty else {
+                throw ValidationError(
+                    "\(flag) \(value) has an empty entry: give endpoints separated by single commas (tcp://HOST:PORT,tcp://HOST:PORT)"
+                )
+            }
+            try self.endpoint(endpoint, flag)
+        }
     }
 
     /// The endpoints one process binds (each given as its flag and value) are pairwise apart:

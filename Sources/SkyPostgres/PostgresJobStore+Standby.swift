@@ -37,9 +37,14 @@ extension PostgresJobStore {
 
         /// The active broker renews its lease this often (and with every transaction).
         public var renewEvery: Duration { takeoverAfter / 5 }
-        /// A lease not renewed for this long has lapsed: three renewals missed at the default,
-        /// leaving the rest of ``takeoverAfter`` to end the session, take the lock and start.
-        public var lapseAfter: Duration { takeoverAfter * 3 / 5 }
+        /// This broker's lease, once active, lapses after this long unrenewed (``lapse(of:)``).
+        public var lapseAfter: Duration { Self.lapse(of: takeoverAfter) }
+
+        /// A lease not renewed for 3/5 of the active broker's `takeoverAfter` has lapsed: three
+        /// renewals missed, leaving the rest to end the session, take the lock and start. The
+        /// active broker's own setting counts (it is in the lease), so that a standby started
+        /// with a shorter one does not depose a healthy broker.
+        public static func lapse(of takeoverAfter: Duration) -> Duration { takeoverAfter * 3 / 5 }
     }
 
     /// The store's lease as a standby reads it.
@@ -52,6 +57,8 @@ extension PostgresJobStore {
         public var holderSession: Int32
         /// How long ago the lease was renewed, by the server's clock.
         public var silence: Duration
+        /// The active broker's `--takeover-after`: its lease lapses at ``Standby/lapse(of:)`` of it.
+        public var takeoverAfter: Duration
     }
 }
 

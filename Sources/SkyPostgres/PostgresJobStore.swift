@@ -81,8 +81,8 @@ public final class PostgresJobStore: JobStore {
             types: [20])
         connection.define(
             "new epoch",
-            "UPDATE sky_lease SET epoch = epoch + 1, holder = $1, holder_pid = pg_backend_pid(), renewed_at = now() RETURNING epoch",
-            types: [25])
+            "UPDATE sky_lease SET epoch = epoch + 1, holder = $1, holder_pid = pg_backend_pid(), renewed_at = now(), takeover_after_ms = $2 RETURNING epoch",
+            types: [25, 20])
         connection.define(
             "take back", "UPDATE sky_lease SET holder_pid = pg_backend_pid(), renewed_at = now() WHERE epoch = $1",
             types: [20])
@@ -97,14 +97,20 @@ public final class PostgresJobStore: JobStore {
             "standing by",
             "INSERT INTO sky_standbys (name, seen_at) VALUES ($1, now()) ON CONFLICT (name) DO UPDATE SET seen_at = now()",
             types: [25])
-        connection.define("active", "DELETE FROM sky_standbys WHERE name = $1", types: [25])
+        // Its own row goes, and those of standbys gone long ago (stopped while they waited).
+        connection.define(
+            "active", "DELETE FROM sky_standbys WHERE name = $1 OR seen_at < now() - interval '1 hour'", types: [25])
         if let standby {
             try waitForLock(standby)
         } else {
             try takeLock()
         }
         try migrate()
-        try connection.run("new epoch", [.text(standby?.name ?? "")]) { row in epoch = row.integer(0) }
+        let takeoverAfter = (standby?.takeoverAfter ?? .seconds(5)).components
+        let milliseconds = takeoverAfter.seconds * 1000 + takeoverAfter.attoseconds / 1_000_000_000_000_000
+        try connection.run("new epoch", [.text(standby?.name ?? ""), .integer(milliseconds)]) { row in
+            epoch = row.integer(0)
+        }
         if let standby { try connection.run("active", [.text(standby.name)]) }
         define()
         connection.onReconnect = { [unowned self] () throws(JournalError) in try self.takeBack() }
@@ -127,7 +133,7 @@ public final class PostgresJobStore: JobStore {
     private func waitForLock(_ standby: Standby) throws(JournalError) {
         var seen: Lease?
         var reachable = true
-        var unendedEpoch: Int64?
+        var reported: (epoch: Int64, ended: Bool)?
         var polls = 0
         while true {
             do {
@@ -150,14 +156,15 @@ public final class PostgresJobStore: JobStore {
                 standby.waiting(lease)
             }
             seen = lease ?? seen
-            if let lease, lease.silence > standby.lapseAfter, lease.holderSession != 0 {
+            if let lease, lease.silence > Standby.lapse(of: lease.takeoverAfter), lease.holderSession != 0 {
                 var ended = false
                 _ = try? connection.run("evict", [.integer(Int64(lease.holderSession))]) { row in
                     ended = row.bytes(0) == [1]
                 }
-                // A session that could not be ended is said once per epoch, not at every poll.
-                if ended || unendedEpoch != lease.epoch { standby.evicted(lease, ended) }
-                unendedEpoch = ended ? nil : lease.epoch
+                // Said once per epoch and outcome, not at every poll: a server process that does
+                // not end when told (it hangs) keeps the lock until it does.
+                if reported?.epoch != lease.epoch || reported?.ended != ended { standby.evicted(lease, ended) }
+                reported = (lease.epoch, ended)
             }
             Thread.sleep(forTimeInterval: standby.poll.inSecondsForSleep)
         }
@@ -171,7 +178,7 @@ public final class PostgresJobStore: JobStore {
             lease = Lease(
                 epoch: row.integer(0), holder: row.text(1) ?? "",
                 holderSession: Int32(truncatingIfNeeded: row.integer(2)),
-                silence: .milliseconds(row.integer(3)))
+                silence: .milliseconds(row.integer(3)), takeoverAfter: .milliseconds(row.integer(4)))
         }
         return lease
     }
@@ -179,7 +186,7 @@ public final class PostgresJobStore: JobStore {
     /// The lease row, with how long ago it was renewed by the server's clock (the brokers'
     /// clocks need not agree).
     private static let holderQuery =
-        "SELECT epoch, holder, holder_pid, (extract(epoch FROM now() - renewed_at) * 1000)::bigint FROM sky_lease"
+        "SELECT epoch, holder, holder_pid, (extract(epoch FROM now() - renewed_at) * 1000)::bigint, takeover_after_ms FROM sky_lease"
 
     /// After a lost session: the lock again, and the epoch unchanged. Another broker holding the
     /// store now, or having held it meanwhile, ends this broker's use of it.
@@ -312,7 +319,8 @@ public final class PostgresJobStore: JobStore {
         ALTER TABLE sky_lease
             ADD COLUMN holder text NOT NULL DEFAULT '',
             ADD COLUMN holder_pid bigint NOT NULL DEFAULT 0,
-            ADD COLUMN renewed_at timestamptz NOT NULL DEFAULT now();
+            ADD COLUMN renewed_at timestamptz NOT NULL DEFAULT now(),
+            ADD COLUMN takeover_after_ms bigint NOT NULL DEFAULT 5000;
         CREATE TABLE sky_standbys (name text PRIMARY KEY, seen_at timestamptz NOT NULL);
         UPDATE sky_schema SET version = 2;
         """

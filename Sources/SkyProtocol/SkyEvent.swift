@@ -15,8 +15,8 @@ public struct EventKind: RawRepresentable, Codable, Hashable, Sendable, CustomSt
     /// present state and knows its subscription is live.
     public static let brokerHello = EventKind(rawValue: "broker.hello")
     /// A broker became the active one on a shared job store (``SkyEvent/epoch`` names its turn):
-    /// sent once, to the first subscribers of its run (later ones see the epoch in
-    /// `broker.hello`).
+    /// sent once a run, just before the first `broker.stats` that a subscriber takes (later
+    /// subscribers see the epoch in `broker.hello` and the snapshot).
     public static let brokerActive = EventKind(rawValue: "broker.active")
     /// A worker is stopping: it gets no new tasks and finishes the ones it holds.
     public static let workerDraining = EventKind(rawValue: "worker.draining")

@@ -206,6 +206,16 @@ extension SecondLineSuite {
             .init(
                 program: "skybroker", arguments: ["--store", "postgresql://db/sky", "--state-dir", "/var/lib/sky"],
                 message: "--store and --state-dir both say where the jobs are kept: give one"),
+            // Without a shared store there is no standby to take over: the flag would do nothing.
+            .init(
+                program: "skybroker", arguments: ["--takeover-after", "3", "--state-dir", "none"],
+                message: "--takeover-after applies to brokers that share a --store (PostgreSQL)"),
+            .init(
+                program: "skyworker", arguments: ["--broker", "tcp://127.0.0.1:5556,,tcp://127.0.0.1:5566"],
+                message: "has an empty entry: give endpoints separated by single commas"),
+            .init(
+                program: "skywatch", arguments: ["--broker", "tcp://127.0.0.1:5555,"],
+                message: "--broker tcp://127.0.0.1:5555, has an empty entry"),
             // No server listens on port 1: the broker says which store, why, and what to check.
             .init(
                 program: "skybroker",

@@ -225,8 +225,10 @@ extension SecondLineSuite {
                 "2,000 calls across a takeover of \(took): all answered once; the first answer \(resumed.map { "\($0)" } ?? "none") after the standby was ready"
             )
             #expect(resumed.map { $0 < .seconds(1) } ?? false)
-            // The watcher follows too: its next snapshot is the new active broker's, with its epoch.
+            // The watcher follows too: its next snapshot is the new active broker's, with its
+            // epoch, and the new broker announces itself.
             try await watch.waitForLine { $0.hasPrefix(#"{"snapshot":"#) && $0.contains(#""epoch":2"#) }
+            try await watch.waitForLine { $0.contains(#""event":"broker.active""#) && $0.contains(#""epoch":2"#) }
             #expect(results.count == 2_000)
             #expect(results.allSatisfy { $0.value == SleepTask(milliseconds: 10, tag: $0.key) })
             await sky.close()
@@ -242,20 +244,46 @@ extension SecondLineSuite {
             let server = try await PostgresServer.start()
             let pair = try await Pair.start(store: server.uri())
             let (nodes, first, second) = (pair.nodes, pair.first, pair.second)
+            // The active broker knows that a standby waits (within a renewal or two): woken, it
+            // then steps down without a word.
+            try await first.waitForLine(onStandardError: true) { $0.contains("standbys=1") }
             pair.track(try await Self.startWorker("w1", nodes: nodes))
             let sky = try await SkyClient(brokers: nodes.map(\.clients))
             let tasks = (0..<400).map { SleepTask(milliseconds: 20, tag: $0) }
             var ids: [JobID] = []
             for task in tasks { ids.append(try await sky.submit(task).id) }
 
+            let watch = pair.track(
+                try SkyProcess(
+                    "skywatch",
+                    [
+                        "--broker", nodes.map(\.clients).joined(separator: ","), "--events",
+                        nodes.map(\.events).joined(separator: ","), "--json",
+                    ]))
+            try await watch.waitForLine { $0.hasPrefix(#"{"snapshot":"#) }
+
             let clock = ContinuousClock()
             let frozen = clock.now
+            let linesAtFreeze = watch.outputLines.count
             first.signal(SIGSTOP)
             try await Self.waitUntilActive(second)
             let takeover = frozen.duration(to: clock.now)
             try await Task.sleep(until: frozen + .seconds(10))
             first.signal(SIGCONT)
             #expect(try await first.waitForExit() == 1)
+            // Woken, it said nothing before it stopped: the watcher, which hears both brokers'
+            // events endpoints, saw no worker of the old one expire and no call answered
+            // brokerShuttingDown, and it follows the new broker on (its stats keep coming).
+            let linesAtExit = watch.outputLines.count
+            try await watch.waitUntil {
+                $0.dropFirst(linesAtExit).filter { $0.contains(#""event":"broker.stats""#) }.count >= 2
+            }
+            let sinceFreeze = watch.outputLines.dropFirst(linesAtFreeze)
+            #expect(
+                !sinceFreeze.contains {
+                    $0.contains(#""event":"worker.disconnected""#) || $0.contains("brokerShuttingDown")
+                },
+                "\(sinceFreeze.joined(separator: "\n"))")
             // Resumed, it finds either its session ended (fenced) or its lease long unrenewed with
             // a standby waiting, whichever it meets first: both stop it before it records anything.
             #expect(

@@ -214,23 +214,31 @@ struct BrokerReliabilityTests {
         #expect(events(broker.subscribe()).filter { $0.event == .brokerHello }.count == 1)
     }
 
-    /// A broker active on a shared job store announces its epoch: `broker.active` once, before
-    /// the first greeting, and the epoch in every greeting and snapshot. One with a journal of
-    /// its own says none.
+    /// A broker active on a shared job store announces its epoch: `broker.active` once, with the
+    /// first stats a subscriber takes (after its greeting, so that a watcher's snapshot does not
+    /// swallow it), and the epoch in every greeting and snapshot. One with a journal of its own
+    /// says none.
     @Test func aBrokerOnASharedStoreAnnouncesItsEpochOnce() {
         var configuration = BrokerStateMachine.Configuration()
         configuration.epoch = 3
         var broker = BrokerHarness(configuration)
-        let first = events(broker.subscribe())
-        #expect(first.map(\.event) == [.brokerActive, .brokerHello])
-        #expect(first.map(\.epoch) == [3, 3])
-        #expect(first.first?.broker == configuration.instance)
+        let greeting = events(broker.subscribe())
+        #expect(greeting.map(\.event) == [.brokerHello])
+        #expect(greeting.first?.epoch == 3)
+        var next: [SkyEvent] = []
+        for _ in 0..<3 where !next.contains(where: { $0.event == .brokerStats }) {
+            next = events(broker.advance(.seconds(1)))
+        }
+        #expect(next.map(\.event).prefix(2) == [.brokerActive, .brokerStats])
+        #expect(next.first?.epoch == 3 && next.first?.broker == configuration.instance)
         let later = events(broker.advance(.seconds(1)) + broker.subscribe())
         #expect(!later.contains { $0.event == .brokerActive })
         #expect(later.filter { $0.event == .brokerHello }.allSatisfy { $0.epoch == 3 })
         #expect(broker.machine.snapshot(now: broker.now).epoch == 3)
         var alone = BrokerHarness()
-        #expect(events(alone.subscribe()).map(\.event) == [.brokerHello])
+        let aloneEvents = events(alone.subscribe() + alone.advance(.seconds(1)) + alone.advance(.seconds(1)))
+        #expect(aloneEvents.contains { $0.event == .brokerStats })
+        #expect(aloneEvents.allSatisfy { $0.event != .brokerActive })
         #expect(alone.machine.snapshot(now: alone.now).epoch == nil)
     }
 
