@@ -42,17 +42,24 @@ extension SecondLineSuite {
 
         /// Three consecutive loopback ports nobody listens on (checked by binding them).
         static func freePortTriple() async throws -> Int {
+            try await freePorts(offsets: [0, 1, 2])
+        }
+
+        /// A base port such that base + each offset is a loopback port nobody listens on.
+        static func freePorts(offsets: [Int]) async throws -> Int {
             for _ in 0..<50 {
                 let base = Int.random(in: 20_000..<60_000)
                 var bound: [FakeBroker] = []
-                for port in base..<base + 3 {
-                    guard let broker = try? await FakeBroker.start(on: "tcp://127.0.0.1:\(port)") else { break }
+                for offset in offsets {
+                    guard let broker = try? await FakeBroker.start(on: "tcp://127.0.0.1:\(base + offset)") else {
+                        break
+                    }
                     bound.append(broker)
                 }
                 for broker in bound { await broker.stop() }
-                if bound.count == 3 { return base }
+                if bound.count == offsets.count { return base }
             }
-            throw SkyProcess.Timeout(description: "no three free consecutive ports found")
+            throw SkyProcess.Timeout(description: "no free ports at offsets \(offsets) found")
         }
 
         /// The pids in the pid files `up` wrote.
@@ -123,6 +130,49 @@ extension SecondLineSuite {
             for pid in pids { #expect(kill(pid, 0) != 0, "process \(pid) still runs after down") }
             let after = try await Self.ops(["status"], state: state, portBase: base)
             #expect(after.output.contains("No cluster is up."))
+        }
+
+        /// `up --ha`: a PostgreSQL server in the state directory, an active broker and a standby,
+        /// a worker, skywatch and skyweb given both. The active broker killed, the standby takes
+        /// over and the worker follows (status shows it); a second `up` is refused while any of
+        /// it runs (it wiped the pid files of a cluster whose first broker was gone); `down`
+        /// stops all of it, PostgreSQL too.
+        @Test(.timeLimit(.minutes(2)))
+        func upWithHAStartsTwoBrokersOnPostgreSQLAndFollowsATakeover() async throws {
+            let state = FileManager.default.temporaryDirectory.appendingPathComponent("sky-ops-\(UUID().uuidString)")
+            let base = try await Self.freePorts(offsets: [0, 1, 2, 10, 11, 12, 20])
+            let postmaster = state.appendingPathComponent("pg/data/postmaster.pid")
+            defer {
+                for pid in Self.pids(in: state) { kill(pid, SIGKILL) }
+                if let text = try? String(contentsOf: postmaster, encoding: .utf8),
+                    let pid = Int32(text.split(separator: "\n").first ?? "")
+                {
+                    kill(pid, SIGKILL)
+                }
+                try? FileManager.default.removeItem(at: state)
+            }
+            let up = try await Self.ops(["up", "--ha", "--workers", "1"], state: state, portBase: base)
+            #expect(up.status == 0, "\(up.output)")
+            #expect(up.output.contains("standby broker: clients=tcp://127.0.0.1:\(base + 10)"), "\(up.output)")
+            let pids = Self.pids(in: state)
+            #expect(pids.count == 5, "broker, standby, watcher, dashboard and a worker")
+
+            let active = try String(contentsOf: state.appendingPathComponent("broker.pid"), encoding: .utf8)
+            kill(try #require(Int32(active.trimmingCharacters(in: .whitespacesAndNewlines))), SIGKILL)
+            try await eventually("the standby took over and the worker followed", timeout: .seconds(30)) {
+                let status = try await Self.ops(["status"], state: state, portBase: base)
+                return status.output.contains("1 worker(s) (worker-1)")
+                    && status.output.contains("active broker epoch 2")
+                    && status.output.contains("(the standby, since it took over)")
+            }
+            let again = try await Self.ops(["up", "--ha"], state: state, portBase: base)
+            #expect(again.status == 1 && again.output.contains("a cluster is already up"), "\(again.output)")
+            #expect(Self.pids(in: state).count == 5, "the refused up kept the pid files")
+
+            let down = try await Self.ops(["down"], state: state, portBase: base)
+            #expect(down.status == 0 && down.output.contains("Cluster down."))
+            for pid in pids { #expect(kill(pid, 0) != 0, "process \(pid) still runs after down") }
+            #expect(!FileManager.default.fileExists(atPath: postmaster.path), "PostgreSQL still runs after down")
         }
 
         /// `up --worker-binary` runs the user's own worker (here the example worker) in place of
