@@ -17,6 +17,11 @@ extension SkyClient {
         /// and its standbys, separated by commas). `nil`: each clients endpoint's host with its
         /// port + 2 (skybroker's default layout: 5555 clients, 5557 events).
         public var events: String?
+
+        /// ``events`` as a list: the endpoints between its commas.
+        var eventsList: [String]? {
+            events?.split(separator: ",", omittingEmptySubsequences: false).map(String.init)
+        }
         /// Runs tasks in this process when the broker is unreachable or has no worker for the
         /// task's service, through the same `scan` call (location transparency). Only services
         /// the system has a handler for fall back.

@@ -50,9 +50,7 @@ extension SkyClient {
     /// broker of several on one job store binds its events endpoint, so the subscription hears
     /// the active one, whichever it is. Empty when no endpoint can be told.
     public nonisolated var eventsEndpoints: [String] {
-        if let events = configuration.events {
-            return events.split(separator: ",", omittingEmptySubsequences: false).map(String.init)
-        }
+        if let events = configuration.eventsList { return events }
         var derived: [String] = []
         for broker in endpoints {
             guard broker.hasPrefix("tcp://"), let colon = broker.lastIndex(of: ":"),

@@ -72,8 +72,7 @@ public actor SkyClient {
     ///   `localhost:5555`, which libzmq would refuse with only "Invalid argument").
     public init(brokers: [String], configuration: Configuration = Configuration()) async throws {
         guard !brokers.isEmpty else { throw SkyError.brokerUnreachable("no broker endpoint was given") }
-        let events = configuration.events?.split(separator: ",", omittingEmptySubsequences: false).map(String.init)
-        for endpoint in brokers + (events ?? []) {
+        for endpoint in brokers + (configuration.eventsList ?? []) {
             if let problem = ZMQEndpoint.problem(endpoint, binding: false) {
                 throw SkyError.wrongEndpoint(ZMQEndpoint.advice(endpoint, problem: problem))
             }

@@ -7,17 +7,15 @@ import SkyZMQ
 /// its PostgreSQL server.
 ///
 /// Blocking sockets, one thread per direction of each connection: a test makes a handful.
-public final class FreezableProxy: Sendable {
+public final class FreezableProxy: @unchecked Sendable {  // its `var`s are guarded by `condition`.
     public let port: Int
     private let listener: Int32
     private let target: Int
-    private let state = Locked(State())
-
-    private struct State {
-        var frozen = false
-        var stopped = false
-        var sockets: [Int32] = []
-    }
+    /// Guards `frozen`, `stopped` and `sockets`; pumps wait on it while frozen.
+    private let condition = NSCondition()
+    private var frozen = false
+    private var stopped = false
+    private var sockets: [Int32] = []
 
     public init(target: Int) throws {
         self.target = target
@@ -50,18 +48,22 @@ public final class FreezableProxy: Sendable {
 
     /// Nothing more passes, either way; connections stay open.
     public func freeze() {
-        state.withLock { $0.frozen = true }
+        condition.lock()
+        frozen = true
+        condition.unlock()
     }
 
     /// Closes the listener and every connection.
     public func stop() {
-        let sockets = state.withLock { state in
-            state.stopped = true
-            return state.sockets
-        }
+        condition.lock()
+        stopped = true
+        let open = sockets
+        condition.broadcast()
+        condition.unlock()
         shutdown(listener, Int32(SHUT_RDWR))
         close(listener)
-        for socket in sockets { shutdown(socket, Int32(SHUT_RDWR)) }
+        // The pumps see the end of their sockets and close them (``pump(from:to:done:)``).
+        for socket in open { shutdown(socket, Int32(SHUT_RDWR)) }
     }
 
     private static func loopback(port: UInt16) -> sockaddr_in {
@@ -83,30 +85,47 @@ public final class FreezableProxy: Sendable {
                     connect(server, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
                 }
             }
-            let kept = state.withLock { state in
-                guard !state.stopped else { return false }
-                state.sockets += [client, server]
-                return true
-            }
-            guard connected == 0, kept else {
+            condition.lock()
+            let kept = !stopped && connected == 0
+            if kept { sockets += [client, server] }
+            condition.unlock()
+            guard kept else {
                 close(client)
                 close(server)
                 continue
             }
-            Thread { [self] in pump(from: client, to: server) }.start()
-            Thread { [self] in pump(from: server, to: client) }.start()
+            // The second pump to end closes both sockets.
+            let ended = Locked(0)
+            let done: @Sendable () -> Void = { [self] in
+                guard
+                    ended.withLock({
+                        $0 += 1; return $0
+                    }) == 2
+                else { return }
+                condition.lock()
+                sockets.removeAll { $0 == client || $0 == server }
+                condition.unlock()
+                close(client)
+                close(server)
+            }
+            Thread { [self] in pump(from: client, to: server, done: done) }.start()
+            Thread { [self] in pump(from: server, to: client, done: done) }.start()
         }
     }
 
     /// Passes bytes from one socket to the other until either closes; frozen, it holds what it
-    /// read and reads no more.
-    private func pump(from source: Int32, to sink: Int32) {
+    /// read and reads no more until the proxy stops.
+    private func pump(from source: Int32, to sink: Int32, done: @Sendable () -> Void) {
+        defer { done() }
         var buffer = [UInt8](repeating: 0, count: 65_536)
         while true {
             let count = buffer.withUnsafeMutableBytes { read(source, $0.baseAddress, $0.count) }
             guard count > 0 else { break }
-            while state.withLock({ $0.frozen && !$0.stopped }) { usleep(10_000) }
-            guard !state.withLock({ $0.stopped }) else { break }
+            condition.lock()
+            while frozen && !stopped { condition.wait() }
+            let ended = stopped
+            condition.unlock()
+            guard !ended else { return }
             var sent = 0
             while sent < count {
                 let wrote = buffer.withUnsafeBytes { write(sink, $0.baseAddress! + sent, count - sent) }

@@ -268,7 +268,7 @@ extension SecondLineSuite {
             first.signal(SIGSTOP)
             try await Self.waitUntilActive(second)
             let takeover = frozen.duration(to: clock.now)
-            try await Task.sleep(until: frozen + .seconds(10))
+            try await Task.sleep(until: frozen + .seconds(10))  // the scenario: frozen this long
             first.signal(SIGCONT)
             #expect(try await first.waitForExit() == 1)
             // Woken, it said nothing before it stopped: the watcher, which hears both brokers'
