@@ -158,7 +158,8 @@ public final class Broker: Service, Sendable {
     /// Then it answers every waiting and running request with `brokerShuttingDown`, tells the
     /// workers, lets those messages leave, and closes the sockets.
     /// - Throws: the `JournalError` that ended it when its PostgreSQL store was lost to another
-    ///   broker (`inUse`, `fenced`): it stops the same way first.
+    ///   broker (`fenced`), or it stepped down for a standby (`leaseLapsed`): it then closes its
+    ///   sockets without answering or telling anyone, as another broker serves.
     public func run() async throws {
         logger.info(
             "skybroker serving: clients \(endpoints.clients), workers \(endpoints.workers), events \(endpoints.events)")
