@@ -60,7 +60,7 @@ final class PostgresJournal: OpenedJournal {
         // steps down before the standby takes over (at the lease's lapse), so that workers and
         // clients move to it; alone, it goes on serving calls. The same after a pause of its
         // I/O thread that long, seen by that thread when it wakes (``StallGuard``).
-        let stepDownAfter = standby.lapseAfter - standby.renewEvery
+        let stepDownAfter = standby.stepDownAfter
         let stepsDown: @Sendable (Duration) -> Bool = { silence in
             guard silence > stepDownAfter, watch.withLock({ $0.standbys }) > 0 else { return false }
             lost.continuation.yield(.leaseLapsed(store: store, seconds: Int(silence.components.seconds)))

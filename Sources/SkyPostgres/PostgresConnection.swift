@@ -81,11 +81,26 @@ final class PostgresConnection {
     /// Runs after a lost session was replaced by a new one, before anything else is sent on it
     /// (the store takes its lock again there).
     var onReconnect: (() throws(JournalError) -> Void)?
+    /// How long a statement waits without hearing from the server before the session is given
+    /// up, and a connection attempt to each host lasts at most (rounded up to whole seconds,
+    /// 2 at least: libpq's `connect_timeout`). A server that hangs (stopped, stuck on its disk)
+    /// keeps its connection open and the kernel acknowledges what is sent, so no TCP time-out
+    /// ever ends the wait: sessions are non-blocking and every wait is a `poll` bounded by it.
+    let silenceBound: Duration
+    /// When and how the server was last found unreachable after a wait (a session given up on
+    /// its silence, or an attempt to connect that timed out), until a connection succeeds.
+    /// Unlike a session the server closed (it restarted, or failed over) or a refused
+    /// connection, a new one made at once would most likely wait as long: for half of
+    /// ``silenceBound`` the next uses fail at once with this error instead of each waiting the
+    /// bound anew, so that the submits queued behind one are answered.
+    private var unreachableSince: (at: ContinuousClock.Instant, error: JournalError)?
+    var unreachable: Bool { unreachableSince != nil }
 
     /// Connects to the server `uri` names (a libpq connection URI or key-value string; several
     /// hosts are tried in order, and `target_session_attrs=read-write` picks the primary).
-    init(uri: String) throws(JournalError) {
+    init(uri: String, silenceBound: Duration) throws(JournalError) {
         self.uri = uri
+        self.silenceBound = silenceBound
         self.secrets = Self.secrets(in: uri)
         self.store = Self.redact(uri, secrets)
         try connect()
@@ -139,39 +154,52 @@ final class PostgresConnection {
         Self.redact(Self.message(text), secrets)
     }
 
-    /// Bounds on a connection that the URI may override: a host that does not answer costs 10 s
-    /// at most before the next is tried, and a server that vanished without closing the
-    /// connection (a host or network gone) fails the statement waiting on it within about 30 s,
-    /// instead of the kernel's quarter of an hour.
-    static let defaults = [
-        ("connect_timeout", "10"), ("keepalives_idle", "10"), ("keepalives_interval", "5"),
-        ("keepalives_count", "3"), ("tcp_user_timeout", "30000"),
-    ]
+    /// Bounds on a connection that the URI may override: a host that does not answer costs
+    /// ``silenceBound`` (2 s at least) before the next is tried, and an idle session whose
+    /// server vanished without closing it (a host or network gone) is found dead by keepalives.
+    var defaults: [(String, String)] {
+        let (seconds, attoseconds) = silenceBound.components
+        let connectTimeout = max(2, seconds + (attoseconds > 0 ? 1 : 0))
+        return [
+            ("connect_timeout", "\(connectTimeout)"), ("keepalives_idle", "10"), ("keepalives_interval", "5"),
+            ("keepalives_count", "3"), ("tcp_user_timeout", "30000"),
+        ]
+    }
 
     private func connect() throws(JournalError) {
+        let started = ContinuousClock.now
         PQfinish(handle)
         prepared = []
         broken = false
         // The defaults come before the URI (expanded from `dbname`): libpq lets later values
         // override earlier ones, so the URI's own settings win.
-        let settings = Self.defaults + [("dbname", uri)]
+        let settings = defaults + [("dbname", uri)]
         handle = Self.withCStrings(settings.map { Array($0.0.utf8) + [0] }) { keywords in
             Self.withCStrings(settings.map { Array($0.1.utf8) + [0] }) { values in
                 PQconnectdbParams(keywords + [nil], values + [nil], 1)
             }
         }
-        guard let handle, PQstatus(handle) == CONNECTION_OK else {
+        guard let handle, PQstatus(handle) == CONNECTION_OK, PQsetnonblocking(handle, 1) == 0 else {
             let reason = handle.map { said(PQerrorMessage($0)) } ?? "out of memory"
-            throw .cannotConnect(store: store, reason: reason)
+            let error = JournalError.cannotConnect(store: store, reason: reason)
+            if started.duration(to: .now) >= silenceBound / 2 { throw foundUnreachable(error) }
+            throw error
         }
         // Notices (a table that exists already) are not errors: keep them off standard error.
         PQsetNoticeProcessor(handle, { _, _ in }, nil)
+        unreachableSince = nil
+    }
+
+    private func foundUnreachable(_ error: JournalError) -> JournalError {
+        unreachableSince = (.now, error)
+        return error
     }
 
     /// Whether the session is usable; if not, one attempt to connect again (libpq tries every
     /// host of the URI, so after a failover this reaches the new primary).
     private func ensureConnected() throws(JournalError) {
         if let handle, !broken, PQstatus(handle) == CONNECTION_OK { return }
+        if let (at, error) = unreachableSince, at.duration(to: .now) < silenceBound / 2 { throw error }
         try connect()
         do {
             try onReconnect?()
@@ -187,15 +215,13 @@ final class PostgresConnection {
     /// server rolled back that of a lost one): no new session is made just for that.
     func rollBack() {
         guard let handle, !broken, PQstatus(handle) == CONNECTION_OK else { return }
-        PQclear(PQexec(handle, "ROLLBACK"))
+        PQclear((try? exchange("ROLLBACK") { PQsendQuery($0, "ROLLBACK") }) ?? nil)
     }
 
     /// Runs SQL that takes no parameter (several statements allowed).
     func execute(_ sql: String) throws(JournalError) {
         try ensureConnected()
-        let result = PQexec(handle, sql)
-        defer { PQclear(result) }
-        try check(result, operation: sql)
+        PQclear(try exchange(sql) { PQsendQuery($0, sql) })
     }
 
     /// Remembers a statement under `name`; it is prepared on the server at its first use in
@@ -215,11 +241,12 @@ final class PostgresConnection {
         let values = parameters.map(\.binary)
         let lengths = values.map { Int32($0?.count ?? 0) }
         let formats = [Int32](repeating: 1, count: values.count)
-        let result = Self.withCStrings(values) { pointers in
-            PQexecPrepared(handle, name, Int32(values.count), pointers, lengths, formats, 1)
+        let result = try exchange(sql) { handle in
+            Self.withCStrings(values) { pointers in
+                PQsendQueryPrepared(handle, name, Int32(values.count), pointers, lengths, formats, 1)
+            }
         }
         defer { PQclear(result) }
-        try check(result, operation: sql)
         guard let result else { return 0 }
         for index in 0..<PQntuples(result) {
             try row(Row(result: result, index: index))
@@ -227,66 +254,152 @@ final class PostgresConnection {
         return Self.affected(result)
     }
 
-    /// Statements a pipeline sends before it reads their results: few enough that their
-    /// results fit the sockets' buffers (in blocking mode, a pipeline whose results the server
-    /// cannot write would stall both sides).
-    static let pipelineChunk = 256
-
-    /// Runs the statements `calls` names, in order, a round trip for each ``pipelineChunk`` of
-    /// them (libpq's pipeline mode) instead of one each; returns the rows each affected. Inside
-    /// a transaction the first failure aborts it: the rest are skipped and it is thrown.
+    /// Runs the statements `calls` names, in order, in one round trip (libpq's pipeline mode)
+    /// instead of one each; returns the rows each affected. Inside a transaction the first
+    /// failure aborts it: the rest are skipped and it is thrown.
     func runPipelined(_ calls: [(name: String, parameters: [Value])]) throws(JournalError) -> [Int] {
         try ensureConnected()
         for name in Set(calls.map(\.name)) { _ = try prepare(name) }
+        guard PQenterPipelineMode(handle) == 1 else {
+            throw .failed(path: store, operation: "enter pipeline mode", reason: said(PQerrorMessage(handle)))
+        }
+        var sent = 0
+        for call in calls {
+            let values = call.parameters.map(\.binary)
+            let lengths = values.map { Int32($0?.count ?? 0) }
+            let formats = [Int32](repeating: 1, count: values.count)
+            let queued = Self.withCStrings(values) { pointers in
+                PQsendQueryPrepared(handle, call.name, Int32(values.count), pointers, lengths, formats, 1)
+            }
+            guard queued == 1 else { break }
+            sent += 1
+        }
+        let synced = PQpipelineSync(handle) == 1
+        // What libpq could not send at once goes while results are read (a silent server throws
+        // here: the session is given up, pipeline and all).
+        try flush()
         var counts: [Int] = []
         counts.reserveCapacity(calls.count)
-        var start = 0
-        while start < calls.count {
-            let chunk = calls[start..<min(calls.count, start + Self.pipelineChunk)]
-            start = chunk.endIndex
-            guard PQenterPipelineMode(handle) == 1 else {
-                throw .failed(
-                    path: store, operation: "enter pipeline mode", reason: said(PQerrorMessage(handle)))
+        var failure: JournalError?
+        for call in calls.prefix(sent) {
+            // A query's result, then the NULL that ends its results.
+            let result = try nextResult()
+            do {
+                try check(result, operation: statements[call.name]?.sql ?? call.name)
+            } catch {
+                failure = failure ?? error
             }
-            var sent = 0
-            for call in chunk {
-                let values = call.parameters.map(\.binary)
-                let lengths = values.map { Int32($0?.count ?? 0) }
-                let formats = [Int32](repeating: 1, count: values.count)
-                let queued = Self.withCStrings(values) { pointers in
-                    PQsendQueryPrepared(handle, call.name, Int32(values.count), pointers, lengths, formats, 1)
-                }
-                guard queued == 1 else { break }
-                sent += 1
-            }
-            let synced = PQpipelineSync(handle) == 1
-            var failure: JournalError?
-            for call in chunk.prefix(sent) {
-                // A query's result, then the NULL that ends its results.
-                let result = PQgetResult(handle)
+            counts.append(result.map(Self.affected) ?? 0)
+            PQclear(result)
+            guard result != nil else { break }  // the connection is gone: nothing more comes
+            while let extra = try nextResult() { PQclear(extra) }
+        }
+        // Up to the sync point (none comes from a connection that broke).
+        while synced, let result = try nextResult() {
+            let status = PQresultStatus(result)
+            PQclear(result)
+            if status == PGRES_PIPELINE_SYNC { break }
+        }
+        PQexitPipelineMode(handle)
+        if let failure { throw failure }
+        if sent < calls.count || !synced {
+            broken = true
+            throw .cannotConnect(store: store, reason: said(PQerrorMessage(handle)))
+        }
+        return counts
+    }
+
+    /// Sends one command (`send` queues it on the session) and reads its results: returns the
+    /// last (the caller clears it) after checking each, the first failure thrown once all are in.
+    private func exchange(
+        _ operation: String, _ send: (OpaquePointer?) -> Int32
+    ) throws(JournalError) -> OpaquePointer? {
+        guard send(handle) == 1 else {
+            broken = true
+            throw .cannotConnect(store: store, reason: said(PQerrorMessage(handle)))
+        }
+        try flush()
+        var last: OpaquePointer?
+        var failure: JournalError?
+        do throws(JournalError) {
+            while let result = try nextResult() {
+                PQclear(last)
+                last = result
                 do {
-                    try check(result, operation: statements[call.name]?.sql ?? call.name)
+                    try check(result, operation: operation)
                 } catch {
                     failure = failure ?? error
                 }
-                counts.append(result.map(Self.affected) ?? 0)
-                PQclear(result)
-                guard result != nil else { break }  // the connection is gone: nothing more comes
-                while let extra = PQgetResult(handle) { PQclear(extra) }
             }
-            // Up to the sync point (none comes from a connection that broke).
-            while synced, let result = PQgetResult(handle) {
-                let status = PQresultStatus(result)
-                PQclear(result)
-                if status == PGRES_PIPELINE_SYNC { break }
-            }
-            PQexitPipelineMode(handle)
-            if let failure { throw failure }
-            if sent < chunk.count || !synced {
-                throw .cannotConnect(store: store, reason: said(PQerrorMessage(handle)))
+        } catch {
+            PQclear(last)
+            throw error
+        }
+        if let failure {
+            PQclear(last)
+            throw failure
+        }
+        // No result at all: the connection broke before the first came.
+        if last == nil { try check(nil, operation: operation) }
+        return last
+    }
+
+    /// Sends what libpq still holds of the commands queued, reading meanwhile whatever the
+    /// server answers (it may stop reading until its results are read).
+    private func flush() throws(JournalError) {
+        while true {
+            let pending = PQflush(handle)
+            if pending == 0 { return }
+            guard pending == 1 else { throw lostSession() }
+            try awaitServer(orWritable: true)
+            guard PQconsumeInput(handle) == 1 else { throw lostSession() }
+        }
+    }
+
+    /// The next result of the commands sent, or `nil` at the end of one command's results,
+    /// waiting for the server at most ``silenceBound`` at a time.
+    private func nextResult() throws(JournalError) -> OpaquePointer? {
+        while PQisBusy(handle) == 1 {
+            try awaitServer(orWritable: false)
+            // A closed connection: libpq then returns an error result, and `check` says so.
+            guard PQconsumeInput(handle) == 1 else {
+                broken = true
+                break
             }
         }
-        return counts
+        return PQgetResult(handle)
+    }
+
+    /// Waits until the session's socket is readable (or writable, if asked) for at most
+    /// ``silenceBound``; a server that stays silent that long ends the session.
+    private func awaitServer(orWritable: Bool) throws(JournalError) {
+        let events = Int16(POLLIN) | (orWritable ? Int16(POLLOUT) : 0)
+        var descriptor = pollfd(fd: PQsocket(handle), events: events, revents: 0)
+        let deadline = ContinuousClock.now + silenceBound
+        while true {
+            let left = ContinuousClock.now.duration(to: deadline)
+            guard left > .zero else { break }
+            let (seconds, attoseconds) = left.components
+            let milliseconds = Int32(clamping: seconds * 1000 + attoseconds / 1_000_000_000_000_000 + 1)
+            let ready = poll(&descriptor, 1, milliseconds)
+            if ready > 0 { return }
+            if ready < 0 && errno != EINTR { throw lostSession() }
+        }
+        broken = true
+        let (seconds, attoseconds) = silenceBound.components
+        let bound = Double(seconds) + Double(attoseconds) / 1e18
+        throw foundUnreachable(
+            .cannotConnect(
+                store: store,
+                reason:
+                    "the server did not answer for \(bound) s (it hangs, or the network drops what it sends); the session is given up and the next write connects again"
+            ))
+    }
+
+    /// The session ended under a call: the next use connects again.
+    private func lostSession() -> JournalError {
+        broken = true
+        return .cannotConnect(store: store, reason: said(PQerrorMessage(handle)))
     }
 
     /// Prepares the statement defined as `name` on the server, once a session; returns its SQL.
@@ -295,9 +408,10 @@ final class PostgresConnection {
             preconditionFailure("statement \(name) used before it was defined")
         }
         if !prepared.contains(name) {
-            let result = PQprepare(handle, name, statement.sql, Int32(statement.types.count), statement.types)
-            defer { PQclear(result) }
-            try check(result, operation: statement.sql)
+            PQclear(
+                try exchange(statement.sql) {
+                    PQsendPrepare($0, name, statement.sql, Int32(statement.types.count), statement.types)
+                })
             prepared.insert(name)
         }
         return statement.sql

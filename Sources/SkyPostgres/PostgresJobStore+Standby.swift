@@ -39,6 +39,10 @@ extension PostgresJobStore {
         public var renewEvery: Duration { takeoverAfter / 5 }
         /// This broker's lease, once active, lapses after this long unrenewed (``lapse(of:)``).
         public var lapseAfter: Duration { Self.lapse(of: takeoverAfter) }
+        /// An active broker whose lease went unrenewed this long while a standby waits steps
+        /// down, a renewal before it lapses; a statement waits this long at most for a silent
+        /// server (``PostgresJobStore/init(uri:standby:lost:renewed:)``).
+        public var stepDownAfter: Duration { lapseAfter - renewEvery }
 
         /// A lease not renewed for 3/5 of the active broker's `takeoverAfter` has lapsed: three
         /// renewals missed, leaving the rest to end the session, take the lock and start. The

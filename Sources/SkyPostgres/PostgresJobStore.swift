@@ -70,7 +70,9 @@ public final class PostgresJobStore: JobStore {
         uri: String, standby: Standby? = nil, lost: (@Sendable (JournalError) -> Void)? = nil,
         renewed: (@Sendable () -> Void)? = nil
     ) throws(JournalError) {
-        connection = try PostgresConnection(uri: uri)
+        // Without a standby's settings, the default `--takeover-after`'s bound.
+        connection = try PostgresConnection(
+            uri: uri, silenceBound: (standby ?? Standby(name: "")).stepDownAfter)
         self.lost = lost
         self.renewed = renewed
         connection.define("lock", "SELECT pg_try_advisory_lock($1)", types: [20])
@@ -191,8 +193,20 @@ public final class PostgresJobStore: JobStore {
     /// After a lost session: the lock again, and the epoch unchanged. Another broker holding the
     /// store now, or having held it meanwhile, ends this broker's use of it.
     private func takeBack() throws(JournalError) {
+        var taken = try tryLock()
+        // This broker's previous session may hold the lock still: given up on a silent server,
+        // its server process has not seen the connection close yet. With the epoch still this
+        // broker's, no other took the store: that session is ended, as a standby ends a lapsed
+        // one, and the lock tried again for up to a second.
+        if !taken, let lease = try currentLease(), lease.epoch == epoch, lease.holderSession != 0 {
+            _ = try connection.run("evict", [.integer(Int64(lease.holderSession))])
+            for _ in 0..<10 where !taken {
+                Thread.sleep(forTimeInterval: 0.1)
+                taken = try tryLock()
+            }
+        }
         // Another broker holding the lock now, or a newer epoch, means one took the store.
-        guard try tryLock(), try connection.run("take back", [.integer(epoch)]) == 1 else { throw fenceOut() }
+        guard taken, try connection.run("take back", [.integer(epoch)]) == 1 else { throw fenceOut() }
     }
 
     /// Names this broker in the lease anew (once it knows the endpoints it bound).
@@ -362,8 +376,10 @@ public final class PostgresJobStore: JobStore {
 
     /// Writes `changes` in one transaction. A session lost before COMMIT was sent (the server
     /// restarted, or PostgreSQL failed over to another host) committed nothing: the transaction
-    /// is run once more on a new session. A session lost during COMMIT leaves its outcome
-    /// unknown: the error reaches the submitters, whose idempotency keys make a retry safe.
+    /// is run once more on a new session, unless the server was found unreachable after a wait
+    /// (a session given up on a silent server: the next would most likely wait as long). A session lost during COMMIT
+    /// leaves its outcome unknown: the error reaches the submitters, whose idempotency keys
+    /// make a retry safe.
     @discardableResult
     public func apply(_ changes: [JobChange]) throws(JournalError) -> JournalReceipt {
         guard !changes.isEmpty else { return JournalReceipt() }
@@ -371,7 +387,8 @@ public final class PostgresJobStore: JobStore {
         var committing = false
         do {
             return try transaction(changes, committing: &committing)
-        } catch .cannotConnect where !committing {
+        } catch .cannotConnect(let store, let reason) {
+            guard !committing, !connection.unreachable else { throw .cannotConnect(store: store, reason: reason) }
             return try transaction(changes, committing: &committing)
         }
     }

@@ -162,6 +162,28 @@ public final class PostgresServer: Sendable {
 
     public var isRunning: Bool { server.withLock { $0.isRunning } }
 
+    /// Stops every process of the server (`SIGSTOP`), as a server that hangs: its connections
+    /// stay open and the kernel still takes what is sent to it. ``resume()`` lets it go on.
+    public func pause() { signalEveryProcess(SIGSTOP) }
+
+    /// Lets a paused server go on (`SIGCONT`).
+    public func resume() { signalEveryProcess(SIGCONT) }
+
+    /// The server's first process, then each it started (their parent, read from /proc).
+    private func signalEveryProcess(_ signal: Int32) {
+        let postmaster = server.withLock { $0.pid }
+        _ = Foundation.kill(postmaster, signal)
+        for entry in (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? [] {
+            guard let pid = Int32(entry),
+                let stat = try? String(contentsOfFile: "/proc/\(entry)/stat", encoding: .utf8),
+                let end = stat.lastIndex(of: ")")
+            else { continue }
+            // After the command's closing parenthesis: the state, then the parent's pid.
+            let fields = stat[stat.index(after: end)...].split(separator: " ")
+            if fields.count > 1, Int32(fields[1]) == postmaster { _ = Foundation.kill(pid, signal) }
+        }
+    }
+
     /// Kills the server at once, as a crash would (its data directory stays until ``stop()``).
     public func kill() async {
         let server = self.server.withLock { $0 }

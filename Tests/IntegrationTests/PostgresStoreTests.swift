@@ -15,9 +15,9 @@ extension SecondLineSuite {
         /// host) back: submits before it are all acknowledged; submits go on during it (those
         /// the broker cannot record are answered `journalUnavailable`, and it keeps serving);
         /// once it is over every submit is acknowledged again, and every acknowledged job ends
-        /// with its own result, once.
+        /// with its own result, once. `outage` is given the broker's clients endpoint.
         static func submitAcross(
-            _ outage: @escaping @Sendable () async throws -> Void, store: String, label: String
+            _ outage: @escaping @Sendable (String) async throws -> Void, store: String, label: String
         ) async throws {
             let cluster = try await TestCluster.start(extraArguments: ["--store", store])
             defer { cluster.killAll() }
@@ -49,7 +49,7 @@ extension SecondLineSuite {
             let over = Locked(false)
             let outageDone = Task {
                 defer { over.withLock { $0 = true } }
-                try await outage()
+                try await outage(cluster.clients)
             }
             var during: [(SleepTask, JobID?)] = []
             var next = 200
@@ -77,7 +77,41 @@ extension SecondLineSuite {
         @Test(.timeLimit(.minutes(2)))
         func aServerCrashUnderTheBrokerLosesNoAcknowledgedJob() async throws {
             let server = try await PostgresServer.start()
-            try await Self.submitAcross({ try await server.restart() }, store: server.uri(), label: "server restart")
+            try await Self.submitAcross(
+                { _ in try await server.restart() }, store: server.uri(), label: "server restart")
+            await server.stop()
+        }
+
+        /// Every process of the server stopped for 6 s under a broker alone (it hangs: the
+        /// connections stay open and no TCP time-out fires): a submit is answered
+        /// `journalUnavailable` after the 2 s a write waits for a silent server instead of when the
+        /// server goes on, a scan meanwhile is answered, and once the server goes on the same
+        /// broker records every submit again.
+        @Test(.timeLimit(.minutes(2)))
+        func aServerThatHangsUnderTheBrokerFailsSubmitsInSecondsAndLosesNoAcknowledgedJob() async throws {
+            let server = try await PostgresServer.start()
+            try await Self.submitAcross(
+                { clients in
+                    server.pause()
+                    defer { server.resume() }
+                    let paused = ContinuousClock.now
+                    let sky = try await SkyClient(broker: clients)
+                    #expect(
+                        try await sky.scan(SleepTask(milliseconds: 1, tag: -1)) == SleepTask(milliseconds: 1, tag: -1))
+                    let refused: Bool
+                    do {
+                        _ = try await sky.submit(SleepTask(milliseconds: 1, tag: -2))
+                        refused = false
+                    } catch SkyError.journalUnavailable {
+                        refused = true
+                    }
+                    let answered = paused.duration(to: .now)
+                    print("a hung server: a submit made as it stopped was answered after \(answered)")
+                    #expect(refused, "a submit was acknowledged while the server hung")
+                    #expect(answered < .seconds(4), "a submit waited \(answered) on a hung server")
+                    await sky.close()
+                    try await Task.sleep(until: paused + .seconds(6))  // the scenario: it hangs this long
+                }, store: server.uri(), label: "server hung")
             await server.stop()
         }
 
@@ -94,7 +128,7 @@ extension SecondLineSuite {
             let store =
                 "postgresql://sky@127.0.0.1:\(primary.port),127.0.0.1:\(standby.port)/postgres?target_session_attrs=read-write&connect_timeout=2"
             try await Self.submitAcross(
-                {
+                { _ in
                     await primary.kill()
                     try await standby.promote()
                 }, store: store, label: "failover to the standby")

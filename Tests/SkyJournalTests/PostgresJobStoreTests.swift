@@ -149,7 +149,7 @@ struct PostgresJobStoreTests {
         let uri = server.uri()
         do {
             _ = try PostgresJobStore(uri: uri)
-            let connection = try PostgresConnection(uri: uri)
+            let connection = try PostgresConnection(uri: uri, silenceBound: .seconds(2))
             try connection.execute("INSERT INTO sky_schema (version) VALUES (99)")
         }
         let error = #expect(throws: JournalError.self) { try PostgresJobStore(uri: uri) }
@@ -218,6 +218,60 @@ struct PostgresJobStoreTests {
         #expect(try store.unfinished().map { $0.id[0] } == [1, 2])
         // The lock is this store's again: another broker is refused.
         #expect(throws: JournalError.inUse(store: server.uri())) { try PostgresJobStore(uri: server.uri()) }
+        await server.stop()
+    }
+
+    /// A server that hangs (every process stopped: the connection stays open, no TCP time-out
+    /// fires) fails the write waiting on it after the silence bound instead of never; the next
+    /// write fails at once with the same error (the writes queued behind one are answered), and
+    /// one after half the bound tries to connect, for the connection's bound at most. Once the
+    /// server goes on, the next write reaches it on a new session with the same epoch: the old
+    /// session, which still held the lock when the new one came, is ended, and the store is not
+    /// lost to another broker.
+    @Test(.timeLimit(.minutes(1)))
+    func aServerThatHangsFailsTheWriteWithinTheBoundAndTheStoreIsKeptOnceItGoesOn() async throws {
+        let server = try await PostgresServer.start()
+        let uri = server.uri()
+        let told = Locked<[JournalError]>([])
+        // --takeover-after 2 s: a statement waits 0.8 s for a silent server, a connection 2 s.
+        let settings = PostgresJobStore.Standby(name: "alone", takeoverAfter: .seconds(2))
+        let store = try await Self.openOnAThread(uri, standby: settings) { error in
+            told.withLock { $0.append(error) }
+        }.result.get()
+        try store.apply([.submitted(JobStoreContract.job(1))])
+        let epoch = store.currentEpoch
+        server.pause()
+        // Whatever happens, the server goes on after 10 s: a write that never gave up would
+        // otherwise block this test's thread for good (a time limit cannot end a blocking call).
+        let rescue = Task {
+            try await Task.sleep(for: .seconds(10))
+            server.resume()
+        }
+        defer { rescue.cancel() }
+        func timed(_ write: UInt8) -> (Duration, JournalError?) {
+            let started = ContinuousClock.now
+            let error = #expect(throws: JournalError.self) {
+                try store.apply([.submitted(JobStoreContract.job(write))])
+            }
+            return (started.duration(to: .now), error)
+        }
+        let (first, silent) = timed(2)
+        let (second, again) = timed(3)
+        try await Task.sleep(for: settings.stepDownAfter / 2)  // the scenario: the server hangs on
+        let (third, _) = timed(4)
+        print(
+            "a hung server: the write in flight failed after \(first), the next after \(second), one later (a connection) after \(third)"
+        )
+        #expect(silent?.description.contains("did not answer for 0.8 s") == true, "\(String(describing: silent))")
+        #expect(first >= settings.stepDownAfter && first < .seconds(2), "\(first)")
+        #expect(again == silent && second < .milliseconds(100), "\(second)")
+        #expect(third >= .seconds(2) && third < .seconds(3.5), "\(third)")
+        server.resume()
+        try await Task.sleep(for: settings.stepDownAfter / 2)  // the scenario: the next write comes later
+        try store.apply([.submitted(JobStoreContract.job(5))])
+        #expect(store.currentEpoch == epoch)
+        #expect(told.withLock { $0 }.isEmpty, "the store was not lost to another broker")
+        #expect(try store.unfinished().map { $0.id[0] } == [1, 5])
         await server.stop()
     }
 
