@@ -73,6 +73,16 @@ public enum JobChange: Sendable, Equatable {
     case finished(id: [UInt8], state: JobRecord.State, outcome: [UInt8]?, expiresAt: Int64)
 }
 
+extension JobChange {
+    /// The job the change is about.
+    public var jobID: [UInt8] {
+        switch self {
+        case .submitted(let job): job.id
+        case .started(let id, _), .released(let id, _), .rescheduled(let id, _), .finished(let id, _, _, _): id
+        }
+    }
+}
+
 /// What a transaction found besides success: submits whose idempotency key an earlier job
 /// holds, each with that job (the new one was not written).
 public struct JournalReceipt: Sendable, Equatable {

@@ -15,14 +15,28 @@ final class PostgresConnection {
         case text(String)
         case bytes([UInt8])
         case null
+        /// A one-dimensional array of the type `element` (an int8, text or bytea OID) whose
+        /// values may be NULL: a statement takes many rows' values in one parameter.
+        case array(element: UInt32, [Value])
 
-        /// int8, text, bytea, and "unknown" for a NULL (the server takes the statement's type).
+        /// int8, text, bytea, their arrays, and "unknown" for a NULL (the server takes the
+        /// statement's type).
         var oid: UInt32 {
             switch self {
             case .integer: 20
             case .text: 25
             case .bytes: 17
             case .null: 0
+            case .array(let element, _): Self.arrayType(of: element)
+            }
+        }
+
+        /// The OID of the array of `element` (int8[], text[], bytea[]).
+        static func arrayType(of element: UInt32) -> UInt32 {
+            switch element {
+            case 20: 1016
+            case 25: 1009
+            default: 1001
             }
         }
 
@@ -32,7 +46,28 @@ final class PostgresConnection {
             case .text(let value): Array(value.utf8)
             case .bytes(let value): value
             case .null: nil
+            case .array(let element, let values):
+                // PostgreSQL's binary array: dimensions, a has-NULLs flag, the element type, each
+                // dimension's length and lower bound, then each value's length (-1: NULL) and bytes.
+                Self.binaryArray(element: element, values.map(\.binary))
             }
+        }
+
+        private static func binaryArray(element: UInt32, _ values: [[UInt8]?]) -> [UInt8] {
+            var bytes: [UInt8] = []
+            func append(_ value: Int32) { withUnsafeBytes(of: value.bigEndian) { bytes += $0 } }
+            append(values.isEmpty ? 0 : 1)
+            append(values.contains(nil) ? 1 : 0)
+            append(Int32(bitPattern: element))
+            if !values.isEmpty {
+                append(Int32(values.count))
+                append(1)
+            }
+            for value in values {
+                append(value.map { Int32($0.count) } ?? -1)
+                bytes += value ?? []
+            }
+            return bytes
         }
     }
 
@@ -87,6 +122,7 @@ final class PostgresConnection {
     /// keeps its connection open and the kernel acknowledges what is sent, so no TCP time-out
     /// ever ends the wait: sessions are non-blocking and every wait is a `poll` bounded by it.
     let silenceBound: Duration
+    private let setup: String?
     /// When and how the server was last found unreachable after a wait (a session given up on
     /// its silence, or an attempt to connect that timed out), until a connection succeeds.
     /// Unlike a session the server closed (it restarted, or failed over) or a refused
@@ -98,9 +134,11 @@ final class PostgresConnection {
 
     /// Connects to the server `uri` names (a libpq connection URI or key-value string; several
     /// hosts are tried in order, and `target_session_attrs=read-write` picks the primary).
-    init(uri: String, silenceBound: Duration) throws(JournalError) {
+    /// - Parameter setup: SQL run at the start of every session (its settings).
+    init(uri: String, silenceBound: Duration, setup: String? = nil) throws(JournalError) {
         self.uri = uri
         self.silenceBound = silenceBound
+        self.setup = setup
         self.secrets = Self.secrets(in: uri)
         self.store = Self.redact(uri, secrets)
         try connect()
@@ -188,6 +226,7 @@ final class PostgresConnection {
         // Notices (a table that exists already) are not errors: keep them off standard error.
         PQsetNoticeProcessor(handle, { _, _ in }, nil)
         unreachableSince = nil
+        if let setup { PQclear(try exchange(setup) { PQsendQuery($0, setup) }) }
     }
 
     private func foundUnreachable(_ error: JournalError) -> JournalError {

@@ -12,6 +12,7 @@ enum JobStoreContract: CaseIterable, Sendable {
     case anOutcomeIsRecordedOnce
     case aSecondSubmitWithTheSameKeyOrIDWritesNothing
     case expiredOutcomesAreDeletedInBatchesAndUnfinishedJobsNever
+    case aJobsChangesInOneTransactionTakeEffectInTheirOrder
 
     typealias Open = () throws(JournalError) -> any JobStore
 
@@ -29,6 +30,8 @@ enum JobStoreContract: CaseIterable, Sendable {
         case .aSecondSubmitWithTheSameKeyOrIDWritesNothing: try Self.aSecondSubmitWithTheSameKeyOrIDWritesNothing(open)
         case .expiredOutcomesAreDeletedInBatchesAndUnfinishedJobsNever:
             try Self.expiredOutcomesAreDeletedInBatchesAndUnfinishedJobsNever(open)
+        case .aJobsChangesInOneTransactionTakeEffectInTheirOrder:
+            try Self.aJobsChangesInOneTransactionTakeEffectInTheirOrder(open)
         }
     }
 
@@ -118,5 +121,31 @@ enum JobStoreContract: CaseIterable, Sendable {
         #expect(try store.deleteExpired(before: 21, limit: 8) == 4, "only the 20 that expired before 21")
         #expect(try store.deleteExpired(before: 1_000, limit: 100) == 5)
         #expect(try store.unfinished().count == 5)
+    }
+
+    /// A group commit may carry several changes of one job (a fast job's start and outcome, a
+    /// start prepared and taken back): each takes effect in its order, as in transactions of
+    /// their own, beside other jobs' changes and a submit whose key is taken in the same one.
+    private static func aJobsChangesInOneTransactionTakeEffectInTheirOrder(_ open: Open) throws {
+        let store = try open()
+        let (one, two, three, four) = (job(1).id, job(2).id, job(3).id, job(4).id)
+        let receipt = try store.apply([
+            .submitted(job(1)), .started(id: one, attempt: 1), .submitted(job(2, key: "k")),
+            .released(id: one, attempt: 0), .submitted(job(3, key: "k")), .started(id: two, attempt: 1),
+            .started(id: one, attempt: 1), .rescheduled(id: two, notBefore: 5_000), .submitted(job(4)),
+            .finished(id: one, state: .succeeded, outcome: [9], expiresAt: 86_400_000),
+            .finished(id: one, state: .failed, outcome: [8], expiresAt: 86_400_000), .started(id: four, attempt: 1),
+            .finished(id: four, state: .cancelled, outcome: nil, expiresAt: 86_400_000),
+        ])
+        #expect(receipt.duplicates.keys.sorted { $0.lexicographicallyPrecedes($1) } == [three])
+        #expect(receipt.duplicates[three]?.id == two)
+        let first = try #require(try store.job(one))
+        #expect((first.state, first.attempt, first.outcome) == (.succeeded, 1, [9]))
+        let second = try #require(try store.job(two))
+        #expect((second.state, second.attempt, second.notBefore) == (.queued, 1, 5_000))
+        #expect(try store.job(three) == nil)
+        let fourth = try #require(try store.job(four))
+        #expect((fourth.state, fourth.attempt, fourth.outcome) == (.cancelled, 1, nil))
+        #expect(try store.unfinished().map(\.id) == [two])
     }
 }
