@@ -431,7 +431,7 @@ final class PostgresConnection {
             .cannotConnect(
                 store: store,
                 reason:
-                    "the server did not answer for \(bound) s (it hangs, or the network drops what it sends); the session is given up and the next write connects again"
+                    "the server did not answer for \(bound) s (it hangs, or the network drops what it sends); the session was given up, and until it answers, the store is tried again at most every \(bound / 2) s"
             ))
     }
 
