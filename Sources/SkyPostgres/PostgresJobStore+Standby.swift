@@ -40,8 +40,8 @@ extension PostgresJobStore {
         /// This broker's lease, once active, lapses after this long unrenewed (``lapse(of:)``).
         public var lapseAfter: Duration { Self.lapse(of: takeoverAfter) }
         /// An active broker whose lease went unrenewed this long while a standby waits steps
-        /// down, a renewal before it lapses; a statement waits this long at most for a silent
-        /// server (``PostgresJobStore/init(uri:standby:lost:renewed:)``).
+        /// down, a renewal before it lapses; a statement waits this long (1 s at least) for a
+        /// silent server (``PostgresJobStore/init(uri:standby:lost:renewed:)``).
         public var stepDownAfter: Duration { lapseAfter - renewEvery }
 
         /// A lease not renewed for 3/5 of the active broker's `takeoverAfter` has lapsed: three

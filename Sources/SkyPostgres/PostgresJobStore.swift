@@ -76,9 +76,12 @@ public final class PostgresJobStore: JobStore {
         uri: String, standby: Standby? = nil, lost: (@Sendable (JournalError) -> Void)? = nil,
         renewed: (@Sendable () -> Void)? = nil
     ) throws(JournalError) {
-        // Without a standby's settings, the default `--takeover-after`'s bound.
+        // Without a standby's settings, the default `--takeover-after`'s bound; 1 s at least,
+        // since a loaded server may well be silent for a fifth of a second (a short
+        // `--takeover-after` still steps down at its own time: that is the journal's watchdog).
         connection = try PostgresConnection(
-            uri: uri, silenceBound: (standby ?? Standby(name: "")).stepDownAfter, setup: Self.sessionSettings)
+            uri: uri, silenceBound: max(.seconds(1), (standby ?? Standby(name: "")).stepDownAfter),
+            setup: Self.sessionSettings)
         self.lost = lost
         self.renewed = renewed
         connection.define("lock", "SELECT pg_try_advisory_lock($1)", types: [20])

@@ -170,7 +170,7 @@ extension IntegrationSuite {
         /// cancelled, one call under 1 ms (measured in a debug build: 8 ms and 0.1 ms idle, 11 ms
         /// with both cores taken by stress-ng). One run on a busy 2-core machine can be delayed
         /// by the scheduler, so the promise is checked on the median of several rounds, and
-        /// the rounds are measured again (three times at most) while the median misses: with
+        /// the rounds are measured again (five times at most) while the median misses: with
         /// both integration lines and the documentation's build starting beside it, one median
         /// was 29 ms. A client that cannot keep the promise misses it every time.
         @Test func cancellingCallersThrowsAtOnceTellsTheBrokerAndLeaksNothing() async throws {
@@ -180,7 +180,7 @@ extension IntegrationSuite {
             let oneLimit: Duration = .milliseconds(1) * timingScale
             var hundreds: [Duration] = []
             var ones: [Duration] = []
-            for set in 0..<3 {
+            for set in 0..<5 {
                 var rounds: [Duration] = []
                 for round in 0..<5 {
                     let calls = (0..<100).map { index in
@@ -395,7 +395,8 @@ extension IntegrationSuite {
             }
             let elapsed = ContinuousClock.now - started
             #expect(await sky.statistics.localRuns == 20)
-            #expect(elapsed < .seconds(1), "only the first call waits for a connection: \(elapsed)")
+            // 20 calls that each waited the connection's 200 ms would take 4 s at least.
+            #expect(elapsed < .seconds(2), "only the first call waits for a connection: \(elapsed)")
             // A service the local system does not have still reports the broker as unreachable.
             let error = await #expect(throws: SkyError.self) {
                 _ = try await sky.request(
