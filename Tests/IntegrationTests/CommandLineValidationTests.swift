@@ -3,7 +3,7 @@ import SkyProtocol
 import SkyTestSupport
 import Testing
 
-extension ThirdLineSuite {
+extension SecondLineSuite {
     /// Every executable refuses bad values at parse time: exit code 64 (usage) and a first line
     /// that names the flag and its range, never a trap or a process that serves nothing (issue
     /// 13, items 10 and 11). Files that cannot be read are a plain sentence and exit code 1.

@@ -9,7 +9,7 @@ import Testing
     import FoundationNetworking
 #endif
 
-extension ThirdLineSuite {
+extension SecondLineSuite {
     /// skyweb in a real headless Chromium against a real cluster: what a person sees, updated
     /// live over the page's WebSocket without a reload.
     @Suite("Web dashboard in a real browser")
@@ -23,7 +23,7 @@ extension ThirdLineSuite {
             let chromium = try #require(
                 HeadlessBrowser.executable,
                 "Chromium is missing: run the tests with ./ops/sky test, or apt-get install chromium")
-            let state = SecondLineSuite.JobTests.StateDirectory()
+            let state = IntegrationSuite.JobTests.StateDirectory()
             let cluster = try await TestCluster.start(extraArguments: TestCluster.fastHeartbeats + state.arguments)
             defer { cluster.killAll() }
             _ = try await cluster.startWorker(name: "steady", capacity: 2, extraArguments: ["--flaky-every", "1"])
@@ -143,7 +143,7 @@ extension ThirdLineSuite {
             #expect(
                 String(decoding: named, as: UTF8.self).contains("(3 bytes) is not 1...255 bytes of UTF-8"),
                 "\(String(decoding: named, as: UTF8.self))")
-            let state = try await SecondLineSuite.MetricsTests.fetch("\(url)api/state")
+            let state = try await MetricsTests.fetch("\(url)api/state")
             #expect(state.contains(#""reachable":false"#), "\(state)")
             try await first.waitForLine(onStandardError: true, timeout: .seconds(10)) {
                 $0.contains("no answer from the broker yet")

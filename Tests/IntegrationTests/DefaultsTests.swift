@@ -6,7 +6,7 @@ import SkyTestSupport
 import SkyWorkerKit
 import Testing
 
-extension ThirdLineSuite {
+extension SecondLineSuite {
     /// The defaults README.md, docs/client.md, docs/worker.md and docs/operations.md state are what the code
     /// uses: read from the public configuration types, and from each executable's `--help`
     /// (whose defaults come from the same types).

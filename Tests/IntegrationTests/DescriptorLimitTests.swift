@@ -4,7 +4,7 @@ import SkyTestSupport
 import SkyWorkloads
 import Testing
 
-extension ThirdLineSuite {
+extension SecondLineSuite {
     /// A broker whose open-files limit is used up by idle connections: libzmq can accept no
     /// peer and tells nobody (its I/O thread spins on the failing accept), so before this the
     /// broker wrote nothing and new clients waited without a cause named.

@@ -6,7 +6,7 @@ import SkyWorkloads
 import SkyZMQ
 import Testing
 
-extension SecondLineSuite {
+extension IntegrationSuite {
     /// Durable jobs on real processes: a real broker with a real SQLite journal in a temporary
     /// state directory, killed with SIGKILL and started again on it.
     @Suite("Durable jobs: submit, read from another process, broker and worker deaths")
@@ -22,7 +22,7 @@ extension SecondLineSuite {
 
         /// Where a job test's broker keeps its jobs: a fresh state directory's SQLite file, or a
         /// PostgreSQL server started for the test (`--store`); both go with the test. The tests
-        /// that take one run on SQLite here and on PostgreSQL in ``ThirdLineSuite/JobsOnPostgresTests``.
+        /// that take one run on SQLite here and on PostgreSQL in ``SecondLineSuite/JobsOnPostgresTests``.
         final class JobStoreFixture: Sendable {
             let state = StateDirectory()
             let server: PostgresServer?

@@ -1,12 +1,12 @@
 import Testing
 
-extension ThirdLineSuite {
-    /// The job tests that take a store (``SecondLineSuite/JobTests/JobStoreFixture``) again,
+extension SecondLineSuite {
+    /// The job tests that take a store (``IntegrationSuite/JobTests/JobStoreFixture``) again,
     /// with the jobs on a real PostgreSQL server: what a job does must not depend on where it is
     /// kept. On this line because each starts a server and mostly waits.
     @Suite("Durable jobs on PostgreSQL: the job tests again")
     struct JobsOnPostgresTests {
-        typealias Jobs = SecondLineSuite.JobTests
+        typealias Jobs = IntegrationSuite.JobTests
 
         @Test func aJobSubmittedByOneClientIsReadByAnotherAfterTheFirstClosed() async throws {
             try await Jobs.aJobSubmittedByOneClientIsReadByAnotherAfterTheFirstClosed(on: .postgresql)

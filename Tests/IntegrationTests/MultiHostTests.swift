@@ -3,7 +3,7 @@ import SkyProtocol
 import SkyTestSupport
 import Testing
 
-extension ThirdLineSuite {
+extension SecondLineSuite {
     @Suite("Several hosts: network namespaces on one bridge")
     struct MultiHostTests {
         @Test(

@@ -2,7 +2,7 @@ import Foundation
 import SkyTestSupport
 import Testing
 
-extension ThirdLineSuite {
+extension SecondLineSuite {
     @Suite("ops/sky: up, status, down")
     struct OpsScriptTests {
         static let repository = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
@@ -113,8 +113,7 @@ extension ThirdLineSuite {
             let dashboard = try #require(
                 up.output.range(of: "dashboard: http://127.0.0.1:[0-9]+/", options: .regularExpression),
                 "\(up.output)")
-            let page = try await SecondLineSuite.MetricsTests.fetch(
-                String(up.output[dashboard].dropFirst("dashboard: ".count)))
+            let page = try await MetricsTests.fetch(String(up.output[dashboard].dropFirst("dashboard: ".count)))
             #expect(page.contains("<title>Sky dashboard</title>"))
 
             let status = try await Self.ops(["status"], state: state, portBase: base)

@@ -5,7 +5,7 @@ import SkyTestSupport
 import SkyWorkloads
 import Testing
 
-extension ThirdLineSuite {
+extension SecondLineSuite {
     /// What the command-line tools promise beyond their flags: skyscan's exit code tells a
     /// script whether the scan was good, and skywatch draws its table on a real terminal.
     @Suite("Command-line tools: exit codes and the terminal table")

@@ -5,7 +5,7 @@ import SkyTestSupport
 import SkyZMQ
 import Testing
 
-extension ThirdLineSuite {
+extension SecondLineSuite {
     @Suite("skywatch: snapshot plus events, waiting for workers, an absent broker")
     struct WatchTests {
         static func watch(_ cluster: TestCluster, _ arguments: [String]) throws -> SkyProcess {
