@@ -114,8 +114,8 @@ struct ServeCommand: AsyncParsableCommand {
             With --store: seconds within which a standby takes over from an active broker that stopped renewing its \
             lease (dead, frozen, cut off from the store): after 3/5 of them it ends that broker's session; a dead \
             broker's store is free at once. The active broker's value counts. It also bounds the active broker's waits \
-            on a silent store: 2/5 of it (1 s at least) per statement or connection attempt, and with a standby \
-            waiting, the step-down. \
+            on a silent store: 2/5 of it (1 s at least) per statement or connection attempt; past that, cut off with \
+            a standby waiting, it serves calls until the standby listens, then steps down. \
             (default: \
             \(Self.defaults.takeoverAfter.inSeconds))
             """, valueName: "seconds"))

@@ -195,7 +195,7 @@ public final class Broker: Service, Sendable {
         if let lostJournal {
             if case .leaseLapsed = lostJournal {
                 logger.error(
-                    "cut off from the job store while a standby waits; stepping down",
+                    "the lease went unrenewed while a standby waits; stepping down",
                     metadata: ["error": "\(lostJournal)"])
             } else {
                 logger.error(

@@ -12,17 +12,40 @@ final class PostgresJournal: OpenedJournal {
     let unfinished: [JobRecord]
     let lost: AsyncStream<JournalError>?
     let epoch: Int64?
-    /// Renews the lease between transactions, and steps down when it could not be renewed for
-    /// long while a standby waits.
+    /// Renews the lease between transactions, and steps down once a standby took over while
+    /// the store was out of reach.
     private let renewal: Task<Void, Never>
     private let watchdog: Task<Void, Never>
     let stallGuard: (@Sendable (Duration) -> Bool)?
 
-    /// When the lease was last renewed (by a transaction or a renewal), and how many standbys
-    /// the last renewal found waiting.
+    /// When the lease was last renewed (by a transaction or a renewal), and the standbys the
+    /// last renewal found waiting.
     struct LeaseWatch: Sendable {
         var renewedAt = ContinuousClock.now
-        var standbys = 0
+        var standbys: [WaitingStandby] = []
+    }
+
+    /// A standby as the active broker knows it: its name in the store, and how to ask whether
+    /// it now listens on its clients endpoint (it binds once it has taken over).
+    struct WaitingStandby: Sendable, Equatable {
+        var name: String
+        /// `nil`: its endpoint cannot be asked (``ListenerProbe``), so its takeover cannot be
+        /// seen without the store.
+        var probe: ListenerProbe?
+
+        /// - Parameter own: this broker's name: a standby named with the same host and
+        ///   endpoint cannot listen beside it, so it is another host of the same name (containers)
+        ///   whose endpoint would be asked here, at this broker itself; it is not asked.
+        init(name: String, own: String) {
+            self.name = name
+            let localHost = ProcessInfo.processInfo.hostName
+            probe = PostgresJournal.endpoint(in: name).flatMap { host, endpoint in
+                if let mine = PostgresJournal.endpoint(in: own), mine.host == host, mine.endpoint == endpoint {
+                    return nil
+                }
+                return ListenerProbe(endpoint: endpoint, host: host, localHost: localHost)
+            }
+        }
     }
 
     private init(
@@ -43,38 +66,76 @@ final class PostgresJournal: OpenedJournal {
                 // A store out of reach fails the journal's writes too, which say so; a newer
                 // epoch is reported through `lost`.
                 guard
-                    let standbys = try? await writer.read({ store throws(JournalError) in
+                    let names = try? await writer.read({ store throws(JournalError) in
                         try (store as? PostgresJobStore)?.renewLease()
                     })
                 else { continue }
-                let before = watch.withLock { watch in
-                    defer { watch.standbys = standbys }
-                    return watch.standbys
-                }
-                if before != standbys {
-                    logger.info("standby brokers waiting to take over", metadata: ["standbys": "\(standbys)"])
+                guard names != watch.withLock({ $0.standbys.map(\.name) }) else { continue }
+                // Resolved here, while the store (and most likely the name service) answers.
+                let standbys = names.map { WaitingStandby(name: $0, own: standby.name) }
+                watch.withLock { $0.standbys = standbys }
+                logger.info("standby brokers waiting to take over", metadata: ["standbys": "\(standbys.count)"])
+                for standby in standbys where standby.probe == nil {
+                    logger.notice(
+                        "a standby's clients endpoint cannot be asked (a port the kernel picks, an interface name, a host name that does not resolve): cut off from the job store, this broker steps down before its lease lapses rather than serve calls until a standby took over",
+                        metadata: ["standby": "\(standby.name)"])
                 }
             }
         }
-        // Cut off from the store (or with the store hanging) while a standby waits, the broker
-        // steps down before the standby takes over (at the lease's lapse), so that workers and
-        // clients move to it; alone, it goes on serving calls. The same after a pause of its
-        // I/O thread that long, seen by that thread when it wakes (``StallGuard``).
+        // Paused that long (seen by its I/O thread when it wakes, ``StallGuard``) while a
+        // standby waits, the broker steps down: a standby may have taken over meanwhile, and a
+        // woken broker must not expire its workers before it knows.
         let stepDownAfter = standby.stepDownAfter
-        let stepsDown: @Sendable (Duration) -> Bool = { silence in
-            guard silence > stepDownAfter, watch.withLock({ $0.standbys }) > 0 else { return false }
+        stallGuard = { silence in
+            guard silence > stepDownAfter, !watch.withLock({ $0.standbys.isEmpty }) else { return false }
             lost.continuation.yield(.leaseLapsed(store: store, seconds: Int(silence.components.seconds)))
             lost.continuation.finish()
             return true
         }
-        stallGuard = stepsDown
+        // Cut off from the store (or with the store hanging) while a standby waits, the broker
+        // goes on serving calls and asks the standbys' clients endpoints until one listens: a
+        // standby binds only once it has taken over, so the broker then steps down and its
+        // workers and clients move. When the store is out of reach for everyone (a restart, a
+        // hung server), no standby can take over, and the broker goes on serving. A standby
+        // whose endpoint cannot be asked leaves only the old way: step down at the silence's
+        // bound, before the lapse.
         watchdog = Task {
+            var watching = false
             while !Task.isCancelled {
-                try? await Task.sleep(for: standby.renewEvery / 2)
-                if stepsDown(watch.withLock { $0.renewedAt.duration(to: .now) }) { return }
+                try? await Task.sleep(for: watching ? Self.probeEvery : standby.renewEvery / 2)
+                let (silence, standbys) = watch.withLock { ($0.renewedAt.duration(to: .now), $0.standbys) }
+                guard silence > stepDownAfter, !standbys.isEmpty else {
+                    if watching {
+                        logger.notice("the job store answers again; this broker is still the active one")
+                    }
+                    watching = false
+                    continue
+                }
+                if standbys.contains(where: { $0.probe == nil }) {
+                    lost.continuation.yield(.leaseLapsed(store: store, seconds: Int(silence.components.seconds)))
+                    lost.continuation.finish()
+                    return
+                }
+                if !watching {
+                    watching = true
+                    logger.warning(
+                        "cut off from the job store while a standby waits: serving calls until a standby takes over",
+                        metadata: ["silent for": "\(silence)", "standbys": "\(standbys.map(\.name))"])
+                }
+                if let active = standbys.first(where: { $0.probe?.isListening(within: Self.probeEvery) == true }) {
+                    logger.warning(
+                        "a standby took over while this broker was cut off from the job store",
+                        metadata: ["standby": "\(active.name)", "silent for": "\(silence)"])
+                    lost.continuation.yield(.fenced(store: store))
+                    lost.continuation.finish()
+                    return
+                }
             }
         }
     }
+
+    /// How often an active broker cut off from the store asks whether a standby took over.
+    static let probeEvery = Duration.milliseconds(100)
 
     /// Connects and waits, as a standby, until this broker is the active one; then creates,
     /// migrates or checks the schema and reads what is unfinished.
@@ -139,9 +200,18 @@ final class PostgresJournal: OpenedJournal {
         _ = try? await writer.read { store throws(JournalError) in try (store as? PostgresJobStore)?.rename(name) }
     }
 
-    /// How a broker names itself in the store's lease: what standbys log of the active one.
+    /// How a broker names itself in the store's lease (what standbys log of the active one) and
+    /// as a standby (what the active broker asks when cut off from the store: ``endpoint(in:)``).
     static func name(clients: String) -> String {
         "\(ProcessInfo.processInfo.hostName) pid \(getpid()) clients \(clients)"
+    }
+
+    /// The host and clients endpoint in a ``name(clients:)``.
+    static func endpoint(in name: String) -> (host: String, endpoint: String)? {
+        guard let marker = name.range(of: " clients ", options: .backwards),
+            let host = name.split(separator: " ", maxSplits: 1).first
+        else { return nil }
+        return (String(host), String(name[marker.upperBound...]))
     }
 
     func close() async {

@@ -23,7 +23,8 @@ public enum JournalError: Error, Equatable, CustomStringConvertible {
     /// from it or paused.
     case fenced(store: String)
     /// The active broker's lease on the PostgreSQL store went unrenewed for `seconds` while a
-    /// standby waits: it steps down so that the standby takes over.
+    /// standby waits, and the broker cannot tell whether the standby took over (it was paused,
+    /// or the standby's endpoint cannot be asked): it steps down so that the standby takes over.
     case leaseLapsed(store: String, seconds: Int)
     /// The PostgreSQL store's schema is newer than this broker reads.
     case newerSchema(store: String, found: Int64, known: Int64)
@@ -49,7 +50,7 @@ public enum JournalError: Error, Equatable, CustomStringConvertible {
         case .fenced(let store):
             "another skybroker took the job store \(store) while this broker was cut off from it or paused: this broker records nothing more and stops, since what it holds of the jobs may be stale. Started again, it waits as a standby"
         case .leaseLapsed(let store, let seconds):
-            "this broker's lease on the job store \(store) went unrenewed for \(seconds) s while a standby waits (the store was out of reach or hung, or this broker was paused): it steps down so that the standby takes over. Started again, it waits as a standby"
+            "this broker's lease on the job store \(store) went unrenewed for \(seconds) s while a standby waits (this broker was paused, or the store was out of reach and the standby's clients endpoint cannot be asked whether it took over): it steps down so that the standby takes over. Started again, it waits as a standby"
         case .newerSchema(let store, let found, let known):
             "the job store \(store) has schema version \(found), newer than this broker's \(known): a newer skybroker has used it. Run that version (a schema is never downgraded)."
         }

@@ -102,7 +102,7 @@ public final class PostgresJobStore: JobStore {
         connection.define("fence", "UPDATE sky_lease SET renewed_at = now() WHERE epoch = $1", types: [20])
         connection.define(
             "renew",
-            "UPDATE sky_lease SET renewed_at = now() WHERE epoch = $1 RETURNING (SELECT count(*) FROM sky_standbys WHERE seen_at > now() - interval '5 seconds')",
+            "UPDATE sky_lease SET renewed_at = now() WHERE epoch = $1 RETURNING (SELECT string_agg(name, E'\\n') FROM sky_standbys WHERE seen_at > now() - interval '5 seconds')",
             types: [20])
         connection.define(
             "standing by",
@@ -224,18 +224,22 @@ public final class PostgresJobStore: JobStore {
         guard try connection.run("rename", [.text(holder), .integer(epoch)]) == 1 else { throw fenceOut() }
     }
 
-    /// Renews the lease (the broker calls it every ``Standby/renewEvery``) and returns how many
-    /// standbys said in the last 5 s that they wait; a newer epoch in the store ends this
-    /// broker's use of it.
+    /// Renews the lease (the broker calls it every ``Standby/renewEvery``) and returns the names
+    /// (``Standby/name``) of the standbys that said in the last 5 s that they wait; a newer
+    /// epoch in the store ends this broker's use of it.
     @discardableResult
-    public func renewLease() throws(JournalError) -> Int {
+    public func renewLease() throws(JournalError) -> [String] {
         try checkNotFenced()
-        var standbys: Int64 = 0
-        guard try connection.run("renew", [.integer(epoch)], row: { row in standbys = row.integer(0) }) == 1 else {
+        var standbys: [String] = []
+        guard
+            try connection.run(
+                "renew", [.integer(epoch)],
+                row: { row in standbys = row.text(0)?.split(separator: "\n").map(String.init) ?? [] }) == 1
+        else {
             throw fenceOut()
         }
         renewed?()
-        return Int(standbys)
+        return standbys
     }
 
     /// Another broker took the store: this one is told (once) and uses it no more.

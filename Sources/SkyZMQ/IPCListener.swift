@@ -11,13 +11,20 @@
 /// the first went on running (measured: no error, both "ready"). A TCP port cannot be bound
 /// twice; Sky's bind asks first so that a path cannot either.
 enum IPCListener {
+    /// Whether `endpoint` names a socket path that can be asked (not an abstract name or `*`).
+    static func canAsk(_ endpoint: String) -> Bool {
+        guard endpoint.hasPrefix("ipc://") else { return false }
+        let path = endpoint.utf8.dropFirst(6)
+        guard let first = path.first else { return false }
+        return first != UInt8(ascii: "@") && !path.elementsEqual("*".utf8)
+    }
+
     /// `true` when something accepts connections at `endpoint`'s path. Abstract names (`@…`)
     /// and `*` are left to the kernel and libzmq; a stale socket file nobody listens on is not
     /// in use (libzmq replaces it, as it should).
     static func isListening(at endpoint: String) -> Bool {
-        guard endpoint.hasPrefix("ipc://") else { return false }
+        guard canAsk(endpoint) else { return false }
         let path = Array(endpoint.utf8.dropFirst(6))
-        guard let first = path.first, first != UInt8(ascii: "@"), path != Array("*".utf8) else { return false }
         var address = sockaddr_un()
         address.sun_family = sa_family_t(AF_UNIX)
         // Too long for a socket path: the bind fails with its own error.
