@@ -2,7 +2,7 @@ import Foundation
 import SkyZMQ
 
 /// A real PostgreSQL server for one test: Debian's `postgresql` package, a new cluster in a
-/// temporary directory, listening on a free loopback port and on a socket in that directory,
+/// temporary directory (a copy of one `initdb` made per test process), listening on a free loopback port and on a socket in that directory,
 /// trusting local connections. `initdb` and `postgres` refuse to run as root, so under root they
 /// run as `nobody` (util-linux `setpriv`), in a directory given to that user.
 ///
@@ -54,8 +54,12 @@ public final class PostgresServer: Sendable {
         return URL(fileURLWithPath: "\(root)/\(newest)/bin")
     }
 
-    /// A PostgreSQL program, as `nobody` when this process is root.
-    static func command(_ program: String, _ arguments: [String], name: String) throws -> SkyProcess {
+    /// A PostgreSQL program, as `nobody` when this process is root (or, `asThisUser`, another
+    /// program by its path, as this process's user).
+    static func command(_ program: String, _ arguments: [String], name: String, asThisUser: Bool = false) throws
+        -> SkyProcess
+    {
+        if asThisUser { return try SkyProcess(program: URL(fileURLWithPath: program), arguments, name: name) }
         let path = try programs().appendingPathComponent(program)
         guard getuid() == 0 else { return try SkyProcess(program: path, arguments, name: name) }
         return try SkyProcess(
@@ -65,8 +69,8 @@ public final class PostgresServer: Sendable {
 
     /// Runs a PostgreSQL program to its end; throws with its output if it fails.
     @discardableResult
-    static func run(_ program: String, _ arguments: [String]) async throws -> [String] {
-        let process = try command(program, arguments, name: program)
+    static func run(_ program: String, _ arguments: [String], asThisUser: Bool = false) async throws -> [String] {
+        let process = try command(program, arguments, name: program, asThisUser: asThisUser)
         let status = try await process.waitForExit(timeout: .seconds(60))
         guard status == 0 else {
             throw Unavailable(description: "\(program) exited \(status): \(process.errorText) \(process.outputLines)")
@@ -86,12 +90,7 @@ public final class PostgresServer: Sendable {
     public static func start(name: String = "postgres") async throws -> PostgresServer {
         let directory = try makeDirectory()
         do {
-            try await run(
-                "initdb",
-                [
-                    "-D", directory.appendingPathComponent("data").path, "-U", "sky", "-A", "trust", "-E", "UTF8",
-                    "--no-sync", "--no-instructions",
-                ])
+            try await PostgresClusterTemplate.shared.copy(to: directory.appendingPathComponent("data"))
             return try await launch(in: directory, name: name)
         } catch {
             try? FileManager.default.removeItem(at: directory)

@@ -2,7 +2,7 @@ import Foundation
 import SkyTestSupport
 import Testing
 
-extension IntegrationSuite {
+extension SecondLineSuite {
     /// The benchmark never runs in the test suite; this checks that it still works end to end.
     @Suite("skybench smoke test")
     struct BenchSmokeTests {

@@ -10,7 +10,7 @@ import Testing
     import FoundationNetworking
 #endif
 
-extension SecondLineSuite {
+extension ThirdLineSuite {
     /// The broker restarted over and over, gracefully (SIGTERM) and not (`kill -9`), down for a
     /// tenth of a second to several seconds, while calls and durable jobs run: after every
     /// restart every worker is registered again within 2 s of the broker being back, a client's
