@@ -57,11 +57,17 @@ struct EventSequence: Sendable, Equatable {
 
     /// The snapshot taken for `event`: returns `event` if it is to be passed on after it (it came
     /// after the snapshot, from the snapshot's run).
+    ///
+    /// The event was read before the snapshot was asked for, so an event of the snapshot's run
+    /// is numbered at most one past it. One numbered beyond is of another run, without a hello
+    /// before it: a paused broker that wakes after a standby took over sends on what its
+    /// socket still held. Taking its number would drop the new run's events up to it (seen: a
+    /// watcher silent for good after a takeover); it is dropped, and so is the next such one.
     mutating func took(_ snapshot: ClusterSnapshot, after event: SkyEvent) -> SkyEvent? {
         lastSeq = snapshot.seq
         snapshotRun = snapshot.broker
         needSnapshot = false
-        guard streamRun == snapshot.broker, event.seq > lastSeq else { return nil }
+        guard streamRun == snapshot.broker, event.seq == lastSeq + 1 else { return nil }
         lastSeq = event.seq
         return event
     }

@@ -23,6 +23,8 @@ final class PostgresJournal: OpenedJournal {
     struct LeaseWatch: Sendable {
         var renewedAt = ContinuousClock.now
         var standbys: [WaitingStandby] = []
+        /// The broker stepped down (once, whichever way saw it first).
+        var steppedDown = false
     }
 
     /// A standby as the active broker knows it: its name in the store, and how to ask whether
@@ -77,19 +79,31 @@ final class PostgresJournal: OpenedJournal {
                 logger.info("standby brokers waiting to take over", metadata: ["standbys": "\(standbys.count)"])
                 for standby in standbys where standby.probe == nil {
                     logger.notice(
-                        "a standby's clients endpoint cannot be asked (a port the kernel picks, an interface name, a host name that does not resolve): cut off from the job store, this broker steps down before its lease lapses rather than serve calls until a standby took over",
+                        "a standby's clients endpoint cannot be asked whether it took over (an interface name, or a host name this host does not resolve): cut off from the job store, this broker will step down before its lease lapses, whether or not the standby can take over. Give that standby an address or a host name this host resolves",
                         metadata: ["standby": "\(standby.name)"])
                 }
             }
+        }
+        // Once, whichever way below sees it first: the other says nothing more.
+        let stepDown: @Sendable (JournalError) -> Void = { error in
+            let first = watch.withLock { watch in
+                defer { watch.steppedDown = true }
+                return !watch.steppedDown
+            }
+            guard first else { return }
+            lost.continuation.yield(error)
+            lost.continuation.finish()
         }
         // Paused that long (seen by its I/O thread when it wakes, ``StallGuard``) while a
         // standby waits, the broker steps down: a standby may have taken over meanwhile, and a
         // woken broker must not expire its workers before it knows.
         let stepDownAfter = standby.stepDownAfter
         stallGuard = { silence in
-            guard silence > stepDownAfter, !watch.withLock({ $0.standbys.isEmpty }) else { return false }
-            lost.continuation.yield(.leaseLapsed(store: store, seconds: Int(silence.components.seconds)))
-            lost.continuation.finish()
+            // Stepped down already (the watchdog below may wake first): nothing more is served.
+            let (steppedDown, waiting) = watch.withLock { ($0.steppedDown, !$0.standbys.isEmpty) }
+            if steppedDown { return true }
+            guard silence > stepDownAfter, waiting else { return false }
+            stepDown(.leaseLapsed(store: store, seconds: Int(silence.components.seconds)))
             return true
         }
         // Cut off from the store (or with the store hanging) while a standby waits, the broker
@@ -102,8 +116,18 @@ final class PostgresJournal: OpenedJournal {
         watchdog = Task {
             var watching = false
             while !Task.isCancelled {
-                try? await Task.sleep(for: watching ? Self.probeEvery : standby.renewEvery / 2)
-                let (silence, standbys) = watch.withLock { ($0.renewedAt.duration(to: .now), $0.standbys) }
+                let interval = watching ? Self.probeEvery : standby.renewEvery / 2
+                let asleep = ContinuousClock.now
+                try? await Task.sleep(for: interval)
+                let (silence, standbys, steppedDown) = watch.withLock {
+                    ($0.renewedAt.duration(to: .now), $0.standbys, $0.steppedDown)
+                }
+                if steppedDown { return }
+                // Woken that late, the process was paused: as the I/O thread's guard does.
+                if asleep.duration(to: .now) > interval + stepDownAfter, !standbys.isEmpty {
+                    stepDown(.leaseLapsed(store: store, seconds: Int(silence.components.seconds)))
+                    return
+                }
                 guard silence > stepDownAfter, !standbys.isEmpty else {
                     if watching {
                         logger.notice("the job store answers again; this broker is still the active one")
@@ -112,8 +136,7 @@ final class PostgresJournal: OpenedJournal {
                     continue
                 }
                 if standbys.contains(where: { $0.probe == nil }) {
-                    lost.continuation.yield(.leaseLapsed(store: store, seconds: Int(silence.components.seconds)))
-                    lost.continuation.finish()
+                    stepDown(.leaseLapsed(store: store, seconds: Int(silence.components.seconds)))
                     return
                 }
                 if !watching {
@@ -126,8 +149,7 @@ final class PostgresJournal: OpenedJournal {
                     logger.warning(
                         "a standby took over while this broker was cut off from the job store",
                         metadata: ["standby": "\(active.name)", "silent for": "\(silence)"])
-                    lost.continuation.yield(.fenced(store: store))
-                    lost.continuation.finish()
+                    stepDown(.fenced(store: store))
                     return
                 }
             }
@@ -141,12 +163,16 @@ final class PostgresJournal: OpenedJournal {
     /// migrates or checks the schema and reads what is unfinished.
     /// - Parameter name: how this broker names itself to standbys and operators.
     /// - Throws: ``BrokerStartError`` naming the store (without its password) and what to do.
-    static func open(_ uri: String, name: String, takeoverAfter: Duration, logger: Logger) async throws
-        -> PostgresJournal
+    /// - Parameter endpoints: where peers find this broker (clients, workers, events): one
+    ///   whose port is the kernel's pick could not be found once it took over, so such a broker
+    ///   does not wait as a standby.
+    static func open(_ uri: String, name: String, endpoints: [String], takeoverAfter: Duration, logger: Logger)
+        async throws -> PostgresJournal
     {
         let store = PostgresJobStore.redacted(uri)
+        let unfindable = endpoints.filter { $0.hasSuffix(":*") || $0.hasSuffix(":!") || $0 == "ipc://*" }
         let (lost, losing) = AsyncStream.makeStream(of: JournalError.self, bufferingPolicy: .bufferingNewest(1))
-        let standby = PostgresJobStore.Standby(
+        var waiting = PostgresJobStore.Standby(
             name: name, takeoverAfter: takeoverAfter,
             waiting: { lease in
                 logger.notice(
@@ -173,6 +199,8 @@ final class PostgresJournal: OpenedJournal {
                 logger.warning(
                     "standby: the job store cannot be reached; trying again", metadata: ["error": "\(error)"])
             })
+        waiting.mayWait = unfindable.isEmpty
+        let standby = waiting
         let watch = Locked(LeaseWatch())
         do {
             let (writer, unfinished) = try await JournalWriter.startReading(named: ("store", store), logger: logger) {
@@ -191,6 +219,12 @@ final class PostgresJournal: OpenedJournal {
             return PostgresJournal(
                 writer: writer, unfinished: unfinished, epoch: epoch, standby: standby, store: store, watch: watch,
                 lost: (lost, losing), logger: logger)
+        } catch JournalError.inUse where !unfindable.isEmpty {
+            throw BrokerStartError(
+                role: "journal", endpoint: store,
+                reason:
+                    "another skybroker is active on it, so this one would wait as a standby, but it binds \(unfindable.joined(separator: ", ")), a port the kernel picks: once it took over, no client or worker would find it. Give --clients, --workers and --events fixed ports, and list every broker's in each peer's --broker (or SkyClient(brokers:))"
+            )
         } catch {
             throw BrokerStartError(role: "journal", endpoint: store, reason: "\(error)")
         }

@@ -20,6 +20,9 @@ extension PostgresJobStore {
         /// Told (on the journal's thread) when the server could not be reached while waiting;
         /// once, until it is reached again.
         public var unreachable: @Sendable (JournalError) -> Void
+        /// `false`: a broker that could not be found once it took over (its ports are the
+        /// kernel's pick) does not wait; it is refused with ``JournalError/inUse(store:)``.
+        public var mayWait = true
 
         public init(
             name: String, takeoverAfter: Duration = .seconds(5), poll: Duration = .milliseconds(200),

@@ -158,6 +158,7 @@ public final class PostgresJobStore: JobStore {
                 Thread.sleep(forTimeInterval: standby.poll.inSecondsForSleep)
                 continue
             }
+            guard standby.mayWait else { throw .inUse(store: store) }
             // Said about once a second, so that the active broker knows a standby waits: cut off
             // from the store, it then steps down for it (a store of schema 1 has no such table).
             if polls % 5 == 0 { _ = try? connection.run("standing by", [.text(standby.name)]) }

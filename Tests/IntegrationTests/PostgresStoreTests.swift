@@ -188,11 +188,23 @@ extension SecondLineSuite {
                     && $0.contains(
                         "jobs=0 store=postgresql://sky:***@127.0.0.1:\(server.port)/postgres unfinished jobs=0")
             }
-            let second = try SkyProcess(
+            // A standby on ports the kernel picks could not be found once it took over: refused.
+            let unfindable = try SkyProcess(
                 "skybroker",
                 [
                     "--store", uri, "--clients", "tcp://127.0.0.1:*", "--workers", "tcp://127.0.0.1:*", "--events",
                     "tcp://127.0.0.1:*",
+                ])
+            defer { unfindable.killNow() }
+            #expect(try await unfindable.waitForExit() == 1)
+            #expect(
+                unfindable.errorText.contains("would wait as a standby, but it binds tcp://127.0.0.1:*"),
+                "\(unfindable.errorText)")
+            let second = try SkyProcess(
+                "skybroker",
+                [
+                    "--store", uri, "--clients", "tcp://127.0.0.1:\(try freeLoopbackPort())", "--workers",
+                    "tcp://127.0.0.1:\(try freeLoopbackPort())", "--events", "tcp://127.0.0.1:\(try freeLoopbackPort())",
                 ])
             defer { second.killNow() }
             let waiting = try await second.waitForLine(onStandardError: true) {

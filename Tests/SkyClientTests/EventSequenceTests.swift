@@ -100,4 +100,29 @@ struct EventSequenceTests {
             snapshots: [ClusterSnapshot(seq: 1, workers: [], queued: [:], inFlight: 0, counters: BrokerCounters())])
         #expect(seen == ["snapshot 1", "worker.connected 2", "broker.stats 3"])
     }
+
+    /// A broker paused while a standby took over wakes and sends what its socket still held,
+    /// numbered far beyond the new run's events and with no hello before them (a watcher hears
+    /// both brokers' events endpoints): they are dropped, and the new run's next events still
+    /// come through (seen: skywatch silent for good after a frozen broker woke).
+    @Test func leftoverEventsOfAWokenOldBrokerDoNotHideTheNewRunsEvents() {
+        var sequence = EventSequence()
+        let seen = Self.run(
+            &sequence,
+            [
+                Self.hello(1, run: "A"), Self.stats(2),
+                Self.hello(1, run: "B"), Self.stats(2), Self.stats(3),
+                Self.stats(711), Self.stats(712),
+                Self.stats(4), Self.connected(5, "w1"),
+            ],
+            snapshots: [
+                Self.snapshot(1, run: "A"), Self.snapshot(1, run: "B"), Self.snapshot(3, run: "B"),
+                Self.snapshot(3, run: "B"),
+            ])
+        #expect(
+            seen == [
+                "snapshot 1", "broker.stats 2", "snapshot 1", "broker.stats 2", "broker.stats 3", "snapshot 3",
+                "snapshot 3", "broker.stats 4", "worker.connected 5",
+            ])
+    }
 }
