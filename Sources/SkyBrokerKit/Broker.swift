@@ -101,7 +101,9 @@ public final class Broker: Service, Sendable {
         if let store = configuration.store {
             journal = try await PostgresJournal.open(
                 store, name: PostgresJournal.name(clients: configuration.clientsEndpoint),
-                endpoints: [configuration.clientsEndpoint, configuration.workersEndpoint, configuration.eventsEndpoint],
+                endpoints: [
+                    configuration.clientsEndpoint, configuration.workersEndpoint, configuration.eventsEndpoint,
+                ],
                 takeoverAfter: configuration.takeoverAfter, logger: logger)
         } else if let directory = configuration.stateDirectory {
             journal = try await StateDirectory.open(directory, logger: logger)

@@ -204,7 +204,8 @@ extension SecondLineSuite {
                 "skybroker",
                 [
                     "--store", uri, "--clients", "tcp://127.0.0.1:\(try freeLoopbackPort())", "--workers",
-                    "tcp://127.0.0.1:\(try freeLoopbackPort())", "--events", "tcp://127.0.0.1:\(try freeLoopbackPort())",
+                    "tcp://127.0.0.1:\(try freeLoopbackPort())", "--events",
+                    "tcp://127.0.0.1:\(try freeLoopbackPort())",
                 ])
             defer { second.killNow() }
             let waiting = try await second.waitForLine(onStandardError: true) {
