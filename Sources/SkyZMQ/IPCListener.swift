@@ -34,15 +34,7 @@ enum IPCListener {
             buffer[path.count] = 0
         }
         // Non-blocking: a listener whose backlog is full answers EAGAIN at once, and is in use.
-        #if os(Linux)
-            let descriptor = socket(
-                AF_UNIX, Int32(SOCK_STREAM.rawValue | SOCK_NONBLOCK.rawValue | SOCK_CLOEXEC.rawValue), 0)
-            guard descriptor >= 0 else { return false }
-        #else
-            let descriptor = socket(AF_UNIX, SOCK_STREAM, 0)
-            guard descriptor >= 0 else { return false }
-            _ = fcntl(descriptor, F_SETFL, fcntl(descriptor, F_GETFL) | O_NONBLOCK)
-        #endif
+        guard let descriptor = nonBlockingStreamSocket(family: AF_UNIX) else { return false }
         defer { close(descriptor) }
         let connected = withUnsafePointer(to: &address) { pointer in
             pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) {
@@ -51,4 +43,15 @@ enum IPCListener {
         }
         return connected == 0 || errno == EAGAIN
     }
+}
+
+/// A stream socket that does not block, closed on exec; `nil` if the system has none to give.
+func nonBlockingStreamSocket(family: Int32) -> Int32? {
+    #if os(Linux)
+        let descriptor = socket(family, Int32(SOCK_STREAM.rawValue | SOCK_NONBLOCK.rawValue | SOCK_CLOEXEC.rawValue), 0)
+    #else
+        let descriptor = socket(family, SOCK_STREAM, 0)
+        if descriptor >= 0 { _ = fcntl(descriptor, F_SETFL, fcntl(descriptor, F_GETFL) | O_NONBLOCK) }
+    #endif
+    return descriptor >= 0 ? descriptor : nil
 }

@@ -53,15 +53,7 @@ public struct ListenerProbe: Sendable, Hashable {
         case .ipc(let endpoint):
             return IPCListener.isListening(at: endpoint)
         case .tcp(let family, let address):
-            #if os(Linux)
-                let descriptor = socket(
-                    family, Int32(SOCK_STREAM.rawValue | SOCK_NONBLOCK.rawValue | SOCK_CLOEXEC.rawValue), 0)
-                guard descriptor >= 0 else { return false }
-            #else
-                let descriptor = socket(family, SOCK_STREAM, 0)
-                guard descriptor >= 0 else { return false }
-                _ = fcntl(descriptor, F_SETFL, fcntl(descriptor, F_GETFL) | O_NONBLOCK)
-            #endif
+            guard let descriptor = nonBlockingStreamSocket(family: family) else { return false }
             defer { close(descriptor) }
             let started = address.withUnsafeBytes { bytes in
                 connect(

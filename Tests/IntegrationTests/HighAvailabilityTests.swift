@@ -63,6 +63,19 @@ extension SecondLineSuite {
                 }
             }
 
+            /// Once the active broker knows that the standby waits (within a renewal or two), a
+            /// worker of `sky.sleep` and a client given both brokers, which submits `count`
+            /// 20 ms jobs.
+            func submitJobs(_ count: Int) async throws -> (sky: SkyClient, tasks: [SleepTask], ids: [JobID]) {
+                try await first.waitForLine(onStandardError: true) { $0.contains("standbys=1") }
+                track(try await HighAvailabilityTests.startWorker("w1", nodes: nodes))
+                let sky = try await SkyClient(brokers: nodes.map(\.clients))
+                let tasks = (0..<count).map { SleepTask(milliseconds: 20, tag: $0) }
+                var ids: [JobID] = []
+                for task in tasks { ids.append(try await sky.submit(task).id) }
+                return (sky, tasks, ids)
+            }
+
             @discardableResult
             func track(_ process: SkyProcess) -> SkyProcess {
                 started.withLock { $0.append(process) }
@@ -109,6 +122,18 @@ extension SecondLineSuite {
             try await waitUntilActive(standby)
             let ready = ContinuousClock.now
             return (start.duration(to: ready), ready)
+        }
+
+        /// The client reads each job's result, its task, and closes; the store holds each job
+        /// once, succeeded.
+        static func expectEachJobSucceededOnce(
+            _ sky: SkyClient, _ tasks: [SleepTask], _ ids: [JobID], in server: PostgresServer
+        ) async throws {
+            for (task, id) in zip(tasks, ids) {
+                #expect(try await sky.result(of: id, as: SleepTask.self) == task)
+            }
+            await sky.close()
+            #expect(try await jobStates(server) == ["2": tasks.count])
         }
 
         /// Jobs in the store by state (`2`: succeeded).
@@ -244,14 +269,9 @@ extension SecondLineSuite {
             let server = try await PostgresServer.start()
             let pair = try await Pair.start(store: server.uri())
             let (nodes, first, second) = (pair.nodes, pair.first, pair.second)
-            // The active broker knows that a standby waits (within a renewal or two): woken, it
-            // then steps down without a word.
-            try await first.waitForLine(onStandardError: true) { $0.contains("standbys=1") }
-            pair.track(try await Self.startWorker("w1", nodes: nodes))
-            let sky = try await SkyClient(brokers: nodes.map(\.clients))
-            let tasks = (0..<400).map { SleepTask(milliseconds: 20, tag: $0) }
-            var ids: [JobID] = []
-            for task in tasks { ids.append(try await sky.submit(task).id) }
+            // The active broker knows that a standby waits: woken, it then steps down without a
+            // word.
+            let (sky, tasks, ids) = try await pair.submitJobs(400)
 
             let watch = pair.track(
                 try SkyProcess(
@@ -294,11 +314,7 @@ extension SecondLineSuite {
             print("frozen active broker: a standby took over after \(takeover); resumed, it stepped down")
             #expect(takeover < .seconds(8))
 
-            for (task, id) in zip(tasks, ids) {
-                #expect(try await sky.result(of: id, as: SleepTask.self) == task)
-            }
-            await sky.close()
-            #expect(try await Self.jobStates(server) == ["2": tasks.count])
+            try await Self.expectEachJobSucceededOnce(sky, tasks, ids, in: server)
             await pair.killAll()
             await server.stop()
         }
@@ -314,14 +330,8 @@ extension SecondLineSuite {
             defer { proxy.stop() }
             let pair = try await Pair.start(
                 store: server.uri(), activeStore: "postgresql://sky@127.0.0.1:\(proxy.port)/postgres")
-            let (nodes, first, second) = (pair.nodes, pair.first, pair.second)
-            // The active broker learns that a standby waits (within a renewal or two).
-            try await first.waitForLine(onStandardError: true) { $0.contains("standbys=1") }
-            pair.track(try await Self.startWorker("w1", nodes: nodes))
-            let sky = try await SkyClient(brokers: nodes.map(\.clients))
-            let tasks = (0..<200).map { SleepTask(milliseconds: 20, tag: $0) }
-            var ids: [JobID] = []
-            for task in tasks { ids.append(try await sky.submit(task).id) }
+            let (first, second) = (pair.first, pair.second)
+            let (sky, tasks, ids) = try await pair.submitJobs(200)
 
             let cut = ContinuousClock.now
             proxy.freeze()
@@ -345,12 +355,8 @@ extension SecondLineSuite {
             #expect(takeover < .seconds(8))
             // The bound for everyone to move once the new broker is ready.
             #expect(steppedDownAfter - takeover < .seconds(1))
-            for (task, id) in zip(tasks, ids) {
-                #expect(try await sky.result(of: id, as: SleepTask.self) == task)
-            }
             #expect(try await sky.scan(SleepTask(milliseconds: 1, tag: -1)) == SleepTask(milliseconds: 1, tag: -1))
-            await sky.close()
-            #expect(try await Self.jobStates(server) == ["2": tasks.count])
+            try await Self.expectEachJobSucceededOnce(sky, tasks, ids, in: server)
             await pair.killAll()
             await server.stop()
         }
@@ -364,13 +370,8 @@ extension SecondLineSuite {
         func anOutageForEveryoneKeepsTheActiveBrokerAnsweringCalls() async throws {
             let server = try await PostgresServer.start()
             let pair = try await Pair.start(store: server.uri())
-            let (nodes, first, second) = (pair.nodes, pair.first, pair.second)
-            try await first.waitForLine(onStandardError: true) { $0.contains("standbys=1") }
-            pair.track(try await Self.startWorker("w1", nodes: nodes))
-            let sky = try await SkyClient(brokers: nodes.map(\.clients))
-            let tasks = (0..<200).map { SleepTask(milliseconds: 20, tag: $0) }
-            var ids: [JobID] = []
-            for task in tasks { ids.append(try await sky.submit(task).id) }
+            let (first, second) = (pair.first, pair.second)
+            let (sky, tasks, ids) = try await pair.submitJobs(200)
 
             server.pause()
             let paused = ContinuousClock.now
@@ -400,12 +401,8 @@ extension SecondLineSuite {
             } else {
                 print("the same broker went on once the store answered")
             }
-            for (task, id) in zip(tasks, ids) {
-                #expect(try await sky.result(of: id, as: SleepTask.self) == task)
-            }
             #expect(try await sky.scan(SleepTask(milliseconds: 1, tag: -1)) == SleepTask(milliseconds: 1, tag: -1))
-            await sky.close()
-            #expect(try await Self.jobStates(server) == ["2": tasks.count])
+            try await Self.expectEachJobSucceededOnce(sky, tasks, ids, in: server)
             await pair.killAll()
             await server.stop()
         }
