@@ -29,8 +29,10 @@ public enum ReplyStatus: UInt8, Sendable, CaseIterable, CustomStringConvertible 
     /// The request reached the broker's workers endpoint: the client is pointed at the wrong
     /// port. The body names the endpoint clients should use.
     case wrongEndpoint = 11
-    /// The broker could not record a job durably (no journal, disk full, journal failing), or
-    /// its journal is over `--journal-max-bytes`; nothing was recorded. Task traffic goes on.
+    /// The broker could not record a job durably (no journal, disk full, journal failing, a
+    /// PostgreSQL store out of reach), or its journal is over `--journal-max-bytes`; nothing was
+    /// recorded, unless a PostgreSQL connection broke during the COMMIT (the outcome is then
+    /// unknown: the same idempotency key finds the job if it was). Task traffic goes on.
     case journalUnavailable = 12
 
     public var description: String {
