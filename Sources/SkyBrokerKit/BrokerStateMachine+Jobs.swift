@@ -57,7 +57,9 @@ extension BrokerStateMachine {
             tasks[key] = nil
             cancelAtWorker(key, tag: tag, into: &actions)
         case .log(let level, let message, let fields):
-            actions.append(.log(level, message, fields))
+            // A store out of reach fails every write, one line per job: within the same budget
+            // per line of text as what peers send wrong, so that an outage cannot flood the log.
+            logAboutPeer(level, message, now: now, into: &actions) { fields }
         case .count(.refusedOverloaded):
             counters.rejectedOverloaded += 1
         case .count(.cancelled):

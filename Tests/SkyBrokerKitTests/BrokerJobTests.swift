@@ -5,6 +5,31 @@ import Testing
 @testable import SkyBrokerKit
 @testable import SkyProtocol
 
+/// A store out of reach fails every journal write, and each failure has a line: at most
+/// `peerLinesPerSecond` of the same text a second, and one line for those held back (an
+/// outage logged three lines in one millisecond, and one per job each second after it).
+@Test func journalFailuresAreLoggedWithinABudgetPerLine() {
+    var broker = BrokerHarness.withJournal()
+    let error = JournalError.cannotConnect(store: "postgresql://sky@db/sky", reason: "the server did not answer")
+    var lines = 0
+    for _ in 0..<50 {
+        lines +=
+            broker.journal(.maintained(.failure(error))).filter {
+                if case .log(_, "journal: maintenance failed", _) = $0 { true } else { false }
+            }.count
+    }
+    #expect(lines == broker.machine.configuration.peerLinesPerSecond)
+    let later = broker.advance(.seconds(1))
+    #expect(
+        later.contains {
+            if case .log(_, "more lines like this were held back (the counters count every message)", let fields) = $0 {
+                fields["heldBack"] == "40" && fields["line"] == "journal: maintenance failed"
+            } else {
+                false
+            }
+        }, "\(later)")
+}
+
 extension BrokerHarness {
     /// A broker with a journal, a fixed wall clock and fixed job ids.
     static func withJournal(_ change: (inout BrokerStateMachine.Configuration) -> Void = { _ in }) -> BrokerHarness {
