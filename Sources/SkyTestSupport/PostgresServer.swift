@@ -184,8 +184,11 @@ public final class PostgresServer: Sendable {
     }
 
     /// Kills the server at once, as a crash would (its data directory stays until ``stop()``).
+    /// A paused server's processes are let go on first: stopped, they would never see their
+    /// parent die, and would outlive the test (a checkpointer was found two hours later).
     public func kill() async {
         let server = self.server.withLock { $0 }
+        resume()
         server.killNow()
         _ = try? await server.waitForExit(timeout: .seconds(20))
     }
@@ -205,6 +208,7 @@ public final class PostgresServer: Sendable {
     }
 
     deinit {
+        resume()
         server.withLock { $0.killNow() }
         try? FileManager.default.removeItem(at: directory)
     }
