@@ -357,14 +357,13 @@ struct ClientStateMachine: Sendable {
 
     /// The broker of this connection answered the question (or its time ran out: `answer` says
     /// nothing new): traced calls carry their frame if it takes one, calls go packed if it
-    /// takes them, and the callers waiting for it are resumed.
+    /// takes them, and the callers waiting for it are resumed. Told also when nobody waits:
+    /// the shell keeps the answer for callers that need it without a trip to this thread.
     private mutating func learned(_ answer: BrokerFeatures, into actions: inout [Action]) {
         features = (table.connectionEpoch, answer)
         if answer.takesTrace { table.brokerTakesTrace(epoch: table.connectionEpoch) }
-        if !featureWaiters.isEmpty {
-            actions.append(.featuresKnown(featureWaiters.map(\.waiter), answer))
-            featureWaiters.removeAll()
-        }
+        actions.append(.featuresKnown(featureWaiters.map(\.waiter), answer))
+        featureWaiters.removeAll()
     }
 
     /// Moves the table's actions to `actions`, on the socket in use. The table's list is kept

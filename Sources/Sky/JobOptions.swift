@@ -22,10 +22,19 @@ public struct JobOptions: Sendable, Equatable {
     /// How long one attempt may run; `nil` for no limit. A timed-out attempt is cancelled on
     /// its worker and counts as a `timeout` failure for ``retry``.
     public var timeout: Duration?
+    /// How long `submit` waits for the broker to confirm that the job is recorded before it
+    /// fails with ``SkyError/journalUnavailable(_:)``, so that a store that hangs fails submits
+    /// promptly instead of after the broker's own bound on it. The job may still be recorded
+    /// after such a failure, and then runs: submit again with the same ``idempotencyKey`` to
+    /// get its id. `nil`: as long as the broker takes to record the job or fail. Applied by a
+    /// broker that reads version 2 of the submission (docs/protocol.md); an older one waits as
+    /// with `nil`. The broker checks it at its tick, so the answer may come a tick later.
+    public var confirmWithin: Duration?
 
     public init(
         delay: Duration? = nil, notBefore: Date? = nil, priority: JobPriority = .normal, idempotencyKey: String? = nil,
-        retry: RetryPolicy = .default, retention: Duration = .seconds(86_400), timeout: Duration? = nil
+        retry: RetryPolicy = .default, retention: Duration = .seconds(86_400), timeout: Duration? = nil,
+        confirmWithin: Duration? = JobOptions.defaultConfirmWithin
     ) {
         self.delay = delay
         self.notBefore = notBefore
@@ -34,10 +43,19 @@ public struct JobOptions: Sendable, Equatable {
         self.retry = retry
         self.retention = retention
         self.timeout = timeout
+        self.confirmWithin = confirmWithin
     }
 
-    /// The submission the broker reads.
-    func submission(service: String, body: [UInt8], key: String) throws(SkyError) -> JobSubmission {
+    /// ``confirmWithin``'s default: a submit fails within a second when the store does not
+    /// answer, counting the broker's tick (a tenth of its heartbeat interval, 100 ms by
+    /// default) and the trip back.
+    public static let defaultConfirmWithin: Duration = .milliseconds(850)
+
+    /// The submission the broker reads; it carries ``confirmWithin`` if `confirming` (the
+    /// broker reads version 2 of the submission).
+    func submission(
+        service: String, body: [UInt8], key: String, confirming: Bool = false
+    ) throws(SkyError) -> JobSubmission {
         guard key.utf8.count <= JobSubmission.maxKeyLength, !key.isEmpty else {
             throw .invalidTask("an idempotency key must be 1...255 bytes; this one has \(key.utf8.count)")
         }
@@ -55,6 +73,9 @@ public struct JobOptions: Sendable, Equatable {
         submission.multiplierPercent = UInt16(min(65_535, (retry.usedMultiplier * 100).rounded()))
         submission.retryOn = retry.retryOn.flatMap(\.replyStatuses).sorted { $0.rawValue < $1.rawValue }
         submission.idempotencyKey = key
+        if confirming, let confirmWithin {
+            submission.confirmWithinMilliseconds = UInt32(clamping: max(1, confirmWithin.wholeMilliseconds))
+        }
         return submission
     }
 }

@@ -9,7 +9,10 @@ extension SkyClient {
     /// Without an ``JobOptions/idempotencyKey`` the call makes one of its own, so that its
     /// retries (a lost connection, a timeout) never make a second job.
     /// - Throws: ``SkyError/journalUnavailable(_:)`` if the broker cannot record jobs (no
-    ///   `--state-dir`, disk full), ``SkyError/overloaded(_:)`` over `--journal-max-bytes`.
+    ///   `--state-dir`, disk full, its store out of reach) or did not confirm the job within
+    ///   ``JobOptions/confirmWithin`` (it may still be recorded: the message names the
+    ///   idempotency key to submit it again with), ``SkyError/overloaded(_:)`` over
+    ///   `--journal-max-bytes`.
     public nonisolated func submit<T: SkyTask>(
         _ task: T, options: JobOptions = JobOptions(), coder: some TaskCoder = .json
     ) async throws -> Job<T> {
@@ -23,8 +26,24 @@ extension SkyClient {
             throw SkyError.invalidTask(problem)
         }
         let key = options.idempotencyKey ?? shell.callKey()
-        let submission = try options.submission(service: T.service, body: body, key: key).encode()
-        let reply = try await jobCall(BrokerService.jobSubmit, submission)
+        var confirming = false
+        if options.confirmWithin != nil {
+            let features: BrokerFeatures?
+            if let known = shell.lastFeatures.withLock({ $0 }) {
+                features = known
+            } else {
+                features = await brokerFeatures()
+            }
+            confirming = (features?.jobSubmissionVersion ?? 1) >= Int(JobSubmission.newestVersion)
+        }
+        let submission = try options.submission(service: T.service, body: body, key: key, confirming: confirming)
+        let reply: [UInt8]
+        do {
+            reply = try await jobCall(BrokerService.jobSubmit, submission.encode())
+        } catch SkyError.journalUnavailable(let message) where options.idempotencyKey == nil {
+            // The key was this call's own: name it, so that a retry can make sure of one job.
+            throw SkyError.journalUnavailable("\(message) (this submit's idempotency key: \(key))")
+        }
         guard let id = JobID(bytes: reply) else {
             throw SkyError.internalError("the broker answered a submit with \(reply.count) bytes, not a job id")
         }

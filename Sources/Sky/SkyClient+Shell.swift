@@ -54,6 +54,9 @@ extension SkyClient {
         let calls = Locked(WaiterSlots<UnsafeContinuation<Completion, any Error>>(room: RequestTable.room))
         let connectionWaiters = Locked<[WaiterID: CheckedContinuation<Void, any Error>]>([:])
         let featureWaiters = Locked<[WaiterID: CheckedContinuation<BrokerFeatures?, Never>]>([:])
+        /// What the last broker that answered `mmi.features` said: how a submit is encoded,
+        /// without a trip to the I/O thread per job.
+        let lastFeatures = Locked<BrokerFeatures?>(nil)
         let eventSinks = Locked<[ZMQEventLoop.SocketID: EventSink]>([:])
         /// Each wake-up's actions, in one buffer kept from wake-up to wake-up.
         let spareActions = SpareBuffer<ClientStateMachine.Action>()
@@ -309,6 +312,7 @@ extension SkyClient {
             case .connectionFailed(let waiters, let error):
                 for continuation in takeConnectionWaiters(waiters) { continuation.resume(throwing: error) }
             case .featuresKnown(let waiters, let features):
+                if let features { lastFeatures.withLock { $0 = features } }
                 let taken = featureWaiters.withLock { all in waiters.compactMap { all.removeValue(forKey: $0) } }
                 for continuation in taken { continuation.resume(returning: features) }
             case .open(let socket, let endpoint):

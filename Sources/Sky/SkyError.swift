@@ -45,7 +45,8 @@ public enum SkyError: Error, Sendable, Equatable, CustomStringConvertible {
     /// The broker's journal of jobs cannot be used: it runs without one (`--state-dir none`),
     /// the journal's disk is full or failing, or its PostgreSQL store is out of reach. Submits
     /// and job lookups fail until it is back; `scan` still works. A submit whose store
-    /// connection broke during its commit may have been recorded: submit again with the same
+    /// connection broke during its commit, or that the store did not confirm within
+    /// ``JobOptions/confirmWithin``, may have been recorded: submit again with the same
     /// idempotency key to be sure of one job.
     case journalUnavailable(String)
     /// The broker knows no job of this id: never submitted there, or kept past its retention.
@@ -97,7 +98,7 @@ public enum SkyError: Error, Sendable, Equatable, CustomStringConvertible {
         case .cancelled: self = .cancelled(error.message)
         case .internalError: self = .internalError(error.message)
         case .wrongEndpoint: self = .wrongEndpoint(error.message)
-        case .journalUnavailable: self = .journalUnavailable(error.message)
+        case .journalUnavailable, .journalUnconfirmed: self = .journalUnavailable(error.message)
         }
     }
 

@@ -128,12 +128,21 @@ struct JobBook: Sendable {
         }
     }
 
-    /// When a scheduled job becomes due, or a held wait must be answered.
+    /// When a scheduled job becomes due, a held wait must be answered, or a submit still
+    /// unconfirmed by the journal must be answered so.
     struct TimerEntry: Comparable, Sendable {
+        enum Kind: Sendable {
+            /// The scheduled job is due.
+            case due
+            /// The held wait is answered with the job's report.
+            case hold(Waiter)
+            /// The submit, if its write is still in flight, is answered `journalUnconfirmed`.
+            case confirm(Waiter)
+        }
+
         var due: Int64
         var id: JobID
-        /// The waiter to answer, for a hold; `nil` for a scheduled job.
-        var waiter: Waiter?
+        var kind: Kind
 
         static func < (lhs: Self, rhs: Self) -> Bool { lhs.due < rhs.due }
         static func == (lhs: Self, rhs: Self) -> Bool { lhs.due == rhs.due && lhs.id == rhs.id }
@@ -146,7 +155,8 @@ struct JobBook: Sendable {
     /// A submit whose journal write is in flight.
     struct PendingSubmit: Sendable {
         var job: Job
-        var waiter: Waiter
+        /// `nil` once answered `journalUnconfirmed`: the write's result then answers nobody.
+        var waiter: Waiter?
     }
 
     var jobs: [JobID: Job] = [:]

@@ -38,6 +38,10 @@ struct JobScheduler: Sendable {
     private var nextMaintenance: Int64?
     /// The broker is stopping: job requests are answered `brokerShuttingDown`.
     private var stopping = false
+    /// When the journal last did something it was asked: a store that works through a backlog
+    /// keeps its submitters waiting their turn; only one silent for a submit's bound has that
+    /// submit answered `journalUnconfirmed` (``tick(now:budget:into:)``).
+    private var lastJournalSuccess = Int64.min
 
     /// Expired jobs deleted per maintenance: small transactions, so that expiry never holds up
     /// the journal's other writes for long.
@@ -87,7 +91,7 @@ struct JobScheduler: Sendable {
         }
         switch request.service {
         case BrokerService.jobSubmit:
-            submit(request.body, trace: request.trace, caller: caller, into: &actions)
+            submit(request.body, trace: request.trace, caller: caller, now: now, into: &actions)
         case BrokerService.jobStatus, BrokerService.jobWait, BrokerService.jobCancel, BrokerService.jobRetry:
             guard let id = JobID(bytes: request.body) else {
                 answer(
@@ -125,7 +129,7 @@ struct JobScheduler: Sendable {
     }
 
     private mutating func submit(
-        _ body: [UInt8], trace: [UInt8]?, caller: JobCaller, into actions: inout [Action]
+        _ body: [UInt8], trace: [UInt8]?, caller: JobCaller, now: Int64, into actions: inout [Action]
     ) {
         guard configuration.journal else {
             answer(caller, .journalUnavailable, Self.noJournal, into: &actions)
@@ -166,20 +170,29 @@ struct JobScheduler: Sendable {
             answer(caller, .unknownService, "a job cannot run the broker's own \(submission.service)", into: &actions)
             return
         }
-        record(submission, trace: trace, answering: caller, into: &actions)
+        let id = record(submission, trace: trace, answering: caller, into: &actions)
+        if submission.confirmWithinMilliseconds > 0 {
+            // The journal's answer may take as long as a server that hangs lets it (seconds): a
+            // submitter that asked is answered "not confirmed" at its bound instead, and the
+            // write's result, when it comes, answers nobody (``submitted(_:_:now:into:)``).
+            let due = now + Int64(submission.confirmWithinMilliseconds) * 1_000_000
+            book.timers.insert(JobBook.TimerEntry(due: due, id: id, kind: .confirm(caller)))
+        }
     }
 
     /// Writes a new job; its submitter is answered once it is on disk (``submitted(_:_:now:into:)``).
+    @discardableResult
     private mutating func record(
         _ submission: JobSubmission, trace: [UInt8]? = nil, answering caller: JobCaller,
         into actions: inout [Action]
-    ) {
+    ) -> JobID {
         let wall = configuration.wallClock()
         let id = JobID(milliseconds: wall, random: &idGenerator)
         let (delayed, overflow) = wall.addingReportingOverflow(Int64(clamping: submission.delayMilliseconds))
         let notBefore = max(submission.notBeforeMilliseconds, overflow ? Int64.max : delayed)
         var options = submission
         options.body = []
+        options.confirmWithinMilliseconds = 0  // the submit's, not the job's: recorded as version 1
         // A job that would be prepared as soon as it is on disk has its first start written with
         // it: one write instead of two (see ``JobBook/reserveStart(_:)``).
         let starts = notBefore <= wall && book.reserveStart(submission.service)
@@ -194,6 +207,7 @@ struct JobScheduler: Sendable {
             phase: starts ? .preparing : .queued, arrival: nextArrival, trace: trace)
         book.pendingSubmits[id] = JobBook.PendingSubmit(job: job, waiter: caller)
         actions.append(.journal(.write([.submitted(record)], .submitted(id))))
+        return id
     }
 
     /// Answers a status (`hold` nil) or a wait (held up to `hold` nanoseconds while the job
@@ -215,7 +229,7 @@ struct JobScheduler: Sendable {
             return
         }
         book.addWaiter(caller, for: id)
-        book.timers.insert(JobBook.TimerEntry(due: now + hold, id: id, waiter: caller))
+        book.timers.insert(JobBook.TimerEntry(due: now + hold, id: id, kind: .hold(caller)))
     }
 
     /// Cancels a job the broker holds; `caller` hears once the outcome is on disk. A job being
@@ -367,7 +381,7 @@ struct JobScheduler: Sendable {
             let due = waitOverflow || sumOverflow ? Int64.max : sum
             job.phase = .scheduled(due: due)
             book.hold(job)
-            book.timers.insert(JobBook.TimerEntry(due: due, id: job.id, waiter: nil))
+            book.timers.insert(JobBook.TimerEntry(due: due, id: job.id, kind: .due))
             return
         }
         book.hold(job)
@@ -523,7 +537,7 @@ struct JobScheduler: Sendable {
             job.phase = .scheduled(due: due)
             job.notBefore = notBefore
         }
-        book.timers.insert(JobBook.TimerEntry(due: due, id: id, waiter: nil))
+        book.timers.insert(JobBook.TimerEntry(due: due, id: id, kind: .due))
         book.retried += 1
         actions.append(.journal(.write([.rescheduled(id: id.bytes, notBefore: notBefore)], .rescheduled(id))))
         publish(.jobRetrying, job, status: reply.status, into: &actions)
@@ -581,6 +595,12 @@ struct JobScheduler: Sendable {
 
     /// The journal did what an ``Action/journal(_:)`` asked.
     mutating func journalAnswered(_ answer: JournalAnswer, now: Int64, into actions: inout [Action]) {
+        switch answer {
+        case .written(_, .success), .lookedUp(_, _, _, .success), .listed(_, .success), .maintained(.success):
+            lastJournalSuccess = now
+        default:
+            break
+        }
         switch answer {
         case .lookedUp(_, let caller, _, _), .listed(let caller, _):
             // Answered already if the broker stopped meanwhile.
@@ -658,25 +678,17 @@ struct JobScheduler: Sendable {
         if started && !written { book.leavePipeline(service) }
         switch result {
         case .failure(let error):
-            answer(pending.waiter, .journalUnavailable, error.description, into: &actions)
+            if let waiter = pending.waiter { answer(waiter, .journalUnavailable, error.description, into: &actions) }
         case .success(let receipt):
             if let first = receipt.duplicates[id.bytes] {
                 // Its idempotency key is taken: the answer names the first job.
-                actions.append(
-                    .answer(
-                        pending.waiter,
-                        TaskReply(
-                            requestID: pending.waiter.requestID, attempt: pending.waiter.attempt, status: .ok,
-                            body: first.id)))
+                if let waiter = pending.waiter { answer(waiter, id: first.id, into: &actions) }
                 return
             }
             book.submitted += 1
-            actions.append(
-                .answer(
-                    pending.waiter,
-                    TaskReply(
-                        requestID: pending.waiter.requestID, attempt: pending.waiter.attempt, status: .ok,
-                        body: id.bytes)))
+            // Answered `journalUnconfirmed` already: the job is recorded all the same, and runs;
+            // its submitter learns its id by submitting again with the same idempotency key.
+            if let waiter = pending.waiter { answer(waiter, id: id.bytes, into: &actions) }
             var announced = pending.job
             announced.attempt = 0  // none has reached a worker, also when its first start is recorded
             publish(.jobSubmitted, announced, status: nil, into: &actions)
@@ -746,11 +758,33 @@ struct JobScheduler: Sendable {
         var services: Set<String> = []
         while budget.hasRoom, let first = book.timers.min, first.due <= now {
             book.timers.removeMin()
-            if let waiter = first.waiter {
+            switch first.kind {
+            case .hold(let waiter):
                 guard book.removeWaiter(waiter, of: first.id), let job = book.jobs[first.id] else { continue }
                 budget.spend()
                 answer(waiter, report(job), into: &actions)
                 continue
+            case .confirm(let waiter):
+                // Spent also on a submit answered meanwhile (most are): a burst of them comes
+                // due together, and is popped over several slices.
+                budget.spend()
+                guard let pending = book.pendingSubmits[first.id], pending.waiter == waiter else { continue }
+                let bound = Int64(pending.job.submission.confirmWithinMilliseconds) * 1_000_000
+                let (quietUntil, overflow) = lastJournalSuccess.addingReportingOverflow(bound)
+                if !overflow, quietUntil > now {
+                    // The journal recorded something within the bound: it is working through
+                    // what came before this submit, which waits its turn.
+                    book.timers.insert(JobBook.TimerEntry(due: quietUntil, id: first.id, kind: .confirm(waiter)))
+                    continue
+                }
+                book.pendingSubmits[first.id]?.waiter = nil
+                answer(
+                    waiter, .journalUnconfirmed,
+                    "the job store recorded nothing for \(pending.job.submission.confirmWithinMilliseconds) ms (the submit's confirm-within), this job included; it may still be recorded, and then runs. Submit it again with the same idempotency key to get its id if it was",
+                    into: &actions)
+                continue
+            case .due:
+                break
             }
             guard let job = book.jobs[first.id], job.phase == .scheduled(due: first.due) else { continue }
             budget.spend()
@@ -783,8 +817,8 @@ struct JobScheduler: Sendable {
     /// broker) instead of waiting out its attempt's timeout.
     mutating func shutdown(_ message: String, into actions: inout [Action]) {
         stopping = true
-        for pending in book.pendingSubmits.values {
-            answer(pending.waiter, .brokerShuttingDown, message, into: &actions)
+        for case let waiter? in book.pendingSubmits.values.map(\.waiter) {
+            answer(waiter, .brokerShuttingDown, message, into: &actions)
         }
         book.pendingSubmits.removeAll()
         for caller in book.reads {
@@ -805,6 +839,13 @@ struct JobScheduler: Sendable {
             .answer(
                 caller,
                 TaskReply(requestID: caller.requestID, attempt: caller.attempt, status: .ok, body: report.encode())))
+    }
+
+    /// A submit's answer: the job's id.
+    private func answer(_ caller: JobCaller, id: [UInt8], into actions: inout [Action]) {
+        actions.append(
+            .answer(
+                caller, TaskReply(requestID: caller.requestID, attempt: caller.attempt, status: .ok, body: id)))
     }
 
     private func answer(_ caller: JobCaller, _ status: ReplyStatus, _ message: String, into actions: inout [Action]) {

@@ -24,6 +24,10 @@ public struct BrokerFeatures: Sendable, Equatable {
     public var takesNoWorkersGrace: Bool
     /// The broker takes the 16-byte REQUEST header (a `priority` after `no-workers-ms`).
     public var takesPriority: Bool
+    /// The newest layout of a job submission the broker reads (`job-submission=N`); `nil`: a
+    /// broker that does not say reads version 1 only. Version 2 carries a confirmation bound
+    /// (``JobSubmission/confirmWithinMilliseconds``).
+    public var jobSubmissionVersion: Int?
 
     /// The edition this build speaks: docs/protocol.md, "Editions". Raised only with a change
     /// of meaning under an unchanged form, together with the doc's "Changes by edition".
@@ -41,13 +45,15 @@ public struct BrokerFeatures: Sendable, Equatable {
 
     /// The line that carries ``maxFrameSize``.
     public static let maxFrameSizeName = "max-frame-size"
+    /// The line that carries ``jobSubmissionVersion``.
+    public static let jobSubmissionName = "job-submission"
     /// The smallest `--max-frame-size` a broker takes: a body of at most this many bytes fits
     /// within any broker's limit, and needs no check.
     public static let smallestFrameLimit = 1024
 
     public init(
         edition: Int? = nil, takesTrace: Bool = false, maxFrameSize: Int? = nil, takesPacked: Bool = false,
-        takesNoWorkersGrace: Bool = false, takesPriority: Bool = false
+        takesNoWorkersGrace: Bool = false, takesPriority: Bool = false, jobSubmissionVersion: Int? = nil
     ) {
         self.edition = edition
         self.takesTrace = takesTrace
@@ -55,13 +61,14 @@ public struct BrokerFeatures: Sendable, Equatable {
         self.takesPacked = takesPacked
         self.takesNoWorkersGrace = takesNoWorkersGrace
         self.takesPriority = takesPriority
+        self.jobSubmissionVersion = jobSubmissionVersion
     }
 
     /// Everything this build of the broker says to clients (`mmi.features`).
     public static func broker(maxFrameSize: Int) -> BrokerFeatures {
         BrokerFeatures(
             edition: currentEdition, takesTrace: true, maxFrameSize: maxFrameSize, takesPacked: true,
-            takesNoWorkersGrace: true, takesPriority: true)
+            takesNoWorkersGrace: true, takesPriority: true, jobSubmissionVersion: Int(JobSubmission.newestVersion))
     }
 
     /// Reads what a broker said, a line each (a FEATURES to a worker carries a line a frame);
@@ -84,6 +91,7 @@ public struct BrokerFeatures: Sendable, Equatable {
                 switch text[..<equals] {
                 case Self.maxFrameSizeName[...]: maxFrameSize = value
                 case Self.editionName[...]: edition = value
+                case Self.jobSubmissionName[...]: jobSubmissionVersion = value
                 default: break
                 }
             }
@@ -104,6 +112,7 @@ public struct BrokerFeatures: Sendable, Equatable {
         if takesPacked { lines.append(WireFormat.packedFeature) }
         if takesNoWorkersGrace { lines.append(Self.noWorkersGraceFeature) }
         if takesPriority { lines.append(Self.priorityFeature) }
+        if let jobSubmissionVersion { lines.append("\(Self.jobSubmissionName)=\(jobSubmissionVersion)") }
         return lines
     }
 

@@ -5,6 +5,9 @@
 /// `[retention-ms u64][timeout-ms u32][max-attempts u16][initial-backoff-ms u32]`
 /// `[max-backoff-ms u32][multiplier×100 u16][retry-count u8][retry statuses u8…]`
 /// `[key-len u8][idempotency key][task body…]` — the task body is the rest of the frame.
+/// Version 2 is version 1 with `[confirm-within-ms u32]` after the version byte; it is sent
+/// only to a broker that names `job-submission=2` in `mmi.features`
+/// (``BrokerFeatures/jobSubmissionVersion``).
 /// Binary rather than JSON: the broker decodes one per job on its I/O thread.
 public struct JobSubmission: Sendable, Equatable {
     public var service: String
@@ -30,8 +33,16 @@ public struct JobSubmission: Sendable, Equatable {
     public var idempotencyKey: String?
     /// The encoded task, exactly as `scan` would send it.
     public var body: [UInt8]
+    /// How long the submitter waits for the journal to confirm the job before the broker
+    /// answers `journalUnconfirmed` (the job may still be recorded); 0: as long as the journal
+    /// takes to record it or fail. Not a property of the job: never recorded with it. A value
+    /// other than 0 makes the wire form version 2.
+    public var confirmWithinMilliseconds: UInt32 = 0
 
+    /// The version written when the submission does not ask for a confirmation bound.
     public static let version: UInt8 = 1
+    /// The version that carries ``confirmWithinMilliseconds``, and the newest a broker reads.
+    public static let newestVersion: UInt8 = 2
     /// Longest idempotency key, in bytes.
     public static let maxKeyLength = 255
 
@@ -44,8 +55,15 @@ public struct JobSubmission: Sendable, Equatable {
     /// name and key, 255 statuses); callers check names first (`WireFormat.isValidName`).
     public func encode() -> [UInt8] {
         let name = Array(service.utf8.prefix(255))
-        var bytes: [UInt8] = [Self.version, UInt8(name.count)]
-        bytes.reserveCapacity(64 + name.count + body.count)
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(68 + name.count + body.count)
+        if confirmWithinMilliseconds == 0 {
+            bytes.append(Self.version)
+        } else {
+            bytes.append(Self.newestVersion)
+            WireFormat.append(confirmWithinMilliseconds, to: &bytes)
+        }
+        bytes.append(UInt8(name.count))
         bytes += name
         bytes.append(UInt8(bitPattern: priority))
         WireFormat.append(notBeforeMilliseconds, to: &bytes)
@@ -70,9 +88,11 @@ public struct JobSubmission: Sendable, Equatable {
     public init(decoding bytes: [UInt8]) throws(ProtocolError) {
         var reader = ByteReader(bytes)
         let version = try reader.byte("version")
-        guard version == Self.version else {
-            throw .invalidValue(name: "job version", reason: "\(version); this broker reads \(Self.version)")
+        guard version == Self.version || version == Self.newestVersion else {
+            throw .invalidValue(
+                name: "job version", reason: "\(version); this broker reads \(Self.version) and \(Self.newestVersion)")
         }
+        if version == Self.newestVersion { confirmWithinMilliseconds = try reader.uint32("confirm-within") }
         service = try WireFormat.name(try reader.take(Int(try reader.byte("service length")), "service"))
         priority = Int8(bitPattern: try reader.byte("priority"))
         notBeforeMilliseconds = Int64(bitPattern: try reader.uint64("not-before"))

@@ -34,6 +34,11 @@ public enum ReplyStatus: UInt8, Sendable, CaseIterable, CustomStringConvertible 
     /// recorded, unless a PostgreSQL connection broke during the COMMIT (the outcome is then
     /// unknown: the same idempotency key finds the job if it was). Task traffic goes on.
     case journalUnavailable = 12
+    /// The broker's journal had not confirmed a job within the wait its submission asked for
+    /// (``JobSubmission/confirmWithinMilliseconds``): the job may still be recorded, and then
+    /// runs. The same submit with the same idempotency key is answered with the job if it was.
+    /// Sent only for a submission of version 2 that asked for it.
+    case journalUnconfirmed = 13
 
     public var description: String {
         switch self {
@@ -50,6 +55,7 @@ public enum ReplyStatus: UInt8, Sendable, CaseIterable, CustomStringConvertible 
         case .internalError: "internalError"
         case .wrongEndpoint: "wrongEndpoint"
         case .journalUnavailable: "journalUnavailable"
+        case .journalUnconfirmed: "journalUnconfirmed"
         }
     }
 

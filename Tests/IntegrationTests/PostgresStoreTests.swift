@@ -83,10 +83,10 @@ extension SecondLineSuite {
         }
 
         /// Every process of the server stopped for 6 s under a broker alone (it hangs: the
-        /// connections stay open and no TCP time-out fires): a submit is answered
-        /// `journalUnavailable` after the 2 s a write waits for a silent server instead of when the
-        /// server goes on, a scan meanwhile is answered, and once the server goes on the same
-        /// broker records every submit again.
+        /// connections stay open and no TCP time-out fires): a submit fails with
+        /// `journalUnavailable` within a second (its `confirmWithin`, not the 2 s a write waits
+        /// for a silent server, nor when the server goes on), a scan meanwhile is answered, and
+        /// once the server goes on the same broker records every submit again.
         @Test(.timeLimit(.minutes(2)))
         func aServerThatHangsUnderTheBrokerFailsSubmitsInSecondsAndLosesNoAcknowledgedJob() async throws {
             let server = try await PostgresServer.start()
@@ -99,16 +99,21 @@ extension SecondLineSuite {
                     #expect(
                         try await sky.scan(SleepTask(milliseconds: 1, tag: -1)) == SleepTask(milliseconds: 1, tag: -1))
                     let refused: Bool
+                    let submitted = ContinuousClock.now
                     do {
                         _ = try await sky.submit(SleepTask(milliseconds: 1, tag: -2))
                         refused = false
                     } catch SkyError.journalUnavailable {
                         refused = true
                     }
-                    let answered = paused.duration(to: .now)
-                    print("a hung server: a submit made as it stopped was answered after \(answered)")
+                    let answered = submitted.duration(to: .now)
+                    print(
+                        "a hung server: a submit made \(paused.duration(to: submitted)) after it stopped failed after \(answered)"
+                    )
                     #expect(refused, "a submit was acknowledged while the server hung")
-                    #expect(answered < .seconds(4), "a submit waited \(answered) on a hung server")
+                    // Within a second on an idle machine (850 ms, and the broker's tick); the
+                    // bound leaves room for a loaded one, and is under the 2 s of the store's own.
+                    #expect(answered < .milliseconds(1800), "a submit waited \(answered) on a hung server")
                     await sky.close()
                     try await Task.sleep(until: paused + .seconds(6))  // the scenario: it hangs this long
                 }, store: server.uri(), label: "server hung")

@@ -14,7 +14,9 @@ struct BrokerShellTests {
         let security = try BrokerSecurity(keys: CurveKeyPair.generate(), allowLists: [:])
         return Broker.Shell(
             state: Locked(BrokerStateMachine(configuration: .init())),
-            authenticator: curve ? ThreadConfined(ZAPAuthenticator(security: security), name: "the ZAP authenticator") : nil, journal: nil,
+            authenticator: curve
+                ? ThreadConfined(ZAPAuthenticator(security: security), name: "the ZAP authenticator") : nil,
+            journal: nil,
             limits: .init(frames: 16, bytes: 1 << 20), logger: Logger(label: "test"))
     }
 

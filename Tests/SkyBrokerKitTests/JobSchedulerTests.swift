@@ -316,4 +316,81 @@ struct JobSchedulerTests {
         let first = jobs.dispatch(tag: 1)
         #expect(first?.id == urgent)
     }
+
+    /// A submit of version 2 (``JobSubmission/confirmWithinMilliseconds``) whose write the
+    /// journal has not confirmed within its bound, while the journal recorded nothing else
+    /// either (a store that hangs), is answered `journalUnconfirmed` then, once; the write's
+    /// result, when it comes, answers nobody, and a job it recorded runs.
+    @Test func aSubmitTheStoreLeavesUnconfirmedIsAnsweredAtItsBoundAndRunsIfRecordedLater() throws {
+        var jobs = SchedulerHarness()
+        let submit = RequestID(high: 1, low: 1)
+        var submission = JobSubmission(service: SchedulerHarness.service, body: [7])
+        submission.confirmWithinMilliseconds = 850
+        let asked = jobs.request(BrokerService.jobSubmit, submission.encode(), submit)
+        guard case .journal(.write(let written, .submitted(let id)))? = asked.first,
+            case .submitted(let record)? = written.first
+        else {
+            Issue.record("\(asked)")
+            return
+        }
+        #expect(record.options.first == 1, "the bound is the submit's, not the job's: recorded as version 1")
+        jobs.now = 849_000_000
+        #expect(answers(in: jobs.tick(), to: submit).isEmpty)
+        jobs.now = 850_000_000
+        let late = answers(in: jobs.tick(), to: submit)
+        #expect(late.map(\.status) == [.journalUnconfirmed])
+        let message = String(decoding: late.first?.body ?? [], as: UTF8.self)
+        #expect(message.contains("850 ms"))
+        jobs.now = 3_000_000_000
+        #expect(answers(in: jobs.tick(), to: submit).isEmpty, "answered once")
+        let recorded = jobs.commit(asked)
+        #expect(answers(in: recorded, to: submit).isEmpty, "its submitter was answered already")
+        #expect(events(in: recorded) == [.jobSubmitted])
+        #expect(jobs.scheduler.book.jobs[id] != nil, "the job is recorded, so it runs")
+
+        // The same, and the write fails: nobody is answered twice.
+        let other = RequestID(high: 1, low: 2)
+        let failing = jobs.request(BrokerService.jobSubmit, submission.encode(), other)
+        jobs.now += 850_000_000
+        #expect(answers(in: jobs.tick(), to: other).map(\.status) == [.journalUnconfirmed])
+        let failed = writes(in: failing).flatMap {
+            jobs.journal(.written($0, .failure(.cannotConnect(store: "s", reason: "r"))))
+        }
+        #expect(answers(in: failed, to: other).isEmpty)
+    }
+
+    /// A journal that records other writes meanwhile is working through a backlog, not
+    /// hanging: a submit behind them waits its turn, and is answered `journalUnconfirmed` only
+    /// once the journal has recorded nothing for its bound.
+    @Test func aSubmitBehindABacklogTheStoreWorksThroughWaitsItsTurn() throws {
+        var jobs = SchedulerHarness()
+        var submission = JobSubmission(service: SchedulerHarness.service, body: [7])
+        submission.confirmWithinMilliseconds = 850
+        let (first, second) = (RequestID(high: 1, low: 1), RequestID(high: 1, low: 2))
+        let firstWrite = jobs.request(BrokerService.jobSubmit, submission.encode(), first)
+        _ = jobs.request(BrokerService.jobSubmit, submission.encode(), second)
+        jobs.now = 600_000_000
+        #expect(answers(in: jobs.commit(firstWrite), to: first).map(\.status) == [.ok])
+        jobs.now = 850_000_000
+        #expect(answers(in: jobs.tick(), to: second).isEmpty, "the journal recorded a job 250 ms ago")
+        jobs.now = 1_449_000_000
+        #expect(answers(in: jobs.tick(), to: second).isEmpty)
+        jobs.now = 1_450_000_000
+        #expect(answers(in: jobs.tick(), to: second).map(\.status) == [.journalUnconfirmed])
+    }
+
+    /// A submission of version 1 (a peer that predates the bound, or asked for none) waits for
+    /// the journal as before: answered with the write's result, however long it takes.
+    @Test func aSubmitOfVersionOneWaitsForTheJournalAsBefore() throws {
+        var jobs = SchedulerHarness()
+        let submit = RequestID(high: 1, low: 1)
+        let asked = jobs.request(
+            BrokerService.jobSubmit, JobSubmission(service: SchedulerHarness.service, body: [7]).encode(), submit)
+        jobs.now = 60_000_000_000
+        #expect(answers(in: jobs.tick(), to: submit).isEmpty)
+        let failed = writes(in: asked).flatMap {
+            jobs.journal(.written($0, .failure(.cannotConnect(store: "s", reason: "r"))))
+        }
+        #expect(answers(in: failed, to: submit).map(\.status) == [.journalUnavailable])
+    }
 }

@@ -40,9 +40,26 @@ struct JobCodecTests {
             #expect(throws: ProtocolError.self) { _ = try JobSubmission(decoding: Array(bytes.prefix(length))) }
         }
         var wrongVersion = bytes
-        wrongVersion[0] = 2
-        #expect(throws: ProtocolError.invalidValue(name: "job version", reason: "2; this broker reads 1")) {
+        wrongVersion[0] = 3
+        #expect(throws: ProtocolError.invalidValue(name: "job version", reason: "3; this broker reads 1 and 2")) {
             _ = try JobSubmission(decoding: wrongVersion)
+        }
+    }
+
+    /// A submission with a confirmation bound is version 2: version 1 with the bound after the
+    /// version byte. Without one it stays version 1, which every broker reads.
+    @Test func aConfirmationBoundMakesTheSubmissionVersionTwo() throws {
+        var submission = JobSubmission(service: "images.resize", body: [1, 2, 3])
+        submission.idempotencyKey = "order-7"
+        let first = submission.encode()
+        #expect(first[0] == 1)
+        submission.confirmWithinMilliseconds = 850
+        let second = submission.encode()
+        #expect(second[0] == 2 && Array(second[1..<5]) == [0, 0, 3, 82])
+        #expect(Array(second[5...]) == Array(first[1...]), "the rest is version 1's layout")
+        #expect(try JobSubmission(decoding: second) == submission)
+        for length in 0..<5 {
+            #expect(throws: ProtocolError.self) { _ = try JobSubmission(decoding: Array(second.prefix(length))) }
         }
     }
 
