@@ -18,7 +18,8 @@ struct ServeCommand: AsyncParsableCommand {
             standard output as one line: "skybroker ready clients=... workers=... events=...".
             Workers that miss --liveness heartbeats of --heartbeat-interval seconds are declared dead
             and their tasks run elsewhere. SIGTERM or SIGINT stops it: waiting and running requests
-            are answered brokerShuttingDown, workers are told, and it exits 0.
+            are answered brokerShuttingDown, workers are told, and it exits 0; a standby waiting on
+            --store leaves at once, exit 0.
             With --secret-key, every socket runs CURVE and admits only the keys on its role's
             allow-list (--client-keys, --worker-keys, --watcher-keys: a directory of .pub files or
             a file with one key per line, re-read when it changes); see docs/security.md.
@@ -242,16 +243,8 @@ struct ServeCommand: AsyncParsableCommand {
         let metricsURL = await metricsOptions.start(program: "skybroker")
         let traceLog = traceLogOptions.start(program: "skybroker")
         defer { traceLog?.flush() }
-        let broker: Broker
-        do {
-            broker = try await Broker.start(configuration: configuration, logger: logger)
-        } catch {
-            ProcessSetup.fail("skybroker", "\(error)")
-        }
-        let bound = broker.endpoints
-        ProcessSetup.readyLine(
-            "skybroker ready clients=\(bound.clients) workers=\(bound.workers) events=\(bound.events)"
-                + (metricsURL.map { " metrics=\($0)" } ?? ""))
-        await ProcessSetup.serveUntilSignalled(broker, program: "skybroker", logger: logger)
+        await ProcessSetup.serveUntilSignalled(
+            StartingBroker(configuration: configuration, metricsURL: metricsURL, logger: logger), program: "skybroker",
+            logger: logger)
     }
 }

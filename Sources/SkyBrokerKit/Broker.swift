@@ -46,9 +46,14 @@ public final class Broker: Service, Sendable {
         self.configuration = configuration
     }
 
-    /// Binds the three sockets.
+    /// Binds the three sockets; on a PostgreSQL store another broker holds, waits as a standby
+    /// first.
+    /// - Parameter stopWaiting: asked while waiting as a standby (a few times a second): `true`
+    ///   ends the wait with ``BrokerStoppedWaiting`` (the process was told to stop).
     /// - Throws: ``BrokerStartError`` naming the endpoint that could not be bound and why.
-    public static func start(configuration: BrokerConfiguration, logger: Logger) async throws -> Broker {
+    public static func start(
+        configuration: BrokerConfiguration, logger: Logger, stopWaiting: @escaping @Sendable () -> Bool = { false }
+    ) async throws -> Broker {
         let guardrails: [ZMQSocketOption] = [
             .sendHighWaterMark(configuration.highWaterMark),
             .receiveHighWaterMark(configuration.receiveHighWaterMark),
@@ -104,7 +109,7 @@ public final class Broker: Service, Sendable {
                 endpoints: [
                     configuration.clientsEndpoint, configuration.workersEndpoint, configuration.eventsEndpoint,
                 ],
-                takeoverAfter: configuration.takeoverAfter, logger: logger)
+                takeoverAfter: configuration.takeoverAfter, stop: stopWaiting, logger: logger)
         } else if let directory = configuration.stateDirectory {
             journal = try await StateDirectory.open(directory, logger: logger)
         }
@@ -511,6 +516,15 @@ extension Broker.Shell {
             }
         }
     }
+}
+
+/// The broker was told to stop while it waited as a standby: it never served, and left the
+/// store's list of waiting standbys.
+public struct BrokerStoppedWaiting: Error, CustomStringConvertible {
+    /// The store, without its password.
+    public let store: String
+
+    public var description: String { JournalError.stoppedWaiting(store: store).description }
 }
 
 /// The broker could not bind one of its endpoints, or cannot read its keys.

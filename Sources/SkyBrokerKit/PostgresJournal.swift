@@ -166,9 +166,11 @@ final class PostgresJournal: OpenedJournal {
     /// - Parameter endpoints: where peers find this broker (clients, workers, events): one
     ///   whose port is the kernel's pick could not be found once it took over, so such a broker
     ///   does not wait as a standby.
-    static func open(_ uri: String, name: String, endpoints: [String], takeoverAfter: Duration, logger: Logger)
-        async throws -> PostgresJournal
-    {
+    /// - Parameter stop: asked at every poll of the wait; `true` ends it (``BrokerStoppedWaiting``).
+    static func open(
+        _ uri: String, name: String, endpoints: [String], takeoverAfter: Duration,
+        stop: @escaping @Sendable () -> Bool = { false }, logger: Logger
+    ) async throws -> PostgresJournal {
         let store = PostgresJobStore.redacted(uri)
         let unfindable = endpoints.filter { $0.hasSuffix(":*") || $0.hasSuffix(":!") || $0 == "ipc://*" }
         let (lost, losing) = AsyncStream.makeStream(of: JournalError.self, bufferingPolicy: .bufferingNewest(1))
@@ -200,6 +202,7 @@ final class PostgresJournal: OpenedJournal {
                     "standby: the job store cannot be reached; trying again", metadata: ["error": "\(error)"])
             })
         waiting.mayWait = unfindable.isEmpty
+        waiting.stop = stop
         let standby = waiting
         let watch = Locked(LeaseWatch())
         do {
@@ -219,6 +222,8 @@ final class PostgresJournal: OpenedJournal {
             return PostgresJournal(
                 writer: writer, unfinished: unfinished, epoch: epoch, standby: standby, store: store, watch: watch,
                 lost: (lost, losing), logger: logger)
+        } catch JournalError.stoppedWaiting {
+            throw BrokerStoppedWaiting(store: store)
         } catch JournalError.inUse where !unfindable.isEmpty {
             throw BrokerStartError(
                 role: "journal", endpoint: store,

@@ -28,6 +28,8 @@ public enum JournalError: Error, Equatable, CustomStringConvertible {
     case leaseLapsed(store: String, seconds: Int)
     /// The PostgreSQL store's schema is newer than this broker reads.
     case newerSchema(store: String, found: Int64, known: Int64)
+    /// The broker was told to stop while it waited as a standby on the PostgreSQL store.
+    case stoppedWaiting(store: String)
 
     public var description: String {
         switch self {
@@ -51,6 +53,8 @@ public enum JournalError: Error, Equatable, CustomStringConvertible {
             "another skybroker took the job store \(store) while this broker was cut off from it or paused: this broker records nothing more and stops, since what it holds of the jobs may be stale. Started again, it waits as a standby"
         case .leaseLapsed(let store, let seconds):
             "this broker's lease on the job store \(store) went unrenewed for \(seconds) s while a standby waits (this broker was paused, or the store was out of reach and the standby's clients endpoint cannot be asked whether it took over): it steps down so that the standby takes over. Started again, it waits as a standby"
+        case .stoppedWaiting(let store):
+            "stopped while waiting as a standby on the job store \(store): this broker never became the active one"
         case .newerSchema(let store, let found, let known):
             "the job store \(store) has schema version \(found), newer than this broker's \(known): a newer skybroker has used it. Run that version (a schema is never downgraded)."
         }

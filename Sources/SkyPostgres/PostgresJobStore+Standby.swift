@@ -23,6 +23,10 @@ extension PostgresJobStore {
         /// `false`: a broker that could not be found once it took over (its ports are the
         /// kernel's pick) does not wait; it is refused with ``JournalError/inUse(store:)``.
         public var mayWait = true
+        /// Asked (on the journal's thread) at every poll: `true` once the broker is told to stop
+        /// (SIGTERM) while it waits. It then leaves `sky_standbys` and the wait throws
+        /// ``JournalError/stoppedWaiting(store:)``.
+        public var stop: @Sendable () -> Bool = { false }
 
         public init(
             name: String, takeoverAfter: Duration = .seconds(5), poll: Duration = .milliseconds(200),

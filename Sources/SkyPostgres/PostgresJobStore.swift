@@ -108,9 +108,10 @@ public final class PostgresJobStore: JobStore {
             "standing by",
             "INSERT INTO sky_standbys (name, seen_at) VALUES ($1, now()) ON CONFLICT (name) DO UPDATE SET seen_at = now()",
             types: [25])
-        // Its own row goes, and those of standbys gone long ago (stopped while they waited).
+        // Its own row goes, and those of standbys gone long ago (killed while they waited).
         connection.define(
             "active", "DELETE FROM sky_standbys WHERE name = $1 OR seen_at < now() - interval '1 hour'", types: [25])
+        connection.define("leave", "DELETE FROM sky_standbys WHERE name = $1", types: [25])
         if let standby {
             try waitForLock(standby)
         } else {
@@ -147,6 +148,11 @@ public final class PostgresJobStore: JobStore {
         var reported: (epoch: Int64, ended: Bool)?
         var polls = 0
         while true {
+            if standby.stop() {
+                // So that the active broker, cut off from the store, does not count on it.
+                _ = try? connection.run("leave", [.text(standby.name)])
+                throw .stoppedWaiting(store: connection.store)
+            }
             do {
                 if try tryLock() { return }
                 reachable = true

@@ -181,7 +181,8 @@ extension SecondLineSuite {
 
         /// One active broker per store: a second one waits as a standby, naming the store
         /// (without the URI's password) and the active broker; it takes over as soon as the
-        /// first stops.
+        /// first stops. A standby told to stop while it waits (SIGTERM) leaves the store's list
+        /// of standbys and exits 0, naming why.
         @Test(.timeLimit(.minutes(1)))
         func aSecondBrokerOnTheSameStoreWaitsAsAStandbyAndTakesOverWhenTheFirstStops() async throws {
             let server = try await PostgresServer.start()
@@ -219,6 +220,23 @@ extension SecondLineSuite {
             #expect(waiting.contains("pid \(cluster.broker.pid) clients \(cluster.clients)"), "\(waiting)")
             #expect(waiting.contains("store=postgresql://sky:***@"), "\(waiting)")
             #expect(!second.outputLines.contains { $0.hasPrefix("skybroker ready") }, "a standby binds nothing")
+            let leaving = try SkyProcess(
+                "skybroker",
+                [
+                    "--store", uri, "--clients", "tcp://127.0.0.1:\(try freeLoopbackPort())", "--workers",
+                    "tcp://127.0.0.1:\(try freeLoopbackPort())", "--events",
+                    "tcp://127.0.0.1:\(try freeLoopbackPort())",
+                ])
+            defer { leaving.killNow() }
+            try await leaving.waitForLine(onStandardError: true) { $0.contains("standby: another broker is active") }
+            let itsRow = "SELECT count(*) FROM sky_standbys WHERE name LIKE '% pid \(leaving.pid) %'"
+            #expect(try await server.query(itsRow) == ["1"], "a waiting standby says so in sky_standbys")
+            let told = ContinuousClock.now
+            leaving.signal(SIGTERM)
+            #expect(try await leaving.waitForExit(timeout: .seconds(5)) == 0, "\(leaving.errorText)")
+            print("a waiting standby told to stop exited after \(told.duration(to: .now))")
+            #expect(leaving.errorText.contains("stopped while waiting as a standby"), "\(leaving.errorText)")
+            #expect(try await server.query(itsRow) == ["0"], "it left sky_standbys")
             cluster.broker.signal(SIGTERM)
             try await second.waitForLine { $0.hasPrefix("skybroker ready ") }
             #expect(!second.errorText.contains("not-needed") && !cluster.broker.errorText.contains("not-needed"))
