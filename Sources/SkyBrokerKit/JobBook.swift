@@ -159,7 +159,11 @@ struct JobBook: Sendable {
         var waiter: Waiter?
     }
 
-    var jobs: [JobID: Job] = [:]
+    private(set) var jobs: [JobID: Job] = [:]
+    /// The held jobs' idempotency keys: a submit that repeats one is answered from memory,
+    /// also while the store does not answer (the store stays the authority for jobs no longer
+    /// held).
+    private var keys: [String: JobID] = [:]
     /// Queued jobs per service.
     var queued = Line(of: .queued)
     /// Prepared jobs per service: their start is on disk; the next free credit takes one.
@@ -213,12 +217,18 @@ struct JobBook: Sendable {
     mutating func hold(_ job: Job) {
         if let old = jobs.updateValue(job, forKey: job.id) { heldBytes -= old.submission.body.count }
         heldBytes += job.submission.body.count
+        if let key = job.submission.idempotencyKey { keys[key] = job.id }
     }
 
     /// A job whose outcome is on disk: the broker no longer holds it.
     mutating func release(_ id: JobID) {
-        if let old = jobs.removeValue(forKey: id) { heldBytes -= old.submission.body.count }
+        guard let old = jobs.removeValue(forKey: id) else { return }
+        heldBytes -= old.submission.body.count
+        if let key = old.submission.idempotencyKey, keys[key] == id { keys[key] = nil }
     }
+
+    /// The held job recorded with idempotency key `key`.
+    func held(withKey key: String) -> JobID? { keys[key] }
 
     /// Puts a job in its service's queue.
     mutating func enqueue(_ id: JobID) {

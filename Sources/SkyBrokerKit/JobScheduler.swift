@@ -135,6 +135,19 @@ struct JobScheduler: Sendable {
             answer(caller, .journalUnavailable, Self.noJournal, into: &actions)
             return
         }
+        let submission: JobSubmission
+        do {
+            submission = try JobSubmission(decoding: body)
+        } catch {
+            answer(caller, .invalidPayload, "mmi.jobs.submit: \(error)", into: &actions)
+            return
+        }
+        if let key = submission.idempotencyKey, let held = book.held(withKey: key) {
+            // A repeat (a client's retry, often after a lost answer) of a job the broker holds:
+            // answered with it, without asking the store, which may not answer now.
+            answer(caller, id: held.bytes, into: &actions)
+            return
+        }
         if book.overLimit {
             actions.append(.count(.refusedOverloaded))
             answer(
@@ -157,13 +170,6 @@ struct JobScheduler: Sendable {
                 caller, .overloaded,
                 "the broker holds \(book.jobs.count) unfinished jobs (\(book.heldBytes) bytes of tasks), its limit (\(configuration.maxHeldJobs) jobs, \(configuration.maxHeldJobBytes) bytes): new jobs are refused until workers catch up",
                 into: &actions)
-            return
-        }
-        let submission: JobSubmission
-        do {
-            submission = try JobSubmission(decoding: body)
-        } catch {
-            answer(caller, .invalidPayload, "mmi.jobs.submit: \(error)", into: &actions)
             return
         }
         if submission.service.hasPrefix(BrokerService.prefix) {

@@ -74,7 +74,7 @@ final class PostgresJournal: OpenedJournal {
                 else { continue }
                 guard names != watch.withLock({ $0.standbys.map(\.name) }) else { continue }
                 // Resolved here, while the store (and most likely the name service) answers.
-                let standbys = names.map { WaitingStandby(name: $0, own: standby.name) }
+                let standbys = await Self.blocking { names.map { WaitingStandby(name: $0, own: standby.name) } }
                 watch.withLock { $0.standbys = standbys }
                 logger.info("standby brokers waiting to take over", metadata: ["standbys": "\(standbys.count)"])
                 for standby in standbys where standby.probe == nil {
@@ -145,7 +145,10 @@ final class PostgresJournal: OpenedJournal {
                         "cut off from the job store while a standby waits: serving calls until a standby takes over",
                         metadata: ["silent for": "\(silence)", "standbys": "\(standbys.map(\.name))"])
                 }
-                if let active = standbys.first(where: { $0.probe?.isListening(within: Self.probeEvery) == true }) {
+                let listening = await Self.blocking {
+                    standbys.first { $0.probe?.isListening(within: Self.probeEvery) == true }
+                }
+                if let active = listening {
                     logger.warning(
                         "a standby took over while this broker was cut off from the job store",
                         metadata: ["standby": "\(active.name)", "silent for": "\(silence)"])
@@ -158,6 +161,16 @@ final class PostgresJournal: OpenedJournal {
 
     /// How often an active broker cut off from the store asks whether a standby took over.
     static let probeEvery = Duration.milliseconds(100)
+
+    /// Where the watch's blocking calls run (a name lookup, a connect waited for up to
+    /// ``probeEvery``): a thread of their own, not one of the cooperative pool's two here.
+    private static let blockingQueue = DispatchQueue(label: "sky-standby-probe")
+
+    private static func blocking<T: Sendable>(_ work: @escaping @Sendable () -> T) async -> T {
+        await withCheckedContinuation { continuation in
+            blockingQueue.async { continuation.resume(returning: work()) }
+        }
+    }
 
     /// Connects and waits, as a standby, until this broker is the active one; then creates,
     /// migrates or checks the schema and reads what is unfinished.

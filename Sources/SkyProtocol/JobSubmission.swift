@@ -138,7 +138,7 @@ struct ByteReader {
     mutating func take(_ count: Int, _ name: String) throws(ProtocolError) -> [UInt8] {
         guard count >= 0, bytes.count - offset >= count else {
             throw .invalidValue(
-                name: name, reason: "the message ends \(bytes.count - offset) bytes in, \(count) needed")
+                name: name, reason: "\(bytes.count - offset) bytes are left of the message, \(count) needed")
         }
         defer { offset += count }
         return Array(bytes[offset..<offset + count])

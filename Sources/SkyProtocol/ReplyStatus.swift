@@ -30,9 +30,9 @@ public enum ReplyStatus: UInt8, Sendable, CaseIterable, CustomStringConvertible 
     /// port. The body names the endpoint clients should use.
     case wrongEndpoint = 11
     /// The broker could not record a job durably (no journal, disk full, journal failing, a
-    /// PostgreSQL store out of reach), or its journal is over `--journal-max-bytes`; nothing was
-    /// recorded, unless a PostgreSQL connection broke during the COMMIT (the outcome is then
-    /// unknown: the same idempotency key finds the job if it was). Task traffic goes on.
+    /// PostgreSQL store out of reach), or its journal is over `--journal-max-bytes`; this submit
+    /// recorded nothing, unless a PostgreSQL connection broke during the COMMIT (the outcome is
+    /// then unknown: the same idempotency key finds the job if it was). Task traffic goes on.
     case journalUnavailable = 12
     /// The broker's journal had not confirmed a job within the wait its submission asked for
     /// (``JobSubmission/confirmWithinMilliseconds``): the job may still be recorded, and then

@@ -393,4 +393,28 @@ struct JobSchedulerTests {
         }
         #expect(answers(in: failed, to: submit).map(\.status) == [.journalUnavailable])
     }
+
+    /// A submit that repeats the idempotency key of a job the broker holds is answered with
+    /// that job at once, without a write: also while the store does not answer. A key whose
+    /// job is no longer held goes to the store, which keeps it through the job's retention.
+    @Test func aRepeatedKeyOfAHeldJobIsAnsweredFromMemory() throws {
+        var jobs = SchedulerHarness()
+        let (first, _) = jobs.submit(RequestID(high: 1, low: 1)) { $0.idempotencyKey = "order-7" }
+        var again = JobSubmission(service: SchedulerHarness.service, body: [9])
+        again.idempotencyKey = "order-7"
+        again.confirmWithinMilliseconds = 850
+        let retry = RequestID(high: 1, low: 2)
+        let answered = jobs.request(BrokerService.jobSubmit, again.encode(), retry)
+        #expect(writes(in: answered).isEmpty, "the store is not asked")
+        #expect(answers(in: answered, to: retry) == [TaskReply(requestID: retry, status: .ok, body: first.bytes)])
+
+        // Ended and released, the job's key is the store's to answer.
+        _ = jobs.commit(jobs.joined(capacity: 1))
+        let dispatched = jobs.dispatch(tag: 1)
+        let delivery = try #require(dispatched)
+        _ = jobs.commit(jobs.ended(TaskReply(requestID: delivery.request.requestID, status: .ok, body: [1])))
+        #expect(jobs.scheduler.book.jobs[first] == nil)
+        let late = RequestID(high: 1, low: 3)
+        #expect(writes(in: jobs.request(BrokerService.jobSubmit, again.encode(), late)).count == 1)
+    }
 }
