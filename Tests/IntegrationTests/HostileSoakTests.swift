@@ -144,7 +144,7 @@ extension IntegrationSuite {
             #expect(
                 (UInt64(orphanCount)...UInt64(orphanCount) + 1).contains(
                     snapshot.counters.maxWaitExpired + orphansHeld),
-                "\(snapshot.counters.maxWaitExpired) expired, \(orphansHeld) at the hung worker")
+                "\(snapshot.counters.maxWaitExpired) expired, \(orphansHeld) at the hung worker; \(snapshot.counters)")
             let statistics = await sky.statistics
             print(
                 "hostile soak: \(scans.count) scans exact (\(statistics.retries) retries), storm \(stormSize) answered, \(orphanCount) orphans expired, workers expired 0, resident \(residentAtStart >> 20) MiB at start and \((snapshot.memory?.resident ?? 0) >> 20) MiB after, \(ContinuousClock.now - started)"
