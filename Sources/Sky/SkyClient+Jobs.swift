@@ -139,7 +139,7 @@ extension SkyClient {
     }
 
     /// One request to the broker's job service. The timeout leaves a held wait room to end.
-    private nonisolated func jobCall(_ service: String, _ body: [UInt8]) async throws -> [UInt8] {
+    nonisolated func jobCall(_ service: String, _ body: [UInt8]) async throws -> [UInt8] {
         // The client's default retry policy (``Configuration/defaults``): a service keeps the
         // default and rides out a broker restart; an operator's tool fails at once.
         // No deadline: a held wait is bounded by the broker's hold, and the retries ride out a restart.

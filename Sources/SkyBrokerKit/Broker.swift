@@ -514,6 +514,11 @@ extension Broker.Shell {
                 }
                 _ = loop.post(input: JournalAnswer.maintained(measured))
             }
+        case .loadSchedules:
+            journal.read { store in
+                let found = Result { () throws(JournalError) in try store.schedules() }
+                _ = loop.post(input: JournalAnswer.schedulesLoaded(found))
+            }
         }
     }
 }

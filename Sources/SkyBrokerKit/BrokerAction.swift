@@ -63,6 +63,8 @@ package enum JournalWork: Sendable, Equatable {
     case list(state: JobRecord.State?, service: String?, limit: Int, JobCaller)
     /// Delete at most `limit` expired jobs and measure the journal.
     case maintain(nowMilliseconds: Int64, limit: Int)
+    /// Read every schedule (once, at start).
+    case loadSchedules
 }
 
 /// Why the broker wrote to its journal: what it does once the write is durable.
@@ -80,6 +82,18 @@ package enum JournalWrite: Sendable, Equatable {
     case released(JobID)
     /// Answer whoever waits for the job, and forget it.
     case finished(JobID)
+    /// A schedule's ticks made these jobs (maybe none), and it moves on to `next`; `caller`
+    /// asked for the tick (a trigger) and hears the job's id.
+    /// (Indirect, as the next: rare, and kept out of every action's size.)
+    indirect case fired(schedule: String, jobs: [JobID], next: Int64, caller: JobCaller?)
+    /// A schedule was saved (with its next tick) or removed; `caller` hears `answer`.
+    indirect case scheduleChanged(ScheduleChange, caller: JobCaller, answer: [UInt8])
+}
+
+/// What a write of a schedule's definition changes once it is on disk.
+package enum ScheduleChange: Sendable, Equatable {
+    case saved(ScheduleSpec, nextFire: Int64)
+    case removed(String)
 }
 
 /// The journal's answer to a ``JournalWork``, fed back to the state machine.
@@ -89,6 +103,7 @@ package enum JournalAnswer: Sendable {
     case listed(JobCaller, Result<[JobRecord], JournalError>)
     /// The journal's size in bytes, and how many expired jobs it deleted.
     case maintained(Result<(bytes: Int, deleted: Int), JournalError>)
+    case schedulesLoaded(Result<[ScheduleRecord], JournalError>)
 }
 
 /// What the broker's span of a traced request records.

@@ -31,13 +31,15 @@ struct JobScheduler: Sendable {
     let configuration: Configuration
     /// The jobs held in memory (read by the broker's snapshots and tests).
     private(set) var book = JobBook()
+    /// The schedules (``ScheduleBook``), whose ticks this scheduler records as jobs.
+    var schedules = ScheduleBook()
     private var idGenerator: SplitMix64
     /// Orders jobs of equal priority by submission.
     private var nextArrival: UInt64 = 0
     /// When the journal is next asked to expire outcomes and to measure itself.
     private var nextMaintenance: Int64?
     /// The broker is stopping: job requests are answered `brokerShuttingDown`.
-    private var stopping = false
+    private(set) var stopping = false
     /// When the journal last did something it was asked: a store that works through a backlog
     /// keeps its submitters waiting their turn; only one silent for a submit's bound has that
     /// submit answered `journalUnconfirmed` (``tick(now:budget:into:)``).
@@ -84,6 +86,10 @@ struct JobScheduler: Sendable {
     mutating func request(
         _ request: TaskRequest, from caller: JobCaller, now: Int64, into actions: inout [Action]
     ) -> Bool {
+        if BrokerService.scheduleServices.contains(request.service) {
+            scheduleRequest(request, from: caller, into: &actions)
+            return true
+        }
         if stopping, BrokerService.jobServices.contains(request.service) {
             // Nothing held now would be answered: the caller asks the broker that comes back.
             answer(caller, .brokerShuttingDown, "the broker is shutting down", into: &actions)
@@ -192,6 +198,16 @@ struct JobScheduler: Sendable {
         _ submission: JobSubmission, trace: [UInt8]? = nil, answering caller: JobCaller,
         into actions: inout [Action]
     ) -> JobID {
+        let (id, record) = pend(submission, trace: trace, waiter: caller)
+        actions.append(.journal(.write([.submitted(record)], .submitted(id))))
+        return id
+    }
+
+    /// A new job, pending until its write (which the caller makes) is answered: `waiter`, if
+    /// any, hears then (``submitted(_:_:now:into:)``).
+    mutating func pend(
+        _ submission: JobSubmission, trace: [UInt8]? = nil, waiter: JobCaller?
+    ) -> (JobID, JobRecord) {
         let wall = configuration.wallClock()
         let id = JobID(milliseconds: wall, random: &idGenerator)
         let (delayed, overflow) = wall.addingReportingOverflow(Int64(clamping: submission.delayMilliseconds))
@@ -211,9 +227,8 @@ struct JobScheduler: Sendable {
         let job = JobBook.Job(
             id: id, submission: submission, attempt: starts ? 1 : 0, notBefore: record.notBefore,
             phase: starts ? .preparing : .queued, arrival: nextArrival, trace: trace)
-        book.pendingSubmits[id] = JobBook.PendingSubmit(job: job, waiter: caller)
-        actions.append(.journal(.write([.submitted(record)], .submitted(id))))
-        return id
+        book.pendingSubmits[id] = JobBook.PendingSubmit(job: job, waiter: waiter)
+        return (id, record)
     }
 
     /// Answers a status (`hold` nil) or a wait (held up to `hold` nanoseconds while the job
@@ -242,9 +257,9 @@ struct JobScheduler: Sendable {
     /// prepared or prepared is finishing before its service's pipeline is filled again and its
     /// prepared jobs are offered: its place goes to the next, and a credit held for it (it was
     /// the better job being prepared: ``JobBook/betterIsPreparing(_:)``) takes another at once.
-    private mutating func cancel(_ id: JobID, caller: JobCaller, into actions: inout [Action]) {
+    mutating func cancel(_ id: JobID, caller: JobCaller?, into actions: inout [Action]) {
         guard let job = book.jobs[id] else {
-            lookUp(id, for: caller, into: &actions)
+            if let caller { lookUp(id, for: caller, into: &actions) }
             return
         }
         let service = job.submission.service
@@ -252,7 +267,7 @@ struct JobScheduler: Sendable {
             .encoded()
         switch job.phase {
         case .finishing:
-            waitForOutcome(of: id, caller, into: &actions)
+            if let caller { waitForOutcome(of: id, caller, into: &actions) }
         case .preparing, .prepared:
             if job.phase == .prepared {
                 book.ready.unmark(service)
@@ -267,7 +282,7 @@ struct JobScheduler: Sendable {
             actions.append(.offer(service: service))
             actions.append(.count(.cancelled))
             // The caller waits first, so that the outcome is written in a commit of its own.
-            book.addWaiter(caller, for: id)
+            if let caller { book.addWaiter(caller, for: id) }
             writeOutcome(held, report, into: &actions)
         case .scheduled, .queued, .running:
             switch job.phase {
@@ -276,7 +291,7 @@ struct JobScheduler: Sendable {
             default: break  // scheduled: its timer finds it no longer scheduled
             }
             actions.append(.count(.cancelled))
-            book.addWaiter(caller, for: id)
+            if let caller { book.addWaiter(caller, for: id) }
             finish(id, .cancelled, status: .cancelled, outcome: outcome, into: &actions)
         }
     }
@@ -348,6 +363,8 @@ struct JobScheduler: Sendable {
     /// when it stopped: these run again, their attempt counting on).
     /// - Returns: how many records could not be read (logged, left in the journal).
     mutating func recover(_ records: [JobRecord], now: Int64, into actions: inout [Action]) -> Int {
+        // The schedules come next, through the journal's thread (they fire from its answer).
+        actions.append(.journal(.loadSchedules))
         var unreadable = 0
         for record in records {
             guard let id = JobID(bytes: record.id), var submission = try? JobSubmission(decoding: record.options)
@@ -670,10 +687,16 @@ struct JobScheduler: Sendable {
             if measured.deleted >= Self.expiryBatch { nextMaintenance = now }
         case .maintained(.failure(let error)):
             actions.append(.log(.warning, "journal: maintenance failed", ["error": "\(error)"]))
+        case .written(.fired(let name, let jobs, let next, let caller), let result):
+            scheduleFired(name, jobs: jobs, next: next, caller: caller, result, now: now, into: &actions)
+        case .written(.scheduleChanged(let change, let caller, let body), let result):
+            scheduleChanged(change, caller: caller, answer: body, result, into: &actions)
+        case .schedulesLoaded(let result):
+            schedulesLoaded(result, into: &actions)
         }
     }
 
-    private mutating func submitted(
+    mutating func submitted(
         _ id: JobID, _ result: Result<JournalReceipt, JournalError>, now: Int64, into actions: inout [Action]
     ) {
         guard let pending = book.pendingSubmits.removeValue(forKey: id) else { return }
@@ -799,6 +822,7 @@ struct JobScheduler: Sendable {
         }
         for service in services { prepare(service, into: &actions) }
         guard configuration.journal else { return }
+        fireSchedules(budget: &budget, into: &actions)
         if now >= nextMaintenance ?? now {
             let (next, overflow) = now.addingReportingOverflow(configuration.maintenanceInterval)
             nextMaintenance = overflow ? Int64.max : next
@@ -848,13 +872,13 @@ struct JobScheduler: Sendable {
     }
 
     /// A submit's answer: the job's id.
-    private func answer(_ caller: JobCaller, id: [UInt8], into actions: inout [Action]) {
+    func answer(_ caller: JobCaller, id: [UInt8], into actions: inout [Action]) {
         actions.append(
             .answer(
                 caller, TaskReply(requestID: caller.requestID, attempt: caller.attempt, status: .ok, body: id)))
     }
 
-    private func answer(_ caller: JobCaller, _ status: ReplyStatus, _ message: String, into actions: inout [Action]) {
+    func answer(_ caller: JobCaller, _ status: ReplyStatus, _ message: String, into actions: inout [Action]) {
         actions.append(.answer(caller, .failure(caller.requestID, status, message: message, attempt: caller.attempt)))
     }
 

@@ -55,6 +55,25 @@ public struct JobRecord: Sendable, Equatable {
     }
 }
 
+/// A recurring job as the journal keeps it: its definition in the submitter's encoding (the
+/// store keeps it as it is), when it fires next, and the job its last tick made.
+public struct ScheduleRecord: Sendable, Equatable {
+    /// Unique: saving a schedule of a name that exists replaces its definition.
+    public var name: String
+    public var spec: [UInt8]
+    /// Milliseconds since 1970. A tick is recorded with its job, in one transaction: the job
+    /// of a tick is made once, whatever restarts.
+    public var nextFire: Int64
+    public var lastJob: [UInt8]?
+
+    public init(name: String, spec: [UInt8], nextFire: Int64, lastJob: [UInt8]? = nil) {
+        self.name = name
+        self.spec = spec
+        self.nextFire = nextFire
+        self.lastJob = lastJob
+    }
+}
+
 /// One change to the journal. A batch of them is written in one transaction.
 public enum JobChange: Sendable, Equatable {
     /// A new job. If its idempotency key is already taken, nothing is written (the caller
@@ -71,15 +90,28 @@ public enum JobChange: Sendable, Equatable {
     case rescheduled(id: [UInt8], notBefore: Int64)
     /// The job ended: succeeded, failed or cancelled, with its outcome, kept until `expiresAt`.
     case finished(id: [UInt8], state: JobRecord.State, outcome: [UInt8]?, expiresAt: Int64)
+    /// A schedule made or changed: its definition and next tick (its last job is kept).
+    case scheduleSaved(ScheduleRecord)
+    /// A schedule's tick passed: its next, and the job the tick made (written in the same
+    /// transaction), if it made one.
+    case scheduleAdvanced(name: String, nextFire: Int64, lastJob: [UInt8]?)
+    case scheduleRemoved(name: String)
 }
 
 extension JobChange {
-    /// The job the change is about.
-    public var jobID: [UInt8] {
+    /// The row the change is about: a job's 16-byte id, or for a schedule a key longer than
+    /// any job id (a mark, 16 zero bytes, its name), so that the two never meet.
+    public var rowKey: [UInt8] {
         switch self {
         case .submitted(let job): job.id
         case .started(let id, _), .released(let id, _), .rescheduled(let id, _), .finished(let id, _, _, _): id
+        case .scheduleSaved(let schedule): Self.scheduleKey(schedule.name)
+        case .scheduleAdvanced(let name, _, _), .scheduleRemoved(let name): Self.scheduleKey(name)
         }
+    }
+
+    private static func scheduleKey(_ name: String) -> [UInt8] {
+        [0xFF] + [UInt8](repeating: 0, count: 16) + Array(name.utf8)
     }
 }
 

@@ -27,4 +27,7 @@ public protocol JobStore {
     /// Jobs the store holds, ended ones within their retention included: logged at start, so
     /// that a broker started on the wrong (or an empty) journal shows it at once.
     func jobCount() throws(JournalError) -> Int
+
+    /// Every schedule, by name: what the broker fires from when it starts.
+    func schedules() throws(JournalError) -> [ScheduleRecord]
 }

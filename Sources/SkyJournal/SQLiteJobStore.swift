@@ -29,6 +29,10 @@ public final class SQLiteJobStore: JobStore {
     private let open: SQLiteDatabase.Statement
     private let expire: SQLiteDatabase.Statement
     private let listing: SQLiteDatabase.Statement
+    private let saveSchedule: SQLiteDatabase.Statement
+    private let advanceSchedule: SQLiteDatabase.Statement
+    private let removeSchedule: SQLiteDatabase.Statement
+    private let allSchedules: SQLiteDatabase.Statement
 
     private static let columns =
         "id, service, body, priority, not_before, idempotency_key, state, attempt, outcome, expires_at, submitted_at, options"
@@ -71,6 +75,13 @@ public final class SQLiteJobStore: JobStore {
         )
         expire = try database.prepare(
             "DELETE FROM jobs WHERE seq IN (SELECT seq FROM jobs WHERE state >= 2 AND expires_at < ?1 LIMIT ?2)")
+        saveSchedule = try database.prepare(
+            "INSERT INTO schedules (name, spec, next_fire) VALUES (?1, ?2, ?3) ON CONFLICT (name) DO UPDATE SET spec = excluded.spec, next_fire = excluded.next_fire"
+        )
+        advanceSchedule = try database.prepare(
+            "UPDATE schedules SET next_fire = ?2, last_job = coalesce(?3, last_job) WHERE name = ?1")
+        removeSchedule = try database.prepare("DELETE FROM schedules WHERE name = ?1")
+        allSchedules = try database.prepare("SELECT name, spec, next_fire, last_job FROM schedules ORDER BY name")
     }
 
     /// The journal's settings and tables; run on every open (a journal of an older build of
@@ -98,6 +109,12 @@ public final class SQLiteJobStore: JobStore {
         );
         CREATE INDEX IF NOT EXISTS jobs_unfinished ON jobs (seq) WHERE state < 2;
         CREATE INDEX IF NOT EXISTS jobs_expiry ON jobs (expires_at) WHERE state >= 2;
+        CREATE TABLE IF NOT EXISTS schedules (
+            name TEXT PRIMARY KEY,
+            spec BLOB NOT NULL,
+            next_fire INTEGER NOT NULL,
+            last_job BLOB
+        );
         """
 
     /// Makes a new journal at `path` (where there is no file): under a staging name first, its
@@ -182,6 +199,12 @@ public final class SQLiteJobStore: JobStore {
                     try finish.run([
                         .blob(id), .integer(state.rawValue), outcome.map { .blob($0) } ?? .null, .integer(expiresAt),
                     ])
+                case .scheduleSaved(let schedule):
+                    try saveSchedule.run([.text(schedule.name), .blob(schedule.spec), .integer(schedule.nextFire)])
+                case .scheduleAdvanced(let name, let nextFire, let lastJob):
+                    try advanceSchedule.run([.text(name), .integer(nextFire), lastJob.map { .blob($0) } ?? .null])
+                case .scheduleRemoved(let name):
+                    try removeSchedule.run([.text(name)])
                 }
             }
             try database.execute("COMMIT")
@@ -199,6 +222,16 @@ public final class SQLiteJobStore: JobStore {
             .integer(Int64(max(0, limit))),
         ]) { row throws(JournalError) in jobs.append(try record(row)) }
         return jobs
+    }
+
+    public func schedules() throws(JournalError) -> [ScheduleRecord] {
+        var found: [ScheduleRecord] = []
+        try allSchedules.run([]) { row throws(JournalError) in
+            found.append(
+                ScheduleRecord(
+                    name: row.text(0) ?? "", spec: row.blob(1) ?? [], nextFire: row.integer(2), lastJob: row.blob(3)))
+        }
+        return found
     }
 
     public func unfinished() throws(JournalError) -> [JobRecord] {

@@ -27,7 +27,7 @@ import SkyJournal
 public final class PostgresJobStore: JobStore {
     /// The schema version this build reads and writes; a store of a newer one is refused, an
     /// older one is brought up to it (docs/jobs.md, "Schema versions").
-    public static let schemaVersion: Int64 = 2
+    public static let schemaVersion: Int64 = 3
     /// The advisory lock's key ("SkyJobs" in ASCII): brokers of one database share it.
     static let lockKey: Int64 = 0x0053_6B79_4A6F_6273
 
@@ -299,6 +299,7 @@ public final class PostgresJobStore: JobStore {
                     throw .newerSchema(store: connection.store, found: found, known: Self.schemaVersion)
                 }
                 if found < 2 { try connection.execute(Self.version2) }
+                if found < 3 { try connection.execute(Self.version3) }
             }
             try connection.execute("COMMIT")
         } catch {
@@ -312,6 +313,7 @@ public final class PostgresJobStore: JobStore {
         do {
             try connection.execute(Self.version1)
             try connection.execute(Self.version2)
+            try connection.execute(Self.version3)
         } catch .failed(_, let operation, let reason) where reason.contains("permission denied") {
             throw .failed(
                 path: connection.store, operation: operation,
@@ -357,6 +359,12 @@ public final class PostgresJobStore: JobStore {
             ADD COLUMN takeover_after_ms bigint NOT NULL DEFAULT 5000;
         CREATE TABLE sky_standbys (name text PRIMARY KEY, seen_at timestamptz NOT NULL);
         UPDATE sky_schema SET version = 2;
+        """
+
+    /// Version 3: schedules, each tick recorded with the job it made.
+    private static let version3 = """
+        CREATE TABLE sky_schedules (name text PRIMARY KEY, spec bytea NOT NULL, next_fire bigint NOT NULL, last_job bytea);
+        UPDATE sky_schema SET version = 3;
         """
 
     private func define() {
@@ -428,6 +436,18 @@ public final class PostgresJobStore: JobStore {
             "expire",
             "DELETE FROM sky_jobs WHERE seq IN (SELECT seq FROM sky_jobs WHERE state >= 2 AND expires_at < $1 ORDER BY expires_at LIMIT $2)",
             types: [integer, integer])
+        // Rare beside jobs' changes: one statement each, in the transaction's order.
+        connection.define(
+            "save schedule",
+            "INSERT INTO sky_schedules (name, spec, next_fire) VALUES ($1, $2, $3) ON CONFLICT (name) DO UPDATE SET spec = excluded.spec, next_fire = excluded.next_fire",
+            types: [text, bytes, integer])
+        connection.define(
+            "advance schedule",
+            "UPDATE sky_schedules SET next_fire = $2, last_job = coalesce($3, last_job) WHERE name = $1",
+            types: [text, integer, bytes])
+        connection.define("remove schedule", "DELETE FROM sky_schedules WHERE name = $1", types: [text])
+        connection.define(
+            "schedules", "SELECT name, spec, next_fire, last_job FROM sky_schedules ORDER BY name", types: [])
         connection.define("bytes", "SELECT pg_total_relation_size('sky_jobs')", types: [])
         connection.define("count", "SELECT count(*) FROM sky_jobs", types: [])
     }
@@ -498,9 +518,9 @@ public final class PostgresJobStore: JobStore {
         var segments: [[JobChange]] = [[]]
         var seen: Set<[UInt8]> = []
         for change in changes {
-            if !seen.insert(change.jobID).inserted {
+            if !seen.insert(change.rowKey).inserted {
                 segments.append([])
-                seen = [change.jobID]
+                seen = [change.rowKey]
             }
             segments[segments.count - 1].append(change)
         }
@@ -516,6 +536,7 @@ public final class PostgresJobStore: JobStore {
         var releases: [(id: [UInt8], attempt: Int)] = []
         var reschedules: [(id: [UInt8], notBefore: Int64)] = []
         var finishes: [(id: [UInt8], state: JobRecord.State, outcome: [UInt8]?, expiresAt: Int64)] = []
+        var schedules: [(name: String, parameters: [Value])] = []
         for change in segment {
             switch change {
             case .submitted(let job): jobs.append(job)
@@ -524,6 +545,14 @@ public final class PostgresJobStore: JobStore {
             case .rescheduled(let id, let notBefore): reschedules.append((id, notBefore))
             case .finished(let id, let state, let outcome, let expiresAt):
                 finishes.append((id, state, outcome, expiresAt))
+            case .scheduleSaved(let schedule):
+                schedules.append(
+                    ("save schedule", [.text(schedule.name), .bytes(schedule.spec), .integer(schedule.nextFire)]))
+            case .scheduleAdvanced(let name, let nextFire, let lastJob):
+                schedules.append(
+                    ("advance schedule", [.text(name), .integer(nextFire), lastJob.map { .bytes($0) } ?? .null]))
+            case .scheduleRemoved(let name):
+                schedules.append(("remove schedule", [.text(name)]))
             }
         }
         func integers(_ values: [Int64]) -> Value { .array(element: 20, values.map { .integer($0) }) }
@@ -573,7 +602,7 @@ public final class PostgresJobStore: JobStore {
                     ]
                 ))
         }
-        return calls
+        return calls + schedules
     }
 
     public func list(state: JobRecord.State?, service: String?, limit: Int) throws(JournalError) -> [JobRecord] {
@@ -591,6 +620,16 @@ public final class PostgresJobStore: JobStore {
 
     public func job(_ id: [UInt8]) throws(JournalError) -> JobRecord? {
         try records("byID", [.bytes(id)]).first
+    }
+
+    public func schedules() throws(JournalError) -> [ScheduleRecord] {
+        var found: [ScheduleRecord] = []
+        try connection.run("schedules", []) { row in
+            found.append(
+                ScheduleRecord(
+                    name: row.text(0) ?? "", spec: row.bytes(1) ?? [], nextFire: row.integer(2), lastJob: row.bytes(3)))
+        }
+        return found
     }
 
     public func job(idempotencyKey: String) throws(JournalError) -> JobRecord? {

@@ -144,6 +144,24 @@ public enum BrokerService {
     public static let jobList = "mmi.jobs.list"
     /// Every job service above (a broker that stops answers each at once).
     public static let jobServices: Set<String> = [jobSubmit, jobStatus, jobWait, jobCancel, jobRetry, jobList]
+    /// Body: a ``ScheduleSpec``. Reply: the schedule's next tick (i64, milliseconds since 1970),
+    /// once it is on disk. A schedule of the same name is replaced.
+    public static let scheduleSave = "mmi.schedules.save"
+    /// Body: a schedule's name. Reply: empty, once on disk. A paused schedule fires nothing.
+    public static let schedulePause = "mmi.schedules.pause"
+    /// Body: a schedule's name. Reply: its next tick (i64), once on disk; the ticks that
+    /// passed while it was paused do not fire.
+    public static let scheduleResume = "mmi.schedules.resume"
+    /// Body: a schedule's name. Reply: empty, once on disk. Its jobs are left as they are.
+    public static let scheduleRemove = "mmi.schedules.remove"
+    /// Body: a schedule's name. Reply: the 16-byte id of a job made now, outside its ticks.
+    public static let scheduleTrigger = "mmi.schedules.trigger"
+    /// Body: empty. Reply: a ``ScheduleListing``.
+    public static let scheduleList = "mmi.schedules.list"
+    /// Every schedule service above.
+    public static let scheduleServices: Set<String> = [
+        scheduleSave, schedulePause, scheduleResume, scheduleRemove, scheduleTrigger, scheduleList,
+    ]
     /// The longest the broker holds an `mmi.jobs.wait` before answering "not yet".
     public static let jobWaitHold = Duration.seconds(20)
 }

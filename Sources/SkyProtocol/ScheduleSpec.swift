@@ -193,3 +193,57 @@ public struct ScheduleSpec: Sendable, Equatable {
         return text
     }
 }
+
+/// The answer to `mmi.schedules.list`: every schedule, by name, with its next tick and the
+/// job its last tick made. Layout: count (u32), then per schedule the spec's length (u32), the
+/// spec, the next tick (i64, milliseconds since 1970) and the last job's id (16 bytes, zeros
+/// for none).
+public struct ScheduleListing: Sendable, Equatable {
+    public struct Item: Sendable, Equatable {
+        public var spec: ScheduleSpec
+        /// The next tick, in milliseconds since 1970 (``nextFireDate`` as a date).
+        public var nextFire: Int64
+        /// The job of the last tick that made one.
+        public var lastJob: JobID?
+
+        public var nextFireDate: Date { Date(timeIntervalSince1970: TimeInterval(nextFire) / 1000) }
+
+        public init(spec: ScheduleSpec, nextFire: Int64, lastJob: JobID?) {
+            self.spec = spec
+            self.nextFire = nextFire
+            self.lastJob = lastJob
+        }
+    }
+
+    public var items: [Item]
+
+    public init(items: [Item]) { self.items = items }
+
+    public func encode() -> [UInt8] {
+        var bytes: [UInt8] = []
+        WireFormat.append(UInt32(items.count), to: &bytes)
+        for item in items {
+            let spec = item.spec.encode()
+            WireFormat.append(UInt32(spec.count), to: &bytes)
+            bytes += spec
+            WireFormat.append(UInt64(bitPattern: item.nextFire), to: &bytes)
+            bytes += item.lastJob?.bytes ?? [UInt8](repeating: 0, count: 16)
+        }
+        return bytes
+    }
+
+    public init(decoding bytes: [UInt8]) throws(ProtocolError) {
+        var reader = ByteReader(bytes)
+        let count = Int(try reader.uint32("schedule count"))
+        var items: [Item] = []
+        items.reserveCapacity(min(count, 10_000))
+        for _ in 0..<count {
+            let spec = try ScheduleSpec(decoding: try reader.take(Int(try reader.uint32("spec length")), "spec"))
+            let next = Int64(bitPattern: try reader.uint64("next tick"))
+            let last = try reader.take(16, "last job")
+            items.append(
+                Item(spec: spec, nextFire: next, lastJob: last.allSatisfy { $0 == 0 } ? nil : JobID(bytes: last)))
+        }
+        self.items = items
+    }
+}

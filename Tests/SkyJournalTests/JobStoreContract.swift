@@ -13,6 +13,7 @@ enum JobStoreContract: CaseIterable, Sendable {
     case aSecondSubmitWithTheSameKeyOrIDWritesNothing
     case expiredOutcomesAreDeletedInBatchesAndUnfinishedJobsNever
     case aJobsChangesInOneTransactionTakeEffectInTheirOrder
+    case aScheduleIsKeptWithItsTickAndItsTicksJobInOneTransaction
 
     typealias Open = () throws(JournalError) -> any JobStore
 
@@ -32,6 +33,8 @@ enum JobStoreContract: CaseIterable, Sendable {
             try Self.expiredOutcomesAreDeletedInBatchesAndUnfinishedJobsNever(open)
         case .aJobsChangesInOneTransactionTakeEffectInTheirOrder:
             try Self.aJobsChangesInOneTransactionTakeEffectInTheirOrder(open)
+        case .aScheduleIsKeptWithItsTickAndItsTicksJobInOneTransaction:
+            try Self.aScheduleIsKeptWithItsTickAndItsTicksJobInOneTransaction(open)
         }
     }
 
@@ -39,6 +42,33 @@ enum JobStoreContract: CaseIterable, Sendable {
         JobRecord(
             id: [UInt8](repeating: number, count: 16), service: "sky.echo", body: Array("task \(number)".utf8),
             priority: priority, notBefore: 1_000 * Int64(number), idempotencyKey: key, expiresAt: 86_400_000)
+    }
+
+    /// A schedule saved, its tick recorded with the tick's job in one transaction, saved again
+    /// (its definition replaced, its last job kept), a tick that made no job (its last job
+    /// kept), and removed.
+    private static func aScheduleIsKeptWithItsTickAndItsTicksJobInOneTransaction(_ open: Open) throws {
+        do {
+            let store = try open()
+            try store.apply([
+                .scheduleSaved(ScheduleRecord(name: "b", spec: [2], nextFire: 5)),
+                .scheduleSaved(ScheduleRecord(name: "a", spec: [1], nextFire: 10)),
+            ])
+            try store.apply([
+                .submitted(job(1, key: "tick-10")), .scheduleAdvanced(name: "a", nextFire: 20, lastJob: job(1).id),
+            ])
+            try store.apply([.scheduleSaved(ScheduleRecord(name: "a", spec: [3], nextFire: 20))])
+            try store.apply([.scheduleAdvanced(name: "b", nextFire: 6, lastJob: nil)])
+        }
+        let store = try open()
+        #expect(
+            try store.schedules() == [
+                ScheduleRecord(name: "a", spec: [3], nextFire: 20, lastJob: job(1).id),
+                ScheduleRecord(name: "b", spec: [2], nextFire: 6),
+            ])
+        #expect(try store.unfinished().map(\.id) == [job(1).id])
+        try store.apply([.scheduleRemoved(name: "b")])
+        #expect(try store.schedules().map(\.name) == ["a"])
     }
 
     private static func unfinishedJobsAndOutcomesSurviveReopeningInSubmitOrder(_ open: Open) throws {

@@ -141,7 +141,7 @@ struct PostgresJobStoreTests {
         )
         let store = try PostgresJobStore(uri: uri)
         #expect(try store.unfinished().map(\.id) == [[1]])
-        #expect(try await server.query("SELECT max(version) FROM sky_schema") == ["2"])
+        #expect(try await server.query("SELECT max(version) FROM sky_schema") == ["3"])
         #expect(try await server.query("SELECT holder_pid <> 0 FROM sky_lease") == ["t"])
         await server.stop()
     }
@@ -156,7 +156,7 @@ struct PostgresJobStoreTests {
         }
         let error = #expect(throws: JournalError.self) { try PostgresJobStore(uri: uri) }
         #expect(error == .newerSchema(store: uri, found: 99, known: PostgresJobStore.schemaVersion))
-        #expect(error?.description.contains("schema version 99, newer than this broker's 2") == true)
+        #expect(error?.description.contains("schema version 99, newer than this broker's 3") == true)
         await server.stop()
     }
 

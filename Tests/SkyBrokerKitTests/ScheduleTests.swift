@@ -1,0 +1,225 @@
+import SkyJournal
+import SkyZMQ
+import Testing
+
+@testable import SkyBrokerKit
+@testable import SkyProtocol
+
+/// Schedules driven through the job scheduler with both clocks moved by hand: the broker's
+/// (ticks) and the wall clock (the ticks' times).
+@Suite("Schedules: each tick fires once, with its overlap and catch-up policies")
+struct ScheduleTests {
+    /// 2023-11-14T22:13:20.500Z: half a second before a whole second.
+    static let start: Int64 = 1_700_000_000_500
+
+    struct Harness {
+        var jobs: SchedulerHarness
+        let wall: Locked<Int64>
+
+        init(loading records: [ScheduleRecord] = [], at wall: Int64 = ScheduleTests.start) {
+            let clock = Locked(wall)
+            self.wall = clock
+            jobs = SchedulerHarness { $0.wallClock = { clock.withLock { $0 } } }
+            _ = jobs.journal(.schedulesLoaded(.success(records)))
+        }
+
+        mutating func at(_ milliseconds: Int64) -> [JobScheduler.Action] {
+            wall.withLock { $0 = milliseconds }
+            return jobs.tick()
+        }
+
+        mutating func save(_ spec: ScheduleSpec, _ request: RequestID = RequestID(high: 7, low: 1)) -> [UInt8]? {
+            let asked = jobs.request(BrokerService.scheduleSave, spec.encode(), request)
+            let done = jobs.journal(.written(Self.purposes(in: asked)[0], .success(JournalReceipt())))
+            return Self.answer(in: done, to: request)
+        }
+
+        static func purposes(in actions: [JobScheduler.Action]) -> [JournalWrite] {
+            actions.compactMap { action -> JournalWrite? in
+                switch action {
+                case .journal(.write(_, let purpose)), .journal(.writeWithNextCommit(_, let purpose)): purpose
+                default: nil
+                }
+            }
+        }
+
+        static func changes(in actions: [JobScheduler.Action]) -> [JobChange] {
+            actions.flatMap { action -> [JobChange] in
+                switch action {
+                case .journal(.write(let changes, _)), .journal(.writeWithNextCommit(let changes, _)): changes
+                default: []
+                }
+            }
+        }
+
+        static func answer(in actions: [JobScheduler.Action], to request: RequestID) -> [UInt8]? {
+            actions.lazy.compactMap { action -> [UInt8]? in
+                guard case .answer(let caller, let reply) = action, caller.requestID == request else { return nil }
+                return reply.status == .ok ? Array(reply.body) : nil
+            }.first
+        }
+
+        /// The jobs a tick's write makes, by their idempotency keys' ticks.
+        static func firedTicks(in actions: [JobScheduler.Action]) -> [Int64] {
+            changes(in: actions).compactMap { change in
+                guard case .submitted(let record) = change, let key = record.idempotencyKey else { return nil }
+                return Int64(key.split(separator: "/").last!)
+            }
+        }
+
+        /// Answers every write among `actions` as durable.
+        mutating func commit(_ actions: [JobScheduler.Action]) -> [JobScheduler.Action] {
+            Self.purposes(in: actions).flatMap { jobs.journal(.written($0, .success(JournalReceipt()))) }
+        }
+    }
+
+    static func everySecond(_ name: String = "beat") -> ScheduleSpec {
+        ScheduleSpec(name: name, timing: .every(milliseconds: 1000), job: JobSubmission(service: "sky.echo", body: [1]))
+    }
+
+    @Test func aTickFiresOnceAndItsJobIsRecordedWithIt() throws {
+        var schedules = Harness()
+        let saved = schedules.save(Self.everySecond())
+        let next = try #require(saved)
+        #expect(next == withUnsafeBytes(of: Int64(1_700_000_001_000).bigEndian, Array.init))
+        #expect(Harness.changes(in: schedules.at(1_700_000_000_999)).isEmpty, "not before its tick")
+        let fired = schedules.at(1_700_000_001_000)
+        #expect(Harness.firedTicks(in: fired) == [1_700_000_001_000])
+        // The job and the schedule's next tick in one write.
+        let changes = Harness.changes(in: fired)
+        #expect(changes.count == 2)
+        guard case .scheduleAdvanced("beat", 1_700_000_002_000, let last?) = changes.last else {
+            Issue.record("\(changes)")
+            return
+        }
+        #expect(Harness.firedTicks(in: schedules.at(1_700_000_001_500)).isEmpty, "nothing while its write is in flight")
+        _ = schedules.commit(fired)
+        let job = try #require(JobID(bytes: last))
+        #expect(schedules.jobs.scheduler.book.jobs[job] != nil, "recorded, the job is held and waits for a worker")
+        #expect(Harness.changes(in: schedules.at(1_700_000_001_900)).isEmpty, "once per tick")
+    }
+
+    /// A write that fails leaves the tick due: it fires again at the next tick of the broker's
+    /// clock, with the same idempotency key, so that a commit whose outcome was unknown cannot
+    /// make a second job.
+    @Test func aTickWhoseWriteFailedFiresAgainWithTheSameKey() throws {
+        var schedules = Harness()
+        _ = schedules.save(Self.everySecond())
+        let first = schedules.at(1_700_000_001_000)
+        let keys = Harness.changes(in: first).compactMap { change -> String? in
+            if case .submitted(let record) = change { record.idempotencyKey } else { nil }
+        }
+        _ = Harness.purposes(in: first).flatMap {
+            schedules.jobs.journal(.written($0, .failure(.cannotConnect(store: "s", reason: "r"))))
+        }
+        let again = Harness.changes(in: schedules.at(1_700_000_001_100)).compactMap { change -> String? in
+            if case .submitted(let record) = change { record.idempotencyKey } else { nil }
+        }
+        #expect(again == keys && keys.count == 1)
+    }
+
+    /// The overlap policies, with the previous tick's job still held (no worker takes it).
+    @Test(arguments: [
+        (ScheduleSpec.Overlap.skip, 0, false), (.allow, 1, false), (.cancelPrevious, 1, true),
+    ])
+    func overlap(_ policy: ScheduleSpec.Overlap, _ jobs: Int, _ cancels: Bool) throws {
+        var schedules = Harness()
+        var spec = Self.everySecond()
+        spec.overlap = policy
+        _ = schedules.save(spec)
+        _ = schedules.commit(schedules.at(1_700_000_001_000))
+        let second = schedules.at(1_700_000_002_000)
+        #expect(Harness.firedTicks(in: second).count == jobs)
+        let cancelled = Harness.changes(in: second).contains { change in
+            if case .finished(_, .cancelled, _, _) = change { true } else { false }
+        }
+        #expect(cancelled == cancels)
+        // Skipped, the tick still passes: its next is recorded.
+        #expect(
+            Harness.changes(in: second).contains(
+                .scheduleAdvanced(name: "beat", nextFire: 1_700_000_003_000, lastJob: nil)) == (jobs == 0))
+    }
+
+    /// A broker that starts with a schedule whose ticks passed while no broker ran: none, the
+    /// last, or the last few fire, as its catch-up policy says.
+    @Test(arguments: [
+        (ScheduleSpec.CatchUp.none, [Int64]()), (.last, [1_700_000_009_000]),
+        (.all(limit: 3), [1_700_000_007_000, 1_700_000_008_000, 1_700_000_009_000]),
+    ])
+    func catchUp(_ policy: ScheduleSpec.CatchUp, _ expected: [Int64]) throws {
+        var spec = Self.everySecond()
+        spec.catchUp = policy
+        spec.overlap = .allow
+        // Down from 1_700_000_001_000 to 1_700_000_009_500: nine ticks missed.
+        let record = ScheduleRecord(name: "beat", spec: spec.encode(), nextFire: 1_700_000_001_000)
+        var schedules = Harness(loading: [record], at: 1_700_000_009_500)
+        let fired = schedules.at(1_700_000_009_500)
+        #expect(Harness.firedTicks(in: fired) == expected)
+        #expect(
+            Harness.changes(in: fired).last
+                == .scheduleAdvanced(
+                    name: "beat", nextFire: 1_700_000_010_000,
+                    lastJob: Harness.changes(in: fired).compactMap {
+                        if case .submitted(let r) = $0 { r.id } else { nil }
+                    }.last))
+        // The ticks after the start fire as usual.
+        _ = schedules.commit(fired)
+        #expect(Harness.firedTicks(in: schedules.at(1_700_000_010_000)) == [1_700_000_010_000])
+    }
+
+    /// Paused, a schedule fires nothing; resumed, it fires from then on, and the ticks it
+    /// missed meanwhile do not fire. Removed, it fires no more.
+    @Test func pauseResumeRemoveTriggerAndList() throws {
+        var schedules = Harness()
+        _ = schedules.save(Self.everySecond())
+        let name = Array("beat".utf8)
+        let pause = RequestID(high: 8, low: 1)
+        _ = schedules.commit(schedules.jobs.request(BrokerService.schedulePause, name, pause))
+        #expect(Harness.changes(in: schedules.at(1_700_000_005_000)).isEmpty)
+        let resume = RequestID(high: 8, low: 2)
+        let resumed = schedules.commit(schedules.jobs.request(BrokerService.scheduleResume, name, resume))
+        #expect(
+            Harness.answer(in: resumed, to: resume)
+                == withUnsafeBytes(of: Int64(1_700_000_006_000).bigEndian, Array.init))
+        let ticked = schedules.at(1_700_000_006_000)
+        #expect(Harness.firedTicks(in: ticked) == [1_700_000_006_000])
+        _ = schedules.commit(ticked)
+
+        let trigger = RequestID(high: 8, low: 3)
+        let triggered = schedules.commit(schedules.jobs.request(BrokerService.scheduleTrigger, name, trigger))
+        #expect(Harness.answer(in: triggered, to: trigger)?.count == 16, "the triggered job's id")
+
+        let list = RequestID(high: 8, low: 4)
+        let listed = schedules.jobs.request(BrokerService.scheduleList, [], list)
+        let listing = try ScheduleListing(decoding: try #require(Harness.answer(in: listed, to: list)))
+        #expect(listing.items.map(\.spec.name) == ["beat"])
+
+        let remove = RequestID(high: 8, low: 5)
+        _ = schedules.commit(schedules.jobs.request(BrokerService.scheduleRemove, name, remove))
+        #expect(Harness.changes(in: schedules.at(1_700_000_020_000)).isEmpty)
+        let unknown = RequestID(high: 8, low: 6)
+        let refused = schedules.jobs.request(BrokerService.schedulePause, name, unknown)
+        #expect(
+            refused.contains { action in
+                if case .answer(_, let reply) = action { reply.status == .invalidPayload } else { false }
+            })
+    }
+
+    /// Bad schedules are refused naming the problem, and nothing is written.
+    @Test func aBadScheduleIsRefusedAndNothingWritten() throws {
+        var schedules = Harness()
+        let request = RequestID(high: 9, low: 1)
+        var bytes = Self.everySecond().encode()
+        bytes[3] = 9  // timing
+        let refused = schedules.jobs.request(BrokerService.scheduleSave, bytes, request)
+        #expect(Harness.purposes(in: refused).isEmpty)
+        #expect(
+            refused.contains { action in
+                if case .answer(_, let reply) = action { reply.status == .invalidPayload } else { false }
+            })
+        let own = ScheduleSpec(
+            name: "x", timing: .every(milliseconds: 1000), job: JobSubmission(service: "mmi.jobs.list", body: []))
+        let mine = schedules.jobs.request(BrokerService.scheduleSave, own.encode(), request)
+        #expect(Harness.purposes(in: mine).isEmpty)
+    }
+}
