@@ -67,6 +67,7 @@ extension JobScheduler {
             }
             let (id, record) = pend(entry.spec.job, waiter: nil)
             schedules.setWriting(name, true)
+            schedules.awaitWrite(caller)
             actions.append(
                 .journal(
                     .write(
@@ -123,6 +124,7 @@ extension JobScheduler {
             written = .scheduleRemoved(name: name)
             schedules.setWriting(name, true)
         }
+        schedules.awaitWrite(caller)
         actions.append(.journal(.write([written], .scheduleChanged(change, caller: caller, answer: body))))
     }
 
@@ -194,7 +196,7 @@ extension JobScheduler {
         // job is the one that commit made.
         let last = jobs.last.map { id in receipt?.duplicates[id.bytes].flatMap { JobID(bytes: $0.id) } ?? id }
         schedules.fired(name, next: next, lastJob: last, recorded: receipt != nil)
-        guard let caller else { return }
+        guard let caller, schedules.take(caller) else { return }
         switch result {
         case .success: answer(caller, id: last?.bytes ?? [], into: &actions)
         case .failure(let error): answer(caller, .journalUnavailable, error.description, into: &actions)
@@ -205,19 +207,20 @@ extension JobScheduler {
         _ change: ScheduleChange, caller: JobCaller, answer body: [UInt8],
         _ result: Result<JournalReceipt, JournalError>, into actions: inout [Action]
     ) {
+        let waiting = schedules.take(caller)
         switch (change, result) {
         case (.saved(let spec, let next), .success):
             schedules.put(spec, nextFire: next)
-            answer(caller, id: body, into: &actions)
+            if waiting { answer(caller, id: body, into: &actions) }
         case (.removed(let name), .success):
             schedules.remove(name)
-            answer(caller, id: body, into: &actions)
+            if waiting { answer(caller, id: body, into: &actions) }
         case (.saved(let spec, _), .failure(let error)):
             schedules.setWriting(spec.name, false)
-            answer(caller, .journalUnavailable, error.description, into: &actions)
+            if waiting { answer(caller, .journalUnavailable, error.description, into: &actions) }
         case (.removed(let name), .failure(let error)):
             schedules.setWriting(name, false)
-            answer(caller, .journalUnavailable, error.description, into: &actions)
+            if waiting { answer(caller, .journalUnavailable, error.description, into: &actions) }
         }
     }
 

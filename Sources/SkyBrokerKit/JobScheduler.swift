@@ -855,6 +855,9 @@ struct JobScheduler: Sendable {
             answer(caller, .brokerShuttingDown, message, into: &actions)
         }
         book.reads.removeAll()
+        for caller in schedules.takeCallers() {
+            answer(caller, .brokerShuttingDown, message, into: &actions)
+        }
         for id in Array(book.waiters.keys) {
             for waiter in book.takeWaiters(of: id) {
                 answer(waiter, .brokerShuttingDown, message, into: &actions)

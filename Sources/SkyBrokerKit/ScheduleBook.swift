@@ -17,6 +17,18 @@ struct ScheduleBook: Sendable {
         var lastJob: JobID?
         /// A write of its tick (or of a change to it) is in flight: it fires nothing meanwhile.
         var writing = false
+        /// A walk over many passed ticks, cut at ``ScheduleBook/maxStepsPerTick``: where it goes
+        /// on at the next tick of the broker's clock (in memory: a broker that dies meanwhile
+        /// walks again from ``nextFire``).
+        var walk: Walk?
+    }
+
+    /// The ticks walked so far, sorted into those before this run (the last few, as many as
+    /// the catch-up policy keeps) and after it.
+    struct Walk: Sendable, Equatable {
+        var cursor: Int64
+        var missed: [Int64] = []
+        var live: [Int64] = []
     }
 
     /// What a tick of the broker's clock asks the scheduler to do for one schedule.
@@ -36,6 +48,8 @@ struct ScheduleBook: Sendable {
     /// When this broker's run began: ticks before it passed while no broker ran them, and the
     /// catch-up policy decides; ticks after it fire.
     private var runStart: Int64 = 0
+    /// Callers whose answer waits for a write: answered once, by the write or by the shutdown.
+    private var callers: Set<JobCaller> = []
 
     /// The most schedules a broker keeps: each is looked at every tick of its clock.
     static let maxSchedules = 10_000
@@ -73,10 +87,25 @@ struct ScheduleBook: Sendable {
         entries[spec.name, default: Entry(spec: spec, nextFire: nextFire)].spec = spec
         entries[spec.name]?.nextFire = nextFire
         entries[spec.name]?.writing = false
+        entries[spec.name]?.walk = nil
     }
 
     mutating func remove(_ name: String) {
         entries[name] = nil
+    }
+
+    mutating func awaitWrite(_ caller: JobCaller) {
+        callers.insert(caller)
+    }
+
+    /// Whether `caller` still waits (the shutdown did not answer it): it is answered now.
+    mutating func take(_ caller: JobCaller) -> Bool {
+        callers.remove(caller) != nil
+    }
+
+    mutating func takeCallers() -> Set<JobCaller> {
+        defer { callers.removeAll() }
+        return callers
     }
 
     mutating func setWriting(_ name: String, _ writing: Bool) {
@@ -98,20 +127,29 @@ struct ScheduleBook: Sendable {
         guard loaded else { return [] }
         var firings: [Firing] = []
         for (name, entry) in entries where !entry.writing && !entry.spec.paused && entry.nextFire <= wall {
-            guard let firing = Self.firing(name, entry, wall: wall, runStart: runStart, unfinished: unfinished) else {
-                continue
+            switch Self.firing(name, entry, wall: wall, runStart: runStart, unfinished: unfinished) {
+            case .fire(let firing):
+                entries[name]?.walk = nil
+                entries[name]?.writing = true
+                firings.append(firing)
+            case .walking(let walk):
+                entries[name]?.walk = walk
             }
-            entries[name]?.writing = true
-            firings.append(firing)
         }
         return firings.sorted { $0.name < $1.name }
     }
 
-    /// The ticks of `entry` from its next to `wall` (at most ``maxStepsPerTick``), sorted into
-    /// missed (before this run) and live ones, then cut by its policies.
+    enum Decision: Sendable, Equatable {
+        case fire(Firing)
+        /// More ticks passed than one tick of the broker's clock looks at: nothing fires yet.
+        case walking(Walk)
+    }
+
+    /// The ticks of `entry` from its next to `wall` (at most ``maxStepsPerTick`` at a time),
+    /// sorted into missed (before this run) and live ones, then cut by its policies.
     static func firing(
         _ name: String, _ entry: Entry, wall: Int64, runStart: Int64, unfinished: (JobID) -> Bool
-    ) -> Firing? {
+    ) -> Decision {
         let spec = entry.spec
         let keep: Int
         switch spec.catchUp {
@@ -119,16 +157,16 @@ struct ScheduleBook: Sendable {
         case .last: keep = 1
         case .all(let limit): keep = limit
         }
-        var cursor = entry.nextFire
+        var cursor = entry.walk?.cursor ?? entry.nextFire
         // An interval's missed ticks are counted, not walked: after a day down, a 1 s schedule
         // has 86,400 of them, of which at most `keep` fire.
-        if case .every(let interval) = spec.timing, cursor < runStart {
+        if entry.walk == nil, case .every(let interval) = spec.timing, cursor < runStart {
             let step = Int64(clamping: interval)
             let lastMissed = cursor + (min(runStart - 1, wall) - cursor) / step * step
             cursor = max(cursor, lastMissed - Int64(max(keep, 1) - 1) * step)
         }
-        var missed: [Int64] = []
-        var live: [Int64] = []
+        var missed = entry.walk?.missed ?? []
+        var live = entry.walk?.live ?? []
         var steps = 0
         while cursor <= wall, steps < maxStepsPerTick {
             if cursor < runStart {
@@ -136,6 +174,8 @@ struct ScheduleBook: Sendable {
                 if missed.count > keep { missed.removeFirst() }
             } else {
                 live.append(cursor)
+                // Only a broker stalled for a thousand ticks has more: the latest are kept.
+                if live.count > ScheduleSpec.maxCatchUp { live.removeFirst() }
             }
             guard let next = spec.next(after: cursor) else {
                 cursor = .max
@@ -144,9 +184,8 @@ struct ScheduleBook: Sendable {
             cursor = next
             steps += 1
         }
+        if cursor <= wall { return .walking(Walk(cursor: cursor, missed: missed, live: live)) }
         var ticks = missed + live
-        // Still behind after the steps allowed: the ticks walked are recorded as passed, those
-        // kept fire, and the walk goes on from `cursor` at the next tick.
         let previousRunning = entry.lastJob.map(unfinished) ?? false
         var cancel: JobID?
         switch spec.overlap {
@@ -160,6 +199,6 @@ struct ScheduleBook: Sendable {
             ticks = Array(ticks.suffix(1))
             if previousRunning, !ticks.isEmpty { cancel = entry.lastJob }
         }
-        return Firing(name: name, ticks: ticks, next: cursor, cancel: cancel)
+        return .fire(Firing(name: name, ticks: ticks, next: cursor, cancel: cancel))
     }
 }

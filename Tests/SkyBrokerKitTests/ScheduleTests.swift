@@ -222,4 +222,47 @@ struct ScheduleTests {
         let mine = schedules.jobs.request(BrokerService.scheduleSave, own.encode(), request)
         #expect(Harness.purposes(in: mine).isEmpty)
     }
+
+    /// A broker that stops answers a schedule call whose write is in flight at once (the
+    /// client asks the broker that comes back), and not again when the write comes back.
+    @Test func theShutdownAnswersAScheduleCallWaitingForItsWriteOnce() throws {
+        var schedules = Harness()
+        let request = RequestID(high: 10, low: 1)
+        let asked = schedules.jobs.request(BrokerService.scheduleSave, Self.everySecond().encode(), request)
+        var stopped: [JobScheduler.Action] = []
+        schedules.jobs.scheduler.shutdown("stopping", into: &stopped)
+        let statuses = { (actions: [JobScheduler.Action]) in
+            actions.compactMap { action -> ReplyStatus? in
+                guard case .answer(let caller, let reply) = action, caller.requestID == request else { return nil }
+                return reply.status
+            }
+        }
+        #expect(statuses(stopped) == [.brokerShuttingDown])
+        let late = schedules.jobs.journal(.written(Harness.purposes(in: asked)[0], .success(JournalReceipt())))
+        #expect(statuses(late).isEmpty)
+    }
+
+    /// A cron schedule down for 2,000 of its ticks is walked 1,000 ticks at a time: nothing
+    /// fires until the walk is through, then the one job its catch-up policy keeps.
+    @Test func aLongCatchUpIsWalkedOverSeveralTicksAndFiresOnce() throws {
+        var spec = ScheduleSpec(
+            name: "minutely", timing: .cron(try CronExpression("* * * * *"), timeZone: "UTC"),
+            job: JobSubmission(service: "sky.echo", body: [1]))
+        spec.catchUp = .last
+        // 1_700_000_040_000 is a whole minute; down 2,000 minutes.
+        let record = ScheduleRecord(name: "minutely", spec: spec.encode(), nextFire: 1_700_000_040_000)
+        let now: Int64 = 1_700_000_040_000 + 2000 * 60_000 + 30_000
+        var schedules = Harness(loading: [record], at: now)
+        #expect(Harness.changes(in: schedules.at(now)).isEmpty, "walked 1,000 of them")
+        #expect(Harness.changes(in: schedules.at(now + 100)).isEmpty, "walked 2,000")
+        let fired = schedules.at(now + 200)
+        #expect(Harness.firedTicks(in: fired) == [1_700_000_040_000 + 2000 * 60_000])
+        #expect(
+            Harness.changes(in: fired).last
+                == .scheduleAdvanced(
+                    name: "minutely", nextFire: 1_700_000_040_000 + 2001 * 60_000,
+                    lastJob: Harness.changes(in: fired).compactMap { change -> [UInt8]? in
+                        if case .submitted(let record) = change { record.id } else { nil }
+                    }.last))
+    }
 }
