@@ -206,13 +206,14 @@ extension SecondLineSuite {
             #expect(
                 unfindable.errorText.contains("would wait as a standby, but it binds tcp://127.0.0.1:*"),
                 "\(unfindable.errorText)")
-            let second = try SkyProcess(
-                "skybroker",
-                [
-                    "--store", uri, "--clients", "tcp://127.0.0.1:\(try freeLoopbackPort())", "--workers",
-                    "tcp://127.0.0.1:\(try freeLoopbackPort())", "--events",
-                    "tcp://127.0.0.1:\(try freeLoopbackPort())",
-                ])
+            /// A broker on the store on fixed ports of its own: it can wait as a standby.
+            func standby() throws -> SkyProcess {
+                let endpoints = try ["--clients", "--workers", "--events"].flatMap { flag in
+                    [flag, "tcp://127.0.0.1:\(try freeLoopbackPort())"]
+                }
+                return try SkyProcess("skybroker", ["--store", uri] + endpoints)
+            }
+            let second = try standby()
             defer { second.killNow() }
             let waiting = try await second.waitForLine(onStandardError: true) {
                 $0.contains("standby: another broker is active on the job store")
@@ -220,13 +221,7 @@ extension SecondLineSuite {
             #expect(waiting.contains("pid \(cluster.broker.pid) clients \(cluster.clients)"), "\(waiting)")
             #expect(waiting.contains("store=postgresql://sky:***@"), "\(waiting)")
             #expect(!second.outputLines.contains { $0.hasPrefix("skybroker ready") }, "a standby binds nothing")
-            let leaving = try SkyProcess(
-                "skybroker",
-                [
-                    "--store", uri, "--clients", "tcp://127.0.0.1:\(try freeLoopbackPort())", "--workers",
-                    "tcp://127.0.0.1:\(try freeLoopbackPort())", "--events",
-                    "tcp://127.0.0.1:\(try freeLoopbackPort())",
-                ])
+            let leaving = try standby()
             defer { leaving.killNow() }
             try await leaving.waitForLine(onStandardError: true) { $0.contains("standby: another broker is active") }
             let itsRow = "SELECT count(*) FROM sky_standbys WHERE name LIKE '% pid \(leaving.pid) %'"

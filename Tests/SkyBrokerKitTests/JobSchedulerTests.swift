@@ -96,7 +96,7 @@ struct SchedulerHarness {
 }
 
 /// The journal writes among `actions`, in a commit of their own or with the next.
-private func writes(in actions: [JobScheduler.Action]) -> [JournalWrite] {
+func writes(in actions: [JobScheduler.Action]) -> [JournalWrite] {
     actions.compactMap { action in
         switch action {
         case .journal(.write(_, let purpose)), .journal(.writeWithNextCommit(_, let purpose)): purpose
@@ -106,7 +106,7 @@ private func writes(in actions: [JobScheduler.Action]) -> [JournalWrite] {
 }
 
 /// The changes written among `actions`.
-private func changes(in actions: [JobScheduler.Action]) -> [JobChange] {
+func changes(in actions: [JobScheduler.Action]) -> [JobChange] {
     actions.flatMap { action -> [JobChange] in
         switch action {
         case .journal(.write(let changes, _)), .journal(.writeWithNextCommit(let changes, _)): changes

@@ -30,26 +30,8 @@ struct ScheduleTests {
 
         mutating func save(_ spec: ScheduleSpec, _ request: RequestID = RequestID(high: 7, low: 1)) -> [UInt8]? {
             let asked = jobs.request(BrokerService.scheduleSave, spec.encode(), request)
-            let done = jobs.journal(.written(Self.purposes(in: asked)[0], .success(JournalReceipt())))
+            let done = jobs.journal(.written(writes(in: asked)[0], .success(JournalReceipt())))
             return Self.answer(in: done, to: request)
-        }
-
-        static func purposes(in actions: [JobScheduler.Action]) -> [JournalWrite] {
-            actions.compactMap { action -> JournalWrite? in
-                switch action {
-                case .journal(.write(_, let purpose)), .journal(.writeWithNextCommit(_, let purpose)): purpose
-                default: nil
-                }
-            }
-        }
-
-        static func changes(in actions: [JobScheduler.Action]) -> [JobChange] {
-            actions.flatMap { action -> [JobChange] in
-                switch action {
-                case .journal(.write(let changes, _)), .journal(.writeWithNextCommit(let changes, _)): changes
-                default: []
-                }
-            }
         }
 
         static func answer(in actions: [JobScheduler.Action], to request: RequestID) -> [UInt8]? {
@@ -69,7 +51,7 @@ struct ScheduleTests {
 
         /// Answers every write among `actions` as durable.
         mutating func commit(_ actions: [JobScheduler.Action]) -> [JobScheduler.Action] {
-            Self.purposes(in: actions).flatMap { jobs.journal(.written($0, .success(JournalReceipt()))) }
+            writes(in: actions).flatMap { jobs.journal(.written($0, .success(JournalReceipt()))) }
         }
     }
 
@@ -82,21 +64,21 @@ struct ScheduleTests {
         let saved = schedules.save(Self.everySecond())
         let next = try #require(saved)
         #expect(next == withUnsafeBytes(of: Int64(1_700_000_001_000).bigEndian, Array.init))
-        #expect(Harness.changes(in: schedules.at(1_700_000_000_999)).isEmpty, "not before its tick")
+        #expect(changes(in: schedules.at(1_700_000_000_999)).isEmpty, "not before its tick")
         let fired = schedules.at(1_700_000_001_000)
         #expect(Harness.firedTicks(in: fired) == [1_700_000_001_000])
         // The job and the schedule's next tick in one write.
-        let changes = Harness.changes(in: fired)
-        #expect(changes.count == 2)
-        guard case .scheduleAdvanced("beat", 1_700_000_002_000, let last?) = changes.last else {
-            Issue.record("\(changes)")
+        let written = changes(in: fired)
+        #expect(written.count == 2)
+        guard case .scheduleAdvanced("beat", 1_700_000_002_000, let last?) = written.last else {
+            Issue.record("\(written)")
             return
         }
         #expect(Harness.firedTicks(in: schedules.at(1_700_000_001_500)).isEmpty, "nothing while its write is in flight")
         _ = schedules.commit(fired)
         let job = try #require(JobID(bytes: last))
         #expect(schedules.jobs.scheduler.book.jobs[job] != nil, "recorded, the job is held and waits for a worker")
-        #expect(Harness.changes(in: schedules.at(1_700_000_001_900)).isEmpty, "once per tick")
+        #expect(changes(in: schedules.at(1_700_000_001_900)).isEmpty, "once per tick")
     }
 
     /// A write that fails leaves the tick due: it fires again at the next tick of the broker's
@@ -106,13 +88,13 @@ struct ScheduleTests {
         var schedules = Harness()
         _ = schedules.save(Self.everySecond())
         let first = schedules.at(1_700_000_001_000)
-        let keys = Harness.changes(in: first).compactMap { change -> String? in
+        let keys = changes(in: first).compactMap { change -> String? in
             if case .submitted(let record) = change { record.idempotencyKey } else { nil }
         }
-        _ = Harness.purposes(in: first).flatMap {
+        _ = writes(in: first).flatMap {
             schedules.jobs.journal(.written($0, .failure(.cannotConnect(store: "s", reason: "r"))))
         }
-        let again = Harness.changes(in: schedules.at(1_700_000_001_100)).compactMap { change -> String? in
+        let again = changes(in: schedules.at(1_700_000_001_100)).compactMap { change -> String? in
             if case .submitted(let record) = change { record.idempotencyKey } else { nil }
         }
         #expect(again == keys && keys.count == 1)
@@ -130,13 +112,13 @@ struct ScheduleTests {
         _ = schedules.commit(schedules.at(1_700_000_001_000))
         let second = schedules.at(1_700_000_002_000)
         #expect(Harness.firedTicks(in: second).count == jobs)
-        let cancelled = Harness.changes(in: second).contains { change in
+        let cancelled = changes(in: second).contains { change in
             if case .finished(_, .cancelled, _, _) = change { true } else { false }
         }
         #expect(cancelled == cancels)
         // Skipped, the tick still passes: its next is recorded.
         #expect(
-            Harness.changes(in: second).contains(
+            changes(in: second).contains(
                 .scheduleAdvanced(name: "beat", nextFire: 1_700_000_003_000, lastJob: nil)) == (jobs == 0))
     }
 
@@ -156,10 +138,10 @@ struct ScheduleTests {
         let fired = schedules.at(1_700_000_009_500)
         #expect(Harness.firedTicks(in: fired) == expected)
         #expect(
-            Harness.changes(in: fired).last
+            changes(in: fired).last
                 == .scheduleAdvanced(
                     name: "beat", nextFire: 1_700_000_010_000,
-                    lastJob: Harness.changes(in: fired).compactMap {
+                    lastJob: changes(in: fired).compactMap {
                         if case .submitted(let r) = $0 { r.id } else { nil }
                     }.last))
         // The ticks after the start fire as usual.
@@ -175,7 +157,7 @@ struct ScheduleTests {
         let name = Array("beat".utf8)
         let pause = RequestID(high: 8, low: 1)
         _ = schedules.commit(schedules.jobs.request(BrokerService.schedulePause, name, pause))
-        #expect(Harness.changes(in: schedules.at(1_700_000_005_000)).isEmpty)
+        #expect(changes(in: schedules.at(1_700_000_005_000)).isEmpty)
         let resume = RequestID(high: 8, low: 2)
         let resumed = schedules.commit(schedules.jobs.request(BrokerService.scheduleResume, name, resume))
         #expect(
@@ -196,7 +178,7 @@ struct ScheduleTests {
 
         let remove = RequestID(high: 8, low: 5)
         _ = schedules.commit(schedules.jobs.request(BrokerService.scheduleRemove, name, remove))
-        #expect(Harness.changes(in: schedules.at(1_700_000_020_000)).isEmpty)
+        #expect(changes(in: schedules.at(1_700_000_020_000)).isEmpty)
         let unknown = RequestID(high: 8, low: 6)
         let refused = schedules.jobs.request(BrokerService.schedulePause, name, unknown)
         #expect(
@@ -212,7 +194,7 @@ struct ScheduleTests {
         var bytes = Self.everySecond().encode()
         bytes[3] = 9  // timing
         let refused = schedules.jobs.request(BrokerService.scheduleSave, bytes, request)
-        #expect(Harness.purposes(in: refused).isEmpty)
+        #expect(writes(in: refused).isEmpty)
         #expect(
             refused.contains { action in
                 if case .answer(_, let reply) = action { reply.status == .invalidPayload } else { false }
@@ -220,7 +202,7 @@ struct ScheduleTests {
         let own = ScheduleSpec(
             name: "x", timing: .every(milliseconds: 1000), job: JobSubmission(service: "mmi.jobs.list", body: []))
         let mine = schedules.jobs.request(BrokerService.scheduleSave, own.encode(), request)
-        #expect(Harness.purposes(in: mine).isEmpty)
+        #expect(writes(in: mine).isEmpty)
     }
 
     /// A broker that stops answers a schedule call whose write is in flight at once (the
@@ -238,7 +220,7 @@ struct ScheduleTests {
             }
         }
         #expect(statuses(stopped) == [.brokerShuttingDown])
-        let late = schedules.jobs.journal(.written(Harness.purposes(in: asked)[0], .success(JournalReceipt())))
+        let late = schedules.jobs.journal(.written(writes(in: asked)[0], .success(JournalReceipt())))
         #expect(statuses(late).isEmpty)
     }
 
@@ -253,15 +235,15 @@ struct ScheduleTests {
         let record = ScheduleRecord(name: "minutely", spec: spec.encode(), nextFire: 1_700_000_040_000)
         let now: Int64 = 1_700_000_040_000 + 2000 * 60_000 + 30_000
         var schedules = Harness(loading: [record], at: now)
-        #expect(Harness.changes(in: schedules.at(now)).isEmpty, "walked 1,000 of them")
-        #expect(Harness.changes(in: schedules.at(now + 100)).isEmpty, "walked 2,000")
+        #expect(changes(in: schedules.at(now)).isEmpty, "walked 1,000 of them")
+        #expect(changes(in: schedules.at(now + 100)).isEmpty, "walked 2,000")
         let fired = schedules.at(now + 200)
         #expect(Harness.firedTicks(in: fired) == [1_700_000_040_000 + 2000 * 60_000])
         #expect(
-            Harness.changes(in: fired).last
+            changes(in: fired).last
                 == .scheduleAdvanced(
                     name: "minutely", nextFire: 1_700_000_040_000 + 2001 * 60_000,
-                    lastJob: Harness.changes(in: fired).compactMap { change -> [UInt8]? in
+                    lastJob: changes(in: fired).compactMap { change -> [UInt8]? in
                         if case .submitted(let record) = change { record.id } else { nil }
                     }.last))
     }
