@@ -45,25 +45,25 @@ extension SkyClient {
 
     /// Pauses a schedule: it fires nothing until resumed.
     public nonisolated func pauseSchedule(_ name: String) async throws {
-        _ = try await jobCall(BrokerService.schedulePause, Array(name.utf8))
+        _ = try await scheduleCall(BrokerService.schedulePause, Array(name.utf8))
     }
 
     /// Resumes a paused schedule from now on: the ticks it missed while paused do not fire.
     /// - Returns: when it fires next.
     @discardableResult
     public nonisolated func resumeSchedule(_ name: String) async throws -> Date {
-        try Self.date(try await jobCall(BrokerService.scheduleResume, Array(name.utf8)))
+        try Self.date(try await scheduleCall(BrokerService.scheduleResume, Array(name.utf8)))
     }
 
     /// Removes a schedule. The jobs it made are left as they are.
     public nonisolated func removeSchedule(_ name: String) async throws {
-        _ = try await jobCall(BrokerService.scheduleRemove, Array(name.utf8))
+        _ = try await scheduleCall(BrokerService.scheduleRemove, Array(name.utf8))
     }
 
     /// Submits the schedule's job now, outside its ticks (its overlap policy does not apply).
     /// - Returns: the job's id.
     public nonisolated func triggerSchedule(_ name: String) async throws -> JobID {
-        let reply = try await jobCall(BrokerService.scheduleTrigger, Array(name.utf8))
+        let reply = try await scheduleCall(BrokerService.scheduleTrigger, Array(name.utf8))
         guard let id = JobID(bytes: reply) else {
             throw SkyError.internalError("the broker answered a trigger with \(reply.count) bytes, not a job id")
         }
@@ -96,7 +96,24 @@ extension SkyClient {
         spec.overlap = overlap
         spec.catchUp = catchUp
         if let problem = spec.problem { throw SkyError.invalidTask(problem) }
-        return try Self.date(try await jobCall(BrokerService.scheduleSave, spec.encode()))
+        return try Self.date(try await scheduleCall(BrokerService.scheduleSave, spec.encode()))
+    }
+
+    /// A schedule call: a schedule whose earlier change is still being written is asked again
+    /// (for a second at most), and what the broker refuses in the call (an unknown name, a
+    /// schedule it cannot take) is ``SkyError/invalidTask(_:)``, which retrying does not help.
+    private nonisolated func scheduleCall(_ service: String, _ body: [UInt8]) async throws -> [UInt8] {
+        var attempts = 0
+        while true {
+            do {
+                return try await jobCall(service, body)
+            } catch SkyError.overloaded(let message) where message.contains("is being written") && attempts < 20 {
+                attempts += 1
+                try await Task.sleep(for: .milliseconds(50))
+            } catch SkyError.invalidPayload(let message) {
+                throw SkyError.invalidTask(message)
+            }
+        }
     }
 
     private static func date(_ reply: [UInt8]) throws -> Date {

@@ -87,12 +87,7 @@ extension JobScheduler {
             answer(caller, .invalidPayload, "\(BrokerService.scheduleSave): \(error)", into: &actions)
             return
         }
-        if spec.job.service.hasPrefix(BrokerService.prefix) {
-            answer(
-                caller, .unknownService, "a schedule cannot run the broker's own \(spec.job.service)", into: &actions)
-            return
-        }
-        if schedules.entries[spec.name] == nil, schedules.entries.count >= ScheduleBook.maxSchedules {
+        if schedules.entries[spec.name] == nil, schedules.count >= ScheduleBook.maxSchedules {
             answer(
                 caller, .overloaded,
                 "the broker keeps \(ScheduleBook.maxSchedules) schedules, its most; remove one first",
@@ -120,6 +115,7 @@ extension JobScheduler {
         case .saved(let spec, let next):
             written = .scheduleSaved(ScheduleRecord(name: spec.name, spec: spec.encode(), nextFire: next))
             if schedules.entries[spec.name] != nil { schedules.setWriting(spec.name, true) }
+            schedules.reserve(spec.name)
         case .removed(let name):
             written = .scheduleRemoved(name: name)
             schedules.setWriting(name, true)
@@ -160,8 +156,11 @@ extension JobScheduler {
             hash ^= UInt64(byte)
             hash = hash &* 0x100_0000_01b3
         }
-        return "sky.schedule/\(String(hash, radix: 16))/\(tick)"
+        return "\(tickKeyPrefix)\(String(hash, radix: 16))/\(tick)"
     }
+
+    /// Taken by no client's submit: a client could otherwise take a future tick's key.
+    static let tickKeyPrefix = "sky.schedule/"
 
     // MARK: The journal's answers
 
@@ -208,6 +207,7 @@ extension JobScheduler {
         _ result: Result<JournalReceipt, JournalError>, into actions: inout [Action]
     ) {
         let waiting = schedules.take(caller)
+        if case .saved(let spec, _) = change { schedules.release(spec.name) }
         switch (change, result) {
         case (.saved(let spec, let next), .success):
             schedules.put(spec, nextFire: next)

@@ -148,6 +148,13 @@ struct JobScheduler: Sendable {
             answer(caller, .invalidPayload, "mmi.jobs.submit: \(error)", into: &actions)
             return
         }
+        if let key = submission.idempotencyKey, key.hasPrefix(Self.tickKeyPrefix) {
+            answer(
+                caller, .invalidPayload,
+                "mmi.jobs.submit: idempotency keys starting with \(Self.tickKeyPrefix) are the broker's, for its schedules' ticks",
+                into: &actions)
+            return
+        }
         if let key = submission.idempotencyKey, let held = book.held(withKey: key) {
             // A repeat (a client's retry, often after a lost answer) of a job the broker holds:
             // answered with it, without asking the store, which may not answer now.

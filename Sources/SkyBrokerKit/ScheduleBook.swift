@@ -50,6 +50,19 @@ struct ScheduleBook: Sendable {
     private var runStart: Int64 = 0
     /// Callers whose answer waits for a write: answered once, by the write or by the shutdown.
     private var callers: Set<JobCaller> = []
+    /// New schedules whose first write is in flight: they count toward ``maxSchedules``.
+    private(set) var reserved: Set<String> = []
+
+    /// Schedules kept and being made.
+    var count: Int { entries.count + reserved.count }
+
+    mutating func reserve(_ name: String) {
+        if entries[name] == nil { reserved.insert(name) }
+    }
+
+    mutating func release(_ name: String) {
+        reserved.remove(name)
+    }
 
     /// The most schedules a broker keeps: each is looked at every tick of its clock.
     static let maxSchedules = 10_000
@@ -75,10 +88,13 @@ struct ScheduleBook: Sendable {
         return unreadable
     }
 
-    /// A schedule saved: its first tick after `wall`, unless it existed with the same timing,
-    /// whose next tick it keeps (so a save of an unchanged schedule neither skips nor repeats one).
+    /// A schedule saved: its first tick after `wall`, unless it existed, running, with the same
+    /// timing, whose next tick it keeps (so a save of an unchanged schedule neither skips nor
+    /// repeats one). A paused one saved starts from now, as a resumed one does.
     func saved(_ spec: ScheduleSpec, wall: Int64) -> ScheduleRecord? {
-        let kept = entries[spec.name].flatMap { $0.spec.timing == spec.timing ? $0.nextFire : nil }
+        let kept = entries[spec.name].flatMap {
+            $0.spec.timing == spec.timing && !$0.spec.paused ? $0.nextFire : nil
+        }
         guard let next = kept ?? spec.next(after: wall) else { return nil }
         return ScheduleRecord(name: spec.name, spec: spec.encode(), nextFire: next)
     }
@@ -192,8 +208,8 @@ struct ScheduleBook: Sendable {
         case .allow:
             break
         case .skip:
-            // Each tick would overlap the one before it: the first fires, if the last run ended.
-            ticks = previousRunning ? [] : Array(ticks.prefix(1))
+            // Each tick would overlap the one before it: the latest fires, if the last run ended.
+            ticks = previousRunning ? [] : Array(ticks.suffix(1))
         case .cancelPrevious:
             // Each would cancel the one before it: the last fires, after the running one's cancel.
             ticks = Array(ticks.suffix(1))

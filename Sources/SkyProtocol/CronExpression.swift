@@ -306,7 +306,11 @@ extension TimeZone {
     /// The zone named `identifier` (an IANA name such as `Europe/Berlin`, or `UTC`).
     /// - Throws: ``CronError`` naming it when the system knows no such zone.
     public static func named(_ identifier: String) throws(CronError) -> TimeZone {
-        guard identifier.utf8.count <= 64, let zone = TimeZone(identifier: identifier) else {
+        // Foundation also takes `UTC+5` and `GMT+5` (not IANA names), with the opposite sign to
+        // POSIX's `TZ`: refused (`Etc/GMT+5` is the IANA name, with POSIX's sign).
+        let offsetName = (identifier.hasPrefix("UTC") || identifier.hasPrefix("GMT")) && identifier.count > 3
+        guard identifier.utf8.count <= 64, !offsetName, let zone = TimeZone(identifier: identifier)
+        else {
             throw CronError(
                 "unknown time zone \"\(identifier.prefix(64))\": use an IANA name such as Europe/Berlin or America/New_York, or UTC"
             )

@@ -113,6 +113,10 @@ public struct ScheduleSpec: Sendable, Equatable {
     public var problem: String? {
         if let problem = WireFormat.nameProblem(name, what: "schedule name") { return problem }
         if let problem = WireFormat.nameProblem(job.service, what: "service name") { return problem }
+        if job.service.hasPrefix(BrokerService.prefix) {
+            return
+                "a schedule cannot run the broker's own \(job.service): \(BrokerService.prefix)* names are the broker's"
+        }
         switch timing {
         case .every(let interval):
             guard (Self.shortestInterval...Self.longestInterval).contains(interval) else {
@@ -126,8 +130,15 @@ public struct ScheduleSpec: Sendable, Equatable {
                 return error.description
             }
         }
-        if case .all(let limit) = catchUp, !(1...Self.maxCatchUp).contains(limit) {
-            return "a catch-up of \(limit) missed ticks; 1 to \(Self.maxCatchUp)"
+        if case .all(let limit) = catchUp {
+            guard (1...Self.maxCatchUp).contains(limit) else {
+                return "a catch-up of \(limit) missed ticks; 1 to \(Self.maxCatchUp)"
+            }
+            // Several missed ticks fire at once: under skip or cancel-previous only one would.
+            guard overlap == .allow else {
+                return
+                    "catch-up .all makes a job for each missed tick at once, which only overlap .allow lets run; with .skip or .cancelPrevious use .last"
+            }
         }
         if job.confirmWithinMilliseconds != 0 { return "a scheduled job's submission is of version 1" }
         return nil
@@ -164,8 +175,9 @@ public struct ScheduleSpec: Sendable, Equatable {
         let limit = Int(try reader.uint16("catch-up limit"))
         let catchUp: CatchUp
         switch catchUpKind {
-        case 0: catchUp = .none
-        case 1: catchUp = .last
+        case 0 where limit == 0: catchUp = .none
+        case 1 where limit == 0: catchUp = .last
+        case 0, 1: throw .invalidValue(name: "catch-up limit", reason: "\(limit); 0 unless catch-up is 2 (all)")
         case 2: catchUp = .all(limit: limit)
         default: throw .invalidValue(name: "catch-up", reason: "\(catchUpKind); 0 none, 1 the last, 2 all")
         }

@@ -247,4 +247,52 @@ struct ScheduleTests {
                         if case .submitted(let record) = change { record.id } else { nil }
                     }.last))
     }
+
+    /// A paused schedule saved again unpaused starts from now, as a resumed one does: the
+    /// ticks it missed while paused do not fire.
+    @Test func aPausedScheduleSavedUnpausedStartsFromNow() throws {
+        var schedules = Harness()
+        var spec = Self.everySecond()
+        spec.overlap = .allow
+        _ = schedules.save(spec)
+        _ = schedules.commit(
+            schedules.jobs.request(BrokerService.schedulePause, Array("beat".utf8), RequestID(high: 11, low: 1)))
+        #expect(changes(in: schedules.at(1_700_000_008_500)).isEmpty)
+        let saved = schedules.save(spec, RequestID(high: 11, low: 2))
+        #expect(saved == withUnsafeBytes(of: Int64(1_700_000_009_000).bigEndian, Array.init))
+        #expect(Harness.firedTicks(in: schedules.at(1_700_000_009_000)) == [1_700_000_009_000])
+    }
+
+    /// New schedules whose first write is in flight count toward the limit: a burst of saves
+    /// cannot pass it.
+    @Test func savesInFlightCountTowardTheLimit() throws {
+        var schedules = Harness()
+        for index in 0..<ScheduleBook.maxSchedules {
+            var spec = Self.everySecond("s\(index)")
+            spec.paused = true
+            _ = schedules.jobs.request(
+                BrokerService.scheduleSave, spec.encode(), RequestID(high: 12, low: UInt64(index)))
+        }
+        let over = RequestID(high: 13, low: 1)
+        let refused = schedules.jobs.request(BrokerService.scheduleSave, Self.everySecond("one more").encode(), over)
+        #expect(writes(in: refused).isEmpty)
+        #expect(
+            refused.contains { action in
+                if case .answer(_, let reply) = action { reply.status == .overloaded } else { false }
+            })
+    }
+
+    /// A client cannot take a tick's idempotency key.
+    @Test func aClientSubmitWithTheBrokersKeyPrefixIsRefused() throws {
+        var jobs = SchedulerHarness()
+        var submission = JobSubmission(service: "sky.echo", body: [1])
+        submission.idempotencyKey = "sky.schedule/8d59707b575eaba/1700000001000"
+        let request = RequestID(high: 14, low: 1)
+        let refused = jobs.request(BrokerService.jobSubmit, submission.encode(), request)
+        #expect(writes(in: refused).isEmpty)
+        #expect(
+            refused.contains { action in
+                if case .answer(_, let reply) = action { reply.status == .invalidPayload } else { false }
+            })
+    }
 }

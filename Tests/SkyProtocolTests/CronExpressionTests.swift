@@ -156,6 +156,11 @@ struct CronExpressionTests {
 
     @Test func anUnknownTimeZoneIsNamed() {
         #expect(throws: CronError.self) { _ = try TimeZone.named("Europe/Atlantis") }
+        // Foundation reads these with the opposite sign to POSIX's TZ: not IANA names, refused.
+        #expect(throws: CronError.self) { _ = try TimeZone.named("UTC+5") }
+        #expect(throws: CronError.self) { _ = try TimeZone.named("GMT+5") }
+        #expect((try? TimeZone.named("Etc/GMT+5"))?.secondsFromGMT() == -5 * 3600)
+        #expect((try? TimeZone.named("UTC"))?.secondsFromGMT() == 0)
         #expect(throws: CronError.self) { _ = try TimeZone.named(String(repeating: "A", count: 10_000)) }
         #expect((try? TimeZone.named("Europe/Berlin"))?.identifier == "Europe/Berlin")
     }

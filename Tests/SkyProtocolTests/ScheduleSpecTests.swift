@@ -63,6 +63,19 @@ struct ScheduleSpecTests {
         var many = ScheduleSpec(name: "n", timing: .every(milliseconds: 1000), job: Self.job())
         many.catchUp = .all(limit: 0)
         #expect(many.problem?.contains("a catch-up of 0 missed ticks") == true)
+        many.catchUp = .all(limit: 5)
+        #expect(many.problem?.contains("only overlap .allow lets run") == true, "all with skip")
+        many.overlap = .allow
+        #expect(many.problem == nil)
+        let own = ScheduleSpec(
+            name: "n", timing: .every(milliseconds: 1000), job: JobSubmission(service: "mmi.jobs.list", body: []))
+        #expect(own.problem?.contains("the broker's own mmi.jobs.list") == true)
+        var lax = ScheduleSpec(name: "n", timing: .every(milliseconds: 1000), job: Self.job()).encode()
+        // [1][1]["n"][0][8-byte interval][overlap][catch-up=1 last][limit u16] → a limit with "last".
+        lax[15] = 7
+        #expect(throws: ProtocolError.invalidValue(name: "catch-up limit", reason: "7; 0 unless catch-up is 2 (all)")) {
+            _ = try ScheduleSpec(decoding: lax)
+        }
         var bytes = ScheduleSpec(name: "n", timing: .every(milliseconds: 1000), job: Self.job()).encode()
         // [version][1]["n"][timing] → an unknown timing.
         bytes[3] = 7
