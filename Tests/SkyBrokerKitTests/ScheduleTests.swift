@@ -295,4 +295,12 @@ struct ScheduleTests {
                 if case .answer(_, let reply) = action { reply.status == .invalidPayload } else { false }
             })
     }
+
+    /// Ticks due together (the broker's loop stalled past several): `.skip` makes one job, for
+    /// the latest of them.
+    @Test func skipFiresTheLatestOfTicksDueTogether() throws {
+        var schedules = Harness()
+        _ = schedules.save(Self.everySecond())
+        #expect(Harness.firedTicks(in: schedules.at(1_700_000_004_000)) == [1_700_000_004_000])
+    }
 }
