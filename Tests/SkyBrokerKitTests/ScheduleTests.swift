@@ -41,6 +41,14 @@ struct ScheduleTests {
             }.first
         }
 
+        /// The statuses of the answers among `actions`.
+        static func statuses(in actions: [JobScheduler.Action]) -> [ReplyStatus] {
+            actions.compactMap { action -> ReplyStatus? in
+                guard case .answer(_, let reply) = action else { return nil }
+                return reply.status
+            }
+        }
+
         /// The jobs a tick's write makes, by their idempotency keys' ticks.
         static func firedTicks(in actions: [JobScheduler.Action]) -> [Int64] {
             changes(in: actions).compactMap { change in
@@ -181,10 +189,7 @@ struct ScheduleTests {
         #expect(changes(in: schedules.at(1_700_000_020_000)).isEmpty)
         let unknown = RequestID(high: 8, low: 6)
         let refused = schedules.jobs.request(BrokerService.schedulePause, name, unknown)
-        #expect(
-            refused.contains { action in
-                if case .answer(_, let reply) = action { reply.status == .invalidPayload } else { false }
-            })
+        #expect(Harness.statuses(in: refused).contains(.invalidPayload))
     }
 
     /// Bad schedules are refused naming the problem, and nothing is written.
@@ -195,10 +200,7 @@ struct ScheduleTests {
         bytes[3] = 9  // timing
         let refused = schedules.jobs.request(BrokerService.scheduleSave, bytes, request)
         #expect(writes(in: refused).isEmpty)
-        #expect(
-            refused.contains { action in
-                if case .answer(_, let reply) = action { reply.status == .invalidPayload } else { false }
-            })
+        #expect(Harness.statuses(in: refused).contains(.invalidPayload))
         let own = ScheduleSpec(
             name: "x", timing: .every(milliseconds: 1000), job: JobSubmission(service: "mmi.jobs.list", body: []))
         let mine = schedules.jobs.request(BrokerService.scheduleSave, own.encode(), request)
@@ -276,10 +278,7 @@ struct ScheduleTests {
         let over = RequestID(high: 13, low: 1)
         let refused = schedules.jobs.request(BrokerService.scheduleSave, Self.everySecond("one more").encode(), over)
         #expect(writes(in: refused).isEmpty)
-        #expect(
-            refused.contains { action in
-                if case .answer(_, let reply) = action { reply.status == .overloaded } else { false }
-            })
+        #expect(Harness.statuses(in: refused).contains(.overloaded))
     }
 
     /// A client cannot take a tick's idempotency key.
@@ -290,10 +289,7 @@ struct ScheduleTests {
         let request = RequestID(high: 14, low: 1)
         let refused = jobs.request(BrokerService.jobSubmit, submission.encode(), request)
         #expect(writes(in: refused).isEmpty)
-        #expect(
-            refused.contains { action in
-                if case .answer(_, let reply) = action { reply.status == .invalidPayload } else { false }
-            })
+        #expect(Harness.statuses(in: refused).contains(.invalidPayload))
     }
 
     /// Ticks due together (the broker's loop stalled past several): `.skip` makes one job, for
