@@ -7,7 +7,11 @@ extension SkyClient {
     /// that predates it answers `unknownService` at once, and says nothing more than the
     /// protocol's first edition. `nil`: no answer within `connectTimeout` (or by `deadline`,
     /// on the client's clock, if that comes first), or cancelled.
+    /// A client whose first call asks this connects first, as any call does: without a
+    /// connection nothing would ever answer.
     func brokerFeatures(by deadline: Duration? = nil) async -> BrokerFeatures? {
-        await shell.brokerFeatures(by: deadline)
+        // A client that cannot start answers nil here; the call that asked fails on its own.
+        guard (try? await startIfNeeded()) != nil else { return nil }
+        return await shell.brokerFeatures(by: deadline)
     }
 }

@@ -89,13 +89,41 @@ extension SkyClient {
         } catch {
             throw SkyError.invalidTask("the task could not be encoded: \(error)")
         }
+        return try await schedule(
+            name: name, timing: timing, service: T.service, body: body, options: options, overlap: overlap,
+            catchUp: catchUp)
+    }
+
+    /// Creates the schedule `name`, or replaces the one of that name, with its job's body
+    /// already encoded: for tools that hold no task type (`skyctl schedules add`).
+    /// - Parameter paused: saved paused, it fires nothing until resumed.
+    /// - Returns: when it fires next.
+    /// - Throws: ``SkyError/invalidTask(_:)`` naming what is wrong, before anything is sent;
+    ///   also when the schedule queues (``ScheduleSpec/Overlap/queue``) and the broker does not
+    ///   say it takes that (one that predates it).
+    @discardableResult
+    public nonisolated func schedule(
+        name: String, timing: ScheduleSpec.Timing, service: String, body: [UInt8], options: JobOptions = JobOptions(),
+        overlap: ScheduleSpec.Overlap = .skip, catchUp: ScheduleSpec.CatchUp = .last, paused: Bool = false
+    ) async throws -> Date {
         // Each tick's job gets the broker's idempotency key; this one only passes the check.
-        var job = try options.submission(service: T.service, body: body, key: "-")
+        var job = try options.submission(service: service, body: body, key: "-")
         job.idempotencyKey = nil
         var spec = ScheduleSpec(name: name, timing: timing, job: job)
         spec.overlap = overlap
         spec.catchUp = catchUp
+        spec.paused = paused
         if let problem = spec.problem { throw SkyError.invalidTask(problem) }
+        if spec.overlap == .queue {
+            let known = shell.lastFeatures.withLock { $0 }
+            let features: BrokerFeatures?
+            if let known { features = known } else { features = await brokerFeatures() }
+            guard features?.takesScheduleQueue == true else {
+                throw SkyError.invalidTask(
+                    "overlap .queue needs a broker that names \(BrokerFeatures.scheduleQueueFeature) in mmi.features, and this one does not (it predates it); upgrade the broker, or use .skip"
+                )
+            }
+        }
         return try Self.date(try await scheduleCall(BrokerService.scheduleSave, spec.encode()))
     }
 

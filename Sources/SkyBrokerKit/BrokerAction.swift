@@ -85,7 +85,7 @@ package enum JournalWrite: Sendable, Equatable {
     /// A schedule's ticks made these jobs (maybe none), and it moves on to `next`; `caller`
     /// asked for the tick (a trigger) and hears the job's id.
     /// (Indirect, as the next: rare, and kept out of every action's size.)
-    indirect case fired(schedule: String, jobs: [JobID], next: Int64, caller: JobCaller?)
+    indirect case fired(schedule: String, jobs: [JobID], ticks: [Int64], next: Int64, caller: JobCaller?)
     /// A schedule was saved (with its next tick) or removed; `caller` hears `answer`.
     indirect case scheduleChanged(ScheduleChange, caller: JobCaller, answer: [UInt8])
 }

@@ -53,6 +53,18 @@ struct BrokerMetrics: Sendable {
                 Counter(label: "sky_broker_jobs_total", dimensions: [("event", event)])
                     .increment(by: Int64(clamping: now - (before ?? 0)))
             }
+            if let schedules = jobs.schedules {
+                Gauge(label: "sky_broker_schedules", dimensions: [("state", "active")])
+                    .record(schedules.count - schedules.paused)
+                Gauge(label: "sky_broker_schedules", dimensions: [("state", "paused")]).record(schedules.paused)
+                let before = last?.schedules
+                for (outcome, now, then) in [
+                    ("fired", schedules.fired, before?.fired), ("skipped", schedules.skipped, before?.skipped),
+                ] where now > then ?? 0 {
+                    Counter(label: "sky_broker_schedule_ticks_total", dimensions: [("outcome", outcome)])
+                        .increment(by: Int64(clamping: now - (then ?? 0)))
+                }
+            }
             lastJobs = jobs
         }
     }

@@ -45,7 +45,7 @@ extension BrokerStateMachine {
                 TaskInfo(
                     requestID: event.id.description, service: event.service, deliveries: Int(event.attempt),
                     status: event.status?.description),
-                into: &actions)
+                schedule: event.schedule, into: &actions)
         case .offer(let service):
             // Prepared jobs of `service` go to its workers with free credits.
             for peer in workers(serving: service) {

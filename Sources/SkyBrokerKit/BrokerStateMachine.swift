@@ -688,13 +688,14 @@ package struct BrokerStateMachine: Sendable {
     /// Publishes a task or job event (one per message): built only if a subscription takes
     /// it, its strings included; its number is taken either way.
     mutating func publishTask(
-        _ kind: EventKind, _ info: @autoclosure () -> TaskInfo, into actions: inout [BrokerAction]
+        _ kind: EventKind, _ info: @autoclosure () -> TaskInfo, schedule: ScheduleTick? = nil,
+        into actions: inout [BrokerAction]
     ) {
         guard events.isWatched(kind) else {
             _ = events.number()
             return
         }
-        publish(SkyEvent(seq: 0, event: kind, time: "", task: info()), into: &actions)
+        publish(SkyEvent(seq: 0, event: kind, time: "", task: info(), schedule: schedule), into: &actions)
     }
 
     /// A watcher subscribed to `topic` (the first for it), or the last one left it.

@@ -65,6 +65,8 @@ extension JobScheduler {
         var service: String
         var attempt: UInt32
         var status: ReplyStatus?
+        /// For `schedule.fired`.
+        var schedule: ScheduleTick?
     }
 
     /// How a job goes on after the worker running it was lost.

@@ -1,3 +1,4 @@
+import SkyJSON
 import SkyJournal
 import SkyProtocol
 
@@ -75,7 +76,7 @@ extension JobScheduler {
                             .submitted(record),
                             .scheduleAdvanced(name: name, nextFire: entry.nextFire, lastJob: id.bytes),
                         ],
-                        .fired(schedule: name, jobs: [id], next: entry.nextFire, caller: caller))))
+                        .fired(schedule: name, jobs: [id], ticks: [], next: entry.nextFire, caller: caller))))
         }
     }
 
@@ -144,7 +145,10 @@ extension JobScheduler {
             }
             changes.append(.scheduleAdvanced(name: firing.name, nextFire: firing.next, lastJob: ids.last?.bytes))
             actions.append(
-                .journal(.write(changes, .fired(schedule: firing.name, jobs: ids, next: firing.next, caller: nil))))
+                .journal(
+                    .write(
+                        changes,
+                        .fired(schedule: firing.name, jobs: ids, ticks: firing.ticks, next: firing.next, caller: nil))))
         }
     }
 
@@ -186,11 +190,21 @@ extension JobScheduler {
     }
 
     mutating func scheduleFired(
-        _ name: String, jobs: [JobID], next: Int64, caller: JobCaller?,
+        _ name: String, jobs: [JobID], ticks: [Int64], next: Int64, caller: JobCaller?,
         _ result: Result<JournalReceipt, JournalError>, now: Int64, into actions: inout [Action]
     ) {
-        for id in jobs { submitted(id, result, now: now, into: &actions) }
         let receipt = try? result.get()
+        for (index, id) in jobs.enumerated() {
+            // Its job's `job.submitted` first, then which tick made it; a tick whose key was
+            // taken (a commit tried again) was announced by the write that took it.
+            let announced = receipt != nil && receipt?.duplicates[id.bytes] == nil
+            let job = announced ? book.pendingSubmits[id]?.job : nil
+            submitted(id, result, now: now, into: &actions)
+            guard let job else { continue }
+            schedules.firedTicks += 1
+            let tick = index < ticks.count ? JSONText.timestamp(millisecondsSince1970: ticks[index]) : nil
+            publish(.scheduleFired, job, status: nil, schedule: ScheduleTick(name: name, tick: tick), into: &actions)
+        }
         // A tick tried again after a commit whose outcome was unknown finds its key taken: its
         // job is the one that commit made.
         let last = jobs.last.map { id in receipt?.duplicates[id.bytes].flatMap { JobID(bytes: $0.id) } ?? id }

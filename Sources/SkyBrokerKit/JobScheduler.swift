@@ -77,7 +77,8 @@ struct JobScheduler: Sendable {
         return JobCounts(
             held: book.jobs.count, queued: book.queued.total + book.pipeline.values.reduce(0, +),
             submitted: book.submitted, succeeded: book.succeeded, failed: book.failed, cancelled: book.cancelled,
-            retried: book.retried, journalBytes: book.journalBytes, waiters: book.waiterCount)
+            retried: book.retried, journalBytes: book.journalBytes, waiters: book.waiterCount,
+            schedules: schedules.loaded ? schedules.counts : nil)
     }
 
     // MARK: Requests
@@ -694,8 +695,8 @@ struct JobScheduler: Sendable {
             if measured.deleted >= Self.expiryBatch { nextMaintenance = now }
         case .maintained(.failure(let error)):
             actions.append(.log(.warning, "journal: maintenance failed", ["error": "\(error)"]))
-        case .written(.fired(let name, let jobs, let next, let caller), let result):
-            scheduleFired(name, jobs: jobs, next: next, caller: caller, result, now: now, into: &actions)
+        case .written(.fired(let name, let jobs, let ticks, let next, let caller), let result):
+            scheduleFired(name, jobs: jobs, ticks: ticks, next: next, caller: caller, result, now: now, into: &actions)
         case .written(.scheduleChanged(let change, let caller, let body), let result):
             scheduleChanged(change, caller: caller, answer: body, result, into: &actions)
         case .schedulesLoaded(let result):
@@ -892,8 +893,15 @@ struct JobScheduler: Sendable {
         actions.append(.answer(caller, .failure(caller.requestID, status, message: message, attempt: caller.attempt)))
     }
 
-    private func publish(_ kind: EventKind, _ job: JobBook.Job, status: ReplyStatus?, into actions: inout [Action]) {
+    func publish(
+        _ kind: EventKind, _ job: JobBook.Job, status: ReplyStatus?, schedule: ScheduleTick? = nil,
+        into actions: inout [Action]
+    ) {
         actions.append(
-            .publish(kind, JobEvent(id: job.id, service: job.submission.service, attempt: job.attempt, status: status)))
+            .publish(
+                kind,
+                JobEvent(
+                    id: job.id, service: job.submission.service, attempt: job.attempt, status: status,
+                    schedule: schedule)))
     }
 }

@@ -1,3 +1,4 @@
+import SkyJSON
 import SkyJournal
 import SkyProtocol
 
@@ -40,6 +41,8 @@ struct ScheduleBook: Sendable {
         var next: Int64
         /// The previous tick's job, to cancel first (``ScheduleSpec/Overlap/cancelPrevious``).
         var cancel: JobID?
+        /// Ticks that make no job because the previous run has not ended (overlap skip).
+        var skipped = 0
     }
 
     private(set) var entries: [String: Entry] = [:]
@@ -52,9 +55,29 @@ struct ScheduleBook: Sendable {
     private var callers: Set<JobCaller> = []
     /// New schedules whose first write is in flight: they count toward ``maxSchedules``.
     private(set) var reserved: Set<String> = []
+    /// Jobs made by ticks and triggers since the broker started.
+    var firedTicks: UInt64 = 0
+    /// Ticks that made no job because the previous run had not ended.
+    private(set) var skippedTicks: UInt64 = 0
 
     /// Schedules kept and being made.
     var count: Int { entries.count + reserved.count }
+
+    /// The counts `broker.stats` reports.
+    var counts: ScheduleCounts {
+        var paused = 0
+        var soonest: Int64?
+        for entry in entries.values {
+            if entry.spec.paused {
+                paused += 1
+            } else if soonest.map({ entry.nextFire < $0 }) ?? true {
+                soonest = entry.nextFire
+            }
+        }
+        return ScheduleCounts(
+            count: entries.count, paused: paused, fired: firedTicks, skipped: skippedTicks,
+            nextFire: soonest.map(JSONText.timestamp(millisecondsSince1970:)))
+    }
 
     mutating func reserve(_ name: String) {
         if entries[name] == nil { reserved.insert(name) }
@@ -145,11 +168,14 @@ struct ScheduleBook: Sendable {
         for (name, entry) in entries where !entry.writing && !entry.spec.paused && entry.nextFire <= wall {
             switch Self.firing(name, entry, wall: wall, runStart: runStart, unfinished: unfinished) {
             case .fire(let firing):
+                skippedTicks += UInt64(firing.skipped)
                 entries[name]?.walk = nil
                 entries[name]?.writing = true
                 firings.append(firing)
             case .walking(let walk):
                 entries[name]?.walk = walk
+            case .waiting:
+                break
             }
         }
         return firings.sorted { $0.name < $1.name }
@@ -159,6 +185,9 @@ struct ScheduleBook: Sendable {
         case fire(Firing)
         /// More ticks passed than one tick of the broker's clock looks at: nothing fires yet.
         case walking(Walk)
+        /// The tick waits for the previous run to end (``ScheduleSpec/Overlap/queue``):
+        /// nothing moves, so that a broker that restarts meanwhile waits for it too.
+        case waiting
     }
 
     /// The ticks of `entry` from its next to `wall` (at most ``maxStepsPerTick`` at a time),
@@ -167,6 +196,9 @@ struct ScheduleBook: Sendable {
         _ name: String, _ entry: Entry, wall: Int64, runStart: Int64, unfinished: (JobID) -> Bool
     ) -> Decision {
         let spec = entry.spec
+        let previousRunning = entry.lastJob.map(unfinished) ?? false
+        // Looked at before the walk: a tick that waits costs one lookup per tick of the clock.
+        if spec.overlap == .queue, previousRunning { return .waiting }
         let keep: Int
         switch spec.catchUp {
         case .none: keep = 0
@@ -202,19 +234,23 @@ struct ScheduleBook: Sendable {
         }
         if cursor <= wall { return .walking(Walk(cursor: cursor, missed: missed, live: live)) }
         var ticks = missed + live
-        let previousRunning = entry.lastJob.map(unfinished) ?? false
         var cancel: JobID?
+        var skipped = 0
         switch spec.overlap {
         case .allow:
             break
         case .skip:
             // Each tick would overlap the one before it: the latest fires, if the last run ended.
+            if previousRunning { skipped = ticks.count }
             ticks = previousRunning ? [] : Array(ticks.suffix(1))
+        case .queue:
+            // The last run ended (or it would be waiting): the ticks that waited are one.
+            ticks = Array(ticks.suffix(1))
         case .cancelPrevious:
             // Each would cancel the one before it: the last fires, after the running one's cancel.
             ticks = Array(ticks.suffix(1))
             if previousRunning, !ticks.isEmpty { cancel = entry.lastJob }
         }
-        return .fire(Firing(name: name, ticks: ticks, next: cursor, cancel: cancel))
+        return .fire(Firing(name: name, ticks: ticks, next: cursor, cancel: cancel, skipped: skipped))
     }
 }

@@ -28,6 +28,9 @@ public struct BrokerFeatures: Sendable, Equatable {
     /// broker that does not say reads version 1 only. Version 2 carries a confirmation bound
     /// (``JobSubmission/confirmWithinMilliseconds``).
     public var jobSubmissionVersion: Int?
+    /// The broker takes a schedule with overlap 3 (``ScheduleSpec/Overlap/queue``); one that
+    /// does not say refuses it (status 3 `invalidPayload`, naming the overlap).
+    public var takesScheduleQueue: Bool
 
     /// The edition this build speaks: docs/protocol.md, "Editions". Raised only with a change
     /// of meaning under an unchanged form, together with the doc's "Changes by edition".
@@ -42,6 +45,8 @@ public struct BrokerFeatures: Sendable, Equatable {
     public static let noWorkersGraceFeature = "no-workers-ms"
     /// The line that names the 16-byte REQUEST header.
     public static let priorityFeature = "priority"
+    /// The line that names ``takesScheduleQueue``.
+    public static let scheduleQueueFeature = "schedule-queue"
 
     /// The line that carries ``maxFrameSize``.
     public static let maxFrameSizeName = "max-frame-size"
@@ -53,7 +58,8 @@ public struct BrokerFeatures: Sendable, Equatable {
 
     public init(
         edition: Int? = nil, takesTrace: Bool = false, maxFrameSize: Int? = nil, takesPacked: Bool = false,
-        takesNoWorkersGrace: Bool = false, takesPriority: Bool = false, jobSubmissionVersion: Int? = nil
+        takesNoWorkersGrace: Bool = false, takesPriority: Bool = false, jobSubmissionVersion: Int? = nil,
+        takesScheduleQueue: Bool = false
     ) {
         self.edition = edition
         self.takesTrace = takesTrace
@@ -62,13 +68,15 @@ public struct BrokerFeatures: Sendable, Equatable {
         self.takesNoWorkersGrace = takesNoWorkersGrace
         self.takesPriority = takesPriority
         self.jobSubmissionVersion = jobSubmissionVersion
+        self.takesScheduleQueue = takesScheduleQueue
     }
 
     /// Everything this build of the broker says to clients (`mmi.features`).
     public static func broker(maxFrameSize: Int) -> BrokerFeatures {
         BrokerFeatures(
             edition: currentEdition, takesTrace: true, maxFrameSize: maxFrameSize, takesPacked: true,
-            takesNoWorkersGrace: true, takesPriority: true, jobSubmissionVersion: Int(JobSubmission.newestVersion))
+            takesNoWorkersGrace: true, takesPriority: true, jobSubmissionVersion: Int(JobSubmission.newestVersion),
+            takesScheduleQueue: true)
     }
 
     /// Reads what a broker said, a line each (a FEATURES to a worker carries a line a frame);
@@ -85,6 +93,8 @@ public struct BrokerFeatures: Sendable, Equatable {
                 takesNoWorkersGrace = true
             } else if text == Self.priorityFeature {
                 takesPriority = true
+            } else if text == Self.scheduleQueueFeature {
+                takesScheduleQueue = true
             } else if let equals = text.firstIndex(of: "="),
                 let value = Int(text[text.index(after: equals)...]), value > 0
             {
@@ -113,6 +123,7 @@ public struct BrokerFeatures: Sendable, Equatable {
         if takesNoWorkersGrace { lines.append(Self.noWorkersGraceFeature) }
         if takesPriority { lines.append(Self.priorityFeature) }
         if let jobSubmissionVersion { lines.append("\(Self.jobSubmissionName)=\(jobSubmissionVersion)") }
+        if takesScheduleQueue { lines.append(Self.scheduleQueueFeature) }
         return lines
     }
 

@@ -28,6 +28,10 @@ public struct ScheduleSpec: Sendable, Equatable {
         case allow = 1
         /// Cancels the previous job, then fires.
         case cancelPrevious = 2
+        /// Waits for the previous job to end, then fires: one tick waits at most, and ticks
+        /// that pass meanwhile are merged into it (it fires as the latest of them). Named
+        /// ``BrokerFeatures/scheduleQueueFeature`` by the brokers that take it.
+        case queue = 3
     }
 
     /// What a broker that starts (or takes over) does with the ticks that passed while no
@@ -134,10 +138,10 @@ public struct ScheduleSpec: Sendable, Equatable {
             guard (1...Self.maxCatchUp).contains(limit) else {
                 return "a catch-up of \(limit) missed ticks; 1 to \(Self.maxCatchUp)"
             }
-            // Several missed ticks fire at once: under skip or cancel-previous only one would.
+            // Several missed ticks fire at once: under skip, queue or cancel-previous only one would.
             guard overlap == .allow else {
                 return
-                    "catch-up .all makes a job for each missed tick at once, which only overlap .allow lets run; with .skip or .cancelPrevious use .last"
+                    "catch-up .all makes a job for each missed tick at once, which only overlap .allow lets run; with .skip, .queue or .cancelPrevious use .last"
             }
         }
         if job.confirmWithinMilliseconds != 0 { return "a scheduled job's submission is of version 1" }
@@ -169,7 +173,8 @@ public struct ScheduleSpec: Sendable, Equatable {
         }
         let overlapByte = try reader.byte("overlap")
         guard let overlap = Overlap(rawValue: overlapByte) else {
-            throw .invalidValue(name: "overlap", reason: "\(overlapByte); 0 skip, 1 allow, 2 cancel the previous")
+            throw .invalidValue(
+                name: "overlap", reason: "\(overlapByte); 0 skip, 1 allow, 2 cancel the previous, 3 queue")
         }
         let catchUpKind = try reader.byte("catch-up")
         let limit = Int(try reader.uint16("catch-up limit"))

@@ -41,6 +41,9 @@ public struct EventKind: RawRepresentable, Codable, Hashable, Sendable, CustomSt
     public static let jobCancelled = EventKind(rawValue: "job.cancelled")
     /// An attempt of a job failed and another is scheduled after a backoff.
     public static let jobRetrying = EventKind(rawValue: "job.retrying")
+    /// A schedule's tick made its job, now on disk (``SkyEvent/schedule`` names the schedule and
+    /// the tick, ``SkyEvent/task`` the job); also a trigger's job, without a tick.
+    public static let scheduleFired = EventKind(rawValue: "schedule.fired")
 
     public init(from decoder: any Decoder) throws {
         rawValue = try decoder.singleValueContainer().decode(String.self)
@@ -196,12 +199,15 @@ public struct SkyEvent: Codable, Sendable, Equatable {
     /// For `broker.active` and `broker.hello` from a broker on a shared job store: its turn at
     /// the store, higher for each broker that took it.
     public var epoch: Int64?
+    /// For `schedule.fired`: which schedule, and which tick.
+    public var schedule: ScheduleTick?
 
     public init(
         seq: UInt64, event: EventKind, time: String, worker: WorkerInfo? = nil, reason: DisconnectReason? = nil,
         tasksHeld: Int? = nil, workers: [WorkerInfo]? = nil, queued: Int? = nil, task: TaskInfo? = nil,
-        stats: BrokerStats? = nil, broker: String? = nil, epoch: Int64? = nil
+        stats: BrokerStats? = nil, broker: String? = nil, epoch: Int64? = nil, schedule: ScheduleTick? = nil
     ) {
+        self.schedule = schedule
         self.broker = broker
         self.epoch = epoch
         self.seq = seq
@@ -230,7 +236,7 @@ public struct SkyEvent: Codable, Sendable, Equatable {
     /// through it.
     func jsonBytes() -> [UInt8] {
         guard let task, worker == nil, reason == nil, tasksHeld == nil, workers == nil, queued == nil, stats == nil,
-            broker == nil, epoch == nil
+            broker == nil, epoch == nil, schedule == nil
         else { return Array(jsonLine().utf8) }
         var bytes: [UInt8] = []
         bytes.reserveCapacity(192)
@@ -278,6 +284,19 @@ public struct SkyEvent: Codable, Sendable, Equatable {
     }
 }
 
+/// A schedule's tick, as `schedule.fired` names it.
+public struct ScheduleTick: Codable, Sendable, Equatable {
+    /// The schedule's name.
+    public var name: String
+    /// The tick's time, ISO 8601 UTC with milliseconds; absent for a job made by a trigger.
+    public var tick: String?
+
+    public init(name: String, tick: String?) {
+        self.name = name
+        self.tick = tick
+    }
+}
+
 /// Durable jobs at the broker: how many it holds unfinished now, and what happened to jobs since
 /// it started (submits recorded, outcomes recorded, retries scheduled).
 public struct JobCounts: Codable, Sendable, Equatable {
@@ -295,11 +314,14 @@ public struct JobCounts: Codable, Sendable, Equatable {
     /// Callers the broker owes an answer about a job: held `mmi.jobs.wait`s, and statuses and
     /// cancels waiting for an outcome being written. Absent from older brokers.
     public var waiters: Int?
+    /// The broker's schedules (absent from older brokers).
+    public var schedules: ScheduleCounts?
 
     public init(
         held: Int, queued: Int, submitted: UInt64, succeeded: UInt64, failed: UInt64, cancelled: UInt64,
-        retried: UInt64, journalBytes: Int, waiters: Int? = nil
+        retried: UInt64, journalBytes: Int, waiters: Int? = nil, schedules: ScheduleCounts? = nil
     ) {
+        self.schedules = schedules
         self.held = held
         self.queued = queued
         self.submitted = submitted
@@ -309,6 +331,29 @@ public struct JobCounts: Codable, Sendable, Equatable {
         self.retried = retried
         self.journalBytes = journalBytes
         self.waiters = waiters
+    }
+}
+
+/// The broker's schedules, as `broker.stats` and the snapshot count them.
+public struct ScheduleCounts: Codable, Sendable, Equatable {
+    /// Schedules kept.
+    public var count: Int
+    /// Of those, paused.
+    public var paused: Int
+    /// Jobs ticks and triggers made since the broker started (each also a `schedule.fired`).
+    public var fired: UInt64
+    /// Ticks that made no job because the previous run had not ended (overlap skip), since the
+    /// broker started.
+    public var skipped: UInt64
+    /// The soonest next tick of a schedule that is not paused, ISO 8601 UTC; absent when none.
+    public var nextFire: String?
+
+    public init(count: Int, paused: Int, fired: UInt64, skipped: UInt64, nextFire: String?) {
+        self.count = count
+        self.paused = paused
+        self.fired = fired
+        self.skipped = skipped
+        self.nextFire = nextFire
     }
 }
 

@@ -18,6 +18,9 @@ enum EventFormatter {
         if let queued = event.queued { text += " queued=\(queued)" }
         // A broker on a shared job store: which turn at the store it is (a takeover raises it).
         if let epoch = event.epoch { text += " epoch=\(epoch)" }
+        if let schedule = event.schedule {
+            text += " schedule=\(String(reflecting: schedule.name)) tick=\(schedule.tick ?? "trigger")"
+        }
         if let task = event.task {
             text += " task=\(task.requestID) service=\(task.service) deliveries=\(task.deliveries)"
             if let worker = task.worker { text += " worker=\(worker)" }
@@ -39,6 +42,11 @@ enum EventFormatter {
                 text +=
                     " jobs-held=\(jobs.held) jobs-submitted=\(jobs.submitted) jobs-succeeded=\(jobs.succeeded)"
                     + " jobs-failed=\(jobs.failed) jobs-cancelled=\(jobs.cancelled)"
+                if let schedules = jobs.schedules {
+                    text +=
+                        " schedules=\(schedules.count) paused=\(schedules.paused) fired=\(schedules.fired)"
+                        + " skipped=\(schedules.skipped) next-fire=\(schedules.nextFire ?? "-")"
+                }
             }
         }
         return text

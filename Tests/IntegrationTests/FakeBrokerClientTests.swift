@@ -406,5 +406,31 @@ extension IntegrationSuite {
             #expect(error?.code == .brokerUnreachable, "\(String(describing: error))")
             await sky.close()
         }
+
+        /// A client whose first call needs the broker's features (a submit with
+        /// `confirmWithin`, the default) connects to ask them, and sends the submit in the form
+        /// the answer names. It once found no connection, took "nothing known" at once, and sent
+        /// version 1: a fresh process's first submit against a hung store waited the store's
+        /// bound, not its own.
+        @Test func aFreshClientsFirstSubmitWaitsForTheFeaturesAndSendsVersionTwo() async throws {
+            let broker = try await FakeBroker.start(reportsFeatures: true)
+            defer { Task { await broker.stop() } }
+            let sky = try await SkyClient(broker: broker.endpoint)
+            defer { Task { await sky.close() } }
+            let submit = Task { try await sky.submit(EchoTask(message: "first")) }
+            let ask = await broker.nextRequest()
+            let question = try #require(ask.request)
+            #expect(question.service == BrokerService.features)
+            broker.reply(
+                to: ask.peer,
+                TaskReply(
+                    requestID: question.requestID, status: .ok,
+                    body: BrokerFeatures.broker(maxFrameSize: 65536).encode()))
+            let sent = try #require(await broker.nextRequest(within: .seconds(5))?.request)
+            #expect(sent.service == BrokerService.jobSubmit)
+            #expect(
+                sent.body.first == JobSubmission.newestVersion, "the submit went as version \(sent.body.first as Any)")
+            submit.cancel()
+        }
     }
 }

@@ -1,5 +1,6 @@
 import Foundation
 import Sky
+import SkyJSON
 import SkyJournal
 import SkyProtocol
 import SkyTestSupport
@@ -62,6 +63,63 @@ extension ThirdLineSuite {
             #expect(Set(ticks).count == ticks.count, "no tick twice")
             #expect(ticks == Array(stride(from: first, through: last, by: 1000)), "no tick missing")
             #expect(ticks.count >= 11)
+        }
+
+        /// An operator's schedule from skyctl alone: added (queued overlap), listed, shown,
+        /// paused (counted in the stats), triggered, resumed and removed; each tick's job is a
+        /// `schedule.fired` event naming the schedule, the tick and the job, as skywatch shows it.
+        @Test(.timeLimit(.minutes(2)))
+        func skyctlOperatesASchedule() async throws {
+            let state = StateDirectory()
+            let cluster = try await TestCluster.start(extraArguments: state.arguments)
+            defer { cluster.killAll() }
+            _ = try await cluster.startWorker(name: "w1", extraArguments: ["--workloads", "sky.echo"])
+            let watch = cluster.track(
+                try SkyProcess("skywatch", ["--broker", cluster.clients, "--events", cluster.events, "--json"]))
+            func skyctl(_ arguments: [String]) async throws -> (status: Int32, out: [String], err: String) {
+                let process = try SkyProcess("skyctl", ["schedules"] + arguments + ["--broker", cluster.clients])
+                let status = try await process.waitForExit()
+                return (status, process.outputLines, process.errorText)
+            }
+            let added = try await skyctl([
+                "add", "beat", "--every", "1", "--service", "sky.echo", "--body", #"{"message":"tick"}"#,
+                "--overlap", "queue",
+            ])
+            #expect(added.status == 0 && added.out.first?.hasPrefix("beat  next tick 20") == true, "\(added)")
+            let fired = try await watch.waitForLine { $0.contains(#""event":"schedule.fired""#) }
+            let event = try CanonicalJSON.decode(SkyEvent.self, from: Array(fired.utf8))
+            #expect(event.schedule?.name == "beat" && event.schedule?.tick != nil, "\(fired)")
+            let job = try #require(event.task.flatMap { JobID($0.requestID) }, "\(fired)")
+            let sky = try await SkyClient(broker: cluster.clients)
+            #expect(try await sky.result(of: job, as: EchoTask.self) == EchoTask(message: "tick"))
+
+            let listed = try await skyctl(["list"])
+            #expect(listed.status == 0 && listed.out.count == 2, "\(listed)")
+            #expect(listed.out.last?.hasPrefix("beat  every 1 s  active  20") == true, "\(listed)")
+            let shown = try await skyctl(["show", "beat"])
+            #expect(shown.out.contains("overlap:         queue"), "\(shown)")
+            #expect(shown.out.contains { $0.hasPrefix("last job state:  ") }, "\(shown)")
+
+            #expect(try await skyctl(["pause", "beat"]).out == ["beat  paused"])
+            try await eventually("the stats count the paused schedule", timeout: .seconds(10)) {
+                (try? await cluster.snapshot())?.jobs?.schedules?.paused == 1
+            }
+            let triggered = try await skyctl(["trigger", "beat"])
+            let made = try #require(triggered.out.first.flatMap { JobID($0) }, "\(triggered)")
+            let trigger = try await watch.waitForLine {
+                $0.contains(#""event":"schedule.fired""#) && $0.contains(made.description)
+            }
+            #expect(!trigger.contains(#""tick""#), "a trigger's job has no tick: \(trigger)")
+            let resumed = try await skyctl(["resume", "beat"])
+            #expect(resumed.status == 0 && resumed.out.first?.hasPrefix("beat  next tick 20") == true, "\(resumed)")
+            #expect(try await skyctl(["remove", "beat"]).out == ["beat  removed"])
+            let gone = try await skyctl(["remove", "beat"])
+            #expect(gone.status == 1 && gone.err.contains(#"no schedule named "beat""#), "\(gone)")
+            let bad = try await skyctl(["add", "x", "--cron", "0 0 30 2 *", "--service", "sky.echo"])
+            #expect(bad.status != 0 && bad.err.contains("February has no day 30"), "\(bad)")
+            #expect(try await skyctl(["list"]).out == ["no schedules"])
+            await sky.close()
+            await cluster.stop()
         }
     }
 }

@@ -83,9 +83,19 @@ struct ScheduleTests {
             return
         }
         #expect(Harness.firedTicks(in: schedules.at(1_700_000_001_500)).isEmpty, "nothing while its write is in flight")
-        _ = schedules.commit(fired)
+        let committed = schedules.commit(fired)
         let job = try #require(JobID(bytes: last))
         #expect(schedules.jobs.scheduler.book.jobs[job] != nil, "recorded, the job is held and waits for a worker")
+        // Once on disk: the job's `job.submitted`, then `schedule.fired` naming the tick.
+        let published = committed.compactMap { action -> (EventKind, JobScheduler.JobEvent)? in
+            if case .publish(let kind, let event) = action { (kind, event) } else { nil }
+        }
+        #expect(published.map(\.0) == [.jobSubmitted, .scheduleFired])
+        #expect(published.last?.1.id == job)
+        #expect(published.last?.1.schedule == ScheduleTick(name: "beat", tick: "2023-11-14T22:13:21.000Z"))
+        let counts = try #require(schedules.jobs.scheduler.counts?.schedules)
+        #expect(
+            counts == ScheduleCounts(count: 1, paused: 0, fired: 1, skipped: 0, nextFire: "2023-11-14T22:13:22.000Z"))
         #expect(changes(in: schedules.at(1_700_000_001_900)).isEmpty, "once per tick")
     }
 
@@ -124,10 +134,35 @@ struct ScheduleTests {
             if case .finished(_, .cancelled, _, _) = change { true } else { false }
         }
         #expect(cancelled == cancels)
+        #expect(schedules.jobs.scheduler.counts?.schedules?.skipped == (policy == .skip ? 1 : 0))
         // Skipped, the tick still passes: its next is recorded.
         #expect(
             changes(in: second).contains(
                 .scheduleAdvanced(name: "beat", nextFire: 1_700_000_003_000, lastJob: nil)) == (jobs == 0))
+    }
+
+    /// Queued, a tick waits for the previous run: nothing is written while it runs (so a
+    /// broker that restarts meanwhile waits too), and once it ended the ticks that passed fire
+    /// as one, the latest.
+    @Test func aQueuedTickWaitsForThePreviousRunAndFiresAsTheLatest() throws {
+        var schedules = Harness()
+        var spec = Self.everySecond()
+        spec.overlap = .queue
+        _ = schedules.save(spec)
+        let first = schedules.at(1_700_000_001_000)
+        let previous = try #require(
+            changes(in: first).compactMap { if case .submitted(let r) = $0 { r.id } else { nil } }.first)
+        _ = schedules.commit(first)
+        #expect(changes(in: schedules.at(1_700_000_002_000)).isEmpty, "it waits: nothing fires, nothing passes")
+        #expect(changes(in: schedules.at(1_700_000_003_500)).isEmpty)
+        let cancel = RequestID(high: 9, low: 1)
+        _ = schedules.commit(schedules.jobs.request(BrokerService.jobCancel, previous, cancel))
+        let fired = schedules.at(1_700_000_003_600)
+        #expect(Harness.firedTicks(in: fired) == [1_700_000_003_000])
+        #expect(
+            changes(in: fired).last.map {
+                if case .scheduleAdvanced(_, 1_700_000_004_000, _?) = $0 { true } else { false }
+            } == true)
     }
 
     /// A broker that starts with a schedule whose ticks passed while no broker ran: none, the
