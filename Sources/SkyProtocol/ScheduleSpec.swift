@@ -211,6 +211,40 @@ public struct ScheduleSpec: Sendable, Equatable {
     }
 }
 
+extension ScheduleSpec.Timing: CustomStringConvertible {
+    /// For people: `every 30 s`, `cron 30 2 * * MON-FRI (Europe/Berlin)`.
+    public var description: String {
+        switch self {
+        case .every(let milliseconds):
+            for (unit, size) in [("d", 86_400_000), ("h", 3_600_000), ("min", 60_000), ("s", 1000)]
+            where milliseconds % UInt64(size) == 0 {
+                return "every \(milliseconds / UInt64(size)) \(unit)"
+            }
+            return "every \(milliseconds) ms"
+        case .cron(let expression, let zone):
+            return "cron \(expression.text) (\(zone))"
+        }
+    }
+}
+
+extension ScheduleSpec.Overlap {
+    /// The policy's name where people type or read it (skyctl's `--overlap`, skyweb):
+    /// `skip`, `allow`, `cancel-previous`, `queue`.
+    public var name: String {
+        switch self {
+        case .skip: "skip"
+        case .allow: "allow"
+        case .cancelPrevious: "cancel-previous"
+        case .queue: "queue"
+        }
+    }
+
+    public init?(name: String) {
+        guard let overlap = Self.allCases.first(where: { $0.name == name }) else { return nil }
+        self = overlap
+    }
+}
+
 /// The answer to `mmi.schedules.list`: every schedule, by name, with its next tick and the
 /// job its last tick made. Layout: count (u32), then per schedule the spec's length (u32), the
 /// spec, the next tick (i64, milliseconds since 1970) and the last job's id (16 bytes, zeros

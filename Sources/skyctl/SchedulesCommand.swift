@@ -24,7 +24,7 @@ struct SchedulesCommand: AsyncParsableCommand {
                 }
                 let rows = items.map { item in
                     [
-                        item.spec.name, ScheduleText.timing(item.spec.timing), item.spec.paused ? "paused" : "active",
+                        item.spec.name, "\(item.spec.timing)", item.spec.paused ? "paused" : "active",
                         ScheduleText.time(item.nextFire), item.spec.job.service,
                         item.lastJob.map { "\($0)" } ?? "-",
                     ]
@@ -148,7 +148,7 @@ struct SchedulesCommand: AsyncParsableCommand {
             }
             if let problem = WireFormat.nameProblem(service, what: "--service") { throw ValidationError(problem) }
             if body != nil, bodyFile != nil { throw ValidationError("give --body or --body-file, not both") }
-            guard ScheduleText.overlaps[overlap] != nil else {
+            guard ScheduleSpec.Overlap(name: overlap) != nil else {
                 throw ValidationError("--overlap \(overlap): use skip, allow, cancel-previous or queue")
             }
             guard ["none", "last", "all"].contains(catchUp) else {
@@ -189,7 +189,7 @@ struct SchedulesCommand: AsyncParsableCommand {
                 default: .last
                 }
             let name = schedule.name
-            let overlap = ScheduleText.overlaps[self.overlap] ?? .skip
+            let overlap = ScheduleSpec.Overlap(name: self.overlap) ?? .skip
             let paused = paused
             let service = service
             await schedule.options.run("skyctl") { client in
@@ -260,27 +260,6 @@ struct SchedulesCommand: AsyncParsableCommand {
 
 /// How skyctl writes schedules for people.
 enum ScheduleText {
-    static let overlaps: [String: ScheduleSpec.Overlap] = [
-        "skip": .skip, "allow": .allow, "cancel-previous": .cancelPrevious, "queue": .queue,
-    ]
-
-    static func overlapName(_ overlap: ScheduleSpec.Overlap) -> String {
-        overlaps.first { $0.value == overlap }?.key ?? "\(overlap)"
-    }
-
-    static func timing(_ timing: ScheduleSpec.Timing) -> String {
-        switch timing {
-        case .every(let milliseconds):
-            for (unit, size) in [("d", 86_400_000), ("h", 3_600_000), ("min", 60_000), ("s", 1000)]
-            where milliseconds % UInt64(size) == 0 {
-                return "every \(milliseconds / UInt64(size)) \(unit)"
-            }
-            return "every \(milliseconds) ms"
-        case .cron(let expression, let zone):
-            return "cron \(expression.text) (\(zone))"
-        }
-    }
-
     static func time(_ milliseconds: Int64) -> String {
         SkyEvent.timestamp(Date(timeIntervalSince1970: TimeInterval(milliseconds) / 1000))
     }
@@ -295,8 +274,8 @@ enum ScheduleText {
         case .all(let limit): catchUp = "all (at most \(limit))"
         }
         return [
-            ("name", spec.name), ("timing", timing(spec.timing)), ("state", spec.paused ? "paused" : "active"),
-            ("next tick", time(item.nextFire)), ("overlap", overlapName(spec.overlap)), ("catch-up", catchUp),
+            ("name", spec.name), ("timing", "\(spec.timing)"), ("state", spec.paused ? "paused" : "active"),
+            ("next tick", time(item.nextFire)), ("overlap", spec.overlap.name), ("catch-up", catchUp),
             ("service", job.service), ("body", String(decoding: job.body, as: UTF8.self)),
             ("priority", "\(job.priority)"),
             ("timeout", job.timeoutMilliseconds == 0 ? "none" : "\(Double(job.timeoutMilliseconds) / 1000) s"),

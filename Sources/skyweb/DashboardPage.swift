@@ -68,6 +68,16 @@ enum DashboardPage {
             <tbody></tbody>
           </table>
         </section>
+        <section id="schedules-section">
+          <h2>Schedules</h2>
+          <p id="schedule-counts" class="empty">The broker keeps no journal, so it keeps no schedules.</p>
+          <p id="schedule-message" hidden></p>
+          <table id="schedules">
+            <thead><tr><th>Schedule</th><th>Timing</th><th>State</th><th>Next tick (UTC)</th><th>Service</th>
+            <th>Overlap</th><th>Last job</th><th></th></tr></thead>
+            <tbody></tbody>
+          </table>
+        </section>
         </body>
         </html>
         """
@@ -188,6 +198,65 @@ enum DashboardPage {
               " · retried " + j.retried + " · journal " + Math.round(j.journalBytes / 1024) + " KiB";
           }
           actionsAllowed = state.actions;
+          const schedules = state.jobs && state.jobs.schedules;
+          const scheduleCounts = $("schedule-counts");
+          if (schedules) {
+            scheduleCounts.className = "";
+            scheduleCounts.textContent = schedules.count + " schedule(s), " + schedules.paused + " paused · fired " +
+              schedules.fired + " · skipped " + schedules.skipped +
+              (schedules.nextFire ? " · next tick " + schedules.nextFire : "");
+            // A tick fired, or one was added, paused or removed: the list shows it.
+            const seen = [schedules.count, schedules.paused, schedules.fired, schedules.skipped].join("/");
+            if (seen !== lastScheduleCounts) { lastScheduleCounts = seen; loadSchedules(); }
+          }
+        }
+
+        let lastScheduleCounts = null;
+
+        function scheduleMessage(text) {
+          const p = $("schedule-message");
+          p.hidden = !text;
+          p.textContent = text || "";
+        }
+
+        async function loadSchedules() {
+          try {
+            const body = await call("GET", "/api/schedules");
+            fill($("schedules").tBodies[0], body.schedules, (schedule) => {
+              const row = document.createElement("tr");
+              row.dataset.schedule = schedule.name;
+              row.dataset.state = schedule.state;
+              cell(row, schedule.name); cell(row, schedule.timing); cell(row, schedule.state);
+              cell(row, schedule.nextFire); cell(row, schedule.service); cell(row, schedule.overlap);
+              cell(row, schedule.lastJob).className = "mono";
+              const actions = cell(row, "");
+              if (actionsAllowed) {
+                const toggle = schedule.state === "paused" ? "resume" : "pause";
+                for (const [label, action] of [[toggle === "pause" ? "Pause" : "Resume", toggle], ["Run now", "trigger"]]) {
+                  const button = document.createElement("button");
+                  button.textContent = label;
+                  button.className = action;
+                  button.addEventListener("click", () => actOnSchedule(schedule.name, action));
+                  actions.appendChild(button);
+                }
+              }
+              return row;
+            });
+            if (body.schedules.length === 0) scheduleMessage("No schedules.");
+            else if ($("schedule-message").textContent === "No schedules.") scheduleMessage("");
+          } catch (error) {
+            scheduleMessage(error.message);
+          }
+        }
+
+        async function actOnSchedule(name, action) {
+          try {
+            const body = await call("POST", "/api/schedules/" + encodeURIComponent(name) + "/" + action);
+            scheduleMessage(action === "trigger" ? "Ran " + name + " now as job " + body.job + "." : "");
+            await loadSchedules();
+          } catch (error) {
+            scheduleMessage(error.message);
+          }
         }
 
         let actionsAllowed = false;

@@ -7,7 +7,7 @@ import SkyProtocol
 
 /// The dashboard's HTTP side, on FlyingFox: the page and its two static files, the state as
 /// JSON, a WebSocket that pushes the state on every change, and the jobs API (list, show,
-/// cancel, retry) over the client protocol.
+/// cancel, retry) and the schedules API (list, pause, resume, trigger) over the client protocol.
 ///
 /// No authentication: it listens on loopback by default. Against other sites in the same
 /// browser, the WebSocket accepts only the page's own origin, and the two actions need a
@@ -60,6 +60,23 @@ struct DashboardServer {
                 try Self.checkAction(request, readOnly: readOnly)
                 let new = try await client.retry(job: Self.jobID(id))
                 return try await Self.job(new.description, client.status(of: new))
+            }
+        }
+        routes.appendRoute("GET /api/schedules") { _ in
+            await Self.answer { Self.encode(["schedules": try await client.schedules().map(ScheduleRow.init)]) }
+        }
+        routes.appendRoute("POST /api/schedules/:name/:action") { (request: HTTPRequest, name: String, action: String) in
+            await Self.answer {
+                try Self.checkAction(request, readOnly: readOnly)
+                switch action {
+                case "pause": try await client.pauseSchedule(name)
+                case "resume": try await client.resumeSchedule(name)
+                case "trigger": return Self.encode(["job": "\(try await client.triggerSchedule(name))"])
+                default:
+                    throw DashboardError(
+                        status: .notFound, message: "\(action) is not a schedule action: use pause, resume or trigger")
+                }
+                return Self.encode(["schedule": name])
             }
         }
         // Every request passes the Host check first, whatever its route.
@@ -198,6 +215,27 @@ struct JobRow: Encodable {
             case .cancelled: "cancelled"
             case .unknown: "unknown"
             }
+    }
+}
+
+/// A schedule as the page lists it.
+struct ScheduleRow: Encodable {
+    var name: String
+    var timing: String
+    var state: String
+    var nextFire: String
+    var service: String
+    var overlap: String
+    var lastJob: String?
+
+    init(_ item: ScheduleListing.Item) {
+        name = item.spec.name
+        timing = "\(item.spec.timing)"
+        state = item.spec.paused ? "paused" : "active"
+        nextFire = SkyEvent.timestamp(item.nextFireDate)
+        service = item.spec.job.service
+        overlap = item.spec.overlap.name
+        lastJob = item.lastJob.map { "\($0)" }
     }
 }
 

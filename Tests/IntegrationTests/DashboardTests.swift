@@ -104,6 +104,32 @@ extension SecondLineSuite {
             try await page.waitUntil(
                 "the job counts", #"document.querySelector('#job-counts').textContent.includes('cancelled 1')"#)
 
+            // Schedules: listed with their next tick and last job as ticks fire, paused and run
+            // now from the page; the broker agrees.
+            try await sky.schedule(name: "beat", every: .seconds(1), task: EchoTask(message: "tick"))
+            try await page.waitUntil(
+                "the schedule listed with its last job",
+                #"""
+                (() => { const row = document.querySelector('#schedules tr[data-schedule="beat"][data-state="active"]');
+                  return row && /every 1 s/.test(row.textContent) && /[0-9A-Z]{26}/.test(row.textContent)
+                    && /fired [1-9]/.test(document.querySelector('#schedule-counts').textContent); })()
+                """#)
+            try await page.evaluate(
+                #"document.querySelector('#schedules tr[data-schedule="beat"] button.pause').click()"#)
+            try await page.waitUntil(
+                "the schedule shown paused",
+                #"document.querySelector('#schedules tr[data-schedule="beat"][data-state="paused"]')"#)
+            #expect(try await sky.schedules().first?.spec.paused == true)
+            try await page.evaluate(
+                #"document.querySelector('#schedules tr[data-schedule="beat"] button.trigger').click()"#)
+            try await page.waitUntil(
+                "the triggered job named",
+                #"/Ran beat now as job [0-9A-Z]{26}/.test(document.querySelector('#schedule-message').textContent)"#)
+            let ran = try await page.evaluate("document.querySelector('#schedule-message').textContent")
+            let triggered = try #require(
+                ran.split(separator: " ").last.flatMap { JobID(String($0.filter { $0.isLetter || $0.isNumber })) })
+            #expect(try await sky.status(of: triggered) != .unknown)
+
             let screenshot = Self.artifacts.appendingPathComponent("dashboard.png")
             try await page.screenshot(to: screenshot)
             #expect(try Data(contentsOf: screenshot).starts(with: [0x89, 0x50, 0x4E, 0x47]), "a PNG")
