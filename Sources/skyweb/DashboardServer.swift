@@ -65,7 +65,8 @@ struct DashboardServer {
         routes.appendRoute("GET /api/schedules") { _ in
             await Self.answer { Self.encode(["schedules": try await client.schedules().map(ScheduleRow.init)]) }
         }
-        routes.appendRoute("POST /api/schedules/:name/:action") { (request: HTTPRequest, name: String, action: String) in
+        routes.appendRoute("POST /api/schedules/:name/:action") {
+            (request: HTTPRequest, name: String, action: String) in
             await Self.answer {
                 try Self.checkAction(request, readOnly: readOnly)
                 switch action {
