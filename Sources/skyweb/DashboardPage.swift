@@ -251,7 +251,7 @@ enum DashboardPage {
 
         async function actOnSchedule(name, action) {
           try {
-            const body = await call("POST", "/api/schedules/" + encodeURIComponent(name) + "/" + action);
+            const body = await call("POST", "/api/schedules/" + action + "?" + new URLSearchParams({ name }));
             scheduleMessage(action === "trigger" ? "Ran " + name + " now as job " + body.job + "." : "");
             await loadSchedules();
           } catch (error) {

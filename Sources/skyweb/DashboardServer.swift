@@ -65,10 +65,13 @@ struct DashboardServer {
         routes.appendRoute("GET /api/schedules") { _ in
             await Self.answer { Self.encode(["schedules": try await client.schedules().map(ScheduleRow.init)]) }
         }
-        routes.appendRoute("POST /api/schedules/:name/:action") {
-            (request: HTTPRequest, name: String, action: String) in
+        // The name goes in the query: a schedule's name may hold a slash, which a path cannot.
+        routes.appendRoute("POST /api/schedules/:action") { (request: HTTPRequest, action: String) in
             await Self.answer {
                 try Self.checkAction(request, readOnly: readOnly)
+                guard let name = request.query["name"], !name.isEmpty else {
+                    throw DashboardError(status: .badRequest, message: "name the schedule: ?name=NAME")
+                }
                 switch action {
                 case "pause": try await client.pauseSchedule(name)
                 case "resume": try await client.resumeSchedule(name)
