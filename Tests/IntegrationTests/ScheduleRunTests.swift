@@ -14,8 +14,8 @@ extension ThirdLineSuite {
     struct ScheduleRunTests {
         typealias StateDirectory = IntegrationSuite.JobTests.StateDirectory
 
-        /// A 1-second schedule (every missed tick caught up, overlapping runs allowed) while
-        /// the broker is `kill -9`ed, stopped with SIGTERM and `kill -9`ed again: afterwards the
+        /// A 1-second schedule (every missed tick caught up, overlapping runs allowed) for 30 s
+        /// while the broker is `kill -9`ed, stopped with SIGTERM and `kill -9`ed again: afterwards the
         /// journal holds one job per tick from the first to the last, none twice, none missing.
         @Test(.timeLimit(.minutes(2)))
         func aOneSecondScheduleFiresEachTickOnceAcrossKillsAndARestart() async throws {
@@ -36,17 +36,18 @@ extension ThirdLineSuite {
                 }
                 seen = try await sky.jobs(service: EchoTask.service, limit: 1000).count
             }
-            try await waitForTicks(3)
+            // 30 s of ticks, the broker down three times on the way.
+            try await waitForTicks(8)
             cluster.broker.killNow()
             try await cluster.restartBroker()
-            try await waitForTicks(3)
+            try await waitForTicks(8)
             cluster.broker.signal(SIGTERM)
             #expect(try await cluster.broker.waitForExit() == 0)
             try await cluster.restartBroker()
-            try await waitForTicks(3)
+            try await waitForTicks(8)
             cluster.broker.killNow()
             try await cluster.restartBroker()
-            try await waitForTicks(2)
+            try await waitForTicks(6)
             let listed = try await sky.schedules()
             #expect(listed.map(\.spec.name) == ["beat"])
             #expect(listed.first?.lastJob != nil)
@@ -62,7 +63,7 @@ extension ThirdLineSuite {
             print("a 1 s schedule across two kills and a restart: \(ticks.count) ticks, \(first) to \(last)")
             #expect(Set(ticks).count == ticks.count, "no tick twice")
             #expect(ticks == Array(stride(from: first, through: last, by: 1000)), "no tick missing")
-            #expect(ticks.count >= 11)
+            #expect(ticks.count >= 30)
         }
 
         /// An operator's schedule from skyctl alone: added (queued overlap), listed, shown,
