@@ -34,6 +34,9 @@ struct JobBench {
     var latencyRequests = 2000
     /// How long each throughput phase measures (after half a second of warm-up).
     var measure = Duration.seconds(2)
+    /// Schedules of the schedules phase, and how long it measures each part.
+    var scheduleCount = 1000
+    var scheduleMeasure = Duration.seconds(5)
 
     /// Every fixed phase at a tenth, or a quarter of its time: figures too few to mean much,
     /// for a run that checks the mode works end to end (the test suite's smoke test).
@@ -42,6 +45,8 @@ struct JobBench {
         resultLatencyJobs /= 10
         latencyRequests /= 10
         measure = measure / 4
+        scheduleCount /= 10
+        scheduleMeasure = scheduleMeasure / 5
     }
 
     struct Results: Codable {
@@ -74,6 +79,17 @@ struct JobBench {
         var baselinePacedJobs: [Double] = []
         /// CPU the C paced load's own process spent per job, in microseconds.
         var baselinePacedCPUPerJob: [Double] = []
+        /// The schedules phase (``measureSchedules(_:into:)``): the broker's CPU, in percent of
+        /// one core, with nothing due, with ``scheduleCount`` schedules of an hour, with as
+        /// many of a second (and the jobs they made per second), and with the same rate of jobs
+        /// submitted by a client instead.
+        var schedules = 0
+        var brokerCPUIdle: [Double] = []
+        var brokerCPUSchedulesNotDue: [Double] = []
+        var brokerCPUSchedulesFiring: [Double] = []
+        var scheduledJobsPerSecond: [Double] = []
+        var brokerCPUPacedSubmits: [Double] = []
+        var pacedSubmitsPerSecond: [Double] = []
     }
 
     /// Bytes the C paced load writes and fsyncs per job: the issue's budget of journal bytes per job.
@@ -181,6 +197,8 @@ struct JobBench {
                 results.scanP50BesideJobs.append(try await scanLatency(target))
                 load.cancel()
                 results.jobsPerSecondBesideScan.append(try await load.value)
+                try await waitForSucceeded(try await submittedCount(sky), sky)
+                try await measureSchedules(target, into: &results)
             } catch {
                 if let snapshot = try? await target.snapshot() {
                     let encoder = JSONEncoder()
@@ -239,7 +257,7 @@ struct JobBench {
             .rate
     }
 
-    private func progress(_ text: String) {
+    func progress(_ text: String) {
         ProcessSetup.standardError("  \(text)\n")
     }
 
@@ -327,7 +345,7 @@ struct JobBench {
 
     /// Submits ``pacedJobsPerSecond`` jobs a second (16 submitters, each on its own schedule)
     /// until cancelled; returns how many were recorded.
-    private static func submitPacedUntilCancelled(_ sky: SkyClient) async throws -> Int {
+    static func submitPacedUntilCancelled(_ sky: SkyClient) async throws -> Int {
         let submitters = 16
         let interval = Duration.seconds(Double(submitters) / Double(Self.pacedJobsPerSecond))
         return try await withThrowingTaskGroup(of: Int.self) { group in
@@ -383,7 +401,7 @@ struct JobBench {
         try await target.latency(payload: 64, requests: latencyRequests, warmup: latencyRequests / 10).p50 ?? 0
     }
 
-    private func submittedCount(_ sky: SkyClient) async throws -> Int {
+    func submittedCount(_ sky: SkyClient) async throws -> Int {
         Int(try await sky.clusterSnapshot().jobs?.submitted ?? 0)
     }
 
@@ -395,7 +413,7 @@ struct JobBench {
     /// heap (mallinfo), which costs it more the more jobs it holds, and would be counted
     /// against the jobs; a timed phase waits for its last job first and then polls in short
     /// steps, since a poll's step is added to the time measured.
-    private func waitForSucceeded(
+    func waitForSucceeded(
         _ count: Int, _ sky: SkyClient, every step: Duration = .milliseconds(100)
     ) async throws {
         let deadline = ContinuousClock.now + .seconds(300)
@@ -444,6 +462,28 @@ struct JobBench {
         }
         for (name, throughput, p50, _) in besides {
             lines.append(ratios(name, throughput, results.scanAlone, p50, results.scanP50Alone))
+        }
+        if !results.brokerCPUSchedulesFiring.isEmpty {
+            func perJob(_ cpu: [Double], _ rates: [Double]) -> [Double] {
+                zip(cpu, rates).map { $1 > 0 ? $0 * 10_000 / $1 : 0 }
+            }
+            let count = results.schedules
+            lines += [
+                "",
+                "Schedules: the broker's CPU, in % of one core, with \(count) schedules (its workers run what fires)",
+                line("nothing due", results.brokerCPUIdle, "%"),
+                line("\(count) of an hour (each looked at every tick)", results.brokerCPUSchedulesNotDue, "%"),
+                line("\(count) of a second, firing", results.brokerCPUSchedulesFiring, "%"),
+                line("  (the jobs they made)", results.scheduledJobsPerSecond, "jobs/s"),
+                line(
+                    "  (broker CPU per scheduled job)",
+                    perJob(results.brokerCPUSchedulesFiring, results.scheduledJobsPerSecond), "µs"),
+                line("jobs submitted by a client instead", results.brokerCPUPacedSubmits, "%"),
+                line("  (the jobs submitted)", results.pacedSubmitsPerSecond, "jobs/s"),
+                line(
+                    "  (broker CPU per submitted job)",
+                    perJob(results.brokerCPUPacedSubmits, results.pacedSubmitsPerSecond), "µs"),
+            ]
         }
         if !results.baselineAlone.isEmpty {
             lines += [
@@ -504,9 +544,11 @@ struct JobBench {
 
     /// A measure's median and every round's value.
     private static func line(_ name: String, _ values: [Double], _ unit: String) -> String {
-        let all = values.map { String(format: "%.0f", $0) }.joined(separator: ", ")
+        // Percentages of a core are small: one decimal.
+        let digits = unit == "%" ? 1 : 0
+        let all = values.map { String(format: "%.\(digits)f", $0) }.joined(separator: ", ")
         return
-            "\(name.padding(toLength: 48, withPad: " ", startingAt: 0)) \(String(format: "%10.0f", median(values))) \(unit)   (\(all))"
+            "\(name.padding(toLength: 48, withPad: " ", startingAt: 0)) \(String(format: "%10.\(digits)f", median(values))) \(unit)   (\(all))"
     }
 
     /// Each round's throughput and p50 beside a load ÷ alone, and their medians.

@@ -176,6 +176,11 @@ final class SkyTarget: BenchTarget {
     }
 
     /// The broker's memory and queue, as its snapshot reports them.
+    /// CPU seconds the broker used so far.
+    func brokerCPUSeconds() -> Double {
+        cpu.read()["broker"] ?? 0
+    }
+
     func snapshot() async throws -> ClusterSnapshot {
         try await client.clusterSnapshot()
     }

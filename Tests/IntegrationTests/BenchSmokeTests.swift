@@ -98,6 +98,11 @@ extension SecondLineSuite {
             // The loads ran at about their rate (1,000 jobs a second), not a trickle.
             #expect((json["otherProcessJobsRecorded"] as? [Double])?.first ?? 0 > 200)
             #expect((json["baselinePacedJobs"] as? [Double])?.first ?? 0 > 200)
+            // The schedules phase: its 100 schedules of a second (the smoke's tenth) fired.
+            #expect(table.contains("100 of a second, firing"))
+            #expect(
+                (json["scheduledJobsPerSecond"] as? [Double])?.first ?? 0 > 20,
+                "\(json["scheduledJobsPerSecond"] ?? "")")
             print("skybench --jobs smoke:\n\(table)")
         }
 
