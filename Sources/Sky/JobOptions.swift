@@ -30,12 +30,28 @@ public struct JobOptions: Sendable, Equatable {
     /// broker that reads version 2 of the submission (docs/protocol.md); an older one waits as
     /// with `nil`. The broker checks it at its tick, so the answer may come a tick later.
     public var confirmWithin: Duration?
+    /// Makes ``idempotencyKey`` a unique job's key, held only while the job waits
+    /// (``Unique/whileQueued``) or until it ends (``Unique/whileRunning``): a second submit with
+    /// the key meanwhile returns this job, one after it makes a new job. `nil`: the key holds
+    /// while the job is kept (its retention included). Needs the key, and a broker that reads
+    /// version 3 of the submission (docs/jobs.md, "Unique jobs").
+    public var unique: Unique?
+
+    /// How long a unique job's key keeps a second job of the key from being made.
+    public enum Unique: Sendable, Equatable {
+        /// Until the job is first sent to a worker: at most one job of the key waits.
+        case whileQueued
+        /// Until the job ended (succeeded, failed or cancelled): at most one job of the key
+        /// waits or runs.
+        case whileRunning
+    }
 
     public init(
         delay: Duration? = nil, notBefore: Date? = nil, priority: JobPriority = .normal, idempotencyKey: String? = nil,
-        retry: RetryPolicy = .default, retention: Duration = .seconds(86_400), timeout: Duration? = nil,
-        confirmWithin: Duration? = JobOptions.defaultConfirmWithin
+        unique: Unique? = nil, retry: RetryPolicy = .default, retention: Duration = .seconds(86_400),
+        timeout: Duration? = nil, confirmWithin: Duration? = JobOptions.defaultConfirmWithin
     ) {
+        self.unique = unique
         self.delay = delay
         self.notBefore = notBefore
         self.priority = priority
@@ -56,8 +72,11 @@ public struct JobOptions: Sendable, Equatable {
     func submission(
         service: String, body: [UInt8], key: String, confirming: Bool = false
     ) throws(SkyError) -> JobSubmission {
-        guard key.utf8.count <= JobSubmission.maxKeyLength, !key.isEmpty else {
-            throw .invalidTask("an idempotency key must be 1...255 bytes; this one has \(key.utf8.count)")
+        let most = unique == nil ? JobSubmission.maxKeyLength : JobSubmission.maxUniqueKeyLength
+        guard key.utf8.count <= most, !key.isEmpty else {
+            throw .invalidTask(
+                "\(unique == nil ? "an idempotency key" : "a unique job's key") must be 1...\(most) bytes; this one has \(key.utf8.count)"
+            )
         }
         var submission = JobSubmission(service: service, body: body)
         submission.priority = priority.rawValue
@@ -73,6 +92,11 @@ public struct JobOptions: Sendable, Equatable {
         submission.multiplierPercent = UInt16(min(65_535, (retry.usedMultiplier * 100).rounded()))
         submission.retryOn = retry.retryOn.flatMap(\.replyStatuses).sorted { $0.rawValue < $1.rawValue }
         submission.idempotencyKey = key
+        switch unique {
+        case nil: submission.keyHold = .kept
+        case .whileQueued: submission.keyHold = .whileQueued
+        case .whileRunning: submission.keyHold = .whileRunning
+        }
         if confirming, let confirmWithin {
             submission.confirmWithinMilliseconds = UInt32(clamping: max(1, confirmWithin.wholeMilliseconds))
         }

@@ -25,16 +25,26 @@ extension SkyClient {
         if let problem = WireFormat.nameProblem(T.service, what: "service name") {
             throw SkyError.invalidTask(problem)
         }
+        if options.unique != nil, options.idempotencyKey == nil {
+            throw SkyError.invalidTask(
+                "a unique job needs its key: JobOptions(idempotencyKey: \"…\", unique: .whileRunning)")
+        }
         let key = options.idempotencyKey ?? shell.callKey()
         var confirming = false
-        if options.confirmWithin != nil {
+        if options.confirmWithin != nil || options.unique != nil {
             let features: BrokerFeatures?
             if let known = shell.lastFeatures.withLock({ $0 }) {
                 features = known
             } else {
                 features = await brokerFeatures()
             }
-            confirming = (features?.jobSubmissionVersion ?? 1) >= Int(JobSubmission.newestVersion)
+            let version = features?.jobSubmissionVersion ?? 1
+            if options.unique != nil, version < Int(JobSubmission.newestVersion) {
+                throw SkyError.invalidTask(
+                    "a unique job needs a broker that reads job submissions of version \(JobSubmission.newestVersion) (job-submission=\(JobSubmission.newestVersion) in mmi.features), and this one reads \(version); upgrade the broker"
+                )
+            }
+            confirming = version >= Int(JobSubmission.confirmingVersion)
         }
         let submission = try options.submission(service: T.service, body: body, key: key, confirming: confirming)
         let reply: [UInt8]

@@ -82,6 +82,9 @@ package enum JournalWrite: Sendable, Equatable {
     case released(JobID)
     /// Answer whoever waits for the job, and forget it.
     case finished(JobID)
+    /// A unique job sent to a worker gave up its key, held while it waited (nothing waits
+    /// for it).
+    case keyReleased(JobID)
     /// A schedule's ticks made these jobs (maybe none), and it moves on to `next`; `caller`
     /// asked for the tick (a trigger) and hears the job's id.
     /// (Indirect, as the next: rare, and kept out of every action's size.)

@@ -230,6 +230,23 @@ struct JobBook: Sendable {
     /// The held job recorded with idempotency key `key`.
     func held(withKey key: String) -> JobID? { keys[key] }
 
+    /// Whether `key` is a unique job's (recorded behind ``JobSubmission/uniqueKeyPrefix``).
+    static func isUniqueKey(_ key: String?) -> Bool {
+        key?.hasPrefix(JobSubmission.uniqueKeyPrefix) == true
+    }
+
+    /// A held unique job gives up its key: a submit with it makes a new job from now on.
+    /// With `heldWhileQueued`, only a key held while the job waits.
+    /// - Returns: whether it held such a key.
+    mutating func releaseKey(of id: JobID, heldWhileQueued: Bool) -> Bool {
+        guard let index = jobs.index(forKey: id), let key = jobs.values[index].submission.idempotencyKey,
+            Self.isUniqueKey(key), !heldWhileQueued || key.hasPrefix(JobSubmission.recordedPrefix(of: .whileQueued))
+        else { return false }
+        jobs.values[index].submission.idempotencyKey = nil
+        if keys[key] == id { keys[key] = nil }
+        return true
+    }
+
     /// Puts a job in its service's queue.
     mutating func enqueue(_ id: JobID) {
         guard let index = jobs.index(forKey: id) else { return }

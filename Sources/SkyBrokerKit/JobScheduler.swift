@@ -142,20 +142,27 @@ struct JobScheduler: Sendable {
             answer(caller, .journalUnavailable, Self.noJournal, into: &actions)
             return
         }
-        let submission: JobSubmission
+        var submission: JobSubmission
         do {
             submission = try JobSubmission(decoding: body)
         } catch {
             answer(caller, .invalidPayload, "mmi.jobs.submit: \(error)", into: &actions)
             return
         }
-        if let key = submission.idempotencyKey, key.hasPrefix(Self.tickKeyPrefix) {
+        if let key = submission.idempotencyKey,
+            let prefix = [Self.tickKeyPrefix, JobSubmission.uniqueKeyPrefix].first(where: key.hasPrefix)
+        {
             answer(
                 caller, .invalidPayload,
-                "mmi.jobs.submit: idempotency keys starting with \(Self.tickKeyPrefix) are the broker's, for its schedules' ticks",
+                "mmi.jobs.submit: idempotency keys starting with \(prefix) are the broker's (a schedule's ticks, unique jobs' keys); use another key",
                 into: &actions)
             return
         }
+        // A unique job's key is recorded behind its hold's prefix: from here on it is an
+        // idempotency key that the job gives up when it is sent (``dispatched``) or ends
+        // (``writeOutcome``).
+        submission.idempotencyKey = submission.recordedKey
+        submission.keyHold = .kept
         if let key = submission.idempotencyKey, let held = book.held(withKey: key) {
             // A repeat (a client's retry, often after a lost answer) of a job the broker holds:
             // answered with it, without asking the store, which may not answer now.
@@ -223,6 +230,7 @@ struct JobScheduler: Sendable {
         var options = submission
         options.body = []
         options.confirmWithinMilliseconds = 0  // the submit's, not the job's: recorded as version 1
+        options.keyHold = .kept  // a unique job's hold is in its recorded key's prefix
         // A job that would be prepared as soon as it is on disk has its first start written with
         // it: one write instead of two (see ``JobBook/reserveStart(_:)``).
         let starts = notBefore <= wall && book.reserveStart(submission.service)
@@ -385,6 +393,9 @@ struct JobScheduler: Sendable {
                 continue
             }
             submission.body = record.body
+            // The column, not the options, says whether the job still holds its key: a unique
+            // job's is given up on disk when it is sent or ends.
+            submission.idempotencyKey = record.idempotencyKey
             nextArrival += 1
             admit(
                 JobBook.Job(
@@ -511,6 +522,11 @@ struct JobScheduler: Sendable {
             job.phase = .running(tag: tag, worker: worker)
             return job.submission.service
         }
+        if book.releaseKey(of: id, heldWhileQueued: true) {
+            // Nobody waits for it: it joins the next commit. Lost with a broker that dies
+            // first, the key holds again, rightly: the job is queued again at the restart.
+            actions.append(.journal(.writeWithNextCommit([.keyReleased(id: id.bytes)], .keyReleased(id))))
+        }
         prepare(service, into: &actions)
     }
 
@@ -603,11 +619,13 @@ struct JobScheduler: Sendable {
     /// journal's next commit (a waiter that comes meanwhile flushes it: ``waitForOutcome``).
     private func writeOutcome(_ job: JobBook.Job, _ report: JobReport, into actions: inout [Action]) {
         let state = Self.journalState(report.state) ?? .failed
-        let changes: [JobChange] = [
+        var changes: [JobChange] = []
+        // A unique job's key goes with its end (first: an ended job's key is kept).
+        if JobBook.isUniqueKey(job.submission.idempotencyKey) { changes.append(.keyReleased(id: job.id.bytes)) }
+        changes.append(
             .finished(
                 id: job.id.bytes, state: state, outcome: [report.outcomeStatus.rawValue] + report.outcome,
-                expiresAt: Self.expiry(configuration.wallClock(), job.submission))
-        ]
+                expiresAt: Self.expiry(configuration.wallClock(), job.submission)))
         if book.hasWaiters(job.id) {
             actions.append(.journal(.write(changes, .finished(job.id))))
         } else {
@@ -663,7 +681,14 @@ struct JobScheduler: Sendable {
                     .warning,
                     "journal: a prepared start taken back was not recorded; after a restart it counts as an attempt",
                     ["job": "\(id)", "error": "\(error)"]))
-        case .written(.rescheduled, .success), .written(.requeued, .success), .written(.released, .success):
+        case .written(.keyReleased(let id), .failure(let error)):
+            actions.append(
+                .log(
+                    .warning,
+                    "journal: a unique job sent to a worker kept its key on disk; until it ends, a submit with its key after a restart returns it",
+                    ["job": "\(id)", "error": "\(error)"]))
+        case .written(.rescheduled, .success), .written(.requeued, .success), .written(.released, .success),
+            .written(.keyReleased, .success):
             break
         case .lookedUp(let id, let caller, true, .success(let record)):
             retry(id, record, caller: caller, into: &actions)

@@ -90,6 +90,10 @@ public enum JobChange: Sendable, Equatable {
     case rescheduled(id: [UInt8], notBefore: Int64)
     /// The job ended: succeeded, failed or cancelled, with its outcome, kept until `expiresAt`.
     case finished(id: [UInt8], state: JobRecord.State, outcome: [UInt8]?, expiresAt: Int64)
+    /// The unfinished job gives up its idempotency key, which a new job may then take (a
+    /// unique job's key, held while it waits or while it runs). Before a `finished` of the
+    /// same job: an ended job's key is left as it is.
+    case keyReleased(id: [UInt8])
     /// A schedule made or changed: its definition and next tick (its last job is kept).
     case scheduleSaved(ScheduleRecord)
     /// A schedule's tick passed: its next, and the job the tick made (written in the same
@@ -104,7 +108,9 @@ extension JobChange {
     public var rowKey: [UInt8] {
         switch self {
         case .submitted(let job): job.id
-        case .started(let id, _), .released(let id, _), .rescheduled(let id, _), .finished(let id, _, _, _): id
+        case .started(let id, _), .released(let id, _), .rescheduled(let id, _), .finished(let id, _, _, _),
+            .keyReleased(let id):
+            id
         case .scheduleSaved(let schedule): Self.scheduleKey(schedule.name)
         case .scheduleAdvanced(let name, _, _), .scheduleRemoved(let name): Self.scheduleKey(name)
         }

@@ -23,6 +23,7 @@ public final class SQLiteJobStore: JobStore {
     private let start: SQLiteDatabase.Statement
     private let reschedule: SQLiteDatabase.Statement
     private let release: SQLiteDatabase.Statement
+    private let releaseKey: SQLiteDatabase.Statement
     private let finish: SQLiteDatabase.Statement
     private let byID: SQLiteDatabase.Statement
     private let byKey: SQLiteDatabase.Statement
@@ -64,6 +65,7 @@ public final class SQLiteJobStore: JobStore {
         start = try database.prepare("UPDATE jobs SET state = 1, attempt = ?2 WHERE id = ?1 AND state < 2")
         reschedule = try database.prepare("UPDATE jobs SET state = 0, not_before = ?2 WHERE id = ?1 AND state < 2")
         release = try database.prepare("UPDATE jobs SET state = 0, attempt = ?2 WHERE id = ?1 AND state < 2")
+        releaseKey = try database.prepare("UPDATE jobs SET idempotency_key = NULL WHERE id = ?1 AND state < 2")
         finish = try database.prepare(
             "UPDATE jobs SET state = ?2, outcome = ?3, expires_at = ?4 WHERE id = ?1 AND state < 2")
         byID = try database.prepare("SELECT \(Self.columns) FROM jobs WHERE id = ?1")
@@ -195,6 +197,8 @@ public final class SQLiteJobStore: JobStore {
                     try release.run([.blob(id), .integer(Int64(attempt))])
                 case .rescheduled(let id, let notBefore):
                     try reschedule.run([.blob(id), .integer(notBefore)])
+                case .keyReleased(let id):
+                    try releaseKey.run([.blob(id)])
                 case .finished(let id, let state, let outcome, let expiresAt):
                     try finish.run([
                         .blob(id), .integer(state.rawValue), outcome.map { .blob($0) } ?? .null, .integer(expiresAt),

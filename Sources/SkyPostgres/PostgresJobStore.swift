@@ -405,7 +405,7 @@ public final class PostgresJobStore: JobStore {
             }
             connection.define(
                 name,
-                "UPDATE sky_jobs AS job SET \(set) FROM unnest(\(arrays.joined(separator: ", "))) AS given (id, \(columns.joined(separator: ", "))) WHERE job.id = given.id AND job.state < 2",
+                "UPDATE sky_jobs AS job SET \(set) FROM unnest(\(arrays.joined(separator: ", "))) AS given (\((["id"] + columns).joined(separator: ", "))) WHERE job.id = given.id AND job.state < 2",
                 types: types)
             let one = columns.enumerated().reduce(set) {
                 $0.replacingOccurrences(of: "given.\($1.element)", with: "$\($1.offset + 2)")
@@ -416,6 +416,7 @@ public final class PostgresJobStore: JobStore {
         }
         update("start", set: "state = 1, attempt = given.attempt", columns: ["attempt"], types: [byteses, integers])
         update("release", set: "state = 0, attempt = given.attempt", columns: ["attempt"], types: [byteses, integers])
+        update("release key", set: "idempotency_key = NULL", columns: [], types: [byteses])
         update(
             "reschedule", set: "state = 0, not_before = given.not_before", columns: ["not_before"],
             types: [byteses, integers])
@@ -534,6 +535,7 @@ public final class PostgresJobStore: JobStore {
         var jobs: [JobRecord] = []
         var starts: [(id: [UInt8], attempt: Int)] = []
         var releases: [(id: [UInt8], attempt: Int)] = []
+        var keyReleases: [[UInt8]] = []
         var reschedules: [(id: [UInt8], notBefore: Int64)] = []
         var finishes: [(id: [UInt8], state: JobRecord.State, outcome: [UInt8]?, expiresAt: Int64)] = []
         var schedules: [(name: String, parameters: [Value])] = []
@@ -542,6 +544,7 @@ public final class PostgresJobStore: JobStore {
             case .submitted(let job): jobs.append(job)
             case .started(let id, let attempt): starts.append((id, attempt))
             case .released(let id, let attempt): releases.append((id, attempt))
+            case .keyReleased(let id): keyReleases.append(id)
             case .rescheduled(let id, let notBefore): reschedules.append((id, notBefore))
             case .finished(let id, let state, let outcome, let expiresAt):
                 finishes.append((id, state, outcome, expiresAt))
@@ -589,6 +592,7 @@ public final class PostgresJobStore: JobStore {
         if !releases.isEmpty {
             append(("release", [byteses(releases.map(\.id)), integers(releases.map { Int64($0.attempt) })]))
         }
+        if !keyReleases.isEmpty { append(("release key", [byteses(keyReleases)])) }
         if !reschedules.isEmpty {
             append(("reschedule", [byteses(reschedules.map(\.id)), integers(reschedules.map(\.notBefore))]))
         }

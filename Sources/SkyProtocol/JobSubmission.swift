@@ -7,7 +7,9 @@
 /// `[key-len u8][idempotency key][task body…]` — the task body is the rest of the frame.
 /// Version 2 is version 1 with `[confirm-within-ms u32]` after the version byte; it is sent
 /// only to a broker that names `job-submission=2` in `mmi.features`
-/// (``BrokerFeatures/jobSubmissionVersion``).
+/// (``BrokerFeatures/jobSubmissionVersion``). Version 3 is version 2 with `[key-hold u8]`
+/// after the confirmation bound (``KeyHold``), sent only to a broker that names
+/// `job-submission=3`.
 /// Binary rather than JSON: the broker decodes one per job on its I/O thread.
 public struct JobSubmission: Sendable, Equatable {
     public var service: String
@@ -38,13 +40,52 @@ public struct JobSubmission: Sendable, Equatable {
     /// takes to record it or fail. Not a property of the job: never recorded with it. A value
     /// other than 0 makes the wire form version 2.
     public var confirmWithinMilliseconds: UInt32 = 0
+    /// How long the idempotency key holds: while the job is kept (an idempotency key), or
+    /// only while it waits or runs (a unique job's key, which the next job may take once the
+    /// job started or ended). Anything but ``KeyHold/kept`` makes the wire form version 3.
+    public var keyHold: KeyHold = .kept
 
-    /// The version written when the submission does not ask for a confirmation bound.
+    /// How long a job's idempotency key keeps a second submit with it from making a job.
+    public enum KeyHold: UInt8, Sendable, Equatable, CaseIterable {
+        /// While the job is kept, its retention after it ended included.
+        case kept = 0
+        /// Until the job is first sent to a worker: at most one job of the key waits.
+        case whileQueued = 1
+        /// Until the job ended: at most one job of the key waits or runs.
+        case whileRunning = 2
+    }
+
+    /// The version written when the submission asks for neither a confirmation bound nor a key
+    /// hold, and the one the broker records a job's options in.
     public static let version: UInt8 = 1
-    /// The version that carries ``confirmWithinMilliseconds``, and the newest a broker reads.
-    public static let newestVersion: UInt8 = 2
+    /// The version that carries ``confirmWithinMilliseconds``.
+    public static let confirmingVersion: UInt8 = 2
+    /// The version that carries ``keyHold``, and the newest a broker reads.
+    public static let newestVersion: UInt8 = 3
     /// Longest idempotency key, in bytes.
     public static let maxKeyLength = 255
+    /// What the broker records a unique job's key behind, by its hold (``recordedPrefix(of:)``).
+    /// A client's key may not start with it.
+    public static let uniqueKeyPrefix = "sky.unique/"
+    /// Longest key of a unique job: the broker records it behind its hold's prefix, within
+    /// ``maxKeyLength``.
+    public static let maxUniqueKeyLength = maxKeyLength - recordedPrefix(of: .whileQueued).utf8.count
+
+    /// The prefix a key of `hold` is recorded behind: none for a plain idempotency key,
+    /// `sky.unique/q/` for one held while queued, `sky.unique/r/` while running, so that the
+    /// three never meet, and a broker that reads the job back knows how long its key holds.
+    public static func recordedPrefix(of hold: KeyHold) -> String {
+        switch hold {
+        case .kept: ""
+        case .whileQueued: uniqueKeyPrefix + "q/"
+        case .whileRunning: uniqueKeyPrefix + "r/"
+        }
+    }
+
+    /// The key the broker records (``recordedPrefix(of:)``).
+    public var recordedKey: String? {
+        idempotencyKey.map { Self.recordedPrefix(of: keyHold) + $0 }
+    }
 
     public init(service: String, body: [UInt8]) {
         self.service = service
@@ -57,11 +98,15 @@ public struct JobSubmission: Sendable, Equatable {
         let name = Array(service.utf8.prefix(255))
         var bytes: [UInt8] = []
         bytes.reserveCapacity(68 + name.count + body.count)
-        if confirmWithinMilliseconds == 0 {
-            bytes.append(Self.version)
-        } else {
+        if keyHold != .kept {
             bytes.append(Self.newestVersion)
             WireFormat.append(confirmWithinMilliseconds, to: &bytes)
+            bytes.append(keyHold.rawValue)
+        } else if confirmWithinMilliseconds != 0 {
+            bytes.append(Self.confirmingVersion)
+            WireFormat.append(confirmWithinMilliseconds, to: &bytes)
+        } else {
+            bytes.append(Self.version)
         }
         bytes.append(UInt8(name.count))
         bytes += name
@@ -88,11 +133,18 @@ public struct JobSubmission: Sendable, Equatable {
     public init(decoding bytes: [UInt8]) throws(ProtocolError) {
         var reader = ByteReader(bytes)
         let version = try reader.byte("version")
-        guard version == Self.version || version == Self.newestVersion else {
+        guard (Self.version...Self.newestVersion).contains(version) else {
             throw .invalidValue(
-                name: "job version", reason: "\(version); this broker reads \(Self.version) and \(Self.newestVersion)")
+                name: "job version", reason: "\(version); this broker reads \(Self.version) to \(Self.newestVersion)")
         }
-        if version == Self.newestVersion { confirmWithinMilliseconds = try reader.uint32("confirm-within") }
+        if version >= Self.confirmingVersion { confirmWithinMilliseconds = try reader.uint32("confirm-within") }
+        if version >= Self.newestVersion {
+            let hold = try reader.byte("key hold")
+            guard let known = KeyHold(rawValue: hold) else {
+                throw .invalidValue(name: "key hold", reason: "\(hold); 0 kept, 1 while queued, 2 while running")
+            }
+            keyHold = known
+        }
         service = try WireFormat.name(try reader.take(Int(try reader.byte("service length")), "service"))
         priority = Int8(bitPattern: try reader.byte("priority"))
         notBeforeMilliseconds = Int64(bitPattern: try reader.uint64("not-before"))
@@ -123,6 +175,17 @@ public struct JobSubmission: Sendable, Equatable {
                 throw .invalidValue(name: "idempotency key", reason: "not UTF-8")
             }
             idempotencyKey = text
+        }
+        if keyHold != .kept {
+            guard let key = idempotencyKey else {
+                throw .invalidValue(
+                    name: "key hold", reason: "\(keyHold) without an idempotency key; a unique job needs one")
+            }
+            guard key.utf8.count <= Self.maxUniqueKeyLength else {
+                throw .invalidValue(
+                    name: "idempotency key",
+                    reason: "\(key.utf8.count) bytes; a unique job's is \(Self.maxUniqueKeyLength) at most")
+            }
         }
         body = reader.rest()
     }

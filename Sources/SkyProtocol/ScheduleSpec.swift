@@ -144,7 +144,9 @@ public struct ScheduleSpec: Sendable, Equatable {
                     "catch-up .all makes a job for each missed tick at once, which only overlap .allow lets run; with .skip, .queue or .cancelPrevious use .last"
             }
         }
-        if job.confirmWithinMilliseconds != 0 { return "a scheduled job's submission is of version 1" }
+        if job.confirmWithinMilliseconds != 0 || job.keyHold != .kept {
+            return "a scheduled job's submission is of version 1"
+        }
         return nil
     }
 

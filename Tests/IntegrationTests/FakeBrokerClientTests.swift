@@ -429,7 +429,8 @@ extension IntegrationSuite {
             let sent = try #require(await broker.nextRequest(within: .seconds(5))?.request)
             #expect(sent.service == BrokerService.jobSubmit)
             #expect(
-                sent.body.first == JobSubmission.newestVersion, "the submit went as version \(sent.body.first as Any)")
+                sent.body.first == JobSubmission.confirmingVersion,
+                "the submit went as version \(sent.body.first as Any)")
             submit.cancel()
         }
     }

@@ -70,10 +70,15 @@ struct SchedulerHarness {
 
     /// Takes the best prepared job and says it went out as delivery `tag`.
     mutating func dispatch(tag: UInt64, worker: String = "w1") -> Delivery? {
+        var actions: [JobScheduler.Action] = []
+        return dispatch(tag: tag, worker: worker, into: &actions)
+    }
+
+    /// The same, keeping what the scheduler did about it.
+    mutating func dispatch(tag: UInt64, worker: String = "w1", into actions: inout [JobScheduler.Action]) -> Delivery? {
         guard let service = scheduler.best(among: [Self.service]), let delivery = scheduler.take(service) else {
             return nil
         }
-        var actions: [JobScheduler.Action] = []
         scheduler.dispatched(delivery.id, tag: tag, worker: worker, into: &actions)
         return delivery
     }
@@ -416,5 +421,68 @@ struct JobSchedulerTests {
         #expect(jobs.scheduler.book.jobs[first] == nil)
         let late = RequestID(high: 1, low: 3)
         #expect(writes(in: jobs.request(BrokerService.jobSubmit, again.encode(), late)).count == 1)
+    }
+
+    /// A unique job's key, recorded behind its hold's prefix: a second submit with it while
+    /// the first waits returns the first; held while queued, the key is given up (on disk too)
+    /// when the job is sent; held while running, when it ends, in the same write as its end
+    /// (first). A client's key with the prefix is refused.
+    @Test(arguments: [JobSubmission.KeyHold.whileQueued, .whileRunning])
+    func aUniqueJobsKeyHoldsUntilItIsSentOrEnds(_ hold: JobSubmission.KeyHold) throws {
+        var jobs = SchedulerHarness()
+        func unique(_ submission: inout JobSubmission) {
+            submission.idempotencyKey = "report"
+            submission.keyHold = hold
+        }
+        let (first, followed) = jobs.submit(RequestID(high: 2, low: 1), change: unique)
+        let recorded = changes(
+            in: jobs.request(
+                BrokerService.jobSubmit,
+                {
+                    var submission = JobSubmission(service: SchedulerHarness.service, body: [7])
+                    unique(&submission)
+                    return submission.encode()
+                }(), RequestID(high: 2, low: 2)))
+        #expect(recorded.isEmpty, "the held job answers it: \(recorded)")
+        _ = followed
+        #expect(jobs.scheduler.book.held(withKey: JobSubmission.recordedPrefix(of: hold) + "report") == first)
+
+        _ = jobs.commit(jobs.joined(capacity: 1))
+        var sent: [JobScheduler.Action] = []
+        let delivery = try #require(jobs.dispatch(tag: 1, into: &sent))
+        #expect(changes(in: sent) == (hold == .whileQueued ? [.keyReleased(id: first.bytes)] : []))
+        #expect(
+            jobs.scheduler.book.held(withKey: JobSubmission.recordedPrefix(of: hold) + "report")
+                == (hold == .whileQueued ? nil : first))
+        let ended = jobs.ended(TaskReply(requestID: delivery.request.requestID, status: .ok, body: [1]))
+        let finished = changes(in: ended)
+        #expect(finished.first == (hold == .whileRunning ? .keyReleased(id: first.bytes) : finished.first))
+        #expect(finished.count == (hold == .whileRunning ? 2 : 1), "\(finished)")
+
+        var taken = JobSubmission(service: SchedulerHarness.service, body: [8])
+        taken.idempotencyKey = "sky.unique/r/report"
+        let refused = jobs.request(BrokerService.jobSubmit, taken.encode(), RequestID(high: 2, low: 3))
+        #expect(answers(in: refused, to: RequestID(high: 2, low: 3)).first?.status == .invalidPayload)
+    }
+
+    /// A broker taking up its unfinished jobs reads a job's key from the journal's column, not
+    /// from its recorded options: a unique job that gave up its key on disk holds none after
+    /// the restart, one that did not holds it again.
+    @Test func aRecoveredJobHoldsTheKeyTheJournalSaysItHolds() throws {
+        var submission = JobSubmission(service: SchedulerHarness.service, body: [])
+        submission.idempotencyKey = "sky.unique/q/refresh"
+        func record(_ number: UInt8, key: String?) -> JobRecord {
+            JobRecord(
+                id: [UInt8](repeating: number, count: 16),
+                service: SchedulerHarness.service, body: [number], priority: 0, notBefore: 0, idempotencyKey: key,
+                expiresAt: .max, options: submission.encode())
+        }
+        var jobs = SchedulerHarness()
+        var actions: [JobScheduler.Action] = []
+        _ = jobs.scheduler.recover([record(1, key: nil)], now: 0, into: &actions)
+        #expect(jobs.scheduler.book.held(withKey: "sky.unique/q/refresh") == nil, "given up on disk")
+        var again = SchedulerHarness()
+        _ = again.scheduler.recover([record(2, key: "sky.unique/q/refresh")], now: 0, into: &actions)
+        #expect(again.scheduler.book.held(withKey: "sky.unique/q/refresh") != nil)
     }
 }

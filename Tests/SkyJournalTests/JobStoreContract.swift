@@ -14,6 +14,7 @@ enum JobStoreContract: CaseIterable, Sendable {
     case expiredOutcomesAreDeletedInBatchesAndUnfinishedJobsNever
     case aJobsChangesInOneTransactionTakeEffectInTheirOrder
     case aScheduleIsKeptWithItsTickAndItsTicksJobInOneTransaction
+    case aReleasedKeyIsTakenByTheNextJobAndAnEndedJobKeepsItsKey
 
     typealias Open = () throws(JournalError) -> any JobStore
 
@@ -35,6 +36,8 @@ enum JobStoreContract: CaseIterable, Sendable {
             try Self.aJobsChangesInOneTransactionTakeEffectInTheirOrder(open)
         case .aScheduleIsKeptWithItsTickAndItsTicksJobInOneTransaction:
             try Self.aScheduleIsKeptWithItsTickAndItsTicksJobInOneTransaction(open)
+        case .aReleasedKeyIsTakenByTheNextJobAndAnEndedJobKeepsItsKey:
+            try Self.aReleasedKeyIsTakenByTheNextJobAndAnEndedJobKeepsItsKey(open)
         }
     }
 
@@ -42,6 +45,28 @@ enum JobStoreContract: CaseIterable, Sendable {
         JobRecord(
             id: [UInt8](repeating: number, count: 16), service: "sky.echo", body: Array("task \(number)".utf8),
             priority: priority, notBefore: 1_000 * Int64(number), idempotencyKey: key, expiresAt: 86_400_000)
+    }
+
+    /// A unique job's key: held while the job holds it (a second job with it is a duplicate),
+    /// given up before it ends in the same transaction (the next job takes it, across a
+    /// reopening), and an ended job's key is not given up.
+    private static func aReleasedKeyIsTakenByTheNextJobAndAnEndedJobKeepsItsKey(_ open: Open) throws {
+        do {
+            let store = try open()
+            try store.apply([.submitted(job(1, key: "one"))])
+            #expect(try store.apply([.submitted(job(2, key: "one"))]).duplicates[job(2).id]?.id == job(1).id)
+            try store.apply([
+                .keyReleased(id: job(1).id),
+                .finished(id: job(1).id, state: .succeeded, outcome: [1], expiresAt: 99),
+            ])
+            #expect(try store.apply([.submitted(job(2, key: "one"))]).duplicates.isEmpty, "the key was given up")
+            try store.apply([.finished(id: job(2).id, state: .failed, outcome: [2], expiresAt: 99)])
+            try store.apply([.keyReleased(id: job(2).id)])
+        }
+        let store = try open()
+        #expect(try store.job(idempotencyKey: "one")?.id == job(2).id, "an ended job keeps its key")
+        #expect(try store.job(job(1).id)?.idempotencyKey == nil)
+        #expect(try store.apply([.submitted(job(3, key: "one"))]).duplicates[job(3).id]?.id == job(2).id)
     }
 
     /// A schedule saved, its tick recorded with the tick's job in one transaction, saved again

@@ -40,8 +40,8 @@ struct JobCodecTests {
             #expect(throws: ProtocolError.self) { _ = try JobSubmission(decoding: Array(bytes.prefix(length))) }
         }
         var wrongVersion = bytes
-        wrongVersion[0] = 3
-        #expect(throws: ProtocolError.invalidValue(name: "job version", reason: "3; this broker reads 1 and 2")) {
+        wrongVersion[0] = 4
+        #expect(throws: ProtocolError.invalidValue(name: "job version", reason: "4; this broker reads 1 to 3")) {
             _ = try JobSubmission(decoding: wrongVersion)
         }
     }
@@ -61,6 +61,38 @@ struct JobCodecTests {
         for length in 0..<5 {
             #expect(throws: ProtocolError.self) { _ = try JobSubmission(decoding: Array(second.prefix(length))) }
         }
+    }
+
+    /// A unique job's key hold makes the submission version 3: version 2 with the hold after
+    /// the bound. A hold without a key, an unknown hold and a key too long for the broker's
+    /// prefix are refused by name.
+    @Test func aKeyHoldMakesTheSubmissionVersionThree() throws {
+        var submission = JobSubmission(service: "images.resize", body: [1, 2, 3])
+        submission.idempotencyKey = "order-7"
+        let first = submission.encode()
+        submission.keyHold = .whileRunning
+        let third = submission.encode()
+        #expect(third[0] == 3 && Array(third[1..<6]) == [0, 0, 0, 0, 2])
+        #expect(Array(third[6...]) == Array(first[1...]), "the rest is version 1's layout")
+        #expect(try JobSubmission(decoding: third) == submission)
+        #expect(submission.recordedKey == "sky.unique/r/order-7")
+        for length in 0..<6 {
+            #expect(throws: ProtocolError.self) { _ = try JobSubmission(decoding: Array(third.prefix(length))) }
+        }
+        var unknown = third
+        unknown[5] = 9
+        #expect(
+            throws: ProtocolError.invalidValue(name: "key hold", reason: "9; 0 kept, 1 while queued, 2 while running")
+        ) {
+            _ = try JobSubmission(decoding: unknown)
+        }
+        var keyless = submission
+        keyless.idempotencyKey = nil
+        #expect(throws: ProtocolError.self) { _ = try JobSubmission(decoding: keyless.encode()) }
+        var long = submission
+        long.idempotencyKey = String(repeating: "k", count: JobSubmission.maxUniqueKeyLength + 1)
+        #expect(JobSubmission.maxUniqueKeyLength == 242)
+        #expect(throws: ProtocolError.self) { _ = try JobSubmission(decoding: long.encode()) }
     }
 
     @Test func reportsQueriesAndListingsRoundTrip() throws {
