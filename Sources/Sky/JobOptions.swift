@@ -31,8 +31,9 @@ public struct JobOptions: Sendable, Equatable {
     /// with `nil`. The broker checks it at its tick, so the answer may come a tick later.
     public var confirmWithin: Duration?
     /// Makes ``idempotencyKey`` a unique job's key, held only while the job waits
-    /// (``Unique/whileQueued``) or until it ends (``Unique/whileRunning``): a second submit with
-    /// the key meanwhile returns this job, one after it makes a new job. `nil`: the key holds
+    /// (``Unique/whileQueued``), until it ends (``Unique/whileRunning``) or for a time after its
+    /// submit (``Unique/for(_:)``): a second submit with the key meanwhile returns this job,
+    /// one after it makes a new job. `nil`: the key holds
     /// while the job is kept (its retention included). Needs the key, and a broker that reads
     /// version 3 of the submission (docs/jobs.md, "Unique jobs").
     public var unique: Unique?
@@ -44,6 +45,10 @@ public struct JobOptions: Sendable, Equatable {
         /// Until the job ended (succeeded, failed or cancelled): at most one job of the key
         /// waits or runs.
         case whileRunning
+        /// For this long after the job was submitted (1 s to 366 days), whatever it became
+        /// meanwhile: at most one job of the key is submitted in that time. The job's outcome
+        /// is kept at least as long (``JobOptions/retention`` is raised to it).
+        case `for`(Duration)
     }
 
     public init(
@@ -96,6 +101,15 @@ public struct JobOptions: Sendable, Equatable {
         case nil: submission.keyHold = .kept
         case .whileQueued: submission.keyHold = .whileQueued
         case .whileRunning: submission.keyHold = .whileRunning
+        case .for(let time):
+            let milliseconds = UInt64(clamping: max(0, time.wholeMilliseconds))
+            guard JobSubmission.keyHoldRange.contains(milliseconds) else {
+                throw .invalidTask("a unique job's key holds for 1 s to 366 days, not \(time)")
+            }
+            submission.keyHold = .forTime
+            submission.keyHoldMilliseconds = milliseconds
+            // The key lives in the job's record: kept as long as the key holds.
+            submission.retentionMilliseconds = max(submission.retentionMilliseconds, milliseconds)
         }
         if confirming, let confirmWithin {
             submission.confirmWithinMilliseconds = UInt32(clamping: max(1, confirmWithin.wholeMilliseconds))

@@ -157,6 +157,10 @@ struct JobBook: Sendable {
         var job: Job
         /// `nil` once answered `journalUnconfirmed`: the write's result then answers nobody.
         var waiter: Waiter?
+        /// How long its key holds after its submit, for a key held for a time (else 0), and
+        /// its record, written again if the key was found held by a job older than that.
+        var keyFor: UInt64 = 0
+        var record: JobRecord?
     }
 
     private(set) var jobs: [JobID: Job] = [:]
@@ -233,6 +237,13 @@ struct JobBook: Sendable {
     /// Whether `key` is a unique job's (recorded behind ``JobSubmission/uniqueKeyPrefix``).
     static func isUniqueKey(_ key: String?) -> Bool {
         key?.hasPrefix(JobSubmission.uniqueKeyPrefix) == true
+    }
+
+    /// Whether `key` is held while its job waits or runs, and so goes with its end.
+    static func releasesKeyAtEnd(_ key: String?) -> Bool {
+        guard let key else { return false }
+        return key.hasPrefix(JobSubmission.recordedPrefix(of: .whileQueued))
+            || key.hasPrefix(JobSubmission.recordedPrefix(of: .whileRunning))
     }
 
     /// A held unique job gives up its key: a submit with it makes a new job from now on.

@@ -161,13 +161,21 @@ struct JobScheduler: Sendable {
         // A unique job's key is recorded behind its hold's prefix: from here on it is an
         // idempotency key that the job gives up when it is sent (``dispatched``) or ends
         // (``writeOutcome``).
+        let keyFor = submission.keyHold == .forTime ? submission.keyHoldMilliseconds : 0
         submission.idempotencyKey = submission.recordedKey
         submission.keyHold = .kept
+        submission.keyHoldMilliseconds = 0
+        var expired: JobID?
         if let key = submission.idempotencyKey, let held = book.held(withKey: key) {
-            // A repeat (a client's retry, often after a lost answer) of a job the broker holds:
-            // answered with it, without asking the store, which may not answer now.
-            answer(caller, id: held.bytes, into: &actions)
-            return
+            if keyFor > 0, held.milliseconds + Int64(clamping: keyFor) <= configuration.wallClock() {
+                // A key held for a time that passed: the new job takes it.
+                expired = held
+            } else {
+                // A repeat (a client's retry, often after a lost answer) of a job the broker
+                // holds: answered with it, without asking the store, which may not answer now.
+                answer(caller, id: held.bytes, into: &actions)
+                return
+            }
         }
         if book.overLimit {
             actions.append(.count(.refusedOverloaded))
@@ -197,7 +205,11 @@ struct JobScheduler: Sendable {
             answer(caller, .unknownService, "a job cannot run the broker's own \(submission.service)", into: &actions)
             return
         }
-        let id = record(submission, trace: trace, answering: caller, into: &actions)
+        if let expired { _ = book.releaseKey(of: expired, heldWhileQueued: false) }
+        let (id, record) = pend(submission, trace: trace, waiter: caller, keyFor: keyFor)
+        actions.append(
+            .journal(.write((expired.map { [.keyExpired(id: $0.bytes)] } ?? []) + [.submitted(record)], .submitted(id)))
+        )
         if submission.confirmWithinMilliseconds > 0 {
             // The journal's answer may take as long as a server that hangs lets it (seconds): a
             // submitter that asked is answered "not confirmed" at its bound instead, and the
@@ -220,8 +232,10 @@ struct JobScheduler: Sendable {
 
     /// A new job, pending until its write (which the caller makes) is answered: `waiter`, if
     /// any, hears then (``submitted(_:_:now:into:)``).
+    /// With `keyFor`, the job's key holds that many milliseconds after its submit: a key
+    /// found taken by an older job is taken from it (``submitted(_:_:now:into:)``).
     mutating func pend(
-        _ submission: JobSubmission, trace: [UInt8]? = nil, waiter: JobCaller?
+        _ submission: JobSubmission, trace: [UInt8]? = nil, waiter: JobCaller?, keyFor: UInt64 = 0
     ) -> (JobID, JobRecord) {
         let wall = configuration.wallClock()
         let id = JobID(milliseconds: wall, random: &idGenerator)
@@ -243,7 +257,8 @@ struct JobScheduler: Sendable {
         let job = JobBook.Job(
             id: id, submission: submission, attempt: starts ? 1 : 0, notBefore: record.notBefore,
             phase: starts ? .preparing : .queued, arrival: nextArrival, trace: trace)
-        book.pendingSubmits[id] = JobBook.PendingSubmit(job: job, waiter: waiter)
+        book.pendingSubmits[id] = JobBook.PendingSubmit(
+            job: job, waiter: waiter, keyFor: keyFor, record: keyFor > 0 ? record : nil)
         return (id, record)
     }
 
@@ -620,8 +635,11 @@ struct JobScheduler: Sendable {
     private func writeOutcome(_ job: JobBook.Job, _ report: JobReport, into actions: inout [Action]) {
         let state = Self.journalState(report.state) ?? .failed
         var changes: [JobChange] = []
-        // A unique job's key goes with its end (first: an ended job's key is kept).
-        if JobBook.isUniqueKey(job.submission.idempotencyKey) { changes.append(.keyReleased(id: job.id.bytes)) }
+        // A key held while the job waits or runs goes with its end (first: an ended job's key is
+        // kept).
+        if JobBook.releasesKeyAtEnd(job.submission.idempotencyKey) {
+            changes.append(.keyReleased(id: job.id.bytes))
+        }
         changes.append(
             .finished(
                 id: job.id.bytes, state: state, outcome: [report.outcomeStatus.rawValue] + report.outcome,
@@ -732,6 +750,16 @@ struct JobScheduler: Sendable {
     mutating func submitted(
         _ id: JobID, _ result: Result<JournalReceipt, JournalError>, now: Int64, into actions: inout [Action]
     ) {
+        if case .success(let receipt) = result, let first = receipt.duplicates[id.bytes],
+            let pending = book.pendingSubmits[id], pending.keyFor > 0, let record = pending.record,
+            first.submittedAt + Int64(clamping: pending.keyFor) <= configuration.wallClock()
+        {
+            // Its key is held by a job submitted longer ago than the key holds: the new job
+            // takes it, in one transaction (a concurrent submit that took it first is fresh, and
+            // answers this one the next time round).
+            actions.append(.journal(.write([.keyExpired(id: first.id), .submitted(record)], .submitted(id))))
+            return
+        }
         guard let pending = book.pendingSubmits.removeValue(forKey: id) else { return }
         let service = pending.job.submission.service
         // Its first start was written with it (``JobBook/reserveStart(_:)``).

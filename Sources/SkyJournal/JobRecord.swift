@@ -94,6 +94,9 @@ public enum JobChange: Sendable, Equatable {
     /// unique job's key, held while it waits or while it runs). Before a `finished` of the
     /// same job: an ended job's key is left as it is.
     case keyReleased(id: [UInt8])
+    /// The job gives up its idempotency key whatever its state: a key held for a time that
+    /// passed. Before a `submitted` that takes the key, in the same transaction.
+    case keyExpired(id: [UInt8])
     /// A schedule made or changed: its definition and next tick (its last job is kept).
     case scheduleSaved(ScheduleRecord)
     /// A schedule's tick passed: its next, and the job the tick made (written in the same
@@ -109,7 +112,7 @@ extension JobChange {
         switch self {
         case .submitted(let job): job.id
         case .started(let id, _), .released(let id, _), .rescheduled(let id, _), .finished(let id, _, _, _),
-            .keyReleased(let id):
+            .keyReleased(let id), .keyExpired(let id):
             id
         case .scheduleSaved(let schedule): Self.scheduleKey(schedule.name)
         case .scheduleAdvanced(let name, _, _), .scheduleRemoved(let name): Self.scheduleKey(name)

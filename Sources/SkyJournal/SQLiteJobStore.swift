@@ -24,6 +24,7 @@ public final class SQLiteJobStore: JobStore {
     private let reschedule: SQLiteDatabase.Statement
     private let release: SQLiteDatabase.Statement
     private let releaseKey: SQLiteDatabase.Statement
+    private let expireKey: SQLiteDatabase.Statement
     private let finish: SQLiteDatabase.Statement
     private let byID: SQLiteDatabase.Statement
     private let byKey: SQLiteDatabase.Statement
@@ -66,6 +67,7 @@ public final class SQLiteJobStore: JobStore {
         reschedule = try database.prepare("UPDATE jobs SET state = 0, not_before = ?2 WHERE id = ?1 AND state < 2")
         release = try database.prepare("UPDATE jobs SET state = 0, attempt = ?2 WHERE id = ?1 AND state < 2")
         releaseKey = try database.prepare("UPDATE jobs SET idempotency_key = NULL WHERE id = ?1 AND state < 2")
+        expireKey = try database.prepare("UPDATE jobs SET idempotency_key = NULL WHERE id = ?1")
         finish = try database.prepare(
             "UPDATE jobs SET state = ?2, outcome = ?3, expires_at = ?4 WHERE id = ?1 AND state < 2")
         byID = try database.prepare("SELECT \(Self.columns) FROM jobs WHERE id = ?1")
@@ -199,6 +201,8 @@ public final class SQLiteJobStore: JobStore {
                     try reschedule.run([.blob(id), .integer(notBefore)])
                 case .keyReleased(let id):
                     try releaseKey.run([.blob(id)])
+                case .keyExpired(let id):
+                    try expireKey.run([.blob(id)])
                 case .finished(let id, let state, let outcome, let expiresAt):
                     try finish.run([
                         .blob(id), .integer(state.rawValue), outcome.map { .blob($0) } ?? .null, .integer(expiresAt),

@@ -417,6 +417,10 @@ public final class PostgresJobStore: JobStore {
         update("start", set: "state = 1, attempt = given.attempt", columns: ["attempt"], types: [byteses, integers])
         update("release", set: "state = 0, attempt = given.attempt", columns: ["attempt"], types: [byteses, integers])
         update("release key", set: "idempotency_key = NULL", columns: [], types: [byteses])
+        // Whatever the job's state: a key held for a time that passed.
+        connection.define(
+            "expire key", "UPDATE sky_jobs SET idempotency_key = NULL WHERE id = ANY($1::bytea[])", types: [byteses])
+        connection.define("expire key one", "UPDATE sky_jobs SET idempotency_key = NULL WHERE id = $1", types: [bytes])
         update(
             "reschedule", set: "state = 0, not_before = given.not_before", columns: ["not_before"],
             types: [byteses, integers])
@@ -536,6 +540,7 @@ public final class PostgresJobStore: JobStore {
         var starts: [(id: [UInt8], attempt: Int)] = []
         var releases: [(id: [UInt8], attempt: Int)] = []
         var keyReleases: [[UInt8]] = []
+        var keyExpiries: [[UInt8]] = []
         var reschedules: [(id: [UInt8], notBefore: Int64)] = []
         var finishes: [(id: [UInt8], state: JobRecord.State, outcome: [UInt8]?, expiresAt: Int64)] = []
         var schedules: [(name: String, parameters: [Value])] = []
@@ -545,6 +550,7 @@ public final class PostgresJobStore: JobStore {
             case .started(let id, let attempt): starts.append((id, attempt))
             case .released(let id, let attempt): releases.append((id, attempt))
             case .keyReleased(let id): keyReleases.append(id)
+            case .keyExpired(let id): keyExpiries.append(id)
             case .rescheduled(let id, let notBefore): reschedules.append((id, notBefore))
             case .finished(let id, let state, let outcome, let expiresAt):
                 finishes.append((id, state, outcome, expiresAt))
@@ -572,6 +578,8 @@ public final class PostgresJobStore: JobStore {
             }
             calls.append(sole.count == call.parameters.count ? (call.name + " one", sole) : call)
         }
+        // Before the inserts: a new job takes the key an expired one gives up.
+        if !keyExpiries.isEmpty { append(("expire key", [byteses(keyExpiries)])) }
         if !jobs.isEmpty {
             append(
                 (

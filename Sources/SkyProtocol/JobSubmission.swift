@@ -53,7 +53,16 @@ public struct JobSubmission: Sendable, Equatable {
         case whileQueued = 1
         /// Until the job ended: at most one job of the key waits or runs.
         case whileRunning = 2
+        /// For ``JobSubmission/keyHoldMilliseconds`` after the job was submitted, whatever it
+        /// became meanwhile: at most one job of the key is submitted in that time.
+        case forTime = 3
     }
+
+    /// With ``KeyHold/forTime``: how long the key holds after the submit, in milliseconds
+    /// (``keyHoldRange``); 0 otherwise.
+    public var keyHoldMilliseconds: UInt64 = 0
+    /// The hold ``KeyHold/forTime`` takes: a second to 366 days.
+    public static let keyHoldRange: ClosedRange<UInt64> = 1000...31_622_400_000
 
     /// The version written when the submission asks for neither a confirmation bound nor a key
     /// hold, and the one the broker records a job's options in.
@@ -72,13 +81,14 @@ public struct JobSubmission: Sendable, Equatable {
     public static let maxUniqueKeyLength = maxKeyLength - recordedPrefix(of: .whileQueued).utf8.count
 
     /// The prefix a key of `hold` is recorded behind: none for a plain idempotency key,
-    /// `sky.unique/q/` for one held while queued, `sky.unique/r/` while running, so that the
-    /// three never meet, and a broker that reads the job back knows how long its key holds.
+    /// `sky.unique/q/` for one held while queued, `sky.unique/r/` while running, `sky.unique/t/`
+    /// for a time, so that they never meet, and a broker that reads the job back knows how long its key holds.
     public static func recordedPrefix(of hold: KeyHold) -> String {
         switch hold {
         case .kept: ""
         case .whileQueued: uniqueKeyPrefix + "q/"
         case .whileRunning: uniqueKeyPrefix + "r/"
+        case .forTime: uniqueKeyPrefix + "t/"
         }
     }
 
@@ -102,6 +112,7 @@ public struct JobSubmission: Sendable, Equatable {
             bytes.append(Self.newestVersion)
             WireFormat.append(confirmWithinMilliseconds, to: &bytes)
             bytes.append(keyHold.rawValue)
+            if keyHold == .forTime { WireFormat.append(keyHoldMilliseconds, to: &bytes) }
         } else if confirmWithinMilliseconds != 0 {
             bytes.append(Self.confirmingVersion)
             WireFormat.append(confirmWithinMilliseconds, to: &bytes)
@@ -141,9 +152,18 @@ public struct JobSubmission: Sendable, Equatable {
         if version >= Self.newestVersion {
             let hold = try reader.byte("key hold")
             guard let known = KeyHold(rawValue: hold) else {
-                throw .invalidValue(name: "key hold", reason: "\(hold); 0 kept, 1 while queued, 2 while running")
+                throw .invalidValue(
+                    name: "key hold", reason: "\(hold); 0 kept, 1 while queued, 2 while running, 3 for a time")
             }
             keyHold = known
+            if known == .forTime {
+                keyHoldMilliseconds = try reader.uint64("key hold time")
+                guard Self.keyHoldRange.contains(keyHoldMilliseconds) else {
+                    throw .invalidValue(
+                        name: "key hold time",
+                        reason: "\(keyHoldMilliseconds) ms; \(Self.keyHoldRange.lowerBound) ms to 366 days")
+                }
+            }
         }
         service = try WireFormat.name(try reader.take(Int(try reader.byte("service length")), "service"))
         priority = Int8(bitPattern: try reader.byte("priority"))

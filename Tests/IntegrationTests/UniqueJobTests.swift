@@ -74,5 +74,31 @@ extension ThirdLineSuite {
             await sky.close()
             await cluster.stop()
         }
+
+        /// Held for a time: within it a submit returns the first job, also after it ended and
+        /// the broker was `kill -9`ed (the store answers); after it, the key makes a new job.
+        @Test(.timeLimit(.minutes(1)))
+        func aKeyHeldForATimeHoldsAcrossAnEndAndARestart() async throws {
+            let state = StateDirectory()
+            let cluster = try await TestCluster.start(extraArguments: state.arguments)
+            defer { cluster.killAll() }
+            _ = try await cluster.startWorker(name: "w1", extraArguments: ["--workloads", "sky.echo"])
+            let sky = try await SkyClient(broker: cluster.clients)
+            let options = JobOptions(idempotencyKey: "digest", unique: .for(.seconds(4)))
+            let submitted = ContinuousClock.now
+            let first = try await sky.submit(EchoTask(message: "one"), options: options)
+            #expect(try await first.value == EchoTask(message: "one"))
+            cluster.broker.killNow()
+            try await cluster.restartBroker()
+            #expect(try await sky.submit(EchoTask(message: "two"), options: options).id == first.id)
+            // The scenario is the time passing: the key holds 4 s from the first submit.
+            try await Task.sleep(until: submitted + .seconds(4.5))
+            let third = try await sky.submit(EchoTask(message: "three"), options: options)
+            #expect(third.id != first.id, "its time passed, the key makes a new job")
+            #expect(try await third.value == EchoTask(message: "three"))
+            #expect(try await sky.submit(EchoTask(message: "four"), options: options).id == third.id)
+            await sky.close()
+            await cluster.stop()
+        }
     }
 }

@@ -1,4 +1,5 @@
 import SkyJournal
+import SkyZMQ
 import Testing
 
 @testable import SkyBrokerKit
@@ -449,7 +450,8 @@ struct JobSchedulerTests {
 
         _ = jobs.commit(jobs.joined(capacity: 1))
         var sent: [JobScheduler.Action] = []
-        let delivery = try #require(jobs.dispatch(tag: 1, into: &sent))
+        let dispatched = jobs.dispatch(tag: 1, into: &sent)
+        let delivery = try #require(dispatched)
         #expect(changes(in: sent) == (hold == .whileQueued ? [.keyReleased(id: first.bytes)] : []))
         #expect(
             jobs.scheduler.book.held(withKey: JobSubmission.recordedPrefix(of: hold) + "report")
@@ -484,5 +486,64 @@ struct JobSchedulerTests {
         var again = SchedulerHarness()
         _ = again.scheduler.recover([record(2, key: "sky.unique/q/refresh")], now: 0, into: &actions)
         #expect(again.scheduler.book.held(withKey: "sky.unique/q/refresh") != nil)
+    }
+
+    /// A key held for a time: a second submit within it returns the first job (from memory
+    /// while it is held, from the store once it ended); the first submit after it takes the key
+    /// from the first job, in one transaction with its own record.
+    @Test func aKeyHeldForATimeIsTakenByTheFirstSubmitAfterIt() throws {
+        let wall = Locked(SchedulerHarness.wall)
+        var jobs = SchedulerHarness { $0.wallClock = { wall.withLock { $0 } } }
+        func digest(_ body: UInt8) -> [UInt8] {
+            var submission = JobSubmission(service: SchedulerHarness.service, body: [body])
+            submission.idempotencyKey = "digest"
+            submission.keyHold = .forTime
+            submission.keyHoldMilliseconds = 10_000
+            return submission.encode()
+        }
+        func submitted(_ actions: [JobScheduler.Action]) -> JobID? {
+            writes(in: actions).lazy.compactMap { if case .submitted(let id) = $0 { id } else { nil } }.first
+        }
+        let firstAsk = RequestID(high: 3, low: 1)
+        let firstAsked = jobs.request(BrokerService.jobSubmit, digest(1), firstAsk)
+        let first = try #require(submitted(firstAsked))
+        _ = jobs.journal(.written(.submitted(first), .success(JournalReceipt())))
+
+        wall.withLock { $0 += 5000 }
+        let held = RequestID(high: 3, low: 2)
+        let fromMemory = jobs.request(BrokerService.jobSubmit, digest(2), held)
+        #expect(writes(in: fromMemory).isEmpty && answers(in: fromMemory, to: held).first?.body == first.bytes)
+
+        _ = jobs.commit(jobs.joined(capacity: 1))
+        let dispatched = jobs.dispatch(tag: 1)
+        let delivery = try #require(dispatched)
+        let endActions = jobs.ended(TaskReply(requestID: delivery.request.requestID, status: .ok, body: [1]))
+        let ended = changes(in: endActions)
+        #expect(ended.count == 1, "a key held for a time stays with the ended job: \(ended)")
+        _ = jobs.commit(endActions)
+        #expect(jobs.scheduler.book.jobs[first] == nil)
+        let firstRecord = JobRecord(
+            id: first.bytes, service: SchedulerHarness.service, body: [1], idempotencyKey: "sky.unique/t/digest",
+            state: .succeeded, expiresAt: .max, submittedAt: SchedulerHarness.wall)
+
+        wall.withLock { $0 += 3000 }
+        let within = RequestID(high: 3, low: 3)
+        let secondAsked = jobs.request(BrokerService.jobSubmit, digest(3), within)
+        let second = try #require(submitted(secondAsked))
+        let duplicate = JournalReceipt(duplicates: [second.bytes: firstRecord])
+        let answered = jobs.journal(.written(.submitted(second), .success(duplicate)))
+        #expect(answers(in: answered, to: within).first?.body == first.bytes, "within its time: the first job")
+
+        wall.withLock { $0 += 3000 }
+        let after = RequestID(high: 3, low: 4)
+        let thirdAsked = jobs.request(BrokerService.jobSubmit, digest(4), after)
+        let third = try #require(submitted(thirdAsked))
+        let again = jobs.journal(
+            .written(.submitted(third), .success(JournalReceipt(duplicates: [third.bytes: firstRecord]))))
+        let rewritten = changes(in: again)
+        #expect(rewritten.first == .keyExpired(id: first.bytes) && rewritten.count == 2, "\(rewritten)")
+        #expect(answers(in: again, to: after).isEmpty, "answered once the key is its own")
+        let done = jobs.journal(.written(.submitted(third), .success(JournalReceipt())))
+        #expect(answers(in: done, to: after).first?.body == third.bytes)
     }
 }

@@ -49,7 +49,8 @@ enum JobStoreContract: CaseIterable, Sendable {
 
     /// A unique job's key: held while the job holds it (a second job with it is a duplicate),
     /// given up before it ends in the same transaction (the next job takes it, across a
-    /// reopening), and an ended job's key is not given up.
+    /// reopening), an ended job's key is not given up, unless it expired (a key held for a
+    /// time).
     private static func aReleasedKeyIsTakenByTheNextJobAndAnEndedJobKeepsItsKey(_ open: Open) throws {
         do {
             let store = try open()
@@ -67,6 +68,10 @@ enum JobStoreContract: CaseIterable, Sendable {
         #expect(try store.job(idempotencyKey: "one")?.id == job(2).id, "an ended job keeps its key")
         #expect(try store.job(job(1).id)?.idempotencyKey == nil)
         #expect(try store.apply([.submitted(job(3, key: "one"))]).duplicates[job(3).id]?.id == job(2).id)
+        // A key held for a time that passed: the ended job gives it up to the new one, in one
+        // transaction.
+        #expect(try store.apply([.keyExpired(id: job(2).id), .submitted(job(4, key: "one"))]).duplicates.isEmpty)
+        #expect(try store.job(idempotencyKey: "one")?.id == job(4).id)
     }
 
     /// A schedule saved, its tick recorded with the tick's job in one transaction, saved again

@@ -82,7 +82,8 @@ struct JobCodecTests {
         var unknown = third
         unknown[5] = 9
         #expect(
-            throws: ProtocolError.invalidValue(name: "key hold", reason: "9; 0 kept, 1 while queued, 2 while running")
+            throws: ProtocolError.invalidValue(
+                name: "key hold", reason: "9; 0 kept, 1 while queued, 2 while running, 3 for a time")
         ) {
             _ = try JobSubmission(decoding: unknown)
         }
@@ -93,6 +94,16 @@ struct JobCodecTests {
         long.idempotencyKey = String(repeating: "k", count: JobSubmission.maxUniqueKeyLength + 1)
         #expect(JobSubmission.maxUniqueKeyLength == 242)
         #expect(throws: ProtocolError.self) { _ = try JobSubmission(decoding: long.encode()) }
+        // Held for a time: the time (u64) after the hold byte, a second to 366 days.
+        var timed = submission
+        timed.keyHold = .forTime
+        timed.keyHoldMilliseconds = 600_000
+        let encoded = timed.encode()
+        #expect(Array(encoded[5..<14]) == [3, 0, 0, 0, 0, 0, 9, 39, 192])
+        #expect(try JobSubmission(decoding: encoded) == timed)
+        #expect(timed.recordedKey == "sky.unique/t/order-7")
+        timed.keyHoldMilliseconds = 999
+        #expect(throws: ProtocolError.self) { _ = try JobSubmission(decoding: timed.encode()) }
     }
 
     @Test func reportsQueriesAndListingsRoundTrip() throws {
