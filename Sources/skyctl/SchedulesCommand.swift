@@ -44,6 +44,12 @@ struct SchedulesCommand: AsyncParsableCommand {
         func validate() throws {
             if let problem = WireFormat.nameProblem(name, what: "schedule name") { throw ValidationError(problem) }
         }
+
+        /// Prints what `body` answers about the schedule; a failure is one line and exit 1.
+        func run(_ body: @escaping (SkyClient, String) async throws -> String) async {
+            let name = name
+            await options.run("skyctl") { client in print(try await body(client, name)) }
+        }
     }
 
     struct Show: AsyncParsableCommand {
@@ -207,10 +213,9 @@ struct SchedulesCommand: AsyncParsableCommand {
         @OptionGroup var schedule: NameArguments
 
         func run() async throws {
-            let name = schedule.name
-            await schedule.options.run("skyctl") { client in
+            await schedule.run { client, name in
                 try await client.pauseSchedule(name)
-                print("\(name)  paused")
+                return "\(name)  paused"
             }
         }
     }
@@ -222,10 +227,8 @@ struct SchedulesCommand: AsyncParsableCommand {
         @OptionGroup var schedule: NameArguments
 
         func run() async throws {
-            let name = schedule.name
-            await schedule.options.run("skyctl") { client in
-                let next = try await client.resumeSchedule(name)
-                print("\(name)  next tick \(SkyEvent.timestamp(next))")
+            await schedule.run { client, name in
+                "\(name)  next tick \(SkyEvent.timestamp(try await client.resumeSchedule(name)))"
             }
         }
     }
@@ -237,10 +240,9 @@ struct SchedulesCommand: AsyncParsableCommand {
         @OptionGroup var schedule: NameArguments
 
         func run() async throws {
-            let name = schedule.name
-            await schedule.options.run("skyctl") { client in
+            await schedule.run { client, name in
                 try await client.removeSchedule(name)
-                print("\(name)  removed")
+                return "\(name)  removed"
             }
         }
     }
@@ -252,8 +254,7 @@ struct SchedulesCommand: AsyncParsableCommand {
         @OptionGroup var schedule: NameArguments
 
         func run() async throws {
-            let name = schedule.name
-            await schedule.options.run("skyctl") { client in print("\(try await client.triggerSchedule(name))") }
+            await schedule.run { client, name in "\(try await client.triggerSchedule(name))" }
         }
     }
 }
