@@ -39,6 +39,10 @@ extension JobScheduler {
             return
         }
         let name = String(decoding: request.body, as: UTF8.self)
+        if let problem = WireFormat.nameProblem(name, what: "schedule name"), request.body.count > 0 {
+            answer(caller, .invalidPayload, "\(request.service): \(problem)", into: &actions)
+            return
+        }
         guard let entry = schedules.entries[name] else {
             answer(
                 caller, .invalidPayload,
@@ -200,7 +204,8 @@ extension JobScheduler {
             let announced = receipt != nil && receipt?.duplicates[id.bytes] == nil
             let job = announced ? book.pendingSubmits[id]?.job : nil
             submitted(id, result, now: now, into: &actions)
-            guard let job else { continue }
+            guard var job else { continue }
+            job.attempt = 0  // none has reached a worker, also when its first start is recorded
             schedules.firedTicks += 1
             let tick = index < ticks.count ? JSONText.timestamp(millisecondsSince1970: ticks[index]) : nil
             publish(.scheduleFired, job, status: nil, schedule: ScheduleTick(name: name, tick: tick), into: &actions)

@@ -149,12 +149,13 @@ struct JobScheduler: Sendable {
             answer(caller, .invalidPayload, "mmi.jobs.submit: \(error)", into: &actions)
             return
         }
-        if let key = submission.idempotencyKey,
-            let prefix = [Self.tickKeyPrefix, JobSubmission.uniqueKeyPrefix].first(where: key.hasPrefix)
-        {
+        for (prefix, use) in [
+            (Self.tickKeyPrefix, "its schedules' ticks"), (JobSubmission.uniqueKeyPrefix, "unique jobs"),
+        ]
+        where submission.idempotencyKey?.hasPrefix(prefix) == true {
             answer(
                 caller, .invalidPayload,
-                "mmi.jobs.submit: idempotency keys starting with \(prefix) are the broker's (a schedule's ticks, unique jobs' keys); use another key",
+                "mmi.jobs.submit: idempotency keys starting with \(prefix) are the broker's, for \(use); use another key",
                 into: &actions)
             return
         }
@@ -162,6 +163,9 @@ struct JobScheduler: Sendable {
         // idempotency key that the job gives up when it is sent (``dispatched``) or ends
         // (``writeOutcome``).
         let keyFor = submission.keyHold == .forTime ? submission.keyHoldMilliseconds : 0
+        // The key lives in the job's record: kept at least as long as the key holds, whatever
+        // retention the submitter asked for.
+        submission.retentionMilliseconds = max(submission.retentionMilliseconds, keyFor)
         submission.idempotencyKey = submission.recordedKey
         submission.keyHold = .kept
         submission.keyHoldMilliseconds = 0

@@ -145,7 +145,8 @@ public struct ScheduleSpec: Sendable, Equatable {
             }
         }
         if job.confirmWithinMilliseconds != 0 || job.keyHold != .kept {
-            return "a scheduled job's submission is of version 1"
+            return
+                "a schedule's job takes no confirmation bound and no key hold: each tick's job has the broker's own key"
         }
         return nil
     }
@@ -190,7 +191,14 @@ public struct ScheduleSpec: Sendable, Equatable {
         }
         let pausedByte = try reader.byte("paused")
         guard pausedByte <= 1 else { throw .invalidValue(name: "paused", reason: "\(pausedByte); 0 or 1") }
-        var spec = ScheduleSpec(name: name, timing: timing, job: try JobSubmission(decoding: reader.rest()))
+        let job = reader.rest()
+        // Version 1 only, as the layout says: a later version's fields would be dropped unsaid.
+        if let version = job.first, version != JobSubmission.version {
+            throw .invalidValue(
+                name: "schedule's job",
+                reason: "a job submission of version \(version); a schedule's job is of version 1")
+        }
+        var spec = ScheduleSpec(name: name, timing: timing, job: try JobSubmission(decoding: job))
         spec.overlap = overlap
         spec.catchUp = catchUp
         spec.paused = pausedByte == 1

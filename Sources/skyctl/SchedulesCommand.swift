@@ -36,7 +36,7 @@ struct SchedulesCommand: AsyncParsableCommand {
 
     /// The schedule name a command takes, and the broker it asks.
     struct NameArguments: ParsableArguments {
-        @Argument(help: "The schedule's name, as it was added.")
+        @Argument(help: "The schedule's name (1 to 255 bytes).")
         var name: String
 
         @OptionGroup var options: BrokerOptions
@@ -48,7 +48,13 @@ struct SchedulesCommand: AsyncParsableCommand {
         /// Prints what `body` answers about the schedule; a failure is one line and exit 1.
         func run(_ body: @escaping (SkyClient, String) async throws -> String) async {
             let name = name
-            await options.run("skyctl") { client in print(try await body(client, name)) }
+            await options.run("skyctl") { client in
+                do {
+                    print(try await body(client, name))
+                } catch SkyError.invalidTask(let message) {
+                    throw ScheduleText.refusal(message)
+                }
+            }
         }
     }
 
@@ -79,7 +85,7 @@ struct SchedulesCommand: AsyncParsableCommand {
 
     struct Add: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
-            abstract: "Adds a schedule, or replaces the one of that name; prints its next tick.",
+            abstract: "Adds a schedule, or replaces the one of that name; prints its next tick (or that it is paused).",
             discussion: """
                 Each tick submits a durable job of --service with --body as its task (the JSON a
                 worker's handler decodes). With the same timing, a replaced schedule keeps its
@@ -96,8 +102,8 @@ struct SchedulesCommand: AsyncParsableCommand {
         @Option(help: "Fire at the times this cron expression names: five fields, or @hourly and the like.")
         var cron: String?
 
-        @Option(help: "The cron expression's time zone, an IANA name (Europe/Berlin).")
-        var timeZone = "UTC"
+        @Option(help: "With --cron: the expression's time zone, an IANA name (Europe/Berlin; UTC by default).")
+        var timeZone: String?
 
         @Option(help: "The service each tick's job runs on.")
         var service: String
@@ -115,8 +121,8 @@ struct SchedulesCommand: AsyncParsableCommand {
             help: "Ticks missed while no broker ran: none, last, or all (with --catch-up-limit, and --overlap allow).")
         var catchUp = "last"
 
-        @Option(help: "With --catch-up all: the most missed ticks that fire (1 to 1000).")
-        var catchUpLimit = 10
+        @Option(help: "With --catch-up all: the most missed ticks that fire (1 to 1000; 10 by default).")
+        var catchUpLimit: Int?
 
         @Option(help: "Each job's priority, -128 to 127 (higher first among waiting jobs of its service).")
         var priority = 0
@@ -139,7 +145,16 @@ struct SchedulesCommand: AsyncParsableCommand {
             case (.some, .some): throw ValidationError("give --every or --cron, not both")
             default: break
             }
-            if let every { try FlagCheck.seconds(every, "--every", in: 1...31_622_400) }
+            if let every {
+                try FlagCheck.seconds(every, "--every", in: 1...31_622_400)
+                guard (every * 1000).rounded() == every * 1000 else {
+                    throw ValidationError("--every \(every) is not a whole number of milliseconds")
+                }
+                if timeZone != nil {
+                    throw ValidationError(
+                        "--time-zone applies to --cron; --every counts from 1970 in UTC, whatever the zone")
+                }
+            }
             if let cron {
                 do {
                     _ = try CronExpression(cron)
@@ -147,24 +162,46 @@ struct SchedulesCommand: AsyncParsableCommand {
                     throw ValidationError("--cron \(String(reflecting: cron)): \(error)")
                 }
                 do {
-                    _ = try TimeZone.named(timeZone)
+                    _ = try TimeZone.named(timeZone ?? "UTC")
                 } catch {
                     throw ValidationError("--time-zone: \(error)")
                 }
             }
             if let problem = WireFormat.nameProblem(service, what: "--service") { throw ValidationError(problem) }
+            if service.hasPrefix(BrokerService.prefix) {
+                throw ValidationError("--service \(service): \(BrokerService.prefix)* services are the broker's own")
+            }
             if body != nil, bodyFile != nil { throw ValidationError("give --body or --body-file, not both") }
+            if let body { try Self.checkJSON(Array(body.utf8), "--body") }
             guard ScheduleSpec.Overlap(name: overlap) != nil else {
                 throw ValidationError("--overlap \(overlap): use skip, allow, cancel-previous or queue")
             }
             guard ["none", "last", "all"].contains(catchUp) else {
                 throw ValidationError("--catch-up \(catchUp): use none, last or all")
             }
-            try FlagCheck.integer(catchUpLimit, "--catch-up-limit", in: 1...ScheduleSpec.maxCatchUp)
+            if let catchUpLimit {
+                guard catchUp == "all" else { throw ValidationError("--catch-up-limit applies to --catch-up all") }
+                try FlagCheck.integer(catchUpLimit, "--catch-up-limit", in: 1...ScheduleSpec.maxCatchUp)
+            }
+            if catchUp == "all", overlap != "allow" {
+                throw ValidationError(
+                    "--catch-up all fires every missed tick at once, which only --overlap allow lets run; with --overlap \(overlap) use --catch-up last"
+                )
+            }
             try FlagCheck.integer(priority, "--priority", in: Int(Int8.min)...Int(Int8.max))
             if let timeout { try FlagCheck.seconds(timeout, "--timeout", in: 0.001...4_000_000) }
             try FlagCheck.integer(maxAttempts, "--max-attempts", in: 1...1000)
             try FlagCheck.seconds(retention, "--retention", in: 0...315_360_000)
+        }
+
+        /// The task is the JSON its handler decodes: text that is not JSON would make every
+        /// tick's job fail at the worker, so it is refused here.
+        static func checkJSON(_ bytes: [UInt8], _ flag: String) throws {
+            do {
+                _ = try JSONSerialization.jsonObject(with: Data(bytes), options: [.fragmentsAllowed])
+            } catch {
+                throw ValidationError("\(flag) is not JSON (the task as its handler decodes it, for example '{}')")
+            }
         }
 
         func run() async throws {
@@ -173,13 +210,18 @@ struct SchedulesCommand: AsyncParsableCommand {
                 guard let data = FileManager.default.contents(atPath: bodyFile) else {
                     ProcessSetup.fail("skyctl", "cannot read --body-file \(bodyFile); is the path right?")
                 }
+                do {
+                    try Self.checkJSON(Array(data), "--body-file \(bodyFile)")
+                } catch {
+                    ProcessSetup.fail("skyctl", "\(error)")
+                }
                 text = String(decoding: data, as: UTF8.self)
             } else {
                 text = body ?? "{}"
             }
             let timing: ScheduleSpec.Timing
             if let cron, let expression = try? CronExpression(cron) {
-                timing = .cron(expression, timeZone: timeZone)
+                timing = .cron(expression, timeZone: timeZone ?? "UTC")
             } else {
                 timing = .every(milliseconds: UInt64(((every ?? 0) * 1000).rounded()))
             }
@@ -191,18 +233,17 @@ struct SchedulesCommand: AsyncParsableCommand {
             let catchUp: ScheduleSpec.CatchUp =
                 switch self.catchUp {
                 case "none": .none
-                case "all": .all(limit: catchUpLimit)
+                case "all": .all(limit: catchUpLimit ?? 10)
                 default: .last
                 }
-            let name = schedule.name
             let overlap = ScheduleSpec.Overlap(name: self.overlap) ?? .skip
             let paused = paused
             let service = service
-            await schedule.options.run("skyctl") { client in
+            await schedule.run { client, name in
                 let next = try await client.schedule(
                     name: name, timing: timing, service: service, body: Array(text.utf8), options: options,
                     overlap: overlap, catchUp: catchUp, paused: paused)
-                print(paused ? "\(name)  paused" : "\(name)  next tick \(SkyEvent.timestamp(next))")
+                return paused ? "\(name)  paused" : "\(name)  next tick \(SkyEvent.timestamp(next))"
             }
         }
     }
@@ -261,6 +302,17 @@ struct SchedulesCommand: AsyncParsableCommand {
 
 /// How skyctl writes schedules for people.
 enum ScheduleText {
+    /// The broker's refusal as an operator reads it: without the service it was asked through,
+    /// and for a name it does not know, where the names are.
+    static func refusal(_ message: String) -> CommandFailure {
+        var text = message
+        if text.hasPrefix(BrokerService.prefix), let colon = text.range(of: ": ") {
+            text = String(text[colon.upperBound...])
+        }
+        if text.hasPrefix("no schedule named") { text += "; skyctl schedules list names them" }
+        return CommandFailure(text)
+    }
+
     static func time(_ milliseconds: Int64) -> String {
         SkyEvent.timestamp(Date(timeIntervalSince1970: TimeInterval(milliseconds) / 1000))
     }

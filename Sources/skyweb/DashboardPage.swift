@@ -251,7 +251,9 @@ enum DashboardPage {
 
         async function actOnSchedule(name, action) {
           try {
-            const body = await call("POST", "/api/schedules/" + action + "?" + new URLSearchParams({ name }));
+            // encodeURIComponent, not URLSearchParams: that writes a space as "+", which a path's
+            // query does not decode.
+            const body = await call("POST", "/api/schedules/" + action + "?name=" + encodeURIComponent(name));
             scheduleMessage(action === "trigger" ? "Ran " + name + " now as job " + body.job + "." : "");
             await loadSchedules();
           } catch (error) {

@@ -161,6 +161,9 @@ struct DashboardServer {
             return json(encode(["error": error.message]), status: error.status)
         } catch let error as SkyError where error.code == .jobNotFound {
             return json(encode(["error": "\(error)"]), status: .notFound)
+        } catch SkyError.invalidTask(let message) where message.contains("no schedule named") {
+            // A schedule the broker does not know: not found, as an unknown job is.
+            return json(encode(["error": message]), status: .notFound)
         } catch let error as SkyError where error.code == .invalidTask {
             // The caller asked for something that cannot be done (a service name no job can
             // have, a retry of a job that did not fail): the request's fault, not the broker's.

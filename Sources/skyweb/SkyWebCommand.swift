@@ -14,9 +14,9 @@ struct SkyWebCommand: AsyncParsableCommand {
         discussion: """
             Joins the cluster as a watcher, like skywatch (the broker's snapshot, then its events),
             and serves one page at http://HOST:PORT/ that updates itself over a WebSocket. The page
-            needs nothing from the internet. Jobs can be searched, cancelled and retried from it
-            (not with --read-only). There is no login: keep --listen on loopback (the default) or
-            put an authenticating proxy in front.
+            needs nothing from the internet. Jobs can be searched, cancelled and retried from it, and
+            schedules paused, resumed and run now (not with --read-only). There is no login: keep
+            --listen on loopback (the default) or put an authenticating proxy in front.
             """)
 
     @Option(
@@ -33,7 +33,10 @@ struct SkyWebCommand: AsyncParsableCommand {
     @Option(help: "Serve the page at http://HOST:PORT/ (PORT 0 picks a free one; the ready line names it).")
     var listen = "127.0.0.1:8470"
 
-    @Flag(help: "Show the cluster only: no cancelling or retrying jobs from the page.")
+    @Flag(
+        help:
+            "Show the cluster only: no cancelling or retrying jobs, no pausing, resuming or running schedules from the page."
+    )
     var readOnly = false
 
     @Option(

@@ -106,25 +106,26 @@ extension SecondLineSuite {
 
             // Schedules (a name with a slash): listed with their next tick and last job as ticks
             // fire, paused and run now from the page; the broker agrees.
-            try await sky.schedule(name: "reports/beat", every: .seconds(1), task: EchoTask(message: "tick"))
+            try await sky.schedule(name: "reports/daily beat+1", every: .seconds(1), task: EchoTask(message: "tick"))
             try await page.waitUntil(
                 "the schedule listed with its last job",
                 #"""
-                (() => { const row = document.querySelector('#schedules tr[data-schedule="reports/beat"][data-state="active"]');
+                (() => { const row = document.querySelector('#schedules tr[data-schedule="reports/daily beat+1"][data-state="active"]');
                   return row && /every 1 s/.test(row.textContent) && /[0-9A-Z]{26}/.test(row.textContent)
                     && /fired [1-9]/.test(document.querySelector('#schedule-counts').textContent); })()
                 """#)
             try await page.evaluate(
-                #"document.querySelector('#schedules tr[data-schedule="reports/beat"] button.pause').click()"#)
+                #"document.querySelector('#schedules tr[data-schedule="reports/daily beat+1"] button.pause').click()"#)
             try await page.waitUntil(
                 "the schedule shown paused",
-                #"document.querySelector('#schedules tr[data-schedule="reports/beat"][data-state="paused"]')"#)
+                #"document.querySelector('#schedules tr[data-schedule="reports/daily beat+1"][data-state="paused"]')"#)
             #expect(try await sky.schedules().first?.spec.paused == true)
             try await page.evaluate(
-                #"document.querySelector('#schedules tr[data-schedule="reports/beat"] button.trigger').click()"#)
+                #"document.querySelector('#schedules tr[data-schedule="reports/daily beat+1"] button.trigger').click()"#
+            )
             try await page.waitUntil(
                 "the triggered job named",
-                #"/Ran reports\/beat now as job [0-9A-Z]{26}/.test(document.querySelector('#schedule-message').textContent)"#
+                #"/Ran reports\/daily beat\+1 now as job [0-9A-Z]{26}/.test(document.querySelector('#schedule-message').textContent)"#
             )
             let ran = try await page.evaluate("document.querySelector('#schedule-message').textContent")
             let triggered = try #require(

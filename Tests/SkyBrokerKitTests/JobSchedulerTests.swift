@@ -499,6 +499,7 @@ struct JobSchedulerTests {
             submission.idempotencyKey = "digest"
             submission.keyHold = .forTime
             submission.keyHoldMilliseconds = 10_000
+            submission.retentionMilliseconds = 0  // raised to the hold: the key lives in the record
             return submission.encode()
         }
         func submitted(_ actions: [JobScheduler.Action]) -> JobID? {
@@ -520,6 +521,11 @@ struct JobSchedulerTests {
         let endActions = jobs.ended(TaskReply(requestID: delivery.request.requestID, status: .ok, body: [1]))
         let ended = changes(in: endActions)
         #expect(ended.count == 1, "a key held for a time stays with the ended job: \(ended)")
+        guard case .finished(_, _, _, let expiresAt) = ended.first else {
+            Issue.record("\(ended)")
+            return
+        }
+        #expect(expiresAt == SchedulerHarness.wall + 5000 + 10_000, "kept as long as its key holds")
         _ = jobs.commit(endActions)
         #expect(jobs.scheduler.book.jobs[first] == nil)
         let firstRecord = JobRecord(

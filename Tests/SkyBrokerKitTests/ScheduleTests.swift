@@ -70,6 +70,10 @@ struct ScheduleTests {
     @Test func aTickFiresOnceAndItsJobIsRecordedWithIt() throws {
         var schedules = Harness()
         let saved = schedules.save(Self.everySecond())
+        // A free credit: the tick's job has its first start recorded with it, and its events
+        // still say that no attempt reached a worker.
+        var joined: [JobScheduler.Action] = []
+        schedules.jobs.scheduler.workerJoined(serving: ["sky.echo"], capacity: 1, into: &joined)
         let next = try #require(saved)
         #expect(next == withUnsafeBytes(of: Int64(1_700_000_001_000).bigEndian, Array.init))
         #expect(changes(in: schedules.at(1_700_000_000_999)).isEmpty, "not before its tick")
@@ -93,6 +97,7 @@ struct ScheduleTests {
         #expect(published.map(\.0) == [.jobSubmitted, .scheduleFired])
         #expect(published.last?.1.id == job)
         #expect(published.last?.1.schedule == ScheduleTick(name: "beat", tick: "2023-11-14T22:13:21.000Z"))
+        #expect(published.map(\.1.attempt) == [0, 0])
         let counts = try #require(schedules.jobs.scheduler.counts?.schedules)
         #expect(
             counts == ScheduleCounts(count: 1, paused: 0, fired: 1, skipped: 0, nextFire: "2023-11-14T22:13:22.000Z"))
@@ -240,6 +245,29 @@ struct ScheduleTests {
             name: "x", timing: .every(milliseconds: 1000), job: JobSubmission(service: "mmi.jobs.list", body: []))
         let mine = schedules.jobs.request(BrokerService.scheduleSave, own.encode(), request)
         #expect(writes(in: mine).isEmpty)
+        // A job of a later submission version: its fields would be dropped unsaid.
+        var confirming = Self.everySecond()
+        confirming.job.confirmWithinMilliseconds = 850
+        let later =
+            Array(Self.everySecond().encode().dropLast(Self.everySecond().job.encode().count))
+            + confirming.job.encode()
+        let refusedLater = schedules.jobs.request(BrokerService.scheduleSave, later, request)
+        #expect(writes(in: refusedLater).isEmpty)
+        #expect(
+            Self.messages(in: refusedLater).contains {
+                $0.contains("a job submission of version 2; a schedule's job is of version 1")
+            })
+        // A name no schedule can have, named as such rather than as unknown.
+        let long = schedules.jobs.request(
+            BrokerService.schedulePause, Array(String(repeating: "n", count: 300).utf8), request)
+        #expect(Self.messages(in: long).contains { $0.contains("(300 bytes) is not 1...255 bytes") })
+    }
+
+    static func messages(in actions: [JobScheduler.Action]) -> [String] {
+        actions.compactMap { action -> String? in
+            guard case .answer(_, let reply) = action, reply.status != .ok else { return nil }
+            return RemoteErrorBody(decoding: Array(reply.body)).message
+        }
     }
 
     /// A broker that stops answers a schedule call whose write is in flight at once (the
