@@ -22,7 +22,17 @@ extension SkyClient {
         } catch {
             throw SkyError.invalidTask("the task could not be encoded: \(error)")
         }
-        if let problem = WireFormat.nameProblem(T.service, what: "service name") {
+        return Job(id: try await submit(service: T.service, body: body, options: options), client: self)
+    }
+
+    /// Records a job of `service` whose task is already encoded (`body`, as its handler
+    /// decodes it): for tools that hold no task type (`skyctl jobs submit`). As
+    /// ``submit(_:options:coder:)`` otherwise.
+    /// - Returns: the job's id, once it is on the broker's disk.
+    public nonisolated func submit(
+        service: String, body: [UInt8], options: JobOptions = JobOptions()
+    ) async throws -> JobID {
+        if let problem = WireFormat.nameProblem(service, what: "service name") {
             throw SkyError.invalidTask(problem)
         }
         if options.unique != nil, options.idempotencyKey == nil {
@@ -46,7 +56,7 @@ extension SkyClient {
             }
             confirming = version >= Int(JobSubmission.confirmingVersion)
         }
-        let submission = try options.submission(service: T.service, body: body, key: key, confirming: confirming)
+        let submission = try options.submission(service: service, body: body, key: key, confirming: confirming)
         let reply: [UInt8]
         do {
             reply = try await jobCall(BrokerService.jobSubmit, submission.encode())
@@ -57,7 +67,7 @@ extension SkyClient {
         guard let id = JobID(bytes: reply) else {
             throw SkyError.internalError("the broker answered a submit with \(reply.count) bytes, not a job id")
         }
-        return Job(id: id, client: self)
+        return id
     }
 
     /// A handle on a job submitted earlier, maybe by another process.

@@ -95,11 +95,11 @@ extension SkyClient {
     }
 
     /// Creates the schedule `name`, or replaces the one of that name, with its job's body
-    /// already encoded: for tools that hold no task type (`skyctl schedules add`).
-    /// - Parameter paused: saved paused, it fires nothing until resumed.
+    /// already encoded: for tools that hold no task type (`skyctl schedules add`). Saved
+    /// `paused`, it fires nothing until resumed.
     /// - Returns: when it fires next.
     /// - Throws: ``SkyError/invalidTask(_:)`` naming what is wrong, before anything is sent;
-    ///   also when the schedule queues (``ScheduleSpec/Overlap/queue``) and the broker does not
+    ///   also when the schedule queues (`ScheduleSpec.Overlap.queue`) and the broker does not
     ///   say it takes that (one that predates it).
     @discardableResult
     public nonisolated func schedule(

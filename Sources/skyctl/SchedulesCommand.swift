@@ -172,7 +172,7 @@ struct SchedulesCommand: AsyncParsableCommand {
                 throw ValidationError("--service \(service): \(BrokerService.prefix)* services are the broker's own")
             }
             if body != nil, bodyFile != nil { throw ValidationError("give --body or --body-file, not both") }
-            if let body { try Self.checkJSON(Array(body.utf8), "--body") }
+            if let body { try TaskBody.check(Array(body.utf8), "--body") }
             guard ScheduleSpec.Overlap(name: overlap) != nil else {
                 throw ValidationError("--overlap \(overlap): use skip, allow, cancel-previous or queue")
             }
@@ -194,16 +194,6 @@ struct SchedulesCommand: AsyncParsableCommand {
             try FlagCheck.seconds(retention, "--retention", in: 0...315_360_000)
         }
 
-        /// The task is the JSON its handler decodes: text that is not JSON would make every
-        /// tick's job fail at the worker, so it is refused here.
-        static func checkJSON(_ bytes: [UInt8], _ flag: String) throws {
-            do {
-                _ = try JSONSerialization.jsonObject(with: Data(bytes), options: [.fragmentsAllowed])
-            } catch {
-                throw ValidationError("\(flag) is not JSON (the task as its handler decodes it, for example '{}')")
-            }
-        }
-
         func run() async throws {
             let text: String
             if let bodyFile {
@@ -211,7 +201,7 @@ struct SchedulesCommand: AsyncParsableCommand {
                     ProcessSetup.fail("skyctl", "cannot read --body-file \(bodyFile); is the path right?")
                 }
                 do {
-                    try Self.checkJSON(Array(data), "--body-file \(bodyFile)")
+                    try TaskBody.check(Array(data), "--body-file \(bodyFile)")
                 } catch {
                     ProcessSetup.fail("skyctl", "\(error)")
                 }

@@ -9,7 +9,7 @@ struct SkyCtlCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "skyctl",
         abstract: "Operates a Sky cluster from the command line.",
-        subcommands: [JobsCommand.self, SchedulesCommand.self])
+        subcommands: [JobsCommand.self, SchedulesCommand.self, CallCommand.self])
 }
 
 /// The flags every skyctl command takes to reach the broker.
@@ -75,8 +75,8 @@ func jobID(_ text: String) throws -> JobID {
 struct JobsCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "jobs",
-        abstract: "Lists, shows, cancels and retries durable jobs (docs/jobs.md).",
-        subcommands: [List.self, Show.self, Cancel.self, Retry.self])
+        abstract: "Submits, lists, shows, cancels and retries durable jobs (docs/jobs.md).",
+        subcommands: [Submit.self, List.self, Show.self, Cancel.self, Retry.self])
 
     struct List: AsyncParsableCommand {
         static let configuration = CommandConfiguration(abstract: "Lists jobs, newest first.")

@@ -1,0 +1,55 @@
+import Foundation
+import Sky
+import SkyProtocol
+import SkyTestSupport
+import SkyWorkloads
+import Testing
+
+extension ThirdLineSuite {
+    /// Work from the shell: `skyctl call` and `skyctl jobs submit` against a real cluster.
+    @Suite("skyctl call and jobs submit: work from the shell")
+    struct ShellToolTests {
+        typealias StateDirectory = IntegrationSuite.JobTests.StateDirectory
+
+        @Test(.timeLimit(.minutes(1)))
+        func aCallPrintsItsResultAndASubmitItsJob() async throws {
+            let state = StateDirectory()
+            let cluster = try await TestCluster.start(extraArguments: state.arguments)
+            defer { cluster.killAll() }
+            _ = try await cluster.startWorker(name: "w1", extraArguments: ["--workloads", "sky.echo"])
+            func skyctl(_ arguments: [String]) async throws -> (status: Int32, out: [String], err: String) {
+                let process = try SkyProcess("skyctl", arguments + ["--broker", cluster.clients])
+                let status = try await process.waitForExit()
+                return (status, process.outputLines, process.errorText)
+            }
+            let called = try await skyctl(["call", "sky.echo", "--json", #"{"message":"hi"}"#])
+            #expect(called.status == 0 && called.out == [#"{"message":"hi"}"#], "\(called)")
+            // Standard input, as a pipe gives it.
+            let skyctlPath = SkyProcess.binaries.appendingPathComponent("skyctl").path
+            let piped = cluster.track(
+                try SkyProcess(
+                    program: URL(fileURLWithPath: "/bin/bash"),
+                    [
+                        "-c", #"printf '{"message":"piped"}' | "$0" call sky.echo --json - --broker "$1""#,
+                        skyctlPath, cluster.clients,
+                    ], name: "echo | skyctl call"))
+            #expect(try await piped.waitForExit() == 0 && piped.outputLines == [#"{"message":"piped"}"#])
+            let notJSON = try await skyctl(["call", "sky.echo", "--json", "hi"])
+            #expect(notJSON.status == 64 && notJSON.err.contains("--json is not JSON"), "\(notJSON)")
+            let nobody = try await skyctl(["call", "no.such.service", "--json", "{}", "--timeout", "10"])
+            #expect(nobody.status == 1 && nobody.err.contains("no.such.service"), "\(nobody)")
+
+            let submitted = try await skyctl([
+                "jobs", "submit", "sky.echo", "--json", #"{"message":"later"}"#, "--key", "k1", "--unique",
+                "while-running",
+            ])
+            let id = try #require(submitted.out.first.flatMap { JobID($0) }, "\(submitted)")
+            let sky = try await SkyClient(broker: cluster.clients)
+            #expect(try await sky.result(of: id, as: EchoTask.self) == EchoTask(message: "later"))
+            let keyless = try await skyctl(["jobs", "submit", "sky.echo", "--json", "{}", "--unique", "while-queued"])
+            #expect(keyless.status == 64 && keyless.err.contains("give --key"), "\(keyless)")
+            await sky.close()
+            await cluster.stop()
+        }
+    }
+}
