@@ -124,17 +124,7 @@ struct SchedulesCommand: AsyncParsableCommand {
         @Option(help: "With --catch-up all: the most missed ticks that fire (1 to 1000; 10 by default).")
         var catchUpLimit: Int?
 
-        @Option(help: "Each job's priority, -128 to 127 (higher first among waiting jobs of its service).")
-        var priority = 0
-
-        @Option(help: "How long one attempt of a job may run, in seconds (none by default).")
-        var timeout: Double?
-
-        @Option(help: "Attempts per job (1 to 1000; failures are retried with a backoff).")
-        var maxAttempts = RetryPolicy.default.maxAttempts
-
-        @Option(help: "How long a job's outcome is kept after it ended, in seconds.")
-        var retention: Double = 86_400
+        @OptionGroup var job: JobFlags
 
         @Flag(help: "Add it paused: it fires nothing until resumed.")
         var paused = false
@@ -188,10 +178,6 @@ struct SchedulesCommand: AsyncParsableCommand {
                     "--catch-up all fires every missed tick at once, which only --overlap allow lets run; with --overlap \(overlap) use --catch-up last"
                 )
             }
-            try FlagCheck.integer(priority, "--priority", in: Int(Int8.min)...Int(Int8.max))
-            if let timeout { try FlagCheck.seconds(timeout, "--timeout", in: 0.001...4_000_000) }
-            try FlagCheck.integer(maxAttempts, "--max-attempts", in: 1...1000)
-            try FlagCheck.seconds(retention, "--retention", in: 0...315_360_000)
         }
 
         func run() async throws {
@@ -215,11 +201,7 @@ struct SchedulesCommand: AsyncParsableCommand {
             } else {
                 timing = .every(milliseconds: UInt64(((every ?? 0) * 1000).rounded()))
             }
-            var options = JobOptions(
-                priority: JobPriority(rawValue: Int8(priority)),
-                retention: FlagCheck.duration(seconds: retention),
-                timeout: timeout.map(FlagCheck.duration(seconds:)))
-            options.retry.maxAttempts = maxAttempts
+            let options = job.options()
             let catchUp: ScheduleSpec.CatchUp =
                 switch self.catchUp {
                 case "none": .none

@@ -1,0 +1,36 @@
+import ArgumentParser
+import Sky
+import SkyCLISupport
+
+/// The flags of a job's options that `skyctl jobs submit` and `skyctl schedules add` both take,
+/// checked and read in one place.
+struct JobFlags: ParsableArguments {
+    @Option(help: "The job's priority, -128 to 127 (higher first among waiting jobs of its service).")
+    var priority = 0
+
+    @Option(help: "How long one attempt of the job may run, in seconds (none by default).")
+    var timeout: Double?
+
+    @Option(help: "Attempts (1 to 1000; a timed-out attempt is tried again after a backoff).")
+    var maxAttempts = RetryPolicy.default.maxAttempts
+
+    @Option(help: "How long the job's outcome is kept after it ended, in seconds.")
+    var retention: Double = 86_400
+
+    func validate() throws {
+        try FlagCheck.integer(priority, "--priority", in: Int(Int8.min)...Int(Int8.max))
+        if let timeout { try FlagCheck.seconds(timeout, "--timeout", in: 0.001...4_000_000) }
+        try FlagCheck.integer(maxAttempts, "--max-attempts", in: 1...1000)
+        try FlagCheck.seconds(retention, "--retention", in: 0...315_360_000)
+    }
+
+    /// The options these flags set, on top of `base`.
+    func options(_ base: JobOptions = JobOptions()) -> JobOptions {
+        var options = base
+        options.priority = JobPriority(rawValue: Int8(priority))
+        options.retention = FlagCheck.duration(seconds: retention)
+        options.timeout = timeout.map(FlagCheck.duration(seconds:))
+        options.retry.maxAttempts = maxAttempts
+        return options
+    }
+}
