@@ -519,6 +519,21 @@ extension Broker.Shell {
                 let found = Result { () throws(JournalError) in try store.schedules() }
                 _ = loop.post(input: JournalAnswer.schedulesLoaded(found))
             }
+        case .loadFlow(let id, let keys):
+            journal.read { store in
+                let found = Result { () throws(JournalError) in try store.jobs(idempotencyKeys: keys) }
+                _ = loop.post(input: JournalAnswer.flowLoaded(id, found))
+            }
+        case .readFlow(let id, let caller):
+            journal.read { store in
+                let found = Result { () throws(JournalError) -> (JobRecord?, [JobRecord]) in
+                    guard let record = try store.job(id.bytes), record.service == FlowSpec.service,
+                        let spec = try? FlowSpec(decoding: record.body)
+                    else { return (try store.job(id.bytes), []) }
+                    return (record, try store.jobs(idempotencyKeys: JobScheduler.stepKeys(id, spec)))
+                }
+                _ = loop.post(input: JournalAnswer.flowRead(id, caller, found))
+            }
         }
     }
 }

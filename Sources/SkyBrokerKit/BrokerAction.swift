@@ -65,6 +65,10 @@ package enum JournalWork: Sendable, Equatable {
     case maintain(nowMilliseconds: Int64, limit: Int)
     /// Read every schedule (once, at start).
     case loadSchedules
+    /// Read the records of a flow's steps (their keys): a flow taken up at a start.
+    case loadFlow(JobID, [String])
+    /// Read a flow and its steps' records, and answer `caller` with the flow's status.
+    case readFlow(JobID, JobCaller)
 }
 
 /// Why the broker wrote to its journal: what it does once the write is durable.
@@ -91,6 +95,12 @@ package enum JournalWrite: Sendable, Equatable {
     indirect case fired(schedule: String, jobs: [JobID], ticks: [Int64], next: Int64, caller: JobCaller?)
     /// A schedule was saved (with its next tick) or removed; `caller` hears `answer`.
     indirect case scheduleChanged(ScheduleChange, caller: JobCaller, answer: [UInt8])
+    /// A flow's record: answer its submitter, and submit its first steps.
+    case flowSubmitted(JobID)
+    /// A flow's steps: each is a submitted job (``submitted(_:)``) of its flow.
+    indirect case flowSteps([JobID])
+    /// A flow's outcome (and its steps' retention): answer whoever waits, and forget it.
+    case flowEnded(JobID)
 }
 
 /// What a write of a schedule's definition changes once it is on disk.
@@ -107,6 +117,10 @@ package enum JournalAnswer: Sendable {
     /// The journal's size in bytes, and how many expired jobs it deleted.
     case maintained(Result<(bytes: Int, deleted: Int), JournalError>)
     case schedulesLoaded(Result<[ScheduleRecord], JournalError>)
+    /// A flow's steps' records (``JournalWork/loadFlow(_:_:)``).
+    case flowLoaded(JobID, Result<[JobRecord], JournalError>)
+    /// A flow's record, if any, and its steps' (``JournalWork/readFlow(_:_:)``).
+    case flowRead(JobID, JobCaller, Result<(JobRecord?, [JobRecord]), JournalError>)
 }
 
 /// What the broker's span of a traced request records.

@@ -30,10 +30,12 @@ import SkyProtocol
 struct JobScheduler: Sendable {
     let configuration: Configuration
     /// The jobs held in memory (read by the broker's snapshots and tests).
-    private(set) var book = JobBook()
+    var book = JobBook()
     /// The schedules (``ScheduleBook``), whose ticks this scheduler records as jobs.
     var schedules = ScheduleBook()
-    private var idGenerator: SplitMix64
+    /// The flows (``FlowBook``), whose steps this scheduler runs as jobs.
+    var flows = FlowBook()
+    var idGenerator: SplitMix64
     /// Orders jobs of equal priority by submission.
     private var nextArrival: UInt64 = 0
     /// When the journal is next asked to expire outcomes and to measure itself.
@@ -89,6 +91,10 @@ struct JobScheduler: Sendable {
     ) -> Bool {
         if BrokerService.scheduleServices.contains(request.service) {
             scheduleRequest(request, from: caller, into: &actions)
+            return true
+        }
+        if BrokerService.flowServices.contains(request.service) {
+            flowRequest(request, from: caller, now: now, into: &actions)
             return true
         }
         if stopping, BrokerService.jobServices.contains(request.service) {
@@ -273,7 +279,11 @@ struct JobScheduler: Sendable {
         _ id: JobID, to caller: JobCaller, holding hold: Int64?, now: Int64, into actions: inout [Action]
     ) {
         guard let job = book.jobs[id] else {
-            lookUp(id, for: caller, into: &actions)
+            if flows.runs[id] != nil {
+                answerAboutFlow(id, to: caller, holding: hold, now: now, into: &actions)
+            } else {
+                lookUp(id, for: caller, into: &actions)
+            }
             return
         }
         if case .finishing = job.phase {
@@ -294,7 +304,11 @@ struct JobScheduler: Sendable {
     /// the better job being prepared: ``JobBook/betterIsPreparing(_:)``) takes another at once.
     mutating func cancel(_ id: JobID, caller: JobCaller?, into actions: inout [Action]) {
         guard let job = book.jobs[id] else {
-            if let caller { lookUp(id, for: caller, into: &actions) }
+            if flows.runs[id] != nil {
+                cancelFlow(id, caller: caller, into: &actions)
+            } else if let caller {
+                lookUp(id, for: caller, into: &actions)
+            }
             return
         }
         let service = job.submission.service
@@ -333,6 +347,10 @@ struct JobScheduler: Sendable {
 
     /// Runs a failed or cancelled job again, as a new job with the same task and options.
     private mutating func retry(_ id: JobID, caller: JobCaller, into actions: inout [Action]) {
+        if flows.runs[id] != nil {
+            answer(caller, .invalidPayload, "flow \(id) has not ended; only an ended job is retried", into: &actions)
+            return
+        }
         if let job = book.jobs[id] {
             answer(
                 caller, .invalidPayload, "job \(id) has not ended (\(report(job).state)); only an ended job is retried",
@@ -344,6 +362,13 @@ struct JobScheduler: Sendable {
 
     /// The journal found the job to retry.
     private mutating func retry(_ id: JobID, _ record: JobRecord?, caller: JobCaller, into actions: inout [Action]) {
+        if let record, record.service == FlowSpec.service {
+            answer(
+                caller, .invalidPayload,
+                "\(id) is a flow; a flow is not retried as a job: submit it again (with a new idempotency key)",
+                into: &actions)
+            return
+        }
         guard let record, record.state == .failed || record.state == .cancelled,
             var submission = try? JobSubmission(decoding: record.options)
         else {
@@ -377,7 +402,7 @@ struct JobScheduler: Sendable {
     /// Notes that `caller`'s answer waits for a journal read; refuses it (answered `overloaded`)
     /// beyond ``Configuration/inFlightLimit`` reads in flight, so that a flood of lookups cannot
     /// grow the journal's queue without bound.
-    private mutating func startRead(for caller: JobCaller, into actions: inout [Action]) -> Bool {
+    mutating func startRead(for caller: JobCaller, into actions: inout [Action]) -> Bool {
         // The same call asked again while its read is in flight gets that read's one answer.
         guard !book.reads.contains(caller) else { return false }
         guard book.reads.count < configuration.inFlightLimit else {
@@ -401,7 +426,21 @@ struct JobScheduler: Sendable {
         // The schedules come next, through the journal's thread (they fire from its answer).
         actions.append(.journal(.loadSchedules))
         var unreadable = 0
+        var flowCount = 0
         for record in records {
+            if record.service == FlowSpec.service {
+                // A flow: its steps are jobs of their own, taken up below with the rest.
+                if recoverFlow(record, into: &actions) {
+                    flowCount += 1
+                } else {
+                    unreadable += 1
+                    actions.append(
+                        .log(
+                            .warning, "journal: a flow's record is unreadable; left as it is",
+                            ["flow": Hex.encode(record.id)]))
+                }
+                continue
+            }
             guard let id = JobID(bytes: record.id), var submission = try? JobSubmission(decoding: record.options)
             else {
                 unreadable += 1
@@ -426,7 +465,10 @@ struct JobScheduler: Sendable {
             actions.append(
                 .log(
                     .info, "journal: unfinished jobs taken up again",
-                    ["jobs": "\(records.count - unreadable)", "running": "\(records.count { $0.state == .running })"]))
+                    [
+                        "jobs": "\(records.count - unreadable - flowCount)", "flows": "\(flowCount)",
+                        "running": "\(records.count { $0.state == .running && $0.service != FlowSpec.service })",
+                    ]))
         }
         return unreadable
     }
@@ -647,7 +689,9 @@ struct JobScheduler: Sendable {
         changes.append(
             .finished(
                 id: job.id.bytes, state: state, outcome: [report.outcomeStatus.rawValue] + report.outcome,
-                expiresAt: Self.expiry(configuration.wallClock(), job.submission)))
+                // A flow's step is kept until its flow ends, and as long as it then.
+                expiresAt: FlowSpec.step(ofKey: job.submission.idempotencyKey ?? "") == nil
+                    ? Self.expiry(configuration.wallClock(), job.submission) : Int64.max))
         if book.hasWaiters(job.id) {
             actions.append(.journal(.write(changes, .finished(job.id))))
         } else {
@@ -673,7 +717,7 @@ struct JobScheduler: Sendable {
             break
         }
         switch answer {
-        case .lookedUp(_, let caller, _, _), .listed(let caller, _):
+        case .lookedUp(_, let caller, _, _), .listed(let caller, _), .flowRead(_, let caller, _):
             // Answered already if the broker stopped meanwhile.
             guard book.reads.remove(caller) != nil else { return }
         default:
@@ -748,11 +792,29 @@ struct JobScheduler: Sendable {
             scheduleChanged(change, caller: caller, answer: body, result, into: &actions)
         case .schedulesLoaded(let result):
             schedulesLoaded(result, into: &actions)
+        case .written(.flowSubmitted(let id), let result):
+            flowRecorded(id, result, into: &actions)
+        case .written(.flowSteps(let ids), let result):
+            // One flow's: decided on once, after all of them (a group's hundreds of steps would
+            // each decide the whole flow again).
+            let flow = ids.first.flatMap { book.pendingSubmits[$0]?.job.submission.idempotencyKey }
+                .flatMap { FlowSpec.step(ofKey: $0)?.flow }
+            for id in ids { submitted(id, result, now: now, advancingFlow: false, into: &actions) }
+            if let flow { advanceFlow(flow, into: &actions) }
+        case .written(.flowEnded(let id), let result):
+            flowEndWritten(id, result, into: &actions)
+        case .flowLoaded(let id, let result):
+            flowLoaded(id, result, into: &actions)
+        case .flowRead(let id, let caller, let result):
+            flowRead(id, caller, result, into: &actions)
         }
     }
 
+    /// A new job is on disk (or not); with `advancingFlow`, the flow whose step it is (if any)
+    /// decides at once what comes next.
     mutating func submitted(
-        _ id: JobID, _ result: Result<JournalReceipt, JournalError>, now: Int64, into actions: inout [Action]
+        _ id: JobID, _ result: Result<JournalReceipt, JournalError>, now: Int64, advancingFlow: Bool = true,
+        into actions: inout [Action]
     ) {
         if case .success(let receipt) = result, let first = receipt.duplicates[id.bytes],
             let pending = book.pendingSubmits[id], pending.keyFor > 0, let record = pending.record,
@@ -765,6 +827,10 @@ struct JobScheduler: Sendable {
             return
         }
         guard let pending = book.pendingSubmits.removeValue(forKey: id) else { return }
+        defer {
+            flowStepSubmitted(
+                id, key: pending.job.submission.idempotencyKey, result, advancing: advancingFlow, into: &actions)
+        }
         let service = pending.job.submission.service
         // Its first start was written with it (``JobBook/reserveStart(_:)``).
         let started = pending.job.phase == .preparing
@@ -840,6 +906,7 @@ struct JobScheduler: Sendable {
         }
         publish(kind, job, status: report.outcomeStatus, into: &actions)
         for waiter in book.takeWaiters(of: id) { answer(waiter, report, into: &actions) }
+        flowStepEnded(id, key: job.submission.idempotencyKey, report, into: &actions)
     }
 
     // MARK: Time
@@ -854,9 +921,13 @@ struct JobScheduler: Sendable {
             book.timers.removeMin()
             switch first.kind {
             case .hold(let waiter):
-                guard book.removeWaiter(waiter, of: first.id), let job = book.jobs[first.id] else { continue }
+                guard book.removeWaiter(waiter, of: first.id) else { continue }
                 budget.spend()
-                answer(waiter, report(job), into: &actions)
+                if let job = book.jobs[first.id] {
+                    answer(waiter, report(job), into: &actions)
+                } else if let run = flows.runs[first.id] {
+                    answer(waiter, flowReport(run), into: &actions)
+                }
                 continue
             case .confirm(let waiter):
                 // Spent also on a submit answered meanwhile (most are): a burst of them comes
@@ -898,6 +969,7 @@ struct JobScheduler: Sendable {
                 guard let job = book.jobs[id], case .finishing(let report) = job.phase else { continue }
                 writeOutcome(job, report, into: &actions)
             }
+            retryFlows(into: &actions)
         }
     }
 
@@ -916,6 +988,9 @@ struct JobScheduler: Sendable {
             answer(waiter, .brokerShuttingDown, message, into: &actions)
         }
         book.pendingSubmits.removeAll()
+        for id in Array(flows.pending.keys) {
+            if let pending = flows.unpend(id) { answer(pending.caller, .brokerShuttingDown, message, into: &actions) }
+        }
         for caller in book.reads {
             answer(caller, .brokerShuttingDown, message, into: &actions)
         }
@@ -932,7 +1007,7 @@ struct JobScheduler: Sendable {
 
     // MARK: Answers
 
-    private func answer(_ caller: JobCaller, _ report: JobReport, into actions: inout [Action]) {
+    func answer(_ caller: JobCaller, _ report: JobReport, into actions: inout [Action]) {
         actions.append(
             .answer(
                 caller,

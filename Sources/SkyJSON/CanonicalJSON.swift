@@ -29,6 +29,15 @@ package enum CanonicalJSON {
         try decoder.decode(type, from: Data(bytes))
     }
 
+    /// Whether `bytes` are one JSON value (a document, or a bare string, number, `true`,
+    /// `false` or `null`).
+    package static func isValid(_ bytes: [UInt8]) -> Bool {
+        var parser = JSONParser(bytes: bytes)
+        if (try? parser.document()) != nil { return true }
+        // What the parser leaves to Foundation (rare forms), Foundation decides.
+        return (try? JSONSerialization.jsonObject(with: Data(bytes), options: .fragmentsAllowed)) != nil
+    }
+
     /// One for every call (thread-safe).
     private static let decoder = JSONDecoder()
 

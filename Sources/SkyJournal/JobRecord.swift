@@ -97,6 +97,10 @@ public enum JobChange: Sendable, Equatable {
     /// The job gives up its idempotency key whatever its state: a key held for a time that
     /// passed. Before a `submitted` that takes the key, in the same transaction.
     case keyExpired(id: [UInt8])
+    /// An ended job is kept until `expiresAt` instead: a flow's step, kept as long as its flow
+    /// (a step's outcome is the flow's record of its progress: a step deleted before its flow
+    /// ended would run again when the flow is taken up after a restart).
+    case retained(id: [UInt8], expiresAt: Int64)
     /// A schedule made or changed: its definition and next tick (its last job is kept).
     case scheduleSaved(ScheduleRecord)
     /// A schedule's tick passed: its next, and the job the tick made (written in the same
@@ -112,7 +116,7 @@ extension JobChange {
         switch self {
         case .submitted(let job): job.id
         case .started(let id, _), .released(let id, _), .rescheduled(let id, _), .finished(let id, _, _, _),
-            .keyReleased(let id), .keyExpired(let id):
+            .keyReleased(let id), .keyExpired(let id), .retained(let id, _):
             id
         case .scheduleSaved(let schedule): Self.scheduleKey(schedule.name)
         case .scheduleAdvanced(let name, _, _), .scheduleRemoved(let name): Self.scheduleKey(name)

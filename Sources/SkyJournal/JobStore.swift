@@ -15,6 +15,10 @@ public protocol JobStore {
 
     func job(idempotencyKey: String) throws(JournalError) -> JobRecord?
 
+    /// The jobs that hold these idempotency keys, in no order (a key no job holds is left
+    /// out): a flow's steps, read at once when the broker takes the flow up again.
+    func jobs(idempotencyKeys: [String]) throws(JournalError) -> [JobRecord]
+
     /// Up to `limit` jobs, newest first, of one state (or any) and one service (or any).
     func list(state: JobRecord.State?, service: String?, limit: Int) throws(JournalError) -> [JobRecord]
 
@@ -30,4 +34,15 @@ public protocol JobStore {
 
     /// Every schedule, by name: what the broker fires from when it starts.
     func schedules() throws(JournalError) -> [ScheduleRecord]
+}
+
+extension JobStore {
+    /// One lookup a key: for a store whose lookups cost no round trip.
+    public func jobs(idempotencyKeys: [String]) throws(JournalError) -> [JobRecord] {
+        var found: [JobRecord] = []
+        for key in idempotencyKeys {
+            if let job = try job(idempotencyKey: key) { found.append(job) }
+        }
+        return found
+    }
 }

@@ -25,6 +25,7 @@ public final class SQLiteJobStore: JobStore {
     private let release: SQLiteDatabase.Statement
     private let releaseKey: SQLiteDatabase.Statement
     private let expireKey: SQLiteDatabase.Statement
+    private let retain: SQLiteDatabase.Statement
     private let finish: SQLiteDatabase.Statement
     private let byID: SQLiteDatabase.Statement
     private let byKey: SQLiteDatabase.Statement
@@ -68,6 +69,7 @@ public final class SQLiteJobStore: JobStore {
         release = try database.prepare("UPDATE jobs SET state = 0, attempt = ?2 WHERE id = ?1 AND state < 2")
         releaseKey = try database.prepare("UPDATE jobs SET idempotency_key = NULL WHERE id = ?1 AND state < 2")
         expireKey = try database.prepare("UPDATE jobs SET idempotency_key = NULL WHERE id = ?1")
+        retain = try database.prepare("UPDATE jobs SET expires_at = ?2 WHERE id = ?1 AND state >= 2")
         finish = try database.prepare(
             "UPDATE jobs SET state = ?2, outcome = ?3, expires_at = ?4 WHERE id = ?1 AND state < 2")
         byID = try database.prepare("SELECT \(Self.columns) FROM jobs WHERE id = ?1")
@@ -203,6 +205,8 @@ public final class SQLiteJobStore: JobStore {
                     try releaseKey.run([.blob(id)])
                 case .keyExpired(let id):
                     try expireKey.run([.blob(id)])
+                case .retained(let id, let expiresAt):
+                    try retain.run([.blob(id), .integer(expiresAt)])
                 case .finished(let id, let state, let outcome, let expiresAt):
                     try finish.run([
                         .blob(id), .integer(state.rawValue), outcome.map { .blob($0) } ?? .null, .integer(expiresAt),

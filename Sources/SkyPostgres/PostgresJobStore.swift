@@ -421,6 +421,13 @@ public final class PostgresJobStore: JobStore {
         connection.define(
             "expire key", "UPDATE sky_jobs SET idempotency_key = NULL WHERE id = ANY($1::bytea[])", types: [byteses])
         connection.define("expire key one", "UPDATE sky_jobs SET idempotency_key = NULL WHERE id = $1", types: [bytes])
+        // An ended job only (a flow's step, kept as long as its flow).
+        connection.define(
+            "retain",
+            "UPDATE sky_jobs AS job SET expires_at = given.expires_at FROM unnest($1::bytea[], $2::bigint[]) AS given (id, expires_at) WHERE job.id = given.id AND job.state >= 2",
+            types: [byteses, integers])
+        connection.define(
+            "retain one", "UPDATE sky_jobs SET expires_at = $2 WHERE id = $1 AND state >= 2", types: [bytes, integer])
         update(
             "reschedule", set: "state = 0, not_before = given.not_before", columns: ["not_before"],
             types: [byteses, integers])
@@ -429,6 +436,8 @@ public final class PostgresJobStore: JobStore {
             columns: ["state", "outcome", "expires_at"], types: [byteses, integers, byteses, integers])
         connection.define("byID", "SELECT \(Self.columns) FROM sky_jobs WHERE id = $1", types: [bytes])
         connection.define("byKey", "SELECT \(Self.columns) FROM sky_jobs WHERE idempotency_key = $1", types: [text])
+        connection.define(
+            "byKeys", "SELECT \(Self.columns) FROM sky_jobs WHERE idempotency_key = ANY($1::text[])", types: [texts])
         connection.define("open", "SELECT \(Self.columns) FROM sky_jobs WHERE state < 2 ORDER BY seq", types: [])
         // $1 and $2 are NULL for "any"; newest first by submit order.
         connection.define(
@@ -541,6 +550,7 @@ public final class PostgresJobStore: JobStore {
         var releases: [(id: [UInt8], attempt: Int)] = []
         var keyReleases: [[UInt8]] = []
         var keyExpiries: [[UInt8]] = []
+        var retains: [(id: [UInt8], expiresAt: Int64)] = []
         var reschedules: [(id: [UInt8], notBefore: Int64)] = []
         var finishes: [(id: [UInt8], state: JobRecord.State, outcome: [UInt8]?, expiresAt: Int64)] = []
         var schedules: [(name: String, parameters: [Value])] = []
@@ -551,6 +561,7 @@ public final class PostgresJobStore: JobStore {
             case .released(let id, let attempt): releases.append((id, attempt))
             case .keyReleased(let id): keyReleases.append(id)
             case .keyExpired(let id): keyExpiries.append(id)
+            case .retained(let id, let expiresAt): retains.append((id, expiresAt))
             case .rescheduled(let id, let notBefore): reschedules.append((id, notBefore))
             case .finished(let id, let state, let outcome, let expiresAt):
                 finishes.append((id, state, outcome, expiresAt))
@@ -614,6 +625,8 @@ public final class PostgresJobStore: JobStore {
                     ]
                 ))
         }
+        // After the finishes: a step's end and its flow's, written together, keep the flow's.
+        if !retains.isEmpty { append(("retain", [byteses(retains.map(\.id)), integers(retains.map(\.expiresAt))])) }
         return calls + schedules
     }
 
@@ -646,6 +659,12 @@ public final class PostgresJobStore: JobStore {
 
     public func job(idempotencyKey: String) throws(JournalError) -> JobRecord? {
         try records("byKey", [.text(idempotencyKey)]).first
+    }
+
+    /// One statement for them all: a flow's steps cost one round trip, not one each.
+    public func jobs(idempotencyKeys: [String]) throws(JournalError) -> [JobRecord] {
+        guard !idempotencyKeys.isEmpty else { return [] }
+        return try records("byKeys", [.array(element: 25, idempotencyKeys.map { .text($0) })])
     }
 
     public func deleteExpired(before now: Int64, limit: Int) throws(JournalError) -> Int {

@@ -31,6 +31,9 @@ public struct BrokerFeatures: Sendable, Equatable {
     /// The broker takes a schedule with overlap 3 (``ScheduleSpec/Overlap/queue``); one that
     /// does not say refuses it (status 3 `invalidPayload`, naming the overlap).
     public var takesScheduleQueue: Bool
+    /// The broker takes flows (`mmi.flows.submit`, ``FlowSpec``); one that does not say
+    /// answers them `unknownService`.
+    public var takesFlows: Bool
 
     /// The edition this build speaks: docs/protocol.md, "Editions". Raised only with a change
     /// of meaning under an unchanged form, together with the doc's "Changes by edition".
@@ -47,6 +50,8 @@ public struct BrokerFeatures: Sendable, Equatable {
     public static let priorityFeature = "priority"
     /// The line that names ``takesScheduleQueue``.
     public static let scheduleQueueFeature = "schedule-queue"
+    /// The line that names ``takesFlows``.
+    public static let flowsFeature = "flows"
 
     /// The line that carries ``maxFrameSize``.
     public static let maxFrameSizeName = "max-frame-size"
@@ -59,7 +64,7 @@ public struct BrokerFeatures: Sendable, Equatable {
     public init(
         edition: Int? = nil, takesTrace: Bool = false, maxFrameSize: Int? = nil, takesPacked: Bool = false,
         takesNoWorkersGrace: Bool = false, takesPriority: Bool = false, jobSubmissionVersion: Int? = nil,
-        takesScheduleQueue: Bool = false
+        takesScheduleQueue: Bool = false, takesFlows: Bool = false
     ) {
         self.edition = edition
         self.takesTrace = takesTrace
@@ -69,6 +74,7 @@ public struct BrokerFeatures: Sendable, Equatable {
         self.takesPriority = takesPriority
         self.jobSubmissionVersion = jobSubmissionVersion
         self.takesScheduleQueue = takesScheduleQueue
+        self.takesFlows = takesFlows
     }
 
     /// Everything this build of the broker says to clients (`mmi.features`).
@@ -76,7 +82,7 @@ public struct BrokerFeatures: Sendable, Equatable {
         BrokerFeatures(
             edition: currentEdition, takesTrace: true, maxFrameSize: maxFrameSize, takesPacked: true,
             takesNoWorkersGrace: true, takesPriority: true, jobSubmissionVersion: Int(JobSubmission.newestVersion),
-            takesScheduleQueue: true)
+            takesScheduleQueue: true, takesFlows: true)
     }
 
     /// Reads what a broker said, a line each (a FEATURES to a worker carries a line a frame);
@@ -95,6 +101,8 @@ public struct BrokerFeatures: Sendable, Equatable {
                 takesPriority = true
             } else if text == Self.scheduleQueueFeature {
                 takesScheduleQueue = true
+            } else if text == Self.flowsFeature {
+                takesFlows = true
             } else if let equals = text.firstIndex(of: "="),
                 let value = Int(text[text.index(after: equals)...]), value > 0
             {
@@ -124,6 +132,7 @@ public struct BrokerFeatures: Sendable, Equatable {
         if takesPriority { lines.append(Self.priorityFeature) }
         if let jobSubmissionVersion { lines.append("\(Self.jobSubmissionName)=\(jobSubmissionVersion)") }
         if takesScheduleQueue { lines.append(Self.scheduleQueueFeature) }
+        if takesFlows { lines.append(Self.flowsFeature) }
         return lines
     }
 

@@ -146,6 +146,12 @@ public enum BrokerService {
     public static let jobServices: Set<String> = [jobSubmit, jobStatus, jobWait, jobCancel, jobRetry, jobList]
     /// Body: a ``ScheduleSpec``. Reply: the schedule's next tick (i64, milliseconds since 1970),
     /// once it is on disk. A schedule of the same name is replaced.
+    /// Records a flow (``FlowSpec``); answers its id (16 bytes) once it is on disk. A flow is
+    /// a job of its own: `mmi.jobs.status`, `.wait` and `.cancel` take its id.
+    public static let flowSubmit = "mmi.flows.submit"
+    /// Where a flow and each of its steps stand (``FlowStatus``); takes the flow's id.
+    public static let flowStatus = "mmi.flows.status"
+    public static let flowServices: Set<String> = [flowSubmit, flowStatus]
     public static let scheduleSave = "mmi.schedules.save"
     /// Body: a schedule's name. Reply: empty, once on disk. A paused schedule fires nothing.
     public static let schedulePause = "mmi.schedules.pause"

@@ -15,6 +15,7 @@ enum JobStoreContract: CaseIterable, Sendable {
     case aJobsChangesInOneTransactionTakeEffectInTheirOrder
     case aScheduleIsKeptWithItsTickAndItsTicksJobInOneTransaction
     case aReleasedKeyIsTakenByTheNextJobAndAnEndedJobKeepsItsKey
+    case aFlowsStepsAreReadByTheirKeysAndKeptAsLongAsTheFlow
 
     typealias Open = () throws(JournalError) -> any JobStore
 
@@ -38,6 +39,8 @@ enum JobStoreContract: CaseIterable, Sendable {
             try Self.aScheduleIsKeptWithItsTickAndItsTicksJobInOneTransaction(open)
         case .aReleasedKeyIsTakenByTheNextJobAndAnEndedJobKeepsItsKey:
             try Self.aReleasedKeyIsTakenByTheNextJobAndAnEndedJobKeepsItsKey(open)
+        case .aFlowsStepsAreReadByTheirKeysAndKeptAsLongAsTheFlow:
+            try Self.aFlowsStepsAreReadByTheirKeysAndKeptAsLongAsTheFlow(open)
         }
     }
 
@@ -72,6 +75,30 @@ enum JobStoreContract: CaseIterable, Sendable {
         // transaction.
         #expect(try store.apply([.keyExpired(id: job(2).id), .submitted(job(4, key: "one"))]).duplicates.isEmpty)
         #expect(try store.job(idempotencyKey: "one")?.id == job(4).id)
+    }
+
+    /// A flow's steps: read at once by their keys (a key no job holds is left out), kept until
+    /// the flow's end says how long (an unfinished job's expiry is left as it is), and its end
+    /// written with them in one transaction.
+    private static func aFlowsStepsAreReadByTheirKeysAndKeptAsLongAsTheFlow(_ open: Open) throws {
+        do {
+            let store = try open()
+            try store.apply([.submitted(job(1, key: "f/0")), .submitted(job(2, key: "f/1")), .submitted(job(3))])
+            try store.apply([.finished(id: job(1).id, state: .succeeded, outcome: [1], expiresAt: .max)])
+            #expect(try store.jobs(idempotencyKeys: []).isEmpty)
+            #expect(Set(try store.jobs(idempotencyKeys: ["f/0", "f/1", "f/2"]).map(\.id)) == [job(1).id, job(2).id])
+            try store.apply([
+                .finished(id: job(2).id, state: .failed, outcome: [2], expiresAt: .max),
+                .retained(id: job(1).id, expiresAt: 500), .retained(id: job(2).id, expiresAt: 500),
+                .retained(id: job(3).id, expiresAt: 500),
+            ])
+        }
+        let store = try open()
+        #expect(try store.job(job(1).id)?.expiresAt == 500)
+        #expect(try store.job(job(2).id)?.expiresAt == 500, "ended and retained in one transaction")
+        #expect(try store.job(job(3).id)?.expiresAt == 86_400_000, "an unfinished job keeps its own")
+        #expect(try store.deleteExpired(before: 501, limit: 10) == 2)
+        #expect(try store.jobs(idempotencyKeys: ["f/0", "f/1"]).isEmpty)
     }
 
     /// A schedule saved, its tick recorded with the tick's job in one transaction, saved again

@@ -1,0 +1,163 @@
+import SkyProtocol
+
+/// Jobs that feed each other, checked at compile time: each step's task type is the result
+/// type of the step before it. Submitted with ``SkyClient/submit(_:options:)-(Flow<Output>,_)``, the broker
+/// keeps and runs it as one whole (docs/jobs.md, "Flows").
+///
+/// ```swift
+/// // Resize.Result == Compress, Compress.Result == Upload: checked by the compiler.
+/// let flow = try Flow(Resize(url: url)).then(Compress.self).then(Upload.self)
+/// let uploaded = try await sky.submit(flow).value
+/// ```
+///
+/// Steps' tasks and results travel as JSON (a group's result is the JSON array of its parts'
+/// results).
+public struct Flow<Output: Codable & Sendable>: Sendable {
+    let node: FlowSpec.Node
+
+    init(node: FlowSpec.Node) { self.node = node }
+
+    /// A flow of one step: a job of `task`.
+    public init<T: SkyTask>(_ task: T, options: JobOptions = JobOptions()) throws where Output == T.Result {
+        let body: [UInt8]
+        do {
+            body = try JSONTaskCoder().encode(task)
+        } catch {
+            throw SkyError.invalidTask("the task could not be encoded: \(error)")
+        }
+        node = .step(try Self.step(T.service, body, options))
+    }
+
+    /// A group: the flows run side by side; the result is their results, in order.
+    public init<Part>(group parts: [Flow<Part>]) where Output == [Part] {
+        node = .group(parts.map(\.node))
+    }
+
+    /// A group of one step a task: the tasks run side by side; the result is their results, in
+    /// order.
+    public init<T: SkyTask>(group tasks: [T], options: JobOptions = JobOptions()) throws where Output == [T.Result] {
+        node = .group(try tasks.map { try Flow<T.Result>($0, options: options).node })
+    }
+
+    /// A batch: the flows run side by side, and may fail without stopping the flow; the result
+    /// is the counts of how they ended (a completion step follows: a ``FlowBatchTask``).
+    public init<Part>(batch parts: [Flow<Part>]) where Output == BatchCounts {
+        node = .batch(parts.map(\.node))
+    }
+
+    /// A batch of one step a task (``init(batch:)-(_)``).
+    public init<T: SkyTask>(batch tasks: [T], options: JobOptions = JobOptions()) throws where Output == BatchCounts {
+        node = .batch(try tasks.map { try Flow<T.Result>($0, options: options).node })
+    }
+
+    /// Then a job of `type`, whose task is this group's results (a chord).
+    public func then<C: FlowResultsTask>(_ type: C.Type, options: JobOptions = JobOptions()) throws -> Flow<C.Result>
+    where Output == [C.Element] {
+        Flow<C.Result>(node: chained(.step(try Self.step(C.service, [], options))))
+    }
+
+    /// Then a job of `type`, whose task is this batch's counts (its completion job).
+    public func then<C: FlowBatchTask>(_ type: C.Type, options: JobOptions = JobOptions()) throws -> Flow<C.Result>
+    where Output == BatchCounts {
+        Flow<C.Result>(node: chained(.step(try Self.step(C.service, [], options))))
+    }
+
+    /// The flow's wire form, for ``SkyClient/submitFlow(_:)``.
+    public func spec(options: FlowOptions = FlowOptions()) -> FlowSpec {
+        var spec = FlowSpec(node, onFailure: options.onFailure)
+        spec.retentionMilliseconds = UInt64(clamping: max(0, options.retention.wholeMilliseconds))
+        spec.idempotencyKey = options.idempotencyKey
+        return spec
+    }
+
+    func chained(_ next: FlowSpec.Node) -> FlowSpec.Node {
+        if case .chain(let parts) = node { return .chain(parts + [next]) }
+        return .chain([node, next])
+    }
+
+    static func step(_ service: String, _ body: [UInt8], _ options: JobOptions) throws -> JobSubmission {
+        guard options.idempotencyKey == nil, options.unique == nil, options.confirmWithin == nil else {
+            throw SkyError.invalidTask(
+                "a flow's step takes no idempotency key, unique hold or confirm-within of its own: give the flow's in FlowOptions"
+            )
+        }
+        var job = try options.submission(service: service, body: body, key: "-")
+        job.idempotencyKey = nil
+        return job
+    }
+}
+
+extension Flow where Output: SkyTask {
+    /// Then a job of `type`, whose task is this flow's result (so `type` is this flow's result
+    /// type: the compiler checks it).
+    public func then(_ type: Output.Type, options: JobOptions = JobOptions()) throws -> Flow<Output.Result> {
+        Flow<Output.Result>(node: chained(.step(try Self.step(Output.service, [], options))))
+    }
+}
+
+/// How a flow runs and is kept.
+public struct FlowOptions: Sendable {
+    public var onFailure: FlowSpec.FailurePolicy
+    /// How long the flow's outcome, and its steps', are kept after it ended.
+    public var retention: Duration
+    /// A second submit with the same key, while the first flow is kept, returns the first.
+    /// Without one, ``SkyClient/submit(_:options:)-(Flow<Output>,_)`` makes one of its own, so that its retries
+    /// never make a second flow.
+    public var idempotencyKey: String?
+
+    public init(
+        onFailure: FlowSpec.FailurePolicy = .stop, retention: Duration = .seconds(86_400), idempotencyKey: String? = nil
+    ) {
+        self.onFailure = onFailure
+        self.retention = retention
+        self.idempotencyKey = idempotencyKey
+    }
+}
+
+/// How a batch's parts ended: what a batch passes to the step after it.
+public struct BatchCounts: Codable, Sendable, Equatable {
+    public var succeeded: Int
+    public var failed: Int
+    public var cancelled: Int
+
+    public init(succeeded: Int, failed: Int, cancelled: Int) {
+        self.succeeded = succeeded
+        self.failed = failed
+        self.cancelled = cancelled
+    }
+}
+
+/// A task whose input is a group's results: it travels as their JSON array, which is what a
+/// group passes on. The handler reads ``results``.
+public protocol FlowResultsTask: SkyTask {
+    associatedtype Element: Codable & Sendable
+    var results: [Element] { get }
+    init(results: [Element])
+}
+
+extension FlowResultsTask {
+    public init(from decoder: any Decoder) throws {
+        self.init(results: try [Element](from: decoder))
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        try results.encode(to: encoder)
+    }
+}
+
+/// A batch's completion task: it travels as the batch's counts, which is what a batch passes
+/// on. The handler reads ``counts``.
+public protocol FlowBatchTask: SkyTask {
+    var counts: BatchCounts { get }
+    init(counts: BatchCounts)
+}
+
+extension FlowBatchTask {
+    public init(from decoder: any Decoder) throws {
+        self.init(counts: try BatchCounts(from: decoder))
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        try counts.encode(to: encoder)
+    }
+}

@@ -1,0 +1,50 @@
+import SkyProtocol
+
+/// The flows the broker runs, and those whose record is being written: state of
+/// ``JobScheduler``'s flows (``JobScheduler+Flows.swift``), apart from its jobs'.
+struct FlowBook: Sendable {
+    /// A flow whose record is being written: who hears its id.
+    struct Pending: Sendable {
+        var spec: FlowSpec
+        var caller: JobCaller
+    }
+
+    var runs: [JobID: FlowRun] = [:]
+    var pending: [JobID: Pending] = [:]
+    /// Flows with work to try again at the next maintenance: a step whose submit or an outcome
+    /// whose write failed, or steps that could not be read at a start.
+    var retry: Set<JobID> = []
+    /// Steps the flows held in memory have: bounded (``maxHeldSteps``) with the flows.
+    var heldSteps = 0
+    /// Held and pending flows by idempotency key.
+    private(set) var keys: [String: JobID] = [:]
+
+    /// The most flows held at once: a submit beyond is answered `overloaded`.
+    static let maxFlows = 10_000
+    /// The most steps of all held flows together.
+    static let maxHeldSteps = 1_000_000
+
+    mutating func pend(_ id: JobID, _ pending: Pending) {
+        self.pending[id] = pending
+        if let key = pending.spec.idempotencyKey { keys[key] = id }
+    }
+
+    mutating func unpend(_ id: JobID) -> Pending? {
+        guard let pending = pending.removeValue(forKey: id) else { return nil }
+        if let key = pending.spec.idempotencyKey, keys[key] == id { keys[key] = nil }
+        return pending
+    }
+
+    mutating func hold(_ run: FlowRun) {
+        heldSteps += run.jobs.count
+        runs[run.id] = run
+        if let key = run.spec.idempotencyKey { keys[key] = run.id }
+    }
+
+    mutating func release(_ id: JobID) {
+        guard let run = runs.removeValue(forKey: id) else { return }
+        heldSteps -= run.jobs.count
+        retry.remove(id)
+        if let key = run.spec.idempotencyKey, keys[key] == id { keys[key] = nil }
+    }
+}

@@ -1,0 +1,254 @@
+import Foundation
+import SkyJournal
+import Testing
+
+@testable import SkyBrokerKit
+@testable import SkyProtocol
+
+@Suite("Flows: chains, groups, chords and batches, across restarts")
+struct FlowTests {
+    typealias S = FlowServices
+
+    /// Submits `spec` and runs the broker until it is on disk; returns the flow's id.
+    static func submit(_ spec: FlowSpec, _ sim: inout FlowSimulation, request: UInt64 = 1) throws -> JobID {
+        let id = RequestID(high: 9, low: request)
+        sim.request(BrokerService.flowSubmit, spec.encode(), id)
+        while sim.answer(id) == nil, try sim.step() {}
+        let reply = try #require(sim.answer(id))
+        #expect(reply.status == .ok, "\(String(decoding: reply.body, as: UTF8.self))")
+        return try #require(JobID(bytes: reply.body))
+    }
+
+    /// The flow's outcome on disk: its state and result (or error body).
+    static func outcome(_ id: JobID, _ sim: FlowSimulation) throws -> (JobRecord.State, String) {
+        let record = try #require(try sim.record(id))
+        return (record.state, String(decoding: (record.outcome ?? []).dropFirst(), as: UTF8.self))
+    }
+
+    static let chain = FlowSpec(.chain([S.step("double", "5"), S.step("inc"), S.step("double")]))
+    static let group = FlowSpec(.group((1...100).map { S.step("double", "\($0)") }))
+    static let chord = FlowSpec(.chain([.group((1...50).map { S.step("inc", "\($0)") }), S.step("sum")]))
+
+    @Test func aChainFeedsEachResultToTheNextStep() throws {
+        var sim = try FlowSimulation(handlers: S.handlers)
+        defer { sim.remove() }
+        let id = try Self.submit(Self.chain, &sim)
+        try sim.run()
+        #expect(try Self.outcome(id, sim) == (.succeeded, "22"))  // (5 × 2 + 1) × 2
+        #expect(sim.executions.count == 3 && sim.executions.values.allSatisfy { $0 == 1 })
+    }
+
+    @Test func aGroupsResultIsItsPartsResultsInOrder() throws {
+        var sim = try FlowSimulation(capacity: 7, handlers: S.handlers)
+        defer { sim.remove() }
+        let id = try Self.submit(Self.group, &sim)
+        try sim.run()
+        let expected = "[" + (1...100).map { "\($0 * 2)" }.joined(separator: ",") + "]"
+        #expect(try Self.outcome(id, sim) == (.succeeded, expected))
+    }
+
+    @Test func aChordsCallbackGetsEveryResult() throws {
+        var sim = try FlowSimulation(capacity: 3, handlers: S.handlers)
+        defer { sim.remove() }
+        let id = try Self.submit(Self.chord, &sim)
+        try sim.run()
+        #expect(try Self.outcome(id, sim) == (.succeeded, "\((2...51).reduce(0, +))"))
+    }
+
+    /// The broker killed after each of its steps in turn, for each flow: the flow ends with
+    /// the same result, and no step that ended ran again (only one running at a kill did).
+    @Test(arguments: [("chain", chain), ("group", group), ("chord", chord)])
+    func aKillAtAnyPointRunsNoEndedStepAgain(name: String, spec: FlowSpec) throws {
+        var clean = try FlowSimulation(capacity: 3, handlers: S.handlers)
+        defer { clean.remove() }
+        let cleanID = try Self.submit(spec, &clean)
+        var total = 0
+        while try clean.step() { total += 1 }
+        let expected = try Self.outcome(cleanID, clean)
+        // Every point for the chain; some 25 spread over the larger flows' (each run commits
+        // hundreds of SQLite transactions).
+        for killAt in stride(from: 1, through: total, by: name == "chain" ? 1 : max(1, total / 25)) {
+            var sim = try FlowSimulation(capacity: 3, handlers: S.handlers)
+            defer { sim.remove() }
+            let id = try Self.submit(spec, &sim)
+            try sim.run(limit: killAt)
+            // Ended steps, by key, before the kill: none may run again.
+            let ended = Set(
+                try sim.store.jobs(idempotencyKeys: JobScheduler.stepKeys(id, spec)).filter(\.state.isFinished)
+                    .compactMap(\.idempotencyKey))
+            let before = sim.executions
+            sim.kill()
+            try sim.run()
+            #expect(try Self.outcome(id, sim) == expected, "killed after \(killAt) steps")
+            for key in ended {
+                #expect(sim.executions[key] == before[key], "\(key) ran again after a kill at \(killAt)")
+            }
+            #expect(sim.executions.count == spec.steps.count, "killed after \(killAt)")
+        }
+    }
+
+    /// Killed twice in one run, and the flow's outcome write lost each time it was asked.
+    @Test func aFlowWhoseEndWasNotWrittenEndsAfterTheRestart() throws {
+        var sim = try FlowSimulation(handlers: S.handlers)
+        defer { sim.remove() }
+        let id = try Self.submit(Self.chain, &sim)
+        // Run until the flow's end is asked for, then kill before it is written.
+        while try sim.step() {
+            let asked = sim.queue.contains { action in
+                if case .journal(.write(_, .flowEnded)) = action { true } else { false }
+            }
+            if asked { break }
+        }
+        #expect(try sim.record(id)?.state == .running)
+        sim.kill()
+        try sim.run()
+        #expect(try Self.outcome(id, sim) == (.succeeded, "22"))
+        #expect(sim.executions.values.allSatisfy { $0 == 1 })
+        // Its steps are kept as long as it: their expiry is the flow's.
+        let flowExpiry = try #require(try sim.record(id)).expiresAt
+        let steps = try sim.store.jobs(idempotencyKeys: JobScheduler.stepKeys(id, Self.chain))
+        #expect(steps.count == 3 && steps.allSatisfy { $0.expiresAt == flowExpiry } && flowExpiry < .max)
+    }
+
+    @Test func aFailureStopsTheFlowAndCancelsWhatWouldRunAfter() throws {
+        var sim = try FlowSimulation(capacity: 1, handlers: S.handlers)
+        defer { sim.remove() }
+        let spec = FlowSpec(
+            .chain([.group([S.step("fail", "1"), S.step("double", "2"), S.step("double", "3")]), S.step("sum")]))
+        let id = try Self.submit(spec, &sim)
+        try sim.run()
+        let (state, body) = try Self.outcome(id, sim)
+        #expect(state == .failed)
+        #expect(body.contains("step 0 (fail") && body.contains("it broke"), "\(body)")
+        // One worker credit: the failure came first; the two parts queued behind it were
+        // cancelled and never ran, nor did the callback.
+        #expect(sim.executions.count == 1)
+        let status = try Self.status(id, &sim)
+        #expect(status.steps.map(\.state) == [.failed, .cancelled, .cancelled, .cancelled])
+    }
+
+    @Test func goingOnRunsWhatDoesNotNeedTheFailedStep() throws {
+        var sim = try FlowSimulation(capacity: 1, handlers: S.handlers)
+        defer { sim.remove() }
+        let spec = FlowSpec(
+            .group([.chain([S.step("fail", "1"), S.step("inc")]), .chain([S.step("double", "2"), S.step("inc")])]),
+            onFailure: .goOn)
+        let id = try Self.submit(spec, &sim)
+        try sim.run()
+        let (state, body) = try Self.outcome(id, sim)
+        #expect(state == .failed && body.contains("step 0 (fail"), "\(body)")
+        let status = try Self.status(id, &sim)
+        #expect(status.steps.map(\.state) == [.failed, .cancelled, .succeeded, .succeeded])
+    }
+
+    @Test func aBatchEndsWithItsCountsWhateverItsPartsDid() throws {
+        var sim = try FlowSimulation(handlers: S.handlers)
+        defer { sim.remove() }
+        let spec = FlowSpec(
+            .chain([.batch([S.step("fail"), S.step("double", "1"), S.step("double", "2")]), S.step("double")]))
+        // The completion step gets the counts; "double" of an object is -2 (the handler's
+        // reading of what is not a number): the counts reached it.
+        let id = try Self.submit(FlowSpec(spec.root), &sim)
+        try sim.run()
+        #expect(try Self.outcome(id, sim) == (.succeeded, "-2"))
+        let batch = FlowSpec(.batch([S.step("fail"), S.step("double", "1"), S.step("double", "2")]))
+        let second = try Self.submit(batch, &sim, request: 2)
+        try sim.run()
+        #expect(try Self.outcome(second, sim) == (.succeeded, #"{"cancelled":0,"failed":1,"succeeded":2}"#))
+    }
+
+    @Test func cancellingAFlowCancelsItsRunningAndWaitingSteps() throws {
+        var sim = try FlowSimulation(capacity: 1, handlers: S.handlers)
+        defer { sim.remove() }
+        let id = try Self.submit(Self.chain, &sim)
+        // Its first step is running (a credit took it); nothing ended.
+        while sim.running.isEmpty, try sim.step() {}
+        let cancel = RequestID(high: 9, low: 50)
+        sim.request(BrokerService.jobCancel, id.bytes, cancel)
+        try sim.run()
+        #expect(try Self.outcome(id, sim).0 == .cancelled)
+        let report = try JobReport(decoding: try #require(sim.answer(cancel)).body)
+        #expect(report.state == .cancelled)
+        #expect(sim.executions.isEmpty, "the running step was cancelled before it ended")
+        #expect(try Self.status(id, &sim).steps.map(\.state) == [.cancelled, .cancelled, .cancelled])
+    }
+
+    @Test func aGroupOfResultsThatAreNotJSONFailsNamingThePart() throws {
+        var sim = try FlowSimulation(handlers: S.handlers)
+        defer { sim.remove() }
+        let id = try Self.submit(FlowSpec(.group([S.step("double", "1"), S.step("binary", "x")])), &sim)
+        try sim.run()
+        let (state, body) = try Self.outcome(id, sim)
+        #expect(state == .failed && body.contains("step 1 (binary") && body.contains("not JSON"), "\(body)")
+    }
+
+    @Test func aWaitIsAnsweredWithTheFlowsResultAndARepeatedKeyWithTheSameFlow() throws {
+        var sim = try FlowSimulation(handlers: S.handlers)
+        defer { sim.remove() }
+        var spec = Self.chain
+        spec.idempotencyKey = "nightly-2026-11-29"
+        let id = try Self.submit(spec, &sim)
+        let wait = RequestID(high: 9, low: 60)
+        sim.request(BrokerService.jobWait, id.bytes, wait)
+        #expect(try Self.submit(spec, &sim, request: 2) == id, "held: answered from memory")
+        try sim.run()
+        let report = try JobReport(decoding: try #require(sim.answer(wait)).body)
+        #expect(report.state == .succeeded && report.outcome == Array("22".utf8))
+        #expect(try Self.submit(spec, &sim, request: 3) == id, "ended: the journal's key")
+    }
+
+    @Test func badFlowsAreRefusedNamingTheProblemAndNothingIsRecorded() throws {
+        var sim = try FlowSimulation(handlers: S.handlers)
+        defer { sim.remove() }
+        let huge = FlowSpec(.group((0...FlowSpec.maxSteps).map { _ in S.step("double", "1") }))
+        let cases: [(FlowSpec, String)] = [
+            (huge, "more than 10000 steps"),
+            (FlowSpec(.chain([])), "at least one part"),
+            (FlowSpec(.chain([S.step("double", "1"), S.step("inc", "2")])), "its body must be empty"),
+            (FlowSpec(.step(JobSubmission(service: "mmi.flow", body: []))), "broker's own"),
+        ]
+        for (number, (spec, expected)) in cases.enumerated() {
+            #expect(spec.problem?.contains(expected) == true, "\(spec.problem ?? "nil")")
+            let request = RequestID(high: 8, low: UInt64(number))
+            sim.request(BrokerService.flowSubmit, spec.encode(), request)
+            try sim.run()
+            let reply = try #require(sim.answer(request))
+            #expect(reply.status == .invalidPayload)
+            #expect(String(decoding: reply.body, as: UTF8.self).contains(expected))
+        }
+        for garbage in [[], [1], [1, 0], [2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0], Array(repeating: 0xFF, count: 64)]
+            as [[UInt8]]
+        {
+            let request = RequestID(high: 7, low: UInt64(garbage.count))
+            sim.request(BrokerService.flowSubmit, garbage, request)
+            try sim.run()
+            #expect(sim.answer(request)?.status == .invalidPayload)
+        }
+        #expect(try sim.store.jobCount() == 0)
+    }
+
+    @Test func theStatusOfAnEndedFlowIsReadFromTheJournal() throws {
+        var sim = try FlowSimulation(handlers: S.handlers)
+        defer { sim.remove() }
+        let id = try Self.submit(Self.chord, &sim)
+        try sim.run()
+        #expect(sim.scheduler.flows.runs.isEmpty)
+        let status = try Self.status(id, &sim)
+        #expect(status.state == .succeeded && status.steps.count == 51)
+        #expect(status.steps.allSatisfy { $0.state == .succeeded && $0.job != nil })
+        guard case .chain(let parts) = status.root, case .group(let members) = parts.first else {
+            Issue.record("the tree's shape: \(status.root)")
+            return
+        }
+        #expect(members.count == 50)
+        let unknown = try Self.status(JobID(bytes: [UInt8](repeating: 3, count: 16))!, &sim)
+        #expect(unknown.state == .unknown)
+    }
+
+    static func status(_ id: JobID, _ sim: inout FlowSimulation) throws -> FlowStatus {
+        let request = RequestID(high: 6, low: UInt64.random(in: 1...UInt64.max))
+        sim.request(BrokerService.flowStatus, id.bytes, request)
+        while sim.answer(request) == nil, try sim.step() {}
+        return try FlowStatus(decoding: try #require(sim.answer(request)).body)
+    }
+}
