@@ -3,12 +3,17 @@
 // `TaskContext` its handlers may take, and the CURVE key types its credentials are made of. The
 // wire types stay public in their modules, for speed, but `import Sky` does not bring them
 // (docs/architecture.md, "What is public").
+@_exported import struct SkyProtocol.BatchCounts
 @_exported import struct SkyProtocol.BrokerCounters
 @_exported import struct SkyProtocol.BrokerStats
 @_exported import struct SkyProtocol.ClusterSnapshot
 @_exported import struct SkyProtocol.CronExpression
 @_exported import enum SkyProtocol.DisconnectReason
 @_exported import struct SkyProtocol.EventKind
+@_exported import protocol SkyProtocol.FlowBatchTask
+@_exported import protocol SkyProtocol.FlowResultsTask
+@_exported import struct SkyProtocol.FlowSpec
+@_exported import struct SkyProtocol.FlowStatus
 @_exported import struct SkyProtocol.JSONTaskCoder
 @_exported import struct SkyProtocol.JobCounts
 @_exported import struct SkyProtocol.JobID

@@ -76,13 +76,15 @@ public struct Flow<Output: Codable & Sendable>: Sendable {
     }
 
     static func step(_ service: String, _ body: [UInt8], _ options: JobOptions) throws -> JobSubmission {
-        guard options.idempotencyKey == nil, options.unique == nil, options.confirmWithin == nil else {
+        guard options.idempotencyKey == nil, options.unique == nil else {
             throw SkyError.invalidTask(
-                "a flow's step takes no idempotency key, unique hold or confirm-within of its own: give the flow's in FlowOptions"
+                "a flow's step takes no idempotency key or unique hold of its own (the flow keys its steps): give the flow's key in FlowOptions"
             )
         }
+        // Its confirmation bound is the submit's, not a step's: a step is recorded by the broker.
         var job = try options.submission(service: service, body: body, key: "-")
         job.idempotencyKey = nil
+        job.confirmWithinMilliseconds = 0
         return job
     }
 }
@@ -111,53 +113,5 @@ public struct FlowOptions: Sendable {
         self.onFailure = onFailure
         self.retention = retention
         self.idempotencyKey = idempotencyKey
-    }
-}
-
-/// How a batch's parts ended: what a batch passes to the step after it.
-public struct BatchCounts: Codable, Sendable, Equatable {
-    public var succeeded: Int
-    public var failed: Int
-    public var cancelled: Int
-
-    public init(succeeded: Int, failed: Int, cancelled: Int) {
-        self.succeeded = succeeded
-        self.failed = failed
-        self.cancelled = cancelled
-    }
-}
-
-/// A task whose input is a group's results: it travels as their JSON array, which is what a
-/// group passes on. The handler reads ``results``.
-public protocol FlowResultsTask: SkyTask {
-    associatedtype Element: Codable & Sendable
-    var results: [Element] { get }
-    init(results: [Element])
-}
-
-extension FlowResultsTask {
-    public init(from decoder: any Decoder) throws {
-        self.init(results: try [Element](from: decoder))
-    }
-
-    public func encode(to encoder: any Encoder) throws {
-        try results.encode(to: encoder)
-    }
-}
-
-/// A batch's completion task: it travels as the batch's counts, which is what a batch passes
-/// on. The handler reads ``counts``.
-public protocol FlowBatchTask: SkyTask {
-    var counts: BatchCounts { get }
-    init(counts: BatchCounts)
-}
-
-extension FlowBatchTask {
-    public init(from decoder: any Decoder) throws {
-        self.init(counts: try BatchCounts(from: decoder))
-    }
-
-    public func encode(to encoder: any Encoder) throws {
-        try counts.encode(to: encoder)
     }
 }

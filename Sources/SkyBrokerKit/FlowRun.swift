@@ -17,8 +17,8 @@ struct FlowRun: Sendable {
         case submitting(JobID)
         /// Its job is held by the scheduler (queued, scheduled or running).
         case submitted(JobID)
-        /// Its job ended: its state, status and outcome (the result, or the error body).
-        case ended(JobID, JobState, ReplyStatus, [UInt8])
+        /// Its job ended: its state, attempts, status and outcome (the result, or the error body).
+        case ended(JobID, JobReport)
     }
 
     /// What the broker does for the flow now.
@@ -79,7 +79,7 @@ struct FlowRun: Sendable {
     /// The result bytes the flow holds (its ended steps' outcomes).
     var heldBytes: Int {
         steps.reduce(0) { total, step in
-            if case .ended(_, _, _, let outcome) = step { return total + outcome.count }
+            if case .ended(_, let report) = step { return total + report.outcome.count }
             return total
         }
     }
@@ -89,7 +89,7 @@ struct FlowRun: Sendable {
         steps.compactMap { step in
             switch step {
             case .waiting: nil
-            case .submitting(let id), .submitted(let id), .ended(let id, _, _, _): id
+            case .submitting(let id), .submitted(let id), .ended(let id, _): id
             }
         }
     }
@@ -100,8 +100,8 @@ struct FlowRun: Sendable {
         if cancelRequested { return true }
         guard spec.onFailure == .stop else { return false }
         return steps.indices.contains { index in
-            guard !inBatch[index], case .ended(_, let state, _, _) = steps[index] else { return false }
-            return state != .succeeded
+            guard !inBatch[index], case .ended(_, let report) = steps[index] else { return false }
+            return report.state != .succeeded
         }
     }
 
@@ -166,8 +166,8 @@ struct FlowRun: Sendable {
             let step = index
             index += 1
             switch steps[step] {
-            case .ended(_, .succeeded, _, let outcome):
-                return .succeeded(outcome)
+            case .ended(_, let report) where report.state == .succeeded:
+                return .succeeded(report.outcome)
             case .ended:
                 return .failed(step: step, reason: nil)
             case .submitted(let job):
@@ -222,7 +222,7 @@ struct FlowRun: Sendable {
                     switch outcome {
                     case .succeeded: counts.succeeded += 1
                     case .failed(let step, _):
-                        if case .ended(_, .cancelled, _, _) = steps[step] {
+                        if case .ended(_, let report) = steps[step], report.state == .cancelled {
                             counts.cancelled += 1
                         } else {
                             counts.failed += 1
@@ -263,16 +263,16 @@ struct FlowRun: Sendable {
         var status = ReplyStatus.handlerError
         var original = RemoteErrorBody(type: "FlowStepFailed", message: reason ?? "")
         var job = ""
-        if case .ended(let id, let state, let stepStatus, let outcome) = steps[step] {
+        if case .ended(let id, let report) = steps[step] {
             job = ", job \(id)"
             if reason == nil {
-                status = state == .cancelled ? .cancelled : stepStatus
-                original = RemoteErrorBody(decoding: outcome)
+                status = report.state == .cancelled ? .cancelled : report.outcomeStatus
+                original = RemoteErrorBody(decoding: report.outcome)
             }
         }
         let others = steps.indices.count { index in
-            guard index != step, case .ended(_, let state, _, _) = steps[index] else { return false }
-            return state == .failed
+            guard index != step, case .ended(_, let report) = steps[index] else { return false }
+            return report.state == .failed
         }
         var message = "flow \(id): step \(step) (\(service)\(job)) failed: \(original.message)"
         if others > 0 { message += " (and \(others) more step\(others == 1 ? "" : "s") failed)" }
@@ -305,10 +305,10 @@ struct FlowRun: Sendable {
                         step.state = FlowStatus.StepState(report.state)
                         step.attempt = report.attempt
                     }
-                case .ended(let id, let state, _, _):
+                case .ended(let id, let report):
                     step.job = id
-                    step.state = FlowStatus.StepState(state)
-                    step.attempt = live(id)?.attempt ?? 0
+                    step.state = FlowStatus.StepState(report.state)
+                    step.attempt = report.attempt
                 }
                 return .step(step)
             case .chain(let parts): return .chain(parts.map(convert))
@@ -326,8 +326,7 @@ struct FlowRun: Sendable {
             return
         }
         if record.state.isFinished {
-            let report = JobScheduler.report(record)
-            steps[step] = .ended(id, report.state, report.outcomeStatus, report.outcome)
+            steps[step] = .ended(id, JobScheduler.report(record))
         } else {
             steps[step] = .submitted(id)
         }

@@ -195,7 +195,7 @@ extension JobScheduler {
     /// A step's job ended (its outcome is on disk).
     mutating func flowStepEnded(_ job: JobID, key: String?, _ report: JobReport, into actions: inout [Action]) {
         guard let key, let (flow, step) = FlowSpec.step(ofKey: key), flows.runs[flow] != nil else { return }
-        flows.runs[flow]?.steps[step] = .ended(job, report.state, report.outcomeStatus, report.outcome)
+        flows.runs[flow]?.steps[step] = .ended(job, report)
         advanceFlow(flow, into: &actions)
     }
 

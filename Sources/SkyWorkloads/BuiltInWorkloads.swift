@@ -6,7 +6,9 @@ import Tracing
 /// worker of one's own may too), not the worker kit, which knows no workload.
 public enum BuiltInWorkloads {
     /// Service names by which the built-ins can be selected.
-    public static let all = [ScanTask.service, EchoTask.service, SleepTask.service, FlakyTask.service]
+    public static let all = [
+        ScanTask.service, EchoTask.service, SleepTask.service, FlakyTask.service, GatherTask.service,
+    ]
 
     /// Registers the named built-in workloads on `system`.
     /// - Parameters:
@@ -46,6 +48,10 @@ public enum BuiltInWorkloads {
                     let call = await calls.next()
                     if call % every == 0 { throw FlakyFailure(call: call, every: every) }
                     return task
+                }
+            case GatherTask.service:
+                await system.register(GatherTask.self) { task in
+                    GatherTask.Result(count: task.results.count, tags: task.results.map(\.tag))
                 }
             default:
                 throw UnknownWorkload(name: name)

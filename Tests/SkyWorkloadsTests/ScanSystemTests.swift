@@ -64,7 +64,19 @@ struct ScanSystemTests {
         #expect(reply.status == .ok)
         let report = try JSONDecoder().decode(SectorReport.self, from: Data(reply.body))
         #expect(report == (try SectorScanner.scan(task)))
-        #expect(await system.services == ["sky.echo", "sky.flaky", "sky.scan", "sky.sleep"])
+        #expect(await system.services == ["sky.echo", "sky.flaky", "sky.gather", "sky.scan", "sky.sleep"])
+    }
+
+    /// A flow's callback travels as the JSON array of the group's results (what the broker
+    /// passes on), not as an object: the protocol's default coding, not a synthesized one.
+    @Test func aGroupsCallbackTaskIsTheArrayOfItsResults() async throws {
+        let sleeps = [SkyWorkloads.SleepTask(milliseconds: 1, tag: 4), SkyWorkloads.SleepTask(milliseconds: 2, tag: 5)]
+        let encoded = try JSONTaskCoder().encode(GatherTask(results: sleeps))
+        #expect(encoded == (try JSONTaskCoder().encode(sleeps)))
+        let system = ScanSystem(name: "t", capacity: 1)
+        try await BuiltInWorkloads.register([GatherTask.service], on: system)
+        let reply = await system.execute(Self.request(GatherTask.service, encoded))
+        #expect(try JSONDecoder().decode(GatherTask.Result.self, from: Data(reply.body)).tags == [4, 5])
     }
 
     @Test func jsonEncodingIsCanonicalSoEqualTasksGiveEqualBytes() throws {
