@@ -67,6 +67,10 @@ enum DashboardPage {
             <thead><tr><th>Job</th><th>Service</th><th>State</th><th>Detail</th><th></th></tr></thead>
             <tbody></tbody>
           </table>
+          <div id="flow" hidden>
+            <h3 id="flow-title"></h3>
+            <ul id="flow-tree" class="tree"></ul>
+          </div>
         </section>
         <section id="schedules-section">
           <h2>Schedules</h2>
@@ -103,6 +107,9 @@ enum DashboardPage {
         .message { max-width: 40rem; overflow-wrap: anywhere; }
         code { font-size: .9em; }
         button { margin-right: .3rem; }
+        ul.tree, ul.tree ul { list-style: none; padding-left: 1.2rem; margin: .2rem 0; }
+        ul.tree li[data-state="failed"] > span { color: var(--bad); font-weight: 600; }
+        ul.tree li[data-state="succeeded"] > span::before { content: "✓ "; }
         """
 
     static let script = """
@@ -284,6 +291,13 @@ enum DashboardPage {
             row.dataset.state = job.state;
             cell(row, job.id).className = "mono"; cell(row, job.service); cell(row, job.state); cell(row, job.detail);
             const actions = cell(row, "");
+            if (job.service === "mmi.flow") {
+              const steps = document.createElement("button");
+              steps.textContent = "Steps";
+              steps.className = "steps";
+              steps.addEventListener("click", () => showFlow(job.id));
+              actions.appendChild(steps);
+            }
             const ended = ["succeeded", "failed", "cancelled"].includes(job.state);
             if (actionsAllowed) {
               const button = document.createElement("button");
@@ -311,6 +325,38 @@ enum DashboardPage {
             jobMessage(jobs.length === 0 ? "No jobs match." : "");
           } catch (error) {
             showJobs([]);
+            jobMessage(error.message);
+          }
+        }
+
+        function flowNode(node) {
+          const item = document.createElement("li");
+          const label = document.createElement("span");
+          if (node.kind === "step") {
+            item.dataset.state = node.state;
+            item.dataset.step = node.index;
+            label.textContent = "step " + node.index + " · " + node.service + " · " + node.state
+              + (node.attempt > 0 ? " (attempt " + node.attempt + ")" : "") + (node.job ? " · " + node.job : "");
+            item.appendChild(label);
+            return item;
+          }
+          label.textContent = node.kind + (node.kind === "chain" ? "" : " (" + node.parts.length + ")");
+          item.appendChild(label);
+          const list = document.createElement("ul");
+          for (const part of node.parts) list.appendChild(flowNode(part));
+          item.appendChild(list);
+          return item;
+        }
+
+        async function showFlow(id) {
+          try {
+            const flow = await call("GET", "/api/flows/" + encodeURIComponent(id));
+            $("flow-title").textContent = "Flow " + flow.id + " · " + flow.state + " · on failure: " + flow.onFailure;
+            const tree = $("flow-tree");
+            tree.replaceChildren(flowNode(flow.root));
+            $("flow").hidden = false;
+            jobMessage("");
+          } catch (error) {
             jobMessage(error.message);
           }
         }

@@ -62,6 +62,16 @@ struct DashboardServer {
                 return try await Self.job(new.description, client.status(of: new))
             }
         }
+        routes.appendRoute("GET /api/flows/:id") { (_: HTTPRequest, id: String) in
+            await Self.answer {
+                let status = try await client.flowStatus(Self.jobID(id))
+                guard status.state != .unknown else {
+                    throw DashboardError(
+                        status: .notFound, message: "no flow \(id): never submitted, or its retention ended")
+                }
+                return Self.encode(FlowRow(id: id, status: status))
+            }
+        }
         routes.appendRoute("GET /api/schedules") { _ in
             await Self.answer { Self.encode(["schedules": try await client.schedules().map(ScheduleRow.init)]) }
         }
@@ -198,6 +208,50 @@ struct DashboardServer {
         encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
         guard let data = try? encoder.encode(value) else { return #"{"error":"encoding failed"}"# }
         return String(decoding: data, as: UTF8.self)
+    }
+}
+
+/// A flow as the page draws it: its state, and its tree of steps.
+struct FlowRow: Encodable {
+    struct Node: Encodable {
+        var kind: String
+        var index: Int?
+        var service: String?
+        var state: String?
+        var attempt: UInt32?
+        var job: String?
+        var parts: [Node]?
+
+        init(_ node: FlowStatus.Node) {
+            switch node {
+            case .step(let step):
+                kind = "step"
+                index = step.index
+                service = step.service
+                state = step.state.description
+                attempt = step.attempt
+                job = step.job?.description
+            case .chain(let nodes), .group(let nodes), .batch(let nodes):
+                switch node {
+                case .chain: kind = "chain"
+                case .group: kind = "group"
+                default: kind = "batch"
+                }
+                parts = nodes.map(Node.init)
+            }
+        }
+    }
+
+    var id: String
+    var state: String
+    var onFailure: String
+    var root: Node
+
+    init(id: String, status: FlowStatus) {
+        self.id = id
+        state = status.state.description
+        onFailure = status.onFailure.name
+        root = Node(status.root)
     }
 }
 

@@ -132,6 +132,22 @@ extension SecondLineSuite {
                 ran.split(separator: " ").last.flatMap { JobID(String($0.filter { $0.isLetter || $0.isNumber })) })
             #expect(try await sky.status(of: triggered) != .unknown)
 
+            // A flow (a chord): found among the jobs as mmi.flow, its steps drawn as a tree.
+            let flow = try await sky.submit(
+                try Flow(group: (0..<3).map { SleepTask(milliseconds: 10, tag: $0) }).then(GatherTask.self))
+            #expect(try await flow.value == GatherTask.Result(count: 3, tags: [0, 1, 2]))
+            try await page.evaluate(
+                #"document.querySelector('#job-id').value = ''; document.querySelector('#job-service').value = 'mmi.flow'; document.querySelector('#job-search button').click()"#
+            )
+            try await page.waitUntil(
+                "the flow found", #"document.querySelector('#job-results tr[data-job="\#(flow.id)"] button.steps')"#)
+            try await page.evaluate(
+                #"document.querySelector('#job-results tr[data-job="\#(flow.id)"] button.steps').click()"#)
+            try await page.waitUntil(
+                "the flow's tree",
+                #"document.querySelectorAll('#flow-tree li[data-state="succeeded"]').length === 4 && /group \(3\)/.test(document.querySelector('#flow-tree').textContent)"#
+            )
+
             let screenshot = Self.artifacts.appendingPathComponent("dashboard.png")
             try await page.screenshot(to: screenshot)
             #expect(try Data(contentsOf: screenshot).starts(with: [0x89, 0x50, 0x4E, 0x47]), "a PNG")

@@ -73,7 +73,8 @@ extension IntegrationSuite {
             #expect(disconnected.first?.worker?.name == "worker-a")
             #expect(disconnected.first?.reason == .graceful)
             #expect(connected.first?.worker?.capacity == 3)
-            #expect(connected.first?.worker?.services == ["sky.echo", "sky.flaky", "sky.gather", "sky.scan", "sky.sleep"])
+            #expect(
+                connected.first?.worker?.services == ["sky.echo", "sky.flaky", "sky.gather", "sky.scan", "sky.sleep"])
             let seqs = events.map(\.seq)
             #expect(seqs == seqs.sorted() && Set(seqs).count == seqs.count)
 

@@ -110,6 +110,20 @@ extension ThirdLineSuite {
                 "\(error)".contains("step 1 (sky.gather") && "\(error)".contains("decod")
             }
             #expect(try await sky.flowStatus(id).steps.map(\.state) == [.succeeded, .failed, .cancelled])
+            // The shell's view: the tree, a line a node.
+            let shown = try SkyProcess("skyctl", ["flows", "show", "\(id)", "--broker", cluster.clients])
+            #expect(try await shown.waitForExit() == 0)
+            #expect(shown.outputLines.first?.hasPrefix("flow \(id)  failed  (on failure: stop)") == true)
+            #expect(shown.outputLines.dropFirst().first == "chain")
+            #expect(
+                shown.outputLines.count == 5
+                    && shown.outputLines[2].hasPrefix("├─ step 0  sky.sleep  succeeded (attempt 1)  job "))
+            #expect(shown.outputLines[4] == "└─ step 2  sky.sleep  cancelled", "\(shown.outputLines)")
+            let unknown = try SkyProcess(
+                "skyctl",
+                ["flows", "show", "\(JobID(bytes: [UInt8](repeating: 1, count: 16))!)", "--broker", cluster.clients])
+            #expect(try await unknown.waitForExit() == 1)
+            #expect(unknown.errorText.contains("no flow"), "\(unknown.errorText)")
             await sky.close()
             await cluster.stop()
         }
