@@ -1,7 +1,7 @@
 import SkyProtocol
 
 /// Jobs that feed each other, checked at compile time: each step's task type is the result
-/// type of the step before it. Submitted with ``SkyClient/submit(_:options:)-(Flow<Output>,_)``, the broker
+/// type of the step before it. Submitted with `SkyClient.submit(_:options:)`, the broker
 /// keeps and runs it as one whole (docs/jobs.md, "Flows").
 ///
 /// ```swift
@@ -40,12 +40,12 @@ public struct Flow<Output: Codable & Sendable>: Sendable {
     }
 
     /// A batch: the flows run side by side, and may fail without stopping the flow; the result
-    /// is the counts of how they ended (a completion step follows: a ``FlowBatchTask``).
+    /// is the counts of how they ended (a completion step follows: a `FlowBatchTask`).
     public init<Part>(batch parts: [Flow<Part>]) where Output == BatchCounts {
         node = .batch(parts.map(\.node))
     }
 
-    /// A batch of one step a task (``init(batch:)-(_)``).
+    /// A batch of one step a task (as `init(batch:)` of flows).
     public init<T: SkyTask>(batch tasks: [T], options: JobOptions = JobOptions()) throws where Output == BatchCounts {
         node = .batch(try tasks.map { try Flow<T.Result>($0, options: options).node })
     }
@@ -103,7 +103,7 @@ public struct FlowOptions: Sendable {
     /// How long the flow's outcome, and its steps', are kept after it ended.
     public var retention: Duration
     /// A second submit with the same key, while the first flow is kept, returns the first.
-    /// Without one, ``SkyClient/submit(_:options:)-(Flow<Output>,_)`` makes one of its own, so that its retries
+    /// Without one, `SkyClient.submit(_:options:)` makes one of its own, so that its retries
     /// never make a second flow.
     public var idempotencyKey: String?
 

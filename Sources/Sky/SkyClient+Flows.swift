@@ -18,7 +18,7 @@ extension SkyClient {
     }
 
     /// Records a flow given in its wire form: for tools that hold no task types. As
-    /// ``submit(_:options:)-(Flow<Output>,_)``; a flow without an idempotency key gets none (a retry after a lost
+    /// `submit(_:options:)`; a flow without an idempotency key gets none (a retry after a lost
     /// answer may then make a second flow).
     /// - Returns: the flow's id.
     public nonisolated func submitFlow(_ spec: FlowSpec) async throws -> JobID {
