@@ -680,6 +680,9 @@ struct JobScheduler: Sendable {
     /// journal's next commit (a waiter that comes meanwhile flushes it: ``waitForOutcome``).
     private func writeOutcome(_ job: JobBook.Job, _ report: JobReport, into actions: inout [Action]) {
         let state = Self.journalState(report.state) ?? .failed
+        // A flow's step: kept until its flow ends (and as long as it then), and written at once,
+        // since the flow's next step waits for it.
+        let flowStep = FlowSpec.step(ofKey: job.submission.idempotencyKey ?? "") != nil
         var changes: [JobChange] = []
         // A key held while the job waits or runs goes with its end (first: an ended job's key is
         // kept).
@@ -689,10 +692,8 @@ struct JobScheduler: Sendable {
         changes.append(
             .finished(
                 id: job.id.bytes, state: state, outcome: [report.outcomeStatus.rawValue] + report.outcome,
-                // A flow's step is kept until its flow ends, and as long as it then.
-                expiresAt: FlowSpec.step(ofKey: job.submission.idempotencyKey ?? "") == nil
-                    ? Self.expiry(configuration.wallClock(), job.submission) : Int64.max))
-        if book.hasWaiters(job.id) {
+                expiresAt: flowStep ? Int64.max : Self.expiry(configuration.wallClock(), job.submission)))
+        if book.hasWaiters(job.id) || flowStep {
             actions.append(.journal(.write(changes, .finished(job.id))))
         } else {
             actions.append(.journal(.writeWithNextCommit(changes, .finished(job.id))))

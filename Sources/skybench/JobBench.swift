@@ -37,6 +37,8 @@ struct JobBench {
     /// Schedules of the schedules phase, and how long it measures each part.
     var scheduleCount = 1000
     var scheduleMeasure = Duration.seconds(5)
+    /// Chains of each length in the flows phase (after 5 of warm-up).
+    var flowChains = 50
 
     /// Every fixed phase at a tenth, or a quarter of its time: figures too few to mean much,
     /// for a run that checks the mode works end to end (the test suite's smoke test).
@@ -47,6 +49,7 @@ struct JobBench {
         measure = measure / 4
         scheduleCount /= 10
         scheduleMeasure = scheduleMeasure / 5
+        flowChains /= 10
     }
 
     struct Results: Codable {
@@ -90,6 +93,10 @@ struct JobBench {
         var scheduledJobsPerSecond: [Double] = []
         var brokerCPUPacedSubmits: [Double] = []
         var pacedSubmitsPerSecond: [Double] = []
+        /// The flows phase (``measureFlows(_:into:)``): a chain of two steps, submit to result,
+        /// and what each step of a longer chain adds (medians of a round).
+        var chainOfTwoMicroseconds: [Double] = []
+        var chainStepMicroseconds: [Double] = []
     }
 
     /// Bytes the C paced load writes and fsyncs per job: the budget of journal bytes per job.
@@ -199,6 +206,7 @@ struct JobBench {
                 results.jobsPerSecondBesideScan.append(try await load.value)
                 try await waitForSucceeded(try await submittedCount(sky), sky)
                 try await measureSchedules(target, into: &results)
+                try await measureFlows(target, into: &results)
             } catch {
                 if let snapshot = try? await target.snapshot() {
                     let encoder = JSONEncoder()
@@ -485,6 +493,14 @@ struct JobBench {
                     perJob(results.brokerCPUPacedSubmits, results.pacedSubmitsPerSecond), "µs"),
             ]
         }
+        if !results.chainStepMicroseconds.isEmpty {
+            lines += [
+                "",
+                "Flows: chains of sky.echo steps, one at a time",
+                line("a chain of 2, submit → result", results.chainOfTwoMicroseconds, "µs"),
+                line("each further step, end → next start", results.chainStepMicroseconds, "µs"),
+            ]
+        }
         if !results.baselineAlone.isEmpty {
             lines += [
                 "",
@@ -537,7 +553,7 @@ struct JobBench {
         }
     }
 
-    private static func median(_ values: [Double]) -> Double {
+    static func median(_ values: [Double]) -> Double {
         let sorted = values.sorted()
         return sorted.isEmpty ? 0 : sorted[sorted.count / 2]
     }

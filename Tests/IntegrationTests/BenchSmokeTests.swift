@@ -103,6 +103,10 @@ extension SecondLineSuite {
             #expect(
                 (json["scheduledJobsPerSecond"] as? [Double])?.first ?? 0 > 20,
                 "\(json["scheduledJobsPerSecond"] ?? "")")
+            // The flows phase: chains ran, and each step cost something (not a negative median).
+            #expect(table.contains("each further step, end → next start"))
+            #expect(
+                (json["chainStepMicroseconds"] as? [Double])?.first ?? 0 > 0, "\(json["chainStepMicroseconds"] ?? "")")
             print("skybench --jobs smoke:\n\(table)")
         }
 

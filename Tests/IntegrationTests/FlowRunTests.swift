@@ -35,7 +35,14 @@ extension ThirdLineSuite {
             // runs again, as any job's).
             var endedBeforeKill: Set<Int> = []
             do {
-                let journal = try SQLiteJobStore(path: state.journal)
+                // The killed broker's lock on the file goes with its process, which the kernel
+                // may still be tearing down.
+                var opened: SQLiteJobStore?
+                try await eventually("the killed broker's journal free", timeout: .seconds(10)) {
+                    opened = try? SQLiteJobStore(path: state.journal)
+                    return opened != nil
+                }
+                let journal = try #require(opened)
                 let keys = (0..<FlowSpec.maxSteps).prefix(200).map { FlowSpec.stepKey(flow: job.id, step: $0) }
                 for record in try journal.jobs(idempotencyKeys: keys) where record.state.isFinished {
                     if let step = record.idempotencyKey.flatMap(FlowSpec.step(ofKey:))?.step {

@@ -1,0 +1,45 @@
+import Foundation
+import Sky
+import SkyProtocol
+import SkyWorkloads
+
+extension JobBench {
+    /// A chain step's overhead, from the end of one step to the start of the next: chains of
+    /// 2 and of ``longChain`` `sky.echo` steps (a handler that takes no time), one at a time;
+    /// the difference of their medians over the steps between is what each step adds (its
+    /// outcome recorded, the next step decided, recorded and sent to a worker, and the worker's
+    /// round trip, which a step's end and the next's start bound from outside).
+    func measureFlows(_ target: SkyTarget, into results: inout Results) async throws {
+        let sky = target.client
+        progress("flows: chains of 2 and of \(Self.longChain) steps, one at a time")
+        var short: [Double] = []
+        var long: [Double] = []
+        for index in 0..<(flowChains + 5) {
+            let two = try await chainMicroseconds(sky, steps: 2)
+            let many = try await chainMicroseconds(sky, steps: Self.longChain)
+            if index >= 5 {  // warm-up
+                short.append(two)
+                long.append(many)
+            }
+        }
+        let shortMedian = Self.median(short)
+        let longMedian = Self.median(long)
+        results.chainOfTwoMicroseconds.append(shortMedian)
+        results.chainStepMicroseconds.append((longMedian - shortMedian) / Double(Self.longChain - 2))
+    }
+
+    /// Steps of the long chain.
+    static let longChain = 12
+
+    private func chainMicroseconds(_ sky: SkyClient, steps: Int) async throws -> Double {
+        let body = try JSONTaskCoder().encode(Self.task)
+        var parts: [FlowSpec.Node] = [.step(JobSubmission(service: EchoTask.service, body: body))]
+        for _ in 1..<steps { parts.append(.step(JobSubmission(service: EchoTask.service, body: []))) }
+        var spec = FlowSpec(.chain(parts))
+        spec.idempotencyKey = UUID().uuidString
+        let started = ContinuousClock.now
+        let id = try await sky.submitFlow(spec)
+        _ = try await sky.result(of: id, as: EchoTask.self)
+        return (ContinuousClock.now - started).inSeconds * 1e6
+    }
+}
