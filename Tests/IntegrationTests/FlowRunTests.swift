@@ -74,6 +74,30 @@ extension ThirdLineSuite {
             }
         }
 
+        /// A chain whose broker is killed while its second step runs: the first had ended on
+        /// disk (a step is submitted only once the one before it ended there), so it never runs
+        /// again, on whichever store.
+        static func aChainRunsItsEndedStepOnceAcrossAKill(on store: IntegrationSuite.JobTests.Store) async throws {
+            let state = try await IntegrationSuite.JobTests.JobStoreFixture(store)
+            let cluster = try await TestCluster.start(extraArguments: state.arguments)
+            defer { cluster.killAll() }
+            _ = try await cluster.startWorker(name: "w1", capacity: 2, extraArguments: ["--workloads", "sky.sleep"])
+            let sky = try await SkyClient(broker: cluster.clients)
+            let job = try await sky.submit(
+                try Flow(SleepTask(milliseconds: 300, tag: 3)).then(SleepTask.self).then(SleepTask.self))
+            try await eventually("the second step running", timeout: .seconds(30)) {
+                try await job.steps().steps[1].state == .running
+            }
+            cluster.broker.killNow()
+            try await cluster.restartBroker()
+            #expect(try await job.value == SleepTask(milliseconds: 300, tag: 3))
+            let steps = try await job.steps().steps
+            #expect(steps.map(\.state) == [.succeeded, .succeeded, .succeeded])
+            #expect(steps[0].attempt == 1 && steps[2].attempt == 1, "\(steps)")
+            await sky.close()
+            await cluster.stop()
+        }
+
         @Test(.timeLimit(.minutes(1)))
         func aGroupOfAHundredResumesAfterAKill() async throws {
             let tasks = (0..<100).map { SleepTask(milliseconds: 50, tag: $0) }

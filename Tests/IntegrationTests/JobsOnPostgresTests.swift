@@ -31,5 +31,9 @@ extension SecondLineSuite {
         @Test func aFailingHandlerIsRetriedByTheBrokerWithBackoffThenFailsTyped() async throws {
             try await Jobs.aFailingHandlerIsRetriedByTheBrokerWithBackoffThenFailsTyped(on: .postgresql)
         }
+
+        @Test func aChainRunsItsEndedStepOnceAcrossAKill() async throws {
+            try await ThirdLineSuite.FlowRunTests.aChainRunsItsEndedStepOnceAcrossAKill(on: .postgresql)
+        }
     }
 }
