@@ -65,6 +65,17 @@ struct BrokerMetrics: Sendable {
                         .increment(by: Int64(clamping: now - (then ?? 0)))
                 }
             }
+            if let flows = jobs.flows {
+                Gauge(label: "sky_broker_flows").record(flows.held)
+                let before = last?.flows
+                for (outcome, now, then) in [
+                    ("succeeded", flows.succeeded, before?.succeeded), ("failed", flows.failed, before?.failed),
+                    ("cancelled", flows.cancelled, before?.cancelled),
+                ] where now > then ?? 0 {
+                    Counter(label: "sky_broker_flows_total", dimensions: [("outcome", outcome)])
+                        .increment(by: Int64(clamping: now - (then ?? 0)))
+                }
+            }
             lastJobs = jobs
         }
     }

@@ -16,6 +16,10 @@ struct FlowBook: Sendable {
     var retry: Set<JobID> = []
     /// Steps the flows held in memory have: bounded (``maxHeldSteps``) with the flows.
     var heldSteps = 0
+    /// Flows that ended since the broker started, by how.
+    var succeeded: UInt64 = 0
+    var failed: UInt64 = 0
+    var cancelled: UInt64 = 0
     /// Held and pending flows by idempotency key.
     private(set) var keys: [String: JobID] = [:]
 
@@ -23,6 +27,10 @@ struct FlowBook: Sendable {
     static let maxFlows = 10_000
     /// The most steps of all held flows together.
     static let maxHeldSteps = 1_000_000
+
+    var counts: FlowCounts {
+        FlowCounts(held: runs.count, steps: heldSteps, succeeded: succeeded, failed: failed, cancelled: cancelled)
+    }
 
     mutating func pend(_ id: JobID, _ pending: Pending) {
         self.pending[id] = pending

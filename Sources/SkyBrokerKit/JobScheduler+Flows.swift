@@ -98,6 +98,8 @@ extension JobScheduler {
             }
             flows.hold(FlowRun(id: id, spec: pending.spec, loaded: true))
             answer(pending.caller, id: id.bytes, into: &actions)
+            actions.append(
+                .publish(.jobSubmitted, JobEvent(id: id, service: FlowSpec.service, attempt: 0, status: nil)))
             advanceFlow(id, into: &actions)
         }
     }
@@ -156,6 +158,19 @@ extension JobScheduler {
         let report = JobReport(
             state: end.state, outcomeStatus: end.status, service: FlowSpec.service, outcome: end.outcome)
         flows.release(id)
+        let kind: EventKind
+        switch end.state {
+        case .succeeded:
+            flows.succeeded += 1
+            kind = .jobSucceeded
+        case .cancelled:
+            flows.cancelled += 1
+            kind = .jobCancelled
+        default:
+            flows.failed += 1
+            kind = .jobFailed
+        }
+        actions.append(.publish(kind, JobEvent(id: id, service: FlowSpec.service, attempt: 0, status: end.status)))
         for waiter in book.takeWaiters(of: id) { answer(waiter, report, into: &actions) }
     }
 

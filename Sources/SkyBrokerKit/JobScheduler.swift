@@ -80,7 +80,7 @@ struct JobScheduler: Sendable {
             held: book.jobs.count, queued: book.queued.total + book.pipeline.values.reduce(0, +),
             submitted: book.submitted, succeeded: book.succeeded, failed: book.failed, cancelled: book.cancelled,
             retried: book.retried, journalBytes: book.journalBytes, waiters: book.waiterCount,
-            schedules: schedules.loaded ? schedules.counts : nil)
+            schedules: schedules.loaded ? schedules.counts : nil, flows: flows.counts)
     }
 
     // MARK: Requests

@@ -316,12 +316,16 @@ public struct JobCounts: Codable, Sendable, Equatable {
     public var waiters: Int?
     /// The broker's schedules (absent from older brokers).
     public var schedules: ScheduleCounts?
+    /// The broker's flows (absent from older brokers).
+    public var flows: FlowCounts?
 
     public init(
         held: Int, queued: Int, submitted: UInt64, succeeded: UInt64, failed: UInt64, cancelled: UInt64,
-        retried: UInt64, journalBytes: Int, waiters: Int? = nil, schedules: ScheduleCounts? = nil
+        retried: UInt64, journalBytes: Int, waiters: Int? = nil, schedules: ScheduleCounts? = nil,
+        flows: FlowCounts? = nil
     ) {
         self.schedules = schedules
+        self.flows = flows
         self.held = held
         self.queued = queued
         self.submitted = submitted
@@ -354,6 +358,26 @@ public struct ScheduleCounts: Codable, Sendable, Equatable {
         self.fired = fired
         self.skipped = skipped
         self.nextFire = nextFire
+    }
+}
+
+/// The broker's flows, as `broker.stats` and the snapshot count them: how many run now, and
+/// how those that ended since the broker started ended (their steps count as jobs).
+public struct FlowCounts: Codable, Sendable, Equatable {
+    /// Unfinished flows held now.
+    public var held: Int
+    /// Their steps, all together.
+    public var steps: Int
+    public var succeeded: UInt64
+    public var failed: UInt64
+    public var cancelled: UInt64
+
+    public init(held: Int, steps: Int, succeeded: UInt64, failed: UInt64, cancelled: UInt64) {
+        self.held = held
+        self.steps = steps
+        self.succeeded = succeeded
+        self.failed = failed
+        self.cancelled = cancelled
     }
 }
 

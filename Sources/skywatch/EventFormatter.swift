@@ -47,6 +47,11 @@ enum EventFormatter {
                         " schedules=\(schedules.count) paused=\(schedules.paused) fired=\(schedules.fired)"
                         + " skipped=\(schedules.skipped) next-fire=\(schedules.nextFire ?? "-")"
                 }
+                if let flows = jobs.flows {
+                    text +=
+                        " flows-held=\(flows.held) flows-succeeded=\(flows.succeeded) flows-failed=\(flows.failed)"
+                        + " flows-cancelled=\(flows.cancelled)"
+                }
             }
         }
         return text

@@ -52,12 +52,14 @@ extension SecondLineSuite {
                 _ = try? await sky.scan(FlakyTask(value: index), options: ScanOptions(retry: .never))
             }
             _ = try await sky.submit(EchoTask(message: "a job")).value
+            _ = try await sky.submit(try Flow(group: [EchoTask(message: "a flow's step")])).value
             // The broker's figures come with its stats, once a second.
             var brokerText = ""
             try await eventually("the broker's metrics carry the period") {
                 brokerText = try await Self.fetch(brokerURL)
                 return brokerText.contains(#"sky_broker_tasks_total{service="sky.flaky",status="handlerError"}"#)
                     && brokerText.contains(#"sky_broker_jobs_total{event="succeeded"}"#)
+                    && brokerText.contains(#"sky_broker_flows_total{outcome="succeeded"} 1"#)
             }
             for series in [
                 #"sky_broker_tasks_total{service="sky.echo",status="ok"}"#,
@@ -66,7 +68,7 @@ extension SecondLineSuite {
                 #"sky_broker_dispatch_wait_seconds_bucket{service="sky.echo""#,
                 #"sky_broker_service_queued_bytes{service="sky.echo"} 0"#,
                 "sky_broker_loop_iteration_max_seconds", #"sky_broker_jobs{state="held"}"#, "sky_broker_journal_bytes",
-                "sky_broker_journal_commits_total",
+                "sky_broker_journal_commits_total", "sky_broker_flows 0",
             ] {
                 #expect(brokerText.contains(series), "\(series)")
             }

@@ -25,6 +25,8 @@ struct FlowSimulation {
     var executions: [String: Int] = [:]
     /// Answers to callers, by request.
     var answers: [RequestID: [TaskReply]] = [:]
+    /// Events published, in order.
+    var events: [(kind: EventKind, event: JobScheduler.JobEvent)] = []
     var seed: UInt64 = 1
     let client = PeerID([0, 0, 0, 0, 1])
     static let wall: Int64 = 1_700_000_000_000
@@ -125,6 +127,8 @@ struct FlowSimulation {
             scheduler.journalAnswered(.lookedUp(id, caller, retry: retry, result), now: 0, into: &actions)
         case .journal(.loadSchedules):
             scheduler.journalAnswered(.schedulesLoaded(.success([])), now: 0, into: &actions)
+        case .publish(let kind, let event):
+            events.append((kind, event))
         case .offer:
             offer()
         case .cancelAttempt(let id, _):

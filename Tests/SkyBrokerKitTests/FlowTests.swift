@@ -36,6 +36,11 @@ struct FlowTests {
         try sim.run()
         #expect(try Self.outcome(id, sim) == (.succeeded, "22"))  // (5 × 2 + 1) × 2
         #expect(sim.executions.count == 3 && sim.executions.values.allSatisfy { $0 == 1 })
+        // Operators see the flow as a job of mmi.flow: submitted, then its end, and counted.
+        let flowEvents = sim.events.filter { $0.event.id == id }
+        #expect(flowEvents.map(\.kind) == [.jobSubmitted, .jobSucceeded])
+        #expect(flowEvents.allSatisfy { $0.event.service == FlowSpec.service })
+        #expect(sim.scheduler.counts?.flows == FlowCounts(held: 0, steps: 0, succeeded: 1, failed: 0, cancelled: 0))
     }
 
     @Test func aGroupsResultIsItsPartsResultsInOrder() throws {
@@ -120,6 +125,8 @@ struct FlowTests {
         let (state, body) = try Self.outcome(id, sim)
         #expect(state == .failed)
         #expect(body.contains("step 0 (fail") && body.contains("it broke"), "\(body)")
+        #expect(sim.scheduler.counts?.flows?.failed == 1)
+        #expect(sim.events.last { $0.event.id == id }?.kind == .jobFailed)
         // One worker credit: the failure came first; the two parts queued behind it were
         // cancelled and never ran, nor did the callback.
         #expect(sim.executions.count == 1)
