@@ -29,25 +29,26 @@ public struct Flow<Output: Codable & Sendable>: Sendable {
     }
 
     /// A group: the flows run side by side; the result is their results, in order.
-    public init<Part>(group parts: [Flow<Part>]) where Output == [Part] {
-        node = .group(parts.map(\.node))
+    /// - Throws: ``SkyError/invalidTask(_:)`` for no flows.
+    public init<Part>(group parts: [Flow<Part>]) throws where Output == [Part] {
+        node = .group(try Self.parts(parts.map(\.node)))
     }
 
     /// A group of one step a task: the tasks run side by side; the result is their results, in
     /// order.
     public init<T: SkyTask>(group tasks: [T], options: JobOptions = JobOptions()) throws where Output == [T.Result] {
-        node = .group(try tasks.map { try Flow<T.Result>($0, options: options).node })
+        node = .group(try Self.parts(tasks.map { try Flow<T.Result>($0, options: options).node }))
     }
 
     /// A batch: the flows run side by side, and may fail without stopping the flow; the result
     /// is the counts of how they ended (a completion step follows: a `FlowBatchTask`).
-    public init<Part>(batch parts: [Flow<Part>]) where Output == BatchCounts {
-        node = .batch(parts.map(\.node))
+    public init<Part>(batch parts: [Flow<Part>]) throws where Output == BatchCounts {
+        node = .batch(try Self.parts(parts.map(\.node)))
     }
 
     /// A batch of one step a task (as `init(batch:)` of flows).
     public init<T: SkyTask>(batch tasks: [T], options: JobOptions = JobOptions()) throws where Output == BatchCounts {
-        node = .batch(try tasks.map { try Flow<T.Result>($0, options: options).node })
+        node = .batch(try Self.parts(tasks.map { try Flow<T.Result>($0, options: options).node }))
     }
 
     /// Then a job of `type`, whose task is this group's results (a chord).
@@ -68,6 +69,11 @@ public struct Flow<Output: Codable & Sendable>: Sendable {
         spec.retentionMilliseconds = UInt64(clamping: max(0, options.retention.wholeMilliseconds))
         spec.idempotencyKey = options.idempotencyKey
         return spec
+    }
+
+    private static func parts(_ nodes: [FlowSpec.Node]) throws -> [FlowSpec.Node] {
+        guard !nodes.isEmpty else { throw SkyError.invalidTask("a group or batch needs at least one part") }
+        return nodes
     }
 
     func chained(_ next: FlowSpec.Node) -> FlowSpec.Node {

@@ -65,6 +65,7 @@ public enum JobStatus: Sendable, Equatable, CustomStringConvertible {
         switch self {
         case .queued: "queued"
         case .scheduled(let date): "scheduled for \(date)"
+        case .running(let attempt, let worker) where worker.isEmpty: "running (attempt \(attempt))"
         case .running(let attempt, let worker): "running (attempt \(attempt), worker \(worker))"
         case .succeeded(let attempt): "succeeded (attempt \(attempt))"
         case .failed(let error, let attempt): "failed (attempt \(attempt)): \(error)"

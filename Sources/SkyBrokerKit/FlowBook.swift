@@ -17,9 +17,7 @@ struct FlowBook: Sendable {
     /// Steps the flows held in memory have: bounded (``maxHeldSteps``) with the flows.
     var heldSteps = 0
     /// Flows that ended since the broker started, by how.
-    var succeeded: UInt64 = 0
-    var failed: UInt64 = 0
-    var cancelled: UInt64 = 0
+    var ended = EndTally()
     /// Held and pending flows by idempotency key.
     private(set) var keys: [String: JobID] = [:]
 
@@ -29,7 +27,9 @@ struct FlowBook: Sendable {
     static let maxHeldSteps = 1_000_000
 
     var counts: FlowCounts {
-        FlowCounts(held: runs.count, steps: heldSteps, succeeded: succeeded, failed: failed, cancelled: cancelled)
+        FlowCounts(
+            held: runs.count, steps: heldSteps, succeeded: ended.succeeded, failed: ended.failed,
+            cancelled: ended.cancelled)
     }
 
     mutating func pend(_ id: JobID, _ pending: Pending) {

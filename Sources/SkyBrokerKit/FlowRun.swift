@@ -55,8 +55,11 @@ struct FlowRun: Sendable {
     var cancelRequested = false
     /// The flow's outcome, being written.
     var ending: End?
-    /// Steps whose cancel was asked for.
+    /// Steps whose cancel the flow asked for (it stopped): their ends are not failures.
     private var cancelsSent: Set<Int> = []
+    /// The step whose failure came first: what the flow's failure names (a step ended later,
+    /// or one the flow cancelled because of it, may have a lower number).
+    private(set) var firstFailure: Int?
 
     init(id: JobID, spec: FlowSpec, loaded: Bool) {
         self.id = id
@@ -147,7 +150,7 @@ struct FlowRun: Sendable {
         case .succeeded(let bytes) where !cancelRequested:
             decision.end = End(state: .succeeded, status: .ok, outcome: bytes)
         case .failed(let step, let reason) where !cancelRequested:
-            decision.end = failure(step, reason)
+            decision.end = failure(reason == nil ? firstFailure ?? step : step, reason)
         default:
             decision.end = End(
                 state: .cancelled, status: .cancelled,
@@ -261,7 +264,7 @@ struct FlowRun: Sendable {
     private func failure(_ step: Int, _ reason: String?) -> End {
         let service = jobs[step].service
         var status = ReplyStatus.handlerError
-        var original = RemoteErrorBody(type: "FlowStepFailed", message: reason ?? "")
+        var original = RemoteErrorBody(type: "FlowResultNotJSON", message: reason ?? "")
         var job = ""
         if case .ended(let id, let report) = steps[step] {
             job = ", job \(id)"
@@ -279,6 +282,13 @@ struct FlowRun: Sendable {
         return End(
             state: .failed, status: status,
             outcome: RemoteErrorBody(type: original.type, message: message).encoded())
+    }
+
+    /// A step's job ended (its outcome is on disk).
+    mutating func ended(_ step: Int, job: JobID, _ report: JobReport) {
+        guard steps.indices.contains(step) else { return }
+        steps[step] = .ended(job, report)
+        if report.state != .succeeded, firstFailure == nil, !cancelsSent.contains(step) { firstFailure = step }
     }
 
     // MARK: Reports
@@ -326,7 +336,8 @@ struct FlowRun: Sendable {
             return
         }
         if record.state.isFinished {
-            steps[step] = .ended(id, JobScheduler.report(record))
+            // Which of the failures read back came first is not recorded: the first read names it.
+            ended(step, job: id, JobScheduler.report(record))
         } else {
             steps[step] = .submitted(id)
         }

@@ -195,9 +195,7 @@ struct JobBook: Sendable {
     var overLimit = false
     /// Counts for stats and tests.
     var submitted: UInt64 = 0
-    var succeeded: UInt64 = 0
-    var failed: UInt64 = 0
-    var cancelled: UInt64 = 0
+    var ended = EndTally()
     var retried: UInt64 = 0
 
     /// Most callers that may wait for jobs at once; beyond it a wait is answered at once.

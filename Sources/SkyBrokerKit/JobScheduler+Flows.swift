@@ -17,14 +17,7 @@ extension JobScheduler {
 
     mutating func flowRequest(_ request: TaskRequest, from caller: JobCaller, now: Int64, into actions: inout [Action])
     {
-        guard configuration.journal else {
-            answer(caller, .journalUnavailable, Self.noJournal, into: &actions)
-            return
-        }
-        if stopping {
-            answer(caller, .brokerShuttingDown, "the broker is shutting down", into: &actions)
-            return
-        }
+        guard takesRequests(answering: caller, into: &actions) else { return }
         if request.service == BrokerService.flowSubmit {
             submitFlow(request.body, caller: caller, into: &actions)
             return
@@ -78,7 +71,7 @@ extension JobScheduler {
         // Kept until the flow ends: its outcome's retention starts then.
         let record = JobRecord(
             id: id.bytes, service: FlowSpec.service, body: spec.encode(), idempotencyKey: spec.idempotencyKey,
-            state: .running, expiresAt: Int64.max, submittedAt: wall, options: options.encode())
+            state: .running, attempt: 1, expiresAt: Int64.max, submittedAt: wall, options: options.encode())
         flows.pend(id, FlowBook.Pending(spec: spec, caller: caller))
         actions.append(.journal(.write([.submitted(record)], .flowSubmitted(id))))
     }
@@ -109,23 +102,23 @@ extension JobScheduler {
     /// Does what the flow's state calls for now: submits the steps whose input is ready (in
     /// one transaction), cancels the steps of a flow that stopped, and records its end.
     mutating func advanceFlow(_ id: JobID, into actions: inout [Action]) {
-        guard var run = flows.runs[id] else { return }
-        let decision = run.decide()
+        // In place: a copy of a flow's state (its steps) per step would cost a large flow's size
+        // at each of its steps.
+        guard let decision = flows.runs[id]?.decide(), let jobs = flows.runs[id]?.jobs else { return }
         var records: [JobChange] = []
         var submitted: [JobID] = []
         for (step, body) in decision.submit {
-            var submission = run.jobs[step]
+            var submission = jobs[step]
             submission.body = body
             submission.idempotencyKey = FlowSpec.stepKey(flow: id, step: step)
             let (job, record) = pend(submission, waiter: nil)
-            run.steps[step] = .submitting(job)
+            flows.runs[id]?.steps[step] = .submitting(job)
             records.append(.submitted(record))
             submitted.append(job)
         }
-        flows.runs[id] = run
         if !records.isEmpty { actions.append(.journal(.write(records, .flowSteps(submitted)))) }
         for job in decision.cancel { cancel(job, caller: nil, into: &actions) }
-        if let end = decision.end { writeFlowEnd(run, end, into: &actions) }
+        if let end = decision.end, let run = flows.runs[id] { writeFlowEnd(run, end, into: &actions) }
     }
 
     private func writeFlowEnd(_ run: FlowRun, _ end: FlowRun.End, into actions: inout [Action]) {
@@ -156,20 +149,9 @@ extension JobScheduler {
             return
         }
         let report = JobReport(
-            state: end.state, outcomeStatus: end.status, service: FlowSpec.service, outcome: end.outcome)
+            state: end.state, attempt: 1, outcomeStatus: end.status, service: FlowSpec.service, outcome: end.outcome)
         flows.release(id)
-        let kind: EventKind
-        switch end.state {
-        case .succeeded:
-            flows.succeeded += 1
-            kind = .jobSucceeded
-        case .cancelled:
-            flows.cancelled += 1
-            kind = .jobCancelled
-        default:
-            flows.failed += 1
-            kind = .jobFailed
-        }
+        let kind = flows.ended.count(end.state)
         actions.append(.publish(kind, JobEvent(id: id, service: FlowSpec.service, attempt: 0, status: end.status)))
         for waiter in book.takeWaiters(of: id) { answer(waiter, report, into: &actions) }
     }
@@ -179,12 +161,12 @@ extension JobScheduler {
         _ job: JobID, key: String?, _ result: Result<JournalReceipt, JournalError>, advancing: Bool,
         into actions: inout [Action]
     ) {
-        guard let key, let (flow, step) = FlowSpec.step(ofKey: key), var run = flows.runs[flow],
-            run.steps.indices.contains(step), run.steps[step] == .submitting(job)
+        guard let key, let (flow, step) = FlowSpec.step(ofKey: key), let steps = flows.runs[flow]?.steps.indices,
+            steps.contains(step), flows.runs[flow]?.steps[step] == .submitting(job)
         else { return }
         switch result {
         case .failure(let error):
-            run.steps[step] = .waiting
+            flows.runs[flow]?.steps[step] = .waiting
             flows.retry.insert(flow)
             actions.append(
                 .log(
@@ -192,25 +174,24 @@ extension JobScheduler {
                     ["flow": "\(flow)", "step": "\(step)", "error": "\(error)"]))
         case .success(let receipt):
             if let first = receipt.duplicates[job.bytes], let firstID = JobID(bytes: first.id) {
-                run.steps[step] = .waiting
-                run.load(first, step: step)
-                if case .submitted = run.steps[step], book.jobs[firstID] == nil {
+                flows.runs[flow]?.steps[step] = .waiting
+                flows.runs[flow]?.load(first, step: step)
+                if case .submitted = flows.runs[flow]?.steps[step], book.jobs[firstID] == nil {
                     // Held by nobody in memory: it ended meanwhile; read at the next maintenance.
-                    run.steps[step] = .waiting
+                    flows.runs[flow]?.steps[step] = .waiting
                     flows.retry.insert(flow)
                 }
             } else {
-                run.steps[step] = .submitted(job)
+                flows.runs[flow]?.steps[step] = .submitted(job)
             }
         }
-        flows.runs[flow] = run
         if advancing { advanceFlow(flow, into: &actions) }
     }
 
     /// A step's job ended (its outcome is on disk).
     mutating func flowStepEnded(_ job: JobID, key: String?, _ report: JobReport, into actions: inout [Action]) {
         guard let key, let (flow, step) = FlowSpec.step(ofKey: key), flows.runs[flow] != nil else { return }
-        flows.runs[flow]?.steps[step] = .ended(job, report)
+        flows.runs[flow]?.ended(step, job: job, report)
         advanceFlow(flow, into: &actions)
     }
 
@@ -238,7 +219,7 @@ extension JobScheduler {
     /// A flow as a job: running once any step was submitted.
     func flowReport(_ run: FlowRun) -> JobReport {
         let started = run.steps.contains { $0 != .waiting }
-        return JobReport(state: started ? .running : .queued, service: FlowSpec.service)
+        return JobReport(state: started ? .running : .queued, attempt: 1, service: FlowSpec.service)
     }
 
     /// A held step's job's report, for a flow's status.
@@ -306,7 +287,7 @@ extension JobScheduler {
         case .success((let record?, _)):
             answer(
                 caller, .invalidPayload,
-                "\(id) is a job of \(record.service), not a flow; ask mmi.jobs.status about it",
+                "\(id) is a job of \(record.service), not a flow: ask its status as a job's (sky.status(of:), skyctl jobs show)",
                 into: &actions)
         case .success((nil, _)):
             // Never submitted to this broker, or its retention passed.

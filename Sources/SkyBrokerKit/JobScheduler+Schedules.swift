@@ -12,14 +12,7 @@ extension JobScheduler {
     // MARK: Requests
 
     mutating func scheduleRequest(_ request: TaskRequest, from caller: JobCaller, into actions: inout [Action]) {
-        guard configuration.journal else {
-            answer(caller, .journalUnavailable, Self.noJournal, into: &actions)
-            return
-        }
-        if stopping {
-            answer(caller, .brokerShuttingDown, "the broker is shutting down", into: &actions)
-            return
-        }
+        guard takesRequests(answering: caller, into: &actions) else { return }
         guard schedules.loaded else {
             answer(
                 caller, .journalUnavailable, "the broker is still reading its schedules from the journal; ask again",

@@ -78,7 +78,8 @@ struct JobScheduler: Sendable {
         guard configuration.journal else { return nil }
         return JobCounts(
             held: book.jobs.count, queued: book.queued.total + book.pipeline.values.reduce(0, +),
-            submitted: book.submitted, succeeded: book.succeeded, failed: book.failed, cancelled: book.cancelled,
+            submitted: book.submitted, succeeded: book.ended.succeeded, failed: book.ended.failed,
+            cancelled: book.ended.cancelled,
             retried: book.retried, journalBytes: book.journalBytes, waiters: book.waiterCount,
             schedules: schedules.loaded ? schedules.counts : nil, flows: flows.counts)
     }
@@ -893,18 +894,7 @@ struct JobScheduler: Sendable {
             return
         }
         book.release(id)
-        let kind: EventKind
-        switch report.state {
-        case .succeeded:
-            book.succeeded += 1
-            kind = .jobSucceeded
-        case .cancelled:
-            book.cancelled += 1
-            kind = .jobCancelled
-        default:
-            book.failed += 1
-            kind = .jobFailed
-        }
+        let kind = book.ended.count(report.state)
         publish(kind, job, status: report.outcomeStatus, into: &actions)
         for waiter in book.takeWaiters(of: id) { answer(waiter, report, into: &actions) }
         flowStepEnded(id, key: job.submission.idempotencyKey, report, into: &actions)
@@ -1007,6 +997,20 @@ struct JobScheduler: Sendable {
     }
 
     // MARK: Answers
+
+    /// Whether the broker takes a schedule's or a flow's request now: not without a journal,
+    /// nor while it stops (`caller` hears why).
+    func takesRequests(answering caller: JobCaller, into actions: inout [Action]) -> Bool {
+        guard configuration.journal else {
+            answer(caller, .journalUnavailable, Self.noJournal, into: &actions)
+            return false
+        }
+        if stopping {
+            answer(caller, .brokerShuttingDown, "the broker is shutting down", into: &actions)
+            return false
+        }
+        return true
+    }
 
     func answer(_ caller: JobCaller, _ report: JobReport, into actions: inout [Action]) {
         actions.append(

@@ -299,7 +299,8 @@ enum DashboardPage {
               actions.appendChild(steps);
             }
             const ended = ["succeeded", "failed", "cancelled"].includes(job.state);
-            if (actionsAllowed) {
+            // A flow is not retried as a job: submitted again, it is a new flow.
+            if (actionsAllowed && !(ended && job.service === "mmi.flow")) {
               const button = document.createElement("button");
               button.textContent = ended ? "Retry" : "Cancel";
               button.className = ended ? "retry" : "cancel";

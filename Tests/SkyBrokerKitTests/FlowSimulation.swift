@@ -86,6 +86,15 @@ struct FlowSimulation {
         return true
     }
 
+    /// Runs the scheduler's work until only workers' work is left, then ends the running step
+    /// of `service` first (the others keep running).
+    mutating func end(_ service: String) throws {
+        while !queue.isEmpty { _ = try step() }
+        guard let index = running.firstIndex(where: { $0.request.service == service }) else { return }
+        running.insert(running.remove(at: index), at: 0)
+        _ = try step()
+    }
+
     /// Runs until nothing is left, or `limit` steps.
     mutating func run(limit: Int = 1_000_000) throws {
         var steps = 0

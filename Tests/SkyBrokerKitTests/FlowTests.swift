@@ -134,6 +134,26 @@ struct FlowTests {
         #expect(status.steps.map(\.state) == [.failed, .cancelled, .cancelled, .cancelled])
     }
 
+    /// The step that failed first is the one the flow's failure names, with its status: not a
+    /// step of a lower number that the flow cancelled because of it, nor one that failed later.
+    @Test(arguments: FlowSpec.FailurePolicy.allCases)
+    func theFlowsFailureNamesTheStepThatFailedFirst(policy: FlowSpec.FailurePolicy) throws {
+        var sim = try FlowSimulation(capacity: 3, handlers: S.handlers)
+        defer { sim.remove() }
+        let spec = FlowSpec(
+            .group([S.step("double", "1"), S.step("inc", "2"), S.step("fail", "3")]), onFailure: policy)
+        let id = try Self.submit(spec, &sim)
+        try sim.end("fail")
+        try sim.run()
+        let record = try #require(try sim.record(id))
+        let body = String(decoding: (record.outcome ?? []).dropFirst(), as: UTF8.self)
+        #expect(record.state == .failed)
+        #expect(body.contains("step 2 (fail") && body.contains("it broke") && !body.contains("more step"), "\(body)")
+        #expect(record.outcome?.first == ReplyStatus.handlerError.rawValue, "the failed step's status")
+        let states = try Self.status(id, &sim).steps.map(\.state)
+        #expect(states == (policy == .stop ? [.cancelled, .cancelled, .failed] : [.succeeded, .succeeded, .failed]))
+    }
+
     @Test func goingOnRunsWhatDoesNotNeedTheFailedStep() throws {
         var sim = try FlowSimulation(capacity: 1, handlers: S.handlers)
         defer { sim.remove() }
