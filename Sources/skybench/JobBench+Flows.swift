@@ -26,6 +26,29 @@ extension JobBench {
         let longMedian = Self.median(long)
         results.chainOfTwoMicroseconds.append(shortMedian)
         results.chainStepMicroseconds.append((longMedian - shortMedian) / Double(Self.longChain - 2))
+
+        // What a group's steps cost the broker, small and at the largest: each step's end
+        // decides the flow afresh (O(steps)), so the cost per step grows with the group.
+        results.groupSize = flowGroupSize
+        for size in [100, flowGroupSize] {
+            progress("flows: a group of \(size) steps")
+            let body = try JSONTaskCoder().encode(Self.task)
+            var spec = FlowSpec(
+                .group(Array(repeating: .step(JobSubmission(service: EchoTask.service, body: body)), count: size)))
+            spec.idempotencyKey = UUID().uuidString
+            let before = target.brokerCPUSeconds()
+            let started = ContinuousClock.now
+            let id = try await sky.submitFlow(spec)
+            _ = try await sky.result(of: id, as: [EchoTask].self)
+            let elapsed = (ContinuousClock.now - started).inSeconds
+            let perStep = (target.brokerCPUSeconds() - before) / Double(size) * 1e6
+            if size == flowGroupSize {
+                results.largeGroupBrokerMicrosecondsPerStep.append(perStep)
+                results.largeGroupSeconds.append(elapsed)
+            } else {
+                results.smallGroupBrokerMicrosecondsPerStep.append(perStep)
+            }
+        }
     }
 
     /// Steps of the long chain.

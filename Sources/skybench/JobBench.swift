@@ -39,6 +39,8 @@ struct JobBench {
     var scheduleMeasure = Duration.seconds(5)
     /// Chains of each length in the flows phase (after 5 of warm-up).
     var flowChains = 50
+    /// Steps of the flows phase's large group (the most a flow has).
+    var flowGroupSize = FlowSpec.maxSteps
 
     /// Every fixed phase at a tenth, or a quarter of its time: figures too few to mean much,
     /// for a run that checks the mode works end to end (the test suite's smoke test).
@@ -50,6 +52,7 @@ struct JobBench {
         scheduleCount /= 10
         scheduleMeasure = scheduleMeasure / 5
         flowChains /= 10
+        flowGroupSize /= 10
     }
 
     struct Results: Codable {
@@ -97,6 +100,12 @@ struct JobBench {
         /// and what each step of a longer chain adds (medians of a round).
         var chainOfTwoMicroseconds: [Double] = []
         var chainStepMicroseconds: [Double] = []
+        /// The broker's CPU per step of a group of 100, and of ``flowGroupSize`` (with the
+        /// whole flow's time, submit to result).
+        var groupSize = 0
+        var smallGroupBrokerMicrosecondsPerStep: [Double] = []
+        var largeGroupBrokerMicrosecondsPerStep: [Double] = []
+        var largeGroupSeconds: [Double] = []
     }
 
     /// Bytes the C paced load writes and fsyncs per job: the budget of journal bytes per job.
@@ -499,6 +508,11 @@ struct JobBench {
                 "Flows: chains of sky.echo steps, one at a time",
                 line("a chain of 2, submit → result", results.chainOfTwoMicroseconds, "µs"),
                 line("each further step, end → next start", results.chainStepMicroseconds, "µs"),
+                line("broker CPU per step, a group of 100", results.smallGroupBrokerMicrosecondsPerStep, "µs"),
+                line(
+                    "broker CPU per step, a group of \(results.groupSize)", results.largeGroupBrokerMicrosecondsPerStep,
+                    "µs"),
+                line("  (the group's submit → result)", results.largeGroupSeconds, "s"),
             ]
         }
         if !results.baselineAlone.isEmpty {
