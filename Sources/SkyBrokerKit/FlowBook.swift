@@ -21,6 +21,12 @@ struct FlowBook: Sendable {
     /// Held and pending flows by idempotency key.
     private(set) var keys: [String: JobID] = [:]
 
+    /// Flows with ready steps beyond what one decision submits (``submitsPerDecision``): they go
+    /// on at the broker's next tick.
+    var later: Set<JobID> = []
+
+    /// Steps one decision submits at most.
+    static let submitsPerDecision = 1000
     /// The most flows held at once: a submit beyond is answered `overloaded`.
     static let maxFlows = 10_000
     /// The most steps of all held flows together.
@@ -53,6 +59,7 @@ struct FlowBook: Sendable {
         guard let run = runs.removeValue(forKey: id) else { return }
         heldSteps -= run.jobs.count
         retry.remove(id)
+        later.remove(id)
         if let key = run.spec.idempotencyKey, keys[key] == id { keys[key] = nil }
     }
 }

@@ -48,7 +48,19 @@ struct FlowRun: Sendable {
     let jobs: [JobSubmission]
     /// Whether a step is inside a batch, whose failures stop nothing.
     let inBatch: [Bool]
-    var steps: [Step]
+    /// Where each step stands; changed through the methods below, which keep the counts that
+    /// let a step's end skip deciding when it cannot change anything (``needsDecision(after:)``).
+    private(set) var steps: [Step]
+    /// Steps submitted (or being submitted) that have not ended.
+    private(set) var live = 0
+    /// For a step that is a part of a group or batch whose parts are all steps (a flat group):
+    /// that group's number; its parts not yet ended are counted in ``unsettled``.
+    private let flatGroup: [Int?]
+    private var unsettled: [Int] = []
+    /// Times the flow was decided on (a flow's cost is its size a decision).
+    private(set) var decisions = 0
+    /// The flow stopped, and the cancels that needs were asked for.
+    private var haltHandled = false
     /// The flow's steps' records were read (a flow taken up at a start is not decided on
     /// before: its steps' states would be guesses).
     var loaded: Bool
@@ -61,20 +73,37 @@ struct FlowRun: Sendable {
     /// or one the flow cancelled because of it, may have a lower number).
     private(set) var firstFailure: Int?
 
-    init(id: JobID, spec: FlowSpec, loaded: Bool) {
+    /// The largest result a group may assemble (the broker's frame limit).
+    let maxResultBytes: Int
+
+    init(id: JobID, spec: FlowSpec, loaded: Bool, maxResultBytes: Int = 16 << 20) {
+        self.maxResultBytes = maxResultBytes
         self.id = id
         self.spec = spec
         jobs = spec.steps
         var inBatch: [Bool] = []
+        var flatGroup: [Int?] = []
+        var unsettled: [Int] = []
         func walk(_ node: FlowSpec.Node, _ batch: Bool) {
             switch node {
-            case .step: inBatch.append(batch)
-            case .chain(let parts), .group(let parts): for part in parts { walk(part, batch) }
-            case .batch(let parts): for part in parts { walk(part, true) }
+            case .step:
+                inBatch.append(batch)
+                flatGroup.append(nil)
+            case .chain(let parts): for part in parts { walk(part, batch) }
+            case .group(let parts), .batch(let parts):
+                let isBatch = if case .batch = node { true } else { batch }
+                let flat = parts.allSatisfy { if case .step = $0 { true } else { false } }
+                for part in parts {
+                    walk(part, isBatch)
+                    if flat { flatGroup[flatGroup.count - 1] = unsettled.count }
+                }
+                if flat { unsettled.append(parts.count) }
             }
         }
         walk(spec.root, false)
         self.inBatch = inBatch
+        self.flatGroup = flatGroup
+        self.unsettled = unsettled
         steps = Array(repeating: .waiting, count: inBatch.count)
         self.loaded = loaded
     }
@@ -133,8 +162,10 @@ struct FlowRun: Sendable {
     /// (``Step/submitting(_:)``) before it asks again.
     mutating func decide() -> Decision {
         guard loaded, ending == nil else { return Decision() }
+        decisions += 1
         var decision = Decision()
         let halted = halted
+        if halted { haltHandled = true }
         var index = 0
         let root = evaluate(spec.root, input: .own, halted: halted, index: &index, into: &decision)
         let running = steps.contains { step in
@@ -249,6 +280,13 @@ struct FlowRun: Sendable {
                                 "its result is not JSON (\(bytes.count) bytes), and a group's result is the JSON array of its parts' results; encode the results of a group's parts as JSON"
                         )
                     }
+                    guard array.count + bytes.count < maxResultBytes else {
+                        return .failed(
+                            step: lastStep,
+                            reason:
+                                "the group's result (its parts' results together) is over \(maxResultBytes) bytes, the broker's --max-frame-size, so no step or client could be sent it; make the parts' results smaller, or the group"
+                        )
+                    }
                     if array.count > 1 { array.append(UInt8(ascii: ",")) }
                     array += bytes
                 default:
@@ -284,11 +322,52 @@ struct FlowRun: Sendable {
             outcome: RemoteErrorBody(type: original.type, message: message).encoded())
     }
 
+    // MARK: Steps' changes
+
+    /// A step's job is being written.
+    mutating func submitting(_ step: Int, job: JobID) {
+        guard case .waiting = steps[step] else { return }
+        steps[step] = .submitting(job)
+        live += 1
+    }
+
+    /// A step's job is on disk: held by the scheduler.
+    mutating func submitted(_ step: Int, job: JobID) {
+        guard case .submitting = steps[step] else { return }
+        steps[step] = .submitted(job)
+    }
+
+    /// A step's job was not written (or is another's): the step waits again.
+    mutating func unsubmitted(_ step: Int) {
+        switch steps[step] {
+        case .submitting, .submitted: live -= 1
+        default: break
+        }
+        steps[step] = .waiting
+    }
+
     /// A step's job ended (its outcome is on disk).
     mutating func ended(_ step: Int, job: JobID, _ report: JobReport) {
         guard steps.indices.contains(step) else { return }
+        switch steps[step] {
+        case .ended: return
+        case .submitting, .submitted: live -= 1
+        case .waiting: break
+        }
         steps[step] = .ended(job, report)
+        if let group = flatGroup[step] { unsettled[group] -= 1 }
         if report.state != .succeeded, firstFailure == nil, !cancelsSent.contains(step) { firstFailure = step }
+    }
+
+    /// Whether the end of `step` can change what the flow does: not while a stopped flow waits
+    /// for the cancels it asked for, nor when a part of a flat group ended and others have not
+    /// (the group's outcome waits for them, and the flow's policy did not stop it). Deciding
+    /// costs the flow's size; skipping these keeps a group's or a stop's cost linear in its
+    /// steps instead of quadratic.
+    func needsDecision(after step: Int) -> Bool {
+        if halted { return !(haltHandled && live > 0) }
+        if let group = flatGroup[step], unsettled[group] > 0 { return false }
+        return true
     }
 
     // MARK: Reports
@@ -340,6 +419,7 @@ struct FlowRun: Sendable {
             ended(step, job: id, JobScheduler.report(record))
         } else {
             steps[step] = .submitted(id)
+            live += 1
         }
     }
 }

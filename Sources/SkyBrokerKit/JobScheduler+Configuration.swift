@@ -21,6 +21,10 @@ extension JobScheduler {
         var maintenanceInterval: Int64
         /// Wall-clock milliseconds since 1970.
         var wallClock: @Sendable () -> Int64
+        /// The largest frame the broker takes (`--max-frame-size`): a flow's group whose result
+        /// (its parts' results together) would be larger fails, since no step or client could
+        /// be sent it.
+        var maxFrameSize: Int
 
         init(_ routing: BrokerRouting) {
             journal = routing.journal
@@ -32,6 +36,7 @@ extension JobScheduler {
             maxLosses = routing.maxDeliveries
             maintenanceInterval = BrokerStateMachine.nanoseconds(routing.journalMaintenanceInterval)
             wallClock = routing.wallClock
+            maxFrameSize = Int(clamping: routing.maxFrameSize)
         }
     }
 

@@ -54,8 +54,11 @@ extension JobScheduler {
             return
         }
         let steps = spec.steps.count
-        if book.overLimit || book.jobs.count >= configuration.maxHeldJobs || flows.runs.count >= FlowBook.maxFlows
-            || flows.heldSteps + steps > FlowBook.maxHeldSteps
+        // Flows being written count: a burst of submits is bounded before any is on disk.
+        let pendingSteps = flows.pending.values.reduce(0) { $0 + $1.spec.steps.count }
+        if book.overLimit || book.jobs.count >= configuration.maxHeldJobs
+            || flows.runs.count + flows.pending.count >= FlowBook.maxFlows
+            || flows.heldSteps + pendingSteps + steps > FlowBook.maxHeldSteps
         {
             actions.append(.count(.refusedOverloaded))
             answer(
@@ -89,7 +92,7 @@ extension JobScheduler {
                 answer(pending.caller, id: first.id, into: &actions)
                 return
             }
-            flows.hold(FlowRun(id: id, spec: pending.spec, loaded: true))
+            flows.hold(FlowRun(id: id, spec: pending.spec, loaded: true, maxResultBytes: configuration.maxFrameSize))
             answer(pending.caller, id: id.bytes, into: &actions)
             actions.append(
                 .publish(.jobSubmitted, JobEvent(id: id, service: FlowSpec.service, attempt: 0, status: nil)))
@@ -107,12 +110,15 @@ extension JobScheduler {
         guard let decision = flows.runs[id]?.decide(), let jobs = flows.runs[id]?.jobs else { return }
         var records: [JobChange] = []
         var submitted: [JobID] = []
-        for (step, body) in decision.submit {
+        // A bounded slice a decision: the rest at the broker's next ticks, so that a group of
+        // thousands never holds its loop for long.
+        if decision.submit.count > FlowBook.submitsPerDecision { flows.later.insert(id) }
+        for (step, body) in decision.submit.prefix(FlowBook.submitsPerDecision) {
             var submission = jobs[step]
             submission.body = body
             submission.idempotencyKey = FlowSpec.stepKey(flow: id, step: step)
             let (job, record) = pend(submission, waiter: nil)
-            flows.runs[id]?.steps[step] = .submitting(job)
+            flows.runs[id]?.submitting(step, job: job)
             records.append(.submitted(record))
             submitted.append(job)
         }
@@ -166,7 +172,7 @@ extension JobScheduler {
         else { return }
         switch result {
         case .failure(let error):
-            flows.runs[flow]?.steps[step] = .waiting
+            flows.runs[flow]?.unsubmitted(step)
             flows.retry.insert(flow)
             actions.append(
                 .log(
@@ -174,15 +180,18 @@ extension JobScheduler {
                     ["flow": "\(flow)", "step": "\(step)", "error": "\(error)"]))
         case .success(let receipt):
             if let first = receipt.duplicates[job.bytes], let firstID = JobID(bytes: first.id) {
-                flows.runs[flow]?.steps[step] = .waiting
+                flows.runs[flow]?.unsubmitted(step)
                 flows.runs[flow]?.load(first, step: step)
                 if case .submitted = flows.runs[flow]?.steps[step], book.jobs[firstID] == nil {
                     // Held by nobody in memory: it ended meanwhile; read at the next maintenance.
-                    flows.runs[flow]?.steps[step] = .waiting
+                    flows.runs[flow]?.unsubmitted(step)
                     flows.retry.insert(flow)
                 }
             } else {
-                flows.runs[flow]?.steps[step] = .submitted(job)
+                flows.runs[flow]?.submitted(step, job: job)
+                // A step that runs changes nothing for the others, unless the flow stopped (it is
+                // cancelled).
+                if flows.runs[flow]?.halted != true { return }
             }
         }
         if advancing { advanceFlow(flow, into: &actions) }
@@ -192,7 +201,7 @@ extension JobScheduler {
     mutating func flowStepEnded(_ job: JobID, key: String?, _ report: JobReport, into actions: inout [Action]) {
         guard let key, let (flow, step) = FlowSpec.step(ofKey: key), flows.runs[flow] != nil else { return }
         flows.runs[flow]?.ended(step, job: job, report)
-        advanceFlow(flow, into: &actions)
+        if flows.runs[flow]?.needsDecision(after: step) == true { advanceFlow(flow, into: &actions) }
     }
 
     /// Cancels a flow: its waiting steps never run, its running ones are cancelled; `caller`
@@ -233,7 +242,7 @@ extension JobScheduler {
     /// anything is decided (``flowLoaded(_:_:into:)``). Steps that end meanwhile are noted.
     mutating func recoverFlow(_ record: JobRecord, into actions: inout [Action]) -> Bool {
         guard let id = JobID(bytes: record.id), let spec = try? FlowSpec(decoding: record.body) else { return false }
-        flows.hold(FlowRun(id: id, spec: spec, loaded: false))
+        flows.hold(FlowRun(id: id, spec: spec, loaded: false, maxResultBytes: configuration.maxFrameSize))
         actions.append(.journal(.loadFlow(id, Self.stepKeys(id, spec))))
         return true
     }
@@ -276,7 +285,7 @@ extension JobScheduler {
                 answer(caller, .internalError, "flow \(id)'s record is unreadable", into: &actions)
                 return
             }
-            var run = FlowRun(id: id, spec: spec, loaded: true)
+            var run = FlowRun(id: id, spec: spec, loaded: true, maxResultBytes: configuration.maxFrameSize)
             for step in steps {
                 guard let key = step.idempotencyKey, let (flow, index) = FlowSpec.step(ofKey: key), flow == id
                 else { continue }
@@ -292,6 +301,15 @@ extension JobScheduler {
         case .success((nil, _)):
             // Never submitted to this broker, or its retention passed.
             answer(caller, id: FlowStatus(state: .unknown, onFailure: .stop, root: .chain([])).encode(), into: &actions)
+        }
+    }
+
+    /// Goes on with flows whose ready steps were more than one decision submits, a slice each
+    /// while `budget` lasts.
+    mutating func advanceLaterFlows(budget: inout WorkBudget, into actions: inout [Action]) {
+        while budget.hasRoom, let id = flows.later.popFirst() {
+            budget.spend()
+            advanceFlow(id, into: &actions)
         }
     }
 

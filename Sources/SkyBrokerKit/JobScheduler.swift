@@ -158,6 +158,7 @@ struct JobScheduler: Sendable {
         }
         for (prefix, use) in [
             (Self.tickKeyPrefix, "its schedules' ticks"), (JobSubmission.uniqueKeyPrefix, "unique jobs"),
+            (FlowSpec.stepKeyPrefix, "flows' steps"),
         ]
         where submission.idempotencyKey?.hasPrefix(prefix) == true {
             answer(
@@ -681,8 +682,9 @@ struct JobScheduler: Sendable {
     /// journal's next commit (a waiter that comes meanwhile flushes it: ``waitForOutcome``).
     private func writeOutcome(_ job: JobBook.Job, _ report: JobReport, into actions: inout [Action]) {
         let state = Self.journalState(report.state) ?? .failed
-        // A flow's step: kept until its flow ends (and as long as it then), and written at once,
-        // since the flow's next step waits for it.
+        // A flow's step: kept until its flow ends (and as long as it then), and written at once
+        // when it succeeded, since the flow's next step waits for it (a stopped flow's cancels,
+        // thousands at once, go with the next commits).
         let flowStep = FlowSpec.step(ofKey: job.submission.idempotencyKey ?? "") != nil
         var changes: [JobChange] = []
         // A key held while the job waits or runs goes with its end (first: an ended job's key is
@@ -694,7 +696,7 @@ struct JobScheduler: Sendable {
             .finished(
                 id: job.id.bytes, state: state, outcome: [report.outcomeStatus.rawValue] + report.outcome,
                 expiresAt: flowStep ? Int64.max : Self.expiry(configuration.wallClock(), job.submission)))
-        if book.hasWaiters(job.id) || flowStep {
+        if book.hasWaiters(job.id) || (flowStep && report.state == .succeeded) {
             actions.append(.journal(.write(changes, .finished(job.id))))
         } else {
             actions.append(.journal(.writeWithNextCommit(changes, .finished(job.id))))
@@ -950,6 +952,7 @@ struct JobScheduler: Sendable {
         for service in services { prepare(service, into: &actions) }
         guard configuration.journal else { return }
         fireSchedules(budget: &budget, into: &actions)
+        advanceLaterFlows(budget: &budget, into: &actions)
         if now >= nextMaintenance ?? now {
             let (next, overflow) = now.addingReportingOverflow(configuration.maintenanceInterval)
             nextMaintenance = overflow ? Int64.max : next

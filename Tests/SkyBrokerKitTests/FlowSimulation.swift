@@ -31,19 +31,23 @@ struct FlowSimulation {
     let client = PeerID([0, 0, 0, 0, 1])
     static let wall: Int64 = 1_700_000_000_000
 
-    init(capacity: Int = 4, handlers: [String: Handler]) throws {
+    let maxFrameSize: Int64
+
+    init(capacity: Int = 4, handlers: [String: Handler], maxFrameSize: Int64 = 16 << 20) throws {
+        self.maxFrameSize = maxFrameSize
         path = NSTemporaryDirectory() + "sky-flow-\(UUID().uuidString).sqlite"
         store = try SQLiteJobStore(path: path)
         self.handlers = handlers
         self.capacity = capacity
-        scheduler = Self.scheduler(seed: 1)
+        scheduler = Self.scheduler(seed: 1, maxFrameSize: maxFrameSize)
         scheduler.workerJoined(serving: Array(handlers.keys), capacity: capacity, into: &queue)
         var loaded: [JobScheduler.Action] = []
         scheduler.journalAnswered(.schedulesLoaded(.success([])), now: 0, into: &loaded)
     }
 
-    static func scheduler(seed: UInt64) -> JobScheduler {
+    static func scheduler(seed: UInt64, maxFrameSize: Int64) -> JobScheduler {
         var routing = BrokerRouting()
+        routing.maxFrameSize = maxFrameSize
         routing.journal = true
         routing.wallClock = { Self.wall }
         return JobScheduler(configuration: JobScheduler.Configuration(routing), seed: seed)
@@ -95,6 +99,15 @@ struct FlowSimulation {
         _ = try step()
     }
 
+    /// The broker's tick (its flows' later slices among what it does).
+    mutating func tick() {
+        var actions: [JobScheduler.Action] = []
+        var budget = WorkBudget(
+            count: 100, until: BrokerInstant(nanoseconds: .max), clock: { BrokerInstant(nanoseconds: 0) })
+        scheduler.tick(now: 0, budget: &budget, into: &actions)
+        queue += actions
+    }
+
     /// Runs until nothing is left, or `limit` steps.
     mutating func run(limit: Int = 1_000_000) throws {
         var steps = 0
@@ -106,7 +119,7 @@ struct FlowSimulation {
         queue.removeAll()
         running.removeAll()
         seed += 1
-        scheduler = Self.scheduler(seed: seed)
+        scheduler = Self.scheduler(seed: seed, maxFrameSize: maxFrameSize)
         var actions: [JobScheduler.Action] = []
         scheduler.workerJoined(serving: Array(handlers.keys), capacity: capacity, into: &actions)
         _ = scheduler.recover((try? store.unfinished()) ?? [], now: 0, into: &actions)

@@ -272,6 +272,84 @@ struct FlowTests {
         #expect(unknown.state == .unknown)
     }
 
+    /// A group of 2,500: submitted a thousand at a time (the rest at the next ticks), run with
+    /// a decision per slice and per end that can change something, not one per step.
+    @Test func aLargeGroupIsSubmittedInSlicesAndDecidedOnRarely() throws {
+        var sim = try FlowSimulation(capacity: 50, handlers: S.handlers)
+        defer { sim.remove() }
+        let spec = FlowSpec(.group(Array(repeating: S.step("double", "1"), count: 2500)))
+        let id = try Self.submit(spec, &sim)
+        let slices = sim.queue.compactMap { action -> Int? in
+            guard case .journal(.write(let changes, .flowSteps)) = action else { return nil }
+            return changes.count
+        }
+        #expect(slices == [1000])
+        var decisions = 0
+        while try sim.step() || sim.scheduler.flows.runs[id] != nil {
+            if sim.queue.isEmpty && sim.running.isEmpty { sim.tick() }
+            decisions = max(decisions, sim.scheduler.flows.runs[id]?.decisions ?? 0)
+        }
+        let expected = "[" + Array(repeating: "2", count: 2500).joined(separator: ",") + "]"
+        #expect(try Self.outcome(id, sim) == (.succeeded, expected))
+        #expect(sim.executions.count == 2500)
+        // A few a slice (its answer, a tick), one at the end: not one a step.
+        #expect(decisions < 20, "decided \(decisions) times")
+    }
+
+    /// Cancelling a flow of 3,000 waiting steps: one decision cancels them all, their ends go
+    /// with the journal's next commits (not one commit each), and the flow ends once the last
+    /// is on disk, with no decision per cancelled step.
+    @Test func cancellingALargeFlowCostsItsSizeOnce() throws {
+        var sim = try FlowSimulation(capacity: 1, handlers: S.handlers)
+        defer { sim.remove() }
+        let spec = FlowSpec(.group(Array(repeating: S.step("nobody.serves", "1"), count: 3000)))
+        let id = try Self.submit(spec, &sim)
+        while sim.scheduler.flows.runs[id]?.live ?? 0 < 3000 {
+            #expect(
+                try sim.step()
+                    || {
+                        sim.tick(); return true
+                    }())
+        }
+        let before = try #require(sim.scheduler.flows.runs[id]?.decisions)
+        let cancel = RequestID(high: 9, low: 70)
+        sim.request(BrokerService.jobCancel, id.bytes, cancel)
+        var ownCommits = 0
+        while !sim.queue.isEmpty {
+            if case .journal(.write(let changes, .finished)) = sim.queue[0], changes.count > 0 { ownCommits += 1 }
+            _ = try sim.step()
+            if let run = sim.scheduler.flows.runs[id] {
+                #expect(run.decisions - before <= 5, "decided \(run.decisions - before) times")
+            }
+        }
+        #expect(ownCommits == 0, "cancelled steps' outcomes each in a commit of its own")
+        #expect(try Self.outcome(id, sim).0 == .cancelled)
+        #expect(try JobReport(decoding: try #require(sim.answer(cancel)).body).state == .cancelled)
+    }
+
+    @Test func aGroupWhoseResultWouldBeOverTheFrameLimitFails() throws {
+        var sim = try FlowSimulation(handlers: S.handlers, maxFrameSize: 6)
+        defer { sim.remove() }
+        let id = try Self.submit(FlowSpec(.group([S.step("double", "100"), S.step("double", "200")])), &sim)
+        try sim.run()
+        let (state, body) = try Self.outcome(id, sim)
+        #expect(state == .failed && body.contains("over 6 bytes") && body.contains("step 1 (double"), "\(body)")
+    }
+
+    /// A job submitted with a flow's step key would stand in for the step: refused.
+    @Test func aJobCannotTakeAFlowsStepKey() throws {
+        var sim = try FlowSimulation(handlers: S.handlers)
+        defer { sim.remove() }
+        var submission = JobSubmission(service: "double", body: Array("1".utf8))
+        submission.idempotencyKey = FlowSpec.stepKey(flow: JobID(bytes: [UInt8](repeating: 1, count: 16))!, step: 1)
+        let request = RequestID(high: 5, low: 1)
+        sim.request(BrokerService.jobSubmit, submission.encode(), request)
+        try sim.run()
+        let reply = try #require(sim.answer(request))
+        #expect(reply.status == .invalidPayload)
+        #expect(String(decoding: reply.body, as: UTF8.self).contains("sky.flow/"))
+    }
+
     static func status(_ id: JobID, _ sim: inout FlowSimulation) throws -> FlowStatus {
         let request = RequestID(high: 6, low: UInt64.random(in: 1...UInt64.max))
         sim.request(BrokerService.flowStatus, id.bytes, request)
