@@ -202,14 +202,21 @@ public struct FlowSpec: Sendable, Equatable {
                     throw .invalidValue(
                         name: "flow", reason: "it has more than \(Self.maxSteps) steps, the most a flow has; split it")
                 }
-                let length = Int(try reader.uint32("step length"))
-                let submission = try reader.take(length, "step \(steps - 1)")
-                guard submission.first == JobSubmission.version else {
-                    throw .invalidValue(
-                        name: "step \(steps - 1)",
-                        reason: "a step's submission is version \(JobSubmission.version); got \(submission.first ?? 0)")
+                let step = "step \(steps - 1)"
+                let length = Int(try reader.uint32("\(step)'s length"))
+                let submission = try reader.take(length, step)
+                guard let version = submission.first else {
+                    throw .invalidValue(name: step, reason: "its job submission is empty (length 0)")
                 }
-                return .step(try JobSubmission(decoding: submission))
+                guard version == JobSubmission.version else {
+                    throw .invalidValue(
+                        name: step, reason: "a step's submission is version \(JobSubmission.version); got \(version)")
+                }
+                do {
+                    return .step(try JobSubmission(decoding: submission))
+                } catch {
+                    throw .invalidValue(name: step, reason: "its job submission: \(error)")
+                }
             }
             guard (1...3).contains(kind) else {
                 throw .invalidValue(name: "flow node kind", reason: "\(kind); 0 step, 1 chain, 2 group, 3 batch")

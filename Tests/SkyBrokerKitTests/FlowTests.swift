@@ -251,6 +251,15 @@ struct FlowTests {
             try sim.run()
             #expect(sim.answer(request)?.status == .invalidPayload)
         }
+        // A step's own submission refused names the step.
+        var noAttempts = JobSubmission(service: "double", body: Array("1".utf8))
+        noAttempts.maxAttempts = 0
+        let request = RequestID(high: 8, low: 99)
+        sim.request(
+            BrokerService.flowSubmit, FlowSpec(.chain([S.step("inc", "1"), .step(noAttempts)])).encode(), request)
+        try sim.run()
+        let refusal = String(decoding: try #require(sim.answer(request)).body, as: UTF8.self)
+        #expect(refusal.contains("step 1: its job submission:") && refusal.contains("attempts"), "\(refusal)")
         #expect(try sim.store.jobCount() == 0)
     }
 
