@@ -57,8 +57,19 @@ struct FlowRun: Sendable {
     /// that group's number; its parts not yet ended are counted in ``unsettled``.
     private let flatGroup: [Int?]
     private var unsettled: [Int] = []
-    /// Times the flow was decided on (a flow's cost is its size a decision).
+    /// Times the flow was decided on, and the nodes those decisions looked at: what a flow
+    /// costs the broker.
     private(set) var decisions = 0
+    private(set) var visits = 0
+    /// A step outside any batch ended other than succeeded.
+    private var failedOutsideBatch = false
+    /// Per node of the tree (numbered in the order it is written): the steps and nodes of its
+    /// subtree, so that a decision can step over parts that cannot act.
+    private let subtree: [(steps: Int, nodes: Int)]
+    /// Per chain (by node number): how many of its first parts succeeded, their steps and
+    /// nodes, and the last one's result, the next part's input. A part that succeeded never
+    /// changes, so a decision starts a chain where this leaves off.
+    private var settledParts: [Int: (parts: Int, steps: Int, nodes: Int, result: [UInt8])] = [:]
     /// The flow stopped, and the cancels that needs were asked for.
     private var haltHandled = false
     /// The flow's steps' records were read (a flow taken up at a start is not decided on
@@ -101,6 +112,25 @@ struct FlowRun: Sendable {
             }
         }
         walk(spec.root, false)
+        var subtree: [(steps: Int, nodes: Int)] = []
+        func size(_ node: FlowSpec.Node) -> (steps: Int, nodes: Int) {
+            let me = subtree.count
+            subtree.append((0, 0))
+            var total = (steps: 0, nodes: 1)
+            switch node {
+            case .step: total.steps = 1
+            case .chain(let parts), .group(let parts), .batch(let parts):
+                for part in parts {
+                    let inner = size(part)
+                    total.steps += inner.steps
+                    total.nodes += inner.nodes
+                }
+            }
+            subtree[me] = total
+            return total
+        }
+        _ = size(spec.root)
+        self.subtree = subtree
         self.inBatch = inBatch
         self.flatGroup = flatGroup
         self.unsettled = unsettled
@@ -129,12 +159,7 @@ struct FlowRun: Sendable {
     /// Whether the flow stops: cancelled, or a step outside any batch failed and the flow's
     /// policy is to stop.
     var halted: Bool {
-        if cancelRequested { return true }
-        guard spec.onFailure == .stop else { return false }
-        return steps.indices.contains { index in
-            guard !inBatch[index], case .ended(_, let report) = steps[index] else { return false }
-            return report.state != .succeeded
-        }
+        cancelRequested || (spec.onFailure == .stop && failedOutsideBatch)
     }
 
     // MARK: Deciding
@@ -167,14 +192,9 @@ struct FlowRun: Sendable {
         let halted = halted
         if halted { haltHandled = true }
         var index = 0
-        let root = evaluate(spec.root, input: .own, halted: halted, index: &index, into: &decision)
-        let running = steps.contains { step in
-            switch step {
-            case .submitting, .submitted: true
-            default: false
-            }
-        }
-        guard !running, decision.submit.isEmpty else { return decision }
+        var node = 0
+        let root = evaluate(spec.root, input: .own, halted: halted, index: &index, node: &node, into: &decision)
+        guard live == 0, decision.submit.isEmpty else { return decision }
         switch root {
         case .pending:
             return decision
@@ -193,8 +213,12 @@ struct FlowRun: Sendable {
     }
 
     private mutating func evaluate(
-        _ node: FlowSpec.Node, input: Input, halted: Bool, index: inout Int, into decision: inout Decision
+        _ node: FlowSpec.Node, input: Input, halted: Bool, index: inout Int, node number: inout Int,
+        into decision: inout Decision
     ) -> Outcome {
+        let me = number
+        number += 1
+        visits += 1
         switch node {
         case .step:
             let step = index
@@ -224,21 +248,37 @@ struct FlowRun: Sendable {
                 }
             }
         case .chain(let parts):
-            // The first part that did not succeed says how the chain stands; else its last.
+            // The first part that did not succeed says how the chain stands; else its last. The
+            // parts after it cannot act (they wait for it, or never run), so they are stepped
+            // over, as are the first parts that succeeded before (``settledParts``).
+            let end = (step: index + subtree[me].steps, node: me + subtree[me].nodes)
             var input = input
+            var start = 0
             var result = Outcome.blocked
-            var settled = false
-            for part in parts {
-                let outcome = evaluate(part, input: input, halted: halted, index: &index, into: &decision)
-                switch outcome {
-                case .succeeded(let bytes): input = .bytes(bytes)
-                case .pending: input = .notYet
-                case .failed, .blocked: input = .blocked
+            if let settled = settledParts[me] {
+                start = settled.parts
+                index += settled.steps
+                number += settled.nodes
+                input = .bytes(settled.result)
+                result = .succeeded(settled.result)
+            }
+            for offset in start..<parts.count {
+                let before = (step: index, node: number)
+                let outcome = evaluate(
+                    parts[offset], input: input, halted: halted, index: &index, node: &number, into: &decision)
+                guard case .succeeded(let bytes) = outcome else {
+                    index = end.step
+                    number = end.node
+                    return outcome
                 }
-                if !settled {
-                    result = outcome
-                    if case .succeeded = outcome {} else { settled = true }
-                }
+                let settled = settledParts[me]
+                settledParts[me] = (
+                    offset + 1, (settled?.steps ?? 0) + index - before.step,
+                    (settled?.nodes ?? 0) + number - before.node,
+                    bytes
+                )
+                input = .bytes(bytes)
+                result = outcome
             }
             return result
         case .group(let parts), .batch(let parts):
@@ -246,7 +286,8 @@ struct FlowRun: Sendable {
             var outcomes: [Outcome] = []
             var lastSteps: [Int] = []
             for part in parts {
-                outcomes.append(evaluate(part, input: input, halted: halted, index: &index, into: &decision))
+                outcomes.append(
+                    evaluate(part, input: input, halted: halted, index: &index, node: &number, into: &decision))
                 lastSteps.append(index - 1)
             }
             if outcomes.contains(where: { if case .pending = $0 { true } else { false } }) { return .pending }
@@ -356,7 +397,10 @@ struct FlowRun: Sendable {
         }
         steps[step] = .ended(job, report)
         if let group = flatGroup[step] { unsettled[group] -= 1 }
-        if report.state != .succeeded, firstFailure == nil, !cancelsSent.contains(step) { firstFailure = step }
+        if report.state != .succeeded {
+            if !inBatch[step] { failedOutsideBatch = true }
+            if firstFailure == nil, !cancelsSent.contains(step) { firstFailure = step }
+        }
     }
 
     /// Whether the end of `step` can change what the flow does: not while a stopped flow waits

@@ -305,6 +305,20 @@ struct FlowTests {
         #expect(decisions < 20, "decided \(decisions) times")
     }
 
+    /// A chain of 2,000 steps: each decision starts where the chain's settled steps end and
+    /// stops at its running step, so the nodes looked at over the whole run grow with the chain,
+    /// not with its square (without that, about two million).
+    @Test func aLongChainsDecisionsLookAtAFewNodesEach() throws {
+        var sim = try FlowSimulation(handlers: S.handlers)
+        defer { sim.remove() }
+        let spec = FlowSpec(.chain([S.step("inc", "0")] + Array(repeating: S.step("inc"), count: 1999)))
+        let id = try Self.submit(spec, &sim)
+        var visits = 0
+        while try sim.step() { visits = max(visits, sim.scheduler.flows.runs[id]?.visits ?? 0) }
+        #expect(try Self.outcome(id, sim) == (.succeeded, "2000"))
+        #expect(visits < 20_000, "\(visits) nodes looked at")
+    }
+
     /// Cancelling a flow of 3,000 waiting steps: one decision cancels them all, their ends go
     /// with the journal's next commits (not one commit each), and the flow ends once the last
     /// is on disk, with no decision per cancelled step.
