@@ -526,11 +526,13 @@ extension Broker.Shell {
             }
         case .readFlow(let id, let caller):
             journal.read { store in
-                let found = Result { () throws(JournalError) -> (JobRecord?, [JobRecord]) in
-                    guard let record = try store.job(id.bytes), record.service == FlowSpec.service,
+                let found = Result { () throws(JournalError) -> FlowRead in
+                    let record = try store.job(id.bytes)
+                    guard let record, record.service == FlowSpec.service,
                         let spec = try? FlowSpec(decoding: record.body)
-                    else { return (try store.job(id.bytes), []) }
-                    return (record, try store.jobs(idempotencyKeys: JobScheduler.stepKeys(id, spec)))
+                    else { return JobScheduler.readFlow(id, record: record, steps: []) }
+                    let steps = try store.jobs(idempotencyKeys: JobScheduler.stepKeys(id, spec))
+                    return JobScheduler.readFlow(id, record: record, steps: steps)
                 }
                 _ = loop.post(input: JournalAnswer.flowRead(id, caller, found))
             }

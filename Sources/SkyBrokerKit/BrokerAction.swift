@@ -119,8 +119,17 @@ package enum JournalAnswer: Sendable {
     case schedulesLoaded(Result<[ScheduleRecord], JournalError>)
     /// A flow's steps' records (``JournalWork/loadFlow(_:_:)``).
     case flowLoaded(JobID, Result<[JobRecord], JournalError>)
-    /// A flow's record, if any, and its steps' (``JournalWork/readFlow(_:_:)``).
-    case flowRead(JobID, JobCaller, Result<(JobRecord?, [JobRecord]), JournalError>)
+    /// What the journal holds of a flow (``JournalWork/readFlow(_:_:)``).
+    case flowRead(JobID, JobCaller, Result<FlowRead, JournalError>)
+}
+
+/// A flow read back from the journal (``JobScheduler/readFlow(_:record:steps:)``).
+package enum FlowRead: Sendable {
+    /// Its status's wire form, and whether it ended (its status will not change).
+    case status([UInt8], ended: Bool)
+    /// The id is a job's of `service`.
+    case notAFlow(service: String)
+    case unreadable
 }
 
 /// What the broker's span of a traced request records.

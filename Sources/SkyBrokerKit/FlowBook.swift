@@ -18,6 +18,10 @@ struct FlowBook: Sendable {
     var heldSteps = 0
     /// Flows that ended since the broker started, by how.
     var ended = EndTally()
+    /// The statuses of flows read back from the journal after they ended, newest last (they do
+    /// not change): at most ``rememberedStatuses``.
+    private var endedStatuses: [(id: JobID, status: [UInt8])] = []
+    static let rememberedStatuses = 16
     /// Held and pending flows by idempotency key.
     private(set) var keys: [String: JobID] = [:]
 
@@ -36,6 +40,16 @@ struct FlowBook: Sendable {
         FlowCounts(
             held: runs.count, steps: heldSteps, succeeded: ended.succeeded, failed: ended.failed,
             cancelled: ended.cancelled)
+    }
+
+    func endedStatus(of id: JobID) -> [UInt8]? {
+        endedStatuses.last { $0.id == id }?.status
+    }
+
+    mutating func remember(_ id: JobID, status: [UInt8]) {
+        guard endedStatus(of: id) == nil else { return }
+        if endedStatuses.count >= Self.rememberedStatuses { endedStatuses.removeFirst() }
+        endedStatuses.append((id, status))
     }
 
     mutating func pend(_ id: JobID, _ pending: Pending) {

@@ -321,7 +321,8 @@ struct FlowRun: Sendable {
                                 "its result is not JSON (\(bytes.count) bytes), and a group's result is the JSON array of its parts' results; encode the results of a group's parts as JSON"
                         )
                     }
-                    guard array.count + bytes.count < maxResultBytes else {
+                    // With its comma, and the closing bracket still to come.
+                    guard array.count + (array.count > 1 ? 1 : 0) + bytes.count + 1 <= maxResultBytes else {
                         return .failed(
                             step: lastStep,
                             reason:

@@ -32,6 +32,10 @@ extension JobScheduler {
             answer(caller, id: run.status(state: flowReport(run).state, live: liveReport).encode(), into: &actions)
             return
         }
+        if let status = flows.endedStatus(of: id) {
+            answer(caller, id: status, into: &actions)
+            return
+        }
         guard startRead(for: caller, into: &actions) else { return }
         actions.append(.journal(.readFlow(id, caller)))
     }
@@ -63,7 +67,7 @@ extension JobScheduler {
             actions.append(.count(.refusedOverloaded))
             answer(
                 caller, .overloaded,
-                "the broker holds \(flows.runs.count) flows (\(flows.heldSteps) steps) and \(book.jobs.count) unfinished jobs: new flows are refused until they end",
+                "the broker holds \(flows.runs.count + flows.pending.count) flows (\(flows.heldSteps + pendingSteps) steps; at most \(FlowBook.maxFlows) flows of \(FlowBook.maxHeldSteps) steps) and \(book.jobs.count) unfinished jobs: new flows are refused until some end",
                 into: &actions)
             return
         }
@@ -272,35 +276,45 @@ extension JobScheduler {
         }
     }
 
-    /// What the journal said of a flow the broker does not hold (it ended, or is unknown).
+    /// What the journal holds of a flow the broker does not (it ended, or is unknown), built
+    /// where the journal is read: a flow of thousands of steps takes a while to take in, which
+    /// its thread spends, not the broker's loop.
+    static func readFlow(_ id: JobID, record: JobRecord?, steps: [JobRecord]) -> FlowRead {
+        guard let record else {
+            // Never submitted to this broker, or its retention passed.
+            return .status(FlowStatus(state: .unknown, onFailure: .stop, root: .chain([])).encode(), ended: false)
+        }
+        guard record.service == FlowSpec.service else { return .notAFlow(service: record.service) }
+        guard let spec = try? FlowSpec(decoding: record.body) else { return .unreadable }
+        var run = FlowRun(id: id, spec: spec, loaded: true)
+        for step in steps {
+            guard let key = step.idempotencyKey, let (flow, index) = FlowSpec.step(ofKey: key), flow == id
+            else { continue }
+            run.load(step, step: index)
+        }
+        let state = report(record).state
+        return .status(run.status(state: state, live: { _ in nil }).encode(), ended: state.isFinished)
+    }
+
+    /// The journal's answer about a flow the broker does not hold.
     mutating func flowRead(
-        _ id: JobID, _ caller: JobCaller, _ result: Result<(JobRecord?, [JobRecord]), JournalError>,
-        into actions: inout [Action]
+        _ id: JobID, _ caller: JobCaller, _ result: Result<FlowRead, JournalError>, into actions: inout [Action]
     ) {
         switch result {
         case .failure(let error):
             answer(caller, .journalUnavailable, error.description, into: &actions)
-        case .success((let record?, let steps)) where record.service == FlowSpec.service:
-            guard let spec = try? FlowSpec(decoding: record.body) else {
-                answer(caller, .internalError, "flow \(id)'s record is unreadable", into: &actions)
-                return
-            }
-            var run = FlowRun(id: id, spec: spec, loaded: true, maxResultBytes: configuration.maxFrameSize)
-            for step in steps {
-                guard let key = step.idempotencyKey, let (flow, index) = FlowSpec.step(ofKey: key), flow == id
-                else { continue }
-                run.load(step, step: index)
-            }
-            let state = flows.runs[id].map(flowReport)?.state ?? Self.report(record).state
-            answer(caller, id: run.status(state: state, live: { _ in nil }).encode(), into: &actions)
-        case .success((let record?, _)):
+        case .success(.status(let bytes, let ended)):
+            // An ended flow's status does not change: asked again (a page that polls it), it is
+            // answered from memory.
+            if ended { flows.remember(id, status: bytes) }
+            answer(caller, id: bytes, into: &actions)
+        case .success(.notAFlow(let service)):
             answer(
                 caller, .invalidPayload,
-                "\(id) is a job of \(record.service), not a flow: ask its status as a job's (sky.status(of:), skyctl jobs show)",
+                "\(id) is a job of \(service), not a flow: ask its status as a job's (sky.status(of:), skyctl jobs show)",
                 into: &actions)
-        case .success((nil, _)):
-            // Never submitted to this broker, or its retention passed.
-            answer(caller, id: FlowStatus(state: .unknown, onFailure: .stop, root: .chain([])).encode(), into: &actions)
+        case .success(.unreadable):
+            answer(caller, .internalError, "flow \(id)'s record is unreadable", into: &actions)
         }
     }
 

@@ -138,10 +138,13 @@ struct FlowSimulation {
             let result = Result { () throws(JournalError) in try store.jobs(idempotencyKeys: keys) }
             scheduler.journalAnswered(.flowLoaded(id, result), now: 0, into: &actions)
         case .journal(.readFlow(let id, let caller)):
-            let result = Result { () throws(JournalError) -> (JobRecord?, [JobRecord]) in
+            let result = Result { () throws(JournalError) -> FlowRead in
                 let record = try store.job(id.bytes)
-                guard let record, let spec = try? FlowSpec(decoding: record.body) else { return (record, []) }
-                return (record, try store.jobs(idempotencyKeys: JobScheduler.stepKeys(id, spec)))
+                guard let record, let spec = try? FlowSpec(decoding: record.body) else {
+                    return JobScheduler.readFlow(id, record: record, steps: [])
+                }
+                let steps = try store.jobs(idempotencyKeys: JobScheduler.stepKeys(id, spec))
+                return JobScheduler.readFlow(id, record: record, steps: steps)
             }
             scheduler.journalAnswered(.flowRead(id, caller, result), now: 0, into: &actions)
         case .journal(.lookup(let id, let caller, let retry)):
