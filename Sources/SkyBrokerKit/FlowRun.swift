@@ -3,11 +3,12 @@ import SkyJournal
 import SkyProtocol
 
 /// One flow the broker runs: its shape (``FlowSpec``), where each step stands, and what
-/// happens next (``decide()``), worked out afresh from the steps' states each time one
-/// changes. Nothing else is kept: a broker that starts again rebuilds a flow from its record
-/// and its steps' records (each step's job carries the flow's key for it), so that what it
-/// decides then is what it would have decided before it stopped, and a step that ended is
-/// never submitted again.
+/// happens next (``decide()``), worked out from the steps' states. Nothing is kept that those
+/// states do not give back (the counts and the chains' settled parts that make deciding cheap
+/// are rebuilt with them): a broker that starts again rebuilds a flow from its record and its
+/// steps' records (each step's job carries the flow's key for it), so that what it decides then
+/// is what it would have decided before it stopped, and a step that ended is never submitted
+/// again.
 struct FlowRun: Sendable {
     /// Where one step stands.
     enum Step: Sendable, Equatable {
@@ -184,7 +185,7 @@ struct FlowRun: Sendable {
 
     /// What to do now: the steps whose input is ready, the cancels a stopped flow needs, and
     /// the flow's end once nothing of it runs. The caller marks the steps it submits
-    /// (``Step/submitting(_:)``) before it asks again.
+    /// (``submitting(_:job:)``) before it asks again.
     mutating func decide() -> Decision {
         guard loaded, ending == nil else { return Decision() }
         decisions += 1
