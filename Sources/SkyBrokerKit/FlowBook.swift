@@ -16,6 +16,9 @@ struct FlowBook: Sendable {
     var retry: Set<JobID> = []
     /// Steps the flows held in memory have: bounded (``maxHeldSteps``) with the flows.
     var heldSteps = 0
+    /// Steps of the flows being written, counted with them (a burst of submits is bounded
+    /// before any is on disk, without summing the pending ones at each submit).
+    private(set) var pendingSteps = 0
     /// Flows that ended since the broker started, by how.
     var ended = EndTally()
     /// The statuses of flows read back from the journal after they ended, newest last (they do
@@ -54,11 +57,13 @@ struct FlowBook: Sendable {
 
     mutating func pend(_ id: JobID, _ pending: Pending) {
         self.pending[id] = pending
+        pendingSteps += pending.spec.steps.count
         if let key = pending.spec.idempotencyKey { keys[key] = id }
     }
 
     mutating func unpend(_ id: JobID) -> Pending? {
         guard let pending = pending.removeValue(forKey: id) else { return nil }
+        pendingSteps -= pending.spec.steps.count
         if let key = pending.spec.idempotencyKey, keys[key] == id { keys[key] = nil }
         return pending
     }

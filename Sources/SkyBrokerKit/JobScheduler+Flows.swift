@@ -58,8 +58,7 @@ extension JobScheduler {
             return
         }
         let steps = spec.steps.count
-        // Flows being written count: a burst of submits is bounded before any is on disk.
-        let pendingSteps = flows.pending.values.reduce(0) { $0 + $1.spec.steps.count }
+        let pendingSteps = flows.pendingSteps
         if book.overLimit || book.jobs.count >= configuration.maxHeldJobs
             || flows.runs.count + flows.pending.count >= FlowBook.maxFlows
             || flows.heldSteps + pendingSteps + steps > FlowBook.maxHeldSteps
