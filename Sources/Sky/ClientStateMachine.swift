@@ -385,7 +385,10 @@ struct ClientStateMachine: Sendable {
     private mutating func mapTableAction(_ action: consuming RequestTable.Action, into mapped: inout [Action]) {
         switch consume action {
         case .send(let request):
-            mapped.append(.send(socket: socket, sendsPacked ? .packedRequest(request) : .request(request)))
+            mapped.append(
+                .send(
+                    socket: socket,
+                    sendsPacked && !request.header.keepIfAbandoned ? .packedRequest(request) : .request(request)))
         case .cancel(let id): mapped.append(.send(socket: socket, .cancel(id)))
         case .succeed(let waiters, let body, let attempts):
             mapped.append(.succeed(waiters, body: body, attempts: attempts))

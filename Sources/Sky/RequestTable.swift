@@ -101,6 +101,9 @@ struct RequestTable {
         var earliestDeadline: Duration?
         /// Some of its waiters joined it with deadlines of their own (in ``joinerDeadlines``).
         var hasJoinerDeadlines = false
+        /// A kept call (``ScanOptions/keepIfAbandoned``) whose caller's deadline passed: the
+        /// broker was told (CANCEL), and its answer (kept as a job, or why not) ends the call.
+        var abandoning = false
 
         /// What a new slot holds (``vacate(_:)`` makes a finished call's like it). Not an
         /// optional entry: reading a field of one copied the whole entry to look at its tag.
@@ -278,6 +281,18 @@ struct RequestTable {
             counters.unmatchedReplies += 1
             return
         }
+        if slots[slot].abandoning || reply.status == .keptAsJob {
+            // Whatever the broker answers a kept call's caller ends it: the job's id, a
+            // result that came first, or why it could not be kept.
+            let outcome: Action =
+                reply.status == .ok
+                ? .succeed(slots[slot].waiters, body: reply.body, attempts: slots[slot].attempts)
+                : .fail(
+                    slots[slot].waiters, SkyError(failure: reply, service: slots[slot].call.service),
+                    attempts: slots[slot].attempts)
+            finish(slot, outcome, into: &actions)
+            return
+        }
         if reply.status == .ok {
             if slots[slot].phase == .sent, reply.attempt != slots[slot].wireAttempt {
                 // A newer attempt is out as a separate request; it is no longer needed.
@@ -316,6 +331,16 @@ struct RequestTable {
                 continue
             }
             let attempts = slots[slot].attempts
+            if slots[slot].abandoning {
+                finish(
+                    slot,
+                    .fail(
+                        slots[slot].waiters,
+                        .timeout(
+                            "the call's deadline passed and the broker did not confirm within \(Self.seconds(Self.keepConfirmation)) that it kept the call; it may be kept as job \(JobID(top.id))"
+                        ), attempts: attempts), into: &actions)
+                continue
+            }
             switch slots[slot].phase {
             case .backingOff:
                 slots[slot].attempts += 1
@@ -372,6 +397,19 @@ struct RequestTable {
         failoverAt = nil
         let inOrder = slots.indices.filter { slots[$0].isLive }.sorted { slots[$0].sequence < slots[$1].sequence }
         for slot in inOrder {
+            if slots[slot].abandoning {
+                // Not sent again: its caller is gone, and the broker kept it or holds it until
+                // its own deadline, when it keeps it.
+                let id = slots[slot].id
+                finish(
+                    slot,
+                    .fail(
+                        slots[slot].waiters,
+                        .timeout(
+                            "the call's deadline passed and the connection to the broker dropped before it confirmed keeping the call; it may be kept as job \(JobID(id))"
+                        ), attempts: slots[slot].attempts), into: &actions)
+                continue
+            }
             switch slots[slot].phase {
             case .sent:
                 // Out on a connection that is gone; the broker may never have seen it.
@@ -456,7 +494,7 @@ struct RequestTable {
             requestID: entry.id, service: entry.call.service,
             header: RequestHeader(
                 attempt: entry.wireAttempt, timeoutMilliseconds: timeout, noWorkersGraceMilliseconds: noWorkersGrace,
-                priority: entry.call.options.priority.rawValue),
+                priority: entry.call.options.priority.rawValue, keepIfAbandoned: entry.call.options.keepIfAbandoned),
             body: entry.call.body, trace: withTrace ? entry.call.trace : nil)
     }
 
@@ -464,6 +502,17 @@ struct RequestTable {
     /// and the call is dropped at the broker once no waiter is left.
     private mutating func deadlinePassed(_ slot: Int, now: Duration, into actions: inout [Action]) {
         let attempts = slots[slot].attempts
+        if slots[slot].call.options.keepIfAbandoned, slots[slot].phase == .sent, connection == .up {
+            // A kept call is left, not dropped: the broker records it as a job and says so.
+            slots[slot].abandoning = true
+            slots[slot].ownDeadline = nil
+            slots[slot].earliestDeadline = nil
+            slots[slot].attemptDeadline = now + Self.keepConfirmation
+            counters.deadlinesPassed += 1
+            actions.append(.cancel(slots[slot].id))
+            schedule(slot)
+            return
+        }
         let due = slots[slot].waiters.compactMap { waiter in
             deadline(of: waiter, in: slot).flatMap { $0.at <= now ? $0 : nil }
         }
@@ -589,6 +638,9 @@ struct RequestTable {
     // MARK: Slots
 
     private static let slotMask: UInt64 = 0xffff_ffff
+    /// How long a kept call's caller waits, after its deadline, for the broker to say it kept
+    /// the call (one journal commit, usually milliseconds).
+    static let keepConfirmation: Duration = .seconds(5)
 
     /// The slot of the call in flight under `id`; nil for an id that names none (finished, or
     /// never this client's).
@@ -638,6 +690,7 @@ struct RequestTable {
         entry.ownDeadline = CallDeadline(waiter, options: entry.call.options, start: entry.call.startedAt ?? now)
         entry.earliestDeadline = entry.ownDeadline?.at
         entry.hasJoinerDeadlines = false
+        entry.abandoning = false
     }
 
     /// Marks the entry free and lets go of what it holds (the call's service, body and trace).

@@ -25,16 +25,28 @@ public struct ScanOptions: Sendable, Equatable {
     /// shares that one's place. A broker older than this option drops a call that sets it as
     /// malformed (its longer header), and the call times out: upgrade the broker first.
     public var priority: JobPriority
+    /// If the caller leaves the call (its ``deadline`` passes, its task is cancelled, or its
+    /// process goes away) before the result, the broker keeps the call as a durable job whose
+    /// id is the call's, instead of dropping it: the work is not lost, and any process reads
+    /// its outcome later. A caller whose deadline passed gets ``SkyError/keptAsJob(_:)`` with the
+    /// id. Nothing is written while the caller waits, so a broker that dies before the caller
+    /// leaves loses the call as any call. Such a call is sent once (``retry`` and ``coalesce``
+    /// do not apply: lost workers are the broker's to retry), its attempt lasts until the
+    /// ``deadline``, and the broker must keep a journal and name `keep-if-abandoned` in
+    /// `mmi.features` (else ``SkyError/invalidTask(_:)`` before anything is sent). See
+    /// docs/jobs.md, "Calls that outlive their caller".
+    public var keepIfAbandoned: Bool
 
     public init(
         timeout: Duration? = .seconds(30), deadline: Duration? = .seconds(30), retry: RetryPolicy = .default,
-        coalesce: Bool = true, priority: JobPriority = .normal
+        coalesce: Bool = true, priority: JobPriority = .normal, keepIfAbandoned: Bool = false
     ) {
         self.timeout = timeout
         self.deadline = deadline
         self.retry = retry
         self.coalesce = coalesce
         self.priority = priority
+        self.keepIfAbandoned = keepIfAbandoned
     }
 
     /// 30 s per attempt, 30 s for the whole call, ``RetryPolicy/default``, coalescing on, normal

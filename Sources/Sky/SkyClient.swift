@@ -297,6 +297,29 @@ public actor SkyClient {
     nonisolated(nonsending) func executeRemotely(
         service: String, body: [UInt8], options: ScanOptions, trace: TraceFrameSource? = nil
     ) async throws -> Completion {
+        var options = options
+        if options.keepIfAbandoned {
+            // One attempt, its own (its id becomes the job's), lasting until the deadline.
+            options.coalesce = false
+            options.retry = .never
+            if let deadline = options.deadline { options.timeout = deadline }
+            if shell.loop.load() == nil {
+                do {
+                    try await startIfNeeded()
+                } catch let error as SkyError {
+                    return Completion(result: .failure(error), attempts: 0)
+                }
+            }
+            var features = shell.lastFeatures.withLock { $0 }
+            if features == nil { features = await brokerFeatures() }
+            guard features?.keepsAbandonedCalls == true else {
+                return Completion(
+                    result: .failure(
+                        .invalidTask(
+                            "this broker does not keep abandoned calls (it names no \(BrokerFeatures.keepIfAbandonedFeature) in mmi.features); upgrade the broker, or call without keepIfAbandoned"
+                        )), attempts: 0)
+            }
+        }
         // libzmq closes the connection of a peer that sends a frame over the broker's
         // --max-frame-size, before the broker sees it: sent, the task would go again on every
         // reconnect and stall every call on the connection. A body within the smallest limit a

@@ -51,12 +51,16 @@ public enum SkyError: Error, Sendable, Equatable, CustomStringConvertible {
     case journalUnavailable(String)
     /// The broker knows no job of this id: never submitted there, or kept past its retention.
     case jobNotFound(String)
+    /// The call's deadline passed, or its caller left it, and the broker kept it as a durable
+    /// job (``ScanOptions/keepIfAbandoned``) with this id: read its outcome with
+    /// ``SkyClient/job(_:as:)`` or ``SkyClient/status(of:)``, from this process or another.
+    case keptAsJob(JobID)
 
     /// The kind of an error without its message: what retry policies name.
     public enum Code: String, Sendable, Hashable, CaseIterable {
         case timeout, overloaded, noWorkers, workerLost, remote, unauthorized, cancelled, brokerUnreachable
         case unknownService, invalidPayload, internalError, invalidResult, invalidTask, clientClosed
-        case requestTooLarge, wrongEndpoint, journalUnavailable, jobNotFound
+        case requestTooLarge, wrongEndpoint, journalUnavailable, jobNotFound, keptAsJob
     }
 
     public var code: Code {
@@ -79,6 +83,7 @@ public enum SkyError: Error, Sendable, Equatable, CustomStringConvertible {
         case .wrongEndpoint: .wrongEndpoint
         case .journalUnavailable: .journalUnavailable
         case .jobNotFound: .jobNotFound
+        case .keptAsJob: .keptAsJob
         }
     }
 
@@ -99,6 +104,7 @@ public enum SkyError: Error, Sendable, Equatable, CustomStringConvertible {
         case .internalError: self = .internalError(error.message)
         case .wrongEndpoint: self = .wrongEndpoint(error.message)
         case .journalUnavailable, .journalUnconfirmed: self = .journalUnavailable(error.message)
+        case .keptAsJob: self = .keptAsJob(JobID(reply.requestID))
         }
     }
 
@@ -133,6 +139,8 @@ public enum SkyError: Error, Sendable, Equatable, CustomStringConvertible {
         case .journalUnavailable(let message):
             "the broker's journal of jobs cannot be used: \(message.hasSuffix(".") ? String(message.dropLast()) : message). Submits and job lookups fail until it is back (scan is not affected); to submit again without a second job, use the same idempotency key."
         case .jobNotFound(let message): "\(message)."
+        case .keptAsJob(let id):
+            "the call's caller left it and the broker kept it as job \(id); read its outcome with SkyClient.job(_:as:) or `skyctl jobs show \(id)`."
         case .requestTooLarge(let bytes, let limit):
             "the task encodes to \(bytes) bytes and the broker accepts at most \(limit) (SkyClient.Configuration.maxRequestBytes, skybroker --max-frame-size); it was not sent. Send a reference to the data instead, or raise both limits."
         }

@@ -332,7 +332,10 @@ public final class Broker: Service, Sendable {
                         machine.eventSubscription(Array(message.content[0].dropFirst()), subscribed: first == 1)
                         if first == 1 { machine.subscriberJoined(now: now, into: &actions) }
                     case .sendFailed(Broker.clientsSocket, let frames, _):
-                        if let peer = frames.first { machine.clientUnreachable(PeerID(peer), into: &actions) }
+                        if let peer = frames.first {
+                            machine.clientUnreachable(
+                                PeerID(peer), frames: Frames(Array(frames.dropFirst())), now: now, into: &actions)
+                        }
                     case .sendFailed(Broker.workersSocket, let frames, _):
                         if let peer = frames.first {
                             machine.workerUnreachable(PeerID(peer), now: now, into: &actions)

@@ -220,7 +220,9 @@ extension BrokerStateMachine {
     /// the user bounded (``expireLeases`` then gives the worker the grace to answer the cancel).
     func leaseExpiry(_ task: QueuedRequest) -> Int64? {
         guard task.deadline != Int64.max else { return nil }
-        if Self.isJob(task) { return task.deadline }
+        // A job's attempt ends at its timeout; a call that asked to be kept is kept at its
+        // deadline (its worker goes on).
+        if Self.isJob(task) || task.request.header.keepIfAbandoned { return task.deadline }
         let (expiry, overflow) = task.deadline.addingReportingOverflow(Self.nanoseconds(configuration.leaseGrace))
         return overflow ? Int64.max : expiry
     }

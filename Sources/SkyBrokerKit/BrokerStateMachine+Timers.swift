@@ -25,6 +25,7 @@ extension BrokerStateMachine {
         expireDeadlines(now: now, budget: &budget, into: &actions)
         expireUnserved(now: now, budget: &budget, into: &actions)
         expireLeases(now: now, budget: &budget, into: &actions)
+        keptReplies.forget(before: ticks(now) - Self.keptReplyMemory)
         let nowTicks = ticks(now)
         withJobs(now: now, into: &actions) { $0.tick(now: nowTicks, budget: &budget, into: &$1) }
         hasExpiryBacklog = budget.isSpent
@@ -36,8 +37,10 @@ extension BrokerStateMachine {
         }
     }
 
-    private mutating func expireDeadlines(now: Instant, budget: inout WorkBudget, into actions: inout [BrokerAction]) {
-        let now = ticks(now)
+    private mutating func expireDeadlines(
+        now instant: Instant, budget: inout WorkBudget, into actions: inout [BrokerAction]
+    ) {
+        let now = ticks(instant)
         while budget.hasRoom, let first = deadlines.min, first.expiry <= now {
             deadlines.removeMin()
             guard let task = waitingRequest(arrival: first.arrival), !task.dropped else {
@@ -51,6 +54,14 @@ extension BrokerStateMachine {
                 continue
             }
             budget.spend()
+            // A call that asked to be kept waits on as a job once its wait is over (not at the
+            // end of a no-workers grace: that is an answer, not a caller gone).
+            if first.expiry >= expiry, task.request.header.keepIfAbandoned,
+                keepAbandoned(task.key, answering: task.request.header.attempt, now: instant, into: &actions)
+            {
+                _ = oldestWaiting(task.service)
+                continue
+            }
             dropWaiting(task.key, arrival: first.arrival)
             // Usually the expired request is the oldest of its queue: trim it right away.
             _ = oldestWaiting(task.service)
@@ -139,6 +150,8 @@ extension BrokerStateMachine {
                 // Cancelled already: told again.
                 actions.append(.sendToWorker(peer, .cancel(tag: DeliveryTag(number: first.tag), key.requestID)))
             } else if Self.isJob(held.task) {
+                // A kept call's lease ended at its deadline; as a job it has no timeout.
+                guard let due = leaseExpiry(held.task), due <= nowTicks else { continue }
                 // A job's attempt ends at its timeout (``leaseExpiry(_:)``): cancelled at its worker,
                 // recorded as a timeout failure (retried as its policy says). The worker has the
                 // lease grace to answer the cancel; after it, it is told again and this is logged.
@@ -151,6 +164,11 @@ extension BrokerStateMachine {
                     worker: peer, keepsClient: true, into: &actions)
                 let (graceEnd, overflow) = nowTicks.addingReportingOverflow(Self.nanoseconds(configuration.leaseGrace))
                 leases.insert(LeaseEntry(expiry: overflow ? Int64.max : graceEnd, tag: first.tag))
+                continue
+            } else if held.task.request.header.keepIfAbandoned,
+                keepAbandoned(key, answering: held.task.request.header.attempt, now: now, into: &actions)
+            {
+                // Its caller's deadline passed: it runs on as a job.
                 continue
             } else {
                 tasks[key] = nil

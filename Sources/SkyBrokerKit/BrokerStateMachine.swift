@@ -283,6 +283,8 @@ package struct BrokerStateMachine: Sendable {
     var jobs: JobScheduler
     /// The last instant an input carried, for work that follows from a reply.
     var lastNow: Instant?
+    /// Replies to kept calls just sent, in case their client is gone.
+    var keptReplies = KeptReplies()
 
     package init(configuration: Configuration = Configuration()) {
         self.configuration = configuration
@@ -405,16 +407,24 @@ package struct BrokerStateMachine: Sendable {
         case .cancel(let requestID):
             // Only the sender's own requests: a client without requests here has nothing to cancel.
             guard let number = clients.number(of: client) else { return }
-            cancel(TaskKey(client: number, requestID: requestID), into: &actions)
+            let key = TaskKey(client: number, requestID: requestID)
+            // A call that asked to be kept is left, not cancelled: it becomes a job.
+            if keepAbandoned(key, answering: 0, now: now, into: &actions) { return }
+            cancel(key, into: &actions)
         }
     }
 
-    /// The shell could not deliver a message to a client (it is gone, or its queue is full).
-    package mutating func clientUnreachable(_ client: PeerID, into actions: inout [BrokerAction]) {
+    /// The shell could not deliver a message to a client (it is gone, or its queue is full);
+    /// `frames`: the message after the routing id. A kept call's reply makes its call a job
+    /// ended with it.
+    package mutating func clientUnreachable(
+        _ client: PeerID, frames: Frames = Frames([]), now: Instant, into actions: inout [BrokerAction]
+    ) {
         counters.undeliverableReplies += 1
         if configuration.logsDebug {
             actions.append(.log(.debug, "reply dropped: client unreachable", ["peer": "\(client)"]))
         }
+        keepUndelivered(client, frames: frames, now: now, into: &actions)
     }
 
     /// A worker's message on the clients port: answered (rate-limited) with REFUSED naming the
@@ -448,6 +458,16 @@ package struct BrokerStateMachine: Sendable {
                 .failure(
                     request.requestID, .brokerShuttingDown,
                     message: "the broker is shutting down", attempt: request.header.attempt), into: &actions)
+            return
+        }
+        if request.header.keepIfAbandoned, !jobs.configuration.journal {
+            replyTo(
+                peer,
+                .failure(
+                    request.requestID, .journalUnavailable,
+                    message:
+                        "this broker keeps no journal, so it cannot keep a call its caller leaves: start skybroker with --state-dir, or call without keepIfAbandoned",
+                    attempt: request.header.attempt), into: &actions)
             return
         }
         let client = retainClient(peer)

@@ -161,6 +161,20 @@ struct JobBook: Sendable {
         /// its record, written again if the key was found held by a job older than that.
         var keyFor: UInt64 = 0
         var record: JobRecord?
+        /// A call its caller left, being recorded as this job: where it was then.
+        var kept: KeptCall? = nil
+    }
+
+    /// Where a call its caller left was when the broker took it as a job (``JobScheduler/keep(_:at:caller:into:)``).
+    enum KeptCall: Sendable {
+        /// Waiting for a worker: it waits as a job.
+        case waiting
+        /// At a worker, as this delivery: the job runs there (held from the start, so that the
+        /// worker's reply finds it even before the record is on disk).
+        case running(tag: UInt64)
+        /// Answered with this status, but its client could not be reached: the job is recorded
+        /// ended.
+        case ended(ReplyStatus)
     }
 
     private(set) var jobs: [JobID: Job] = [:]

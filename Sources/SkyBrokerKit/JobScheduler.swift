@@ -246,11 +246,14 @@ struct JobScheduler: Sendable {
     /// any, hears then (``submitted(_:_:now:into:)``).
     /// With `keyFor`, the job's key holds that many milliseconds after its submit: a key
     /// found taken by an older job is taken from it (``submitted(_:_:now:into:)``).
+    /// `id`: the job's id when it is not the broker's to make (a kept call's); `mayStart`: its
+    /// first start may be written with it.
     mutating func pend(
-        _ submission: JobSubmission, trace: [UInt8]? = nil, waiter: JobCaller?, keyFor: UInt64 = 0
+        _ submission: JobSubmission, id given: JobID? = nil, trace: [UInt8]? = nil, waiter: JobCaller?,
+        keyFor: UInt64 = 0, mayStart: Bool = true
     ) -> (JobID, JobRecord) {
         let wall = configuration.wallClock()
-        let id = JobID(milliseconds: wall, random: &idGenerator)
+        let id = given ?? JobID(milliseconds: wall, random: &idGenerator)
         let (delayed, overflow) = wall.addingReportingOverflow(Int64(clamping: submission.delayMilliseconds))
         let notBefore = max(submission.notBeforeMilliseconds, overflow ? Int64.max : delayed)
         var options = submission
@@ -259,7 +262,7 @@ struct JobScheduler: Sendable {
         options.keyHold = .kept  // a unique job's hold is in its recorded key's prefix
         // A job that would be prepared as soon as it is on disk has its first start written with
         // it: one write instead of two (see ``JobBook/reserveStart(_:)``).
-        let starts = notBefore <= wall && book.reserveStart(submission.service)
+        let starts = mayStart && notBefore <= wall && book.reserveStart(submission.service)
         let record = JobRecord(
             id: id.bytes, service: submission.service, body: submission.body, priority: Int(submission.priority),
             notBefore: notBefore > wall ? notBefore : 0, idempotencyKey: submission.idempotencyKey,
@@ -476,7 +479,7 @@ struct JobScheduler: Sendable {
     }
 
     /// A recorded job starts its life in memory: scheduled if its time is ahead, else queued.
-    private mutating func admit(_ job: JobBook.Job, now: Int64, into actions: inout [Action]) {
+    mutating func admit(_ job: JobBook.Job, now: Int64, into actions: inout [Action]) {
         var job = job
         let wall = configuration.wallClock()
         if job.notBefore > wall {
@@ -831,6 +834,10 @@ struct JobScheduler: Sendable {
             return
         }
         guard let pending = book.pendingSubmits.removeValue(forKey: id) else { return }
+        if let kept = pending.kept {
+            keptCallSubmitted(id, pending, kept, result, now: now, into: &actions)
+            return
+        }
         defer {
             flowStepSubmitted(
                 id, key: pending.job.submission.idempotencyKey, result, advancing: advancingFlow, into: &actions)

@@ -129,7 +129,7 @@ extension JobChange {
 }
 
 /// What a transaction found besides success: submits whose idempotency key an earlier job
-/// holds, each with that job (the new one was not written).
+/// holds, or whose id an earlier job has, each with that job (the new one was not written).
 public struct JournalReceipt: Sendable, Equatable {
     public var duplicates: [[UInt8]: JobRecord] = [:]
 

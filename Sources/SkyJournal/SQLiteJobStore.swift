@@ -189,11 +189,15 @@ public final class SQLiteJobStore: JobStore {
                         job.outcome.map { .blob($0) } ?? .null, .integer(job.expiresAt), .integer(job.submittedAt),
                         .blob(job.options),
                     ])
-                    if database.changes == 0, let key = job.idempotencyKey,
-                        let first = try self.job(idempotencyKey: key),
-                        first.id != job.id
-                    {
-                        receipt.duplicates[job.id] = first
+                    if database.changes == 0 {
+                        if let key = job.idempotencyKey, let first = try self.job(idempotencyKey: key),
+                            first.id != job.id
+                        {
+                            receipt.duplicates[job.id] = first
+                        } else if let taken = try self.job(job.id) {
+                            // Its id is another job's (a kept call's id is its client's).
+                            receipt.duplicates[job.id] = taken
+                        }
                     }
                 case .started(let id, let attempt):
                     try start.run([.blob(id), .integer(Int64(attempt))])

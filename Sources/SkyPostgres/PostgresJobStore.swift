@@ -509,10 +509,18 @@ public final class PostgresJobStore: JobStore {
             for (call, jobs) in inserts where counts[call] < jobs.count {
                 // Some keys were taken: each answer names the first job with its key.
                 for job in jobs {
-                    guard let key = job.idempotencyKey, let first = try self.job(idempotencyKey: key),
+                    if let key = job.idempotencyKey, let first = try self.job(idempotencyKey: key),
                         first.id != job.id
-                    else { continue }
-                    receipt.duplicates[job.id] = first
+                    {
+                        receipt.duplicates[job.id] = first
+                    } else if let taken = try self.job(job.id),
+                        (taken.submittedAt, taken.service, taken.body, taken.options)
+                            != (job.submittedAt, job.service, job.body, job.options)
+                    {
+                        // Its id is another job's (a kept call's id is its client's); a record
+                        // of its own, changed later in this transaction, keeps these fields.
+                        receipt.duplicates[job.id] = taken
+                    }
                 }
             }
             committing = true

@@ -34,6 +34,10 @@ public struct BrokerFeatures: Sendable, Equatable {
     /// The broker takes flows (`mmi.flows.submit`, ``FlowSpec``); one that does not say
     /// answers them `unknownService`.
     public var takesFlows: Bool
+    /// The broker takes the 20-byte REQUEST header and keeps abandoned calls that ask for it
+    /// (``RequestHeader/keepIfAbandoned``); one that does not say drops such a REQUEST as
+    /// malformed.
+    public var keepsAbandonedCalls: Bool
 
     /// The edition this build speaks: docs/protocol.md, "Editions". Raised only with a change
     /// of meaning under an unchanged form, together with the doc's "Changes by edition".
@@ -52,6 +56,8 @@ public struct BrokerFeatures: Sendable, Equatable {
     public static let scheduleQueueFeature = "schedule-queue"
     /// The line that names ``takesFlows``.
     public static let flowsFeature = "flows"
+    /// The line that names ``keepsAbandonedCalls``.
+    public static let keepIfAbandonedFeature = "keep-if-abandoned"
 
     /// The line that carries ``maxFrameSize``.
     public static let maxFrameSizeName = "max-frame-size"
@@ -64,7 +70,7 @@ public struct BrokerFeatures: Sendable, Equatable {
     public init(
         edition: Int? = nil, takesTrace: Bool = false, maxFrameSize: Int? = nil, takesPacked: Bool = false,
         takesNoWorkersGrace: Bool = false, takesPriority: Bool = false, jobSubmissionVersion: Int? = nil,
-        takesScheduleQueue: Bool = false, takesFlows: Bool = false
+        takesScheduleQueue: Bool = false, takesFlows: Bool = false, keepsAbandonedCalls: Bool = false
     ) {
         self.edition = edition
         self.takesTrace = takesTrace
@@ -75,6 +81,7 @@ public struct BrokerFeatures: Sendable, Equatable {
         self.jobSubmissionVersion = jobSubmissionVersion
         self.takesScheduleQueue = takesScheduleQueue
         self.takesFlows = takesFlows
+        self.keepsAbandonedCalls = keepsAbandonedCalls
     }
 
     /// Everything this build of the broker says to clients (`mmi.features`).
@@ -82,7 +89,7 @@ public struct BrokerFeatures: Sendable, Equatable {
         BrokerFeatures(
             edition: currentEdition, takesTrace: true, maxFrameSize: maxFrameSize, takesPacked: true,
             takesNoWorkersGrace: true, takesPriority: true, jobSubmissionVersion: Int(JobSubmission.newestVersion),
-            takesScheduleQueue: true, takesFlows: true)
+            takesScheduleQueue: true, takesFlows: true, keepsAbandonedCalls: true)
     }
 
     /// Reads what a broker said, a line each (a FEATURES to a worker carries a line a frame);
@@ -103,6 +110,8 @@ public struct BrokerFeatures: Sendable, Equatable {
                 takesScheduleQueue = true
             } else if text == Self.flowsFeature {
                 takesFlows = true
+            } else if text == Self.keepIfAbandonedFeature {
+                keepsAbandonedCalls = true
             } else if let equals = text.firstIndex(of: "="),
                 let value = Int(text[text.index(after: equals)...]), value > 0
             {
@@ -133,6 +142,7 @@ public struct BrokerFeatures: Sendable, Equatable {
         if let jobSubmissionVersion { lines.append("\(Self.jobSubmissionName)=\(jobSubmissionVersion)") }
         if takesScheduleQueue { lines.append(Self.scheduleQueueFeature) }
         if takesFlows { lines.append(Self.flowsFeature) }
+        if keepsAbandonedCalls { lines.append(Self.keepIfAbandonedFeature) }
         return lines
     }
 

@@ -91,17 +91,18 @@ public enum ClientToBroker: Sendable, Equatable {
             return writer.finish()
         case .request(let request):
             let trace = request.trace
-            let (grace, priority) = request.header.optionalFields
+            let (grace, priority, flags) = request.header.optionalFields
             var writer = Frames.Writer(
                 frames: trace == nil ? 6 : 7,
                 bytes: WireFormat.clientSignature.count + 1 + RequestID.byteCount + request.service.utf8.count
-                    + RequestHeader.prioritizedByteCount + Frames.inlineSize(request.body.count)
+                    + RequestHeader.flaggedByteCount + Frames.inlineSize(request.body.count)
                     + Frames.inlineSize(trace?.count ?? 0))
             writer.append(WireFormat.clientSignature)
             writer.append(byte: Command.request.rawValue)
             writer.append(request.requestID)
             writer.append(utf8: request.service)
-            writer.append(bigEndian: request.header.attempt, request.header.timeoutMilliseconds, grace, priority)
+            writer.append(
+                bigEndian: request.header.attempt, request.header.timeoutMilliseconds, grace, priority, flags)
             writer.append(request.body)
             if let trace { writer.append(trace) }
             return writer.finish()

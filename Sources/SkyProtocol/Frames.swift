@@ -203,16 +203,21 @@ public struct Frames: Sendable {
             endFrame(from: start)
         }
 
-        /// A frame of two to four big-endian numbers (a request header); `fourth` only after `third`.
+        /// A frame of two to five big-endian numbers (a request header); each optional one only
+        /// after the one before it.
         public mutating func append(
-            bigEndian first: UInt32, _ second: UInt32, _ third: UInt32? = nil, _ fourth: UInt32? = nil
+            bigEndian first: UInt32, _ second: UInt32, _ third: UInt32? = nil, _ fourth: UInt32? = nil,
+            _ fifth: UInt32? = nil
         ) {
             let start = storage.count
             put(first)
             put(second)
             if let third {
                 put(third)
-                if let fourth { put(fourth) }
+                if let fourth {
+                    put(fourth)
+                    if let fifth { put(fifth) }
+                }
             }
             endFrame(from: start)
         }

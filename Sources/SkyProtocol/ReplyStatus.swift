@@ -39,6 +39,11 @@ public enum ReplyStatus: UInt8, Sendable, CaseIterable, CustomStringConvertible 
     /// runs. The same submit with the same idempotency key is answered with the job if it was.
     /// Sent only for a submission of version 2 that asked for it.
     case journalUnconfirmed = 13
+    /// The caller went away from a call that asked to be kept
+    /// (``RequestHeader/keepIfAbandoned``), and the broker recorded it as a durable job whose id
+    /// is the request id: its result is read with `mmi.jobs.status` or `mmi.jobs.wait`. Sent
+    /// only to a client whose REQUEST asked for it.
+    case keptAsJob = 14
 
     public var description: String {
         switch self {
@@ -56,6 +61,7 @@ public enum ReplyStatus: UInt8, Sendable, CaseIterable, CustomStringConvertible 
         case .wrongEndpoint: "wrongEndpoint"
         case .journalUnavailable: "journalUnavailable"
         case .journalUnconfirmed: "journalUnconfirmed"
+        case .keptAsJob: "keptAsJob"
         }
     }
 

@@ -13,24 +13,34 @@ public struct RequestHeader: Sendable, Equatable {
     /// priority; 0 is normal). Travels only from client to broker (the fourth field of a
     /// 16-byte header, a signed 32-bit number, clamped to -128...127).
     public var priority: Int8
+    /// If its caller goes away (a CANCEL, or its deadline passes, or its reply finds no client),
+    /// the broker records the call as a durable job whose id is the request id, instead of
+    /// dropping it. Travels only from client to broker (bit 0 of the fifth field, `flags`, of a
+    /// 20-byte header), to a broker that names ``BrokerFeatures/keepIfAbandonedFeature``.
+    public var keepIfAbandoned: Bool
 
-    /// The header's size: attempt and timeout; with the no-workers grace; with the priority too.
+    /// The header's size: attempt and timeout; with the no-workers grace; with the priority
+    /// too; with the flags too.
     public static let byteCount = 8
     public static let extendedByteCount = 12
     public static let prioritizedByteCount = 16
+    public static let flaggedByteCount = 20
+    /// The flag that says ``keepIfAbandoned``; the other bits are sent 0 and ignored.
+    static let keepFlag: UInt32 = 1
 
     public init(
         attempt: UInt32 = 1, timeoutMilliseconds: UInt32 = 0, noWorkersGraceMilliseconds: UInt32 = 0,
-        priority: Int8 = 0
+        priority: Int8 = 0, keepIfAbandoned: Bool = false
     ) {
         self.attempt = attempt
         self.timeoutMilliseconds = timeoutMilliseconds
         self.noWorkersGraceMilliseconds = noWorkersGraceMilliseconds
         self.priority = priority
+        self.keepIfAbandoned = keepIfAbandoned
     }
 
     init(frame: ArraySlice<UInt8>) throws(ProtocolError) {
-        let lengths = [Self.byteCount, Self.extendedByteCount, Self.prioritizedByteCount]
+        let lengths = [Self.byteCount, Self.extendedByteCount, Self.prioritizedByteCount, Self.flaggedByteCount]
         guard lengths.contains(frame.count) else {
             throw .invalidFieldLength(name: "request header", allowedLengths: lengths, actual: frame.count)
         }
@@ -41,16 +51,22 @@ public struct RequestHeader: Sendable, Equatable {
             frame.count >= Self.extendedByteCount
             ? try WireFormat.uint32(frame[start + 8..<start + 12], name: "grace") : 0
         priority =
-            frame.count == Self.prioritizedByteCount
+            frame.count >= Self.prioritizedByteCount
             ? Int8(clamping: Int32(bitPattern: try WireFormat.uint32(frame[start + 12..<start + 16], name: "priority")))
             : 0
+        let flags =
+            frame.count == Self.flaggedByteCount
+            ? try WireFormat.uint32(frame[start + 16..<start + 20], name: "flags") : 0
+        keepIfAbandoned = flags & Self.keepFlag != 0
     }
 
     /// The fields a client sends after attempt and timeout: as few as say something, so that
     /// an older broker reads every request that asks for nothing new.
-    public var optionalFields: (grace: UInt32?, priority: UInt32?) {
-        if priority != 0 { return (noWorkersGraceMilliseconds, UInt32(bitPattern: Int32(priority))) }
-        return (noWorkersGraceMilliseconds == 0 ? nil : noWorkersGraceMilliseconds, nil)
+    public var optionalFields: (grace: UInt32?, priority: UInt32?, flags: UInt32?) {
+        let priorityField = UInt32(bitPattern: Int32(priority))
+        if keepIfAbandoned { return (noWorkersGraceMilliseconds, priorityField, Self.keepFlag) }
+        if priority != 0 { return (noWorkersGraceMilliseconds, priorityField, nil) }
+        return (noWorkersGraceMilliseconds == 0 ? nil : noWorkersGraceMilliseconds, nil, nil)
     }
 }
 

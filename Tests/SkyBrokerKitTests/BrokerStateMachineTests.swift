@@ -82,14 +82,16 @@ struct BrokerHarness {
 
     mutating func request(
         _ client: PeerID, _ id: RequestID, service: String = "sky.scan", body: [UInt8] = [1], timeout: Duration? = nil,
-        attempt: UInt32 = 1, noWorkersGrace: Duration? = nil, trace: [UInt8]? = nil, priority: Int8 = 0
+        attempt: UInt32 = 1, noWorkersGrace: Duration? = nil, trace: [UInt8]? = nil, priority: Int8 = 0,
+        keep: Bool = false
     ) -> [BrokerAction] {
         let milliseconds =
             timeout.map { UInt32($0.wholeMilliseconds) }
             ?? 0
         let header = RequestHeader(
             attempt: attempt, timeoutMilliseconds: milliseconds,
-            noWorkersGraceMilliseconds: noWorkersGrace.map { UInt32($0.wholeMilliseconds) } ?? 0, priority: priority)
+            noWorkersGraceMilliseconds: noWorkersGrace.map { UInt32($0.wholeMilliseconds) } ?? 0, priority: priority,
+            keepIfAbandoned: keep)
         return self.client(
             client,
             ClientToBroker.request(

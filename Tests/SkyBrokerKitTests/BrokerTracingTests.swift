@@ -97,12 +97,13 @@ struct BrokerTracingTests {
         #expect(reply.status == .ok)
         #expect(
             String(decoding: reply.body, as: UTF8.self)
-                == "edition=2\n\(TraceContext.feature)\nmax-frame-size=65536\npacked\nno-workers-ms\npriority\njob-submission=3\nschedule-queue\nflows"
+                == "edition=2\n\(TraceContext.feature)\nmax-frame-size=65536\npacked\nno-workers-ms\npriority\njob-submission=3\nschedule-queue\nflows\nkeep-if-abandoned"
         )
         #expect(
             BrokerFeatures(decoding: reply.body)
                 == BrokerFeatures(
                     edition: 2, takesTrace: true, maxFrameSize: 65536, takesPacked: true, takesNoWorkersGrace: true,
-                    takesPriority: true, jobSubmissionVersion: 3, takesScheduleQueue: true, takesFlows: true))
+                    takesPriority: true, jobSubmissionVersion: 3, takesScheduleQueue: true, takesFlows: true,
+                    keepsAbandonedCalls: true))
     }
 }

@@ -79,8 +79,10 @@ struct RetryPolicyTests {
         for status in ReplyStatus.allCases where status != .ok {
             let reply = TaskReply.failure(RequestID(high: 1, low: 2), status, type: "T", message: "because")
             let error = SkyError(failure: reply, service: "s")
-            // noWorkers names the service rather than repeating the broker's sentence.
-            #expect(error.description.contains(status == .noWorkers ? "serves s," : "because"), "\(status)")
+            // noWorkers names the service rather than repeating the broker's sentence; keptAsJob
+            // names the job (the request's id) and where to read it.
+            let says = status == .noWorkers ? "serves s," : status == .keptAsJob ? "read its outcome" : "because"
+            #expect(error.description.contains(says), "\(status)")
             #expect(error.description.count > "because".count + 20, "\(status): \(error)")
         }
         let lost = SkyError(

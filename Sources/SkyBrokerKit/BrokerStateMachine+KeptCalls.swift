@@ -1,0 +1,128 @@
+import DequeModule
+import SkyProtocol
+
+/// Calls that outlive their caller, at the broker: what ``JobScheduler/keep(_:at:reply:caller:worker:into:)``
+/// records, taken out of the request tables.
+///
+/// A request that asked to be kept (``RequestHeader/keepIfAbandoned``) becomes a job with its
+/// request id as the job's id at the first of:
+/// - its client's CANCEL (Sky's client sends one when the caller's deadline passes or its task
+///   is cancelled): answered ``ReplyStatus/keptAsJob`` once the job is on disk;
+/// - its deadline at the broker (`timeout-ms` after it arrived, without the lease grace: a
+///   caller that went away silently);
+/// - its reply finding no client (the client's connection is gone: the send fails), recorded
+///   with that outcome.
+///
+/// Until then nothing is written, so a broker that dies before loses the call as any call.
+extension BrokerStateMachine {
+    /// Replies to kept calls remembered this long after they were sent: a send that fails
+    /// comes back within an iteration or two of the event loop.
+    static let keptReplyMemory: Int64 = 1_000_000_000
+
+    /// Takes the request `key` (waiting or running) as a job, if it asked to be kept and the
+    /// scheduler may take it; its client is answered with the job once it is on disk
+    /// (`attempt`: the attempt the answer names; 0 for the answer to a CANCEL).
+    /// - Returns: whether it was kept (else the caller ends it as it would any request).
+    mutating func keepAbandoned(
+        _ key: TaskKey, answering attempt: UInt32, now: Instant, into actions: inout [BrokerAction]
+    ) -> Bool {
+        guard let place = tasks[key] else { return false }
+        let peer = clients.record(key.client)?.peer
+        let caller = peer.map { JobCaller(peer: $0, requestID: key.requestID, attempt: attempt) }
+        switch place.kind {
+        case .waiting(let arrival):
+            guard let task = waitingRequest(arrival: arrival), !task.dropped, task.request.header.keepIfAbandoned,
+                mayKeep(task, now: now, into: &actions)
+            else { return false }
+            dropWaiting(key, arrival: arrival)
+            finishRequest(key.client)
+            withJobs(now: now, into: &actions) { $0.keep(task.request, at: .waiting, caller: caller, into: &$1) }
+        case .running(let tag):
+            guard let held = deliveries[tag], !held.answered, held.task.request.header.keepIfAbandoned,
+                mayKeep(held.task, now: now, into: &actions)
+            else { return false }
+            // The delivery goes on as the job's first attempt: its worker's reply finds the job.
+            tasks[key] = nil
+            deliveries.update(tag) { held in
+                held.task.client = Self.jobsClient
+                held.task.request.header.keepIfAbandoned = false
+                held.task.request.header.timeoutMilliseconds = 0
+            }
+            tasks[TaskKey(client: Self.jobsClient, requestID: key.requestID)] = .running(tag: tag)
+            clients.addJobDelivery()
+            finishRequest(key.client)
+            let worker = deliveries.worker(of: tag).flatMap { workers[$0]?.name } ?? ""
+            withJobs(now: now, into: &actions) {
+                $0.keep(held.task.request, at: .running(tag: tag), caller: caller, worker: worker, into: &$1)
+            }
+        }
+        return true
+    }
+
+    /// Whether the scheduler may take `task` as a job now; logged when not.
+    private mutating func mayKeep(_ task: QueuedRequest, now: Instant, into actions: inout [BrokerAction]) -> Bool {
+        guard let refusal = jobs.keepRefusal(JobID(task.request.requestID)) else { return true }
+        logAboutPeer(
+            .warning, "a call its caller left cannot be kept as a job; it ends as calls do", now: now, into: &actions
+        ) {
+            ["request": "\(task.request.requestID)", "service": task.request.service, "reason": refusal]
+        }
+        return false
+    }
+
+    /// A kept call's reply went to its client: remembered for ``keptReplyMemory``, in case the
+    /// send fails (``keepUndelivered(_:frames:now:into:)``).
+    mutating func rememberKeptReply(to request: TaskRequest, of client: ClientNumber, now: Instant) {
+        guard let peer = clients.record(client)?.peer else { return }
+        keptReplies.remember(KeptReplies.Entry(peer: peer, request: request, at: ticks(now)))
+    }
+
+    /// A reply the shell could not send to `peer` (its frames after the routing id): if it
+    /// answered a kept call, the call is recorded as a job ended with that reply.
+    mutating func keepUndelivered(_ peer: PeerID, frames: Frames, now: Instant, into actions: inout [BrokerAction]) {
+        guard !keptReplies.isEmpty, let message = try? BrokerToClient.decode(frames) else { return }
+        let reply: TaskReply
+        switch message {
+        case .reply(let sent), .packedReply(let sent): reply = sent
+        }
+        guard let entry = keptReplies.take(peer: peer, requestID: reply.requestID),
+            jobs.keepRefusal(JobID(reply.requestID)) == nil
+        else { return }
+        withJobs(now: now, into: &actions) {
+            $0.keep(entry.request, at: .ended(reply.status), reply: reply, caller: nil, into: &$1)
+        }
+    }
+}
+
+/// Replies to kept calls that were just sent, by client and request id, oldest first; bounded
+/// in count and in time (``BrokerStateMachine/keptReplyMemory``).
+struct KeptReplies: Sendable {
+    struct Entry: Sendable {
+        var peer: PeerID
+        /// The call: what the job is recorded with.
+        var request: TaskRequest
+        var at: Int64
+    }
+
+    static let limit = 4096
+    private var entries: Deque<Entry> = []
+
+    var isEmpty: Bool { entries.isEmpty }
+
+    mutating func remember(_ entry: Entry) {
+        if entries.count >= Self.limit { entries.removeFirst() }
+        entries.append(entry)
+    }
+
+    mutating func take(peer: PeerID, requestID: RequestID) -> Entry? {
+        guard let index = entries.lastIndex(where: { $0.peer == peer && $0.request.requestID == requestID }) else {
+            return nil
+        }
+        return entries.remove(at: index)
+    }
+
+    /// Forgets replies sent before `cutoff`.
+    mutating func forget(before cutoff: Int64) {
+        while let first = entries.first, first.at < cutoff { entries.removeFirst() }
+    }
+}

@@ -1,0 +1,97 @@
+import Foundation
+import Sky
+import SkyProtocol
+import SkyTestSupport
+import SkyWorkloads
+import Testing
+
+extension ThirdLineSuite {
+    /// Calls that outlive their caller (`ScanOptions(keepIfAbandoned:)`) on a real broker with a
+    /// real SQLite journal and a real worker: the caller's deadline passes, or its client goes
+    /// away, and another client reads the result.
+    @Suite("Calls kept as jobs when their caller leaves")
+    struct KeptCallRunTests {
+        typealias StateDirectory = IntegrationSuite.JobTests.StateDirectory
+
+        @Test(.timeLimit(.minutes(1)))
+        func aCallWhoseDeadlinePassesIsKeptAndAnotherClientReadsItsResult() async throws {
+            let state = StateDirectory()
+            let cluster = try await TestCluster.start(extraArguments: state.arguments)
+            defer { cluster.killAll() }
+            _ = try await cluster.startWorker(name: "w1", extraArguments: ["--workloads", "sky.sleep"])
+            let caller = try await SkyClient(broker: cluster.clients)
+            let started = ContinuousClock.now
+            var kept: JobID?
+            do {
+                _ = try await caller.scan(
+                    SleepTask(milliseconds: 1500, tag: 41),
+                    options: ScanOptions(deadline: .milliseconds(400), keepIfAbandoned: true))
+                Issue.record("the call returned before its deadline")
+            } catch SkyError.keptAsJob(let id) {
+                kept = id
+            }
+            let waited = ContinuousClock.now - started
+            #expect(waited < .milliseconds(1400), "the caller is answered at its deadline, not at the result")
+            await caller.close()
+
+            let id = try #require(kept)
+            let reader = try await SkyClient(broker: cluster.clients)
+            let result = try await reader.result(of: id, as: SleepTask.self)
+            #expect(result.tag == 41)
+            // Run once: the call's delivery was the job's only attempt.
+            #expect(try await reader.status(of: id) == .succeeded(attempt: 1))
+            await reader.close()
+            await cluster.stop()
+        }
+
+        @Test(.timeLimit(.minutes(1)))
+        func aCallWhoseClientGoesAwayIsKeptWithItsResult() async throws {
+            let state = StateDirectory()
+            let cluster = try await TestCluster.start(extraArguments: state.arguments)
+            defer { cluster.killAll() }
+            _ = try await cluster.startWorker(name: "w1", extraArguments: ["--workloads", "sky.sleep"])
+            let caller = try await SkyClient(broker: cluster.clients)
+            let call = Task {
+                try await caller.scan(
+                    SleepTask(milliseconds: 1500, tag: 42),
+                    options: ScanOptions(deadline: .seconds(20), keepIfAbandoned: true))
+            }
+            try await eventually("the call runs at the worker", timeout: .seconds(10)) {
+                try await cluster.snapshot().inFlight == 1
+            }
+            // The client goes away while the worker runs the call, long before its deadline.
+            await caller.close()
+            await #expect(throws: SkyError.clientClosed) { _ = try await call.value }
+
+            let reader = try await SkyClient(broker: cluster.clients)
+            var kept: [(id: JobID, service: String, status: JobStatus)] = []
+            try await eventually("the call is kept as a job", timeout: .seconds(10)) {
+                kept = try await reader.jobs(service: SleepTask.service)
+                return !kept.isEmpty
+            }
+            let found = try #require(kept.first)
+            #expect(kept.count == 1)
+            #expect(found.status == .succeeded(attempt: 1))
+            #expect(try await reader.result(of: found.id, as: SleepTask.self).tag == 42)
+            await reader.close()
+            await cluster.stop()
+        }
+
+        @Test(.timeLimit(.minutes(1)))
+        func aBrokerThatKeepsNoJournalRefusesAKeptCallBeforeItRuns() async throws {
+            let cluster = try await TestCluster.start(extraArguments: ["--state-dir", "none"])
+            defer { cluster.killAll() }
+            _ = try await cluster.startWorker(name: "w1", extraArguments: ["--workloads", "sky.sleep"])
+            let caller = try await SkyClient(broker: cluster.clients)
+            await #expect {
+                _ = try await caller.scan(
+                    SleepTask(milliseconds: 10), options: ScanOptions(keepIfAbandoned: true))
+            } throws: { error in
+                guard case SkyError.journalUnavailable(let message) = error else { return false }
+                return message.contains("keepIfAbandoned")
+            }
+            await caller.close()
+            await cluster.stop()
+        }
+    }
+}

@@ -1,0 +1,150 @@
+import SkyJournal
+import Testing
+
+@testable import SkyBrokerKit
+@testable import SkyProtocol
+
+/// Calls that outlive their caller (``RequestHeader/keepIfAbandoned``): the broker records the
+/// call as a job under its request id when its caller leaves it, and the job runs once.
+@Suite("Broker state machine: calls kept when their caller leaves")
+struct KeptCallTests {
+    let client = PeerID([0, 0, 0, 0, 1])
+    let worker1 = PeerID([0, 0, 0, 1, 1])
+    let call = RequestID(high: 0x0190_0000_0000_0001, low: 7)
+
+    /// The record a kept call's first journal write makes, if it made one.
+    func keptRecord(_ actions: [BrokerAction]) -> JobRecord? {
+        for action in actions {
+            if case .journal(.write(let changes, .submitted(let id))) = action, id == JobID(call),
+                case .submitted(let record)? = changes.first
+            {
+                return record
+            }
+        }
+        return nil
+    }
+
+    func replies(_ actions: [BrokerAction], to id: RequestID) -> [TaskReply] {
+        actions.compactMap { action in
+            guard case .sendToClient(_, .reply(let reply)) = action, reply.requestID == id else { return nil }
+            return reply
+        }
+    }
+
+    @Test func aRunningCallItsClientLeavesRunsOnAsAJobWhoseOutcomeIsTheWorkersReply() throws {
+        var broker = BrokerHarness.withJournal()
+        _ = broker.ready(worker1)
+        #expect(dispatched(broker.request(client, call, timeout: .seconds(5), keep: true)).map(\.1) == [call])
+        let left = broker.cancel(client, call)
+        let record = try #require(keptRecord(left), "\(left)")
+        #expect(record.state == .running && record.attempt == 1 && record.service == "sky.scan" && record.body == [1])
+        #expect(replies(left, to: call).isEmpty, "answered once the job is on disk")
+        #expect(!left.contains { if case .sendToWorker(_, .cancel) = $0 { true } else { false } }, "the worker goes on")
+        let committed = broker.commit(left)
+        #expect(replies(committed, to: call).map(\.status) == [.keptAsJob])
+        #expect(replies(committed, to: call).map(\.attempt) == [0], "it answers the CANCEL")
+
+        let replied = broker.reply(worker1, client: client, call)
+        #expect(replies(replied, to: call).isEmpty, "the reply goes to the job, not the client")
+        #expect(journalWrites(replied) == [.finished(JobID(call))])
+        let ended = broker.commit(replied)
+        #expect(events(ended).map(\.event) == [.jobSucceeded])
+        // Not held any more: a status is read from the journal.
+        #expect(
+            journalLookups(broker.ask(client, RequestID(high: 9, low: 9), BrokerService.jobStatus, JobID(call))) == 1)
+        #expect(broker.machine.jobCount == 0)
+        #expect(broker.machine.inFlightCount == 0)
+    }
+
+    @Test func aRunningKeptCallIsKeptAtItsDeadlineWithoutTheLeaseGrace() throws {
+        var broker = BrokerHarness.withJournal()
+        _ = broker.ready(worker1)
+        _ = broker.request(client, call, timeout: .seconds(1), keep: true)
+        #expect(keptRecord(broker.advance(.milliseconds(900))) == nil)
+        let due = broker.advance(.milliseconds(200))
+        let record = try #require(keptRecord(due), "\(due)")
+        #expect(record.state == .running)
+        #expect(!due.contains { if case .sendToWorker(_, .cancel) = $0 { true } else { false } })
+        let committed = broker.commit(due)
+        #expect(replies(committed, to: call).map(\.status) == [.keptAsJob])
+        #expect(replies(committed, to: call).map(\.attempt) == [1])
+        // Past the lease grace (5 s), still running as the job: nobody cancels it.
+        var later: [BrokerAction] = []
+        for _ in 0..<8 {
+            later += broker.worker(worker1, .heartbeat)
+            later += broker.advance(.seconds(1))
+        }
+        #expect(!later.contains { if case .sendToWorker(_, .cancel) = $0 { true } else { false } }, "\(later)")
+        #expect(journalWrites(broker.reply(worker1, client: client, call)) == [.finished(JobID(call))])
+    }
+
+    @Test func aWaitingKeptCallBecomesAQueuedJobAtItsDeadlineAndRunsWhenAWorkerComes() throws {
+        var broker = BrokerHarness.withJournal()
+        _ = broker.request(client, call, timeout: .seconds(1), noWorkersGrace: .seconds(10), keep: true)
+        let due = broker.advance(.milliseconds(1100))
+        let record = try #require(keptRecord(due), "\(due)")
+        #expect(record.state == .queued && record.attempt == 0)
+        let committed = broker.commit(due)
+        #expect(replies(committed, to: call).map(\.status) == [.keptAsJob])
+        #expect(broker.machine.queuedCount == 0, "no longer a waiting call")
+        #expect(broker.settle(broker.ready(worker1)) == [call], "it runs as the job, under its id")
+    }
+
+    @Test func aReplyThatFindsItsClientGoneIsRecordedAsTheJobsOutcome() throws {
+        var broker = BrokerHarness.withJournal()
+        _ = broker.ready(worker1)
+        _ = broker.request(client, call, timeout: .seconds(5), keep: true)
+        let replied = broker.reply(worker1, client: client, call, body: [4, 2])
+        let sent = try #require(replies(replied, to: call).first)
+        var actions: [BrokerAction] = []
+        broker.machine.clientUnreachable(
+            client, frames: BrokerToClient.reply(sent).frames(), now: broker.now, into: &actions)
+        let record = try #require(keptRecord(actions), "\(actions)")
+        #expect(record.state == .succeeded && record.outcome == [0, 4, 2] && record.attempt == 1)
+        #expect(events(broker.commit(actions)).map(\.event) == [.jobSubmitted, .jobSucceeded])
+
+        // A call that did not ask to be kept is only counted.
+        let other = RequestID(high: 5, low: 5)
+        _ = broker.request(client, other, timeout: .seconds(5))
+        let lost = try #require(replies(broker.reply(worker1, client: client, other), to: other).first)
+        var more: [BrokerAction] = []
+        broker.machine.clientUnreachable(
+            client, frames: BrokerToClient.reply(lost).frames(), now: broker.now, into: &more)
+        #expect(journalWrites(more).isEmpty)
+    }
+
+    @Test func aKeptCallWhoseIdIsAnotherJobsIsCancelledAndSaysWhy() throws {
+        var broker = BrokerHarness.withJournal()
+        _ = broker.ready(worker1)
+        _ = broker.request(client, call, timeout: .seconds(5), keep: true)
+        let left = broker.cancel(client, call)
+        let record = try #require(keptRecord(left))
+        var taken = record
+        taken.service = "someone.else"
+        let answered = broker.journal(
+            .written(.submitted(JobID(call)), .success(JournalReceipt(duplicates: [record.id: taken]))))
+        #expect(replies(answered, to: call).map(\.status) == [.cancelled])
+        #expect(answered.contains { if case .sendToWorker(worker1, .cancel) = $0 { true } else { false } })
+        // The worker's late reply is dropped: the other job's outcome is not touched.
+        #expect(journalWrites(broker.reply(worker1, client: client, call)).isEmpty)
+    }
+
+    @Test func aBrokerWithoutAJournalRefusesAKeptCallAtOnce() {
+        var broker = BrokerHarness()
+        _ = broker.ready(worker1)
+        let asked = broker.request(client, call, timeout: .seconds(5), keep: true)
+        #expect(replies(asked, to: call).map(\.status) == [.journalUnavailable])
+        #expect(dispatched(asked).isEmpty)
+    }
+
+    @Test func theFlagTravelsInATwentyByteHeaderAndOnlyWhenSet() throws {
+        let kept = ClientToBroker.request(
+            TaskRequest(
+                requestID: call, service: "s", header: RequestHeader(timeoutMilliseconds: 5, keepIfAbandoned: true),
+                body: [1]))
+        #expect(kept.encode()[4].count == RequestHeader.flaggedByteCount)
+        #expect(try ClientToBroker.decode(kept.encode()) == kept)
+        let plain = ClientToBroker.request(TaskRequest(requestID: call, service: "s", body: [1]))
+        #expect(plain.encode()[4].count == RequestHeader.byteCount)
+    }
+}
