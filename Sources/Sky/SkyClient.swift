@@ -299,10 +299,12 @@ public actor SkyClient {
     ) async throws -> Completion {
         var options = options
         if options.keepIfAbandoned {
-            // One attempt, its own (its id becomes the job's), lasting until the deadline.
+            // One attempt, its own (its id becomes the job's), lasting until the deadline: the
+            // caller leaves the call at its deadline only (an attempt's timeout would drop it).
             options.coalesce = false
             options.retry = .never
-            if let deadline = options.deadline { options.timeout = deadline }
+            if options.deadline == nil { options.deadline = options.timeout }
+            options.timeout = options.deadline
             if shell.loop.load() == nil {
                 do {
                     try await startIfNeeded()

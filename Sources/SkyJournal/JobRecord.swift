@@ -128,6 +128,14 @@ extension JobChange {
     }
 }
 
+extension JobRecord {
+    /// Whether `other` records the same submit (what a job's later changes leave as it was):
+    /// a submit whose id is taken by another is reported, one repeated is not.
+    public func isSameSubmit(as other: JobRecord) -> Bool {
+        (submittedAt, service, body, options) == (other.submittedAt, other.service, other.body, other.options)
+    }
+}
+
 /// What a transaction found besides success: submits whose idempotency key an earlier job
 /// holds, or whose id an earlier job has, each with that job (the new one was not written).
 public struct JournalReceipt: Sendable, Equatable {

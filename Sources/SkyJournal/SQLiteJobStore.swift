@@ -194,7 +194,7 @@ public final class SQLiteJobStore: JobStore {
                             first.id != job.id
                         {
                             receipt.duplicates[job.id] = first
-                        } else if let taken = try self.job(job.id) {
+                        } else if let taken = try self.job(job.id), !taken.isSameSubmit(as: job) {
                             // Its id is another job's (a kept call's id is its client's).
                             receipt.duplicates[job.id] = taken
                         }

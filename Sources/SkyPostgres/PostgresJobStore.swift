@@ -513,12 +513,9 @@ public final class PostgresJobStore: JobStore {
                         first.id != job.id
                     {
                         receipt.duplicates[job.id] = first
-                    } else if let taken = try self.job(job.id),
-                        (taken.submittedAt, taken.service, taken.body, taken.options)
-                            != (job.submittedAt, job.service, job.body, job.options)
-                    {
-                        // Its id is another job's (a kept call's id is its client's); a record
-                        // of its own, changed later in this transaction, keeps these fields.
+                    } else if let taken = try self.job(job.id), !taken.isSameSubmit(as: job) {
+                        // Its id is another job's (a kept call's id is its client's); its own
+                        // record, inserted and changed in this transaction, is the same submit.
                         receipt.duplicates[job.id] = taken
                     }
                 }

@@ -342,7 +342,12 @@ extension IntegrationSuite {
             let valid: [[UInt8]] =
                 [base, base + [0, 0, 0, 0]] + priorities.map { base + [0, 0, 0, 0] + $0 }
                 + [base + [0xff, 0xff, 0xff, 0xff] + [0, 0, 0, 5]]
-            let malformed: [[UInt8]] = [8 + 1, 8 + 7, 16 + 1, 16 + 4, 4].map { width in
+                // The 20-byte header's flags: none, and bits no edition gives a meaning (ignored).
+                + [
+                    base + [0, 0, 0, 0, 0, 0, 0, 0] + [0, 0, 0, 0],
+                    base + [0, 0, 0, 0, 0, 0, 0, 0] + [0xff, 0xff, 0xff, 0xfe],
+                ]
+            let malformed: [[UInt8]] = [8 + 1, 8 + 7, 16 + 1, 20 + 1, 20 + 4, 4].map { width in
                 Array((base + [UInt8](repeating: 0, count: 16)).prefix(width))
             }
             let before = try await cluster.snapshot().counters.malformedClientMessages

@@ -274,4 +274,39 @@ struct RequestTableTests {
             Self.sent(table.start(call, waiter: 3, now: .milliseconds(7))).first?.trace
                 == nil, "an answer from the old connection does not count")
     }
+
+    /// A kept call (``ScanOptions/keepIfAbandoned``) whose deadline passes is left, not dropped:
+    /// the broker is told (CANCEL), and its answer ends the call with the job's id; without an
+    /// answer the caller hears a timeout that names the job it may be.
+    @Test func aKeptCallsCallerLeavesItAtItsDeadlineAndHearsTheJobsID() throws {
+        var table = Self.connected()
+        let options = ScanOptions(timeout: .seconds(1), deadline: .seconds(1), retry: .never, keepIfAbandoned: true)
+        let request = try #require(
+            Self.sent(
+                table.start(RequestTable.Call(service: "svc", body: [1], options: options), waiter: 1, now: .zero)
+            )
+            .first)
+        #expect(request.header.keepIfAbandoned)
+        let left = table.expire(now: .seconds(1))
+        #expect(left == [.cancel(request.requestID)], "no failure yet: the broker answers")
+        let answer = TaskReply.failure(request.requestID, .keptAsJob, type: "keptAsJob", message: "kept", attempt: 0)
+        #expect(
+            table.received(answer, now: .milliseconds(1003))
+                == [.fail([1], .keptAsJob(JobID(request.requestID)), attempts: 1)])
+        #expect(table.callCount == 0)
+
+        // No answer within the confirmation bound: a timeout naming the job it may be.
+        let second = try #require(
+            Self.sent(
+                table.start(RequestTable.Call(service: "svc", body: [2], options: options), waiter: 2, now: .zero)
+            )
+            .first)
+        #expect(table.expire(now: .seconds(1)) == [.cancel(second.requestID)])
+        let late = table.expire(now: .seconds(1) + RequestTable.keepConfirmation)
+        guard case .fail(_, .timeout(let message), _)? = late.first else {
+            Issue.record("\(late)")
+            return
+        }
+        #expect(message.contains("\(JobID(second.requestID))"))
+    }
 }

@@ -196,6 +196,17 @@ enum JobStoreContract: CaseIterable, Sendable {
         #expect(try store.unfinished().count == 1)
         #expect(try store.job(idempotencyKey: "order-7")?.id == job(1).id)
         #expect(try store.job(idempotencyKey: "order-8") == nil)
+        // A submit whose id another job has (a kept call's id is its client's) names that job;
+        // a job of its own, inserted and changed in the same transaction, is no duplicate.
+        var other = job(1)
+        other.service = "sky.other"
+        let receipt = try store.apply([
+            .submitted(other), .submitted(job(3)),
+            .finished(id: job(3).id, state: .succeeded, outcome: [3], expiresAt: 99),
+        ])
+        #expect(receipt.duplicates[job(1).id]?.service == "sky.echo")
+        #expect(receipt.duplicates[job(3).id] == nil)
+        #expect(try store.job(job(1).id)?.service == "sky.echo", "nothing written over it")
     }
 
     private static func expiredOutcomesAreDeletedInBatchesAndUnfinishedJobsNever(_ open: Open) throws {
