@@ -24,6 +24,7 @@
 @_exported import struct SkyProtocol.ScheduleListing
 @_exported import struct SkyProtocol.ScheduleSpec
 @_exported import struct SkyProtocol.ScheduleTick
+@_exported import struct SkyProtocol.ServiceState
 @_exported import struct SkyProtocol.ServiceStats
 @_exported import struct SkyProtocol.SkyEvent
 @_exported import protocol SkyProtocol.SkyTask

@@ -318,7 +318,7 @@ public actor SkyClient {
                 return Completion(
                     result: .failure(
                         .invalidTask(
-                            "this broker does not keep abandoned calls (it names no \(BrokerFeatures.keepIfAbandonedFeature) in mmi.features); upgrade the broker, or call without keepIfAbandoned"
+                            "this broker does not keep abandoned calls (it names no \(BrokerFeatures.keepIfAbandonedFeature) in mmi.features: it keeps no journal, --state-dir none, or predates them); give it a journal or upgrade it, or call without keepIfAbandoned"
                         )), attempts: 0)
             }
         }

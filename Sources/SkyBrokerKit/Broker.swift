@@ -154,7 +154,7 @@ public final class Broker: Service, Sendable {
         if let journal {
             // Jobs unfinished when the broker last stopped are queued again before anyone connects.
             var outbound: [ZMQEventLoop.Outbound] = []
-            shell.recover(journal.unfinished, into: &outbound)
+            shell.recover(journal.unfinished, paused: journal.paused, into: &outbound)
             loop.send(outbound)
         }
         return Broker(
@@ -285,10 +285,14 @@ public final class Broker: Service, Sendable {
             return state.withLock { $0.snapshot(now: now) }
         }
 
-        func recover(_ records: [JobRecord], into outbound: inout [ZMQEventLoop.Outbound]) {
+        func recover(_ records: [JobRecord], paused: [String], into outbound: inout [ZMQEventLoop.Outbound]) {
             var actions: [BrokerAction] = []
             let now = BrokerInstant.now
-            state.withLock { _ = $0.recover(records, now: now, into: &actions) }
+            state.withLock { machine in
+                // Paused first: none of a paused service's jobs may start.
+                machine.pausedAtStart(paused)
+                _ = machine.recover(records, now: now, into: &actions)
+            }
             execute(&actions, into: &outbound)
         }
 

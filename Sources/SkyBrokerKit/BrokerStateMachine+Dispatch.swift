@@ -350,7 +350,7 @@ extension BrokerStateMachine {
         while free > 0, deliveries.hasRoom {
             var oldest: (service: ServiceBook.Number, arrival: UInt64)?
             for service in numbers {
-                guard let arrival = oldestWaiting(service) else { continue }
+                guard !services[service].paused, let arrival = oldestWaiting(service) else { continue }
                 if oldest == nil || arrival < oldest!.arrival { oldest = (service, arrival) }
             }
             // Requests first: a call has a caller waiting on a deadline, a job waits on disk. Jobs

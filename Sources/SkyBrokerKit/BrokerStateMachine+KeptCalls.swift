@@ -22,25 +22,27 @@ extension BrokerStateMachine {
     /// Takes the request `key` (waiting or running) as a job, if it asked to be kept and the
     /// scheduler may take it; its client is answered with the job once it is on disk
     /// (`attempt`: the attempt the answer names; 0 for the answer to a CANCEL).
-    /// - Returns: whether it was kept (else the caller ends it as it would any request).
+    /// - Returns: whether it was kept; else the caller ends it as it would any request, saying
+    ///   why it was not kept if it asked to be.
     mutating func keepAbandoned(
         _ key: TaskKey, answering attempt: UInt32, now: Instant, into actions: inout [BrokerAction]
-    ) -> Bool {
-        guard let place = tasks[key] else { return false }
+    ) -> KeepOutcome {
+        guard let place = tasks[key] else { return .notAsked }
         let peer = clients.record(key.client)?.peer
         let caller = peer.map { JobCaller(peer: $0, requestID: key.requestID, attempt: attempt) }
         switch place.kind {
         case .waiting(let arrival):
-            guard let task = waitingRequest(arrival: arrival), !task.dropped, task.request.header.keepIfAbandoned,
-                mayKeep(task, now: now, into: &actions)
-            else { return false }
+            guard let task = waitingRequest(arrival: arrival), !task.dropped, task.request.header.keepIfAbandoned
+            else { return .notAsked }
+            if let refusal = refusal(task, now: now, into: &actions) { return .refused(refusal) }
             dropWaiting(key, arrival: arrival)
             finishRequest(key.client)
             withJobs(now: now, into: &actions) { $0.keep(task.request, at: .waiting, caller: caller, into: &$1) }
         case .running(let tag):
-            guard let held = deliveries[tag], !held.answered, held.task.request.header.keepIfAbandoned,
-                mayKeep(held.task, now: now, into: &actions)
-            else { return false }
+            guard let held = deliveries[tag], !held.answered, held.task.request.header.keepIfAbandoned else {
+                return .notAsked
+            }
+            if let refusal = refusal(held.task, now: now, into: &actions) { return .refused(refusal) }
             // The delivery goes on as the job's first attempt: its worker's reply finds the job.
             tasks[key] = nil
             deliveries.update(tag) { held in
@@ -56,18 +58,27 @@ extension BrokerStateMachine {
                 $0.keep(held.task.request, at: .running(tag: tag), caller: caller, worker: worker, into: &$1)
             }
         }
-        return true
+        return .kept
     }
 
-    /// Whether the scheduler may take `task` as a job now; logged when not.
-    private mutating func mayKeep(_ task: QueuedRequest, now: Instant, into actions: inout [BrokerAction]) -> Bool {
-        guard let refusal = jobs.keepRefusal(JobID(task.request.requestID)) else { return true }
+    /// What ``keepAbandoned(_:answering:now:into:)`` did.
+    enum KeepOutcome: Equatable {
+        case kept
+        /// The request did not ask to be kept (or is no longer held).
+        case notAsked
+        /// It asked, but could not be kept: why.
+        case refused(String)
+    }
+
+    /// Why the scheduler may not take `task` as a job now, if it may not; logged.
+    private mutating func refusal(_ task: QueuedRequest, now: Instant, into actions: inout [BrokerAction]) -> String? {
+        guard let refusal = jobs.keepRefusal(JobID(task.request.requestID)) else { return nil }
         logAboutPeer(
             .warning, "a call its caller left cannot be kept as a job; it ends as calls do", now: now, into: &actions
         ) {
             ["request": "\(task.request.requestID)", "service": task.request.service, "reason": refusal]
         }
-        return false
+        return refusal
     }
 
     /// A kept call's reply went to its client: remembered for ``keptReplyMemory``, in case the

@@ -56,11 +56,15 @@ extension BrokerStateMachine {
             budget.spend()
             // A call that asked to be kept waits on as a job once its wait is over (not at the
             // end of a no-workers grace: that is an answer, not a caller gone).
-            if first.expiry >= expiry, task.request.header.keepIfAbandoned,
-                keepAbandoned(task.key, answering: task.request.header.attempt, now: instant, into: &actions)
-            {
-                _ = oldestWaiting(task.service)
-                continue
+            var notKept = ""
+            if first.expiry >= expiry, task.request.header.keepIfAbandoned {
+                switch keepAbandoned(task.key, answering: task.request.header.attempt, now: instant, into: &actions) {
+                case .kept:
+                    _ = oldestWaiting(task.service)
+                    continue
+                case .refused(let reason): notKept = "; it could not be kept as a job (\(reason))"
+                case .notAsked: break
+                }
             }
             dropWaiting(task.key, arrival: first.arrival)
             // Usually the expired request is the oldest of its queue: trim it right away.
@@ -79,8 +83,12 @@ extension BrokerStateMachine {
                     into: &actions)
             } else {
                 counters.deadlinesExceeded += 1
+                let name = task.request.service
                 fail(
-                    task, .deadlineExceeded, "it waited for a free \(task.request.service) worker past its deadline",
+                    task, .deadlineExceeded,
+                    (services[task.service].paused
+                        ? "it waited past its deadline: the service \(name) is paused (skyctl services resume \(name))"
+                        : "it waited for a free \(name) worker past its deadline") + notKept,
                     into: &actions)
             }
         }
@@ -165,10 +173,20 @@ extension BrokerStateMachine {
                 let (graceEnd, overflow) = nowTicks.addingReportingOverflow(Self.nanoseconds(configuration.leaseGrace))
                 leases.insert(LeaseEntry(expiry: overflow ? Int64.max : graceEnd, tag: first.tag))
                 continue
-            } else if held.task.request.header.keepIfAbandoned,
-                keepAbandoned(key, answering: held.task.request.header.attempt, now: now, into: &actions)
-            {
-                // Its caller's deadline passed: it runs on as a job.
+            } else if held.task.request.header.keepIfAbandoned {
+                // Its caller's deadline passed (its lease has no grace): it runs on as a job, or
+                // is cancelled, saying why it could not be kept.
+                guard
+                    case .refused(let reason) = keepAbandoned(
+                        key, answering: held.task.request.header.attempt, now: now, into: &actions)
+                else { continue }
+                tasks[key] = nil
+                cancelAtWorker(key, tag: first.tag, into: &actions)
+                counters.deadlinesExceeded += 1
+                fail(
+                    held.task, .deadlineExceeded,
+                    "its caller's deadline passed and it could not be kept as a job (\(reason)); it was cancelled on worker \(name)",
+                    worker: peer, keepsClient: true, into: &actions)
                 continue
             } else {
                 tasks[key] = nil

@@ -408,9 +408,16 @@ package struct BrokerStateMachine: Sendable {
             // Only the sender's own requests: a client without requests here has nothing to cancel.
             guard let number = clients.number(of: client) else { return }
             let key = TaskKey(client: number, requestID: requestID)
-            // A call that asked to be kept is left, not cancelled: it becomes a job.
-            if keepAbandoned(key, answering: 0, now: now, into: &actions) { return }
-            cancel(key, into: &actions)
+            // A call that asked to be kept is left, not cancelled: it becomes a job (or is
+            // cancelled saying why it could not).
+            switch keepAbandoned(key, answering: 0, now: now, into: &actions) {
+            case .kept: return
+            case .refused(let reason):
+                cancel(
+                    key, because: "its caller left it and it could not be kept as a job (\(reason)); it was cancelled",
+                    into: &actions)
+            case .notAsked: cancel(key, into: &actions)
+            }
         }
     }
 
@@ -501,7 +508,9 @@ package struct BrokerStateMachine: Sendable {
         // A worker with a free credit means nothing of this service is waiting (the broker hands
         // queued work to every credit that frees up), so going straight to it keeps FIFO order;
         // and while requests of it wait, no worker of it has a credit to look for.
-        if services[service].queued.count == 0, let worker = bestWorker(for: service, avoiding: key) {
+        if services[service].queued.count == 0, !services[service].paused,
+            let worker = bestWorker(for: service, avoiding: key)
+        {
             counters.requestsAccepted += 1
             dispatch(task, to: worker, now: now, into: &actions)
             return
@@ -557,7 +566,9 @@ package struct BrokerStateMachine: Sendable {
     /// Answers a CANCEL. The reply carries attempt 0: it answers the CANCEL, not an attempt.
     /// A running delivery is cancelled at its worker, which keeps its credit until it replies;
     /// the request itself is done, so a retry with the same id is a new request.
-    private mutating func cancel(_ key: TaskKey, into actions: inout [BrokerAction]) {
+    private mutating func cancel(
+        _ key: TaskKey, because message: String = "cancelled by the client", into actions: inout [BrokerAction]
+    ) {
         var stillHeld = false
         switch tasks[key]?.kind {
         case .waiting(let arrival)?:
@@ -572,7 +583,7 @@ package struct BrokerStateMachine: Sendable {
         counters.cancelled += 1
         reply(
             to: key.client,
-            .failure(key.requestID, .cancelled, message: "cancelled by the client", attempt: 0),
+            .failure(key.requestID, .cancelled, message: message, attempt: 0),
             into: &actions)
         // A delivery its worker still holds keeps the client's number until it comes back
         // (``releaseCancelledDelivery(_:at:)``).
@@ -763,8 +774,12 @@ package struct BrokerStateMachine: Sendable {
         case BrokerService.workers:
             let body = (try? CanonicalJSON.encode(snapshot(now: now))) ?? Array("{}".utf8)
             answer = TaskReply(requestID: request.requestID, status: .ok, body: body)
+        case BrokerService.servicePause, BrokerService.serviceResume, BrokerService.serviceList:
+            answerServiceControl(request, for: client, now: now, into: &actions)
+            return
         case BrokerService.features:
-            let features = BrokerFeatures.broker(maxFrameSize: Int(configuration.maxFrameSize))
+            let features = BrokerFeatures.broker(
+                maxFrameSize: Int(configuration.maxFrameSize), journal: jobs.configuration.journal)
             answer = TaskReply(requestID: request.requestID, status: .ok, body: features.encode())
         default:
             answer = .failure(

@@ -35,6 +35,8 @@ struct JobScheduler: Sendable {
     var schedules = ScheduleBook()
     /// The flows (``FlowBook``), whose steps this scheduler runs as jobs.
     var flows = FlowBook()
+    /// Services paused: their jobs are neither prepared nor taken (the broker says which).
+    var paused: Set<String> = []
     var idGenerator: SplitMix64
     /// Orders jobs of equal priority by submission.
     private var nextArrival: UInt64 = 0
@@ -262,7 +264,9 @@ struct JobScheduler: Sendable {
         options.keyHold = .kept  // a unique job's hold is in its recorded key's prefix
         // A job that would be prepared as soon as it is on disk has its first start written with
         // it: one write instead of two (see ``JobBook/reserveStart(_:)``).
-        let starts = mayStart && notBefore <= wall && book.reserveStart(submission.service)
+        let starts =
+            mayStart && notBefore <= wall && (paused.isEmpty || !paused.contains(submission.service))
+            && book.reserveStart(submission.service)
         let record = JobRecord(
             id: id.bytes, service: submission.service, body: submission.body, priority: Int(submission.priority),
             notBefore: notBefore > wall ? notBefore : 0, idempotencyKey: submission.idempotencyKey,
@@ -525,6 +529,8 @@ struct JobScheduler: Sendable {
     /// gives up its worst start for a queued job of higher priority
     /// (``JobBook/releaseForBetter(_:)``), so that what is prepared is always the best waiting.
     mutating func prepare(_ service: String, into actions: inout [Action]) {
+        // A paused service's jobs wait unprepared: no start is written for them.
+        guard paused.isEmpty || !paused.contains(service) else { return }
         while true {
             if let id = book.takeToPrepare(service) {
                 let attempt = book.update(id, "a job taken to prepare is held") { job in
@@ -554,7 +560,7 @@ struct JobScheduler: Sendable {
     mutating func best(among services: [String]) -> String? {
         guard !book.ready.isEmpty else { return nil }
         var best: (service: String, arrival: UInt64, priority: Int8)?
-        for service in services where book.ready.has(service) {
+        for service in services where book.ready.has(service) && (paused.isEmpty || !paused.contains(service)) {
             // A job of higher priority is being prepared: the credit waits for it (one commit).
             guard !book.betterIsPreparing(service), let head = book.ready.head(service, in: book.jobs)
             else { continue }
@@ -810,6 +816,8 @@ struct JobScheduler: Sendable {
             if let flow { advanceFlow(flow, into: &actions) }
         case .written(.flowEnded(let id), let result):
             flowEndWritten(id, result, into: &actions)
+        case .written(.servicePaused, _):
+            break  // the broker's (``BrokerStateMachine/servicePauseWritten``)
         case .flowLoaded(let id, let result):
             flowLoaded(id, result, into: &actions)
         case .flowRead(let id, let caller, let result):

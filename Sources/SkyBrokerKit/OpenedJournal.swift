@@ -8,6 +8,8 @@ protocol OpenedJournal: Sendable {
     var writer: JournalWriter { get }
     /// Jobs the journal held unfinished when it was opened.
     var unfinished: [JobRecord] { get }
+    /// The services paused when it was opened (their jobs wait).
+    var paused: [String] { get }
     /// Commits what is queued, stops the journal's thread, and lets the next broker in.
     func close() async
     /// Yields once if the journal was lost to another broker (a shared store); the broker
@@ -31,16 +33,17 @@ extension JournalWriter {
     static func startReading(
         named: (key: String, value: String), logger: Logger,
         open: @escaping @Sendable () throws(JournalError) -> any JobStore
-    ) async throws(JournalError) -> (writer: JournalWriter, unfinished: [JobRecord]) {
+    ) async throws(JournalError) -> (writer: JournalWriter, unfinished: [JobRecord], paused: [String]) {
         let writer = try await JournalWriter.start(open: open)
         do {
-            let (unfinished, jobs) = try await writer.read { store throws(JournalError) in
-                (try store.unfinished(), try store.jobCount())
+            let (unfinished, jobs, paused) = try await writer.read { store throws(JournalError) in
+                (try store.unfinished(), try store.jobCount(), try store.pausedServices())
             }
             logger.info(
                 "journal open",
                 metadata: [named.key: "\(named.value)", "jobs": "\(jobs)", "unfinished jobs": "\(unfinished.count)"])
-            return (writer, unfinished)
+            if !paused.isEmpty { logger.info("paused services", metadata: ["services": "\(paused)"]) }
+            return (writer, unfinished, paused)
         } catch {
             await writer.stop()
             throw error

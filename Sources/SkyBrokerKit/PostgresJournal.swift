@@ -10,6 +10,7 @@ import SkyZMQ
 final class PostgresJournal: OpenedJournal {
     let writer: JournalWriter
     let unfinished: [JobRecord]
+    let paused: [String]
     let lost: AsyncStream<JournalError>?
     let epoch: Int64?
     /// Renews the lease between transactions, and steps down once a standby took over while
@@ -51,13 +52,15 @@ final class PostgresJournal: OpenedJournal {
     }
 
     private init(
-        writer: JournalWriter, unfinished: [JobRecord], epoch: Int64, standby: PostgresJobStore.Standby,
+        writer: JournalWriter, unfinished: [JobRecord], paused: [String], epoch: Int64,
+        standby: PostgresJobStore.Standby,
         store: String, watch: Locked<LeaseWatch>,
         lost: (stream: AsyncStream<JournalError>, continuation: AsyncStream<JournalError>.Continuation),
         logger: Logger
     ) {
         self.writer = writer
         self.unfinished = unfinished
+        self.paused = paused
         self.lost = lost.stream
         self.epoch = epoch
         // The watch counts from when this broker became active, not from when it began to wait.
@@ -219,7 +222,9 @@ final class PostgresJournal: OpenedJournal {
         let standby = waiting
         let watch = Locked(LeaseWatch())
         do {
-            let (writer, unfinished) = try await JournalWriter.startReading(named: ("store", store), logger: logger) {
+            let (writer, unfinished, paused) = try await JournalWriter.startReading(
+                named: ("store", store), logger: logger
+            ) {
                 () throws(JournalError) in
                 try PostgresJobStore(
                     uri: uri, standby: standby,
@@ -233,7 +238,8 @@ final class PostgresJournal: OpenedJournal {
                 (store as? PostgresJobStore)?.currentEpoch ?? 0
             }
             return PostgresJournal(
-                writer: writer, unfinished: unfinished, epoch: epoch, standby: standby, store: store, watch: watch,
+                writer: writer, unfinished: unfinished, paused: paused, epoch: epoch, standby: standby, store: store,
+                watch: watch,
                 lost: (lost, losing), logger: logger)
         } catch JournalError.stoppedWaiting {
             throw BrokerStoppedWaiting(store: store)

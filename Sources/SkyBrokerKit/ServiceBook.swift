@@ -29,6 +29,9 @@ struct ServiceBook: Sendable {
         var queued = BrokerStateMachine.ServiceQueue()
         /// What it did in the current stats period, if anything.
         var window: ServiceWindow?
+        /// Paused: nothing of it is sent to a worker (kept here, where dispatch looks, as well
+        /// as by name in ``ServiceBook/paused``).
+        var paused = false
 
         var isServed: Bool { !workers.isEmpty }
         var isIdle: Bool { workers.isEmpty && queue.isEmpty && window == nil }
@@ -44,6 +47,8 @@ struct ServiceBook: Sendable {
     /// one before named, and comparing two names costs less than hashing one. Checked against
     /// its entry, so a number freed or given to another service since finds nothing.
     private var lastFound = ServiceBook.none
+    /// The services paused, known or not: an entry made for one of them is made paused.
+    private(set) var paused: Set<String> = []
 
     /// Services known now.
     var count: Int { numbers.count }
@@ -66,14 +71,23 @@ struct ServiceBook: Sendable {
         let number: Number
         if let reused = free.popLast() {
             number = reused
-            entries[Int(number)] = Entry(name: name)
+            entries[Int(number)] = Entry(name: name, paused: paused.contains(name))
         } else {
             guard entries.count < Int(Self.none) else { return nil }
             number = Number(entries.count)
-            entries.append(Entry(name: name))
+            entries.append(Entry(name: name, paused: paused.contains(name)))
         }
         numbers[name] = number
         return number
+    }
+
+    /// Pauses or resumes `name`, known or not.
+    /// - Returns: whether that changed anything.
+    @discardableResult
+    mutating func setPaused(_ name: String, _ on: Bool) -> Bool {
+        let changed = on ? paused.insert(name).inserted : paused.remove(name) != nil
+        if let number = numbers[name] { entries[Int(number)].paused = on }
+        return changed
     }
 
     /// Whether `number` names a known service.

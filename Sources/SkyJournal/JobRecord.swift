@@ -107,6 +107,9 @@ public enum JobChange: Sendable, Equatable {
     /// transaction), if it made one.
     case scheduleAdvanced(name: String, nextFire: Int64, lastJob: [UInt8]?)
     case scheduleRemoved(name: String)
+    /// A service is paused (`paused`) or resumed: a paused service's work waits, across
+    /// restarts, until it is resumed.
+    case servicePaused(name: String, paused: Bool)
 }
 
 extension JobChange {
@@ -120,6 +123,7 @@ extension JobChange {
             id
         case .scheduleSaved(let schedule): Self.scheduleKey(schedule.name)
         case .scheduleAdvanced(let name, _, _), .scheduleRemoved(let name): Self.scheduleKey(name)
+        case .servicePaused(let name, _): [0xFE] + [UInt8](repeating: 0, count: 16) + Array(name.utf8)
         }
     }
 

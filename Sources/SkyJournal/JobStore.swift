@@ -34,6 +34,10 @@ public protocol JobStore {
 
     /// Every schedule, by name: what the broker fires from when it starts.
     func schedules() throws(JournalError) -> [ScheduleRecord]
+
+    /// The services paused (``JobChange/servicePaused(name:paused:)``), by name: read before the
+    /// broker takes up its unfinished jobs, so that none of theirs starts.
+    func pausedServices() throws(JournalError) -> [String]
 }
 
 extension JobStore {

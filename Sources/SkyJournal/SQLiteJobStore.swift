@@ -36,6 +36,9 @@ public final class SQLiteJobStore: JobStore {
     private let advanceSchedule: SQLiteDatabase.Statement
     private let removeSchedule: SQLiteDatabase.Statement
     private let allSchedules: SQLiteDatabase.Statement
+    private let pause: SQLiteDatabase.Statement
+    private let resume: SQLiteDatabase.Statement
+    private let allPaused: SQLiteDatabase.Statement
 
     private static let columns =
         "id, service, body, priority, not_before, idempotency_key, state, attempt, outcome, expires_at, submitted_at, options"
@@ -88,6 +91,9 @@ public final class SQLiteJobStore: JobStore {
             "UPDATE schedules SET next_fire = ?2, last_job = coalesce(?3, last_job) WHERE name = ?1")
         removeSchedule = try database.prepare("DELETE FROM schedules WHERE name = ?1")
         allSchedules = try database.prepare("SELECT name, spec, next_fire, last_job FROM schedules ORDER BY name")
+        pause = try database.prepare("INSERT OR IGNORE INTO paused_services (name) VALUES (?1)")
+        resume = try database.prepare("DELETE FROM paused_services WHERE name = ?1")
+        allPaused = try database.prepare("SELECT name FROM paused_services ORDER BY name")
     }
 
     /// The journal's settings and tables; run on every open (a journal of an older build of
@@ -121,6 +127,7 @@ public final class SQLiteJobStore: JobStore {
             next_fire INTEGER NOT NULL,
             last_job BLOB
         );
+        CREATE TABLE IF NOT EXISTS paused_services (name TEXT PRIMARY KEY);
         """
 
     /// Makes a new journal at `path` (where there is no file): under a staging name first, its
@@ -221,6 +228,8 @@ public final class SQLiteJobStore: JobStore {
                     try advanceSchedule.run([.text(name), .integer(nextFire), lastJob.map { .blob($0) } ?? .null])
                 case .scheduleRemoved(let name):
                     try removeSchedule.run([.text(name)])
+                case .servicePaused(let name, let paused):
+                    try (paused ? pause : resume).run([.text(name)])
                 }
             }
             try database.execute("COMMIT")
@@ -247,6 +256,12 @@ public final class SQLiteJobStore: JobStore {
                 ScheduleRecord(
                     name: row.text(0) ?? "", spec: row.blob(1) ?? [], nextFire: row.integer(2), lastJob: row.blob(3)))
         }
+        return found
+    }
+
+    public func pausedServices() throws(JournalError) -> [String] {
+        var found: [String] = []
+        try allPaused.run([]) { row throws(JournalError) in found.append(row.text(0) ?? "") }
         return found
     }
 

@@ -27,7 +27,7 @@ import SkyJournal
 public final class PostgresJobStore: JobStore {
     /// The schema version this build reads and writes; a store of a newer one is refused, an
     /// older one is brought up to it (docs/jobs.md, "Schema versions").
-    public static let schemaVersion: Int64 = 3
+    public static let schemaVersion: Int64 = 4
     /// The advisory lock's key ("SkyJobs" in ASCII): brokers of one database share it.
     static let lockKey: Int64 = 0x0053_6B79_4A6F_6273
 
@@ -300,6 +300,7 @@ public final class PostgresJobStore: JobStore {
                 }
                 if found < 2 { try connection.execute(Self.version2) }
                 if found < 3 { try connection.execute(Self.version3) }
+                if found < 4 { try connection.execute(Self.version4) }
             }
             try connection.execute("COMMIT")
         } catch {
@@ -314,6 +315,7 @@ public final class PostgresJobStore: JobStore {
             try connection.execute(Self.version1)
             try connection.execute(Self.version2)
             try connection.execute(Self.version3)
+            try connection.execute(Self.version4)
         } catch .failed(_, let operation, let reason) where reason.contains("permission denied") {
             throw .failed(
                 path: connection.store, operation: operation,
@@ -365,6 +367,12 @@ public final class PostgresJobStore: JobStore {
     private static let version3 = """
         CREATE TABLE sky_schedules (name text PRIMARY KEY, spec bytea NOT NULL, next_fire bigint NOT NULL, last_job bytea);
         UPDATE sky_schema SET version = 3;
+        """
+
+    /// Version 4: paused services, whose work waits until they are resumed.
+    private static let version4 = """
+        CREATE TABLE sky_paused_services (name text PRIMARY KEY);
+        UPDATE sky_schema SET version = 4;
         """
 
     private func define() {
@@ -462,6 +470,10 @@ public final class PostgresJobStore: JobStore {
         connection.define("remove schedule", "DELETE FROM sky_schedules WHERE name = $1", types: [text])
         connection.define(
             "schedules", "SELECT name, spec, next_fire, last_job FROM sky_schedules ORDER BY name", types: [])
+        connection.define(
+            "pause service", "INSERT INTO sky_paused_services (name) VALUES ($1) ON CONFLICT DO NOTHING", types: [text])
+        connection.define("resume service", "DELETE FROM sky_paused_services WHERE name = $1", types: [text])
+        connection.define("paused services", "SELECT name FROM sky_paused_services ORDER BY name", types: [])
         connection.define("bytes", "SELECT pg_total_relation_size('sky_jobs')", types: [])
         connection.define("count", "SELECT count(*) FROM sky_jobs", types: [])
     }
@@ -578,6 +590,8 @@ public final class PostgresJobStore: JobStore {
                     ("advance schedule", [.text(name), .integer(nextFire), lastJob.map { .bytes($0) } ?? .null]))
             case .scheduleRemoved(let name):
                 schedules.append(("remove schedule", [.text(name)]))
+            case .servicePaused(let name, let paused):
+                schedules.append((paused ? "pause service" : "resume service", [.text(name)]))
             }
         }
         func integers(_ values: [Int64]) -> Value { .array(element: 20, values.map { .integer($0) }) }
@@ -650,6 +664,12 @@ public final class PostgresJobStore: JobStore {
 
     public func job(_ id: [UInt8]) throws(JournalError) -> JobRecord? {
         try records("byID", [.bytes(id)]).first
+    }
+
+    public func pausedServices() throws(JournalError) -> [String] {
+        var found: [String] = []
+        try connection.run("paused services", []) { row in found.append(row.text(0) ?? "") }
+        return found
     }
 
     public func schedules() throws(JournalError) -> [ScheduleRecord] {

@@ -38,6 +38,9 @@ public struct BrokerFeatures: Sendable, Equatable {
     /// (``RequestHeader/keepIfAbandoned``); one that does not say drops such a REQUEST as
     /// malformed.
     public var keepsAbandonedCalls: Bool
+    /// The broker takes `mmi.services.pause`, `.resume` and `.list`; one that does not say
+    /// answers them `unknownService`.
+    public var pausesServices: Bool
 
     /// The edition this build speaks: docs/protocol.md, "Editions". Raised only with a change
     /// of meaning under an unchanged form, together with the doc's "Changes by edition".
@@ -58,6 +61,8 @@ public struct BrokerFeatures: Sendable, Equatable {
     public static let flowsFeature = "flows"
     /// The line that names ``keepsAbandonedCalls``.
     public static let keepIfAbandonedFeature = "keep-if-abandoned"
+    /// The line that names ``pausesServices``.
+    public static let servicePauseFeature = "service-pause"
 
     /// The line that carries ``maxFrameSize``.
     public static let maxFrameSizeName = "max-frame-size"
@@ -70,7 +75,8 @@ public struct BrokerFeatures: Sendable, Equatable {
     public init(
         edition: Int? = nil, takesTrace: Bool = false, maxFrameSize: Int? = nil, takesPacked: Bool = false,
         takesNoWorkersGrace: Bool = false, takesPriority: Bool = false, jobSubmissionVersion: Int? = nil,
-        takesScheduleQueue: Bool = false, takesFlows: Bool = false, keepsAbandonedCalls: Bool = false
+        takesScheduleQueue: Bool = false, takesFlows: Bool = false, keepsAbandonedCalls: Bool = false,
+        pausesServices: Bool = false
     ) {
         self.edition = edition
         self.takesTrace = takesTrace
@@ -82,14 +88,16 @@ public struct BrokerFeatures: Sendable, Equatable {
         self.takesScheduleQueue = takesScheduleQueue
         self.takesFlows = takesFlows
         self.keepsAbandonedCalls = keepsAbandonedCalls
+        self.pausesServices = pausesServices
     }
 
-    /// Everything this build of the broker says to clients (`mmi.features`).
-    public static func broker(maxFrameSize: Int) -> BrokerFeatures {
+    /// Everything this build of the broker says to clients (`mmi.features`); `journal`: it keeps
+    /// one (else it cannot keep abandoned calls, and does not say it does).
+    public static func broker(maxFrameSize: Int, journal: Bool = true) -> BrokerFeatures {
         BrokerFeatures(
             edition: currentEdition, takesTrace: true, maxFrameSize: maxFrameSize, takesPacked: true,
             takesNoWorkersGrace: true, takesPriority: true, jobSubmissionVersion: Int(JobSubmission.newestVersion),
-            takesScheduleQueue: true, takesFlows: true, keepsAbandonedCalls: true)
+            takesScheduleQueue: true, takesFlows: true, keepsAbandonedCalls: journal, pausesServices: true)
     }
 
     /// Reads what a broker said, a line each (a FEATURES to a worker carries a line a frame);
@@ -112,6 +120,8 @@ public struct BrokerFeatures: Sendable, Equatable {
                 takesFlows = true
             } else if text == Self.keepIfAbandonedFeature {
                 keepsAbandonedCalls = true
+            } else if text == Self.servicePauseFeature {
+                pausesServices = true
             } else if let equals = text.firstIndex(of: "="),
                 let value = Int(text[text.index(after: equals)...]), value > 0
             {
@@ -143,6 +153,7 @@ public struct BrokerFeatures: Sendable, Equatable {
         if takesScheduleQueue { lines.append(Self.scheduleQueueFeature) }
         if takesFlows { lines.append(Self.flowsFeature) }
         if keepsAbandonedCalls { lines.append(Self.keepIfAbandonedFeature) }
+        if pausesServices { lines.append(Self.servicePauseFeature) }
         return lines
     }
 

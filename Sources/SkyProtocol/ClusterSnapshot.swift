@@ -168,6 +168,15 @@ public enum BrokerService {
     public static let scheduleServices: Set<String> = [
         scheduleSave, schedulePause, scheduleResume, scheduleRemove, scheduleTrigger, scheduleList,
     ]
+    /// Body: a service's name. Reply: empty, once the pause is on disk (with a journal). The
+    /// service's waiting calls and jobs wait; what runs finishes.
+    public static let servicePause = "mmi.services.pause"
+    /// Body: a service's name. Reply: empty, once on disk. Its waiting work starts.
+    public static let serviceResume = "mmi.services.resume"
+    /// Body: empty. Reply: a ``ServiceListing``.
+    public static let serviceList = "mmi.services.list"
+    /// Every service-control service above.
+    public static let serviceServices: Set<String> = [servicePause, serviceResume, serviceList]
     /// The longest the broker holds an `mmi.jobs.wait` before answering "not yet".
     public static let jobWaitHold = Duration.seconds(20)
 }

@@ -9,7 +9,9 @@ struct SkyCtlCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "skyctl",
         abstract: "Operates a Sky cluster from the command line.",
-        subcommands: [JobsCommand.self, SchedulesCommand.self, FlowsCommand.self, CallCommand.self])
+        subcommands: [
+            JobsCommand.self, SchedulesCommand.self, FlowsCommand.self, ServicesCommand.self, CallCommand.self,
+        ])
 }
 
 /// The flags every skyctl command takes to reach the broker.

@@ -87,7 +87,7 @@ extension ThirdLineSuite {
                 _ = try await caller.scan(
                     SleepTask(milliseconds: 10), options: ScanOptions(keepIfAbandoned: true))
             } throws: { error in
-                guard case SkyError.journalUnavailable(let message) = error else { return false }
+                guard case SkyError.invalidTask(let message) = error else { return false }
                 return message.contains("keepIfAbandoned")
             }
             await caller.close()

@@ -97,13 +97,21 @@ struct BrokerTracingTests {
         #expect(reply.status == .ok)
         #expect(
             String(decoding: reply.body, as: UTF8.self)
-                == "edition=2\n\(TraceContext.feature)\nmax-frame-size=65536\npacked\nno-workers-ms\npriority\njob-submission=3\nschedule-queue\nflows\nkeep-if-abandoned"
+                == "edition=2\n\(TraceContext.feature)\nmax-frame-size=65536\npacked\nno-workers-ms\npriority\njob-submission=3\nschedule-queue\nflows\nservice-pause"
         )
         #expect(
             BrokerFeatures(decoding: reply.body)
                 == BrokerFeatures(
                     edition: 2, takesTrace: true, maxFrameSize: 65536, takesPacked: true, takesNoWorkersGrace: true,
                     takesPriority: true, jobSubmissionVersion: 3, takesScheduleQueue: true, takesFlows: true,
-                    keepsAbandonedCalls: true))
+                    pausesServices: true))
+        // With a journal it keeps abandoned calls, and says so.
+        var journaled = BrokerHarness.withJournal()
+        let asked = effects(journaled.request(client, ask, service: BrokerService.features, body: []))
+        guard case .sendToClient(client, .reply(let answer))? = asked.first else {
+            Issue.record("\(asked)")
+            return
+        }
+        #expect(BrokerFeatures(decoding: answer.body).keepsAbandonedCalls)
     }
 }

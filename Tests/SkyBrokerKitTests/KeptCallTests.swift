@@ -129,6 +129,33 @@ struct KeptCallTests {
         #expect(journalWrites(broker.reply(worker1, client: client, call)).isEmpty)
     }
 
+    /// A call that cannot be kept when its caller leaves (here its id is a held job's) ends as
+    /// calls end, and its answer says why: at a CANCEL, and at its deadline (without the lease
+    /// grace, and without the warning about a handler that ignores cancellation).
+    @Test func aCallThatCannotBeKeptEndsSayingWhy() throws {
+        var broker = BrokerHarness.withJournal()
+        let (job, _) = broker.submit(client, RequestID(high: 3, low: 3), service: "other")
+        _ = broker.ready(worker1)
+        _ = broker.request(client, job.requestID, timeout: .seconds(5), keep: true)
+        let cancelled = try #require(replies(broker.cancel(client, job.requestID), to: job.requestID).first)
+        #expect(cancelled.status == .cancelled)
+        #expect(
+            RemoteErrorBody(decoding: cancelled.body).message.contains(
+                "could not be kept as a job (its request id is a job's id already)"))
+
+        _ = broker.reply(worker1, client: client, job.requestID)
+        _ = broker.request(client, job.requestID, timeout: .seconds(1), keep: true)
+        let due = broker.advance(.milliseconds(1100))
+        let expired = try #require(replies(due, to: job.requestID).first)
+        #expect(expired.status == .deadlineExceeded)
+        #expect(RemoteErrorBody(decoding: expired.body).message.contains("could not be kept as a job"))
+        #expect(due.contains { if case .sendToWorker(_, .cancel) = $0 { true } else { false } })
+        #expect(
+            !due.contains {
+                if case .log(.warning, let line, _) = $0 { line.contains("ignore cancellation") } else { false }
+            })
+    }
+
     @Test func aBrokerWithoutAJournalRefusesAKeptCallAtOnce() {
         var broker = BrokerHarness()
         _ = broker.ready(worker1)

@@ -16,6 +16,7 @@ enum JobStoreContract: CaseIterable, Sendable {
     case aScheduleIsKeptWithItsTickAndItsTicksJobInOneTransaction
     case aReleasedKeyIsTakenByTheNextJobAndAnEndedJobKeepsItsKey
     case aFlowsStepsAreReadByTheirKeysAndKeptAsLongAsTheFlow
+    case aPausedServiceStaysPausedUntilResumed
 
     typealias Open = () throws(JournalError) -> any JobStore
 
@@ -41,6 +42,8 @@ enum JobStoreContract: CaseIterable, Sendable {
             try Self.aReleasedKeyIsTakenByTheNextJobAndAnEndedJobKeepsItsKey(open)
         case .aFlowsStepsAreReadByTheirKeysAndKeptAsLongAsTheFlow:
             try Self.aFlowsStepsAreReadByTheirKeysAndKeptAsLongAsTheFlow(open)
+        case .aPausedServiceStaysPausedUntilResumed:
+            try Self.aPausedServiceStaysPausedUntilResumed(open)
         }
     }
 
@@ -75,6 +78,25 @@ enum JobStoreContract: CaseIterable, Sendable {
         // transaction.
         #expect(try store.apply([.keyExpired(id: job(2).id), .submitted(job(4, key: "one"))]).duplicates.isEmpty)
         #expect(try store.job(idempotencyKey: "one")?.id == job(4).id)
+    }
+
+    /// Paused services, across a reopening: pausing twice keeps one, resuming one that is not
+    /// paused changes nothing, a pause and a resume of one service in one transaction take
+    /// effect in their order.
+    private static func aPausedServiceStaysPausedUntilResumed(_ open: Open) throws {
+        do {
+            let store = try open()
+            #expect(try store.pausedServices().isEmpty)
+            try store.apply([
+                .servicePaused(name: "b", paused: true), .servicePaused(name: "a", paused: true),
+                .servicePaused(name: "a", paused: true), .servicePaused(name: "c", paused: false),
+                .servicePaused(name: "d", paused: true), .servicePaused(name: "d", paused: false),
+            ])
+        }
+        let store = try open()
+        #expect(try store.pausedServices() == ["a", "b"])
+        try store.apply([.servicePaused(name: "a", paused: false)])
+        #expect(try store.pausedServices() == ["b"])
     }
 
     /// A flow's steps: read at once by their keys (a key no job holds is left out), kept until

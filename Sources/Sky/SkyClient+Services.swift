@@ -1,0 +1,51 @@
+import SkyJSON
+import SkyProtocol
+
+/// Pausing services: a paused service's waiting calls and jobs wait (calls up to their
+/// deadline), what runs finishes, and the pause is kept across broker restarts (with a
+/// journal). For operators' tools; see docs/operations.md, "Pausing a service".
+extension SkyClient {
+    /// Pauses `service`; returns once the pause is on disk.
+    /// - Throws: ``SkyError/invalidTask(_:)`` for a name no service can have, or a broker that
+    ///   does not pause services; ``SkyError/journalUnavailable(_:)`` if it could not be
+    ///   recorded (it was then undone).
+    public nonisolated func pause(service: String) async throws {
+        try await control(BrokerService.servicePause, service)
+    }
+
+    /// Resumes `service`: its waiting calls and jobs start.
+    public nonisolated func resume(service: String) async throws {
+        try await control(BrokerService.serviceResume, service)
+    }
+
+    /// Every service the broker knows (served, with work waiting, or paused), by name.
+    public nonisolated func services() async throws -> [ServiceState] {
+        try await checkPausesServices()
+        let reply = try await jobCall(BrokerService.serviceList, [])
+        do {
+            return try CanonicalJSON.decode(ServiceListing.self, from: reply).services
+        } catch {
+            throw SkyError.internalError("the broker's service listing is malformed: \(error)")
+        }
+    }
+
+    private nonisolated func control(_ command: String, _ service: String) async throws {
+        if let problem = WireFormat.nameProblem(service, what: "service name") { throw SkyError.invalidTask(problem) }
+        try await checkPausesServices()
+        do {
+            _ = try await jobCall(command, Array(service.utf8))
+        } catch SkyError.invalidPayload(let message) {
+            throw SkyError.invalidTask(message)
+        }
+    }
+
+    private nonisolated func checkPausesServices() async throws {
+        var features = shell.lastFeatures.withLock { $0 }
+        if features == nil { features = await brokerFeatures() }
+        guard features?.pausesServices == true else {
+            throw SkyError.invalidTask(
+                "this broker does not pause services (it names no \(BrokerFeatures.servicePauseFeature) in mmi.features); upgrade the broker"
+            )
+        }
+    }
+}

@@ -1,0 +1,81 @@
+import ArgumentParser
+import Sky
+import SkyProtocol
+
+struct ServicesCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "services",
+        abstract: "Lists, pauses and resumes services (docs/operations.md, \"Pausing a service\").",
+        subcommands: [List.self, Pause.self, Resume.self])
+
+    struct List: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Lists the services the broker knows (served, with work waiting, or paused).")
+
+        @OptionGroup var options: BrokerOptions
+
+        func run() async throws {
+            await options.run("skyctl") { client in
+                let items = try await client.services()
+                if items.isEmpty {
+                    print("no services")
+                    return
+                }
+                let rows = items.map { item in
+                    [
+                        item.name, item.paused ? "paused" : "active", "\(item.workers)", "\(item.queued)",
+                        "\(item.jobsQueued)",
+                    ]
+                }
+                ScheduleText.table(["SERVICE", "STATE", "WORKERS", "CALLS WAITING", "JOBS WAITING"], rows)
+            }
+        }
+    }
+
+    /// The service a command takes, and the broker it asks.
+    struct NameArguments: ParsableArguments {
+        @Argument(help: "The service's name (1 to 255 bytes).")
+        var name: String
+
+        @OptionGroup var options: BrokerOptions
+
+        func validate() throws {
+            if let problem = WireFormat.nameProblem(name, what: "service name") { throw ValidationError(problem) }
+            if name.hasPrefix(BrokerService.prefix) {
+                throw ValidationError("\(name) is one of the broker's own services; they cannot be paused")
+            }
+        }
+
+        func run(_ pause: Bool) async {
+            let name = name
+            await options.run("skyctl") { client in
+                do {
+                    if pause { try await client.pause(service: name) } else { try await client.resume(service: name) }
+                } catch SkyError.invalidTask(let message) {
+                    throw ScheduleText.refusal(message)
+                }
+                print(
+                    pause
+                        ? "paused \(name): its waiting calls and jobs wait (calls up to their deadline); what runs finishes"
+                        : "resumed \(name): its waiting calls and jobs start")
+            }
+        }
+    }
+
+    struct Pause: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Pauses a service: nothing of it starts until it is resumed, across broker restarts.")
+
+        @OptionGroup var service: NameArguments
+
+        func run() async throws { await service.run(true) }
+    }
+
+    struct Resume: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Resumes a paused service: its waiting work starts.")
+
+        @OptionGroup var service: NameArguments
+
+        func run() async throws { await service.run(false) }
+    }
+}

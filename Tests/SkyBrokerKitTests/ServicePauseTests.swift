@@ -1,0 +1,128 @@
+import SkyJSON
+import SkyJournal
+import Testing
+
+@testable import SkyBrokerKit
+@testable import SkyProtocol
+
+/// Paused services: nothing of theirs starts, what runs finishes, their calls wait up to their
+/// deadline, their jobs wait unprepared; a resume starts the backlog; the pause is on disk
+/// before it is answered and is undone if it cannot be written.
+@Suite("Broker state machine: paused services")
+struct ServicePauseTests {
+    let client = PeerID([0, 0, 0, 0, 1])
+    let admin = PeerID([0, 0, 0, 0, 2])
+    let worker1 = PeerID([0, 0, 0, 1, 1])
+
+    func replies(_ actions: [BrokerAction], to id: RequestID) -> [TaskReply] {
+        actions.compactMap { action in
+            guard case .sendToClient(_, .reply(let reply)) = action, reply.requestID == id else { return nil }
+            return reply
+        }
+    }
+
+    /// Pauses (or resumes) `service` and commits the write; returns the answer.
+    func control(
+        _ broker: inout BrokerHarness, _ service: String, pause: Bool, failing: JournalError? = nil
+    ) -> [TaskReply] {
+        let id = RequestID(high: 0xAD, low: UInt64.random(in: 1...UInt64.max))
+        let asked = broker.request(
+            admin, id, service: pause ? BrokerService.servicePause : BrokerService.serviceResume,
+            body: Array(service.utf8))
+        #expect(replies(asked, to: id).isEmpty == broker.machine.configuration.journal, "answered once on disk")
+        return replies(asked + broker.commit(asked, failing: failing), to: id)
+    }
+
+    @Test func aPausedServiceStartsNothingWhileOthersRunAndAResumeStartsItsBacklog() {
+        var broker = BrokerHarness.withJournal()
+        _ = broker.ready(worker1, capacity: 4, services: ["a", "b"])
+        #expect(control(&broker, "a", pause: true).map(\.status) == [.ok])
+        let callA = RequestID(high: 1, low: 1)
+        let callB = RequestID(high: 1, low: 2)
+        #expect(dispatched(broker.request(client, callA, service: "a", timeout: .seconds(10))).isEmpty)
+        #expect(dispatched(broker.request(client, callB, service: "b")).map(\.1) == [callB], "others run")
+        let (job, _) = broker.submit(client, RequestID(high: 2, low: 1), service: "a")
+        #expect(broker.machine.jobBook.jobs[job]?.attempt == 0, "no start written for a paused service's job")
+        // Five seconds on, nothing of it has started.
+        var later: [BrokerAction] = []
+        for _ in 0..<5 {
+            later += broker.worker(worker1, .heartbeat)
+            later += broker.advance(.seconds(1))
+        }
+        #expect(dispatched(later).isEmpty && journalWrites(later).isEmpty)
+        let listing = try? CanonicalJSON.decode(
+            ServiceListing.self,
+            from: replies(
+                broker.request(admin, RequestID(high: 3, low: 3), service: BrokerService.serviceList, body: []),
+                to: RequestID(high: 3, low: 3)
+            ).first?.body ?? [])
+        #expect(
+            listing?.services.first { $0.name == "a" }
+                == ServiceState(name: "a", workers: 1, queued: 1, jobsQueued: 1, paused: true))
+
+        let resumed = broker.request(
+            admin, RequestID(high: 4, low: 4), service: BrokerService.serviceResume, body: Array("a".utf8))
+        #expect(dispatched(resumed).map(\.1) == [callA], "the waiting call first, at once")
+        #expect(broker.settle(resumed) == [callA, job.requestID], "then the job, once its start is on disk")
+    }
+
+    @Test func aCallOfAPausedServiceIsAnsweredAtItsDeadlineSayingWhy() throws {
+        var broker = BrokerHarness.withJournal()
+        _ = broker.ready(worker1, services: ["a"])
+        _ = control(&broker, "a", pause: true)
+        let call = RequestID(high: 1, low: 1)
+        _ = broker.request(client, call, service: "a", timeout: .milliseconds(500))
+        let answer = try #require(replies(broker.advance(.milliseconds(600)), to: call).first)
+        #expect(answer.status == .deadlineExceeded)
+        #expect(RemoteErrorBody(decoding: answer.body).message.contains("the service a is paused"))
+    }
+
+    @Test func whatRunsWhenAServiceIsPausedFinishes() {
+        var broker = BrokerHarness.withJournal()
+        _ = broker.ready(worker1, services: ["a"])
+        let call = RequestID(high: 1, low: 1)
+        #expect(dispatched(broker.request(client, call, service: "a")).map(\.1) == [call])
+        _ = control(&broker, "a", pause: true)
+        #expect(replies(broker.reply(worker1, client: client, call), to: call).map(\.status) == [.ok])
+    }
+
+    @Test func aPauseThatCannotBeWrittenIsUndoneAndSaysWhy() throws {
+        var broker = BrokerHarness.withJournal()
+        _ = broker.ready(worker1, services: ["a"])
+        let error = JournalError.cannotConnect(store: "postgresql://sky@db/sky", reason: "the server did not answer")
+        let answer = try #require(control(&broker, "a", pause: true, failing: error).first)
+        #expect(answer.status == .journalUnavailable)
+        #expect(RemoteErrorBody(decoding: answer.body).message.contains("undone"))
+        #expect(!broker.machine.isPaused("a"))
+        let call = RequestID(high: 1, low: 1)
+        #expect(dispatched(broker.request(client, call, service: "a")).map(\.1) == [call])
+    }
+
+    @Test func servicesPausedAtStartStartNoneOfTheirUnfinishedJobs() {
+        var broker = BrokerHarness.withJournal()
+        broker.machine.pausedAtStart(["a"])
+        let record = JobRecord(
+            id: JobID(bytes: [UInt8](repeating: 9, count: 16))!.bytes, service: "a", body: [1], state: .queued,
+            expiresAt: 0, options: JobSubmission(service: "a", body: []).encode())
+        var actions: [BrokerAction] = []
+        broker.machine.recover([record], now: broker.now, into: &actions)
+        actions += broker.ready(worker1, services: ["a"])
+        #expect(!journalWrites(actions).contains { if case .started = $0 { true } else { false } }, "\(actions)")
+        #expect(dispatched(actions).isEmpty)
+        #expect(control(&broker, "a", pause: false).map(\.status) == [.ok])
+        #expect(broker.machine.jobBook.jobs.values.first?.attempt == 1, "prepared once resumed")
+    }
+
+    @Test func badNamesAreRefusedAndABrokerWithoutAJournalPausesInMemory() {
+        var broker = BrokerHarness.withJournal()
+        for (name, status) in [("mmi.workers", ReplyStatus.invalidPayload), ("", .invalidPayload)] {
+            let id = RequestID(high: 7, low: 7)
+            let asked = broker.request(admin, id, service: BrokerService.servicePause, body: Array(name.utf8))
+            #expect(replies(asked, to: id).map(\.status) == [status], "\(name)")
+            #expect(journalWrites(asked).isEmpty)
+        }
+        var memory = BrokerHarness()
+        #expect(control(&memory, "a", pause: true).map(\.status) == [.ok])
+        #expect(memory.machine.isPaused("a"))
+    }
+}
