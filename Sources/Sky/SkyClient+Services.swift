@@ -5,16 +5,22 @@ import SkyProtocol
 /// deadline), what runs finishes, and the pause is kept across broker restarts (with a
 /// journal). For operators' tools; see docs/operations.md, "Pausing a service".
 extension SkyClient {
-    /// Pauses `service`; returns once the pause is on disk.
+    /// Pauses `service` (known to the broker or not: its work waits from its first request);
+    /// returns once the pause is on disk.
+    /// - Returns: whether it changed anything (`false`: it was paused already).
     /// - Throws: ``SkyError/invalidTask(_:)`` for a name no service can have, or a broker that
-    ///   does not pause services; ``SkyError/journalUnavailable(_:)`` if it could not be
-    ///   recorded (it was then undone).
-    public nonisolated func pause(service: String) async throws {
+    ///   does not pause services; ``SkyError/overloaded(_:)`` beyond the broker's 10,000 paused
+    ///   services; ``SkyError/journalUnavailable(_:)`` if it could not be recorded (it was then
+    ///   undone).
+    @discardableResult
+    public nonisolated func pause(service: String) async throws -> Bool {
         try await control(BrokerService.servicePause, service)
     }
 
     /// Resumes `service`: its waiting calls and jobs start.
-    public nonisolated func resume(service: String) async throws {
+    /// - Returns: whether it changed anything (`false`: it was not paused).
+    @discardableResult
+    public nonisolated func resume(service: String) async throws -> Bool {
         try await control(BrokerService.serviceResume, service)
     }
 
@@ -29,11 +35,11 @@ extension SkyClient {
         }
     }
 
-    private nonisolated func control(_ command: String, _ service: String) async throws {
+    private nonisolated func control(_ command: String, _ service: String) async throws -> Bool {
         if let problem = WireFormat.nameProblem(service, what: "service name") { throw SkyError.invalidTask(problem) }
         try await checkPausesServices()
         do {
-            _ = try await jobCall(command, Array(service.utf8))
+            return try await jobCall(command, Array(service.utf8)) != [0]
         } catch SkyError.invalidPayload(let message) {
             throw SkyError.invalidTask(message)
         }

@@ -101,8 +101,9 @@ package enum JournalWrite: Sendable, Equatable {
     indirect case flowSteps([JobID])
     /// A flow's outcome (and its steps' retention): answer whoever waits, and forget it.
     case flowEnded(JobID)
-    /// A service was paused or resumed: answer `caller`, or undo it if it is not on disk.
-    indirect case servicePaused(name: String, paused: Bool, caller: JobCaller)
+    /// A service was paused or resumed (`changed`: it was not so before): answer `caller`, or
+    /// undo it if it is not on disk.
+    indirect case servicePaused(name: String, paused: Bool, changed: Bool, caller: JobCaller)
 }
 
 /// What a write of a schedule's definition changes once it is on disk.

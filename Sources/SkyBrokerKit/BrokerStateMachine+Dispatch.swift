@@ -346,11 +346,13 @@ extension BrokerStateMachine {
         // Only these two fields: a copy of the whole record would retain its tables and arrays,
         // and the dispatches below, which change the record, would then copy them on write.
         let (numbers, credits) = withWorker(at: index) { ($0.serviceNumbers, $0.freeCredits) }
+        // Looked at per service only while some service is paused (a load, not an access).
+        let anyPaused = !services.paused.isEmpty
         var free = credits
         while free > 0, deliveries.hasRoom {
             var oldest: (service: ServiceBook.Number, arrival: UInt64)?
             for service in numbers {
-                guard !services[service].paused, let arrival = oldestWaiting(service) else { continue }
+                guard !anyPaused || !services[service].paused, let arrival = oldestWaiting(service) else { continue }
                 if oldest == nil || arrival < oldest!.arrival { oldest = (service, arrival) }
             }
             // Requests first: a call has a caller waiting on a deadline, a job waits on disk. Jobs

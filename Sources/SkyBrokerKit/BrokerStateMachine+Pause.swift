@@ -10,18 +10,27 @@ import SkyProtocol
 /// caller is answered once it is written, and a pause that cannot be written is undone (the
 /// caller told why), so that memory and disk agree.
 extension BrokerStateMachine {
+    /// Services paused at most: each is a row in the journal and a line of the listing.
+    static let maxPausedServices = 10_000
+
     /// The services the journal held paused, before its unfinished jobs are taken up.
     package mutating func pausedAtStart(_ names: [String]) {
-        for name in names { setPaused(name, true) }
+        var ignored: [BrokerAction] = []
+        for name in names { setPaused(name, true, now: lastNow ?? .now, into: &ignored) }
     }
 
     /// Whether `name` is paused.
     func isPaused(_ name: String) -> Bool { services.paused.contains(name) }
 
-    /// Pauses or resumes `name` in memory: its dispatch flag, and the job scheduler's.
-    private mutating func setPaused(_ name: String, _ on: Bool) {
+    /// Pauses or resumes `name` in memory: its dispatch flag, and the job scheduler's (which
+    /// takes back the starts it prepared).
+    private mutating func setPaused(_ name: String, _ on: Bool, now: Instant, into actions: inout [BrokerAction]) {
         services.setPaused(name, on)
-        if on { jobs.paused.insert(name) } else { jobs.paused.remove(name) }
+        if on {
+            withJobs(now: now, into: &actions) { $0.pause(name, into: &$1) }
+        } else {
+            jobs.paused.remove(name)
+        }
     }
 
     /// Answers `mmi.services.pause`, `.resume` and `.list`.
@@ -33,7 +42,12 @@ extension BrokerStateMachine {
             answer(caller, .ok, (try? CanonicalJSON.encode(serviceListing())) ?? Array("{}".utf8), into: &actions)
             return
         }
-        let name = String(decoding: request.body, as: UTF8.self)
+        guard let name = String(validating: request.body, as: UTF8.self) else {
+            answer(
+                caller, .invalidPayload, Array("\(request.service): the service name is not UTF-8".utf8), failure: true,
+                into: &actions)
+            return
+        }
         if let problem = WireFormat.nameProblem(name, what: "service name") {
             answer(caller, .invalidPayload, Array("\(request.service): \(problem)".utf8), failure: true, into: &actions)
             return
@@ -47,35 +61,47 @@ extension BrokerStateMachine {
         }
         let pause = request.service == BrokerService.servicePause
         let changed = isPaused(name) != pause
-        setPaused(name, pause)
-        actions.append(
-            .log(.info, pause ? "service paused" : "service resumed", ["service": name, "changed": "\(changed)"]))
+        if pause, changed, services.paused.count >= Self.maxPausedServices {
+            answer(
+                caller, .overloaded,
+                Array(
+                    "\(Self.maxPausedServices) services are paused, the broker's limit: resume one first".utf8),
+                failure: true, into: &actions)
+            return
+        }
+        setPaused(name, pause, now: now, into: &actions)
+        if changed {
+            logAboutPeer(.info, pause ? "service paused" : "service resumed", now: now, into: &actions) {
+                ["service": name]
+            }
+        }
         if !pause, changed { startWaitingWork(of: name, now: now, into: &actions) }
         guard jobs.configuration.journal else {
             // Kept in memory only: a broker without a journal forgets it when it stops.
-            answer(caller, .ok, [], into: &actions)
+            answer(caller, .ok, [changed ? 1 : 0], into: &actions)
             return
         }
         actions.append(
             .journal(
                 .write(
                     [.servicePaused(name: name, paused: pause)],
-                    .servicePaused(name: name, paused: pause, caller: caller))))
+                    .servicePaused(name: name, paused: pause, changed: changed, caller: caller))))
     }
 
     /// A pause or resume is on disk (its caller is answered), or not (it is undone, and its
     /// caller told why).
     mutating func servicePauseWritten(
-        _ name: String, paused: Bool, caller: JobCaller, _ result: Result<JournalReceipt, JournalError>, now: Instant,
-        into actions: inout [BrokerAction]
+        _ name: String, paused: Bool, changed: Bool, caller: JobCaller,
+        _ result: Result<JournalReceipt, JournalError>, now: Instant, into actions: inout [BrokerAction]
     ) {
         switch result {
         case .success:
-            answer(caller, .ok, [], into: &actions)
+            answer(caller, .ok, [changed ? 1 : 0], into: &actions)
         case .failure(let error):
-            // Undone only if nothing changed it since (a later pause or resume is its own).
-            if isPaused(name) == paused {
-                setPaused(name, !paused)
+            // Undone only if it changed something, and nothing changed it since (a later pause
+            // or resume is its own).
+            if changed, isPaused(name) == paused {
+                setPaused(name, !paused, now: now, into: &actions)
                 if paused { startWaitingWork(of: name, now: now, into: &actions) }
             }
             answer(

@@ -508,7 +508,7 @@ package struct BrokerStateMachine: Sendable {
         // A worker with a free credit means nothing of this service is waiting (the broker hands
         // queued work to every credit that frees up), so going straight to it keeps FIFO order;
         // and while requests of it wait, no worker of it has a credit to look for.
-        if services[service].queued.count == 0, !services[service].paused,
+        if services[service].queued.count == 0, services.paused.isEmpty || !services[service].paused,
             let worker = bestWorker(for: service, avoiding: key)
         {
             counters.requestsAccepted += 1

@@ -330,6 +330,15 @@ struct JobBook: Sendable {
         return id
     }
 
+    /// Takes back the worst prepared (or preparing) start of `service`, whatever waits: its
+    /// service was paused. The job is queued again.
+    mutating func releaseAny(_ service: String) -> JobID? {
+        guard let id = ready.popTail(service, in: jobs) ?? preparing.popTail(service, in: jobs) else { return nil }
+        leavePipeline(service)
+        enqueue(id)
+        return id
+    }
+
     /// Whether a job of `service` whose start is being recorded has a higher priority than its
     /// best prepared one: a free credit then waits for it (one commit) instead.
     mutating func betterIsPreparing(_ service: String) -> Bool {

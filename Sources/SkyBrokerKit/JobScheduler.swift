@@ -556,6 +556,14 @@ struct JobScheduler: Sendable {
             .journal(.writeWithNextCommit([.released(id: id.bytes, attempt: Int(attempt - 1))], .released(id))))
     }
 
+    /// `service` is paused: nothing of it is prepared, and the starts prepared already are taken
+    /// back, on disk too, so that no attempt is counted for a job that did not run (a broker
+    /// killed while the service is paused would count them).
+    mutating func pause(_ service: String, into actions: inout [Action]) {
+        paused.insert(service)
+        while let id = book.releaseAny(service) { takeBackStart(of: id, into: &actions) }
+    }
+
     /// The service of the best prepared job among `services` that may go now, if any.
     mutating func best(among services: [String]) -> String? {
         guard !book.ready.isEmpty else { return nil }
@@ -872,9 +880,14 @@ struct JobScheduler: Sendable {
             announced.attempt = 0  // none has reached a worker, also when its first start is recorded
             publish(.jobSubmitted, announced, status: nil, into: &actions)
             if started {
-                // Its start is on disk with it: it waits for a credit.
+                // Its start is on disk with it: it waits for a credit (or is taken back, if its
+                // service was paused while it was written).
                 book.preparedWithSubmit(pending.job)
-                actions.append(.offer(service: service))
+                if paused.contains(service) {
+                    pause(service, into: &actions)
+                } else {
+                    actions.append(.offer(service: service))
+                }
             } else {
                 admit(pending.job, now: now, into: &actions)
             }

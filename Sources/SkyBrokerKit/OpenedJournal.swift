@@ -42,7 +42,13 @@ extension JournalWriter {
             logger.info(
                 "journal open",
                 metadata: [named.key: "\(named.value)", "jobs": "\(jobs)", "unfinished jobs": "\(unfinished.count)"])
-            if !paused.isEmpty { logger.info("paused services", metadata: ["services": "\(paused)"]) }
+            if !paused.isEmpty {
+                logger.info(
+                    "paused services",
+                    metadata: [
+                        "count": "\(paused.count)", "services": "\(paused.prefix(10))\(paused.count > 10 ? " …" : "")",
+                    ])
+            }
             return (writer, unfinished, paused)
         } catch {
             await writer.stop()

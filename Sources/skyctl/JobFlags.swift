@@ -5,7 +5,10 @@ import SkyCLISupport
 /// The flags of a job's options that `skyctl jobs submit` and `skyctl schedules add` both take,
 /// checked and read in one place.
 struct JobFlags: ParsableArguments {
-    @Option(help: "The job's priority, -128 to 127 (higher first among waiting jobs of its service).")
+    // Unconditional: `--priority -1` is a value, not a flag.
+    @Option(
+        parsing: .unconditional,
+        help: "The job's priority, -128 to 127 (higher first among waiting jobs of its service).")
     var priority = 0
 
     @Option(help: "How long one attempt of the job may run, in seconds (none by default).")

@@ -49,15 +49,29 @@ struct ServicesCommand: AsyncParsableCommand {
         func run(_ pause: Bool) async {
             let name = name
             await options.run("skyctl") { client in
+                let changed: Bool
                 do {
-                    if pause { try await client.pause(service: name) } else { try await client.resume(service: name) }
+                    changed = try await pause ? client.pause(service: name) : client.resume(service: name)
                 } catch SkyError.invalidTask(let message) {
                     throw ScheduleText.refusal(message)
                 }
-                print(
-                    pause
-                        ? "paused \(name): its waiting calls and jobs wait (calls up to their deadline); what runs finishes"
-                        : "resumed \(name): its waiting calls and jobs start")
+                switch (pause, changed) {
+                case (true, true):
+                    print(
+                        "paused \(name): its waiting calls and jobs wait (calls up to their deadline); what runs finishes"
+                    )
+                case (true, false): print("\(name) was paused already")
+                case (false, true): print("resumed \(name): its waiting calls and jobs start")
+                case (false, false): print("\(name) was not paused")
+                }
+                // A typo pauses a service nobody has: say so (it stays paused all the same).
+                if pause, let state = try await client.services().first(where: { $0.name == name }),
+                    state.workers == 0, state.queued == 0, state.jobsQueued == 0
+                {
+                    print(
+                        "note: no worker serves \(name) now and nothing of it waits; check the name (skyctl services list)"
+                    )
+                }
             }
         }
     }

@@ -46,6 +46,12 @@ extension ThirdLineSuite {
             let id = try #require(submitted.out.first.flatMap { JobID($0) }, "\(submitted)")
             let sky = try await SkyClient(broker: cluster.clients)
             #expect(try await sky.result(of: id, as: EchoTask.self) == EchoTask(message: "later"))
+            // A negative priority is a value, not a flag.
+            let low = try await skyctl([
+                "jobs", "submit", "sky.echo", "--json", #"{"message":"low"}"#, "--priority", "-1",
+            ])
+            let lowID = try #require(low.out.first.flatMap { JobID($0) }, "\(low)")
+            #expect(try await sky.result(of: lowID, as: EchoTask.self) == EchoTask(message: "low"))
             let keyless = try await skyctl(["jobs", "submit", "sky.echo", "--json", "{}", "--unique", "while-queued"])
             #expect(keyless.status == 64 && keyless.err.contains("give --key"), "\(keyless)")
             await sky.close()

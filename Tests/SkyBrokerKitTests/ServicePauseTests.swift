@@ -113,6 +113,46 @@ struct ServicePauseTests {
         #expect(broker.machine.jobBook.jobs.values.first?.attempt == 1, "prepared once resumed")
     }
 
+    /// Starts prepared ahead of the credits (a submit's first start among them) are taken back
+    /// when the service is paused, on disk too: a broker killed while it is paused counts no
+    /// attempt for a job that did not run.
+    @Test func pausingTakesBackThePreparedStarts() {
+        var broker = BrokerHarness.withJournal()
+        _ = broker.ready(worker1, capacity: 1, services: ["a"])
+        let running = RequestID(high: 1, low: 1)
+        _ = broker.request(client, running, service: "a", timeout: .seconds(30))
+        var jobs: [JobID] = []
+        for index in 0..<3 {
+            jobs.append(broker.submit(client, RequestID(high: 2, low: UInt64(index)), service: "a").0)
+        }
+        #expect(jobs.allSatisfy { broker.machine.jobBook.jobs[$0]?.attempt == 1 }, "prepared, their starts on disk")
+        let id = RequestID(high: 0xAD, low: 1)
+        let asked = broker.request(admin, id, service: BrokerService.servicePause, body: Array("a".utf8))
+        let released = writesWithNextCommit(asked)
+        #expect(released.count == 3 && jobs.allSatisfy { released.contains(.released($0)) }, "\(asked)")
+        #expect(jobs.allSatisfy { broker.machine.jobBook.jobs[$0]?.attempt == 0 })
+        #expect(replies(broker.commit(asked), to: id).map(\.body) == [[1]], "it changed something")
+        // The running call finishes; nothing of the service goes to its credit.
+        #expect(dispatched(broker.reply(worker1, client: client, running)).isEmpty)
+        #expect(control(&broker, "a", pause: true).map(\.body) == [[0]], "paused already")
+    }
+
+    @Test func aNameThatIsNotUTF8AndPausesBeyondTheLimitAreRefused() {
+        var broker = BrokerHarness()
+        let id = RequestID(high: 7, low: 8)
+        let asked = broker.request(admin, id, service: BrokerService.servicePause, body: [0x61, 0xC3])
+        #expect(replies(asked, to: id).map(\.status) == [.invalidPayload])
+        #expect(!broker.machine.isPaused("a\u{FFFD}"))
+        for index in 0..<BrokerStateMachine.maxPausedServices {
+            _ = broker.request(admin, id, service: BrokerService.servicePause, body: Array("s\(index)".utf8))
+        }
+        let over = broker.request(admin, id, service: BrokerService.servicePause, body: Array("one.more".utf8))
+        #expect(replies(over, to: id).map(\.status) == [.overloaded])
+        #expect(
+            replies(broker.request(admin, id, service: BrokerService.servicePause, body: Array("s1".utf8)), to: id).map(
+                \.status) == [.ok], "one paused already is not a new one")
+    }
+
     @Test func badNamesAreRefusedAndABrokerWithoutAJournalPausesInMemory() {
         var broker = BrokerHarness.withJournal()
         for (name, status) in [("mmi.workers", ReplyStatus.invalidPayload), ("", .invalidPayload)] {
