@@ -105,8 +105,9 @@ extension BrokerStateMachine {
     }
 }
 
-/// Replies to kept calls that were just sent, by client and request id, oldest first; bounded
-/// in count and in time (``BrokerStateMachine/keptReplyMemory``).
+/// Replies to kept calls that were just sent, by client and request id; bounded in count, in
+/// the bytes of the tasks it holds, and in time (``BrokerStateMachine/keptReplyMemory``). Looked
+/// up by hash: a storm of undelivered replies costs one lookup each.
 struct KeptReplies: Sendable {
     struct Entry: Sendable {
         var peer: PeerID
@@ -115,25 +116,49 @@ struct KeptReplies: Sendable {
         var at: Int64
     }
 
+    private struct Key: Hashable, Sendable {
+        var peer: PeerID
+        var requestID: RequestID
+    }
+
     static let limit = 4096
-    private var entries: Deque<Entry> = []
+    static let byteLimit = 64 << 20
+    private var entries: [Key: Entry] = [:]
+    /// Keys oldest first; a key taken meanwhile is skipped when it comes up.
+    private var order: Deque<(key: Key, at: Int64)> = []
+    private var bytes = 0
 
     var isEmpty: Bool { entries.isEmpty }
 
     mutating func remember(_ entry: Entry) {
-        if entries.count >= Self.limit { entries.removeFirst() }
-        entries.append(entry)
+        let key = Key(peer: entry.peer, requestID: entry.request.requestID)
+        if let old = entries.updateValue(entry, forKey: key) { bytes -= old.request.queuedSize }
+        bytes += entry.request.queuedSize
+        order.append((key, entry.at))
+        while entries.count > Self.limit || bytes > Self.byteLimit, let first = order.popFirst() {
+            drop(first.key, at: first.at)
+        }
     }
 
     mutating func take(peer: PeerID, requestID: RequestID) -> Entry? {
-        guard let index = entries.lastIndex(where: { $0.peer == peer && $0.request.requestID == requestID }) else {
-            return nil
-        }
-        return entries.remove(at: index)
+        guard let entry = entries.removeValue(forKey: Key(peer: peer, requestID: requestID)) else { return nil }
+        bytes -= entry.request.queuedSize
+        return entry
     }
 
     /// Forgets replies sent before `cutoff`.
     mutating func forget(before cutoff: Int64) {
-        while let first = entries.first, first.at < cutoff { entries.removeFirst() }
+        while let first = order.first, first.at < cutoff {
+            order.removeFirst()
+            drop(first.key, at: first.at)
+        }
+        if entries.isEmpty { order.removeAll() }
+    }
+
+    /// Drops the entry of `key` remembered at `at` (not a newer one of the same key).
+    private mutating func drop(_ key: Key, at: Int64) {
+        guard let entry = entries[key], entry.at == at else { return }
+        entries[key] = nil
+        bytes -= entry.request.queuedSize
     }
 }

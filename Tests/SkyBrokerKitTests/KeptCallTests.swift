@@ -156,6 +156,33 @@ struct KeptCallTests {
             })
     }
 
+    /// The replies remembered in case their client is gone are bounded in count, bytes and time.
+    @Test func rememberedRepliesAreBounded() {
+        var replies = KeptReplies()
+        let peer = PeerID([1])
+        for index in 0..<5000 {
+            replies.remember(
+                KeptReplies.Entry(
+                    peer: peer,
+                    request: TaskRequest(requestID: RequestID(high: 1, low: UInt64(index)), service: "s", body: [1]),
+                    at: Int64(index)))
+        }
+        #expect(replies.take(peer: peer, requestID: RequestID(high: 1, low: 0)) == nil, "the oldest went")
+        #expect(replies.take(peer: peer, requestID: RequestID(high: 1, low: 4999)) != nil)
+        let big = [UInt8](repeating: 7, count: 40 << 20)
+        for index in 0..<2 {
+            replies.remember(
+                KeptReplies.Entry(
+                    peer: peer,
+                    request: TaskRequest(requestID: RequestID(high: 2, low: UInt64(index)), service: "s", body: big),
+                    at: 6000))
+        }
+        #expect(replies.take(peer: peer, requestID: RequestID(high: 2, low: 0)) == nil, "over 64 MiB: the older went")
+        #expect(replies.take(peer: peer, requestID: RequestID(high: 2, low: 1)) != nil)
+        replies.forget(before: 7000)
+        #expect(replies.isEmpty)
+    }
+
     @Test func aBrokerWithoutAJournalRefusesAKeptCallAtOnce() {
         var broker = BrokerHarness()
         _ = broker.ready(worker1)
