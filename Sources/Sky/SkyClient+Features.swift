@@ -14,4 +14,11 @@ extension SkyClient {
         guard (try? await startIfNeeded()) != nil else { return nil }
         return await shell.brokerFeatures(by: deadline)
     }
+
+    /// Whether the broker of this connection says it takes `feature`: from what it said last,
+    /// else asked now. A call that needs an optional form checks this before it sends it.
+    nonisolated func brokerTakes(_ feature: KeyPath<BrokerFeatures, Bool>) async -> Bool {
+        if let known = shell.lastFeatures.withLock({ $0 }) { return known[keyPath: feature] }
+        return await brokerFeatures()?[keyPath: feature] == true
+    }
 }

@@ -23,10 +23,7 @@ extension SkyClient {
     /// - Returns: the flow's id.
     public nonisolated func submitFlow(_ spec: FlowSpec) async throws -> JobID {
         if let problem = spec.problem { throw SkyError.invalidTask(problem) }
-        let known = shell.lastFeatures.withLock { $0 }
-        let features: BrokerFeatures?
-        if let known { features = known } else { features = await brokerFeatures() }
-        guard features?.takesFlows == true else {
+        guard await brokerTakes(\.takesFlows) else {
             throw SkyError.invalidTask(
                 "this broker does not take flows (it names no \(BrokerFeatures.flowsFeature) in mmi.features); upgrade the broker"
             )

@@ -46,9 +46,7 @@ extension SkyClient {
     }
 
     private nonisolated func checkPausesServices() async throws {
-        var features = shell.lastFeatures.withLock { $0 }
-        if features == nil { features = await brokerFeatures() }
-        guard features?.pausesServices == true else {
+        guard await brokerTakes(\.pausesServices) else {
             throw SkyError.invalidTask(
                 "this broker does not pause services (it names no \(BrokerFeatures.servicePauseFeature) in mmi.features); upgrade the broker"
             )

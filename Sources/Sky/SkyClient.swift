@@ -312,9 +312,7 @@ public actor SkyClient {
                     return Completion(result: .failure(error), attempts: 0)
                 }
             }
-            var features = shell.lastFeatures.withLock { $0 }
-            if features == nil { features = await brokerFeatures() }
-            guard features?.keepsAbandonedCalls == true else {
+            guard await brokerTakes(\.keepsAbandonedCalls) else {
                 return Completion(
                     result: .failure(
                         .invalidTask(
