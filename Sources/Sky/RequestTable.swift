@@ -25,7 +25,8 @@ import SkyProtocol
 /// **Slots.** A call's request id carries its slot in the table in its low 32 bits (the other
 /// 96 are random): a reply finds its call by index and one comparison, and a call is changed
 /// where it lies. A dictionary keyed by request id hashed the id three times a call and copied
-/// the whole entry in and out.
+/// the whole entry in and out. A call whose caller chose its id (a kept call's job id) cannot
+/// carry its slot (``ScanOptions/keptAs``): such ids alone are looked up in ``chosenIDs``, and only when it is not empty.
 ///
 /// **Coalescing.** A call with `coalesce` and the same service and payload as a call in flight
 /// joins it as another waiter; the remote work runs once and every waiter gets its outcome.
@@ -177,6 +178,8 @@ struct RequestTable {
     /// every endpoint refuses (both brokers down).
     static let refusedEndpointDwell = Duration.milliseconds(100)
     private var random: SplitMix64
+    /// The slots of calls in flight whose callers chose their ids (``ScanOptions/keptAs``).
+    private var chosenIDs: [RequestID: Int] = [:]
     private var nextSequence: UInt64 = 0
     /// Counts lost connections: what the broker takes is known per connection (a reconnect
     /// may reach another broker, or one restarted at another version).
@@ -265,8 +268,25 @@ struct RequestTable {
                     WaiterList(waiter), .timeout("the call's deadline of \(Self.seconds(length)) passed"), attempts: 0))
             return
         }
+        let chosenID = call.options.keptAs?.requestID
+        if let chosen = chosenID, slot(of: chosen) != nil {
+            actions.append(
+                .fail(
+                    WaiterList(waiter),
+                    .invalidTask(
+                        "a call kept as job \(JobID(chosen)) is in flight already: give each call its own id (JobID.random())"
+                    ),
+                    attempts: 0))
+            return
+        }
         let slot = takeSlot()
-        let id = RequestID(high: random.high, low: random.low & ~Self.slotMask | UInt64(slot))
+        let id: RequestID
+        if let chosen = chosenID {
+            id = chosen
+            chosenIDs[chosen] = slot
+        } else {
+            id = RequestID(high: random.high, low: random.low & ~Self.slotMask | UInt64(slot))
+        }
         nextSequence += 1
         // The call moved into its slot: its only home from here on, where it is changed in place.
         Self.fill(&slots[slot], id: id, sequence: nextSequence, call: call, waiter: waiter, flight: key, now: now)
@@ -646,7 +666,9 @@ struct RequestTable {
     /// never this client's).
     private func slot(of id: RequestID) -> Int? {
         let slot = Int(truncatingIfNeeded: id.low & Self.slotMask)
-        guard slot < slots.count, slots[slot].isLive, slots[slot].id == id else { return nil }
+        guard slot < slots.count, slots[slot].isLive, slots[slot].id == id else {
+            return chosenIDs.isEmpty ? nil : chosenIDs[id]
+        }
         return slot
     }
 
@@ -665,6 +687,7 @@ struct RequestTable {
         if slots[slot].hasJoinerDeadlines {
             for waiter in slots[slot].waiters { joinerDeadlines[waiter] = nil }
         }
+        if slots[slot].call.options.keptAs != nil { chosenIDs[slots[slot].id] = nil }
         Self.vacate(&slots[slot])
         freeSlots.append(UInt32(slot))
     }

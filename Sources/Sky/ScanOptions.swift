@@ -32,10 +32,17 @@ public struct ScanOptions: Sendable, Equatable {
     /// id. Nothing is written while the caller waits, so a broker that dies before the caller
     /// leaves loses the call as any call. Such a call is sent once (``retry`` and ``coalesce``
     /// do not apply: lost workers are the broker's to retry), its attempt lasts until the
-    /// ``deadline``, and the broker must keep a journal and name `keep-if-abandoned` in
-    /// `mmi.features` (else ``SkyError/invalidTask(_:)`` before anything is sent). See
-    /// docs/jobs.md, "Calls that outlive their caller".
+    /// ``deadline``, it never runs in the client's local fallback, and the broker must keep a
+    /// journal and name `keep-if-abandoned` in `mmi.features` (else ``SkyError/invalidTask(_:)``
+    /// before anything is sent). To hold the job's id before the call ends (to store it, for
+    /// another process, in case this one dies), choose it:
+    /// ``SkyClient/scan(_:keptAs:options:coder:)``. See docs/jobs.md, "Calls that outlive their
+    /// caller".
     public var keepIfAbandoned: Bool
+    /// The id the kept call's job takes, chosen by the caller before the call
+    /// (``SkyClient/scan(_:keptAs:options:coder:)``); `nil`: the call's own request id. Not
+    /// public: an id belongs to one call, and these options are also the client's defaults.
+    var keptAs: JobID?
 
     public init(
         timeout: Duration? = .seconds(30), deadline: Duration? = .seconds(30), retry: RetryPolicy = .default,

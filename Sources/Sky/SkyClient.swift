@@ -270,7 +270,8 @@ public actor SkyClient {
                 result: .failure(.requestTooLarge(bytes: body.count, limit: configuration.maxRequestBytes)), attempts: 0
             )
         }
-        if let fallback = configuration.localFallback {
+        // A kept call is the broker's to keep: run here, it would leave no job behind.
+        if let fallback = configuration.localFallback, !options.keepIfAbandoned {
             // A refused client fails at once rather than pass for one whose broker is away.
             if let refusal = shell.machine.withLock(\.refusal) {
                 return Completion(result: .failure(refusal), attempts: 0)
@@ -280,7 +281,8 @@ public actor SkyClient {
             }
         }
         var completion = try await executeRemotely(service: service, body: body, options: options, trace: trace)
-        if let fallback = configuration.localFallback, case .failure(let error) = completion.result,
+        if let fallback = configuration.localFallback, !options.keepIfAbandoned,
+            case .failure(let error) = completion.result,
             error.code == .brokerUnreachable || error.code == .noWorkers,
             await fallback.services.contains(service)
         {

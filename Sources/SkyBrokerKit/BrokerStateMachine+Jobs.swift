@@ -74,6 +74,13 @@ extension BrokerStateMachine {
         _ request: TaskRequest, for peer: PeerID, now: Instant, into actions: inout [BrokerAction]
     ) -> Bool {
         let caller = JobCaller(peer: peer, requestID: request.requestID, attempt: request.header.attempt)
+        if !keptCalls.isEmpty, request.service == BrokerService.jobStatus || request.service == BrokerService.jobWait,
+            let id = JobID(bytes: request.body),
+            answerAboutKeptCall(
+                id, holding: request.service == BrokerService.jobWait, caller: caller, now: now, into: &actions)
+        {
+            return true
+        }
         let nowTicks = ticks(now)
         return withJobs(now: now, into: &actions) { $0.request(request, from: caller, now: nowTicks, into: &$1) }
     }

@@ -13,7 +13,10 @@ import SkyProtocol
 /// - its reply finding no client (the client's connection is gone: the send fails), recorded
 ///   with that outcome.
 ///
-/// Until then nothing is written, so a broker that dies before loses the call as any call.
+/// Until then nothing is written, so a broker that dies before loses the call as any call. While
+/// it is in flight, the job it may become is asked about by its id (``keptCalls``): a status
+/// says where the call stands, and a wait is held until the call is answered (the waiter gets
+/// its outcome) or kept (it waits on for the job).
 extension BrokerStateMachine {
     /// Replies to kept calls remembered this long after they were sent: a send that fails
     /// comes back within an iteration or two of the event loop.
@@ -38,6 +41,7 @@ extension BrokerStateMachine {
             dropWaiting(key, arrival: arrival)
             finishRequest(key.client)
             withJobs(now: now, into: &actions) { $0.keep(task.request, at: .waiting, caller: caller, into: &$1) }
+            handOverWaiters(key, now: now, into: &actions)
         case .running(let tag):
             guard let held = deliveries[tag], !held.answered, held.task.request.header.keepIfAbandoned else {
                 return .notAsked
@@ -57,8 +61,107 @@ extension BrokerStateMachine {
             withJobs(now: now, into: &actions) {
                 $0.keep(held.task.request, at: .running(tag: tag), caller: caller, worker: worker, into: &$1)
             }
+            handOverWaiters(key, now: now, into: &actions)
         }
         return .kept
+    }
+
+    /// The callers waiting on the kept call `key` wait on for the job it just became.
+    private mutating func handOverWaiters(_ key: TaskKey, now: Instant, into actions: inout [BrokerAction]) {
+        guard !keptCalls.isEmpty else { return }
+        let id = JobID(key.requestID)
+        let nowTicks = ticks(now)
+        for waiter in keptCalls.remove(key.requestID, from: key.client)?.callers ?? [] {
+            withJobs(now: now, into: &actions) { jobs, _ in jobs.holdForKeptJob(id, waiter, now: nowTicks) }
+        }
+    }
+
+    // MARK: Asked about while in flight
+
+    /// A kept call arrived from `client`: indexed by its id alone, unless a live call of another
+    /// client holds that id (the first keeps it).
+    mutating func indexKeptCall(_ id: RequestID, from client: ClientNumber) {
+        if let known = keptCalls.client(of: id), known != client, keptCallReport(id, of: known) != nil { return }
+        keptCalls.add(id, from: client)
+        if keptCalls.needsSweep {
+            let stale = keptCalls.calls.compactMap { keptCallReport($0.key, of: $0.value) == nil ? $0.key : nil }
+            keptCalls.sweep(removing: stale)
+        }
+    }
+
+    /// Where the kept call `id` of `client` stands, as the report of the job it may become;
+    /// `nil` if it is no longer in flight as a kept call.
+    func keptCallReport(_ id: RequestID, of client: ClientNumber) -> JobReport? {
+        guard let place = tasks[TaskKey(client: client, requestID: id)] else { return nil }
+        switch place.kind {
+        case .waiting(let arrival):
+            guard let task = waitingRequest(arrival: arrival), !task.dropped, task.request.header.keepIfAbandoned
+            else { return nil }
+            return JobReport(state: .queued, service: task.request.service)
+        case .running(let tag):
+            guard let held = deliveries[tag], !held.answered, held.task.request.header.keepIfAbandoned else {
+                return nil
+            }
+            let worker = deliveries.worker(of: tag).flatMap { workers[$0]?.name } ?? ""
+            return JobReport(state: .running, attempt: 1, worker: worker, service: held.task.request.service)
+        }
+    }
+
+    /// Answers `mmi.jobs.status` (`holding` false) or `mmi.jobs.wait` about `id` if it names no
+    /// job but a kept call in flight; `false` otherwise (the scheduler answers).
+    mutating func answerAboutKeptCall(
+        _ id: JobID, holding: Bool, caller: JobCaller, now: Instant, into actions: inout [BrokerAction]
+    ) -> Bool {
+        let requestID = id.requestID
+        guard let client = keptCalls.client(of: requestID), !jobs.knows(id) else { return false }
+        guard let report = keptCallReport(requestID, of: client) else {
+            keptCalls.forget(requestID)
+            return false
+        }
+        if holding,
+            keptCalls.hold(
+                caller, on: requestID, service: report.service, until: ticks(now) + jobs.configuration.waitHold)
+        {
+            return true
+        }
+        replyTo(caller.peer, Self.answer(caller, report), into: &actions)
+        return true
+    }
+
+    /// A reply went to `client`: if it ended a kept call in flight, the callers waiting on it
+    /// hear its outcome (the call ended as a call: no job is left under its id).
+    mutating func keptCallAnswered(
+        _ client: ClientNumber, _ reply: borrowing TaskReply, into actions: inout [BrokerAction]
+    ) {
+        guard let (service, waiters) = keptCalls.remove(reply.requestID, from: client) else { return }
+        let state: JobState =
+            switch reply.status {
+            case .ok: .succeeded
+            case .cancelled: .cancelled
+            default: .failed
+            }
+        let report = JobReport(
+            state: state, attempt: 1, outcomeStatus: reply.status, service: service, outcome: reply.body)
+        for waiter in waiters { replyTo(waiter.peer, Self.answer(waiter, report), into: &actions) }
+    }
+
+    /// Callers whose hold on a kept call ran out: told where it stands, or (no longer in
+    /// flight) answered by the scheduler as about any job.
+    mutating func expireKeptCallHolds(now: Instant, into actions: inout [BrokerAction]) {
+        let nowTicks = ticks(now)
+        while let hold = keptCalls.nextDue(now: nowTicks) {
+            if let client = keptCalls.client(of: hold.id), let report = keptCallReport(hold.id, of: client) {
+                replyTo(hold.caller.peer, Self.answer(hold.caller, report), into: &actions)
+            } else {
+                withJobs(now: now, into: &actions) {
+                    $0.answerAbout(JobID(hold.id), to: hold.caller, holding: nil, now: nowTicks, into: &$1)
+                }
+            }
+        }
+    }
+
+    private static func answer(_ caller: JobCaller, _ report: JobReport) -> TaskReply {
+        TaskReply(requestID: caller.requestID, attempt: caller.attempt, status: .ok, body: report.encode())
     }
 
     /// What ``keepAbandoned(_:answering:now:into:)`` did.

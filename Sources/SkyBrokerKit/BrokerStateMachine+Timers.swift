@@ -26,6 +26,7 @@ extension BrokerStateMachine {
         expireUnserved(now: now, budget: &budget, into: &actions)
         expireLeases(now: now, budget: &budget, into: &actions)
         keptReplies.forget(before: ticks(now) - Self.keptReplyMemory)
+        expireKeptCallHolds(now: now, into: &actions)
         let nowTicks = ticks(now)
         withJobs(now: now, into: &actions) { $0.tick(now: nowTicks, budget: &budget, into: &$1) }
         hasExpiryBacklog = budget.isSpent

@@ -285,6 +285,8 @@ package struct BrokerStateMachine: Sendable {
     var lastNow: Instant?
     /// Replies to kept calls just sent, in case their client is gone.
     var keptReplies = KeptReplies()
+    /// Kept calls in flight by id alone, and callers waiting on them.
+    var keptCalls = KeptCallIndex()
 
     package init(configuration: Configuration = Configuration()) {
         self.configuration = configuration
@@ -491,6 +493,7 @@ package struct BrokerStateMachine: Sendable {
             record.outstanding += 1
             record.packed = packed
         }
+        if request.header.keepIfAbandoned { indexKeptCall(request.requestID, from: client) }
         nextArrival += 1
         // The service's name is looked up here, once; the rest goes by its number.
         let service = services.number(for: request.service, limit: waitingServicesLimit)
@@ -654,6 +657,7 @@ package struct BrokerStateMachine: Sendable {
             jobAttemptEnded(reply, into: &actions)
             return
         }
+        if !keptCalls.isEmpty { keptCallAnswered(client, reply, into: &actions) }
         guard let record = clients.record(client) else { return }
         replyTo(record.peer, reply, packed: record.packed, into: &actions)
     }

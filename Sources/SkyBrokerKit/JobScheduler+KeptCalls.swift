@@ -1,3 +1,4 @@
+import HeapModule
 import SkyJournal
 import SkyProtocol
 
@@ -15,14 +16,24 @@ extension JobScheduler {
     func keepRefusal(_ id: JobID) -> String? {
         if !configuration.journal { return "this broker keeps no journal (--state-dir none)" }
         if stopping { return "the broker is stopping" }
-        if book.jobs[id] != nil || book.pendingSubmits[id] != nil || flows.runs[id] != nil {
-            return "its request id is a job's id already"
-        }
+        if knows(id) { return "its request id is a job's id already" }
         if book.overLimit { return "the journal is over --journal-max-bytes" }
         if book.jobs.count >= configuration.maxHeldJobs || book.heldBytes >= configuration.maxHeldJobBytes {
             return "the broker holds as many unfinished jobs as it may"
         }
         return nil
+    }
+
+    /// Whether `id` is a job or flow held in memory, or one being recorded.
+    func knows(_ id: JobID) -> Bool {
+        book.jobs[id] != nil || book.pendingSubmits[id] != nil || flows.runs[id] != nil
+    }
+
+    /// A caller that waited (`mmi.jobs.wait`) on a kept call in flight, which was just kept as
+    /// job `id`: it waits on for the job, whose record may not be on disk yet.
+    mutating func holdForKeptJob(_ id: JobID, _ waiter: JobCaller, now: Int64) {
+        book.addWaiter(waiter, for: id)
+        book.timers.insert(JobBook.TimerEntry(due: now + configuration.waitHold, id: id, kind: .hold(waiter)))
     }
 
     /// Records `request`, whose caller left it, as a job whose id is its request id; `caller`
@@ -80,12 +91,13 @@ extension JobScheduler {
                 book.release(id)
                 actions.append(.cancelAttempt(id, tag: tag))
             }
-            if let waiter = pending.waiter {
-                answer(
-                    waiter, .cancelled,
-                    "the call was left by its caller and could not be kept as a job (\(problem)); it was cancelled",
-                    into: &actions)
-            }
+            let message =
+                "the call was left by its caller and could not be kept as a job (\(problem)); it was cancelled"
+            if let waiter = pending.waiter { answer(waiter, .cancelled, message, into: &actions) }
+            let cancelled = JobReport(
+                state: .cancelled, attempt: 1, outcomeStatus: .cancelled, service: pending.job.submission.service,
+                outcome: RemoteErrorBody(type: "cancelled", message: message).encoded())
+            for waiter in book.takeWaiters(of: id) { answer(waiter, cancelled, into: &actions) }
             return
         }
         book.submitted += 1

@@ -284,7 +284,7 @@ struct JobScheduler: Sendable {
     /// Answers a status (`hold` nil) or a wait (held up to `hold` nanoseconds while the job
     /// runs) about a job: from memory, or from the journal for one the broker no longer holds.
     /// A job whose outcome is being written is answered once it is on disk.
-    private mutating func answerAbout(
+    mutating func answerAbout(
         _ id: JobID, to caller: JobCaller, holding hold: Int64?, now: Int64, into actions: inout [Action]
     ) {
         guard let job = book.jobs[id] else {
@@ -948,6 +948,11 @@ struct JobScheduler: Sendable {
                     answer(waiter, report(job), into: &actions)
                 } else if let run = flows.runs[first.id] {
                     answer(waiter, flowReport(run), into: &actions)
+                } else if let pending = book.pendingSubmits[first.id] {
+                    // A kept call's job not yet on disk (``holdForKeptJob(_:_:now:)``).
+                    answer(waiter, report(pending.job), into: &actions)
+                } else {
+                    lookUp(first.id, for: waiter, into: &actions)
                 }
                 continue
             case .confirm(let waiter):

@@ -1,4 +1,5 @@
 import SkyProtocol
+
 #if canImport(Glibc)
     import Glibc
 #elseif canImport(Darwin)

@@ -13,6 +13,10 @@ struct CallCommand: AsyncParsableCommand {
             The task is the JSON its handler decodes, given with --json, or read from standard
             input with --json -. One attempt: a failure is said, not retried. Example:
               skyctl call sky.echo --json '{"message":"hello"}'
+            With --keep, the call is kept as a job if it is left (its --timeout passes, or this
+            process is stopped or killed) before its result, and the job's id is printed on
+            standard error before the call goes out: read it later with skyctl jobs show. The
+            broker must keep a journal.
             """)
 
     @Argument(help: "The service to call.")
@@ -24,6 +28,9 @@ struct CallCommand: AsyncParsableCommand {
     @Option(help: "How long to wait for the result, in seconds.")
     var timeout: Double = 30
 
+    @Flag(help: "Keep the call as a job if it is left before its result; its id is printed first, on standard error.")
+    var keep = false
+
     @OptionGroup var options: BrokerOptions
 
     func validate() throws {
@@ -33,10 +40,20 @@ struct CallCommand: AsyncParsableCommand {
 
     func run() async throws {
         let body = TaskBody.read(json)
-        let call = ScanOptions(timeout: FlagCheck.duration(seconds: timeout), retry: .never)
+        let length = FlagCheck.duration(seconds: timeout)
+        let call = ScanOptions(timeout: length, deadline: length, retry: .never)
         let service = service
+        let keptAs = keep ? JobID.random() : nil
         await options.run("skyctl") { client in
-            let result = try await client.request(service: service, body: body, options: call)
+            let result: [UInt8]
+            if let keptAs {
+                // Said before the call goes out: whoever stops this process can still find the work.
+                ProcessSetup.standardError(
+                    "skyctl: if this call is left before its result, it is kept as job \(keptAs)\n")
+                result = try await client.request(service: service, body: body, keptAs: keptAs, options: call)
+            } else {
+                result = try await client.request(service: service, body: body, options: call)
+            }
             print(String(decoding: result, as: UTF8.self))
         }
     }

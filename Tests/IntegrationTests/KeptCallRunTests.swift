@@ -32,6 +32,13 @@ extension ThirdLineSuite {
             }
             let waited = ContinuousClock.now - started
             #expect(waited < .milliseconds(1400), "the caller is answered at its deadline, not at the result")
+            // An id chosen first is the one the caller hears.
+            let chosen = JobID.random()
+            await #expect(throws: SkyError.keptAsJob(chosen)) {
+                try await caller.scan(
+                    SleepTask(milliseconds: 1500, tag: 40), keptAs: chosen,
+                    options: ScanOptions(deadline: .milliseconds(400)))
+            }
             await caller.close()
 
             let id = try #require(kept)
@@ -40,6 +47,7 @@ extension ThirdLineSuite {
             #expect(result.tag == 41)
             // Run once: the call's delivery was the job's only attempt.
             #expect(try await reader.status(of: id) == .succeeded(attempt: 1))
+            #expect(try await reader.result(of: chosen, as: SleepTask.self).tag == 40)
             await reader.close()
             await cluster.stop()
         }
@@ -73,6 +81,40 @@ extension ThirdLineSuite {
             #expect(kept.count == 1)
             #expect(found.status == .succeeded(attempt: 1))
             #expect(try await reader.result(of: found.id, as: SleepTask.self).tag == 42)
+            await reader.close()
+            await cluster.stop()
+        }
+
+        /// The caller holds the job's id before the call goes out (`skyctl call --keep` prints it),
+        /// and is killed while the worker runs the call: another process reads the result by it.
+        @Test(.timeLimit(.minutes(1)))
+        func aKilledCallersCallIsReadByTheIDItChoseFirst() async throws {
+            let state = StateDirectory()
+            let cluster = try await TestCluster.start(extraArguments: state.arguments)
+            defer { cluster.killAll() }
+            _ = try await cluster.startWorker(name: "w1", extraArguments: ["--workloads", "sky.sleep"])
+            let caller = cluster.track(
+                try SkyProcess(
+                    "skyctl",
+                    [
+                        "call", SleepTask.service, "--json", #"{"milliseconds":1500,"tag":43}"#, "--timeout", "20",
+                        "--keep", "--broker", cluster.clients,
+                    ]))
+            let said = try await caller.waitForLine(onStandardError: true) { $0.contains("kept as job") }
+            let id = try #require(said.split(separator: " ").last.flatMap { JobID(String($0)) }, "\(said)")
+            try await eventually("the call runs at the worker", timeout: .seconds(10)) {
+                try await cluster.snapshot().inFlight == 1
+            }
+            // Asked about while the call runs: where it stands, not "unknown"; a wait is held.
+            let reader = try await SkyClient(broker: cluster.clients)
+            #expect(try await reader.status(of: id) == .running(attempt: 1, worker: "w1"))
+            let waiting = Task { try await reader.result(of: id, as: SleepTask.self) }
+            caller.signal(SIGKILL)
+            _ = try await caller.waitForExit()
+
+            #expect(try await waiting.value.tag == 43)
+            #expect(try await reader.status(of: id) == .succeeded(attempt: 1), "run once: the call was its attempt")
+            #expect(try await reader.jobs(service: SleepTask.service).map(\.id) == [id])
             await reader.close()
             await cluster.stop()
         }

@@ -56,6 +56,52 @@ struct KeptCallTests {
         #expect(broker.machine.inFlightCount == 0)
     }
 
+    /// Another process asks about the job a kept call may become while the call is in flight:
+    /// a status says where the call stands (not "unknown"), and a wait is held until the call
+    /// ends (the waiter gets its outcome) or is kept (the waiter waits on for the job).
+    @Test func theJobAKeptCallMayBecomeIsAnsweredForWhileTheCallIsInFlight() throws {
+        var broker = BrokerHarness.withJournal()
+        let reader = PeerID([0, 0, 0, 0, 2])
+        let (status, wait, later) = (
+            RequestID(high: 9, low: 1), RequestID(high: 9, low: 2), RequestID(high: 9, low: 3)
+        )
+        _ = broker.request(client, call, timeout: .seconds(60), noWorkersGrace: .seconds(10), keep: true)
+        #expect(
+            reports(broker.ask(reader, status, BrokerService.jobStatus, JobID(call)), to: status).map(\.state) == [
+                .queued
+            ])
+        _ = broker.ready(worker1)
+        let running = reports(broker.ask(reader, status, BrokerService.jobStatus, JobID(call)), to: status)
+        #expect(running.map(\.state) == [.running] && running.first?.service == "sky.scan")
+        let asked = broker.ask(reader, wait, BrokerService.jobWait, JobID(call))
+        #expect(reports(asked, to: wait).isEmpty && journalLookups(asked) == 0, "held, not looked up")
+        // Its hold runs out: told where the call stands, not "unknown".
+        var passed: [BrokerAction] = []
+        for _ in 0..<21 {
+            passed += broker.worker(worker1, .heartbeat)
+            passed += broker.advance(.seconds(1))
+        }
+        #expect(reports(passed, to: wait).map(\.state) == [.running])
+        _ = broker.ask(reader, later, BrokerService.jobWait, JobID(call))
+        let replied = broker.reply(worker1, client: client, call, body: [4, 2])
+        #expect(replies(replied, to: call).map(\.status) == [.ok], "its caller gets the result")
+        let heard = reports(replied, to: later)
+        #expect(heard.map(\.state) == [.succeeded] && heard.first?.outcome == [4, 2], "and so does the waiter")
+        // The call ended as a call: its id names nothing now.
+        #expect(journalLookups(broker.ask(reader, status, BrokerService.jobStatus, JobID(call))) == 1)
+        #expect(broker.machine.keptCalls.isEmpty)
+
+        // A waiter on a call that is kept waits on for the job, and hears its outcome.
+        let second = RequestID(high: 0x0190_0000_0000_0002, low: 8)
+        _ = broker.request(client, second, timeout: .seconds(5), keep: true)
+        let held = broker.ask(reader, wait, BrokerService.jobWait, JobID(second))
+        #expect(reports(held, to: wait).isEmpty)
+        _ = broker.commit(broker.cancel(client, second))
+        let ended = broker.commit(broker.reply(worker1, client: client, second, body: [7]))
+        let outcome = reports(ended, to: wait)
+        #expect(outcome.map(\.state) == [.succeeded] && outcome.first?.outcome == [7], "\(ended)")
+    }
+
     @Test func aRunningKeptCallIsKeptAtItsDeadlineWithoutTheLeaseGrace() throws {
         var broker = BrokerHarness.withJournal()
         _ = broker.ready(worker1)

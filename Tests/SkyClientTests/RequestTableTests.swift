@@ -309,4 +309,40 @@ struct RequestTableTests {
         }
         #expect(message.contains("\(JobID(second.requestID))"))
     }
+
+    /// A kept call whose caller chose its id (``SkyClient/scan(_:keptAs:options:coder:)``) goes out
+    /// under that id, which carries no slot: its replies and its timer still find it, a second
+    /// call with the id while it is in flight is refused, and once it ended the id matches nothing.
+    @Test func aCallWhoseCallerChoseItsIDIsFoundByThatID() throws {
+        var table = Self.connected()
+        let plainOptions = ScanOptions(timeout: .seconds(5), deadline: .seconds(5), retry: .never)
+        let plain = try #require(
+            Self.sent(
+                table.start(RequestTable.Call(service: "svc", body: [1], options: plainOptions), waiter: 1, now: .zero)
+            ).first)
+        var options = ScanOptions(timeout: .seconds(1), deadline: .seconds(1), retry: .never, keepIfAbandoned: true)
+        // Its low 32 bits name the slot the first call holds.
+        let chosen = JobID(RequestID(high: 0xfeed, low: plain.requestID.low & 0xffff_ffff))
+        options.keptAs = chosen
+        let kept = try #require(
+            Self.sent(
+                table.start(RequestTable.Call(service: "svc", body: [2], options: options), waiter: 2, now: .zero)
+            )
+            .first)
+        #expect(kept.requestID == chosen.requestID && kept.header.keepIfAbandoned)
+        let twice = table.start(RequestTable.Call(service: "svc", body: [3], options: options), waiter: 3, now: .zero)
+        guard case .fail(let refused, .invalidTask(let message), attempts: 0)? = twice.first else {
+            Issue.record("\(twice)")
+            return
+        }
+        #expect(refused == [3] && message.contains("\(chosen)"))
+
+        // Its deadline: the broker is told under the chosen id.
+        #expect(table.expire(now: .seconds(1)) == [.cancel(chosen.requestID)])
+        let answer = TaskReply.failure(chosen.requestID, .keptAsJob, type: "keptAsJob", message: "kept", attempt: 0)
+        #expect(table.received(answer, now: .milliseconds(1002)) == [.fail([2], .keptAsJob(chosen), attempts: 1)])
+        #expect(table.callCount == 1, "the first call is still the broker's to answer")
+        _ = table.received(Self.ok(chosen.requestID), now: .milliseconds(1003))
+        #expect(table.counters.unmatchedReplies == 1)
+    }
 }
