@@ -73,6 +73,15 @@ struct ServeCommand: AsyncParsableCommand {
             """)
     var leaseGrace: Double = Self.defaults.routing.leaseGrace.inSeconds
 
+    @Option(
+        help: ArgumentHelp(
+            """
+            A service's rate limit, SERVICE=RATE[:BURST] (images.resize=100/s:20; RATE a count per s, m, h or d; \
+            BURST by default a second's worth); repeat for more services. A limit set with skyctl limits set \
+            replaces it for its service until removed (docs/operations.md, "Rate limits").
+            """, valueName: "service=rate[:burst]"))
+    var rateLimit: [String] = []
+
     @Flag(help: "Publish task.dispatched and task.completed for every task (costs throughput).")
     var taskEvents = false
 
@@ -136,6 +145,41 @@ struct ServeCommand: AsyncParsableCommand {
 
     @OptionGroup var common: CommonOptions
 
+    /// The `--rate-limit` flags, by service; the first problem found is thrown.
+    func rateLimits() throws -> [String: RateLimit] {
+        var limits: [String: RateLimit] = [:]
+        for text in rateLimit {
+            guard let equals = text.firstIndex(of: "=") else {
+                throw ValidationError(
+                    "--rate-limit \(text) names no service: give SERVICE=RATE[:BURST], as images.resize=100/s:20")
+            }
+            let service = String(text[..<equals])
+            if let problem = WireFormat.nameProblem(service, what: "--rate-limit's service name") {
+                throw ValidationError(problem)
+            }
+            let parts = text[text.index(after: equals)...].split(
+                separator: ":", maxSplits: 1, omittingEmptySubsequences: false)
+            guard let perSecond = RateLimit.parseRate(String(parts[0])) else {
+                throw ValidationError(
+                    "--rate-limit \(text): \(parts[0]) is not a rate: give a count per s, m, h or d, as 100/s")
+            }
+            var burst = RateLimit.defaultBurst(perSecond)
+            if parts.count == 2 {
+                guard let given = Int(parts[1]) else {
+                    throw ValidationError(
+                        "--rate-limit \(text): \(parts[1]) is not a burst: give a whole number of starts")
+                }
+                burst = given
+            }
+            let limit = RateLimit(perSecond: perSecond, burst: burst)
+            if let problem = limit.problem { throw ValidationError("--rate-limit \(text): \(problem)") }
+            guard limits.updateValue(limit, forKey: service) == nil else {
+                throw ValidationError("--rate-limit names \(service) twice: give one limit a service")
+            }
+        }
+        return limits
+    }
+
     func validate() throws {
         try FlagCheck.endpoint(clients, "--clients", binding: true)
         try FlagCheck.endpoint(workers, "--workers", binding: true)
@@ -187,6 +231,7 @@ struct ServeCommand: AsyncParsableCommand {
                 "no --state-dir, and neither XDG_STATE_HOME nor HOME is set to an absolute path to find the default in; give --state-dir DIR (or none)"
             )
         }
+        _ = try rateLimits()
         if secretKey == nil && [clientKeys, workerKeys, watcherKeys].contains(where: { $0 != nil }) {
             throw ValidationError("allow-lists need --secret-key: without it the broker runs without CURVE")
         }
@@ -217,6 +262,7 @@ struct ServeCommand: AsyncParsableCommand {
         routing.noWorkersGrace = FlagCheck.duration(seconds: noWorkersGrace)
         routing.leaseGrace = FlagCheck.duration(seconds: leaseGrace)
         routing.taskEvents = taskEvents
+        routing.rateLimits = try rateLimits()
         var configuration = BrokerConfiguration(
             clientsEndpoint: clients, workersEndpoint: workers, eventsEndpoint: events, maxFrameSize: maxFrameSize,
             routing: routing)

@@ -16,8 +16,9 @@ extension SkyClient {
     }
 
     /// Whether the broker of this connection says it takes `feature`: from what it said last,
-    /// else asked now. A call that needs an optional form checks this before it sends it.
-    nonisolated func brokerTakes(_ feature: KeyPath<BrokerFeatures, Bool>) async -> Bool {
+    /// else asked now. A call that needs an optional form checks this before it sends it (and
+    /// so does skyctl, before it says what it will do).
+    package nonisolated func brokerTakes(_ feature: KeyPath<BrokerFeatures, Bool>) async -> Bool {
         if let known = shell.lastFeatures.withLock({ $0 }) { return known[keyPath: feature] }
         return await brokerFeatures()?[keyPath: feature] == true
     }

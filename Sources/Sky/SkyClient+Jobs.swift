@@ -79,7 +79,11 @@ extension SkyClient {
     public nonisolated func result<R: Decodable & Sendable>(
         of id: JobID, as type: R.Type, coder: some TaskCoder = .json
     ) async throws -> R {
+        // A broker that answers "not yet" at once (it holds as many waits as it may) is asked
+        // again after a pause, growing to a second: at once, the loop would flood it.
+        var pause = Duration.milliseconds(50)
         while true {
+            let asked = time.now()
             let report = try await jobReport(BrokerService.jobWait, id)
             switch report.state {
             case .succeeded:
@@ -94,7 +98,13 @@ extension SkyClient {
             case .unknown:
                 throw SkyError.jobNotFound(id)
             case .queued, .scheduled, .running:
-                continue  // the broker held the wait as long as it holds one; ask again
+                // The broker held the wait as long as it holds one: ask again.
+                guard time.now() - asked < .milliseconds(500) else {
+                    pause = .milliseconds(50)
+                    continue
+                }
+                try await Task.sleep(for: pause, clock: configuration.clock)
+                pause = min(pause * 2, .seconds(1))
             }
         }
     }

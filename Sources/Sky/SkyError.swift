@@ -53,14 +53,19 @@ public enum SkyError: Error, Sendable, Equatable, CustomStringConvertible {
     case jobNotFound(String)
     /// The call's deadline passed, or its caller left it, and the broker kept it as a durable
     /// job (``ScanOptions/keepIfAbandoned``) with this id: read its outcome with
-    /// ``SkyClient/job(_:as:)`` or ``SkyClient/status(of:)``, from this process or another.
+    /// ``SkyClient/result(of:as:coder:)`` or ``SkyClient/status(of:)``, from this process or another.
     case keptAsJob(JobID)
+    /// The service's rate limit at the broker would have made the call wait past its deadline
+    /// (the calls ahead of it take the tokens until then), so the broker answered at once;
+    /// `retryAfter` is how long it would have waited. Not retried by default: the backlog is
+    /// what it is.
+    case rateLimited(String, retryAfter: Duration)
 
     /// The kind of an error without its message: what retry policies name.
     public enum Code: String, Sendable, Hashable, CaseIterable {
         case timeout, overloaded, noWorkers, workerLost, remote, unauthorized, cancelled, brokerUnreachable
         case unknownService, invalidPayload, internalError, invalidResult, invalidTask, clientClosed
-        case requestTooLarge, wrongEndpoint, journalUnavailable, jobNotFound, keptAsJob
+        case requestTooLarge, wrongEndpoint, journalUnavailable, jobNotFound, keptAsJob, rateLimited
     }
 
     public var code: Code {
@@ -84,6 +89,7 @@ public enum SkyError: Error, Sendable, Equatable, CustomStringConvertible {
         case .journalUnavailable: .journalUnavailable
         case .jobNotFound: .jobNotFound
         case .keptAsJob: .keptAsJob
+        case .rateLimited: .rateLimited
         }
     }
 
@@ -94,7 +100,10 @@ public enum SkyError: Error, Sendable, Equatable, CustomStringConvertible {
         case .ok: self = .internalError("a success reply was treated as a failure")
         case .handlerError: self = .remote(type: error.type, message: error.message)
         case .unknownService: self = .unknownService(error.message)
+        case .invalidPayload where error.type == RemoteErrorBody.idInUseType: self = .invalidTask(error.message)
         case .invalidPayload: self = .invalidPayload(error.message)
+        case .overloaded where error.type == RemoteErrorBody.rateLimitedType:
+            self = .rateLimited(error.message, retryAfter: .milliseconds(max(0, error.retryAfterMs ?? 0)))
         case .overloaded: self = .overloaded(error.message)
         case .noWorkers: self = .noWorkers(service: service)
         case .workerLost: self = .workerLost(error.message)
@@ -139,8 +148,10 @@ public enum SkyError: Error, Sendable, Equatable, CustomStringConvertible {
         case .journalUnavailable(let message):
             "the broker's journal of jobs cannot be used: \(message.hasSuffix(".") ? String(message.dropLast()) : message). Submits and job lookups fail until it is back (scan is not affected); to submit again without a second job, use the same idempotency key."
         case .jobNotFound(let message): "\(message)."
+        case .rateLimited(let message, _):
+            "the call was refused at once, its service's rate limit being reached: \(message)."
         case .keptAsJob(let id):
-            "the call's caller left it and the broker kept it as job \(id); read its outcome with SkyClient.job(_:as:) or `skyctl jobs show \(id)`."
+            "the call was left before its result and the broker kept it as job \(id); read its outcome with SkyClient.result(of:as:) or `skyctl jobs show \(id) --result`."
         case .requestTooLarge(let bytes, let limit):
             "the task encodes to \(bytes) bytes and the broker accepts at most \(limit) (SkyClient.Configuration.maxRequestBytes, skybroker --max-frame-size); it was not sent. Send a reference to the data instead, or raise both limits."
         }

@@ -154,7 +154,7 @@ public final class Broker: Service, Sendable {
         if let journal {
             // Jobs unfinished when the broker last stopped are queued again before anyone connects.
             var outbound: [ZMQEventLoop.Outbound] = []
-            shell.recover(journal.unfinished, paused: journal.paused, into: &outbound)
+            shell.recover(journal.unfinished, settings: journal.settings, into: &outbound)
             loop.send(outbound)
         }
         return Broker(
@@ -275,6 +275,9 @@ public final class Broker: Service, Sendable {
         let metrics = Locked(BrokerMetrics())
         /// Each wake-up's actions, in one buffer kept from wake-up to wake-up.
         let spareActions = SpareBuffer<BrokerAction>()
+        /// When the last whole tick ran: a tick sooner than the tick interval after it is the
+        /// alarm the machine asked for (a rate limit's next token), and does only that.
+        let lastFullTick = Locked<Int64>(.min)
         /// The process's tracer, nil without one: traced requests then keep the client's context.
         let tracer = SkyTracing.active()
         /// On a shared job store: stops the broker from serving after a pause (see ``StallGuard``).
@@ -285,12 +288,14 @@ public final class Broker: Service, Sendable {
             return state.withLock { $0.snapshot(now: now) }
         }
 
-        func recover(_ records: [JobRecord], paused: [String], into outbound: inout [ZMQEventLoop.Outbound]) {
+        func recover(_ records: [JobRecord], settings: ServiceSettings, into outbound: inout [ZMQEventLoop.Outbound]) {
             var actions: [BrokerAction] = []
             let now = BrokerInstant.now
             state.withLock { machine in
-                // Paused first: none of a paused service's jobs may start.
-                machine.pausedAtStart(paused)
+                // Paused and limited first: none of a paused service's jobs may start, nor more
+                // of a limited one's than its limit.
+                machine.pausedAtStart(settings.paused)
+                machine.limitsAtStart(settings.limits, now: now, into: &actions)
                 _ = machine.recover(records, now: now, into: &actions)
             }
             execute(&actions, into: &outbound)
@@ -311,7 +316,8 @@ public final class Broker: Service, Sendable {
             var actions = spareActions.take()
             actions.reserveCapacity(batch.count * 2)
             let now = BrokerInstant.now
-            state.withLock { machine in
+            // A rate limit's next token, if work waits for one: the loop wakes then.
+            let wake = state.withLock { machine in
                 // Each message moved out of the batch, not copied (see `takeEach`).
                 batch.takeEach(leaving: .tick) { inbound in
                     switch consume inbound {
@@ -347,6 +353,19 @@ public final class Broker: Service, Sendable {
                     case .sendFailed(let socket, _, let error):
                         actions.append(.log(.warning, "send on \(socket) failed: \(error)"))
                     case .tick:
+                        let interval = BrokerStateMachine.nanoseconds(
+                            max(.milliseconds(10), machine.configuration.heartbeatInterval / 10))
+                        let full = lastFullTick.withLock { last in
+                            guard machine.hasExpiryBacklog || now.nanoseconds &- last >= interval / 10 * 9 else {
+                                return false
+                            }
+                            last = now.nanoseconds
+                            return true
+                        }
+                        guard full else {
+                            machine.rateWake(now: now, into: &actions)
+                            return
+                        }
                         let loop = loop.withLock { $0 }
                         if let loop { machine.loopIteration(took: loop.takeLongestIteration()) }
                         machine.tick(now: now, into: &actions)
@@ -362,7 +381,9 @@ public final class Broker: Service, Sendable {
                         return
                     }
                 }
+                return machine.nextRateWake
             }
+            if let wake { loop.withLock { $0 }?.setAlarm(.zero, after: wake.nanoseconds) }
             execute(&actions, into: &outbound)
             spareActions.giveBack(&actions)
         }

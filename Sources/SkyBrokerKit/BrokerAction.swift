@@ -104,6 +104,9 @@ package enum JournalWrite: Sendable, Equatable {
     /// A service was paused or resumed (`changed`: it was not so before): answer `caller`, or
     /// undo it if it is not on disk.
     indirect case servicePaused(name: String, paused: Bool, changed: Bool, caller: JobCaller)
+    /// A service's set limit was changed to `limit` from `previous` (`nil`: none set): answer
+    /// `caller`, or undo it if it is not on disk.
+    indirect case serviceLimited(name: String, limit: RateLimit?, previous: RateLimit?, caller: JobCaller)
 }
 
 /// What a write of a schedule's definition changes once it is on disk.

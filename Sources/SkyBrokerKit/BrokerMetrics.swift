@@ -16,6 +16,8 @@ struct BrokerMetrics: Sendable {
     private var known: Set<String> = []
     private var lastJobs: JobCounts?
     private var lastCommits = 0
+    /// Each limited service's starts and refusals at the last record, for the counters' steps.
+    private var lastLimits: [String: (started: UInt64, refused: UInt64)] = [:]
 
     /// - Parameter journalCommits: the journal's transactions so far, with a journal.
     mutating func record(_ stats: BrokerStats, journalCommits: Int?) {
@@ -39,6 +41,24 @@ struct BrokerMetrics: Sendable {
         for service in known where services[service] == nil {
             Gauge(label: "sky_broker_queue_depth", dimensions: [("service", service)]).record(0)
             Gauge(label: "sky_broker_service_queued_bytes", dimensions: [("service", service)]).record(0)
+        }
+        for limit in stats.limits ?? [] where admit(limit.service) {
+            let dimensions = [("service", limit.service)]
+            Gauge(label: "sky_broker_rate_limit_per_second", dimensions: dimensions).record(limit.perSecond)
+            Gauge(label: "sky_broker_rate_limit_throttled", dimensions: dimensions).record(limit.throttled ? 1 : 0)
+            // A limit removed and set again counts from 0 again.
+            let (started, refused) = lastLimits[limit.service] ?? (0, 0)
+            let newStarts = limit.started >= started ? limit.started - started : limit.started
+            let newRefusals = limit.refused >= refused ? limit.refused - refused : limit.refused
+            if newStarts > 0 {
+                Counter(label: "sky_broker_rate_limited_starts_total", dimensions: dimensions)
+                    .increment(by: Int64(clamping: newStarts))
+            }
+            if newRefusals > 0 {
+                Counter(label: "sky_broker_rate_limit_refused_total", dimensions: dimensions)
+                    .increment(by: Int64(clamping: newRefusals))
+            }
+            lastLimits[limit.service] = (limit.started, limit.refused)
         }
         if let jobs = stats.jobs {
             Gauge(label: "sky_broker_jobs", dimensions: [("state", "held")]).record(jobs.held)

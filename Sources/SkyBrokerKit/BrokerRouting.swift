@@ -45,6 +45,9 @@ public struct BrokerRouting: Sendable {
     /// The clock the tick reads to keep to ``tickWorkLimit`` (inputs carry their own `now`;
     /// this one measures the work as it goes). Tests replace it.
     package var workClock: @Sendable () -> BrokerInstant = { BrokerInstant.now }
+    /// Services' rate limits (`skybroker --rate-limit`): a limit set through `mmi.limits.set`
+    /// (kept in the journal) replaces the one given here for its service until it is removed.
+    public var rateLimits: [String: RateLimit] = [:]
     /// How often `broker.stats` is published.
     public var statsInterval: Duration = .seconds(1)
     /// Least time between two `broker.hello` events: subscriptions that come faster share one.

@@ -346,13 +346,18 @@ extension BrokerStateMachine {
         // Only these two fields: a copy of the whole record would retain its tables and arrays,
         // and the dispatches below, which change the record, would then copy them on write.
         let (numbers, credits) = withWorker(at: index) { ($0.serviceNumbers, $0.freeCredits) }
-        // Looked at per service only while some service is paused (a load, not an access).
+        // Looked at per service only while some service is paused or limited (a load, not an
+        // access).
         let anyPaused = !services.paused.isEmpty
+        let anyLimited = !services.limits.isEmpty
+        let nowTicks = anyLimited ? ticks(now) : 0
         var free = credits
         while free > 0, deliveries.hasRoom {
             var oldest: (service: ServiceBook.Number, arrival: UInt64)?
             for service in numbers {
                 guard !anyPaused || !services[service].paused, let arrival = oldestWaiting(service) else { continue }
+                // A limited service without a token waits for the next (``rateWake(now:into:)``).
+                if anyLimited, !hasStart(service, now: nowTicks) { continue }
                 if oldest == nil || arrival < oldest!.arrival { oldest = (service, arrival) }
             }
             // Requests first: a call has a caller waiting on a deadline, a job waits on disk. Jobs
@@ -360,6 +365,9 @@ extension BrokerStateMachine {
             if oldest == nil, jobs.hasPrepared,
                 let service = jobs.best(among: withWorker(at: index) { $0.services })
             {
+                if anyLimited, let number = services.number(of: service), !takeStart(number, now: nowTicks) {
+                    continue  // now throttled: `best` passes it over
+                }
                 dispatchJob(of: service, to: peer, now: now, into: &actions)
                 free -= 1
                 continue
@@ -367,6 +375,7 @@ extension BrokerStateMachine {
             guard let pick = oldest, let task = services[pick.service].queue.popFirst() else { return }
             // The head `oldestWaiting` just found live, and nothing changed since.
             unmarkWaiting(task)
+            if anyLimited { _ = takeStart(pick.service, now: nowTicks) }
             dispatch(task, to: peer, at: index, now: now, into: &actions)
             free -= 1
         }

@@ -102,6 +102,11 @@ extension BrokerStateMachine {
                 name, paused: paused, changed: changed, caller: caller, result, now: now, into: &actions)
             return
         }
+        if case .written(.serviceLimited(let name, let limit, let previous, let caller), let result) = answer {
+            serviceLimitWritten(
+                name, limit: limit, previous: previous, caller: caller, result, now: now, into: &actions)
+            return
+        }
         let nowTicks = ticks(now)
         withJobs(now: now, into: &actions) { $0.journalAnswered(answer, now: nowTicks, into: &$1) }
     }

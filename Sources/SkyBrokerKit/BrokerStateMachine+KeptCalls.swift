@@ -76,6 +76,20 @@ extension BrokerStateMachine {
         }
     }
 
+    /// Why a kept call of request id `id` from `peer` may not be taken, if it may not: its id
+    /// names a job already, or another client's kept call in flight (the first keeps it), so
+    /// that nobody's call can take over or answer for the job another's id names.
+    func keptIDConflict(_ id: RequestID, from peer: PeerID) -> String? {
+        if jobs.knows(JobID(id)) {
+            return "the request id \(id) is job \(JobID(id))'s: a kept call needs an id of its own (JobID.random())"
+        }
+        guard let other = keptCalls.client(of: id), other != clients.number(of: peer),
+            keptCallReport(id, of: other) != nil
+        else { return nil }
+        return
+            "the request id \(id) is another client's kept call's, in flight: a kept call needs an id of its own (JobID.random())"
+    }
+
     // MARK: Asked about while in flight
 
     /// A kept call arrived from `client`: indexed by its id alone, unless a live call of another

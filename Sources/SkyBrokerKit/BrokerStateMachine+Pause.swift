@@ -114,7 +114,7 @@ extension BrokerStateMachine {
     }
 
     /// A resumed service's waiting calls and jobs go to its workers' free credits.
-    private mutating func startWaitingWork(of name: String, now: Instant, into actions: inout [BrokerAction]) {
+    mutating func startWaitingWork(of name: String, now: Instant, into actions: inout [BrokerAction]) {
         withJobs(now: now, into: &actions) { $0.prepare(name, into: &$1) }
         for peer in workers(serving: name) { fill(peer, now: now, into: &actions) }
     }
@@ -135,7 +135,7 @@ extension BrokerStateMachine {
             })
     }
 
-    private mutating func answer(
+    mutating func answer(
         _ caller: JobCaller, _ status: ReplyStatus, _ body: [UInt8], failure: Bool = false,
         into actions: inout [BrokerAction]
     ) {

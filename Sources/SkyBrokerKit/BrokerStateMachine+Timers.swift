@@ -27,6 +27,7 @@ extension BrokerStateMachine {
         expireLeases(now: now, budget: &budget, into: &actions)
         keptReplies.forget(before: ticks(now) - Self.keptReplyMemory)
         expireKeptCallHolds(now: now, into: &actions)
+        rateWake(now: now, into: &actions)
         let nowTicks = ticks(now)
         withJobs(now: now, into: &actions) { $0.tick(now: nowTicks, budget: &budget, into: &$1) }
         hasExpiryBacklog = budget.isSpent
@@ -224,9 +225,10 @@ extension BrokerStateMachine {
             inFlight: inFlightCount, completed: tally.completed,
             completedPerSecond: seconds > 0 ? Double(closed.completed) / seconds : 0,
             queuedBytes: queuedBytes, longestIterationMilliseconds: closed.longestIteration.inSeconds * 1000,
-            failed: tally.failed, jobs: jobs.counts)
+            failed: tally.failed, jobs: jobs.counts(keptWaiters: keptCalls.waiterCount))
         stats.services = serviceStats(over: seconds, into: &actions)
         if !closed.failures.isEmpty { stats.failures = closed.failures }
+        if !services.limits.isEmpty { stats.limits = Array(limitListing().limits.prefix(BrokerStats.maxLimits)) }
         publish(
             SkyEvent(seq: 0, event: .brokerStats, time: "", workers: workerLoads(now: now), stats: stats),
             into: &actions)

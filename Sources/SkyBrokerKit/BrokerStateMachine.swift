@@ -287,6 +287,8 @@ package struct BrokerStateMachine: Sendable {
     var keptReplies = KeptReplies()
     /// Kept calls in flight by id alone, and callers waiting on them.
     var keptCalls = KeptCallIndex()
+    /// Rate limits: where each comes from, and which services wait for a token.
+    var rates = RateLimitBook()
 
     package init(configuration: Configuration = Configuration()) {
         self.configuration = configuration
@@ -295,6 +297,7 @@ package struct BrokerStateMachine: Sendable {
         jobs = JobScheduler(
             configuration: JobScheduler.Configuration(configuration),
             seed: configuration.jobIDSeed ?? UInt64.random(in: .min ... .max))
+        applyFlaggedLimits()
     }
 
     // MARK: Worker records
@@ -363,7 +366,7 @@ package struct BrokerStateMachine: Sendable {
             seq: events.lastSeq, workers: list, queued: queuedPerService(),
             inFlight: inFlightCount, counters: counters, memory: configuration.memoryProbe?(),
             broker: configuration.instance, tasksCompleted: tally.completed, tasksFailed: tally.failed)
-        snapshot.jobs = jobs.counts
+        snapshot.jobs = jobs.counts(keptWaiters: keptCalls.waiterCount)
         snapshot.epoch = configuration.epoch
         return snapshot
     }
@@ -479,6 +482,14 @@ package struct BrokerStateMachine: Sendable {
                     attempt: request.header.attempt), into: &actions)
             return
         }
+        if request.header.keepIfAbandoned, let conflict = keptIDConflict(request.requestID, from: peer) {
+            replyTo(
+                peer,
+                .failure(
+                    request.requestID, .invalidPayload, type: RemoteErrorBody.idInUseType, message: conflict,
+                    attempt: request.header.attempt), into: &actions)
+            return
+        }
         let client = retainClient(peer)
         let key = TaskKey(client: client, requestID: request.requestID)
         if tasks[key] != nil {
@@ -511,11 +522,18 @@ package struct BrokerStateMachine: Sendable {
         // A worker with a free credit means nothing of this service is waiting (the broker hands
         // queued work to every credit that frees up), so going straight to it keeps FIFO order;
         // and while requests of it wait, no worker of it has a credit to look for.
+        // A limited service's call goes only with a token; without one it waits for the next
+        // (or is answered at once if the calls ahead would take them past its deadline).
+        let limited = !services.limits.isEmpty && services[service].bucket != nil
         if services[service].queued.count == 0, services.paused.isEmpty || !services[service].paused,
-            let worker = bestWorker(for: service, avoiding: key)
+            let worker = bestWorker(for: service, avoiding: key), !limited || takeStart(service, now: task.arrivedAt)
         {
             counters.requestsAccepted += 1
             dispatch(task, to: worker, now: now, into: &actions)
+            return
+        }
+        if limited, !services[service].paused, let refusal = rateRefusal(task, service, now: task.arrivedAt) {
+            fail(task, .overloaded, refusal.message, error: refusal, into: &actions)
             return
         }
         if let refusal = queueRefusal(for: task) {
@@ -674,21 +692,27 @@ package struct BrokerStateMachine: Sendable {
 
     /// Answers a request with a failure the broker made, says so on the event socket, and
     /// forgets the request.
+    /// - Parameter error: the failure's body, if not of type `status` with `message`.
     mutating func fail(
-        _ task: QueuedRequest, _ status: ReplyStatus, _ message: String, worker: PeerID? = nil,
-        keepsClient: Bool = false, into actions: inout [BrokerAction]
+        _ task: QueuedRequest, _ status: ReplyStatus, _ message: String, error: RemoteErrorBody? = nil,
+        worker: PeerID? = nil, keepsClient: Bool = false, into actions: inout [BrokerAction]
     ) {
         if status != .brokerShuttingDown {
             recordWindow(of: task.service) { $0.recordFailure(status) }
             sampleFailure(
-                task, status, RemoteErrorBody(type: status.description, message: message),
+                task, status, error ?? RemoteErrorBody(type: status.description, message: message),
                 worker: worker.flatMap { workers[$0]?.name })
         }
         reply(
             to: task.client,
-            .failure(
-                task.request.requestID, status, type: status.description, message: message,
-                attempt: task.request.header.attempt),
+            error.map {
+                TaskReply(
+                    requestID: task.request.requestID, attempt: task.request.header.attempt, status: status,
+                    body: $0.encoded())
+            }
+                ?? .failure(
+                    task.request.requestID, status, type: status.description, message: message,
+                    attempt: task.request.header.attempt),
             into: &actions)
         publishTask(
             .taskFailed,
@@ -780,6 +804,9 @@ package struct BrokerStateMachine: Sendable {
             answer = TaskReply(requestID: request.requestID, status: .ok, body: body)
         case BrokerService.servicePause, BrokerService.serviceResume, BrokerService.serviceList:
             answerServiceControl(request, for: client, now: now, into: &actions)
+            return
+        case BrokerService.limitSet, BrokerService.limitRemove, BrokerService.limitList:
+            answerLimitControl(request, for: client, now: now, into: &actions)
             return
         case BrokerService.features:
             let features = BrokerFeatures.broker(

@@ -37,6 +37,9 @@ struct JobScheduler: Sendable {
     var flows = FlowBook()
     /// Services paused: their jobs are neither prepared nor taken (the broker says which).
     var paused: Set<String> = []
+    /// Services whose rate limit has no token now: their prepared jobs are not taken until the
+    /// broker says (``BrokerStateMachine/rateWake(now:into:)``).
+    var throttled: Set<String> = []
     var idGenerator: SplitMix64
     /// Orders jobs of equal priority by submission.
     private var nextArrival: UInt64 = 0
@@ -76,13 +79,14 @@ struct JobScheduler: Sendable {
     func hasWork(for service: String) -> Bool { book.queued.has(service) || book.ready.has(service) }
 
     /// The jobs' counts for stats and snapshots; `nil` without a journal.
-    var counts: JobCounts? {
+    /// - Parameter keptWaiters: callers the broker holds waiting on kept calls in flight.
+    func counts(keptWaiters: Int = 0) -> JobCounts? {
         guard configuration.journal else { return nil }
         return JobCounts(
             held: book.jobs.count, queued: book.queued.total + book.pipeline.values.reduce(0, +),
             submitted: book.submitted, succeeded: book.ended.succeeded, failed: book.ended.failed,
             cancelled: book.ended.cancelled,
-            retried: book.retried, journalBytes: book.journalBytes, waiters: book.waiterCount,
+            retried: book.retried, journalBytes: book.journalBytes, waiters: book.waiterCount + keptWaiters,
             schedules: schedules.loaded ? schedules.counts : nil, flows: flows.counts)
     }
 
@@ -568,7 +572,10 @@ struct JobScheduler: Sendable {
     mutating func best(among services: [String]) -> String? {
         guard !book.ready.isEmpty else { return nil }
         var best: (service: String, arrival: UInt64, priority: Int8)?
-        for service in services where book.ready.has(service) && (paused.isEmpty || !paused.contains(service)) {
+        for service in services
+        where book.ready.has(service) && (paused.isEmpty || !paused.contains(service))
+            && (throttled.isEmpty || !throttled.contains(service))
+        {
             // A job of higher priority is being prepared: the credit waits for it (one commit).
             guard !book.betterIsPreparing(service), let head = book.ready.head(service, in: book.jobs)
             else { continue }
@@ -824,8 +831,8 @@ struct JobScheduler: Sendable {
             if let flow { advanceFlow(flow, into: &actions) }
         case .written(.flowEnded(let id), let result):
             flowEndWritten(id, result, into: &actions)
-        case .written(.servicePaused, _):
-            break  // the broker's (``BrokerStateMachine/servicePauseWritten``)
+        case .written(.servicePaused, _), .written(.serviceLimited, _):
+            break  // the broker's (``BrokerStateMachine/servicePauseWritten``, ``BrokerStateMachine/serviceLimitWritten``)
         case .flowLoaded(let id, let result):
             flowLoaded(id, result, into: &actions)
         case .flowRead(let id, let caller, let result):

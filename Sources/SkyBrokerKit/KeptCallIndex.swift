@@ -25,13 +25,17 @@ struct KeptCallIndex: Sendable {
     /// The callers waiting on each call, and its service (for what they are told).
     private var waiters: [RequestID: (service: String, callers: [JobCaller])] = [:]
     private(set) var waiterCount = 0
+    /// Held waits per peer: one peer's flood of waits may not take every other's place.
+    private var waitsOf: [PeerID: Int] = [:]
     /// Every hold, oldest first (all last as long, so also soonest due first); one answered
     /// meanwhile is skipped when it comes up.
     private var holds: Deque<Hold> = []
 
     static let sweepFloor = 1024
-    /// Most callers waiting on kept calls in flight; beyond it a wait is answered at once.
-    static let maxWaiters = 10_000
+    /// Most callers waiting on kept calls in flight, in all and from one peer; beyond them a
+    /// wait is answered at once (as the job book does beyond its own).
+    static let maxWaiters = JobBook.maxWaiters
+    static let maxWaitersPerPeer = 1_000
 
     var isEmpty: Bool { clients.isEmpty }
 
@@ -62,7 +66,7 @@ struct KeptCallIndex: Sendable {
         guard clients[id] == client else { return nil }
         clients[id] = nil
         guard let taken = waiters.removeValue(forKey: id) else { return nil }
-        waiterCount -= taken.callers.count
+        for caller in taken.callers { released(caller) }
         return taken
     }
 
@@ -73,9 +77,12 @@ struct KeptCallIndex: Sendable {
 
     /// Holds `caller` until `due`; `false` beyond ``maxWaiters``.
     mutating func hold(_ caller: JobCaller, on id: RequestID, service: String, until due: Int64) -> Bool {
-        guard waiterCount < Self.maxWaiters else { return false }
+        guard waiterCount < Self.maxWaiters, waitsOf[caller.peer, default: 0] < Self.maxWaitersPerPeer else {
+            return false
+        }
         waiters[id, default: (service, [])].callers.append(caller)
         waiterCount += 1
+        waitsOf[caller.peer, default: 0] += 1
         holds.append(Hold(id: id, caller: caller, due: due))
         return true
     }
@@ -89,10 +96,19 @@ struct KeptCallIndex: Sendable {
             else { continue }
             waiters.values[entry].callers.remove(at: index)
             if waiters.values[entry].callers.isEmpty { waiters.remove(at: entry) }
-            waiterCount -= 1
+            released(first.caller)
             return first
         }
         if waiters.isEmpty { holds.removeAll() }
         return nil
+    }
+
+    private mutating func released(_ caller: JobCaller) {
+        waiterCount -= 1
+        if let left = waitsOf[caller.peer], left > 1 {
+            waitsOf[caller.peer] = left - 1
+        } else {
+            waitsOf[caller.peer] = nil
+        }
     }
 }

@@ -8,8 +8,8 @@ protocol OpenedJournal: Sendable {
     var writer: JournalWriter { get }
     /// Jobs the journal held unfinished when it was opened.
     var unfinished: [JobRecord] { get }
-    /// The services paused when it was opened (their jobs wait).
-    var paused: [String] { get }
+    /// What it held about services when it was opened: read before its jobs are taken up.
+    var settings: ServiceSettings { get }
     /// Commits what is queued, stops the journal's thread, and lets the next broker in.
     func close() async
     /// Yields once if the journal was lost to another broker (a shared store); the broker
@@ -33,12 +33,16 @@ extension JournalWriter {
     static func startReading(
         named: (key: String, value: String), logger: Logger,
         open: @escaping @Sendable () throws(JournalError) -> any JobStore
-    ) async throws(JournalError) -> (writer: JournalWriter, unfinished: [JobRecord], paused: [String]) {
+    ) async throws(JournalError) -> (writer: JournalWriter, unfinished: [JobRecord], settings: ServiceSettings) {
         let writer = try await JournalWriter.start(open: open)
         do {
-            let (unfinished, jobs, paused) = try await writer.read { store throws(JournalError) in
-                (try store.unfinished(), try store.jobCount(), try store.pausedServices())
+            let (unfinished, jobs, settings) = try await writer.read { store throws(JournalError) in
+                (
+                    try store.unfinished(), try store.jobCount(),
+                    ServiceSettings(paused: try store.pausedServices(), limits: try store.serviceLimits())
+                )
             }
+            let paused = settings.paused
             logger.info(
                 "journal open",
                 metadata: [named.key: "\(named.value)", "jobs": "\(jobs)", "unfinished jobs": "\(unfinished.count)"])
@@ -49,10 +53,26 @@ extension JournalWriter {
                         "count": "\(paused.count)", "services": "\(paused.prefix(10))\(paused.count > 10 ? " …" : "")",
                     ])
             }
-            return (writer, unfinished, paused)
+            if !settings.limits.isEmpty {
+                let names = settings.limits.map(\.name)
+                logger.info(
+                    "rate-limited services",
+                    metadata: [
+                        "count": "\(names.count)", "services": "\(names.prefix(10))\(names.count > 10 ? " …" : "")",
+                    ])
+            }
+            return (writer, unfinished, settings)
         } catch {
             await writer.stop()
             throw error
         }
     }
+}
+
+/// What a journal held about services when it was opened.
+struct ServiceSettings: Sendable {
+    /// The services paused (their jobs wait).
+    var paused: [String] = []
+    /// The services' rate limits set through `mmi.limits.set`, each in the form written.
+    var limits: [(name: String, limit: [UInt8])] = []
 }

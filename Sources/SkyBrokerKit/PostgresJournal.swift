@@ -10,7 +10,7 @@ import SkyZMQ
 final class PostgresJournal: OpenedJournal {
     let writer: JournalWriter
     let unfinished: [JobRecord]
-    let paused: [String]
+    let settings: ServiceSettings
     let lost: AsyncStream<JournalError>?
     let epoch: Int64?
     /// Renews the lease between transactions, and steps down once a standby took over while
@@ -52,7 +52,7 @@ final class PostgresJournal: OpenedJournal {
     }
 
     private init(
-        writer: JournalWriter, unfinished: [JobRecord], paused: [String], epoch: Int64,
+        writer: JournalWriter, unfinished: [JobRecord], settings: ServiceSettings, epoch: Int64,
         standby: PostgresJobStore.Standby,
         store: String, watch: Locked<LeaseWatch>,
         lost: (stream: AsyncStream<JournalError>, continuation: AsyncStream<JournalError>.Continuation),
@@ -60,7 +60,7 @@ final class PostgresJournal: OpenedJournal {
     ) {
         self.writer = writer
         self.unfinished = unfinished
-        self.paused = paused
+        self.settings = settings
         self.lost = lost.stream
         self.epoch = epoch
         // The watch counts from when this broker became active, not from when it began to wait.
@@ -222,7 +222,7 @@ final class PostgresJournal: OpenedJournal {
         let standby = waiting
         let watch = Locked(LeaseWatch())
         do {
-            let (writer, unfinished, paused) = try await JournalWriter.startReading(
+            let (writer, unfinished, settings) = try await JournalWriter.startReading(
                 named: ("store", store), logger: logger
             ) {
                 () throws(JournalError) in
@@ -238,7 +238,8 @@ final class PostgresJournal: OpenedJournal {
                 (store as? PostgresJobStore)?.currentEpoch ?? 0
             }
             return PostgresJournal(
-                writer: writer, unfinished: unfinished, paused: paused, epoch: epoch, standby: standby, store: store,
+                writer: writer, unfinished: unfinished, settings: settings, epoch: epoch, standby: standby,
+                store: store,
                 watch: watch,
                 lost: (lost, losing), logger: logger)
         } catch JournalError.stoppedWaiting {

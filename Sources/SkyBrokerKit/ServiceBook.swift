@@ -1,4 +1,5 @@
 import DequeModule
+import SkyProtocol
 
 /// The services the broker knows at the moment, by number: each one's workers, its queue and
 /// what it did in the current stats period, in one entry of an array.
@@ -32,9 +33,16 @@ struct ServiceBook: Sendable {
         /// Paused: nothing of it is sent to a worker (kept here, where dispatch looks, as well
         /// as by name in ``ServiceBook/paused``).
         var paused = false
+        /// Its rate limit at work, if it has one (by name in ``ServiceBook/limits``).
+        var bucket: TokenBucket?
+        /// Starts under its limit, and calls its limit answered at once, since it was known.
+        var limitStarted: UInt64 = 0
+        var limitRefused: UInt64 = 0
 
         var isServed: Bool { !workers.isEmpty }
-        var isIdle: Bool { workers.isEmpty && queue.isEmpty && window == nil }
+        /// A limited service is kept while it is limited: forgotten, it would forget the
+        /// tokens it spent.
+        var isIdle: Bool { workers.isEmpty && queue.isEmpty && window == nil && bucket == nil }
     }
 
     /// The number that names no service (a request refused before it had one).
@@ -49,6 +57,9 @@ struct ServiceBook: Sendable {
     private var lastFound = ServiceBook.none
     /// The services paused, known or not: an entry made for one of them is made paused.
     private(set) var paused: Set<String> = []
+    /// The services' rate limits, known services or not: an entry made for one of them gets
+    /// its bucket.
+    private(set) var limits: [String: RateLimit] = [:]
 
     /// Services known now.
     var count: Int { numbers.count }
@@ -71,11 +82,11 @@ struct ServiceBook: Sendable {
         let number: Number
         if let reused = free.popLast() {
             number = reused
-            entries[Int(number)] = Entry(name: name, paused: paused.contains(name))
+            entries[Int(number)] = Entry(name: name, paused: paused.contains(name), bucket: bucket(for: name))
         } else {
             guard entries.count < Int(Self.none) else { return nil }
             number = Number(entries.count)
-            entries.append(Entry(name: name, paused: paused.contains(name)))
+            entries.append(Entry(name: name, paused: paused.contains(name), bucket: bucket(for: name)))
         }
         numbers[name] = number
         return number
@@ -88,6 +99,19 @@ struct ServiceBook: Sendable {
         let changed = on ? paused.insert(name).inserted : paused.remove(name) != nil
         if let number = numbers[name] { entries[Int(number)].paused = on }
         return changed
+    }
+
+    /// Limits `name` to `limit`, or lifts its limit (`nil`); a known service's bucket changes
+    /// with it, keeping the tokens it spent.
+    mutating func setLimit(_ name: String, _ limit: RateLimit?, now: Int64) {
+        limits[name] = limit
+        guard let number = numbers[name] else { return }
+        entries[Int(number)].bucket = limit.map { TokenBucket($0, keeping: entries[Int(number)].bucket, now: now) }
+        releaseIfIdle(number)
+    }
+
+    private func bucket(for name: String) -> TokenBucket? {
+        limits.isEmpty ? nil : limits[name].map { TokenBucket($0) }
     }
 
     /// Whether `number` names a known service.

@@ -12,14 +12,14 @@ final class StateDirectory: OpenedJournal {
     let writer: JournalWriter
     /// Jobs the journal held unfinished when it was opened.
     let unfinished: [JobRecord]
-    let paused: [String]
+    let settings: ServiceSettings
     private let lock: Int32
 
-    private init(path: String, writer: JournalWriter, unfinished: [JobRecord], paused: [String], lock: Int32) {
+    private init(path: String, writer: JournalWriter, unfinished: [JobRecord], settings: ServiceSettings, lock: Int32) {
         self.path = path
         self.writer = writer
         self.unfinished = unfinished
-        self.paused = paused
+        self.settings = settings
         self.lock = lock
     }
 
@@ -49,12 +49,12 @@ final class StateDirectory: OpenedJournal {
         }
         let file = (path as NSString).appendingPathComponent(BrokerConfiguration.journalFileName)
         do {
-            let (writer, unfinished, paused) = try await JournalWriter.startReading(
+            let (writer, unfinished, settings) = try await JournalWriter.startReading(
                 named: ("file", absolute(file)), logger: logger
             ) {
                 () throws(JournalError) in try SQLiteJobStore(path: file)
             }
-            return StateDirectory(path: path, writer: writer, unfinished: unfinished, paused: paused, lock: lock)
+            return StateDirectory(path: path, writer: writer, unfinished: unfinished, settings: settings, lock: lock)
         } catch {
             Foundation.close(lock)
             throw BrokerStartError(role: "journal", endpoint: file, reason: "\(error)")

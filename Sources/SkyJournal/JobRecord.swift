@@ -110,6 +110,9 @@ public enum JobChange: Sendable, Equatable {
     /// A service is paused (`paused`) or resumed: a paused service's work waits, across
     /// restarts, until it is resumed.
     case servicePaused(name: String, paused: Bool)
+    /// A service's rate limit is set (`limit`: its form, as the broker encodes it) or removed
+    /// (`nil`): kept across restarts.
+    case serviceLimited(name: String, limit: [UInt8]?)
 }
 
 extension JobChange {
@@ -124,6 +127,7 @@ extension JobChange {
         case .scheduleSaved(let schedule): Self.scheduleKey(schedule.name)
         case .scheduleAdvanced(let name, _, _), .scheduleRemoved(let name): Self.scheduleKey(name)
         case .servicePaused(let name, _): [0xFE] + [UInt8](repeating: 0, count: 16) + Array(name.utf8)
+        case .serviceLimited(let name, _): [0xFD] + [UInt8](repeating: 0, count: 16) + Array(name.utf8)
         }
     }
 

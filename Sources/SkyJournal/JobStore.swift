@@ -38,6 +38,10 @@ public protocol JobStore {
     /// The services paused (``JobChange/servicePaused(name:paused:)``), by name: read before the
     /// broker takes up its unfinished jobs, so that none of theirs starts.
     func pausedServices() throws(JournalError) -> [String]
+
+    /// The services' rate limits (``JobChange/serviceLimited(name:limit:)``), by name, each in
+    /// the form it was written in.
+    func serviceLimits() throws(JournalError) -> [(name: String, limit: [UInt8])]
 }
 
 extension JobStore {

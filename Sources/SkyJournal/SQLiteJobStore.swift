@@ -39,6 +39,9 @@ public final class SQLiteJobStore: JobStore {
     private let pause: SQLiteDatabase.Statement
     private let resume: SQLiteDatabase.Statement
     private let allPaused: SQLiteDatabase.Statement
+    private let setLimit: SQLiteDatabase.Statement
+    private let removeLimit: SQLiteDatabase.Statement
+    private let allLimits: SQLiteDatabase.Statement
 
     private static let columns =
         "id, service, body, priority, not_before, idempotency_key, state, attempt, outcome, expires_at, submitted_at, options"
@@ -94,6 +97,11 @@ public final class SQLiteJobStore: JobStore {
         pause = try database.prepare("INSERT OR IGNORE INTO paused_services (name) VALUES (?1)")
         resume = try database.prepare("DELETE FROM paused_services WHERE name = ?1")
         allPaused = try database.prepare("SELECT name FROM paused_services ORDER BY name")
+        setLimit = try database.prepare(
+            "INSERT INTO service_limits (name, spec) VALUES (?1, ?2) ON CONFLICT (name) DO UPDATE SET spec = excluded.spec"
+        )
+        removeLimit = try database.prepare("DELETE FROM service_limits WHERE name = ?1")
+        allLimits = try database.prepare("SELECT name, spec FROM service_limits ORDER BY name")
     }
 
     /// The journal's settings and tables; run on every open (a journal of an older build of
@@ -128,6 +136,7 @@ public final class SQLiteJobStore: JobStore {
             last_job BLOB
         );
         CREATE TABLE IF NOT EXISTS paused_services (name TEXT PRIMARY KEY);
+        CREATE TABLE IF NOT EXISTS service_limits (name TEXT PRIMARY KEY, spec BLOB NOT NULL);
         """
 
     /// Makes a new journal at `path` (where there is no file): under a staging name first, its
@@ -230,6 +239,12 @@ public final class SQLiteJobStore: JobStore {
                     try removeSchedule.run([.text(name)])
                 case .servicePaused(let name, let paused):
                     try (paused ? pause : resume).run([.text(name)])
+                case .serviceLimited(let name, let limit):
+                    if let limit {
+                        try setLimit.run([.text(name), .blob(limit)])
+                    } else {
+                        try removeLimit.run([.text(name)])
+                    }
                 }
             }
             try database.execute("COMMIT")
@@ -262,6 +277,12 @@ public final class SQLiteJobStore: JobStore {
     public func pausedServices() throws(JournalError) -> [String] {
         var found: [String] = []
         try allPaused.run([]) { row throws(JournalError) in found.append(row.text(0) ?? "") }
+        return found
+    }
+
+    public func serviceLimits() throws(JournalError) -> [(name: String, limit: [UInt8])] {
+        var found: [(name: String, limit: [UInt8])] = []
+        try allLimits.run([]) { row throws(JournalError) in found.append((row.text(0) ?? "", row.blob(1) ?? [])) }
         return found
     }
 

@@ -27,7 +27,7 @@ import SkyJournal
 public final class PostgresJobStore: JobStore {
     /// The schema version this build reads and writes; a store of a newer one is refused, an
     /// older one is brought up to it (docs/jobs.md, "Schema versions").
-    public static let schemaVersion: Int64 = 4
+    public static let schemaVersion: Int64 = 5
     /// The advisory lock's key ("SkyJobs" in ASCII): brokers of one database share it.
     static let lockKey: Int64 = 0x0053_6B79_4A6F_6273
 
@@ -301,6 +301,7 @@ public final class PostgresJobStore: JobStore {
                 if found < 2 { try connection.execute(Self.version2) }
                 if found < 3 { try connection.execute(Self.version3) }
                 if found < 4 { try connection.execute(Self.version4) }
+                if found < 5 { try connection.execute(Self.version5) }
             }
             try connection.execute("COMMIT")
         } catch {
@@ -316,6 +317,7 @@ public final class PostgresJobStore: JobStore {
             try connection.execute(Self.version2)
             try connection.execute(Self.version3)
             try connection.execute(Self.version4)
+            try connection.execute(Self.version5)
         } catch .failed(_, let operation, let reason) where reason.contains("permission denied") {
             throw .failed(
                 path: connection.store, operation: operation,
@@ -373,6 +375,12 @@ public final class PostgresJobStore: JobStore {
     private static let version4 = """
         CREATE TABLE sky_paused_services (name text PRIMARY KEY);
         UPDATE sky_schema SET version = 4;
+        """
+
+    /// Version 5: services' rate limits, each in the form the broker wrote.
+    private static let version5 = """
+        CREATE TABLE sky_service_limits (name text PRIMARY KEY, spec bytea NOT NULL);
+        UPDATE sky_schema SET version = 5;
         """
 
     private func define() {
@@ -474,6 +482,12 @@ public final class PostgresJobStore: JobStore {
             "pause service", "INSERT INTO sky_paused_services (name) VALUES ($1) ON CONFLICT DO NOTHING", types: [text])
         connection.define("resume service", "DELETE FROM sky_paused_services WHERE name = $1", types: [text])
         connection.define("paused services", "SELECT name FROM sky_paused_services ORDER BY name", types: [])
+        connection.define(
+            "limit service",
+            "INSERT INTO sky_service_limits (name, spec) VALUES ($1, $2) ON CONFLICT (name) DO UPDATE SET spec = excluded.spec",
+            types: [text, bytes])
+        connection.define("unlimit service", "DELETE FROM sky_service_limits WHERE name = $1", types: [text])
+        connection.define("service limits", "SELECT name, spec FROM sky_service_limits ORDER BY name", types: [])
         connection.define("bytes", "SELECT pg_total_relation_size('sky_jobs')", types: [])
         connection.define("count", "SELECT count(*) FROM sky_jobs", types: [])
     }
@@ -592,6 +606,9 @@ public final class PostgresJobStore: JobStore {
                 schedules.append(("remove schedule", [.text(name)]))
             case .servicePaused(let name, let paused):
                 schedules.append((paused ? "pause service" : "resume service", [.text(name)]))
+            case .serviceLimited(let name, let limit):
+                schedules.append(
+                    limit.map { ("limit service", [.text(name), .bytes($0)]) } ?? ("unlimit service", [.text(name)]))
             }
         }
         func integers(_ values: [Int64]) -> Value { .array(element: 20, values.map { .integer($0) }) }
@@ -669,6 +686,12 @@ public final class PostgresJobStore: JobStore {
     public func pausedServices() throws(JournalError) -> [String] {
         var found: [String] = []
         try connection.run("paused services", []) { row in found.append(row.text(0) ?? "") }
+        return found
+    }
+
+    public func serviceLimits() throws(JournalError) -> [(name: String, limit: [UInt8])] {
+        var found: [(name: String, limit: [UInt8])] = []
+        try connection.run("service limits", []) { row in found.append((row.text(0) ?? "", row.bytes(1) ?? [])) }
         return found
     }
 

@@ -41,6 +41,9 @@ public struct BrokerFeatures: Sendable, Equatable {
     /// The broker takes `mmi.services.pause`, `.resume` and `.list`; one that does not say
     /// answers them `unknownService`.
     public var pausesServices: Bool
+    /// The broker takes `mmi.limits.set`, `.remove` and `.list` (rate limits on services'
+    /// starts); one that does not say answers them `unknownService`.
+    public var limitsRates: Bool
 
     /// The edition this build speaks: docs/protocol.md, "Editions". Raised only with a change
     /// of meaning under an unchanged form, together with the doc's "Changes by edition".
@@ -63,6 +66,8 @@ public struct BrokerFeatures: Sendable, Equatable {
     public static let keepIfAbandonedFeature = "keep-if-abandoned"
     /// The line that names ``pausesServices``.
     public static let servicePauseFeature = "service-pause"
+    /// The line that names ``limitsRates``.
+    public static let rateLimitsFeature = "rate-limits"
 
     /// The line that carries ``maxFrameSize``.
     public static let maxFrameSizeName = "max-frame-size"
@@ -76,7 +81,7 @@ public struct BrokerFeatures: Sendable, Equatable {
         edition: Int? = nil, takesTrace: Bool = false, maxFrameSize: Int? = nil, takesPacked: Bool = false,
         takesNoWorkersGrace: Bool = false, takesPriority: Bool = false, jobSubmissionVersion: Int? = nil,
         takesScheduleQueue: Bool = false, takesFlows: Bool = false, keepsAbandonedCalls: Bool = false,
-        pausesServices: Bool = false
+        pausesServices: Bool = false, limitsRates: Bool = false
     ) {
         self.edition = edition
         self.takesTrace = takesTrace
@@ -89,6 +94,7 @@ public struct BrokerFeatures: Sendable, Equatable {
         self.takesFlows = takesFlows
         self.keepsAbandonedCalls = keepsAbandonedCalls
         self.pausesServices = pausesServices
+        self.limitsRates = limitsRates
     }
 
     /// Everything this build of the broker says to clients (`mmi.features`); `journal`: it keeps
@@ -97,7 +103,8 @@ public struct BrokerFeatures: Sendable, Equatable {
         BrokerFeatures(
             edition: currentEdition, takesTrace: true, maxFrameSize: maxFrameSize, takesPacked: true,
             takesNoWorkersGrace: true, takesPriority: true, jobSubmissionVersion: Int(JobSubmission.newestVersion),
-            takesScheduleQueue: true, takesFlows: true, keepsAbandonedCalls: journal, pausesServices: true)
+            takesScheduleQueue: true, takesFlows: true, keepsAbandonedCalls: journal, pausesServices: true,
+            limitsRates: true)
     }
 
     /// Reads what a broker said, a line each (a FEATURES to a worker carries a line a frame);
@@ -122,6 +129,8 @@ public struct BrokerFeatures: Sendable, Equatable {
                 keepsAbandonedCalls = true
             } else if text == Self.servicePauseFeature {
                 pausesServices = true
+            } else if text == Self.rateLimitsFeature {
+                limitsRates = true
             } else if let equals = text.firstIndex(of: "="),
                 let value = Int(text[text.index(after: equals)...]), value > 0
             {
@@ -154,6 +163,7 @@ public struct BrokerFeatures: Sendable, Equatable {
         if takesFlows { lines.append(Self.flowsFeature) }
         if keepsAbandonedCalls { lines.append(Self.keepIfAbandonedFeature) }
         if pausesServices { lines.append(Self.servicePauseFeature) }
+        if limitsRates { lines.append(Self.rateLimitsFeature) }
         return lines
     }
 

@@ -177,6 +177,16 @@ public enum BrokerService {
     public static let serviceList = "mmi.services.list"
     /// Every service-control service above.
     public static let serviceServices: Set<String> = [servicePause, serviceResume, serviceList]
+    /// Body: a ``ServiceRateLimit`` as JSON. Reply: 1 byte, 1 if it changed the service's limit,
+    /// once on disk (with a journal).
+    public static let limitSet = "mmi.limits.set"
+    /// Body: a service's name. Reply: 1 byte, 1 if a limit was removed, once on disk; a limit
+    /// the broker's flag sets applies again.
+    public static let limitRemove = "mmi.limits.remove"
+    /// Body: empty. Reply: a ``RateLimitListing``.
+    public static let limitList = "mmi.limits.list"
+    /// Every rate-limit service above.
+    public static let limitServices: Set<String> = [limitSet, limitRemove, limitList]
     /// The longest the broker holds an `mmi.jobs.wait` before answering "not yet".
     public static let jobWaitHold = Duration.seconds(20)
 }

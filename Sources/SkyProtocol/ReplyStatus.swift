@@ -81,14 +81,27 @@ public struct RemoteErrorBody: Codable, Sendable, Equatable {
     public var type: String
     /// A sentence for humans.
     public var message: String
+    /// For a call refused because its service's rate limit would have made it wait past its
+    /// deadline (type ``rateLimitedType``, status `overloaded`): how long it would have waited.
+    /// Absent otherwise.
+    public var retryAfterMs: Int64?
+
+    /// The type of an `overloaded` the broker answers to a call that its service's rate limit
+    /// would have made wait past its deadline.
+    public static let rateLimitedType = "rateLimited"
+    /// The type of an `invalidPayload` the broker answers to a kept call whose request id is
+    /// already a job's, or another client's kept call's in flight: the id names one piece of
+    /// work.
+    public static let idInUseType = "idInUse"
 
     /// The type of a `handlerError` a worker makes itself: the handler's result was larger
     /// than the broker takes (its `max-frame-size`), so it was not sent.
     public static let resultTooLargeType = "ResultTooLarge"
 
-    public init(type: String, message: String) {
+    public init(type: String, message: String, retryAfterMs: Int64? = nil) {
         self.type = type
         self.message = message
+        self.retryAfterMs = retryAfterMs
     }
 
     /// `{"message":"…","type":"…"}`, written directly: the broker makes one for every failure it
@@ -98,6 +111,7 @@ public struct RemoteErrorBody: Codable, Sendable, Equatable {
         bytes.reserveCapacity(type.utf8.count + message.utf8.count + 24)
         bytes.append(UInt8(ascii: "{"))
         JSONText.appendMember("message", message, first: true, to: &bytes)
+        if let retryAfterMs { bytes += Array(",\"retryAfterMs\":\(retryAfterMs)".utf8) }
         JSONText.appendMember("type", type, to: &bytes)
         bytes.append(UInt8(ascii: "}"))
         return bytes

@@ -152,6 +152,12 @@ public struct BrokerStats: Codable, Sendable, Equatable {
     /// The period's first failures, at most ``TaskFailure/maxPerPeriod`` (absent when there
     /// were none, and from older brokers).
     public var failures: [TaskFailure]?
+    /// The services' rate limits and what they did, by name, at most ``maxLimits`` (absent
+    /// when there are none, and from older brokers).
+    public var limits: [RateLimitState]?
+
+    /// Rate limits a `broker.stats` carries at most; `mmi.limits.list` has them all.
+    public static let maxLimits = 1000
 
     public init(
         workers: Int, capacity: Int, queued: Int, inFlight: Int, completed: UInt64, completedPerSecond: Double,

@@ -15,8 +15,9 @@ struct CallCommand: AsyncParsableCommand {
               skyctl call sky.echo --json '{"message":"hello"}'
             With --keep, the call is kept as a job if it is left (its --timeout passes, or this
             process is stopped or killed) before its result, and the job's id is printed on
-            standard error before the call goes out: read it later with skyctl jobs show. The
-            broker must keep a journal.
+            standard error before the call goes out: read it later with skyctl jobs show ID
+            --result. A call kept at its --timeout exits 3 (the work goes on). The broker must
+            keep a journal.
             """)
 
     @Argument(help: "The service to call.")
@@ -33,6 +34,10 @@ struct CallCommand: AsyncParsableCommand {
 
     @OptionGroup var options: BrokerOptions
 
+    /// The exit status of a call kept as a job at its `--timeout`: not a failure (its work goes
+    /// on), not a result either.
+    static let keptExitCode: Int32 = 3
+
     func validate() throws {
         if let problem = WireFormat.nameProblem(service, what: "service") { throw ValidationError(problem) }
         try FlagCheck.seconds(timeout, "--timeout", in: 0.001...86_400)
@@ -47,10 +52,23 @@ struct CallCommand: AsyncParsableCommand {
         await options.run("skyctl") { client in
             let result: [UInt8]
             if let keptAs {
+                guard await client.brokerTakes(\.keepsAbandonedCalls) else {
+                    throw CommandFailure(
+                        "--keep needs a broker that keeps abandoned calls (it names \(BrokerFeatures.keepIfAbandonedFeature) in mmi.features), and this one did not say so: it keeps no journal (--state-dir none), is older, or did not answer in time. Nothing was sent: call without --keep, or give the broker a journal"
+                    )
+                }
                 // Said before the call goes out: whoever stops this process can still find the work.
                 ProcessSetup.standardError(
                     "skyctl: if this call is left before its result, it is kept as job \(keptAs)\n")
-                result = try await client.request(service: service, body: body, keptAs: keptAs, options: call)
+                do {
+                    result = try await client.request(service: service, body: body, keptAs: keptAs, options: call)
+                } catch SkyError.keptAsJob(let id) {
+                    ProcessSetup.standardError(
+                        "skyctl: the call's --timeout passed; it goes on as job \(id): skyctl jobs show \(id) --result\n"
+                    )
+                    await client.close()
+                    Foundation.exit(Self.keptExitCode)
+                }
             } else {
                 result = try await client.request(service: service, body: body, options: call)
             }

@@ -10,7 +10,8 @@ struct SkyCtlCommand: AsyncParsableCommand {
         commandName: "skyctl",
         abstract: "Operates a Sky cluster from the command line.",
         subcommands: [
-            JobsCommand.self, SchedulesCommand.self, FlowsCommand.self, ServicesCommand.self, CallCommand.self,
+            JobsCommand.self, SchedulesCommand.self, FlowsCommand.self, ServicesCommand.self, LimitsCommand.self,
+            CallCommand.self,
         ])
 }
 
@@ -179,8 +180,18 @@ struct JobsCommand: AsyncParsableCommand {
 
         @OptionGroup var job: JobArguments
 
+        @Flag(help: "Also print the result of a job that succeeded (the handler's JSON), on a line of its own.")
+        var result = false
+
         func run() async throws {
-            try await job.run { client, id in "\(id)  \(try JobArguments.known(try await client.status(of: id), id))" }
+            let withResult = result
+            try await job.run { client, id in
+                let status = try JobArguments.known(try await client.status(of: id), id)
+                guard withResult, case .succeeded = status else { return "\(id)  \(status)" }
+                // It ended: the wait answers at once, with the outcome as it was recorded.
+                let body = try await client.result(of: id, as: RawResult.self, coder: RawResult.Coder()).bytes
+                return "\(id)  \(status)\n\(String(decoding: body, as: UTF8.self))"
+            }
         }
     }
 

@@ -40,7 +40,7 @@ struct FlowTests {
         let flowEvents = sim.events.filter { $0.event.id == id }
         #expect(flowEvents.map(\.kind) == [.jobSubmitted, .jobSucceeded])
         #expect(flowEvents.allSatisfy { $0.event.service == FlowSpec.service })
-        #expect(sim.scheduler.counts?.flows == FlowCounts(held: 0, steps: 0, succeeded: 1, failed: 0, cancelled: 0))
+        #expect(sim.scheduler.counts()?.flows == FlowCounts(held: 0, steps: 0, succeeded: 1, failed: 0, cancelled: 0))
     }
 
     @Test func aGroupsResultIsItsPartsResultsInOrder() throws {
@@ -125,7 +125,7 @@ struct FlowTests {
         let (state, body) = try Self.outcome(id, sim)
         #expect(state == .failed)
         #expect(body.contains("step 0 (fail") && body.contains("it broke"), "\(body)")
-        #expect(sim.scheduler.counts?.flows?.failed == 1)
+        #expect(sim.scheduler.counts()?.flows?.failed == 1)
         #expect(sim.events.last { $0.event.id == id }?.kind == .jobFailed)
         // One worker credit: the failure came first; the two parts queued behind it were
         // cancelled and never ran, nor did the callback.

@@ -152,7 +152,7 @@ struct JobSchedulerTests {
         #expect(answers(in: committed, to: submit) == [TaskReply(requestID: submit, status: .ok, body: id.bytes)])
         #expect(events(in: committed) == [.jobSubmitted])
         #expect(writes(in: committed).isEmpty, "nothing is prepared for a service no worker serves")
-        #expect(jobs.scheduler.heldCount == 1 && jobs.scheduler.counts?.queued == 1)
+        #expect(jobs.scheduler.heldCount == 1 && jobs.scheduler.counts()?.queued == 1)
         #expect(jobs.scheduler.hasWork(for: SchedulerHarness.service) && !jobs.scheduler.hasPrepared)
     }
 
@@ -300,7 +300,7 @@ struct JobSchedulerTests {
         let answered = without.request(
             BrokerService.jobSubmit, JobSubmission(service: SchedulerHarness.service, body: [7]).encode(), none)
         #expect(answers(in: answered, to: none).map(\.status) == [.journalUnavailable])
-        #expect(without.scheduler.counts == nil)
+        #expect(without.scheduler.counts() == nil)
     }
 
     /// The pipeline fills by arrival; a job of higher priority that finds it full takes the

@@ -175,24 +175,46 @@ struct KeptCallTests {
         #expect(journalWrites(broker.reply(worker1, client: client, call)).isEmpty)
     }
 
-    /// A call that cannot be kept when its caller leaves (here its id is a held job's) ends as
-    /// calls end, and its answer says why: at a CANCEL, and at its deadline (without the lease
-    /// grace, and without the warning about a handler that ignores cancellation).
-    @Test func aCallThatCannotBeKeptEndsSayingWhy() throws {
+    /// A kept call whose id names a job already, or another client's kept call in flight, is
+    /// refused as it arrives (type `idInUse`): nobody's call may take over or answer for the
+    /// work another's id names.
+    @Test func aKeptCallWhoseIdIsInUseIsRefusedAsItArrives() throws {
         var broker = BrokerHarness.withJournal()
         let (job, _) = broker.submit(client, RequestID(high: 3, low: 3), service: "other")
+        _ = broker.ready(worker1, capacity: 4)
+        let refused = try #require(
+            replies(broker.request(client, job.requestID, timeout: .seconds(5), keep: true), to: job.requestID).first)
+        #expect(refused.status == .invalidPayload)
+        #expect(RemoteErrorBody(decoding: refused.body).type == RemoteErrorBody.idInUseType)
+        #expect(broker.machine.inFlightCount == 0, "not run")
+
+        let other = PeerID([0, 0, 0, 0, 9])
+        #expect(dispatched(broker.request(client, call, timeout: .seconds(5), keep: true)).count == 1)
+        let taken = try #require(replies(broker.request(other, call, timeout: .seconds(5), keep: true), to: call).first)
+        #expect(RemoteErrorBody(decoding: taken.body).type == RemoteErrorBody.idInUseType)
+        #expect(broker.machine.inFlightCount == 1, "the first keeps it")
+        // The same id as a plain call is another client's business.
+        #expect(dispatched(broker.request(other, call, timeout: .seconds(5))).count == 1)
+    }
+
+    /// A call that cannot be kept when its caller leaves (here the broker holds as many jobs as
+    /// it may) ends as calls end, and its answer says why: at a CANCEL, and at its deadline
+    /// (without the lease grace, and without the warning about a handler that ignores
+    /// cancellation).
+    @Test func aCallThatCannotBeKeptEndsSayingWhy() throws {
+        var broker = BrokerHarness.withJournal { $0.maxHeldJobs = 0 }
         _ = broker.ready(worker1)
-        _ = broker.request(client, job.requestID, timeout: .seconds(5), keep: true)
-        let cancelled = try #require(replies(broker.cancel(client, job.requestID), to: job.requestID).first)
+        _ = broker.request(client, call, timeout: .seconds(5), keep: true)
+        let cancelled = try #require(replies(broker.cancel(client, call), to: call).first)
         #expect(cancelled.status == .cancelled)
         #expect(
             RemoteErrorBody(decoding: cancelled.body).message.contains(
-                "could not be kept as a job (its request id is a job's id already)"))
+                "could not be kept as a job (the broker holds as many unfinished jobs as it may)"))
 
-        _ = broker.reply(worker1, client: client, job.requestID)
-        _ = broker.request(client, job.requestID, timeout: .seconds(1), keep: true)
+        _ = broker.reply(worker1, client: client, call)
+        _ = broker.request(client, call, timeout: .seconds(1), keep: true)
         let due = broker.advance(.milliseconds(1100))
-        let expired = try #require(replies(due, to: job.requestID).first)
+        let expired = try #require(replies(due, to: call).first)
         #expect(expired.status == .deadlineExceeded)
         #expect(RemoteErrorBody(decoding: expired.body).message.contains("could not be kept as a job"))
         #expect(due.contains { if case .sendToWorker(_, .cancel) = $0 { true } else { false } })

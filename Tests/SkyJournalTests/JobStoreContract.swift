@@ -17,6 +17,7 @@ enum JobStoreContract: CaseIterable, Sendable {
     case aReleasedKeyIsTakenByTheNextJobAndAnEndedJobKeepsItsKey
     case aFlowsStepsAreReadByTheirKeysAndKeptAsLongAsTheFlow
     case aPausedServiceStaysPausedUntilResumed
+    case aServicesLimitIsKeptUntilRemoved
 
     typealias Open = () throws(JournalError) -> any JobStore
 
@@ -44,6 +45,8 @@ enum JobStoreContract: CaseIterable, Sendable {
             try Self.aFlowsStepsAreReadByTheirKeysAndKeptAsLongAsTheFlow(open)
         case .aPausedServiceStaysPausedUntilResumed:
             try Self.aPausedServiceStaysPausedUntilResumed(open)
+        case .aServicesLimitIsKeptUntilRemoved:
+            try Self.aServicesLimitIsKeptUntilRemoved(open)
         }
     }
 
@@ -97,6 +100,24 @@ enum JobStoreContract: CaseIterable, Sendable {
         #expect(try store.pausedServices() == ["a", "b"])
         try store.apply([.servicePaused(name: "a", paused: false)])
         #expect(try store.pausedServices() == ["b"])
+    }
+
+    /// Services' rate limits, across a reopening: the last one set of a service is kept (in
+    /// the form written), a removal takes it out, and changes of one transaction apply in order.
+    private static func aServicesLimitIsKeptUntilRemoved(_ open: Open) throws {
+        do {
+            let store = try open()
+            #expect(try store.serviceLimits().isEmpty)
+            try store.apply([
+                .serviceLimited(name: "b", limit: [1]), .serviceLimited(name: "a", limit: [2]),
+                .serviceLimited(name: "a", limit: [3, 3]), .serviceLimited(name: "c", limit: nil),
+                .serviceLimited(name: "d", limit: [4]), .serviceLimited(name: "d", limit: nil),
+            ])
+        }
+        let store = try open()
+        #expect(try store.serviceLimits().map { "\($0.name)=\($0.limit)" } == ["a=[3, 3]", "b=[1]"])
+        try store.apply([.serviceLimited(name: "a", limit: nil)])
+        #expect(try store.serviceLimits().map(\.name) == ["b"])
     }
 
     /// A flow's steps: read at once by their keys (a key no job holds is left out), kept until

@@ -1,0 +1,59 @@
+import SkyProtocol
+
+/// The broker's rate limits besides their buckets (which live with their services, where
+/// dispatch looks): where each limit comes from, and which services' work waits for a token
+/// and until when.
+struct RateLimitBook: Sendable {
+    /// Limits set through `mmi.limits.set` (kept in the journal), by service.
+    private(set) var set: [String: RateLimit] = [:]
+    /// Limits the broker's flag gives (``BrokerRouting/rateLimits``).
+    var flagged: [String: RateLimit] = [:]
+    /// Services whose work waits for a token, and when the next one is due (nanoseconds).
+    private(set) var throttled: [ServiceBook.Number: Int64] = [:]
+    /// When the last wake-up for tokens was: the next is at least
+    /// ``RateLimit/wakeNanoseconds`` later.
+    private var lastWake: Int64 = .min
+
+    /// The limit that applies to `name`, and where it comes from (`set` or `flag`).
+    func effective(_ name: String) -> (limit: RateLimit, source: String)? {
+        if let limit = set[name] { return (limit, "set") }
+        return flagged[name].map { ($0, "flag") }
+    }
+
+    /// Every limited service's name.
+    var names: Set<String> { Set(set.keys).union(flagged.keys) }
+
+    /// Sets or removes the limit set for `name`; returns the one it replaced.
+    @discardableResult
+    mutating func set(_ name: String, _ limit: RateLimit?) -> RateLimit? {
+        if let limit { set.updateValue(limit, forKey: name) } else { set.removeValue(forKey: name) }
+    }
+
+    /// `service`'s work waits for a token, due at `due`.
+    mutating func throttle(_ service: ServiceBook.Number, until due: Int64) {
+        if let known = throttled[service], known <= due { return }
+        throttled[service] = due
+    }
+
+    /// Takes `service` out of the waiting ones (its limit changed or went).
+    mutating func unthrottle(_ service: ServiceBook.Number) {
+        throttled[service] = nil
+    }
+
+    /// When the broker should next wake up for tokens, if any service waits for one.
+    var nextWake: Int64? {
+        guard !throttled.isEmpty, let due = throttled.values.min() else { return nil }
+        let (earliest, overflow) = lastWake.addingReportingOverflow(RateLimit.wakeNanoseconds)
+        return overflow ? due : max(due, earliest)
+    }
+
+    /// The services whose token is due by `now`, taken out of the waiting ones.
+    mutating func takeDue(now: Int64) -> [ServiceBook.Number] {
+        guard !throttled.isEmpty else { return [] }
+        let due = throttled.filter { $0.value <= now }.map(\.key)
+        guard !due.isEmpty else { return [] }
+        lastWake = now
+        for service in due { throttled[service] = nil }
+        return due
+    }
+}
