@@ -832,7 +832,8 @@ struct JobScheduler: Sendable {
         case .written(.flowEnded(let id), let result):
             flowEndWritten(id, result, into: &actions)
         case .written(.servicePaused, _), .written(.serviceLimited, _):
-            break  // the broker's (``BrokerStateMachine/servicePauseWritten``, ``BrokerStateMachine/serviceLimitWritten``)
+            // The broker's: ``BrokerStateMachine/servicePauseWritten``, ``BrokerStateMachine/serviceLimitWritten``.
+            break
         case .flowLoaded(let id, let result):
             flowLoaded(id, result, into: &actions)
         case .flowRead(let id, let caller, let result):
