@@ -435,9 +435,9 @@ struct RequestTable {
                 // Out on a connection that is gone; the broker may never have seen it.
                 slots[slot].wireAttempt += 1
                 counters.resentAfterReconnect += 1
-                send(slot, into: &actions)
+                send(slot, now: now, into: &actions)
             case .held:
-                send(slot, into: &actions)
+                send(slot, now: now, into: &actions)
             case .backingOff:
                 continue
             }
@@ -491,7 +491,7 @@ struct RequestTable {
         slots[slot].attemptDeadline = slots[slot].call.options.timeout.map { now + $0 }
         if connection == .up {
             slots[slot].unreachableSince = nil
-            send(slot, into: &actions)
+            send(slot, now: now, into: &actions)
         } else {
             slots[slot].phase = .held
             slots[slot].unreachableSince = now
@@ -499,17 +499,24 @@ struct RequestTable {
         schedule(slot)
     }
 
-    private mutating func send(_ slot: Int, into actions: inout [Action]) {
+    private mutating func send(_ slot: Int, now: Duration, into actions: inout [Action]) {
         counters.attemptsSent += 1
         let grace = noWorkersGraceMilliseconds
         let withTrace = traceEpoch == connectionEpoch
-        actions.append(.send(Self.sendAttempt(&slots[slot], noWorkersGrace: grace, withTrace: withTrace)))
+        actions.append(.send(Self.sendAttempt(&slots[slot], noWorkersGrace: grace, withTrace: withTrace, now: now)))
     }
 
-    /// Marks the call's attempt sent; the request that sends it.
-    private static func sendAttempt(_ entry: inout Entry, noWorkersGrace: UInt32, withTrace: Bool) -> TaskRequest {
+    /// Marks the call's attempt sent; the request that sends it. Its timeout is what is left of
+    /// the attempt's, or of its caller's deadline if that comes first (a call that no other
+    /// caller joined): the broker then knows how long the caller waits, and answers a wait it
+    /// cannot meet (a rate limit's) at once.
+    private static func sendAttempt(
+        _ entry: inout Entry, noWorkersGrace: UInt32, withTrace: Bool, now: Duration
+    ) -> TaskRequest {
         entry.phase = .sent
-        let timeout = entry.call.options.timeout.map { UInt32(clamping: max(1, $0.wholeMilliseconds)) } ?? 0
+        var until = entry.attemptDeadline
+        if let own = entry.ownDeadline?.at, entry.waiters.count == 1, until.map({ own < $0 }) ?? true { until = own }
+        let timeout = until.map { UInt32(clamping: max(1, ($0 - now).wholeMilliseconds)) } ?? 0
         return TaskRequest(
             requestID: entry.id, service: entry.call.service,
             header: RequestHeader(

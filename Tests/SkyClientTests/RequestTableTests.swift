@@ -345,4 +345,35 @@ struct RequestTableTests {
         _ = table.received(Self.ok(chosen.requestID), now: .milliseconds(1003))
         #expect(table.counters.unmatchedReplies == 1)
     }
+
+    /// The broker is told how long the caller waits: what is left of the attempt's timeout, or
+    /// of the caller's deadline when that comes first (so that a wait it cannot meet, a rate
+    /// limit's, is answered at once); a call held for a connection is sent with what is left.
+    @Test func anAttemptCarriesTheTimeItsCallerStillWaits() throws {
+        var table = Self.connected()
+        let early = try #require(
+            Self.sent(
+                table.start(
+                    RequestTable.Call(
+                        service: "svc", body: [1], options: ScanOptions(timeout: .seconds(30), deadline: .seconds(1))),
+                    waiter: 1, now: .zero)
+            ).first)
+        #expect(early.header.timeoutMilliseconds == 1000)
+        let late = try #require(
+            Self.sent(
+                table.start(
+                    RequestTable.Call(
+                        service: "svc", body: [2], options: ScanOptions(timeout: .seconds(2), deadline: .seconds(30))),
+                    waiter: 2, now: .zero)
+            ).first)
+        #expect(late.header.timeoutMilliseconds == 2000)
+
+        var held = RequestTable(connectTimeout: .seconds(5), seed: 1)
+        _ = held.start(
+            RequestTable.Call(
+                service: "svc", body: [3], options: ScanOptions(timeout: .seconds(30), deadline: .seconds(1))),
+            waiter: 3, now: .zero)
+        let sent = try #require(Self.sent(held.connectionUp(now: .milliseconds(400))).first)
+        #expect(sent.header.timeoutMilliseconds == 600)
+    }
 }

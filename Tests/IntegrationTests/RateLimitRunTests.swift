@@ -1,0 +1,98 @@
+import Foundation
+import Sky
+import SkyProtocol
+import SkyTestSupport
+import SkyWorkloads
+import Testing
+
+extension ThirdLineSuite {
+    /// Rate limits on a real broker with a real SQLite journal, set with skyctl: 100/s with a
+    /// burst of 20 over 10 s, measured from the callers' side; a call that would wait past its
+    /// deadline is refused at once with the wait; the limit survives `kill -9`; flags that make
+    /// no limit are refused saying why.
+    @Suite("Rate limits: 100/s over 10 s, the burst, kill -9")
+    struct RateLimitRunTests {
+        typealias StateDirectory = IntegrationSuite.JobTests.StateDirectory
+
+        /// Runs `count` echo calls at once; returns when each ended, in order.
+        static func echoes(_ count: Int, on sky: SkyClient) async throws -> [ContinuousClock.Instant] {
+            try await withThrowingTaskGroup(of: ContinuousClock.Instant.self) { group in
+                for index in 0..<count {
+                    group.addTask {
+                        _ = try await sky.scan(
+                            EchoTask(message: "\(index)"),
+                            options: ScanOptions(timeout: .seconds(60), deadline: .seconds(60)))
+                        return ContinuousClock.now
+                    }
+                }
+                var ends: [ContinuousClock.Instant] = []
+                for try await end in group { ends.append(end) }
+                return ends.sorted()
+            }
+        }
+
+        @Test(.timeLimit(.minutes(2)))
+        func aLimitHoldsItsRateAndBurstAndSurvivesAKill() async throws {
+            let state = StateDirectory()
+            let cluster = try await TestCluster.start(extraArguments: state.arguments)
+            defer { cluster.killAll() }
+            _ = try await cluster.startWorker(name: "w1", capacity: 64, extraArguments: ["--workloads", "sky.echo"])
+            func skyctl(_ arguments: [String]) async throws -> (status: Int32, out: [String], err: String) {
+                let process = try SkyProcess("skyctl", ["limits"] + arguments + ["--broker", cluster.clients])
+                let status = try await process.waitForExit()
+                return (status, process.outputLines, process.errorText)
+            }
+            for (rate, words) in [
+                ("0", "a rate must be"), ("-1", "a rate must be"), ("1e300/s", "a rate must be"),
+                ("100/fortnight", "is not a rate"),
+            ] {
+                let refused = try await skyctl(["set", EchoTask.service, "--rate", rate])
+                #expect(refused.status == 64 && refused.err.contains(words), "\(rate): \(refused)")
+            }
+            let set = try await skyctl(["set", EchoTask.service, "--rate", "100/s", "--burst", "20"])
+            #expect(set.status == 0 && set.out == ["limited sky.echo to 100/s, burst 20"], "\(set)")
+
+            let sky = try await SkyClient(broker: cluster.clients)
+            // Meanwhile another caller with 1 s to spare is told at once how long it would wait.
+            let other = try await SkyClient(broker: cluster.clients)
+            let refusal = Task {
+                try await Task.sleep(for: .seconds(2))
+                let asked = ContinuousClock.now
+                do {
+                    _ = try await other.scan(EchoTask(message: "late"), options: ScanOptions(deadline: .seconds(1)))
+                    return (Duration.zero, Duration.zero)
+                } catch SkyError.rateLimited(_, let retryAfter) {
+                    return (ContinuousClock.now - asked, retryAfter)
+                }
+            }
+            let ends = try await Self.echoes(1200, on: sky)
+            let first = try #require(ends.first)
+            // The burst: 20 at once (at the rate they would take 190 ms), the next 20 at the rate.
+            let burst = ends[19] - first
+            let next = ends[39] - ends[19]
+            #expect(burst < .milliseconds(100) && next >= .milliseconds(150), "20 in \(burst), the next 20 in \(next)")
+            // The rate: 1,000 in 10 s after the first second, within 2 %.
+            let window = ends.count { $0 - first >= .seconds(1) && $0 - first < .seconds(11) }
+            #expect(window >= 980 && window <= 1020, "\(window) calls ended in 10 s")
+            let (took, retryAfter) = try await refusal.value
+            #expect(
+                took < .milliseconds(500) && retryAfter > .seconds(5), "refused in \(took), would wait \(retryAfter)")
+
+            cluster.broker.killNow()
+            try await cluster.restartBroker()
+            try await cluster.waitForWorkers(1)
+            let listed = try await skyctl(["list"])
+            #expect(
+                listed.out.contains { $0.hasPrefix("sky.echo") && $0.contains("100/s") && $0.contains("set") },
+                "\(listed)")
+            let again = try await SkyClient(broker: cluster.clients)
+            let after = try await Self.echoes(140, on: again)
+            let span = try #require(after.last) - (try #require(after.first))
+            #expect(span >= .milliseconds(1000), "140 calls after the restart took \(span): 20 at once, then 100/s")
+            await sky.close()
+            await other.close()
+            await again.close()
+            await cluster.stop()
+        }
+    }
+}
