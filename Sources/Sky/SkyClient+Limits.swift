@@ -9,7 +9,7 @@ extension SkyClient {
     /// It replaces the broker's own `--rate-limit` for the service until removed.
     /// - Returns: whether it changed anything (`false`: the service had this limit set).
     /// - Throws: ``SkyError/invalidTask(_:)`` for a limit the broker cannot keep (its
-    ///   ``RateLimit/problem``), a name no service can have, or a broker without rate limits;
+    ///   `RateLimit.problem`), a name no service can have, or a broker without rate limits;
     ///   ``SkyError/overloaded(_:)`` beyond the broker's 10,000 limited services;
     ///   ``SkyError/journalUnavailable(_:)`` if it could not be recorded (it was then undone).
     @discardableResult
