@@ -43,11 +43,20 @@ struct InstructionCount {
         // The typed path's own cost: the same client making `scan(EchoTask)` calls (C has none).
         let typed = try await perTask { try await skyTotal(role: "client", tasks: $0, typed: true) }
         rows.append(Row(role: Self.typedClient, sky: typed))
+        // A rate limit's own cost: the broker with the service limited, at a rate that never
+        // binds (under callgrind any real one would), so that only its bookkeeping counts.
+        let limited = try await perTask {
+            try await skyTotal(
+                role: "broker", tasks: $0, brokerArguments: ["--rate-limit", "\(EchoTask.service)=1000000/s:1000000"])
+        }
+        rows.append(Row(role: Self.limitedBroker, sky: limited))
         return rows
     }
 
     /// The row of the client making typed calls.
     static let typedClient = "typed client"
+    /// The row of the broker whose service has a rate limit.
+    static let limitedBroker = "limited broker"
 
     /// The report: one line per role, with Sky ÷ baseline, and the typed client ÷ the raw one.
     static func table(
@@ -71,6 +80,13 @@ struct InstructionCount {
                 "typed client / client (scan of a Codable EchoTask against request of its bytes): "
                     + String(format: "%.2f", typed.sky / raw.sky))
         }
+        if let broker = rows.first(where: { $0.role == "broker" }),
+            let limited = rows.first(where: { $0.role == limitedBroker })
+        {
+            lines.append(
+                "limited broker / broker (the service under a rate limit that never binds): "
+                    + String(format: "%.3f", limited.sky / broker.sky))
+        }
         return lines.joined(separator: "\n")
     }
 
@@ -82,13 +98,15 @@ struct InstructionCount {
 
     // MARK: Sky
 
-    private func skyTotal(role: String, tasks: Int, typed: Bool = false) async throws -> Int {
+    private func skyTotal(
+        role: String, tasks: Int, typed: Bool = false, brokerArguments: [String] = []
+    ) async throws -> Int {
         progress("instructions: sky \(typed ? "typed " : "")\(role), \(tasks) tasks under callgrind")
         let output = Self.outputFile()
         defer { try? FileManager.default.removeItem(at: output) }
         let endpoints = transport.endpoints(for: "sky-instructions")
         let started = try await StartedBroker.start(
-            clients: endpoints[0], workers: endpoints[1], events: endpoints[2], arguments: ["--log-level", "warning"],
+            clients: endpoints[0], workers: endpoints[1], events: endpoints[2], arguments: ["--log-level", "warning"] + brokerArguments,
             launcher: role == "broker" ? callgrind.launcher(output) + [callgrind.broker.path] : [],
             environment: callgrind.environment)
         let broker = started.process
