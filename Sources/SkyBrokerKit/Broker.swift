@@ -277,7 +277,7 @@ public final class Broker: Service, Sendable {
         let spareActions = SpareBuffer<BrokerAction>()
         /// When the last whole tick ran: a tick sooner than the tick interval after it is the
         /// alarm the machine asked for (a rate limit's next token), and does only that.
-        let lastFullTick = Locked<Int64>(.min)
+        let lastFullTick = Locked<Int64?>(nil)
         /// The process's tracer, nil without one: traced requests then keep the client's context.
         let tracer = SkyTracing.active()
         /// On a shared job store: stops the broker from serving after a pause (see ``StallGuard``).
@@ -356,7 +356,9 @@ public final class Broker: Service, Sendable {
                         let interval = BrokerStateMachine.nanoseconds(
                             max(.milliseconds(10), machine.configuration.heartbeatInterval / 10))
                         let full = lastFullTick.withLock { last in
-                            guard machine.hasExpiryBacklog || now.nanoseconds &- last >= interval / 10 * 9 else {
+                            if let last, !machine.hasExpiryBacklog,
+                                now.nanoseconds(since: BrokerInstant(nanoseconds: last)) < interval / 10 * 9
+                            {
                                 return false
                             }
                             last = now.nanoseconds

@@ -20,6 +20,8 @@ struct DashboardModel: Sendable {
     private var failures: [DashboardState.Failure] = []
     private var departures: [DashboardState.Departure] = []
     private var totals: [String: (completed: UInt64, failed: UInt64)] = [:]
+    /// The services' rate limits, as the last `broker.stats` had them.
+    private var limits: [String: RateLimitState] = [:]
 
     init(broker: String, actions: Bool) {
         self.broker = broker
@@ -34,6 +36,7 @@ struct DashboardModel: Sendable {
             switch event.event {
             case .brokerStats:
                 isStats = true
+                limits = Dictionary((event.stats?.limits ?? []).map { ($0.service, $0) }, uniquingKeysWith: { $1 })
                 for (name, service) in event.stats?.services ?? [:]
                 where totals[name] != nil || totals.count < Self.keptServices {
                     totals[name, default: (0, 0)].completed += service.completed
@@ -71,13 +74,15 @@ struct DashboardModel: Sendable {
                 running: worker.inFlight ?? 0, completed: worker.completed ?? 0, failed: worker.failed ?? 0,
                 lastHeardMilliseconds: worker.lastHeardMilliseconds, services: worker.services)
         }
-        let names = Set(view.services.keys).union(totals.keys).sorted()
+        let names = Set(view.services.keys).union(totals.keys).union(limits.keys).sorted()
         let services = names.map { name in
             let now = view.services[name]
+            let limit = limits[name]
             return DashboardState.Service(
                 name: name, queued: now?.queued ?? 0, completedPerSecond: now?.completedPerSecond ?? 0,
                 p50Milliseconds: now?.p50Milliseconds, p99Milliseconds: now?.p99Milliseconds, failed: now?.failed ?? 0,
-                completedTotal: totals[name]?.completed ?? 0, failedTotal: totals[name]?.failed ?? 0)
+                completedTotal: totals[name]?.completed ?? 0, failedTotal: totals[name]?.failed ?? 0,
+                limit: limit.map { "\($0.limit.rateText), burst \($0.burst)" }, throttled: limit?.throttled ?? false)
         }
         return DashboardState(
             broker: broker, reachable: silence.lastHeard != nil && silence.unreachableSince == nil,

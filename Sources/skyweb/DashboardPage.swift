@@ -33,7 +33,7 @@ enum DashboardPage {
           <h2>Services</h2>
           <table id="services">
             <thead><tr><th>Service</th><th>Queued</th><th>Rate/s</th><th>p50</th><th>p99</th>
-            <th>Failed (last s)</th><th>Completed (total)</th><th>Failed (total)</th></tr></thead>
+            <th>Failed (last s)</th><th>Completed (total)</th><th>Failed (total)</th><th>Rate limit</th></tr></thead>
             <tbody></tbody>
           </table>
         </section>
@@ -178,6 +178,7 @@ enum DashboardPage {
             cell(row, s.name); cell(row, s.queued, "num"); cell(row, s.completedPerSecond.toFixed(1), "num");
             cell(row, ms(s.p50Milliseconds), "num"); cell(row, ms(s.p99Milliseconds), "num");
             cell(row, s.failed, "num"); cell(row, s.completedTotal, "num"); cell(row, s.failedTotal, "num count");
+            cell(row, s.limit ? s.limit + (s.throttled ? " (waiting for a token)" : "") : "-", "limit");
             return row;
           });
           fill($("failures").tBodies[0], state.failures, (f) => {

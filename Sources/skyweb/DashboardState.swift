@@ -28,6 +28,9 @@ struct DashboardState: Encodable, Sendable {
         /// Since this dashboard started watching.
         var completedTotal: UInt64
         var failedTotal: UInt64
+        /// Its rate limit (`100/s, burst 20`), and whether its work waits for a token now.
+        var limit: String?
+        var throttled: Bool
     }
 
     struct Failure: Encodable, Sendable {

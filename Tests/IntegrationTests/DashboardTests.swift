@@ -62,6 +62,14 @@ extension SecondLineSuite {
             try await page.waitUntil(
                 "sky.flaky's failures",
                 #"document.querySelector('#services tr[data-service="sky.flaky"]').className === 'failed'"#)
+            // A service's rate limit shows in its row, set before any of it ran.
+            try await sky.setRateLimit(RateLimit(perSecond: 30, burst: 5), for: "mail.send")
+            try await page.waitUntil(
+                "mail.send's limit",
+                #"""
+                document.querySelector('#services tr[data-service="mail.send"] td.limit')?.textContent
+                  === '30/s, burst 5'
+                """#)
 
             // A worker killed outright leaves the table once the broker notices, with the reason.
             doomed.killNow()
