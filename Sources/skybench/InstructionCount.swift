@@ -106,7 +106,8 @@ struct InstructionCount {
         defer { try? FileManager.default.removeItem(at: output) }
         let endpoints = transport.endpoints(for: "sky-instructions")
         let started = try await StartedBroker.start(
-            clients: endpoints[0], workers: endpoints[1], events: endpoints[2], arguments: ["--log-level", "warning"] + brokerArguments,
+            clients: endpoints[0], workers: endpoints[1], events: endpoints[2],
+            arguments: ["--log-level", "warning"] + brokerArguments,
             launcher: role == "broker" ? callgrind.launcher(output) + [callgrind.broker.path] : [],
             environment: callgrind.environment)
         let broker = started.process
