@@ -16,7 +16,7 @@ extension SkyClient {
     public nonisolated func setRateLimit(_ limit: RateLimit, for service: String) async throws -> Bool {
         if let problem = limit.problem { throw SkyError.invalidTask(problem) }
         let body = try CanonicalJSON.encode(ServiceRateLimit(service: service, limit: limit))
-        return try await limitControl(BrokerService.limitSet, service, body)
+        return try await command(BrokerService.limitSet, service, body) != [0]
     }
 
     /// Removes the limit set for `service`; the broker's own `--rate-limit` for it, if any,
@@ -24,13 +24,12 @@ extension SkyClient {
     /// - Returns: whether a limit was removed.
     @discardableResult
     public nonisolated func removeRateLimit(for service: String) async throws -> Bool {
-        try await limitControl(BrokerService.limitRemove, service, Array(service.utf8))
+        try await command(BrokerService.limitRemove, service, Array(service.utf8)) != [0]
     }
 
     /// Every limited service, by name, with what its limit did since the broker started.
     public nonisolated func rateLimits() async throws -> [RateLimitState] {
-        try await checkLimitsRates()
-        let reply = try await jobCall(BrokerService.limitList, [])
+        let reply = try await command(BrokerService.limitList, nil, [])
         do {
             return try CanonicalJSON.decode(RateLimitListing.self, from: reply).limits
         } catch {
@@ -38,21 +37,9 @@ extension SkyClient {
         }
     }
 
-    private nonisolated func limitControl(_ command: String, _ service: String, _ body: [UInt8]) async throws -> Bool {
-        if let problem = WireFormat.nameProblem(service, what: "service name") { throw SkyError.invalidTask(problem) }
-        try await checkLimitsRates()
-        do {
-            return try await jobCall(command, body) != [0]
-        } catch SkyError.invalidPayload(let message) {
-            throw SkyError.invalidTask(message)
-        }
-    }
-
-    private nonisolated func checkLimitsRates() async throws {
-        guard await brokerTakes(\.limitsRates) else {
-            throw SkyError.invalidTask(
-                "this broker has no rate limits (it names no \(BrokerFeatures.rateLimitsFeature) in mmi.features); upgrade the broker"
-            )
-        }
+    private nonisolated func command(_ command: String, _ service: String?, _ body: [UInt8]) async throws -> [UInt8] {
+        try await operatorCommand(
+            command, service: service, body: body, feature: \.limitsRates,
+            featureName: BrokerFeatures.rateLimitsFeature, lacking: "limit rates")
     }
 }

@@ -26,8 +26,7 @@ extension SkyClient {
 
     /// Every service the broker knows (served, with work waiting, or paused), by name.
     public nonisolated func services() async throws -> [ServiceState] {
-        try await checkPausesServices()
-        let reply = try await jobCall(BrokerService.serviceList, [])
+        let reply = try await command(BrokerService.serviceList, nil, [])
         do {
             return try CanonicalJSON.decode(ServiceListing.self, from: reply).services
         } catch {
@@ -36,20 +35,12 @@ extension SkyClient {
     }
 
     private nonisolated func control(_ command: String, _ service: String) async throws -> Bool {
-        if let problem = WireFormat.nameProblem(service, what: "service name") { throw SkyError.invalidTask(problem) }
-        try await checkPausesServices()
-        do {
-            return try await jobCall(command, Array(service.utf8)) != [0]
-        } catch SkyError.invalidPayload(let message) {
-            throw SkyError.invalidTask(message)
-        }
+        try await self.command(command, service, Array(service.utf8)) != [0]
     }
 
-    private nonisolated func checkPausesServices() async throws {
-        guard await brokerTakes(\.pausesServices) else {
-            throw SkyError.invalidTask(
-                "this broker does not pause services (it names no \(BrokerFeatures.servicePauseFeature) in mmi.features); upgrade the broker"
-            )
-        }
+    private nonisolated func command(_ command: String, _ service: String?, _ body: [UInt8]) async throws -> [UInt8] {
+        try await operatorCommand(
+            command, service: service, body: body, feature: \.pausesServices,
+            featureName: BrokerFeatures.servicePauseFeature, lacking: "pause services")
     }
 }

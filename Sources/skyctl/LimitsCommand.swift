@@ -43,7 +43,7 @@ struct LimitsCommand: AsyncParsableCommand {
                 set here replaces the broker's --rate-limit for the service until removed.
                 """)
 
-        @OptionGroup var service: NameArguments
+        @OptionGroup var service: ServiceNameArguments
 
         // Unconditional: `--rate -1` is a value (refused as such), not a flag.
         @Option(parsing: .unconditional, help: "Starts per unit: 100/s, 30/m, 2/h, 1/d.")
@@ -88,7 +88,7 @@ struct LimitsCommand: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "Removes the limit set for a service (the broker's --rate-limit for it, if any, applies again).")
 
-        @OptionGroup var service: NameArguments
+        @OptionGroup var service: ServiceNameArguments
 
         func run() async throws {
             let name = service.name
@@ -103,21 +103,6 @@ struct LimitsCommand: AsyncParsableCommand {
                 if let flag = try await client.rateLimits().first(where: { $0.service == name }) {
                     print("\(name) keeps the broker's --rate-limit: \(flag.limit.rateText), burst \(flag.burst)")
                 }
-            }
-        }
-    }
-
-    /// The service a command takes, and the broker it asks.
-    struct NameArguments: ParsableArguments {
-        @Argument(help: "The service's name (1 to 255 bytes).")
-        var name: String
-
-        @OptionGroup var options: BrokerOptions
-
-        func validate() throws {
-            if let problem = WireFormat.nameProblem(name, what: "service name") { throw ValidationError(problem) }
-            if name.hasPrefix(BrokerService.prefix) {
-                throw ValidationError("\(name) is one of the broker's own services; they cannot be limited")
             }
         }
     }

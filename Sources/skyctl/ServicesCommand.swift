@@ -32,55 +32,11 @@ struct ServicesCommand: AsyncParsableCommand {
         }
     }
 
-    /// The service a command takes, and the broker it asks.
-    struct NameArguments: ParsableArguments {
-        @Argument(help: "The service's name (1 to 255 bytes).")
-        var name: String
-
-        @OptionGroup var options: BrokerOptions
-
-        func validate() throws {
-            if let problem = WireFormat.nameProblem(name, what: "service name") { throw ValidationError(problem) }
-            if name.hasPrefix(BrokerService.prefix) {
-                throw ValidationError("\(name) is one of the broker's own services; they cannot be paused")
-            }
-        }
-
-        func run(_ pause: Bool) async {
-            let name = name
-            await options.run("skyctl") { client in
-                let changed: Bool
-                do {
-                    changed = try await pause ? client.pause(service: name) : client.resume(service: name)
-                } catch SkyError.invalidTask(let message) {
-                    throw ScheduleText.refusal(message)
-                }
-                switch (pause, changed) {
-                case (true, true):
-                    print(
-                        "paused \(name): its waiting calls and jobs wait (calls up to their deadline); what runs finishes"
-                    )
-                case (true, false): print("\(name) was paused already")
-                case (false, true): print("resumed \(name): its waiting calls and jobs start")
-                case (false, false): print("\(name) was not paused")
-                }
-                // A typo pauses a service nobody has: say so (it stays paused all the same).
-                if pause, let state = try await client.services().first(where: { $0.name == name }),
-                    state.workers == 0, state.queued == 0, state.jobsQueued == 0
-                {
-                    print(
-                        "note: no worker serves \(name) now and nothing of it waits; check the name (skyctl services list)"
-                    )
-                }
-            }
-        }
-    }
-
     struct Pause: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "Pauses a service: nothing of it starts until it is resumed, across broker restarts.")
 
-        @OptionGroup var service: NameArguments
+        @OptionGroup var service: ServiceNameArguments
 
         func run() async throws { await service.run(true) }
     }
@@ -88,8 +44,40 @@ struct ServicesCommand: AsyncParsableCommand {
     struct Resume: AsyncParsableCommand {
         static let configuration = CommandConfiguration(abstract: "Resumes a paused service: its waiting work starts.")
 
-        @OptionGroup var service: NameArguments
+        @OptionGroup var service: ServiceNameArguments
 
         func run() async throws { await service.run(false) }
+    }
+}
+
+extension ServiceNameArguments {
+    /// Pauses (or resumes) the service, and says what changed.
+    func run(_ pause: Bool) async {
+        let name = name
+        await options.run("skyctl") { client in
+            let changed: Bool
+            do {
+                changed = try await pause ? client.pause(service: name) : client.resume(service: name)
+            } catch SkyError.invalidTask(let message) {
+                throw ScheduleText.refusal(message)
+            }
+            switch (pause, changed) {
+            case (true, true):
+                print(
+                    "paused \(name): its waiting calls and jobs wait (calls up to their deadline); what runs finishes"
+                )
+            case (true, false): print("\(name) was paused already")
+            case (false, true): print("resumed \(name): its waiting calls and jobs start")
+            case (false, false): print("\(name) was not paused")
+            }
+            // A typo pauses a service nobody has: say so (it stays paused all the same).
+            if pause, let state = try await client.services().first(where: { $0.name == name }),
+                state.workers == 0, state.queued == 0, state.jobsQueued == 0
+            {
+                print(
+                    "note: no worker serves \(name) now and nothing of it waits; check the name (skyctl services list)"
+                )
+            }
+        }
     }
 }
