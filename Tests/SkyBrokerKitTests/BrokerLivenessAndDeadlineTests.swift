@@ -4,6 +4,14 @@ import Testing
 @testable import SkyBrokerKit
 @testable import SkyProtocol
 
+/// The framed replies to request `id` among `actions`.
+func replies(_ actions: [BrokerAction], to id: RequestID) -> [TaskReply] {
+    actions.compactMap { action in
+        guard case .sendToClient(_, .reply(let reply)) = action, reply.requestID == id else { return nil }
+        return reply
+    }
+}
+
 func replies(_ actions: [BrokerAction]) -> [(PeerID, TaskReply)] {
     actions.compactMap { if case .sendToClient(let peer, .reply(let reply)) = $0 { (peer, reply) } else { nil } }
 }

@@ -24,13 +24,6 @@ struct KeptCallTests {
         return nil
     }
 
-    func replies(_ actions: [BrokerAction], to id: RequestID) -> [TaskReply] {
-        actions.compactMap { action in
-            guard case .sendToClient(_, .reply(let reply)) = action, reply.requestID == id else { return nil }
-            return reply
-        }
-    }
-
     @Test func aRunningCallItsClientLeavesRunsOnAsAJobWhoseOutcomeIsTheWorkersReply() throws {
         var broker = BrokerHarness.withJournal()
         _ = broker.ready(worker1)

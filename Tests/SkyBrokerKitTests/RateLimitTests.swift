@@ -15,13 +15,6 @@ struct RateLimitTests {
     let admin = PeerID([0, 0, 0, 0, 2])
     let worker1 = PeerID([0, 0, 0, 1, 1])
 
-    func replies(_ actions: [BrokerAction], to id: RequestID) -> [TaskReply] {
-        actions.compactMap { action in
-            guard case .sendToClient(_, .reply(let reply)) = action, reply.requestID == id else { return nil }
-            return reply
-        }
-    }
-
     /// A broker whose flag limits `sky.scan`.
     static func limited(_ limit: RateLimit, journal: Bool = false) -> BrokerHarness {
         BrokerHarness.withJournal {

@@ -14,13 +14,6 @@ struct ServicePauseTests {
     let admin = PeerID([0, 0, 0, 0, 2])
     let worker1 = PeerID([0, 0, 0, 1, 1])
 
-    func replies(_ actions: [BrokerAction], to id: RequestID) -> [TaskReply] {
-        actions.compactMap { action in
-            guard case .sendToClient(_, .reply(let reply)) = action, reply.requestID == id else { return nil }
-            return reply
-        }
-    }
-
     /// Pauses (or resumes) `service` and commits the write; returns the answer.
     func control(
         _ broker: inout BrokerHarness, _ service: String, pause: Bool, failing: JournalError? = nil
