@@ -33,7 +33,8 @@ enum DashboardPage {
           <h2>Services</h2>
           <table id="services">
             <thead><tr><th>Service</th><th>Queued</th><th>Rate/s</th><th>p50</th><th>p99</th>
-            <th>Failed (last s)</th><th>Completed (total)</th><th>Failed (total)</th><th>Rate limit</th></tr></thead>
+            <th>Failed (last s)</th><th>Completed (since skyweb started)</th><th>Failed (since skyweb started)</th>
+            <th>Rate limit</th></tr></thead>
             <tbody></tbody>
           </table>
         </section>
@@ -145,14 +146,19 @@ enum DashboardPage {
           } else {
             banner.hidden = true;
           }
+          showConnection(state);
+          // The broker's own totals (since it started), unlike the services' (since skyweb did).
           const totals = [
-            ["workers", state.workers.length], ["queued", state.queued], ["in flight", state.inFlight],
-            ["completed", state.completed], ["failed", state.failed], ["tasks/s", state.tasksPerSecond.toFixed(1)],
+            ["workers", "workers", state.workers.length], ["queued", "queued", state.queued],
+            ["in flight", "in flight", state.inFlight],
+            ["completed", "completed since the broker started", state.completed],
+            ["failed", "failed since the broker started", state.failed],
+            ["tasks/s", "tasks/s", state.tasksPerSecond.toFixed(1)],
           ];
-          $("totals").replaceChildren(...totals.map(([label, value]) => {
+          $("totals").replaceChildren(...totals.map(([key, label, value]) => {
             const card = document.createElement("div");
             card.className = "card";
-            card.dataset.total = label;
+            card.dataset.total = key;
             const b = document.createElement("b");
             b.textContent = String(value);
             card.append(b, label);
@@ -374,16 +380,31 @@ enum DashboardPage {
           }
         }
 
+        // "live" only while both hold: this page hears skyweb, and skyweb hears the broker.
+        let socketOpen = false;
+        function showConnection(state) {
+          const pill = $("connection");
+          if (!socketOpen) {
+            pill.textContent = "reconnecting…";
+            pill.className = "pill down";
+          } else if (state && state.reachable) {
+            pill.textContent = "live";
+            pill.className = "pill live";
+          } else {
+            pill.textContent = state && state.unreachableSince ? "broker unreachable" : "no answer from the broker yet";
+            pill.className = "pill down";
+          }
+        }
+
         let retryDelay = 500;
         function connect() {
           const scheme = location.protocol === "https:" ? "wss://" : "ws://";
           const socket = new WebSocket(scheme + location.host + "/live");
-          const pill = $("connection");
-          socket.onopen = () => { retryDelay = 500; pill.textContent = "live"; pill.className = "pill live"; };
+          socket.onopen = () => { retryDelay = 500; socketOpen = true; };
           socket.onmessage = (message) => render(JSON.parse(message.data));
           socket.onclose = () => {
-            pill.textContent = "reconnecting…";
-            pill.className = "pill down";
+            socketOpen = false;
+            showConnection(null);
             setTimeout(connect, retryDelay);
             retryDelay = Math.min(retryDelay * 2, 5000);
           };

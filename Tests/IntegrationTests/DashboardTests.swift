@@ -160,6 +160,15 @@ extension SecondLineSuite {
             try await page.screenshot(to: screenshot)
             #expect(try Data(contentsOf: screenshot).starts(with: [0x89, 0x50, 0x4E, 0x47]), "a PNG")
             await sky.close()
+
+            // The broker gone: the page says so, and never "live" beside it.
+            cluster.broker.killNow()
+            try await page.waitUntil(
+                "the broker said unreachable",
+                #"""
+                !document.querySelector('#banner').hidden
+                  && document.querySelector('#connection').textContent === 'broker unreachable'
+                """#)
         }
 
         /// A newcomer's two mistakes: a port already taken fails at once, naming the cause (it
