@@ -57,13 +57,17 @@ public final class SkyProcess: Sendable {
     /// what it draws for a person. `script` starts the command through `$SHELL -c`; the shell is
     /// fixed to /bin/sh and replaced by the program (`exec`), so the pid's only child is the
     /// program itself whatever shell the caller's environment names.
-    public static func onTerminal(_ executable: String, _ arguments: [String], name: String) throws -> SkyProcess {
+    /// - Parameter columns: the terminal's width, if it should have one.
+    public static func onTerminal(
+        _ executable: String, _ arguments: [String], name: String, columns: Int? = nil
+    ) throws -> SkyProcess {
         let command = ([binaries.appendingPathComponent(executable).path] + arguments)
             .map { "'" + $0.replacingOccurrences(of: "'", with: "'\\''") + "'" }
             .joined(separator: " ")
+        let size = columns.map { "stty cols \($0) rows 50; " } ?? ""
         return try SkyProcess(
-            program: URL(fileURLWithPath: "/usr/bin/script"), ["-qfec", "exec \(command)", "/dev/null"], name: name,
-            environment: ["SHELL": "/bin/sh"])
+            program: URL(fileURLWithPath: "/usr/bin/script"), ["-qfec", "\(size)exec \(command)", "/dev/null"],
+            name: name, environment: ["SHELL": "/bin/sh"])
     }
 
     /// Starts the program at `program` (not necessarily a Sky executable).

@@ -133,8 +133,17 @@ actor WatchDisplay {
     private func redraw() {
         redraws.acted()
         var text = "\u{1B}[H\u{1B}[2J"
-        text += WorkerTable.render(
+        let table = WorkerTable.render(
             view, broker: broker, unreachableSince: unreachableSince.map(Self.time), departures: departures)
+        text += WorkerTable.fitted(table, columns: Self.terminalColumns())
         ProcessSetup.standardOutput(text)
+    }
+
+    /// The terminal's width now (it may have been resized since the last redraw); `nil` when
+    /// standard output is no terminal, or says no width.
+    private static func terminalColumns() -> Int? {
+        var size = winsize()
+        guard ioctl(STDOUT_FILENO, UInt(TIOCGWINSZ), &size) == 0, size.ws_col > 0 else { return nil }
+        return Int(size.ws_col)
     }
 }

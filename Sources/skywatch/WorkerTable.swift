@@ -61,6 +61,16 @@ enum WorkerTable {
         return lines.joined(separator: "\n") + "\n"
     }
 
+    /// `text` with each line cut to `columns` (its last kept character an ellipsis), so that a
+    /// narrow terminal shows the table's start of each line instead of wrapping it into the
+    /// next; as it is without a width.
+    static func fitted(_ text: String, columns: Int?) -> String {
+        guard let columns, columns > 1 else { return text }
+        return text.split(separator: "\n", omittingEmptySubsequences: false).map { line in
+            line.count <= columns ? String(line) : String(line.prefix(columns - 1)) + "…"
+        }.joined(separator: "\n")
+    }
+
     private static let widths = [24, 16, 9, 8, 10, 8, 12, 0]
     private static let serviceWidths = [24, 9, 10, 8, 11, 0]
 

@@ -122,7 +122,9 @@ extension SecondLineSuite {
             defer { cluster.killAll() }
             _ = try await cluster.startWorker(name: "w1", extraArguments: ["--flaky-every", "2"])
             let arguments = ["--broker", cluster.clients, "--events", cluster.events]
-            let table = try cluster.track(SkyProcess.onTerminal("skywatch", arguments, name: "skywatch-services"))
+            // A terminal narrower than the table: each line is cut to it, not wrapped.
+            let table = try cluster.track(
+                SkyProcess.onTerminal("skywatch", arguments, name: "skywatch-services", columns: 70))
             let lines = try cluster.track(SkyProcess("skywatch", arguments, name: "skywatch-service-lines"))
             try await table.waitUntil(timeout: .seconds(20)) { $0.contains { $0.contains("w1") } }
             let sky = try await SkyClient(broker: cluster.clients)
@@ -145,6 +147,9 @@ extension SecondLineSuite {
                 return $0.hasPrefix("sky.flaky ") && $0.contains(" ms") && cells.count >= 4 && cells[3] != "0"
             }
             print("skywatch services:\n\(echo)\n\(flaky)")
+            let visible = table.outputLines.map { $0.replacing(/\u{1B}\[[0-9;]*[A-Za-z]/, with: "") }
+            #expect(visible.allSatisfy { $0.count <= 70 }, "\(visible.filter { $0.count > 70 })")
+            #expect(visible.contains { $0.hasPrefix("WORKER ") && $0.hasSuffix("…") }, "the workers' header is cut")
             try await lines.waitForLine { $0.contains("broker.stats") && $0.contains("sky.echo:queued=0,rate=") }
             #expect(
                 try await table.waitUntil { $0.contains { $0.hasPrefix("SERVICE ") && $0.contains("P99") } }.count > 0)
