@@ -195,8 +195,10 @@ struct JobBook: Sendable {
     /// Credits of the workers serving each service (a worker of two services counts in both).
     var credits: [String: Int] = [:]
     var timers = Heap<TimerEntry>()
-    var waiters: [JobID: [Waiter]] = [:]
-    var waiterCount = 0
+    private(set) var waiters: [JobID: [Waiter]] = [:]
+    private(set) var waiterCount = 0
+    /// Waiters per peer: one peer's flood of waits may not take every other's place.
+    private var waitsOf: [PeerID: Int] = [:]
     var pendingSubmits: [JobID: PendingSubmit] = [:]
     /// Callers whose answer waits for a journal read (a lookup or a listing); a caller's answer
     /// is sent only while it is here, so a read that comes back after the shutdown answered it
@@ -214,6 +216,8 @@ struct JobBook: Sendable {
 
     /// Most callers that may wait for jobs at once; beyond it a wait is answered at once.
     static let maxWaiters = 100_000
+    /// Most callers of one peer that may wait at once (``mayHold(_:)``).
+    static let maxWaitersPerPeer = 1_000
 
     /// Bytes of the tasks of the jobs in ``jobs`` (each job's body is held until it ended).
     var heldBytes = 0
@@ -393,6 +397,22 @@ struct JobBook: Sendable {
     mutating func addWaiter(_ waiter: Waiter, for id: JobID) {
         waiters[id, default: []].append(waiter)
         waiterCount += 1
+        waitsOf[waiter.peer, default: 0] += 1
+    }
+
+    /// Whether a wait of `caller` may be held: within ``maxWaiters`` in all and
+    /// ``maxWaitersPerPeer`` of its peer (beyond, a wait is answered at once).
+    func mayHold(_ caller: Waiter) -> Bool {
+        waiterCount < Self.maxWaiters && waitsOf[caller.peer, default: 0] < Self.maxWaitersPerPeer
+    }
+
+    private mutating func released(_ waiter: Waiter) {
+        waiterCount -= 1
+        if let left = waitsOf[waiter.peer], left > 1 {
+            waitsOf[waiter.peer] = left - 1
+        } else {
+            waitsOf[waiter.peer] = nil
+        }
     }
 
     /// Takes one waiter of a job, if it still waits.
@@ -402,14 +422,14 @@ struct JobBook: Sendable {
         }
         waiters.values[entry].remove(at: index)
         if waiters.values[entry].isEmpty { waiters.remove(at: entry) }
-        waiterCount -= 1
+        released(waiter)
         return true
     }
 
     /// Takes every waiter of a job.
     mutating func takeWaiters(of id: JobID) -> [Waiter] {
         let taken = waiters.removeValue(forKey: id) ?? []
-        waiterCount -= taken.count
+        for waiter in taken { released(waiter) }
         return taken
     }
 }

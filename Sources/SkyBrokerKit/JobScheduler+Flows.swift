@@ -220,7 +220,7 @@ extension JobScheduler {
         _ id: JobID, to caller: JobCaller, holding hold: Int64?, now: Int64, into actions: inout [Action]
     ) {
         guard let run = flows.runs[id] else { return }
-        guard let hold, book.waiterCount < JobBook.maxWaiters else {
+        guard let hold, book.mayHold(caller) else {
             answer(caller, flowReport(run), into: &actions)
             return
         }

@@ -303,7 +303,7 @@ struct JobScheduler: Sendable {
             waitForOutcome(of: id, caller, into: &actions)
             return
         }
-        guard let hold, book.waiterCount < JobBook.maxWaiters else {
+        guard let hold, book.mayHold(caller) else {
             answer(caller, report(job), into: &actions)
             return
         }

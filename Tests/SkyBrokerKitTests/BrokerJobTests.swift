@@ -163,6 +163,21 @@ struct BrokerJobTests {
     let client = PeerID([0, 0, 0, 0, 1])
     let worker1 = PeerID([0, 0, 0, 1, 1])
 
+    /// One peer's flood of waits holds at most its share: its next wait is answered at once
+    /// ("not yet"), and another peer's wait is still held.
+    @Test func onePeersWaitsHoldNoMoreThanItsShare() {
+        var broker = BrokerHarness.withJournal()
+        let (id, _) = broker.submit(client, RequestID(high: 1, low: 1))
+        for index in 0..<JobBook.maxWaitersPerPeer {
+            #expect(broker.ask(client, RequestID(high: 3, low: UInt64(index)), BrokerService.jobWait, id).isEmpty)
+        }
+        let over = RequestID(high: 4, low: 1)
+        #expect(reports(broker.ask(client, over, BrokerService.jobWait, id), to: over).map(\.state) == [.queued])
+        let other = PeerID([0, 0, 0, 0, 7])
+        #expect(broker.ask(other, RequestID(high: 5, low: 1), BrokerService.jobWait, id).isEmpty, "held")
+        #expect(broker.machine.jobBook.waiterCount == JobBook.maxWaitersPerPeer + 1)
+    }
+
     @Test func aJobIsAnsweredRunAndReportedOnlyAfterEachStepIsOnDisk() throws {
         var broker = BrokerHarness.withJournal()
         let submitRequest = RequestID(high: 1, low: 1)
