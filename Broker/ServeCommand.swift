@@ -151,11 +151,15 @@ struct ServeCommand: AsyncParsableCommand {
         for text in rateLimit {
             guard let equals = text.firstIndex(of: "=") else {
                 throw ValidationError(
-                    "--rate-limit \(text) names no service: give SERVICE=RATE[:BURST], as images.resize=100/s:20")
+                    "--rate-limit \(text) gives no rate: give SERVICE=RATE[:BURST], as images.resize=100/s:20")
             }
             let service = String(text[..<equals])
             if let problem = WireFormat.nameProblem(service, what: "--rate-limit's service name") {
                 throw ValidationError(problem)
+            }
+            if service.hasPrefix(BrokerService.prefix) {
+                throw ValidationError(
+                    "--rate-limit \(text): \(service) is one of the broker's own services; they cannot be limited")
             }
             let parts = text[text.index(after: equals)...].split(
                 separator: ":", maxSplits: 1, omittingEmptySubsequences: false)
@@ -167,7 +171,7 @@ struct ServeCommand: AsyncParsableCommand {
             if parts.count == 2 {
                 guard let given = Int(parts[1]) else {
                     throw ValidationError(
-                        "--rate-limit \(text): \(parts[1]) is not a burst: give a whole number of starts")
+                        "--rate-limit \(text): the burst \"\(parts[1])\" is not a whole number of starts")
                 }
                 burst = given
             }

@@ -42,6 +42,13 @@ struct BrokerMetrics: Sendable {
             Gauge(label: "sky_broker_queue_depth", dimensions: [("service", service)]).record(0)
             Gauge(label: "sky_broker_service_queued_bytes", dimensions: [("service", service)]).record(0)
         }
+        // A limit removed: its gauges say so (a series left at its last value reads as a limit).
+        let limited = Set((stats.limits ?? []).map(\.service))
+        for service in lastLimits.keys where !limited.contains(service) {
+            Gauge(label: "sky_broker_rate_limit_per_second", dimensions: [("service", service)]).record(0)
+            Gauge(label: "sky_broker_rate_limit_throttled", dimensions: [("service", service)]).record(0)
+            lastLimits[service] = nil
+        }
         for limit in stats.limits ?? [] where admit(limit.service) {
             let dimensions = [("service", limit.service)]
             Gauge(label: "sky_broker_rate_limit_per_second", dimensions: dimensions).record(limit.perSecond)

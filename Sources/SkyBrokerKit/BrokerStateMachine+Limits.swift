@@ -210,10 +210,10 @@ extension BrokerStateMachine {
         }
     }
 
-    /// Every limited service, by name.
-    func limitListing() -> RateLimitListing {
+    /// The limited services, by name (the first `atMost`).
+    mutating func limitListing(atMost: Int = .max) -> RateLimitListing {
         RateLimitListing(
-            limits: rates.names.sorted().compactMap { name in
+            limits: rates.names.prefix(atMost).compactMap { name in
                 guard let (limit, source) = rates.effective(name) else { return nil }
                 let number = services.number(of: name)
                 return RateLimitState(

@@ -228,7 +228,7 @@ extension BrokerStateMachine {
             failed: tally.failed, jobs: jobs.counts(keptWaiters: keptCalls.waiterCount))
         stats.services = serviceStats(over: seconds, into: &actions)
         if !closed.failures.isEmpty { stats.failures = closed.failures }
-        if !services.limits.isEmpty { stats.limits = Array(limitListing().limits.prefix(BrokerStats.maxLimits)) }
+        if !services.limits.isEmpty { stats.limits = limitListing(atMost: BrokerStats.maxLimits).limits }
         publish(
             SkyEvent(seq: 0, event: .brokerStats, time: "", workers: workerLoads(now: now), stats: stats),
             into: &actions)
@@ -244,6 +244,8 @@ extension BrokerStateMachine {
         var windows: [String: ServiceWindow] = [:]
         // Services that became idle are forgotten in the same pass.
         services.updateAll { service in
+            // Kept known only for its rate limit's bucket: nothing to report.
+            guard service.isServed || !service.queue.isEmpty || service.window != nil else { return }
             if let window = service.window { windows[service.name] = window }
             let window = service.window ?? ServiceWindow()
             all[service.name] = ServiceStats(

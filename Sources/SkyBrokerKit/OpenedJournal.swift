@@ -56,7 +56,7 @@ extension JournalWriter {
             if !settings.limits.isEmpty {
                 let names = settings.limits.map(\.name)
                 logger.info(
-                    "rate-limited services",
+                    "rate limits set with skyctl, from the journal (--rate-limit flags apply besides)",
                     metadata: [
                         "count": "\(names.count)", "services": "\(names.prefix(10))\(names.count > 10 ? " …" : "")",
                     ])

@@ -7,7 +7,13 @@ struct RateLimitBook: Sendable {
     /// Limits set through `mmi.limits.set` (kept in the journal), by service.
     private(set) var set: [String: RateLimit] = [:]
     /// Limits the broker's flag gives (``BrokerRouting/rateLimits``).
-    var flagged: [String: RateLimit] = [:]
+    var flagged: [String: RateLimit] = [:] {
+        didSet { sortedNames = nil }
+    }
+    /// Every limited service's name, sorted: kept between changes (the stats list them every
+    /// second, and sorting thousands of names each time showed in the loop's longest
+    /// iteration).
+    private var sortedNames: [String]?
     /// Services whose work waits for a token, and when the next one is due (nanoseconds).
     private(set) var throttled: [ServiceBook.Number: Int64] = [:]
     /// When the last wake-up for tokens was: the next is at least
@@ -20,13 +26,21 @@ struct RateLimitBook: Sendable {
         return flagged[name].map { ($0, "flag") }
     }
 
-    /// Every limited service's name.
-    var names: Set<String> { Set(set.keys).union(flagged.keys) }
+    /// Every limited service's name, sorted.
+    var names: [String] {
+        mutating get {
+            if let sortedNames { return sortedNames }
+            let names = Set(set.keys).union(flagged.keys).sorted()
+            sortedNames = names
+            return names
+        }
+    }
 
     /// Sets or removes the limit set for `name`; returns the one it replaced.
     @discardableResult
     mutating func set(_ name: String, _ limit: RateLimit?) -> RateLimit? {
-        if let limit { set.updateValue(limit, forKey: name) } else { set.removeValue(forKey: name) }
+        sortedNames = nil
+        return if let limit { set.updateValue(limit, forKey: name) } else { set.removeValue(forKey: name) }
     }
 
     /// `service`'s work waits for a token, due at `due`.

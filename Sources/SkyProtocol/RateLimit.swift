@@ -71,7 +71,10 @@ public struct RateLimit: Codable, Sendable, Equatable {
     /// - Returns: starts a second; `nil` for anything else (then say what is taken).
     public static func parseRate(_ text: String) -> Double? {
         let parts = text.split(separator: "/", maxSplits: 1, omittingEmptySubsequences: false)
-        guard let count = Double(parts[0]), count.isFinite else { return nil }
+        // Decimal only: `Double` also reads `0x10`, `nan` and `inf`.
+        guard parts[0].allSatisfy({ $0.isASCII && ($0.isNumber || "+-.eE".contains($0)) }),
+            let count = Double(parts[0]), count.isFinite
+        else { return nil }
         guard parts.count == 2 else { return count }
         switch parts[1] {
         case "s", "sec", "second": return count

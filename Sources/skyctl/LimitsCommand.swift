@@ -62,7 +62,7 @@ struct LimitsCommand: AsyncParsableCommand {
             }
             let burst = burst ?? RateLimit.defaultBurst(perSecond)
             let limit = RateLimit(perSecond: perSecond, burst: burst)
-            if let problem = limit.problem { throw ValidationError(problem) }
+            if let problem = limit.problem { throw ValidationError("--rate \(rate): \(problem)") }
             return limit
         }
 

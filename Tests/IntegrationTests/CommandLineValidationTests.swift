@@ -24,6 +24,17 @@ extension SecondLineSuite {
                 program: "skybroker", arguments: ["--heartbeat-interval", "1e300"],
                 message: "--heartbeat-interval must be a number of seconds in 0.01...3600, not 1e+300"),
             .init(
+                program: "skybroker", arguments: ["--rate-limit", "mmi.jobs.submit=1/s"],
+                message: "mmi.jobs.submit is one of the broker's own services; they cannot be limited"),
+            .init(
+                program: "skybroker", arguments: ["--rate-limit", "a=0x10/s"],
+                message: "--rate-limit a=0x10/s: 0x10/s is not a rate"),
+            .init(
+                program: "skybroker", arguments: ["--rate-limit", "a=100000/s:1"],
+                message: "give a burst of at least 100"),
+            .init(
+                program: "skybroker", arguments: ["--rate-limit", "a"], message: "--rate-limit a gives no rate"),
+            .init(
                 program: "skybroker", arguments: ["--heartbeat-interval", "inf"],
                 message: "--heartbeat-interval must be a number of seconds in 0.01...3600, not inf"),
             .init(
