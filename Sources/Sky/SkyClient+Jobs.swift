@@ -147,13 +147,22 @@ extension SkyClient {
     public nonisolated func jobs(
         state: JobState? = nil, service: String? = nil, limit: Int = 100
     ) async throws -> [(id: JobID, service: String, status: JobStatus)] {
+        try await jobPage(state: state, service: service, limit: limit).jobs
+    }
+
+    /// A page of jobs, as ``jobs(state:service:limit:)`` lists them, and how many matched
+    /// (counted up to 100,000; `nil` from a broker that does not count).
+    public nonisolated func jobPage(
+        state: JobState? = nil, service: String? = nil, limit: Int = 100
+    ) async throws -> (jobs: [(id: JobID, service: String, status: JobStatus)], matched: Int?) {
         if let service, let problem = WireFormat.nameProblem(service, what: "service name") {
             throw SkyError.invalidTask(problem)
         }
         let query = JobQuery(state: state, service: service, limit: UInt32(clamping: max(0, limit)))
         let reply = try await jobCall(BrokerService.jobList, query.encode())
         do {
-            return try JobListing(decoding: reply).jobs.map { ($0.id, $0.report.service, JobStatus($0.report)) }
+            let listing = try JobListing(decoding: reply)
+            return (listing.jobs.map { ($0.id, $0.report.service, JobStatus($0.report)) }, listing.matched)
         } catch {
             throw SkyError.internalError("the broker's job listing is malformed: \(error)")
         }

@@ -532,7 +532,10 @@ extension Broker.Shell {
         case .list(let state, let service, let limit, let caller):
             journal.read { store in
                 let found = Result { () throws(JournalError) in
-                    try store.list(state: state, service: service, limit: limit)
+                    (
+                        jobs: try store.list(state: state, service: service, limit: limit),
+                        matched: try store.count(state: state, service: service, atMost: JobListing.countedAtMost)
+                    )
                 }
                 _ = loop.post(input: JournalAnswer.listed(caller, found))
             }

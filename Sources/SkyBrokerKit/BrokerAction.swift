@@ -119,7 +119,8 @@ package enum ScheduleChange: Sendable, Equatable {
 package enum JournalAnswer: Sendable {
     case written(JournalWrite, Result<JournalReceipt, JournalError>)
     case lookedUp(JobID, JobCaller, retry: Bool, Result<JobRecord?, JournalError>)
-    case listed(JobCaller, Result<[JobRecord], JournalError>)
+    /// A listing's jobs, and how many matched (counted up to ``JobListing/countedAtMost``).
+    case listed(JobCaller, Result<(jobs: [JobRecord], matched: Int), JournalError>)
     /// The journal's size in bytes, and how many expired jobs it deleted.
     case maintained(Result<(bytes: Int, deleted: Int), JournalError>)
     case schedulesLoaded(Result<[ScheduleRecord], JournalError>)

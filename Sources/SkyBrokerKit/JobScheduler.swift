@@ -794,11 +794,11 @@ struct JobScheduler: Sendable {
             } else {
                 self.answer(caller, record.map(Self.report) ?? JobReport(state: .unknown), into: &actions)
             }
-        case .listed(let caller, .success(let records)):
+        case .listed(let caller, .success(let found)):
             let listing = JobListing(
-                jobs: records.compactMap { record in
+                jobs: found.jobs.compactMap { record in
                     JobID(bytes: record.id).map { id in (id, book.jobs[id].map(report) ?? Self.report(record)) }
-                })
+                }, matched: found.matched)
             actions.append(
                 .answer(
                     caller,

@@ -22,6 +22,11 @@ public protocol JobStore {
     /// Up to `limit` jobs, newest first, of one state (or any) and one service (or any).
     func list(state: JobRecord.State?, service: String?, limit: Int) throws(JournalError) -> [JobRecord]
 
+    /// How many jobs ``list(state:service:limit:)`` would find without a limit, counted up to
+    /// `atMost` (a listing's "of how many", bounded so that a count of millions costs no more
+    /// than `atMost` rows).
+    func count(state: JobRecord.State?, service: String?, atMost: Int) throws(JournalError) -> Int
+
     /// Deletes at most `limit` finished jobs that expired before `now`; returns how many.
     func deleteExpired(before now: Int64, limit: Int) throws(JournalError) -> Int
 

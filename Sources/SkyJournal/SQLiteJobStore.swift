@@ -42,6 +42,7 @@ public final class SQLiteJobStore: JobStore {
     private let setLimit: SQLiteDatabase.Statement
     private let removeLimit: SQLiteDatabase.Statement
     private let allLimits: SQLiteDatabase.Statement
+    private let matching: SQLiteDatabase.Statement
 
     private static let columns =
         "id, service, body, priority, not_before, idempotency_key, state, attempt, outcome, expires_at, submitted_at, options"
@@ -102,6 +103,9 @@ public final class SQLiteJobStore: JobStore {
         )
         removeLimit = try database.prepare("DELETE FROM service_limits WHERE name = ?1")
         allLimits = try database.prepare("SELECT name, spec FROM service_limits ORDER BY name")
+        matching = try database.prepare(
+            "SELECT count(*) FROM (SELECT 1 FROM jobs WHERE (?1 IS NULL OR state = ?1) AND (?2 IS NULL OR service = ?2) LIMIT ?3)"
+        )
     }
 
     /// The journal's settings and tables; run on every open (a journal of an older build of
@@ -278,6 +282,15 @@ public final class SQLiteJobStore: JobStore {
         var found: [String] = []
         try allPaused.run([]) { row throws(JournalError) in found.append(row.text(0) ?? "") }
         return found
+    }
+
+    public func count(state: JobRecord.State?, service: String?, atMost: Int) throws(JournalError) -> Int {
+        var count = 0
+        try matching.run([
+            state.map { .integer($0.rawValue) } ?? .null, service.map { .text($0) } ?? .null,
+            .integer(Int64(max(0, atMost))),
+        ]) { row throws(JournalError) in count = Int(row.integer(0)) }
+        return count
     }
 
     public func serviceLimits() throws(JournalError) -> [(name: String, limit: [UInt8])] {

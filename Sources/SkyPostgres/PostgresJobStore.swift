@@ -490,6 +490,10 @@ public final class PostgresJobStore: JobStore {
         connection.define("service limits", "SELECT name, spec FROM sky_service_limits ORDER BY name", types: [])
         connection.define("bytes", "SELECT pg_total_relation_size('sky_jobs')", types: [])
         connection.define("count", "SELECT count(*) FROM sky_jobs", types: [])
+        connection.define(
+            "matching",
+            "SELECT count(*) FROM (SELECT 1 FROM sky_jobs WHERE ($1::bigint IS NULL OR state = $1) AND ($2::text IS NULL OR service = $2) LIMIT $3) AS found",
+            types: [integer, text, integer])
     }
 
     /// Writes `changes` in one transaction. A session lost before COMMIT was sent (the server
@@ -726,6 +730,19 @@ public final class PostgresJobStore: JobStore {
 
     public func jobCount() throws(JournalError) -> Int {
         try count("count")
+    }
+
+    public func count(state: JobRecord.State?, service: String?, atMost: Int) throws(JournalError) -> Int {
+        try checkNotFenced()
+        var value: Int64 = 0
+        try connection.run(
+            "matching",
+            [
+                state.map { .integer($0.rawValue) } ?? .null, service.map { .text($0) } ?? .null,
+                .integer(Int64(max(0, atMost))),
+            ]
+        ) { row in value = row.integer(0) }
+        return Int(value)
     }
 
     private func count(_ statement: String) throws(JournalError) -> Int {

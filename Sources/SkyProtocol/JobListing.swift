@@ -42,13 +42,21 @@ public struct JobQuery: Sendable, Equatable {
 /// Layout: `[count u32]` then per job `[id, 16 bytes][report-len u32][JobReport]`.
 public struct JobListing: Sendable, Equatable {
     public var jobs: [(id: JobID, report: JobReport)]
+    /// How many jobs matched the query, the listed ones included, counted up to
+    /// ``countedAtMost`` (a count of that many means "at least"); `nil` from a broker that
+    /// predates it.
+    public var matched: Int?
 
-    public init(jobs: [(id: JobID, report: JobReport)]) {
+    /// Where a listing's count of matches stops.
+    public static let countedAtMost = 100_000
+
+    public init(jobs: [(id: JobID, report: JobReport)], matched: Int? = nil) {
         self.jobs = jobs
+        self.matched = matched
     }
 
     public static func == (lhs: Self, rhs: Self) -> Bool {
-        lhs.jobs.count == rhs.jobs.count
+        lhs.jobs.count == rhs.jobs.count && lhs.matched == rhs.matched
             && zip(lhs.jobs, rhs.jobs).allSatisfy { $0.id == $1.id && $0.report == $1.report }
     }
 
@@ -60,6 +68,8 @@ public struct JobListing: Sendable, Equatable {
             bytes += WireFormat.bytes(UInt32(encoded.count))
             bytes += encoded
         }
+        // After the jobs, where a reader that predates it stops reading.
+        if let matched { bytes += WireFormat.bytes(UInt32(clamping: matched)) }
         return bytes
     }
 
@@ -73,5 +83,6 @@ public struct JobListing: Sendable, Equatable {
             jobs.append((id, try JobReport(decoding: try reader.take(Int(length), "report"))))
         }
         self.jobs = jobs
+        if reader.remaining >= 4 { matched = Int(try reader.uint32("matched")) }
     }
 }

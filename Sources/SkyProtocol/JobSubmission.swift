@@ -218,6 +218,9 @@ struct ByteReader {
 
     init(_ bytes: [UInt8]) { self.bytes = bytes }
 
+    /// Bytes not read yet.
+    var remaining: Int { bytes.count - offset }
+
     mutating func take(_ count: Int, _ name: String) throws(ProtocolError) -> [UInt8] {
         guard count >= 0, bytes.count - offset >= count else {
             throw .invalidValue(

@@ -116,7 +116,7 @@ struct JobsCommand: AsyncParsableCommand {
                     "skyctl: --limit \(limit) is more than a listing holds; listing at most \(most)\n")
             }
             await options.run("skyctl") { client in
-                let jobs = try await client.jobs(
+                let (jobs, matched) = try await client.jobPage(
                     state: state.flatMap(JobState.init(name:)), service: service, limit: min(limit, most))
                 if jobs.isEmpty {
                     print("no jobs")
@@ -126,6 +126,14 @@ struct JobsCommand: AsyncParsableCommand {
                 func padded(_ text: String) -> String { text + String(repeating: " ", count: width - text.count) }
                 print("ID                          \(padded("SERVICE"))  STATE")
                 for (id, service, status) in jobs { print("\(id)  \(padded(service))  \(status)") }
+                // The page is not all: say of how many.
+                if let matched, matched > jobs.count {
+                    let of = matched >= JobListing.countedAtMost ? "at least \(matched)" : "\(matched)"
+                    let more =
+                        jobs.count < most
+                        ? "--limit \(min(matched, most)) shows more" : "narrow it with --state or --service"
+                    print("\(jobs.count) of \(of) matching jobs, newest first; \(more)")
+                }
             }
         }
     }

@@ -542,6 +542,9 @@ extension IntegrationSuite {
             let many = try await skyctl(["jobs", "list", "--limit", "5000"])
             #expect(many.status == 0 && many.out.count == 4, "\(many)")
             #expect(many.err.contains("--limit 5000 is more than a listing holds; listing at most 1000"), "\(many)")
+            // A page that is not all says of how many.
+            let page = try await skyctl(["jobs", "list", "--limit", "2"])
+            #expect(page.out.last == "2 of 3 matching jobs, newest first; --limit 3 shows more", "\(page)")
             let shown = try await skyctl(["jobs", "show", good.id.description])
             #expect(shown.out == ["\(good.id)  succeeded (attempt 1)"])
             // The third call on the worker succeeds: the retry, a new job, does.

@@ -18,6 +18,7 @@ enum JobStoreContract: CaseIterable, Sendable {
     case aFlowsStepsAreReadByTheirKeysAndKeptAsLongAsTheFlow
     case aPausedServiceStaysPausedUntilResumed
     case aServicesLimitIsKeptUntilRemoved
+    case aListingsCountStopsAtItsBound
 
     typealias Open = () throws(JournalError) -> any JobStore
 
@@ -47,6 +48,8 @@ enum JobStoreContract: CaseIterable, Sendable {
             try Self.aPausedServiceStaysPausedUntilResumed(open)
         case .aServicesLimitIsKeptUntilRemoved:
             try Self.aServicesLimitIsKeptUntilRemoved(open)
+        case .aListingsCountStopsAtItsBound:
+            try Self.aListingsCountStopsAtItsBound(open)
         }
     }
 
@@ -100,6 +103,18 @@ enum JobStoreContract: CaseIterable, Sendable {
         #expect(try store.pausedServices() == ["a", "b"])
         try store.apply([.servicePaused(name: "a", paused: false)])
         #expect(try store.pausedServices() == ["b"])
+    }
+
+    /// A listing's count of matches: by state and service as the listing filters, and no
+    /// further than its bound.
+    private static func aListingsCountStopsAtItsBound(_ open: Open) throws {
+        let store = try open()
+        try store.apply((0..<5).map { .submitted(job($0)) })
+        #expect(try store.count(state: nil, service: nil, atMost: 100) == 5)
+        #expect(try store.count(state: nil, service: nil, atMost: 3) == 3)
+        #expect(try store.count(state: .queued, service: job(0).service, atMost: 100) == 5)
+        #expect(try store.count(state: .failed, service: nil, atMost: 100) == 0)
+        #expect(try store.count(state: nil, service: "no.such", atMost: 100) == 0)
     }
 
     /// Services' rate limits, across a reopening: the last one set of a service is kept (in

@@ -122,6 +122,11 @@ struct JobCodecTests {
             (JobID(milliseconds: 2, random: &random), JobReport(state: .queued)),
         ])
         #expect(try JobListing(decoding: listing.encode()) == listing)
+        #expect(try JobListing(decoding: listing.encode()).matched == nil, "an older broker's: no count")
+        let counted = JobListing(jobs: listing.jobs, matched: 1234)
+        #expect(try JobListing(decoding: counted.encode()).matched == 1234)
+        // An older reader stops after the jobs: the count does not disturb them.
+        #expect(counted.encode().count == listing.encode().count + 4)
         #expect(JobState(name: "scheduled") == .scheduled && JobState(name: "nope") == nil)
     }
 }
