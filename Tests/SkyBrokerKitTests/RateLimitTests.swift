@@ -186,4 +186,16 @@ struct RateLimitTests {
         }
         #expect(sent == 5)
     }
+
+    /// A fast limit's tokens come every few microseconds, but the broker wakes for them at most
+    /// every millisecond (its burst covers a millisecond's starts).
+    @Test func theBrokerWakesForTokensAtMostEveryMillisecond() {
+        var book = RateLimitBook()
+        book.throttle(7, until: 1_000)
+        #expect(book.takeDue(now: 1_000) == [7])
+        book.throttle(7, until: 1_010)
+        #expect(book.nextWake == 1_000 + RateLimit.wakeNanoseconds, "not 10 ns after the last")
+        #expect(book.takeDue(now: 1_500).isEmpty == false, "due all the same when woken otherwise")
+        #expect(book.nextWake == nil)
+    }
 }
