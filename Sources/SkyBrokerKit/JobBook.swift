@@ -198,7 +198,7 @@ struct JobBook: Sendable {
     private(set) var waiters: [JobID: [Waiter]] = [:]
     private(set) var waiterCount = 0
     /// Waiters per peer: one peer's flood of waits may not take every other's place.
-    private var waitsOf: [PeerID: Int] = [:]
+    private var waitsOf = PeerTally()
     var pendingSubmits: [JobID: PendingSubmit] = [:]
     /// Callers whose answer waits for a journal read (a lookup or a listing); a caller's answer
     /// is sent only while it is here, so a read that comes back after the shutdown answered it
@@ -397,22 +397,18 @@ struct JobBook: Sendable {
     mutating func addWaiter(_ waiter: Waiter, for id: JobID) {
         waiters[id, default: []].append(waiter)
         waiterCount += 1
-        waitsOf[waiter.peer, default: 0] += 1
+        waitsOf.add(waiter.peer)
     }
 
     /// Whether a wait of `caller` may be held: within ``maxWaiters`` in all and
     /// ``maxWaitersPerPeer`` of its peer (beyond, a wait is answered at once).
     func mayHold(_ caller: Waiter) -> Bool {
-        waiterCount < Self.maxWaiters && waitsOf[caller.peer, default: 0] < Self.maxWaitersPerPeer
+        waiterCount < Self.maxWaiters && waitsOf[caller.peer] < Self.maxWaitersPerPeer
     }
 
     private mutating func released(_ waiter: Waiter) {
         waiterCount -= 1
-        if let left = waitsOf[waiter.peer], left > 1 {
-            waitsOf[waiter.peer] = left - 1
-        } else {
-            waitsOf[waiter.peer] = nil
-        }
+        waitsOf.remove(waiter.peer)
     }
 
     /// Takes one waiter of a job, if it still waits.

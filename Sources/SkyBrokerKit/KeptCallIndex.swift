@@ -26,7 +26,7 @@ struct KeptCallIndex: Sendable {
     private var waiters: [RequestID: (service: String, callers: [JobCaller])] = [:]
     private(set) var waiterCount = 0
     /// Held waits per peer: one peer's flood of waits may not take every other's place.
-    private var waitsOf: [PeerID: Int] = [:]
+    private var waitsOf = PeerTally()
     /// Every hold, oldest first (all last as long, so also soonest due first); one answered
     /// meanwhile is skipped when it comes up.
     private var holds: Deque<Hold> = []
@@ -77,12 +77,12 @@ struct KeptCallIndex: Sendable {
 
     /// Holds `caller` until `due`; `false` beyond ``maxWaiters``.
     mutating func hold(_ caller: JobCaller, on id: RequestID, service: String, until due: Int64) -> Bool {
-        guard waiterCount < Self.maxWaiters, waitsOf[caller.peer, default: 0] < Self.maxWaitersPerPeer else {
+        guard waiterCount < Self.maxWaiters, waitsOf[caller.peer] < Self.maxWaitersPerPeer else {
             return false
         }
         waiters[id, default: (service, [])].callers.append(caller)
         waiterCount += 1
-        waitsOf[caller.peer, default: 0] += 1
+        waitsOf.add(caller.peer)
         holds.append(Hold(id: id, caller: caller, due: due))
         return true
     }
@@ -105,10 +105,6 @@ struct KeptCallIndex: Sendable {
 
     private mutating func released(_ caller: JobCaller) {
         waiterCount -= 1
-        if let left = waitsOf[caller.peer], left > 1 {
-            waitsOf[caller.peer] = left - 1
-        } else {
-            waitsOf[caller.peer] = nil
-        }
+        waitsOf.remove(caller.peer)
     }
 }
