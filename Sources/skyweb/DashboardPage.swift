@@ -210,6 +210,7 @@ enum DashboardPage {
             counts.textContent = j.held + " held (" + j.queued + " waiting) · submitted " + j.submitted +
               " · succeeded " + j.succeeded + " · failed " + j.failed + " · cancelled " + j.cancelled +
               " · retried " + j.retried + " · journal " + Math.round(j.journalBytes / 1024) + " KiB";
+            refreshRecentJobs(j);
           }
           actionsAllowed = state.actions;
           const schedules = state.jobs && state.jobs.schedules;
@@ -319,7 +320,21 @@ enum DashboardPage {
           });
         }
 
-        async function search() {
+        // Until the reader searches, the jobs list shows the newest jobs, looked up again when
+        // the counts change (at most every 2 s).
+        let searched = false;
+        let recentSeen = "";
+        let recentAt = 0;
+        function refreshRecentJobs(j) {
+          const seen = [j.submitted, j.succeeded, j.failed, j.cancelled].join("/");
+          if (searched || seen === recentSeen || Date.now() - recentAt < 2000) return;
+          recentSeen = seen;
+          recentAt = Date.now();
+          search(false);
+        }
+
+        async function search(byReader = true) {
+          if (byReader) searched = true;
           const id = $("job-id").value.trim();
           try {
             if (id) {
@@ -410,7 +425,7 @@ enum DashboardPage {
           };
         }
 
-        $("job-search").addEventListener("submit", (event) => { event.preventDefault(); search(); });
+        $("job-search").addEventListener("submit", (event) => { event.preventDefault(); search(true); });
         connect();
         """
 }

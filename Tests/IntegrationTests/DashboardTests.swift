@@ -83,6 +83,10 @@ extension SecondLineSuite {
 
             // Durable jobs: found by id, then cancelled from the page; the broker agrees.
             let job = try await sky.submit(EchoTask(message: "later"), options: JobOptions(delay: .seconds(600)))
+            // The newest jobs are listed without a search.
+            try await page.waitUntil(
+                "the new job listed unasked",
+                #"document.querySelector('#job-results tr[data-job="\#(job.id)"][data-state="scheduled"]')"#)
             try await page.evaluate(
                 #"""
                 document.querySelector('#job-id').value = '\#(job.id)';
