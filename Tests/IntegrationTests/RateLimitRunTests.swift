@@ -56,7 +56,11 @@ extension ThirdLineSuite {
             // Meanwhile another caller with 1 s to spare is told at once how long it would wait.
             let other = try await SkyClient(broker: cluster.clients)
             let refusal = Task {
-                try await Task.sleep(for: .seconds(2))
+                // Once the backlog is there: 100 started means over 1,000 wait behind the limit.
+                try await eventually("the backlog waits for tokens", timeout: .seconds(20)) {
+                    try await other.rateLimits().first { $0.service == EchoTask.service }.map { $0.started >= 100 }
+                        ?? false
+                }
                 let asked = ContinuousClock.now
                 do {
                     _ = try await other.scan(EchoTask(message: "late"), options: ScanOptions(deadline: .seconds(1)))
