@@ -130,11 +130,8 @@ public final class Broker: Service, Sendable {
         let loop: ZMQEventLoop
         // From here on a failure must stop the journal's thread and free its lock.
         do {
-            // Ticks drive expiry, heartbeats, deadlines and stats; a tenth of the heartbeat
-            // interval keeps detection within 10 % of the configured times.
-            let tick = max(.milliseconds(10), configuration.routing.heartbeatInterval / 10)
             loop = try await ZMQEventLoop.start(
-                name: "skybroker-io", sockets: specs, tick: tick,
+                name: "skybroker-io", sockets: specs, tick: configuration.routing.tickInterval,
                 handler: { batch, outbound in shell.handle(&batch, into: &outbound) })
         } catch let error as ZMQEventLoop.SetupError {
             await journal?.close()
@@ -353,8 +350,7 @@ public final class Broker: Service, Sendable {
                     case .sendFailed(let socket, _, let error):
                         actions.append(.log(.warning, "send on \(socket) failed: \(error)"))
                     case .tick:
-                        let interval = BrokerStateMachine.nanoseconds(
-                            max(.milliseconds(10), machine.configuration.heartbeatInterval / 10))
+                        let interval = BrokerStateMachine.nanoseconds(machine.configuration.tickInterval)
                         let full = lastFullTick.withLock { last in
                             if let last, !machine.hasExpiryBacklog,
                                 now.nanoseconds(since: BrokerInstant(nanoseconds: last)) < interval / 10 * 9
