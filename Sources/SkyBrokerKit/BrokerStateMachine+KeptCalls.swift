@@ -30,22 +30,17 @@ extension BrokerStateMachine {
     mutating func keepAbandoned(
         _ key: TaskKey, answering attempt: UInt32, now: Instant, into actions: inout [BrokerAction]
     ) -> KeepOutcome {
-        guard let place = tasks[key] else { return .notAsked }
+        guard let place = keptCallInFlight(key) else { return .notAsked }
         let peer = clients.record(key.client)?.peer
         let caller = peer.map { JobCaller(peer: $0, requestID: key.requestID, attempt: attempt) }
-        switch place.kind {
-        case .waiting(let arrival):
-            guard let task = waitingRequest(arrival: arrival), !task.dropped, task.request.header.keepIfAbandoned
-            else { return .notAsked }
+        switch place {
+        case .waiting(let arrival, let task):
             if let refusal = refusal(task, now: now, into: &actions) { return .refused(refusal) }
             dropWaiting(key, arrival: arrival)
             finishRequest(key.client)
             withJobs(now: now, into: &actions) { $0.keep(task.request, at: .waiting, caller: caller, into: &$1) }
             handOverWaiters(key, now: now, into: &actions)
-        case .running(let tag):
-            guard let held = deliveries[tag], !held.answered, held.task.request.header.keepIfAbandoned else {
-                return .notAsked
-            }
+        case .running(let tag, let held):
             if let refusal = refusal(held.task, now: now, into: &actions) { return .refused(refusal) }
             // The delivery goes on as the job's first attempt: its worker's reply finds the job.
             tasks[key] = nil
@@ -106,16 +101,10 @@ extension BrokerStateMachine {
     /// Where the kept call `id` of `client` stands, as the report of the job it may become;
     /// `nil` if it is no longer in flight as a kept call.
     func keptCallReport(_ id: RequestID, of client: ClientNumber) -> JobReport? {
-        guard let place = tasks[TaskKey(client: client, requestID: id)] else { return nil }
-        switch place.kind {
-        case .waiting(let arrival):
-            guard let task = waitingRequest(arrival: arrival), !task.dropped, task.request.header.keepIfAbandoned
-            else { return nil }
-            return JobReport(state: .queued, service: task.request.service)
-        case .running(let tag):
-            guard let held = deliveries[tag], !held.answered, held.task.request.header.keepIfAbandoned else {
-                return nil
-            }
+        switch keptCallInFlight(TaskKey(client: client, requestID: id)) {
+        case nil: return nil
+        case .waiting(_, let task)?: return JobReport(state: .queued, service: task.request.service)
+        case .running(let tag, let held)?:
             let worker = deliveries.worker(of: tag).flatMap { workers[$0]?.name } ?? ""
             return JobReport(state: .running, attempt: 1, worker: worker, service: held.task.request.service)
         }
@@ -176,6 +165,29 @@ extension BrokerStateMachine {
 
     private static func answer(_ caller: JobCaller, _ report: JobReport) -> TaskReply {
         TaskReply(requestID: caller.requestID, attempt: caller.attempt, status: .ok, body: report.encode())
+    }
+
+    /// Where a request that asked to be kept is, while it is in flight as a call.
+    enum KeptCallPlace {
+        case waiting(arrival: UInt64, QueuedRequest)
+        case running(tag: UInt64, InFlightTask)
+    }
+
+    /// The request `key`, if it asked to be kept and is in flight as a call (not answered,
+    /// dropped, or kept already).
+    func keptCallInFlight(_ key: TaskKey) -> KeptCallPlace? {
+        guard let place = tasks[key] else { return nil }
+        switch place.kind {
+        case .waiting(let arrival):
+            guard let task = waitingRequest(arrival: arrival), !task.dropped, task.request.header.keepIfAbandoned
+            else { return nil }
+            return .waiting(arrival: arrival, task)
+        case .running(let tag):
+            guard let held = deliveries[tag], !held.answered, held.task.request.header.keepIfAbandoned else {
+                return nil
+            }
+            return .running(tag: tag, held)
+        }
     }
 
     /// What ``keepAbandoned(_:answering:now:into:)`` did.
