@@ -70,9 +70,16 @@ let package = Package(
         ),
         // glibc facts Swift's Glibc module does not expose (heap in use, eventfd, thread names).
         .target(name: "CSkySystem", path: "Sources/CSkySystem"),
+        // What crosses a link, below both the transport and the protocol: multipart messages
+        // (`Frames`) and what a socket's monitor says, which the pure client and worker machines
+        // read without importing the transport.
+        .target(
+            name: "SkyWire",
+            swiftSettings: strictSettings
+        ),
         .target(
             name: "SkyZMQ",
-            dependencies: ["CZMQ", "CSkySystem", "SkyProtocol"],
+            dependencies: ["CZMQ", "CSkySystem", "SkyWire"],
             swiftSettings: strictSettings
         ),
         // The canonical JSON codec (task payloads, events, tool output): the same bytes and
@@ -84,7 +91,7 @@ let package = Package(
         ),
         .target(
             name: "SkyProtocol",
-            dependencies: ["SkyJSON"],
+            dependencies: ["SkyJSON", "SkyWire"],
             swiftSettings: strictSettings
         ),
         .target(
@@ -98,13 +105,13 @@ let package = Package(
         ),
         .target(
             name: "SkyWorkloads",
-            dependencies: ["SkyProtocol", "SkyTasks", .product(name: "Tracing", package: "swift-distributed-tracing")],
+            dependencies: ["SkyWire", "SkyProtocol", "SkyTasks", .product(name: "Tracing", package: "swift-distributed-tracing")],
             swiftSettings: strictSettings
         ),
         .target(
             name: "SkyBrokerKit",
             dependencies: [
-                "SkyTracing",
+                "SkyWire", "SkyTracing",
                 .product(name: "Tracing", package: "swift-distributed-tracing"),
                 .product(name: "Instrumentation", package: "swift-distributed-tracing"),
                 "SkyZMQ", "SkyProtocol", "SkyJSON", "SkyJournal", "SkyPostgres", "CSkySystem",
@@ -128,7 +135,7 @@ let package = Package(
         .target(
             name: "SkyWorkerKit",
             dependencies: [
-                "SkyTracing",
+                "SkyWire", "SkyTracing",
                 .product(name: "Tracing", package: "swift-distributed-tracing"),
                 .product(name: "Instrumentation", package: "swift-distributed-tracing"),
                 "SkyZMQ", "SkyProtocol", "SkyJSON", "SkyTasks",
@@ -142,7 +149,7 @@ let package = Package(
         .target(
             name: "Sky",
             dependencies: [
-                "SkyTracing",
+                "SkyWire", "SkyTracing",
                 .product(name: "Tracing", package: "swift-distributed-tracing"),
                 .product(name: "Instrumentation", package: "swift-distributed-tracing"),
                 "SkyZMQ", "SkyProtocol", "SkyTasks",
@@ -177,7 +184,7 @@ let package = Package(
         .target(
             name: "SkyWorkerCLI",
             dependencies: [
-                "SkyWorkerKit", "SkyCLISupport", "SkyProtocol",
+                "SkyWire", "SkyWorkerKit", "SkyCLISupport", "SkyProtocol",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -188,7 +195,7 @@ let package = Package(
         .executableTarget(
             name: "skybroker",
             dependencies: [
-                "SkyBrokerKit", "SkyCLISupport", "SkyProtocol", "SkyZMQ", "SkyPostgres",
+                "SkyWire", "SkyBrokerKit", "SkyCLISupport", "SkyProtocol", "SkyZMQ", "SkyPostgres",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ],
@@ -207,7 +214,7 @@ let package = Package(
         .executableTarget(
             name: "skyscan",
             dependencies: [
-                "Sky", "SkyWorkloads", "SkyCLISupport", "SkyJSON",
+                "SkyWire", "Sky", "SkyWorkloads", "SkyCLISupport", "SkyJSON",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Histogram", package: "hdrhistogram-swift"),
                 .product(name: "Logging", package: "swift-log"),
@@ -257,7 +264,7 @@ let package = Package(
         .executableTarget(
             name: "skybench",
             dependencies: [
-                "Sky", "SkyProtocol", "SkyWorkloads", "SkyWorkerKit", "SkyTestSupport", "CSkySystem", "SkyCLISupport",
+                "SkyWire", "Sky", "SkyProtocol", "SkyWorkloads", "SkyWorkerKit", "SkyTestSupport", "CSkySystem", "SkyCLISupport",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Histogram", package: "hdrhistogram-swift"),
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),
@@ -272,23 +279,23 @@ let package = Package(
         ),
         .testTarget(
             name: "SkyZMQTests",
-            dependencies: ["SkyZMQ", "SkyProtocol", "SkyTestSupport"],
+            dependencies: ["SkyWire", "SkyZMQ", "SkyProtocol", "SkyTestSupport"],
             swiftSettings: strictSettings
         ),
         .testTarget(
             name: "SkyProtocolTests",
-            dependencies: ["SkyProtocol", "SkyJSON"],
+            dependencies: ["SkyWire", "SkyProtocol", "SkyJSON"],
             swiftSettings: strictSettings
         ),
         .testTarget(
             name: "SkyBrokerKitTests",
-            dependencies: ["SkyBrokerKit", "SkyProtocol", "SkyZMQ"],
+            dependencies: ["SkyWire", "SkyBrokerKit", "SkyProtocol", "SkyZMQ"],
             swiftSettings: strictSettings
         ),
         .testTarget(
             name: "SkyClientTests",
             dependencies: [
-                "Sky", "SkyProtocol", "SkyZMQ", "SkyWorkerKit", "SkyWorkloads", "SkyTestSupport",
+                "SkyWire", "Sky", "SkyProtocol", "SkyZMQ", "SkyWorkerKit", "SkyWorkloads", "SkyTestSupport",
                 .product(name: "MetricsTestKit", package: "swift-metrics"),
             ],
             swiftSettings: strictSettings
@@ -300,7 +307,7 @@ let package = Package(
         ),
         .testTarget(
             name: "SkyWorkerKitTests",
-            dependencies: ["SkyWorkerKit", "SkyProtocol", "SkyTasks", "SkyZMQ"],
+            dependencies: ["SkyWire", "SkyWorkerKit", "SkyProtocol", "SkyTasks", "SkyZMQ"],
             swiftSettings: strictSettings
         ),
         .testTarget(
@@ -311,7 +318,7 @@ let package = Package(
         .testTarget(
             name: "IntegrationTests",
             dependencies: [
-                "Sky", "SkyWorkloads", "SkyWorkerKit", "SkyBrokerKit", "SkyZMQ", "SkyProtocol", "SkyTestSupport",
+                "SkyWire", "Sky", "SkyWorkloads", "SkyWorkerKit", "SkyBrokerKit", "SkyZMQ", "SkyProtocol", "SkyTestSupport",
                 "skybroker", "skyworker", "skyscan", "skywatch", "skyctl", "skyweb", "ExampleWorker", "skybench",
                 "SkyTracing",
                 .product(name: "Tracing", package: "swift-distributed-tracing"),

@@ -5,6 +5,7 @@ import SkyBrokerKit
 import SkyCLISupport
 import SkyPostgres
 import SkyProtocol
+import SkyWire
 import SkyZMQ
 
 /// `skybroker [serve]`: runs the broker.

@@ -1,6 +1,6 @@
 import Logging
 import SkyProtocol
-import SkyZMQ
+import SkyWire
 
 /// Everything a client decides, as a value: its calls in flight (a ``RequestTable``), which
 /// broker endpoint and socket it uses, the handshake watch, a refusal by the broker, callers

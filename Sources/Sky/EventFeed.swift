@@ -1,4 +1,5 @@
 import SkyProtocol
+import SkyWire
 import SkyZMQ
 import Synchronization
 

@@ -1,4 +1,5 @@
 import SkyProtocol
+import SkyWire
 
 /// Jobs that feed each other, checked at compile time: each step's task type is the result
 /// type of the step before it. Submitted with `SkyClient.submit(_:options:)`, the broker

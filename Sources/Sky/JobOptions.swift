@@ -1,5 +1,6 @@
 import Foundation
 import SkyProtocol
+import SkyWire
 
 /// How a durable job runs: when, in what order, how often, and how long its outcome is kept.
 ///

@@ -1,5 +1,6 @@
 import HeapModule
 import SkyProtocol
+import SkyWire
 
 /// The client's calls in flight, as a state machine free of sockets, tasks and clocks.
 ///

@@ -1,4 +1,5 @@
 import Foundation
+import SkyWire
 
 /// When and how often a call is tried again.
 ///

@@ -1,3 +1,5 @@
+import SkyWire
+
 /// How far a batch has come.
 public struct BatchProgress: Sendable, Equatable {
     /// Tasks in the batch.

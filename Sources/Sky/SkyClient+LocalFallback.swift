@@ -1,5 +1,6 @@
 import SkyProtocol
 import SkyTasks
+import SkyWire
 
 extension SkyClient {
     /// How long an answer of `mmi.service` is trusted.

@@ -1,5 +1,6 @@
 import Foundation
 import SkyProtocol
+import SkyWire
 
 /// Schedules: jobs the broker submits by itself on a timetable, kept in its journal (see
 /// docs/jobs.md, "Schedules"). Each tick makes its job once, across restarts and takeovers.

@@ -1,3 +1,4 @@
+import SkyWire
 import SkyZMQ
 
 /// A clock reduced to what the client needs: time elapsed since the client started, and sleeping

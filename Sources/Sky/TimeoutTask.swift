@@ -1,3 +1,5 @@
+import SkyWire
+
 /// The error a ``TimeoutTask`` throws when its time is up.
 package struct TimeoutError: Error, Sendable, Equatable, CustomStringConvertible {
     package let timeout: Duration

@@ -3,6 +3,7 @@ import ServiceLifecycle
 import SkyJournal
 import SkyProtocol
 import SkyTracing
+import SkyWire
 import SkyZMQ
 import Tracing
 

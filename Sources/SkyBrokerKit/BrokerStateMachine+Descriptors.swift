@@ -1,4 +1,5 @@
 import SkyProtocol
+import SkyWire
 
 extension BrokerStateMachine {
     /// How often a lasting shortage of file descriptors is logged again, and how long

@@ -1,5 +1,6 @@
 import DequeModule
 import SkyProtocol
+import SkyWire
 
 /// Calls that outlive their caller, at the broker: what ``JobScheduler/keep(_:at:reply:caller:worker:into:)``
 /// records, taken out of the request tables.

@@ -1,6 +1,7 @@
 import DequeModule
 import HeapModule
 import SkyProtocol
+import SkyWire
 
 extension BrokerStateMachine {
     /// Time passed: expire silent workers, heartbeat the rest, answer requests whose deadline,

@@ -1,6 +1,7 @@
 import DequeModule
 import HeapModule
 import SkyProtocol
+import SkyWire
 
 extension BrokerStateMachine {
     /// A message arrived on the workers ROUTER from `peer`.

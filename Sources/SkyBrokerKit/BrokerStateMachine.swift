@@ -2,6 +2,7 @@ import DequeModule
 import HeapModule
 import SkyJSON
 import SkyProtocol
+import SkyWire
 
 #if canImport(Glibc)
     import Glibc

@@ -1,3 +1,5 @@
+import SkyWire
+
 /// Commands a client sends to the broker (signature "SKYC01").
 public enum ClientToBroker: Sendable, Equatable {
     /// `[SKYC01][0x01][request-id][service][header][body]([trace])`: run a task. The trace

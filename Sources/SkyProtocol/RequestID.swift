@@ -1,3 +1,5 @@
+import SkyWire
+
 /// A 16-byte request identifier, unique per `scan` call. Retries of a call reuse it, so a reply
 /// can always be matched to the call that is waiting for it, and a duplicate can be recognised.
 public struct RequestID: Hashable, Sendable, CustomStringConvertible {

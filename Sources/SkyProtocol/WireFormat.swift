@@ -1,3 +1,5 @@
+import SkyWire
+
 /// Field codecs shared by every Sky command: signatures, command bytes, integers, names.
 public enum WireFormat {
     /// Client protocol signature, version 1.

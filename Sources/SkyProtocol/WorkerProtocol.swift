@@ -1,3 +1,5 @@
+import SkyWire
+
 /// What a worker tells the broker when it joins.
 public struct WorkerAnnouncement: Sendable, Equatable {
     /// A name for humans (host and pid by default); not required to be unique.

@@ -4,6 +4,7 @@ import Logging
 import ServiceLifecycle
 import SkyCLISupport
 import SkyProtocol
+import SkyWire
 import SkyWorkerKit
 import UnixSignals
 

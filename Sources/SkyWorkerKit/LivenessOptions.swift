@@ -1,4 +1,5 @@
 import SkyProtocol
+import SkyWire
 
 /// How a worker watches its broker: heartbeats, how many missed ones mean the broker is gone,
 /// and how long it waits before connecting again (``SkyWorker/Configuration/liveness``;

@@ -1,6 +1,7 @@
 import Logging
 import SkyProtocol
 import SkyTracing
+import SkyWire
 import SkyZMQ
 
 extension SkyWorker {

@@ -4,6 +4,7 @@ import Logging
 import ServiceLifecycle
 import SkyProtocol
 import SkyTracing
+import SkyWire
 import SkyZMQ
 import Tracing
 

@@ -1,6 +1,6 @@
 import Logging
 import SkyProtocol
-import SkyZMQ
+import SkyWire
 
 /// Everything a worker decides, as a value: registration and the connection generation, the
 /// broker's liveness, the drain, the tasks in flight and their cancellation. Inputs (a message,

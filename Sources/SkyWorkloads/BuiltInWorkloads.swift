@@ -1,5 +1,6 @@
 import SkyProtocol
 import SkyTasks
+import SkyWire
 import Tracing
 
 /// The workloads every skyworker can serve without user code: `skyworker` registers them (a

@@ -1,5 +1,6 @@
 import Dispatch
 import SkyProtocol
+import SkyWire
 
 /// Sleep: holds a worker slot for the given time without using CPU, then returns it. For
 /// failure drills (a task a worker is holding when it dies) and for demos of queueing.

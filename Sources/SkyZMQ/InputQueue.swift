@@ -1,4 +1,4 @@
-import SkyProtocol
+import SkyWire
 
 /// Inputs for a loop's thread, in order, kept beside the loop's mailbox rather than in it: a
 /// shell keeps one under a lock for what other threads post to its inline handler (a client's

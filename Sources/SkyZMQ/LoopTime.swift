@@ -1,4 +1,4 @@
-import SkyProtocol
+import SkyWire
 
 #if canImport(Glibc)
     import Glibc

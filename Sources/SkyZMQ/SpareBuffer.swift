@@ -1,4 +1,4 @@
-import SkyProtocol
+import SkyWire
 
 /// A list's buffer kept from one wake-up of an I/O thread to the next: a shell builds each
 /// wake-up's actions in it, so that they allocate nothing once it has grown. A new list per

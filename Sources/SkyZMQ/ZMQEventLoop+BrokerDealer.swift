@@ -1,3 +1,5 @@
+import SkyWire
+
 extension ZMQEventLoop.SocketSpec {
     /// The DEALER a client or a worker opens to the broker: one definition of how Sky connects
     /// to it. libzmq reconnects by itself 250 ms after a broken connection, doubling to 1 s

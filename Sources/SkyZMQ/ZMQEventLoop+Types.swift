@@ -1,4 +1,4 @@
-import SkyProtocol
+import SkyWire
 
 extension ZMQEventLoop {
     /// Names a socket of the loop. Chosen by the caller, unique within one loop.

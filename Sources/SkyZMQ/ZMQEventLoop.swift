@@ -1,7 +1,7 @@
 import CSkySystem
 import CZMQ
 import Foundation
-import SkyProtocol
+import SkyWire
 import Synchronization
 
 /// One I/O thread that owns a set of ZeroMQ sockets and is the only thread that touches them.

@@ -1,7 +1,7 @@
 import CSkySystem
 import CZMQ
 import Foundation
-import SkyProtocol
+import SkyWire
 import Synchronization
 
 /// The body of a ``ZMQEventLoop``'s thread. Created on that thread and never leaves it, so the

@@ -1,4 +1,4 @@
-import SkyProtocol
+import SkyWire
 
 /// A multipart ZeroMQ message as received: its frames, plus the metadata Sky reads.
 public struct ZMQMessage: Sendable, Equatable {

@@ -1,5 +1,5 @@
 import CZMQ
-import SkyProtocol
+import SkyWire
 
 /// One libzmq socket.
 ///

@@ -1,6 +1,7 @@
 import Foundation
 import SkyProtocol
 import SkyTestSupport
+import SkyWire
 import SkyZMQ
 
 /// The plain-libzmq baseline under test: `bench/baseline/broker.c` and `workers` ×

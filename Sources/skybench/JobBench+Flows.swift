@@ -1,6 +1,7 @@
 import Foundation
 import Sky
 import SkyProtocol
+import SkyWire
 import SkyWorkloads
 
 extension JobBench {

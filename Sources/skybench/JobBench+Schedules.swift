@@ -1,6 +1,7 @@
 import Foundation
 import Sky
 import SkyProtocol
+import SkyWire
 
 extension JobBench {
     /// What schedules cost the broker, in percent of one core over ``scheduleMeasure``: with

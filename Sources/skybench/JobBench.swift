@@ -4,6 +4,7 @@ import Sky
 import SkyCLISupport
 import SkyProtocol
 import SkyTestSupport
+import SkyWire
 import SkyWorkloads
 import UnixSignals
 

@@ -3,6 +3,7 @@ import Histogram
 import Sky
 import SkyProtocol
 import SkyTestSupport
+import SkyWire
 import SkyWorkerKit
 import SkyWorkloads
 

@@ -4,6 +4,7 @@ import Histogram
 import Logging
 import Sky
 import SkyCLISupport
+import SkyWire
 import SkyWorkloads
 
 @main

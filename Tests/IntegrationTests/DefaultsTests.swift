@@ -3,6 +3,7 @@ import Sky
 import SkyBrokerKit
 import SkyProtocol
 import SkyTestSupport
+import SkyWire
 import SkyWorkerKit
 import Testing
 

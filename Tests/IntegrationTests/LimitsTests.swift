@@ -2,6 +2,7 @@ import Foundation
 import Sky
 import SkyProtocol
 import SkyTestSupport
+import SkyWire
 import SkyWorkloads
 import SkyZMQ
 import Testing

@@ -1,4 +1,5 @@
 import Foundation
+import SkyWire
 import Testing
 
 @testable import SkyBrokerKit

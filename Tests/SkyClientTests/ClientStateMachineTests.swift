@@ -1,5 +1,6 @@
 import Logging
 import SkyProtocol
+import SkyWire
 import SkyZMQ
 import Testing
 

@@ -1,4 +1,5 @@
 import SkyTestSupport
+import SkyWire
 import Testing
 
 @testable import Sky

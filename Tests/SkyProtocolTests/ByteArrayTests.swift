@@ -1,3 +1,4 @@
+import SkyWire
 import Testing
 
 @testable import SkyProtocol

@@ -1,6 +1,7 @@
 import Foundation
 import SkyProtocol
 import SkyTestSupport
+import SkyWire
 import Synchronization
 import Testing
 

@@ -1,5 +1,6 @@
 import Foundation
 import SkyProtocol
+import SkyWire
 import Testing
 
 @testable import SkyZMQ

@@ -1,4 +1,5 @@
 import SkyProtocol
+import SkyWire
 import SkyZMQ
 
 /// A raw ROUTER playing the broker: it reports every message a client sends, with its arrival

@@ -181,11 +181,11 @@ public struct Frames: Sendable {
             text.withUTF8 { appendSmall($0) }
         }
 
-        /// A request id's 16-byte frame.
-        public mutating func append(_ id: RequestID) {
+        /// A frame of two big-endian 64-bit numbers (a request id's 16 bytes).
+        public mutating func append(bigEndian first: UInt64, _ second: UInt64) {
             let start = storage.count
-            put(id.high)
-            put(id.low)
+            put(first)
+            put(second)
             endFrame(from: start)
         }
 
@@ -228,22 +228,13 @@ public struct Frames: Sendable {
             endFrame(from: start)
         }
 
-        /// Appends a packed header (docs/protocol.md, "Packed messages") as one frame, in one
-        /// append: the version 2 signature, the command byte and the request id, then what
-        /// `fields` writes, at most `fieldBytes` bytes, into a buffer on the stack. (Field by
-        /// field, a header took eight to ten appends to the array, each with its checks.)
-        public mutating func appendPacked(
-            _ signature: [UInt8], command: UInt8, _ id: RequestID, fieldBytes: Int,
-            _ fields: (inout PackedFieldWriter) -> Void
-        ) {
-            let capacity = signature.count + 1 + RequestID.byteCount + fieldBytes
+        /// Appends one frame of what `body` writes, at most `capacity` bytes, into a buffer on
+        /// the stack: a packed header (docs/protocol.md, "Packed messages") in one append, where
+        /// field by field it took eight to ten appends to the array, each with its checks.
+        public mutating func appendWritten(capacity: Int, _ body: (inout PackedFieldWriter) -> Void) {
             withUnsafeTemporaryAllocation(byteCount: capacity, alignment: MemoryLayout<UInt64>.alignment) { buffer in
                 var writer = PackedFieldWriter(buffer)
-                writer.bytes(signature)
-                writer.byte(command)
-                writer.bigEndian(id.high)
-                writer.bigEndian(id.low)
-                fields(&writer)
+                body(&writer)
                 appendSmall(UnsafeRawBufferPointer(rebasing: buffer[..<writer.count]))
             }
         }
@@ -301,7 +292,7 @@ extension Frames: Equatable {
     }
 }
 
-/// Writes a packed header's fields into a buffer of known size (``Frames/Writer/appendPacked(_:command:_:fieldBytes:_:)``);
+/// Writes a packed header's fields into a buffer of known size (``Frames/Writer/appendWritten(capacity:_:)``);
 /// writing past its end is a programming error, so it traps.
 public struct PackedFieldWriter {
     private let buffer: UnsafeMutableRawBufferPointer

@@ -4,14 +4,14 @@
 /// unspecialised function of the standard library that looks up the array's generic metadata on
 /// every call, where bytes written on the stack and copied once into an array take a
 /// specialised path. A message costs the broker several such arrays.
-enum ByteArray {
+package enum ByteArray {
     /// Up to this many bytes are written on the stack first; more go straight into the array.
-    static let stackLimit = 1024
+    @usableFromInline package static let stackLimit = 1024
 
     /// An array of the bytes `body` writes into a buffer of `capacity` bytes; `body` returns how
     /// many it wrote (at most `capacity`).
-    @inline(__always)
-    static func written(capacity: Int, _ body: (UnsafeMutableRawBufferPointer) -> Int) -> [UInt8] {
+    @inlinable @inline(__always)
+    package static func written(capacity: Int, _ body: (UnsafeMutableRawBufferPointer) -> Int) -> [UInt8] {
         guard capacity <= stackLimit else {
             return [UInt8](unsafeUninitializedCapacity: capacity) { buffer, count in
                 count = body(UnsafeMutableRawBufferPointer(buffer))
@@ -26,8 +26,8 @@ enum ByteArray {
     }
 
     /// An array of `zeroes` zero bytes with room for `capacity` (``Frames/Writer`` appends to it).
-    @inline(__always)
-    static func reserved(_ capacity: Int, zeroes: Int) -> [UInt8] {
+    @inlinable @inline(__always)
+    package static func reserved(_ capacity: Int, zeroes: Int) -> [UInt8] {
         var array: [UInt8] = []
         array.reserveCapacity(max(capacity, zeroes))
         guard zeroes <= stackLimit else {

@@ -1,0 +1,28 @@
+import SkyWire
+
+/// The protocol's frames on ``Frames``, which lies below this module (in SkyWire, beside the
+/// transport) and so knows no request id.
+extension Frames.Writer {
+    /// A request id's 16-byte frame.
+    @inlinable
+    public mutating func append(_ id: RequestID) {
+        append(bigEndian: id.high, id.low)
+    }
+
+    /// Appends a packed header (docs/protocol.md, "Packed messages") as one frame, in one
+    /// append: the version 2 signature, the command byte and the request id, then what `fields`
+    /// writes, at most `fieldBytes` bytes.
+    @inlinable
+    public mutating func appendPacked(
+        _ signature: [UInt8], command: UInt8, _ id: RequestID, fieldBytes: Int,
+        _ fields: (inout PackedFieldWriter) -> Void
+    ) {
+        appendWritten(capacity: signature.count + 1 + RequestID.byteCount + fieldBytes) { writer in
+            writer.bytes(signature)
+            writer.byte(command)
+            writer.bigEndian(id.high)
+            writer.bigEndian(id.low)
+            fields(&writer)
+        }
+    }
+}
