@@ -51,133 +51,71 @@ extension BrokerStateMachine {
     /// How many services may be known at once: the configured limit, within the numbers.
     var waitingServicesLimit: Int { max(1, min(configuration.waitingServicesLimit, Int(ServiceBook.none))) }
 
-    /// Puts a request in its service's queue (named by its arrival number's low bits) at its
-    /// arrival number's place: at the back, unless it has a higher priority than the last
-    /// waiting or comes back from a lost worker (then ahead of the younger ones).
+    /// Puts a request in its service's queue (``RequestQueue``), counted in its client's share,
+    /// to be answered at its deadline, the broker's maximum wait, or (nobody serves its service)
+    /// the no-workers grace, whichever comes first.
     mutating func enqueue(_ task: consuming QueuedRequest, now: Instant) {
         let bytes = task.request.queuedSize
-        let service = task.service
-        let served = services[service].isServed
-        services[service].queued.add(bytes: bytes)
         tasks[task.key] = .waiting(arrival: task.arrival)
-        waitingCount += 1
-        queuedBytes += bytes
-        memoryReturn.queueHolds(bytes: queuedBytes, count: waitingCount)
         withClient(task.client) { client in
             client.waiting += 1
             client.waitingBytes += bytes
         }
         var expiry = queueExpiry(task)
-        if !served {
+        if !services[task.service].isServed {
             let (graceEnd, overflow) = ticks(now).addingReportingOverflow(noWorkersGrace(task))
             expiry = min(expiry, overflow ? Int64.max : graceEnd)
         }
-        deadlines.insert(DeadlineEntry(expiry: expiry, arrival: task.arrival))
-        // Last: the task is moved into its queue.
-        services[service].queue.insertInOrder(task)
+        queue.insert(task, expiry: expiry)
+        memoryReturn.queueHolds(bytes: queue.bytes, count: queue.count)
     }
 
-    /// Takes a live request out of the counts of waiting ones: its client's, its service's and
-    /// the queue's bytes. The caller moves it in ``tasks`` (to running, or out: it is answered).
-    private mutating func unmarkWaiting(_ task: QueuedRequest) {
-        waitingCount -= 1
-        let bytes = task.request.queuedSize
-        services[task.service].queued.remove(bytes: bytes)
-        queuedBytes -= bytes
-        withClient(task.client) { client in
+    /// Takes a request that no longer waits out of its client's share. The caller moves it in
+    /// ``tasks`` (to running, or out: it is answered).
+    private mutating func unmarkWaiting(client: ClientNumber, bytes: Int) {
+        withClient(client) { client in
             client.waiting -= 1
             client.waitingBytes -= bytes
         }
     }
 
     /// Removes a waiting request that will not be dispatched (cancelled or expired); its queue
-    /// entry stays, dropped and without its body, until it reaches the head or compaction.
+    /// entry stays, dead and without its body, until it reaches the head or compaction.
     mutating func dropWaiting(_ key: TaskKey, arrival: UInt64) {
         tasks[key] = nil
-        let service = ServiceBook.Number(arrival & Self.slotMask)
-        guard let index = queueIndex(arrival: arrival) else { return }
-        unmarkWaiting(services[service].queue[index])
-        services[service].queue[index].request.body = []
-        services[service].queue[index].dropped = true
-        deadQueued += 1
+        guard let left = queue.drop(arrival: arrival) else { return }
+        unmarkWaiting(client: left.client, bytes: left.bytes)
     }
 
     /// Changes the queued request that arrived as number `arrival`, if there is one.
     mutating func updateWaitingRequest(arrival: UInt64, _ change: (inout QueuedRequest) -> Void) {
-        guard let index = queueIndex(arrival: arrival) else { return }
-        change(&services[ServiceBook.Number(arrival & Self.slotMask)].queue[index])
+        queue.update(arrival: arrival, change)
     }
 
     /// The waiting request that arrived as number `arrival`, if it is still in its queue.
     func waitingRequest(arrival: UInt64) -> QueuedRequest? {
-        guard let index = queueIndex(arrival: arrival) else { return nil }
-        return services[ServiceBook.Number(arrival & Self.slotMask)].queue[index]
-    }
-
-    /// Where in its queue (its service is in the arrival number's low bits) the request that
-    /// arrived as number `arrival` is. A queue is ordered by arrival number (``enqueue(_:now:)``),
-    /// so this is a binary search. A number whose service was forgotten meanwhile (and maybe
-    /// given to another) finds nothing: arrival numbers are never used twice.
-    private func queueIndex(arrival: UInt64) -> Int? {
-        let service = ServiceBook.Number(arrival & Self.slotMask)
-        guard services.isKnown(service) else { return nil }
-        let queue = services[service].queue
-        let index = queue.place(of: arrival)
-        return index < queue.endIndex && queue[index].arrival == arrival ? index : nil
+        queue.request(arrival: arrival)
     }
 
     /// The oldest live request of a service, removed from the queue and from ``tasks``, to be
-    /// answered. Skips entries that were cancelled or expired while they waited.
+    /// answered.
     mutating func popWaiting(_ service: ServiceBook.Number) -> QueuedRequest? {
-        while let task = services[service].queue.popFirst() {
-            guard !task.dropped else {
-                deadQueued -= 1
-                continue
-            }
-            unmarkWaiting(task)
-            tasks[task.key] = nil
-            return task
-        }
-        return nil
+        guard let task = queue.popFirst(service) else { return nil }
+        unmarkWaiting(client: task.client, bytes: task.request.queuedSize)
+        tasks[task.key] = nil
+        return task
     }
 
     /// Arrival number of the oldest live request of a service.
     mutating func oldestWaiting(_ service: ServiceBook.Number) -> UInt64? {
-        while let head = services[service].queue.first {
-            if !head.dropped { return head.arrival }
-            services[service].queue.removeFirst()
-            deadQueued -= 1
-        }
-        return nil
+        queue.oldest(service)
     }
 
-    /// Drops what answered requests left behind once it outweighs what is live: queue entries
-    /// of requests that expired or were cancelled while waiting (marked dropped), and deadline
-    /// and lease entries of requests that were dispatched or answered. Amortised O(log n) per
-    /// request (a deadline entry is kept only after a binary search finds its request waiting).
+    /// Drops what answered requests left behind once it outweighs what is live: the queue's
+    /// dead entries (``RequestQueue/compactIfMostlyDead()``), and lease entries of requests
+    /// that were answered.
     mutating func compactIfMostlyDead() {
-        let live = waitingCount
-        if deadQueued > 256 && deadQueued > live {
-            services.updateAll { service in
-                service.queue = Deque(service.queue.filter { !$0.dropped })
-            }
-            deadQueued = 0
-        }
-        if deadlines.count > 1024 && deadlines.count > 2 * live {
-            // The entries of live requests are kept as they are, not made again from the
-            // requests: an entry of a request that waits for a service nobody serves ends at its
-            // no-workers grace, which the request does not hold (rebuilt from the deadline alone,
-            // such a request without a timeout waited out --max-wait instead of the grace). One
-            // per request, the earliest: a request queued again after a lost worker has two.
-            var earliest: [UInt64: Int64] = [:]
-            for entry in deadlines.unordered {
-                guard let index = queueIndex(arrival: entry.arrival),
-                    !services[ServiceBook.Number(entry.arrival & Self.slotMask)].queue[index].dropped
-                else { continue }
-                earliest[entry.arrival] = min(earliest[entry.arrival] ?? .max, entry.expiry)
-            }
-            deadlines = Heap(earliest.map { DeadlineEntry(expiry: $0.value, arrival: $0.key) })
-        }
+        queue.compactIfMostlyDead()
         if leases.count > 1024 && leases.count > 2 * inFlightCount {
             var entries: [LeaseEntry] = []
             deliveries.forEach { tag, _, held in
@@ -186,7 +124,7 @@ extension BrokerStateMachine {
             }
             leases = Heap(entries)
         }
-        if waitingCount == 0
+        if queue.count == 0
             && memoryReturn.held(bytes: configuration.memoryReleaseThreshold, orCount: configuration.memoryReleaseCount)
         {
             releaseStorage()
@@ -197,17 +135,11 @@ extension BrokerStateMachine {
     /// they are made anew (what is still live is copied), and the shell returns the freed
     /// memory to the system. Costs one pass over what is live, once per large drain.
     private mutating func releaseStorage() {
-        // Nothing waits: every queue entry and deadline left is of an answered request, and
-        // every task is at a worker.
+        // Nothing waits: every task is at a worker.
         var fresh = [TaskKey: TaskPlace](minimumCapacity: max(tasks.count, Self.taskTableRoom))
         for (key, place) in tasks { fresh[key] = place }
         tasks = fresh
-        services.updateAll { service in
-            service.queue = []
-            service.queued = ServiceQueue()
-        }
-        deadQueued = 0
-        deadlines = Heap()
+        queue.releaseStorage()
         leases = Heap(Array(leases.unordered))
         clients.shrink()
         memoryReturn.storageReleased()
@@ -372,38 +304,12 @@ extension BrokerStateMachine {
                 free -= 1
                 continue
             }
-            guard let pick = oldest, let task = services[pick.service].queue.popFirst() else { return }
             // The head `oldestWaiting` just found live, and nothing changed since.
-            unmarkWaiting(task)
+            guard let pick = oldest, let task = queue.popFirst(pick.service) else { return }
+            unmarkWaiting(client: task.client, bytes: task.request.queuedSize)
             if anyLimited { _ = takeStart(pick.service, now: nowTicks) }
             dispatch(task, to: peer, at: index, now: now, into: &actions)
             free -= 1
-        }
-    }
-}
-
-extension Deque where Element == BrokerStateMachine.QueuedRequest {
-    /// The first place whose arrival number is not below `arrival` (a queue is kept in
-    /// arrival-number order).
-    func place(of arrival: UInt64) -> Int {
-        var low = startIndex
-        var high = endIndex
-        while low < high {
-            let middle = (low + high) / 2
-            if self[middle].arrival < arrival { low = middle + 1 } else { high = middle }
-        }
-        return low
-    }
-
-    /// Puts `task` at its place: at the back, unless it has a higher priority than the last or
-    /// comes back from a lost worker (then ahead of the younger ones).
-    mutating func insertInOrder(_ task: consuming Element) {
-        // The last one's arrival read in place: `last` copied the whole request out (its
-        // body's and service name's references counted up and down again).
-        if !isEmpty, self[count - 1].arrival > task.arrival {
-            insert(task, at: place(of: task.arrival))
-        } else {
-            append(task)
         }
     }
 }

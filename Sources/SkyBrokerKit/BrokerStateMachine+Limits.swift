@@ -18,7 +18,9 @@ extension BrokerStateMachine {
     /// The limits the broker's flag gives, from its configuration.
     mutating func applyFlaggedLimits() {
         rates.flagged = configuration.rateLimits
-        for (name, limit) in configuration.rateLimits { services.setLimit(name, limit, now: 0) }
+        for (name, limit) in configuration.rateLimits {
+            services.setLimit(name, limit, now: 0, waiting: queue.hasEntries)
+        }
     }
 
     /// The limits the journal held, before its unfinished jobs are taken up; one it cannot read
@@ -33,7 +35,7 @@ extension BrokerStateMachine {
                 continue
             }
             rates.set(name, limit)
-            services.setLimit(name, limit, now: ticks(now))
+            services.setLimit(name, limit, now: ticks(now), waiting: queue.hasEntries)
         }
         guard !unreadable.isEmpty else { return }
         actions.append(
@@ -77,7 +79,7 @@ extension BrokerStateMachine {
     /// the calls waiting ahead of it would take the tokens until after its deadline.
     /// - Returns: the answer's body, or `nil` if it may wait.
     mutating func rateRefusal(_ task: QueuedRequest, _ service: ServiceBook.Number, now: Int64) -> RemoteErrorBody? {
-        let ahead = services[service].queued.count
+        let ahead = queue.count(of: service)
         guard let limit = services[service].bucket?.limit,
             let due = services[service].bucket?.due(position: ahead + 1, now: now)
         else { return nil }
@@ -185,7 +187,7 @@ extension BrokerStateMachine {
         _ name: String, _ limit: RateLimit?, now: Instant, into actions: inout [BrokerAction]
     ) {
         rates.set(name, limit)
-        services.setLimit(name, rates.effective(name)?.limit, now: ticks(now))
+        services.setLimit(name, rates.effective(name)?.limit, now: ticks(now), waiting: queue.hasEntries)
         if let number = services.number(of: name) { rates.unthrottle(number) }
         jobs.throttled.remove(name)
         startWaitingWork(of: name, now: now, into: &actions)

@@ -129,7 +129,7 @@ extension BrokerStateMachine {
                 let number = services.number(of: name)
                 return ServiceState(
                     name: name, workers: number.map { services[$0].workers.count } ?? 0,
-                    queued: number.map { services[$0].queued.count } ?? 0,
+                    queued: number.map { queue.count(of: $0) } ?? 0,
                     jobsQueued: (jobs.book.queued.counts[name] ?? 0) + (jobs.book.ready.counts[name] ?? 0),
                     paused: isPaused(name))
             })

@@ -44,8 +44,7 @@ extension BrokerStateMachine {
         now instant: Instant, budget: inout WorkBudget, into actions: inout [BrokerAction]
     ) {
         let now = ticks(instant)
-        while budget.hasRoom, let first = deadlines.min, first.expiry <= now {
-            deadlines.removeMin()
+        while budget.hasRoom, let first = queue.popDeadline(dueBy: now) {
             guard let task = waitingRequest(arrival: first.arrival), !task.dropped else {
                 continue
             }
@@ -53,7 +52,7 @@ extension BrokerStateMachine {
             let expiry = queueExpiry(task)
             if served && first.expiry < expiry {
                 // Its no-workers grace ran out, but a worker of the service joined meanwhile.
-                deadlines.insert(DeadlineEntry(expiry: expiry, arrival: first.arrival))
+                queue.lookAgain(at: expiry, arrival: first.arrival)
                 continue
             }
             budget.spend()
@@ -110,7 +109,7 @@ extension BrokerStateMachine {
                 budget.spend()
                 answerNoWorkers(task, endedBy: .grace, into: &actions)
             }
-            if services[number].queue.isEmpty { unserved.removeMin() }
+            if !queue.hasEntries(number) { unserved.removeMin() }
         }
     }
 
@@ -225,7 +224,7 @@ extension BrokerStateMachine {
             workers: workers.count, capacity: workers.values.reduce(0) { $0 + $1.capacity }, queued: queuedCount,
             inFlight: inFlightCount, completed: tally.completed,
             completedPerSecond: seconds > 0 ? Double(closed.completed) / seconds : 0,
-            queuedBytes: queuedBytes, longestIterationMilliseconds: closed.longestIteration.inSeconds * 1000,
+            queuedBytes: queue.bytes, longestIterationMilliseconds: closed.longestIteration.inSeconds * 1000,
             failed: tally.failed, jobs: jobs.counts(keptWaiters: keptCalls.waiterCount))
         stats.services = serviceStats(over: seconds, into: &actions)
         if !closed.failures.isEmpty { stats.failures = closed.failures }
@@ -244,13 +243,14 @@ extension BrokerStateMachine {
         var all: [String: ServiceStats] = [:]
         var windows: [String: ServiceWindow] = [:]
         // Services that became idle are forgotten in the same pass.
-        services.updateAll { service in
+        let queue = self.queue
+        services.updateAll(keeping: queue.hasEntries) { number, service in
             // Kept known only for its rate limit's bucket: nothing to report.
-            guard service.isServed || !service.queue.isEmpty || service.window != nil else { return }
+            guard service.isServed || queue.hasEntries(number) || service.window != nil else { return }
             if let window = service.window { windows[service.name] = window }
             let window = service.window ?? ServiceWindow()
             all[service.name] = ServiceStats(
-                queued: service.queued.count, queuedBytes: service.queued.bytes,
+                queued: queue.count(of: number), queuedBytes: queue.bytes(of: number),
                 completed: window.completed, failed: window.failed,
                 completedPerSecond: seconds > 0 ? Double(window.completed) / seconds : 0,
                 p50Milliseconds: window.quantileMilliseconds(0.5), p99Milliseconds: window.quantileMilliseconds(0.99))
@@ -281,10 +281,10 @@ extension BrokerStateMachine {
         }
         withJobs(now: now, into: &actions) { $0.shutdown(message, into: &$1) }
         workers.removeAll()
-        services.updateAll { $0.workers.removeAll() }
+        services.updateAll(keeping: queue.hasEntries) { $1.workers.removeAll() }
         tasks.removeAll()
         deliveries = DeliveryBook()
-        deadlines = Heap()
+        queue.removeAll()
         leases = Heap()
         unserved = Heap()
         actions.append(.log(.info, "stopping: answered waiting and running requests, told the workers"))

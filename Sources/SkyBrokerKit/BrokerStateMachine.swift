@@ -126,23 +126,6 @@ package struct BrokerStateMachine: Sendable {
         var requestID: RequestID
     }
 
-    /// A service's live waiting requests and their bytes (bodies and trace frames), kept as
-    /// they come and go: one dictionary entry per service, touched once per enqueue and dequeue.
-    struct ServiceQueue: Sendable, Equatable {
-        var count = 0
-        var bytes = 0
-
-        mutating func add(bytes: Int) {
-            count += 1
-            self.bytes += bytes
-        }
-
-        mutating func remove(bytes: Int) {
-            count -= 1
-            self.bytes -= bytes
-        }
-    }
-
     struct InFlightTask: Sendable {
         var task: QueuedRequest
         /// Already answered (cancelled by its client): the worker's reply only returns the credit.
@@ -203,17 +186,6 @@ package struct BrokerStateMachine: Sendable {
         }
     }
 
-    /// When a waiting request must be looked at again (its deadline, max wait, or no-workers
-    /// grace). The request is found again by its arrival number, whose low bits name its
-    /// service (queues are sorted by arrival).
-    struct DeadlineEntry: Comparable, Sendable {
-        var expiry: Int64
-        var arrival: UInt64
-
-        static func < (lhs: Self, rhs: Self) -> Bool { lhs.expiry < rhs.expiry }
-        static func == (lhs: Self, rhs: Self) -> Bool { lhs.expiry == rhs.expiry && lhs.arrival == rhs.arrival }
-    }
-
     /// When a delivery's lease runs out: its deadline plus the lease grace.
     struct LeaseEntry: Comparable, Sendable {
         var expiry: Int64
@@ -234,7 +206,7 @@ package struct BrokerStateMachine: Sendable {
 
     package private(set) var configuration: Configuration
     var workers: [PeerID: WorkerRecord] = [:]
-    /// Each known service's workers, queue and stats, by number.
+    /// Each known service's workers, pause, limit and stats, by number.
     var services = ServiceBook()
     var clients = ClientBook()
     /// Every accepted request not yet answered, waiting or at a worker. Made with room for
@@ -245,20 +217,14 @@ package struct BrokerStateMachine: Sendable {
     /// dictionary rehashes each one it moves, on every reply when it had grown just big enough).
     /// Above it the dictionary grows as usual, so a deep queue costs what it did.
     static let taskTableRoom = 4096
-    /// Of ``tasks``, those waiting for a worker.
-    var waitingCount = 0
-    /// Body bytes of the live waiting requests.
-    var queuedBytes = 0
+    /// The requests of ``tasks`` that wait for a worker: a sub-machine of its own.
+    var queue = RequestQueue()
     /// The deliveries workers hold, cancelled ones included (by tag, see ``DeliveryBook``).
     var deliveries = DeliveryBook()
-    var deadlines = Heap<DeadlineEntry>()
     var leases = Heap<LeaseEntry>()
     var unserved = Heap<UnservedEntry>()
-    /// Queue entries of requests cancelled or expired while they waited (see ``compactIfMostlyDead()``).
-    var deadQueued = 0
     /// The first instant the machine saw; compact timestamps count from it.
     var epoch: Instant?
-    var nextArrival: UInt64 = 0
     var dispatchCounter: UInt64 = 0
     /// Event numbers, watchers' topics and the pace of greetings.
     var events = EventPublishing()
@@ -339,23 +305,30 @@ package struct BrokerStateMachine: Sendable {
     // MARK: Queries
 
     /// Requests waiting for a worker.
-    package var queuedCount: Int { waitingCount }
+    package var queuedCount: Int { queue.count }
+
+    /// Bytes of the requests waiting for a worker.
+    var queuedBytes: Int { queue.bytes }
+
+    /// Queue entries of requests cancelled or expired while they waited (for tests of their
+    /// bound).
+    var deadQueued: Int { queue.deadEntries }
 
     /// Tasks outstanding at workers (not those their client cancelled).
-    package var inFlightCount: Int { tasks.count - waitingCount }
+    package var inFlightCount: Int { tasks.count - queue.count }
 
     package var workerCount: Int { workers.count }
 
     /// Entries in the queues and the deadline heap, live or not (for tests of their bounds).
     var bookkeepingEntries: (queued: Int, deadlines: Int) {
-        (services.known.reduce(0) { $0 + services[$1].queue.count }, deadlines.count)
+        queue.entryCounts
     }
 
     /// Live waiting requests per service.
     func queuedPerService() -> [String: Int] {
         var queued: [String: Int] = [:]
-        for number in services.known where services[number].queued.count > 0 {
-            queued[services[number].name] = services[number].queued.count
+        for number in services.known where queue.count(of: number) > 0 {
+            queued[services[number].name] = queue.count(of: number)
         }
         return queued
     }
@@ -506,12 +479,11 @@ package struct BrokerStateMachine: Sendable {
             record.packed = packed
         }
         if request.header.keepIfAbandoned { indexKeptCall(request.requestID, from: client) }
-        nextArrival += 1
         // The service's name is looked up here, once; the rest goes by its number.
         let service = services.number(for: request.service, limit: waitingServicesLimit)
         let task = QueuedRequest(
             client: client, request: request,
-            arrival: Self.arrival(nextArrival, priority: request.header.priority) | UInt64(service ?? ServiceBook.none),
+            arrival: queue.nextArrival(priority: request.header.priority) | UInt64(service ?? ServiceBook.none),
             arrivedAt: ticks(now))
         guard let service else {
             counters.rejectedOverloaded += 1
@@ -526,7 +498,7 @@ package struct BrokerStateMachine: Sendable {
         // A limited service's call goes only with a token; without one it waits for the next
         // (or is answered at once if the calls ahead would take them past its deadline).
         let limited = !services.limits.isEmpty && services[service].bucket != nil
-        if services[service].queued.count == 0, services.paused.isEmpty || !services[service].paused,
+        if queue.count(of: service) == 0, services.paused.isEmpty || !services[service].paused,
             let worker = bestWorker(for: service, avoiding: key), !limited || takeStart(service, now: task.arrivedAt)
         {
             counters.requestsAccepted += 1
@@ -550,14 +522,14 @@ package struct BrokerStateMachine: Sendable {
     private mutating func queueRefusal(for task: QueuedRequest) -> String? {
         let bytes = task.request.queuedSize
         guard let record = clients.record(task.client) else { return nil }
-        if waitingCount >= configuration.queueLimit {
+        if queue.count >= configuration.queueLimit {
             counters.rejectedOverloaded += 1
             return "the broker's queue holds \(configuration.queueLimit) requests, its limit (--queue-limit)"
         }
-        if queuedBytes + bytes > configuration.queueBytesLimit {
+        if queue.bytes + bytes > configuration.queueBytesLimit {
             counters.rejectedQueueBytes += 1
             return
-                "the broker's queue holds \(queuedBytes) bytes of requests and this one has \(bytes); the limit is \(configuration.queueBytesLimit) (--queue-bytes)"
+                "the broker's queue holds \(queue.bytes) bytes of requests and this one has \(bytes); the limit is \(configuration.queueBytesLimit) (--queue-bytes)"
         }
         if record.waiting >= configuration.clientQueueLimit
             || record.waitingBytes + bytes > configuration.clientQueueBytesLimit

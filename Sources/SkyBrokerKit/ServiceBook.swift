@@ -1,15 +1,15 @@
-import DequeModule
 import SkyProtocol
 
-/// The services the broker knows at the moment, by number: each one's workers, its queue and
-/// what it did in the current stats period, in one entry of an array.
+/// The services the broker knows at the moment, by number: each one's workers, whether it is
+/// paused or limited, and what it did in the current stats period, in one entry of an array.
+/// Its waiting requests are in the ``RequestQueue``, by the same number.
 ///
 /// A request's service name is looked up once, when it arrives; everything after (queueing,
 /// dispatch, the reply's statistics, a worker's fill) goes by number. Before, five tables were
 /// keyed by the name, and a task hashed it nine times.
 ///
 /// A service is known while a worker serves it, requests of it wait, or it answered something
-/// in the current stats period; the stats pass (``updateAll(_:)``) forgets the others, so that
+/// in the current stats period; the stats pass (``updateAll(keeping:_:)``) forgets the others, so that
 /// an entry never goes away under a task that is being answered, and their numbers are free
 /// for other services. Numbers fit in the low
 /// ``BrokerStateMachine/slotBits`` of an arrival number (so a waiting request names its queue);
@@ -23,11 +23,6 @@ struct ServiceBook: Sendable {
         var inUse = true
         /// Its workers, in registration order.
         var workers: [PeerID] = []
-        /// Its waiting requests, oldest first (in arrival-number order). May hold entries that
-        /// were cancelled or expired meanwhile, marked dropped (and with their bodies dropped).
-        var queue: Deque<BrokerStateMachine.QueuedRequest> = []
-        /// The live waiting requests and their bytes, kept as they come and go.
-        var queued = BrokerStateMachine.ServiceQueue()
         /// What it did in the current stats period, if anything.
         var window: ServiceWindow?
         /// Paused: nothing of it is sent to a worker (kept here, where dispatch looks, as well
@@ -42,7 +37,7 @@ struct ServiceBook: Sendable {
         var isServed: Bool { !workers.isEmpty }
         /// A limited service is kept while it is limited: forgotten, it would forget the
         /// tokens it spent.
-        var isIdle: Bool { workers.isEmpty && queue.isEmpty && window == nil && bucket == nil }
+        var isIdle: Bool { workers.isEmpty && window == nil && bucket == nil }
     }
 
     /// The number that names no service (a request refused before it had one).
@@ -103,11 +98,12 @@ struct ServiceBook: Sendable {
 
     /// Limits `name` to `limit`, or lifts its limit (`nil`); a known service's bucket changes
     /// with it, keeping the tokens it spent.
-    mutating func setLimit(_ name: String, _ limit: RateLimit?, now: Int64) {
+    /// - Parameter waiting: whether requests of a service wait (it stays known while they do).
+    mutating func setLimit(_ name: String, _ limit: RateLimit?, now: Int64, waiting: (Number) -> Bool) {
         limits[name] = limit
         guard let number = numbers[name] else { return }
         entries[Int(number)].bucket = limit.map { TokenBucket($0, keeping: entries[Int(number)].bucket, now: now) }
-        releaseIfIdle(number)
+        releaseIfIdle(number, waiting: waiting)
     }
 
     private func bucket(for name: String) -> TokenBucket? {
@@ -125,18 +121,19 @@ struct ServiceBook: Sendable {
 
     /// Forgets a service that nobody serves, nothing of which waits and which answered nothing
     /// this period; its number is free again.
-    private mutating func releaseIfIdle(_ number: Number) {
-        guard isKnown(number), entries[Int(number)].isIdle else { return }
+    private mutating func releaseIfIdle(_ number: Number, waiting: (Number) -> Bool) {
+        guard isKnown(number), entries[Int(number)].isIdle, !waiting(number) else { return }
         numbers[entries[Int(number)].name] = nil
         entries[Int(number)] = Entry(name: "", inUse: false)
         free.append(number)
     }
 
     /// Every known service's entry, changed in place; then those that became idle are forgotten.
-    mutating func updateAll(_ change: (inout Entry) -> Void) {
+    /// - Parameter waiting: whether requests of a service wait (it stays known while they do).
+    mutating func updateAll(keeping waiting: (Number) -> Bool, _ change: (Number, inout Entry) -> Void) {
         for number in Array(numbers.values) {
-            change(&entries[Int(number)])
-            releaseIfIdle(number)
+            change(number, &entries[Int(number)])
+            releaseIfIdle(number, waiting: waiting)
         }
     }
 }

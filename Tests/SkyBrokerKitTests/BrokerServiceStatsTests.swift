@@ -119,7 +119,7 @@ struct BrokerServiceStatsTests {
     /// never by a pass over the queue.
     @Test func aServiceReportsItsQueuedBytesAndItsRequestsWaits() throws {
         func queuedBytes(_ machine: BrokerStateMachine, _ service: String) -> Int? {
-            machine.services.number(of: service).map { machine.services[$0].queued.bytes }
+            machine.services.number(of: service).map { machine.queue.bytes(of: $0) }
         }
         var broker = BrokerHarness()
         _ = broker.ready(worker, capacity: 1, services: ["sky.scan"])

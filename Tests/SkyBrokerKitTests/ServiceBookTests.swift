@@ -26,7 +26,7 @@ struct ServiceBookTests {
         let firstNumber = book.number(for: "first", limit: 10)
         let first = try #require(firstNumber)
         #expect(book.number(for: "first", limit: 10) == first, "found again")
-        book.updateAll { _ in }
+        book.updateAll(keeping: { _ in false }) { _, _ in }
         #expect(!book.isKnown(first), "idle: forgotten")
         let secondNumber = book.number(for: "second", limit: 10)
         let second = try #require(secondNumber)
@@ -61,17 +61,19 @@ struct ServiceBookTests {
         let idleNumber = book.number(for: "idle", limit: 10)
         let idle = try #require(idleNumber)
         book[served].workers.append(PeerID([1]))
-        book[waited].queue.append(
+        var queue = RequestQueue()
+        queue.insert(
             BrokerStateMachine.QueuedRequest(
                 client: 0, request: TaskRequest(requestID: RequestID(high: 0, low: 1), service: "waited", body: []),
-                arrival: UInt64(waited), arrivedAt: 0))
+                arrival: queue.nextArrival(priority: 0) | UInt64(waited), arrivedAt: 0),
+            expiry: .max)
         book[answered].window.record { $0.recordFailure(.noWorkers) }
-        book.updateAll { _ in }
+        book.updateAll(keeping: queue.hasEntries) { _, _ in }
         #expect(book.count == 3)
         #expect(!book.isKnown(idle))
         #expect(book.number(of: "idle") == nil)
         // The window was this period's; after the next pass without answers it is forgotten.
-        book.updateAll { $0.window = nil }
+        book.updateAll(keeping: queue.hasEntries) { $1.window = nil }
         #expect(book.number(of: "answered") == nil)
         #expect(book.isKnown(served) && book.isKnown(waited))
         let nextNumber = book.number(for: "next", limit: 10)
