@@ -275,7 +275,7 @@ public final class Broker: Service, Sendable {
         let spareActions = SpareBuffer<BrokerAction>()
         /// When the last whole tick ran: a tick sooner than the tick interval after it is the
         /// alarm the machine asked for (a rate limit's next token), and does only that.
-        let lastFullTick = Locked<Int64?>(nil)
+        let lastFullTick = ThreadConfined<Int64?>(nil, name: "the broker's last whole tick")
         /// The process's tracer, nil without one: traced requests then keep the client's context.
         let tracer = SkyTracing.active()
         /// On a shared job store: stops the broker from serving after a pause (see ``StallGuard``).
@@ -352,7 +352,7 @@ public final class Broker: Service, Sendable {
                         actions.append(.log(.warning, "send on \(socket) failed: \(error)"))
                     case .tick:
                         let interval = BrokerStateMachine.nanoseconds(machine.configuration.tickInterval)
-                        let full = lastFullTick.withLock { last in
+                        let full = lastFullTick.withValue { last in
                             if let last, !machine.hasExpiryBacklog,
                                 now.nanoseconds(since: BrokerInstant(nanoseconds: last)) < interval / 10 * 9
                             {

@@ -4,7 +4,7 @@
 /// unspecialised function of the standard library that looks up the array's generic metadata on
 /// every call, where bytes written on the stack and copied once into an array take a
 /// specialised path. A message costs the broker several such arrays.
-package enum ByteArray {
+@usableFromInline package enum ByteArray {
     /// Up to this many bytes are written on the stack first; more go straight into the array.
     @usableFromInline package static let stackLimit = 1024
 

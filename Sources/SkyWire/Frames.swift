@@ -14,10 +14,10 @@ public struct Frames: Sendable {
     /// Frames of at least this many bytes are kept as arrays of their own.
     public static let largeFrame = 1024
 
-    private var storage: [UInt8]
-    private var large: [[UInt8]]
+    @usableFromInline var storage: [UInt8]
+    @usableFromInline var large: [[UInt8]]
     /// The first frame this value shows (after ``dropFirst()``).
-    private var first = 0
+    @usableFromInline var first = 0
 
     /// Frames given as arrays (tests, and messages off the hot paths).
     public init(_ frames: [[UInt8]]) {
@@ -63,19 +63,19 @@ public struct Frames: Sendable {
         self.init(storage: storage, large: large)
     }
 
-    fileprivate init(storage: [UInt8], large: [[UInt8]]) {
+    @usableFromInline init(storage: [UInt8], large: [[UInt8]]) {
         self.storage = storage
         self.large = large
     }
 
     /// The bytes a frame of `count` bytes takes in the shared buffer: all of them, or none for a
     /// large frame (writers size the buffer with it).
-    public static func inlineSize(_ count: Int) -> Int { count >= largeFrame ? 0 : count }
+    @inlinable public static func inlineSize(_ count: Int) -> Int { count >= largeFrame ? 0 : count }
 
     /// How many frames this value shows.
-    public var count: Int { total - first }
+    @inlinable public var count: Int { total - first }
 
-    public var isEmpty: Bool { count == 0 }
+    @inlinable public var isEmpty: Bool { count == 0 }
 
     /// Bytes of all frames shown.
     public var byteCount: Int {
@@ -88,7 +88,7 @@ public struct Frames: Sendable {
     }
 
     /// Frame `index` (counted from the first shown), as a view of the buffer or of its array.
-    public subscript(index: Int) -> ArraySlice<UInt8> {
+    @inlinable public subscript(index: Int) -> ArraySlice<UInt8> {
         precondition(index >= 0 && index < count, "frame \(index) of \(count)")
         let (start, end) = bounds(of: first + index)
         if start < 0 { return large[-1 - start][...] }
@@ -97,7 +97,7 @@ public struct Frames: Sendable {
     }
 
     /// The frames after the first, sharing the buffer.
-    public func dropFirst() -> Frames {
+    @inlinable public func dropFirst() -> Frames {
         var rest = self
         rest.first = min(first + 1, total)
         return rest
@@ -125,34 +125,34 @@ public struct Frames: Sendable {
         }
     }
 
-    private static let wordSize = MemoryLayout<Int>.size
+    @inlinable static var wordSize: Int { MemoryLayout<Int>.size }
     /// Bytes before the frames' data: the count, then a start and an end per frame.
-    private static func headerSize(frames: Int) -> Int { wordSize * (1 + 2 * frames) }
+    @inlinable static func headerSize(frames: Int) -> Int { wordSize * (1 + 2 * frames) }
     /// The header word holding frame `frame`'s start (its end is the next).
-    private static func startWord(_ frame: Int) -> Int { 1 + 2 * frame }
-    private var total: Int { word(0) }
-    private var dataStart: Int { Self.headerSize(frames: total) }
-    private func bounds(of frame: Int) -> (start: Int, end: Int) {
+    @inlinable static func startWord(_ frame: Int) -> Int { 1 + 2 * frame }
+    @inlinable var total: Int { word(0) }
+    @inlinable var dataStart: Int { Self.headerSize(frames: total) }
+    @inlinable func bounds(of frame: Int) -> (start: Int, end: Int) {
         (word(Self.startWord(frame)), word(Self.startWord(frame) + 1))
     }
 
-    private func word(_ index: Int) -> Int {
+    @inlinable func word(_ index: Int) -> Int {
         storage.withUnsafeBytes { $0.loadUnaligned(fromByteOffset: Self.wordSize * index, as: Int.self) }
     }
 
     /// Builds frames in one buffer of the size given up front.
     public struct Writer {
-        private var storage: [UInt8]
-        private var large: [[UInt8]] = []
-        private let frames: Int
-        private var written = 0
-        private let header: Int
+        @usableFromInline var storage: [UInt8]
+        @usableFromInline var large: [[UInt8]] = []
+        @usableFromInline let frames: Int
+        @usableFromInline var written = 0
+        @usableFromInline let header: Int
 
         /// - Parameters:
         ///   - frames: exactly how many frames will be appended.
         ///   - bytes: the bytes the small frames take (see ``Frames/inlineSize(_:)``); a guess
         ///     only costs a regrowth.
-        public init(frames: Int, bytes: Int) {
+        @inlinable public init(frames: Int, bytes: Int) {
             self.frames = frames
             header = Frames.headerSize(frames: frames)
             let header = header
@@ -161,28 +161,28 @@ public struct Frames: Sendable {
             set(word: 0, to: frames)
         }
 
-        public mutating func append(_ frame: [UInt8]) {
+        @inlinable public mutating func append(_ frame: [UInt8]) {
             if frame.count >= Frames.largeFrame { appendLarge(frame) } else { appendSmall(frame) }
         }
 
-        public mutating func append(_ frame: ArraySlice<UInt8>) {
+        @inlinable public mutating func append(_ frame: ArraySlice<UInt8>) {
             if frame.count >= Frames.largeFrame { appendLarge(Array(frame)) } else { appendSmall(frame) }
         }
 
         /// A frame of borrowed bytes (a routing id kept inline by its owner, copied without an
         /// array of its own).
-        public mutating func append(_ frame: UnsafeRawBufferPointer) {
+        @inlinable public mutating func append(_ frame: UnsafeRawBufferPointer) {
             if frame.count >= Frames.largeFrame { appendLarge(Array(frame)) } else { appendSmall(frame) }
         }
 
         /// A frame of the string's UTF-8 bytes.
-        public mutating func append(utf8 text: String) {
+        @inlinable public mutating func append(utf8 text: String) {
             var text = text
             text.withUTF8 { appendSmall($0) }
         }
 
         /// A frame of two big-endian 64-bit numbers (a request id's 16 bytes).
-        public mutating func append(bigEndian first: UInt64, _ second: UInt64) {
+        @inlinable public mutating func append(bigEndian first: UInt64, _ second: UInt64) {
             let start = storage.count
             put(first)
             put(second)
@@ -190,14 +190,14 @@ public struct Frames: Sendable {
         }
 
         /// A one-byte frame.
-        public mutating func append(byte: UInt8) {
+        @inlinable public mutating func append(byte: UInt8) {
             let start = storage.count
             storage.append(byte)
             endFrame(from: start)
         }
 
         /// A frame of one big-endian number.
-        public mutating func append(bigEndian value: UInt32) {
+        @inlinable public mutating func append(bigEndian value: UInt32) {
             let start = storage.count
             put(value)
             endFrame(from: start)
@@ -205,7 +205,7 @@ public struct Frames: Sendable {
 
         /// A frame of two to five big-endian numbers (a request header); each optional one only
         /// after the one before it.
-        public mutating func append(
+        @inlinable public mutating func append(
             bigEndian first: UInt32, _ second: UInt32, _ third: UInt32? = nil, _ fourth: UInt32? = nil,
             _ fifth: UInt32? = nil
         ) {
@@ -222,7 +222,7 @@ public struct Frames: Sendable {
             endFrame(from: start)
         }
 
-        public mutating func append(bigEndian value: UInt64) {
+        @inlinable public mutating func append(bigEndian value: UInt64) {
             let start = storage.count
             put(value)
             endFrame(from: start)
@@ -231,7 +231,7 @@ public struct Frames: Sendable {
         /// Appends one frame of what `body` writes, at most `capacity` bytes, into a buffer on
         /// the stack: a packed header (docs/protocol.md, "Packed messages") in one append, where
         /// field by field it took eight to ten appends to the array, each with its checks.
-        public mutating func appendWritten(capacity: Int, _ body: (inout PackedFieldWriter) -> Void) {
+        @inlinable public mutating func appendWritten(capacity: Int, _ body: (inout PackedFieldWriter) -> Void) {
             withUnsafeTemporaryAllocation(byteCount: capacity, alignment: MemoryLayout<UInt64>.alignment) { buffer in
                 var writer = PackedFieldWriter(buffer)
                 body(&writer)
@@ -240,42 +240,42 @@ public struct Frames: Sendable {
         }
 
         /// The frames; every announced frame must have been appended.
-        public consuming func finish() -> Frames {
+        @inlinable public consuming func finish() -> Frames {
             precondition(written == frames, "\(written) of \(frames) frames written")
             return Frames(storage: storage, large: large)
         }
 
-        private mutating func appendSmall(_ bytes: some Collection<UInt8>) {
+        @inlinable mutating func appendSmall(_ bytes: some Collection<UInt8>) {
             let start = storage.count
             storage.append(contentsOf: bytes)
             endFrame(from: start)
         }
 
-        private mutating func appendLarge(_ frame: [UInt8]) {
+        @usableFromInline mutating func appendLarge(_ frame: [UInt8]) {
             large.append(frame)
             record(start: -large.count, end: 0)
         }
 
-        private mutating func put(_ value: UInt32) {
+        @inlinable mutating func put(_ value: UInt32) {
             withUnsafeBytes(of: value.bigEndian) { storage.append(contentsOf: $0.assumingMemoryBound(to: UInt8.self)) }
         }
 
-        private mutating func put(_ value: UInt64) {
+        @inlinable mutating func put(_ value: UInt64) {
             withUnsafeBytes(of: value.bigEndian) { storage.append(contentsOf: $0.assumingMemoryBound(to: UInt8.self)) }
         }
 
-        private mutating func endFrame(from start: Int) {
+        @inlinable mutating func endFrame(from start: Int) {
             record(start: start - header, end: storage.count - header)
         }
 
-        private mutating func record(start: Int, end: Int) {
+        @inlinable mutating func record(start: Int, end: Int) {
             precondition(written < frames, "more than \(frames) frames")
             set(word: Frames.startWord(written), to: start)
             set(word: Frames.startWord(written) + 1, to: end)
             written += 1
         }
 
-        private mutating func set(word index: Int, to value: Int) {
+        @inlinable mutating func set(word index: Int, to value: Int) {
             storage.withUnsafeMutableBytes {
                 $0.storeBytes(of: value, toByteOffset: Frames.wordSize * index, as: Int.self)
             }
@@ -295,46 +295,47 @@ extension Frames: Equatable {
 /// Writes a packed header's fields into a buffer of known size (``Frames/Writer/appendWritten(capacity:_:)``);
 /// writing past its end is a programming error, so it traps.
 public struct PackedFieldWriter {
-    private let buffer: UnsafeMutableRawBufferPointer
+    @usableFromInline let buffer: UnsafeMutableRawBufferPointer
+    @usableFromInline var written = 0
     /// Bytes written so far.
-    public private(set) var count = 0
+    @inlinable public var count: Int { written }
 
-    init(_ buffer: UnsafeMutableRawBufferPointer) { self.buffer = buffer }
+    @inlinable init(_ buffer: UnsafeMutableRawBufferPointer) { self.buffer = buffer }
 
-    public mutating func byte(_ value: UInt8) {
+    @inlinable public mutating func byte(_ value: UInt8) {
         precondition(count < buffer.count, "a packed header over its announced size")
         buffer[count] = value
-        count += 1
+        written += 1
     }
 
-    public mutating func bigEndian(_ value: UInt32) { store(value.bigEndian) }
+    @inlinable public mutating func bigEndian(_ value: UInt32) { store(value.bigEndian) }
 
-    public mutating func bigEndian(_ value: UInt64) { store(value.bigEndian) }
+    @inlinable public mutating func bigEndian(_ value: UInt64) { store(value.bigEndian) }
 
-    public mutating func bytes(_ bytes: [UInt8]) {
+    @inlinable public mutating func bytes(_ bytes: [UInt8]) {
         bytes.withUnsafeBytes { copy($0) }
     }
 
-    public mutating func bytes(_ bytes: UnsafeRawBufferPointer) {
+    @inlinable public mutating func bytes(_ bytes: UnsafeRawBufferPointer) {
         copy(bytes)
     }
 
-    public mutating func utf8(_ text: String) {
+    @inlinable public mutating func utf8(_ text: String) {
         var text = text
         text.withUTF8 { copy(UnsafeRawBufferPointer($0)) }
     }
 
-    private mutating func store<T: FixedWidthInteger>(_ value: T) {
+    @inlinable mutating func store<T: FixedWidthInteger>(_ value: T) {
         let size = MemoryLayout<T>.size
         precondition(count + size <= buffer.count, "a packed header over its announced size")
         buffer.storeBytes(of: value, toByteOffset: count, as: T.self)
-        count += size
+        written += size
     }
 
-    private mutating func copy(_ bytes: UnsafeRawBufferPointer) {
+    @inlinable mutating func copy(_ bytes: UnsafeRawBufferPointer) {
         precondition(count + bytes.count <= buffer.count, "a packed header over its announced size")
         guard let source = bytes.baseAddress, !bytes.isEmpty else { return }
         (buffer.baseAddress! + count).copyMemory(from: source, byteCount: bytes.count)
-        count += bytes.count
+        written += bytes.count
     }
 }
