@@ -63,6 +63,10 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(help: "Seconds a request may wait for a worker at most, whatever its timeout (also with none).")
     var maxWait: Double = Self.defaults.routing.maxWait.inSeconds
 
+    @Option(
+        help: "Seconds a failed job is kept at least (its own retention if longer), for a bulk retry or delete.")
+    var failedRetention: Double = Self.defaults.routing.failedRetention.inSeconds
+
     @Option(help: "Seconds a request may wait while no connected worker serves its service, before noWorkers.")
     var noWorkersGrace: Double = Self.defaults.routing.noWorkersGrace.inSeconds
 
@@ -202,6 +206,7 @@ struct ServeCommand: AsyncParsableCommand {
         try FlagCheck.number(clientQueueShare, "--client-queue-share", in: 0.01...1)
         try FlagCheck.seconds(maxWait, "--max-wait", in: 0.001...31_536_000)
         try FlagCheck.seconds(noWorkersGrace, "--no-workers-grace", in: 0...86_400)
+        try FlagCheck.seconds(failedRetention, "--failed-retention", in: 0...315_360_000)
         try FlagCheck.seconds(leaseGrace, "--lease-grace", in: 0...86_400)
         // A request has 6 frames; a READY of 1,024 services has 1,028 whatever this says.
         try FlagCheck.integer(maxFrames, "--max-frames", in: 6...100_000)
@@ -265,6 +270,7 @@ struct ServeCommand: AsyncParsableCommand {
         routing.clientQueueShare = clientQueueShare
         routing.maxWait = FlagCheck.duration(seconds: maxWait)
         routing.noWorkersGrace = FlagCheck.duration(seconds: noWorkersGrace)
+        routing.failedRetention = FlagCheck.duration(seconds: failedRetention)
         routing.leaseGrace = FlagCheck.duration(seconds: leaseGrace)
         routing.taskEvents = taskEvents
         routing.rateLimits = try rateLimits()

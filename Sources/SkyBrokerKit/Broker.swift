@@ -536,6 +536,22 @@ extension Broker.Shell {
                 }
                 _ = loop.post(input: JournalAnswer.listed(caller, found))
             }
+        case .select(let selection, let errorType, let caller):
+            journal.read { store in
+                let found = Result { () throws(JournalError) in
+                    try BulkSelection.select(selection, errorType: errorType, from: store)
+                }
+                _ = loop.post(input: JournalAnswer.selected(caller, found))
+            }
+        case .read(let ids):
+            journal.read { store in
+                let found = Result { () throws(JournalError) -> [JobRecord] in
+                    var records: [JobRecord] = []
+                    for id in ids { if let record = try store.job(id.bytes) { records.append(record) } }
+                    return records
+                }
+                _ = loop.post(input: JournalAnswer.read(found))
+            }
         case .maintain(let now, let limit):
             journal.read { store in
                 let measured = Result { () throws(JournalError) -> (bytes: Int, deleted: Int) in

@@ -69,6 +69,11 @@ package enum JournalWork: Sendable, Equatable {
     case loadFlow(JobID, [String])
     /// Read a flow and its steps' records, and answer `caller` with the flow's status.
     case readFlow(JobID, JobCaller)
+    /// Select the jobs of a bulk action (``JobStore/select(_:after:limit:)``), those with an
+    /// error of `errorType` only if given, for `caller`.
+    case select(JobSelection, errorType: String?, JobCaller)
+    /// Read these jobs' records (a bulk retry's batch).
+    case read([JobID])
 }
 
 /// Why the broker wrote to its journal: what it does once the write is durable.
@@ -107,6 +112,8 @@ package enum JournalWrite: Sendable, Equatable {
     /// A service's set limit was changed to `limit` from `previous` (`nil`: none set): answer
     /// `caller`, or undo it if it is not on disk.
     indirect case serviceLimited(name: String, limit: RateLimit?, previous: RateLimit?, caller: JobCaller)
+    /// A bulk delete: answer its caller.
+    case bulkDeleted
 }
 
 /// What a write of a schedule's definition changes once it is on disk.
@@ -128,6 +135,10 @@ package enum JournalAnswer: Sendable {
     case flowLoaded(JobID, Result<[JobRecord], JournalError>)
     /// What the journal holds of a flow (``JournalWork/readFlow(_:_:)``).
     case flowRead(JobID, JobCaller, Result<FlowRead, JournalError>)
+    /// A bulk action's jobs (``JournalWork/select(_:errorType:_:)``).
+    case selected(JobCaller, Result<BulkSelection, JournalError>)
+    /// A bulk retry's batch of records (``JournalWork/read(_:)``), in no order.
+    case read(Result<[JobRecord], JournalError>)
 }
 
 /// A flow read back from the journal (``JobScheduler/readFlow(_:record:steps:)``).

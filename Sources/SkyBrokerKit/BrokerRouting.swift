@@ -85,6 +85,9 @@ public struct BrokerRouting: Sendable {
     public var maxHeldJobBytes = 1 << 30
     /// How often the journal deletes expired outcomes and is measured.
     public var journalMaintenanceInterval: Duration = .seconds(1)
+    /// How long a failed job is kept at least (its own retention if longer): failed jobs wait
+    /// there for an operator's bulk retry or delete (`--failed-retention`).
+    public var failedRetention: Duration = .seconds(7 * 86_400)
     /// The longest an `mmi.jobs.wait` is held before it is answered "not yet".
     public var jobWaitHold: Duration = BrokerService.jobWaitHold
     /// Wall-clock time in milliseconds since 1970: job ids, not-before times and retention

@@ -15,6 +15,8 @@ extension JobScheduler {
         var maxHeldJobBytes: Int
         /// The longest an `mmi.jobs.wait` is held, in nanoseconds.
         var waitHold: Int64
+        /// How long a failed job is kept at least, in milliseconds.
+        var failedRetention: Int64
         /// Workers lost while running a job before it fails with `workerLost`.
         var maxLosses: Int
         /// Nanoseconds between two journal maintenances.
@@ -33,6 +35,7 @@ extension JobScheduler {
             maxHeldJobs = routing.maxHeldJobs
             maxHeldJobBytes = routing.maxHeldJobBytes
             waitHold = BrokerStateMachine.nanoseconds(routing.jobWaitHold)
+            failedRetention = BrokerStateMachine.nanoseconds(routing.failedRetention) / 1_000_000
             maxLosses = routing.maxDeliveries
             maintenanceInterval = BrokerStateMachine.nanoseconds(routing.journalMaintenanceInterval)
             wallClock = routing.wallClock

@@ -38,6 +38,17 @@ extension JobScheduler {
             outcome: Array(outcome.dropFirst()))
     }
 
+    /// A journal's state as a job's (a queued job may be scheduled: the record says which).
+    static func report(_ state: JobRecord.State) -> JobState {
+        switch state {
+        case .queued: .queued
+        case .running: .running
+        case .succeeded: .succeeded
+        case .failed: .failed
+        case .cancelled: .cancelled
+        }
+    }
+
     static func journalState(_ state: JobState) -> JobRecord.State? {
         switch state {
         case .queued, .scheduled: .queued
@@ -50,6 +61,16 @@ extension JobScheduler {
     }
 
     /// When a job's record may go: its retention after `wall`.
+    /// When an ended job's outcome expires: after its retention, and a failed one not before
+    /// `--failed-retention`.
+    func expiry(of submission: JobSubmission, ended state: JobState) -> Int64 {
+        let wall = configuration.wallClock()
+        let own = Self.expiry(wall, submission)
+        guard state == .failed else { return own }
+        let (kept, overflow) = wall.addingReportingOverflow(configuration.failedRetention)
+        return max(own, overflow ? Int64.max : kept)
+    }
+
     static func expiry(_ wall: Int64, _ submission: JobSubmission) -> Int64 {
         let (sum, overflow) = wall.addingReportingOverflow(Int64(clamping: submission.retentionMilliseconds))
         return overflow ? Int64.max : sum

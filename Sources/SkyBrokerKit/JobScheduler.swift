@@ -35,6 +35,8 @@ struct JobScheduler: Sendable {
     var schedules = ScheduleBook()
     /// The flows (``FlowBook``), whose steps this scheduler runs as jobs.
     var flows = FlowBook()
+    /// The bulk action under way, if any (``bulkRequest(_:from:into:)``).
+    var bulk: BulkRun?
     /// Services paused: their jobs are neither prepared nor taken (the broker says which).
     var paused: Set<String> = []
     /// Services whose rate limit has no token now: their prepared jobs are not taken until the
@@ -126,6 +128,8 @@ struct JobScheduler: Sendable {
             case BrokerService.jobCancel: cancel(id, caller: caller, into: &actions)
             default: retry(id, caller: caller, into: &actions)
             }
+        case BrokerService.jobBulk:
+            bulkRequest(request, from: caller, into: &actions)
         case BrokerService.jobList:
             guard configuration.journal else {
                 answer(caller, .journalUnavailable, Self.noJournal, into: &actions)
@@ -164,7 +168,7 @@ struct JobScheduler: Sendable {
         }
         for (prefix, use) in [
             (Self.tickKeyPrefix, "its schedules' ticks"), (JobSubmission.uniqueKeyPrefix, "unique jobs"),
-            (FlowSpec.stepKeyPrefix, "flows' steps"),
+            (FlowSpec.stepKeyPrefix, "flows' steps"), (Self.retryKeyPrefix, "bulk retries"),
         ]
         where submission.idempotencyKey?.hasPrefix(prefix) == true {
             answer(
@@ -382,9 +386,7 @@ struct JobScheduler: Sendable {
                 into: &actions)
             return
         }
-        guard let record, record.state == .failed || record.state == .cancelled,
-            var submission = try? JobSubmission(decoding: record.options)
-        else {
+        guard let record, let submission = resubmission(of: record) else {
             let state = record.map { Self.report($0).state } ?? .unknown
             answer(
                 caller, .invalidPayload,
@@ -395,10 +397,6 @@ struct JobScheduler: Sendable {
             answer(caller, .overloaded, "the broker takes no new jobs now", into: &actions)
             return
         }
-        submission.body = record.body
-        submission.idempotencyKey = nil
-        submission.delayMilliseconds = 0
-        submission.notBeforeMilliseconds = 0
         self.record(submission, answering: caller, into: &actions)
     }
 
@@ -719,7 +717,7 @@ struct JobScheduler: Sendable {
         changes.append(
             .finished(
                 id: job.id.bytes, state: state, outcome: [report.outcomeStatus.rawValue] + report.outcome,
-                expiresAt: flowStep ? Int64.max : Self.expiry(configuration.wallClock(), job.submission)))
+                expiresAt: flowStep ? Int64.max : expiry(of: job.submission, ended: report.state)))
         if book.hasWaiters(job.id) || (flowStep && report.state == .succeeded) {
             actions.append(.journal(.write(changes, .finished(job.id))))
         } else {
@@ -745,7 +743,8 @@ struct JobScheduler: Sendable {
             break
         }
         switch answer {
-        case .lookedUp(_, let caller, _, _), .listed(let caller, _), .flowRead(_, let caller, _):
+        case .lookedUp(_, let caller, _, _), .listed(let caller, _), .flowRead(_, let caller, _),
+            .selected(let caller, _):
             // Answered already if the broker stopped meanwhile.
             guard book.reads.remove(caller) != nil else { return }
         default:
@@ -784,6 +783,12 @@ struct JobScheduler: Sendable {
         case .written(.rescheduled, .success), .written(.requeued, .success), .written(.released, .success),
             .written(.keyReleased, .success):
             break
+        case .selected(_, let result):
+            bulkSelected(result, into: &actions)
+        case .read(let result):
+            bulkRead(result, into: &actions)
+        case .written(.bulkDeleted, let result):
+            bulkDeleted(result, into: &actions)
         case .lookedUp(let id, let caller, true, .success(let record)):
             retry(id, record, caller: caller, into: &actions)
         case .lookedUp(let id, let caller, false, .success(let record)):
@@ -1030,6 +1035,12 @@ struct JobScheduler: Sendable {
             answer(caller, .brokerShuttingDown, message, into: &actions)
         }
         book.reads.removeAll()
+        // A bulk action past its selection: what it did stands, the caller hears it was cut short.
+        if let run = bulk.take() {
+            answer(
+                run.caller, .brokerShuttingDown, "\(message); the bulk \(run.kind) acted on \(run.outcome.acted) jobs",
+                into: &actions)
+        }
         for caller in schedules.takeCallers() {
             answer(caller, .brokerShuttingDown, message, into: &actions)
         }

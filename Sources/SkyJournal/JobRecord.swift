@@ -75,6 +75,53 @@ public struct ScheduleRecord: Sendable, Equatable {
 }
 
 /// One change to the journal. A batch of them is written in one transaction.
+/// Which jobs a bulk action reads (``JobStore/select(_:after:limit:)``): those that match every
+/// field given.
+public struct JobSelection: Sendable, Equatable {
+    public var state: JobRecord.State?
+    public var service: String?
+    /// Submitted at or after this time (milliseconds since 1970).
+    public var submittedAfter: Int64?
+    /// Submitted before this time.
+    public var submittedBefore: Int64?
+
+    public init(
+        state: JobRecord.State? = nil, service: String? = nil, submittedAfter: Int64? = nil,
+        submittedBefore: Int64? = nil
+    ) {
+        self.state = state
+        self.service = service
+        self.submittedAfter = submittedAfter
+        self.submittedBefore = submittedBefore
+    }
+}
+
+/// A job a selection found: enough to filter it by its error and to act on it, without its
+/// task (which may be large).
+public struct JobMatch: Sendable, Equatable {
+    /// Its place in the store's order (a page starts after the last one's).
+    public var seq: Int64
+    public var id: [UInt8]
+    public var state: JobRecord.State
+    public var service: String
+    public var idempotencyKey: String?
+    /// A failed or cancelled job's outcome (its status byte, then its error body); `nil` for
+    /// the others.
+    public var outcome: [UInt8]?
+
+    public init(
+        seq: Int64, id: [UInt8], state: JobRecord.State, service: String, idempotencyKey: String? = nil,
+        outcome: [UInt8]? = nil
+    ) {
+        self.seq = seq
+        self.id = id
+        self.state = state
+        self.service = service
+        self.idempotencyKey = idempotencyKey
+        self.outcome = outcome
+    }
+}
+
 public enum JobChange: Sendable, Equatable {
     /// A new job. If its idempotency key is already taken, nothing is written (the caller
     /// looks the first job up with ``JobStore/job(idempotencyKey:)``).
@@ -113,6 +160,8 @@ public enum JobChange: Sendable, Equatable {
     /// A service's rate limit is set (`limit`: its form, as the broker encodes it) or removed
     /// (`nil`): kept across restarts.
     case serviceLimited(name: String, limit: [UInt8]?)
+    /// An ended job is deleted (a bulk delete): its id is unknown from then on.
+    case deleted(id: [UInt8])
 }
 
 extension JobChange {
@@ -122,7 +171,7 @@ extension JobChange {
         switch self {
         case .submitted(let job): job.id
         case .started(let id, _), .released(let id, _), .rescheduled(let id, _), .finished(let id, _, _, _),
-            .keyReleased(let id), .keyExpired(let id), .retained(let id, _):
+            .keyReleased(let id), .keyExpired(let id), .retained(let id, _), .deleted(let id):
             id
         case .scheduleSaved(let schedule): Self.scheduleKey(schedule.name)
         case .scheduleAdvanced(let name, _, _), .scheduleRemoved(let name): Self.scheduleKey(name)

@@ -27,6 +27,11 @@ public protocol JobStore {
     /// than `atMost` rows).
     func count(state: JobRecord.State?, service: String?, atMost: Int) throws(JournalError) -> Int
 
+    /// Up to `limit` jobs that match `selection`, oldest first, after the one numbered `after`
+    /// (0 for the first page; the next page starts after the last one's ``JobMatch/seq``):
+    /// what a bulk action acts on.
+    func select(_ selection: JobSelection, after: Int64, limit: Int) throws(JournalError) -> [JobMatch]
+
     /// Deletes at most `limit` finished jobs that expired before `now`; returns how many.
     func deleteExpired(before now: Int64, limit: Int) throws(JournalError) -> Int
 

@@ -43,6 +43,8 @@ public final class SQLiteJobStore: JobStore {
     private let removeLimit: SQLiteDatabase.Statement
     private let allLimits: SQLiteDatabase.Statement
     private let matching: SQLiteDatabase.Statement
+    private let selecting: SQLiteDatabase.Statement
+    private let delete: SQLiteDatabase.Statement
 
     private static let columns =
         "id, service, body, priority, not_before, idempotency_key, state, attempt, outcome, expires_at, submitted_at, options"
@@ -106,6 +108,11 @@ public final class SQLiteJobStore: JobStore {
         matching = try database.prepare(
             "SELECT count(*) FROM (SELECT 1 FROM jobs WHERE (?1 IS NULL OR state = ?1) AND (?2 IS NULL OR service = ?2) LIMIT ?3)"
         )
+        // A failed or cancelled job's outcome only: the others' are results, maybe large.
+        selecting = try database.prepare(
+            "SELECT seq, id, state, service, idempotency_key, CASE WHEN state >= 3 THEN outcome END FROM jobs WHERE seq > ?5 AND (?1 IS NULL OR state = ?1) AND (?2 IS NULL OR service = ?2) AND (?3 IS NULL OR submitted_at >= ?3) AND (?4 IS NULL OR submitted_at < ?4) ORDER BY seq LIMIT ?6"
+        )
+        delete = try database.prepare("DELETE FROM jobs WHERE id = ?1 AND state >= 2")
     }
 
     /// The journal's settings and tables; run on every open (a journal of an older build of
@@ -243,6 +250,8 @@ public final class SQLiteJobStore: JobStore {
                     try removeSchedule.run([.text(name)])
                 case .servicePaused(let name, let paused):
                     try (paused ? pause : resume).run([.text(name)])
+                case .deleted(let id):
+                    try delete.run([.blob(id)])
                 case .serviceLimited(let name, let limit):
                     if let limit {
                         try setLimit.run([.text(name), .blob(limit)])
@@ -266,6 +275,23 @@ public final class SQLiteJobStore: JobStore {
             .integer(Int64(max(0, limit))),
         ]) { row throws(JournalError) in jobs.append(try record(row)) }
         return jobs
+    }
+
+    public func select(_ selection: JobSelection, after: Int64, limit: Int) throws(JournalError) -> [JobMatch] {
+        var found: [JobMatch] = []
+        try selecting.run([
+            selection.state.map { .integer($0.rawValue) } ?? .null, selection.service.map { .text($0) } ?? .null,
+            selection.submittedAfter.map { .integer($0) } ?? .null,
+            selection.submittedBefore.map { .integer($0) } ?? .null, .integer(after), .integer(Int64(max(0, limit))),
+        ]) { row throws(JournalError) in
+            guard let id = row.blob(1), let state = JobRecord.State(rawValue: row.integer(2)), let service = row.text(3)
+            else { throw .corrupt(path: path, reason: "a job row with a missing id, state or service") }
+            found.append(
+                JobMatch(
+                    seq: row.integer(0), id: id, state: state, service: service, idempotencyKey: row.text(4),
+                    outcome: row.blob(5)))
+        }
+        return found
     }
 
     public func schedules() throws(JournalError) -> [ScheduleRecord] {

@@ -444,6 +444,8 @@ public final class PostgresJobStore: JobStore {
             types: [byteses, integers])
         connection.define(
             "retain one", "UPDATE sky_jobs SET expires_at = $2 WHERE id = $1 AND state >= 2", types: [bytes, integer])
+        connection.define("delete", "DELETE FROM sky_jobs WHERE id = ANY($1::bytea[]) AND state >= 2", types: [byteses])
+        connection.define("delete one", "DELETE FROM sky_jobs WHERE id = $1 AND state >= 2", types: [bytes])
         update(
             "reschedule", set: "state = 0, not_before = given.not_before", columns: ["not_before"],
             types: [byteses, integers])
@@ -494,6 +496,11 @@ public final class PostgresJobStore: JobStore {
             "matching",
             "SELECT count(*) FROM (SELECT 1 FROM sky_jobs WHERE ($1::bigint IS NULL OR state = $1) AND ($2::text IS NULL OR service = $2) LIMIT $3) AS found",
             types: [integer, text, integer])
+        // A failed or cancelled job's outcome only: the others' are results, maybe large.
+        connection.define(
+            "select",
+            "SELECT seq, id, state, service, idempotency_key, CASE WHEN state >= 3 THEN outcome END FROM sky_jobs WHERE seq > $5 AND ($1::bigint IS NULL OR state = $1) AND ($2::text IS NULL OR service = $2) AND ($3::bigint IS NULL OR submitted_at >= $3) AND ($4::bigint IS NULL OR submitted_at < $4) ORDER BY seq LIMIT $6",
+            types: [integer, text, integer, integer, integer, integer])
     }
 
     /// Writes `changes` in one transaction. A session lost before COMMIT was sent (the server
@@ -589,6 +596,7 @@ public final class PostgresJobStore: JobStore {
         var reschedules: [(id: [UInt8], notBefore: Int64)] = []
         var finishes: [(id: [UInt8], state: JobRecord.State, outcome: [UInt8]?, expiresAt: Int64)] = []
         var schedules: [(name: String, parameters: [Value])] = []
+        var deletes: [[UInt8]] = []
         for change in segment {
             switch change {
             case .submitted(let job): jobs.append(job)
@@ -610,6 +618,7 @@ public final class PostgresJobStore: JobStore {
                 schedules.append(("remove schedule", [.text(name)]))
             case .servicePaused(let name, let paused):
                 schedules.append((paused ? "pause service" : "resume service", [.text(name)]))
+            case .deleted(let id): deletes.append(id)
             case .serviceLimited(let name, let limit):
                 schedules.append(
                     limit.map { ("limit service", [.text(name), .bytes($0)]) } ?? ("unlimit service", [.text(name)]))
@@ -667,6 +676,7 @@ public final class PostgresJobStore: JobStore {
         }
         // After the finishes: a step's end and its flow's, written together, keep the flow's.
         if !retains.isEmpty { append(("retain", [byteses(retains.map(\.id)), integers(retains.map(\.expiresAt))])) }
+        if !deletes.isEmpty { append(("delete", [byteses(deletes)])) }
         return calls + schedules
     }
 
@@ -681,6 +691,29 @@ public final class PostgresJobStore: JobStore {
 
     public func unfinished() throws(JournalError) -> [JobRecord] {
         try records("open", [])
+    }
+
+    public func select(_ selection: JobSelection, after: Int64, limit: Int) throws(JournalError) -> [JobMatch] {
+        try checkNotFenced()
+        var found: [JobMatch] = []
+        try connection.run(
+            "select",
+            [
+                selection.state.map { .integer($0.rawValue) } ?? .null, selection.service.map { .text($0) } ?? .null,
+                selection.submittedAfter.map { .integer($0) } ?? .null,
+                selection.submittedBefore.map { .integer($0) } ?? .null, .integer(after),
+                .integer(Int64(max(0, limit))),
+            ]
+        ) { row throws(JournalError) in
+            guard let id = row.bytes(1), let state = JobRecord.State(rawValue: row.integer(2)),
+                let service = row.text(3)
+            else { throw .corrupt(path: connection.store, reason: "a job row with a missing id, state or service") }
+            found.append(
+                JobMatch(
+                    seq: row.integer(0), id: id, state: state, service: service, idempotencyKey: row.text(4),
+                    outcome: row.bytes(5)))
+        }
+        return found
     }
 
     public func job(_ id: [UInt8]) throws(JournalError) -> JobRecord? {

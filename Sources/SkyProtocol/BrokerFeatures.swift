@@ -44,6 +44,9 @@ public struct BrokerFeatures: Sendable, Equatable {
     /// The broker takes `mmi.limits.set`, `.remove` and `.list` (rate limits on services'
     /// starts); one that does not say answers them `unknownService`.
     public var limitsRates: Bool
+    /// The broker takes `mmi.jobs.bulk` (counts, retries, cancels and deletes jobs by filter);
+    /// one that does not say answers it `unknownService`.
+    public var actsInBulk: Bool
 
     /// The edition this build speaks: docs/protocol.md, "Editions". Raised only with a change
     /// of meaning under an unchanged form, together with the doc's "Changes by edition".
@@ -68,6 +71,8 @@ public struct BrokerFeatures: Sendable, Equatable {
     public static let servicePauseFeature = "service-pause"
     /// The line that names ``limitsRates``.
     public static let rateLimitsFeature = "rate-limits"
+    /// The line that names ``actsInBulk``.
+    public static let bulkActionsFeature = "bulk-actions"
 
     /// The line that carries ``maxFrameSize``.
     public static let maxFrameSizeName = "max-frame-size"
@@ -81,7 +86,7 @@ public struct BrokerFeatures: Sendable, Equatable {
         edition: Int? = nil, takesTrace: Bool = false, maxFrameSize: Int? = nil, takesPacked: Bool = false,
         takesNoWorkersGrace: Bool = false, takesPriority: Bool = false, jobSubmissionVersion: Int? = nil,
         takesScheduleQueue: Bool = false, takesFlows: Bool = false, keepsAbandonedCalls: Bool = false,
-        pausesServices: Bool = false, limitsRates: Bool = false
+        pausesServices: Bool = false, limitsRates: Bool = false, actsInBulk: Bool = false
     ) {
         self.edition = edition
         self.takesTrace = takesTrace
@@ -95,6 +100,7 @@ public struct BrokerFeatures: Sendable, Equatable {
         self.keepsAbandonedCalls = keepsAbandonedCalls
         self.pausesServices = pausesServices
         self.limitsRates = limitsRates
+        self.actsInBulk = actsInBulk
     }
 
     /// Everything this build of the broker says to clients (`mmi.features`); `journal`: it keeps
@@ -104,7 +110,7 @@ public struct BrokerFeatures: Sendable, Equatable {
             edition: currentEdition, takesTrace: true, maxFrameSize: maxFrameSize, takesPacked: true,
             takesNoWorkersGrace: true, takesPriority: true, jobSubmissionVersion: Int(JobSubmission.newestVersion),
             takesScheduleQueue: true, takesFlows: true, keepsAbandonedCalls: journal, pausesServices: true,
-            limitsRates: true)
+            limitsRates: true, actsInBulk: journal)
     }
 
     /// Reads what a broker said, a line each (a FEATURES to a worker carries a line a frame);
@@ -131,6 +137,8 @@ public struct BrokerFeatures: Sendable, Equatable {
                 pausesServices = true
             } else if text == Self.rateLimitsFeature {
                 limitsRates = true
+            } else if text == Self.bulkActionsFeature {
+                actsInBulk = true
             } else if let equals = text.firstIndex(of: "="),
                 let value = Int(text[text.index(after: equals)...]), value > 0
             {
@@ -164,6 +172,7 @@ public struct BrokerFeatures: Sendable, Equatable {
         if keepsAbandonedCalls { lines.append(Self.keepIfAbandonedFeature) }
         if pausesServices { lines.append(Self.servicePauseFeature) }
         if limitsRates { lines.append(Self.rateLimitsFeature) }
+        if actsInBulk { lines.append(Self.bulkActionsFeature) }
         return lines
     }
 

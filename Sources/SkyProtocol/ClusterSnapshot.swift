@@ -142,8 +142,13 @@ public enum BrokerService {
     public static let jobRetry = "mmi.jobs.retry"
     /// Body: a ``JobQuery``. Reply: a ``JobListing``.
     public static let jobList = "mmi.jobs.list"
+    /// Body: a ``BulkAction``. Reply: a ``BulkOutcome``, once the action is taken (its
+    /// journal writes on disk).
+    public static let jobBulk = "mmi.jobs.bulk"
     /// Every job service above (a broker that stops answers each at once).
-    public static let jobServices: Set<String> = [jobSubmit, jobStatus, jobWait, jobCancel, jobRetry, jobList]
+    public static let jobServices: Set<String> = [
+        jobSubmit, jobStatus, jobWait, jobCancel, jobRetry, jobList, jobBulk,
+    ]
     /// Body: a ``ScheduleSpec``. Reply: the schedule's next tick (i64, milliseconds since 1970),
     /// once it is on disk. A schedule of the same name is replaced.
     /// Records a flow (``FlowSpec``); answers its id (16 bytes) once it is on disk. A flow is

@@ -32,14 +32,16 @@ struct BrokerOptions: ParsableArguments {
     }
 
     /// A client of the broker; exits naming the cause when it cannot reach it.
-    func client(_ program: String) async -> SkyClient {
+    /// - Parameter retry: `.never` but for a command whose answer may take longer than an
+    ///   attempt (a bulk action): its attempts then ask again for the same answer.
+    func client(_ program: String, retry: RetryPolicy = .never) async -> SkyClient {
         var configuration = SkyClient.Configuration()
         configuration.logger = ProcessSetup.prepare(label: program, options: common)
         configuration.credentials = curve.credentials(program: program)
         configuration.connectTimeout = .seconds(5)
         // One try: a wrong endpoint or a stopped broker is said after the connect timeout,
         // not after three of them; the operator runs the command again.
-        configuration.defaults.retry = .never
+        configuration.defaults.retry = retry
         do {
             return try await SkyClient(brokers: FlagCheck.endpoints(broker), configuration: configuration)
         } catch {
@@ -48,8 +50,8 @@ struct BrokerOptions: ParsableArguments {
     }
 
     /// Runs `body` against the broker; a failure is one line on standard error and exit 1.
-    func run(_ program: String, _ body: (SkyClient) async throws -> Void) async {
-        let client = await client(program)
+    func run(_ program: String, retry: RetryPolicy = .never, _ body: (SkyClient) async throws -> Void) async {
+        let client = await client(program, retry: retry)
         do {
             try await body(client)
         } catch {
@@ -79,7 +81,7 @@ struct JobsCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "jobs",
         abstract: "Submits, lists, shows, cancels and retries durable jobs (docs/jobs.md).",
-        subcommands: [Submit.self, List.self, Show.self, Cancel.self, Retry.self])
+        subcommands: [Submit.self, List.self, Show.self, Cancel.self, Retry.self, Bulk.self, Failed.self])
 
     struct List: AsyncParsableCommand {
         static let configuration = CommandConfiguration(abstract: "Lists jobs, newest first.")

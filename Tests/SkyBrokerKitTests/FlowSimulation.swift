@@ -150,6 +150,18 @@ struct FlowSimulation {
         case .journal(.lookup(let id, let caller, let retry)):
             let result = Result { () throws(JournalError) in try store.job(id.bytes) }
             scheduler.journalAnswered(.lookedUp(id, caller, retry: retry, result), now: 0, into: &actions)
+        case .journal(.select(let selection, let errorType, let caller)):
+            let result = Result { () throws(JournalError) in
+                try BulkSelection.select(selection, errorType: errorType, from: store)
+            }
+            scheduler.journalAnswered(.selected(caller, result), now: 0, into: &actions)
+        case .journal(.read(let ids)):
+            let result = Result { () throws(JournalError) -> [JobRecord] in
+                var records: [JobRecord] = []
+                for id in ids { if let record = try store.job(id.bytes) { records.append(record) } }
+                return records
+            }
+            scheduler.journalAnswered(.read(result), now: 0, into: &actions)
         case .journal(.loadSchedules):
             scheduler.journalAnswered(.schedulesLoaded(.success([])), now: 0, into: &actions)
         case .publish(let kind, let event):
