@@ -118,14 +118,14 @@ extension JobsCommand {
         }
 
         static func print(_ outcome: BulkOutcome, kind: BulkAction.Kind, dryRun: Bool) {
-            let matched = outcome.matched.formatted()
+            let matched = outcome.matched
             if dryRun {
                 let what = kind == .count ? "" : " (a \(kind) would select them)"
                 Swift.print("\(matched) matching jobs\(what)")
             } else {
                 let done =
                     ["retry": "retried", "cancel": "cancelled", "delete": "deleted"][kind.description] ?? "\(kind)"
-                Swift.print("\(done) \(outcome.acted.formatted()) of \(matched) matching jobs")
+                Swift.print("\(done) \(outcome.acted) of \(matched) matching jobs")
                 if outcome.acted < outcome.matched {
                     let applies =
                         ["retry": "failed or cancelled", "cancel": "unfinished", "delete": "ended"][kind.description]
@@ -135,7 +135,7 @@ extension JobsCommand {
             }
             if outcome.left > 0 {
                 Swift.print(
-                    "\(outcome.left.formatted()) more jobs match beyond the first 100,000: run it again for them")
+                    "\(outcome.left) more jobs match beyond the first 100,000: run it again for them")
             }
             printTypes(outcome.errorTypes)
         }
@@ -145,7 +145,7 @@ extension JobsCommand {
             let width = max(10, types.map(\.type.count).max() ?? 0)
             Swift.print("ERROR TYPE" + String(repeating: " ", count: width - 10) + "  JOBS")
             for (type, count) in types {
-                Swift.print(type + String(repeating: " ", count: width - type.count) + "  \(count.formatted())")
+                Swift.print(type + String(repeating: " ", count: width - type.count) + "  \(count)")
             }
         }
     }
@@ -181,8 +181,8 @@ extension JobsCommand {
                     Swift.print("no failed jobs")
                     return
                 }
-                let more = outcome.left > 0 ? " (and \(outcome.left.formatted()) more)" : ""
-                Swift.print("\(outcome.matched.formatted()) failed jobs\(more)")
+                let more = outcome.left > 0 ? " (and \(outcome.left) more)" : ""
+                Swift.print("\(outcome.matched) failed jobs\(more)")
                 Bulk.printTypes(outcome.errorTypes)
                 guard limit > 0 else { return }
                 let (jobs, _) = try await client.jobPage(state: .failed, service: service, limit: limit)

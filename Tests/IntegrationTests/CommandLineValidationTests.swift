@@ -123,6 +123,18 @@ extension SecondLineSuite {
                 program: "skyctl", arguments: ["jobs", "list", "--service", "a\nb"],
                 message: "--service \"a\\nb\" (3 bytes) is not 1...255 bytes of UTF-8 without control characters"),
             .init(
+                program: "skyctl", arguments: ["jobs", "bulk", "redo", "--state", "failed"],
+                message: "redo is not a bulk action; use retry, cancel, delete or count"),
+            .init(
+                program: "skyctl", arguments: ["jobs", "bulk", "delete", "--submitted-before", "yesterday"],
+                message: "--submitted-before yesterday is not a time; give an ISO 8601 date-time"),
+            .init(
+                program: "skyctl", arguments: ["jobs", "bulk", "cancel", "--state", "scheduled"],
+                message: "--state scheduled is not a state a bulk action selects by"),
+            .init(
+                program: "skybroker", arguments: ["--failed-retention", "1e12"],
+                message: "--failed-retention must be a number of seconds in 0...315360000"),
+            .init(
                 program: "skybroker", arguments: ["keygen", "--name", "a\nb", "--directory", "/tmp"],
                 message: "--name \"a\\nb\" is not a key name: use up to 100 letters, digits"),
             .init(

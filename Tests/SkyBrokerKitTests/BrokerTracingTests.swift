@@ -113,5 +113,7 @@ struct BrokerTracingTests {
             return
         }
         #expect(BrokerFeatures(decoding: answer.body).keepsAbandonedCalls)
+        // And acts on jobs in bulk.
+        #expect(BrokerFeatures(decoding: answer.body).actsInBulk)
     }
 }

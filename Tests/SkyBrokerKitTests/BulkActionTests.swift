@@ -123,6 +123,16 @@ struct BulkActionTests {
         #expect(try sim.record(queued[0]) == nil)
     }
 
+    /// A failed job waits for an operator longer than its own retention (24 h by default).
+    @Test mutating func aFailedJobIsKeptForTheFailedRetentionAndASucceededOneForItsOwn() throws {
+        var sim = try FlowSimulation(handlers: Self.handlers)
+        defer { sim.remove() }
+        let failed = try submit(1, "fail", &sim)
+        let succeeded = try submit(1, "double", &sim)
+        #expect(try sim.record(failed[0])?.expiresAt == FlowSimulation.wall + 7 * 86_400_000)
+        #expect(try sim.record(succeeded[0])?.expiresAt == FlowSimulation.wall + 86_400_000)
+    }
+
     @Test mutating func oneBulkActionAtATime() throws {
         var sim = try FlowSimulation(handlers: Self.handlers)
         defer { sim.remove() }

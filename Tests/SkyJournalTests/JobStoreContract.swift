@@ -19,6 +19,7 @@ enum JobStoreContract: CaseIterable, Sendable {
     case aPausedServiceStaysPausedUntilResumed
     case aServicesLimitIsKeptUntilRemoved
     case aListingsCountStopsAtItsBound
+    case aSelectionPagesByFilterAndAnEndedJobIsDeleted
 
     typealias Open = () throws(JournalError) -> any JobStore
 
@@ -50,6 +51,8 @@ enum JobStoreContract: CaseIterable, Sendable {
             try Self.aServicesLimitIsKeptUntilRemoved(open)
         case .aListingsCountStopsAtItsBound:
             try Self.aListingsCountStopsAtItsBound(open)
+        case .aSelectionPagesByFilterAndAnEndedJobIsDeleted:
+            try Self.aSelectionPagesByFilterAndAnEndedJobIsDeleted(open)
         }
     }
 
@@ -115,6 +118,41 @@ enum JobStoreContract: CaseIterable, Sendable {
         #expect(try store.count(state: .queued, service: job(0).service, atMost: 100) == 5)
         #expect(try store.count(state: .failed, service: nil, atMost: 100) == 0)
         #expect(try store.count(state: nil, service: "no.such", atMost: 100) == 0)
+    }
+
+    /// A bulk action's selection: by state, service and submit time, oldest first, a page after
+    /// another; a failed or cancelled job's outcome only; a delete takes an ended job only.
+    private static func aSelectionPagesByFilterAndAnEndedJobIsDeleted(_ open: Open) throws {
+        var jobs = (1...6).map { job(UInt8($0)) }
+        do {
+            let store = try open()
+            for index in jobs.indices { jobs[index].submittedAt = 1_000 * Int64(index + 1) }
+            jobs[5].service = "other"
+            try store.apply(jobs.map { .submitted($0) })
+            try store.apply([
+                .finished(id: jobs[0].id, state: .failed, outcome: [1, 9], expiresAt: 86_400_000),
+                .finished(id: jobs[1].id, state: .succeeded, outcome: [0, 7], expiresAt: 86_400_000),
+                .finished(id: jobs[2].id, state: .cancelled, outcome: [5], expiresAt: 86_400_000),
+            ])
+            let all = try store.select(JobSelection(), after: 0, limit: 100)
+            #expect(all.map(\.id) == jobs.map(\.id), "oldest first")
+            #expect(
+                all.map(\.outcome) == [[1, 9], nil, [5], nil, nil, nil], "a failed or cancelled job's outcome only")
+            #expect(all[5].service == "other" && all[0].state == .failed)
+            let first = try store.select(JobSelection(), after: 0, limit: 2)
+            let second = try store.select(JobSelection(), after: try #require(first.last).seq, limit: 2)
+            #expect((first + second).map(\.id) == Array(jobs.prefix(4)).map(\.id), "pages follow on")
+            #expect(try store.select(JobSelection(state: .queued), after: 0, limit: 100).count == 3)
+            #expect(try store.select(JobSelection(service: "other"), after: 0, limit: 100).map(\.id) == [jobs[5].id])
+            let window = JobSelection(submittedAfter: 2_000, submittedBefore: 4_000)
+            #expect(try store.select(window, after: 0, limit: 100).map(\.id) == [jobs[1].id, jobs[2].id])
+            // An unfinished job is not deleted; an ended one is, and stays so after a reopening.
+            try store.apply([.deleted(id: jobs[0].id), .deleted(id: jobs[3].id)])
+        }
+        let reopened = try open()
+        #expect(try reopened.job(jobs[0].id) == nil)
+        #expect(try reopened.job(jobs[3].id)?.state == .queued)
+        #expect(try reopened.select(JobSelection(), after: 0, limit: 100).count == 5)
     }
 
     /// Services' rate limits, across a reopening: the last one set of a service is kept (in
