@@ -70,8 +70,9 @@ package enum JournalWork: Sendable, Equatable {
     /// Read a flow and its steps' records, and answer `caller` with the flow's status.
     case readFlow(JobID, JobCaller)
     /// Select the jobs of a bulk action (``JobStore/select(_:after:limit:)``), those with an
-    /// error of `errorType` only if given, for `caller`.
-    case select(JobSelection, errorType: String?, JobCaller)
+    /// error of `errorType` only if given, for `caller`. (Indirect: rare, and kept out of every
+    /// action's size.)
+    indirect case select(JobSelection, errorType: String?, JobCaller)
     /// Read these jobs' records (a bulk retry's batch).
     case read([JobID])
 }
