@@ -10,7 +10,7 @@ extension ThirdLineSuite {
     /// dead-letter view; a command without a filter refused.
     @Suite("Bulk actions: 5,000 failed jobs retried by filter in one command")
     struct BulkActionRunTests {
-        typealias StateDirectory = ThirdLineSuite.JobTests.StateDirectory
+        typealias StateDirectory = IntegrationSuite.JobTests.StateDirectory
 
         static let jobs = 5_000
 

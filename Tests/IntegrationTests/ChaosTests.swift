@@ -41,7 +41,7 @@ extension IntegrationSuite {
 
         @Test(.timeLimit(.minutes(10)))
         func tenThousandScansSurviveKilledAndFrozenWorkersAndABrokerRestart() async throws {
-            let state = ThirdLineSuite.JobTests.StateDirectory()
+            let state = JobTests.StateDirectory()
             let cluster = try await TestCluster.start(
                 extraArguments: TestCluster.fastHeartbeats + ["--task-events"] + state.arguments)
             defer { cluster.killAll() }

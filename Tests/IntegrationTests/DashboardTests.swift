@@ -23,7 +23,7 @@ extension SecondLineSuite {
             let chromium = try #require(
                 HeadlessBrowser.executable,
                 "Chromium is missing: run the tests with ./ops/sky test, or apt-get install chromium")
-            let state = ThirdLineSuite.JobTests.StateDirectory()
+            let state = IntegrationSuite.JobTests.StateDirectory()
             let cluster = try await TestCluster.start(extraArguments: TestCluster.fastHeartbeats + state.arguments)
             defer { cluster.killAll() }
             _ = try await cluster.startWorker(name: "steady", capacity: 2, extraArguments: ["--flaky-every", "1"])

@@ -11,7 +11,7 @@ extension ThirdLineSuite {
     /// the broker `kill -9`ed while each kind of flow runs.
     @Suite("Flows on a real broker: chains, groups and chords across kill -9")
     struct FlowRunTests {
-        typealias StateDirectory = ThirdLineSuite.JobTests.StateDirectory
+        typealias StateDirectory = IntegrationSuite.JobTests.StateDirectory
 
         /// Runs `flow` on a fresh cluster; kills the broker (`kill -9`) once `killWhen` holds
         /// of the flow's steps, starts it again, and checks the result and that every step that
@@ -77,8 +77,8 @@ extension ThirdLineSuite {
         /// A chain whose broker is killed while its second step runs: the first had ended on
         /// disk (a step is submitted only once the one before it ended there), so it never runs
         /// again, on whichever store.
-        static func aChainRunsItsEndedStepOnceAcrossAKill(on store: ThirdLineSuite.JobTests.Store) async throws {
-            let state = try await ThirdLineSuite.JobTests.JobStoreFixture(store)
+        static func aChainRunsItsEndedStepOnceAcrossAKill(on store: IntegrationSuite.JobTests.Store) async throws {
+            let state = try await IntegrationSuite.JobTests.JobStoreFixture(store)
             let cluster = try await TestCluster.start(extraArguments: state.arguments)
             defer { cluster.killAll() }
             _ = try await cluster.startWorker(name: "w1", capacity: 2, extraArguments: ["--workloads", "sky.sleep"])

@@ -370,7 +370,7 @@ extension IntegrationSuite {
         /// disk) from a raw peer: the reads waiting for the journal stay within `--queue-limit`,
         /// every call is answered exactly once (a report, or `overloaded`), and the broker serves on.
         @Test func aFloodOfJobLookupsIsBoundedAndEachAnsweredOnce() async throws {
-            let state = ThirdLineSuite.JobTests.StateDirectory()
+            let state = JobTests.StateDirectory()
             let cluster = try await TestCluster.start(extraArguments: state.arguments + ["--queue-limit", "8"])
             defer { cluster.killAll() }
             let peer = try await RawPeer(connectingTo: cluster.clients)
@@ -403,7 +403,7 @@ extension IntegrationSuite {
         /// waits for the journal's next commit makes the journal commit at once): each is
         /// answered exactly once, with a state the job passed through, and the jobs all end.
         @Test func statusesFloodedAtFinishingJobsAreEachAnsweredOnce() async throws {
-            let state = ThirdLineSuite.JobTests.StateDirectory()
+            let state = JobTests.StateDirectory()
             let cluster = try await TestCluster.start(extraArguments: state.arguments)
             defer { cluster.killAll() }
             _ = try await cluster.startWorker(name: "w1")

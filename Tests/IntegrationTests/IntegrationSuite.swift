@@ -18,10 +18,8 @@ enum IntegrationSuite {}
 @Suite("Integration, second line: tools, pages, soaks and hosts", .serialized, .timeLimit(.minutes(2)))
 enum SecondLineSuite {}
 
-/// The third line: the restart soak, which spends most of its minute with the broker down (30 s
-/// once, 5 s once) and whose bound (every worker back within 2 s) held beside the first two
-/// lines, and the durable jobs' runs on real brokers (jobs, schedules, flows, unique jobs, kept
-/// calls, pauses, rate limits, bulk actions), whose bounds are seconds wide. The jobs' suite
-/// moved here from the first line, which was the run's longest.
+/// The third line: the restart soak alone, which spends most of its minute with the broker
+/// down (30 s once, 5 s once) and whose bound (every worker back within 2 s) held beside the
+/// first two lines; its own line takes that minute off the second's.
 @Suite("Integration, third line: the restart soak", .serialized, .timeLimit(.minutes(2)))
 enum ThirdLineSuite {}

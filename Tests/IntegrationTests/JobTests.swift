@@ -6,7 +6,7 @@ import SkyWorkloads
 import SkyZMQ
 import Testing
 
-extension ThirdLineSuite {
+extension IntegrationSuite {
     /// Durable jobs on real processes: a real broker with a real SQLite journal in a temporary
     /// state directory, killed with SIGKILL and started again on it.
     @Suite("Durable jobs: submit, read from another process, broker and worker deaths")

@@ -6,7 +6,7 @@ extension SecondLineSuite {
     /// kept. On this line because each starts a server and mostly waits.
     @Suite("Durable jobs on PostgreSQL: the job tests again")
     struct JobsOnPostgresTests {
-        typealias Jobs = ThirdLineSuite.JobTests
+        typealias Jobs = IntegrationSuite.JobTests
 
         @Test func aJobSubmittedByOneClientIsReadByAnotherAfterTheFirstClosed() async throws {
             try await Jobs.aJobSubmittedByOneClientIsReadByAnotherAfterTheFirstClosed(on: .postgresql)

@@ -11,7 +11,7 @@ extension ThirdLineSuite {
     /// away, and another client reads the result.
     @Suite("Calls kept as jobs when their caller leaves")
     struct KeptCallRunTests {
-        typealias StateDirectory = ThirdLineSuite.JobTests.StateDirectory
+        typealias StateDirectory = IntegrationSuite.JobTests.StateDirectory
 
         @Test(.timeLimit(.minutes(1)))
         func aCallWhoseDeadlinePassesIsKeptAndAnotherClientReadsItsResult() async throws {

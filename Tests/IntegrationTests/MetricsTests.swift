@@ -39,7 +39,7 @@ extension SecondLineSuite {
         @Test func theBrokerAndAWorkerServeMetricsThatPromtoolAccepts() async throws {
             let promtool = try #require(
                 Self.promtool, "promtool is missing: run the tests with ./ops/sky test, or apt-get install prometheus")
-            let state = ThirdLineSuite.JobTests.StateDirectory()
+            let state = IntegrationSuite.JobTests.StateDirectory()
             let cluster = try await TestCluster.start(extraArguments: state.arguments + ["--metrics", "127.0.0.1:0"])
             defer { cluster.killAll() }
             let worker = try await cluster.startWorker(
@@ -127,7 +127,7 @@ extension SecondLineSuite {
             defer { cluster.killAll() }
             _ = try await cluster.startWorker(name: "scraped")
             let target = try #require(URL(string: try Self.url(in: cluster.broker.outputLines, of: "skybroker")))
-            let directory = ThirdLineSuite.JobTests.StateDirectory()
+            let directory = IntegrationSuite.JobTests.StateDirectory()
             try FileManager.default.createDirectory(atPath: directory.path, withIntermediateDirectories: true)
             let config = directory.path + "/prometheus.yml"
             try Data(

@@ -12,7 +12,7 @@ extension ThirdLineSuite {
     /// no limit are refused saying why.
     @Suite("Rate limits: 100/s over 10 s, the burst, kill -9")
     struct RateLimitRunTests {
-        typealias StateDirectory = ThirdLineSuite.JobTests.StateDirectory
+        typealias StateDirectory = IntegrationSuite.JobTests.StateDirectory
 
         /// Runs `count` echo calls at once; returns when each ended, in order.
         static func echoes(_ count: Int, on sky: SkyClient) async throws -> [ContinuousClock.Instant] {

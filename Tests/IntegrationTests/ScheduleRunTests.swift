@@ -12,7 +12,7 @@ extension ThirdLineSuite {
     /// 1-second schedule runs.
     @Suite("Schedules on a real broker: each tick fires once across kills and restarts")
     struct ScheduleRunTests {
-        typealias StateDirectory = ThirdLineSuite.JobTests.StateDirectory
+        typealias StateDirectory = IntegrationSuite.JobTests.StateDirectory
 
         /// A 1-second schedule (every missed tick caught up, overlapping runs allowed) for 30 s
         /// while the broker is `kill -9`ed, stopped with SIGTERM and `kill -9`ed again: afterwards the

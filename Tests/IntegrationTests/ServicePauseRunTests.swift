@@ -11,7 +11,7 @@ extension ThirdLineSuite {
     /// and a resume starts the backlog.
     @Suite("Paused services: skyctl, 5 s of nothing, kill -9, resume")
     struct ServicePauseRunTests {
-        typealias StateDirectory = ThirdLineSuite.JobTests.StateDirectory
+        typealias StateDirectory = IntegrationSuite.JobTests.StateDirectory
 
         @Test(.timeLimit(.minutes(2)))
         func aPausedServiceStartsNothingSurvivesAKillAndAResumeStartsItsBacklog() async throws {

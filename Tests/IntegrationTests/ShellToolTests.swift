@@ -9,7 +9,7 @@ extension ThirdLineSuite {
     /// Work from the shell: `skyctl call` and `skyctl jobs submit` against a real cluster.
     @Suite("skyctl call and jobs submit: work from the shell")
     struct ShellToolTests {
-        typealias StateDirectory = ThirdLineSuite.JobTests.StateDirectory
+        typealias StateDirectory = IntegrationSuite.JobTests.StateDirectory
 
         @Test(.timeLimit(.minutes(1)))
         func aCallPrintsItsResultAndASubmitItsJob() async throws {

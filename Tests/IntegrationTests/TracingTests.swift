@@ -25,7 +25,7 @@ extension IntegrationSuite {
         }
 
         @Test func aScanAndAJobAreEachOneTraceAcrossTheThreeProcesses() async throws {
-            let directory = ThirdLineSuite.JobTests.StateDirectory()
+            let directory = JobTests.StateDirectory()
             try FileManager.default.createDirectory(atPath: directory.path, withIntermediateDirectories: true)
             let brokerLog = directory.path + "/broker-spans.jsonl"
             let workerLog = directory.path + "/worker-spans.jsonl"

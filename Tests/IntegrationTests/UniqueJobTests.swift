@@ -10,7 +10,7 @@ extension ThirdLineSuite {
     /// Unique jobs on a real broker with a real SQLite journal.
     @Suite("Unique jobs on a real broker: one job per key while it waits or runs")
     struct UniqueJobTests {
-        typealias StateDirectory = ThirdLineSuite.JobTests.StateDirectory
+        typealias StateDirectory = IntegrationSuite.JobTests.StateDirectory
 
         /// 1,000 concurrent submits with one key, held while running: every submit returns the
         /// same job, one job runs, and the journal holds one; once it ended, the key makes a
