@@ -4,8 +4,12 @@ import SkyProtocol
 /// one call (docs/jobs.md, "Bulk actions and failed jobs"). For operators' tools.
 extension SkyClient {
     /// Takes `kind` on every job `filter` selects (the oldest 100,000; run it again for the
-    /// rest), or counts them (``BulkAction/Kind/count``, a dry run).
-    /// - Parameter all: needed to act (not to count) with a filter that selects every job.
+    /// rest), or counts them (`.count`, a dry run).
+    /// - Parameters:
+    ///   - kind: retry (each failed or cancelled job, once), cancel (each unfinished one),
+    ///     delete (each ended one), or count.
+    ///   - filter: which jobs: by state, service, submit time and error type.
+    ///   - all: needed to act (not to count) with a filter that selects every job.
     /// - Returns: how many jobs matched, how many were acted on, how many were left beyond the
     ///   bound, and the matched jobs' error types with their counts.
     /// - Throws: ``SkyError/invalidTask(_:)`` for a filter the broker refuses (no filter

@@ -90,7 +90,12 @@ extension JobScheduler {
             endBulk(run, into: &actions)
         case .cancel:
             for job in selection.jobs where !job.state.isFinished {
-                guard book.jobs[job.id] != nil || flows.runs[job.id] != nil else { continue }
+                // Held and not ending already (its outcome being written), or a flow under way.
+                if let held = book.jobs[job.id] {
+                    if case .finishing = held.phase { continue }
+                } else if flows.runs[job.id] == nil {
+                    continue
+                }
                 cancel(job.id, caller: nil, into: &actions)
                 run.outcome.acted += 1
             }

@@ -29,6 +29,22 @@ actor Dashboard {
         schedulePush()
     }
 
+    /// The charts' data: the last hour of `service` (nil: all together), and the services
+    /// there is history of.
+    func historyJSON(of service: String?) -> String {
+        struct History: Encodable {
+            var service: String?
+            var bucketSeconds: Int64
+            var services: [String]
+            var points: [ServiceHistory.Bucket]
+        }
+        let history = model.history
+        let body = History(
+            service: service, bucketSeconds: ServiceHistory.bucketSeconds, services: history.services,
+            points: history.points(of: service, at: Date()))
+        return Self.encode(body)
+    }
+
     func checkBroker() {
         if model.checkBroker() { schedulePush() }
     }
@@ -74,10 +90,10 @@ actor Dashboard {
         for continuation in watchers.values { continuation.yield(json) }
     }
 
-    private static func encode(_ state: DashboardState) -> String {
+    private static func encode(_ value: some Encodable) -> String {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-        guard let data = try? encoder.encode(state) else { return "{}" }
+        guard let data = try? encoder.encode(value) else { return "{}" }
         return String(decoding: data, as: UTF8.self)
     }
 }

@@ -22,6 +22,8 @@ struct DashboardModel: Sendable {
     private var totals: [String: (completed: UInt64, failed: UInt64)] = [:]
     /// The services' rate limits, as the last `broker.stats` had them.
     private var limits: [String: RateLimitState] = [:]
+    /// The last hour of each service, for the charts.
+    private(set) var history = ServiceHistory()
 
     init(broker: String, actions: Bool) {
         self.broker = broker
@@ -37,6 +39,7 @@ struct DashboardModel: Sendable {
             case .brokerStats:
                 isStats = true
                 limits = Dictionary((event.stats?.limits ?? []).map { ($0.service, $0) }, uniquingKeysWith: { $1 })
+                history.record(event.stats?.services ?? [:], at: wall)
                 for (name, service) in event.stats?.services ?? [:]
                 where totals[name] != nil || totals.count < Self.keptServices {
                     totals[name, default: (0, 0)].completed += service.completed

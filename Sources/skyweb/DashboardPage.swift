@@ -34,9 +34,20 @@ enum DashboardPage {
           <table id="services">
             <thead><tr><th>Service</th><th>Queued</th><th>Rate/s</th><th>p50</th><th>p99</th>
             <th>Failed (last s)</th><th>Completed (since skyweb started)</th><th>Failed (since skyweb started)</th>
-            <th>Rate limit</th></tr></thead>
+            <th>Rate limit</th><th>Paused</th><th></th></tr></thead>
             <tbody></tbody>
           </table>
+          <p id="service-message" hidden></p>
+        </section>
+        <section id="charts-section">
+          <h2>The last hour</h2>
+          <label>Service <select id="chart-service"><option value="">all services</option></select></label>
+          <div class="charts">
+            <figure id="chart-throughput"><figcaption>Completed a second</figcaption></figure>
+            <figure id="chart-failures"><figcaption>Failed a second</figcaption></figure>
+            <figure id="chart-queue"><figcaption>Queued</figcaption></figure>
+            <figure id="chart-latency"><figcaption>p50 and p99 (ms)</figcaption></figure>
+          </div>
         </section>
         <section>
           <h2>Recent failures</h2>
@@ -73,6 +84,15 @@ enum DashboardPage {
             <ul id="flow-tree" class="tree"></ul>
           </div>
         </section>
+        <section id="failed-section">
+          <h2>Failed jobs</h2>
+          <p id="failed-counts" class="empty">No failed jobs.</p>
+          <p id="failed-message" hidden></p>
+          <table id="failed-types">
+            <thead><tr><th>Error type</th><th class="num">Jobs</th><th></th></tr></thead>
+            <tbody></tbody>
+          </table>
+        </section>
         <section id="schedules-section">
           <h2>Schedules</h2>
           <p id="schedule-counts" class="empty">The broker keeps no journal, so it keeps no schedules.</p>
@@ -108,6 +128,12 @@ enum DashboardPage {
         .message { max-width: 40rem; overflow-wrap: anywhere; }
         code { font-size: .9em; }
         button { margin-right: .3rem; }
+        .charts { display: flex; flex-wrap: wrap; gap: 1rem; }
+        .charts figure { margin: 0; width: 22rem; }
+        .charts figcaption { font-size: .85rem; color: var(--muted); }
+        .charts svg { width: 100%; height: 6rem; border: 1px solid #8884; }
+        .charts polyline { fill: none; stroke: var(--ok); stroke-width: 1.5; }
+        .charts polyline.p99, #chart-failures polyline { stroke: var(--bad); }
         ul.tree, ul.tree ul { list-style: none; padding-left: 1.2rem; margin: .2rem 0; }
         ul.tree li[data-state="failed"] > span { color: var(--bad); font-weight: 600; }
         ul.tree li[data-state="succeeded"] > span::before { content: "✓ "; }
@@ -185,6 +211,17 @@ enum DashboardPage {
             cell(row, ms(s.p50Milliseconds), "num"); cell(row, ms(s.p99Milliseconds), "num");
             cell(row, s.failed, "num"); cell(row, s.completedTotal, "num"); cell(row, s.failedTotal, "num count");
             cell(row, s.limit ? s.limit + (s.throttled ? " (waiting for a token)" : "") : "-", "limit");
+            const paused = pausedServices.has(s.name);
+            row.dataset.paused = paused ? "yes" : "no";
+            cell(row, paused ? "paused" : "-", "paused");
+            const actions = cell(row, "");
+            if (actionsAllowed) {
+              const button = document.createElement("button");
+              button.textContent = paused ? "Resume" : "Pause";
+              button.className = paused ? "resume" : "pause";
+              button.addEventListener("click", () => actOnService(s.name, paused ? "resume" : "pause"));
+              actions.appendChild(button);
+            }
             return row;
           });
           fill($("failures").tBodies[0], state.failures, (f) => {
@@ -211,8 +248,10 @@ enum DashboardPage {
               " · succeeded " + j.succeeded + " · failed " + j.failed + " · cancelled " + j.cancelled +
               " · retried " + j.retried + " · journal " + Math.round(j.journalBytes / 1024) + " KiB";
             refreshRecentJobs(j);
+            refreshFailed(j);
           }
           actionsAllowed = state.actions;
+          if (Date.now() - servicesAt > 10000) loadServices();
           const schedules = state.jobs && state.jobs.schedules;
           const scheduleCounts = $("schedule-counts");
           if (schedules) {
@@ -228,11 +267,7 @@ enum DashboardPage {
 
         let lastScheduleCounts = null;
 
-        function scheduleMessage(text) {
-          const p = $("schedule-message");
-          p.hidden = !text;
-          p.textContent = text || "";
-        }
+        function scheduleMessage(text) { message("schedule-message", text); }
 
         async function loadSchedules() {
           try {
@@ -279,11 +314,140 @@ enum DashboardPage {
         let actionsAllowed = false;
         let lastSearch = null;
 
-        function jobMessage(text) {
-          const p = $("job-message");
+        // Paused services, read from the broker at the start, every 10 s and after an action.
+        let pausedServices = new Set();
+        let servicesAt = 0;
+        async function loadServices() {
+          servicesAt = Date.now();
+          try {
+            const body = await call("GET", "/api/services");
+            pausedServices = new Set(body.services.filter((s) => s.paused).map((s) => s.name));
+          } catch (error) {
+            // A broker without service pauses, or none reachable: nothing shows as paused.
+          }
+        }
+
+        function message(id, text) {
+          const p = $(id);
           p.hidden = !text;
           p.textContent = text || "";
         }
+
+        async function actOnService(name, action) {
+          try {
+            await call("POST", "/api/services/" + action + "?name=" + encodeURIComponent(name));
+            await loadServices();
+            message("service-message", (action === "pause" ? "Paused " : "Resumed ") + name + ".");
+          } catch (error) {
+            message("service-message", error.message);
+          }
+        }
+
+        // Charts of the last hour, drawn here from the 10 s buckets skyweb keeps: a line a
+        // figure (two for the latencies), scaled to its highest point.
+        const SVG = "http://www.w3.org/2000/svg";
+        function chart(id, series) {
+          const figure = $(id);
+          const caption = figure.querySelector("figcaption");
+          const svg = document.createElementNS(SVG, "svg");
+          svg.setAttribute("viewBox", "0 0 360 100");
+          svg.setAttribute("preserveAspectRatio", "none");
+          const values = series.flatMap((s) => s.values.filter((v) => v !== null));
+          const top = Math.max(1e-9, ...values);
+          for (const s of series) {
+            const line = document.createElementNS(SVG, "polyline");
+            line.setAttribute("class", s.name);
+            line.setAttribute("points", s.values.map((v, i) =>
+              i + "," + (100 - 95 * (v === null ? 0 : v) / top).toFixed(1)).join(" "));
+            svg.appendChild(line);
+          }
+          const most = document.createElement("span");
+          most.className = "most";
+          most.textContent = " (highest " + (values.length ? Math.max(...values).toFixed(1) : "0") + ")";
+          figure.replaceChildren(caption, most, svg);
+        }
+
+        let chartServices = "";
+        async function loadCharts() {
+          const service = $("chart-service").value;
+          try {
+            const body = await call("GET", "/api/history?service=" + encodeURIComponent(service));
+            const names = JSON.stringify(body.services);
+            if (names !== chartServices) {
+              chartServices = names;
+              const select = $("chart-service");
+              const options = [new Option("all services", "")].concat(body.services.map((n) => new Option(n, n)));
+              select.replaceChildren(...options);
+              select.value = service;
+            }
+            const seconds = body.bucketSeconds;
+            const points = body.points;
+            chart("chart-throughput", [{ name: "completed", values: points.map((p) => p.completed / seconds) }]);
+            chart("chart-failures", [{ name: "failed", values: points.map((p) => p.failed / seconds) }]);
+            chart("chart-queue", [{ name: "queued", values: points.map((p) => p.queued) }]);
+            chart("chart-latency", [
+              { name: "p50", values: points.map((p) => p.p50Milliseconds ?? null) },
+              { name: "p99", values: points.map((p) => p.p99Milliseconds ?? null) },
+            ]);
+          } catch (error) {
+            // No answer from skyweb: the charts keep what they showed.
+          }
+        }
+
+        // The failed jobs by error type, looked up again when the jobs' counts change (at most
+        // every 2 s).
+        let failedSeen = "";
+        let failedAt = 0;
+        function refreshFailed(j) {
+          const seen = [j.failed, j.retried, j.submitted].join("/");
+          if (seen === failedSeen || Date.now() - failedAt < 2000) return;
+          failedSeen = seen;
+          loadFailed();
+        }
+
+        async function loadFailed() {
+          failedAt = Date.now();
+          try {
+            const body = await call("GET", "/api/failed");
+            const counts = $("failed-counts");
+            counts.className = body.failed > 0 ? "" : "empty";
+            counts.textContent = body.failed > 0
+              ? body.failed + (body.more > 0 ? " (and " + body.more + " more)" : "") +
+                " failed jobs, kept for the broker's --failed-retention; by error type:"
+              : "No failed jobs.";
+            fill($("failed-types").tBodies[0], body.types, (t) => {
+              const row = document.createElement("tr");
+              row.dataset.type = t.type;
+              cell(row, t.type); cell(row, t.count, "num count");
+              const actions = cell(row, "");
+              if (actionsAllowed) {
+                for (const [label, action] of [["Retry all", "retry"], ["Delete all", "delete"]]) {
+                  const button = document.createElement("button");
+                  button.textContent = label;
+                  button.className = action;
+                  button.addEventListener("click", () => actOnFailed(t.type, action));
+                  actions.appendChild(button);
+                }
+              }
+              return row;
+            });
+          } catch (error) {
+            message("failed-message", error.message);
+          }
+        }
+
+        async function actOnFailed(type, action) {
+          try {
+            const body = await call("POST", "/api/failed/" + action + "?type=" + encodeURIComponent(type));
+            message("failed-message", (action === "retry" ? "Retried " : "Deleted ") + body.acted + " of " +
+              body.matched + " failed jobs of type " + type + ".");
+            await loadFailed();
+          } catch (error) {
+            message("failed-message", error.message);
+          }
+        }
+
+        function jobMessage(text) { message("job-message", text); }
 
         async function call(method, path) {
           const response = await fetch(path, { method, headers: method === "POST" ? { "X-Sky-Dashboard": "1" } : {} });
@@ -426,6 +590,10 @@ enum DashboardPage {
         }
 
         $("job-search").addEventListener("submit", (event) => { event.preventDefault(); search(true); });
+        loadServices();
+        $("chart-service").addEventListener("change", loadCharts);
+        loadCharts();
+        setInterval(loadCharts, 10000);
         connect();
         """
 }

@@ -7,9 +7,12 @@ import SkyProtocol
 
 /// The dashboard's HTTP side, on FlyingFox: the page and its two static files, the state as
 /// JSON, a WebSocket that pushes the state on every change, and the jobs API (list, show,
-/// cancel, retry) and the schedules API (list, pause, resume, trigger) over the client protocol.
+/// cancel, retry), the schedules API (list, pause, resume, trigger), the services' pause and
+/// resume, the failed jobs by error type (bulk retry and delete) and the charts' last hour, over
+/// the client protocol.
 ///
-/// No authentication: it listens on loopback by default. Against other sites in the same
+/// Without `--token-file` no authentication: it listens on loopback by default (with it, see
+/// ``TokenGate``). Against other sites in the same
 /// browser, the WebSocket accepts only the page's own origin, and the two actions need a
 /// header a cross-site form cannot send (`X-Sky-Dashboard`), which also forces CORS's
 /// preflight that this server never grants. Against a site whose name was made to resolve to
@@ -20,6 +23,7 @@ struct DashboardServer {
     let client: SkyClient
     let readOnly: Bool
     let hosts: HostCheck
+    let gate: TokenGate?
 
     static let actionHeader = HTTPHeader("X-Sky-Dashboard")
     private static let origin = HTTPHeader("Origin")
@@ -37,6 +41,9 @@ struct DashboardServer {
         let dashboard = dashboard
         routes.appendRoute("GET /api/state") { _ in
             Self.json(await dashboard.stateJSON())
+        }
+        routes.appendRoute("GET /api/history") { request in
+            Self.json(await dashboard.historyJSON(of: request.query["service"].flatMap { $0.isEmpty ? nil : $0 }))
         }
         routes.appendRoute("GET /live") { request in
             try await Self.live(request, dashboard)
@@ -93,10 +100,46 @@ struct DashboardServer {
                 return Self.encode(["schedule": name])
             }
         }
+        // The failed jobs (the dead letters), by error type; a bulk retry or delete of a type's.
+        routes.appendRoute("GET /api/failed") { _ in
+            await Self.answer { Self.encode(FailedRow(try await client.bulk(.count, JobFilter(state: .failed)))) }
+        }
+        routes.appendRoute("POST /api/failed/:action") { (request: HTTPRequest, action: String) in
+            await Self.answer {
+                try Self.checkAction(request, readOnly: readOnly)
+                let kinds: [String: BulkAction.Kind] = ["retry": .retry, "delete": .delete]
+                guard let kind = kinds[action] else {
+                    throw DashboardError(
+                        status: .notFound, message: "\(action) is not an action on failed jobs: use retry or delete")
+                }
+                let type = request.query["type"].flatMap { $0.isEmpty ? nil : $0 }
+                let outcome = try await client.bulk(kind, JobFilter(state: .failed, errorType: type))
+                return Self.encode(["matched": outcome.matched, "acted": outcome.acted])
+            }
+        }
+        routes.appendRoute("GET /api/services") { _ in
+            await Self.answer { Self.encode(["services": try await client.services().map(ServiceRow.init)]) }
+        }
+        routes.appendRoute("POST /api/services/:action") { (request: HTTPRequest, action: String) in
+            await Self.answer {
+                try Self.checkAction(request, readOnly: readOnly)
+                guard let name = request.query["name"], !name.isEmpty else {
+                    throw DashboardError(status: .badRequest, message: "name the service: ?name=NAME")
+                }
+                switch action {
+                case "pause": _ = try await client.pause(service: name)
+                case "resume": _ = try await client.resume(service: name)
+                default:
+                    throw DashboardError(
+                        status: .notFound, message: "\(action) is not a service action: use pause or resume")
+                }
+                return Self.encode(["service": name])
+            }
+        }
         // Every request passes the Host check first, whatever its route.
         let server = HTTPServer(
             address: try .inet(ip4: host, port: port), logger: .disabled,
-            handler: HostCheckedHandler(hosts: hosts, routes: routes))
+            handler: HostCheckedHandler(hosts: hosts, gate: gate, routes: routes))
         return (server, try await server.startListening())
     }
 
@@ -280,6 +323,35 @@ struct JobRow: Encodable {
 }
 
 /// A schedule as the page lists it.
+/// The failed jobs as the page shows them: how many, and how many of each error type.
+struct FailedRow: Encodable {
+    struct TypeCount: Encodable {
+        var type: String
+        var count: Int
+    }
+
+    var failed: Int
+    var more: Int
+    var types: [TypeCount]
+
+    init(_ outcome: BulkOutcome) {
+        failed = outcome.matched
+        more = outcome.left
+        types = outcome.errorTypes.map { TypeCount(type: $0.type, count: $0.count) }
+    }
+}
+
+/// A service as the page's pause buttons need it.
+struct ServiceRow: Encodable {
+    var name: String
+    var paused: Bool
+
+    init(_ state: ServiceState) {
+        name = state.name
+        paused = state.paused
+    }
+}
+
 struct ScheduleRow: Encodable {
     var name: String
     var timing: String
@@ -333,10 +405,26 @@ struct LiveFeed: WSMessageHandler {
 /// does not answer to is refused before any route sees it.
 struct HostCheckedHandler: HTTPHandler {
     let hosts: HostCheck
+    /// With `--token-file`: what a request must carry (``TokenGate``).
+    let gate: TokenGate?
     let routes: RoutedHTTPHandler
 
     func handleRequest(_ request: HTTPRequest) async throws -> HTTPResponse {
         if let refusal = refusal(request) { return refusal }
+        if let gate {
+            if request.path == "/login" { return await gate.login(request) }
+            // The style sheet serves the login page too.
+            if request.path != "/dashboard.css", !(await gate.admits(request)) {
+                guard request.path == "/" else {
+                    return DashboardServer.json(
+                        DashboardServer.encode([
+                            "error": "log in first: open /login, or send Authorization: Bearer TOKEN"
+                        ]),
+                        status: .unauthorized)
+                }
+                return HTTPResponse(statusCode: .seeOther, headers: HTTPHeaders([.location: "/login"]))
+            }
+        }
         return try await routes.handleRequest(request)
     }
 

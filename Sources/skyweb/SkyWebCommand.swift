@@ -15,8 +15,9 @@ struct SkyWebCommand: AsyncParsableCommand {
             Joins the cluster as a watcher, like skywatch (the broker's snapshot, then its events),
             and serves one page at http://HOST:PORT/ that updates itself over a WebSocket. The page
             needs nothing from the internet. Jobs can be searched, cancelled and retried from it, and
-            schedules paused, resumed and run now (not with --read-only). There is no login: keep
-            --listen on loopback (the default) or put an authenticating proxy in front.
+            schedules paused, resumed and run now, services paused and resumed, and failed jobs
+            retried or deleted by error type (not with --read-only). Without --token-file there is no
+            login: keep --listen on loopback (the default), or give a token for access from elsewhere.
             """)
 
     @Option(
@@ -35,9 +36,15 @@ struct SkyWebCommand: AsyncParsableCommand {
 
     @Flag(
         help:
-            "Show the cluster only: no cancelling or retrying jobs, no pausing, resuming or running schedules from the page."
+            "Show the cluster only: no actions from the page (jobs, schedules, services, failed jobs)."
     )
     var readOnly = false
+
+    @Option(
+        help: ArgumentHelp(
+            "A file whose first line is a token of at least 16 characters: the page then asks for it (and scripts send it as Authorization: Bearer TOKEN).",
+            valueName: "path"))
+    var tokenFile: String?
 
     @Option(
         name: .customLong("allow-host"),
@@ -55,6 +62,13 @@ struct SkyWebCommand: AsyncParsableCommand {
     func validate() throws {
         try FlagCheck.endpointList(broker, "--broker")
         if let events { try FlagCheck.endpointList(events, "--events") }
+        if let tokenFile {
+            do {
+                _ = try TokenGate.token(inFile: tokenFile)
+            } catch {
+                throw ValidationError("\(error)")
+            }
+        }
         guard MetricsEndpoint.split(listen) != nil else {
             throw ValidationError(
                 "--listen \(listen) is not HOST:PORT with an IPv4 address and a port in 0...65535 (for example 127.0.0.1:8470)"
@@ -79,7 +93,8 @@ struct SkyWebCommand: AsyncParsableCommand {
         let bound: UInt16
         do {
             bound = try await DashboardServer(
-                dashboard: dashboard, client: client, readOnly: readOnly, hosts: HostCheck(allowing: allowedHosts)
+                dashboard: dashboard, client: client, readOnly: readOnly, hosts: HostCheck(allowing: allowedHosts),
+                gate: try tokenFile.map { TokenGate(token: try TokenGate.token(inFile: $0)) }
             )
             .start(host: host, port: port).port
         } catch {

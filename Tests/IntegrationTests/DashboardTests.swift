@@ -160,6 +160,71 @@ extension SecondLineSuite {
                 #"document.querySelectorAll('#flow-tree li[data-state="succeeded"]').length === 4 && /group \(3\)/.test(document.querySelector('#flow-tree').textContent)"#
             )
 
+            // Failed jobs: grouped by error type with their count; retried from the page, all of
+            // a type at once (they fail again: every sky.flaky call fails on this worker).
+            for value in 0..<3 {
+                let failing = try await sky.submit(FlakyTask(value: value), options: JobOptions(retry: .never))
+                await #expect(throws: SkyError.self) { _ = try await failing.value }
+            }
+            try await page.waitUntil(
+                "the failed jobs' group",
+                #"document.querySelector('#failed-types tr[data-type="SkyWorkloads.FlakyFailure"] td.count')?.textContent === '3'"#
+            )
+            try await page.evaluate(
+                #"document.querySelector('#failed-types tr[data-type="SkyWorkloads.FlakyFailure"] button.retry').click()"#
+            )
+            try await page.waitUntil(
+                "the bulk retry's answer",
+                #"document.querySelector('#failed-message').textContent === 'Retried 3 of 3 failed jobs of type SkyWorkloads.FlakyFailure.'"#
+            )
+            try await eventually("the retried jobs failed again") {
+                try await sky.bulk(.count, JobFilter(state: .failed, errorType: "SkyWorkloads.FlakyFailure")).matched
+                    == 6
+            }
+            // A service paused and resumed from the page; the broker agrees each time.
+            try await page.evaluate(
+                #"document.querySelector('#services tr[data-service="sky.flaky"] button.pause').click()"#)
+            try await page.waitUntil(
+                "sky.flaky shown paused",
+                #"document.querySelector('#services tr[data-service="sky.flaky"][data-paused="yes"]')"#)
+            #expect(try await sky.services().first { $0.name == FlakyTask.service }?.paused == true)
+            try await page.evaluate(
+                #"document.querySelector('#services tr[data-service="sky.flaky"] button.resume').click()"#)
+            try await page.waitUntil(
+                "sky.flaky shown running",
+                #"document.querySelector('#services tr[data-service="sky.flaky"][data-paused="no"]')"#)
+            #expect(try await sky.services().first { $0.name == FlakyTask.service }?.paused == false)
+            // A read-only dashboard refuses both, and shows no buttons for them.
+            let watcher = cluster.track(
+                try SkyProcess(
+                    "skyweb",
+                    ["--broker", cluster.clients, "--events", cluster.events, "--listen", "127.0.0.1:0", "--read-only"])
+            )
+            let watcherReady = try await watcher.waitForLine { $0.hasPrefix("skyweb ready ") }
+            let watcherPort = try #require(
+                watcherReady.split(separator: " ").first { $0.hasPrefix("url=") }?.split(separator: ":").last?
+                    .split(separator: "/").first.flatMap { UInt16($0) })
+            for request in [
+                "POST /api/failed/retry?type=SkyWorkloads.FlakyFailure", "POST /api/services/pause?name=sky.flaky",
+            ] {
+                let (status, body) = try Self.http(request, host: "127.0.0.1:\(watcherPort)", port: watcherPort)
+                #expect(status == 403 && body.contains("read-only (skyweb --read-only)"), "\(request): \(body)")
+            }
+            #expect(try await sky.bulk(.count, JobFilter(state: .failed)).matched == 6, "nothing retried")
+
+            // The charts of the last hour draw what the broker reported (asked again now, not at
+            // the page's next 10 s).
+            try await page.evaluate("loadCharts()")
+            try await page.waitUntil(
+                "the charts drawn",
+                #"""
+                (() => { const line = document.querySelector('#chart-throughput polyline');
+                  return line && line.getAttribute('points').split(' ').length === 360
+                    && document.querySelectorAll('#chart-latency polyline').length === 2
+                    && document.querySelector('#chart-failures .most').textContent !== ' (highest 0.0)'
+                    && [...document.querySelectorAll('#chart-service option')].some((o) => o.value === 'sky.flaky'); })()
+                """#)
+
             let screenshot = Self.artifacts.appendingPathComponent("dashboard.png")
             try await page.screenshot(to: screenshot)
             #expect(try Data(contentsOf: screenshot).starts(with: [0x89, 0x50, 0x4E, 0x47]), "a PNG")
@@ -246,12 +311,58 @@ extension SecondLineSuite {
             }
         }
 
+        /// With `--token-file`: nothing is served without the token; a wrong one is refused at the
+        /// login, the right one opens a session whose cookie the page (and its WebSocket) then
+        /// sends; a script sends the token itself.
+        @Test func aTokenGuardsTheDashboardAndAWrongOneIsRefused() async throws {
+            let state = IntegrationSuite.JobTests.StateDirectory()
+            try FileManager.default.createDirectory(atPath: state.path, withIntermediateDirectories: true)
+            let tokenFile = state.path + "/token"
+            let token = "s3cret-token-of-24-chars"
+            try (token + "\n").write(toFile: tokenFile, atomically: true, encoding: .utf8)
+            try "short\n".write(toFile: state.path + "/short", atomically: true, encoding: .utf8)
+            let short = try SkyProcess("skyweb", ["--token-file", state.path + "/short", "--listen", "127.0.0.1:0"])
+            #expect(try await short.waitForExit(timeout: .seconds(10)) == 64)
+            #expect(short.errorText.contains("holds a token of 5 characters; use at least 16"), "\(short.errorText)")
+            let web = try SkyProcess(
+                "skyweb", ["--broker", "tcp://127.0.0.1:1", "--listen", "127.0.0.1:0", "--token-file", tokenFile])
+            defer { web.killNow() }
+            let ready = try await web.waitForLine { $0.hasPrefix("skyweb ready ") }
+            let port = try #require(
+                ready.split(separator: " ").first { $0.hasPrefix("url=") }?.split(separator: ":").last?
+                    .split(separator: "/").first.flatMap { UInt16($0) })
+            let host = "127.0.0.1:\(port)"
+            #expect(try Self.http("GET /api/state", host: host, port: port).status == 401)
+            let page = try Self.http("GET /", host: host, port: port)
+            #expect(page.status == 303 && page.body.contains("Location: /login"), "\(page.body)")
+            #expect(try Self.http("GET /login", host: host, port: port).body.contains(#"<form id="login""#))
+            let wrong = try Self.http("POST /login", host: host, port: port, body: "token=guess-guess-guess")
+            #expect(wrong.status == 401 && wrong.body.contains("not this dashboard's token"), "\(wrong.body)")
+            let right = try Self.http("POST /login", host: host, port: port, body: "token=" + token)
+            #expect(right.status == 303, "\(right.body)")
+            let cookie = try #require(
+                right.body.split(separator: "\r\n").first { $0.hasPrefix("Set-Cookie: ") }?.dropFirst(12)
+                    .split(separator: ";").first)
+            #expect(
+                try Self.http("GET /api/state", host: host, port: port, headers: ["Cookie: \(cookie)"]).status == 200)
+            #expect(
+                try Self.http("GET /api/state", host: host, port: port, headers: ["Authorization: Bearer \(token)"])
+                    .status == 200)
+            #expect(
+                try Self.http("GET /api/state", host: host, port: port, headers: ["Authorization: Bearer nope"]).status
+                    == 401)
+        }
+
         /// One request over a plain socket, with the `Host` header given (URLSession sets its own).
-        static func http(_ request: String, host: String, port: UInt16) throws -> (status: Int, body: String) {
+        static func http(
+            _ request: String, host: String, port: UInt16, headers: [String] = [], body: String = ""
+        ) throws -> (status: Int, body: String) {
             let socket = try DescriptorLimitTests.connect(port: port)
             defer { close(socket) }
+            let extra = headers.map { $0 + "\r\n" }.joined()
+            let type = body.isEmpty ? "" : "Content-Type: application/x-www-form-urlencoded\r\n"
             let text =
-                "\(request) HTTP/1.1\r\nHost: \(host)\r\nX-Sky-Dashboard: 1\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+                "\(request) HTTP/1.1\r\nHost: \(host)\r\nX-Sky-Dashboard: 1\r\n\(extra)\(type)Content-Length: \(body.utf8.count)\r\nConnection: close\r\n\r\n\(body)"
             _ = text.utf8CString.withUnsafeBufferPointer { write(socket, $0.baseAddress, $0.count - 1) }
             var received: [UInt8] = []
             var chunk = [UInt8](repeating: 0, count: 4096)
