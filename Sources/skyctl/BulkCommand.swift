@@ -186,10 +186,7 @@ extension JobsCommand {
                 Bulk.printTypes(outcome.errorTypes)
                 guard limit > 0 else { return }
                 let (jobs, _) = try await client.jobPage(state: .failed, service: service, limit: limit)
-                let width = max(7, jobs.map(\.service.count).max() ?? 0)
-                func padded(_ text: String) -> String { text + String(repeating: " ", count: width - text.count) }
-                Swift.print("ID                          \(padded("SERVICE"))  STATE")
-                for (id, service, status) in jobs { Swift.print("\(id)  \(padded(service))  \(status)") }
+                JobsCommand.printTable(jobs)
             }
         }
     }

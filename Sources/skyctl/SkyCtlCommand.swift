@@ -124,10 +124,7 @@ struct JobsCommand: AsyncParsableCommand {
                     print("no jobs")
                     return
                 }
-                let width = max(7, jobs.map(\.service.count).max() ?? 0)
-                func padded(_ text: String) -> String { text + String(repeating: " ", count: width - text.count) }
-                print("ID                          \(padded("SERVICE"))  STATE")
-                for (id, service, status) in jobs { print("\(id)  \(padded(service))  \(status)") }
+                JobsCommand.printTable(jobs)
                 // The page is not all: say of how many.
                 if let matched, matched > jobs.count {
                     let of = matched >= JobListing.countedAtMost ? "at least \(matched)" : "\(matched)"
@@ -138,6 +135,14 @@ struct JobsCommand: AsyncParsableCommand {
                 }
             }
         }
+    }
+
+    /// Jobs as a table: id, service and where each stands, a line each under a header.
+    static func printTable(_ jobs: [(id: JobID, service: String, status: JobStatus)]) {
+        let width = max(7, jobs.map(\.service.count).max() ?? 0)
+        func padded(_ text: String) -> String { text + String(repeating: " ", count: width - text.count) }
+        print("ID                          \(padded("SERVICE"))  STATE")
+        for (id, service, status) in jobs { print("\(id)  \(padded(service))  \(status)") }
     }
 
     /// The job id a command takes, and the broker it asks.

@@ -151,6 +151,15 @@ enum DashboardPage {
           return td;
         }
 
+        function addButton(parent, label, className, onClick) {
+          const button = document.createElement("button");
+          button.textContent = label;
+          button.className = className;
+          button.addEventListener("click", onClick);
+          parent.appendChild(button);
+          return button;
+        }
+
         function ms(value) { return value === undefined || value === null ? "-" : value.toFixed(1) + " ms"; }
 
         function fill(tbody, items, makeRow) {
@@ -216,11 +225,8 @@ enum DashboardPage {
             cell(row, paused ? "paused" : "-", "paused");
             const actions = cell(row, "");
             if (actionsAllowed) {
-              const button = document.createElement("button");
-              button.textContent = paused ? "Resume" : "Pause";
-              button.className = paused ? "resume" : "pause";
-              button.addEventListener("click", () => actOnService(s.name, paused ? "resume" : "pause"));
-              actions.appendChild(button);
+              const action = paused ? "resume" : "pause";
+              addButton(actions, paused ? "Resume" : "Pause", action, () => actOnService(s.name, action));
             }
             return row;
           });
@@ -283,11 +289,7 @@ enum DashboardPage {
               if (actionsAllowed) {
                 const toggle = schedule.state === "paused" ? "resume" : "pause";
                 for (const [label, action] of [[toggle === "pause" ? "Pause" : "Resume", toggle], ["Run now", "trigger"]]) {
-                  const button = document.createElement("button");
-                  button.textContent = label;
-                  button.className = action;
-                  button.addEventListener("click", () => actOnSchedule(schedule.name, action));
-                  actions.appendChild(button);
+                  addButton(actions, label, action, () => actOnSchedule(schedule.name, action));
                 }
               }
               return row;
@@ -422,11 +424,7 @@ enum DashboardPage {
               const actions = cell(row, "");
               if (actionsAllowed) {
                 for (const [label, action] of [["Retry all", "retry"], ["Delete all", "delete"]]) {
-                  const button = document.createElement("button");
-                  button.textContent = label;
-                  button.className = action;
-                  button.addEventListener("click", () => actOnFailed(t.type, action));
-                  actions.appendChild(button);
+                  addButton(actions, label, action, () => actOnFailed(t.type, action));
                 }
               }
               return row;
@@ -464,21 +462,14 @@ enum DashboardPage {
             cell(row, job.id).className = "mono"; cell(row, job.service); cell(row, job.state); cell(row, job.detail);
             const actions = cell(row, "");
             if (job.service === "mmi.flow") {
-              const steps = document.createElement("button");
-              steps.textContent = "Steps";
-              steps.className = "steps";
-              steps.addEventListener("click", () => showFlow(job.id));
-              actions.appendChild(steps);
+              addButton(actions, "Steps", "steps", () => showFlow(job.id));
             }
             const ended = ["succeeded", "failed", "cancelled"].includes(job.state);
             // A flow is not retried as a job: submitted again, it is a new flow.
             if (actionsAllowed && !(ended && job.service === "mmi.flow")) {
-              const button = document.createElement("button");
-              button.textContent = ended ? "Retry" : "Cancel";
-              button.className = ended ? "retry" : "cancel";
-              button.disabled = job.state === "succeeded";
-              button.addEventListener("click", () => act(job.id, ended ? "retry" : "cancel"));
-              actions.appendChild(button);
+              const action = ended ? "retry" : "cancel";
+              addButton(actions, ended ? "Retry" : "Cancel", action, () => act(job.id, action)).disabled =
+                job.state === "succeeded";
             }
             return row;
           });
