@@ -37,6 +37,13 @@ enum DashboardPage {
             <th>Rate limit</th><th>Paused</th><th></th></tr></thead>
             <tbody></tbody>
           </table>
+          <form id="limit-form">
+            <input id="limit-service" placeholder="service" size="14" autocomplete="off">
+            <input id="limit-rate" placeholder="rate: 100/s, 30/m" size="14" autocomplete="off">
+            <input id="limit-burst" placeholder="burst (optional)" size="12" autocomplete="off">
+            <button type="submit" class="set-limit">Set limit</button>
+            <button type="button" class="remove-limit">Remove limit</button>
+          </form>
           <p id="service-message" hidden></p>
         </section>
         <section id="charts-section">
@@ -345,6 +352,21 @@ enum DashboardPage {
           }
         }
 
+        async function actOnLimit(action) {
+          const name = $("limit-service").value.trim();
+          const query = "?name=" + encodeURIComponent(name) + (action === "set"
+            ? "&rate=" + encodeURIComponent($("limit-rate").value.trim()) +
+              "&burst=" + encodeURIComponent($("limit-burst").value.trim())
+            : "");
+          try {
+            const body = await call("POST", "/api/limits/" + action + query);
+            message("service-message", action === "set" ? "Limited " + name + " to " + body.limit + "." :
+              "Removed the limit of " + name + ".");
+          } catch (error) {
+            message("service-message", error.message);
+          }
+        }
+
         // Charts of the last hour, drawn here from the 10 s buckets skyweb keeps: a line a
         // figure (two for the latencies), scaled to its highest point.
         const SVG = "http://www.w3.org/2000/svg";
@@ -582,6 +604,8 @@ enum DashboardPage {
 
         $("job-search").addEventListener("submit", (event) => { event.preventDefault(); search(true); });
         loadServices();
+        $("limit-form").addEventListener("submit", (event) => { event.preventDefault(); actOnLimit("set"); });
+        document.querySelector("#limit-form .remove-limit").addEventListener("click", () => actOnLimit("remove"));
         $("chart-service").addEventListener("change", loadCharts);
         loadCharts();
         setInterval(loadCharts, 10000);

@@ -136,6 +136,27 @@ struct DashboardServer {
                 return Self.encode(["service": name])
             }
         }
+        // A service's rate limit set or removed (the rate as skyctl takes it: 100/s, 30/m, ...).
+        routes.appendRoute("POST /api/limits/:action") { (request: HTTPRequest, action: String) in
+            await Self.answer {
+                try Self.checkAction(request, readOnly: readOnly)
+                guard let name = request.query["name"], !name.isEmpty else {
+                    throw DashboardError(status: .badRequest, message: "name the service: ?name=NAME")
+                }
+                switch action {
+                case "set":
+                    let limit = try Self.limit(rate: request.query["rate"] ?? "", burst: request.query["burst"])
+                    _ = try await client.setRateLimit(limit, for: name)
+                    return Self.encode(["service": name, "limit": "\(limit.rateText), burst \(limit.burst)"])
+                case "remove":
+                    _ = try await client.removeRateLimit(for: name)
+                    return Self.encode(["service": name])
+                default:
+                    throw DashboardError(
+                        status: .notFound, message: "\(action) is not a limit action: use set or remove")
+                }
+            }
+        }
         // Every request passes the Host check first, whatever its route.
         let server = HTTPServer(
             address: try .inet(ip4: host, port: port), logger: .disabled,
@@ -187,6 +208,24 @@ struct DashboardServer {
             throw DashboardError(status: .notFound, message: "no job \(id): never submitted, or its retention ended")
         }
         return encode(JobRow(id: id, service: nil, status: status))
+    }
+
+    /// A rate limit from the page's fields, or why not.
+    static func limit(rate: String, burst: String?) throws -> RateLimit {
+        guard let perSecond = RateLimit.parseRate(rate) else {
+            throw DashboardError(
+                status: .badRequest, message: "\(rate) is not a rate: give a count per s, m, h or d, as 100/s or 30/m")
+        }
+        var count = RateLimit.defaultBurst(perSecond)
+        if let burst, !burst.isEmpty {
+            guard let given = Int(burst) else {
+                throw DashboardError(status: .badRequest, message: "burst \(burst) is not a whole number")
+            }
+            count = given
+        }
+        let limit = RateLimit(perSecond: perSecond, burst: count)
+        if let problem = limit.problem { throw DashboardError(status: .badRequest, message: problem) }
+        return limit
     }
 
     static func jobID(_ text: String) throws -> JobID {

@@ -194,7 +194,32 @@ extension SecondLineSuite {
                 "sky.flaky shown running",
                 #"document.querySelector('#services tr[data-service="sky.flaky"][data-paused="no"]')"#)
             #expect(try await sky.services().first { $0.name == FlakyTask.service }?.paused == false)
-            // A read-only dashboard refuses both, and shows no buttons for them.
+            // A rate limit set and removed from the page; a rate that is none is refused saying why.
+            try await page.evaluate(
+                #"""
+                document.querySelector('#limit-service').value = 'sky.flaky';
+                document.querySelector('#limit-rate').value = '0';
+                document.querySelector('#limit-form .set-limit').click();
+                """#)
+            try await page.waitUntil(
+                "the bad rate refused",
+                #"/a rate must be/.test(document.querySelector('#service-message').textContent)"#)
+            try await page.evaluate(
+                #"""
+                document.querySelector('#limit-rate').value = '50/s';
+                document.querySelector('#limit-burst').value = '7';
+                document.querySelector('#limit-form .set-limit').click();
+                """#)
+            try await page.waitUntil(
+                "the limit set",
+                #"document.querySelector('#service-message').textContent === 'Limited sky.flaky to 50/s, burst 7.'"#)
+            #expect(try await sky.rateLimits().first { $0.service == FlakyTask.service }?.burst == 7)
+            try await page.evaluate("document.querySelector('#limit-form .remove-limit').click()")
+            try await page.waitUntil(
+                "the limit removed",
+                #"document.querySelector('#service-message').textContent === 'Removed the limit of sky.flaky.'"#)
+            #expect(try await sky.rateLimits().contains { $0.service == FlakyTask.service } == false)
+            // A read-only dashboard refuses these.
             let watcher = cluster.track(
                 try SkyProcess(
                     "skyweb",
@@ -206,6 +231,7 @@ extension SecondLineSuite {
                     .split(separator: "/").first.flatMap { UInt16($0) })
             for request in [
                 "POST /api/failed/retry?type=SkyWorkloads.FlakyFailure", "POST /api/services/pause?name=sky.flaky",
+                "POST /api/limits/set?name=sky.flaky&rate=5/s",
             ] {
                 let (status, body) = try Self.http(request, host: "127.0.0.1:\(watcherPort)", port: watcherPort)
                 #expect(status == 403 && body.contains("read-only (skyweb --read-only)"), "\(request): \(body)")
