@@ -63,7 +63,9 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(help: "Seconds a request may wait for a worker at most, whatever its timeout (also with none).")
     var maxWait: Double = Self.defaults.routing.maxWait.inSeconds
 
+    // Unconditional: `-1` is a value (refused as such), not a flag.
     @Option(
+        parsing: .unconditional,
         help: "Seconds a failed job is kept at least (its own retention if longer), for a bulk retry or delete.")
     var failedRetention: Double = Self.defaults.routing.failedRetention.inSeconds
 

@@ -19,7 +19,13 @@ extension SkyClient {
     /// else asked now. A call that needs an optional form checks this before it sends it (and
     /// so does skyctl, before it says what it will do).
     package nonisolated func brokerTakes(_ feature: KeyPath<BrokerFeatures, Bool>) async -> Bool {
+        await brokerSays(feature) == true
+    }
+
+    /// As ``brokerTakes(_:)``, but `nil` when no broker answered (unreachable, or not a broker):
+    /// a command then goes out anyway and fails saying why, not "upgrade the broker".
+    nonisolated func brokerSays(_ feature: KeyPath<BrokerFeatures, Bool>) async -> Bool? {
         if let known = shell.lastFeatures.withLock({ $0 }) { return known[keyPath: feature] }
-        return await brokerFeatures()?[keyPath: feature] == true
+        return await brokerFeatures()?[keyPath: feature]
     }
 }

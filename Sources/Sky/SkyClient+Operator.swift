@@ -17,7 +17,8 @@ extension SkyClient {
         if let service, let problem = WireFormat.nameProblem(service, what: "service name") {
             throw SkyError.invalidTask(problem)
         }
-        guard await brokerTakes(feature) else {
+        // No answer at all: the command goes out, and fails naming the cause.
+        guard await brokerSays(feature) != false else {
             throw SkyError.invalidTask(
                 "this broker does not \(lacking) (it names no \(featureName) in mmi.features); upgrade the broker")
         }

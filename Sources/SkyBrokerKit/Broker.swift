@@ -545,11 +545,7 @@ extension Broker.Shell {
             }
         case .read(let ids):
             journal.read { store in
-                let found = Result { () throws(JournalError) -> [JobRecord] in
-                    var records: [JobRecord] = []
-                    for id in ids { if let record = try store.job(id.bytes) { records.append(record) } }
-                    return records
-                }
+                let found = Result { () throws(JournalError) in try BulkRead.read(ids, from: store) }
                 _ = loop.post(input: JournalAnswer.read(found))
             }
         case .maintain(let now, let limit):

@@ -139,7 +139,7 @@ package enum JournalAnswer: Sendable {
     /// A bulk action's jobs (``JournalWork/select(_:errorType:_:)``).
     case selected(JobCaller, Result<BulkSelection, JournalError>)
     /// A bulk retry's batch of records (``JournalWork/read(_:)``), in no order.
-    case read(Result<[JobRecord], JournalError>)
+    case read(Result<BulkRead, JournalError>)
 }
 
 /// A flow read back from the journal (``JobScheduler/readFlow(_:record:steps:)``).

@@ -135,8 +135,9 @@ extension JobScheduler {
         endBulk(run, into: &actions)
     }
 
-    /// The records of a batch of jobs to retry: each is submitted again, once.
-    mutating func bulkRead(_ result: Result<[JobRecord], JournalError>, into actions: inout [Action]) {
+    /// The records of a batch of jobs to retry: each is submitted again, once (those retried
+    /// by a bulk retry before are left: their job from then stands).
+    mutating func bulkRead(_ result: Result<BulkRead, JournalError>, into actions: inout [Action]) {
         guard var run = bulk, run.kind == .retry else { return }
         run.reading = 0
         switch result {
@@ -146,8 +147,9 @@ extension JobScheduler {
                 run.caller, .journalUnavailable,
                 "retried \(run.outcome.acted) of \(run.outcome.matched) jobs, then: \(error)", into: &actions)
             return
-        case .success(let records):
-            for record in records {
+        case .success(let read):
+            run.outcome.retriedBefore += read.retriedBefore
+            for record in read.records {
                 guard book.overLimit == false else {
                     bulk = nil
                     answer(
@@ -266,5 +268,25 @@ package struct BulkSelection: Sendable, Equatable {
         let body = Array(outcome.dropFirst())
         guard !body.isEmpty else { return ReplyStatus(rawValue: status)?.description ?? "unknown" }
         return RemoteErrorBody(decoding: body).type
+    }
+}
+
+/// A bulk retry's batch as the journal read it (``JournalWork/read(_:)``): the records of the
+/// jobs to run again, without those a bulk retry ran again before (their retry's key is held).
+package struct BulkRead: Sendable, Equatable {
+    package var records: [JobRecord]
+    package var retriedBefore: Int
+
+    package static func read(_ ids: [JobID], from store: some JobStore) throws(JournalError) -> BulkRead {
+        var read = BulkRead(records: [], retriedBefore: 0)
+        for id in ids {
+            guard let record = try store.job(id.bytes) else { continue }
+            if try store.job(idempotencyKey: JobScheduler.retryKeyPrefix + id.description) != nil {
+                read.retriedBefore += 1
+            } else {
+                read.records.append(record)
+            }
+        }
+        return read
     }
 }

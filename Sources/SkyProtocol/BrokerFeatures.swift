@@ -44,8 +44,9 @@ public struct BrokerFeatures: Sendable, Equatable {
     /// The broker takes `mmi.limits.set`, `.remove` and `.list` (rate limits on services'
     /// starts); one that does not say answers them `unknownService`.
     public var limitsRates: Bool
-    /// The broker takes `mmi.jobs.bulk` (counts, retries, cancels and deletes jobs by filter);
-    /// one that does not say answers it `unknownService`.
+    /// The broker takes `mmi.jobs.bulk` (counts, retries, cancels and deletes jobs by filter;
+    /// without a journal it answers `journalUnavailable`); one that does not say answers it
+    /// `unknownService`.
     public var actsInBulk: Bool
 
     /// The edition this build speaks: docs/protocol.md, "Editions". Raised only with a change
@@ -110,7 +111,7 @@ public struct BrokerFeatures: Sendable, Equatable {
             edition: currentEdition, takesTrace: true, maxFrameSize: maxFrameSize, takesPacked: true,
             takesNoWorkersGrace: true, takesPriority: true, jobSubmissionVersion: Int(JobSubmission.newestVersion),
             takesScheduleQueue: true, takesFlows: true, keepsAbandonedCalls: journal, pausesServices: true,
-            limitsRates: true, actsInBulk: journal)
+            limitsRates: true, actsInBulk: true)
     }
 
     /// Reads what a broker said, a line each (a FEATURES to a worker carries a line a frame);

@@ -2,7 +2,8 @@
 /// the failed and cancelled ones again, cancel the unfinished ones, or delete the ended ones.
 ///
 /// Layout (docs/protocol.md, "Bulk actions"): `[version 1][action][state][submitted after i64]
-/// [submitted before i64][flags][service length][service][error type length][error type]`.
+/// [submitted before i64][flags][service length][service][error type length][error type]`; the
+/// flags say which of the two times are given (any value is a time, 0 and negative ones too).
 public struct BulkAction: Sendable, Equatable {
     public enum Kind: UInt8, Sendable, CaseIterable, CustomStringConvertible {
         /// Count what the filter selects, and change nothing.
@@ -31,6 +32,9 @@ public struct BulkAction: Sendable, Equatable {
     public var all: Bool
 
     public static let version: UInt8 = 1
+    static let allFlag: UInt8 = 1
+    static let afterFlag: UInt8 = 2
+    static let beforeFlag: UInt8 = 4
     /// The most jobs one bulk action selects; beyond, it acts on the oldest this many and says
     /// how many it left (run it again for the rest).
     public static let maxJobs = 100_000
@@ -44,10 +48,13 @@ public struct BulkAction: Sendable, Equatable {
     public func encode() -> [UInt8] {
         let service = Array((filter.service ?? "").utf8.prefix(255))
         let type = Array((filter.errorType ?? "").utf8.prefix(255))
+        let flags: UInt8 =
+            (all ? Self.allFlag : 0) | (filter.submittedAfter == nil ? 0 : Self.afterFlag)
+            | (filter.submittedBefore == nil ? 0 : Self.beforeFlag)
         return [Self.version, kind.rawValue, filter.state?.rawValue ?? 255]
             + WireFormat.bytes(UInt64(bitPattern: filter.submittedAfter ?? 0))
             + WireFormat.bytes(UInt64(bitPattern: filter.submittedBefore ?? 0))
-            + [all ? 1 : 0, UInt8(service.count)] + service + [UInt8(type.count)] + type
+            + [flags, UInt8(service.count)] + service + [UInt8(type.count)] + type
     }
 
     public init(decoding bytes: [UInt8]) throws(ProtocolError) {
@@ -72,9 +79,10 @@ public struct BulkAction: Sendable, Equatable {
         }
         let after = Int64(bitPattern: try reader.uint64("submitted after"))
         let before = Int64(bitPattern: try reader.uint64("submitted before"))
-        filter.submittedAfter = after == 0 ? nil : after
-        filter.submittedBefore = before == 0 ? nil : before
-        all = try reader.byte("flags") & 1 == 1
+        let flags = try reader.byte("flags")
+        filter.submittedAfter = flags & Self.afterFlag == 0 ? nil : after
+        filter.submittedBefore = flags & Self.beforeFlag == 0 ? nil : before
+        all = flags & Self.allFlag != 0
         let service = try reader.take(Int(try reader.byte("service length")), "service")
         filter.service = service.isEmpty ? nil : try WireFormat.name(service)
         let type = try reader.take(Int(try reader.byte("error type length")), "error type")
@@ -115,7 +123,8 @@ public struct JobFilter: Sendable, Equatable {
 /// The answer to `mmi.jobs.bulk`: how many jobs the filter selected, how many were acted on,
 /// and how many of those selected, by the type of their error.
 ///
-/// Layout: `[matched u32][acted u32][left u32][types u32]` then per type `[count u32][length][type]`.
+/// Layout: `[matched u32][acted u32][left u32][types u32]`, per type `[count u32][length][type]`,
+/// then `[retried before u32]`.
 public struct BulkOutcome: Sendable, Equatable {
     /// Jobs the filter selected (at most ``BulkAction/maxJobs``).
     public var matched: Int
@@ -126,16 +135,23 @@ public struct BulkOutcome: Sendable, Equatable {
     public var left: Int
     /// The selected jobs with an error, counted by its type, most first.
     public var errorTypes: [(type: String, count: Int)]
+    /// A retry's: selected failed or cancelled jobs that a bulk retry ran again before, left
+    /// as they are (their job from then stands); not among ``acted``.
+    public var retriedBefore: Int
 
-    public init(matched: Int, acted: Int, left: Int = 0, errorTypes: [(type: String, count: Int)] = []) {
+    public init(
+        matched: Int, acted: Int, left: Int = 0, errorTypes: [(type: String, count: Int)] = [], retriedBefore: Int = 0
+    ) {
         self.matched = matched
         self.acted = acted
         self.left = left
         self.errorTypes = errorTypes
+        self.retriedBefore = retriedBefore
     }
 
     public static func == (lhs: Self, rhs: Self) -> Bool {
         lhs.matched == rhs.matched && lhs.acted == rhs.acted && lhs.left == rhs.left
+            && lhs.retriedBefore == rhs.retriedBefore
             && lhs.errorTypes.elementsEqual(rhs.errorTypes) { $0.type == $1.type && $0.count == $1.count }
     }
 
@@ -147,7 +163,7 @@ public struct BulkOutcome: Sendable, Equatable {
             let name = Array(type.utf8.prefix(255))
             bytes += WireFormat.bytes(UInt32(clamping: count)) + [UInt8(name.count)] + name
         }
-        return bytes
+        return bytes + WireFormat.bytes(UInt32(clamping: retriedBefore))
     }
 
     public init(decoding bytes: [UInt8]) throws(ProtocolError) {
@@ -163,5 +179,6 @@ public struct BulkOutcome: Sendable, Equatable {
             let name = try reader.take(Int(try reader.byte("type length")), "type")
             errorTypes.append((String(decoding: name, as: UTF8.self), count))
         }
+        retriedBefore = Int(try reader.uint32("retried before"))
     }
 }

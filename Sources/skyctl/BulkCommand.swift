@@ -13,23 +13,29 @@ extension JobsCommand {
         @Option(help: "Only jobs of this service.")
         var service: String?
 
+        // Unconditional: `-5m` is a value (refused as such), not a flag.
         @Option(
+            parsing: .unconditional,
             help: ArgumentHelp(
                 "Only jobs submitted at or after this time: ISO 8601 (2026-11-29T10:00:00Z), or how long ago (90s, 30m, 2h, 7d).",
                 valueName: "time"))
         var submittedAfter: String?
 
         @Option(
+            parsing: .unconditional,
             help: ArgumentHelp("Only jobs submitted before this time (as --submitted-after).", valueName: "time"))
         var submittedBefore: String?
 
-        @Option(help: "Only failed or cancelled jobs whose error has this type (handlerError, deadlineExceeded, ...).")
+        @Option(
+            help:
+                "Only failed or cancelled jobs whose error has this type: as skyctl jobs failed lists them (a thrown error's type name, deadlineExceeded, workerLost, cancelled, ...)."
+        )
         var errorType: String?
 
         func validate() throws {
             if let state, JobState(name: state) == nil || state == "unknown" || state == "scheduled" {
                 throw ValidationError(
-                    "--state \(state) is not a state a bulk action selects by; use queued, running, succeeded, failed or cancelled"
+                    "--state \"\(state)\" is not a state a bulk action selects by; use queued, running, succeeded, failed or cancelled"
                 )
             }
             if let service, let problem = WireFormat.nameProblem(service, what: "--service") {
@@ -64,7 +70,12 @@ extension JobsCommand {
                 ISO8601DateFormatter.Options.withInternetDateTime, [.withInternetDateTime, .withFractionalSeconds],
             ] {
                 formatter.formatOptions = options
-                if let date = formatter.date(from: text) { return Int64(date.timeIntervalSince1970 * 1000) }
+                // Years 1 to 9999 (beyond, the formatter's arithmetic wraps).
+                if let date = formatter.date(from: text),
+                    (-62_135_596_800...253_402_300_799).contains(date.timeIntervalSince1970)
+                {
+                    return Int64((date.timeIntervalSince1970 * 1000).rounded(.down))
+                }
             }
             throw ValidationError(
                 "\(flag) \(text) is not a time; give an ISO 8601 date-time with its zone (2026-11-29T10:00:00Z) or how long ago (90s, 30m, 2h, 7d)"
@@ -112,7 +123,13 @@ extension JobsCommand {
             let counting = kind == .count || dryRun
             // An attempt that times out asks again for the same answer (a large retry takes a while).
             await options.run("skyctl", retry: RetryPolicy(maxAttempts: 20, retryOn: [.timeout])) { client in
-                let outcome = try await client.bulk(counting ? .count : kind, jobFilter, all: all)
+                let outcome: BulkOutcome
+                do {
+                    outcome = try await client.bulk(counting ? .count : kind, jobFilter, all: all)
+                } catch SkyError.overloaded(let message) {
+                    // One bulk action at a time: "add workers" would not help.
+                    throw CommandFailure(message)
+                }
                 Self.print(outcome, kind: kind, dryRun: counting)
             }
         }
@@ -126,7 +143,12 @@ extension JobsCommand {
                 let done =
                     ["retry": "retried", "cancel": "cancelled", "delete": "deleted"][kind.description] ?? "\(kind)"
                 Swift.print("\(done) \(outcome.acted) of \(matched) matching jobs")
-                if outcome.acted < outcome.matched {
+                if outcome.retriedBefore > 0 {
+                    Swift.print(
+                        "\(outcome.retriedBefore) of them were run again by a bulk retry before; the jobs that made stand"
+                    )
+                }
+                if outcome.acted + outcome.retriedBefore < outcome.matched {
                     let applies =
                         ["retry": "failed or cancelled", "cancel": "unfinished", "delete": "ended"][kind.description]
                         ?? ""
@@ -162,7 +184,9 @@ extension JobsCommand {
         @Option(help: "Only failed jobs of this service.")
         var service: String?
 
-        @Option(help: "List at most this many of the newest (at least 0; at most 1000).")
+        @Option(
+            parsing: .unconditional,
+            help: "List at most this many of the newest (0: none; the broker lists at most 1000).")
         var limit = 20
 
         @OptionGroup var options: BrokerOptions
@@ -171,7 +195,8 @@ extension JobsCommand {
             if let service, let problem = WireFormat.nameProblem(service, what: "--service") {
                 throw ValidationError(problem)
             }
-            try FlagCheck.integer(limit, "--limit", in: 0...1000)
+            // Above 1,000 the listing is cut, as skyctl jobs list cuts it.
+            try FlagCheck.integer(limit, "--limit", in: 0...Int.max)
         }
 
         func run() async throws {
@@ -185,7 +210,8 @@ extension JobsCommand {
                 Swift.print("\(outcome.matched) failed jobs\(more)")
                 Bulk.printTypes(outcome.errorTypes)
                 guard limit > 0 else { return }
-                let (jobs, _) = try await client.jobPage(state: .failed, service: service, limit: limit)
+                let (jobs, _) = try await client.jobPage(
+                    state: .failed, service: service, limit: min(limit, Int(JobQuery.maxLimit)))
                 JobsCommand.printTable(jobs)
             }
         }

@@ -112,7 +112,12 @@ struct DashboardServer {
                     throw DashboardError(
                         status: .notFound, message: "\(action) is not an action on failed jobs: use retry or delete")
                 }
-                let type = request.query["type"].flatMap { $0.isEmpty ? nil : $0 }
+                let type = request.query["type"]
+                if type?.isEmpty == true {
+                    throw DashboardError(
+                        status: .badRequest,
+                        message: "type is empty: name an error type, or leave type out for every failed job")
+                }
                 let outcome = try await client.bulk(kind, JobFilter(state: .failed, errorType: type))
                 return Self.encode(["matched": outcome.matched, "acted": outcome.acted])
             }
@@ -251,6 +256,9 @@ struct DashboardServer {
             return json(try await body())
         } catch let error as DashboardError {
             return json(encode(["error": error.message]), status: error.status)
+        } catch SkyError.overloaded(let message) where message.contains("one at a time") {
+            // Another bulk action runs: the request may come again once it has been answered.
+            return json(encode(["error": message]), status: .conflict)
         } catch let error as SkyError where error.code == .jobNotFound {
             return json(encode(["error": "\(error)"]), status: .notFound)
         } catch SkyError.invalidTask(let message) where message.contains("no schedule named") {
@@ -455,9 +463,12 @@ struct HostCheckedHandler: HTTPHandler {
             // The style sheet serves the login page too.
             if request.path != "/dashboard.css", !(await gate.admits(request)) {
                 guard request.path == "/" else {
+                    let wrong = request.headers[.authorization]?.hasPrefix("Bearer ") == true
                     return DashboardServer.json(
                         DashboardServer.encode([
-                            "error": "log in first: open /login, or send Authorization: Bearer TOKEN"
+                            "error": wrong
+                                ? "the bearer token is not this dashboard's (skyweb --token-file)"
+                                : "log in first: open /login, or send Authorization: Bearer TOKEN"
                         ]),
                         status: .unauthorized)
                 }

@@ -8,8 +8,9 @@ import Foundation
 ///
 /// A bearer token rather than passwords: checking bcrypt hashes (`--auth-file`) needs a bcrypt
 /// implementation, and none is in this project's package mirror; writing one is not worth its
-/// risk when one secret in a file, compared in constant time, does the job. A wrong token is
-/// answered after a second, so that guessing is slow.
+/// risk when one secret in a file, compared in constant time, does the job. Wrong tokens are
+/// answered one a second, however many come at once (in a form or a header), so that guessing
+/// is slow.
 actor TokenGate {
     static let cookie = "sky_session"
     /// Sessions kept at most (the oldest go first), and how long one lasts.
@@ -19,6 +20,8 @@ actor TokenGate {
 
     private let token: [UInt8]
     private var sessions: [String: Date] = [:]
+    /// When the next wrong token may be answered.
+    private var nextRefusal = ContinuousClock.now
 
     init(token: String) {
         self.token = Array(token.utf8)
@@ -26,8 +29,15 @@ actor TokenGate {
 
     /// Reads the token file: its first line, which must hold at least 16 characters.
     static func token(inFile path: String) throws -> String {
-        guard let text = try? String(contentsOfFile: path, encoding: .utf8) else {
-            throw TokenFileError(message: "cannot read --token-file \(path)")
+        let text: String
+        do {
+            text = try String(contentsOfFile: path, encoding: .utf8)
+        } catch {
+            var isDirectory: ObjCBool = false
+            let exists = FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory)
+            let why =
+                !exists ? "no such file" : isDirectory.boolValue ? "it is a directory" : "\(error.localizedDescription)"
+            throw TokenFileError(message: "cannot read --token-file \(path): \(why)")
         }
         let token =
             text.split(whereSeparator: \.isNewline).first.map(String.init)?
@@ -41,12 +51,13 @@ actor TokenGate {
         return token
     }
 
-    /// Whether `request` may be served: it names the token, or a live session.
-    func admits(_ request: HTTPRequest) -> Bool {
-        if let authorization = request.headers[.authorization], authorization.hasPrefix("Bearer "),
-            matches(Array(authorization.dropFirst(7).utf8))
-        {
-            return true
+    /// Whether `request` may be served: it names the token, or a live session. A wrong bearer
+    /// token is answered `false` only at its turn (``refusalTurn()``).
+    func admits(_ request: HTTPRequest) async -> Bool {
+        if let authorization = request.headers[.authorization], authorization.hasPrefix("Bearer ") {
+            if matches(Array(authorization.dropFirst(7).utf8)) { return true }
+            await refusalTurn()
+            return false
         }
         guard let session = Self.session(in: request.headers[.cookie]), let opened = sessions[session] else {
             return false
@@ -64,7 +75,7 @@ actor TokenGate {
         let body = (try? await request.bodyData).map { String(decoding: $0, as: UTF8.self) } ?? ""
         let given = Self.formValue("token", in: body) ?? ""
         guard matches(Array(given.utf8)) else {
-            try? await Task.sleep(for: Self.wrongTokenDelay)
+            await refusalTurn()
             return Self.page(status: .unauthorized, message: "That is not this dashboard's token.")
         }
         if sessions.count >= Self.maxSessions, let oldest = sessions.min(by: { $0.value < $1.value })?.key {
@@ -79,6 +90,13 @@ actor TokenGate {
                 .location: "/",
                 HTTPHeader("Set-Cookie"): "\(Self.cookie)=\(session); Path=/; HttpOnly; SameSite=Strict",
             ]))
+    }
+
+    /// Waits for a wrong token's turn: one a second at most, in the order they came.
+    private func refusalTurn() async {
+        let turn = max(nextRefusal, ContinuousClock.now) + Self.wrongTokenDelay
+        nextRefusal = turn
+        try? await Task.sleep(until: turn)
     }
 
     /// Compares in time independent of where they differ.

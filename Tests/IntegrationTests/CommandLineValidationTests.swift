@@ -129,10 +129,17 @@ extension SecondLineSuite {
                 program: "skyctl", arguments: ["jobs", "bulk", "delete", "--submitted-before", "yesterday"],
                 message: "--submitted-before yesterday is not a time; give an ISO 8601 date-time"),
             .init(
-                program: "skyctl", arguments: ["jobs", "bulk", "cancel", "--state", "scheduled"],
-                message: "--state scheduled is not a state a bulk action selects by"),
+                program: "skyctl",
+                arguments: ["jobs", "bulk", "delete", "--submitted-after", "300000000-01-01T00:00:00Z"],
+                message: "--submitted-after 300000000-01-01T00:00:00Z is not a time"),
             .init(
-                program: "skybroker", arguments: ["--failed-retention", "1e12"],
+                program: "skyctl", arguments: ["jobs", "bulk", "delete", "--submitted-after", "-5m"],
+                message: "--submitted-after -5m is not a time"),
+            .init(
+                program: "skyctl", arguments: ["jobs", "bulk", "cancel", "--state", "scheduled"],
+                message: "--state \"scheduled\" is not a state a bulk action selects by"),
+            .init(
+                program: "skybroker", arguments: ["--failed-retention", "-1"],
                 message: "--failed-retention must be a number of seconds in 0...315360000"),
             .init(
                 program: "skybroker", arguments: ["keygen", "--name", "a\nb", "--directory", "/tmp"],

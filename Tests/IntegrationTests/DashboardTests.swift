@@ -374,9 +374,22 @@ extension SecondLineSuite {
             #expect(
                 try Self.http("GET /api/state", host: host, port: port, headers: ["Authorization: Bearer \(token)"])
                     .status == 200)
-            #expect(
-                try Self.http("GET /api/state", host: host, port: port, headers: ["Authorization: Bearer nope"]).status
-                    == 401)
+            // Wrong bearer tokens are answered one a second, however many come at once.
+            let started = ContinuousClock.now
+            let refusals = try await withThrowingTaskGroup(of: (Int, String).self) { group in
+                for _ in 0..<3 {
+                    group.addTask {
+                        try Self.http("GET /api/state", host: host, port: port, headers: ["Authorization: Bearer nope"])
+                    }
+                }
+                return try await group.reduce(into: []) { $0.append($1) }
+            }
+            #expect(ContinuousClock.now - started >= .milliseconds(2_900), "three wrong tokens took a second each")
+            #expect(refusals.allSatisfy { $0.0 == 401 && $0.1.contains("bearer token is not this dashboard's") })
+            // An empty error type is a mistake, not "every failed job".
+            let empty = try Self.http(
+                "POST /api/failed/retry?type=", host: host, port: port, headers: ["Authorization: Bearer \(token)"])
+            #expect(empty.status == 400 && empty.body.contains("type is empty"), "\(empty.body)")
         }
 
         /// One request over a plain socket, with the `Host` header given (URLSession sets its own).

@@ -724,6 +724,13 @@ extension IntegrationSuite {
             #expect(
                 process.errorText.contains("\(endpoint) accepts no connection (nothing listens there"),
                 "the cause is named: \(process.errorText)")
+            // An operator's command that first asks what the broker takes says the same, not
+            // "upgrade the broker".
+            let failed = try SkyProcess("skyctl", ["jobs", "failed", "--broker", endpoint])
+            #expect(try await failed.waitForExit(timeout: .seconds(30)) == 1)
+            #expect(
+                failed.errorText.contains("the broker is unreachable") && !failed.errorText.contains("upgrade"),
+                "\(failed.errorText)")
         }
 
         /// A port that takes TCP connections but speaks no ZeroMQ (a listening socket that never

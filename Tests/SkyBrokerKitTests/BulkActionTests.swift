@@ -72,6 +72,9 @@ struct BulkActionTests {
         #expect(try outcome(.count, JobFilter(submittedAfter: wall), &sim).matched == 45)
         #expect(try outcome(.count, JobFilter(submittedAfter: wall + 1), &sim).matched == 0)
         #expect(try outcome(.count, JobFilter(submittedBefore: wall), &sim).matched == 0)
+        // A time of 0 (or before) is a time, not "any": it selects nothing here, and makes a filter.
+        #expect(try outcome(.count, JobFilter(submittedBefore: 0), &sim).matched == 0)
+        #expect(try outcome(.delete, JobFilter(submittedBefore: -1), &sim).matched == 0)
     }
 
     @Test mutating func anActionWithNoFilterIsRefusedUnlessItSaysAll() throws {
@@ -101,7 +104,7 @@ struct BulkActionTests {
         #expect(try outcome(.count, JobFilter(state: .failed), &sim).matched == 1_200, "the new ones failed too")
         // The same again: the 600 old ones find their new jobs; the 600 new ones run again.
         let again = try outcome(.retry, JobFilter(state: .failed), &sim)
-        #expect(again.matched == 1_200 && again.acted == 1_200)
+        #expect(again.matched == 1_200 && again.acted == 600 && again.retriedBefore == 600, "\(again)")
         try sim.run()
         #expect(try outcome(.count, JobFilter(), &sim).matched == 1_804, "600 more jobs, not 1,200")
         // A succeeded job is not retried.
@@ -154,7 +157,7 @@ struct BulkActionTests {
                 state: .cancelled, service: "svc", submittedAfter: -5, submittedBefore: 1_700_000_000_000,
                 errorType: "Broken"), all: true)
         #expect(try BulkAction(decoding: action.encode()) == action)
-        let outcome = BulkOutcome(matched: 7, acted: 3, left: 2, errorTypes: [("a", 5), ("b", 2)])
+        let outcome = BulkOutcome(matched: 7, acted: 3, left: 2, errorTypes: [("a", 5), ("b", 2)], retriedBefore: 1)
         #expect(try BulkOutcome(decoding: outcome.encode()) == outcome)
         #expect(throws: ProtocolError.self) { try BulkAction(decoding: [2] + action.encode().dropFirst()) }
         #expect(throws: ProtocolError.self) { try BulkAction(decoding: Array(action.encode().dropLast())) }

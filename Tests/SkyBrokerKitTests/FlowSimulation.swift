@@ -156,11 +156,7 @@ struct FlowSimulation {
             }
             scheduler.journalAnswered(.selected(caller, result), now: 0, into: &actions)
         case .journal(.read(let ids)):
-            let result = Result { () throws(JournalError) -> [JobRecord] in
-                var records: [JobRecord] = []
-                for id in ids { if let record = try store.job(id.bytes) { records.append(record) } }
-                return records
-            }
+            let result = Result { () throws(JournalError) in try BulkRead.read(ids, from: store) }
             scheduler.journalAnswered(.read(result), now: 0, into: &actions)
         case .journal(.loadSchedules):
             scheduler.journalAnswered(.schedulesLoaded(.success([])), now: 0, into: &actions)
