@@ -12,9 +12,8 @@ extension JobScheduler {
         var caller: JobCaller
         var kind: BulkAction.Kind
         var outcome: BulkOutcome
-        /// For a retry: the jobs whose records are still to be read, and those being read.
+        /// For a retry: the jobs whose records are still to be read.
         var toRead: [JobID] = []
-        var reading = 0
     }
 
     /// Records a retry reads at a time: bounds the bodies in memory at once.
@@ -139,7 +138,6 @@ extension JobScheduler {
     /// by a bulk retry before are left: their job from then stands).
     mutating func bulkRead(_ result: Result<BulkRead, JournalError>, into actions: inout [Action]) {
         guard var run = bulk, run.kind == .retry else { return }
-        run.reading = 0
         switch result {
         case .failure(let error):
             bulk = nil
@@ -178,7 +176,6 @@ extension JobScheduler {
         }
         let batch = Array(run.toRead.prefix(Self.bulkReadBatch))
         run.toRead.removeFirst(batch.count)
-        run.reading = batch.count
         bulk = run
         actions.append(.journal(.read(batch)))
     }
