@@ -86,9 +86,7 @@ struct DashboardServer {
         routes.appendRoute("POST /api/schedules/:action") { (request: HTTPRequest, action: String) in
             await Self.answer {
                 try Self.checkAction(request, readOnly: readOnly)
-                guard let name = request.query["name"], !name.isEmpty else {
-                    throw DashboardError(status: .badRequest, message: "name the schedule: ?name=NAME")
-                }
+                let name = try Self.name(in: request, of: "schedule")
                 switch action {
                 case "pause": try await client.pauseSchedule(name)
                 case "resume": try await client.resumeSchedule(name)
@@ -128,9 +126,7 @@ struct DashboardServer {
         routes.appendRoute("POST /api/services/:action") { (request: HTTPRequest, action: String) in
             await Self.answer {
                 try Self.checkAction(request, readOnly: readOnly)
-                guard let name = request.query["name"], !name.isEmpty else {
-                    throw DashboardError(status: .badRequest, message: "name the service: ?name=NAME")
-                }
+                let name = try Self.name(in: request, of: "service")
                 switch action {
                 case "pause": _ = try await client.pause(service: name)
                 case "resume": _ = try await client.resume(service: name)
@@ -145,9 +141,7 @@ struct DashboardServer {
         routes.appendRoute("POST /api/limits/:action") { (request: HTTPRequest, action: String) in
             await Self.answer {
                 try Self.checkAction(request, readOnly: readOnly)
-                guard let name = request.query["name"], !name.isEmpty else {
-                    throw DashboardError(status: .badRequest, message: "name the service: ?name=NAME")
-                }
+                let name = try Self.name(in: request, of: "service")
                 switch action {
                 case "set":
                     let limit = try Self.limit(rate: request.query["rate"] ?? "", burst: request.query["burst"])
@@ -213,6 +207,15 @@ struct DashboardServer {
             throw DashboardError(status: .notFound, message: "no job \(id): never submitted, or its retention ended")
         }
         return encode(JobRow(id: id, service: nil, status: status))
+    }
+
+    /// The name an action's query gives (`?name=NAME`: a schedule's may hold a slash, which a
+    /// path cannot), or why not.
+    static func name(in request: HTTPRequest, of what: String) throws -> String {
+        guard let name = request.query["name"], !name.isEmpty else {
+            throw DashboardError(status: .badRequest, message: "name the \(what): ?name=NAME")
+        }
+        return name
     }
 
     /// A rate limit from the page's fields, or why not.
