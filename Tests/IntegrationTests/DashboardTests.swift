@@ -362,7 +362,8 @@ extension SecondLineSuite {
             let page = try Self.http("GET /", host: host, port: port)
             #expect(page.status == 303 && page.body.contains("Location: /login"), "\(page.body)")
             #expect(try Self.http("GET /login", host: host, port: port).body.contains(#"<form id="login""#))
-            let wrong = try Self.http("POST /login", host: host, port: port, body: "token=guess-guess-guess")
+            let wrong = try await Self.awaitedHTTP(
+                "POST /login", host: host, port: port, body: "token=guess-guess-guess")
             #expect(wrong.status == 401 && wrong.body.contains("not this dashboard's token"), "\(wrong.body)")
             let right = try Self.http("POST /login", host: host, port: port, body: "token=" + token)
             #expect(right.status == 303, "\(right.body)")
@@ -379,7 +380,8 @@ extension SecondLineSuite {
             let refusals = try await withThrowingTaskGroup(of: (Int, String).self) { group in
                 for _ in 0..<3 {
                     group.addTask {
-                        try Self.http("GET /api/state", host: host, port: port, headers: ["Authorization: Bearer nope"])
+                        try await Self.awaitedHTTP(
+                            "GET /api/state", host: host, port: port, headers: ["Authorization: Bearer nope"])
                     }
                 }
                 return try await group.reduce(into: []) { $0.append($1) }
@@ -390,6 +392,21 @@ extension SecondLineSuite {
             let empty = try Self.http(
                 "POST /api/failed/retry?type=", host: host, port: port, headers: ["Authorization: Bearer \(token)"])
             #expect(empty.status == 400 && empty.body.contains("type is empty"), "\(empty.body)")
+        }
+
+        /// ``http(_:host:port:headers:body:)`` on a thread of its own, for an answer that takes
+        /// seconds (a wrong token's): a blocking read on one of the cooperative pool's two
+        /// threads stalls every other test's tasks meanwhile (a client test beside this one
+        /// saw a retry a second late).
+        static func awaitedHTTP(
+            _ request: String, host: String, port: UInt16, headers: [String] = [], body: String = ""
+        ) async throws -> (status: Int, body: String) {
+            try await withCheckedThrowingContinuation { continuation in
+                Thread.detachNewThread {
+                    continuation.resume(
+                        with: Result { try Self.http(request, host: host, port: port, headers: headers, body: body) })
+                }
+            }
         }
 
         /// One request over a plain socket, with the `Host` header given (URLSession sets its own).
