@@ -275,10 +275,14 @@ package struct BulkRead: Sendable, Equatable {
     package var retriedBefore: Int
 
     package static func read(_ ids: [JobID], from store: some JobStore) throws(JournalError) -> BulkRead {
+        // The keys in one lookup (one statement on PostgreSQL), not one a job.
+        let taken = Set(
+            try store.jobs(idempotencyKeys: ids.map { JobScheduler.retryKeyPrefix + $0.description })
+                .compactMap(\.idempotencyKey))
         var read = BulkRead(records: [], retriedBefore: 0)
         for id in ids {
             guard let record = try store.job(id.bytes) else { continue }
-            if try store.job(idempotencyKey: JobScheduler.retryKeyPrefix + id.description) != nil {
+            if taken.contains(JobScheduler.retryKeyPrefix + id.description) {
                 read.retriedBefore += 1
             } else {
                 read.records.append(record)
