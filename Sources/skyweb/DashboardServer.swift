@@ -259,9 +259,10 @@ struct DashboardServer {
             return json(try await body())
         } catch let error as DashboardError {
             return json(encode(["error": error.message]), status: error.status)
-        } catch SkyError.overloaded(let message) where message.contains("one at a time") {
-            // Another bulk action runs: the request may come again once it has been answered.
-            return json(encode(["error": message]), status: .conflict)
+        } catch SkyError.overloaded(let message) {
+            // The broker takes no more of this now (another bulk action runs, its queue is
+            // full): the request may come again later, which 503 says; not a broken gateway.
+            return json(encode(["error": message]), status: .serviceUnavailable)
         } catch let error as SkyError where error.code == .jobNotFound {
             return json(encode(["error": "\(error)"]), status: .notFound)
         } catch SkyError.invalidTask(let message) where message.contains("no schedule named") {
