@@ -38,6 +38,16 @@ public struct JobOptions: Sendable, Equatable {
     /// while the job is kept (its retention included). Needs the key, and a broker that reads
     /// version 3 of the submission (docs/jobs.md, "Unique jobs").
     public var unique: Unique?
+    /// The key this job shares a concurrency limit and its turns with (a customer, a tenant):
+    /// the broker takes a service's waiting jobs round-robin across keys, so one key's backlog
+    /// delays another key's job by at most one turn per key (docs/jobs.md, "Concurrency keys
+    /// and fairness"). Jobs without a key take their turns as one key of their own. A name:
+    /// 1–255 bytes of UTF-8 without control characters. Needs a broker that reads version 4 of
+    /// the submission.
+    public var concurrencyKey: String?
+    /// At most this many jobs of ``concurrencyKey`` run at once (1 to 1,000,000); `nil` for no
+    /// limit (turns only). Each job is held to its own limit. Needs ``concurrencyKey``.
+    public var concurrencyLimit: Int?
 
     /// How long a unique job's key keeps a second job of the key from being made.
     public enum Unique: Sendable, Equatable {
@@ -54,10 +64,13 @@ public struct JobOptions: Sendable, Equatable {
 
     public init(
         delay: Duration? = nil, notBefore: Date? = nil, priority: JobPriority = .normal, idempotencyKey: String? = nil,
-        unique: Unique? = nil, retry: RetryPolicy = .default, retention: Duration = .seconds(86_400),
+        unique: Unique? = nil, concurrencyKey: String? = nil, concurrencyLimit: Int? = nil,
+        retry: RetryPolicy = .default, retention: Duration = .seconds(86_400),
         timeout: Duration? = nil, confirmWithin: Duration? = JobOptions.defaultConfirmWithin
     ) {
         self.unique = unique
+        self.concurrencyKey = concurrencyKey
+        self.concurrencyLimit = concurrencyLimit
         self.delay = delay
         self.notBefore = notBefore
         self.priority = priority
@@ -111,6 +124,25 @@ public struct JobOptions: Sendable, Equatable {
             submission.keyHoldMilliseconds = milliseconds
             // The key lives in the job's record: kept as long as the key holds.
             submission.retentionMilliseconds = max(submission.retentionMilliseconds, milliseconds)
+        }
+        if let concurrencyKey {
+            if let problem = WireFormat.nameProblem(concurrencyKey, what: "concurrency key") {
+                throw .invalidTask(problem)
+            }
+            submission.concurrencyKey = concurrencyKey
+        }
+        if let concurrencyLimit {
+            guard concurrencyKey != nil else {
+                throw .invalidTask(
+                    "a concurrency limit needs its key: JobOptions(concurrencyKey: \"customer-42\", concurrencyLimit: \(concurrencyLimit))"
+                )
+            }
+            guard (1...Int(JobSubmission.maxConcurrencyLimit)).contains(concurrencyLimit) else {
+                throw .invalidTask(
+                    "a concurrency limit is 1...\(JobSubmission.maxConcurrencyLimit) jobs at once; got \(concurrencyLimit)"
+                )
+            }
+            submission.concurrencyLimit = UInt32(concurrencyLimit)
         }
         if confirming, let confirmWithin {
             submission.confirmWithinMilliseconds = UInt32(clamping: max(1, confirmWithin.wholeMilliseconds))

@@ -41,7 +41,7 @@ extension SkyClient {
         }
         let key = options.idempotencyKey ?? shell.callKey()
         var confirming = false
-        if options.confirmWithin != nil || options.unique != nil {
+        if options.confirmWithin != nil || options.unique != nil || options.concurrencyKey != nil {
             let features: BrokerFeatures?
             if let known = shell.lastFeatures.withLock({ $0 }) {
                 features = known
@@ -49,9 +49,12 @@ extension SkyClient {
                 features = await brokerFeatures()
             }
             let version = features?.jobSubmissionVersion ?? 1
-            if options.unique != nil, version < Int(JobSubmission.newestVersion) {
+            for (asked, needed, what) in [
+                (options.unique != nil, JobSubmission.keyHoldVersion, "a unique job"),
+                (options.concurrencyKey != nil, JobSubmission.newestVersion, "a concurrency key"),
+            ] where asked && version < Int(needed) {
                 throw SkyError.invalidTask(
-                    "a unique job needs a broker that reads job submissions of version \(JobSubmission.newestVersion) (job-submission=\(JobSubmission.newestVersion) in mmi.features), and this one reads \(version); upgrade the broker"
+                    "\(what) needs a broker that reads job submissions of version \(needed) (job-submission=\(needed) in mmi.features), and this one reads \(version); upgrade the broker"
                 )
             }
             confirming = version >= Int(JobSubmission.confirmingVersion)

@@ -37,8 +37,13 @@ struct JobBook: Sendable {
         /// Wall-clock not-before (milliseconds since 1970), for reports.
         var notBefore: Int64
         var phase: Phase
-        /// Order among waiting jobs of equal priority (the scheduler's submission counter).
+        /// Order among queued jobs of equal priority and key (the scheduler's submission counter).
         var arrival: UInt64
+        /// Order among prepared jobs of equal priority: when it was taken from the queue, so that
+        /// the keys' turns (``QueuedJobs``) hold through the pipeline.
+        var preparedOrder: UInt64 = 0
+        /// It holds a place under its concurrency key's limit (``QueuedJobs/vacate(_:key:)``).
+        var holdsPlace = false
         /// Workers lost while running it, in this run of the broker.
         var losses = 0
         /// The submit's trace frame, so its executions join the submitter's trace (kept in
@@ -57,7 +62,8 @@ struct JobBook: Sendable {
         }
     }
 
-    /// Jobs of one phase waiting per service, best first. A job that leaves the phase by other
+    /// Jobs preparing or prepared per service, best first (priority, then the order they were
+    /// taken from the queue). A job that leaves the phase by other
     /// means (cancelled) keeps its entry until it reaches the head, where it is skipped; `counts`
     /// holds only the live ones.
     struct Line: Sendable {
@@ -74,7 +80,7 @@ struct JobBook: Sendable {
 
         mutating func insert(_ job: Job) {
             heaps[job.submission.service, default: Heap()].insert(
-                QueueEntry(priority: job.submission.priority, arrival: job.arrival, id: job.id))
+                QueueEntry(priority: job.submission.priority, arrival: job.preparedOrder, id: job.id))
             counts[job.submission.service, default: 0] += 1
         }
 
@@ -182,8 +188,10 @@ struct JobBook: Sendable {
     /// also while the store does not answer (the store stays the authority for jobs no longer
     /// held).
     private var keys: [String: JobID] = [:]
-    /// Queued jobs per service.
-    var queued = Line(of: .queued)
+    /// Queued jobs per service, taken round-robin across concurrency keys.
+    var queued = QueuedJobs()
+    /// Jobs taken from the queue so far (``Job/preparedOrder``).
+    private var preparations: UInt64 = 0
     /// Prepared jobs per service: their start is on disk; the next free credit takes one.
     var ready = Line(of: .prepared)
     /// Jobs per service whose start is being recorded (taken from ``queued``; a submit's first
@@ -242,6 +250,7 @@ struct JobBook: Sendable {
 
     /// A job whose outcome is on disk: the broker no longer holds it.
     mutating func release(_ id: JobID) {
+        _ = freePlace(of: id)
         guard let old = jobs.removeValue(forKey: id) else { return }
         heldBytes -= old.submission.body.count
         if let key = old.submission.idempotencyKey, keys[key] == id { keys[key] = nil }
@@ -274,8 +283,10 @@ struct JobBook: Sendable {
         return true
     }
 
-    /// Puts a job in its service's queue.
+    /// Puts a job in its service's queue (giving up its place under its key's limit, if it
+    /// held one).
     mutating func enqueue(_ id: JobID) {
+        _ = freePlace(of: id)
         guard let index = jobs.index(forKey: id) else { return }
         jobs.values[index].phase = .queued
         queued.insert(jobs.values[index])
@@ -295,11 +306,14 @@ struct JobBook: Sendable {
     /// pipeline has room.
     mutating func takeToPrepare(_ service: String) -> JobID? {
         guard pipeline[service, default: 0] < Self.pipelineDepth(credits: credits[service, default: 0]),
-            let id = queued.pop(service, in: jobs)
+            let (id, placed) = queued.pop(service, in: jobs)
         else { return nil }
         pipeline[service, default: 0] += 1
-        let job = update(id, "a job in the queued line is held") { job in
+        preparations += 1
+        let job = update(id, "a job in the queued line is held") { [preparations] job in
             job.phase = .preparing
+            job.preparedOrder = preparations
+            job.holdsPlace = placed
             return job
         }
         preparing.insert(job)
@@ -356,8 +370,10 @@ struct JobBook: Sendable {
     /// prepared at once (the pipeline has room and no queued job comes first): its first start
     /// is then written with its submit, one journal write instead of two. The place is given
     /// back (``leavePipeline(_:)``) if the submit is not written.
-    mutating func reserveStart(_ service: String) -> Bool {
-        guard !queued.has(service),
+    /// A job with a concurrency limit goes through the queue, which counts its key's places.
+    mutating func reserveStart(_ submission: JobSubmission) -> Bool {
+        let service = submission.service
+        guard submission.concurrencyLimit == 0, !queued.has(service),
             pipeline[service, default: 0] < Self.pipelineDepth(credits: credits[service, default: 0])
         else { return false }
         pipeline[service, default: 0] += 1
@@ -377,8 +393,21 @@ struct JobBook: Sendable {
     mutating func preparedWithSubmit(_ job: Job) {
         var job = job
         job.phase = .prepared
+        preparations += 1
+        job.preparedOrder = preparations
         hold(job)
         ready.insert(job)
+    }
+
+    /// A job that held a place under its concurrency key's limit gives it up: it ended, waits
+    /// for another attempt, or is queued again.
+    /// - Returns: its service, if jobs of its key wait for the place (prepare the service then).
+    mutating func freePlace(of id: JobID) -> String? {
+        guard let index = jobs.index(forKey: id), jobs.values[index].holdsPlace else { return nil }
+        jobs.values[index].holdsPlace = false
+        let submission = jobs.values[index].submission
+        let waiting = queued.vacate(submission.service, key: submission.concurrencyKey ?? "")
+        return waiting ? submission.service : nil
     }
 
     /// A job left the pipeline of `service` (sent, or cancelled while preparing or prepared).

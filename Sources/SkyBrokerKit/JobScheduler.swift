@@ -274,7 +274,7 @@ struct JobScheduler: Sendable {
         // it: one write instead of two (see ``JobBook/reserveStart(_:)``).
         let starts =
             mayStart && notBefore <= wall && (paused.isEmpty || !paused.contains(submission.service))
-            && book.reserveStart(submission.service)
+            && book.reserveStart(submission)
         let record = JobRecord(
             id: id.bytes, service: submission.service, body: submission.body, priority: Int(submission.priority),
             notBefore: notBefore > wall ? notBefore : 0, idempotencyKey: submission.idempotencyKey,
@@ -343,6 +343,7 @@ struct JobScheduler: Sendable {
             book.leavePipeline(service)
             // It never ran: its outcome says so (the report reads the attempt taken back).
             takeBackStart(of: id, into: &actions)
+            _ = book.freePlace(of: id)
             let (held, report) = markFinishing(id, .cancelled, status: .cancelled, outcome: outcome)
             prepare(service, into: &actions)
             actions.append(.offer(service: service))
@@ -352,7 +353,7 @@ struct JobScheduler: Sendable {
             writeOutcome(held, report, into: &actions)
         case .scheduled, .queued, .running:
             switch job.phase {
-            case .queued: book.queued.unmark(service)
+            case .queued: book.queued.unmark(service, key: job.submission.concurrencyKey ?? "")
             case .running(let tag, _): actions.append(.cancelAttempt(id, tag: tag))
             default: break  // scheduled: its timer finds it no longer scheduled
             }
@@ -665,6 +666,7 @@ struct JobScheduler: Sendable {
         let milliseconds = Int64(min(backoff, Double(submission.maxBackoffMilliseconds)))
         let due = now + milliseconds * 1_000_000
         let notBefore = configuration.wallClock() + milliseconds
+        let waiting = book.freePlace(of: id)
         book.update(id, "a running job is held") { job in
             job.phase = .scheduled(due: due)
             job.notBefore = notBefore
@@ -673,6 +675,7 @@ struct JobScheduler: Sendable {
         book.retried += 1
         actions.append(.journal(.write([.rescheduled(id: id.bytes, notBefore: notBefore)], .rescheduled(id))))
         publish(.jobRetrying, job, status: reply.status, into: &actions)
+        if let waiting { prepare(waiting, into: &actions) }
     }
 
     // MARK: Outcomes
@@ -682,8 +685,11 @@ struct JobScheduler: Sendable {
         _ id: JobID, _ state: JobState, status: ReplyStatus, outcome: [UInt8], into actions: inout [Action]
     ) {
         guard book.jobs[id] != nil else { return }
+        let waiting = book.freePlace(of: id)
         let (job, report) = markFinishing(id, state, status: status, outcome: outcome)
         writeOutcome(job, report, into: &actions)
+        // Its key's next job takes the place it gave up.
+        if let waiting { prepare(waiting, into: &actions) }
     }
 
     /// A held job's outcome is known: it is finishing (no line takes it any more) until the

@@ -9,7 +9,9 @@
 /// only to a broker that names `job-submission=2` in `mmi.features`
 /// (``BrokerFeatures/jobSubmissionVersion``). Version 3 is version 2 with `[key-hold u8]`
 /// after the confirmation bound (``KeyHold``), sent only to a broker that names
-/// `job-submission=3`.
+/// `job-submission=3`. Version 4 is version 3 with `[concurrency-limit u32][concurrency-key-len
+/// u8][concurrency key]` after the key hold (``concurrencyKey``), sent only to a broker that
+/// names `job-submission=4`.
 /// Binary rather than JSON: the broker decodes one per job on its I/O thread.
 public struct JobSubmission: Sendable, Equatable {
     public var service: String
@@ -44,6 +46,18 @@ public struct JobSubmission: Sendable, Equatable {
     /// only while it waits or runs (a unique job's key, which the next job may take once the
     /// job started or ended). Anything but ``KeyHold/kept`` makes the wire form version 3.
     public var keyHold: KeyHold = .kept
+    /// The key whose jobs share ``concurrencyLimit`` and take turns with other keys' jobs of
+    /// the service (a customer, a tenant): one key's backlog delays another key's job by at
+    /// most one turn per key. A name (1–255 bytes of UTF-8, no control characters); `nil` for
+    /// none: such jobs take their turns as one key of their own. Anything but `nil` makes the
+    /// wire form version 4.
+    public var concurrencyKey: String?
+    /// At most this many jobs of ``concurrencyKey`` run at once (counted from their start until
+    /// the broker has the attempt's answer); 0 for no limit. Each job is held to its own limit:
+    /// it starts only while fewer jobs of its key than its limit run.
+    public var concurrencyLimit: UInt32 = 0
+    /// The largest ``concurrencyLimit``.
+    public static let maxConcurrencyLimit: UInt32 = 1_000_000
 
     /// How long a job's idempotency key keeps a second submit with it from making a job.
     public enum KeyHold: UInt8, Sendable, Equatable, CaseIterable {
@@ -69,8 +83,10 @@ public struct JobSubmission: Sendable, Equatable {
     public static let version: UInt8 = 1
     /// The version that carries ``confirmWithinMilliseconds``.
     public static let confirmingVersion: UInt8 = 2
-    /// The version that carries ``keyHold``, and the newest a broker reads.
-    public static let newestVersion: UInt8 = 3
+    /// The version that carries ``keyHold``.
+    public static let keyHoldVersion: UInt8 = 3
+    /// The version that carries ``concurrencyKey``, and the newest a broker reads.
+    public static let newestVersion: UInt8 = 4
     /// Longest idempotency key, in bytes.
     public static let maxKeyLength = 255
     /// What the broker records a unique job's key behind, by its hold (``recordedPrefix(of:)``).
@@ -108,11 +124,17 @@ public struct JobSubmission: Sendable, Equatable {
         let name = Array(service.utf8.prefix(255))
         var bytes: [UInt8] = []
         bytes.reserveCapacity(68 + name.count + body.count)
-        if keyHold != .kept {
-            bytes.append(Self.newestVersion)
+        if keyHold != .kept || concurrencyKey != nil {
+            bytes.append(concurrencyKey != nil ? Self.newestVersion : Self.keyHoldVersion)
             WireFormat.append(confirmWithinMilliseconds, to: &bytes)
             bytes.append(keyHold.rawValue)
             if keyHold == .forTime { WireFormat.append(keyHoldMilliseconds, to: &bytes) }
+            if let concurrencyKey {
+                let key = concurrencyKey.utf8.prefix(WireFormat.maxNameLength)
+                WireFormat.append(concurrencyLimit, to: &bytes)
+                bytes.append(UInt8(key.count))
+                bytes += key
+            }
         } else if confirmWithinMilliseconds != 0 {
             bytes.append(Self.confirmingVersion)
             WireFormat.append(confirmWithinMilliseconds, to: &bytes)
@@ -149,7 +171,7 @@ public struct JobSubmission: Sendable, Equatable {
                 name: "job version", reason: "\(version); this broker reads \(Self.version) to \(Self.newestVersion)")
         }
         if version >= Self.confirmingVersion { confirmWithinMilliseconds = try reader.uint32("confirm-within") }
-        if version >= Self.newestVersion {
+        if version >= Self.keyHoldVersion {
             let hold = try reader.byte("key hold")
             guard let known = KeyHold(rawValue: hold) else {
                 throw .invalidValue(
@@ -162,6 +184,28 @@ public struct JobSubmission: Sendable, Equatable {
                     throw .invalidValue(
                         name: "key hold time",
                         reason: "\(keyHoldMilliseconds) ms; \(Self.keyHoldRange.lowerBound) ms to 366 days")
+                }
+            }
+        }
+        if version >= Self.newestVersion {
+            concurrencyLimit = try reader.uint32("concurrency limit")
+            guard concurrencyLimit <= Self.maxConcurrencyLimit else {
+                throw .invalidValue(
+                    name: "concurrency limit", reason: "\(concurrencyLimit); at most \(Self.maxConcurrencyLimit)")
+            }
+            let key = try reader.take(Int(try reader.byte("concurrency key length")), "concurrency key")
+            if key.isEmpty {
+                guard concurrencyLimit == 0 else {
+                    throw .invalidValue(
+                        name: "concurrency limit",
+                        reason: "\(concurrencyLimit) without a concurrency key; a limit needs one")
+                }
+            } else {
+                do {
+                    concurrencyKey = try WireFormat.name(key)
+                } catch {
+                    throw .invalidValue(
+                        name: "concurrency key", reason: "not 1–255 bytes of UTF-8 without control characters")
                 }
             }
         }

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Sky
 import SkyCLISupport
+import SkyProtocol
 
 /// The flags of a job's options that `skyctl jobs submit` and `skyctl schedules add` both take,
 /// checked and read in one place.
@@ -20,11 +21,31 @@ struct JobFlags: ParsableArguments {
     @Option(help: "How long the job's outcome is kept after it ended, in seconds.")
     var retention: Double = 86_400
 
+    @Option(
+        help:
+            "The key (a customer, a tenant) whose jobs take turns with other keys' jobs of the service and share --concurrency-limit."
+    )
+    var concurrencyKey: String?
+
+    @Option(
+        parsing: .unconditional, help: "At most this many jobs of --concurrency-key run at once (1 to 1000000).")
+    var concurrencyLimit: Int?
+
     func validate() throws {
         try FlagCheck.integer(priority, "--priority", in: Int(Int8.min)...Int(Int8.max))
         if let timeout { try FlagCheck.seconds(timeout, "--timeout", in: 0.001...4_000_000) }
         try FlagCheck.integer(maxAttempts, "--max-attempts", in: 1...1000)
         try FlagCheck.seconds(retention, "--retention", in: 0...315_360_000)
+        if let concurrencyKey, let problem = WireFormat.nameProblem(concurrencyKey, what: "--concurrency-key") {
+            throw ValidationError(problem)
+        }
+        if let concurrencyLimit {
+            guard concurrencyKey != nil else {
+                throw ValidationError("--concurrency-limit limits the jobs of a key: give --concurrency-key")
+            }
+            try FlagCheck.integer(
+                concurrencyLimit, "--concurrency-limit", in: 1...Int(JobSubmission.maxConcurrencyLimit))
+        }
     }
 
     /// The options these flags set, on top of `base`.
@@ -34,6 +55,8 @@ struct JobFlags: ParsableArguments {
         options.retention = FlagCheck.duration(seconds: retention)
         options.timeout = timeout.map(FlagCheck.duration(seconds:))
         options.retry.maxAttempts = maxAttempts
+        options.concurrencyKey = concurrencyKey
+        options.concurrencyLimit = concurrencyLimit
         return options
     }
 }

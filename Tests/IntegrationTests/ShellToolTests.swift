@@ -54,6 +54,25 @@ extension ThirdLineSuite {
             #expect(try await sky.result(of: lowID, as: EchoTask.self) == EchoTask(message: "low"))
             let keyless = try await skyctl(["jobs", "submit", "sky.echo", "--json", "{}", "--unique", "while-queued"])
             #expect(keyless.status == 64 && keyless.err.contains("give --key"), "\(keyless)")
+            // A customer's job, limited to one at a time: it runs as any job.
+            let keyed = try await skyctl([
+                "jobs", "submit", "sky.echo", "--json", #"{"message":"keyed"}"#, "--concurrency-key", "customer-42",
+                "--concurrency-limit", "1",
+            ])
+            let keyedID = try #require(keyed.out.first.flatMap { JobID($0) }, "\(keyed)")
+            #expect(try await sky.result(of: keyedID, as: EchoTask.self) == EchoTask(message: "keyed"))
+            for (arguments, says) in [
+                (["--concurrency-limit", "2"], "give --concurrency-key"),
+                (
+                    ["--concurrency-key", "c", "--concurrency-limit", "-1"],
+                    "--concurrency-limit must be a whole number"
+                ),
+                (["--concurrency-key", "c", "--concurrency-limit", "0"], "in 1...1000000"),
+                (["--concurrency-key", ""], "--concurrency-key \"\" (0 bytes)"),
+            ] {
+                let refused = try await skyctl(["jobs", "submit", "sky.echo", "--json", "{}"] + arguments)
+                #expect(refused.status == 64 && refused.err.contains(says), "\(arguments): \(refused)")
+            }
             await sky.close()
             await cluster.stop()
         }

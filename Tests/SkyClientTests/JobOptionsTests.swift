@@ -32,6 +32,32 @@ struct JobOptionsTests {
         #expect(Duration.milliseconds(1500).inSeconds == 1.5)
     }
 
+    /// A concurrency key and limit reach the submission (version 4); a limit without a key, a
+    /// limit out of range and a key that is not a name are refused before anything is sent.
+    @Test func aConcurrencyKeyAndLimitAreSentAndBadOnesRefused() throws {
+        let submission = try JobOptions(concurrencyKey: "customer-42", concurrencyLimit: 2)
+            .submission(service: "sky.echo", body: [1], key: "k")
+        #expect(submission.concurrencyKey == "customer-42" && submission.concurrencyLimit == 2)
+        #expect(submission.encode().first == 4)
+        #expect(try JobSubmission(decoding: submission.encode()) == submission)
+        let turnsOnly = try JobOptions(concurrencyKey: "customer-7").submission(service: "sky.echo", body: [], key: "k")
+        #expect(turnsOnly.concurrencyLimit == 0)
+        for (options, says) in [
+            (JobOptions(concurrencyLimit: 1), "needs its key"),
+            (JobOptions(concurrencyKey: "c", concurrencyLimit: 0), "1...1000000"),
+            (JobOptions(concurrencyKey: "c", concurrencyLimit: 1_000_001), "1...1000000"),
+            (JobOptions(concurrencyKey: "a\u{7}b"), "concurrency key"),
+            (JobOptions(concurrencyKey: ""), "concurrency key"),
+        ] {
+            #expect {
+                _ = try options.submission(service: "sky.echo", body: [], key: "k")
+            } throws: { error in
+                guard case SkyError.invalidTask(let message) = error else { return false }
+                return message.contains(says)
+            }
+        }
+    }
+
     /// A policy's `var`s set below `init`'s bounds: a negative multiplier trapped the submit
     /// (`UInt16(-100.0)`), and no attempts at all was sent for the broker to refuse.
     @Test func aPolicyChangedBelowItsBoundsIsSentWithinThem() throws {

@@ -40,8 +40,8 @@ struct JobCodecTests {
             #expect(throws: ProtocolError.self) { _ = try JobSubmission(decoding: Array(bytes.prefix(length))) }
         }
         var wrongVersion = bytes
-        wrongVersion[0] = 4
-        #expect(throws: ProtocolError.invalidValue(name: "job version", reason: "4; this broker reads 1 to 3")) {
+        wrongVersion[0] = 5
+        #expect(throws: ProtocolError.invalidValue(name: "job version", reason: "5; this broker reads 1 to 4")) {
             _ = try JobSubmission(decoding: wrongVersion)
         }
     }
@@ -104,6 +104,47 @@ struct JobCodecTests {
         #expect(timed.recordedKey == "sky.unique/t/order-7")
         timed.keyHoldMilliseconds = 999
         #expect(throws: ProtocolError.self) { _ = try JobSubmission(decoding: timed.encode()) }
+    }
+
+    /// A concurrency key makes the submission version 4: version 3 with the limit (u32) and
+    /// the key after the hold. A limit without a key, a limit over 1,000,000 and a key that is
+    /// not a name are refused by name; every truncation is a typed error.
+    @Test func aConcurrencyKeyMakesTheSubmissionVersionFour() throws {
+        var submission = JobSubmission(service: "images.resize", body: [1, 2, 3])
+        let first = submission.encode()
+        submission.concurrencyKey = "customer-42"
+        submission.concurrencyLimit = 2
+        let fourth = submission.encode()
+        #expect(Array(fourth[0..<10]) == [4, 0, 0, 0, 0, 0, 0, 0, 0, 2])
+        #expect(fourth[10] == 11 && Array(fourth[11..<22]) == Array("customer-42".utf8))
+        #expect(Array(fourth[22...]) == Array(first[1...]), "the rest is version 1's layout")
+        #expect(try JobSubmission(decoding: fourth) == submission)
+        for length in 0..<22 {
+            #expect(throws: ProtocolError.self) { _ = try JobSubmission(decoding: Array(fourth.prefix(length))) }
+        }
+        // With a key hold, the hold's fields come first.
+        var both = submission
+        both.idempotencyKey = "order-7"
+        both.keyHold = .forTime
+        both.keyHoldMilliseconds = 600_000
+        #expect(try JobSubmission(decoding: both.encode()) == both)
+        var keyless = fourth
+        keyless.replaceSubrange(10..<22, with: [0])
+        #expect(
+            throws: ProtocolError.invalidValue(
+                name: "concurrency limit", reason: "2 without a concurrency key; a limit needs one")
+        ) { _ = try JobSubmission(decoding: keyless) }
+        var huge = fourth
+        huge.replaceSubrange(6..<10, with: [0x00, 0x0F, 0x42, 0x41])
+        #expect(
+            throws: ProtocolError.invalidValue(name: "concurrency limit", reason: "1000001; at most 1000000")
+        ) { _ = try JobSubmission(decoding: huge) }
+        var control = fourth
+        control[11] = 0x07
+        #expect(throws: ProtocolError.self) { _ = try JobSubmission(decoding: control) }
+        // A key without a limit: turns only.
+        submission.concurrencyLimit = 0
+        #expect(try JobSubmission(decoding: submission.encode()) == submission)
     }
 
     @Test func reportsQueriesAndListingsRoundTrip() throws {

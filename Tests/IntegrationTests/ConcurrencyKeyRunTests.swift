@@ -1,0 +1,144 @@
+import Foundation
+import Logging
+import Sky
+import SkyTestSupport
+import SkyWorkerKit
+import Synchronization
+import Testing
+
+/// A job of a customer's: its handler sleeps, and writes down when it started and ended.
+struct KeyedSleep: SkyTask {
+    static let service = "test.keyed"
+    typealias Result = Int
+    var key: String
+    var index: Int
+    var milliseconds: Int
+}
+
+extension ThirdLineSuite {
+    /// Concurrency keys on a real broker with a real SQLite journal and four workers, checked
+    /// from the workers' own records: a key limited to one never runs two at once, and a key's
+    /// 100 jobs submitted behind another key's 15,000 are not held up by them.
+    @Suite("Concurrency keys: a limit of one over four workers, and fairness behind 15,000 jobs")
+    struct ConcurrencyKeyRunTests {
+        typealias StateDirectory = IntegrationSuite.JobTests.StateDirectory
+
+        /// The workers' records: every start and end, in the order they happened.
+        final class RunLog: Sendable {
+            enum Event: Equatable { case start, end }
+            struct Entry { var key: String, index: Int, event: Event }
+            private let entries = Mutex<[Entry]>([])
+
+            func add(_ key: String, _ index: Int, _ event: Event) {
+                entries.withLock { $0.append(Entry(key: key, index: index, event: event)) }
+            }
+
+            /// How many events there are so far (a position in the log).
+            var position: Int { entries.withLock { $0.count } }
+
+            var all: [Entry] { entries.withLock { $0 } }
+        }
+
+        /// Four workers of four slots each, in this process, each its own connection to the
+        /// broker, recording into `log`.
+        static func startWorkers(_ cluster: TestCluster, log: RunLog) async -> [Task<Void, any Error>] {
+            var running: [Task<Void, any Error>] = []
+            for number in 1...4 {
+                let system = ScanSystem(name: "keyed-\(number)", capacity: 4)
+                await system.register(KeyedSleep.self) { task in
+                    log.add(task.key, task.index, .start)
+                    try await Task.sleep(for: .milliseconds(task.milliseconds))
+                    log.add(task.key, task.index, .end)
+                    return task.index
+                }
+                let worker = SkyWorker(
+                    configuration: .init(broker: cluster.workers), system: system,
+                    logger: Logger(label: "keyed-\(number)"))
+                running.append(Task { try await worker.run() })
+            }
+            try? await cluster.waitForWorkers(4)
+            return running
+        }
+
+        /// Submits `count` jobs of `key` from 50 lanes at once; returns their ids.
+        static func submit(
+            _ sky: SkyClient, key: String, count: Int, limit: Int? = nil, milliseconds: Int
+        ) async throws -> [JobID] {
+            try await withThrowingTaskGroup(of: [JobID].self) { group in
+                for lane in 0..<50 {
+                    group.addTask {
+                        var ids: [JobID] = []
+                        for index in stride(from: lane, to: count, by: 50) {
+                            let options = JobOptions(concurrencyKey: key, concurrencyLimit: limit)
+                            let task = KeyedSleep(key: key, index: index, milliseconds: milliseconds)
+                            ids.append(try await sky.submit(task, options: options).id)
+                        }
+                        return ids
+                    }
+                }
+                return try await group.reduce(into: []) { $0 += $1 }
+            }
+        }
+
+        @Test(.timeLimit(.minutes(2)))
+        func aKeyLimitedToOneNeverRunsTwoAtOnceOverFourWorkers() async throws {
+            let state = StateDirectory()
+            let cluster = try await TestCluster.start(extraArguments: state.arguments)
+            defer { cluster.killAll() }
+            let log = RunLog()
+            let workers = await Self.startWorkers(cluster, log: log)
+            defer { for worker in workers { worker.cancel() } }
+            let sky = try await SkyClient(broker: cluster.clients)
+            // 1,000 jobs: 10 customers of 100, each limited to one at a time.
+            let keys = (0..<10).map { "customer-\($0)" }
+            var ids: [JobID] = []
+            for key in keys { ids += try await Self.submit(sky, key: key, count: 100, limit: 1, milliseconds: 2) }
+            for id in ids { _ = try await sky.result(of: id, as: Int.self) }
+
+            let entries = log.all
+            #expect(entries.count == 2_000, "each of the 1,000 jobs ran once")
+            var running: [String: Int] = [:]
+            var mostOfAKey = 0
+            var mostInAll = 0
+            var inAll = 0
+            for entry in entries {
+                let change = entry.event == .start ? 1 : -1
+                running[entry.key, default: 0] += change
+                inAll += change
+                mostOfAKey = max(mostOfAKey, running[entry.key]!)
+                mostInAll = max(mostInAll, inAll)
+            }
+            #expect(mostOfAKey == 1, "never two jobs of a customer at once")
+            #expect(mostInAll > 1, "customers ran side by side on the four workers: at most \(mostInAll) at once")
+            await sky.close()
+            await cluster.stop()
+        }
+
+        @Test(.timeLimit(.minutes(3)))
+        func aKeysHundredJobsBehindAnothersFifteenThousandAreNotHeldUp() async throws {
+            let state = StateDirectory()
+            let cluster = try await TestCluster.start(extraArguments: state.arguments)
+            defer { cluster.killAll() }
+            let log = RunLog()
+            let workers = await Self.startWorkers(cluster, log: log)
+            defer { for worker in workers { worker.cancel() } }
+            let sky = try await SkyClient(broker: cluster.clients)
+            let backlog = try await Self.submit(sky, key: "A", count: 15_000, milliseconds: 1)
+            let submittedAt = log.position
+            let late = try await Self.submit(sky, key: "B", count: 100, milliseconds: 1)
+            for id in late { _ = try await sky.result(of: id, as: Int.self) }
+            // A's jobs that ended after B's first submit, up to B's last end.
+            let entries = log.all
+            let lastOfB = try #require(entries.lastIndex { $0.key == "B" && $0.event == .end })
+            let aBetween = entries[submittedAt...lastOfB].count { $0.key == "A" && $0.event == .end }
+            let aLeft = backlog.count - entries.count { $0.key == "A" && $0.event == .end }
+            #expect(aLeft > 0, "A still had a backlog when B's last job ended")
+            // The bound docs/jobs.md gives: one turn of A per job of B (100), the pipeline ahead
+            // of B's first (64 for 16 credits) and what was running (16).
+            #expect(aBetween < 300, "B's 100 jobs ended within \(aBetween) of A's")
+            print("fairness: B's 100 jobs ended while \(aBetween) of A's did; \(aLeft) of A's 15,000 still waited")
+            await sky.close()
+            await cluster.stop()
+        }
+    }
+}
