@@ -406,7 +406,7 @@ struct JobBook: Sendable {
         guard let index = jobs.index(forKey: id), jobs.values[index].holdsPlace else { return nil }
         jobs.values[index].holdsPlace = false
         let submission = jobs.values[index].submission
-        let waiting = queued.vacate(submission.service, key: submission.concurrencyKey ?? "")
+        let waiting = queued.vacate(submission.service, key: submission.concurrencyKey ?? "", in: jobs)
         return waiting ? submission.service : nil
     }
 

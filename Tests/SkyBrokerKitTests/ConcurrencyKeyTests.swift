@@ -90,15 +90,15 @@ import Testing
         #expect(queue.queued.placed(of: "s", key: "A") == 1)
         #expect(queue.queued.placed(of: "s", key: "B") == 2)
         // A's place comes back: A has queued jobs (the caller prepares).
-        let aWaits = queue.queued.vacate("s", key: "A")
+        let aWaits = queue.queued.vacate("s", key: "A", in: queue.jobs)
         #expect(aWaits)
         #expect(queue.take(10) == ["a2"])
-        let bWaitsAgain = queue.queued.vacate("s", key: "B")
-        let aWaitsAgain = queue.queued.vacate("s", key: "A")
+        let bWaitsAgain = queue.queued.vacate("s", key: "B", in: queue.jobs)
+        let aWaitsAgain = queue.queued.vacate("s", key: "A", in: queue.jobs)
         #expect(bWaitsAgain && aWaitsAgain)
         #expect(queue.take(10) == ["b3", "a3"])
         // Nothing of A waits any more.
-        let aWaitsAtLast = queue.queued.vacate("s", key: "A")
+        let aWaitsAtLast = queue.queued.vacate("s", key: "A", in: queue.jobs)
         #expect(!aWaitsAtLast)
         #expect(queue.queued.isEmpty)
     }
