@@ -388,7 +388,8 @@ struct ClientStateMachine: Sendable {
             mapped.append(
                 .send(
                     socket: socket,
-                    sendsPacked && !request.header.keepIfAbandoned ? .packedRequest(request) : .request(request)))
+                    sendsPacked && !request.header.keepIfAbandoned && request.concurrencyKey == nil
+                        ? .packedRequest(request) : .request(request)))
         case .cancel(let id): mapped.append(.send(socket: socket, .cancel(id)))
         case .succeed(let waiters, let body, let attempts):
             mapped.append(.succeed(waiters, body: body, attempts: attempts))

@@ -518,12 +518,17 @@ struct RequestTable {
         var until = entry.attemptDeadline
         if let own = entry.ownDeadline?.at, entry.waiters.count == 1, until.map({ own < $0 }) ?? true { until = own }
         let timeout = until.map { UInt32(clamping: max(1, ($0 - now).wholeMilliseconds)) } ?? 0
-        return TaskRequest(
+        var request = TaskRequest(
             requestID: entry.id, service: entry.call.service,
             header: RequestHeader(
                 attempt: entry.wireAttempt, timeoutMilliseconds: timeout, noWorkersGraceMilliseconds: noWorkersGrace,
                 priority: entry.call.options.priority.rawValue, keepIfAbandoned: entry.call.options.keepIfAbandoned),
             body: entry.call.body, trace: withTrace ? entry.call.trace : nil)
+        if let key = entry.call.options.concurrencyKey {
+            request.concurrencyKey = key
+            request.concurrencyLimit = UInt32(clamping: entry.call.options.concurrencyLimit ?? 0)
+        }
+        return request
     }
 
     /// The deadline of some of the call's waiters passed: they get ``SkyError/timeout(_:)``,

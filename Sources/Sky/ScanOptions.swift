@@ -1,3 +1,5 @@
+import SkyProtocol
+
 /// How one call runs: its timeouts, its retries, and whether it may share an execution.
 ///
 /// A client holds defaults (``SkyClient/Configuration/defaults``); a call may pass its own.
@@ -39,6 +41,17 @@ public struct ScanOptions: Sendable, Equatable {
     /// ``SkyClient/scan(_:keptAs:options:coder:)``. See docs/jobs.md, "Calls that outlive their
     /// caller".
     public var keepIfAbandoned: Bool
+    /// The key (a customer, a tenant) this call shares a concurrency limit and its turns with:
+    /// while calls of a service wait, the broker takes them round-robin across keys (priorities
+    /// first), so one key's backlog delays another key's call by at most one turn per key
+    /// (docs/client.md, "Concurrency keys"). A name: 1–255 bytes of UTF-8 without control
+    /// characters. A keyed call does not coalesce with others. Needs a broker that names
+    /// `concurrency-keys` in `mmi.features` (else ``SkyError/invalidTask(_:)`` before anything
+    /// is sent).
+    public var concurrencyKey: String?
+    /// At most this many calls of ``concurrencyKey`` run at once (1 to 1,000,000), counted from
+    /// when the broker sends one to a worker until that worker answers it; `nil` for no limit.
+    public var concurrencyLimit: Int?
     /// The id the kept call's job takes, chosen by the caller before the call
     /// (``SkyClient/scan(_:keptAs:options:coder:)``); `nil`: the call's own request id. Not
     /// public: an id belongs to one call, and these options are also the client's defaults.
@@ -46,7 +59,8 @@ public struct ScanOptions: Sendable, Equatable {
 
     public init(
         timeout: Duration? = .seconds(30), deadline: Duration? = .seconds(30), retry: RetryPolicy = .default,
-        coalesce: Bool = true, priority: JobPriority = .normal, keepIfAbandoned: Bool = false
+        coalesce: Bool = true, priority: JobPriority = .normal, keepIfAbandoned: Bool = false,
+        concurrencyKey: String? = nil, concurrencyLimit: Int? = nil
     ) {
         self.timeout = timeout
         self.deadline = deadline
@@ -54,6 +68,25 @@ public struct ScanOptions: Sendable, Equatable {
         self.coalesce = coalesce
         self.priority = priority
         self.keepIfAbandoned = keepIfAbandoned
+        self.concurrencyKey = concurrencyKey
+        self.concurrencyLimit = concurrencyLimit
+    }
+
+    /// Why the concurrency key and limit cannot be sent, if they cannot.
+    var concurrencyProblem: String? {
+        if let concurrencyKey, let problem = WireFormat.nameProblem(concurrencyKey, what: "concurrency key") {
+            return problem
+        }
+        guard let concurrencyLimit else { return nil }
+        guard concurrencyKey != nil else {
+            return
+                "a concurrency limit needs its key: ScanOptions(concurrencyKey: \"customer-42\", concurrencyLimit: \(concurrencyLimit))"
+        }
+        guard (1...Int(RequestHeader.maxConcurrencyLimit)).contains(concurrencyLimit) else {
+            return
+                "a concurrency limit is 1...\(RequestHeader.maxConcurrencyLimit) calls at once; got \(concurrencyLimit)"
+        }
+        return nil
     }
 
     /// 30 s per attempt, 30 s for the whole call, ``RetryPolicy/default``, coalescing on, normal

@@ -300,6 +300,27 @@ public actor SkyClient {
         service: String, body: [UInt8], options: ScanOptions, trace: TraceFrameSource? = nil
     ) async throws -> Completion {
         var options = options
+        if options.concurrencyKey != nil || options.concurrencyLimit != nil {
+            if let problem = options.concurrencyProblem {
+                return Completion(result: .failure(.invalidTask(problem)), attempts: 0)
+            }
+            // One customer's call: shared with another's, it would run under the other's key.
+            options.coalesce = false
+            if shell.loop.load() == nil {
+                do {
+                    try await startIfNeeded()
+                } catch let error as SkyError {
+                    return Completion(result: .failure(error), attempts: 0)
+                }
+            }
+            guard await brokerTakes(\.takesConcurrencyKeys) else {
+                return Completion(
+                    result: .failure(
+                        .invalidTask(
+                            "this broker takes no concurrency keys (it names no \(BrokerFeatures.concurrencyKeysFeature) in mmi.features): upgrade it, or call without concurrencyKey"
+                        )), attempts: 0)
+            }
+        }
         if options.keepIfAbandoned {
             // One attempt, its own (its id becomes the job's), lasting until the deadline: the
             // caller leaves the call at its deadline only (an attempt's timeout would drop it).

@@ -70,6 +70,14 @@ extension BrokerStateMachine {
         memoryReturn.queueHolds(bytes: queue.bytes, count: queue.count)
     }
 
+    /// A delivery left its worker (answered, or the worker was lost): a request with a
+    /// concurrency limit gives up its key's place. The caller offers the service's waiting work
+    /// to workers next (a reply fills its worker; a lost worker's services are filled).
+    mutating func vacatePlace(of task: borrowing QueuedRequest) {
+        guard task.request.concurrencyLimit > 0, let key = task.request.concurrencyKey else { return }
+        queue.vacate(task.service, key: key)
+    }
+
     /// Takes a request that no longer waits out of its client's share. The caller moves it in
     /// ``tasks`` (to running, or out: it is answered).
     private mutating func unmarkWaiting(client: ClientNumber, bytes: Int) {
@@ -100,7 +108,7 @@ extension BrokerStateMachine {
     /// The oldest live request of a service, removed from the queue and from ``tasks``, to be
     /// answered.
     mutating func popWaiting(_ service: ServiceBook.Number) -> QueuedRequest? {
-        guard let task = queue.popFirst(service) else { return nil }
+        guard let task = queue.popToAnswer(service) else { return nil }
         unmarkWaiting(client: task.client, bytes: task.request.queuedSize)
         tasks[task.key] = nil
         return task

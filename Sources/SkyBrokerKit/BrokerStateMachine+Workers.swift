@@ -220,6 +220,7 @@ extension BrokerStateMachine {
         let lost = deliveries.removeWorker(anchor: record.anchor).map(\.held)
         // Newest first, so that prepending leaves the oldest at the front.
         for held in lost.sorted(by: { $0.task.arrival > $1.task.arrival }) {
+            vacatePlace(of: held.task)
             if held.answered {
                 finishRequest(held.task.client)
                 continue
@@ -284,6 +285,7 @@ extension BrokerStateMachine {
             }
             return
         }
+        vacatePlace(of: held.task)
         let workerName = withWorker(at: index) { worker in
             worker.held -= 1
             worker.completed += 1

@@ -497,11 +497,15 @@ package struct BrokerStateMachine: Sendable {
         // and while requests of it wait, no worker of it has a credit to look for.
         // A limited service's call goes only with a token; without one it waits for the next
         // (or is answered at once if the calls ahead would take them past its deadline).
+        // A call with a concurrency limit goes only while its key has room.
         let limited = !services.limits.isEmpty && services[service].bucket != nil
+        let placeLimit = task.request.concurrencyLimit
         if queue.count(of: service) == 0, services.paused.isEmpty || !services[service].paused,
+            placeLimit == 0 || queue.mayStart(service, key: task.request.concurrencyKey ?? "", limit: placeLimit),
             let worker = bestWorker(for: service, avoiding: key), !limited || takeStart(service, now: task.arrivedAt)
         {
             counters.requestsAccepted += 1
+            if placeLimit > 0 { queue.placeDirectly(service, key: task.request.concurrencyKey ?? "") }
             dispatch(task, to: worker, now: now, into: &actions)
             return
         }
@@ -515,6 +519,11 @@ package struct BrokerStateMachine: Sendable {
         }
         enqueue(task, now: now)
         counters.requestsAccepted += 1
+        // Requests wait in turns, some of a key at its limit: a worker may have a free credit
+        // for this one.
+        if queue.takesTurns(service) {
+            for peer in services[service].workers { fill(peer, now: now, into: &actions) }
+        }
     }
 
     /// Why a new request may not wait, if it may not: a full queue (in count or bytes), or a

@@ -47,6 +47,8 @@ extension JobScheduler {
         let id = JobID(request.requestID)
         var submission = JobSubmission(service: request.service, body: request.body)
         submission.priority = request.header.priority
+        submission.concurrencyKey = request.concurrencyKey
+        submission.concurrencyLimit = request.concurrencyKey == nil ? 0 : request.concurrencyLimit
         // It ran, or runs, once as a call: the broker's own re-dispatch of lost work is its retry.
         submission.maxAttempts = 1
         var (_, record) = pend(submission, id: id, trace: request.trace, waiter: caller, mayStart: false)

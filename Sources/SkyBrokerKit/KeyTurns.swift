@@ -119,6 +119,12 @@ struct KeyTurns: Sendable {
         }
     }
 
+    /// Work of `key` started without waiting for a turn (nothing of the service waited): it
+    /// holds a place.
+    mutating func placeDirectly(_ key: String) {
+        placed[key, default: 0] += 1
+    }
+
     /// Nothing of `key` waits any more (its last waiting work was cancelled or expired).
     mutating func emptied(_ key: String) {
         turnOf[key] = nil

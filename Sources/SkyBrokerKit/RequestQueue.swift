@@ -12,6 +12,11 @@ import SkyProtocol
 /// A request cancelled or expired while it waits leaves a dead entry behind (without its body):
 /// taking it out of the middle of a deque would move its neighbours. Dead entries go when they
 /// reach the head, or in ``compactIfMostlyDead()`` once they outweigh the live ones.
+///
+/// Once a request with a concurrency key (``SkyProtocol/TaskRequest/concurrencyKey``) comes to a
+/// service, its lane takes its requests in the order of a ``KeyTurns``: round-robin across keys
+/// (requests without a key are the key ""), priority bands first, each key held to its
+/// requests' limit. A lane that never saw a key costs nothing of it.
 struct RequestQueue: Sendable {
     typealias QueuedRequest = BrokerStateMachine.QueuedRequest
     typealias Number = ServiceBook.Number
@@ -26,12 +31,35 @@ struct RequestQueue: Sendable {
         static func == (lhs: Self, rhs: Self) -> Bool { lhs.expiry == rhs.expiry && lhs.arrival == rhs.arrival }
     }
 
-    /// One service's queue: its entries in arrival-number order, live or dead, and the count and
-    /// bytes of the live ones.
+    /// One service's queue: its entries in arrival-number order, live or dead (those without a
+    /// concurrency key, once ``keyed`` is there), and the count and bytes of the live ones (with
+    /// a key or not).
     private struct Lane: Sendable {
         var entries: Deque<QueuedRequest> = []
         var live = 0
         var bytes = 0
+        /// The requests with a key and the rotation, once a request with a key came; kept while
+        /// anything waits or a key holds places.
+        var keyed: KeyedLane?
+    }
+
+    /// A lane's requests with a concurrency key, and the turns its requests are taken in.
+    private struct KeyedLane: Sendable {
+        /// Each key's requests in arrival-number order, live or dead.
+        var queues: [String: Deque<QueuedRequest>] = [:]
+        /// Live requests per key; "" counts the lane's own entries (those without a key).
+        var live: [String: Int] = [:]
+        /// The key of each request in ``queues``, by arrival number.
+        var keyOf: [UInt64: String] = [:]
+        var turns = KeyTurns()
+    }
+
+    /// Where an entry is: its service's lane, its key's queue (`nil`: the lane's own entries)
+    /// and its index there.
+    private struct Place {
+        var service: Int
+        var key: String?
+        var index: Int
     }
 
     /// By service number (``ServiceBook``), grown as numbers are first used. A number is given
@@ -63,12 +91,15 @@ struct RequestQueue: Sendable {
     /// Whether a service's queue holds entries, live or dead: while it does, its number is in
     /// use.
     func hasEntries(_ service: Number) -> Bool {
-        Int(service) < lanes.count && !lanes[Int(service)].entries.isEmpty
+        Int(service) < lanes.count && (!lanes[Int(service)].entries.isEmpty || lanes[Int(service)].keyed != nil)
     }
 
     /// Entries in the lanes and the deadline heap, live or not (for tests of their bounds).
     var entryCounts: (queued: Int, deadlines: Int) {
-        (lanes.reduce(0) { $0 + $1.entries.count }, deadlines.count)
+        (
+            lanes.reduce(0) { $0 + $1.entries.count + ($1.keyed?.queues.values.reduce(0) { $0 + $1.count } ?? 0) },
+            deadlines.count
+        )
     }
 
     /// Puts a request in its service's queue at its arrival number's place (at the back, unless
@@ -83,28 +114,147 @@ struct RequestQueue: Sendable {
         count += 1
         bytes += size
         deadlines.insert(Deadline(expiry: expiry, arrival: task.arrival))
-        // Last: the task is moved into its lane.
-        lanes[service].entries.insertInOrder(task)
+        let key = task.request.concurrencyKey
+        guard key != nil || lanes[service].keyed != nil else {
+            // Last: the task is moved into its lane.
+            lanes[service].entries.insertInOrder(task)
+            return
+        }
+        if lanes[service].keyed == nil { startTurns(service, unkeyed: lanes[service].live - 1) }
+        let arrival = task.arrival
+        if let key {
+            lanes[service].keyed!.keyOf[arrival] = key
+            lanes[service].keyed!.queues[key, default: []].insertInOrder(task)
+        } else {
+            lanes[service].entries.insertInOrder(task)
+        }
+        let turnKey = key ?? ""
+        lanes[service].keyed!.live[turnKey, default: 0] += 1
+        if let head = head(service, turnKey) { lanes[service].keyed!.turns.arrived(turnKey, head: head) }
+    }
+
+    /// A service's first request with a key came: its lane takes turns from now on, the
+    /// requests without a key that wait (`unkeyed`) as the key "".
+    private mutating func startTurns(_ service: Int, unkeyed: Int) {
+        var keyed = KeyedLane()
+        if unkeyed > 0 { keyed.live[""] = unkeyed }
+        lanes[service].keyed = keyed
+        if unkeyed > 0, let head = head(service, "") { lanes[service].keyed!.turns.arrived("", head: head) }
+    }
+
+    /// The head of `key`'s requests in a keyed lane (dead entries ahead of it go), as the
+    /// rotation sees it; `nil` if none of them waits.
+    private mutating func head(_ service: Int, _ key: String) -> KeyTurns.Head? {
+        guard lanes[service].keyed?.live[key] != nil else { return nil }
+        if key.isEmpty {
+            while let first = lanes[service].entries.first {
+                if !first.dropped { return Self.turnHead(first) }
+                lanes[service].entries.removeFirst()
+                deadEntries -= 1
+            }
+            return nil
+        }
+        while let first = lanes[service].keyed!.queues[key]?.first {
+            if !first.dropped { return Self.turnHead(first) }
+            lanes[service].keyed!.queues[key]!.removeFirst()
+            lanes[service].keyed!.keyOf[first.arrival] = nil
+            deadEntries -= 1
+        }
+        return nil
+    }
+
+    /// What the rotation needs of a request: its priority band (higher first) and its limit.
+    private static func turnHead(_ task: QueuedRequest) -> KeyTurns.Head {
+        KeyTurns.Head(priority: 3 - Int8(task.arrival >> 62), limit: task.request.concurrencyLimit)
+    }
+
+    /// The key whose turn is next in a keyed lane, if one may go.
+    private mutating func nextKey(_ service: Int) -> String? {
+        while let key = lanes[service].keyed!.turns.top() {
+            let head = head(service, key)
+            if lanes[service].keyed!.turns.confirm(key, head: head) { return key }
+        }
+        return nil
+    }
+
+    /// Whether a request of `key` with `limit` may start now without waiting for its turn:
+    /// fewer than `limit` requests of the key hold places (nothing of the service waits, or the
+    /// caller would queue it).
+    func mayStart(_ service: Number, key: String, limit: UInt32) -> Bool {
+        guard limit > 0, Int(service) < lanes.count, let keyed = lanes[Int(service)].keyed else { return true }
+        return keyed.turns.placed[key, default: 0] < Int(limit)
+    }
+
+    /// A request of `key` with a limit went to a worker without waiting: it holds a place until
+    /// ``vacate(_:key:)``.
+    mutating func placeDirectly(_ service: Number, key: String) {
+        let lane = Int(service)
+        while lanes.count <= lane { lanes.append(Lane()) }
+        if lanes[lane].keyed == nil { startTurns(lane, unkeyed: lanes[lane].live) }
+        lanes[lane].keyed!.turns.placeDirectly(key)
+    }
+
+    /// A request of `key` that held a place left its worker (answered, or its worker was lost).
+    /// - Returns: whether requests of the key wait (the caller offers them to workers).
+    @discardableResult
+    mutating func vacate(_ service: Number, key: String) -> Bool {
+        let lane = Int(service)
+        guard lane < lanes.count, lanes[lane].keyed != nil else { return false }
+        let head = head(lane, key)
+        let waiting = lanes[lane].keyed!.turns.vacate(key, head: head)
+        endTurnsIfIdle(lane)
+        return waiting
+    }
+
+    /// Whether a service's lane takes turns (a request with a key came, and something of it
+    /// waits or holds a place).
+    func takesTurns(_ service: Number) -> Bool { Int(service) < lanes.count && lanes[Int(service)].keyed != nil }
+
+    /// A keyed lane with nothing waiting and no place held goes back to plain order.
+    private mutating func endTurnsIfIdle(_ service: Int) {
+        guard lanes[service].live == 0, let keyed = lanes[service].keyed, keyed.turns.isIdle else { return }
+        deadEntries -= keyed.queues.values.reduce(0) { $0 + $1.count }
+        lanes[service].keyed = nil
     }
 
     /// Marks the waiting request that arrived as number `arrival` dead (cancelled or expired):
     /// out of the counts, its body let go.
     /// - Returns: its client and bytes, for the client's share; `nil` if it does not wait.
     mutating func drop(arrival: UInt64) -> (client: BrokerStateMachine.ClientNumber, bytes: Int)? {
-        guard let (service, index) = place(of: arrival), !lanes[service].entries[index].dropped else { return nil }
-        let size = lanes[service].entries[index].request.queuedSize
-        let client = lanes[service].entries[index].client
-        unmark(service, size)
-        lanes[service].entries[index].request.body = []
-        lanes[service].entries[index].dropped = true
+        guard let place = place(of: arrival), !entry(at: place).dropped else { return nil }
+        let size = entry(at: place).request.queuedSize
+        let client = entry(at: place).client
+        unmark(place.service, size)
+        change(at: place) { entry in
+            entry.request.body = []
+            entry.dropped = true
+        }
         deadEntries += 1
+        if lanes[place.service].keyed != nil { leftTurns(place.service, key: place.key ?? "") }
         return (client, size)
+    }
+
+    /// A live request of `key` left a keyed lane.
+    private mutating func leftTurns(_ service: Int, key: String) {
+        if let live = lanes[service].keyed!.live[key], live > 1 {
+            lanes[service].keyed!.live[key] = live - 1
+            return
+        }
+        lanes[service].keyed!.live[key] = nil
+        lanes[service].keyed!.turns.emptied(key)
+        if !key.isEmpty, let dead = lanes[service].keyed!.queues.removeValue(forKey: key) {
+            // Only dead entries are left: they go with the key.
+            deadEntries -= dead.count
+            for entry in dead { lanes[service].keyed!.keyOf[entry.arrival] = nil }
+        }
+        endTurnsIfIdle(service)
     }
 
     /// The oldest live request of a service, taken out, with dead entries ahead of it.
     mutating func popFirst(_ service: Number) -> QueuedRequest? {
         let lane = Int(service)
         guard lane < lanes.count else { return nil }
+        if lanes[lane].keyed != nil { return popTurn(lane) }
         while let task = lanes[lane].entries.popFirst() {
             guard !task.dropped else {
                 deadEntries -= 1
@@ -116,10 +266,69 @@ struct RequestQueue: Sendable {
         return nil
     }
 
-    /// Arrival number of the oldest live request of a service; dead entries ahead of it go.
+    /// A live request of a service, taken out to be answered (not to run): the oldest, or in a
+    /// keyed lane any, whatever the turns and limits say (a parked key's too).
+    mutating func popToAnswer(_ service: Number) -> QueuedRequest? {
+        let lane = Int(service)
+        guard lane < lanes.count, let keys = lanes[lane].keyed?.queues.keys else { return popFirst(service) }
+        while lanes[lane].keyed != nil, let task = lanes[lane].entries.popFirst() {
+            if task.dropped {
+                deadEntries -= 1
+                continue
+            }
+            unmark(lane, task.request.queuedSize)
+            leftTurns(lane, key: "")
+            return task
+        }
+        for key in Array(keys) {
+            while lanes[lane].keyed != nil, let task = lanes[lane].keyed!.queues[key]?.popFirst() {
+                lanes[lane].keyed!.keyOf[task.arrival] = nil
+                if task.dropped {
+                    deadEntries -= 1
+                    continue
+                }
+                unmark(lane, task.request.queuedSize)
+                leftTurns(lane, key: key)
+                return task
+            }
+        }
+        return lanes[lane].keyed == nil ? popFirst(service) : nil
+    }
+
+    /// The request whose turn is next in a keyed lane, taken out, holding a place if it has a
+    /// limit.
+    private mutating func popTurn(_ service: Int) -> QueuedRequest? {
+        guard let key = nextKey(service) else { return nil }
+        // `nextKey` left the key's head live at the front.
+        let task: QueuedRequest
+        if key.isEmpty {
+            task = lanes[service].entries.removeFirst()
+        } else {
+            task = lanes[service].keyed!.queues[key]!.removeFirst()
+            lanes[service].keyed!.keyOf[task.arrival] = nil
+        }
+        unmark(service, task.request.queuedSize)
+        if let live = lanes[service].keyed!.live[key], live > 1 {
+            lanes[service].keyed!.live[key] = live - 1
+        } else {
+            lanes[service].keyed!.live[key] = nil
+            if !key.isEmpty { lanes[service].keyed!.queues[key] = nil }
+        }
+        let next = head(service, key)
+        lanes[service].keyed!.turns.took(key, limited: task.request.concurrencyLimit > 0, next: next)
+        endTurnsIfIdle(service)
+        return task
+    }
+
+    /// Arrival number of the request that goes next in a service (the oldest live one, or in a
+    /// keyed lane the head of the key whose turn it is); dead entries ahead of it go.
     mutating func oldest(_ service: Number) -> UInt64? {
         let lane = Int(service)
         guard lane < lanes.count else { return nil }
+        if lanes[lane].keyed != nil {
+            guard let key = nextKey(lane) else { return nil }
+            return key.isEmpty ? lanes[lane].entries.first?.arrival : lanes[lane].keyed!.queues[key]?.first?.arrival
+        }
         while let head = lanes[lane].entries.first {
             if !head.dropped { return head.arrival }
             lanes[lane].entries.removeFirst()
@@ -131,13 +340,13 @@ struct RequestQueue: Sendable {
     /// The entry of the request that arrived as number `arrival`, live or dead, if it is still
     /// in its lane.
     func request(arrival: UInt64) -> QueuedRequest? {
-        place(of: arrival).map { lanes[$0.service].entries[$0.index] }
+        place(of: arrival).map { entry(at: $0) }
     }
 
     /// Changes the entry of the request that arrived as number `arrival`, if there is one.
     mutating func update(arrival: UInt64, _ change: (inout QueuedRequest) -> Void) {
-        guard let (service, index) = place(of: arrival) else { return }
-        change(&lanes[service].entries[index])
+        guard let place = place(of: arrival) else { return }
+        self.change(at: place, change)
     }
 
     /// The earliest time to look at again, taken out, if it is due by `now`.
@@ -159,6 +368,12 @@ struct RequestQueue: Sendable {
             for lane in lanes.indices where !lanes[lane].entries.isEmpty {
                 lanes[lane].entries = Deque(lanes[lane].entries.filter { !$0.dropped })
             }
+            for lane in lanes.indices where lanes[lane].keyed != nil {
+                for (key, entries) in lanes[lane].keyed!.queues {
+                    for entry in entries where entry.dropped { lanes[lane].keyed!.keyOf[entry.arrival] = nil }
+                    lanes[lane].keyed!.queues[key] = Deque(entries.filter { !$0.dropped })
+                }
+            }
             deadEntries = 0
         }
         if deadlines.count > 1024 && deadlines.count > 2 * count {
@@ -169,8 +384,7 @@ struct RequestQueue: Sendable {
             // per request, the earliest: a request queued again after a lost worker has two.
             var earliest: [UInt64: Int64] = [:]
             for entry in deadlines.unordered {
-                guard let (service, index) = place(of: entry.arrival), !lanes[service].entries[index].dropped
-                else { continue }
+                guard let place = place(of: entry.arrival), !self.entry(at: place).dropped else { continue }
                 earliest[entry.arrival] = min(earliest[entry.arrival] ?? .max, entry.expiry)
             }
             deadlines = Heap(earliest.map { Deadline(expiry: $0.value, arrival: $0.key) })
@@ -181,7 +395,12 @@ struct RequestQueue: Sendable {
     /// queue grew to can go back to the system (Swift's collections keep their capacity).
     mutating func releaseStorage() {
         precondition(count == 0, "the queue's storage is released only while nothing waits")
-        lanes = []
+        // The places keys hold outlive the queue: their requests are at workers.
+        lanes = lanes.map { lane in
+            var fresh = Lane()
+            if let keyed = lane.keyed, !keyed.turns.placed.isEmpty { fresh.keyed = KeyedLane(turns: keyed.turns) }
+            return fresh
+        }
         deadEntries = 0
         deadlines = Heap()
     }
@@ -197,12 +416,31 @@ struct RequestQueue: Sendable {
 
     /// Where the request that arrived as number `arrival` is: its service's lane (in the arrival
     /// number's low bits) and its place there, by binary search (lanes are in arrival order).
-    private func place(of arrival: UInt64) -> (service: Int, index: Int)? {
+    private func place(of arrival: UInt64) -> Place? {
         let service = Int(arrival & BrokerStateMachine.slotMask)
         guard service < lanes.count else { return nil }
+        if let keyed = lanes[service].keyed, let key = keyed.keyOf[arrival], let entries = keyed.queues[key] {
+            let index = entries.place(of: arrival)
+            return index < entries.endIndex && entries[index].arrival == arrival
+                ? Place(service: service, key: key, index: index) : nil
+        }
         let entries = lanes[service].entries
         let index = entries.place(of: arrival)
-        return index < entries.endIndex && entries[index].arrival == arrival ? (service, index) : nil
+        return index < entries.endIndex && entries[index].arrival == arrival
+            ? Place(service: service, key: nil, index: index) : nil
+    }
+
+    private func entry(at place: Place) -> QueuedRequest {
+        guard let key = place.key else { return lanes[place.service].entries[place.index] }
+        return lanes[place.service].keyed!.queues[key]![place.index]
+    }
+
+    private mutating func change(at place: Place, _ change: (inout QueuedRequest) -> Void) {
+        guard let key = place.key else {
+            change(&lanes[place.service].entries[place.index])
+            return
+        }
+        change(&lanes[place.service].keyed!.queues[key]![place.index])
     }
 
     private mutating func unmark(_ service: Int, _ size: Int) {

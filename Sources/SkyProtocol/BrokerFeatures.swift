@@ -48,6 +48,9 @@ public struct BrokerFeatures: Sendable, Equatable {
     /// without a journal it answers `journalUnavailable`); one that does not say answers it
     /// `unknownService`.
     public var actsInBulk: Bool
+    /// The broker takes a REQUEST header with a concurrency key (``TaskRequest/concurrencyKey``:
+    /// 26 bytes and more); one that does not say drops such a REQUEST as malformed.
+    public var takesConcurrencyKeys: Bool
 
     /// The edition this build speaks: docs/protocol.md, "Editions". Raised only with a change
     /// of meaning under an unchanged form, together with the doc's "Changes by edition".
@@ -74,6 +77,8 @@ public struct BrokerFeatures: Sendable, Equatable {
     public static let rateLimitsFeature = "rate-limits"
     /// The line that names ``actsInBulk``.
     public static let bulkActionsFeature = "bulk-actions"
+    /// The line that names ``takesConcurrencyKeys``.
+    public static let concurrencyKeysFeature = "concurrency-keys"
 
     /// The line that carries ``maxFrameSize``.
     public static let maxFrameSizeName = "max-frame-size"
@@ -87,7 +92,8 @@ public struct BrokerFeatures: Sendable, Equatable {
         edition: Int? = nil, takesTrace: Bool = false, maxFrameSize: Int? = nil, takesPacked: Bool = false,
         takesNoWorkersGrace: Bool = false, takesPriority: Bool = false, jobSubmissionVersion: Int? = nil,
         takesScheduleQueue: Bool = false, takesFlows: Bool = false, keepsAbandonedCalls: Bool = false,
-        pausesServices: Bool = false, limitsRates: Bool = false, actsInBulk: Bool = false
+        pausesServices: Bool = false, limitsRates: Bool = false, actsInBulk: Bool = false,
+        takesConcurrencyKeys: Bool = false
     ) {
         self.edition = edition
         self.takesTrace = takesTrace
@@ -102,6 +108,7 @@ public struct BrokerFeatures: Sendable, Equatable {
         self.pausesServices = pausesServices
         self.limitsRates = limitsRates
         self.actsInBulk = actsInBulk
+        self.takesConcurrencyKeys = takesConcurrencyKeys
     }
 
     /// Everything this build of the broker says to clients (`mmi.features`); `journal`: it keeps
@@ -111,7 +118,7 @@ public struct BrokerFeatures: Sendable, Equatable {
             edition: currentEdition, takesTrace: true, maxFrameSize: maxFrameSize, takesPacked: true,
             takesNoWorkersGrace: true, takesPriority: true, jobSubmissionVersion: Int(JobSubmission.newestVersion),
             takesScheduleQueue: true, takesFlows: true, keepsAbandonedCalls: journal, pausesServices: true,
-            limitsRates: true, actsInBulk: true)
+            limitsRates: true, actsInBulk: true, takesConcurrencyKeys: true)
     }
 
     /// Reads what a broker said, a line each (a FEATURES to a worker carries a line a frame);
@@ -140,6 +147,8 @@ public struct BrokerFeatures: Sendable, Equatable {
                 limitsRates = true
             } else if text == Self.bulkActionsFeature {
                 actsInBulk = true
+            } else if text == Self.concurrencyKeysFeature {
+                takesConcurrencyKeys = true
             } else if let equals = text.firstIndex(of: "="),
                 let value = Int(text[text.index(after: equals)...]), value > 0
             {
@@ -174,6 +183,7 @@ public struct BrokerFeatures: Sendable, Equatable {
         if pausesServices { lines.append(Self.servicePauseFeature) }
         if limitsRates { lines.append(Self.rateLimitsFeature) }
         if actsInBulk { lines.append(Self.bulkActionsFeature) }
+        if takesConcurrencyKeys { lines.append(Self.concurrencyKeysFeature) }
         return lines
     }
 

@@ -49,12 +49,19 @@ public enum ClientToBroker: Sendable, Equatable {
             guard frames.count == 6 || frames.count == 7 else {
                 throw .wrongFrameCount(command: "REQUEST", expected: "6 or 7", actual: frames.count)
             }
-            let request = TaskRequest(
+            let header = frames[4]
+            let keyed = header.count > RequestHeader.flaggedByteCount
+            var request = TaskRequest(
                 requestID: try RequestID(frame: frames[2]),
                 service: try WireFormat.name(frames[3]),
-                header: try RequestHeader(frame: frames[4]),
+                header: try RequestHeader(frame: keyed ? header.prefix(RequestHeader.flaggedByteCount) : header),
                 body: Array(frames[5]),
                 trace: frames.count == 7 ? try WireFormat.traceFrame(frames[6]) : nil)
+            if keyed {
+                let (key, limit) = try RequestHeader.concurrency(header.dropFirst(RequestHeader.flaggedByteCount))
+                request.concurrencyKey = key
+                request.concurrencyLimit = limit
+            }
             // 0 names the answer to a CANCEL; a request's attempts count from 1.
             guard request.header.attempt >= 1 else {
                 throw .invalidValue(name: "attempt", reason: "0; attempts count from 1")
@@ -94,17 +101,22 @@ public enum ClientToBroker: Sendable, Equatable {
         case .request(let request):
             let trace = request.trace
             let (grace, priority, flags) = request.header.optionalFields
+            let key = request.concurrencyKey
             var writer = Frames.Writer(
                 frames: trace == nil ? 6 : 7,
                 bytes: WireFormat.clientSignature.count + 1 + RequestID.byteCount + request.service.utf8.count
                     + RequestHeader.flaggedByteCount + Frames.inlineSize(request.body.count)
-                    + Frames.inlineSize(trace?.count ?? 0))
+                    + Frames.inlineSize(trace?.count ?? 0) + Frames.inlineSize(5 + (key?.utf8.count ?? 0)))
             writer.append(WireFormat.clientSignature)
             writer.append(byte: Command.request.rawValue)
             writer.append(request.requestID)
             writer.append(utf8: request.service)
-            writer.append(
-                bigEndian: request.header.attempt, request.header.timeoutMilliseconds, grace, priority, flags)
+            if let key {
+                writer.append(request.header.keyedFrame(key: key, limit: request.concurrencyLimit))
+            } else {
+                writer.append(
+                    bigEndian: request.header.attempt, request.header.timeoutMilliseconds, grace, priority, flags)
+            }
             writer.append(request.body)
             if let trace { writer.append(trace) }
             return writer.finish()

@@ -57,7 +57,7 @@ public struct JobSubmission: Sendable, Equatable {
     /// it starts only while fewer jobs of its key than its limit run.
     public var concurrencyLimit: UInt32 = 0
     /// The largest ``concurrencyLimit``.
-    public static let maxConcurrencyLimit: UInt32 = 1_000_000
+    public static let maxConcurrencyLimit = RequestHeader.maxConcurrencyLimit
 
     /// How long a job's idempotency key keeps a second submit with it from making a job.
     public enum KeyHold: UInt8, Sendable, Equatable, CaseIterable {

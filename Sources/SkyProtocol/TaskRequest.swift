@@ -60,6 +60,58 @@ public struct RequestHeader: Sendable, Equatable {
         keepIfAbandoned = flags & Self.keepFlag != 0
     }
 
+    /// The shortest header with a concurrency key: the 20-byte header, the limit (u32), the
+    /// key's length (u8) and a key of one byte.
+    public static let keyedByteCount = flaggedByteCount + 6
+    /// The largest concurrency limit.
+    public static let maxConcurrencyLimit: UInt32 = 1_000_000
+
+    /// The header frame of a request with a concurrency key: every field of the 20-byte header,
+    /// then the limit, the key's length and the key (cut to 255 bytes; callers check names
+    /// first).
+    public func keyedFrame(key: String, limit: UInt32) -> [UInt8] {
+        let keyBytes = key.utf8.prefix(WireFormat.maxNameLength)
+        var frame: [UInt8] = []
+        frame.reserveCapacity(Self.flaggedByteCount + 5 + keyBytes.count)
+        WireFormat.append(attempt, to: &frame)
+        WireFormat.append(timeoutMilliseconds, to: &frame)
+        WireFormat.append(noWorkersGraceMilliseconds, to: &frame)
+        WireFormat.append(UInt32(bitPattern: Int32(priority)), to: &frame)
+        WireFormat.append(keepIfAbandoned ? Self.keepFlag : 0, to: &frame)
+        WireFormat.append(limit, to: &frame)
+        frame.append(UInt8(keyBytes.count))
+        frame += keyBytes
+        return frame
+    }
+
+    /// Reads what follows the 20-byte fields of a header with a concurrency key: the limit
+    /// (u32, at most ``maxConcurrencyLimit``), the key's length (1–255) and the key (a name).
+    static func concurrency(_ rest: ArraySlice<UInt8>) throws(ProtocolError) -> (key: String, limit: UInt32) {
+        guard rest.count >= 6 else {
+            throw .invalidValue(
+                name: "request header",
+                reason:
+                    "\(rest.count + flaggedByteCount) bytes; 8, 12, 16 or 20, or with a concurrency key \(keyedByteCount) to \(flaggedByteCount + 5 + WireFormat.maxNameLength)"
+            )
+        }
+        let start = rest.startIndex
+        let limit = try WireFormat.uint32(rest[start..<start + 4], name: "concurrency limit")
+        guard limit <= maxConcurrencyLimit else {
+            throw .invalidValue(name: "concurrency limit", reason: "\(limit); at most \(maxConcurrencyLimit)")
+        }
+        let length = Int(rest[start + 4])
+        guard rest.count == 5 + length else {
+            throw .invalidValue(
+                name: "concurrency key", reason: "its length says \(length) bytes, the header holds \(rest.count - 5)")
+        }
+        do {
+            return (try WireFormat.name(rest[(start + 5)...]), limit)
+        } catch {
+            throw .invalidValue(
+                name: "concurrency key", reason: "not 1–255 bytes of UTF-8 without control characters")
+        }
+    }
+
     /// The fields a client sends after attempt and timeout: as few as say something, so that
     /// an older broker reads every request that asks for nothing new.
     public var optionalFields: (grace: UInt32?, priority: UInt32?, flags: UInt32?) {
@@ -78,30 +130,48 @@ public struct TaskRequest: Sendable, Equatable {
     public var requestID: RequestID
     public var service: String
     public var header: RequestHeader
-    /// Body and trace frame in one word: the broker keeps a copy of every waiting request, and
-    /// an optional frame of its own would cost each of them 8 bytes, traced or not.
+    /// Body, trace frame and concurrency key in one word: the broker keeps a copy of every
+    /// waiting request, and an optional field of its own would cost each of them its bytes (and
+    /// each copy its reference counting), whether it is set or not.
     private var payload: Payload
 
     public var body: [UInt8] {
         get {
             switch payload {
             case .plain(let body): body
-            case .traced(let traced): traced.body
+            case .extended(let extended): extended.body
             }
         }
-        set { payload = Payload(body: newValue, trace: trace) }
+        set { payload = Payload(body: newValue, trace: trace, key: concurrencyKey, limit: concurrencyLimit) }
     }
 
     /// The optional trace frame (a ``TraceContext``), at most ``TraceContext/maxBytes``;
     /// carried as it came, never read by the broker.
     public var trace: [UInt8]? {
-        get {
-            switch payload {
-            case .plain: nil
-            case .traced(let traced): traced.trace
-            }
+        get { extended?.trace }
+        set { payload = Payload(body: body, trace: newValue, key: concurrencyKey, limit: concurrencyLimit) }
+    }
+
+    /// The key (a customer, a tenant) whose calls share ``concurrencyLimit`` and take turns with
+    /// other keys' calls of the service while they wait: a name (1–255 bytes of UTF-8, no
+    /// control characters), or `nil`. Travels only from client to broker, in a REQUEST header of
+    /// 26 bytes or more, to a broker that names ``BrokerFeatures/concurrencyKeysFeature``.
+    public var concurrencyKey: String? {
+        get { extended?.key }
+        set { payload = Payload(body: body, trace: trace, key: newValue, limit: concurrencyLimit) }
+    }
+
+    /// At most this many calls of ``concurrencyKey`` run at once; 0 for no limit.
+    public var concurrencyLimit: UInt32 {
+        get { extended?.limit ?? 0 }
+        set { payload = Payload(body: body, trace: trace, key: concurrencyKey, limit: newValue) }
+    }
+
+    private var extended: Extended? {
+        switch payload {
+        case .plain: nil
+        case .extended(let extended): extended
         }
-        set { payload = Payload(body: body, trace: newValue) }
     }
 
     public init(
@@ -111,37 +181,50 @@ public struct TaskRequest: Sendable, Equatable {
         self.requestID = requestID
         self.service = service
         self.header = header
-        payload = Payload(body: body, trace: trace)
+        payload = Payload(body: body, trace: trace, key: nil, limit: 0)
     }
 
-    /// The bytes it holds beyond its fixed fields, which bound a queue: body and trace frame.
+    /// The bytes it holds beyond its fixed fields, which bound a queue: body, trace frame and
+    /// concurrency key.
     public var queuedSize: Int {
         switch payload {
         case .plain(let body): body.count
-        case .traced(let traced): traced.body.count + traced.trace.count
+        case .extended(let extended):
+            extended.body.count + (extended.trace?.count ?? 0) + (extended.key?.utf8.count ?? 0)
         }
     }
 
     private enum Payload: Sendable, Equatable {
         case plain([UInt8])
-        case traced(Traced)
+        case extended(Extended)
 
-        init(body: [UInt8], trace: [UInt8]?) {
-            self = trace.map { .traced(Traced(body: body, trace: $0)) } ?? .plain(body)
+        init(body: [UInt8], trace: [UInt8]?, key: String?, limit: UInt32) {
+            if trace == nil && key == nil && limit == 0 {
+                self = .plain(body)
+            } else {
+                self = .extended(Extended(body: body, trace: trace, key: key, limit: limit))
+            }
         }
     }
 
-    /// A traced request's two frames, boxed (immutable: a change makes a new box).
-    private final class Traced: Sendable, Equatable {
+    /// A request's frames beyond the body (a trace frame, a concurrency key), boxed with the
+    /// body (immutable: a change makes a new box).
+    private final class Extended: Sendable, Equatable {
         let body: [UInt8]
-        let trace: [UInt8]
+        let trace: [UInt8]?
+        let key: String?
+        let limit: UInt32
 
-        init(body: [UInt8], trace: [UInt8]) {
+        init(body: [UInt8], trace: [UInt8]?, key: String?, limit: UInt32) {
             self.body = body
             self.trace = trace
+            self.key = key
+            self.limit = limit
         }
 
-        static func == (lhs: Traced, rhs: Traced) -> Bool { lhs.body == rhs.body && lhs.trace == rhs.trace }
+        static func == (lhs: Extended, rhs: Extended) -> Bool {
+            lhs.body == rhs.body && lhs.trace == rhs.trace && lhs.key == rhs.key && lhs.limit == rhs.limit
+        }
     }
 }
 

@@ -114,6 +114,62 @@ extension ThirdLineSuite {
             await cluster.stop()
         }
 
+        /// Calls too: 400 calls of 8 customers limited to one each, then 2,000 calls of one key
+        /// and 50 of another behind them, with no journal.
+        @Test(.timeLimit(.minutes(2)))
+        func callsOfAKeyLimitedToOneNeverRunTwoAtOnceAndTakeTurns() async throws {
+            let cluster = try await TestCluster.start()
+            defer { cluster.killAll() }
+            let log = RunLog()
+            let workers = await Self.startWorkers(cluster, log: log)
+            defer { for worker in workers { worker.cancel() } }
+            let sky = try await SkyClient(broker: cluster.clients)
+            func call(_ key: String, _ index: Int, limit: Int?) async throws -> Int {
+                try await sky.scan(
+                    KeyedSleep(key: key, index: index, milliseconds: 2),
+                    options: ScanOptions(concurrencyKey: key, concurrencyLimit: limit))
+            }
+            try await withThrowingTaskGroup(of: Int.self) { group in
+                for index in 0..<400 { group.addTask { try await call("customer-\(index % 8)", index, limit: 1) } }
+                try await group.waitForAll()
+            }
+            var running: [String: Int] = [:]
+            var mostOfAKey = 0
+            for entry in log.all {
+                running[entry.key, default: 0] += entry.event == .start ? 1 : -1
+                mostOfAKey = max(mostOfAKey, running[entry.key]!)
+            }
+            #expect(log.all.count == 800 && mostOfAKey == 1, "never two calls of a customer at once")
+
+            let before = log.position
+            let backlog = Task {
+                try await withThrowingTaskGroup(of: Int.self) { group in
+                    for index in 0..<2_000 { group.addTask { try await call("A", index, limit: nil) } }
+                    try await group.waitForAll()
+                }
+            }
+            // B comes once A's calls wait at the broker.
+            try await eventually("A's calls run", timeout: .seconds(20)) {
+                log.all[before...].count { $0.key == "A" && $0.event == .end } >= 50
+            }
+            let submittedAt = log.position
+            try await withThrowingTaskGroup(of: Int.self) { group in
+                for index in 0..<50 { group.addTask { try await call("B", index, limit: nil) } }
+                try await group.waitForAll()
+            }
+            let entries = log.all
+            let lastOfB = try #require(entries.lastIndex { $0.key == "B" && $0.event == .end })
+            let aBetween = entries[submittedAt...lastOfB].count { $0.key == "A" && $0.event == .end }
+            // One turn of A per call of B (50) and the 16 running, once B's calls are at the
+            // broker; they reach it within the first few of A's. In arrival order B's would wait
+            // behind the 1,900 of A's that waited.
+            #expect(aBetween < 500, "B's 50 calls ended within \(aBetween) of A's")
+            print("fairness of calls: B's 50 calls ended while \(aBetween) of A's did")
+            try await backlog.value
+            await sky.close()
+            await cluster.stop()
+        }
+
         @Test(.timeLimit(.minutes(3)))
         func aKeysHundredJobsBehindAnothersFifteenThousandAreNotHeldUp() async throws {
             let state = StateDirectory()
@@ -124,19 +180,25 @@ extension ThirdLineSuite {
             defer { for worker in workers { worker.cancel() } }
             let sky = try await SkyClient(broker: cluster.clients)
             let backlog = try await Self.submit(sky, key: "A", count: 15_000, milliseconds: 1)
-            let submittedAt = log.position
+            let submitStarted = log.position
             let late = try await Self.submit(sky, key: "B", count: 100, milliseconds: 1)
+            let submitted = log.position
             for id in late { _ = try await sky.result(of: id, as: Int.self) }
-            // A's jobs that ended after B's first submit, up to B's last end.
+            // A's jobs that ended after B's submits (all of them on the broker's disk), up to
+            // B's last end; and from B's first submit, which depends on how fast the submits
+            // went.
             let entries = log.all
             let lastOfB = try #require(entries.lastIndex { $0.key == "B" && $0.event == .end })
-            let aBetween = entries[submittedAt...lastOfB].count { $0.key == "A" && $0.event == .end }
+            let aBetween = entries[submitted...lastOfB].count { $0.key == "A" && $0.event == .end }
+            let aSinceFirst = entries[submitStarted...lastOfB].count { $0.key == "A" && $0.event == .end }
             let aLeft = backlog.count - entries.count { $0.key == "A" && $0.event == .end }
             #expect(aLeft > 0, "A still had a backlog when B's last job ended")
             // The bound docs/jobs.md gives: one turn of A per job of B (100), the pipeline ahead
             // of B's first (64 for 16 credits) and what was running (16).
             #expect(aBetween < 300, "B's 100 jobs ended within \(aBetween) of A's")
-            print("fairness: B's 100 jobs ended while \(aBetween) of A's did; \(aLeft) of A's 15,000 still waited")
+            print(
+                "fairness: B's 100 jobs ended while \(aBetween) of A's did after B's submits (\(aSinceFirst) from the first); \(aLeft) of A's 15,000 still waited"
+            )
             await sky.close()
             await cluster.stop()
         }

@@ -84,7 +84,7 @@ struct BrokerHarness {
     mutating func request(
         _ client: PeerID, _ id: RequestID, service: String = "sky.scan", body: [UInt8] = [1], timeout: Duration? = nil,
         attempt: UInt32 = 1, noWorkersGrace: Duration? = nil, trace: [UInt8]? = nil, priority: Int8 = 0,
-        keep: Bool = false
+        keep: Bool = false, key: String? = nil, limit: UInt32 = 0
     ) -> [BrokerAction] {
         let milliseconds =
             timeout.map { UInt32($0.wholeMilliseconds) }
@@ -93,11 +93,10 @@ struct BrokerHarness {
             attempt: attempt, timeoutMilliseconds: milliseconds,
             noWorkersGraceMilliseconds: noWorkersGrace.map { UInt32($0.wholeMilliseconds) } ?? 0, priority: priority,
             keepIfAbandoned: keep)
-        return self.client(
-            client,
-            ClientToBroker.request(
-                TaskRequest(requestID: id, service: service, header: header, body: body, trace: trace)
-            ).encode())
+        var request = TaskRequest(requestID: id, service: service, header: header, body: body, trace: trace)
+        request.concurrencyKey = key
+        request.concurrencyLimit = limit
+        return self.client(client, ClientToBroker.request(request).encode())
     }
 
     mutating func cancel(_ client: PeerID, _ id: RequestID) -> [BrokerAction] {

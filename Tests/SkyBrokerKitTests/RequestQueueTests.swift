@@ -21,10 +21,83 @@ struct RequestQueueTests {
             arrival: queue.nextArrival(priority: priority) | UInt64(service), arrivedAt: 0)
     }
 
+    /// A request of `key` (with its `limit`), as ``request(_:_:service:priority:bytes:)``.
+    private func keyed(
+        _ queue: inout RequestQueue, _ low: UInt64, key: String, limit: UInt32 = 0, priority: Int8 = 0
+    ) -> BrokerStateMachine.QueuedRequest {
+        var task = request(&queue, low, priority: priority)
+        task.request.concurrencyKey = key
+        task.request.concurrencyLimit = limit
+        return task
+    }
+
     private func drain(_ queue: inout RequestQueue, _ service: ServiceBook.Number = 0) -> [UInt64] {
         var order: [UInt64] = []
         while let task = queue.popFirst(service) { order.append(task.request.requestID.low) }
         return order
+    }
+
+    /// Once a request with a key comes, the lane takes turns: round-robin across keys, the
+    /// requests without a key as one key, priority bands first.
+    @Test func keysTakeTurnsOnceOneCame() {
+        var queue = RequestQueue()
+        for low: UInt64 in 1...3 { queue.insert(request(&queue, low), expiry: .max) }
+        #expect(!queue.takesTurns(0))
+        for low: UInt64 in 11...14 { queue.insert(keyed(&queue, low, key: "A"), expiry: .max) }
+        for low: UInt64 in 21...22 { queue.insert(keyed(&queue, low, key: "B"), expiry: .max) }
+        queue.insert(keyed(&queue, 31, key: "C", priority: 100), expiry: .max)
+        #expect(queue.takesTurns(0) && queue.count(of: 0) == 10)
+        #expect(drain(&queue) == [31, 1, 11, 21, 2, 12, 22, 3, 13, 14])
+        #expect(queue.count == 0 && queue.bytes == 0 && !queue.hasEntries(0), "back to plain order")
+    }
+
+    /// A key at its limit is passed over until a place is given up; one that went to a worker
+    /// at once (nothing waited) holds a place too.
+    @Test func aKeyAtItsLimitWaitsForAPlace() throws {
+        var queue = RequestQueue()
+        #expect(queue.mayStart(0, key: "A", limit: 1))
+        queue.placeDirectly(0, key: "A")
+        #expect(!queue.mayStart(0, key: "A", limit: 1) && queue.mayStart(0, key: "A", limit: 2))
+        queue.insert(keyed(&queue, 1, key: "A", limit: 1), expiry: .max)
+        queue.insert(keyed(&queue, 2, key: "A", limit: 1), expiry: .max)
+        queue.insert(keyed(&queue, 3, key: "B", limit: 1), expiry: .max)
+        let next = queue.oldest(0)
+        #expect(next != nil)
+        #expect(drain(&queue) == [3], "A is at its limit, B takes its place")
+        let none = queue.oldest(0)
+        #expect(queue.count == 2 && none == nil)
+        let aWaits = queue.vacate(0, key: "A")
+        #expect(aWaits, "A's requests wait")
+        #expect(drain(&queue) == [1])
+        let bWaits = queue.vacate(0, key: "B")
+        let aWaitsAgain = queue.vacate(0, key: "A")
+        #expect(!bWaits && aWaitsAgain)
+        #expect(drain(&queue) == [2])
+        // Answered, not run: a parked key's requests are taken too, holding no place.
+        queue.insert(keyed(&queue, 4, key: "A", limit: 1), expiry: .max)
+        let popped = queue.popToAnswer(0)
+        let answered = try #require(popped)
+        #expect(answered.request.requestID.low == 4 && queue.count == 0)
+        let aWaitsAtLast = queue.vacate(0, key: "A")
+        #expect(!aWaitsAtLast)
+        #expect(!queue.hasEntries(0), "nothing waits and no place is held")
+    }
+
+    /// A dropped keyed request is found by its arrival, leaves the counts, and an emptied key
+    /// leaves the turns with its dead entries.
+    @Test func aDroppedKeyedRequestLeavesItsKey() throws {
+        var queue = RequestQueue()
+        let first = keyed(&queue, 1, key: "A")
+        let arrival = first.arrival
+        queue.insert(first, expiry: .max)
+        queue.insert(keyed(&queue, 2, key: "B"), expiry: .max)
+        queue.update(arrival: arrival) { $0.request.header.attempt = 3 }
+        #expect(queue.request(arrival: arrival)?.request.header.attempt == 3)
+        let dropped = queue.drop(arrival: arrival)
+        #expect(dropped != nil)
+        #expect(queue.count == 1 && queue.deadEntries == 0 && queue.entryCounts.queued == 1)
+        #expect(drain(&queue) == [2])
+        #expect(!queue.hasEntries(0))
     }
 
     @Test func aHigherPriorityGoesAheadAndEachBandInItsOrder() {

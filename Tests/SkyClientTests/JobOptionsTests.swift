@@ -58,6 +58,16 @@ struct JobOptionsTests {
         }
     }
 
+    /// A call's key and limit are checked as a job's are, before anything is sent.
+    @Test func aCallsConcurrencyKeyAndLimitAreChecked() {
+        #expect(ScanOptions(concurrencyKey: "customer-42", concurrencyLimit: 1).concurrencyProblem == nil)
+        #expect(ScanOptions(concurrencyKey: "customer-42").concurrencyProblem == nil)
+        #expect(ScanOptions(concurrencyLimit: 1).concurrencyProblem?.contains("needs its key") == true)
+        #expect(
+            ScanOptions(concurrencyKey: "c", concurrencyLimit: 0).concurrencyProblem?.contains("1...1000000") == true)
+        #expect(ScanOptions(concurrencyKey: "").concurrencyProblem?.contains("concurrency key") == true)
+    }
+
     /// A policy's `var`s set below `init`'s bounds: a negative multiplier trapped the submit
     /// (`UInt16(-100.0)`), and no attempts at all was sent for the broker to refuse.
     @Test func aPolicyChangedBelowItsBoundsIsSentWithinThem() throws {

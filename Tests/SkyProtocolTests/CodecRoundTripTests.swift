@@ -57,6 +57,36 @@ struct CodecRoundTripTests {
         #expect(throws: ProtocolError.self) { try ClientToBroker.decode(wide) }
     }
 
+    /// A concurrency key makes the header 25 bytes plus the key: the 20-byte fields, the limit,
+    /// the key's length and the key. Workers get 8 bytes; a wrong length, a limit over
+    /// 1,000,000 or a key that is not a name makes the message malformed.
+    @Test func aKeyedRequestCarriesItsKeyInALongerHeaderAndWorkersGet8() throws {
+        var request = Self.request
+        request.concurrencyKey = "customer-42"
+        request.concurrencyLimit = 2
+        let frames = ClientToBroker.request(request).encode()
+        #expect(frames.count == 6 && frames[4].count == 25 + 11)
+        #expect(Array(frames[4].prefix(8)) == [0, 0, 0, 3, 0, 0, 0x09, 0xc4])
+        #expect(Array(frames[4][20..<25]) == [0, 0, 0, 2, 11] && Array(frames[4][25...]) == Array("customer-42".utf8))
+        #expect(try ClientToBroker.decode(frames) == .request(request))
+        #expect(request.queuedSize == request.body.count + 11, "the key counts in the queue's bytes")
+        #expect(BrokerToWorker.request(tag: [7], request).encode()[5] == [0, 0, 0, 3, 0, 0, 0x09, 0xc4])
+        var traced = request
+        traced.trace = [1, 2, 3]
+        #expect(try ClientToBroker.decode(ClientToBroker.request(traced).encode()) == .request(traced))
+        #expect(traced.concurrencyKey == "customer-42" && traced.concurrencyLimit == 2)
+        for bad in [
+            Array(frames[4].prefix(21)), Array(frames[4].dropLast()), frames[4] + [0x41],
+            Array(frames[4].prefix(20)) + [0, 0x0f, 0x42, 0x41, 1, 0x41],
+            Array(frames[4].prefix(20)) + [0, 0, 0, 1, 1, 0x07],
+            Array(frames[4].prefix(20)) + [0, 0, 0, 1, 0],
+        ] {
+            var wrong = frames
+            wrong[4] = bad
+            #expect(throws: ProtocolError.self) { try ClientToBroker.decode(wrong) }
+        }
+    }
+
     @Test(arguments: ReplyStatus.allCases)
     func brokerReply(status: ReplyStatus) throws {
         let command = BrokerToClient.reply(
