@@ -242,12 +242,15 @@ struct RequestQueue: Sendable {
         }
         lanes[service].keyed!.live[key] = nil
         lanes[service].keyed!.turns.emptied(key)
-        if !key.isEmpty, let dead = lanes[service].keyed!.queues.removeValue(forKey: key) {
-            // Only dead entries are left: they go with the key.
-            deadEntries -= dead.count
-            for entry in dead { lanes[service].keyed!.keyOf[entry.arrival] = nil }
-        }
+        removeDeadQueue(service, key)
         endTurnsIfIdle(service)
+    }
+
+    /// Nothing of `key` waits: its queue, dead entries only, goes.
+    private mutating func removeDeadQueue(_ service: Int, _ key: String) {
+        guard !key.isEmpty, let dead = lanes[service].keyed!.queues.removeValue(forKey: key) else { return }
+        deadEntries -= dead.count
+        for entry in dead { lanes[service].keyed!.keyOf[entry.arrival] = nil }
     }
 
     /// The oldest live request of a service, taken out, with dead entries ahead of it.
@@ -312,7 +315,7 @@ struct RequestQueue: Sendable {
             lanes[service].keyed!.live[key] = live - 1
         } else {
             lanes[service].keyed!.live[key] = nil
-            if !key.isEmpty { lanes[service].keyed!.queues[key] = nil }
+            removeDeadQueue(service, key)
         }
         let next = head(service, key)
         lanes[service].keyed!.turns.took(key, limited: task.request.concurrencyLimit > 0, next: next)

@@ -98,6 +98,16 @@ struct RequestQueueTests {
         #expect(queue.count == 1 && queue.deadEntries == 0 && queue.entryCounts.queued == 1)
         #expect(drain(&queue) == [2])
         #expect(!queue.hasEntries(0))
+        // A key's last live request taken: the dead entries behind it go with the key.
+        queue.insert(keyed(&queue, 3, key: "A"), expiry: .max)
+        let behind = keyed(&queue, 4, key: "A")
+        let behindArrival = behind.arrival
+        queue.insert(behind, expiry: .max)
+        queue.insert(keyed(&queue, 5, key: "B"), expiry: .max)
+        #expect(queue.drop(arrival: behindArrival) != nil)
+        #expect(queue.deadEntries == 1)
+        #expect(drain(&queue) == [3, 5])
+        #expect(queue.deadEntries == 0 && queue.entryCounts.queued == 0 && !queue.hasEntries(0))
     }
 
     @Test func aHigherPriorityGoesAheadAndEachBandInItsOrder() {
