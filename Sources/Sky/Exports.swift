@@ -18,6 +18,7 @@
 @_exported import struct SkyProtocol.FlowStatus
 @_exported import struct SkyProtocol.JSONTaskCoder
 @_exported import struct SkyProtocol.JobCounts
+@_exported import struct SkyProtocol.JobDetails
 @_exported import struct SkyProtocol.JobFilter
 @_exported import struct SkyProtocol.JobID
 @_exported import enum SkyProtocol.JobState

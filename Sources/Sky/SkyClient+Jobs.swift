@@ -1,4 +1,5 @@
 import Foundation
+import SkyJSON
 import SkyProtocol
 
 /// Durable jobs: work the broker keeps (in its journal) until it is done, whatever happens to
@@ -115,6 +116,23 @@ extension SkyClient {
     /// Where a job stands now.
     public nonisolated func status(of id: JobID) async throws -> JobStatus {
         JobStatus(try await jobReport(BrokerService.jobStatus, id))
+    }
+
+    /// Everything the broker knows of a job: where it stands, its options, its times (submitted,
+    /// started, ended), its worker, its error or result size, and the retries that link it to
+    /// other jobs (docs/jobs.md, "Operating"). Read from the broker's journal.
+    /// - Throws: ``SkyError/invalidTask(_:)`` from a broker that does not describe jobs (no
+    ///   `job-details` in `mmi.features`); ``SkyError/journalUnavailable(_:)`` from one without a
+    ///   journal.
+    public nonisolated func details(of id: JobID) async throws -> JobDetails {
+        let reply = try await operatorCommand(
+            BrokerService.jobDescribe, service: nil, body: id.bytes, feature: \.describesJobs,
+            featureName: BrokerFeatures.jobDetailsFeature, lacking: "describe jobs")
+        do {
+            return try CanonicalJSON.decode(JobDetails.self, from: reply)
+        } catch {
+            throw SkyError.internalError("the broker's job details are malformed: \(error)")
+        }
     }
 
     /// Cancels a job that has not ended: a queued or scheduled one never runs, a running one's

@@ -526,6 +526,16 @@ extension Broker.Shell {
                 let found = Result { () throws(JournalError) in try store.job(id.bytes) }
                 _ = loop.post(input: JournalAnswer.lookedUp(id, caller, retry: retry, found))
             }
+        case .describe(let id, let caller):
+            journal.read { store in
+                let found = Result { () throws(JournalError) in
+                    (
+                        record: try store.job(id.bytes),
+                        retriedAs: try store.job(idempotencyKey: JobScheduler.retryKeyPrefix + id.description)
+                    )
+                }
+                _ = loop.post(input: JournalAnswer.described(id, caller, found))
+            }
         case .list(let state, let service, let limit, let caller):
             journal.read { store in
                 let found = Result { () throws(JournalError) in

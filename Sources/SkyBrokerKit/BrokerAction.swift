@@ -59,6 +59,8 @@ package enum JournalWork: Sendable, Equatable {
     /// Read a job the broker does not hold in memory (it ended, or is unknown) and answer
     /// `caller`; with `retry`, submit it again as a new job.
     case lookup(JobID, JobCaller, retry: Bool)
+    /// Reads a job's record and the record of the job that retried it, for its details.
+    case describe(JobID, JobCaller)
     /// Read up to `limit` jobs, newest first, and answer `caller` with them.
     case list(state: JobRecord.State?, service: String?, limit: Int, JobCaller)
     /// Delete at most `limit` expired jobs and measure the journal.
@@ -127,6 +129,7 @@ package enum ScheduleChange: Sendable, Equatable {
 package enum JournalAnswer: Sendable {
     case written(JournalWrite, Result<JournalReceipt, JournalError>)
     case lookedUp(JobID, JobCaller, retry: Bool, Result<JobRecord?, JournalError>)
+    case described(JobID, JobCaller, Result<(record: JobRecord?, retriedAs: JobRecord?), JournalError>)
     /// A listing's jobs, and how many matched (counted up to ``JobListing/countedAtMost``).
     case listed(JobCaller, Result<(jobs: [JobRecord], matched: Int), JournalError>)
     /// The journal's size in bytes, and how many expired jobs it deleted.

@@ -123,6 +123,14 @@ extension BrokerStateMachine {
             arrival: delivery.order << Self.slotBits | UInt64(number), arrivedAt: ticks(now))
         let (tag, packed) = hand(task, to: peer)
         let worker = readWorker(peer) { $0.name } ?? peer.description
+        if configuration.taskEvents {
+            publishTask(
+                .taskDispatched,
+                TaskInfo(
+                    requestID: delivery.request.requestID.description, service: service, deliveries: 1,
+                    worker: peer.description),
+                into: &actions)
+        }
         // A job's wait is in the job scheduler, not here.
         send(delivery.request, waited: 0, tag: tag, packed: packed, delivery: 1, to: peer, into: &actions)
         withJobs(now: now, into: &actions) { $0.dispatched(delivery.id, tag: tag, worker: worker, into: &$1) }

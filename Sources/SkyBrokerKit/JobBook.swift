@@ -44,6 +44,9 @@ struct JobBook: Sendable {
         var preparedOrder: UInt64 = 0
         /// It holds a place under its concurrency key's limit (``QueuedJobs/vacate(_:key:)``).
         var holdsPlace = false
+        /// When its latest attempt was sent to a worker (wall clock, milliseconds since 1970; 0
+        /// before): recorded with its outcome.
+        var startedAt: Int64 = 0
         /// Workers lost while running it, in this run of the broker.
         var losses = 0
         /// The submit's trace frame, so its executions join the submitter's trace (kept in
@@ -169,6 +172,9 @@ struct JobBook: Sendable {
         var record: JobRecord?
         /// A call its caller left, being recorded as this job: where it was then.
         var kept: KeptCall? = nil
+        /// A retry (`mmi.jobs.retry`) under the retried job's link key: if a retry holds the key
+        /// already, it is written again without it (every retry makes a job; the first links).
+        var unlinkedIfTaken = false
     }
 
     /// Where a call its caller left was when the broker took it as a job (``JobScheduler/keep(_:at:caller:into:)``).

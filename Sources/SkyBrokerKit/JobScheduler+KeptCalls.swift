@@ -63,6 +63,7 @@ extension JobScheduler {
             if var job = book.pendingSubmits[id]?.job {
                 job.attempt = 1
                 job.phase = .running(tag: tag, worker: worker)
+                job.startedAt = configuration.wallClock()
                 book.hold(job)
             }
         case .ended(let status):

@@ -130,6 +130,8 @@ struct JobScheduler: Sendable {
             }
         case BrokerService.jobBulk:
             bulkRequest(request, from: caller, into: &actions)
+        case BrokerService.jobDescribe:
+            describe(request.body, caller: caller, into: &actions)
         case BrokerService.jobList:
             guard configuration.journal else {
                 answer(caller, .journalUnavailable, Self.noJournal, into: &actions)
@@ -239,17 +241,6 @@ struct JobScheduler: Sendable {
             let due = now + Int64(submission.confirmWithinMilliseconds) * 1_000_000
             book.timers.insert(JobBook.TimerEntry(due: due, id: id, kind: .confirm(caller)))
         }
-    }
-
-    /// Writes a new job; its submitter is answered once it is on disk (``submitted(_:_:now:into:)``).
-    @discardableResult
-    private mutating func record(
-        _ submission: JobSubmission, trace: [UInt8]? = nil, answering caller: JobCaller,
-        into actions: inout [Action]
-    ) -> JobID {
-        let (id, record) = pend(submission, trace: trace, waiter: caller)
-        actions.append(.journal(.write([.submitted(record)], .submitted(id))))
-        return id
     }
 
     /// A new job, pending until its write (which the caller makes) is answered: `waiter`, if
@@ -387,7 +378,7 @@ struct JobScheduler: Sendable {
                 into: &actions)
             return
         }
-        guard let record, let submission = resubmission(of: record) else {
+        guard let record, var submission = resubmission(of: record) else {
             let state = record.map { Self.report($0).state } ?? .unknown
             answer(
                 caller, .invalidPayload,
@@ -398,7 +389,14 @@ struct JobScheduler: Sendable {
             answer(caller, .overloaded, "the broker takes no new jobs now", into: &actions)
             return
         }
-        self.record(submission, answering: caller, into: &actions)
+        // Under the link key a bulk retry takes, so that the two jobs name each other
+        // (``JobDetails/retryOf``); a later retry of the same job makes a job of its own, as
+        // every retry does, without the link (``submitted(_:_:now:advancingFlow:into:)``).
+        submission.idempotencyKey = Self.retryKeyPrefix + id.description
+        let (newID, written) = pend(submission, waiter: caller)
+        book.pendingSubmits[newID]?.record = written
+        book.pendingSubmits[newID]?.unlinkedIfTaken = true
+        actions.append(.journal(.write([.submitted(written)], .submitted(newID))))
     }
 
     private mutating func lookUp(_ id: JobID, for caller: JobCaller, retry: Bool = false, into actions: inout [Action])
@@ -604,8 +602,10 @@ struct JobScheduler: Sendable {
     /// The job ``take(_:)`` gave went out as delivery `tag` to `worker` (its name, for reports):
     /// it runs, and the next of its service is prepared.
     mutating func dispatched(_ id: JobID, tag: UInt64, worker: String, into actions: inout [Action]) {
+        let sent = configuration.wallClock()
         let service = book.update(id, "a job taken for a delivery is held") { job in
             job.phase = .running(tag: tag, worker: worker)
+            job.startedAt = sent
             return job.submission.service
         }
         if book.releaseKey(of: id, heldWhileQueued: true) {
@@ -723,7 +723,8 @@ struct JobScheduler: Sendable {
         changes.append(
             .finished(
                 id: job.id.bytes, state: state, outcome: [report.outcomeStatus.rawValue] + report.outcome,
-                expiresAt: flowStep ? Int64.max : expiry(of: job.submission, ended: report.state)))
+                expiresAt: flowStep ? Int64.max : expiry(of: job.submission, ended: report.state),
+                startedAt: job.startedAt, endedAt: configuration.wallClock()))
         if book.hasWaiters(job.id) || (flowStep && report.state == .succeeded) {
             actions.append(.journal(.write(changes, .finished(job.id))))
         } else {
@@ -750,7 +751,7 @@ struct JobScheduler: Sendable {
         }
         switch answer {
         case .lookedUp(_, let caller, _, _), .listed(let caller, _), .flowRead(_, let caller, _),
-            .selected(let caller, _):
+            .selected(let caller, _), .described(_, let caller, _):
             // Answered already if the broker stopped meanwhile.
             guard book.reads.remove(caller) != nil else { return }
         default:
@@ -791,6 +792,8 @@ struct JobScheduler: Sendable {
             break
         case .selected(_, let result):
             bulkSelected(result, into: &actions)
+        case .described(let id, let caller, let result):
+            described(id, caller, result, into: &actions)
         case .read(let result):
             bulkRead(result, into: &actions)
         case .written(.bulkDeleted, let result):
@@ -866,6 +869,18 @@ struct JobScheduler: Sendable {
             // takes it, in one transaction (a concurrent submit that took it first is fresh, and
             // answers this one the next time round).
             actions.append(.journal(.write([.keyExpired(id: first.id), .submitted(record)], .submitted(id))))
+            return
+        }
+        if case .success(let receipt) = result, receipt.duplicates[id.bytes] != nil,
+            var pending = book.pendingSubmits[id], pending.unlinkedIfTaken, var record = pending.record
+        {
+            // A retry of a job retried already: its own job, without the link the first holds.
+            record.idempotencyKey = nil
+            pending.job.submission.idempotencyKey = nil
+            pending.unlinkedIfTaken = false
+            pending.record = nil
+            book.pendingSubmits[id] = pending
+            actions.append(.journal(.write([.submitted(record)], .submitted(id))))
             return
         }
         guard let pending = book.pendingSubmits.removeValue(forKey: id) else { return }

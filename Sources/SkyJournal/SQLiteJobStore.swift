@@ -48,6 +48,8 @@ public final class SQLiteJobStore: JobStore {
 
     private static let columns =
         "id, service, body, priority, not_before, idempotency_key, state, attempt, outcome, expires_at, submitted_at, options"
+    /// What a read takes: ``columns``, and the times an outcome records.
+    private static let readColumns = columns + ", started_at, ended_at"
 
     /// Opens the journal at `path`, creating it if there is none.
     ///
@@ -69,6 +71,7 @@ public final class SQLiteJobStore: JobStore {
         database = try SQLiteDatabase(path: path)
         try Self.check(database)
         try database.execute(Self.schema)
+        try Self.addTimes(database)
         insert = try database.prepare(
             "INSERT INTO jobs (\(Self.columns)) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12) ON CONFLICT DO NOTHING"
         )
@@ -80,13 +83,14 @@ public final class SQLiteJobStore: JobStore {
         expireKey = try database.prepare("UPDATE jobs SET idempotency_key = NULL WHERE id = ?1")
         retain = try database.prepare("UPDATE jobs SET expires_at = ?2 WHERE id = ?1 AND state >= 2")
         finish = try database.prepare(
-            "UPDATE jobs SET state = ?2, outcome = ?3, expires_at = ?4 WHERE id = ?1 AND state < 2")
-        byID = try database.prepare("SELECT \(Self.columns) FROM jobs WHERE id = ?1")
-        byKey = try database.prepare("SELECT \(Self.columns) FROM jobs WHERE idempotency_key = ?1")
-        open = try database.prepare("SELECT \(Self.columns) FROM jobs WHERE state < 2 ORDER BY seq")
+            "UPDATE jobs SET state = ?2, outcome = ?3, expires_at = ?4, started_at = ?5, ended_at = ?6 WHERE id = ?1 AND state < 2"
+        )
+        byID = try database.prepare("SELECT \(Self.readColumns) FROM jobs WHERE id = ?1")
+        byKey = try database.prepare("SELECT \(Self.readColumns) FROM jobs WHERE idempotency_key = ?1")
+        open = try database.prepare("SELECT \(Self.readColumns) FROM jobs WHERE state < 2 ORDER BY seq")
         // ?1 and ?2 are NULL for "any"; newest first by submit order.
         listing = try database.prepare(
-            "SELECT \(Self.columns) FROM jobs WHERE (?1 IS NULL OR state = ?1) AND (?2 IS NULL OR service = ?2) ORDER BY seq DESC LIMIT ?3"
+            "SELECT \(Self.readColumns) FROM jobs WHERE (?1 IS NULL OR state = ?1) AND (?2 IS NULL OR service = ?2) ORDER BY seq DESC LIMIT ?3"
         )
         expire = try database.prepare(
             "DELETE FROM jobs WHERE seq IN (SELECT seq FROM jobs WHERE state >= 2 AND expires_at < ?1 LIMIT ?2)")
@@ -136,7 +140,9 @@ public final class SQLiteJobStore: JobStore {
             outcome BLOB,
             expires_at INTEGER NOT NULL,
             submitted_at INTEGER NOT NULL,
-            options BLOB NOT NULL
+            options BLOB NOT NULL,
+            started_at INTEGER NOT NULL DEFAULT 0,
+            ended_at INTEGER NOT NULL DEFAULT 0
         );
         CREATE INDEX IF NOT EXISTS jobs_unfinished ON jobs (seq) WHERE state < 2;
         CREATE INDEX IF NOT EXISTS jobs_expiry ON jobs (expires_at) WHERE state >= 2;
@@ -149,6 +155,16 @@ public final class SQLiteJobStore: JobStore {
         CREATE TABLE IF NOT EXISTS paused_services (name TEXT PRIMARY KEY);
         CREATE TABLE IF NOT EXISTS service_limits (name TEXT PRIMARY KEY, spec BLOB NOT NULL);
         """
+
+    /// A journal made before outcomes recorded their times gets the two columns (0: unknown).
+    private static func addTimes(_ database: SQLiteDatabase) throws(JournalError) {
+        var names: [String] = []
+        try database.prepare("PRAGMA table_info(jobs)").run([]) { row in names.append(row.text(1) ?? "") }
+        guard !names.contains("started_at") else { return }
+        try database.execute(
+            "ALTER TABLE jobs ADD COLUMN started_at INTEGER NOT NULL DEFAULT 0; ALTER TABLE jobs ADD COLUMN ended_at INTEGER NOT NULL DEFAULT 0"
+        )
+    }
 
     /// Makes a new journal at `path` (where there is no file): under a staging name first, its
     /// schema committed and the connection closed (SQLite then checkpoints its WAL into the
@@ -238,9 +254,10 @@ public final class SQLiteJobStore: JobStore {
                     try expireKey.run([.blob(id)])
                 case .retained(let id, let expiresAt):
                     try retain.run([.blob(id), .integer(expiresAt)])
-                case .finished(let id, let state, let outcome, let expiresAt):
+                case .finished(let id, let state, let outcome, let expiresAt, let startedAt, let endedAt):
                     try finish.run([
                         .blob(id), .integer(state.rawValue), outcome.map { .blob($0) } ?? .null, .integer(expiresAt),
+                        .integer(startedAt), .integer(endedAt),
                     ])
                 case .scheduleSaved(let schedule):
                     try saveSchedule.run([.text(schedule.name), .blob(schedule.spec), .integer(schedule.nextFire)])
@@ -369,9 +386,12 @@ public final class SQLiteJobStore: JobStore {
         else {
             throw .corrupt(path: path, reason: "a job row with a missing id, service, body or state")
         }
-        return JobRecord(
+        var record = JobRecord(
             id: id, service: service, body: body, priority: Int(row.integer(3)), notBefore: row.integer(4),
             idempotencyKey: row.text(5), state: state, attempt: Int(row.integer(7)), outcome: row.blob(8),
             expiresAt: row.integer(9), submittedAt: row.integer(10), options: row.blob(11) ?? [])
+        record.startedAt = row.integer(12)
+        record.endedAt = row.integer(13)
+        return record
     }
 }

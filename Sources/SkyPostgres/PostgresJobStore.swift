@@ -27,7 +27,7 @@ import SkyJournal
 public final class PostgresJobStore: JobStore {
     /// The schema version this build reads and writes; a store of a newer one is refused, an
     /// older one is brought up to it (docs/jobs.md, "Schema versions").
-    public static let schemaVersion: Int64 = 5
+    public static let schemaVersion: Int64 = 6
     /// The advisory lock's key ("SkyJobs" in ASCII): brokers of one database share it.
     static let lockKey: Int64 = 0x0053_6B79_4A6F_6273
 
@@ -46,6 +46,8 @@ public final class PostgresJobStore: JobStore {
 
     private static let columns =
         "id, service, body, priority, not_before, idempotency_key, state, attempt, outcome, expires_at, submitted_at, options"
+    /// What a read takes: ``columns``, and the times an outcome records.
+    private static let readColumns = columns + ", started_at, ended_at"
 
     /// This broker's turn at the store: the epoch it set when it took the store (`sky_lease`).
     /// A session lost and made again finds the same epoch unless another broker took the store
@@ -302,6 +304,7 @@ public final class PostgresJobStore: JobStore {
                 if found < 3 { try connection.execute(Self.version3) }
                 if found < 4 { try connection.execute(Self.version4) }
                 if found < 5 { try connection.execute(Self.version5) }
+                if found < 6 { try connection.execute(Self.version6) }
             }
             try connection.execute("COMMIT")
         } catch {
@@ -318,6 +321,7 @@ public final class PostgresJobStore: JobStore {
             try connection.execute(Self.version3)
             try connection.execute(Self.version4)
             try connection.execute(Self.version5)
+            try connection.execute(Self.version6)
         } catch .failed(_, let operation, let reason) where reason.contains("permission denied") {
             throw .failed(
                 path: connection.store, operation: operation,
@@ -381,6 +385,15 @@ public final class PostgresJobStore: JobStore {
     private static let version5 = """
         CREATE TABLE sky_service_limits (name text PRIMARY KEY, spec bytea NOT NULL);
         UPDATE sky_schema SET version = 5;
+        """
+
+    /// Version 6: when a job's last attempt started and when it ended, recorded with its
+    /// outcome (0: unknown, as for jobs that ended before).
+    private static let version6 = """
+        ALTER TABLE sky_jobs
+            ADD COLUMN started_at bigint NOT NULL DEFAULT 0,
+            ADD COLUMN ended_at bigint NOT NULL DEFAULT 0;
+        UPDATE sky_schema SET version = 6;
         """
 
     private func define() {
@@ -450,17 +463,22 @@ public final class PostgresJobStore: JobStore {
             "reschedule", set: "state = 0, not_before = given.not_before", columns: ["not_before"],
             types: [byteses, integers])
         update(
-            "finish", set: "state = given.state, outcome = given.outcome, expires_at = given.expires_at",
-            columns: ["state", "outcome", "expires_at"], types: [byteses, integers, byteses, integers])
-        connection.define("byID", "SELECT \(Self.columns) FROM sky_jobs WHERE id = $1", types: [bytes])
-        connection.define("byKey", "SELECT \(Self.columns) FROM sky_jobs WHERE idempotency_key = $1", types: [text])
+            "finish",
+            set:
+                "state = given.state, outcome = given.outcome, expires_at = given.expires_at, started_at = given.started_at, ended_at = given.ended_at",
+            columns: ["state", "outcome", "expires_at", "started_at", "ended_at"],
+            types: [byteses, integers, byteses, integers, integers, integers])
+        connection.define("byID", "SELECT \(Self.readColumns) FROM sky_jobs WHERE id = $1", types: [bytes])
         connection.define(
-            "byKeys", "SELECT \(Self.columns) FROM sky_jobs WHERE idempotency_key = ANY($1::text[])", types: [texts])
-        connection.define("open", "SELECT \(Self.columns) FROM sky_jobs WHERE state < 2 ORDER BY seq", types: [])
+            "byKey", "SELECT \(Self.readColumns) FROM sky_jobs WHERE idempotency_key = $1", types: [text])
+        connection.define(
+            "byKeys", "SELECT \(Self.readColumns) FROM sky_jobs WHERE idempotency_key = ANY($1::text[])",
+            types: [texts])
+        connection.define("open", "SELECT \(Self.readColumns) FROM sky_jobs WHERE state < 2 ORDER BY seq", types: [])
         // $1 and $2 are NULL for "any"; newest first by submit order.
         connection.define(
             "listing",
-            "SELECT \(Self.columns) FROM sky_jobs WHERE ($1::bigint IS NULL OR state = $1) AND ($2::text IS NULL OR service = $2) ORDER BY seq DESC LIMIT $3",
+            "SELECT \(Self.readColumns) FROM sky_jobs WHERE ($1::bigint IS NULL OR state = $1) AND ($2::text IS NULL OR service = $2) ORDER BY seq DESC LIMIT $3",
             types: [integer, text, integer])
         // The earliest first, along the expiry index: without an order, a plan made while the
         // statistics were stale scanned the whole table for the few rows due, every second.
@@ -594,7 +612,12 @@ public final class PostgresJobStore: JobStore {
         var keyExpiries: [[UInt8]] = []
         var retains: [(id: [UInt8], expiresAt: Int64)] = []
         var reschedules: [(id: [UInt8], notBefore: Int64)] = []
-        var finishes: [(id: [UInt8], state: JobRecord.State, outcome: [UInt8]?, expiresAt: Int64)] = []
+        var finishes:
+            [(
+                id: [UInt8], state: JobRecord.State, outcome: [UInt8]?, expiresAt: Int64, startedAt: Int64,
+                endedAt: Int64
+            )] =
+                []
         var schedules: [(name: String, parameters: [Value])] = []
         var deletes: [[UInt8]] = []
         for change in segment {
@@ -606,8 +629,8 @@ public final class PostgresJobStore: JobStore {
             case .keyExpired(let id): keyExpiries.append(id)
             case .retained(let id, let expiresAt): retains.append((id, expiresAt))
             case .rescheduled(let id, let notBefore): reschedules.append((id, notBefore))
-            case .finished(let id, let state, let outcome, let expiresAt):
-                finishes.append((id, state, outcome, expiresAt))
+            case .finished(let id, let state, let outcome, let expiresAt, let startedAt, let endedAt):
+                finishes.append((id, state, outcome, expiresAt, startedAt, endedAt))
             case .scheduleSaved(let schedule):
                 schedules.append(
                     ("save schedule", [.text(schedule.name), .bytes(schedule.spec), .integer(schedule.nextFire)]))
@@ -671,6 +694,7 @@ public final class PostgresJobStore: JobStore {
                     [
                         byteses(finishes.map(\.id)), integers(finishes.map(\.state.rawValue)),
                         byteses(finishes.map(\.outcome)), integers(finishes.map(\.expiresAt)),
+                        integers(finishes.map(\.startedAt)), integers(finishes.map(\.endedAt)),
                     ]
                 ))
         }
@@ -800,9 +824,12 @@ public final class PostgresJobStore: JobStore {
         else {
             throw .corrupt(path: connection.store, reason: "a job row with a missing id, service, body or state")
         }
-        return JobRecord(
+        var record = JobRecord(
             id: id, service: service, body: body, priority: Int(row.integer(3)), notBefore: row.integer(4),
             idempotencyKey: row.text(5), state: state, attempt: Int(row.integer(7)), outcome: row.bytes(8),
             expiresAt: row.integer(9), submittedAt: row.integer(10), options: row.bytes(11) ?? [])
+        record.startedAt = row.integer(12)
+        record.endedAt = row.integer(13)
+        return record
     }
 }

@@ -51,6 +51,9 @@ public struct BrokerFeatures: Sendable, Equatable {
     /// The broker takes a REQUEST header with a concurrency key (``TaskRequest/concurrencyKey``:
     /// 26 bytes and more); one that does not say drops such a REQUEST as malformed.
     public var takesConcurrencyKeys: Bool
+    /// The broker takes `mmi.jobs.describe` (``JobDetails``); one that does not say answers it
+    /// `unknownService`.
+    public var describesJobs: Bool
 
     /// The edition this build speaks: docs/protocol.md, "Editions". Raised only with a change
     /// of meaning under an unchanged form, together with the doc's "Changes by edition".
@@ -79,6 +82,8 @@ public struct BrokerFeatures: Sendable, Equatable {
     public static let bulkActionsFeature = "bulk-actions"
     /// The line that names ``takesConcurrencyKeys``.
     public static let concurrencyKeysFeature = "concurrency-keys"
+    /// The line that names ``describesJobs``.
+    public static let jobDetailsFeature = "job-details"
 
     /// The line that carries ``maxFrameSize``.
     public static let maxFrameSizeName = "max-frame-size"
@@ -93,7 +98,7 @@ public struct BrokerFeatures: Sendable, Equatable {
         takesNoWorkersGrace: Bool = false, takesPriority: Bool = false, jobSubmissionVersion: Int? = nil,
         takesScheduleQueue: Bool = false, takesFlows: Bool = false, keepsAbandonedCalls: Bool = false,
         pausesServices: Bool = false, limitsRates: Bool = false, actsInBulk: Bool = false,
-        takesConcurrencyKeys: Bool = false
+        takesConcurrencyKeys: Bool = false, describesJobs: Bool = false
     ) {
         self.edition = edition
         self.takesTrace = takesTrace
@@ -109,6 +114,7 @@ public struct BrokerFeatures: Sendable, Equatable {
         self.limitsRates = limitsRates
         self.actsInBulk = actsInBulk
         self.takesConcurrencyKeys = takesConcurrencyKeys
+        self.describesJobs = describesJobs
     }
 
     /// Everything this build of the broker says to clients (`mmi.features`); `journal`: it keeps
@@ -118,7 +124,7 @@ public struct BrokerFeatures: Sendable, Equatable {
             edition: currentEdition, takesTrace: true, maxFrameSize: maxFrameSize, takesPacked: true,
             takesNoWorkersGrace: true, takesPriority: true, jobSubmissionVersion: Int(JobSubmission.newestVersion),
             takesScheduleQueue: true, takesFlows: true, keepsAbandonedCalls: journal, pausesServices: true,
-            limitsRates: true, actsInBulk: true, takesConcurrencyKeys: true)
+            limitsRates: true, actsInBulk: true, takesConcurrencyKeys: true, describesJobs: true)
     }
 
     /// Reads what a broker said, a line each (a FEATURES to a worker carries a line a frame);
@@ -149,6 +155,8 @@ public struct BrokerFeatures: Sendable, Equatable {
                 actsInBulk = true
             } else if text == Self.concurrencyKeysFeature {
                 takesConcurrencyKeys = true
+            } else if text == Self.jobDetailsFeature {
+                describesJobs = true
             } else if let equals = text.firstIndex(of: "="),
                 let value = Int(text[text.index(after: equals)...]), value > 0
             {
@@ -184,6 +192,7 @@ public struct BrokerFeatures: Sendable, Equatable {
         if limitsRates { lines.append(Self.rateLimitsFeature) }
         if actsInBulk { lines.append(Self.bulkActionsFeature) }
         if takesConcurrencyKeys { lines.append(Self.concurrencyKeysFeature) }
+        if describesJobs { lines.append(Self.jobDetailsFeature) }
         return lines
     }
 

@@ -145,9 +145,11 @@ public enum BrokerService {
     /// Body: a ``BulkAction``. Reply: a ``BulkOutcome``, once the action is taken (its
     /// journal writes on disk).
     public static let jobBulk = "mmi.jobs.bulk"
+    /// Everything the broker knows of one job (``JobDetails``, JSON); the body is its 16-byte id.
+    public static let jobDescribe = "mmi.jobs.describe"
     /// Every job service above (a broker that stops answers each at once).
     public static let jobServices: Set<String> = [
-        jobSubmit, jobStatus, jobWait, jobCancel, jobRetry, jobList, jobBulk,
+        jobSubmit, jobStatus, jobWait, jobCancel, jobRetry, jobList, jobBulk, jobDescribe,
     ]
     /// Body: a ``ScheduleSpec``. Reply: the schedule's next tick (i64, milliseconds since 1970),
     /// once it is on disk. A schedule of the same name is replaced.

@@ -208,15 +208,24 @@ public struct FlowSpec: Sendable, Equatable {
                 guard let version = submission.first else {
                     throw .invalidValue(name: step, reason: "its job submission is empty (length 0)")
                 }
-                guard version == JobSubmission.version else {
+                guard version == JobSubmission.version || version == JobSubmission.newestVersion else {
                     throw .invalidValue(
-                        name: step, reason: "a step's submission is version \(JobSubmission.version); got \(version)")
+                        name: step,
+                        reason:
+                            "a step's submission is version \(JobSubmission.version), or \(JobSubmission.newestVersion) with a concurrency key; got \(version)"
+                    )
                 }
+                let decoded: JobSubmission
                 do {
-                    return .step(try JobSubmission(decoding: submission))
+                    decoded = try JobSubmission(decoding: submission)
                 } catch {
                     throw .invalidValue(name: step, reason: "its job submission: \(error)")
                 }
+                guard decoded.confirmWithinMilliseconds == 0, decoded.keyHold == .kept else {
+                    throw .invalidValue(
+                        name: step, reason: "a confirmation bound or a key hold, which a step does not take")
+                }
+                return .step(decoded)
             }
             guard (1...3).contains(kind) else {
                 throw .invalidValue(name: "flow node kind", reason: "\(kind); 0 step, 1 chain, 2 group, 3 batch")

@@ -192,13 +192,23 @@ public struct ScheduleSpec: Sendable, Equatable {
         let pausedByte = try reader.byte("paused")
         guard pausedByte <= 1 else { throw .invalidValue(name: "paused", reason: "\(pausedByte); 0 or 1") }
         let job = reader.rest()
-        // Version 1 only, as the layout says: a later version's fields would be dropped unsaid.
-        if let version = job.first, version != JobSubmission.version {
+        // Version 1, or 4 for a concurrency key, as the layout says: a submit's confirmation
+        // bound and a unique job's hold would be dropped unsaid.
+        let jobVersion = job.first
+        guard jobVersion == JobSubmission.version || jobVersion == JobSubmission.newestVersion else {
             throw .invalidValue(
                 name: "schedule's job",
-                reason: "a job submission of version \(version); a schedule's job is of version 1")
+                reason:
+                    "a job submission of version \(jobVersion.map { "\($0)" } ?? "none"); a schedule's job is of version 1, or 4 with a concurrency key"
+            )
         }
-        var spec = ScheduleSpec(name: name, timing: timing, job: try JobSubmission(decoding: job))
+        let submission = try JobSubmission(decoding: job)
+        guard submission.confirmWithinMilliseconds == 0, submission.keyHold == .kept else {
+            throw .invalidValue(
+                name: "schedule's job",
+                reason: "a confirmation bound or a key hold, which a schedule's job does not take")
+        }
+        var spec = ScheduleSpec(name: name, timing: timing, job: submission)
         spec.overlap = overlap
         spec.catchUp = catchUp
         spec.paused = pausedByte == 1

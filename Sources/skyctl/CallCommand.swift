@@ -32,6 +32,13 @@ struct CallCommand: AsyncParsableCommand {
     @Flag(help: "Keep the call as a job if it is left before its result; its id is printed first, on standard error.")
     var keep = false
 
+    @Option(help: "The key (a customer, a tenant) whose calls take turns with other keys' calls of the service.")
+    var concurrencyKey: String?
+
+    @Option(
+        parsing: .unconditional, help: "At most this many calls of --concurrency-key run at once (1 to 1000000).")
+    var concurrencyLimit: Int?
+
     @OptionGroup var options: BrokerOptions
 
     /// The exit status of a call kept as a job at its `--timeout`: not a failure (its work goes
@@ -41,12 +48,15 @@ struct CallCommand: AsyncParsableCommand {
     func validate() throws {
         if let problem = WireFormat.nameProblem(service, what: "service") { throw ValidationError(problem) }
         try FlagCheck.seconds(timeout, "--timeout", in: 0.001...86_400)
+        try JobFlags.checkConcurrency(key: concurrencyKey, limit: concurrencyLimit, of: "calls")
     }
 
     func run() async throws {
         let body = TaskBody.read(json)
         let length = FlagCheck.duration(seconds: timeout)
-        let call = ScanOptions(timeout: length, deadline: length, retry: .never)
+        let call = ScanOptions(
+            timeout: length, deadline: length, retry: .never, concurrencyKey: concurrencyKey,
+            concurrencyLimit: concurrencyLimit)
         let service = service
         let keptAs = keep ? JobID.random() : nil
         await options.run("skyctl") { client in

@@ -36,16 +36,19 @@ struct JobFlags: ParsableArguments {
         if let timeout { try FlagCheck.seconds(timeout, "--timeout", in: 0.001...4_000_000) }
         try FlagCheck.integer(maxAttempts, "--max-attempts", in: 1...1000)
         try FlagCheck.seconds(retention, "--retention", in: 0...315_360_000)
-        if let concurrencyKey, let problem = WireFormat.nameProblem(concurrencyKey, what: "--concurrency-key") {
+        try Self.checkConcurrency(key: concurrencyKey, limit: concurrencyLimit, of: "jobs")
+    }
+
+    /// Checks `--concurrency-key` and `--concurrency-limit`, of jobs or of calls.
+    static func checkConcurrency(key: String?, limit: Int?, of work: String) throws {
+        if let key, let problem = WireFormat.nameProblem(key, what: "--concurrency-key") {
             throw ValidationError(problem)
         }
-        if let concurrencyLimit {
-            guard concurrencyKey != nil else {
-                throw ValidationError("--concurrency-limit limits the jobs of a key: give --concurrency-key")
-            }
-            try FlagCheck.integer(
-                concurrencyLimit, "--concurrency-limit", in: 1...Int(JobSubmission.maxConcurrencyLimit))
+        guard let limit else { return }
+        guard key != nil else {
+            throw ValidationError("--concurrency-limit limits the \(work) of a key: give --concurrency-key")
         }
+        try FlagCheck.integer(limit, "--concurrency-limit", in: 1...Int(JobSubmission.maxConcurrencyLimit))
     }
 
     /// The options these flags set, on top of `base`.

@@ -202,10 +202,17 @@ struct JobsCommand: AsyncParsableCommand {
             let withResult = result
             try await job.run { client, id in
                 let status = try JobArguments.known(try await client.status(of: id), id)
-                guard withResult, case .succeeded = status else { return "\(id)  \(status)" }
-                // It ended: the wait answers at once, with the outcome as it was recorded.
-                let body = try await client.result(of: id, as: RawResult.self, coder: RawResult.Coder()).bytes
-                return "\(id)  \(status)\n\(String(decoding: body, as: UTF8.self))"
+                var lines = ["\(id)  \(status)"]
+                // The first line as any broker answers it; the rest from one that describes jobs.
+                if await client.brokerTakes(\.describesJobs) {
+                    lines += JobDetailLines.lines(try await client.details(of: id))
+                }
+                if withResult, case .succeeded = status {
+                    // It ended: the wait answers at once, with the outcome as it was recorded.
+                    let body = try await client.result(of: id, as: RawResult.self, coder: RawResult.Coder()).bytes
+                    lines.append(String(decoding: body, as: UTF8.self))
+                }
+                return lines.joined(separator: "\n")
             }
         }
     }

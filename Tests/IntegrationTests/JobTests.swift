@@ -546,12 +546,34 @@ extension IntegrationSuite {
             let page = try await skyctl(["jobs", "list", "--limit", "2"])
             #expect(page.out.last == "2 of 3 matching jobs, newest first; --limit 3 shows more", "\(page)")
             let shown = try await skyctl(["jobs", "show", good.id.description])
-            #expect(shown.out == ["\(good.id)  succeeded (attempt 1)"])
+            #expect(shown.out.first == "\(good.id)  succeeded (attempt 1)", "\(shown)")
+            // Then what the broker knows of it, a fact a line.
+            for fact in ["  service     sky.flaky", "  attempts    1 of ", "  submitted   20", "  started     20"] {
+                #expect(shown.out.contains { $0.hasPrefix(fact) }, "\(fact): \(shown.out)")
+            }
+            #expect(shown.out.contains { $0.hasPrefix("  ended       20") && $0.contains("(ran ") }, "\(shown.out)")
+            #expect(shown.out.contains { $0.hasPrefix("  result      ") && $0.hasSuffix(" bytes") }, "\(shown.out)")
+            let details = try await sky.details(of: good.id)
+            #expect(details.state == "succeeded" && details.outcomeStatus == "ok" && details.worker == nil)
+            #expect(
+                (details.startedAt ?? 0) > 0 && (details.endedAt ?? 0) >= (details.startedAt ?? 0)
+                    && (details.startedAt ?? 0) >= (details.submittedAt ?? .max), "\(details)")
             // The third call on the worker succeeds: the retry, a new job, does.
             let retried = try await skyctl(["jobs", "retry", bad.id.description])
             let newID = try #require(retried.out.first.flatMap { JobID($0) }, "\(retried)")
             #expect(newID != bad.id)
             #expect(try await sky.result(of: newID, as: FlakyTask.self).value == 2)
+            // The retry and the failed job name each other; a second retry makes a job of its own.
+            let failedShown = try await skyctl(["jobs", "show", bad.id.description])
+            #expect(failedShown.out.contains("  retried as  \(newID)"), "\(failedShown.out)")
+            #expect(failedShown.out.contains { $0.hasPrefix("  error       ") }, "\(failedShown.out)")
+            let retryShown = try await skyctl(["jobs", "show", newID.description])
+            #expect(retryShown.out.contains("  retry of    \(bad.id)"), "\(retryShown.out)")
+            let twice = try await skyctl(["jobs", "retry", bad.id.description])
+            let secondID = try #require(twice.out.first.flatMap { JobID($0) }, "\(twice)")
+            #expect(secondID != newID && secondID != bad.id)
+            #expect(try await sky.details(of: secondID).retryOf == nil, "only the first retry holds the link")
+            #expect(try await sky.details(of: bad.id).retriedAs == newID.description)
             let refused = try await skyctl(["jobs", "retry", good.id.description])
             #expect(refused.status == 1 && refused.err.contains("only a failed or cancelled job is retried"))
             // Not advice about task types (the broker answers it invalidPayload), but a caller's
@@ -590,7 +612,7 @@ extension IntegrationSuite {
                         && missing.err.contains("the broker knows no job 01JD3Q5R4ZK6V2B9W8X7Y6T5S4"), "\(missing)")
             }
             let all = try await skyctl(["jobs", "list"])
-            #expect(all.out.count == 5, "a header and four jobs: \(all.out)")
+            #expect(all.out.count == 6, "a header and five jobs (two retries): \(all.out)")
             print("skyctl jobs list:\n\(all.out.joined(separator: "\n"))")
             await sky.close()
             await cluster.stop()

@@ -24,6 +24,13 @@ extension ThirdLineSuite {
             }
             let called = try await skyctl(["call", "sky.echo", "--json", #"{"message":"hi"}"#])
             #expect(called.status == 0 && called.out == [#"{"message":"hi"}"#], "\(called)")
+            let keyedCall = try await skyctl([
+                "call", "sky.echo", "--json", #"{"message":"hi"}"#, "--concurrency-key", "c", "--concurrency-limit",
+                "1",
+            ])
+            #expect(keyedCall.status == 0 && keyedCall.out == [#"{"message":"hi"}"#], "\(keyedCall)")
+            let limitAlone = try await skyctl(["call", "sky.echo", "--json", "{}", "--concurrency-limit", "1"])
+            #expect(limitAlone.status == 64 && limitAlone.err.contains("the calls of a key"), "\(limitAlone)")
             // Standard input, as a pipe gives it.
             let skyctlPath = SkyProcess.binaries.appendingPathComponent("skyctl").path
             let piped = cluster.track(

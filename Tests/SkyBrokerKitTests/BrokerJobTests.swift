@@ -1,4 +1,5 @@
 import Foundation
+import SkyJSON
 import SkyJournal
 import Testing
 
@@ -218,6 +219,44 @@ struct BrokerJobTests {
         #expect(answer.state == JobState.succeeded && answer.outcome == [42] && answer.attempt == 1)
         #expect(events(recorded).map(\.event) == [.jobSucceeded])
         #expect(broker.machine.jobCount == 0)
+    }
+
+    /// With task events on, a job's attempt is published as dispatched, as a call's is, and
+    /// its describe answers with its times, worker and options from the journal and memory.
+    @Test func aJobsDispatchIsPublishedAndItsDetailsDescribeIt() throws {
+        var broker = BrokerHarness.withJournal { $0.taskEvents = true }
+        let submitRequest = RequestID(high: 1, low: 1)
+        var submission = JobSubmission(service: "sky.scan", body: [7])
+        submission.concurrencyKey = "customer-42"
+        let asked = broker.request(client, submitRequest, service: BrokerService.jobSubmit, body: submission.encode())
+        guard case .journal(.write(let changes, .submitted(let id)))? = effects(asked).first,
+            case .submitted(var record)? = changes.first
+        else {
+            Issue.record("\(asked)")
+            return
+        }
+        _ = broker.commit(asked)
+        let started = broker.commit(broker.ready(worker1))
+        let published = events(started).filter { $0.event == .taskDispatched }
+        #expect(published.count == 1 && published.first?.task?.requestID == id.requestID.description)
+        #expect(published.first?.task?.worker == worker1.description)
+        // Described while it runs: the record as the journal reads it, where it stands from memory.
+        let describe = RequestID(high: 3, low: 1)
+        let asking = broker.request(client, describe, service: BrokerService.jobDescribe, body: id.bytes)
+        #expect(effects(asking).contains { if case .journal(.describe(id, _)) = $0 { true } else { false } })
+        record.state = .running
+        record.attempt = 1
+        let answered = broker.journal(
+            .described(id, JobCaller(peer: client, requestID: describe, attempt: 1), .success((record, nil))))
+        let reply = try #require(
+            answered.compactMap { action -> TaskReply? in
+                guard case .sendToClient(_, .reply(let reply)) = action, reply.requestID == describe else { return nil }
+                return reply
+            }.first)
+        let details = try CanonicalJSON.decode(JobDetails.self, from: reply.body)
+        #expect(details.state == "running" && details.worker == "w-\(worker1)" && details.attempt == 1)
+        #expect(details.startedAt == 1_700_000_000_000 && details.concurrencyKey == "customer-42")
+        #expect(details.service == "sky.scan" && details.endedAt == nil && details.retriedAs == nil)
     }
 
     /// An outcome nobody waits for rides the journal's next commit (one fsync less per job at

@@ -60,6 +60,25 @@ struct FlowTests {
         #expect(try Self.outcome(id, sim) == (.succeeded, "\((2...51).reduce(0, +))"))
     }
 
+    /// A step may carry a concurrency key (its submission's version 4), and the flow runs; a
+    /// step with a key hold is refused, naming the step.
+    @Test func aStepWithAConcurrencyKeyRunsAndOneWithAKeyHoldIsRefused() throws {
+        var keyed = JobSubmission(service: "double", body: Array("5".utf8))
+        keyed.concurrencyKey = "customer-42"
+        keyed.concurrencyLimit = 1
+        let spec = FlowSpec(.chain([.step(keyed), S.step("inc")]))
+        #expect(try FlowSpec(decoding: spec.encode()) == spec)
+        var sim = try FlowSimulation(capacity: 3, handlers: S.handlers)
+        defer { sim.remove() }
+        let id = try Self.submit(spec, &sim)
+        while try sim.step() {}
+        #expect(try Self.outcome(id, sim) == (.succeeded, "11"))
+        var held = keyed
+        held.idempotencyKey = "k"
+        held.keyHold = .whileQueued
+        #expect(throws: ProtocolError.self) { try FlowSpec(decoding: FlowSpec(.step(held)).encode()) }
+    }
+
     /// The broker killed after each of its steps in turn, for each flow: the flow ends with
     /// the same result, and no step that ended ran again (only one running at a kill did).
     @Test(arguments: [("chain", chain), ("group", group), ("chord", chord)])

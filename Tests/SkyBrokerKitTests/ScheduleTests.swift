@@ -136,7 +136,7 @@ struct ScheduleTests {
         let second = schedules.at(1_700_000_002_000)
         #expect(Harness.firedTicks(in: second).count == jobs)
         let cancelled = changes(in: second).contains { change in
-            if case .finished(_, .cancelled, _, _) = change { true } else { false }
+            if case .finished(_, .cancelled, _, _, _, _) = change { true } else { false }
         }
         #expect(cancelled == cancels)
         #expect(schedules.jobs.scheduler.counts()?.schedules?.skipped == (policy == .skip ? 1 : 0))
@@ -257,6 +257,17 @@ struct ScheduleTests {
             Self.messages(in: refusedLater).contains {
                 $0.contains("a job submission of version 2; a schedule's job is of version 1")
             })
+        // Version 4, for a concurrency key, is taken; with a key hold it is not.
+        var keyed = Self.everySecond()
+        keyed.name = "keyed"
+        keyed.job.concurrencyKey = "customer-42"
+        keyed.job.concurrencyLimit = 1
+        #expect(keyed.job.encode().first == 4)
+        #expect(try ScheduleSpec(decoding: keyed.encode()) == keyed)
+        var held = keyed
+        held.job.idempotencyKey = "k"
+        held.job.keyHold = .whileRunning
+        #expect(throws: ProtocolError.self) { try ScheduleSpec(decoding: held.encode()) }
         // A name no schedule can have, named as such rather than as unknown.
         let long = schedules.jobs.request(
             BrokerService.schedulePause, Array(String(repeating: "n", count: 300).utf8), request)

@@ -275,14 +275,27 @@ enum JobStoreContract: CaseIterable, Sendable {
     }
 
     private static func anOutcomeIsRecordedOnce(_ open: Open) throws {
+        try recordOnce(open)
+        // The times are the first outcome's, read back after a reopening, in a listing too.
+        let again = try open()
+        #expect(try again.job(job(1).id).map { [$0.startedAt, $0.endedAt] } == [1_000, 1_250])
+        #expect(try again.list(state: .succeeded, service: nil, limit: 10).first?.endedAt == 1_250)
+    }
+
+    private static func recordOnce(_ open: Open) throws {
         let store = try open()
         try store.apply([.submitted(job(1))])
-        try store.apply([.finished(id: job(1).id, state: .succeeded, outcome: [1], expiresAt: 10)])
+        try store.apply([
+            .finished(id: job(1).id, state: .succeeded, outcome: [1], expiresAt: 10, startedAt: 1_000, endedAt: 1_250)
+        ])
         // A late second delivery's outcome, and a restart that would deliver it again.
-        try store.apply([.finished(id: job(1).id, state: .failed, outcome: [2], expiresAt: 20)])
+        try store.apply([
+            .finished(id: job(1).id, state: .failed, outcome: [2], expiresAt: 20, startedAt: 2_000, endedAt: 2_500)
+        ])
         try store.apply([.started(id: job(1).id, attempt: 2)])
         let job = try #require(try store.job(job(1).id))
         #expect(job.state == .succeeded && job.outcome == [1] && job.attempt == 0)
+        #expect(job.startedAt == 1_000 && job.endedAt == 1_250)
     }
 
     private static func aSecondSubmitWithTheSameKeyOrIDWritesNothing(_ open: Open) throws {

@@ -27,6 +27,32 @@ struct SQLiteJobStoreTests {
         try contract.check { () throws(JournalError) in try SQLiteJobStore(path: folder.journal) }
     }
 
+    /// A journal written before outcomes recorded their times gets the two columns when
+    /// opened: its jobs are read (times 0, unknown), and new outcomes keep their times.
+    @Test func aJournalWithoutTheTimesGetsThemAndKeepsItsJobs() throws {
+        let folder = try Folder()
+        do {
+            let old = try SQLiteDatabase(path: folder.journal)
+            try old.execute(
+                """
+                CREATE TABLE sky_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+                INSERT INTO sky_meta VALUES ('format', '\(SQLiteJobStore.format)');
+                CREATE TABLE jobs (
+                    seq INTEGER PRIMARY KEY, id BLOB NOT NULL UNIQUE, service TEXT NOT NULL, body BLOB NOT NULL,
+                    priority INTEGER NOT NULL, not_before INTEGER NOT NULL, idempotency_key TEXT UNIQUE,
+                    state INTEGER NOT NULL, attempt INTEGER NOT NULL, outcome BLOB, expires_at INTEGER NOT NULL,
+                    submitted_at INTEGER NOT NULL, options BLOB NOT NULL);
+                INSERT INTO jobs VALUES (1, x'01', 'echo', x'02', 0, 0, NULL, 2, 1, x'00', 99, 5, x'');
+                INSERT INTO jobs VALUES (2, x'03', 'echo', x'02', 0, 0, NULL, 0, 0, NULL, 99, 6, x'');
+                """)
+        }
+        let store = try SQLiteJobStore(path: folder.journal)
+        let ended = try #require(try store.job([1]))
+        #expect(ended.state == .succeeded && ended.startedAt == 0 && ended.endedAt == 0)
+        try store.apply([.finished(id: [3], state: .failed, outcome: [1], expiresAt: 99, startedAt: 7, endedAt: 8)])
+        #expect(try store.job([3]).map { [$0.startedAt, $0.endedAt] } == [7, 8])
+    }
+
     /// A crash in the middle of a commit leaves a torn write at the end of the WAL: the journal
     /// opens, keeps every committed job and drops the torn one. The crash is a copy of the files
     /// taken while the store is open (what the disk holds at that moment), then cut short.

@@ -1,0 +1,51 @@
+import Foundation
+import Sky
+
+/// `skyctl jobs show`'s lines after the first: a job's details, one fact a line, a label and a
+/// value, only the facts the job has.
+enum JobDetailLines {
+    static func lines(_ details: JobDetails) -> [String] {
+        var facts: [(String, String)] = []
+        func add(_ label: String, _ value: String?) {
+            if let value { facts.append((label, value)) }
+        }
+        add("service", details.service)
+        add("priority", details.priority.map { "\($0)" })
+        add(
+            "attempts",
+            details.attempt.map { attempt in details.maxAttempts.map { "\(attempt) of \($0)" } ?? "\(attempt)" })
+        add("submitted", details.submittedAt.map(time))
+        add("not before", details.notBefore.map(time))
+        add("started", details.startedAt.map(time))
+        add(
+            "ended",
+            details.endedAt.map { ended in
+                details.startedAt.map { "\(time(ended)) (ran \(seconds(ended - $0)))" } ?? time(ended)
+            })
+        add("worker", details.worker)
+        add("timeout", details.timeoutMilliseconds.map { seconds(Int64($0)) })
+        add(
+            "key",
+            details.concurrencyKey.map { key in details.concurrencyLimit.map { "\(key) (at most \($0) at once)" } ?? key
+            })
+        add("idempotency", details.idempotencyKey)
+        add("error", details.errorType.map { type in details.errorMessage.map { "\(type): \($0)" } ?? type })
+        add("result", details.resultBytes.map { "\($0) bytes" })
+        add("retry of", details.retryOf)
+        add("retried as", details.retriedAs)
+        add("kept until", details.expiresAt.map(time))
+        return facts.map { label, value in "  " + label.padding(toLength: 12, withPad: " ", startingAt: 0) + value }
+    }
+
+    /// Milliseconds since 1970 as UTC, to the millisecond.
+    static func time(_ milliseconds: Int64) -> String {
+        guard milliseconds < 253_402_300_800_000 else { return "never" }
+        let formatter = ISO8601DateFormatter()
+        formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+        return formatter.string(from: Date(timeIntervalSince1970: Double(milliseconds) / 1000))
+    }
+
+    private static func seconds(_ milliseconds: Int64) -> String {
+        milliseconds < 1000 ? "\(milliseconds) ms" : "\(Double(milliseconds) / 1000) s"
+    }
+}
