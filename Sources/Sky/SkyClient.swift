@@ -291,6 +291,26 @@ public actor SkyClient {
         return completion
     }
 
+    /// A call that needs `feature` of the broker, ended before anything is sent if the broker
+    /// does not name it (`message` says why), or if the client cannot start; `nil`: it may go.
+    private nonisolated(nonsending) func refusal(
+        unless feature: any KeyPath<BrokerFeatures, Bool> & Sendable, _ message: String
+    ) async -> Completion? {
+        if shell.loop.load() == nil {
+            do {
+                try await startIfNeeded()
+            } catch let error as SkyError {
+                return Completion(result: .failure(error), attempts: 0)
+            } catch {
+                return Completion(result: .failure(.internalError("\(error)")), attempts: 0)
+            }
+        }
+        guard await brokerTakes(feature) else {
+            return Completion(result: .failure(.invalidTask(message)), attempts: 0)
+        }
+        return nil
+    }
+
     /// One call to the broker, within `options.deadline`: a timer of the call's own in the
     /// client's machine ends it on time, every attempt and backoff included, even if a handler
     /// ignores cancellation; what comes before the request goes out (asking the broker what it
@@ -306,19 +326,11 @@ public actor SkyClient {
             }
             // One customer's call: shared with another's, it would run under the other's key.
             options.coalesce = false
-            if shell.loop.load() == nil {
-                do {
-                    try await startIfNeeded()
-                } catch let error as SkyError {
-                    return Completion(result: .failure(error), attempts: 0)
-                }
-            }
-            guard await brokerTakes(\.takesConcurrencyKeys) else {
-                return Completion(
-                    result: .failure(
-                        .invalidTask(
-                            "this broker takes no concurrency keys (it names no \(BrokerFeatures.concurrencyKeysFeature) in mmi.features): upgrade it, or call without concurrencyKey"
-                        )), attempts: 0)
+            if let refusal = await refusal(
+                unless: \.takesConcurrencyKeys,
+                "this broker takes no concurrency keys (it names no \(BrokerFeatures.concurrencyKeysFeature) in mmi.features): upgrade it, or call without concurrencyKey"
+            ) {
+                return refusal
             }
         }
         if options.keepIfAbandoned {
@@ -328,19 +340,11 @@ public actor SkyClient {
             options.retry = .never
             if options.deadline == nil { options.deadline = options.timeout }
             options.timeout = options.deadline
-            if shell.loop.load() == nil {
-                do {
-                    try await startIfNeeded()
-                } catch let error as SkyError {
-                    return Completion(result: .failure(error), attempts: 0)
-                }
-            }
-            guard await brokerTakes(\.keepsAbandonedCalls) else {
-                return Completion(
-                    result: .failure(
-                        .invalidTask(
-                            "this broker does not keep abandoned calls (it names no \(BrokerFeatures.keepIfAbandonedFeature) in mmi.features: it keeps no journal, --state-dir none, or predates them); give it a journal or upgrade it, or call without keepIfAbandoned"
-                        )), attempts: 0)
+            if let refusal = await refusal(
+                unless: \.keepsAbandonedCalls,
+                "this broker does not keep abandoned calls (it names no \(BrokerFeatures.keepIfAbandonedFeature) in mmi.features: it keeps no journal, --state-dir none, or predates them); give it a journal or upgrade it, or call without keepIfAbandoned"
+            ) {
+                return refusal
             }
         }
         // libzmq closes the connection of a peer that sends a frame over the broker's

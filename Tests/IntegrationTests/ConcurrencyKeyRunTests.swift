@@ -37,6 +37,37 @@ extension ThirdLineSuite {
             var position: Int { entries.withLock { $0.count } }
 
             var all: [Entry] { entries.withLock { $0 } }
+
+            /// The most that ran at once of any one key, and of all together.
+            var most: (ofAKey: Int, inAll: Int) {
+                var running: [String: Int] = [:]
+                var most = (ofAKey: 0, inAll: 0)
+                var inAll = 0
+                for entry in all {
+                    let change = entry.event == .start ? 1 : -1
+                    running[entry.key, default: 0] += change
+                    inAll += change
+                    most = (max(most.ofAKey, running[entry.key]!), max(most.inAll, inAll))
+                }
+                return most
+            }
+        }
+
+        /// A broker (with a SQLite journal if `journal`), the four workers of
+        /// ``startWorkers(_:log:)`` and a client, for `body`; all stopped after it.
+        static func withCluster(
+            journal: Bool = true, _ body: (SkyClient, RunLog) async throws -> Void
+        ) async throws {
+            let state = StateDirectory()
+            let cluster = try await TestCluster.start(extraArguments: journal ? state.arguments : [])
+            defer { cluster.killAll() }
+            let log = RunLog()
+            let workers = await startWorkers(cluster, log: log)
+            defer { for worker in workers { worker.cancel() } }
+            let sky = try await SkyClient(broker: cluster.clients)
+            try await body(sky, log)
+            await sky.close()
+            await cluster.stop()
         }
 
         /// Four workers of four slots each, in this process, each its own connection to the
@@ -82,48 +113,28 @@ extension ThirdLineSuite {
 
         @Test(.timeLimit(.minutes(2)))
         func aKeyLimitedToOneNeverRunsTwoAtOnceOverFourWorkers() async throws {
-            let state = StateDirectory()
-            let cluster = try await TestCluster.start(extraArguments: state.arguments)
-            defer { cluster.killAll() }
-            let log = RunLog()
-            let workers = await Self.startWorkers(cluster, log: log)
-            defer { for worker in workers { worker.cancel() } }
-            let sky = try await SkyClient(broker: cluster.clients)
-            // 1,000 jobs: 10 customers of 100, each limited to one at a time.
-            let keys = (0..<10).map { "customer-\($0)" }
-            var ids: [JobID] = []
-            for key in keys { ids += try await Self.submit(sky, key: key, count: 100, limit: 1, milliseconds: 2) }
-            for id in ids { _ = try await sky.result(of: id, as: Int.self) }
-
-            let entries = log.all
-            #expect(entries.count == 2_000, "each of the 1,000 jobs ran once")
-            var running: [String: Int] = [:]
-            var mostOfAKey = 0
-            var mostInAll = 0
-            var inAll = 0
-            for entry in entries {
-                let change = entry.event == .start ? 1 : -1
-                running[entry.key, default: 0] += change
-                inAll += change
-                mostOfAKey = max(mostOfAKey, running[entry.key]!)
-                mostInAll = max(mostInAll, inAll)
+            try await Self.withCluster { sky, log in
+                // 1,000 jobs: 10 customers of 100, each limited to one at a time.
+                var ids: [JobID] = []
+                for key in (0..<10).map({ "customer-\($0)" }) {
+                    ids += try await Self.submit(sky, key: key, count: 100, limit: 1, milliseconds: 2)
+                }
+                for id in ids { _ = try await sky.result(of: id, as: Int.self) }
+                #expect(log.all.count == 2_000, "each of the 1,000 jobs ran once")
+                let most = log.most
+                #expect(most.ofAKey == 1, "never two jobs of a customer at once")
+                #expect(most.inAll > 1, "customers ran side by side on the four workers: at most \(most.inAll) at once")
             }
-            #expect(mostOfAKey == 1, "never two jobs of a customer at once")
-            #expect(mostInAll > 1, "customers ran side by side on the four workers: at most \(mostInAll) at once")
-            await sky.close()
-            await cluster.stop()
         }
 
         /// Calls too: 400 calls of 8 customers limited to one each, then 2,000 calls of one key
         /// and 50 of another behind them, with no journal.
         @Test(.timeLimit(.minutes(2)))
         func callsOfAKeyLimitedToOneNeverRunTwoAtOnceAndTakeTurns() async throws {
-            let cluster = try await TestCluster.start()
-            defer { cluster.killAll() }
-            let log = RunLog()
-            let workers = await Self.startWorkers(cluster, log: log)
-            defer { for worker in workers { worker.cancel() } }
-            let sky = try await SkyClient(broker: cluster.clients)
+            try await Self.withCluster(journal: false) { sky, log in try await Self.callsTakeTurns(sky, log) }
+        }
+
+        static func callsTakeTurns(_ sky: SkyClient, _ log: RunLog) async throws {
             func call(_ key: String, _ index: Int, limit: Int?) async throws -> Int {
                 try await sky.scan(
                     KeyedSleep(key: key, index: index, milliseconds: 2),
@@ -133,52 +144,50 @@ extension ThirdLineSuite {
                 for index in 0..<400 { group.addTask { try await call("customer-\(index % 8)", index, limit: 1) } }
                 try await group.waitForAll()
             }
-            var running: [String: Int] = [:]
-            var mostOfAKey = 0
-            for entry in log.all {
-                running[entry.key, default: 0] += entry.event == .start ? 1 : -1
-                mostOfAKey = max(mostOfAKey, running[entry.key]!)
-            }
-            #expect(log.all.count == 800 && mostOfAKey == 1, "never two calls of a customer at once")
+            #expect(log.all.count == 800 && log.most.ofAKey == 1, "never two calls of a customer at once")
 
-            let before = log.position
+            // 2,000 calls of A, then 50 of B while the service is paused, so that all of B's
+            // are at the broker, behind A's, when it resumes: how fast the client sends them
+            // does not count.
+            let service = KeyedSleep.service
+            func queued() async throws -> Int { try await sky.services().first { $0.name == service }?.queued ?? 0 }
             let backlog = Task {
                 try await withThrowingTaskGroup(of: Int.self) { group in
                     for index in 0..<2_000 { group.addTask { try await call("A", index, limit: nil) } }
                     try await group.waitForAll()
                 }
             }
-            // B comes once A's calls wait at the broker.
-            try await eventually("A's calls run", timeout: .seconds(20)) {
-                log.all[before...].count { $0.key == "A" && $0.event == .end } >= 50
+            try await eventually("A's calls wait at the broker", timeout: .seconds(20)) { try await queued() >= 1_000 }
+            _ = try await sky.pause(service: service)
+            let aWaiting = try await queued()
+            let late = Task {
+                try await withThrowingTaskGroup(of: Int.self) { group in
+                    for index in 0..<50 { group.addTask { try await call("B", index, limit: nil) } }
+                    try await group.waitForAll()
+                }
             }
-            let submittedAt = log.position
-            try await withThrowingTaskGroup(of: Int.self) { group in
-                for index in 0..<50 { group.addTask { try await call("B", index, limit: nil) } }
-                try await group.waitForAll()
+            try await eventually("B's calls wait behind A's", timeout: .seconds(20)) {
+                try await queued() == aWaiting + 50
             }
+            let resumedAt = log.position
+            _ = try await sky.resume(service: service)
+            try await late.value
             let entries = log.all
             let lastOfB = try #require(entries.lastIndex { $0.key == "B" && $0.event == .end })
-            let aBetween = entries[submittedAt...lastOfB].count { $0.key == "A" && $0.event == .end }
-            // One turn of A per call of B (50) and the 16 running, once B's calls are at the
-            // broker; they reach it within the first few of A's. In arrival order B's would wait
-            // behind the 1,900 of A's that waited.
-            #expect(aBetween < 500, "B's 50 calls ended within \(aBetween) of A's")
-            print("fairness of calls: B's 50 calls ended while \(aBetween) of A's did")
+            let aBetween = entries[resumedAt...lastOfB].count { $0.key == "A" && $0.event == .end }
+            // One turn of A per call of B (50), and those of the 16 running at the pause that
+            // ended after it; in arrival order B's would wait behind all of A's that waited.
+            #expect(aBetween <= 50 + 16, "B's 50 calls ended within \(aBetween) of A's (\(aWaiting) of A's waited)")
+            print("fairness of calls: B's 50 calls ended while \(aBetween) of A's did; \(aWaiting) of A's waited")
             try await backlog.value
-            await sky.close()
-            await cluster.stop()
         }
 
         @Test(.timeLimit(.minutes(3)))
         func aKeysHundredJobsBehindAnothersFifteenThousandAreNotHeldUp() async throws {
-            let state = StateDirectory()
-            let cluster = try await TestCluster.start(extraArguments: state.arguments)
-            defer { cluster.killAll() }
-            let log = RunLog()
-            let workers = await Self.startWorkers(cluster, log: log)
-            defer { for worker in workers { worker.cancel() } }
-            let sky = try await SkyClient(broker: cluster.clients)
+            try await Self.withCluster { sky, log in try await Self.jobsTakeTurns(sky, log) }
+        }
+
+        static func jobsTakeTurns(_ sky: SkyClient, _ log: RunLog) async throws {
             let backlog = try await Self.submit(sky, key: "A", count: 15_000, milliseconds: 1)
             let submitStarted = log.position
             let late = try await Self.submit(sky, key: "B", count: 100, milliseconds: 1)
@@ -199,8 +208,6 @@ extension ThirdLineSuite {
             print(
                 "fairness: B's 100 jobs ended while \(aBetween) of A's did after B's submits (\(aSinceFirst) from the first); \(aLeft) of A's 15,000 still waited"
             )
-            await sky.close()
-            await cluster.stop()
         }
     }
 }
