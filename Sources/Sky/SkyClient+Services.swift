@@ -34,6 +34,21 @@ extension SkyClient {
         }
     }
 
+    /// The concurrency keys of `service` with calls or jobs waiting or running under a limit,
+    /// those with the most waiting first (at most 100): who fills its queue.
+    /// - Throws: ``SkyError/invalidTask(_:)`` for a name no service can have, or a broker that
+    ///   takes no concurrency keys.
+    public nonisolated func keys(of service: String) async throws -> KeyListing {
+        let reply = try await operatorCommand(
+            BrokerService.serviceKeys, service: service, body: Array(service.utf8), feature: \.takesConcurrencyKeys,
+            featureName: BrokerFeatures.concurrencyKeysFeature, lacking: "take concurrency keys")
+        do {
+            return try CanonicalJSON.decode(KeyListing.self, from: reply)
+        } catch {
+            throw SkyError.internalError("the broker's key listing is malformed: \(error)")
+        }
+    }
+
     private nonisolated func control(_ command: String, _ service: String) async throws -> Bool {
         try await self.command(command, service, Array(service.utf8)) != [0]
     }

@@ -52,6 +52,10 @@ extension BrokerStateMachine {
             answer(caller, .invalidPayload, Array("\(request.service): \(problem)".utf8), failure: true, into: &actions)
             return
         }
+        if request.service == BrokerService.serviceKeys {
+            answer(caller, .ok, (try? CanonicalJSON.encode(keyListing(of: name))) ?? Array("{}".utf8), into: &actions)
+            return
+        }
         if name.hasPrefix(BrokerService.prefix) {
             answer(
                 caller, .invalidPayload,
@@ -117,6 +121,30 @@ extension BrokerStateMachine {
     mutating func startWaitingWork(of name: String, now: Instant, into actions: inout [BrokerAction]) {
         withJobs(now: now, into: &actions) { $0.prepare(name, into: &$1) }
         for peer in workers(serving: name) { fill(peer, now: now, into: &actions) }
+    }
+
+    /// The keys of `name` with calls or jobs waiting or holding places, the most waiting first.
+    func keyListing(of name: String) -> KeyListing {
+        var keys: [String: KeyState] = [:]
+        if let number = services.number(of: name) {
+            for (key, counts) in queue.keys(of: number) {
+                keys[key, default: KeyState(key: key)].callsWaiting = counts.waiting
+                keys[key, default: KeyState(key: key)].callsRunning = counts.placed
+            }
+        }
+        for (key, counts) in jobs.book.queued.keys(of: name) {
+            keys[key, default: KeyState(key: key)].jobsWaiting = counts.waiting
+            keys[key, default: KeyState(key: key)].jobsRunning = counts.placed
+        }
+        let sorted = keys.values.sorted {
+            let (left, right) = ($0.callsWaiting + $0.jobsWaiting, $1.callsWaiting + $1.jobsWaiting)
+            if left != right { return left > right }
+            let (leftRunning, rightRunning) = ($0.callsRunning + $0.jobsRunning, $1.callsRunning + $1.jobsRunning)
+            return leftRunning != rightRunning ? leftRunning > rightRunning : $0.key < $1.key
+        }
+        return KeyListing(
+            service: name, keys: Array(sorted.prefix(KeyListing.maxKeys)),
+            more: max(0, sorted.count - KeyListing.maxKeys))
     }
 
     /// Every service known now (served, with calls waiting) and every paused one, by name.

@@ -784,7 +784,8 @@ package struct BrokerStateMachine: Sendable {
         case BrokerService.workers:
             let body = (try? CanonicalJSON.encode(snapshot(now: now))) ?? Array("{}".utf8)
             answer = TaskReply(requestID: request.requestID, status: .ok, body: body)
-        case BrokerService.servicePause, BrokerService.serviceResume, BrokerService.serviceList:
+        case BrokerService.servicePause, BrokerService.serviceResume, BrokerService.serviceList,
+            BrokerService.serviceKeys:
             answerServiceControl(request, for: client, now: now, into: &actions)
             return
         case BrokerService.limitSet, BrokerService.limitRemove, BrokerService.limitList:

@@ -58,6 +58,15 @@ struct QueuedJobs: Sendable {
     /// Jobs of `key` of `service` holding a place under their limit.
     func placed(of service: String, key: String) -> Int { rotations[service]?.turns.placed[key] ?? 0 }
 
+    /// Each key of `service` with jobs queued or placed: how many of each.
+    func keys(of service: String) -> [String: (waiting: Int, placed: Int)] {
+        guard let rotation = rotations[service] else { return [:] }
+        var keys: [String: (waiting: Int, placed: Int)] = [:]
+        for (key, live) in rotation.live { keys[key, default: (0, 0)].waiting = live }
+        for (key, placed) in rotation.turns.placed { keys[key, default: (0, 0)].placed = placed }
+        return keys
+    }
+
     /// Keys of `service` with jobs queued or placed.
     func keyCount(of service: String) -> Int { rotations[service]?.turns.keyCount ?? 0 }
 

@@ -183,7 +183,10 @@ public enum BrokerService {
     /// Body: empty. Reply: a ``ServiceListing``.
     public static let serviceList = "mmi.services.list"
     /// Every service-control service above.
-    public static let serviceServices: Set<String> = [servicePause, serviceResume, serviceList]
+    /// One service's concurrency keys with work waiting or running (``KeyListing``); the body
+    /// is the service's name.
+    public static let serviceKeys = "mmi.services.keys"
+    public static let serviceServices: Set<String> = [servicePause, serviceResume, serviceList, serviceKeys]
     /// Body: a ``ServiceRateLimit`` as JSON. Reply: 1 byte, 1 if it changed the service's limit,
     /// once on disk (with a journal).
     public static let limitSet = "mmi.limits.set"

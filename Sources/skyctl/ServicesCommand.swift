@@ -5,8 +5,9 @@ import SkyProtocol
 struct ServicesCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "services",
-        abstract: "Lists, pauses and resumes services (docs/operations.md, \"Pausing a service\").",
-        subcommands: [List.self, Pause.self, Resume.self])
+        abstract:
+            "Lists, pauses and resumes services, and shows who fills one's queue (docs/operations.md, \"Pausing a service\").",
+        subcommands: [List.self, Pause.self, Resume.self, Keys.self])
 
     struct List: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
@@ -28,6 +29,39 @@ struct ServicesCommand: AsyncParsableCommand {
                     ]
                 }
                 ScheduleText.table(["SERVICE", "STATE", "WORKERS", "CALLS WAITING", "JOBS WAITING"], rows)
+            }
+        }
+    }
+
+    struct Keys: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract:
+                "Lists a service's concurrency keys with calls or jobs waiting or running under a limit, the most waiting first."
+        )
+
+        @OptionGroup var service: ServiceNameArguments
+
+        func run() async throws {
+            let name = service.name
+            await service.options.run("skyctl") { client in
+                let listing: KeyListing
+                do {
+                    listing = try await client.keys(of: name)
+                } catch SkyError.invalidTask(let message) {
+                    throw ScheduleText.refusal(message)
+                }
+                guard !listing.keys.isEmpty else {
+                    print("no keyed work waits or runs in \(name)")
+                    return
+                }
+                let rows = listing.keys.map { key in
+                    [
+                        key.key.isEmpty ? "(no key)" : key.key, "\(key.callsWaiting)", "\(key.callsRunning)",
+                        "\(key.jobsWaiting)", "\(key.jobsRunning)",
+                    ]
+                }
+                ScheduleText.table(["KEY", "CALLS WAITING", "CALLS LIMITED", "JOBS WAITING", "JOBS LIMITED"], rows)
+                if listing.more > 0 { print("and \(listing.more) more keys") }
             }
         }
     }

@@ -31,6 +31,8 @@ extension ThirdLineSuite {
             #expect(keyedCall.status == 0 && keyedCall.out == [#"{"message":"hi"}"#], "\(keyedCall)")
             let limitAlone = try await skyctl(["call", "sky.echo", "--json", "{}", "--concurrency-limit", "1"])
             #expect(limitAlone.status == 64 && limitAlone.err.contains("the calls of a key"), "\(limitAlone)")
+            let keys = try await skyctl(["services", "keys", "sky.echo"])
+            #expect(keys.status == 0 && keys.out == ["no keyed work waits or runs in sky.echo"], "\(keys)")
             // Standard input, as a pipe gives it.
             let skyctlPath = SkyProcess.binaries.appendingPathComponent("skyctl").path
             let piped = cluster.track(

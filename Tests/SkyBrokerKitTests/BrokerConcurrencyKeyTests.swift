@@ -1,3 +1,4 @@
+import SkyJSON
 import Testing
 
 @testable import SkyBrokerKit
@@ -25,6 +26,17 @@ struct BrokerConcurrencyKeyTests {
         sent += dispatched(broker.request(client, Self.id(21))).map(\.1)
         #expect(sent == [Self.id(1), Self.id(11), Self.id(21)], "one of A, with a credit to spare")
         #expect(broker.machine.queuedCount == 2)
+        // Who fills the queue: A, two waiting and one running under its limit; then B.
+        let asked = broker.request(
+            client, Self.id(99), service: BrokerService.serviceKeys, body: Array("sky.scan".utf8))
+        let listing = asked.compactMap { action -> KeyListing? in
+            guard case .sendToClient(_, .reply(let reply)) = action, reply.requestID == Self.id(99) else { return nil }
+            return try? CanonicalJSON.decode(KeyListing.self, from: reply.body)
+        }.first
+        #expect(
+            listing?.keys == [
+                KeyState(key: "A", callsWaiting: 2, callsRunning: 1), KeyState(key: "B", callsRunning: 1),
+            ], "\(String(describing: listing))")
         // A's call answered: its next goes, and only that one.
         let next = dispatched(broker.reply(worker1, client: client, Self.id(1))).map(\.1)
         #expect(next == [Self.id(2)])
