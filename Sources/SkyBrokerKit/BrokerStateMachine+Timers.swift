@@ -85,15 +85,24 @@ extension BrokerStateMachine {
                     into: &actions)
             } else {
                 counters.deadlinesExceeded += 1
-                let name = task.request.service
-                fail(
-                    task, .deadlineExceeded,
-                    (services[task.service].paused
-                        ? "it waited past its deadline: the service \(name) is paused (skyctl services resume \(name))"
-                        : "it waited for a free \(name) worker past its deadline") + notKept,
-                    into: &actions)
+                fail(task, .deadlineExceeded, waitedPastDeadline(task) + notKept, into: &actions)
             }
         }
+    }
+
+    /// Why a waiting request's deadline passed: its service paused, its key at its concurrency
+    /// limit, or no free worker.
+    private func waitedPastDeadline(_ task: QueuedRequest) -> String {
+        let name = task.request.service
+        if services[task.service].paused {
+            return "it waited past its deadline: the service \(name) is paused (skyctl services resume \(name))"
+        }
+        let limit = task.request.concurrencyLimit
+        if limit > 0, let key = task.request.concurrencyKey, queue.placed(task.service, key: key) >= Int(limit) {
+            return
+                "it waited past its deadline: its concurrency key \(key) was at its limit (\(queue.placed(task.service, key: key)) running, at most \(limit)); see skyctl services keys \(name)"
+        }
+        return "it waited for a free \(name) worker past its deadline"
     }
 
     /// Services whose last worker left while requests of them waited: once the grace has passed

@@ -206,6 +206,12 @@ struct RequestQueue: Sendable {
         return waiting
     }
 
+    /// The places `key` holds in a service (requests of it at workers under a limit).
+    func placed(_ service: Number, key: String) -> Int {
+        guard Int(service) < lanes.count else { return 0 }
+        return lanes[Int(service)].keyed?.turns.placed[key] ?? 0
+    }
+
     /// Each key of a keyed lane: its waiting requests and the places it holds.
     func keys(of service: Number) -> [String: (waiting: Int, placed: Int)] {
         guard Int(service) < lanes.count, let keyed = lanes[Int(service)].keyed else { return [:] }

@@ -66,6 +66,24 @@ struct BrokerConcurrencyKeyTests {
         #expect(after == [Self.id(2)])
     }
 
+    /// A call whose key stays at its limit past its deadline is told so.
+    @Test func aCallWaitingForItsKeyPastItsDeadlineIsToldWhy() throws {
+        var broker = BrokerHarness()
+        _ = broker.ready(worker1, capacity: 4)
+        _ = broker.request(client, Self.id(1), key: "A", limit: 1)
+        _ = broker.request(client, Self.id(2), timeout: .milliseconds(500), key: "A", limit: 1)
+        let expired = broker.advance(.seconds(1))
+        let reply = try #require(
+            expired.compactMap { action -> TaskReply? in
+                guard case .sendToClient(_, .reply(let reply)) = action else { return nil }
+                return reply
+            }.first)
+        #expect(reply.requestID == Self.id(2) && reply.status == .deadlineExceeded)
+        #expect(
+            RemoteErrorBody(decoding: reply.body).message.contains(
+                "its concurrency key A was at its limit (1 running, at most 1)"), "\(reply)")
+    }
+
     /// Calls of a service nobody serves are answered at the end of the grace, a parked key's
     /// too.
     @Test func aParkedKeysCallsAreAnsweredWhenNobodyServesTheService() {
