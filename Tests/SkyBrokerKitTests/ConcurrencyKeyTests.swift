@@ -179,6 +179,16 @@ import Testing
         _ = harness.commit(failed)
         let sixth = harness.dispatch(tag: 6)
         #expect(sixth?.id == ids[2])
+        // Its worker is lost: the job waits again, its place given up and taken again by it (it
+        // is the key's oldest), and nothing else of the key goes meanwhile.
+        var lost: [JobScheduler.Action] = []
+        #expect(harness.scheduler.deliveryLost(ids[2].requestID, worker: "w1", into: &lost) == .requeued)
+        // The broker prepares the services a lost worker's work came back to.
+        harness.scheduler.prepare(SchedulerHarness.service, into: &lost)
+        _ = harness.commit(lost)
+        let again = harness.dispatch(tag: 7)
+        let none = harness.dispatch(tag: 8)
+        #expect(again?.id == ids[2] && none == nil)
     }
 
     @Test func aKeyAndItsLimitAreRecordedAndHoldAfterARestart() {
