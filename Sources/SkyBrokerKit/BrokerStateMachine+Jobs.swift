@@ -1,3 +1,4 @@
+import SkyJSON
 import SkyJournal
 import SkyProtocol
 
@@ -79,6 +80,15 @@ extension BrokerStateMachine {
             answerAboutKeptCall(
                 id, holding: request.service == BrokerService.jobWait, caller: caller, now: now, into: &actions)
         {
+            return true
+        }
+        if !keptCalls.isEmpty, request.service == BrokerService.jobDescribe, let id = JobID(bytes: request.body),
+            let details = keptCallDetails(id)
+        {
+            let body = (try? CanonicalJSON.encode(details)) ?? Array("{}".utf8)
+            replyTo(
+                peer, TaskReply(requestID: request.requestID, attempt: request.header.attempt, status: .ok, body: body),
+                into: &actions)
             return true
         }
         let nowTicks = ticks(now)

@@ -111,6 +111,32 @@ extension BrokerStateMachine {
         }
     }
 
+    /// The details of the kept call `id` in flight, as `mmi.jobs.describe` gives a job's (from
+    /// memory: nothing of it is on disk yet); `nil` if it names a job or no kept call in flight.
+    func keptCallDetails(_ id: JobID) -> JobDetails? {
+        let requestID = id.requestID
+        guard let client = keptCalls.client(of: requestID), !jobs.knows(id),
+            let report = keptCallReport(requestID, of: client),
+            let place = keptCallInFlight(TaskKey(client: client, requestID: requestID))
+        else { return nil }
+        let request: TaskRequest =
+            switch place {
+            case .waiting(_, let task): task.request
+            case .running(_, let held): held.task.request
+            }
+        var details = JobDetails(id: id.description, state: report.state.description)
+        details.service = report.service
+        details.attempt = Int(report.attempt)
+        details.maxAttempts = 1
+        details.priority = Int(request.header.priority)
+        details.worker = report.worker.isEmpty ? nil : report.worker
+        details.timeoutMilliseconds =
+            request.header.timeoutMilliseconds > 0 ? Int(request.header.timeoutMilliseconds) : nil
+        details.concurrencyKey = request.concurrencyKey
+        details.concurrencyLimit = request.concurrencyLimit > 0 ? Int(request.concurrencyLimit) : nil
+        return details
+    }
+
     /// Answers `mmi.jobs.status` (`holding` false) or `mmi.jobs.wait` about `id` if it names no
     /// job but a kept call in flight; `false` otherwise (the scheduler answers).
     mutating func answerAboutKeptCall(

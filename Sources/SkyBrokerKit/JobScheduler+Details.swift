@@ -59,7 +59,8 @@ extension JobScheduler {
         if let key = record.idempotencyKey, key.hasPrefix(retryKeyPrefix) {
             details.retryOf = String(key.dropFirst(retryKeyPrefix.count))
         }
-        if let options = try? JobSubmission(decoding: record.options) {
+        // A flow's record holds no job options of its own: it runs once, as its steps say.
+        if record.service != FlowSpec.service, let options = try? JobSubmission(decoding: record.options) {
             details.maxAttempts = Int(options.maxAttempts)
             details.timeoutMilliseconds = options.timeoutMilliseconds > 0 ? Int(options.timeoutMilliseconds) : nil
             details.concurrencyKey = options.concurrencyKey

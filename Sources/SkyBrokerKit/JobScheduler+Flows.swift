@@ -138,7 +138,8 @@ extension JobScheduler {
             [
                 .finished(
                     id: run.id.bytes, state: Self.journalState(end.state) ?? .failed,
-                    outcome: [end.status.rawValue] + end.outcome, expiresAt: expiresAt)
+                    outcome: [end.status.rawValue] + end.outcome, expiresAt: expiresAt,
+                    endedAt: configuration.wallClock())
             ] + run.submittedJobs.map { .retained(id: $0.bytes, expiresAt: expiresAt) }
         actions.append(.journal(.write(changes, .flowEnded(run.id))))
     }

@@ -11,7 +11,9 @@ struct ServiceNameArguments: ParsableArguments {
     func validate() throws {
         if let problem = WireFormat.nameProblem(name, what: "service name") { throw ValidationError(problem) }
         if name.hasPrefix(BrokerService.prefix) {
-            throw ValidationError("\(name) is one of the broker's own services; they cannot be paused or limited")
+            throw ValidationError(
+                "\(name) is one of the broker's own services (mmi.*): they cannot be paused or limited, and take no keys"
+            )
         }
     }
 }

@@ -60,7 +60,7 @@ struct ServicesCommand: AsyncParsableCommand {
                         "\(key.jobsWaiting)", "\(key.jobsRunning)",
                     ]
                 }
-                ScheduleText.table(["KEY", "CALLS WAITING", "CALLS LIMITED", "JOBS WAITING", "JOBS LIMITED"], rows)
+                ScheduleText.table(["KEY", "CALLS WAITING", "CALLS RUNNING", "JOBS WAITING", "JOBS RUNNING"], rows)
                 if listing.more > 0 { print("and \(listing.more) more keys") }
             }
         }

@@ -66,6 +66,25 @@ struct BrokerConcurrencyKeyTests {
         #expect(after == [Self.id(2)])
     }
 
+    /// A kept call in flight is described from memory, with its key (nothing of it is on disk).
+    @Test func aKeptCallInFlightIsDescribed() throws {
+        var broker = BrokerHarness.withJournal()
+        _ = broker.ready(worker1, capacity: 1)
+        _ = broker.request(client, Self.id(1), timeout: .seconds(30), keep: true, key: "A", limit: 2)
+        let asked = broker.request(
+            client, Self.id(2), service: BrokerService.jobDescribe, body: JobID(Self.id(1)).bytes)
+        let reply = try #require(
+            asked.compactMap { action -> TaskReply? in
+                guard case .sendToClient(_, .reply(let reply)) = action, reply.requestID == Self.id(2) else {
+                    return nil
+                }
+                return reply
+            }.first)
+        let details = try CanonicalJSON.decode(JobDetails.self, from: reply.body)
+        #expect(details.state == "running" && details.worker == "w-\(worker1)" && details.attempt == 1)
+        #expect(details.concurrencyKey == "A" && details.concurrencyLimit == 2 && details.maxAttempts == 1)
+    }
+
     /// A call whose key stays at its limit past its deadline is told so.
     @Test func aCallWaitingForItsKeyPastItsDeadlineIsToldWhy() throws {
         var broker = BrokerHarness()

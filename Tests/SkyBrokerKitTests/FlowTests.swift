@@ -73,6 +73,11 @@ struct FlowTests {
         let id = try Self.submit(spec, &sim)
         while try sim.step() {}
         #expect(try Self.outcome(id, sim) == (.succeeded, "11"))
+        // The flow's record has its end time, and its details no job options of their own.
+        let record = try #require(try sim.store.job(id.bytes))
+        #expect(record.endedAt > 0)
+        let details = JobScheduler.details(of: record, id)
+        #expect(details.endedAt == record.endedAt && details.maxAttempts == nil && details.state == "succeeded")
         var held = keyed
         held.idempotencyKey = "k"
         held.keyHold = .whileQueued
