@@ -305,8 +305,15 @@ enum ScheduleText {
             ("priority", "\(job.priority)"),
             ("timeout", job.timeoutMilliseconds == 0 ? "none" : "\(Double(job.timeoutMilliseconds) / 1000) s"),
             ("max attempts", "\(job.maxAttempts)"), ("retention", "\(job.retentionMilliseconds / 1000) s"),
-            ("last job", item.lastJob.map { "\($0)" } ?? "none yet"),
         ]
+            + (job.concurrencyKey.map { key in
+                [
+                    (
+                        "key",
+                        job.concurrencyLimit > 0 ? "\(key) (at most \(job.concurrencyLimit) at once)" : key
+                    )
+                ]
+            } ?? []) + [("last job", item.lastJob.map { "\($0)" } ?? "none yet")]
     }
 
     /// Prints `rows` in columns under `header`.
