@@ -530,8 +530,9 @@ struct JobScheduler: Sendable {
     /// gives up its worst start for a queued job of higher priority
     /// (``JobBook/releaseForBetter(_:)``), so that what is prepared is always the best waiting.
     mutating func prepare(_ service: String, into actions: inout [Action]) {
-        // A paused service's jobs wait unprepared: no start is written for them.
-        guard paused.isEmpty || !paused.contains(service) else { return }
+        // A paused service's jobs wait unprepared: no start is written for them; nor any once
+        // the broker stops.
+        guard !stopping, paused.isEmpty || !paused.contains(service) else { return }
         while true {
             if let id = book.takeToPrepare(service) {
                 let attempt = book.update(id, "a job taken to prepare is held") { job in
@@ -1045,6 +1046,12 @@ struct JobScheduler: Sendable {
     /// broker) instead of waiting out its attempt's timeout.
     mutating func shutdown(_ message: String, into actions: inout [Action]) {
         stopping = true
+        // The starts prepared ahead never reach a worker now: taken back, on disk too (the
+        // journal commits what is queued before it closes), so that the broker that starts next
+        // counts only attempts that ran, as after a pause. A crash still counts them.
+        for service in Array(book.pipeline.keys) {
+            while let id = book.releaseAny(service) { takeBackStart(of: id, into: &actions) }
+        }
         for case let waiter? in book.pendingSubmits.values.map(\.waiter) {
             answer(waiter, .brokerShuttingDown, message, into: &actions)
         }

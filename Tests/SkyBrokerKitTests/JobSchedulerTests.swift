@@ -284,6 +284,31 @@ struct JobSchedulerTests {
             answers(in: jobs.ask(BrokerService.jobStatus, held, late), to: late).map(\.status) == [.brokerShuttingDown])
     }
 
+    /// A clean stop takes back the starts prepared ahead (on disk too): the next broker counts
+    /// only attempts that ran. A crash, which writes nothing, still counts them.
+    @Test func aCleanStopTakesBackThePreparedStarts() throws {
+        var jobs = SchedulerHarness()
+        _ = jobs.commit(jobs.joined(capacity: 2))
+        var ids: [JobID] = []
+        for low: UInt64 in 1...3 {
+            let (id, followed) = jobs.submit(RequestID(high: 1, low: low))
+            _ = jobs.commit(followed)
+            ids.append(id)
+        }
+        let sent = jobs.dispatch(tag: 1)
+        let running = try #require(sent)
+        var stopped: [JobScheduler.Action] = []
+        jobs.scheduler.shutdown("stopping", into: &stopped)
+        let released = changes(in: stopped).compactMap { change -> [UInt8]? in
+            guard case .released(let id, let attempt) = change, attempt == 0 else { return nil }
+            return id
+        }
+        #expect(Set(released) == Set(ids.filter { $0 != running.id }.map(\.bytes)), "the two prepared, not the running")
+        // What ends while it stops prepares nothing more.
+        let ended = jobs.ended(TaskReply(requestID: running.id.requestID, status: .ok, body: []))
+        #expect(!changes(in: ended).contains { if case .started = $0 { true } else { false } })
+    }
+
     @Test func aRefusedSubmitIsCountedAndNamesTheLimit() throws {
         var jobs = SchedulerHarness { $0.maxHeldJobs = 1 }
         _ = jobs.submit(RequestID(high: 1, low: 1))
