@@ -135,7 +135,7 @@ extension JobScheduler {
     }
 
     /// The records of a batch of jobs to retry: each is submitted again, once (those retried
-    /// by a bulk retry before are left: their job from then stands).
+    /// by a bulk retry, or a first `mmi.jobs.retry`, before are left: their job from then stands).
     mutating func bulkRead(_ result: Result<BulkRead, JournalError>, into actions: inout [Action]) {
         guard var run = bulk, run.kind == .retry else { return }
         switch result {

@@ -145,7 +145,7 @@ extension JobsCommand {
                 Swift.print("\(done) \(outcome.acted) of \(matched) matching jobs")
                 if outcome.retriedBefore > 0 {
                     Swift.print(
-                        "\(outcome.retriedBefore) of them were run again by a bulk retry before; the jobs that made stand"
+                        "\(outcome.retriedBefore) of them had been retried before (by a bulk retry, or a first jobs retry); those retries stand"
                     )
                 }
                 if outcome.acted + outcome.retriedBefore < outcome.matched {
