@@ -119,6 +119,15 @@ struct KeyTurns: Sendable {
         }
     }
 
+    /// Each key with work waiting (`live`, by key, kept by the caller) or holding places: how
+    /// much of each.
+    func counts(waiting live: [String: Int]) -> [String: (waiting: Int, placed: Int)] {
+        var keys: [String: (waiting: Int, placed: Int)] = [:]
+        for (key, waiting) in live { keys[key, default: (0, 0)].waiting = waiting }
+        for (key, placed) in placed { keys[key, default: (0, 0)].placed = placed }
+        return keys
+    }
+
     /// Work of `key` started without waiting for a turn (nothing of the service waited): it
     /// holds a place.
     mutating func placeDirectly(_ key: String) {

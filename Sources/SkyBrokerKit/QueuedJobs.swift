@@ -60,11 +60,7 @@ struct QueuedJobs: Sendable {
 
     /// Each key of `service` with jobs queued or placed: how many of each.
     func keys(of service: String) -> [String: (waiting: Int, placed: Int)] {
-        guard let rotation = rotations[service] else { return [:] }
-        var keys: [String: (waiting: Int, placed: Int)] = [:]
-        for (key, live) in rotation.live { keys[key, default: (0, 0)].waiting = live }
-        for (key, placed) in rotation.turns.placed { keys[key, default: (0, 0)].placed = placed }
-        return keys
+        rotations[service].map { $0.turns.counts(waiting: $0.live) } ?? [:]
     }
 
     /// Keys of `service` with jobs queued or placed.

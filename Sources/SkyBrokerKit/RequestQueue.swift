@@ -215,10 +215,7 @@ struct RequestQueue: Sendable {
     /// Each key of a keyed lane: its waiting requests and the places it holds.
     func keys(of service: Number) -> [String: (waiting: Int, placed: Int)] {
         guard Int(service) < lanes.count, let keyed = lanes[Int(service)].keyed else { return [:] }
-        var keys: [String: (waiting: Int, placed: Int)] = [:]
-        for (key, live) in keyed.live { keys[key, default: (0, 0)].waiting = live }
-        for (key, placed) in keyed.turns.placed { keys[key, default: (0, 0)].placed = placed }
-        return keys
+        return keyed.turns.counts(waiting: keyed.live)
     }
 
     /// Whether a service's lane takes turns (a request with a key came, and something of it
