@@ -275,13 +275,19 @@ extension Report {
 
     /// Rows as left-aligned columns two spaces apart.
     static func columns(_ rows: [[String]]) -> [String] {
-        let widths = (0..<(rows.map(\.count).max() ?? 0)).map { column in
-            rows.map { column < $0.count ? $0[column].count : 0 }.max() ?? 0
+        // Written with explicit types: the chained closures took the type checker seven seconds.
+        let columnCount: Int = rows.map(\.count).max() ?? 0
+        var widths = [Int](repeating: 0, count: columnCount)
+        for row in rows {
+            for (index, cell) in row.enumerated() { widths[index] = max(widths[index], cell.count) }
         }
-        return rows.map { row in
-            row.enumerated().map { index, cell in
-                index == row.count - 1 ? cell : cell.padding(toLength: widths[index], withPad: " ", startingAt: 0)
-            }.joined(separator: "  ")
+        return rows.map { (row: [String]) -> String in
+            var cells: [String] = []
+            for (index, cell) in row.enumerated() {
+                let last = index == row.count - 1
+                cells.append(last ? cell : cell.padding(toLength: widths[index], withPad: " ", startingAt: 0))
+            }
+            return cells.joined(separator: "  ")
         }
     }
 }

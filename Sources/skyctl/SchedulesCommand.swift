@@ -298,7 +298,7 @@ enum ScheduleText {
         case .last: catchUp = "last"
         case .all(let limit): catchUp = "all (at most \(limit))"
         }
-        return [
+        var lines: [(String, String)] = [
             ("name", spec.name), ("timing", "\(spec.timing)"), ("state", spec.paused ? "paused" : "active"),
             ("next tick", time(item.nextFire)), ("overlap", spec.overlap.name), ("catch-up", catchUp),
             ("service", job.service), ("body", String(decoding: job.body, as: UTF8.self)),
@@ -306,14 +306,12 @@ enum ScheduleText {
             ("timeout", job.timeoutMilliseconds == 0 ? "none" : "\(Double(job.timeoutMilliseconds) / 1000) s"),
             ("max attempts", "\(job.maxAttempts)"), ("retention", "\(job.retentionMilliseconds / 1000) s"),
         ]
-            + (job.concurrencyKey.map { key in
-                [
-                    (
-                        "key",
-                        job.concurrencyLimit > 0 ? "\(key) (at most \(job.concurrencyLimit) at once)" : key
-                    )
-                ]
-            } ?? []) + [("last job", item.lastJob.map { "\($0)" } ?? "none yet")]
+        if let key = job.concurrencyKey {
+            let limit = job.concurrencyLimit
+            lines.append(("key", limit > 0 ? "\(key) (at most \(limit) at once)" : key))
+        }
+        lines.append(("last job", item.lastJob.map { "\($0)" } ?? "none yet"))
+        return lines
     }
 
     /// Prints `rows` in columns under `header`.

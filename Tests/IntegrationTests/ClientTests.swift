@@ -8,31 +8,8 @@ import SkyZMQ
 import Testing
 
 extension IntegrationSuite {
-    @Suite("SkyClient on a real cluster: coalescing, cancellation, broker restarts, events, batches")
+    @Suite("SkyClient on a real cluster: cancellation within 50 ms, broker restarts, broken connections")
     struct ClientTests {
-        @Test func aHundredEqualConcurrentScansRunOnceAndAllGetTheResult() async throws {
-            let cluster = try await TestCluster.start()
-            defer { cluster.killAll() }
-            _ = try await cluster.startWorker(name: "solo", capacity: 4)
-            let sky = try await SkyClient(broker: cluster.clients)
-            // Long enough that all 100 calls are made before it finishes, even on a loaded machine.
-            let task = SleepTask(milliseconds: 2000, tag: 7)
-            let results = try await sky.scanConcurrently(Array(repeating: task, count: 100))
-            #expect(results.count == 100 && results.allSatisfy { $0 == task })
-            let accepted = try await sky.clusterSnapshot().counters.requestsAccepted
-            let statistics = await sky.statistics
-            #expect(accepted == 1, "one execution; \(statistics)")
-            #expect(statistics.coalesced == 99)
-
-            // Opting out runs every call.
-            let separate = ScanOptions(coalesce: false)
-            _ = try await sky.scanConcurrently(
-                Array(repeating: SleepTask(milliseconds: 50, tag: 8), count: 10), options: separate)
-            #expect(try await sky.clusterSnapshot().counters.requestsAccepted == 11)
-            await sky.close()
-            await cluster.stop()
-        }
-
         @Test func cancellingACallStopsItOnTheWorkerWithin50ms() async throws {
             let cluster = try await TestCluster.start()
             defer { cluster.killAll() }
@@ -54,36 +31,6 @@ extension IntegrationSuite {
             let snapshot = try await sky.clusterSnapshot()
             #expect(snapshot.counters.cancelled == 1 && snapshot.inFlight == 0)
             print("cancellation: CancellationError after \(latency)")
-            await sky.close()
-            await cluster.stop()
-        }
-
-        /// `ScanOptions.priority` through the real client, broker and worker: with the only
-        /// credit busy, an urgent call made after four normal ones runs before them.
-        @Test func anUrgentCallOvertakesNormalOnesWaitingForTheWorker() async throws {
-            let cluster = try await TestCluster.start()
-            defer { cluster.killAll() }
-            _ = try await cluster.startWorker(name: "single", capacity: 1)
-            let sky = try await SkyClient(broker: cluster.clients)
-            let finished = Locked<[Int]>([])
-            func call(_ tag: Int, _ priority: JobPriority, milliseconds: Int = 10) -> Task<Void, any Error> {
-                Task {
-                    let options = ScanOptions(priority: priority)
-                    _ = try await sky.scan(SleepTask(milliseconds: milliseconds, tag: tag), options: options)
-                    finished.withLock { $0.append(tag) }
-                }
-            }
-            // Long enough that all five wait behind it, even on a loaded machine.
-            let blocker = call(0, .normal, milliseconds: Int(2000 * timingScale))
-            try await eventually("the blocker runs") { try await sky.clusterSnapshot().inFlight == 1 }
-            let normal = (1...4).map { call($0, .normal) }
-            try await eventually("four wait") { try await sky.clusterSnapshot().queued["sky.sleep"] == 4 }
-            let urgent = call(99, .urgent)
-            try await eventually("five wait") { try await sky.clusterSnapshot().queued["sky.sleep"] == 5 }
-            for task in [blocker, urgent] + normal { try await task.value }
-            // The four normal calls are separate tasks: their order among themselves is theirs.
-            let order = finished.withLock { $0 }
-            #expect(Array(order.prefix(2)) == [0, 99] && Set(order.dropFirst(2)) == [1, 2, 3, 4], "\(order)")
             await sky.close()
             await cluster.stop()
         }
@@ -167,79 +114,6 @@ extension IntegrationSuite {
             #expect(snapshot.counters.requestsAccepted == 20, "each ran once; the resends joined them")
             print(
                 "connection broken: 20/20 done \(elapsed) later, \(snapshot.counters.duplicateRequests) resends joined")
-            await sky.close()
-            await cluster.stop()
-        }
-
-        @Test func eventsStartFromASnapshotAndFollowTheCluster() async throws {
-            let cluster = try await TestCluster.start()
-            defer { cluster.killAll() }
-            var configuration = SkyClient.Configuration()
-            configuration.events = cluster.events
-            let sky = try await SkyClient(broker: cluster.clients, configuration: configuration)
-            var events = sky.events().makeAsyncIterator()
-            guard case .snapshot(let snapshot) = try await events.next() else {
-                Issue.record("the first element is not a snapshot")
-                return
-            }
-            #expect(snapshot.workers.isEmpty)
-            _ = try await cluster.startWorker(name: "newcomer", capacity: 2)
-            var lastSeq = snapshot.seq
-            var connected: SkyEvent?
-            while connected == nil, let element = try await events.next() {
-                guard case .event(let event) = element else {
-                    Issue.record("a second snapshot without a broker restart")
-                    break
-                }
-                #expect(event.seq > lastSeq)
-                lastSeq = event.seq
-                if event.event == .workerConnected { connected = event }
-            }
-            // A stream that ends before the event came is a failure, not a pass.
-            #expect(connected?.worker?.name == "newcomer", "the stream ended without worker.connected")
-            await sky.close()
-            await cluster.stop()
-        }
-
-        @Test func aServiceWithoutWorkersFallsBackToTheLocalSystemUntilOneJoins() async throws {
-            let cluster = try await TestCluster.start()
-            defer { cluster.killAll() }
-            let sky = try await SkyClient(
-                broker: cluster.clients, configuration: try await ClientPromiseTests.withLocalEcho())
-            #expect(try await sky.scan(EchoTask(message: "here")) == EchoTask(message: "here"))
-            #expect(await sky.statistics.localRuns == 1)
-
-            _ = try await cluster.startWorker(name: "echoer", capacity: 2)
-            try await eventually("scans go to the worker once it serves sky.echo") {
-                let before = await sky.statistics.localRuns
-                _ = try await sky.scan(EchoTask(message: "there"))
-                return await sky.statistics.localRuns == before
-            }
-            #expect(try await sky.clusterSnapshot().counters.requestsAccepted >= 1)
-            await sky.close()
-            await cluster.stop()
-        }
-
-        @Test func scanAllRetriesFlakyTasksAndReportsProgress() async throws {
-            let cluster = try await TestCluster.start()
-            defer { cluster.killAll() }
-            _ = try await cluster.startWorker(name: "flaky", capacity: 4, extraArguments: ["--flaky-every", "4"])
-            let sky = try await SkyClient(broker: cluster.clients)
-            let options = ScanOptions(
-                retry: RetryPolicy(maxAttempts: 5, initialBackoff: .milliseconds(10)).retryingHandlerErrors())
-            var last = BatchProgress(total: 0)
-            var indexes: [Int] = []
-            for await done in sky.scanAll((0..<60).map { FlakyTask(value: $0) }, concurrency: 8, options: options) {
-                #expect(try done.result.get() == done.task)
-                indexes.append(done.index)
-                #expect(done.progress.finished == indexes.count)
-                last = done.progress
-            }
-            #expect(indexes.sorted() == Array(0..<60))
-            #expect(last.completed == 60 && last.failed == 0 && last.total == 60)
-            // Every 4th call failed once: 60 tasks took 60 + about 20 attempts.
-            #expect(last.retried >= 15, "\(last)")
-            #expect(last.tasksPerSecond > 0)
             await sky.close()
             await cluster.stop()
         }

@@ -6,7 +6,7 @@ import SkyWorkloads
 import SkyZMQ
 import Testing
 
-extension IntegrationSuite {
+extension InProcessSuite {
     /// docs/protocol.md, "Editions": the broker names its edition, peers that ignore lines they
     /// do not know keep working, and a worker speaking exactly edition 1 is still served.
     @Suite("Editions: announced, and the previous one served")
@@ -20,8 +20,7 @@ extension IntegrationSuite {
         /// not know (FEATURES, CANCEL) dropped as malformed. The broker of edition 2 serves it,
         /// and a client gets its answer.
         @Test func aWorkerOfEditionOneIsServed() async throws {
-            let cluster = try await TestCluster.start(extraArguments: ["--state-dir", "none"])
-            defer { cluster.killAll() }
+            let cluster = try await InProcessCluster.start()
             let dropped = Locked<[UInt8]>([])
             // The broker's HEARTBEATs, one a second: what shows it keeps the worker.
             let heard = Locked(0)
@@ -75,15 +74,15 @@ extension IntegrationSuite {
             #expect(snapshot.workers.map(\.name) == ["edition-1"])
             #expect(snapshot.counters.malformedWorkerMessages == 0 && snapshot.counters.unknownWorkerMessages == 0)
             #expect(dropped.withLock { $0 } == [0x09], "the edition-2 FEATURES it did not know, dropped")
+            await cluster.stop()
         }
 
         /// The broker names its edition to a client asking `mmi.features` and to every worker in
         /// FEATURES; Sky's client and worker, which skip lines they do not know, serve a call as
         /// before.
         @Test func theEditionIsAnnouncedAndSkysPeersWorkBesideIt() async throws {
-            let cluster = try await TestCluster.start(extraArguments: ["--state-dir", "none"])
-            defer { cluster.killAll() }
-            _ = try await cluster.startWorker(name: "current", capacity: 2)
+            let cluster = try await InProcessCluster.start()
+            try await cluster.startWorker(name: "current", capacity: 2)
             let raw = try await RawPeer(connectingTo: cluster.clients)
             defer { Task { await raw.close() } }
             raw.send(
@@ -100,6 +99,7 @@ extension IntegrationSuite {
             #expect(try await sky.scan(EchoTask(message: "edition 2")).message == "edition 2")
             let options = ScanOptions(priority: .high)
             #expect(try await sky.scan(EchoTask(message: "long header"), options: options).message == "long header")
+            await cluster.stop()
         }
     }
 }

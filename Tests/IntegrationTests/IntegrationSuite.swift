@@ -23,3 +23,9 @@ enum SecondLineSuite {}
 /// first two lines; its own line takes that minute off the second's.
 @Suite("Integration, third line: the restart soak", .serialized, .timeLimit(.minutes(2)))
 enum ThirdLineSuite {}
+
+/// Tests that start no executable: a broker and workers in this process
+/// (``InProcessCluster``). They run in parallel, with each other and beside the three lines,
+/// so none of them has a timing bound tighter than seconds.
+@Suite("Integration in one process: a broker and workers on ipc://, in parallel", .timeLimit(.minutes(2)))
+enum InProcessSuite {}

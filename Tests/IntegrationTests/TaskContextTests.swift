@@ -1,6 +1,7 @@
 import Foundation
 import Logging
 import Sky
+import SkyBrokerKit
 import SkyTestSupport
 import SkyWorkerKit
 import Testing
@@ -24,7 +25,7 @@ struct SeenContext: Codable, Sendable {
     var loggerLabel: String
 }
 
-extension IntegrationSuite {
+extension InProcessSuite {
     /// A handler's `TaskContext`, with a real broker between caller and worker: for a call (with
     /// its timeout) and for a durable job (named by its job id).
     @Suite("A handler's context")
@@ -46,14 +47,10 @@ extension IntegrationSuite {
         @Test func aHandlerKnowsItsAttemptIdDeadlineAndLoggerForACallAndForAJob() async throws {
             let state = FileManager.default.temporaryDirectory.appendingPathComponent("sky-context-\(UUID())")
             defer { try? FileManager.default.removeItem(at: state) }
-            let cluster = try await TestCluster.start(extraArguments: ["--state-dir", state.path])
-            defer { cluster.killAll() }
+            let cluster = try await InProcessCluster.start { $0.stateDirectory = state.path }
             let system = ScanSystem(name: "context", capacity: 2)
             await Self.register(on: system)
-            let worker = SkyWorker(
-                configuration: .init(broker: cluster.workers), system: system, logger: Logger(label: "context-test"))
-            let running = Task { try await worker.run() }
-            defer { running.cancel() }
+            try await cluster.startWorker(system, logger: Logger(label: "context-test"))
             let sky = try await SkyClient(broker: cluster.clients)
 
             let call = try await sky.scan(ContextProbe(), options: ScanOptions(timeout: .seconds(5)))
@@ -68,6 +65,7 @@ extension IntegrationSuite {
             #expect(ran.jobID == job.id.description, "a job's attempt is named by its job's id")
             #expect(ran.attempt == 1 && ran.deadlineAhead == nil, "a job without a timeout has no deadline")
             await sky.close()
+            await cluster.stop()
         }
 
         /// The client's local fallback runs handlers with a context too: the call's timeout

@@ -590,7 +590,9 @@ struct BrokerJobTests {
         let backoff = failed.compactMap { action -> JobChange? in
             if case .journal(.write(let changes, .rescheduled(id))) = action { changes.first } else { nil }
         }
-        #expect(backoff == [.rescheduled(id: id.bytes, notBefore: 1_700_000_000_000 + 1000)])
+        let notBefore: Int64 = 1_700_000_000_000 + 1000
+        let rescheduled: JobChange = .rescheduled(id: id.bytes, notBefore: notBefore)
+        #expect(backoff == [rescheduled])
         #expect(events(failed).map(\.event) == [.jobRetrying])
         #expect(dispatched(broker.commit(broker.advance(.milliseconds(500)))).isEmpty, "within the backoff")
         let again = broker.commit(broker.advance(.milliseconds(600)))

@@ -315,13 +315,12 @@ struct ScheduleTests {
         #expect(changes(in: schedules.at(now + 100)).isEmpty, "walked 2,000")
         let fired = schedules.at(now + 200)
         #expect(Harness.firedTicks(in: fired) == [1_700_000_040_000 + 2000 * 60_000])
-        #expect(
-            changes(in: fired).last
-                == .scheduleAdvanced(
-                    name: "minutely", nextFire: 1_700_000_040_000 + 2001 * 60_000,
-                    lastJob: changes(in: fired).compactMap { change -> [UInt8]? in
-                        if case .submitted(let record) = change { record.id } else { nil }
-                    }.last))
+        let submitted: [[UInt8]] = changes(in: fired).compactMap { change -> [UInt8]? in
+            if case .submitted(let record) = change { record.id } else { nil }
+        }
+        let nextFire: Int64 = 1_700_000_040_000 + 2001 * 60_000
+        let advanced: JobChange = .scheduleAdvanced(name: "minutely", nextFire: nextFire, lastJob: submitted.last)
+        #expect(changes(in: fired).last == advanced)
     }
 
     /// A paused schedule saved again unpaused starts from now, as a resumed one does: the

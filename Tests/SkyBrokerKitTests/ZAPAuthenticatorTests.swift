@@ -7,10 +7,10 @@ import Testing
 @Suite("ZAP handler: per-role allow-lists, fail closed")
 struct ZAPAuthenticatorTests {
     static func request(domain: String, mechanism: String = "CURVE", key: [UInt8]?) -> [[UInt8]] {
-        [
-            [7, 7], [], Array("1.0".utf8), Array("42".utf8), Array(domain.utf8), Array("127.0.0.1".utf8), [],
-            Array(mechanism.utf8),
-        ] + (key.map { [$0] } ?? [])
+        var frames: [[UInt8]] = [[7, 7], [], Array("1.0".utf8), Array("42".utf8)]
+        frames += [Array(domain.utf8), Array("127.0.0.1".utf8), [], Array(mechanism.utf8)]
+        if let key { frames.append(key) }
+        return frames
     }
 
     @Test func eachRoleAdmitsOnlyItsOwnListAndEverythingElseIsDenied() throws {

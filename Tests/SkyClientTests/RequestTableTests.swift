@@ -53,11 +53,11 @@ struct RequestTableTests {
     @Test func theTableStartsWithRoomAndKeepsItWhenCallsFinish() {
         var table = Self.connected()
         #expect(table.roomForCalls >= RequestTable.room)
-        let ids = (0..<300).map { index in
-            Self.sent(
-                table.start(Self.call([UInt8(index % 256), UInt8(index / 256)]), waiter: UInt64(index), now: .zero)
-            )
-            .first!.requestID
+        var ids: [RequestID] = []
+        for index in 0..<300 {
+            let payload: [UInt8] = [UInt8(index % 256), UInt8(index / 256)]
+            let actions = table.start(Self.call(payload), waiter: UInt64(index), now: .zero)
+            ids.append(Self.sent(actions)[0].requestID)
         }
         #expect(Set(ids).count == 300)
         for id in ids { _ = table.received(Self.ok(id), now: .milliseconds(1)) }
