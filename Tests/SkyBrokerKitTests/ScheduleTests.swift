@@ -314,7 +314,8 @@ struct ScheduleTests {
         #expect(changes(in: schedules.at(now)).isEmpty, "walked 1,000 of them")
         #expect(changes(in: schedules.at(now + 100)).isEmpty, "walked 2,000")
         let fired = schedules.at(now + 200)
-        #expect(Harness.firedTicks(in: fired) == [1_700_000_040_000 + 2000 * 60_000])
+        let lastTick: Int64 = 1_700_000_040_000 + 2000 * 60_000
+        #expect(Harness.firedTicks(in: fired) == [lastTick])
         let submitted: [[UInt8]] = changes(in: fired).compactMap { change -> [UInt8]? in
             if case .submitted(let record) = change { record.id } else { nil }
         }
