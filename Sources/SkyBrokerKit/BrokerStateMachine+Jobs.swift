@@ -45,7 +45,7 @@ extension BrokerStateMachine {
                 kind,
                 TaskInfo(
                     requestID: event.id.description, service: event.service, deliveries: Int(event.attempt),
-                    status: event.status?.description),
+                    status: event.status?.description, progress: event.progress, message: event.message),
                 schedule: event.schedule, into: &actions)
         case .offer(let service):
             // Prepared jobs of `service` go to its workers with free credits.

@@ -74,10 +74,13 @@ extension BrokerStateMachine {
                     ["request": "\(reply.requestID)", "peer": "\(peer)"]
                 }
                 actions.append(.sendToWorker(peer, .disconnect))
-            case .heartbeat, .features, .draining:
+            case .heartbeat, .features, .draining, .progress:
                 let what =
-                    if case .heartbeat = command { "HEARTBEAT" } else if case .draining = command { "DRAINING" } else {
-                        "FEATURES"
+                    switch command {
+                    case .heartbeat: "HEARTBEAT"
+                    case .draining: "DRAINING"
+                    case .progress: "PROGRESS"
+                    default: "FEATURES"
                     }
                 // A worker the broker forgot (it restarted, or declared the worker dead) must
                 // hear so, whatever it says: a FEATURES after a READY the broker never saw, or
@@ -112,6 +115,8 @@ extension BrokerStateMachine {
                 worker.acceptsTrace = names.contains(TraceContext.feature)
                 worker.takesPacked = names.contains(WireFormat.packedFeature)
             }
+        case .progress(let tag, let requestID, let report):
+            progress(from: peer, tag: tag, requestID: requestID, report, now: now, into: &actions)
         case .disconnect:
             remove(peer, reason: .graceful, now: now, into: &actions)
         case .draining:
@@ -190,7 +195,8 @@ extension BrokerStateMachine {
         // result the worker may send back, and that it may answer packed (and ask for packed
         // REQUESTs with its own FEATURES). The REQUEST header's longer forms are the clients'.
         let features = BrokerFeatures(
-            edition: BrokerFeatures.currentEdition, maxFrameSize: Int(configuration.maxFrameSize), takesPacked: true)
+            edition: BrokerFeatures.currentEdition, maxFrameSize: Int(configuration.maxFrameSize), takesPacked: true,
+            takesProgress: true)
         actions.append(.sendToWorker(peer, .features(features.lines)))
         actions.append(
             .log(
@@ -329,6 +335,20 @@ extension BrokerStateMachine {
         }
         // No worker joined or left since `index` was found: the dispatches use it.
         fill(peer, at: index, now: now, into: &actions)
+    }
+
+    /// A worker's PROGRESS: kept with the job its delivery runs. For a call it is not kept
+    /// (nobody could read it); one for a delivery the worker no longer holds (a handler's last
+    /// report racing its cancel or its worker's loss) is dropped, as expected, uncounted.
+    private mutating func progress(
+        from peer: PeerID, tag: DeliveryTag, requestID: RequestID, _ report: ProgressReport, now: Instant,
+        into actions: inout [BrokerAction]
+    ) {
+        guard let number = tag.number, deliveries.worker(of: number) == peer,
+            let held = deliveries[number], held.task.request.requestID == requestID
+        else { return }
+        guard Self.isJob(held.task) else { return }
+        withJobs(now: now, into: &actions) { $0.progress(JobID(requestID), report, into: &$1) }
     }
 
     /// Whether frames start like a READY (signature and command), however wrong the rest.

@@ -49,6 +49,11 @@ struct JobBook: Sendable {
         var startedAt: Int64 = 0
         /// Workers lost while running it, in this run of the broker.
         var losses = 0
+        /// What its handlers reported (``JobProgress``), written with its outcome; nil until
+        /// a handler reports.
+        var progress: JobProgress? = nil
+        /// When a `job.progress` event last went out for it (wall clock, milliseconds).
+        var progressPublishedAt: Int64 = 0
         /// The submit's trace frame, so its executions join the submitter's trace (kept in
         /// memory only: executions after a broker restart start traces of their own).
         var trace: [UInt8]? = nil
@@ -244,6 +249,12 @@ struct JobBook: Sendable {
         _ id: JobID, _ invariant: @autoclosure () -> String, _ change: (inout Job) -> R
     ) -> R {
         guard let index = jobs.index(forKey: id) else { preconditionFailure("job book: \(invariant()) (job \(id))") }
+        return change(&jobs.values[index])
+    }
+
+    /// Changes a job in place if the book holds it (a peer's message may name one that ended).
+    mutating func updateIfHeld<R>(_ id: JobID, _ change: (inout Job) -> R) -> R? {
+        guard let index = jobs.index(forKey: id) else { return nil }
         return change(&jobs.values[index])
     }
 

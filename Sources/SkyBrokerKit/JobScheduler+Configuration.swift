@@ -75,6 +75,9 @@ extension JobScheduler {
         var status: ReplyStatus?
         /// For `schedule.fired`.
         var schedule: ScheduleTick?
+        /// For `job.progress`.
+        var progress: Double? = nil
+        var message: String? = nil
     }
 
     /// How a job goes on after the worker running it was lost.

@@ -67,6 +67,7 @@ extension JobScheduler {
             details.concurrencyLimit = options.concurrencyLimit > 0 ? Int(options.concurrencyLimit) : nil
         }
         guard record.state.isFinished else { return details }
+        if let stored = record.progress, let progress = JobProgress(decoding: stored) { details.show(progress) }
         details.expiresAt = record.expiresAt
         details.outcomeStatus = report.outcomeStatus.description
         if report.outcomeStatus == .ok {
@@ -87,5 +88,6 @@ extension JobScheduler {
         details.worker = now.worker.isEmpty ? nil : now.worker
         details.notBefore = now.state == .scheduled ? job.notBefore : nil
         if case .running = job.phase, job.startedAt > 0 { details.startedAt = job.startedAt }
+        if let progress = job.progress { details.show(progress) }
     }
 }

@@ -607,6 +607,9 @@ struct JobScheduler: Sendable {
         let service = book.update(id, "a job taken for a delivery is held") { job in
             job.phase = .running(tag: tag, worker: worker)
             job.startedAt = sent
+            // A new attempt starts from nothing; the log lines of the earlier ones stay.
+            job.progress?.fraction = nil
+            job.progress?.message = nil
             return job.submission.service
         }
         if book.releaseKey(of: id, heldWhileQueued: true) {
@@ -615,6 +618,29 @@ struct JobScheduler: Sendable {
             actions.append(.journal(.writeWithNextCommit([.keyReleased(id: id.bytes)], .keyReleased(id))))
         }
         prepare(service, into: &actions)
+    }
+
+    /// The handler running job `id` reported progress: kept with the job while it runs, and
+    /// published as `job.progress` at most once a second (the last report is read from the
+    /// job). Reports for a job that no longer runs are dropped.
+    mutating func progress(_ id: JobID, _ report: ProgressReport, into actions: inout [Action]) {
+        let now = configuration.wallClock()
+        let publish = book.updateIfHeld(id) { job -> Bool in
+            guard case .running = job.phase else { return false }
+            var progress = job.progress ?? JobProgress(updatedAt: now)
+            progress.apply(report, at: now)
+            job.progress = progress
+            guard now - job.progressPublishedAt >= 1000 else { return false }
+            job.progressPublishedAt = now
+            return true
+        }
+        guard publish == true, let job = book.jobs[id] else { return }
+        actions.append(
+            .publish(
+                .jobProgress,
+                JobEvent(
+                    id: job.id, service: job.submission.service, attempt: job.attempt, status: nil,
+                    progress: job.progress?.fraction, message: job.progress?.message)))
     }
 
     /// A job's delivery came back because its worker was lost: queued again at its old place,
@@ -725,7 +751,7 @@ struct JobScheduler: Sendable {
             .finished(
                 id: job.id.bytes, state: state, outcome: [report.outcomeStatus.rawValue] + report.outcome,
                 expiresAt: flowStep ? Int64.max : expiry(of: job.submission, ended: report.state),
-                startedAt: job.startedAt, endedAt: configuration.wallClock()))
+                startedAt: job.startedAt, endedAt: configuration.wallClock(), progress: job.progress?.encode()))
         if book.hasWaiters(job.id) || (flowStep && report.state == .succeeded) {
             actions.append(.journal(.write(changes, .finished(job.id))))
         } else {

@@ -39,6 +39,9 @@ public struct JobRecord: Sendable, Equatable {
     /// 2026-11-30).
     public var startedAt: Int64 = 0
     public var endedAt: Int64 = 0
+    /// What its handlers reported of their progress and their last log lines, in the broker's
+    /// encoding (the store keeps it as it is), recorded with the outcome; nil if none reported.
+    public var progress: [UInt8]? = nil
 
     public init(
         id: [UInt8], service: String, body: [UInt8], priority: Int = 0, notBefore: Int64 = 0,
@@ -142,10 +145,11 @@ public enum JobChange: Sendable, Equatable {
     case rescheduled(id: [UInt8], notBefore: Int64)
     /// The job ended: succeeded, failed or cancelled, with its outcome, kept until `expiresAt`.
     /// `startedAt` and `endedAt`: when its last attempt was sent to a worker (0 if it never
-    /// was) and when it ended, milliseconds since 1970.
+    /// was) and when it ended, milliseconds since 1970; `progress`: its handlers' last report
+    /// (``JobRecord/progress``).
     case finished(
         id: [UInt8], state: JobRecord.State, outcome: [UInt8]?, expiresAt: Int64, startedAt: Int64 = 0,
-        endedAt: Int64 = 0)
+        endedAt: Int64 = 0, progress: [UInt8]? = nil)
     /// The unfinished job gives up its idempotency key, which a new job may then take (a
     /// unique job's key, held while it waits or while it runs). Before a `finished` of the
     /// same job: an ended job's key is left as it is.
@@ -179,7 +183,7 @@ extension JobChange {
     public var rowKey: [UInt8] {
         switch self {
         case .submitted(let job): job.id
-        case .started(let id, _), .released(let id, _), .rescheduled(let id, _), .finished(let id, _, _, _, _, _),
+        case .started(let id, _), .released(let id, _), .rescheduled(let id, _), .finished(let id, _, _, _, _, _, _),
             .keyReleased(let id), .keyExpired(let id), .retained(let id, _), .deleted(let id):
             id
         case .scheduleSaved(let schedule): Self.scheduleKey(schedule.name)

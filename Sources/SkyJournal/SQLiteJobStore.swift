@@ -49,7 +49,7 @@ public final class SQLiteJobStore: JobStore {
     private static let columns =
         "id, service, body, priority, not_before, idempotency_key, state, attempt, outcome, expires_at, submitted_at, options"
     /// What a read takes: ``columns``, and the times an outcome records.
-    private static let readColumns = columns + ", started_at, ended_at"
+    private static let readColumns = columns + ", started_at, ended_at, progress"
 
     /// Opens the journal at `path`, creating it if there is none.
     ///
@@ -72,6 +72,7 @@ public final class SQLiteJobStore: JobStore {
         try Self.check(database)
         try database.execute(Self.schema)
         try Self.addTimes(database)
+        try Self.addProgress(database)
         insert = try database.prepare(
             "INSERT INTO jobs (\(Self.columns)) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12) ON CONFLICT DO NOTHING"
         )
@@ -83,7 +84,7 @@ public final class SQLiteJobStore: JobStore {
         expireKey = try database.prepare("UPDATE jobs SET idempotency_key = NULL WHERE id = ?1")
         retain = try database.prepare("UPDATE jobs SET expires_at = ?2 WHERE id = ?1 AND state >= 2")
         finish = try database.prepare(
-            "UPDATE jobs SET state = ?2, outcome = ?3, expires_at = ?4, started_at = ?5, ended_at = ?6 WHERE id = ?1 AND state < 2"
+            "UPDATE jobs SET state = ?2, outcome = ?3, expires_at = ?4, started_at = ?5, ended_at = ?6, progress = ?7 WHERE id = ?1 AND state < 2"
         )
         byID = try database.prepare("SELECT \(Self.readColumns) FROM jobs WHERE id = ?1")
         byKey = try database.prepare("SELECT \(Self.readColumns) FROM jobs WHERE idempotency_key = ?1")
@@ -142,7 +143,8 @@ public final class SQLiteJobStore: JobStore {
             submitted_at INTEGER NOT NULL,
             options BLOB NOT NULL,
             started_at INTEGER NOT NULL DEFAULT 0,
-            ended_at INTEGER NOT NULL DEFAULT 0
+            ended_at INTEGER NOT NULL DEFAULT 0,
+            progress BLOB
         );
         CREATE INDEX IF NOT EXISTS jobs_unfinished ON jobs (seq) WHERE state < 2;
         CREATE INDEX IF NOT EXISTS jobs_expiry ON jobs (expires_at) WHERE state >= 2;
@@ -164,6 +166,14 @@ public final class SQLiteJobStore: JobStore {
         try database.execute(
             "ALTER TABLE jobs ADD COLUMN started_at INTEGER NOT NULL DEFAULT 0; ALTER TABLE jobs ADD COLUMN ended_at INTEGER NOT NULL DEFAULT 0"
         )
+    }
+
+    /// A journal made before outcomes recorded their progress gets the column (NULL: none).
+    private static func addProgress(_ database: SQLiteDatabase) throws(JournalError) {
+        var names: [String] = []
+        try database.prepare("PRAGMA table_info(jobs)").run([]) { row in names.append(row.text(1) ?? "") }
+        guard !names.contains("progress") else { return }
+        try database.execute("ALTER TABLE jobs ADD COLUMN progress BLOB")
     }
 
     /// Makes a new journal at `path` (where there is no file): under a staging name first, its
@@ -254,10 +264,10 @@ public final class SQLiteJobStore: JobStore {
                     try expireKey.run([.blob(id)])
                 case .retained(let id, let expiresAt):
                     try retain.run([.blob(id), .integer(expiresAt)])
-                case .finished(let id, let state, let outcome, let expiresAt, let startedAt, let endedAt):
+                case .finished(let id, let state, let outcome, let expiresAt, let startedAt, let endedAt, let progress):
                     try finish.run([
                         .blob(id), .integer(state.rawValue), outcome.map { .blob($0) } ?? .null, .integer(expiresAt),
-                        .integer(startedAt), .integer(endedAt),
+                        .integer(startedAt), .integer(endedAt), progress.map { .blob($0) } ?? .null,
                     ])
                 case .scheduleSaved(let schedule):
                     try saveSchedule.run([.text(schedule.name), .blob(schedule.spec), .integer(schedule.nextFire)])
@@ -392,6 +402,7 @@ public final class SQLiteJobStore: JobStore {
             expiresAt: row.integer(9), submittedAt: row.integer(10), options: row.blob(11) ?? [])
         record.startedAt = row.integer(12)
         record.endedAt = row.integer(13)
+        record.progress = row.blob(14)
         return record
     }
 }

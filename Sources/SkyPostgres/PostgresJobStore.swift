@@ -27,7 +27,7 @@ import SkyJournal
 public final class PostgresJobStore: JobStore {
     /// The schema version this build reads and writes; a store of a newer one is refused, an
     /// older one is brought up to it (docs/jobs.md, "Schema versions").
-    public static let schemaVersion: Int64 = 6
+    public static let schemaVersion: Int64 = 7
     /// The advisory lock's key ("SkyJobs" in ASCII): brokers of one database share it.
     static let lockKey: Int64 = 0x0053_6B79_4A6F_6273
 
@@ -47,7 +47,7 @@ public final class PostgresJobStore: JobStore {
     private static let columns =
         "id, service, body, priority, not_before, idempotency_key, state, attempt, outcome, expires_at, submitted_at, options"
     /// What a read takes: ``columns``, and the times an outcome records.
-    private static let readColumns = columns + ", started_at, ended_at"
+    private static let readColumns = columns + ", started_at, ended_at, progress"
 
     /// This broker's turn at the store: the epoch it set when it took the store (`sky_lease`).
     /// A session lost and made again finds the same epoch unless another broker took the store
@@ -305,6 +305,7 @@ public final class PostgresJobStore: JobStore {
                 if found < 4 { try connection.execute(Self.version4) }
                 if found < 5 { try connection.execute(Self.version5) }
                 if found < 6 { try connection.execute(Self.version6) }
+                if found < 7 { try connection.execute(Self.version7) }
             }
             try connection.execute("COMMIT")
         } catch {
@@ -322,6 +323,7 @@ public final class PostgresJobStore: JobStore {
             try connection.execute(Self.version4)
             try connection.execute(Self.version5)
             try connection.execute(Self.version6)
+            try connection.execute(Self.version7)
         } catch .failed(_, let operation, let reason) where reason.contains("permission denied") {
             throw .failed(
                 path: connection.store, operation: operation,
@@ -396,6 +398,13 @@ public final class PostgresJobStore: JobStore {
         UPDATE sky_schema SET version = 6;
         """
 
+    /// Version 7: what a job's handlers reported of their progress, and their last log lines,
+    /// recorded with its outcome (NULL: none, as for jobs that ended before).
+    private static let version7 = """
+        ALTER TABLE sky_jobs ADD COLUMN progress bytea;
+        UPDATE sky_schema SET version = 7;
+        """
+
     private func define() {
         let (integer, text, bytes) = (UInt32(20), UInt32(25), UInt32(17))
         connection.define("begin", "BEGIN", types: [])
@@ -465,9 +474,9 @@ public final class PostgresJobStore: JobStore {
         update(
             "finish",
             set:
-                "state = given.state, outcome = given.outcome, expires_at = given.expires_at, started_at = given.started_at, ended_at = given.ended_at",
-            columns: ["state", "outcome", "expires_at", "started_at", "ended_at"],
-            types: [byteses, integers, byteses, integers, integers, integers])
+                "state = given.state, outcome = given.outcome, expires_at = given.expires_at, started_at = given.started_at, ended_at = given.ended_at, progress = given.progress",
+            columns: ["state", "outcome", "expires_at", "started_at", "ended_at", "progress"],
+            types: [byteses, integers, byteses, integers, integers, integers, byteses])
         connection.define("byID", "SELECT \(Self.readColumns) FROM sky_jobs WHERE id = $1", types: [bytes])
         connection.define(
             "byKey", "SELECT \(Self.readColumns) FROM sky_jobs WHERE idempotency_key = $1", types: [text])
@@ -615,7 +624,7 @@ public final class PostgresJobStore: JobStore {
         var finishes:
             [(
                 id: [UInt8], state: JobRecord.State, outcome: [UInt8]?, expiresAt: Int64, startedAt: Int64,
-                endedAt: Int64
+                endedAt: Int64, progress: [UInt8]?
             )] =
                 []
         var schedules: [(name: String, parameters: [Value])] = []
@@ -629,8 +638,8 @@ public final class PostgresJobStore: JobStore {
             case .keyExpired(let id): keyExpiries.append(id)
             case .retained(let id, let expiresAt): retains.append((id, expiresAt))
             case .rescheduled(let id, let notBefore): reschedules.append((id, notBefore))
-            case .finished(let id, let state, let outcome, let expiresAt, let startedAt, let endedAt):
-                finishes.append((id, state, outcome, expiresAt, startedAt, endedAt))
+            case .finished(let id, let state, let outcome, let expiresAt, let startedAt, let endedAt, let progress):
+                finishes.append((id, state, outcome, expiresAt, startedAt, endedAt, progress))
             case .scheduleSaved(let schedule):
                 schedules.append(
                     ("save schedule", [.text(schedule.name), .bytes(schedule.spec), .integer(schedule.nextFire)]))
@@ -695,6 +704,7 @@ public final class PostgresJobStore: JobStore {
                         byteses(finishes.map(\.id)), integers(finishes.map(\.state.rawValue)),
                         byteses(finishes.map(\.outcome)), integers(finishes.map(\.expiresAt)),
                         integers(finishes.map(\.startedAt)), integers(finishes.map(\.endedAt)),
+                        byteses(finishes.map(\.progress)),
                     ]
                 ))
         }
@@ -830,6 +840,7 @@ public final class PostgresJobStore: JobStore {
             expiresAt: row.integer(9), submittedAt: row.integer(10), options: row.bytes(11) ?? [])
         record.startedAt = row.integer(12)
         record.endedAt = row.integer(13)
+        record.progress = row.bytes(14)
         return record
     }
 }

@@ -54,6 +54,9 @@ public struct BrokerFeatures: Sendable, Equatable {
     /// The broker takes `mmi.jobs.describe` (``JobDetails``); one that does not say answers it
     /// `unknownService`.
     public var describesJobs: Bool
+    /// The broker takes PROGRESS from workers (``ProgressReport``); said to workers only, in
+    /// FEATURES. To one that does not say, a worker sends none.
+    public var takesProgress: Bool
 
     /// The edition this build speaks: docs/protocol.md, "Editions". Raised only with a change
     /// of meaning under an unchanged form, together with the doc's "Changes by edition".
@@ -98,7 +101,7 @@ public struct BrokerFeatures: Sendable, Equatable {
         takesNoWorkersGrace: Bool = false, takesPriority: Bool = false, jobSubmissionVersion: Int? = nil,
         takesScheduleQueue: Bool = false, takesFlows: Bool = false, keepsAbandonedCalls: Bool = false,
         pausesServices: Bool = false, limitsRates: Bool = false, actsInBulk: Bool = false,
-        takesConcurrencyKeys: Bool = false, describesJobs: Bool = false
+        takesConcurrencyKeys: Bool = false, describesJobs: Bool = false, takesProgress: Bool = false
     ) {
         self.edition = edition
         self.takesTrace = takesTrace
@@ -115,6 +118,7 @@ public struct BrokerFeatures: Sendable, Equatable {
         self.actsInBulk = actsInBulk
         self.takesConcurrencyKeys = takesConcurrencyKeys
         self.describesJobs = describesJobs
+        self.takesProgress = takesProgress
     }
 
     /// Everything this build of the broker says to clients (`mmi.features`); `journal`: it keeps
@@ -157,6 +161,8 @@ public struct BrokerFeatures: Sendable, Equatable {
                 takesConcurrencyKeys = true
             } else if text == Self.jobDetailsFeature {
                 describesJobs = true
+            } else if text == ProgressReport.feature {
+                takesProgress = true
             } else if let equals = text.firstIndex(of: "="),
                 let value = Int(text[text.index(after: equals)...]), value > 0
             {
@@ -193,6 +199,7 @@ public struct BrokerFeatures: Sendable, Equatable {
         if actsInBulk { lines.append(Self.bulkActionsFeature) }
         if takesConcurrencyKeys { lines.append(Self.concurrencyKeysFeature) }
         if describesJobs { lines.append(Self.jobDetailsFeature) }
+        if takesProgress { lines.append(ProgressReport.feature) }
         return lines
     }
 

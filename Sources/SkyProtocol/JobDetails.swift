@@ -40,9 +40,27 @@ public struct JobDetails: Codable, Sendable, Equatable {
     /// this one again.
     public var retryOf: String?
     public var retriedAs: String?
+    /// What its handler last said of its progress (`TaskContext.progress(_:_:)`): how
+    /// far (0 to 1), what it was doing, and when it said so. An attempt starts without them.
+    public var progress: Double?
+    public var progressMessage: String?
+    public var progressAt: Int64?
+    /// Its handlers' last log lines (`TaskContext.log(_:)`), oldest first, across its
+    /// attempts; `droppedLogLines` older ones gave way to them.
+    public var log: [String]?
+    public var droppedLogLines: Int?
 
     public init(id: String, state: String) {
         self.id = id
         self.state = state
+    }
+
+    /// Takes the progress and log lines the broker keeps.
+    package mutating func show(_ kept: JobProgress) {
+        progress = kept.fraction
+        progressMessage = kept.message
+        progressAt = kept.updatedAt
+        log = kept.lines.isEmpty ? nil : kept.lines
+        droppedLogLines = kept.droppedLines > 0 ? kept.droppedLines : nil
     }
 }

@@ -41,6 +41,9 @@ public struct EventKind: RawRepresentable, Codable, Hashable, Sendable, CustomSt
     public static let jobCancelled = EventKind(rawValue: "job.cancelled")
     /// An attempt of a job failed and another is scheduled after a backoff.
     public static let jobRetrying = EventKind(rawValue: "job.retrying")
+    /// A running job's handler said how far it is, or logged (at most one a second per job;
+    /// ``TaskInfo/progress`` and ``TaskInfo/message`` say where it stands).
+    public static let jobProgress = EventKind(rawValue: "job.progress")
     /// A schedule's tick made its job, now on disk (``SkyEvent/schedule`` names the schedule and
     /// the tick, ``SkyEvent/task`` the job); also a trigger's job, without a tick.
     public static let scheduleFired = EventKind(rawValue: "schedule.fired")
@@ -114,13 +117,21 @@ public struct TaskInfo: Codable, Sendable, Equatable {
     public var worker: String?
     /// For `task.failed` and `task.completed`: the reply status.
     public var status: String?
+    /// For `job.progress`: how far its handler is (0 to 1) and what it does, as it last said.
+    public var progress: Double?
+    public var message: String?
 
-    public init(requestID: String, service: String, deliveries: Int, worker: String? = nil, status: String? = nil) {
+    public init(
+        requestID: String, service: String, deliveries: Int, worker: String? = nil, status: String? = nil,
+        progress: Double? = nil, message: String? = nil
+    ) {
         self.requestID = requestID
         self.service = service
         self.deliveries = deliveries
         self.worker = worker
         self.status = status
+        self.progress = progress
+        self.message = message
     }
 }
 
@@ -241,7 +252,8 @@ public struct SkyEvent: Codable, Sendable, Equatable {
     /// storm) are written directly, with the same text `CanonicalJSON` gives; the rest go
     /// through it.
     func jsonBytes() -> [UInt8] {
-        guard let task, worker == nil, reason == nil, tasksHeld == nil, workers == nil, queued == nil, stats == nil,
+        guard let task, task.progress == nil, task.message == nil, worker == nil, reason == nil, tasksHeld == nil,
+            workers == nil, queued == nil, stats == nil,
             broker == nil, epoch == nil, schedule == nil
         else { return Array(jsonLine().utf8) }
         var bytes: [UInt8] = []

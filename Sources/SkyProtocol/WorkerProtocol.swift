@@ -36,6 +36,11 @@ public enum WorkerToBroker: Sendable, Equatable {
     /// ``TraceContext/feature``: REQUESTs may carry a trace frame). A broker that predates it
     /// drops it as an unknown command, and sends plain REQUESTs.
     case features([String])
+    /// `[SKYW01][0x0A][tag][request-id][fraction][message][lines]`: what the handler of the
+    /// delivery `tag` said of its progress since its last PROGRESS (``ProgressReport``), sent
+    /// only to a broker whose FEATURES named ``ProgressReport/feature``, and before the task's
+    /// REPLY.
+    case progress(tag: DeliveryTag, RequestID, ProgressReport)
 
     public enum Command: UInt8 {
         case ready = 0x01
@@ -44,6 +49,7 @@ public enum WorkerToBroker: Sendable, Equatable {
         case disconnect = 0x05
         case draining = 0x07
         case features = 0x09
+        case progress = 0x0A
     }
 
     /// Most features one FEATURES may name (either way).
@@ -113,6 +119,11 @@ public enum WorkerToBroker: Sendable, Equatable {
             return .draining
         case .features:
             return .features(try WireFormat.featureNames(frames))
+        case .progress:
+            try WireFormat.expectFrames(frames, 7, command: "PROGRESS")
+            return .progress(
+                tag: try WireFormat.deliveryTag(frames[2]), try RequestID(frame: frames[3]),
+                try ProgressReport.decodeFields(frames[4], frames[5], frames[6]))
         }
     }
 
@@ -127,6 +138,8 @@ public enum WorkerToBroker: Sendable, Equatable {
             return [signature, [Command.draining.rawValue]]
         case .features(let names):
             return [signature, [Command.features.rawValue]] + names.map { Array($0.utf8) }
+        case .progress(let tag, let requestID, let report):
+            return [signature, [Command.progress.rawValue], tag.bytes.array, requestID.frame] + report.encodeFields()
         case .ready(let announcement):
             return [
                 signature, [Command.ready.rawValue], Array(announcement.name.utf8),

@@ -9,6 +9,8 @@ extension ScanSystem {
         /// The logger a handler's ``TaskContext`` carries: the worker's; `nil` in the client's
         /// local fallback.
         package var logger: Logger? = nil
+        /// Where a ``TaskContext``'s progress goes: the worker's sinks; `nil` for nowhere.
+        package var progressSinks: (any ProgressSinks)? = nil
 
         /// The services that have a handler, sorted (what READY announces).
         public var services: [String] { table.keys.sorted() }
@@ -22,6 +24,12 @@ extension ScanSystem {
         /// Runs on its caller's executor (the worker's task, without a hop); the handler runs
         /// on its own, so a handler that computes never holds up the ``ScanSystem`` actor.
         public nonisolated(nonsending) func execute(_ request: TaskRequest) async -> TaskReply {
+            await execute(request, tag: nil)
+        }
+
+        /// ``execute(_:)`` for the delivery `tag`, whose handler's progress goes to
+        /// ``progressSinks``.
+        package nonisolated(nonsending) func execute(_ request: TaskRequest, tag: DeliveryTag?) async -> TaskReply {
             guard let handler = table[request.service] else {
                 return .failure(
                     request.requestID, .unknownService,
@@ -35,7 +43,13 @@ extension ScanSystem {
                 case .plain(let run):
                     result = try await run(request.body)
                 case .contextual(let run):
-                    result = try await run(request.body, TaskContext(request: request, started: .now, logger: logger))
+                    var progress: (@Sendable () -> ProgressSink)?
+                    if let tag, let sinks = progressSinks {
+                        let requestID = request.requestID
+                        progress = { sinks.sink(tag: tag, requestID: requestID) }
+                    }
+                    let context = TaskContext(request: request, started: .now, logger: logger, progress: progress)
+                    result = try await run(request.body, context)
                 }
                 return TaskReply(requestID: request.requestID, status: .ok, body: result)
             } catch let error as InvalidPayload {

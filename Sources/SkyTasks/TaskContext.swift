@@ -1,5 +1,6 @@
 import Logging
 import SkyProtocol
+import Synchronization
 
 /// What a handler knows of the task it runs: the service, the request, which attempt this is,
 /// how long its caller allows it, and a logger with those facts in its metadata.
@@ -31,6 +32,9 @@ public struct TaskContext: Sendable {
     public let deadline: ContinuousClock.Instant?
     private let id: RequestID
     private let baseLogger: Logger?
+    /// Opens the sink of the worker's I/O thread, for the first report; nil where reports go
+    /// nowhere (the client's local fallback, a context made in a test).
+    private let progressTarget: ProgressTarget?
 
     /// The request's id (32 hex digits), as the broker's log lines about a request name it: the
     /// same for every attempt of a call, and shared by callers whose equal calls were coalesced.
@@ -55,14 +59,44 @@ public struct TaskContext: Sendable {
         return logger
     }
 
-    /// The context of `request`, whose handler starts at `started`.
-    package init(request: TaskRequest, started: ContinuousClock.Instant, logger: Logger?) {
+    /// Says how far the handler is (`fraction`, from 0 to 1) and, if given, what it does now.
+    ///
+    /// For a durable job, the broker keeps the last fraction and message with the job:
+    /// `skyctl jobs show`, skyweb, `SkyClient.details(of:)` and the `job.progress`
+    /// event show them, also after the job ended. For a call, and on a broker that predates
+    /// progress, they go nowhere. Cheap enough to call in a loop: the worker sends what is new
+    /// at most once a tick. A fraction outside 0...1 is taken as the nearer end, one that is
+    /// not a number is ignored; a message is cut to `ProgressReport.maxMessageBytes`, its
+    /// control characters made spaces (docs/worker.md has the figures).
+    public func progress(_ fraction: Double, _ message: String? = nil) {
+        guard let progressTarget else { return }
+        let fraction = fraction.isNaN ? nil : min(max(fraction, 0), 1)
+        let message = message.map { ProgressReport.fitted($0, limit: ProgressReport.maxMessageBytes) }
+        progressTarget.sink.report(fraction: fraction, message: message, line: nil)
+    }
+
+    /// Adds a line to the job's log: the broker keeps a durable job's last lines (within
+    /// `JobProgress`'s bounds; older lines give way), shown with its progress. Cut and cleaned
+    /// as a message is. For a call it goes nowhere; ``logger`` is the worker's own log.
+    public func log(_ line: String) {
+        guard let progressTarget else { return }
+        progressTarget.sink.report(
+            fraction: nil, message: nil, line: ProgressReport.fitted(line, limit: ProgressReport.maxLineBytes))
+    }
+
+    /// The context of `request`, whose handler starts at `started`; `progress`: where its
+    /// reports go (the worker's sink, made on the first report), nil for nowhere.
+    package init(
+        request: TaskRequest, started: ContinuousClock.Instant, logger: Logger?,
+        progress: (@Sendable () -> ProgressSink)? = nil
+    ) {
         service = request.service
         attempt = Int(request.header.attempt)
         let timeout = request.header.timeoutMilliseconds
         deadline = timeout > 0 ? started + .milliseconds(timeout) : nil
         id = request.requestID
         baseLogger = logger
+        progressTarget = progress.map(ProgressTarget.init)
     }
 
     /// A context of your own making, to call a handler with in a test.
@@ -72,5 +106,26 @@ public struct TaskContext: Sendable {
         self.deadline = deadline
         id = .random()
         baseLogger = logger
+        progressTarget = nil
+    }
+}
+
+/// The sink of one handler's reports, made on its first report and shared by the copies of its
+/// context.
+private final class ProgressTarget: Sendable {
+    private let open: @Sendable () -> ProgressSink
+    private let opened = Mutex<ProgressSink?>(nil)
+
+    init(_ open: @escaping @Sendable () -> ProgressSink) {
+        self.open = open
+    }
+
+    var sink: ProgressSink {
+        opened.withLock { opened in
+            if let opened { return opened }
+            let sink = open()
+            opened = sink
+            return sink
+        }
     }
 }

@@ -1,5 +1,6 @@
 import Logging
 import SkyProtocol
+import SkyTasks
 import SkyTracing
 import SkyWire
 import SkyZMQ
@@ -8,7 +9,7 @@ extension SkyWorker {
     /// Turns what the I/O thread read (and what other threads posted to it) into inputs of the
     /// ``WorkerStateMachine``, and its actions into messages, sockets and tasks. Runs on the I/O
     /// thread; the locks make it `Sendable` and are never contended.
-    final class Shell: Sendable {
+    final class Shell: ProgressSinks {
         /// What other threads post to the I/O thread.
         enum Input: Sendable {
             case start
@@ -28,6 +29,10 @@ extension SkyWorker {
         /// most one wake-up) for all that finish before the thread takes them.
         /// (A struct, not a tuple: an array of tuples looked its type metadata up on every append.)
         let finished = Locked(InputQueue<FinishedTask>())
+        /// Handlers' sinks with progress waiting, taken at each tick and before replies (so a
+        /// task's last PROGRESS leaves before its REPLY). No post: a tick comes within a tenth
+        /// of the heartbeat interval, which also bounds PROGRESS to ten a second per task.
+        let progressed = Locked<[ProgressSink]>([])
         let loop = Locked<ZMQEventLoop?>(nil)
         /// How the machine ended, once it has.
         let ending = Locked<WorkerStateMachine.Ending?>(nil)
@@ -64,6 +69,27 @@ extension SkyWorker {
             }
         }
 
+        func sink(tag: DeliveryTag, requestID: RequestID) -> ProgressSink {
+            ProgressSink(tag: tag, requestID: requestID) { [progressed] sink in
+                progressed.withLock { $0.append(sink) }
+            }
+        }
+
+        /// Hands what handlers reported to the machine.
+        private func sendProgress(_ machine: inout WorkerStateMachine, into actions: inout [WorkerStateMachine.Action])
+        {
+            // Most wake-ups find none: no array is copied or made for them.
+            let sinks = progressed.withLock { sinks -> [ProgressSink] in
+                guard !sinks.isEmpty else { return [] }
+                defer { sinks = [] }
+                return sinks
+            }
+            for sink in sinks {
+                guard let report = sink.take() else { continue }
+                machine.progress(.init(tag: sink.tag, requestID: sink.requestID), report, into: &actions)
+            }
+        }
+
         /// What the machine learns from libzmq's monitor (see ``WorkerStateMachine/transport(_:generation:now:into:)``).
         static let monitoredEvents: ZMQMonitorEvent.Kind.Set = [
             .handshakeSucceeded, .disconnected, .handshakeFailed, .connected, .connectRetried,
@@ -84,6 +110,7 @@ extension SkyWorker {
                     case .message(let socket, let message):
                         machine.received(message.content, generation: socket.rawValue, now: now, into: &actions)
                     case .tick:
+                        sendProgress(&machine, into: &actions)
                         machine.tick(now: now, into: &actions)
                     case .input(let input as Input):
                         switch input {
@@ -91,6 +118,7 @@ extension SkyWorker {
                         case .stop: machine.stop(now: now, into: &actions)
                         case .cancel: machine.cancel(now: now, into: &actions)
                         case .repliesReady:
+                            sendProgress(&machine, into: &actions)
                             var replies = finished.withLock { $0.take() }
                             for done in replies {
                                 machine.taskFinished(done.key, reply: done.reply, now: now, into: &actions)

@@ -97,12 +97,11 @@ public final class SkyWorker: Service, Sendable {
     public func run() async throws {
         var table = await system.handlerTable
         table.logger = logger
-        let handlers = table
-        guard !handlers.services.isEmpty else { throw WorkerSetupError.noServices }
+        guard !table.services.isEmpty else { throw WorkerSetupError.noServices }
         // The broker refuses such a READY; say which name is wrong before connecting.
         let problems =
             [WireFormat.nameProblem(system.name, what: "worker name")]
-            + handlers.services.map { WireFormat.nameProblem($0, what: "service name") }
+            + table.services.map { WireFormat.nameProblem($0, what: "service name") }
         if let problem = problems.lazy.compactMap({ $0 }).first {
             throw WorkerSetupError.invalidName(problem)
         }
@@ -117,7 +116,7 @@ public final class SkyWorker: Service, Sendable {
         let machine = WorkerStateMachine(
             configuration: .init(
                 announcement: WorkerAnnouncement(
-                    name: system.name, capacity: UInt32(system.capacity), services: handlers.services),
+                    name: system.name, capacity: UInt32(system.capacity), services: table.services),
                 liveness: configuration.liveness, drainGrace: configuration.drainGrace,
                 usesCurve: configuration.credentials != nil, takesTrace: SkyTracing.active() != nil,
                 endpointCount: configuration.brokers.count),
@@ -127,6 +126,8 @@ public final class SkyWorker: Service, Sendable {
         let inbox = RunnerInbox()
         let shell = Shell(
             machine: machine, configuration: configuration, inbox: inbox, logger: logger, capacity: system.capacity)
+        table.progressSinks = shell
+        let handlers = table
         let tick = max(.milliseconds(10), configuration.liveness.heartbeatInterval / 10)
         let loop = try await ZMQEventLoop.start(
             name: "skyworker-io", sockets: [], tick: tick,
@@ -215,9 +216,9 @@ public final class SkyWorker: Service, Sendable {
         let started = ContinuousClock.now
         let reply: TaskReply
         if let tracer = shell.tracer {
-            reply = await Self.traced(run.request, handlers: handlers, tracer: tracer)
+            reply = await Self.traced(run.request, tag: run.key.tag, handlers: handlers, tracer: tracer)
         } else {
-            reply = await handlers.execute(run.request)
+            reply = await handlers.execute(run.request, tag: run.key.tag)
         }
         shell.metrics.finished(run.request.service, reply.status, after: ContinuousClock.now - started)
         shell.handles.detach(run.ticket)
@@ -228,7 +229,7 @@ public final class SkyWorker: Service, Sendable {
     /// broker's span, or the client's), which the handler reaches as `ServiceContext.current`
     /// (to add attributes or start child spans).
     private nonisolated(nonsending) static func traced(
-        _ request: TaskRequest, handlers: ScanSystem.Handlers, tracer: some Tracer
+        _ request: TaskRequest, tag: DeliveryTag, handlers: ScanSystem.Handlers, tracer: some Tracer
     ) async
         -> TaskReply
     {
@@ -239,7 +240,7 @@ public final class SkyWorker: Service, Sendable {
         span.attributes[SkyTracing.Attribute.requestID] = request.requestID.description
         span.attributes[SkyTracing.Attribute.attempt] = Int(request.header.attempt)
         let reply = await ServiceContext.$current.withValue(span.context) {
-            await handlers.execute(request)
+            await handlers.execute(request, tag: tag)
         }
         span.attributes[SkyTracing.Attribute.status] = reply.status.description
         if reply.status != .ok {

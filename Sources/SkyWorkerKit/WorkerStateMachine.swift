@@ -146,6 +146,9 @@ package struct WorkerStateMachine: Sendable {
     /// `WireFormat.packedFeature`): replies go packed, two frames instead of six, and the
     /// worker's own FEATURES asks for packed REQUESTs.
     package private(set) var brokerTakesPacked = false
+    /// The broker of this connection takes PROGRESS (its FEATURES named
+    /// ``ProgressReport/feature``); to another, handlers' reports go nowhere.
+    package private(set) var brokerTakesProgress = false
     package private(set) var resultsTooLarge = 0
     /// Connections closed before their ZeroMQ handshake, in a row.
     private var handshake = HandshakeWatch()
@@ -207,6 +210,7 @@ package struct WorkerStateMachine: Sendable {
         case .features(let lines):
             let features = BrokerFeatures(lines: lines)
             resultLimit = features.maxFrameSize
+            brokerTakesProgress = features.takesProgress
             if features.takesPacked, !brokerTakesPacked {
                 brokerTakesPacked = true
                 // The last FEATURES counts: it names everything this worker takes.
@@ -251,6 +255,14 @@ package struct WorkerStateMachine: Sendable {
         }
         send(reply, tag: key.tag, into: &actions)
         finishIfDrained(into: &actions)
+    }
+
+    /// A running task's handler reported progress (``ProgressSink``): sent on to a broker that
+    /// takes it, before the task's REPLY. A task that ended, was cancelled or came on an older
+    /// connection reports nothing.
+    package mutating func progress(_ key: TaskKey, _ report: ProgressReport, into actions: inout [Action]) {
+        guard brokerTakesProgress, running[key] != nil, !isFinished else { return }
+        actions.append(.send(.progress(tag: key.tag, key.requestID, report)))
     }
 
     /// Time passed: the broker's liveness and the drain's deadline.
@@ -450,6 +462,7 @@ package struct WorkerStateMachine: Sendable {
         // A new connection may reach another broker: its limit and forms come with its FEATURES.
         resultLimit = nil
         brokerTakesPacked = false
+        brokerTakesProgress = false
         unreachable.newSocket()
         connectionStart = now
         handshaken = false

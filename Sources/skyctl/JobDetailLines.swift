@@ -23,6 +23,11 @@ enum JobDetailLines {
                 details.startedAt.map { "\(time(ended)) (ran \(seconds(ended - $0)))" } ?? time(ended)
             })
         add("worker", details.worker)
+        if details.progress != nil || details.progressMessage != nil {
+            let fraction = details.progress.map { String(format: "%.0f %%", $0 * 100) }
+            let said = [fraction, details.progressMessage].compactMap { $0 }.joined(separator: ": ")
+            add("progress", said + (details.progressAt.map { " (at \(time($0)))" } ?? ""))
+        }
         add("timeout", details.timeoutMilliseconds.map { seconds(Int64($0)) })
         add(
             "key",
@@ -34,7 +39,14 @@ enum JobDetailLines {
         add("retry of", details.retryOf)
         add("retried as", details.retriedAs)
         add("kept until", details.expiresAt.map(time))
-        return facts.map { label, value in "  " + label.padding(toLength: 12, withPad: " ", startingAt: 0) + value }
+        var lines = facts.map { label, value in "  " + label.padding(toLength: 12, withPad: " ", startingAt: 0) + value
+        }
+        if let log = details.log, !log.isEmpty {
+            let dropped = details.droppedLogLines.map { "; \($0) older gave way" } ?? ""
+            lines.append("  log (last \(log.count) lines\(dropped)):")
+            lines += log.map { "    " + $0 }
+        }
+        return lines
     }
 
     /// Milliseconds since 1970 as UTC, to the millisecond.

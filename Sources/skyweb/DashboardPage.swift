@@ -129,6 +129,7 @@ enum DashboardPage {
         .card b { display: block; font-size: 1.3rem; }
         table { border-collapse: collapse; width: 100%; }
         th, td { text-align: left; padding: .25rem .6rem; border-bottom: 1px solid #8883; }
+        pre.job-log { margin: .3rem 0 0; max-height: 12rem; overflow: auto; font-size: .8rem; }
         td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; }
         tr.failed td.count { color: var(--bad); font-weight: 600; }
         .empty { color: var(--muted); }
@@ -481,7 +482,15 @@ enum DashboardPage {
             const row = document.createElement("tr");
             row.dataset.job = job.id;
             row.dataset.state = job.state;
-            cell(row, job.id).className = "mono"; cell(row, job.service); cell(row, job.state); cell(row, job.detail);
+            cell(row, job.id).className = "mono"; cell(row, job.service); cell(row, job.state);
+            const detail = cell(row, job.progress ? job.detail + " — " + job.progress : job.detail);
+            if (job.log) {
+              // The handler's last log lines, as text (never as markup).
+              const log = document.createElement("pre");
+              log.className = "job-log";
+              log.textContent = job.log.join("\\n");
+              detail.appendChild(log);
+            }
             const actions = cell(row, "");
             if (job.service === "mmi.flow") {
               addButton(actions, "Steps", "steps", () => showFlow(job.id));

@@ -53,7 +53,13 @@ struct DashboardServer {
             await Self.answer { try await Self.list(request, client) }
         }
         routes.appendRoute("GET /api/jobs/:id") { (_: HTTPRequest, id: String) in
-            await Self.answer { try await Self.job(id, client.status(of: Self.jobID(id))) }
+            await Self.answer {
+                let jobID = try Self.jobID(id)
+                var row = try Self.row(id, await client.status(of: jobID))
+                // Its progress and log lines, from a broker that describes jobs.
+                if let details = try? await client.details(of: jobID) { row.show(details) }
+                return Self.encode(row)
+            }
         }
         let readOnly = readOnly
         routes.appendRoute("POST /api/jobs/:id/cancel") { (request: HTTPRequest, id: String) in
@@ -203,10 +209,14 @@ struct DashboardServer {
     }
 
     private static func job(_ id: String, _ status: JobStatus) throws -> String {
+        encode(try row(id, status))
+    }
+
+    private static func row(_ id: String, _ status: JobStatus) throws -> JobRow {
         if case .unknown = status {
             throw DashboardError(status: .notFound, message: "no job \(id): never submitted, or its retention ended")
         }
-        return encode(JobRow(id: id, service: nil, status: status))
+        return JobRow(id: id, service: nil, status: status)
     }
 
     /// The name an action's query gives (`?name=NAME`: a schedule's may hold a slash, which a
@@ -355,6 +365,17 @@ struct JobRow: Encodable {
     var service: String?
     var state: String
     var detail: String
+    /// What its handler last said of its progress, and its last log lines (a job looked up by
+    /// its id only).
+    var progress: String?
+    var log: [String]?
+
+    mutating func show(_ details: JobDetails) {
+        let fraction = details.progress.map { String(format: "%.0f %%", $0 * 100) }
+        let said = [fraction, details.progressMessage].compactMap { $0 }.joined(separator: ": ")
+        progress = said.isEmpty ? nil : said
+        log = details.log
+    }
 
     init(id: String, service: String?, status: JobStatus) {
         self.id = id

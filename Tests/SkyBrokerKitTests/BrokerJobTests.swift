@@ -42,6 +42,21 @@ extension BrokerHarness {
         return BrokerHarness(configuration)
     }
 
+    /// The journal read `record` for the describe `request` of `client` asked: the details
+    /// the broker answers.
+    mutating func described(_ id: JobID, _ record: JobRecord, to client: PeerID, _ request: RequestID) throws
+        -> JobDetails
+    {
+        let answered = journal(
+            .described(id, JobCaller(peer: client, requestID: request, attempt: 1), .success((record, nil))))
+        let reply = try #require(
+            answered.compactMap { action -> TaskReply? in
+                guard case .sendToClient(_, .reply(let reply)) = action, reply.requestID == request else { return nil }
+                return reply
+            }.first)
+        return try CanonicalJSON.decode(JobDetails.self, from: reply.body)
+    }
+
     mutating func journal(_ answer: JournalAnswer) -> [BrokerAction] {
         var actions: [BrokerAction] = []
         machine.journalAnswered(answer, now: now, into: &actions)
@@ -246,14 +261,7 @@ struct BrokerJobTests {
         #expect(effects(asking).contains { if case .journal(.describe(id, _)) = $0 { true } else { false } })
         record.state = .running
         record.attempt = 1
-        let answered = broker.journal(
-            .described(id, JobCaller(peer: client, requestID: describe, attempt: 1), .success((record, nil))))
-        let reply = try #require(
-            answered.compactMap { action -> TaskReply? in
-                guard case .sendToClient(_, .reply(let reply)) = action, reply.requestID == describe else { return nil }
-                return reply
-            }.first)
-        let details = try CanonicalJSON.decode(JobDetails.self, from: reply.body)
+        let details = try broker.described(id, record, to: client, describe)
         #expect(details.state == "running" && details.worker == "w-\(worker1)" && details.attempt == 1)
         #expect(details.startedAt == 1_700_000_000_000 && details.concurrencyKey == "customer-42")
         #expect(details.service == "sky.scan" && details.endedAt == nil && details.retriedAs == nil)

@@ -430,7 +430,7 @@ struct JobSchedulerTests {
         let endActions = jobs.ended(TaskReply(requestID: delivery.request.requestID, status: .ok, body: [1]))
         let ended = changes(in: endActions)
         #expect(ended.count == 1, "a key held for a time stays with the ended job: \(ended)")
-        guard case .finished(_, _, _, let expiresAt, _, _) = ended.first else {
+        guard case .finished(_, _, _, let expiresAt, _, _, _) = ended.first else {
             Issue.record("\(ended)")
             return
         }

@@ -136,7 +136,7 @@ struct ScheduleTests {
         let second = schedules.at(1_700_000_002_000)
         #expect(Harness.firedTicks(in: second).count == jobs)
         let cancelled = changes(in: second).contains { change in
-            if case .finished(_, .cancelled, _, _, _, _) = change { true } else { false }
+            if case .finished(_, .cancelled, _, _, _, _, _) = change { true } else { false }
         }
         #expect(cancelled == cancels)
         #expect(schedules.jobs.scheduler.counts()?.schedules?.skipped == (policy == .skip ? 1 : 0))

@@ -118,6 +118,28 @@ struct WorkerStateMachineTests {
         #expect(worker.receive(.cancel(tag: Self.key(9).tag, Self.key(9).requestID)) == [])
     }
 
+    /// A handler's progress goes to a broker whose FEATURES named it, for a task that runs;
+    /// to a broker that did not, and for a task that ended, nothing is sent. A new connection
+    /// forgets what the last broker said.
+    @Test func progressGoesOnlyToABrokerThatTakesItAndOnlyForARunningTask() {
+        var worker = Worker()
+        _ = worker.start()
+        _ = worker.receive(Self.deliver(1))
+        let report = ProgressReport(fraction: 0.5, message: "halfway", lines: ["a"])
+        #expect(worker.progress(Self.key(1), report) == [], "the broker did not say it takes progress")
+        _ = worker.receive(.features(["edition=2", "progress"]))
+        #expect(worker.machine.brokerTakesProgress)
+        #expect(
+            worker.progress(Self.key(1), report) == [
+                .send(.progress(tag: Self.key(1).tag, Self.key(1).requestID, report))
+            ])
+        #expect(worker.progress(Self.key(2), report) == [], "no such task")
+        _ = worker.finished(Self.key(1), Self.ok(1))
+        #expect(worker.progress(Self.key(1), report) == [], "the task ended")
+        _ = worker.receive(.disconnect)
+        #expect(!worker.machine.brokerTakesProgress, "a new connection: the next broker says again")
+    }
+
     @Test func aBrokerThatForgotTheWorkerGetsANewRegistrationAndOldTasksAreCancelled() {
         var worker = Worker()
         _ = worker.start()

@@ -59,6 +59,12 @@ struct WorkerHarness {
         return Self.withoutLogs(actions)
     }
 
+    mutating func progress(_ key: Key, _ report: ProgressReport) -> [Action] {
+        var actions: [Action] = []
+        machine.progress(key, report, into: &actions)
+        return Self.withoutLogs(actions)
+    }
+
     mutating func stop() -> [Action] {
         var actions: [Action] = []
         machine.stop(now: now, into: &actions)
