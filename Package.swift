@@ -68,6 +68,9 @@ let package = Package(
             dependencies: ["CLibPQ", "SkyJournal"],
             swiftSettings: strictSettings
         ),
+        // libxcrypt from the system (Debian: libcrypt-dev, which libc6-dev depends on), for the
+        // bcrypt hashes of skyweb's --auth-file; only skyweb imports it.
+        .systemLibrary(name: "CCrypt", path: "Sources/CCrypt", providers: [.apt(["libcrypt-dev"])]),
         // glibc facts Swift's Glibc module does not expose (heap in use, eventfd, thread names).
         .target(name: "CSkySystem", path: "Sources/CSkySystem"),
         // What crosses a link, below both the transport and the protocol: multipart messages
@@ -235,7 +238,7 @@ let package = Package(
         .executableTarget(
             name: "skyweb",
             dependencies: [
-                "Sky", "SkyProtocol", "SkyJSON", "SkyCLISupport",
+                "Sky", "SkyProtocol", "SkyJSON", "SkyCLISupport", "CCrypt",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),

@@ -4,6 +4,7 @@ import SkyTasks
 import SkyTracing
 import SkyWire
 import SkyZMQ
+import Synchronization
 
 extension SkyWorker {
     /// Turns what the I/O thread read (and what other threads posted to it) into inputs of the
@@ -33,6 +34,9 @@ extension SkyWorker {
         /// task's last PROGRESS leaves before its REPLY). No post: a tick comes within a tenth
         /// of the heartbeat interval, which also bounds PROGRESS to ten a second per task.
         let progressed = Locked<[ProgressSink]>([])
+        /// Whether ``progressed`` may hold a sink: read without its lock at each wake-up, which
+        /// most find empty.
+        let progressWaiting = Atomic<Bool>(false)
         let loop = Locked<ZMQEventLoop?>(nil)
         /// How the machine ended, once it has.
         let ending = Locked<WorkerStateMachine.Ending?>(nil)
@@ -70,17 +74,20 @@ extension SkyWorker {
         }
 
         func sink(tag: DeliveryTag, requestID: RequestID) -> ProgressSink {
-            ProgressSink(tag: tag, requestID: requestID) { [progressed] sink in
+            ProgressSink(tag: tag, requestID: requestID) { [self] sink in
                 progressed.withLock { $0.append(sink) }
+                progressWaiting.store(true, ordering: .releasing)
             }
         }
 
         /// Hands what handlers reported to the machine.
         private func sendProgress(_ machine: inout WorkerStateMachine, into actions: inout [WorkerStateMachine.Action])
         {
-            // Most wake-ups find none: no array is copied or made for them.
+            // Most wake-ups find none, and take no lock. A sink added after the flag is cleared
+            // is taken now or at the next wake-up.
+            guard progressWaiting.load(ordering: .acquiring) else { return }
+            progressWaiting.store(false, ordering: .relaxed)
             let sinks = progressed.withLock { sinks -> [ProgressSink] in
-                guard !sinks.isEmpty else { return [] }
                 defer { sinks = [] }
                 return sinks
             }

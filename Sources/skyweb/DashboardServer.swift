@@ -11,8 +11,8 @@ import SkyProtocol
 /// resume, the failed jobs by error type (bulk retry and delete) and the charts' last hour, over
 /// the client protocol.
 ///
-/// Without `--token-file` no authentication: it listens on loopback by default (with it, see
-/// ``TokenGate``). Against other sites in the same
+/// Without `--token-file` or `--auth-file` no authentication: it listens on loopback by default
+/// (with them, see ``LoginGate``). Against other sites in the same
 /// browser, the WebSocket accepts only the page's own origin, and the two actions need a
 /// header a cross-site form cannot send (`X-Sky-Dashboard`), which also forces CORS's
 /// preflight that this server never grants. Against a site whose name was made to resolve to
@@ -23,7 +23,7 @@ struct DashboardServer {
     let client: SkyClient
     let readOnly: Bool
     let hosts: HostCheck
-    let gate: TokenGate?
+    let gate: LoginGate?
 
     static let actionHeader = HTTPHeader("X-Sky-Dashboard")
     private static let origin = HTTPHeader("Origin")
@@ -477,8 +477,8 @@ struct LiveFeed: WSMessageHandler {
 /// does not answer to is refused before any route sees it.
 struct HostCheckedHandler: HTTPHandler {
     let hosts: HostCheck
-    /// With `--token-file`: what a request must carry (``TokenGate``).
-    let gate: TokenGate?
+    /// With `--token-file` or `--auth-file`: what a request must carry (``LoginGate``).
+    let gate: LoginGate?
     let routes: RoutedHTTPHandler
 
     func handleRequest(_ request: HTTPRequest) async throws -> HTTPResponse {
@@ -493,7 +493,7 @@ struct HostCheckedHandler: HTTPHandler {
                         DashboardServer.encode([
                             "error": wrong
                                 ? "the bearer token is not this dashboard's (skyweb --token-file)"
-                                : "log in first: open /login, or send Authorization: Bearer TOKEN"
+                                : "log in first: open /login, or send Authorization: Bearer TOKEN (skyweb --token-file)"
                         ]),
                         status: .unauthorized)
                 }

@@ -16,8 +16,9 @@ struct SkyWebCommand: AsyncParsableCommand {
             and serves one page at http://HOST:PORT/ that updates itself over a WebSocket. The page
             needs nothing from the internet. Jobs can be searched, cancelled and retried from it, and
             schedules paused, resumed and run now, services paused and resumed, and failed jobs
-            retried or deleted by error type (not with --read-only). Without --token-file there is no
-            login: keep --listen on loopback (the default), or give a token for access from elsewhere.
+            retried or deleted by error type (not with --read-only). Without --token-file or
+            --auth-file there is no login: keep --listen on loopback (the default), or give a token or
+            users' passwords for access from elsewhere.
             """)
 
     @Option(
@@ -47,6 +48,15 @@ struct SkyWebCommand: AsyncParsableCommand {
     var tokenFile: String?
 
     @Option(
+        help: ArgumentHelp(
+            "A file of users' bcrypt-hashed passwords, a line USER:HASH each (htpasswd -B's format): the page then asks for a user and password.",
+            valueName: "path"))
+    var authFile: String?
+
+    @Flag(help: "Read a password from standard input, print its bcrypt hash for --auth-file, and exit.")
+    var hashPassword = false
+
+    @Option(
         name: .customLong("allow-host"),
         help: """
             A host name the page may be opened by besides IP addresses and localhost (repeat for more). \
@@ -60,14 +70,14 @@ struct SkyWebCommand: AsyncParsableCommand {
     @OptionGroup var curve: CurveOptions
 
     func validate() throws {
+        if hashPassword { return }
         try FlagCheck.endpointList(broker, "--broker")
         if let events { try FlagCheck.endpointList(events, "--events") }
-        if let tokenFile {
-            do {
-                _ = try TokenGate.token(inFile: tokenFile)
-            } catch {
-                throw ValidationError("\(error)")
-            }
+        do {
+            if let tokenFile { _ = try LoginGate.token(inFile: tokenFile) }
+            if let authFile { _ = try LoginGate.passwords(inFile: authFile) }
+        } catch {
+            throw ValidationError("\(error)")
         }
         guard MetricsEndpoint.split(listen) != nil else {
             throw ValidationError(
@@ -77,6 +87,7 @@ struct SkyWebCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
+        if hashPassword { Self.printHash() }
         let logger = ProcessSetup.prepare(label: "skyweb", options: common)
         var configuration = SkyClient.Configuration()
         configuration.events = events
@@ -94,7 +105,11 @@ struct SkyWebCommand: AsyncParsableCommand {
         do {
             bound = try await DashboardServer(
                 dashboard: dashboard, client: client, readOnly: readOnly, hosts: HostCheck(allowing: allowedHosts),
-                gate: try tokenFile.map { TokenGate(token: try TokenGate.token(inFile: $0)) }
+                gate: tokenFile == nil && authFile == nil
+                    ? nil
+                    : LoginGate(
+                        token: try tokenFile.map(LoginGate.token(inFile:)),
+                        passwords: try authFile.map(LoginGate.passwords(inFile:)) ?? [:])
             )
             .start(host: host, port: port).port
         } catch {
@@ -140,5 +155,17 @@ struct SkyWebCommand: AsyncParsableCommand {
                 try? await Task.sleep(for: .seconds(1))
             }
         }
+    }
+
+    /// `--hash-password`: the hash of the first line of standard input, for `--auth-file`.
+    private static func printHash() -> Never {
+        guard let password = readLine(strippingNewline: true), !password.isEmpty else {
+            ProcessSetup.fail("skyweb", "--hash-password reads a password from standard input; it read none")
+        }
+        guard let hash = Bcrypt.hash(password) else {
+            ProcessSetup.fail("skyweb", "this system's libcrypt makes no bcrypt hashes; make one with htpasswd -B")
+        }
+        print(hash)
+        Foundation.exit(0)
     }
 }

@@ -393,6 +393,53 @@ extension SecondLineSuite {
             #expect(empty.status == 400 && empty.body.contains("type is empty"), "\(empty.body)")
         }
 
+        /// `--auth-file`: users' bcrypt hashes (made by `skyweb --hash-password`). A wrong password
+        /// and an unknown user are refused alike, a second each; the right one opens a session;
+        /// a file of other hashes, or of none, exits 64 naming the line.
+        @Test func aPasswordLoginRefusesAWrongPasswordAndOpensASessionForTheRightOne() async throws {
+            let state = IntegrationSuite.JobTests.StateDirectory()
+            try FileManager.default.createDirectory(atPath: state.path, withIntermediateDirectories: true)
+            let skyweb = SkyProcess.binaries.appendingPathComponent("skyweb").path
+            let hashing = try SkyProcess(
+                program: URL(fileURLWithPath: "/bin/sh"),
+                ["-c", #"printf 'correct horse\n' | exec "$0" --hash-password"#, skyweb], name: "hash-password")
+            #expect(try await hashing.waitForExit(timeout: .seconds(20)) == 0, "\(hashing.errorText)")
+            let hash = try #require(hashing.outputLines.first)
+            #expect(hash.hasPrefix("$2b$12$") && hash.count == 60, "\(hash)")
+            let authFile = state.path + "/users"
+            try "# the dashboard's users\nada:\(hash)\n".write(toFile: authFile, atomically: true, encoding: .utf8)
+            try "ada:$1$md5salt$notbcrypt\n".write(toFile: state.path + "/md5", atomically: true, encoding: .utf8)
+            let weak = try SkyProcess("skyweb", ["--auth-file", state.path + "/md5", "--listen", "127.0.0.1:0"])
+            #expect(try await weak.waitForExit(timeout: .seconds(10)) == 64)
+            #expect(weak.errorText.contains("line 1: expected USER:HASH with a bcrypt hash"), "\(weak.errorText)")
+
+            let web = try SkyProcess(
+                "skyweb", ["--broker", "tcp://127.0.0.1:1", "--listen", "127.0.0.1:0", "--auth-file", authFile])
+            defer { web.killNow() }
+            let ready = try await web.waitForLine { $0.hasPrefix("skyweb ready ") }
+            let port = try #require(
+                ready.split(separator: " ").first { $0.hasPrefix("url=") }?.split(separator: ":").last?
+                    .split(separator: "/").first.flatMap { UInt16($0) })
+            let host = "127.0.0.1:\(port)"
+            let form = try Self.http("GET /login", host: host, port: port).body
+            #expect(form.contains(#"<form id="password-login""#) && !form.contains(#"name="token""#), "\(form)")
+            for body in ["user=ada&password=wrong+horse", "user=bob&password=correct+horse"] {
+                let started = ContinuousClock.now
+                let wrong = try await Self.awaitedHTTP("POST /login", host: host, port: port, body: body)
+                #expect(wrong.status == 401 && wrong.body.contains("Wrong user or password."), "\(wrong.body)")
+                #expect(ContinuousClock.now - started >= .milliseconds(900), "\(body): answered at its turn")
+            }
+            let right = try await Self.awaitedHTTP(
+                "POST /login", host: host, port: port, body: "user=ada&password=correct+horse")
+            #expect(right.status == 303, "\(right.body)")
+            let cookie = try #require(
+                right.body.split(separator: "\r\n").first { $0.hasPrefix("Set-Cookie: ") }?.dropFirst(12)
+                    .split(separator: ";").first)
+            #expect(
+                try Self.http("GET /api/state", host: host, port: port, headers: ["Cookie: \(cookie)"]).status == 200)
+            #expect(try Self.http("GET /api/state", host: host, port: port).status == 401)
+        }
+
         /// ``http(_:host:port:headers:body:)`` on a thread of its own, for an answer that takes
         /// seconds (a wrong token's): a blocking read on one of the cooperative pool's two
         /// threads stalls every other test's tasks meanwhile (a client test beside this one
