@@ -212,6 +212,11 @@ public final class Broker: Service, Sendable {
         if lostJournal == nil {
             var outbound: [ZMQEventLoop.Outbound] = []
             shell.shutdown(into: &outbound)
+            // The counts of jobs as they end, committed before the journal closes: the next
+            // broker counts on from them.
+            if let journal, let totals = shell.jobTotals {
+                journal.writer.writeWithNextCommit([.totalsSaved(totals)]) { _ in }
+            }
             loop.send(outbound)
             await loop.shutdown(linger: configuration.shutdownLinger)
         } else {
@@ -286,7 +291,12 @@ public final class Broker: Service, Sendable {
             return state.withLock { $0.snapshot(now: now) }
         }
 
-        func recover(_ records: [JobRecord], settings: ServiceSettings, into outbound: inout [ZMQEventLoop.Outbound]) {
+        /// The counts of jobs now; nil without a journal.
+        var jobTotals: JobTotals? {
+            state.withLock { $0.jobTotals }
+        }
+
+        func recover(_ records: [JobRecord], settings: JournalSettings, into outbound: inout [ZMQEventLoop.Outbound]) {
             var actions: [BrokerAction] = []
             let now = BrokerInstant.now
             state.withLock { machine in
@@ -294,6 +304,7 @@ public final class Broker: Service, Sendable {
                 // of a limited one's than its limit.
                 machine.pausedAtStart(settings.paused)
                 machine.limitsAtStart(settings.limits, now: now, into: &actions)
+                machine.totalsAtStart(settings.totals)
                 _ = machine.recover(records, now: now, into: &actions)
             }
             execute(&actions, into: &outbound)
@@ -558,9 +569,10 @@ extension Broker.Shell {
                 let found = Result { () throws(JournalError) in try BulkRead.read(ids, from: store) }
                 _ = loop.post(input: JournalAnswer.read(found))
             }
-        case .maintain(let now, let limit):
+        case .maintain(let now, let limit, let totals):
             journal.read { store in
                 let measured = Result { () throws(JournalError) -> (bytes: Int, deleted: Int) in
+                    if let totals { try store.apply([.totalsSaved(totals)]) }
                     let deleted = try store.deleteExpired(before: now, limit: limit)
                     return (try store.byteCount(), deleted)
                 }

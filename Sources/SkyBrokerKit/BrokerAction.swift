@@ -63,8 +63,9 @@ package enum JournalWork: Sendable, Equatable {
     case describe(JobID, JobCaller)
     /// Read up to `limit` jobs, newest first, and answer `caller` with them.
     case list(state: JobRecord.State?, service: String?, limit: Int, JobCaller)
-    /// Delete at most `limit` expired jobs and measure the journal.
-    case maintain(nowMilliseconds: Int64, limit: Int)
+    /// Delete at most `limit` expired jobs and measure the journal; save `totals`, the counts
+    /// of jobs, if they changed.
+    case maintain(nowMilliseconds: Int64, limit: Int, totals: JobTotals?)
     /// Read every schedule (once, at start).
     case loadSchedules
     /// Read the records of a flow's steps (their keys): a flow taken up at a start.

@@ -95,6 +95,15 @@ extension BrokerStateMachine {
         return withJobs(now: now, into: &actions) { $0.request(request, from: caller, now: nowTicks, into: &$1) }
     }
 
+    /// The counts of jobs the journal saved: skywatch and skyweb count on from them.
+    package mutating func totalsAtStart(_ totals: JobTotals) {
+        jobs.totalsAtStart(totals)
+    }
+
+    /// The counts of jobs now (saved with the journal's maintenance, and at a clean stop); nil
+    /// without a journal.
+    package var jobTotals: JobTotals? { configuration.journal ? jobs.totals : nil }
+
     /// Takes in jobs the journal held when the broker started (queued, scheduled, or running
     /// when it stopped: these run again, their attempt counting on).
     /// - Returns: how many records could not be read (logged, left in the journal).

@@ -47,6 +47,8 @@ struct JobScheduler: Sendable {
     private var nextArrival: UInt64 = 0
     /// When the journal is next asked to expire outcomes and to measure itself.
     private var nextMaintenance: Int64?
+    /// The counts of jobs the journal holds (saved, or read at start).
+    private var savedTotals = JobTotals()
     /// The broker is stopping: job requests are answered `brokerShuttingDown`.
     private(set) var stopping = false
     /// When the journal last did something it was asked: a store that works through a backlog
@@ -79,6 +81,30 @@ struct JobScheduler: Sendable {
 
     /// Whether jobs of `service` are queued or prepared.
     func hasWork(for service: String) -> Bool { book.queued.has(service) || book.ready.has(service) }
+
+    /// The counts of jobs as the journal last saved them (``JobTotals``): counted on from there.
+    mutating func totalsAtStart(_ totals: JobTotals) {
+        book.submitted = totals.submitted
+        book.ended = EndTally(succeeded: totals.succeeded, failed: totals.failed, cancelled: totals.cancelled)
+        book.retried = totals.retried
+        savedTotals = totals
+    }
+
+    /// The counts of jobs now.
+    var totals: JobTotals {
+        JobTotals(
+            submitted: book.submitted, succeeded: book.ended.succeeded, failed: book.ended.failed,
+            cancelled: book.ended.cancelled, retried: book.retried)
+    }
+
+    /// The counts of jobs for the journal's maintenance to save, if they changed since the last
+    /// save (the broker's shell saves them once more when it stops).
+    private mutating func totalsToSave() -> JobTotals? {
+        let now = totals
+        guard now != savedTotals else { return nil }
+        savedTotals = now
+        return now
+    }
 
     /// The jobs' counts for stats and snapshots; `nil` without a journal.
     /// - Parameter keptWaiters: callers the broker holds waiting on kept calls in flight.
@@ -1050,7 +1076,10 @@ struct JobScheduler: Sendable {
         if now >= nextMaintenance ?? now {
             let (next, overflow) = now.addingReportingOverflow(configuration.maintenanceInterval)
             nextMaintenance = overflow ? Int64.max : next
-            actions.append(.journal(.maintain(nowMilliseconds: configuration.wallClock(), limit: Self.expiryBatch)))
+            actions.append(
+                .journal(
+                    .maintain(
+                        nowMilliseconds: configuration.wallClock(), limit: Self.expiryBatch, totals: totalsToSave())))
             let unrecorded = book.unrecorded
             book.unrecorded.removeAll()
             for id in unrecorded {

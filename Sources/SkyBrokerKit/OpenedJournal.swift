@@ -8,8 +8,8 @@ protocol OpenedJournal: Sendable {
     var writer: JournalWriter { get }
     /// Jobs the journal held unfinished when it was opened.
     var unfinished: [JobRecord] { get }
-    /// What it held about services when it was opened: read before its jobs are taken up.
-    var settings: ServiceSettings { get }
+    /// What it held besides jobs when it was opened: read before its jobs are taken up.
+    var settings: JournalSettings { get }
     /// Commits what is queued, stops the journal's thread, and lets the next broker in.
     func close() async
     /// Yields once if the journal was lost to another broker (a shared store); the broker
@@ -33,13 +33,15 @@ extension JournalWriter {
     static func startReading(
         named: (key: String, value: String), logger: Logger,
         open: @escaping @Sendable () throws(JournalError) -> any JobStore
-    ) async throws(JournalError) -> (writer: JournalWriter, unfinished: [JobRecord], settings: ServiceSettings) {
+    ) async throws(JournalError) -> (writer: JournalWriter, unfinished: [JobRecord], settings: JournalSettings) {
         let writer = try await JournalWriter.start(open: open)
         do {
             let (unfinished, jobs, settings) = try await writer.read { store throws(JournalError) in
                 (
                     try store.unfinished(), try store.jobCount(),
-                    ServiceSettings(paused: try store.pausedServices(), limits: try store.serviceLimits())
+                    JournalSettings(
+                        paused: try store.pausedServices(), limits: try store.serviceLimits(),
+                        totals: try store.totals())
                 )
             }
             let paused = settings.paused
@@ -69,10 +71,12 @@ extension JournalWriter {
     }
 }
 
-/// What a journal held about services when it was opened.
-struct ServiceSettings: Sendable {
+/// What a journal held besides jobs when it was opened.
+struct JournalSettings: Sendable {
     /// The services paused (their jobs wait).
     var paused: [String] = []
     /// The services' rate limits set through `mmi.limits.set`, each in the form written.
     var limits: [(name: String, limit: [UInt8])] = []
+    /// The counts of jobs, counted on from there.
+    var totals = JobTotals()
 }

@@ -10,7 +10,7 @@ import SkyZMQ
 final class PostgresJournal: OpenedJournal {
     let writer: JournalWriter
     let unfinished: [JobRecord]
-    let settings: ServiceSettings
+    let settings: JournalSettings
     let lost: AsyncStream<JournalError>?
     let epoch: Int64?
     /// Renews the lease between transactions, and steps down once a standby took over while
@@ -52,7 +52,7 @@ final class PostgresJournal: OpenedJournal {
     }
 
     private init(
-        writer: JournalWriter, unfinished: [JobRecord], settings: ServiceSettings, epoch: Int64,
+        writer: JournalWriter, unfinished: [JobRecord], settings: JournalSettings, epoch: Int64,
         standby: PostgresJobStore.Standby,
         store: String, watch: Locked<LeaseWatch>,
         lost: (stream: AsyncStream<JournalError>, continuation: AsyncStream<JournalError>.Continuation),

@@ -12,10 +12,10 @@ final class StateDirectory: OpenedJournal {
     let writer: JournalWriter
     /// Jobs the journal held unfinished when it was opened.
     let unfinished: [JobRecord]
-    let settings: ServiceSettings
+    let settings: JournalSettings
     private let lock: Int32
 
-    private init(path: String, writer: JournalWriter, unfinished: [JobRecord], settings: ServiceSettings, lock: Int32) {
+    private init(path: String, writer: JournalWriter, unfinished: [JobRecord], settings: JournalSettings, lock: Int32) {
         self.path = path
         self.writer = writer
         self.unfinished = unfinished

@@ -175,6 +175,8 @@ public enum JobChange: Sendable, Equatable {
     case serviceLimited(name: String, limit: [UInt8]?)
     /// An ended job is deleted (a bulk delete): its id is unknown from then on.
     case deleted(id: [UInt8])
+    /// The broker's counts of jobs (``JobTotals``), replacing the saved ones.
+    case totalsSaved(JobTotals)
 }
 
 extension JobChange {
@@ -190,6 +192,7 @@ extension JobChange {
         case .scheduleAdvanced(let name, _, _), .scheduleRemoved(let name): Self.scheduleKey(name)
         case .servicePaused(let name, _): [0xFE] + [UInt8](repeating: 0, count: 16) + Array(name.utf8)
         case .serviceLimited(let name, _): [0xFD] + [UInt8](repeating: 0, count: 16) + Array(name.utf8)
+        case .totalsSaved: [0xFC] + [UInt8](repeating: 0, count: 16)
         }
     }
 

@@ -52,6 +52,9 @@ public protocol JobStore {
     /// The services' rate limits (``JobChange/serviceLimited(name:limit:)``), by name, each in
     /// the form it was written in.
     func serviceLimits() throws(JournalError) -> [(name: String, limit: [UInt8])]
+
+    /// The counts of jobs last saved (``JobChange/totalsSaved(_:)``); zeros if none were.
+    func totals() throws(JournalError) -> JobTotals
 }
 
 extension JobStore {

@@ -42,6 +42,8 @@ public final class SQLiteJobStore: JobStore {
     private let setLimit: SQLiteDatabase.Statement
     private let removeLimit: SQLiteDatabase.Statement
     private let allLimits: SQLiteDatabase.Statement
+    private let saveTotals: SQLiteDatabase.Statement
+    private let readTotals: SQLiteDatabase.Statement
     private let matching: SQLiteDatabase.Statement
     private let selecting: SQLiteDatabase.Statement
     private let delete: SQLiteDatabase.Statement
@@ -110,6 +112,10 @@ public final class SQLiteJobStore: JobStore {
         )
         removeLimit = try database.prepare("DELETE FROM service_limits WHERE name = ?1")
         allLimits = try database.prepare("SELECT name, spec FROM service_limits ORDER BY name")
+        saveTotals = try database.prepare(
+            "INSERT INTO totals (id, submitted, succeeded, failed, cancelled, retried) VALUES (1, ?1, ?2, ?3, ?4, ?5) ON CONFLICT (id) DO UPDATE SET submitted = excluded.submitted, succeeded = excluded.succeeded, failed = excluded.failed, cancelled = excluded.cancelled, retried = excluded.retried"
+        )
+        readTotals = try database.prepare("SELECT submitted, succeeded, failed, cancelled, retried FROM totals")
         matching = try database.prepare(
             "SELECT count(*) FROM (SELECT 1 FROM jobs WHERE (?1 IS NULL OR state = ?1) AND (?2 IS NULL OR service = ?2) LIMIT ?3)"
         )
@@ -156,6 +162,14 @@ public final class SQLiteJobStore: JobStore {
         );
         CREATE TABLE IF NOT EXISTS paused_services (name TEXT PRIMARY KEY);
         CREATE TABLE IF NOT EXISTS service_limits (name TEXT PRIMARY KEY, spec BLOB NOT NULL);
+        CREATE TABLE IF NOT EXISTS totals (
+            id INTEGER PRIMARY KEY CHECK (id = 1),
+            submitted INTEGER NOT NULL,
+            succeeded INTEGER NOT NULL,
+            failed INTEGER NOT NULL,
+            cancelled INTEGER NOT NULL,
+            retried INTEGER NOT NULL
+        );
         """
 
     /// A journal made before outcomes recorded their times gets the two columns (0: unknown).
@@ -285,6 +299,8 @@ public final class SQLiteJobStore: JobStore {
                     } else {
                         try removeLimit.run([.text(name)])
                     }
+                case .totalsSaved(let totals):
+                    try saveTotals.run(totals.stored.map { .integer($0) })
                 }
             }
             try database.execute("COMMIT")
@@ -350,6 +366,13 @@ public final class SQLiteJobStore: JobStore {
         var found: [(name: String, limit: [UInt8])] = []
         try allLimits.run([]) { row throws(JournalError) in found.append((row.text(0) ?? "", row.blob(1) ?? [])) }
         return found
+    }
+
+    public func totals() throws(JournalError) -> JobTotals {
+        var totals = JobTotals()
+        try readTotals.run([]) { row throws(JournalError) in totals = JobTotals(stored: (0..<5).map { row.integer($0) })
+        }
+        return totals
     }
 
     public func unfinished() throws(JournalError) -> [JobRecord] {

@@ -399,9 +399,18 @@ public final class PostgresJobStore: JobStore {
         """
 
     /// Version 7: what a job's handlers reported of their progress, and their last log lines,
-    /// recorded with its outcome (NULL: none, as for jobs that ended before).
+    /// recorded with its outcome (NULL: none, as for jobs that ended before); the brokers' counts
+    /// of jobs (one row, zeros until the first save).
     private static let version7 = """
         ALTER TABLE sky_jobs ADD COLUMN progress bytea;
+        CREATE TABLE sky_totals (
+            id int PRIMARY KEY CHECK (id = 1),
+            submitted bigint NOT NULL,
+            succeeded bigint NOT NULL,
+            failed bigint NOT NULL,
+            cancelled bigint NOT NULL,
+            retried bigint NOT NULL
+        );
         UPDATE sky_schema SET version = 7;
         """
 
@@ -517,6 +526,12 @@ public final class PostgresJobStore: JobStore {
             types: [text, bytes])
         connection.define("unlimit service", "DELETE FROM sky_service_limits WHERE name = $1", types: [text])
         connection.define("service limits", "SELECT name, spec FROM sky_service_limits ORDER BY name", types: [])
+        connection.define(
+            "save totals",
+            "INSERT INTO sky_totals (id, submitted, succeeded, failed, cancelled, retried) VALUES (1, $1, $2, $3, $4, $5) ON CONFLICT (id) DO UPDATE SET submitted = excluded.submitted, succeeded = excluded.succeeded, failed = excluded.failed, cancelled = excluded.cancelled, retried = excluded.retried",
+            types: [integer, integer, integer, integer, integer])
+        connection.define(
+            "totals", "SELECT submitted, succeeded, failed, cancelled, retried FROM sky_totals", types: [])
         connection.define("bytes", "SELECT pg_total_relation_size('sky_jobs')", types: [])
         connection.define("count", "SELECT count(*) FROM sky_jobs", types: [])
         connection.define(
@@ -654,6 +669,8 @@ public final class PostgresJobStore: JobStore {
             case .serviceLimited(let name, let limit):
                 schedules.append(
                     limit.map { ("limit service", [.text(name), .bytes($0)]) } ?? ("unlimit service", [.text(name)]))
+            case .totalsSaved(let totals):
+                schedules.append(("save totals", totals.stored.map { .integer($0) }))
             }
         }
         func integers(_ values: [Int64]) -> Value { .array(element: 20, values.map { .integer($0) }) }
@@ -764,6 +781,12 @@ public final class PostgresJobStore: JobStore {
         var found: [(name: String, limit: [UInt8])] = []
         try connection.run("service limits", []) { row in found.append((row.text(0) ?? "", row.bytes(1) ?? [])) }
         return found
+    }
+
+    public func totals() throws(JournalError) -> JobTotals {
+        var totals = JobTotals()
+        try connection.run("totals", []) { row in totals = JobTotals(stored: (0..<5).map { row.integer($0) }) }
+        return totals
     }
 
     public func schedules() throws(JournalError) -> [ScheduleRecord] {

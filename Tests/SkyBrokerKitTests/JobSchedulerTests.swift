@@ -70,6 +70,28 @@ struct JobSchedulerTests {
         #expect(jobs.scheduler.heldCount == 0)
     }
 
+    /// The counts of jobs start from what the journal saved and are saved with its maintenance
+    /// when they changed since the last save, not otherwise.
+    @Test func theCountsOfJobsStartFromTheJournalsAndAreSavedWhenTheyChanged() {
+        var jobs = SchedulerHarness()
+        jobs.scheduler.totalsAtStart(JobTotals(submitted: 10, succeeded: 6, failed: 3, cancelled: 1, retried: 2))
+        func saved(_ actions: [JobScheduler.Action]) -> [JobTotals?] {
+            actions.compactMap { if case .journal(.maintain(_, _, let totals)) = $0 { totals } else { nil } }
+        }
+        #expect(saved(jobs.tick()) == [nil], "unchanged since the start")
+        let (id, _) = jobs.submit(RequestID(high: 1, low: 1))
+        _ = jobs.commit(jobs.joined(capacity: 1))
+        let delivery = jobs.dispatch(tag: 1)
+        #expect(delivery != nil)
+        _ = jobs.commit(jobs.ended(TaskReply(requestID: id.requestID, status: .ok, body: [42])))
+        jobs.now += 1_000_000_000
+        let expected = JobTotals(submitted: 11, succeeded: 7, failed: 3, cancelled: 1, retried: 2)
+        #expect(saved(jobs.tick()) == [expected])
+        #expect(jobs.scheduler.totals == expected)
+        jobs.now += 1_000_000_000
+        #expect(saved(jobs.tick()) == [nil], "saved already")
+    }
+
     @Test func aFailedAttemptRunsAgainAfterItsBackoffWhichIsRecorded() throws {
         var jobs = SchedulerHarness()
         let (id, _) = jobs.submit(RequestID(high: 1, low: 1)) { $0.initialBackoffMilliseconds = 100 }

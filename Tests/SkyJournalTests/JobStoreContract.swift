@@ -20,6 +20,7 @@ enum JobStoreContract: CaseIterable, Sendable {
     case aServicesLimitIsKeptUntilRemoved
     case aListingsCountStopsAtItsBound
     case aSelectionPagesByFilterAndAnEndedJobIsDeleted
+    case theCountsOfJobsAndAnOutcomesProgressAreKept
 
     typealias Open = () throws(JournalError) -> any JobStore
 
@@ -51,6 +52,8 @@ enum JobStoreContract: CaseIterable, Sendable {
             try Self.aServicesLimitIsKeptUntilRemoved(open)
         case .aListingsCountStopsAtItsBound:
             try Self.aListingsCountStopsAtItsBound(open)
+        case .theCountsOfJobsAndAnOutcomesProgressAreKept:
+            try Self.theCountsOfJobsAndAnOutcomesProgressAreKept(open)
         case .aSelectionPagesByFilterAndAnEndedJobIsDeleted:
             try Self.aSelectionPagesByFilterAndAnEndedJobIsDeleted(open)
         }
@@ -92,6 +95,26 @@ enum JobStoreContract: CaseIterable, Sendable {
     /// Paused services, across a reopening: pausing twice keeps one, resuming one that is not
     /// paused changes nothing, a pause and a resume of one service in one transaction take
     /// effect in their order.
+    /// The counts of jobs saved last are read back after a reopen (zeros before any save); an
+    /// outcome's progress is read with its job, and a job without one has none.
+    private static func theCountsOfJobsAndAnOutcomesProgressAreKept(_ open: Open) throws {
+        let totals = JobTotals(submitted: 7, succeeded: 4, failed: 2, cancelled: 1, retried: 3)
+        do {
+            let store = try open()
+            #expect(try store.totals() == JobTotals())
+            try store.apply([.totalsSaved(JobTotals(submitted: 1)), .submitted(job(1)), .submitted(job(2))])
+            try store.apply([
+                .finished(id: job(1).id, state: .failed, outcome: [1], expiresAt: 99, progress: [1, 2, 3]),
+                .finished(id: job(2).id, state: .succeeded, outcome: [0], expiresAt: 99),
+                .totalsSaved(totals),
+            ])
+        }
+        let store = try open()
+        #expect(try store.totals() == totals)
+        #expect(try store.job(job(1).id)?.progress == [1, 2, 3])
+        #expect(try store.job(job(2).id).map { $0.progress == nil } == true)
+    }
+
     private static func aPausedServiceStaysPausedUntilResumed(_ open: Open) throws {
         do {
             let store = try open()
