@@ -67,6 +67,11 @@ extension SkyClient {
         } catch SkyError.journalUnavailable(let message) where options.idempotencyKey == nil {
             // The key was this call's own: name it, so that a retry can make sure of one job.
             throw SkyError.journalUnavailable("\(message) (this submit's idempotency key: \(key))")
+        } catch SkyError.invalidPayload(let message) {
+            // The broker refused the submission itself (a reserved key, say): no worker saw the
+            // task, and invalidPayload's advice (client and worker disagree on the type) would
+            // mislead.
+            throw SkyError.invalidTask(message)
         }
         guard let id = JobID(bytes: reply) else {
             throw SkyError.internalError("the broker answered a submit with \(reply.count) bytes, not a job id")

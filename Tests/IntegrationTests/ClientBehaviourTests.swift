@@ -1,5 +1,6 @@
 import Foundation
 import Sky
+import SkyBrokerKit
 import SkyTestSupport
 import SkyWorkerKit
 import SkyWorkloads
@@ -163,6 +164,23 @@ extension InProcessSuite {
                 return
             }
             #expect(message.contains("Int"), "\(message)")
+            await sky.close()
+            await cluster.stop()
+        }
+
+        /// A submission the broker refuses (an idempotency key of the broker's own) is
+        /// `invalidTask` naming why, not `invalidPayload`, whose advice (client and worker
+        /// disagree on the task's type) would mislead: no worker saw it.
+        @Test func aSubmitTheBrokerRefusesIsAnInvalidTask() async throws {
+            let state = IntegrationSuite.JobTests.StateDirectory()
+            let cluster = try await InProcessCluster.start { $0.stateDirectory = state.path }
+            let sky = try await SkyClient(broker: cluster.clients)
+            do {
+                _ = try await sky.submit(EchoTask(message: "x"), options: JobOptions(idempotencyKey: "sky.retry/01"))
+                Issue.record("a reserved key was taken")
+            } catch SkyError.invalidTask(let message) {
+                #expect(message.contains("idempotency keys starting with sky.retry/ are the broker's"), "\(message)")
+            }
             await sky.close()
             await cluster.stop()
         }
