@@ -230,6 +230,9 @@ struct JobBook: Sendable {
     var overLimit = false
     /// Counts for stats and tests.
     var submitted: UInt64 = 0
+    /// Running jobs whose last progress report came within a second of their last
+    /// `job.progress` event: published when the second is over.
+    var progressUnpublished: Set<JobID> = []
     var ended = EndTally()
     var retried: UInt64 = 0
 

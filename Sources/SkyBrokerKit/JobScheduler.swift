@@ -647,8 +647,9 @@ struct JobScheduler: Sendable {
     }
 
     /// The handler running job `id` reported progress: kept with the job while it runs, and
-    /// published as `job.progress` at most once a second (the last report is read from the
-    /// job). Reports for a job that no longer runs are dropped.
+    /// published as `job.progress` at most once a second; a report within the second is
+    /// published when the second is over (``publishLateProgress(into:)``), so that watchers see
+    /// the newest. Reports for a job that no longer runs are dropped.
     mutating func progress(_ id: JobID, _ report: ProgressReport, into actions: inout [Action]) {
         let now = configuration.wallClock()
         let publish = book.updateIfHeld(id) { job -> Bool in
@@ -656,11 +657,38 @@ struct JobScheduler: Sendable {
             var progress = job.progress ?? JobProgress(updatedAt: now)
             progress.apply(report, at: now)
             job.progress = progress
-            guard now - job.progressPublishedAt >= 1000 else { return false }
-            job.progressPublishedAt = now
-            return true
+            return now - job.progressPublishedAt >= 1000
         }
-        guard publish == true, let job = book.jobs[id] else { return }
+        switch publish {
+        case true?: publishProgress(of: id, at: now, into: &actions)
+        case false?: book.progressUnpublished.insert(id)
+        case nil: break
+        }
+    }
+
+    /// Publishes the reports that came within a second of their job's last event, once it is over.
+    private mutating func publishLateProgress(into actions: inout [Action]) {
+        guard !book.progressUnpublished.isEmpty else { return }
+        let now = configuration.wallClock()
+        for id in book.progressUnpublished {
+            guard let job = book.jobs[id], case .running = job.phase else {
+                book.progressUnpublished.remove(id)
+                continue
+            }
+            if now - job.progressPublishedAt >= 1000 { publishProgress(of: id, at: now, into: &actions) }
+        }
+    }
+
+    private mutating func publishProgress(of id: JobID, at now: Int64, into actions: inout [Action]) {
+        book.progressUnpublished.remove(id)
+        guard
+            let job = book.updateIfHeld(
+                id,
+                { job -> JobBook.Job in
+                    job.progressPublishedAt = now
+                    return job
+                })
+        else { return }
         actions.append(
             .publish(
                 .jobProgress,
@@ -1024,6 +1052,7 @@ struct JobScheduler: Sendable {
     /// is asked to expire old outcomes and to measure itself (and outcomes whose write failed
     /// are written again).
     mutating func tick(now: Int64, budget: inout WorkBudget, into actions: inout [Action]) {
+        publishLateProgress(into: &actions)
         var services: Set<String> = []
         while budget.hasRoom, let first = book.timers.min, first.due <= now {
             book.timers.removeMin()

@@ -26,7 +26,8 @@ public struct JobProgress: Sendable, Equatable {
         updatedAt = now
         if let fraction = report.fraction { self.fraction = fraction }
         if let message = report.message { self.message = message }
-        droppedLines += report.droppedLines
+        // Kept as the stored form keeps it (u32), whatever a peer says.
+        droppedLines = min(droppedLines + min(report.droppedLines, Int(UInt32.max)), Int(UInt32.max))
         for line in report.lines { append(line) }
     }
 
@@ -40,7 +41,7 @@ public struct JobProgress: Sendable, Equatable {
         }
         if first > 0 {
             lines.removeFirst(first)
-            droppedLines += first
+            droppedLines = min(droppedLines + first, Int(UInt32.max))
         }
     }
 

@@ -41,6 +41,10 @@ public struct ProgressReport: Sendable, Equatable {
     /// result is cut to `limit` bytes of UTF-8 on a character's boundary, with "…" where it
     /// was cut.
     public static func fitted(_ text: some StringProtocol, limit: Int) -> String {
+        // Printable ASCII within the limit, as most lines are: kept as it is, without the walk
+        // over its characters below.
+        let utf8 = text.utf8
+        if utf8.count <= limit, utf8.allSatisfy({ $0 >= 0x20 && $0 < 0x7F }) { return String(text) }
         var result = ""
         var bytes = 0
         let ellipsis = "…"
@@ -97,7 +101,7 @@ public struct ProgressReport: Sendable, Equatable {
         guard message.count <= maxMessageBytes else {
             throw .invalidValue(name: "progress message", reason: "\(message.count) bytes, at most \(maxMessageBytes)")
         }
-        guard lines.count <= maxLinesBytes + maxLineBytes else {
+        guard lines.count <= maxLinesBytes else {
             throw .invalidValue(name: "log lines", reason: "\(lines.count) bytes, at most \(maxLinesBytes)")
         }
         var report = ProgressReport(droppedLines: Int(dropped))
@@ -109,6 +113,9 @@ public struct ProgressReport: Sendable, Equatable {
         // Each line ends in a newline: what follows the last one is empty (a peer that left the
         // last newline out loses nothing).
         if split.last?.isEmpty == true { split.removeLast() }
+        if let long = split.first(where: { $0.count > maxLineBytes }) {
+            throw .invalidValue(name: "log line", reason: "\(long.count) bytes, at most \(maxLineBytes)")
+        }
         report.lines = split.map { fitted(String(decoding: $0, as: UTF8.self), limit: maxLineBytes) }
         return report
     }

@@ -142,7 +142,7 @@ struct JobsCommand: AsyncParsableCommand {
         let width = max(7, jobs.map(\.service.count).max() ?? 0)
         func padded(_ text: String) -> String { text + String(repeating: " ", count: width - text.count) }
         print("ID                          \(padded("SERVICE"))  STATE")
-        for (id, service, status) in jobs { print("\(id)  \(padded(service))  \(status)") }
+        for (id, service, status) in jobs { print(Show.printable("\(id)  \(padded(service))  \(status)")) }
     }
 
     /// The job id a command takes, and the broker it asks.
@@ -207,13 +207,23 @@ struct JobsCommand: AsyncParsableCommand {
                 if await client.brokerTakes(\.describesJobs) {
                     lines += JobDetailLines.lines(try await client.details(of: id))
                 }
+                // What a handler or a worker wrote (an error's type and message) may hold control
+                // characters; printed raw they would drive the terminal.
+                lines = lines.map(Self.printable)
                 if withResult, case .succeeded = status {
-                    // It ended: the wait answers at once, with the outcome as it was recorded.
+                    // It ended: the wait answers at once, with the outcome as it was recorded
+                    // (the handler's JSON, printed as it is).
                     let body = try await client.result(of: id, as: RawResult.self, coder: RawResult.Coder()).bytes
                     lines.append(String(decoding: body, as: UTF8.self))
                 }
                 return lines.joined(separator: "\n")
             }
+        }
+
+        /// `text` with its control characters made spaces (as the broker makes a handler's
+        /// progress and log lines).
+        static func printable(_ text: String) -> String {
+            ProgressReport.fitted(text, limit: Int.max)
         }
     }
 

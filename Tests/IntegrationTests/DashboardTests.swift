@@ -349,14 +349,8 @@ extension SecondLineSuite {
             let short = try SkyProcess("skyweb", ["--token-file", state.path + "/short", "--listen", "127.0.0.1:0"])
             #expect(try await short.waitForExit(timeout: .seconds(10)) == 64)
             #expect(short.errorText.contains("holds a token of 5 characters; use at least 16"), "\(short.errorText)")
-            let web = try SkyProcess(
-                "skyweb", ["--broker", "tcp://127.0.0.1:1", "--listen", "127.0.0.1:0", "--token-file", tokenFile])
+            let (web, host, port) = try await Self.startGuarded(["--token-file", tokenFile])
             defer { web.killNow() }
-            let ready = try await web.waitForLine { $0.hasPrefix("skyweb ready ") }
-            let port = try #require(
-                ready.split(separator: " ").first { $0.hasPrefix("url=") }?.split(separator: ":").last?
-                    .split(separator: "/").first.flatMap { UInt16($0) })
-            let host = "127.0.0.1:\(port)"
             #expect(try Self.http("GET /api/state", host: host, port: port).status == 401)
             let page = try Self.http("GET /", host: host, port: port)
             #expect(page.status == 303 && page.body.contains("Location: /login"), "\(page.body)")
@@ -413,14 +407,8 @@ extension SecondLineSuite {
             #expect(try await weak.waitForExit(timeout: .seconds(10)) == 64)
             #expect(weak.errorText.contains("line 1: expected USER:HASH with a bcrypt hash"), "\(weak.errorText)")
 
-            let web = try SkyProcess(
-                "skyweb", ["--broker", "tcp://127.0.0.1:1", "--listen", "127.0.0.1:0", "--auth-file", authFile])
+            let (web, host, port) = try await Self.startGuarded(["--auth-file", authFile])
             defer { web.killNow() }
-            let ready = try await web.waitForLine { $0.hasPrefix("skyweb ready ") }
-            let port = try #require(
-                ready.split(separator: " ").first { $0.hasPrefix("url=") }?.split(separator: ":").last?
-                    .split(separator: "/").first.flatMap { UInt16($0) })
-            let host = "127.0.0.1:\(port)"
             let form = try Self.http("GET /login", host: host, port: port).body
             #expect(form.contains(#"<form id="password-login""#) && !form.contains(#"name="token""#), "\(form)")
             for body in ["user=ada&password=wrong+horse", "user=bob&password=correct+horse"] {
@@ -438,6 +426,18 @@ extension SecondLineSuite {
             #expect(
                 try Self.http("GET /api/state", host: host, port: port, headers: ["Cookie: \(cookie)"]).status == 200)
             #expect(try Self.http("GET /api/state", host: host, port: port).status == 401)
+        }
+
+        /// A skyweb behind a login (`arguments`), on a free port, for a broker that is not
+        /// there: the process, the `Host` its requests name, and its port.
+        static func startGuarded(_ arguments: [String]) async throws -> (SkyProcess, String, UInt16) {
+            let web = try SkyProcess(
+                "skyweb", ["--broker", "tcp://127.0.0.1:1", "--listen", "127.0.0.1:0"] + arguments)
+            let ready = try await web.waitForLine { $0.hasPrefix("skyweb ready ") }
+            let port = try #require(
+                ready.split(separator: " ").first { $0.hasPrefix("url=") }?.split(separator: ":").last?
+                    .split(separator: "/").first.flatMap { UInt16($0) })
+            return (web, "127.0.0.1:\(port)", port)
         }
 
         /// ``http(_:host:port:headers:body:)`` on a thread of its own, for an answer that takes

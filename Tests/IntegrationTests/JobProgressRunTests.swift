@@ -111,9 +111,46 @@ extension InProcessSuite {
     }
 }
 
+/// A job whose handler fails with an error that writes terminal escapes.
+struct EscapingFailure: SkyTask {
+    static let service = "test.escaping"
+    typealias Result = Int
+
+    struct Failure: Error, CustomStringConvertible {
+        var description: String { "bad \u{1B}]0;title\u{07} error\r\nline2 \u{1B}[31mred" }
+    }
+}
+
 extension IntegrationSuite {
     @Suite("skyctl jobs show: a job's progress and log lines")
     struct JobProgressShowTests {
+        /// What a handler wrote into its error's message reaches `skyctl jobs show` and `jobs
+        /// list` without its control characters: printed raw, they would drive the terminal.
+        @Test func skyctlPrintsNoControlCharactersFromAJobsError() async throws {
+            let state = IntegrationSuite.JobTests.StateDirectory()
+            let cluster = try await TestCluster.start(extraArguments: state.arguments)
+            defer { cluster.killAll() }
+            let system = ScanSystem(name: "escaping", capacity: 1)
+            await system.register(EscapingFailure.self) { _ in throw EscapingFailure.Failure() }
+            let worker = SkyWorker(
+                configuration: .init(broker: cluster.workers), system: system, logger: Logger(label: "escaping"))
+            let running = Task { try await worker.run() }
+            defer { running.cancel() }
+            let sky = try await SkyClient(broker: cluster.clients)
+            let job = try await sky.submit(EscapingFailure(), options: JobOptions(retry: .never))
+            await #expect(throws: SkyError.self) { _ = try await job.value }
+            for arguments in [["jobs", "show", job.id.description], ["jobs", "list"]] {
+                let process = try SkyProcess("skyctl", arguments + ["--broker", cluster.clients])
+                #expect(try await process.waitForExit() == 0)
+                let text = process.outputLines.joined(separator: "\n")
+                #expect(text.contains("bad  ]0;title  error  line2  [31mred"), "\(arguments): \(text)")
+                let controls = text.unicodeScalars.filter { $0 != "\n" && $0.properties.generalCategory == .control }
+                #expect(controls.isEmpty, "\(arguments): \(controls.map(\.value))")
+            }
+            await sky.close()
+            await cluster.stop()
+        }
+
         /// `skyctl jobs show` prints a running job's progress and its log, last lines last.
         @Test func skyctlJobsShowPrintsARunningJobsProgressAndLog() async throws {
             let state = IntegrationSuite.JobTests.StateDirectory()

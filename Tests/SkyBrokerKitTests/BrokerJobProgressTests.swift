@@ -1,4 +1,5 @@
 import SkyJournal
+import SkyZMQ
 import Testing
 
 @testable import SkyBrokerKit
@@ -63,6 +64,33 @@ struct BrokerJobProgressTests {
         let details = try broker.described(id, record, to: client, describe)
         #expect(details.progress == 0.5 && details.progressMessage == "resizing" && details.log == ["a", "b"])
         #expect(details.progressAt == 1_700_000_000_000 && details.droppedLogLines == nil)
+    }
+
+    /// Reports within a second of the job's last event are kept, and the newest is published
+    /// once the second is over: watchers see where the handler is, not where it was.
+    @Test func aReportWithinTheSecondIsPublishedWhenTheSecondIsOver() {
+        let wall = Locked<Int64>(1_700_000_000_000)
+        var broker = BrokerHarness.withJournal { $0.wallClock = { wall.withLock { $0 } } }
+        _ = broker.ready(worker1)
+        let (id, _) = broker.submit(client, RequestID(high: 1, low: 1))
+        _ = broker.commit(broker.advance(.zero))
+        let tag = broker.tag(id.requestID, at: worker1)
+        func progress(_ fraction: Double, _ message: String) -> [SkyEvent] {
+            events(
+                broker.worker(
+                    worker1, .progress(tag: tag, id.requestID, ProgressReport(fraction: fraction, message: message))))
+        }
+        #expect(progress(0, "phase 0").map(\.task?.message) == ["phase 0"])
+        wall.withLock { $0 += 300 }
+        #expect(progress(0.1, "phase 1").isEmpty)
+        wall.withLock { $0 += 300 }
+        #expect(progress(0.9, "sleeping").isEmpty)
+        #expect(events(broker.advance(.milliseconds(100))).isEmpty, "the second is not over")
+        wall.withLock { $0 += 400 }
+        let late = events(broker.advance(.milliseconds(100))).filter { $0.event == .jobProgress }
+        #expect(late.map(\.task?.message) == ["sleeping"] && late.first?.task?.progress == 0.9)
+        wall.withLock { $0 += 2000 }
+        #expect(events(broker.advance(.milliseconds(100))).isEmpty, "published once")
     }
 
     /// A PROGRESS that names a delivery its sender does not hold, or a call's, keeps nothing;

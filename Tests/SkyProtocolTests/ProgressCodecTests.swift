@@ -41,7 +41,16 @@ struct ProgressCodecTests {
         #expect(throws: ProtocolError.self) { try WorkerToBroker.decode(frames(message: 1025)) }
         #expect(throws: ProtocolError.self) { try WorkerToBroker.decode(frames(message: 10 << 20)) }
         #expect(throws: ProtocolError.self) {
-            try WorkerToBroker.decode(frames(lines: [UInt8](repeating: 10, count: 20 << 10)))
+            try WorkerToBroker.decode(frames(lines: [UInt8](repeating: 10, count: (16 << 10) + 1)))
+        }
+        #expect(throws: Never.self) {
+            try WorkerToBroker.decode(frames(lines: [UInt8](repeating: 10, count: 16 << 10)))
+        }
+        #expect(throws: ProtocolError.self) {
+            try WorkerToBroker.decode(frames(lines: [UInt8](repeating: 65, count: 1025) + [10]))
+        }
+        #expect(throws: Never.self) {
+            try WorkerToBroker.decode(frames(lines: [UInt8](repeating: 65, count: 1024) + [10]))
         }
         #expect(throws: ProtocolError.self) { try WorkerToBroker.decode(Array(frames().prefix(6))) }
         #expect(throws: Never.self) {
@@ -81,5 +90,12 @@ struct ProgressCodecTests {
         wide.apply(ProgressReport(lines: (0..<20).map { _ in String(repeating: "w", count: 1000) }), at: 0)
         #expect(wide.linesBytes <= JobProgress.maxLinesBytes && wide.lines.count == 8 && wide.droppedLines == 12)
         #expect(JobProgress(decoding: [2, 0]) == nil && JobProgress(decoding: []) == nil)
+
+        // What a peer says it dropped is kept as the stored form keeps it, before and after.
+        var counted = JobProgress(updatedAt: 0)
+        counted.apply(ProgressReport(droppedLines: Int(UInt32.max)), at: 0)
+        counted.apply(ProgressReport(droppedLines: Int(UInt32.max)), at: 0)
+        #expect(counted.droppedLines == Int(UInt32.max))
+        #expect(JobProgress(decoding: counted.encode())?.droppedLines == Int(UInt32.max))
     }
 }
