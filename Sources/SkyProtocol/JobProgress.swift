@@ -32,17 +32,23 @@ public struct JobProgress: Sendable, Equatable {
     }
 
     private mutating func append(_ line: String) {
+        let dropped = Self.append(line, to: &lines, bytes: &linesBytes)
+        droppedLines = min(droppedLines + dropped, Int(UInt32.max))
+    }
+
+    /// Adds `line` to `lines` (of `bytes` bytes of UTF-8), letting the oldest give way beyond
+    /// ``maxLines`` and ``maxLinesBytes``; returns how many gave way. The worker's waiting
+    /// lines and the broker's record keep the same bounds.
+    public static func append(_ line: String, to lines: inout [String], bytes: inout Int) -> Int {
         lines.append(line)
-        linesBytes += line.utf8.count
+        bytes += line.utf8.count
         var first = 0
-        while lines.count - first > Self.maxLines || linesBytes > Self.maxLinesBytes {
-            linesBytes -= lines[first].utf8.count
+        while lines.count - first > maxLines || bytes > maxLinesBytes {
+            bytes -= lines[first].utf8.count
             first += 1
         }
-        if first > 0 {
-            lines.removeFirst(first)
-            droppedLines = min(droppedLines + first, Int(UInt32.max))
-        }
+        if first > 0 { lines.removeFirst(first) }
+        return first
     }
 
     /// The stored form (the journal's): `[1][fraction u16][updated-at i64][dropped u32]`

@@ -35,19 +35,8 @@ package final class ProgressSink: Sendable {
             if let fraction { state.pending.fraction = fraction }
             if let message { state.pending.message = message }
             if let line {
-                state.pending.lines.append(line)
-                state.linesBytes += line.utf8.count
-                var first = 0
-                while state.pending.lines.count - first > JobProgress.maxLines
-                    || state.linesBytes > JobProgress.maxLinesBytes
-                {
-                    state.linesBytes -= state.pending.lines[first].utf8.count
-                    first += 1
-                }
-                if first > 0 {
-                    state.pending.lines.removeFirst(first)
-                    state.pending.droppedLines += first
-                }
+                state.pending.droppedLines += JobProgress.append(
+                    line, to: &state.pending.lines, bytes: &state.linesBytes)
             }
             defer { state.queued = true }
             return !state.queued
