@@ -89,6 +89,16 @@ struct ServeCommand: AsyncParsableCommand {
             """, valueName: "service=rate[:burst]"))
     var rateLimit: [String] = []
 
+    @Option(
+        help: ArgumentHelp(
+            """
+            A service's rate limit per key, SERVICE=RATE[:BURST][@FIELD] (geocode=10/s:5@customer): each \
+            key of its work (its concurrency key, or for work without one the payload's top-level FIELD) \
+            has a bucket of its own; repeat for more services. skyctl limits set --per-key replaces it \
+            until removed (docs/operations.md, "Rate limits").
+            """, valueName: "service=rate[:burst][@field]"))
+    var keyRateLimit: [String] = []
+
     @Flag(help: "Publish task.dispatched and task.completed for every task (costs throughput).")
     var taskEvents = false
 
@@ -152,40 +162,50 @@ struct ServeCommand: AsyncParsableCommand {
 
     @OptionGroup var common: CommonOptions
 
-    /// The `--rate-limit` flags, by service; the first problem found is thrown.
-    func rateLimits() throws -> [String: RateLimit] {
+    /// The `--rate-limit` flags (`perKey` false) or the `--key-rate-limit` flags, by service;
+    /// the first problem found is thrown.
+    func rateLimits(perKey: Bool = false) throws -> [String: RateLimit] {
+        let flag = perKey ? "--key-rate-limit" : "--rate-limit"
+        let shape =
+            perKey
+            ? "SERVICE=RATE[:BURST][@FIELD], as geocode=10/s:5@customer"
+            : "SERVICE=RATE[:BURST], as images.resize=100/s:20"
         var limits: [String: RateLimit] = [:]
-        for text in rateLimit {
+        for text in perKey ? keyRateLimit : rateLimit {
             guard let equals = text.firstIndex(of: "=") else {
-                throw ValidationError(
-                    "--rate-limit \(text) gives no rate: give SERVICE=RATE[:BURST], as images.resize=100/s:20")
+                throw ValidationError("\(flag) \(text) gives no rate: give \(shape)")
             }
             let service = String(text[..<equals])
-            if let problem = WireFormat.nameProblem(service, what: "--rate-limit's service name") {
+            if let problem = WireFormat.nameProblem(service, what: "\(flag)'s service name") {
                 throw ValidationError(problem)
             }
             if service.hasPrefix(BrokerService.prefix) {
                 throw ValidationError(
-                    "--rate-limit \(text): \(service) is one of the broker's own services; they cannot be limited")
+                    "\(flag) \(text): \(service) is one of the broker's own services; they cannot be limited")
             }
-            let parts = text[text.index(after: equals)...].split(
-                separator: ":", maxSplits: 1, omittingEmptySubsequences: false)
+            var value = text[text.index(after: equals)...]
+            var key: KeyScope?
+            if perKey {
+                let at = value.firstIndex(of: "@")
+                key = KeyScope(field: at.map { String(value[value.index(after: $0)...]) })
+                if let at { value = value[..<at] }
+            }
+            let parts = value.split(separator: ":", maxSplits: 1, omittingEmptySubsequences: false)
             guard let perSecond = RateLimit.parseRate(String(parts[0])) else {
                 throw ValidationError(
-                    "--rate-limit \(text): \(parts[0]) is not a rate: give a count per s, m, h or d, as 100/s")
+                    "\(flag) \(text): \(parts[0]) is not a rate: give a count per s, m, h or d, as 100/s")
             }
             var burst = RateLimit.defaultBurst(perSecond)
             if parts.count == 2 {
                 guard let given = Int(parts[1]) else {
-                    throw ValidationError(
-                        "--rate-limit \(text): the burst \"\(parts[1])\" is not a whole number of starts")
+                    throw ValidationError("\(flag) \(text): the burst \"\(parts[1])\" is not a whole number of starts")
                 }
                 burst = given
             }
-            let limit = RateLimit(perSecond: perSecond, burst: burst)
-            if let problem = limit.problem { throw ValidationError("--rate-limit \(text): \(problem)") }
+            let limit = RateLimit(perSecond: perSecond, burst: burst, key: key)
+            if let problem = limit.problem { throw ValidationError("\(flag) \(text): \(problem)") }
             guard limits.updateValue(limit, forKey: service) == nil else {
-                throw ValidationError("--rate-limit names \(service) twice: give one limit a service")
+                throw ValidationError("\(flag) names \(service) twice: give one limit a service")
             }
         }
         return limits
@@ -244,6 +264,7 @@ struct ServeCommand: AsyncParsableCommand {
             )
         }
         _ = try rateLimits()
+        _ = try rateLimits(perKey: true)
         if secretKey == nil && [clientKeys, workerKeys, watcherKeys].contains(where: { $0 != nil }) {
             throw ValidationError("allow-lists need --secret-key: without it the broker runs without CURVE")
         }
@@ -276,6 +297,7 @@ struct ServeCommand: AsyncParsableCommand {
         routing.leaseGrace = FlagCheck.duration(seconds: leaseGrace)
         routing.taskEvents = taskEvents
         routing.rateLimits = try rateLimits()
+        routing.keyRateLimits = try rateLimits(perKey: true)
         var configuration = BrokerConfiguration(
             clientsEndpoint: clients, workersEndpoint: workers, eventsEndpoint: events, maxFrameSize: maxFrameSize,
             routing: routing)

@@ -100,7 +100,9 @@ public enum SkyError: Error, Sendable, Equatable, CustomStringConvertible {
         case .ok: self = .internalError("a success reply was treated as a failure")
         case .handlerError: self = .remote(type: error.type, message: error.message)
         case .unknownService: self = .unknownService(error.message)
-        case .invalidPayload where error.type == RemoteErrorBody.idInUseType: self = .invalidTask(error.message)
+        case .invalidPayload
+        where error.type == RemoteErrorBody.idInUseType || error.type == RemoteErrorBody.keyMissingType:
+            self = .invalidTask(error.message)
         case .invalidPayload: self = .invalidPayload(error.message)
         case .overloaded where error.type == RemoteErrorBody.rateLimitedType:
             self = .rateLimited(error.message, retryAfter: .milliseconds(max(0, error.retryAfterMs ?? 0)))

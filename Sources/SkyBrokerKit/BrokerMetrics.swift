@@ -16,8 +16,16 @@ struct BrokerMetrics: Sendable {
     private var known: Set<String> = []
     private var lastJobs: JobCounts?
     private var lastCommits = 0
-    /// Each limited service's starts and refusals at the last record, for the counters' steps.
-    private var lastLimits: [String: (started: UInt64, refused: UInt64)] = [:]
+    /// Each limit's starts and refusals at the last record, for the counters' steps.
+    private var lastLimits: [LimitSeries: (started: UInt64, refused: UInt64)] = [:]
+
+    /// A limit's series: its service, and `per` `service` or `key`.
+    private struct LimitSeries: Hashable {
+        var service: String
+        var perKey: Bool
+
+        var dimensions: [(String, String)] { [("service", service), ("per", perKey ? "key" : "service")] }
+    }
 
     /// - Parameter journalCommits: the journal's transactions so far, with a journal.
     mutating func record(_ stats: BrokerStats, journalCommits: Int?) {
@@ -43,18 +51,26 @@ struct BrokerMetrics: Sendable {
             Gauge(label: "sky_broker_service_queued_bytes", dimensions: [("service", service)]).record(0)
         }
         // A limit removed: its gauges say so (a series left at its last value reads as a limit).
-        let limited = Set((stats.limits ?? []).map(\.service))
-        for service in lastLimits.keys where !limited.contains(service) {
-            Gauge(label: "sky_broker_rate_limit_per_second", dimensions: [("service", service)]).record(0)
-            Gauge(label: "sky_broker_rate_limit_throttled", dimensions: [("service", service)]).record(0)
-            lastLimits[service] = nil
+        let limited = Set((stats.limits ?? []).map { LimitSeries(service: $0.service, perKey: $0.limit.isPerKey) })
+        for series in lastLimits.keys where !limited.contains(series) {
+            Gauge(label: "sky_broker_rate_limit_per_second", dimensions: series.dimensions).record(0)
+            Gauge(label: "sky_broker_rate_limit_throttled", dimensions: series.dimensions).record(0)
+            if series.perKey {
+                Gauge(label: "sky_broker_rate_limit_keys_waiting", dimensions: series.dimensions).record(0)
+            }
+            lastLimits[series] = nil
         }
         for limit in stats.limits ?? [] where admit(limit.service) {
-            let dimensions = [("service", limit.service)]
+            let series = LimitSeries(service: limit.service, perKey: limit.limit.isPerKey)
+            let dimensions = series.dimensions
             Gauge(label: "sky_broker_rate_limit_per_second", dimensions: dimensions).record(limit.perSecond)
             Gauge(label: "sky_broker_rate_limit_throttled", dimensions: dimensions).record(limit.throttled ? 1 : 0)
+            if series.perKey {
+                Gauge(label: "sky_broker_rate_limit_keys_waiting", dimensions: dimensions).record(
+                    limit.keysWaiting ?? 0)
+            }
             // A limit removed and set again counts from 0 again.
-            let (started, refused) = lastLimits[limit.service] ?? (0, 0)
+            let (started, refused) = lastLimits[series] ?? (0, 0)
             let newStarts = limit.started >= started ? limit.started - started : limit.started
             let newRefusals = limit.refused >= refused ? limit.refused - refused : limit.refused
             if newStarts > 0 {
@@ -65,7 +81,7 @@ struct BrokerMetrics: Sendable {
                 Counter(label: "sky_broker_rate_limit_refused_total", dimensions: dimensions)
                     .increment(by: Int64(clamping: newRefusals))
             }
-            lastLimits[limit.service] = (limit.started, limit.refused)
+            lastLimits[series] = (limit.started, limit.refused)
         }
         if let jobs = stats.jobs {
             Gauge(label: "sky_broker_jobs", dimensions: [("state", "held")]).record(jobs.held)

@@ -48,6 +48,9 @@ public struct BrokerRouting: Sendable {
     /// Services' rate limits (`skybroker --rate-limit`): a limit set through `mmi.limits.set`
     /// (kept in the journal) replaces the one given here for its service until it is removed.
     public var rateLimits: [String: RateLimit] = [:]
+    /// Services' per-key rate limits (`skybroker --key-rate-limit`; each has a ``RateLimit/key``),
+    /// replaced in the same way by a per-key limit set through `mmi.limits.set`.
+    public var keyRateLimits: [String: RateLimit] = [:]
     /// How often the broker's loop ticks (expiries, heartbeats, deadlines, stats): a tenth of
     /// the heartbeat interval keeps detection within 10 % of the configured times.
     var tickInterval: Duration { max(.milliseconds(10), heartbeatInterval / 10) }

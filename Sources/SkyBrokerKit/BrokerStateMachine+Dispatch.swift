@@ -66,7 +66,8 @@ extension BrokerStateMachine {
             let (graceEnd, overflow) = ticks(now).addingReportingOverflow(noWorkersGrace(task))
             expiry = min(expiry, overflow ? Int64.max : graceEnd)
         }
-        queue.insert(task, expiry: expiry)
+        let turns = !jobs.book.keyRates.isEmpty && takesKeyTurns(task.request.service)
+        queue.insert(task, expiry: expiry, turns: turns)
         memoryReturn.queueHolds(bytes: queue.bytes, count: queue.count)
     }
 
@@ -116,7 +117,7 @@ extension BrokerStateMachine {
 
     /// Arrival number of the oldest live request of a service.
     mutating func oldestWaiting(_ service: ServiceBook.Number) -> UInt64? {
-        queue.oldest(service)
+        queue.oldest(service, rates: &jobs.book.keyRates)
     }
 
     /// Drops what answered requests left behind once it outweighs what is live: the queue's
@@ -313,7 +314,7 @@ extension BrokerStateMachine {
                 continue
             }
             // The head `oldestWaiting` just found live, and nothing changed since.
-            guard let pick = oldest, let task = queue.popFirst(pick.service) else { return }
+            guard let pick = oldest, let task = queue.popFirst(pick.service, rates: &jobs.book.keyRates) else { return }
             unmarkWaiting(client: task.client, bytes: task.request.queuedSize)
             if anyLimited { _ = takeStart(pick.service, now: nowTicks) }
             dispatch(task, to: peer, at: index, now: now, into: &actions)

@@ -116,6 +116,7 @@ extension BrokerStateMachine {
     /// The journal did what ``BrokerAction/journal(_:)`` asked.
     package mutating func journalAnswered(_ answer: JournalAnswer, now: Instant, into actions: inout [BrokerAction]) {
         lastNow = now
+        clockKeyRates(now)
         if case .written(.servicePaused(let name, let paused, let changed, let caller), let result) = answer {
             servicePauseWritten(
                 name, paused: paused, changed: changed, caller: caller, result, now: now, into: &actions)

@@ -11,6 +11,11 @@ import SkyProtocol
 /// takes: the broker wakes when the next token is due (at most every millisecond) and starts
 /// it then. A call that would wait past its deadline is answered at once: `overloaded`, of type
 /// `rateLimited`, with the wait it would have needed.
+///
+/// A limit per key (``SkyProtocol/RateLimit/key``) gives each key of the service's work a
+/// bucket (``KeyRateBook``): the service's work takes turns by key, and a key without a token
+/// gives up its turn until its token is due, so that it never holds up another key. A key
+/// taken from the payload's field is read when the work arrives, for work without a key.
 extension BrokerStateMachine {
     /// Services limited at most: each is a row in the journal and a line of the listing.
     static let maxLimitedServices = 10_000
@@ -21,6 +26,13 @@ extension BrokerStateMachine {
         for (name, limit) in configuration.rateLimits {
             services.setLimit(name, limit, now: 0, waiting: queue.hasEntries)
         }
+        // A limit given here is per key whether it says so or not.
+        rates.keyFlagged = configuration.keyRateLimits.mapValues { limit in
+            var limit = limit
+            limit.key = limit.key ?? KeyScope()
+            return limit
+        }
+        for (name, limit) in rates.keyFlagged { _ = jobs.book.keyRates.set(name, limit) }
     }
 
     /// The limits the journal held, before its unfinished jobs are taken up; one it cannot read
@@ -30,12 +42,20 @@ extension BrokerStateMachine {
     ) {
         var unreadable: [String] = []
         for (name, bytes) in written {
-            guard let limit = try? CanonicalJSON.decode(RateLimit.self, from: bytes), limit.problem == nil else {
+            guard let limit = try? CanonicalJSON.decode(RateLimit.self, from: bytes), limit.problem == nil,
+                name.hasSuffix(RateLimitBook.journalKeySuffix) == limit.isPerKey
+            else {
                 unreadable.append(name)
                 continue
             }
-            rates.set(name, limit)
-            services.setLimit(name, limit, now: ticks(now), waiting: queue.hasEntries)
+            if limit.isPerKey {
+                let service = String(name.dropLast(RateLimitBook.journalKeySuffix.count))
+                rates.set(service, limit, perKey: true)
+                _ = jobs.book.keyRates.set(service, limit)
+            } else {
+                rates.set(name, limit)
+                services.setLimit(name, limit, now: ticks(now), waiting: queue.hasEntries)
+            }
         }
         guard !unreadable.isEmpty else { return }
         actions.append(
@@ -76,21 +96,57 @@ extension BrokerStateMachine {
     }
 
     /// Why `task`, a new call of limited `service` that cannot start now, is answered at once:
-    /// the calls waiting ahead of it would take the tokens until after its deadline.
+    /// the calls waiting ahead of it (of its key, for a per-key limit) would take the tokens
+    /// until after its deadline.
     /// - Returns: the answer's body, or `nil` if it may wait.
     mutating func rateRefusal(_ task: QueuedRequest, _ service: ServiceBook.Number, now: Int64) -> RemoteErrorBody? {
-        let ahead = queue.count(of: service)
-        guard let limit = services[service].bucket?.limit,
-            let due = services[service].bucket?.due(position: ahead + 1, now: now)
-        else { return nil }
         let expiry = queueExpiry(task)
-        guard due > expiry else { return nil }
-        services[service].limitRefused += 1
-        let wait = due - now
+        if let limit = services[service].bucket?.limit {
+            let ahead = queue.count(of: service)
+            if let due = services[service].bucket?.due(position: ahead + 1, now: now), due > expiry {
+                services[service].limitRefused += 1
+                return refusal(
+                    "the service \(task.request.service) is limited to \(limit.rateText) (burst \(limit.burst)) and \(ahead) calls wait ahead of this one",
+                    wait: due - now, expiry: expiry, now: now)
+            }
+        }
+        let name = task.request.service
+        guard !jobs.book.keyRates.isEmpty, let limit = jobs.book.keyRates.limit(of: name) else { return nil }
+        let key = task.request.concurrencyKey ?? ""
+        let ahead = queue.waiting(service, key: key)
+        guard let due = jobs.book.keyRates.due(name, key: key, position: ahead + 1), due > expiry else { return nil }
+        jobs.book.keyRates.refused(name)
+        return refusal(
+            "the service \(name) is limited to \(limit.rateText) per key (burst \(limit.burst)) and \(ahead) calls of the key \(String(reflecting: key)) wait ahead of this one",
+            wait: due - now, expiry: expiry, now: now)
+    }
+
+    private func refusal(_ reason: String, wait: Int64, expiry: Int64, now: Int64) -> RemoteErrorBody {
         let message =
-            "the service \(task.request.service) is limited to \(limit.rateText) (burst \(limit.burst)) and \(ahead) calls wait ahead of this one: it would start in \(Self.seconds(wait)), after its deadline (in \(Self.seconds(max(0, expiry - now)))). Give it a longer deadline, send fewer, or raise the limit (skyctl limits set)"
+            "\(reason): it would start in \(Self.seconds(wait)), after its deadline (in \(Self.seconds(max(0, expiry - now)))). Give it a longer deadline, send fewer, or raise the limit (skyctl limits set)"
         return RemoteErrorBody(
             type: RemoteErrorBody.rateLimitedType, message: message, retryAfterMs: (wait + 999_999) / 1_000_000)
+    }
+
+    /// The per-key buckets read the time of the input being handled (the queues consult them in
+    /// paths that are not given it). Only while some service is limited per key.
+    mutating func clockKeyRates(_ now: Instant) {
+        if !jobs.book.keyRates.isEmpty { jobs.book.keyRates.now = ticks(now) }
+    }
+
+    /// Whether requests of `service` take turns by key because it is rate-limited per key.
+    func takesKeyTurns(_ name: String) -> Bool {
+        !jobs.book.keyRates.isEmpty && jobs.book.keyRates.limit(of: name) != nil
+    }
+
+    /// The key a per-key limit of `service` gives work with `body` and no key of its own: the
+    /// payload's field, if the limit names one.
+    /// - Returns: `nil` if the work keeps the key it has (none, or its own); a failure says why
+    ///   the payload gives none (the work is refused).
+    func keyFromPayload(_ service: String, _ body: [UInt8]) -> Result<String, KeyFieldProblem>? {
+        guard !jobs.book.keyRates.isEmpty, let scope = jobs.book.keyRates.limit(of: service)?.key, scope.field != nil
+        else { return nil }
+        return scope.key(in: body, service: service)
     }
 
     private static func seconds(_ nanoseconds: Int64) -> String {
@@ -100,17 +156,43 @@ extension BrokerStateMachine {
 
     /// When the broker should next wake up for a token, if work waits for one.
     package var nextRateWake: Instant? {
-        guard let due = rates.nextWake, let epoch else { return nil }
-        return epoch + .nanoseconds(due)
+        guard let epoch else { return nil }
+        let due: Int64?
+        switch (rates.nextWake, jobs.book.keyRates.nextWake) {
+        case (let service?, let key?): due = min(service, key)
+        case (let service, let key): due = service ?? key
+        }
+        return due.map { epoch + .nanoseconds($0) }
     }
 
-    /// Time passed: services whose next token is due start their waiting work.
+    /// Time passed: services whose next token is due start their waiting work, and keys whose
+    /// token is due get their turns back.
     package mutating func rateWake(now: Instant, into actions: inout [BrokerAction]) {
-        for service in rates.takeDue(now: ticks(now)) where services.isKnown(service) {
+        let nowTicks = ticks(now)
+        jobs.book.keyRates.now = nowTicks
+        for service in rates.takeDue(now: nowTicks) where services.isKnown(service) {
             let name = services[service].name
             jobs.throttled.remove(name)
             startWaitingWork(of: name, now: now, into: &actions)
         }
+        guard jobs.book.keyRates.nextWake.map({ $0 <= nowTicks }) == true else { return }
+        var woken: [String: [String]] = [:]
+        for (service, key) in jobs.book.keyRates.takeDue(now: nowTicks) { woken[service, default: []].append(key) }
+        for (name, keys) in woken { restoreKeys(keys, of: name, now: now, into: &actions) }
+    }
+
+    /// Keys of `name` that rested for a token get their turns back in both queues, and its
+    /// waiting work is offered to its workers.
+    private mutating func restoreKeys(
+        _ keys: [String], of name: String, now: Instant, into actions: inout [BrokerAction]
+    ) {
+        guard !keys.isEmpty else { return }
+        let number = services.number(of: name)
+        for key in keys {
+            if let number { queue.restore(number, key: key) }
+            jobs.book.queued.restore(name, key: key, in: jobs.book.jobs)
+        }
+        startWaitingWork(of: name, now: now, into: &actions)
     }
 
     // MARK: Control
@@ -129,6 +211,7 @@ extension BrokerStateMachine {
         }
         let name: String
         var limit: RateLimit?
+        let perKey: Bool
         if request.service == BrokerService.limitSet {
             guard let given = try? CanonicalJSON.decode(ServiceRateLimit.self, from: request.body) else {
                 refuse(.invalidPayload, #"the body is not a limit: give {"service":"…","perSecond":100,"burst":20}"#)
@@ -138,13 +221,21 @@ extension BrokerStateMachine {
                 refuse(.invalidPayload, problem)
                 return
             }
-            (name, limit) = (given.service, given.limit)
+            (name, limit, perKey) = (given.service, given.limit, given.limit.isPerKey)
         } else {
             guard let text = String(validating: request.body, as: UTF8.self) else {
                 refuse(.invalidPayload, "the service name is not UTF-8")
                 return
             }
-            name = text
+            let lines = text.split(separator: "\n", maxSplits: 1, omittingEmptySubsequences: false)
+            guard lines.count == 1 || lines[1] == BrokerService.limitRemoveKeyLine else {
+                refuse(
+                    .invalidPayload,
+                    "the body is a service's name, and a second line \"\(BrokerService.limitRemoveKeyLine)\" to remove its per-key limit; nothing else"
+                )
+                return
+            }
+            (name, perKey) = (String(lines[0]), lines.count == 2)
         }
         if let problem = WireFormat.nameProblem(name, what: "service name") {
             refuse(.invalidPayload, problem)
@@ -154,19 +245,22 @@ extension BrokerStateMachine {
             refuse(.invalidPayload, "\(name) is the broker's own; it cannot be limited")
             return
         }
-        let previous = rates.set[name]
-        if limit != nil, previous == nil, rates.set.count >= Self.maxLimitedServices {
+        let previous = rates.setLimit(name, perKey: perKey)
+        if limit != nil, previous == nil, rates.setCount >= Self.maxLimitedServices {
             refuse(
-                .overloaded, "\(Self.maxLimitedServices) services have limits set, the broker's most: remove one first")
+                .overloaded, "\(Self.maxLimitedServices) limits are set, the broker's most: remove one first")
             return
         }
         guard limit != previous else {
             answer(caller, .ok, [0], into: &actions)
             return
         }
-        setLimit(name, limit, now: now, into: &actions)
+        setLimit(name, limit, perKey: perKey, now: now, into: &actions)
         logAboutPeer(.info, limit == nil ? "rate limit removed" : "rate limit set", now: now, into: &actions) {
-            ["service": name, "limit": limit.map { "\($0.rateText) burst \($0.burst)" } ?? "none"]
+            [
+                "service": name, "perKey": "\(perKey)",
+                "limit": limit.map { "\($0.rateText) burst \($0.burst)" } ?? "none",
+            ]
         }
         guard jobs.configuration.journal else {
             // Kept in memory only: a broker without a journal forgets it when it stops.
@@ -177,19 +271,29 @@ extension BrokerStateMachine {
         actions.append(
             .journal(
                 .write(
-                    [.serviceLimited(name: name, limit: form)],
+                    [.serviceLimited(name: RateLimitBook.journalName(name, perKey: perKey), limit: form)],
                     .serviceLimited(name: name, limit: limit, previous: previous, caller: caller))))
     }
 
-    /// Sets the limit set for `name` (or removes it: the flag's applies, if any) in memory;
-    /// its waiting work is looked at again under the new limit.
+    /// Sets the limit set for `name` of one kind (or removes it: the flag's applies, if any) in
+    /// memory; its waiting work is looked at again under the new limit.
     private mutating func setLimit(
-        _ name: String, _ limit: RateLimit?, now: Instant, into actions: inout [BrokerAction]
+        _ name: String, _ limit: RateLimit?, perKey: Bool, now: Instant, into actions: inout [BrokerAction]
     ) {
-        rates.set(name, limit)
-        services.setLimit(name, rates.effective(name)?.limit, now: ticks(now), waiting: queue.hasEntries)
-        if let number = services.number(of: name) { rates.unthrottle(number) }
-        jobs.throttled.remove(name)
+        rates.set(name, limit, perKey: perKey)
+        guard perKey else {
+            services.setLimit(name, rates.effective(name)?.limit, now: ticks(now), waiting: queue.hasEntries)
+            if let number = services.number(of: name) { rates.unthrottle(number) }
+            jobs.throttled.remove(name)
+            startWaitingWork(of: name, now: now, into: &actions)
+            return
+        }
+        jobs.book.keyRates.now = ticks(now)
+        let effective = rates.effective(name, perKey: true)?.limit
+        let rested = jobs.book.keyRates.set(name, effective)
+        // Its calls take turns by key from now on, those without a key as the key "".
+        if effective != nil, let number = services.number(of: name) { queue.takeTurns(number) }
+        restoreKeys(rested, of: name, now: now, into: &actions)
         startWaitingWork(of: name, now: now, into: &actions)
     }
 
@@ -204,7 +308,10 @@ extension BrokerStateMachine {
             answer(caller, .ok, [1], into: &actions)
         case .failure(let error):
             // Undone only if nothing changed it since (a later change is its own).
-            if rates.set[name] == limit { setLimit(name, previous, now: now, into: &actions) }
+            let perKey = (limit ?? previous)?.isPerKey ?? false
+            if rates.setLimit(name, perKey: perKey) == limit {
+                setLimit(name, previous, perKey: perKey, now: now, into: &actions)
+            }
             answer(
                 caller, .journalUnavailable,
                 Array("the limit of \(name) could not be recorded, so it was undone: \(error)".utf8), failure: true,
@@ -212,17 +319,31 @@ extension BrokerStateMachine {
         }
     }
 
-    /// The limited services, by name (the first `atMost`).
+    /// The limited services, by name (the first `atMost`), a service's limit on the whole
+    /// service before its per-key limit.
     mutating func limitListing(atMost: Int = .max) -> RateLimitListing {
-        RateLimitListing(
-            limits: rates.names.prefix(atMost).compactMap { name in
-                guard let (limit, source) = rates.effective(name) else { return nil }
+        var limits: [RateLimitState] = []
+        for name in rates.names {
+            guard limits.count < atMost else { break }
+            if let (limit, source) = rates.effective(name) {
                 let number = services.number(of: name)
-                return RateLimitState(
-                    service: name, limit: limit, source: source,
-                    started: number.map { services[$0].limitStarted } ?? 0,
-                    refused: number.map { services[$0].limitRefused } ?? 0,
-                    throttled: number.map { rates.throttled[$0] != nil } ?? false)
-            })
+                limits.append(
+                    RateLimitState(
+                        service: name, limit: limit, source: source,
+                        started: number.map { services[$0].limitStarted } ?? 0,
+                        refused: number.map { services[$0].limitRefused } ?? 0,
+                        throttled: number.map { rates.throttled[$0] != nil } ?? false))
+            }
+            if let (limit, source) = rates.effective(name, perKey: true), limits.count < atMost {
+                let state = jobs.book.keyRates.services[name]
+                let waiting = state?.resting.count ?? 0
+                limits.append(
+                    RateLimitState(
+                        service: name, limit: limit, source: source, started: state?.started ?? 0,
+                        refused: state?.refused ?? 0, throttled: waiting > 0, keysWaiting: waiting,
+                        keysTracked: state?.buckets.count ?? 0))
+            }
+        }
+        return RateLimitListing(limits: limits)
     }
 }

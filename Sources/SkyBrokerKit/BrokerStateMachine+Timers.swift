@@ -11,6 +11,7 @@ extension BrokerStateMachine {
     /// is over, and publish stats when due.
     package mutating func tick(now: Instant, into actions: inout [BrokerAction]) {
         lastNow = now
+        clockKeyRates(now)
         for (peer, record) in workers where record.lastHeard + configuration.expiry <= now {
             remove(peer, reason: .expired, now: now, into: &actions)
         }
@@ -96,6 +97,12 @@ extension BrokerStateMachine {
         let name = task.request.service
         if services[task.service].paused {
             return "it waited past its deadline: the service \(name) is paused (skyctl services resume \(name))"
+        }
+        if let key = task.request.concurrencyKey ?? (takesKeyTurns(name) ? "" : nil),
+            jobs.book.keyRates.services[name]?.resting[key] != nil
+        {
+            return
+                "it waited past its deadline: its key \(String(reflecting: key)) waited for its rate limit (skyctl limits list)"
         }
         let limit = task.request.concurrencyLimit
         if limit > 0, let key = task.request.concurrencyKey, queue.placed(task.service, key: key) >= Int(limit) {
@@ -237,7 +244,11 @@ extension BrokerStateMachine {
             failed: tally.failed, jobs: jobs.counts(keptWaiters: keptCalls.waiterCount))
         stats.services = serviceStats(over: seconds, into: &actions)
         if !closed.failures.isEmpty { stats.failures = closed.failures }
-        if !services.limits.isEmpty { stats.limits = limitListing(atMost: BrokerStats.maxLimits).limits }
+        if !services.limits.isEmpty || !jobs.book.keyRates.isEmpty {
+            stats.limits = limitListing(atMost: BrokerStats.maxLimits).limits
+        }
+        // Once a stats period: a key's bucket that is full again is the same as none.
+        if !jobs.book.keyRates.isEmpty { jobs.book.keyRates.dropFullBuckets(now: ticks(now)) }
         publish(
             SkyEvent(seq: 0, event: .brokerStats, time: "", workers: workerLoads(now: now), stats: stats),
             into: &actions)

@@ -27,6 +27,7 @@ extension BrokerStateMachine {
         into actions: inout [BrokerAction]
     ) {
         lastNow = now
+        clockKeyRates(now)
         // One lookup of the sender for the whole message: its key now, its liveness and its
         // reply's delivery below (nothing adds or removes workers in between).
         let known = workers.index(forKey: peer)
@@ -137,6 +138,7 @@ extension BrokerStateMachine {
     /// The shell could not deliver a message to a worker: its connection is gone.
     package mutating func workerUnreachable(_ peer: PeerID, now: Instant, into actions: inout [BrokerAction]) {
         lastNow = now
+        clockKeyRates(now)
         guard workers[peer] != nil else { return }
         remove(peer, reason: .unreachable, now: now, into: &actions)
     }

@@ -364,6 +364,7 @@ package struct BrokerStateMachine: Sendable {
     package mutating func clientMessage(
         from client: PeerID, message frames: Frames, now: Instant, into actions: inout [BrokerAction]
     ) {
+        clockKeyRates(now)
         let command: ClientToBroker
         do {
             command = try ClientToBroker.decode(frames)
@@ -464,6 +465,21 @@ package struct BrokerStateMachine: Sendable {
                     attempt: request.header.attempt), into: &actions)
             return
         }
+        // A service limited per key by a payload's field: its key is read once, here.
+        if request.concurrencyKey == nil, let given = keyFromPayload(request.service, request.body) {
+            switch given {
+            case .success(let key):
+                request.concurrencyKey = key
+            case .failure(let problem):
+                replyTo(
+                    peer,
+                    .failure(
+                        request.requestID, .invalidPayload, type: RemoteErrorBody.keyMissingType,
+                        message: problem.message, attempt: request.header.attempt),
+                    into: &actions)
+                return
+            }
+        }
         let client = retainClient(peer)
         let key = TaskKey(client: client, requestID: request.requestID)
         if tasks[key] != nil {
@@ -498,18 +514,25 @@ package struct BrokerStateMachine: Sendable {
         // A limited service's call goes only with a token; without one it waits for the next
         // (or is answered at once if the calls ahead would take them past its deadline).
         // A call with a concurrency limit goes only while its key has room.
+        // A call of a service limited per key goes only with its key's token.
         let limited = !services.limits.isEmpty && services[service].bucket != nil
+        let keyLimited = !jobs.book.keyRates.isEmpty && takesKeyTurns(task.request.service)
         let placeLimit = task.request.concurrencyLimit
         if queue.count(of: service) == 0, services.paused.isEmpty || !services[service].paused,
             placeLimit == 0 || queue.mayStart(service, key: task.request.concurrencyKey ?? "", limit: placeLimit),
-            let worker = bestWorker(for: service, avoiding: key), !limited || takeStart(service, now: task.arrivedAt)
+            let worker = bestWorker(for: service, avoiding: key),
+            !limited || hasStart(service, now: task.arrivedAt),
+            !keyLimited || jobs.book.keyRates.take(task.request.service, key: task.request.concurrencyKey ?? "")
         {
+            if limited { _ = takeStart(service, now: task.arrivedAt) }
             counters.requestsAccepted += 1
             if placeLimit > 0 { queue.placeDirectly(service, key: task.request.concurrencyKey ?? "") }
             dispatch(task, to: worker, now: now, into: &actions)
             return
         }
-        if limited, !services[service].paused, let refusal = rateRefusal(task, service, now: task.arrivedAt) {
+        if limited || keyLimited, !services[service].paused,
+            let refusal = rateRefusal(task, service, now: task.arrivedAt)
+        {
             fail(task, .overloaded, refusal.message, error: refusal, into: &actions)
             return
         }

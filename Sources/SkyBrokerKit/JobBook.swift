@@ -201,6 +201,9 @@ struct JobBook: Sendable {
     private var keys: [String: JobID] = [:]
     /// Queued jobs per service, taken round-robin across concurrency keys.
     var queued = QueuedJobs()
+    /// The per-key rate limits, calls' and jobs' together: here because preparing a job takes
+    /// its key's token; the broker's request queue reaches them here too.
+    var keyRates = KeyRateBook()
     /// Jobs taken from the queue so far (``Job/preparedOrder``).
     private var preparations: UInt64 = 0
     /// Prepared jobs per service: their start is on disk; the next free credit takes one.
@@ -326,7 +329,7 @@ struct JobBook: Sendable {
     /// pipeline has room.
     mutating func takeToPrepare(_ service: String) -> JobID? {
         guard pipeline[service, default: 0] < Self.pipelineDepth(credits: credits[service, default: 0]),
-            let (id, placed) = queued.pop(service, in: jobs)
+            let (id, placed) = queued.pop(service, in: jobs, rates: &keyRates)
         else { return nil }
         pipeline[service, default: 0] += 1
         preparations += 1
@@ -348,7 +351,9 @@ struct JobBook: Sendable {
     /// Equal priorities never trade places (a freed credit would then wait for a commit).
     mutating func releaseForBetter(_ service: String) -> JobID? {
         let depth = Self.pipelineDepth(credits: credits[service, default: 0])
-        guard depth > 0, pipeline[service, default: 0] >= depth, let best = queued.head(service, in: jobs) else {
+        guard depth > 0, pipeline[service, default: 0] >= depth,
+            let best = queued.head(service, in: jobs, rates: &keyRates)
+        else {
             return nil
         }
         let inReady = ready.tail(service, in: jobs)
@@ -390,11 +395,13 @@ struct JobBook: Sendable {
     /// prepared at once (the pipeline has room and no queued job comes first): its first start
     /// is then written with its submit, one journal write instead of two. The place is given
     /// back (``leavePipeline(_:)``) if the submit is not written.
-    /// A job with a concurrency limit goes through the queue, which counts its key's places.
+    /// A job with a concurrency limit goes through the queue, which counts its key's places;
+    /// one whose key has no rate token goes there too, and waits for it.
     mutating func reserveStart(_ submission: JobSubmission) -> Bool {
         let service = submission.service
         guard submission.concurrencyLimit == 0, !queued.has(service),
-            pipeline[service, default: 0] < Self.pipelineDepth(credits: credits[service, default: 0])
+            pipeline[service, default: 0] < Self.pipelineDepth(credits: credits[service, default: 0]),
+            keyRates.isEmpty || keyRates.take(service, key: submission.concurrencyKey ?? "")
         else { return false }
         pipeline[service, default: 0] += 1
         return true

@@ -255,6 +255,10 @@ struct JobScheduler: Sendable {
             answer(caller, .unknownService, "a job cannot run the broker's own \(submission.service)", into: &actions)
             return
         }
+        if case .failure(let problem)? = payloadKey(submission) {
+            answer(caller, .invalidPayload, "mmi.jobs.submit: \(problem.message)", into: &actions)
+            return
+        }
         if let expired { _ = book.releaseKey(of: expired, heldWhileQueued: false) }
         let (id, record) = pend(submission, trace: trace, waiter: caller, keyFor: keyFor)
         actions.append(
@@ -279,6 +283,9 @@ struct JobScheduler: Sendable {
         _ submission: JobSubmission, id given: JobID? = nil, trace: [UInt8]? = nil, waiter: JobCaller?,
         keyFor: UInt64 = 0, mayStart: Bool = true
     ) -> (JobID, JobRecord) {
+        var submission = submission
+        // Kept with the job: a restarted broker queues it under the same key.
+        if case .success(let key)? = payloadKey(submission) { submission.concurrencyKey = key }
         let wall = configuration.wallClock()
         let id = given ?? JobID(milliseconds: wall, random: &idGenerator)
         let (delayed, overflow) = wall.addingReportingOverflow(Int64(clamping: submission.delayMilliseconds))
@@ -304,6 +311,16 @@ struct JobScheduler: Sendable {
         book.pendingSubmits[id] = JobBook.PendingSubmit(
             job: job, waiter: waiter, keyFor: keyFor, record: keyFor > 0 ? record : nil)
         return (id, record)
+    }
+
+    /// The key a per-key rate limit of the job's service takes from its payload's field, for a
+    /// job without a key of its own; `nil` if none is taken. A job whose payload gives none is
+    /// refused when submitted; one from a schedule or a flow runs under the key "".
+    private func payloadKey(_ submission: JobSubmission) -> Result<String, KeyFieldProblem>? {
+        guard submission.concurrencyKey == nil, !book.keyRates.isEmpty,
+            let scope = book.keyRates.limit(of: submission.service)?.key, scope.field != nil
+        else { return nil }
+        return scope.key(in: submission.body, service: submission.service)
     }
 
     /// Answers a status (`hold` nil) or a wait (held up to `hold` nanoseconds while the job

@@ -11,7 +11,8 @@ import HeapModule
 /// each waits at most one turn per other key.
 ///
 /// A key at its limit is *parked*: it has no turn until one of its places is given up
-/// (``vacate(_:head:)``). Turns are entries of a heap found stale, not removed, when their key
+/// (``vacate(_:head:)``). A key out of rate tokens *rests* the same way until its token is due
+/// (``rest(_:)``, ``restore(_:head:)``). Turns are entries of a heap found stale, not removed, when their key
 /// changed (a better head, a cancelled one): each key's live turn is the one with its generation.
 struct KeyTurns: Sendable {
     /// What the rotation needs of a key's head (its best waiting work).
@@ -126,6 +127,24 @@ struct KeyTurns: Sendable {
         for (key, waiting) in live { keys[key, default: (0, 0)].waiting = waiting }
         for (key, placed) in placed { keys[key, default: (0, 0)].placed = placed }
         return keys
+    }
+
+    /// The key ``confirm(_:head:)`` let go may not go after all: it waits for a token of its
+    /// rate limit (``KeyRateBook``). Its turn goes, its pass stays; ``restore(_:head:)`` gives
+    /// it back when the token is due, so that it loses no place in the rotation.
+    mutating func rest(_ key: String) {
+        guard let turn = turns.min, turn.key == key else {
+            preconditionFailure("key turns: only the key confirm let go rests")
+        }
+        turns.removeMin()
+        turnOf[key] = nil
+    }
+
+    /// A key that rested may go again: it gets a turn if work of it waits (`head`) and it is
+    /// not at its concurrency limit.
+    mutating func restore(_ key: String, head: Head?) {
+        guard let head, turnOf[key] == nil, !isParked(key, head) else { return }
+        giveTurn(key, priority: head.priority, pass: passOf[key] ?? 0)
     }
 
     /// Work of `key` started without waiting for a turn (nothing of the service waited): it

@@ -4,8 +4,9 @@ import SkyProtocol
 
 /// The queued jobs of every service, each service's taken in the order of its ``KeyTurns``:
 /// round-robin across concurrency keys (``SkyProtocol/JobSubmission/concurrencyKey``),
-/// priorities first, each key held to its jobs' limit. Jobs without a key take their turns as
-/// the key "".
+/// priorities first, each key held to its jobs' limit and to its per-key rate limit if the
+/// service has one (``KeyRateBook``: a key out of tokens rests). Jobs without a key take their
+/// turns as the key "".
 struct QueuedJobs: Sendable {
     typealias Entry = JobBook.QueueEntry
 
@@ -29,15 +30,19 @@ struct QueuedJobs: Sendable {
             return nil
         }
 
-        /// The key whose turn is next and its head, if a key may go.
-        mutating func next(in jobs: [JobID: JobBook.Job]) -> (key: String, entry: Entry, limit: UInt32)? {
+        /// The key whose turn is next and its head, if a key may go; a key of `service` without
+        /// a rate token rests.
+        mutating func next(
+            in jobs: [JobID: JobBook.Job], service: String, rates: inout KeyRateBook
+        ) -> (key: String, entry: Entry, limit: UInt32)? {
             while let key = turns.top() {
                 let head = head(key, in: jobs)
-                if turns.confirm(key, head: head.map { KeyTurns.Head(priority: $0.entry.priority, limit: $0.limit) }),
+                guard
+                    turns.confirm(key, head: head.map { KeyTurns.Head(priority: $0.entry.priority, limit: $0.limit) }),
                     let head
-                {
-                    return (key, head.entry, head.limit)
-                }
+                else { continue }
+                if rates.isEmpty || rates.mayStart(service, key: key) { return (key, head.entry, head.limit) }
+                turns.rest(key)
             }
             return nil
         }
@@ -83,19 +88,23 @@ struct QueuedJobs: Sendable {
     }
 
     /// The job whose turn is next in `service`, if a key may go.
-    mutating func head(_ service: String, in jobs: [JobID: JobBook.Job]) -> Entry? {
+    mutating func head(_ service: String, in jobs: [JobID: JobBook.Job], rates: inout KeyRateBook) -> Entry? {
         guard var rotation = rotations.removeValue(forKey: service) else { return nil }
         defer { rotations[service] = rotation }
-        return rotation.next(in: jobs)?.entry
+        return rotation.next(in: jobs, service: service, rates: &rates)?.entry
     }
 
-    /// Takes the job whose turn is next in `service`; a job with a limit takes a place under
-    /// it, held until ``vacate(_:key:)``.
+    /// Takes the job whose turn is next in `service` (its key's rate token, if the service is
+    /// limited per key); a job with a limit takes a place under it, held until
+    /// ``vacate(_:key:in:)``.
     /// - Returns: its id, and whether it took a place.
-    mutating func pop(_ service: String, in jobs: [JobID: JobBook.Job]) -> (id: JobID, placed: Bool)? {
+    mutating func pop(
+        _ service: String, in jobs: [JobID: JobBook.Job], rates: inout KeyRateBook
+    ) -> (id: JobID, placed: Bool)? {
         guard var rotation = rotations.removeValue(forKey: service) else { return nil }
         defer { rotations[service] = rotation.isIdle ? nil : rotation }
-        guard let (key, entry, limit) = rotation.next(in: jobs) else { return nil }
+        guard let (key, entry, limit) = rotation.next(in: jobs, service: service, rates: &rates) else { return nil }
+        if !rates.isEmpty { _ = rates.take(service, key: key) }
         rotation.queues[key]?.removeMin()
         unmark(service, key, in: &rotation)
         let next = rotation.head(key, in: jobs).map { KeyTurns.Head(priority: $0.entry.priority, limit: $0.limit) }
@@ -110,6 +119,17 @@ struct QueuedJobs: Sendable {
         unmark(service, key, in: &rotation)
         if rotation.live[key] == nil { rotation.turns.emptied(key) }
         if !rotation.isIdle { rotations[service] = rotation }
+    }
+
+    /// A key of `service` that rested for a rate token may go again: it gets its turn back.
+    /// - Returns: whether jobs of the key are queued (the caller prepares the service then).
+    @discardableResult
+    mutating func restore(_ service: String, key: String, in jobs: [JobID: JobBook.Job]) -> Bool {
+        guard var rotation = rotations.removeValue(forKey: service) else { return false }
+        defer { rotations[service] = rotation.isIdle ? nil : rotation }
+        let head = rotation.head(key, in: jobs).map { KeyTurns.Head(priority: $0.entry.priority, limit: $0.limit) }
+        rotation.turns.restore(key, head: head)
+        return head != nil
     }
 
     /// A job of `key` of `service` that took a place (``pop(_:in:)``) left it: it ended, waits

@@ -16,7 +16,8 @@ import SkyProtocol
 /// Once a request with a concurrency key (``SkyProtocol/TaskRequest/concurrencyKey``) comes to a
 /// service, its lane takes its requests in the order of a ``KeyTurns``: round-robin across keys
 /// (requests without a key are the key ""), priority bands first, each key held to its
-/// requests' limit. A lane that never saw a key costs nothing of it.
+/// requests' limit, and each key to its per-key rate limit if the service has one (a key out of
+/// tokens gives up its turn: ``KeyRateBook``). A lane that never saw a key costs nothing of it.
 struct RequestQueue: Sendable {
     typealias QueuedRequest = BrokerStateMachine.QueuedRequest
     typealias Number = ServiceBook.Number
@@ -105,7 +106,9 @@ struct RequestQueue: Sendable {
     /// Puts a request in its service's queue at its arrival number's place (at the back, unless
     /// it has a higher priority than the last waiting or comes back from a lost worker), to be
     /// looked at again at `expiry`.
-    mutating func insert(_ task: consuming QueuedRequest, expiry: Int64) {
+    /// - Parameter turns: its service takes turns by key even if no request has a key (it is
+    ///   rate-limited per key: requests without one are the key "").
+    mutating func insert(_ task: consuming QueuedRequest, expiry: Int64, turns: Bool = false) {
         let service = Int(task.service)
         let size = task.request.queuedSize
         while lanes.count <= service { lanes.append(Lane()) }
@@ -115,7 +118,7 @@ struct RequestQueue: Sendable {
         bytes += size
         deadlines.insert(Deadline(expiry: expiry, arrival: task.arrival))
         let key = task.request.concurrencyKey
-        guard key != nil || lanes[service].keyed != nil else {
+        guard key != nil || turns || lanes[service].keyed != nil else {
             // Last: the task is moved into its lane.
             lanes[service].entries.insertInOrder(task)
             return
@@ -168,13 +171,46 @@ struct RequestQueue: Sendable {
         KeyTurns.Head(priority: 3 - Int8(task.arrival >> 62), limit: task.request.concurrencyLimit)
     }
 
-    /// The key whose turn is next in a keyed lane, if one may go.
-    private mutating func nextKey(_ service: Int) -> String? {
+    /// The key whose turn is next in a keyed lane, if one may go: a key without a rate token
+    /// rests (``KeyTurns/rest(_:)``) until ``restore(_:key:)``.
+    private mutating func nextKey(_ service: Int, rates: inout KeyRateBook) -> String? {
         while let key = lanes[service].keyed!.turns.top() {
             let head = head(service, key)
-            if lanes[service].keyed!.turns.confirm(key, head: head) { return key }
+            guard lanes[service].keyed!.turns.confirm(key, head: head) else { continue }
+            if rates.isEmpty || rates.mayStart(headRequest(service, key).request.service, key: key) { return key }
+            lanes[service].keyed!.turns.rest(key)
         }
         return nil
+    }
+
+    /// The live head of `key` in a keyed lane (``head(_:_:)`` found it).
+    private func headRequest(_ service: Int, _ key: String) -> QueuedRequest {
+        key.isEmpty ? lanes[service].entries.first! : lanes[service].keyed!.queues[key]!.first!
+    }
+
+    /// A key that rested for a rate token may go again: it gets its turn back.
+    /// - Returns: whether requests of the key wait.
+    @discardableResult
+    mutating func restore(_ service: Number, key: String) -> Bool {
+        let lane = Int(service)
+        guard lane < lanes.count, lanes[lane].keyed != nil else { return false }
+        let head = head(lane, key)
+        lanes[lane].keyed!.turns.restore(key, head: head)
+        return head != nil
+    }
+
+    /// Live waiting requests of `key` in a service (0 in a lane that takes no turns).
+    func waiting(_ service: Number, key: String) -> Int {
+        guard Int(service) < lanes.count else { return 0 }
+        return lanes[Int(service)].keyed?.live[key] ?? 0
+    }
+
+    /// A service's requests take turns by key from now on (it became rate-limited per key);
+    /// the requests without a key that wait are the key "".
+    mutating func takeTurns(_ service: Number) {
+        let lane = Int(service)
+        while lanes.count <= lane { lanes.append(Lane()) }
+        if lanes[lane].keyed == nil { startTurns(lane, unkeyed: lanes[lane].live) }
     }
 
     /// Whether a request of `key` with `limit` may start now without waiting for its turn:
@@ -265,11 +301,12 @@ struct RequestQueue: Sendable {
         for entry in dead { lanes[service].keyed!.keyOf[entry.arrival] = nil }
     }
 
-    /// The oldest live request of a service, taken out, with dead entries ahead of it.
-    mutating func popFirst(_ service: Number) -> QueuedRequest? {
+    /// The oldest live request of a service (in a keyed lane, the head of the key whose turn it
+    /// is, its rate token taken), taken out, with dead entries ahead of it.
+    mutating func popFirst(_ service: Number, rates: inout KeyRateBook) -> QueuedRequest? {
         let lane = Int(service)
         guard lane < lanes.count else { return nil }
-        if lanes[lane].keyed != nil { return popTurn(lane) }
+        if lanes[lane].keyed != nil { return popTurn(lane, rates: &rates) }
         while let task = lanes[lane].entries.popFirst() {
             guard !task.dropped else {
                 deadEntries -= 1
@@ -285,7 +322,7 @@ struct RequestQueue: Sendable {
     /// keyed lane any, whatever the turns and limits say (a parked key's too).
     mutating func popToAnswer(_ service: Number) -> QueuedRequest? {
         let lane = Int(service)
-        guard lane < lanes.count, let keys = lanes[lane].keyed?.queues.keys else { return popFirst(service) }
+        guard lane < lanes.count, let keys = lanes[lane].keyed?.queues.keys else { return popPlain(lane) }
         while lanes[lane].keyed != nil, let task = lanes[lane].entries.popFirst() {
             if task.dropped {
                 deadEntries -= 1
@@ -307,13 +344,27 @@ struct RequestQueue: Sendable {
                 return task
             }
         }
-        return lanes[lane].keyed == nil ? popFirst(service) : nil
+        return lanes[lane].keyed == nil ? popPlain(lane) : nil
+    }
+
+    /// The oldest live request of a lane without turns, taken out.
+    private mutating func popPlain(_ lane: Int) -> QueuedRequest? {
+        guard lane < lanes.count, lanes[lane].keyed == nil else { return nil }
+        while let task = lanes[lane].entries.popFirst() {
+            guard !task.dropped else {
+                deadEntries -= 1
+                continue
+            }
+            unmark(lane, task.request.queuedSize)
+            return task
+        }
+        return nil
     }
 
     /// The request whose turn is next in a keyed lane, taken out, holding a place if it has a
     /// limit.
-    private mutating func popTurn(_ service: Int) -> QueuedRequest? {
-        guard let key = nextKey(service) else { return nil }
+    private mutating func popTurn(_ service: Int, rates: inout KeyRateBook) -> QueuedRequest? {
+        guard let key = nextKey(service, rates: &rates) else { return nil }
         // `nextKey` left the key's head live at the front.
         let task: QueuedRequest
         if key.isEmpty {
@@ -323,6 +374,8 @@ struct RequestQueue: Sendable {
             lanes[service].keyed!.keyOf[task.arrival] = nil
         }
         unmark(service, task.request.queuedSize)
+        // `nextKey` found its token there.
+        if !rates.isEmpty { _ = rates.take(task.request.service, key: key) }
         if let live = lanes[service].keyed!.live[key], live > 1 {
             lanes[service].keyed!.live[key] = live - 1
         } else {
@@ -337,11 +390,11 @@ struct RequestQueue: Sendable {
 
     /// Arrival number of the request that goes next in a service (the oldest live one, or in a
     /// keyed lane the head of the key whose turn it is); dead entries ahead of it go.
-    mutating func oldest(_ service: Number) -> UInt64? {
+    mutating func oldest(_ service: Number, rates: inout KeyRateBook) -> UInt64? {
         let lane = Int(service)
         guard lane < lanes.count else { return nil }
         if lanes[lane].keyed != nil {
-            guard let key = nextKey(lane) else { return nil }
+            guard let key = nextKey(lane, rates: &rates) else { return nil }
             return key.isEmpty ? lanes[lane].entries.first?.arrival : lanes[lane].keyed!.queues[key]?.first?.arrival
         }
         while let head = lanes[lane].entries.first {

@@ -42,6 +42,12 @@ struct TokenBucket: Sendable {
         return tokens >= 1 - Self.slack
     }
 
+    /// Whether the bucket is full (the same as a new one).
+    mutating func isFull(now: Int64) -> Bool {
+        refill(now: now)
+        return tokens >= Double(limit.burst) - Self.slack
+    }
+
     /// Takes a token if there is one.
     mutating func take(now: Int64) -> Bool {
         guard hasToken(now: now) else { return false }

@@ -44,6 +44,10 @@ public struct BrokerFeatures: Sendable, Equatable {
     /// The broker takes `mmi.limits.set`, `.remove` and `.list` (rate limits on services'
     /// starts); one that does not say answers them `unknownService`.
     public var limitsRates: Bool
+    /// The broker takes limits per key (``RateLimit/key``) in `mmi.limits.set` and a second
+    /// line `key` in `mmi.limits.remove`. A broker that does not say would read such a limit as
+    /// one on the whole service: a client does not send it there.
+    public var limitsRatesPerKey: Bool
     /// The broker takes `mmi.jobs.bulk` (counts, retries, cancels and deletes jobs by filter;
     /// without a journal it answers `journalUnavailable`); one that does not say answers it
     /// `unknownService`.
@@ -81,6 +85,8 @@ public struct BrokerFeatures: Sendable, Equatable {
     public static let servicePauseFeature = "service-pause"
     /// The line that names ``limitsRates``.
     public static let rateLimitsFeature = "rate-limits"
+    /// The line that names ``limitsRatesPerKey``.
+    public static let keyRateLimitsFeature = "key-rate-limits"
     /// The line that names ``actsInBulk``.
     public static let bulkActionsFeature = "bulk-actions"
     /// The line that names ``takesConcurrencyKeys``.
@@ -101,7 +107,8 @@ public struct BrokerFeatures: Sendable, Equatable {
         takesNoWorkersGrace: Bool = false, takesPriority: Bool = false, jobSubmissionVersion: Int? = nil,
         takesScheduleQueue: Bool = false, takesFlows: Bool = false, keepsAbandonedCalls: Bool = false,
         pausesServices: Bool = false, limitsRates: Bool = false, actsInBulk: Bool = false,
-        takesConcurrencyKeys: Bool = false, describesJobs: Bool = false, takesProgress: Bool = false
+        takesConcurrencyKeys: Bool = false, describesJobs: Bool = false, takesProgress: Bool = false,
+        limitsRatesPerKey: Bool = false
     ) {
         self.edition = edition
         self.takesTrace = takesTrace
@@ -115,6 +122,7 @@ public struct BrokerFeatures: Sendable, Equatable {
         self.keepsAbandonedCalls = keepsAbandonedCalls
         self.pausesServices = pausesServices
         self.limitsRates = limitsRates
+        self.limitsRatesPerKey = limitsRatesPerKey
         self.actsInBulk = actsInBulk
         self.takesConcurrencyKeys = takesConcurrencyKeys
         self.describesJobs = describesJobs
@@ -128,7 +136,8 @@ public struct BrokerFeatures: Sendable, Equatable {
             edition: currentEdition, takesTrace: true, maxFrameSize: maxFrameSize, takesPacked: true,
             takesNoWorkersGrace: true, takesPriority: true, jobSubmissionVersion: Int(JobSubmission.newestVersion),
             takesScheduleQueue: true, takesFlows: true, keepsAbandonedCalls: journal, pausesServices: true,
-            limitsRates: true, actsInBulk: true, takesConcurrencyKeys: true, describesJobs: true)
+            limitsRates: true, actsInBulk: true, takesConcurrencyKeys: true, describesJobs: true,
+            limitsRatesPerKey: true)
     }
 
     /// Reads what a broker said, a line each (a FEATURES to a worker carries a line a frame);
@@ -155,6 +164,8 @@ public struct BrokerFeatures: Sendable, Equatable {
                 pausesServices = true
             } else if text == Self.rateLimitsFeature {
                 limitsRates = true
+            } else if text == Self.keyRateLimitsFeature {
+                limitsRatesPerKey = true
             } else if text == Self.bulkActionsFeature {
                 actsInBulk = true
             } else if text == Self.concurrencyKeysFeature {
@@ -196,6 +207,7 @@ public struct BrokerFeatures: Sendable, Equatable {
         if keepsAbandonedCalls { lines.append(Self.keepIfAbandonedFeature) }
         if pausesServices { lines.append(Self.servicePauseFeature) }
         if limitsRates { lines.append(Self.rateLimitsFeature) }
+        if limitsRatesPerKey { lines.append(Self.keyRateLimitsFeature) }
         if actsInBulk { lines.append(Self.bulkActionsFeature) }
         if takesConcurrencyKeys { lines.append(Self.concurrencyKeysFeature) }
         if describesJobs { lines.append(Self.jobDetailsFeature) }

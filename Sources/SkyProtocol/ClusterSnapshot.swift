@@ -187,12 +187,15 @@ public enum BrokerService {
     /// is the service's name.
     public static let serviceKeys = "mmi.services.keys"
     public static let serviceServices: Set<String> = [servicePause, serviceResume, serviceList, serviceKeys]
-    /// Body: a ``ServiceRateLimit`` as JSON. Reply: 1 byte, 1 if it changed the service's limit,
-    /// once on disk (with a journal).
+    /// Body: a ``ServiceRateLimit`` as JSON. Reply: 1 byte, 1 if it changed the service's limit
+    /// of that kind (per key or not), once on disk (with a journal).
     public static let limitSet = "mmi.limits.set"
-    /// Body: a service's name. Reply: 1 byte, 1 if a limit was removed, once on disk; a limit
-    /// the broker's flag sets applies again.
+    /// Body: a service's name, and a second line ``limitRemoveKeyLine`` to remove its per-key
+    /// limit instead of its limit as a whole. Reply: 1 byte, 1 if a limit was removed, once on
+    /// disk; a limit the broker's flag sets applies again.
     public static let limitRemove = "mmi.limits.remove"
+    /// The second line of an `mmi.limits.remove` that removes a per-key limit.
+    public static let limitRemoveKeyLine = "key"
     /// Body: empty. Reply: a ``RateLimitListing``.
     public static let limitList = "mmi.limits.list"
     /// Every rate-limit service above.

@@ -1,15 +1,27 @@
+import SkyJSON
+
 /// At most ``perSecond`` starts a second of a service's work, calls and jobs together, with
 /// bursts of at most ``burst``: a token bucket that holds `burst` tokens and gains `perSecond`
 /// a second; each start takes one. Set on the broker (`mmi.limits.set`, `skyctl limits set`,
 /// `skybroker --rate-limit`).
+///
+/// With a ``key`` it is a limit *per key*: each key of the service's work (its concurrency key,
+/// or the payload's ``KeyScope/field``) has a bucket of its own. A service may have one limit of
+/// each kind; work then starts when both have a token.
 public struct RateLimit: Codable, Sendable, Equatable {
     public var perSecond: Double
     public var burst: Int
+    /// Per key, and where the key comes from; `nil`: the service as a whole.
+    public var key: KeyScope?
 
-    public init(perSecond: Double, burst: Int) {
+    public init(perSecond: Double, burst: Int, key: KeyScope? = nil) {
         self.perSecond = perSecond
         self.burst = burst
+        self.key = key
     }
+
+    /// A limit per key, not on the service as a whole.
+    public var isPerKey: Bool { key != nil }
 
     /// The fastest rate a limit may have.
     public static let maxPerSecond = 1_000_000.0
@@ -31,6 +43,7 @@ public struct RateLimit: Codable, Sendable, Equatable {
         guard burst >= 1, burst <= Self.maxBurst else {
             return "a burst must be between 1 and \(Self.maxBurst) starts; got \(burst)"
         }
+        if let problem = key?.problem { return problem }
         let least = Self.leastBurst(perSecond)
         guard burst >= least else {
             return
@@ -86,19 +99,107 @@ public struct RateLimit: Codable, Sendable, Equatable {
     }
 }
 
-/// The body of `mmi.limits.set`: a service and its limit.
+/// Where a per-key limit's key comes from: the work's concurrency key
+/// (`ScanOptions.concurrencyKey`, `JobOptions.concurrencyKey`), or for work without one the
+/// payload's top-level JSON field ``field``.
+public struct KeyScope: Codable, Sendable, Equatable {
+    /// A top-level field of the payload (a JSON object) whose value (a string, a number or a
+    /// boolean, as its JSON text without quotes) is the key of work that carries none.
+    public var field: String?
+
+    public init(field: String? = nil) {
+        self.field = field
+    }
+
+    /// The longest key a field's value may give: a concurrency key's bound.
+    public static let maxKeyBytes = Int(UInt8.max)
+
+    /// Why the broker cannot take this scope, if it cannot.
+    public var problem: String? {
+        guard let field else { return nil }
+        guard !field.isEmpty, field.utf8.count <= 255, !field.utf8.contains(where: { $0 < 0x20 || $0 == 0x7f })
+        else {
+            return
+                "a key field must be 1...255 bytes of UTF-8 without control characters; got \(String(reflecting: field.prefix(40)))"
+        }
+        return nil
+    }
+
+    /// The key `body` gives through ``field``: the field's value as text, or why there is none
+    /// (a sentence that says what to send instead).
+    public func key(in body: [UInt8], service: String) -> Result<String, KeyFieldProblem> {
+        guard let field else { return .failure(KeyFieldProblem(message: "the limit takes no field")) }
+        let value: KeyFieldValue?
+        do {
+            value = try CanonicalJSON.decode([String: KeyFieldValue].self, from: body)[field]
+        } catch {
+            return .failure(
+                KeyFieldProblem(
+                    message:
+                        "the service \(service) is rate-limited per key, taken from the payload's field \"\(field)\", and this payload is not a JSON object: give the work a concurrency key, or send a JSON object with that field"
+                ))
+        }
+        guard case .text(let text)? = value else {
+            return .failure(
+                KeyFieldProblem(
+                    message: value == nil
+                        ? "the service \(service) is rate-limited per key, taken from the payload's field \"\(field)\", which this payload lacks: add it, or give the work a concurrency key"
+                        : "the service \(service) is rate-limited per key, taken from the payload's field \"\(field)\", whose value here is not a string, a number or a boolean: give it one, or give the work a concurrency key"
+                ))
+        }
+        guard !text.isEmpty, text.utf8.count <= Self.maxKeyBytes else {
+            return .failure(
+                KeyFieldProblem(
+                    message:
+                        "the payload's field \"\(field)\" gives a key of \(text.utf8.count) bytes; a key is 1...\(Self.maxKeyBytes) bytes (the service \(service) is rate-limited per key)"
+                ))
+        }
+        return .success(text)
+    }
+}
+
+/// Why a payload gives no key for a per-key limit (``KeyScope/key(in:service:)``).
+public struct KeyFieldProblem: Error, Sendable, Equatable {
+    public var message: String
+}
+
+/// A payload field's value as a key: its text for a string, number or boolean; `other` for
+/// anything else (an object, an array, null).
+private enum KeyFieldValue: Decodable {
+    case text(String)
+    case other
+
+    init(from decoder: any Decoder) throws {
+        let container = try decoder.singleValueContainer()
+        if let text = try? container.decode(String.self) {
+            self = .text(text)
+        } else if let number = try? container.decode(Int64.self) {
+            self = .text(String(number))
+        } else if let number = try? container.decode(Double.self) {
+            self = .text(number.description)
+        } else if let flag = try? container.decode(Bool.self) {
+            self = .text(flag ? "true" : "false")
+        } else {
+            self = .other
+        }
+    }
+}
+
+/// The body of `mmi.limits.set`: a service and its limit (per key with ``key``).
 public struct ServiceRateLimit: Codable, Sendable, Equatable {
     public var service: String
     public var perSecond: Double
     public var burst: Int
+    public var key: KeyScope?
 
     public init(service: String, limit: RateLimit) {
         self.service = service
         perSecond = limit.perSecond
         burst = limit.burst
+        key = limit.key
     }
 
-    public var limit: RateLimit { RateLimit(perSecond: perSecond, burst: burst) }
+    public var limit: RateLimit { RateLimit(perSecond: perSecond, burst: burst, key: key) }
 }
 
 /// The answer to `mmi.limits.list`: every limited service, by name.
@@ -115,6 +216,12 @@ public struct RateLimitState: Codable, Sendable, Equatable {
     public var service: String
     public var perSecond: Double
     public var burst: Int
+    /// A limit per key, and where its key comes from; `nil`: on the service as a whole.
+    public var key: KeyScope?
+    /// Keys of a per-key limit whose work waits for a token now.
+    public var keysWaiting: Int?
+    /// Keys of a per-key limit with a bucket now (one that spent tokens not yet regained).
+    public var keysTracked: Int?
     /// `set` (by `mmi.limits.set`, kept in the journal) or `flag` (the broker's
     /// `--rate-limit`; a set limit of the same service replaces it until removed).
     public var source: String
@@ -123,21 +230,24 @@ public struct RateLimitState: Codable, Sendable, Equatable {
     /// Calls answered at once because the limit would have made them wait past their
     /// deadline, since the broker started.
     public var refused: UInt64
-    /// Work of the service waits for the limit now.
+    /// Work of the service waits for the limit now (for a per-key limit: work of some key).
     public var throttled: Bool
 
     public init(
         service: String, limit: RateLimit, source: String, started: UInt64 = 0, refused: UInt64 = 0,
-        throttled: Bool = false
+        throttled: Bool = false, keysWaiting: Int? = nil, keysTracked: Int? = nil
     ) {
         self.service = service
         perSecond = limit.perSecond
         burst = limit.burst
+        key = limit.key
         self.source = source
         self.started = started
         self.refused = refused
         self.throttled = throttled
+        self.keysWaiting = keysWaiting
+        self.keysTracked = keysTracked
     }
 
-    public var limit: RateLimit { RateLimit(perSecond: perSecond, burst: burst) }
+    public var limit: RateLimit { RateLimit(perSecond: perSecond, burst: burst, key: key) }
 }

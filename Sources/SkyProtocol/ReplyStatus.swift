@@ -93,6 +93,10 @@ public struct RemoteErrorBody: Codable, Sendable, Equatable {
     /// already a job's, or another client's kept call's in flight: the id names one piece of
     /// work.
     public static let idInUseType = "idInUse"
+    /// The type of an `invalidPayload` the broker answers to work of a service rate-limited per
+    /// key, taken from a payload field (``KeyScope/field``), whose payload gives no key: the
+    /// work was not run.
+    public static let keyMissingType = "keyMissing"
 
     /// The type of a `handlerError` a worker makes itself: the handler's result was larger
     /// than the broker takes (its `max-frame-size`), so it was not sent.

@@ -23,12 +23,25 @@ struct LimitsCommand: AsyncParsableCommand {
                 }
                 let rows = limits.map { item in
                     [
-                        item.service, item.limit.rateText, "\(item.burst)", item.source, "\(item.started)",
-                        "\(item.refused)", item.throttled ? "waiting for a token" : "",
+                        item.service, item.limit.rateText, "\(item.burst)", Self.scope(item), item.source,
+                        "\(item.started)", "\(item.refused)", Self.now(item),
                     ]
                 }
-                ScheduleText.table(["SERVICE", "RATE", "BURST", "FROM", "STARTED", "REFUSED", "NOW"], rows)
+                ScheduleText.table(["SERVICE", "RATE", "BURST", "PER", "FROM", "STARTED", "REFUSED", "NOW"], rows)
             }
+        }
+
+        /// What a limit is on: the service, or each key (and where the key comes from).
+        static func scope(_ item: RateLimitState) -> String {
+            guard let key = item.key else { return "service" }
+            return key.field.map { "key (field \($0))" } ?? "key"
+        }
+
+        static func now(_ item: RateLimitState) -> String {
+            guard item.throttled else { return "" }
+            guard item.key != nil else { return "waiting for a token" }
+            let waiting = item.keysWaiting ?? 0
+            return "\(waiting) key\(waiting == 1 ? "" : "s") waiting for a token"
         }
     }
 
@@ -38,9 +51,13 @@ struct LimitsCommand: AsyncParsableCommand {
             abstract: "Limits a service's starts (calls and jobs together), across broker restarts.",
             discussion: """
                 Example: skyctl limits set images.resize --rate 100/s --burst 20
+                         skyctl limits set geocode --key-field customer --rate 10/s
                 A rate is a count per s, m, h or d (100/s, 30/m, 2/h, 1/d). The burst is how many may
-                start at once after a quiet spell; by default a second's worth (at least 1). A limit
-                set here replaces the broker's --rate-limit for the service until removed.
+                start at once after a quiet spell; by default a second's worth (at least 1). With
+                --per-key or --key-field, each key of the service's work has a limit of its own: its
+                concurrency key, or for work without one the payload's top-level field (work whose
+                payload lacks it is refused). A service may have a limit of each kind. A limit set
+                here replaces the broker's --rate-limit (or --key-rate-limit) until removed.
                 """)
 
         @OptionGroup var service: ServiceNameArguments
@@ -52,6 +69,14 @@ struct LimitsCommand: AsyncParsableCommand {
         @Option(parsing: .unconditional, help: "Starts at once after a quiet spell (default: a second's worth).")
         var burst: Int?
 
+        @Flag(help: "A limit for each key of the service's work (its concurrency key), not for the service.")
+        var perKey = false
+
+        @Option(
+            parsing: .unconditional,
+            help: "Per key, the key of work without one being this top-level field of its JSON payload.")
+        var keyField: String?
+
         func validate() throws {
             _ = try limit()
         }
@@ -61,7 +86,8 @@ struct LimitsCommand: AsyncParsableCommand {
                 throw ValidationError("--rate \(rate) is not a rate: give a count per s, m, h or d, as 100/s or 30/m")
             }
             let burst = burst ?? RateLimit.defaultBurst(perSecond)
-            let limit = RateLimit(perSecond: perSecond, burst: burst)
+            let key = perKey || keyField != nil ? KeyScope(field: keyField) : nil
+            let limit = RateLimit(perSecond: perSecond, burst: burst, key: key)
             if let problem = limit.problem { throw ValidationError("--rate \(rate): \(problem)") }
             return limit
         }
@@ -76,9 +102,10 @@ struct LimitsCommand: AsyncParsableCommand {
                 } catch SkyError.invalidTask(let message) {
                     throw ScheduleText.refusal(message)
                 }
+                let per = limit.key.map { $0.field.map { " per key (field \($0))" } ?? " per key" } ?? ""
                 print(
                     changed
-                        ? "limited \(name) to \(limit.rateText), burst \(limit.burst)"
+                        ? "limited \(name) to \(limit.rateText)\(per), burst \(limit.burst)"
                         : "\(name) had this limit already")
             }
         }
@@ -90,18 +117,27 @@ struct LimitsCommand: AsyncParsableCommand {
 
         @OptionGroup var service: ServiceNameArguments
 
+        @Flag(help: "Remove the service's per-key limit, not its limit on the whole service.")
+        var perKey = false
+
         func run() async throws {
             let name = service.name
+            let perKey = perKey
+            let what = perKey ? "per-key limit" : "limit"
             await service.options.run("skyctl") { client in
                 let removed: Bool
                 do {
-                    removed = try await client.removeRateLimit(for: name)
+                    removed = try await client.removeRateLimit(for: name, perKey: perKey)
                 } catch SkyError.invalidTask(let message) {
                     throw ScheduleText.refusal(message)
                 }
-                print(removed ? "removed the limit set for \(name)" : "no limit was set for \(name)")
-                if let flag = try await client.rateLimits().first(where: { $0.service == name }) {
-                    print("\(name) keeps the broker's --rate-limit: \(flag.limit.rateText), burst \(flag.burst)")
+                print(removed ? "removed the \(what) set for \(name)" : "no \(what) was set for \(name)")
+                if let flag = try await client.rateLimits().first(where: {
+                    $0.service == name && $0.limit.isPerKey == perKey
+                }) {
+                    print(
+                        "\(name) keeps the broker's \(perKey ? "--key-rate-limit" : "--rate-limit"): \(flag.limit.rateText), burst \(flag.burst)"
+                    )
                 }
             }
         }

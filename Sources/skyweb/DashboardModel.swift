@@ -20,8 +20,10 @@ struct DashboardModel: Sendable {
     private var failures: [DashboardState.Failure] = []
     private var departures: [DashboardState.Departure] = []
     private var totals: [String: (completed: UInt64, failed: UInt64)] = [:]
-    /// The services' rate limits, as the last `broker.stats` had them.
+    /// The services' rate limits (on the whole service, and per key), as the last
+    /// `broker.stats` had them.
     private var limits: [String: RateLimitState] = [:]
+    private var keyLimits: [String: RateLimitState] = [:]
     /// The last hour of each service, for the charts.
     private(set) var history = ServiceHistory()
 
@@ -38,7 +40,11 @@ struct DashboardModel: Sendable {
             switch event.event {
             case .brokerStats:
                 isStats = true
-                limits = Dictionary((event.stats?.limits ?? []).map { ($0.service, $0) }, uniquingKeysWith: { $1 })
+                let given = event.stats?.limits ?? []
+                limits = Dictionary(
+                    given.filter { !$0.limit.isPerKey }.map { ($0.service, $0) }, uniquingKeysWith: { $1 })
+                keyLimits = Dictionary(
+                    given.filter(\.limit.isPerKey).map { ($0.service, $0) }, uniquingKeysWith: { $1 })
                 history.record(event.stats?.services ?? [:], at: wall)
                 for (name, service) in event.stats?.services ?? [:]
                 where totals[name] != nil || totals.count < Self.keptServices {
@@ -69,6 +75,17 @@ struct DashboardModel: Sendable {
         silence.check() != nil
     }
 
+    /// A service's limits as its row shows them: `100/s, burst 20`, `per key 10/s, burst 5`.
+    private static func limitText(_ whole: RateLimitState?, _ perKey: RateLimitState?) -> String? {
+        var parts: [String] = []
+        if let whole { parts.append("\(whole.limit.rateText), burst \(whole.burst)") }
+        if let perKey {
+            let field = perKey.key?.field.map { " (field \($0))" } ?? ""
+            parts.append("per key\(field) \(perKey.limit.rateText), burst \(perKey.burst)")
+        }
+        return parts.isEmpty ? nil : parts.joined(separator: "; ")
+    }
+
     var state: DashboardState {
         let workers = view.sortedWorkers.map { worker in
             DashboardState.Worker(
@@ -77,15 +94,16 @@ struct DashboardModel: Sendable {
                 running: worker.inFlight ?? 0, completed: worker.completed ?? 0, failed: worker.failed ?? 0,
                 lastHeardMilliseconds: worker.lastHeardMilliseconds, services: worker.services)
         }
-        let names = Set(view.services.keys).union(totals.keys).union(limits.keys).sorted()
+        let names = Set(view.services.keys).union(totals.keys).union(limits.keys).union(keyLimits.keys).sorted()
         let services = names.map { name in
             let now = view.services[name]
-            let limit = limits[name]
+            let (limit, keyLimit) = (limits[name], keyLimits[name])
             return DashboardState.Service(
                 name: name, queued: now?.queued ?? 0, completedPerSecond: now?.completedPerSecond ?? 0,
                 p50Milliseconds: now?.p50Milliseconds, p99Milliseconds: now?.p99Milliseconds, failed: now?.failed ?? 0,
                 completedTotal: totals[name]?.completed ?? 0, failedTotal: totals[name]?.failed ?? 0,
-                limit: limit.map { "\($0.limit.rateText), burst \($0.burst)" }, throttled: limit?.throttled ?? false)
+                limit: Self.limitText(limit, keyLimit),
+                throttled: (limit?.throttled ?? false) || (keyLimit?.throttled ?? false))
         }
         return DashboardState(
             broker: broker, reachable: silence.lastHeard != nil && silence.unreachableSince == nil,

@@ -41,6 +41,8 @@ enum DashboardPage {
             <input id="limit-service" placeholder="service" size="14" autocomplete="off">
             <input id="limit-rate" placeholder="rate: 100/s, 30/m" size="14" autocomplete="off">
             <input id="limit-burst" placeholder="burst (optional)" size="12" autocomplete="off">
+            <label><input id="limit-per-key" type="checkbox"> per key</label>
+            <input id="limit-key-field" placeholder="key field (optional)" size="14" autocomplete="off">
             <button type="submit" class="set-limit">Set limit</button>
             <button type="button" class="remove-limit">Remove limit</button>
           </form>
@@ -355,14 +357,17 @@ enum DashboardPage {
 
         async function actOnLimit(action) {
           const name = $("limit-service").value.trim();
-          const query = "?name=" + encodeURIComponent(name) + (action === "set"
+          const field = $("limit-key-field").value.trim();
+          const perKey = $("limit-per-key").checked || field !== "";
+          const query = "?name=" + encodeURIComponent(name) + (perKey ? "&perKey=1" : "") + (action === "set"
             ? "&rate=" + encodeURIComponent($("limit-rate").value.trim()) +
-              "&burst=" + encodeURIComponent($("limit-burst").value.trim())
+              "&burst=" + encodeURIComponent($("limit-burst").value.trim()) +
+              (field !== "" ? "&keyField=" + encodeURIComponent(field) : "")
             : "");
           try {
             const body = await call("POST", "/api/limits/" + action + query);
             message("service-message", action === "set" ? "Limited " + name + " to " + body.limit + "." :
-              "Removed the limit of " + name + ".");
+              "Removed the " + (perKey ? "per-key limit" : "limit") + " of " + name + ".");
           } catch (error) {
             message("service-message", error.message);
           }

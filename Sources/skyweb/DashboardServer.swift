@@ -150,11 +150,14 @@ struct DashboardServer {
                 let name = try Self.name(in: request, of: "service")
                 switch action {
                 case "set":
-                    let limit = try Self.limit(rate: request.query["rate"] ?? "", burst: request.query["burst"])
+                    let limit = try Self.limit(
+                        rate: request.query["rate"] ?? "", burst: request.query["burst"],
+                        perKey: request.query["perKey"] == "1", keyField: request.query["keyField"])
                     _ = try await client.setRateLimit(limit, for: name)
-                    return Self.encode(["service": name, "limit": "\(limit.rateText), burst \(limit.burst)"])
+                    let per = limit.isPerKey ? " per key" : ""
+                    return Self.encode(["service": name, "limit": "\(limit.rateText)\(per), burst \(limit.burst)"])
                 case "remove":
-                    _ = try await client.removeRateLimit(for: name)
+                    _ = try await client.removeRateLimit(for: name, perKey: request.query["perKey"] == "1")
                     return Self.encode(["service": name])
                 default:
                     throw DashboardError(
@@ -229,7 +232,7 @@ struct DashboardServer {
     }
 
     /// A rate limit from the page's fields, or why not.
-    static func limit(rate: String, burst: String?) throws -> RateLimit {
+    static func limit(rate: String, burst: String?, perKey: Bool = false, keyField: String? = nil) throws -> RateLimit {
         guard let perSecond = RateLimit.parseRate(rate) else {
             throw DashboardError(
                 status: .badRequest, message: "\(rate) is not a rate: give a count per s, m, h or d, as 100/s or 30/m")
@@ -241,7 +244,9 @@ struct DashboardServer {
             }
             count = given
         }
-        let limit = RateLimit(perSecond: perSecond, burst: count)
+        let field = keyField.flatMap { $0.isEmpty ? nil : $0 }
+        let limit = RateLimit(
+            perSecond: perSecond, burst: count, key: perKey || field != nil ? KeyScope(field: field) : nil)
         if let problem = limit.problem { throw DashboardError(status: .badRequest, message: problem) }
         return limit
     }

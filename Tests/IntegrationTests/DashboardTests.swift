@@ -218,6 +218,32 @@ extension SecondLineSuite {
                 "the limit removed",
                 #"document.querySelector('#service-message').textContent === 'Removed the limit of sky.flaky.'"#)
             #expect(try await sky.rateLimits().contains { $0.service == FlakyTask.service } == false)
+            // Per key, by a payload field: shown in the service's row beside nothing else.
+            try await page.evaluate(
+                #"""
+                document.querySelector('#limit-rate').value = '3/s';
+                document.querySelector('#limit-burst').value = '';
+                document.querySelector('#limit-key-field').value = 'customer';
+                document.querySelector('#limit-form .set-limit').click();
+                """#)
+            try await page.waitUntil(
+                "the per-key limit set",
+                #"document.querySelector('#service-message').textContent === 'Limited sky.flaky to 3/s per key, burst 3.'"#
+            )
+            let perKey = try await sky.rateLimits().first { $0.service == FlakyTask.service }
+            #expect(perKey?.key?.field == "customer" && perKey?.perSecond == 3, "\(String(describing: perKey))")
+            try await page.waitUntil(
+                "the row shows it",
+                #"""
+                document.querySelector('#services tr[data-service="sky.flaky"] td.limit')?.textContent
+                  .startsWith('per key (field customer) 3/s, burst 3')
+                """#)
+            try await page.evaluate("document.querySelector('#limit-form .remove-limit').click()")
+            try await page.waitUntil(
+                "the per-key limit removed",
+                #"document.querySelector('#service-message').textContent === 'Removed the per-key limit of sky.flaky.'"#
+            )
+            #expect(try await sky.rateLimits().contains { $0.service == FlakyTask.service } == false)
             // A read-only dashboard refuses these.
             let watcher = cluster.track(
                 try SkyProcess(
@@ -426,6 +452,34 @@ extension SecondLineSuite {
             #expect(
                 try Self.http("GET /api/state", host: host, port: port, headers: ["Cookie: \(cookie)"]).status == 200)
             #expect(try Self.http("GET /api/state", host: host, port: port).status == 401)
+
+            // The same in a real browser: the page asks for the login, refuses a wrong
+            // password, and opens the dashboard for the right one.
+            let chromium = try #require(
+                HeadlessBrowser.executable,
+                "Chromium is missing: run the tests with ./ops/sky test, or apt-get install chromium")
+            let browser = try HeadlessBrowser(executable: chromium)
+            defer { browser.shutDown() }
+            let page = try await browser.open("http://\(host)/")
+            try await page.waitUntil("the login form", "document.querySelector('#password-login') !== null")
+            try await page.evaluate(
+                #"""
+                document.querySelector('#user').value = 'ada';
+                document.querySelector('#password').value = 'wrong horse';
+                // Later: the navigation would end the evaluation that starts it.
+                setTimeout(() => document.querySelector('#password-login').submit(), 0);
+                """#)
+            try await page.waitAfterNavigation(
+                "the wrong password refused", "document.body.textContent.includes('Wrong user or password.')")
+            #expect(try await page.evaluate("document.querySelector('#services') === null") == "true")
+            try await page.evaluate(
+                #"""
+                document.querySelector('#user').value = 'ada';
+                document.querySelector('#password').value = 'correct horse';
+                // Later: the navigation would end the evaluation that starts it.
+                setTimeout(() => document.querySelector('#password-login').submit(), 0);
+                """#)
+            try await page.waitAfterNavigation("the dashboard", "document.querySelector('#services') !== null")
         }
 
         /// A skyweb behind a login (`arguments`), on a free port, for a broker that is not

@@ -49,6 +49,7 @@ extension SecondLineSuite {
             let sky = try await SkyClient(broker: cluster.clients)
             try await sky.setRateLimit(RateLimit(perSecond: 1000, burst: 100), for: EchoTask.service)
             try await sky.setRateLimit(RateLimit(perSecond: 5, burst: 5), for: "mail.send")
+            try await sky.setRateLimit(RateLimit(perSecond: 5, burst: 5, key: KeyScope()), for: "geocode")
             for index in 0..<20 {
                 _ = try await sky.scan(EchoTask(message: "\(index)"))
                 _ = try? await sky.scan(FlakyTask(value: index), options: ScanOptions(retry: .never))
@@ -60,7 +61,7 @@ extension SecondLineSuite {
             try await eventually("the broker's metrics carry the period") {
                 brokerText = try await Self.fetch(brokerURL)
                 return brokerText.contains(#"sky_broker_tasks_total{service="sky.flaky",status="handlerError"}"#)
-                    && brokerText.contains(#"sky_broker_rate_limited_starts_total{service="sky.echo"} 2"#)
+                    && brokerText.contains(#"sky_broker_rate_limited_starts_total{service="sky.echo",per="service"} 2"#)
                     && brokerText.contains(#"sky_broker_jobs_total{event="succeeded"}"#)
                     && brokerText.contains(#"sky_broker_flows_total{outcome="succeeded"} 1"#)
             }
@@ -72,15 +73,18 @@ extension SecondLineSuite {
                 #"sky_broker_service_queued_bytes{service="sky.echo"} 0"#,
                 "sky_broker_loop_iteration_max_seconds", #"sky_broker_jobs{state="held"}"#, "sky_broker_journal_bytes",
                 "sky_broker_journal_commits_total", "sky_broker_flows 0",
-                #"sky_broker_rate_limit_per_second{service="mail.send"} 5"#,
-                #"sky_broker_rate_limit_throttled{service="sky.echo"} 0"#,
+                #"sky_broker_rate_limit_per_second{service="mail.send",per="service"} 5"#,
+                #"sky_broker_rate_limit_throttled{service="sky.echo",per="service"} 0"#,
+                #"sky_broker_rate_limit_per_second{service="geocode",per="key"} 5"#,
+                #"sky_broker_rate_limit_keys_waiting{service="geocode",per="key"} 0"#,
             ] {
                 #expect(brokerText.contains(series), "\(series)")
             }
             // A limit removed reads as none, not as its last value.
             try await sky.removeRateLimit(for: "mail.send")
             try await eventually("the removed limit's gauge at 0") {
-                try await Self.fetch(brokerURL).contains(#"sky_broker_rate_limit_per_second{service="mail.send"} 0"#)
+                try await Self.fetch(brokerURL).contains(
+                    #"sky_broker_rate_limit_per_second{service="mail.send",per="service"} 0"#)
             }
             let workerText = try await Self.fetch(workerURL)
             for series in [

@@ -103,5 +103,87 @@ extension ThirdLineSuite {
             await again.close()
             await cluster.stop()
         }
+
+        /// A limit per key taken from the payload's field, set with skyctl: each key runs at its
+        /// own rate, a key with a backlog does not hold up another, work without the field is
+        /// refused saying why, and the limit survives `kill -9`.
+        @Test(.timeLimit(.minutes(2)))
+        func aLimitPerKeyHoldsEachKeysRateWithoutHoldingUpAnotherAndSurvivesAKill() async throws {
+            let state = StateDirectory()
+            let cluster = try await TestCluster.start(extraArguments: state.arguments)
+            defer { cluster.killAll() }
+            _ = try await cluster.startWorker(name: "w1", capacity: 64, extraArguments: ["--workloads", "sky.echo"])
+            func skyctl(_ arguments: [String]) async throws -> (status: Int32, out: [String], err: String) {
+                let process = try SkyProcess("skyctl", arguments + ["--broker", cluster.clients])
+                let status = try await process.waitForExit()
+                return (status, process.outputLines, process.errorText)
+            }
+            let refused = try await skyctl(["limits", "set", EchoTask.service, "--key-field", "", "--rate", "1/s"])
+            #expect(refused.status == 64 && refused.err.contains("a key field must be"), "\(refused)")
+            let set = try await skyctl([
+                "limits", "set", EchoTask.service, "--key-field", "message", "--rate", "20/s", "--burst", "5",
+            ])
+            #expect(
+                set.status == 0 && set.out == ["limited sky.echo to 20/s per key (field message), burst 5"], "\(set)")
+            let listed = try await skyctl(["limits", "list"])
+            #expect(listed.out.contains { $0.contains("key (field message)") && $0.contains("20/s") }, "\(listed)")
+
+            let sky = try await SkyClient(broker: cluster.clients)
+            func echoes(_ message: String, _ count: Int) async throws -> [ContinuousClock.Instant] {
+                try await withThrowingTaskGroup(of: ContinuousClock.Instant.self) { group in
+                    for _ in 0..<count {
+                        group.addTask {
+                            // Equal calls are not sent once: each takes a token.
+                            _ = try await sky.scan(
+                                EchoTask(message: message),
+                                options: ScanOptions(timeout: .seconds(60), deadline: .seconds(60), coalesce: false))
+                            return ContinuousClock.now
+                        }
+                    }
+                    return try await group.reduce(into: []) { $0.append($1) }.sorted()
+                }
+            }
+            let start = ContinuousClock.now
+            async let backlog = echoes("a", 80)
+            // Once a's backlog waits for its tokens, b comes.
+            try await eventually("a's backlog waits for tokens", timeout: .seconds(20)) {
+                try await sky.rateLimits().first { $0.limit.isPerKey }.map { ($0.keysWaiting ?? 0) > 0 } ?? false
+            }
+            let bAsked = ContinuousClock.now
+            let bEnds = try await echoes("b", 25)
+            let aEnds = try await backlog
+            // b: its burst of 5, then 20/s: 20 more in about a second, not behind a's 80.
+            let bSpan = try #require(bEnds.last) - bAsked
+            #expect(bSpan < .milliseconds(2500), "b's 25 took \(bSpan) beside a's backlog")
+            #expect(bSpan >= .milliseconds(900), "b's 25 took \(bSpan): faster than its rate")
+            // a: 5 at once, then 20/s: 75 more take 3.75 s.
+            let aSpan = try #require(aEnds.last) - start
+            #expect(aSpan >= .milliseconds(3600), "a's 80 took \(aSpan): faster than its rate")
+            #expect(aSpan < .seconds(8), "a's 80 took \(aSpan)")
+
+            // Work whose payload lacks the field is refused, a job as a call.
+            do {
+                _ = try await sky.scan(BlankTask(), options: ScanOptions(deadline: .seconds(5)))
+                Issue.record("a call without the field ran")
+            } catch SkyError.invalidTask(let message) {
+                #expect(message.contains("which this payload lacks"), "\(message)")
+            }
+            let job = try await skyctl(["jobs", "submit", EchoTask.service, "--json", #"{"other":1}"#])
+            #expect(job.status != 0 && job.err.contains("which this payload lacks"), "\(job)")
+
+            cluster.broker.killNow()
+            try await cluster.restartBroker()
+            let after = try await skyctl(["limits", "list"])
+            #expect(after.out.contains { $0.contains("key (field message)") && $0.contains("set") }, "\(after)")
+            await sky.close()
+            await cluster.stop()
+        }
+
+        /// A task of `sky.echo` whose payload has no `message`.
+        struct BlankTask: SkyTask {
+            static let service = EchoTask.service
+            typealias Result = EchoTask
+            var other = 1
+        }
     }
 }

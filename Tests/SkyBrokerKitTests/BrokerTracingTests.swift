@@ -97,7 +97,7 @@ struct BrokerTracingTests {
         #expect(reply.status == .ok)
         #expect(
             String(decoding: reply.body, as: UTF8.self)
-                == "edition=2\n\(TraceContext.feature)\nmax-frame-size=65536\npacked\nno-workers-ms\npriority\njob-submission=4\nschedule-queue\nflows\nservice-pause\nrate-limits\nbulk-actions\nconcurrency-keys\njob-details"
+                == "edition=2\n\(TraceContext.feature)\nmax-frame-size=65536\npacked\nno-workers-ms\npriority\njob-submission=4\nschedule-queue\nflows\nservice-pause\nrate-limits\nkey-rate-limits\nbulk-actions\nconcurrency-keys\njob-details"
         )
         #expect(
             BrokerFeatures(decoding: reply.body)
@@ -105,7 +105,7 @@ struct BrokerTracingTests {
                     edition: 2, takesTrace: true, maxFrameSize: 65536, takesPacked: true, takesNoWorkersGrace: true,
                     takesPriority: true, jobSubmissionVersion: 4, takesScheduleQueue: true, takesFlows: true,
                     pausesServices: true, limitsRates: true, actsInBulk: true, takesConcurrencyKeys: true,
-                    describesJobs: true))
+                    describesJobs: true, limitsRatesPerKey: true))
         // With a journal it keeps abandoned calls, and says so.
         var journaled = BrokerHarness.withJournal()
         let asked = effects(journaled.request(client, ask, service: BrokerService.features, body: []))

@@ -11,6 +11,7 @@ import Testing
     /// A book of jobs and the queue, driven by hand.
     final class Queue {
         var queued = QueuedJobs()
+        var rates = KeyRateBook()
         var jobs: [JobID: JobBook.Job] = [:]
         var arrivals: UInt64 = 0
         var names: [JobID: String] = [:]
@@ -34,7 +35,7 @@ import Testing
         /// Takes the next `count` jobs' names (fewer if the queue gives none).
         func take(_ count: Int) -> [String] {
             var taken: [String] = []
-            while taken.count < count, let (id, _) = queued.pop("s", in: jobs) {
+            while taken.count < count, let (id, _) = queued.pop("s", in: jobs, rates: &rates) {
                 jobs[id]?.phase = .preparing
                 taken.append(names[id]!)
             }

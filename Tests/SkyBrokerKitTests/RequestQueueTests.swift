@@ -32,8 +32,9 @@ struct RequestQueueTests {
     }
 
     private func drain(_ queue: inout RequestQueue, _ service: ServiceBook.Number = 0) -> [UInt64] {
+        var rates = KeyRateBook()
         var order: [UInt64] = []
-        while let task = queue.popFirst(service) { order.append(task.request.requestID.low) }
+        while let task = queue.popFirst(service, rates: &rates) { order.append(task.request.requestID.low) }
         return order
     }
 
@@ -55,16 +56,17 @@ struct RequestQueueTests {
     /// at once (nothing waited) holds a place too.
     @Test func aKeyAtItsLimitWaitsForAPlace() throws {
         var queue = RequestQueue()
+        var rates = KeyRateBook()
         #expect(queue.mayStart(0, key: "A", limit: 1))
         queue.placeDirectly(0, key: "A")
         #expect(!queue.mayStart(0, key: "A", limit: 1) && queue.mayStart(0, key: "A", limit: 2))
         queue.insert(keyed(&queue, 1, key: "A", limit: 1), expiry: .max)
         queue.insert(keyed(&queue, 2, key: "A", limit: 1), expiry: .max)
         queue.insert(keyed(&queue, 3, key: "B", limit: 1), expiry: .max)
-        let next = queue.oldest(0)
+        let next = queue.oldest(0, rates: &rates)
         #expect(next != nil)
         #expect(drain(&queue) == [3], "A is at its limit, B takes its place")
-        let none = queue.oldest(0)
+        let none = queue.oldest(0, rates: &rates)
         #expect(queue.count == 2 && none == nil)
         let aWaits = queue.vacate(0, key: "A")
         #expect(aWaits, "A's requests wait")
@@ -147,6 +149,7 @@ struct RequestQueueTests {
     /// service's number stays in use, until it reaches the head.
     @Test func aDroppedRequestLeavesTheCountsAtOnceAndItsEntryAtTheHead() throws {
         var queue = RequestQueue()
+        var rates = KeyRateBook()
         let first = request(&queue, 1, bytes: 100)
         let arrival = first.arrival
         queue.insert(first, expiry: .max)
@@ -159,20 +162,21 @@ struct RequestQueueTests {
         #expect(queue.request(arrival: arrival)?.dropped == true)
         #expect(queue.request(arrival: arrival)?.request.body.isEmpty == true)
         #expect(queue.entryCounts.queued == 2)
-        #expect(queue.oldest(0) != arrival, "the head is the next live one")
+        #expect(queue.oldest(0, rates: &rates) != arrival, "the head is the next live one")
         #expect(queue.deadEntries == 0 && queue.entryCounts.queued == 1)
-        _ = queue.popFirst(0)
+        _ = queue.popFirst(0, rates: &rates)
         #expect(!queue.hasEntries(0))
     }
 
     @Test func aLaneOfDeadEntriesKeepsItsNumberInUse() {
         var queue = RequestQueue()
+        var rates = KeyRateBook()
         let only = request(&queue, 1)
         let arrival = only.arrival
         queue.insert(only, expiry: .max)
         #expect(queue.drop(arrival: arrival) != nil)
         #expect(queue.count(of: 0) == 0 && queue.hasEntries(0))
-        #expect(queue.popFirst(0) == nil && !queue.hasEntries(0))
+        #expect(queue.popFirst(0, rates: &rates) == nil && !queue.hasEntries(0))
     }
 
     @Test func timesToLookAgainComeDueInOrder() {
@@ -214,10 +218,11 @@ struct RequestQueueTests {
 
     @Test func arrivalNumbersAreNeverUsedTwiceSoAStaleOneFindsNothing() {
         var queue = RequestQueue()
+        var rates = KeyRateBook()
         let task = request(&queue, 1)
         let arrival = task.arrival
         queue.insert(task, expiry: .max)
-        #expect(queue.popFirst(0) != nil)
+        #expect(queue.popFirst(0, rates: &rates) != nil)
         queue.releaseStorage()
         queue.insert(request(&queue, 2), expiry: .max)
         #expect(queue.request(arrival: arrival) == nil)

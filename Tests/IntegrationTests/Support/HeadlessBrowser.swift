@@ -212,6 +212,23 @@ final class HeadlessBrowser: Sendable {
             }
         }
 
+        /// Waits until `expression` is true in the document a navigation (a form sent) brings.
+        /// Polled from here every 50 ms: the document that could await it in the page is the one
+        /// the navigation replaces (an evaluation in it is neither answered nor refused when it
+        /// goes, so ``waitUntil(_:_:timeout:)`` there would wait out its timeout).
+        func waitAfterNavigation(_ what: String, _ expression: String, timeout: Duration = .seconds(20)) async throws {
+            let deadline = ContinuousClock.now + timeout
+            while ContinuousClock.now < deadline {
+                let holds = try? await evaluate(
+                    "document.readyState === 'complete' && (() => { try { return Boolean(\(expression)); } catch (e) { return false; } })()"
+                )
+                if holds == "true" { return }
+                try await Task.sleep(for: .milliseconds(50))
+            }
+            let text = (try? await evaluate("document.body.innerText")) ?? "nothing"
+            throw Failure(description: "not shown within \(timeout): \(what). The page showed: \(text)")
+        }
+
         /// Saves a PNG of the viewport.
         func screenshot(to url: URL) async throws {
             let answer = try await browser.send("Page.captureScreenshot", ["format": "png"], session: session)
