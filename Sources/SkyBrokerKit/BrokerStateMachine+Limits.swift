@@ -101,8 +101,15 @@ extension BrokerStateMachine {
     /// - Returns: the answer's body, or `nil` if it may wait.
     mutating func rateRefusal(_ task: QueuedRequest, _ service: ServiceBook.Number, now: Int64) -> RemoteErrorBody? {
         let expiry = queueExpiry(task)
-        if let limit = services[service].bucket?.limit {
-            let ahead = queue.count(of: service)
+        // Whatever a bucket holds, `ahead + 1` starts take at most that many tokens' time: a
+        // deadline beyond it needs no look at the buckets (most calls, at the rates that bind
+        // rarely).
+        let waiting = queue.count(of: service)
+        func mayWait(_ limit: RateLimit) -> Bool {
+            Double(expiry - now) > Double(waiting + 1) / limit.perSecond * 1e9
+        }
+        if let limit = services[service].bucket?.limit, !mayWait(limit) {
+            let ahead = waiting
             if let due = services[service].bucket?.due(position: ahead + 1, now: now), due > expiry {
                 services[service].limitRefused += 1
                 return refusal(
@@ -111,7 +118,9 @@ extension BrokerStateMachine {
             }
         }
         let name = task.request.service
-        guard !jobs.book.keyRates.isEmpty, let limit = jobs.book.keyRates.limit(of: name) else { return nil }
+        guard !jobs.book.keyRates.isEmpty, let limit = jobs.book.keyRates.limit(of: name), !mayWait(limit) else {
+            return nil
+        }
         let key = task.request.concurrencyKey ?? ""
         let ahead = queue.waiting(service, key: key)
         guard let due = jobs.book.keyRates.due(name, key: key, position: ahead + 1), due > expiry else { return nil }
@@ -224,7 +233,10 @@ extension BrokerStateMachine {
             (name, limit, perKey) = (given.service, given.limit, given.limit.isPerKey)
         } else {
             guard let text = String(validating: request.body, as: UTF8.self) else {
-                refuse(.invalidPayload, "the service name is not UTF-8")
+                refuse(
+                    .invalidPayload,
+                    "the body is not UTF-8: give a service's name, and a second line \"key\" to remove its per-key limit"
+                )
                 return
             }
             let lines = text.split(separator: "\n", maxSplits: 1, omittingEmptySubsequences: false)
@@ -260,6 +272,7 @@ extension BrokerStateMachine {
             [
                 "service": name, "perKey": "\(perKey)",
                 "limit": limit.map { "\($0.rateText) burst \($0.burst)" } ?? "none",
+                "keyField": (limit ?? previous)?.key?.field ?? "",
             ]
         }
         guard jobs.configuration.journal else {
@@ -292,7 +305,7 @@ extension BrokerStateMachine {
         let effective = rates.effective(name, perKey: true)?.limit
         let rested = jobs.book.keyRates.set(name, effective)
         // Its calls take turns by key from now on, those without a key as the key "".
-        if effective != nil, let number = services.number(of: name) { queue.takeTurns(number) }
+        if effective != nil, let number = services.number(of: name) { queue.takeTurns(number, name: name) }
         restoreKeys(rested, of: name, now: now, into: &actions)
         startWaitingWork(of: name, now: now, into: &actions)
     }
@@ -319,6 +332,11 @@ extension BrokerStateMachine {
         }
     }
 
+    /// Whether calls or jobs of `name` wait to start.
+    private func waits(_ name: String, number: ServiceBook.Number) -> Bool {
+        queue.count(of: number) > 0 || jobs.book.queued.has(name)
+    }
+
     /// The limited services, by name (the first `atMost`), a service's limit on the whole
     /// service before its per-key limit.
     mutating func limitListing(atMost: Int = .max) -> RateLimitListing {
@@ -332,11 +350,20 @@ extension BrokerStateMachine {
                         service: name, limit: limit, source: source,
                         started: number.map { services[$0].limitStarted } ?? 0,
                         refused: number.map { services[$0].limitRefused } ?? 0,
-                        throttled: number.map { rates.throttled[$0] != nil } ?? false))
+                        // Waiting for a token while work of it waits (a wake-up stays due after
+                        // the work that asked for it is cancelled).
+                        throttled: number.map { rates.throttled[$0] != nil && waits(name, number: $0) } ?? false))
             }
             if let (limit, source) = rates.effective(name, perKey: true), limits.count < atMost {
-                let state = jobs.book.keyRates.services[name]
-                let waiting = state?.resting.count ?? 0
+                let state = jobs.book.keyRates.entry(name)
+                let number = services.number(of: name)
+                let waiting =
+                    (state?.resting.keys).map { keys in
+                        keys.count { key in
+                            number.map { queue.waiting($0, key: key) > 0 } == true
+                                || jobs.book.queued.count(of: name, key: key) > 0
+                        }
+                    } ?? 0
                 limits.append(
                     RateLimitState(
                         service: name, limit: limit, source: source, started: state?.started ?? 0,

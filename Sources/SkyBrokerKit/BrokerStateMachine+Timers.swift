@@ -99,7 +99,7 @@ extension BrokerStateMachine {
             return "it waited past its deadline: the service \(name) is paused (skyctl services resume \(name))"
         }
         if let key = task.request.concurrencyKey ?? (takesKeyTurns(name) ? "" : nil),
-            jobs.book.keyRates.services[name]?.resting[key] != nil
+            jobs.book.keyRates.entry(name)?.resting[key] != nil
         {
             return
                 "it waited past its deadline: its key \(String(reflecting: key)) waited for its rate limit (skyctl limits list)"

@@ -540,7 +540,7 @@ package struct BrokerStateMachine: Sendable {
             fail(task, .overloaded, refusal, into: &actions)
             return
         }
-        enqueue(task, now: now)
+        enqueue(task, now: now, keyTurns: keyLimited)
         counters.requestsAccepted += 1
         // Requests wait in turns, some of a key at its limit: a worker may have a free credit
         // for this one.

@@ -13,9 +13,13 @@ import SkyProtocol
 /// A key's bucket is kept while it has spent tokens it has not regained: a full bucket is the
 /// same as none, so the stats pass drops them (``dropFullBuckets(now:)``). The count is bounded
 /// (``maxBuckets``); keys beyond it share one bucket per service, which can only start less.
+///
+/// Services are kept in slots: a queue's lane remembers its service's slot
+/// (``slot(_:name:)``), so that the hot path finds it without hashing the name.
 struct KeyRateBook: Sendable {
     /// One service's per-key limit and its keys.
     struct Service: Sendable {
+        let name: String
         var limit: RateLimit
         var buckets: [String: TokenBucket] = [:]
         /// Keys whose work waits for a token, and when it is due (nanoseconds).
@@ -23,6 +27,73 @@ struct KeyRateBook: Sendable {
         /// Starts under the limit, and calls it answered at once, since it was set.
         var started: UInt64 = 0
         var refused: UInt64 = 0
+
+        /// The key of the bucket `key` uses: its own, or when buckets are `shared` (beyond
+        /// ``KeyRateBook/maxBuckets``) and it has none, the shared one.
+        func bucketKey(_ key: String, shared: Bool) -> String {
+            !shared || buckets[key] != nil ? key : KeyRateBook.overflowKey
+        }
+
+        /// A new limit, keeping what each key spent.
+        /// - Returns: the keys that rested (they look again).
+        mutating func change(to limit: RateLimit, now: Int64) -> [String] {
+            self.limit = limit
+            for (key, bucket) in buckets { buckets[key] = TokenBucket(limit, keeping: bucket, now: now) }
+            let rested = Array(resting.keys)
+            resting = [:]
+            return rested
+        }
+
+        /// Drops the buckets that are full again; returns how many.
+        mutating func dropFullBuckets(now: Int64) -> Int {
+            let before = buckets.count
+            buckets = buckets.filter { _, bucket in
+                var bucket = bucket
+                return !bucket.isFull(now: now)
+            }
+            return before - buckets.count
+        }
+
+        /// When the `position`-th start of `key` from `now` may go.
+        mutating func due(_ key: String, position: Int, now: Int64, shared: Bool) -> Int64 {
+            let bucketKey = bucketKey(key, shared: shared)
+            guard buckets[bucketKey] != nil else {
+                var fresh = TokenBucket(limit)
+                return fresh.due(position: position, now: now)
+            }
+            return buckets[bucketKey]!.due(position: position, now: now)
+        }
+
+        /// Whether work of `key` may start at `now`, its token taken if `taking`; a key without
+        /// one rests until its next is due.
+        /// - Returns: that, when the key now rests until (if it began to), and the buckets made.
+        mutating func check(
+            _ key: String, now: Int64, shared: Bool, taking: Bool
+        ) -> (may: Bool, restsUntil: Int64?, added: Int) {
+            if !resting.isEmpty, let due = resting[key] {
+                guard now >= due else { return (false, nil, 0) }
+                resting[key] = nil
+            }
+            // By index: `buckets[key]?.take(…)` went through the dictionary's modify coroutine,
+            // which allocated its frame on every call.
+            let bucketKey = bucketKey(key, shared: shared)
+            var added = 0
+            var index = buckets.index(forKey: bucketKey)
+            if index == nil, taking {
+                buckets[bucketKey] = TokenBucket(limit)
+                index = buckets.index(forKey: bucketKey)
+                added = 1
+            }
+            guard let index else { return (true, nil, 0) }  // no bucket: a full one
+            let has = taking ? buckets.values[index].take(now: now) : buckets.values[index].hasToken(now: now)
+            if has {
+                if taking { started += 1 }
+                return (true, nil, added)
+            }
+            let due = buckets.values[index].due(position: 1, now: now)
+            resting[key] = due
+            return (false, due, added)
+        }
     }
 
     /// A key's wake-up: valid while its key still rests until `due`. Keys due at once wake in
@@ -46,7 +117,14 @@ struct KeyRateBook: Sendable {
     /// The bucket keys share beyond ``maxBuckets`` (no key has a NUL byte: keys are names).
     static let overflowKey = "\u{0}"
 
-    private(set) var services: [String: Service] = [:]
+    /// The limited services by slot; a free slot's entry has no name.
+    /// (Not optional: changing a field of an optional element copied the whole entry.)
+    private var entries: [Service] = []
+    /// Each slot's service name ("": free) and limit, apart from its entry: reading an entry
+    /// out of the array copies its tables (retained and released), and the hot path reads these.
+    private var names: [String] = []
+    private var limits: [RateLimit?] = []
+    private var slots: [String: Int] = [:]
     private var wakes = Heap<Wake>()
     private var restings: UInt64 = 0
     private var bucketCount = 0
@@ -55,100 +133,95 @@ struct KeyRateBook: Sendable {
     var now: Int64 = 0
 
     /// No service is limited per key (the hot path asks only this).
-    var isEmpty: Bool { services.isEmpty }
+    var isEmpty: Bool { slots.isEmpty }
+
+    /// `service`'s entry, if it is limited per key.
+    func entry(_ service: String) -> Service? { slots[service].map { entries[$0] } }
 
     /// The per-key limit of `service`, if it has one.
-    func limit(of service: String) -> RateLimit? { services[service]?.limit }
+    func limit(of service: String) -> RateLimit? { slots[service].flatMap { limits[$0] } }
+
+    /// The slot of `service` (`nil`: it has no per-key limit), checked against the one `cached`
+    /// and remembered there.
+    func slot(_ cached: inout Int, name: String) -> Int? {
+        if cached >= 0, cached < names.count, names[cached] == name { return cached }
+        guard let slot = slots[name] else { return nil }
+        cached = slot
+        return slot
+    }
 
     /// Sets or lifts `service`'s per-key limit; a changed limit keeps what each key spent.
     /// - Returns: the keys that rested: the caller gives them their turns back (their dues were
     ///   the old limit's; a key still without a token rests again).
     mutating func set(_ service: String, _ limit: RateLimit?) -> [String] {
         guard let limit else {
-            guard let gone = services.removeValue(forKey: service) else { return [] }
+            guard let slot = slots.removeValue(forKey: service) else { return [] }
+            let gone = entries[slot]
+            entries[slot] = Service(name: "", limit: gone.limit)
+            names[slot] = ""
+            limits[slot] = nil
             bucketCount -= gone.buckets.count
             return Array(gone.resting.keys)
         }
-        guard var entry = services[service] else {
-            services[service] = Service(limit: limit)
+        guard let slot = slots[service] else {
+            if let free = names.firstIndex(of: "") {
+                entries[free] = Service(name: service, limit: limit)
+                names[free] = service
+                limits[free] = limit
+                slots[service] = free
+            } else {
+                slots[service] = entries.count
+                entries.append(Service(name: service, limit: limit))
+                names.append(service)
+                limits.append(limit)
+            }
             return []
         }
-        entry.limit = limit
-        for (key, bucket) in entry.buckets { entry.buckets[key] = TokenBucket(limit, keeping: bucket, now: now) }
-        let rested = Array(entry.resting.keys)
-        entry.resting = [:]
-        services[service] = entry
-        return rested
+        let now = self.now
+        limits[slot] = limit
+        return entries[slot].change(to: limit, now: now)
     }
 
     /// Whether work of `key` of `service` may start now (its token is there, not taken); if not,
     /// the key rests until its token is due. `true` for a service without a per-key limit.
     mutating func mayStart(_ service: String, key: String) -> Bool {
-        guard !services.isEmpty, var entry = services.removeValue(forKey: service) else { return true }
-        defer { services[service] = entry }
-        let bucketKey = self.bucketKey(entry, key)
-        guard isAwake(&entry, key) else { return false }
-        guard entry.buckets[bucketKey]?.hasToken(now: now) ?? true else {
-            rest(&entry, service: service, key: key, bucketKey: bucketKey)
-            return false
-        }
-        return true
+        guard !isEmpty, let slot = slots[service] else { return true }
+        return check(slot, key, taking: false)
     }
 
     /// Takes a token of `key` of `service` for a start; `false` (the key rests) if there is none.
     /// `true` for a service without a per-key limit.
     mutating func take(_ service: String, key: String) -> Bool {
-        guard !services.isEmpty, var entry = services.removeValue(forKey: service) else { return true }
-        defer { services[service] = entry }
-        let bucketKey = self.bucketKey(entry, key)
-        guard isAwake(&entry, key) else { return false }
-        if entry.buckets[bucketKey] == nil {
-            entry.buckets[bucketKey] = TokenBucket(entry.limit)
-            bucketCount += 1
-        }
-        guard entry.buckets[bucketKey]!.take(now: now) else {
-            rest(&entry, service: service, key: key, bucketKey: bucketKey)
-            return false
-        }
-        entry.started += 1
-        return true
+        guard !isEmpty, let slot = slots[service] else { return true }
+        return check(slot, key, taking: true)
     }
 
-    /// Whether `key` does not rest (a rest whose due time passed is over).
-    private func isAwake(_ entry: inout Service, _ key: String) -> Bool {
-        guard let due = entry.resting[key] else { return true }
-        guard now >= due else { return false }
-        entry.resting[key] = nil
-        return true
-    }
-
-    /// `key` has no token: it rests until the next is due.
-    private mutating func rest(_ entry: inout Service, service: String, key: String, bucketKey: String) {
-        var bucket = entry.buckets[bucketKey] ?? TokenBucket(entry.limit)
-        let due = bucket.due(position: 1, now: now)
-        entry.resting[key] = due
-        restings += 1
-        wakes.insert(Wake(due: due, sequence: restings, service: service, key: key))
+    /// ``mayStart(_:key:)`` or ``take(_:key:)`` (`taking`) for the service in `slot`, changed in
+    /// place.
+    mutating func check(_ slot: Int, _ key: String, taking: Bool) -> Bool {
+        let (now, shared) = (self.now, bucketCount >= Self.maxBuckets)
+        let (may, restsUntil, added) = entries[slot].check(key, now: now, shared: shared, taking: taking)
+        bucketCount += added
+        if let restsUntil {
+            restings += 1
+            wakes.insert(Wake(due: restsUntil, sequence: restings, service: names[slot], key: key))
+        }
+        return may
     }
 
     /// When the `position`-th start of `key` of `service` from now may go, if nothing else takes
     /// its tokens meanwhile; `nil` for a service without a per-key limit.
     mutating func due(_ service: String, key: String, position: Int) -> Int64? {
-        guard let entry = services[service] else { return nil }
-        let bucketKey = self.bucketKey(entry, key)
-        var bucket = entry.buckets[bucketKey] ?? TokenBucket(entry.limit)
-        return bucket.due(position: position, now: now)
+        guard let slot = slots[service] else { return nil }
+        let (now, shared) = (self.now, bucketCount >= Self.maxBuckets)
+        return entries[slot].due(key, position: position, now: now, shared: shared)
     }
 
     /// A call of `service` was answered at once because its key's limit would have made it wait
     /// past its deadline.
     mutating func refused(_ service: String) {
-        services[service]?.refused += 1
-    }
-
-    /// The bucket `key` uses: its own, or beyond ``maxBuckets`` the shared one.
-    private func bucketKey(_ entry: Service, _ key: String) -> String {
-        entry.buckets[key] != nil || bucketCount < Self.maxBuckets ? key : Self.overflowKey
+        guard let slot = slots[service] else { return }
+        entries[slot].refused += 1
     }
 
     /// When the earliest resting key's token is due, if a key rests.
@@ -160,8 +233,8 @@ struct KeyRateBook: Sendable {
         var due: [(service: String, key: String)] = []
         while let first = wakes.min, first.due <= now {
             wakes.removeMin()
-            guard services[first.service]?.resting[first.key] == first.due else { continue }
-            services[first.service]!.resting[first.key] = nil
+            guard let slot = slots[first.service], entries[slot].resting[first.key] == first.due else { continue }
+            entries[slot].resting[first.key] = nil
             due.append((first.service, first.key))
         }
         return due
@@ -169,19 +242,14 @@ struct KeyRateBook: Sendable {
 
     /// Drops the buckets that are full again (the same as none; a key that rests has none full).
     mutating func dropFullBuckets(now: Int64) {
-        for service in Array(services.keys) {
-            var entry = services.removeValue(forKey: service)!
-            for (key, var bucket) in entry.buckets where bucket.isFull(now: now) {
-                entry.buckets[key] = nil
-                bucketCount -= 1
-            }
-            services[service] = entry
+        for slot in entries.indices where !names[slot].isEmpty {
+            bucketCount -= entries[slot].dropFullBuckets(now: now)
         }
         if wakes.count > 1024, wakes.count > 2 * restingCount {
-            wakes = Heap(wakes.unordered.filter { services[$0.service]?.resting[$0.key] == $0.due })
+            wakes = Heap(wakes.unordered.filter { entry($0.service)?.resting[$0.key] == $0.due })
         }
     }
 
     /// Keys resting now, every service's.
-    var restingCount: Int { services.values.reduce(0) { $0 + $1.resting.count } }
+    var restingCount: Int { entries.reduce(0) { $0 + $1.resting.count } }
 }

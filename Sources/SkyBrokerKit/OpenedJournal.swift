@@ -56,7 +56,11 @@ extension JournalWriter {
                     ])
             }
             if !settings.limits.isEmpty {
-                let names = settings.limits.map(\.name)
+                // A per-key limit's row is named after its service with a suffix.
+                let names = settings.limits.map { limit in
+                    limit.name.hasSuffix(RateLimitBook.journalKeySuffix)
+                        ? "\(limit.name.dropLast(RateLimitBook.journalKeySuffix.count)) (per key)" : limit.name
+                }
                 logger.info(
                     "rate limits set with skyctl, from the journal (--rate-limit flags apply besides)",
                     metadata: [

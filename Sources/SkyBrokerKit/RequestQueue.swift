@@ -42,6 +42,85 @@ struct RequestQueue: Sendable {
         /// The requests with a key and the rotation, once a request with a key came; kept while
         /// anything waits or a key holds places.
         var keyed: KeyedLane?
+
+        // The keyed lane's steps are the lane's own methods, run on it in place: read through
+        // `lanes[service]`, the whole lane was copied (its tables retained and released) several
+        // times a request.
+
+        /// The head of `key`'s requests (dead entries ahead of it go, counted in `dead`), as the
+        /// rotation sees it; `nil` if none of them waits.
+        mutating func head(_ key: String, dead: inout Int) -> KeyTurns.Head? {
+            guard keyed != nil, keyed!.live[key] != nil else { return nil }
+            if key.isEmpty {
+                while let first = entries.first {
+                    if !first.dropped { return RequestQueue.turnHead(first) }
+                    entries.removeFirst()
+                    dead -= 1
+                }
+                return nil
+            }
+            while let first = keyed!.queues[key]?.first {
+                if !first.dropped { return RequestQueue.turnHead(first) }
+                keyed!.queues[key]!.removeFirst()
+                keyed!.keyOf[first.arrival] = nil
+                dead -= 1
+            }
+            return nil
+        }
+
+        /// The key whose turn is next, if one may go: a key without a rate token rests
+        /// (``KeyTurns/rest(_:)``) until ``RequestQueue/restore(_:key:)``.
+        mutating func nextKey(rates: inout KeyRateBook, dead: inout Int) -> String? {
+            while let key = keyed!.turns.top() {
+                let head = head(key, dead: &dead)
+                guard keyed!.turns.confirm(key, head: head) else { continue }
+                if rates.isEmpty { return key }
+                guard let slot = keyed!.rateSlot(in: rates), !rates.check(slot, key, taking: false) else { return key }
+                keyed!.turns.rest(key)
+            }
+            return nil
+        }
+
+        /// The request whose turn is next, taken out (its rate token taken), holding a place if
+        /// it has a limit; the lane's counts follow, the queue's are the caller's.
+        mutating func popTurn(rates: inout KeyRateBook, dead: inout Int) -> QueuedRequest? {
+            guard let key = nextKey(rates: &rates, dead: &dead) else { return nil }
+            // `nextKey` left the key's head live at the front, and found its token there.
+            let task: QueuedRequest
+            if key.isEmpty {
+                task = entries.removeFirst()
+            } else {
+                task = keyed!.queues[key]!.removeFirst()
+                keyed!.keyOf[task.arrival] = nil
+            }
+            live -= 1
+            bytes -= task.request.queuedSize
+            if !rates.isEmpty, let slot = keyed!.rateSlot(in: rates) { _ = rates.check(slot, key, taking: true) }
+            if let count = keyed!.live[key], count > 1 {
+                keyed!.live[key] = count - 1
+            } else {
+                keyed!.live[key] = nil
+                removeDeadQueue(key, dead: &dead)
+            }
+            let next = head(key, dead: &dead)
+            keyed!.turns.took(key, limited: task.request.concurrencyLimit > 0, next: next)
+            endTurnsIfIdle(dead: &dead)
+            return task
+        }
+
+        /// Nothing of `key` waits: its queue, dead entries only, goes.
+        mutating func removeDeadQueue(_ key: String, dead: inout Int) {
+            guard !key.isEmpty, let gone = keyed!.queues.removeValue(forKey: key) else { return }
+            dead -= gone.count
+            for entry in gone { keyed!.keyOf[entry.arrival] = nil }
+        }
+
+        /// With nothing waiting and no place held, the lane goes back to plain order.
+        mutating func endTurnsIfIdle(dead: inout Int) {
+            guard live == 0, keyed != nil, keyed!.turns.isIdle else { return }
+            dead -= keyed!.queues.values.reduce(0) { $0 + $1.count }
+            keyed = nil
+        }
     }
 
     /// A lane's requests with a concurrency key, and the turns its requests are taken in.
@@ -53,6 +132,13 @@ struct RequestQueue: Sendable {
         /// The key of each request in ``queues``, by arrival number.
         var keyOf: [UInt64: String] = [:]
         var turns = KeyTurns()
+        /// The service's name, for its per-key rate limit (set by the first request queued),
+        /// and its slot in the ``KeyRateBook`` when last found (-1: not yet).
+        var name = ""
+        var rateSlot = -1
+
+        /// The slot of the service in `rates`, if it is limited per key.
+        mutating func rateSlot(in rates: KeyRateBook) -> Int? { rates.slot(&rateSlot, name: name) }
     }
 
     /// Where an entry is: its service's lane, its key's queue (`nil`: the lane's own entries)
@@ -125,6 +211,7 @@ struct RequestQueue: Sendable {
         }
         if lanes[service].keyed == nil { startTurns(service, unkeyed: lanes[service].live - 1) }
         let arrival = task.arrival
+        if lanes[service].keyed!.name.isEmpty { lanes[service].keyed!.name = task.request.service }
         if let key {
             lanes[service].keyed!.keyOf[arrival] = key
             lanes[service].keyed!.queues[key, default: []].insertInOrder(task)
@@ -148,44 +235,12 @@ struct RequestQueue: Sendable {
     /// The head of `key`'s requests in a keyed lane (dead entries ahead of it go), as the
     /// rotation sees it; `nil` if none of them waits.
     private mutating func head(_ service: Int, _ key: String) -> KeyTurns.Head? {
-        guard lanes[service].keyed?.live[key] != nil else { return nil }
-        if key.isEmpty {
-            while let first = lanes[service].entries.first {
-                if !first.dropped { return Self.turnHead(first) }
-                lanes[service].entries.removeFirst()
-                deadEntries -= 1
-            }
-            return nil
-        }
-        while let first = lanes[service].keyed!.queues[key]?.first {
-            if !first.dropped { return Self.turnHead(first) }
-            lanes[service].keyed!.queues[key]!.removeFirst()
-            lanes[service].keyed!.keyOf[first.arrival] = nil
-            deadEntries -= 1
-        }
-        return nil
+        lanes[service].head(key, dead: &deadEntries)
     }
 
     /// What the rotation needs of a request: its priority band (higher first) and its limit.
-    private static func turnHead(_ task: QueuedRequest) -> KeyTurns.Head {
+    static func turnHead(_ task: QueuedRequest) -> KeyTurns.Head {
         KeyTurns.Head(priority: 3 - Int8(task.arrival >> 62), limit: task.request.concurrencyLimit)
-    }
-
-    /// The key whose turn is next in a keyed lane, if one may go: a key without a rate token
-    /// rests (``KeyTurns/rest(_:)``) until ``restore(_:key:)``.
-    private mutating func nextKey(_ service: Int, rates: inout KeyRateBook) -> String? {
-        while let key = lanes[service].keyed!.turns.top() {
-            let head = head(service, key)
-            guard lanes[service].keyed!.turns.confirm(key, head: head) else { continue }
-            if rates.isEmpty || rates.mayStart(headRequest(service, key).request.service, key: key) { return key }
-            lanes[service].keyed!.turns.rest(key)
-        }
-        return nil
-    }
-
-    /// The live head of `key` in a keyed lane (``head(_:_:)`` found it).
-    private func headRequest(_ service: Int, _ key: String) -> QueuedRequest {
-        key.isEmpty ? lanes[service].entries.first! : lanes[service].keyed!.queues[key]!.first!
     }
 
     /// A key that rested for a rate token may go again: it gets its turn back.
@@ -207,10 +262,11 @@ struct RequestQueue: Sendable {
 
     /// A service's requests take turns by key from now on (it became rate-limited per key);
     /// the requests without a key that wait are the key "".
-    mutating func takeTurns(_ service: Number) {
+    mutating func takeTurns(_ service: Number, name: String) {
         let lane = Int(service)
         while lanes.count <= lane { lanes.append(Lane()) }
         if lanes[lane].keyed == nil { startTurns(lane, unkeyed: lanes[lane].live) }
+        lanes[lane].keyed!.name = name
     }
 
     /// Whether a request of `key` with `limit` may start now without waiting for its turn:
@@ -260,9 +316,7 @@ struct RequestQueue: Sendable {
 
     /// A keyed lane with nothing waiting and no place held goes back to plain order.
     private mutating func endTurnsIfIdle(_ service: Int) {
-        guard lanes[service].live == 0, let keyed = lanes[service].keyed, keyed.turns.isIdle else { return }
-        deadEntries -= keyed.queues.values.reduce(0) { $0 + $1.count }
-        lanes[service].keyed = nil
+        lanes[service].endTurnsIfIdle(dead: &deadEntries)
     }
 
     /// Marks the waiting request that arrived as number `arrival` dead (cancelled or expired):
@@ -296,9 +350,7 @@ struct RequestQueue: Sendable {
 
     /// Nothing of `key` waits: its queue, dead entries only, goes.
     private mutating func removeDeadQueue(_ service: Int, _ key: String) {
-        guard !key.isEmpty, let dead = lanes[service].keyed!.queues.removeValue(forKey: key) else { return }
-        deadEntries -= dead.count
-        for entry in dead { lanes[service].keyed!.keyOf[entry.arrival] = nil }
+        lanes[service].removeDeadQueue(key, dead: &deadEntries)
     }
 
     /// The oldest live request of a service (in a keyed lane, the head of the key whose turn it
@@ -364,27 +416,9 @@ struct RequestQueue: Sendable {
     /// The request whose turn is next in a keyed lane, taken out, holding a place if it has a
     /// limit.
     private mutating func popTurn(_ service: Int, rates: inout KeyRateBook) -> QueuedRequest? {
-        guard let key = nextKey(service, rates: &rates) else { return nil }
-        // `nextKey` left the key's head live at the front.
-        let task: QueuedRequest
-        if key.isEmpty {
-            task = lanes[service].entries.removeFirst()
-        } else {
-            task = lanes[service].keyed!.queues[key]!.removeFirst()
-            lanes[service].keyed!.keyOf[task.arrival] = nil
-        }
-        unmark(service, task.request.queuedSize)
-        // `nextKey` found its token there.
-        if !rates.isEmpty { _ = rates.take(task.request.service, key: key) }
-        if let live = lanes[service].keyed!.live[key], live > 1 {
-            lanes[service].keyed!.live[key] = live - 1
-        } else {
-            lanes[service].keyed!.live[key] = nil
-            removeDeadQueue(service, key)
-        }
-        let next = head(service, key)
-        lanes[service].keyed!.turns.took(key, limited: task.request.concurrencyLimit > 0, next: next)
-        endTurnsIfIdle(service)
+        guard let task = lanes[service].popTurn(rates: &rates, dead: &deadEntries) else { return nil }
+        count -= 1
+        bytes -= task.request.queuedSize
         return task
     }
 
@@ -394,7 +428,7 @@ struct RequestQueue: Sendable {
         let lane = Int(service)
         guard lane < lanes.count else { return nil }
         if lanes[lane].keyed != nil {
-            guard let key = nextKey(lane, rates: &rates) else { return nil }
+            guard let key = lanes[lane].nextKey(rates: &rates, dead: &deadEntries) else { return nil }
             return key.isEmpty ? lanes[lane].entries.first?.arrival : lanes[lane].keyed!.queues[key]?.first?.arrival
         }
         while let head = lanes[lane].entries.first {

@@ -103,8 +103,9 @@ public struct RateLimit: Codable, Sendable, Equatable {
 /// (`ScanOptions.concurrencyKey`, `JobOptions.concurrencyKey`), or for work without one the
 /// payload's top-level JSON field ``field``.
 public struct KeyScope: Codable, Sendable, Equatable {
-    /// A top-level field of the payload (a JSON object) whose value (a string, a number or a
-    /// boolean, as its JSON text without quotes) is the key of work that carries none.
+    /// A top-level field of the payload (a JSON object) whose value is the key of work that
+    /// carries none: a string as it is, a number as its value's shortest text (`42`, `42.0` and
+    /// `4.2e1` are `42`, the same key as the string `"42"`), `true` or `false`.
     public var field: String?
 
     public init(field: String? = nil) {
@@ -147,11 +148,14 @@ public struct KeyScope: Codable, Sendable, Equatable {
                         : "the service \(service) is rate-limited per key, taken from the payload's field \"\(field)\", whose value here is not a string, a number or a boolean: give it one, or give the work a concurrency key"
                 ))
         }
-        guard !text.isEmpty, text.utf8.count <= Self.maxKeyBytes else {
+        // A concurrency key's rules: a key is a name.
+        guard !text.isEmpty, text.utf8.count <= Self.maxKeyBytes,
+            !text.utf8.contains(where: { $0 < 0x20 || $0 == 0x7f })
+        else {
             return .failure(
                 KeyFieldProblem(
                     message:
-                        "the payload's field \"\(field)\" gives a key of \(text.utf8.count) bytes; a key is 1...\(Self.maxKeyBytes) bytes (the service \(service) is rate-limited per key)"
+                        "the payload's field \"\(field)\" gives a key of \(text.utf8.count) bytes; a key is 1...\(Self.maxKeyBytes) bytes without control characters (the service \(service) is rate-limited per key)"
                 ))
         }
         return .success(text)

@@ -50,6 +50,13 @@ struct InstructionCount {
                 role: "broker", tasks: $0, brokerArguments: ["--rate-limit", "\(EchoTask.service)=1000000/s:1000000"])
         }
         rows.append(Row(role: Self.limitedBroker, sky: limited))
+        // The same limit per key: the calls (without a key) take turns as the key "".
+        let keyLimited = try await perTask {
+            try await skyTotal(
+                role: "broker", tasks: $0,
+                brokerArguments: ["--key-rate-limit", "\(EchoTask.service)=1000000/s:1000000"])
+        }
+        rows.append(Row(role: Self.keyLimitedBroker, sky: keyLimited))
         return rows
     }
 
@@ -57,6 +64,8 @@ struct InstructionCount {
     static let typedClient = "typed client"
     /// The row of the broker whose service has a rate limit.
     static let limitedBroker = "limited broker"
+    /// The row of the broker whose service has a rate limit per key.
+    static let keyLimitedBroker = "key-limited broker"
 
     /// The report: one line per role, with Sky ÷ baseline, and the typed client ÷ the raw one.
     static func table(
@@ -65,12 +74,12 @@ struct InstructionCount {
         var lines = [
             "User-space instructions per task (callgrind; \(payload) B, \(inFlight) in flight, 1 worker; Sky's handlers on the "
                 + "\(workerHandlers.place), its calls on the \(clientCallers.place))",
-            "role         Sky          baseline     Sky / baseline",
+            "role                Sky          baseline     Sky / baseline",
         ]
         for row in rows {
             let baseline = row.baseline.map { String(format: "%-12.0f %.2f", $0, row.sky / $0) } ?? "-"
             lines.append(
-                "\(row.role.padding(toLength: 12, withPad: " ", startingAt: 0)) \(String(format: "%-12.0f", row.sky)) \(baseline)"
+                "\(row.role.padding(toLength: 19, withPad: " ", startingAt: 0)) \(String(format: "%-12.0f", row.sky)) \(baseline)"
             )
         }
         if let raw = rows.first(where: { $0.role == "client" }),
@@ -85,6 +94,13 @@ struct InstructionCount {
         {
             lines.append(
                 "limited broker / broker (the service under a rate limit that never binds): "
+                    + String(format: "%.3f", limited.sky / broker.sky))
+        }
+        if let broker = rows.first(where: { $0.role == "broker" }),
+            let limited = rows.first(where: { $0.role == keyLimitedBroker })
+        {
+            lines.append(
+                "key-limited broker / broker (the same limit per key, the calls without a key): "
                     + String(format: "%.3f", limited.sky / broker.sky))
         }
         return lines.joined(separator: "\n")

@@ -87,6 +87,7 @@ struct LimitsCommand: AsyncParsableCommand {
             }
             let burst = burst ?? RateLimit.defaultBurst(perSecond)
             let key = perKey || keyField != nil ? KeyScope(field: keyField) : nil
+            if let problem = key?.problem { throw ValidationError("--key-field: \(problem)") }
             let limit = RateLimit(perSecond: perSecond, burst: burst, key: key)
             if let problem = limit.problem { throw ValidationError("--rate \(rate): \(problem)") }
             return limit
@@ -135,8 +136,9 @@ struct LimitsCommand: AsyncParsableCommand {
                 if let flag = try await client.rateLimits().first(where: {
                     $0.service == name && $0.limit.isPerKey == perKey
                 }) {
+                    let field = flag.key?.field.map { " (field \($0))" } ?? ""
                     print(
-                        "\(name) keeps the broker's \(perKey ? "--key-rate-limit" : "--rate-limit"): \(flag.limit.rateText), burst \(flag.burst)"
+                        "\(name) keeps the broker's \(perKey ? "--key-rate-limit" : "--rate-limit"): \(flag.limit.rateText)\(field), burst \(flag.burst)"
                     )
                 }
             }

@@ -154,7 +154,7 @@ struct DashboardServer {
                         rate: request.query["rate"] ?? "", burst: request.query["burst"],
                         perKey: request.query["perKey"] == "1", keyField: request.query["keyField"])
                     _ = try await client.setRateLimit(limit, for: name)
-                    let per = limit.isPerKey ? " per key" : ""
+                    let per = limit.key.map { $0.field.map { " per key (field \($0))" } ?? " per key" } ?? ""
                     return Self.encode(["service": name, "limit": "\(limit.rateText)\(per), burst \(limit.burst)"])
                 case "remove":
                     _ = try await client.removeRateLimit(for: name, perKey: request.query["perKey"] == "1")

@@ -228,7 +228,7 @@ extension SecondLineSuite {
                 """#)
             try await page.waitUntil(
                 "the per-key limit set",
-                #"document.querySelector('#service-message').textContent === 'Limited sky.flaky to 3/s per key, burst 3.'"#
+                #"document.querySelector('#service-message').textContent === 'Limited sky.flaky to 3/s per key (field customer), burst 3.'"#
             )
             let perKey = try await sky.rateLimits().first { $0.service == FlakyTask.service }
             #expect(perKey?.key?.field == "customer" && perKey?.perSecond == 3, "\(String(describing: perKey))")

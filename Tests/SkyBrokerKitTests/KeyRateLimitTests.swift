@@ -154,6 +154,7 @@ struct KeyRateLimitTests {
             (6, "not json", "is not a JSON object"),
             (7, #"{"customer":{"id":1}}"#, "is not a string, a number or a boolean"),
             (8, #"{"customer":""}"#, "a key is 1...255 bytes"),
+            (9, #"{"customer":"a\u0007b"}"#, "without control characters"),
         ] {
             let answer = try #require(replies(call(low, body), to: RequestID(high: 1, low: low)).first)
             let error = RemoteErrorBody(decoding: answer.body)
@@ -232,16 +233,31 @@ struct KeyRateLimitTests {
         #expect(fresh.machine.limitListing().limits.map { "\($0.service) \($0.limit.isPerKey)" } == ["sky.scan true"])
     }
 
+    /// A key's wake-up stays due after the work that waited for it went: the listing counts
+    /// only keys whose work still waits.
+    @Test func aKeyWhoseWaitingWorkWentIsNotListedAsWaiting() throws {
+        var broker = Self.limited(RateLimit(perSecond: 1.0 / 3600, burst: 1, key: KeyScope()))
+        _ = broker.ready(worker1, capacity: 100)
+        let first = RequestID(high: 1, low: 1)
+        let second = RequestID(high: 1, low: 2)
+        #expect(dispatched(broker.request(client, first, timeout: .seconds(3600), key: "a")).count == 1)
+        #expect(dispatched(broker.request(client, second, timeout: .seconds(3600), key: "a")).isEmpty)
+        #expect(broker.machine.limitListing().limits.first?.keysWaiting == 1)
+        _ = broker.cancel(client, second)
+        let listing = try #require(broker.machine.limitListing().limits.first)
+        #expect(listing.keysWaiting == 0 && !listing.throttled, "\(listing)")
+    }
+
     @Test func theKeyBookDropsFullBucketsAndSharesOneBeyondItsBound() {
         var book = KeyRateBook()
         _ = book.set("s", RateLimit(perSecond: 1, burst: 1, key: KeyScope()))
         let (first, second, again) = (book.take("s", key: "a"), book.take("s", key: "b"), book.take("s", key: "a"))
         #expect(first && second)
         #expect(!again, "a spent its token")
-        #expect(book.services["s"]?.buckets.count == 2)
+        #expect(book.entry("s")?.buckets.count == 2)
         book.now = 2_000_000_000
         book.dropFullBuckets(now: book.now)
-        #expect(book.services["s"]?.buckets.isEmpty == true, "full again: the same as none")
+        #expect(book.entry("s")?.buckets.isEmpty == true, "full again: the same as none")
         let refilled = book.take("s", key: "a")
         #expect(refilled, "a has its token again")
         #expect(book.takeDue(now: book.now).map(\.key) == [], "a's wake found it awake already")
