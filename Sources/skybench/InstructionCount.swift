@@ -204,7 +204,7 @@ struct InstructionCount {
         }
     }
 
-    private static func waitForWorker(_ client: SkyClient) async throws {
+    static func waitForWorker(_ client: SkyClient) async throws {
         let deadline = ContinuousClock.now + .seconds(120)
         while try await client.clusterSnapshot().workers.isEmpty {
             guard ContinuousClock.now < deadline else { throw BenchError("no skyworker registered within 120 s") }

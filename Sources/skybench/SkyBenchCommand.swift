@@ -141,6 +141,20 @@ struct SkyBenchCommand: AsyncParsableCommand {
     @Option(help: "Requests of the smaller of the two runs --instructions counts (the larger has 3x).")
     var instructionTasks = 2000
 
+    @Flag(
+        help: """
+            Instead of the timed runs: system calls per task of the broker, the client and the \
+            worker, Sky against the baseline, counted by perf trace (first payload, largest \
+            --in-flight, one worker). The timed runs end with these counts too (--syscall-tasks).
+            """)
+    var syscalls = false
+
+    @Option(
+        help:
+            "Requests of the smaller of the two runs the system-call counts take (the larger has 3x); 0 leaves them out of the timed runs."
+    )
+    var syscallTasks = 5000
+
     @Option(help: ArgumentHelp("Run as a plain client of this broker (for --instructions).", visibility: .private))
     var loadClient: String?
 
@@ -172,6 +186,7 @@ struct SkyBenchCommand: AsyncParsableCommand {
         try FlagCheck.integer(queueMemory, "--queue-memory", in: 0...10_000_000)
         try FlagCheck.integer(scanTasks, "--scan-tasks", in: 0...10_000_000)
         try FlagCheck.integer(instructionTasks, "--instruction-tasks", in: 1...1_000_000)
+        try FlagCheck.integer(syscallTasks, "--syscall-tasks", in: 0...1_000_000)
         try FlagCheck.integer(loadTasks, "--load-tasks", in: 1...10_000_000)
         try FlagCheck.integer(jobCount, "--job-count", in: 1...10_000_000)
         try FlagCheck.integer(baselineExtraFrames, "--baseline-extra-frames", in: 0...4)
@@ -257,10 +272,37 @@ struct SkyBenchCommand: AsyncParsableCommand {
             try write(rows)
             return
         }
+        if syscalls {
+            let rows = try await countSyscalls(
+                programs, payload: payload, inFlight: mostInFlight, tasks: max(1, syscallTasks))
+            try write(rows)
+            return
+        }
         let run = BenchRun(settings: settings, baseline: programs)
         let report = try await run.run()
         print(report.table())
         try write(report)
+        if syscallTasks > 0 {
+            print("")
+            _ = try await countSyscalls(programs, payload: payload, inFlight: mostInFlight, tasks: syscallTasks)
+        }
+    }
+
+    /// Counts system calls per task (``SyscallCount``) and prints them; says why not if perf is
+    /// missing.
+    private func countSyscalls(
+        _ programs: BaselinePrograms?, payload: Int, inFlight: Int, tasks: Int
+    ) async throws -> [SyscallCount.Row] {
+        guard let perf = SyscallCount.findPerf() else {
+            print("System calls per task: not counted, perf is missing (Debian: apt-get install linux-perf)")
+            return []
+        }
+        let count = SyscallCount(
+            perf: perf, baseline: programs, tasks: tasks, payload: payload, inFlight: inFlight, transport: transport,
+            workerHandlers: workerHandlers, clientCallers: clientCallers)
+        let rows = try await count.run()
+        print(SyscallCount.table(rows, payload: payload, inFlight: inFlight))
+        return rows
     }
 
     private func write(_ value: some Encodable) throws {

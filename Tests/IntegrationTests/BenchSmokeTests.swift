@@ -20,6 +20,7 @@ extension SecondLineSuite {
                     "--latency-requests", "200", "--latency-warmup", "20", "--warmup", "0.05", "--measure", "0.3",
                     "--queue-memory", "500", "--scan-tasks", "0", "--free", "--baseline-extra-frames", "4",
                     "--worker-handlers", "io-thread", "--client-callers", "io-thread", "--baseline-scheduling", "batch",
+                    "--syscall-tasks", "100",
                 ], timeout: .seconds(100))
             #expect(run.status == 0, "skybench failed: \(run.errors)")
             let table = run.output
@@ -35,6 +36,14 @@ extension SecondLineSuite {
             #expect(table.contains("Targets"))
             #expect(table.contains("Context switches per task"))
             #expect(table.contains("- context switches per task at 8 in flight"))
+            // System calls per task of each process of both systems, after the timed tables
+            // (perf is on the machines the suite runs on; without it the bench says so).
+            if !table.contains("System calls per task: not counted, perf is missing") {
+                #expect(table.contains("System calls per task (perf trace; 64 B, 8 in flight, 1 worker)"), "\(table)")
+                for role in ["broker", "client", "worker"] {
+                    #expect(table.contains("  \(role), Sky: ") && table.contains("  \(role), baseline: "), "\(role)")
+                }
+            }
 
             let report = try #require(run.json, "skybench wrote no JSON report")
             let json = try #require(try JSONSerialization.jsonObject(with: report) as? [String: Any])
