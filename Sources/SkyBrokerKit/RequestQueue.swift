@@ -358,16 +358,7 @@ struct RequestQueue: Sendable {
     mutating func popFirst(_ service: Number, rates: inout KeyRateBook) -> QueuedRequest? {
         let lane = Int(service)
         guard lane < lanes.count else { return nil }
-        if lanes[lane].keyed != nil { return popTurn(lane, rates: &rates) }
-        while let task = lanes[lane].entries.popFirst() {
-            guard !task.dropped else {
-                deadEntries -= 1
-                continue
-            }
-            unmark(lane, task.request.queuedSize)
-            return task
-        }
-        return nil
+        return lanes[lane].keyed != nil ? popTurn(lane, rates: &rates) : popPlain(lane)
     }
 
     /// A live request of a service, taken out to be answered (not to run): the oldest, or in a
