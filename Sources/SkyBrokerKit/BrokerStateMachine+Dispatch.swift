@@ -54,9 +54,7 @@ extension BrokerStateMachine {
     /// Puts a request in its service's queue (``RequestQueue``), counted in its client's share,
     /// to be answered at its deadline, the broker's maximum wait, or (nobody serves its service)
     /// the no-workers grace, whichever comes first.
-    /// - Parameter keyTurns: whether its service takes turns by key for a per-key rate limit, if
-    ///   the caller knows.
-    mutating func enqueue(_ task: consuming QueuedRequest, now: Instant, keyTurns: Bool? = nil) {
+    mutating func enqueue(_ task: consuming QueuedRequest, now: Instant) {
         let bytes = task.request.queuedSize
         tasks[task.key] = .waiting(arrival: task.arrival)
         withClient(task.client) { client in
@@ -68,8 +66,7 @@ extension BrokerStateMachine {
             let (graceEnd, overflow) = ticks(now).addingReportingOverflow(noWorkersGrace(task))
             expiry = min(expiry, overflow ? Int64.max : graceEnd)
         }
-        let turns = keyTurns ?? (!jobs.book.keyRates.isEmpty && takesKeyTurns(task.request.service))
-        queue.insert(task, expiry: expiry, turns: turns)
+        queue.insert(task, expiry: expiry)
         memoryReturn.queueHolds(bytes: queue.bytes, count: queue.count)
     }
 

@@ -143,8 +143,8 @@ extension BrokerStateMachine {
         if !jobs.book.keyRates.isEmpty { jobs.book.keyRates.now = ticks(now) }
     }
 
-    /// Whether requests of `service` take turns by key because it is rate-limited per key.
-    func takesKeyTurns(_ name: String) -> Bool {
+    /// Whether `service` is rate-limited per key.
+    func isKeyLimited(_ name: String) -> Bool {
         !jobs.book.keyRates.isEmpty && jobs.book.keyRates.limit(of: name) != nil
     }
 
@@ -304,8 +304,6 @@ extension BrokerStateMachine {
         jobs.book.keyRates.now = ticks(now)
         let effective = rates.effective(name, perKey: true)?.limit
         let rested = jobs.book.keyRates.set(name, effective)
-        // Its calls take turns by key from now on, those without a key as the key "".
-        if effective != nil, let number = services.number(of: name) { queue.takeTurns(number, name: name) }
         restoreKeys(rested, of: name, now: now, into: &actions)
         startWaitingWork(of: name, now: now, into: &actions)
     }

@@ -98,7 +98,7 @@ extension BrokerStateMachine {
         if services[task.service].paused {
             return "it waited past its deadline: the service \(name) is paused (skyctl services resume \(name))"
         }
-        if let key = task.request.concurrencyKey ?? (takesKeyTurns(name) ? "" : nil),
+        if let key = task.request.concurrencyKey ?? (isKeyLimited(name) ? "" : nil),
             jobs.book.keyRates.entry(name)?.resting[key] != nil
         {
             return

@@ -516,7 +516,7 @@ package struct BrokerStateMachine: Sendable {
         // A call with a concurrency limit goes only while its key has room.
         // A call of a service limited per key goes only with its key's token.
         let limited = !services.limits.isEmpty && services[service].bucket != nil
-        let keyLimited = !jobs.book.keyRates.isEmpty && takesKeyTurns(task.request.service)
+        let keyLimited = !jobs.book.keyRates.isEmpty && isKeyLimited(task.request.service)
         let placeLimit = task.request.concurrencyLimit
         if queue.count(of: service) == 0, services.paused.isEmpty || !services[service].paused,
             placeLimit == 0 || queue.mayStart(service, key: task.request.concurrencyKey ?? "", limit: placeLimit),
@@ -540,7 +540,7 @@ package struct BrokerStateMachine: Sendable {
             fail(task, .overloaded, refusal, into: &actions)
             return
         }
-        enqueue(task, now: now, keyTurns: keyLimited)
+        enqueue(task, now: now)
         counters.requestsAccepted += 1
         // Requests wait in turns, some of a key at its limit: a worker may have a free credit
         // for this one.

@@ -17,7 +17,8 @@ import SkyProtocol
 /// service, its lane takes its requests in the order of a ``KeyTurns``: round-robin across keys
 /// (requests without a key are the key ""), priority bands first, each key held to its
 /// requests' limit, and each key to its per-key rate limit if the service has one (a key out of
-/// tokens gives up its turn: ``KeyRateBook``). A lane that never saw a key costs nothing of it.
+/// tokens gives up its turn: ``KeyRateBook``). A lane that never saw a key costs nothing of it;
+/// under a per-key limit its head (the key "") waits for that key's token.
 struct RequestQueue: Sendable {
     typealias QueuedRequest = BrokerStateMachine.QueuedRequest
     typealias Number = ServiceBook.Number
@@ -39,9 +40,23 @@ struct RequestQueue: Sendable {
         var entries: Deque<QueuedRequest> = []
         var live = 0
         var bytes = 0
+        /// The service's name, for its per-key rate limit (set by the first request queued),
+        /// and its slot in the ``KeyRateBook`` when last found (-1: not yet).
+        var name = ""
+        var rateSlot = -1
         /// The requests with a key and the rotation, once a request with a key came; kept while
         /// anything waits or a key holds places.
         var keyed: KeyedLane?
+
+        /// The slot of the service in `rates`, if it is limited per key.
+        mutating func rateSlot(in rates: KeyRateBook) -> Int? { rates.slot(&rateSlot, name: name) }
+
+        /// Whether the head of a lane without turns (its requests have no key: the key "") may
+        /// start by its service's per-key rate limit, its token taken if `taking`.
+        mutating func plainHeadMayStart(_ rates: inout KeyRateBook, taking: Bool) -> Bool {
+            guard !rates.isEmpty, let slot = rateSlot(in: rates) else { return true }
+            return rates.check(slot, "", taking: taking)
+        }
 
         // The keyed lane's steps are the lane's own methods, run on it in place: read through
         // `lanes[service]`, the whole lane was copied (its tables retained and released) several
@@ -75,7 +90,7 @@ struct RequestQueue: Sendable {
                 let head = head(key, dead: &dead)
                 guard keyed!.turns.confirm(key, head: head) else { continue }
                 if rates.isEmpty { return key }
-                guard let slot = keyed!.rateSlot(in: rates), !rates.check(slot, key, taking: false) else { return key }
+                guard let slot = rateSlot(in: rates), !rates.check(slot, key, taking: false) else { return key }
                 keyed!.turns.rest(key)
             }
             return nil
@@ -95,7 +110,7 @@ struct RequestQueue: Sendable {
             }
             live -= 1
             bytes -= task.request.queuedSize
-            if !rates.isEmpty, let slot = keyed!.rateSlot(in: rates) { _ = rates.check(slot, key, taking: true) }
+            if !rates.isEmpty, let slot = rateSlot(in: rates) { _ = rates.check(slot, key, taking: true) }
             if let count = keyed!.live[key], count > 1 {
                 keyed!.live[key] = count - 1
             } else {
@@ -132,13 +147,6 @@ struct RequestQueue: Sendable {
         /// The key of each request in ``queues``, by arrival number.
         var keyOf: [UInt64: String] = [:]
         var turns = KeyTurns()
-        /// The service's name, for its per-key rate limit (set by the first request queued),
-        /// and its slot in the ``KeyRateBook`` when last found (-1: not yet).
-        var name = ""
-        var rateSlot = -1
-
-        /// The slot of the service in `rates`, if it is limited per key.
-        mutating func rateSlot(in rates: KeyRateBook) -> Int? { rates.slot(&rateSlot, name: name) }
     }
 
     /// Where an entry is: its service's lane, its key's queue (`nil`: the lane's own entries)
@@ -192,26 +200,24 @@ struct RequestQueue: Sendable {
     /// Puts a request in its service's queue at its arrival number's place (at the back, unless
     /// it has a higher priority than the last waiting or comes back from a lost worker), to be
     /// looked at again at `expiry`.
-    /// - Parameter turns: its service takes turns by key even if no request has a key (it is
-    ///   rate-limited per key: requests without one are the key "").
-    mutating func insert(_ task: consuming QueuedRequest, expiry: Int64, turns: Bool = false) {
+    mutating func insert(_ task: consuming QueuedRequest, expiry: Int64) {
         let service = Int(task.service)
         let size = task.request.queuedSize
         while lanes.count <= service { lanes.append(Lane()) }
+        if lanes[service].name.isEmpty { lanes[service].name = task.request.service }
         lanes[service].live += 1
         lanes[service].bytes += size
         count += 1
         bytes += size
         deadlines.insert(Deadline(expiry: expiry, arrival: task.arrival))
         let key = task.request.concurrencyKey
-        guard key != nil || turns || lanes[service].keyed != nil else {
+        guard key != nil || lanes[service].keyed != nil else {
             // Last: the task is moved into its lane.
             lanes[service].entries.insertInOrder(task)
             return
         }
         if lanes[service].keyed == nil { startTurns(service, unkeyed: lanes[service].live - 1) }
         let arrival = task.arrival
-        if lanes[service].keyed!.name.isEmpty { lanes[service].keyed!.name = task.request.service }
         if let key {
             lanes[service].keyed!.keyOf[arrival] = key
             lanes[service].keyed!.queues[key, default: []].insertInOrder(task)
@@ -258,15 +264,6 @@ struct RequestQueue: Sendable {
     func waiting(_ service: Number, key: String) -> Int {
         guard Int(service) < lanes.count else { return 0 }
         return lanes[Int(service)].keyed?.live[key] ?? 0
-    }
-
-    /// A service's requests take turns by key from now on (it became rate-limited per key);
-    /// the requests without a key that wait are the key "".
-    mutating func takeTurns(_ service: Number, name: String) {
-        let lane = Int(service)
-        while lanes.count <= lane { lanes.append(Lane()) }
-        if lanes[lane].keyed == nil { startTurns(lane, unkeyed: lanes[lane].live) }
-        lanes[lane].keyed!.name = name
     }
 
     /// Whether a request of `key` with `limit` may start now without waiting for its turn:
@@ -358,7 +355,10 @@ struct RequestQueue: Sendable {
     mutating func popFirst(_ service: Number, rates: inout KeyRateBook) -> QueuedRequest? {
         let lane = Int(service)
         guard lane < lanes.count else { return nil }
-        return lanes[lane].keyed != nil ? popTurn(lane, rates: &rates) : popPlain(lane)
+        if lanes[lane].keyed != nil { return popTurn(lane, rates: &rates) }
+        // `oldest` found the key ""'s token there.
+        _ = lanes[lane].plainHeadMayStart(&rates, taking: true)
+        return popPlain(lane)
     }
 
     /// A live request of a service, taken out to be answered (not to run): the oldest, or in a
@@ -423,7 +423,7 @@ struct RequestQueue: Sendable {
             return key.isEmpty ? lanes[lane].entries.first?.arrival : lanes[lane].keyed!.queues[key]?.first?.arrival
         }
         while let head = lanes[lane].entries.first {
-            if !head.dropped { return head.arrival }
+            if !head.dropped { return lanes[lane].plainHeadMayStart(&rates, taking: false) ? head.arrival : nil }
             lanes[lane].entries.removeFirst()
             deadEntries -= 1
         }

@@ -50,10 +50,13 @@ struct InstructionCount {
                 role: "broker", tasks: $0, brokerArguments: ["--rate-limit", "\(EchoTask.service)=1000000/s:1000000"])
         }
         rows.append(Row(role: Self.limitedBroker, sky: limited))
-        // The same limit per key: the calls (without a key) take turns as the key "".
+        // A limit per key's own cost: calls with a concurrency key (which take turns by key),
+        // without a limit and then under the same never-binding rate per key.
+        let keyed = try await perTask { try await skyTotal(role: "broker", tasks: $0, key: "k") }
+        rows.append(Row(role: Self.keyedBroker, sky: keyed))
         let keyLimited = try await perTask {
             try await skyTotal(
-                role: "broker", tasks: $0,
+                role: "broker", tasks: $0, key: "k",
                 brokerArguments: ["--key-rate-limit", "\(EchoTask.service)=1000000/s:1000000"])
         }
         rows.append(Row(role: Self.keyLimitedBroker, sky: keyLimited))
@@ -64,7 +67,9 @@ struct InstructionCount {
     static let typedClient = "typed client"
     /// The row of the broker whose service has a rate limit.
     static let limitedBroker = "limited broker"
-    /// The row of the broker whose service has a rate limit per key.
+    /// The row of the broker given calls with a concurrency key.
+    static let keyedBroker = "keyed broker"
+    /// The row of the broker given the same calls, its service under a rate limit per key.
     static let keyLimitedBroker = "key-limited broker"
 
     /// The report: one line per role, with Sky ÷ baseline, and the typed client ÷ the raw one.
@@ -96,12 +101,12 @@ struct InstructionCount {
                 "limited broker / broker (the service under a rate limit that never binds): "
                     + String(format: "%.3f", limited.sky / broker.sky))
         }
-        if let broker = rows.first(where: { $0.role == "broker" }),
+        if let keyed = rows.first(where: { $0.role == keyedBroker }),
             let limited = rows.first(where: { $0.role == keyLimitedBroker })
         {
             lines.append(
-                "key-limited broker / broker (the same limit per key, the calls without a key): "
-                    + String(format: "%.3f", limited.sky / broker.sky))
+                "key-limited broker / keyed broker (calls with a key, under a rate limit per key that never binds): "
+                    + String(format: "%.3f", limited.sky / keyed.sky))
         }
         return lines.joined(separator: "\n")
     }
@@ -115,7 +120,7 @@ struct InstructionCount {
     // MARK: Sky
 
     private func skyTotal(
-        role: String, tasks: Int, typed: Bool = false, brokerArguments: [String] = []
+        role: String, tasks: Int, typed: Bool = false, key: String? = nil, brokerArguments: [String] = []
     ) async throws -> Int {
         progress("instructions: sky \(typed ? "typed " : "")\(role), \(tasks) tasks under callgrind")
         let output = Self.outputFile()
@@ -142,7 +147,8 @@ struct InstructionCount {
             let client = try await SkyClient(broker: clients)
             try await Self.waitForWorker(client)
             try await Self.load(
-                client, tasks: tasks, inFlight: inFlight, payload: payload, callers: clientCallers, typed: false)
+                client, tasks: tasks, inFlight: inFlight, payload: payload, callers: clientCallers, typed: false,
+                key: key)
             await client.close()
             // A graceful stop ends it through a normal exit, so callgrind writes its counts.
             let counted = role == "broker" ? broker : worker
@@ -179,9 +185,11 @@ struct InstructionCount {
     /// `tasks` echo requests, `inFlight` at a time: of `payload` bytes, or (`typed`) of an
     /// `EchoTask` whose message is `payload` bytes of text, as the timed runs' typed point makes.
     static func load(
-        _ client: SkyClient, tasks: Int, inFlight: Int, payload: Int, callers: HandlerExecutor, typed: Bool
+        _ client: SkyClient, tasks: Int, inFlight: Int, payload: Int, callers: HandlerExecutor, typed: Bool,
+        key: String? = nil
     ) async throws {
         let body = [UInt8](repeating: 0x61, count: payload)
+        let options = Self.options(key: key)
         let task = EchoTask(message: String(repeating: "a", count: payload))
         let lanes = max(1, min(inFlight, tasks))
         try await withTaskExecutorPreference(callers == .ioThread ? client.ioThreadExecutor : nil) {
@@ -191,10 +199,9 @@ struct InstructionCount {
                     group.addTask {
                         for _ in 0..<count {
                             if typed {
-                                _ = try await client.scan(task, options: SkyTarget.options)
+                                _ = try await client.scan(task, options: options)
                             } else {
-                                _ = try await client.request(
-                                    service: EchoTask.service, body: body, options: SkyTarget.options)
+                                _ = try await client.request(service: EchoTask.service, body: body, options: options)
                             }
                         }
                     }
@@ -202,6 +209,13 @@ struct InstructionCount {
                 try await group.waitForAll()
             }
         }
+    }
+
+    /// The timed runs' options, with a concurrency key if given.
+    private static func options(key: String?) -> ScanOptions {
+        var options = SkyTarget.options
+        options.concurrencyKey = key
+        return options
     }
 
     static func waitForWorker(_ client: SkyClient) async throws {

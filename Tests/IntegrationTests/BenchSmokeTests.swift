@@ -148,7 +148,8 @@ extension SecondLineSuite {
             let rows = try #require(try JSONSerialization.jsonObject(with: report) as? [[String: Any]])
             #expect(
                 rows.compactMap { $0["role"] as? String } == [
-                    "broker", "client", "worker", "typed client", "limited broker", "key-limited broker",
+                    "broker", "client", "worker", "typed client", "limited broker", "keyed broker",
+                    "key-limited broker",
                 ])
             // The typed client does what the raw one does, plus encoding and decoding.
             let client = try #require(rows.first { $0["role"] as? String == "client" }?["sky"] as? Double)

@@ -60,6 +60,24 @@ struct KeyRateLimitTests {
         #expect(broker.machine.nextRateWake == nil, "nothing waits: no wake-ups")
     }
 
+    /// Calls without a key wait in plain order for the key ""'s token: no turns for them.
+    @Test func callsWithoutAKeyWaitInOrderForTheKeyOfNoneWithoutTurns() throws {
+        var broker = Self.limited(RateLimit(perSecond: 10, burst: 2, key: KeyScope()))
+        _ = broker.ready(worker1, capacity: 100)
+        let start = broker.now
+        var sent: [RequestID] = []
+        for index in 0..<6 {
+            sent += dispatched(broker.request(client, RequestID(high: 1, low: UInt64(index)), timeout: .seconds(60)))
+                .map(\.1)
+        }
+        #expect(sent.count == 2, "the key \"\"'s burst")
+        let number = try #require(broker.machine.services.number(of: "sky.scan"))
+        #expect(!broker.machine.queue.takesTurns(number), "no turns without keys")
+        sent += dispatched(RateLimitTests.wakeUntil(start + .milliseconds(450), &broker)).map(\.1)
+        #expect(sent == (0..<6).map { RequestID(high: 1, low: UInt64($0)) }, "in order, one every 100 ms")
+        #expect(broker.machine.limitListing().limits.first?.started == 6)
+    }
+
     /// Keys take turns as they do without a limit: a key that rested for a token comes back at
     /// its place, ahead of keys that had their turn meanwhile.
     @Test func aKeyThatRestedForATokenKeepsItsPlaceInTheTurns() {
