@@ -99,7 +99,10 @@ extension BrokerStateMachine {
     /// the calls waiting ahead of it (of its key, for a per-key limit) would take the tokens
     /// until after its deadline.
     /// - Returns: the answer's body, or `nil` if it may wait.
-    mutating func rateRefusal(_ task: QueuedRequest, _ service: ServiceBook.Number, now: Int64) -> RemoteErrorBody? {
+    /// - Parameter keySlot: the service's slot in the per-key book, if it is limited per key.
+    mutating func rateRefusal(
+        _ task: QueuedRequest, _ service: ServiceBook.Number, keySlot: Int?, now: Int64
+    ) -> RemoteErrorBody? {
         let expiry = queueExpiry(task)
         // Whatever a bucket holds, `ahead + 1` starts take at most that many tokens' time: a
         // deadline beyond it needs no look at the buckets (most calls, at the rates that bind
@@ -118,13 +121,12 @@ extension BrokerStateMachine {
             }
         }
         let name = task.request.service
-        guard !jobs.book.keyRates.isEmpty, let limit = jobs.book.keyRates.limit(of: name), !mayWait(limit) else {
-            return nil
-        }
+        guard let keySlot, let limit = jobs.book.keyRates.limit(at: keySlot), !mayWait(limit) else { return nil }
         let key = task.request.concurrencyKey ?? ""
         let ahead = queue.waiting(service, key: key)
-        guard let due = jobs.book.keyRates.due(name, key: key, position: ahead + 1), due > expiry else { return nil }
-        jobs.book.keyRates.refused(name)
+        let due = jobs.book.keyRates.due(at: keySlot, key: key, position: ahead + 1)
+        guard due > expiry else { return nil }
+        jobs.book.keyRates.refused(at: keySlot)
         return refusal(
             "the service \(name) is limited to \(limit.rateText) per key (burst \(limit.burst)) and \(ahead) calls of the key \(String(reflecting: key)) wait ahead of this one",
             wait: due - now, expiry: expiry, now: now)

@@ -516,13 +516,13 @@ package struct BrokerStateMachine: Sendable {
         // A call with a concurrency limit goes only while its key has room.
         // A call of a service limited per key goes only with its key's token.
         let limited = !services.limits.isEmpty && services[service].bucket != nil
-        let keyLimited = !jobs.book.keyRates.isEmpty && isKeyLimited(task.request.service)
+        let keySlot = jobs.book.keyRates.isEmpty ? nil : jobs.book.keyRates.slot(of: task.request.service)
         let placeLimit = task.request.concurrencyLimit
         if queue.count(of: service) == 0, services.paused.isEmpty || !services[service].paused,
             placeLimit == 0 || queue.mayStart(service, key: task.request.concurrencyKey ?? "", limit: placeLimit),
             let worker = bestWorker(for: service, avoiding: key),
             !limited || hasStart(service, now: task.arrivedAt),
-            !keyLimited || jobs.book.keyRates.take(task.request.service, key: task.request.concurrencyKey ?? "")
+            keySlot == nil || jobs.book.keyRates.check(keySlot!, task.request.concurrencyKey ?? "", taking: true)
         {
             if limited { _ = takeStart(service, now: task.arrivedAt) }
             counters.requestsAccepted += 1
@@ -530,8 +530,8 @@ package struct BrokerStateMachine: Sendable {
             dispatch(task, to: worker, now: now, into: &actions)
             return
         }
-        if limited || keyLimited, !services[service].paused,
-            let refusal = rateRefusal(task, service, now: task.arrivedAt)
+        if limited || keySlot != nil, !services[service].paused,
+            let refusal = rateRefusal(task, service, keySlot: keySlot, now: task.arrivedAt)
         {
             fail(task, .overloaded, refusal.message, error: refusal, into: &actions)
             return

@@ -141,6 +141,13 @@ struct KeyRateBook: Sendable {
     /// The per-key limit of `service`, if it has one.
     func limit(of service: String) -> RateLimit? { slots[service].flatMap { limits[$0] } }
 
+    /// The slot of `service`, if it is limited per key (its name looked up once for a request
+    /// that will need its limit and its bucket).
+    func slot(of service: String) -> Int? { slots[service] }
+
+    /// The limit of the service in `slot`.
+    func limit(at slot: Int) -> RateLimit? { limits[slot] }
+
     /// The slot of `service` (`nil`: it has no per-key limit), checked against the one `cached`
     /// and remembered there.
     func slot(_ cached: inout Int, name: String) -> Int? {
@@ -209,18 +216,16 @@ struct KeyRateBook: Sendable {
         return may
     }
 
-    /// When the `position`-th start of `key` of `service` from now may go, if nothing else takes
-    /// its tokens meanwhile; `nil` for a service without a per-key limit.
-    mutating func due(_ service: String, key: String, position: Int) -> Int64? {
-        guard let slot = slots[service] else { return nil }
+    /// When the `position`-th start of `key` of the service in `slot` from now may go, if
+    /// nothing else takes its tokens meanwhile.
+    mutating func due(at slot: Int, key: String, position: Int) -> Int64 {
         let (now, shared) = (self.now, bucketCount >= Self.maxBuckets)
         return entries[slot].due(key, position: position, now: now, shared: shared)
     }
 
     /// A call of `service` was answered at once because its key's limit would have made it wait
     /// past its deadline.
-    mutating func refused(_ service: String) {
-        guard let slot = slots[service] else { return }
+    mutating func refused(at slot: Int) {
         entries[slot].refused += 1
     }
 
