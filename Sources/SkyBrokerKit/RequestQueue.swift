@@ -40,8 +40,8 @@ struct RequestQueue: Sendable {
         var entries: Deque<QueuedRequest> = []
         var live = 0
         var bytes = 0
-        /// The service's name, for its per-key rate limit (set by the first request queued),
-        /// and its slot in the ``KeyRateBook`` when last found (-1: not yet).
+        /// The service's name, for its per-key rate limit (the last request queued's), and its
+        /// slot in the ``KeyRateBook`` when last found (-1: not yet; checked by name).
         var name = ""
         var rateSlot = -1
         /// The requests with a key and the rotation, once a request with a key came; kept while
@@ -204,7 +204,8 @@ struct RequestQueue: Sendable {
         let service = Int(task.service)
         let size = task.request.queuedSize
         while lanes.count <= service { lanes.append(Lane()) }
-        if lanes[service].name.isEmpty { lanes[service].name = task.request.service }
+        // A number is given to another service once its lane is empty: the name follows it.
+        if lanes[service].name != task.request.service { lanes[service].name = task.request.service }
         lanes[service].live += 1
         lanes[service].bytes += size
         count += 1

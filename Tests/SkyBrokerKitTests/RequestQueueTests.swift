@@ -21,6 +21,25 @@ struct RequestQueueTests {
             arrival: queue.nextArrival(priority: priority) | UInt64(service), arrivedAt: 0)
     }
 
+    /// A service's number goes to another service once its lane is empty: the per-key limit of
+    /// the first does not follow the number to the second.
+    @Test func aLanesNumberGivenToAnotherServiceLeavesTheFirstsLimitBehind() {
+        var queue = RequestQueue()
+        var rates = KeyRateBook()
+        _ = rates.set("s0", RateLimit(perSecond: 1, burst: 1, key: KeyScope()))
+        queue.insert(request(&queue, 1), expiry: .max)
+        #expect(queue.popFirst(0, rates: &rates) != nil, "s0's one token")
+        // Lane 0 is empty; its number now names "other", which has no limit.
+        var other = request(&queue, 2)
+        other.request.service = "other"
+        queue.insert(other, expiry: .max)
+        var another = request(&queue, 3)
+        another.request.service = "other"
+        queue.insert(another, expiry: .max)
+        #expect(queue.oldest(0, rates: &rates) != nil && queue.popFirst(0, rates: &rates) != nil)
+        #expect(queue.oldest(0, rates: &rates) != nil, "not held by s0's spent bucket")
+    }
+
     /// A request of `key` (with its `limit`), as ``request(_:_:service:priority:bytes:)``.
     private func keyed(
         _ queue: inout RequestQueue, _ low: UInt64, key: String, limit: UInt32 = 0, priority: Int8 = 0
