@@ -462,24 +462,22 @@ extension SecondLineSuite {
             defer { browser.shutDown() }
             let page = try await browser.open("http://\(host)/")
             try await page.waitUntil("the login form", "document.querySelector('#password-login') !== null")
-            try await page.evaluate(
-                #"""
-                document.querySelector('#user').value = 'ada';
-                document.querySelector('#password').value = 'wrong horse';
-                // Later: the navigation would end the evaluation that starts it.
-                setTimeout(() => document.querySelector('#password-login').submit(), 0);
-                """#)
-            try await page.waitAfterNavigation(
+            try await page.navigating(
+                by: #"""
+                    document.querySelector('#user').value = 'ada';
+                    document.querySelector('#password').value = 'wrong horse';
+                    document.querySelector('#password-login').submit();
+                    """#)
+            try await page.waitUntil(
                 "the wrong password refused", "document.body.textContent.includes('Wrong user or password.')")
             #expect(try await page.evaluate("document.querySelector('#services') === null") == "true")
-            try await page.evaluate(
-                #"""
-                document.querySelector('#user').value = 'ada';
-                document.querySelector('#password').value = 'correct horse';
-                // Later: the navigation would end the evaluation that starts it.
-                setTimeout(() => document.querySelector('#password-login').submit(), 0);
-                """#)
-            try await page.waitAfterNavigation("the dashboard", "document.querySelector('#services') !== null")
+            try await page.navigating(
+                by: #"""
+                    document.querySelector('#user').value = 'ada';
+                    document.querySelector('#password').value = 'correct horse';
+                    document.querySelector('#password-login').submit();
+                    """#)
+            try await page.waitUntil("the dashboard", "document.querySelector('#services') !== null")
         }
 
         /// A skyweb behind a login (`arguments`), on a free port, for a broker that is not

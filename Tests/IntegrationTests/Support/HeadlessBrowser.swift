@@ -31,12 +31,14 @@ final class HeadlessBrowser: Sendable {
     private let pid: pid_t
     private let commands: Int32
     private let profile: URL
-    private struct Calls {
+    fileprivate struct Calls {
         var nextID = 1
         var waiting: [Int: CheckedContinuation<Data, any Error>] = [:]
+        /// Who awaits a page's next `Page.loadEventFired`, by session.
+        var loads: [String: [CheckedContinuation<Void, any Error>]] = [:]
         var closed = false
     }
-    private let calls = Locked(Calls())
+    fileprivate let calls = Locked(Calls())
 
     init(executable: String, width: Int = 1300, height: Int = 1000) throws {
         profile = FileManager.default.temporaryDirectory.appendingPathComponent("sky-chromium-\(UUID().uuidString)")
@@ -85,7 +87,8 @@ final class HeadlessBrowser: Sendable {
         reader.start()
     }
 
-    /// Reads NUL-separated messages and hands each answer to its caller; events are ignored.
+    /// Reads NUL-separated messages and hands each answer to its caller, and each page's load
+    /// event to whoever awaits it; other events are ignored.
     private static func read(_ fd: Int32, into calls: Locked<Calls>) {
         var pending = Data()
         var buffer = [UInt8](repeating: 0, count: 65536)
@@ -97,20 +100,28 @@ final class HeadlessBrowser: Sendable {
             while let end = pending.firstIndex(of: 0) {
                 let message = pending[pending.startIndex..<end]
                 pending = Data(pending[(end + 1)...])
-                guard let object = try? JSONSerialization.jsonObject(with: message) as? [String: Any],
-                    let id = object["id"] as? Int
-                else { continue }
+                guard let object = try? JSONSerialization.jsonObject(with: message) as? [String: Any] else { continue }
+                if object["method"] as? String == "Page.loadEventFired", let session = object["sessionId"] as? String {
+                    let loaded = calls.withLock { $0.loads.removeValue(forKey: session) } ?? []
+                    for waiter in loaded { waiter.resume() }
+                    continue
+                }
+                guard let id = object["id"] as? Int else { continue }
                 let waiter = calls.withLock { $0.waiting.removeValue(forKey: id) }
                 waiter?.resume(returning: Data(message))
             }
         }
         Glibc.close(fd)
-        let waiters = calls.withLock { calls in
+        let (waiters, loads) = calls.withLock { calls in
             calls.closed = true
-            defer { calls.waiting.removeAll() }
-            return Array(calls.waiting.values)
+            defer {
+                calls.waiting.removeAll()
+                calls.loads.removeAll()
+            }
+            return (Array(calls.waiting.values), calls.loads.values.flatMap { $0 })
         }
         for waiter in waiters { waiter.resume(throwing: Failure(description: "the browser closed its pipe")) }
+        for waiter in loads { waiter.resume(throwing: Failure(description: "the browser closed its pipe")) }
     }
 
     /// Sends one DevTools command and returns its `result` as JSON (throws its `error`).
@@ -212,21 +223,29 @@ final class HeadlessBrowser: Sendable {
             }
         }
 
-        /// Waits until `expression` is true in the document a navigation (a form sent) brings.
-        /// Polled from here every 50 ms: the document that could await it in the page is the one
-        /// the navigation replaces (an evaluation in it is neither answered nor refused when it
-        /// goes, so ``waitUntil(_:_:timeout:)`` there would wait out its timeout).
-        func waitAfterNavigation(_ what: String, _ expression: String, timeout: Duration = .seconds(20)) async throws {
-            let deadline = ContinuousClock.now + timeout
-            while ContinuousClock.now < deadline {
-                let holds = try? await evaluate(
-                    "document.readyState === 'complete' && (() => { try { return Boolean(\(expression)); } catch (e) { return false; } })()"
-                )
-                if holds == "true" { return }
-                try await Task.sleep(for: .milliseconds(50))
+        /// Runs `script`, which makes the page navigate (a form sent), and returns once the new
+        /// document has loaded (its `Page.loadEventFired`): ask it then with
+        /// ``waitUntil(_:_:timeout:)``. An in-page wait begun before would stay in the document
+        /// the navigation replaces, neither answered nor refused.
+        func navigating(by script: String) async throws {
+            _ = try await browser.send("Page.enable", session: session)
+            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+                let registered = browser.calls.withLock { calls -> Bool in
+                    guard !calls.closed else { return false }
+                    calls.loads[session, default: []].append(continuation)
+                    return true
+                }
+                if !registered { continuation.resume(throwing: Failure(description: "the browser is gone")) }
+                // Later: the navigation would end the evaluation that starts it.
+                Task {
+                    do {
+                        try await evaluate("setTimeout(() => { \(script) }, 0)")
+                    } catch {
+                        let waiter = browser.calls.withLock { $0.loads.removeValue(forKey: session) } ?? []
+                        for waiting in waiter { waiting.resume(throwing: error) }
+                    }
+                }
             }
-            let text = (try? await evaluate("document.body.innerText")) ?? "nothing"
-            throw Failure(description: "not shown within \(timeout): \(what). The page showed: \(text)")
         }
 
         /// Saves a PNG of the viewport.
