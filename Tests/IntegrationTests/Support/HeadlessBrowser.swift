@@ -240,6 +240,9 @@ final class HeadlessBrowser: Sendable {
                 Task {
                     do {
                         try await evaluate("setTimeout(() => { \(script) }, 0)")
+                    } catch let failure as Failure where failure.description.contains("navigated") {
+                        // The navigation overtook this evaluation's answer (a loaded machine):
+                        // it happened, which is what the load event will say.
                     } catch {
                         let waiter = browser.calls.withLock { $0.loads.removeValue(forKey: session) } ?? []
                         for waiting in waiter { waiting.resume(throwing: error) }
