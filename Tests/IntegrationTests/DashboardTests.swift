@@ -19,6 +19,28 @@ extension SecondLineSuite {
             URL(fileURLWithPath: ProcessInfo.processInfo.environment["SKY_ARTIFACTS"] ?? ".build/artifacts")
         }
 
+        /// The browser harness itself: a wait begun in a document that navigates away (here
+        /// the page's own script, as a redirect or a login would) goes on in the new document
+        /// instead of failing with DevTools' "Inspected target navigated or closed".
+        @Test func aWaitOutlivesANavigationOfThePage() async throws {
+            let chromium = try #require(
+                HeadlessBrowser.executable,
+                "Chromium is missing: run the tests with ./ops/sky test, or apt-get install chromium")
+            let state = IntegrationSuite.JobTests.StateDirectory()
+            try FileManager.default.createDirectory(atPath: state.path, withIntermediateDirectories: true)
+            let file = state.path + "/moves.html"
+            try """
+            <script>
+              if (location.search === '') setTimeout(() => { location.search = '?moved'; }, 300);
+              else document.addEventListener('DOMContentLoaded', () => { document.body.id = 'arrived'; });
+            </script><body></body>
+            """.write(toFile: file, atomically: true, encoding: .utf8)
+            let browser = try HeadlessBrowser(executable: chromium)
+            defer { browser.shutDown() }
+            let page = try await browser.open("file://" + file)
+            try await page.waitUntil("the second document", "document.body.id === 'arrived'", timeout: .seconds(10))
+        }
+
         @Test func thePageShowsWorkersFailuresDeparturesAndJobsLive() async throws {
             let chromium = try #require(
                 HeadlessBrowser.executable,

@@ -13,6 +13,10 @@ import SkyZMQ
 final class HeadlessBrowser: Sendable {
     struct Failure: Error, CustomStringConvertible {
         let description: String
+
+        /// The page's document was replaced while a command ran in it (DevTools' "Inspected
+        /// target navigated or closed").
+        var navigated: Bool { description.contains("navigated") }
     }
 
     /// `chromium` (Debian) or another Chromium on PATH; `SKY_CHROMIUM` overrides.
@@ -153,14 +157,18 @@ final class HeadlessBrowser: Sendable {
         return try JSONSerialization.data(withJSONObject: object["result"] ?? [:])
     }
 
-    /// Opens `url` in a new tab and returns it once the navigation committed (what the page
-    /// is asked from then on is asked of `url`'s document, not of the blank one before it).
+    /// Opens `url` in a new tab and returns it once its document has loaded (its
+    /// `Page.loadEventFired`): what the page is asked from then on is asked of `url`'s
+    /// document, not of the blank one before it, and no late load event of this navigation
+    /// can be taken for a later one's.
     func open(_ url: String) async throws -> Page {
         let target = try Self.field("targetId", of: try await send("Target.createTarget", ["url": "about:blank"]))
         let session = try Self.field(
             "sessionId", of: try await send("Target.attachToTarget", ["targetId": target, "flatten": true]))
-        _ = try await send("Page.navigate", ["url": url], session: session)
-        return Page(browser: self, session: session)
+        _ = try await send("Page.enable", session: session)
+        let page = Page(browser: self, session: session)
+        try await page.loading { _ = try await self.send("Page.navigate", ["url": url], session: session) }
+        return page
     }
 
     static func field(_ name: String, of json: Data) throws -> String {
@@ -204,19 +212,31 @@ final class HeadlessBrowser: Sendable {
         /// MutationObserver checks it on every change to the document (the page updates itself
         /// from its WebSocket), so nothing here sleeps or polls; the page gives up at `timeout`.
         func waitUntil(_ what: String, _ expression: String, timeout: Duration = .seconds(20)) async throws {
-            let milliseconds = timeout.components.seconds * 1000
-            let shown = try await evaluate(
-                """
-                new Promise((resolve) => {
-                  const holds = () => { try { return Boolean(\(expression)); } catch (e) { return false; } };
-                  if (holds()) { resolve(true); return; }
-                  const observer = new MutationObserver(() => {
-                    if (holds()) { observer.disconnect(); resolve(true); }
-                  });
-                  observer.observe(document, { subtree: true, childList: true, attributes: true, characterData: true });
-                  setTimeout(() => { observer.disconnect(); resolve(holds()); }, \(milliseconds));
-                })
-                """)
+            let deadline = ContinuousClock.now + timeout
+            var shown = "false"
+            // A navigation (a redirect, the page's own reload) ends the document the wait runs
+            // in and the evaluation with it: ask the new document, until the deadline.
+            while true {
+                let left = deadline - ContinuousClock.now
+                let milliseconds = max(0, Int(left / .milliseconds(1)))
+                do {
+                    shown = try await evaluate(
+                        """
+                        new Promise((resolve) => {
+                          const holds = () => { try { return Boolean(\(expression)); } catch (e) { return false; } };
+                          if (holds()) { resolve(true); return; }
+                          const observer = new MutationObserver(() => {
+                            if (holds()) { observer.disconnect(); resolve(true); }
+                          });
+                          observer.observe(document, { subtree: true, childList: true, attributes: true, characterData: true });
+                          setTimeout(() => { observer.disconnect(); resolve(holds()); }, \(milliseconds));
+                        })
+                        """)
+                    break
+                } catch let failure as Failure where failure.navigated && ContinuousClock.now < deadline {
+                    continue
+                }
+            }
             guard shown == "true" else {
                 let text = try await evaluate("document.body.innerText")
                 throw Failure(description: "not shown within \(timeout): \(what). The page showed: \(text)")
@@ -228,21 +248,34 @@ final class HeadlessBrowser: Sendable {
         /// ``waitUntil(_:_:timeout:)``. An in-page wait begun before would stay in the document
         /// the navigation replaces, neither answered nor refused.
         func navigating(by script: String) async throws {
-            _ = try await browser.send("Page.enable", session: session)
+            try await loading {
+                do {
+                    // Later: the navigation would end the evaluation that starts it.
+                    try await evaluate("setTimeout(() => { \(script) }, 0)")
+                } catch let failure as Failure where failure.navigated {
+                    // The navigation overtook this evaluation's answer (a loaded machine):
+                    // it happened, which is what the load event will say.
+                }
+            }
+        }
+
+        /// Runs `start`, which begins a navigation, and returns once the page's next load
+        /// event came (the waiter is registered before `start` runs, so a fast load is not
+        /// missed); `start`'s error ends the wait.
+        func loading(by start: @escaping @Sendable () async throws -> Void) async throws {
             try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
                 let registered = browser.calls.withLock { calls -> Bool in
                     guard !calls.closed else { return false }
                     calls.loads[session, default: []].append(continuation)
                     return true
                 }
-                if !registered { continuation.resume(throwing: Failure(description: "the browser is gone")) }
-                // Later: the navigation would end the evaluation that starts it.
+                guard registered else {
+                    continuation.resume(throwing: Failure(description: "the browser is gone"))
+                    return
+                }
                 Task {
                     do {
-                        try await evaluate("setTimeout(() => { \(script) }, 0)")
-                    } catch let failure as Failure where failure.description.contains("navigated") {
-                        // The navigation overtook this evaluation's answer (a loaded machine):
-                        // it happened, which is what the load event will say.
+                        try await start()
                     } catch {
                         let waiter = browser.calls.withLock { $0.loads.removeValue(forKey: session) } ?? []
                         for waiting in waiter { waiting.resume(throwing: error) }
