@@ -19,7 +19,7 @@ final class ClientMetrics: Sendable {
     /// Whether a backend listens: without one (swift-metrics' no-op default) a call pays
     /// nothing for metrics. Like swift-metrics' own handles, a client made before the process
     /// bootstraps a backend keeps the no-op one.
-    private let enabled: Bool
+    let enabled: Bool
 
     init(factory: (any MetricsFactory)?) {
         self.factory = factory ?? MetricsSystem.factory

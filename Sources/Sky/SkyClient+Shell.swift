@@ -49,10 +49,7 @@ extension SkyClient {
 
         let machine: Locked<ClientStateMachine>
         /// With room for as many calls as the request table (see ``RequestTable/room``).
-        /// Unsafe continuations: each is resumed exactly once by whoever takes it out of its
-        /// slot (the I/O thread, the cancellation handler, or the close), which a checked one
-        /// would only verify at the cost of an allocation a call.
-        let calls = Locked(WaiterSlots<UnsafeContinuation<Completion, any Error>>(room: RequestTable.room))
+        let calls = Locked(WaiterSlots<CallWaiter>(room: RequestTable.room))
         let connectionWaiters = Locked<[WaiterID: CheckedContinuation<Void, any Error>]>([:])
         let featureWaiters = Locked<[WaiterID: CheckedContinuation<BrokerFeatures?, Never>]>([:])
         /// What the last broker that answered `mmi.features` said: how a submit is encoded,
@@ -129,7 +126,7 @@ extension SkyClient {
             return try await withTaskCancellationHandler {
                 try await withUnsafeThrowingContinuation {
                     (continuation: UnsafeContinuation<Completion, any Error>) in
-                    guard calls.withLock({ $0.fill(waiter, with: continuation) }) else {
+                    guard calls.withLock({ $0.fill(waiter, with: .suspended(continuation)) }) else {
                         // The handler below, or the close, freed the slot before it was filled.
                         if Task.isCancelled {
                             continuation.resume(throwing: CancellationError())
@@ -140,18 +137,27 @@ extension SkyClient {
                     }
                     if Task.isCancelled {
                         // Cancelled before the handler below could find the continuation.
-                        calls.withLock { $0.remove(waiter) }?.resume(throwing: CancellationError())
+                        calls.withLock { $0.remove(waiter) }?.cancel()
                     } else if !post(.start(call, waiter)) {
-                        calls.withLock { $0.remove(waiter) }?.resume(
-                            returning: Completion(result: .failure(.clientClosed), attempts: 0))
+                        calls.withLock { $0.remove(waiter) }?.complete(
+                            Completion(result: .failure(.clientClosed), attempts: 0))
                     }
                 }
             } onCancel: {
                 // Whoever takes the continuation resumes it: this handler, or the I/O thread
                 // with the call's outcome. The machine ignores a start whose caller has gone.
-                guard let continuation = calls.withLock({ $0.remove(waiter) }) else { return }
-                continuation.resume(throwing: CancellationError())
+                guard let waiting = calls.withLock({ $0.remove(waiter) }) else { return }
+                waiting.cancel()
                 post(.abandon(waiter))
+            }
+        }
+
+        /// Starts one call whose outcome goes to `handler`, run on the I/O thread (or by the
+        /// close, for a call it ends).
+        func call(_ call: RequestTable.Call, handler: @escaping @Sendable (Completion) -> Void) {
+            let waiter = calls.withLock { $0.insert(.handler(handler)) }
+            if !post(.start(call, waiter)) {
+                calls.withLock { $0.remove(waiter) }?.complete(Completion(result: .failure(.clientClosed), attempts: 0))
             }
         }
 
@@ -216,8 +222,8 @@ extension SkyClient {
         func closed() {
             _ = inputs.withLock { $0.stop() }
             sleeper.withLock { $0?.task.cancel() }
-            for continuation in calls.withLock({ $0.removeAll() }) {
-                continuation.resume(returning: Completion(result: .failure(.clientClosed), attempts: 0))
+            for waiting in calls.withLock({ $0.removeAll() }) {
+                waiting.complete(Completion(result: .failure(.clientClosed), attempts: 0))
             }
             for continuation in connectionWaiters.withLock(Self.takeAll) {
                 continuation.resume(throwing: SkyError.clientClosed)
@@ -325,16 +331,16 @@ extension SkyClient {
             }
         }
 
-        /// The completion is consumed: the one waiter's continuation takes it without a copy
-        /// (a copy of its `Result` went through the runtime's generic tuple witness).
+        /// The completion is consumed: the one waiter takes it without a copy (a copy of its
+        /// `Result` went through the runtime's generic tuple witness).
         private func resume(_ waiters: WaiterList, _ completion: consuming Completion) {
             if let waiter = waiters.only {
-                calls.withLock { $0.remove(waiter) }?.resume(returning: completion)
+                calls.withLock { $0.remove(waiter) }?.complete(completion)
                 return
             }
             let taken = calls.withLock { calls in waiters.compactMap { calls.remove($0) } }
             let shared = copy completion
-            for continuation in taken { continuation.resume(returning: shared) }
+            for waiting in taken { waiting.complete(shared) }
         }
 
         private func takeConnectionWaiters(_ waiters: [WaiterID]) -> [CheckedContinuation<Void, any Error>] {

@@ -54,6 +54,14 @@ public actor SkyClient {
     struct Completion: Sendable {
         var result: Result<[UInt8], SkyError>
         var attempts: Int
+
+        /// The `outcome` label of the client's metrics.
+        var outcome: String {
+            switch result {
+            case .success: "ok"
+            case .failure(let error): error.code.rawValue
+            }
+        }
     }
 
     /// Prepares a client of the broker at `broker`. Connects on first use.
@@ -232,17 +240,13 @@ public actor SkyClient {
             completion = try await executeMeasured(service: service, body: body, options: options)
         }
         attempts = completion.attempts
-        switch completion.result {
-        case .success: outcome = "ok"
-        case .failure(let error): outcome = error.code.rawValue
-        }
+        outcome = completion.outcome
         return completion
     }
 
-    /// ``execute(service:body:options:)`` without its metrics.
-    nonisolated(nonsending) func executeMeasured(
-        service: String, body: [UInt8], options: ScanOptions, trace: TraceFrameSource? = nil
-    ) async throws -> Completion {
+    /// A call refused before anything is sent (a bad name, timeout or deadline, a body over
+    /// the client's limit); `nil`: it may go.
+    nonisolated func refusedAtOnce(service: String, body: [UInt8], options: ScanOptions) -> Completion? {
         // The broker drops a request with an invalid name unanswered; refuse it here instead.
         if let problem = WireFormat.nameProblem(service, what: "service name") {
             return Completion(result: .failure(.invalidTask(problem)), attempts: 0)
@@ -270,6 +274,14 @@ public actor SkyClient {
                 result: .failure(.requestTooLarge(bytes: body.count, limit: configuration.maxRequestBytes)), attempts: 0
             )
         }
+        return nil
+    }
+
+    /// ``execute(service:body:options:)`` without its metrics.
+    nonisolated(nonsending) func executeMeasured(
+        service: String, body: [UInt8], options: ScanOptions, trace: TraceFrameSource? = nil
+    ) async throws -> Completion {
+        if let refused = refusedAtOnce(service: service, body: body, options: options) { return refused }
         // A kept call is the broker's to keep: run here, it would leave no job behind.
         if let fallback = configuration.localFallback, !options.keepIfAbandoned {
             // A refused client fails at once rather than pass for one whose broker is away.

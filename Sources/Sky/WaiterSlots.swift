@@ -41,6 +41,14 @@ struct WaiterSlots<Continuation: Sendable>: Sendable {
         return 1 << 63 | UInt64(slots[index].use & 0x7fff_ffff) << 32 | UInt64(index)
     }
 
+    /// Takes a slot and puts `continuation` in it at once (a waiter that exists before its call
+    /// starts: a completion handler).
+    mutating func insert(_ continuation: Continuation) -> WaiterID {
+        let waiter = reserve()
+        slots[Int(waiter & 0xffff_ffff)].continuation = continuation
+        return waiter
+    }
+
     /// Puts the caller's continuation in its slot; `false` when the slot was freed meanwhile
     /// (the caller was cancelled, or every waiter was taken at the close).
     mutating func fill(_ waiter: WaiterID, with continuation: Continuation) -> Bool {

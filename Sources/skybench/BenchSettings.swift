@@ -12,8 +12,8 @@ struct BenchSettings: Codable, Sendable {
     var capacity: Int
     /// Where the skyworkers run their handlers (`skyworker --handlers`).
     var workerHandlers: HandlerExecutor = .pool
-    /// Where the measuring calls run: the client's I/O thread or the cooperative pool.
-    var clientCallers: HandlerExecutor = .pool
+    /// Where the measuring calls run (``CallerPlacement``).
+    var clientCallers: CallerPlacement = .pool
     var latencyRequests: Int
     var latencyWarmup: Int
     var warmupSeconds: Double

@@ -3,6 +3,7 @@ import Sky
 import SkyTestSupport
 import SkyWorkerKit
 import SkyWorkloads
+import Synchronization
 
 /// `--instructions`: user-space instructions per task of the broker, the client and the
 /// worker, Sky against the baseline, counted by callgrind. Times on a small virtual machine move by ±20 %
@@ -28,7 +29,7 @@ struct InstructionCount {
     let transport: Transport
     /// Where Sky's worker runs its handlers and the client its calls (as in the timed runs).
     var workerHandlers = HandlerExecutor.pool
-    var clientCallers = HandlerExecutor.pool
+    var clientCallers = CallerPlacement.pool
 
     func run() async throws -> [Row] {
         var rows: [Row] = []
@@ -74,7 +75,7 @@ struct InstructionCount {
 
     /// The report: one line per role, with Sky ÷ baseline, and the typed client ÷ the raw one.
     static func table(
-        _ rows: [Row], payload: Int, inFlight: Int, workerHandlers: HandlerExecutor, clientCallers: HandlerExecutor
+        _ rows: [Row], payload: Int, inFlight: Int, workerHandlers: HandlerExecutor, clientCallers: CallerPlacement
     ) -> String {
         var lines = [
             "User-space instructions per task (callgrind; \(payload) B, \(inFlight) in flight, 1 worker; Sky's handlers on the "
@@ -174,7 +175,7 @@ struct InstructionCount {
 
     /// The hidden `--load-client` mode: this process as a plain Sky client, for callgrind.
     static func loadClient(
-        broker: String, tasks: Int, inFlight: Int, payload: Int, callers: HandlerExecutor, typed: Bool
+        broker: String, tasks: Int, inFlight: Int, payload: Int, callers: CallerPlacement, typed: Bool
     ) async throws {
         let client = try await SkyClient(broker: broker)
         try await waitForWorker(client)
@@ -185,14 +186,27 @@ struct InstructionCount {
     /// `tasks` echo requests, `inFlight` at a time: of `payload` bytes, or (`typed`) of an
     /// `EchoTask` whose message is `payload` bytes of text, as the timed runs' typed point makes.
     static func load(
-        _ client: SkyClient, tasks: Int, inFlight: Int, payload: Int, callers: HandlerExecutor, typed: Bool,
+        _ client: SkyClient, tasks: Int, inFlight: Int, payload: Int, callers: CallerPlacement, typed: Bool,
         key: String? = nil
     ) async throws {
         let body = [UInt8](repeating: 0x61, count: payload)
         let options = Self.options(key: key)
         let task = EchoTask(message: String(repeating: "a", count: payload))
         let lanes = max(1, min(inFlight, tasks))
-        try await withTaskExecutorPreference(callers == .ioThread ? client.ioThreadExecutor : nil) {
+        if callers == .completion {
+            // Each lane's calls one after the other, as the task lanes below make them.
+            let left = Atomic(tasks - lanes)
+            try await CallbackChains.run(lanes: lanes, more: { left.subtract(1, ordering: .relaxed).oldValue > 0 }) {
+                done in
+                if typed {
+                    client.scan(task, options: options) { done($0.failure) }
+                } else {
+                    client.request(service: EchoTask.service, body: body, options: options) { done($0.failure) }
+                }
+            }
+            return
+        }
+        try await withTaskExecutorPreference(callers.executor(of: client)) {
             try await withThrowingTaskGroup(of: Void.self) { group in
                 for lane in 0..<lanes {
                     let count = tasks / lanes + (lane < tasks % lanes ? 1 : 0)

@@ -51,9 +51,9 @@ struct SkyBenchCommand: AsyncParsableCommand {
     @Option(
         name: .customLong("client-callers"),
         help: ArgumentHelp(
-            "Where the measuring calls run: pool, or io-thread (withTaskExecutorPreference(client.ioThreadExecutor)).",
-            valueName: "pool|io-thread"))
-    var clientCallers = HandlerExecutor.pool
+            "Where the measuring calls run: pool, io-thread (withTaskExecutorPreference(client.ioThreadExecutor)), or completion (the callback API, each completion starting the next call).",
+            valueName: "pool|io-thread|completion"))
+    var clientCallers = CallerPlacement.pool
 
     @Option(help: "Timed round trips per latency measurement.")
     var latencyRequests = 5000

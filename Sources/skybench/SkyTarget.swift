@@ -6,6 +6,7 @@ import SkyTestSupport
 import SkyWire
 import SkyWorkerKit
 import SkyWorkloads
+import Synchronization
 
 /// A Sky cluster under test: a `skybroker`, `workers` × `skyworker` serving one built-in
 /// service, and a `SkyClient` in this process (whose CPU counts as the client's).
@@ -18,8 +19,8 @@ final class SkyTarget: BenchTarget {
     private let workers: [SkyProcess]
     private let cpu: ProcessCPU
     private let service: String
-    /// Where the measuring calls run: on the client's I/O thread, or on the cooperative pool (nil).
-    private let callerExecutor: (any TaskExecutor)?
+    /// Where the measuring calls run.
+    private let callers: CallerPlacement
     private let clock = ContinuousClock()
 
     /// Every call of a measurement: no sharing of equal payloads, no retry (a failure fails the
@@ -28,9 +29,9 @@ final class SkyTarget: BenchTarget {
 
     private init(
         broker: SkyProcess, workers: [SkyProcess], client: SkyClient, clientsEndpoint: String, service: String,
-        callers: HandlerExecutor
+        callers: CallerPlacement
     ) {
-        callerExecutor = callers == .ioThread ? client.ioThreadExecutor : nil
+        self.callers = callers
         self.broker = broker
         self.clientsEndpoint = clientsEndpoint
         self.workers = workers
@@ -43,7 +44,7 @@ final class SkyTarget: BenchTarget {
 
     /// Starts a broker and `workers` workers of `capacity` each, and waits until all registered.
     static func start(
-        workers count: Int, capacity: Int, handlers: HandlerExecutor = .pool, callers: HandlerExecutor = .pool,
+        workers count: Int, capacity: Int, handlers: HandlerExecutor = .pool, callers: CallerPlacement = .pool,
         service: String = EchoTask.service, transport: Transport, brokerArguments: [String] = []
     ) async throws -> SkyTarget {
         let endpoints = transport.endpoints(for: "sky")
@@ -94,11 +95,27 @@ final class SkyTarget: BenchTarget {
         let cpuBefore = cpu.read()
         let switchesBefore = cpu.readSwitches()
         let started = clock.now
-        try await withTaskExecutorPreference(callerExecutor) {
-            for _ in 0..<requests {
-                let sent = clock.now
-                try await call(body)
-                histogram.record(UInt64(max(1, (clock.now - sent).inSeconds * 1e6)))
+        if callers == .completion {
+            let timed = Mutex((histogram: histogram, left: requests - 1, sent: clock.now))
+            try await CallbackChains.run(
+                lanes: 1,
+                more: {
+                    timed.withLock { timed in
+                        timed.histogram.record(UInt64(max(1, (ContinuousClock.now - timed.sent).inSeconds * 1e6)))
+                        timed.left -= 1
+                        timed.sent = ContinuousClock.now
+                        return timed.left >= 0
+                    }
+                }
+            ) { done in self.call(body, completion: done) }
+            histogram = timed.withLock { $0.histogram }
+        } else {
+            try await withTaskExecutorPreference(callers.executor(of: client)) {
+                for _ in 0..<requests {
+                    let sent = clock.now
+                    try await call(body)
+                    histogram.record(UInt64(max(1, (clock.now - sent).inSeconds * 1e6)))
+                }
             }
         }
         let elapsed = (clock.now - started).inSeconds
@@ -110,7 +127,9 @@ final class SkyTarget: BenchTarget {
 
     func throughput(payload: Int, inFlight: Int, warmup: Duration, measure: Duration) async throws -> Figures {
         let body = [UInt8](repeating: 0x61, count: payload)
-        return try await throughput(inFlight: inFlight, warmup: warmup, measure: measure) { try await self.call(body) }
+        return try await throughput(
+            inFlight: inFlight, warmup: warmup, measure: measure, call: { try await self.call(body) },
+            callback: { self.call(body, completion: $0) })
     }
 
     /// Throughput of the typed path: `scan(EchoTask)`, whose message is `payload` bytes of text,
@@ -118,15 +137,28 @@ final class SkyTarget: BenchTarget {
     func typedThroughput(payload: Int, inFlight: Int, warmup: Duration, measure: Duration) async throws -> Figures {
         let task = EchoTask(message: String(repeating: "a", count: payload))
         let client = self.client
-        return try await throughput(inFlight: inFlight, warmup: warmup, measure: measure) {
-            let echoed = try await client.scan(task, options: Self.options)
-            guard echoed == task else { throw BenchError("sky.echo answered \(echoed) for \(task)") }
-        }
+        return try await throughput(
+            inFlight: inFlight, warmup: warmup, measure: measure,
+            call: {
+                let echoed = try await client.scan(task, options: Self.options)
+                guard echoed == task else { throw BenchError("sky.echo answered \(echoed) for \(task)") }
+            },
+            callback: { done in
+                client.scan(task, options: Self.options) { result in
+                    switch result {
+                    case .success(let echoed) where echoed == task: done(nil)
+                    case .success(let echoed): done(BenchError("sky.echo answered \(echoed) for \(task)"))
+                    case .failure(let error): done(error)
+                    }
+                }
+            })
     }
 
-    /// Keeps `inFlight` calls of `call` going; counts those that complete in the measured phase.
+    /// Keeps `inFlight` calls of `call` going (of `callback` in the completion placement);
+    /// counts those that complete in the measured phase.
     func throughput(
-        inFlight: Int, warmup: Duration, measure: Duration, call: @escaping @Sendable () async throws -> Void
+        inFlight: Int, warmup: Duration, measure: Duration, call: @escaping @Sendable () async throws -> Void,
+        callback: @escaping CallbackChains.Call
     ) async throws -> Figures {
         let from = clock.now + warmup
         let until = from + measure
@@ -138,7 +170,21 @@ final class SkyTarget: BenchTarget {
             try await Task.sleep(until: until, clock: .continuous)
             return (cpu.since(before), cpu.switchesSince(switchesBefore))
         }
-        let completed = try await withTaskExecutorPreference(callerExecutor) {
+        if callers == .completion {
+            let counted = Atomic(0)
+            try await CallbackChains.run(
+                lanes: inFlight,
+                more: {
+                    let now = ContinuousClock.now
+                    if now >= from, now < until { counted.add(1, ordering: .relaxed) }
+                    return now < until
+                }, call: callback)
+            let (cpuSeconds, switches) = try await cpuUsed.value
+            return Figures(
+                tasks: counted.load(ordering: .relaxed), seconds: measure.inSeconds, cpuSeconds: cpuSeconds,
+                switches: switches)
+        }
+        let completed = try await withTaskExecutorPreference(callers.executor(of: client)) {
             try await withThrowingTaskGroup(of: Int.self) { group in
                 for _ in 0..<inFlight {
                     group.addTask {
@@ -184,6 +230,18 @@ final class SkyTarget: BenchTarget {
 
     func snapshot() async throws -> ClusterSnapshot {
         try await client.clusterSnapshot()
+    }
+
+    /// ``call(_:)`` by the callback API.
+    private func call(_ body: [UInt8], completion: @escaping @Sendable ((any Error)?) -> Void) {
+        client.request(service: service, body: body, options: Self.options) { result in
+            switch result {
+            case .success(let reply) where reply.count == body.count: completion(nil)
+            case .success(let reply):
+                completion(BenchError("\(self.service) answered \(reply.count) bytes for \(body.count)"))
+            case .failure(let error): completion(error)
+            }
+        }
     }
 
     private func call(_ body: [UInt8]) async throws {

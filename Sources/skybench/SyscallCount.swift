@@ -28,7 +28,7 @@ struct SyscallCount {
     let inFlight: Int
     let transport: Transport
     var workerHandlers = HandlerExecutor.pool
-    var clientCallers = HandlerExecutor.pool
+    var clientCallers = CallerPlacement.pool
 
     /// `perf`, if it is installed and may trace system calls here.
     static func findPerf() -> URL? {

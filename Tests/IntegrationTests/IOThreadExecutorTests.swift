@@ -5,6 +5,8 @@ import SkyProtocol
 import SkyTasks
 import SkyTestSupport
 import SkyWorkerKit
+import SkyWorkloads
+import SkyZMQ
 import Testing
 
 extension IntegrationSuite {
@@ -13,6 +15,11 @@ extension IntegrationSuite {
     /// a task its thread wake-ups, with the real broker between them.
     @Suite("Handlers and callers on the I/O threads")
     struct IOThreadExecutorTests {
+        struct Refusal: Error, CustomStringConvertible {
+            let reason: String
+            var description: String { reason }
+        }
+
         static func startWorker(
             _ system: ScanSystem, cluster: TestCluster, handlers: HandlerExecutor
         ) -> Task<Void, any Error> {
@@ -79,6 +86,90 @@ extension IntegrationSuite {
             await #expect(throws: CancellationError.self) { try await held.value }
             #expect(try await sky.request(service: "echo", body: [8]) == [8])
             await sky.close()
+        }
+
+        /// The callback API: the client's first call (which starts it) is answered; then 64
+        /// chains of 16 calls, each started from the last one's completion, are each answered
+        /// once, on the I/O thread; a typed call's result is decoded and a handler's failure
+        /// arrives typed; a call refused at once completes before `request` returns; after
+        /// `close()` a call is told so.
+        @Test func completionHandlersRunOnTheIOThreadAndCallsStartedFromThemAreAnswered() async throws {
+            let cluster = try await TestCluster.start()
+            defer { cluster.killAll() }
+            let system = ScanSystem(name: "echoing", capacity: 16)
+            await system.registerRaw(service: "echo") { $0 }
+            await system.registerRaw(service: "fails") { _ in throw Refusal(reason: "no thanks") }
+            await system.register(EchoTask.self) { task in task }
+            let running = Self.startWorker(system, cluster: cluster, handlers: .pool)
+            defer { running.cancel() }
+            let sky = try await SkyClient(broker: cluster.clients)
+            let first = await withCheckedContinuation { done in
+                sky.request(service: "echo", body: [1]) { done.resume(returning: $0) }
+            }
+            #expect(try first.get() == [1])
+
+            let seen = Locked((threads: Set<String>(), answered: 0, wrong: [String]()))
+            let chains = 64
+            let calls = 16
+            await withCheckedContinuation { (finished: CheckedContinuation<Void, Never>) in
+                let running = Locked(chains)
+                @Sendable func call(_ chain: Int, _ number: Int) {
+                    let body = Array("\(chain).\(number)".utf8)
+                    sky.request(service: "echo", body: body) { result in
+                        seen.withLock { seen in
+                            seen.threads.insert(currentThreadName())
+                            if case .success(let reply) = result, reply == body {
+                                seen.answered += 1
+                            } else {
+                                seen.wrong.append("\(chain).\(number): \(result)")
+                            }
+                        }
+                        if number + 1 < calls {
+                            call(chain, number + 1)
+                        } else if running.withLock({ running in
+                            running -= 1
+                            return running == 0
+                        }) {
+                            finished.resume()
+                        }
+                    }
+                }
+                for chain in 0..<chains { call(chain, 0) }
+            }
+            let (threads, answered, wrong) = seen.withLock { ($0.threads, $0.answered, $0.wrong) }
+            #expect(answered == chains * calls && wrong.isEmpty, "\(answered) answered; \(wrong.prefix(3))")
+            #expect(threads == ["skyclient-io"], "\(threads)")
+
+            let typed = await withCheckedContinuation { done in
+                sky.scan(EchoTask(message: "typed")) { done.resume(returning: $0) }
+            }
+            #expect(try typed.get() == EchoTask(message: "typed"))
+            let failed = await withCheckedContinuation { done in
+                sky.request(service: "fails", body: [], options: ScanOptions(retry: .never)) {
+                    done.resume(returning: $0)
+                }
+            }
+            guard case .failure(.remote(let type, let message)) = failed else {
+                Issue.record("a handler's failure came back as \(failed)")
+                return
+            }
+            #expect(type.hasSuffix("Refusal") && message.contains("no thanks"), "\(type): \(message)")
+
+            // Refused at once: the completion ran before `request` returned.
+            let refusedFirst = Locked(false)
+            sky.request(service: "", body: []) { result in
+                if case .failure(.invalidTask) = result { refusedFirst.withLock { $0 = true } }
+            }
+            #expect(refusedFirst.withLock { $0 })
+
+            await sky.close()
+            let afterClose = await withCheckedContinuation { done in
+                sky.request(service: "echo", body: [1]) { done.resume(returning: $0) }
+            }
+            guard case .failure(.clientClosed) = afterClose else {
+                Issue.record("a call after close() came back as \(afterClose)")
+                return
+            }
         }
 
         /// Callers that prefer the client's I/O thread are resumed there and every call is

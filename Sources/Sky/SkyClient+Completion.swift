@@ -1,0 +1,97 @@
+import SkyProtocol
+
+extension SkyClient {
+    /// Runs a task given as an encoded payload and hands its outcome to `completion`, called
+    /// exactly once: the callback form of ``request(service:body:options:)``.
+    ///
+    /// Why: an `async` call suspends its caller and resumes it from the I/O thread, where its
+    /// reply lands: a continuation, a task switch and (for a caller on the cooperative pool) a
+    /// thread woken, each call. Here the reply's thread runs `completion` at once, and a call
+    /// started from inside a completion leaves in the same wake-up. For code that issues many
+    /// small calls and does little with each answer: a load generator, a relay, a fan-out
+    /// that counts results.
+    ///
+    /// `completion` runs on the client's I/O thread: it must not block or compute for long
+    /// (while it runs, the thread reads no replies and sends no heartbeats); hand longer work
+    /// to a task. A call the client refuses at once (an invalid name, timeout or deadline, a
+    /// body over ``Configuration/maxRequestBytes``) completes before this method returns, on
+    /// the caller's thread; so does a call made after ``close()`` returned. A call that must
+    /// first ask the broker something (the client's first call, a body over 1 KiB, a
+    /// concurrency key, `keepIfAbandoned`), or that a tracer or a local fallback takes, runs as
+    /// the `async` form does, in a task, and its completion runs on that task.
+    /// Nothing cancels the call but its options' timeout and deadline, or ``close()``.
+    public nonisolated func request(
+        service: String, body: [UInt8], options: ScanOptions? = nil,
+        completion: @escaping @Sendable (Result<[UInt8], SkyError>) -> Void
+    ) {
+        start(service: service, body: body, options: options ?? configuration.defaults) { completion($0.result) }
+    }
+
+    /// Runs a task on some worker and hands its decoded result to `completion`, called exactly
+    /// once: the callback form of ``scan(_:options:coder:)``, on the terms of
+    /// ``request(service:body:options:completion:)`` (the result is decoded on the thread
+    /// that runs `completion`).
+    public nonisolated func scan<T: SkyTask>(
+        _ task: T, options: ScanOptions? = nil, coder: some TaskCoder = .json,
+        completion: @escaping @Sendable (Result<T.Result, SkyError>) -> Void
+    ) {
+        let body: [UInt8]
+        do {
+            body = try coder.encode(task)
+        } catch {
+            completion(.failure(.invalidTask("the task could not be encoded: \(error)")))
+            return
+        }
+        start(service: T.service, body: body, options: options ?? configuration.defaults) { outcome in
+            completion(
+                outcome.result.flatMap { reply in
+                    do {
+                        return .success(try coder.decode(T.Result.self, from: reply))
+                    } catch {
+                        return .failure(.invalidResult(String(describing: error)))
+                    }
+                })
+        }
+    }
+
+    /// One call whose outcome goes to `handler`: straight into the client's machine when
+    /// nothing needs awaiting first, else through ``execute(service:body:options:)`` in a task.
+    private nonisolated func start(
+        service: String, body: [UInt8], options: ScanOptions, handler: @escaping @Sendable (Completion) -> Void
+    ) {
+        let direct =
+            tracer == nil && configuration.localFallback == nil && shell.loop.load() != nil
+            && body.count <= BrokerFeatures.smallestFrameLimit && options.concurrencyKey == nil
+            && options.concurrencyLimit == nil && !options.keepIfAbandoned
+        guard direct else {
+            Task {
+                do {
+                    handler(try await execute(service: service, body: body, options: options))
+                } catch {
+                    // The task is nobody's child and never cancelled; should that change, the call says so.
+                    handler(Completion(result: .failure(.cancelled("the call's task was cancelled")), attempts: 0))
+                }
+            }
+            return
+        }
+        var finish = handler
+        if metrics.enabled {
+            metrics.started()
+            let metrics = metrics
+            let started = ContinuousClock.now
+            finish = { completion in
+                metrics.finished(
+                    service, outcome: completion.outcome, attempts: completion.attempts,
+                    after: ContinuousClock.now - started)
+                handler(completion)
+            }
+        }
+        if let refused = refusedAtOnce(service: service, body: body, options: options) {
+            finish(refused)
+            return
+        }
+        shell.call(
+            RequestTable.Call(service: service, body: body, options: options, trace: nil, startedAt: nil),
+            handler: finish)
+    }
+}
