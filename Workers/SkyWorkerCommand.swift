@@ -26,6 +26,12 @@ struct SkyWorkerCommand: AsyncParsableCommand {
     @Option(help: "sky.flaky fails every this many calls.")
     var flakyEvery = 3
 
+    @Flag(
+        help:
+            "Serve sky.echo with a synchronous handler that the worker's I/O thread runs inline (ScanSystem.registerRawInline), with no task a call: what a handler of a few microseconds can do (skybench --worker-handlers inline compares it)."
+    )
+    var inlineEcho = false
+
     func validate() throws {
         try FlagCheck.integer(flakyEvery, "--flaky-every", in: 1...1_000_000_000)
         // Named here, at parse time: an empty list ended in "register at least one handler",
@@ -45,9 +51,9 @@ struct SkyWorkerCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
-        let (names, flakyEvery) = (workloadNames, flakyEvery)
+        let (names, flakyEvery, inlineEcho) = (workloadNames, flakyEvery, inlineEcho)
         try await worker.run(program: "skyworker") { system in
-            try await BuiltInWorkloads.register(names, on: system, flakyEvery: flakyEvery)
+            try await BuiltInWorkloads.register(names, on: system, flakyEvery: flakyEvery, inlineEcho: inlineEcho)
         }
     }
 }

@@ -50,14 +50,44 @@ extension ScanSystem {
                     }
                     let context = TaskContext(request: request, started: .now, logger: logger, progress: progress)
                     result = try await run(request.body, context)
+                case .inline(let run):
+                    result = try run(request.body)
                 }
                 return TaskReply(requestID: request.requestID, status: .ok, body: result)
-            } catch let error as InvalidPayload {
-                return .failure(request.requestID, .invalidPayload, message: error.description)
-            } catch is CancellationError {
-                return .failure(request.requestID, .cancelled, message: "the task was cancelled")
             } catch {
-                return .failure(
+                return Self.failure(error, of: request)
+            }
+        }
+
+        /// Whether `service`'s handler is synchronous (``ScanSystem/registerInline(_:coder:handler:)``).
+        package func isInline(_ service: String) -> Bool { inlineHandler(for: service) != nil }
+
+        /// `service`'s handler if it is synchronous.
+        package func inlineHandler(for service: String) -> ScanSystem.InlineRawHandler? {
+            guard case .inline(let run) = table[service] else { return nil }
+            return run
+        }
+
+        /// Runs `request` with its synchronous handler `run` here and now, and turns the
+        /// outcome into a reply as ``execute(_:)`` does.
+        package func execute(_ request: TaskRequest, inline run: ScanSystem.InlineRawHandler) -> TaskReply {
+            do {
+                return TaskReply(requestID: request.requestID, status: .ok, body: try run(request.body))
+            } catch {
+                return Self.failure(error, of: request)
+            }
+        }
+
+        /// A handler's error as a reply: an undecodable payload, a cancellation, or the
+        /// error's type and message.
+        private static func failure(_ error: any Error, of request: TaskRequest) -> TaskReply {
+            switch error {
+            case let error as InvalidPayload:
+                .failure(request.requestID, .invalidPayload, message: error.description)
+            case is CancellationError:
+                .failure(request.requestID, .cancelled, message: "the task was cancelled")
+            default:
+                .failure(
                     request.requestID, .handlerError, type: String(reflecting: Swift.type(of: error)),
                     message: String(describing: error))
             }

@@ -14,11 +14,16 @@ public actor ScanSystem {
     /// A handler over encoded payloads, for services that do not decode (echo) or bring their own codec.
     public typealias RawHandler = @Sendable ([UInt8]) async throws -> [UInt8]
 
+    /// A synchronous handler over encoded payloads (see ``registerRawInline(service:handler:)``).
+    public typealias InlineRawHandler = @Sendable ([UInt8]) throws -> [UInt8]
+
     /// A registered handler: with its task's ``TaskContext`` or without. Only a handler that asks
     /// for the context gets one made, so the others cost what they did.
     enum Handler: Sendable {
         case plain(RawHandler)
         case contextual(@Sendable ([UInt8], TaskContext) async throws -> [UInt8])
+        /// Synchronous and declared non-blocking: a worker runs it on its I/O thread.
+        case inline(InlineRawHandler)
     }
 
     public nonisolated let name: String
@@ -76,6 +81,31 @@ public actor ScanSystem {
         handlers[T.service] = .contextual { body, context in
             try coder.encode(try await handler(try Self.decode(T.self, from: body, coder: coder), context))
         }
+    }
+
+    /// Registers a synchronous typed handler that never blocks and computes briefly (a lookup in
+    /// memory, a transformation of its task), which the worker runs inline on its I/O thread
+    /// where the task landed: no task is created, and the reply leaves in the same wake-up.
+    ///
+    /// Why: a handler of a few microseconds costs less than the task a worker otherwise starts
+    /// for it and the thread wake-ups on either side. The price: while it runs, the worker's
+    /// I/O thread reads and sends nothing, heartbeats included, and every other task waits, so
+    /// a handler that sleeps, blocks on I/O or computes for milliseconds belongs in
+    /// ``register(_:coder:handler:)``. It is not cancelled (it ends before a cancellation could
+    /// be read); it gets no ``TaskContext``. Run locally (the client's fallback) it runs as the
+    /// other handlers do. With a tracer bootstrapped, the worker runs it as it runs the others,
+    /// inside its server span, on a task.
+    public func registerInline<T: SkyTask>(
+        _ task: T.Type, coder: some TaskCoder = .json, handler: @escaping @Sendable (T) throws -> T.Result
+    ) {
+        handlers[T.service] = .inline { body in
+            try coder.encode(try handler(try Self.decode(T.self, from: body, coder: coder)))
+        }
+    }
+
+    /// ``registerInline(_:coder:handler:)`` for a handler that sees the encoded payload.
+    public func registerRawInline(service: String, handler: @escaping InlineRawHandler) {
+        handlers[service] = .inline(handler)
     }
 
     /// Registers a handler that sees the encoded payload. A name of its own, not an overload of

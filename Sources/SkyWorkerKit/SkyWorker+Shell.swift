@@ -25,6 +25,10 @@ extension SkyWorker {
         let machine: Locked<WorkerStateMachine>
         let configuration: Configuration
         let inbox: RunnerInbox
+        /// The handlers, for those the I/O thread runs itself (``ScanSystem/registerInline(_:coder:handler:)``);
+        /// nil when none is inline, or when a tracer is bootstrapped (each handler then runs in
+        /// its span, on a runner).
+        let inlineHandlers: ScanSystem.Handlers?
         let handles = TaskHandles()
         /// Replies of finished tasks, for the I/O thread: one lock each, and one post (so at
         /// most one wake-up) for all that finish before the thread takes them.
@@ -52,8 +56,9 @@ extension SkyWorker {
 
         init(
             machine: WorkerStateMachine, configuration: Configuration, inbox: RunnerInbox,
-            logger: Logger, capacity: Int
+            logger: Logger, capacity: Int, handlers: ScanSystem.Handlers
         ) {
+            inlineHandlers = tracer == nil && handlers.services.contains(where: handlers.isInline) ? handlers : nil
             metrics = WorkerMetrics(capacity: capacity)
             self.machine = Locked(machine)
             self.configuration = configuration
@@ -177,6 +182,8 @@ extension SkyWorker {
             // batch that started some takes the inbox's lock for it).
             var offered = false
             defer { if offered { inbox.flush() } }
+            // Replies of the inline handlers run below, for the machine once these actions are done.
+            var ranInline: [FinishedTask] = []
             // Each action moved out, not copied (a task's request is handed on, not retained and
             // released); `.connect(generation: 0)` (a plain value) is left in its place.
             actions.takeEach(leaving: .connect(generation: 0)) { (action: consuming WorkerStateMachine.Action) in
@@ -203,6 +210,10 @@ extension SkyWorker {
                     Self.send(
                         command, generation: generation, behindConnect: connectQueued, loop: loop, into: &outbound)
                 case .startTask(let key, let request, let slot):
+                    if let handlers = inlineHandlers, let run = handlers.inlineHandler(for: request.service) {
+                        ranInline.append(FinishedTask(key: key, reply: runInline(request, run, handlers)))
+                        return
+                    }
                     let ticket = handles.reserve(key, slot: slot)
                     inbox.offer(TaskRun(key: key, ticket: ticket, request: request))
                     offered = true
@@ -222,6 +233,26 @@ extension SkyWorker {
                     logger.log(level: level, "\(message)", metadata: metadata)
                 }
             }
+            guard !ranInline.isEmpty else { return }
+            // Their replies, and whatever else the machine does then (a drain that ends).
+            let now = clock.now
+            var more: [WorkerStateMachine.Action] = []
+            machine.withLock { machine in
+                for done in ranInline { machine.taskFinished(done.key, reply: done.reply, now: now, into: &more) }
+            }
+            execute(&more, generation: generation, into: &outbound)
+        }
+
+        /// One task whose handler is inline, run on the I/O thread: no ticket, no runner, and
+        /// nothing to cancel (it ends before a cancellation could be read).
+        private func runInline(
+            _ request: TaskRequest, _ run: ScanSystem.InlineRawHandler, _ handlers: ScanSystem.Handlers
+        ) -> TaskReply {
+            metrics.started()
+            let started = ContinuousClock.now
+            let reply = handlers.execute(request, inline: run)
+            metrics.finished(request.service, reply.status, after: ContinuousClock.now - started)
+            return reply
         }
 
         /// A message to the broker: through the mailbox, behind the opening of its socket, once a

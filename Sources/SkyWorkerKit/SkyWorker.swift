@@ -125,7 +125,8 @@ public final class SkyWorker: Service, Sendable {
         // once (at most one wake-up) for every task that arrived together.
         let inbox = RunnerInbox()
         let shell = Shell(
-            machine: machine, configuration: configuration, inbox: inbox, logger: logger, capacity: system.capacity)
+            machine: machine, configuration: configuration, inbox: inbox, logger: logger, capacity: system.capacity,
+            handlers: table)
         table.progressSinks = shell
         let handlers = table
         let tick = max(.milliseconds(10), configuration.liveness.heartbeatInterval / 10)

@@ -16,8 +16,12 @@ public enum BuiltInWorkloads {
     ///   - names: service names from ``all``.
     ///   - system: the worker's handlers, which gain the built-ins.
     ///   - flakyEvery: `sky.flaky` fails every this many calls (at least 1).
+    ///   - inlineEcho: `sky.echo` is registered inline (``ScanSystem/registerRawInline(service:handler:)``):
+    ///     a worker runs it on its I/O thread, with no task.
     /// - Throws: ``UnknownWorkload`` for a name that is not a built-in.
-    public static func register(_ names: [String], on system: ScanSystem, flakyEvery: Int = 3) async throws {
+    public static func register(
+        _ names: [String], on system: ScanSystem, flakyEvery: Int = 3, inlineEcho: Bool = false
+    ) async throws {
         for name in names {
             switch name {
             case ScanTask.service:
@@ -29,6 +33,8 @@ public enum BuiltInWorkloads {
                         return try SectorScanner.scan(task)
                     }
                 }
+            case EchoTask.service where inlineEcho:
+                await system.registerRawInline(service: EchoTask.service) { body in body }
             case EchoTask.service:
                 // Echo returns its input bytes untouched: no decoding, no encoding.
                 await system.registerRaw(service: EchoTask.service) { body in body }

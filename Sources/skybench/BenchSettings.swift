@@ -1,5 +1,4 @@
 import Foundation
-import SkyWorkerKit
 import SkyZMQ
 
 /// What a run measures and how; written into the JSON report beside the figures.
@@ -11,7 +10,7 @@ struct BenchSettings: Codable, Sendable {
     /// Credits per worker: the skyworker's `--capacity`, and the baseline worker's READY credits.
     var capacity: Int
     /// Where the skyworkers run their handlers (`skyworker --handlers`).
-    var workerHandlers: HandlerExecutor = .pool
+    var workerHandlers: WorkerPlacement = .pool
     /// Where the measuring calls run (``CallerPlacement``).
     var clientCallers: CallerPlacement = .pool
     var latencyRequests: Int
@@ -57,9 +56,4 @@ struct Machine: Codable, Sendable {
             libzmq: ZMQContext.version, compiler: compiler,
             date: ISO8601DateFormatter().string(from: Date()))
     }
-}
-
-extension HandlerExecutor {
-    /// The placement as the reports name it.
-    var place: String { self == .ioThread ? "I/O thread" : "cooperative pool" }
 }

@@ -26,3 +26,31 @@ enum CallerPlacement: String, Codable, Sendable, ExpressibleByArgument {
         self == .ioThread ? client.ioThreadExecutor : nil
     }
 }
+
+/// Where the skyworkers run the echo handler (`--worker-handlers`).
+enum WorkerPlacement: String, Codable, Sendable, ExpressibleByArgument {
+    /// A task a call on Swift's cooperative pool (`skyworker --handlers pool`).
+    case pool
+    /// A task a call on the worker's I/O thread (`--handlers io-thread`).
+    case ioThread = "io-thread"
+    /// No task: the echo registered inline, run by the I/O thread itself (`--inline-echo`).
+    case inline
+
+    /// The skyworker's flags for it.
+    var arguments: [String] {
+        switch self {
+        case .pool: ["--handlers", "pool"]
+        case .ioThread: ["--handlers", "io-thread"]
+        case .inline: ["--handlers", "io-thread", "--inline-echo"]
+        }
+    }
+
+    /// The placement as the reports name it.
+    var place: String {
+        switch self {
+        case .pool: "cooperative pool"
+        case .ioThread: "I/O thread"
+        case .inline: "I/O thread, inline (no task)"
+        }
+    }
+}

@@ -1,7 +1,6 @@
 import Foundation
 import Sky
 import SkyTestSupport
-import SkyWorkerKit
 import SkyWorkloads
 import Synchronization
 
@@ -28,7 +27,7 @@ struct InstructionCount {
     let inFlight: Int
     let transport: Transport
     /// Where Sky's worker runs its handlers and the client its calls (as in the timed runs).
-    var workerHandlers = HandlerExecutor.pool
+    var workerHandlers = WorkerPlacement.pool
     var clientCallers = CallerPlacement.pool
 
     func run() async throws -> [Row] {
@@ -75,7 +74,7 @@ struct InstructionCount {
 
     /// The report: one line per role, with Sky ÷ baseline, and the typed client ÷ the raw one.
     static func table(
-        _ rows: [Row], payload: Int, inFlight: Int, workerHandlers: HandlerExecutor, clientCallers: CallerPlacement
+        _ rows: [Row], payload: Int, inFlight: Int, workerHandlers: WorkerPlacement, clientCallers: CallerPlacement
     ) -> String {
         var lines = [
             "User-space instructions per task (callgrind; \(payload) B, \(inFlight) in flight, 1 worker; Sky's handlers on the "
@@ -139,8 +138,8 @@ struct InstructionCount {
             role == "worker" ? callgrind.worker : SkyProcess.binaries.appendingPathComponent("skyworker"),
             [
                 "--broker", started.workers, "--capacity", "16", "--workloads", EchoTask.service,
-                "--handlers", workerHandlers.rawValue, "--log-level", "warning",
-            ], under: role == "worker" ? callgrind.launcher(output) : nil, name: "skyworker",
+                "--log-level", "warning",
+            ] + workerHandlers.arguments, under: role == "worker" ? callgrind.launcher(output) : nil, name: "skyworker",
             environment: role == "worker" ? callgrind.environment : [:])
         processes.append(worker)
         let clients = started.clients

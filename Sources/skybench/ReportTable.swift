@@ -1,5 +1,4 @@
 import Foundation
-import SkyWorkerKit
 import SkyZMQ
 
 /// The report as the tables `skybench` prints.

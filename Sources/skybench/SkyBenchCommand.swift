@@ -2,11 +2,9 @@ import ArgumentParser
 import CSkySystem
 import Foundation
 import SkyCLISupport
-import SkyWorkerKit
 import SkyZMQ
 
 extension Transport: ExpressibleByArgument {}
-extension HandlerExecutor: ExpressibleByArgument {}
 extension ZMQEventLoop.Scheduling: ExpressibleByArgument {}
 
 @main
@@ -45,8 +43,9 @@ struct SkyBenchCommand: AsyncParsableCommand {
     @Option(
         name: .customLong("worker-handlers"),
         help: ArgumentHelp(
-            "Where Sky's workers run their handlers (skyworker --handlers).", valueName: "pool|io-thread"))
-    var workerHandlers = HandlerExecutor.pool
+            "Where Sky's workers run the echo: pool or io-thread (skyworker --handlers), or inline (--inline-echo: the I/O thread runs it, with no task).",
+            valueName: "pool|io-thread|inline"))
+    var workerHandlers = WorkerPlacement.pool
 
     @Option(
         name: .customLong("client-callers"),

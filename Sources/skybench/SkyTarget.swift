@@ -4,7 +4,6 @@ import Sky
 import SkyProtocol
 import SkyTestSupport
 import SkyWire
-import SkyWorkerKit
 import SkyWorkloads
 import Synchronization
 
@@ -44,7 +43,7 @@ final class SkyTarget: BenchTarget {
 
     /// Starts a broker and `workers` workers of `capacity` each, and waits until all registered.
     static func start(
-        workers count: Int, capacity: Int, handlers: HandlerExecutor = .pool, callers: CallerPlacement = .pool,
+        workers count: Int, capacity: Int, handlers: WorkerPlacement = .pool, callers: CallerPlacement = .pool,
         service: String = EchoTask.service, transport: Transport, brokerArguments: [String] = []
     ) async throws -> SkyTarget {
         let endpoints = transport.endpoints(for: "sky")
@@ -60,8 +59,8 @@ final class SkyTarget: BenchTarget {
                         "skyworker",
                         [
                             "--broker", started.workers, "--capacity", "\(capacity)", "--workloads", service,
-                            "--name", "bench-\(index)", "--handlers", handlers.rawValue, "--log-level", "warning",
-                        ], name: "skyworker-\(index)"))
+                            "--name", "bench-\(index)", "--log-level", "warning",
+                        ] + handlers.arguments, name: "skyworker-\(index)"))
             }
             let client = try await SkyClient(broker: started.clients)
             let target = SkyTarget(

@@ -1,7 +1,6 @@
 import Foundation
 import Sky
 import SkyTestSupport
-import SkyWorkerKit
 
 /// System calls per task of the broker, the client and the worker, Sky against the baseline,
 /// counted by `perf trace -s`: the cost that instruction counts do not show (on a virtual
@@ -27,7 +26,7 @@ struct SyscallCount {
     let payload: Int
     let inFlight: Int
     let transport: Transport
-    var workerHandlers = HandlerExecutor.pool
+    var workerHandlers = WorkerPlacement.pool
     var clientCallers = CallerPlacement.pool
 
     /// `perf`, if it is installed and may trace system calls here.
@@ -109,9 +108,8 @@ struct SyscallCount {
         let worker = try SkyProcess(
             "skyworker",
             [
-                "--broker", started.workers, "--capacity", "16", "--workloads", "sky.echo", "--handlers",
-                workerHandlers.rawValue, "--log-level", "warning",
-            ])
+                "--broker", started.workers, "--capacity", "16", "--workloads", "sky.echo", "--log-level", "warning",
+            ] + workerHandlers.arguments)
         processes.append(worker)
         let watcher = try await SkyClient(broker: started.clients)
         try await InstructionCount.waitForWorker(watcher)

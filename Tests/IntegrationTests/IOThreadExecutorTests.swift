@@ -57,6 +57,57 @@ extension IntegrationSuite {
             await sky.close()
         }
 
+        /// Handlers registered inline run on the worker's I/O thread whatever the placement of
+        /// the others, beside them in one worker: 1,024 calls each answered once with its own
+        /// body; a typed one decodes, a bad payload is `invalidPayload`, a throw arrives with
+        /// its type; run locally (the client's fallback) an inline handler answers too.
+        @Test func inlineHandlersRunOnTheIOThreadBesideTheOthers() async throws {
+            let cluster = try await TestCluster.start()
+            defer { cluster.killAll() }
+            let system = ScanSystem(name: "inline", capacity: 16)
+            await system.registerRawInline(service: "where") { body in body + Array(currentThreadName().utf8) }
+            await system.registerRaw(service: "pooled") { body in body + Array(currentThreadName().utf8) }
+            await system.registerInline(EchoTask.self) { task in EchoTask(message: task.message + "!") }
+            await system.registerRawInline(service: "refuses") { _ in throw Refusal(reason: "not inline today") }
+            let running = Self.startWorker(system, cluster: cluster, handlers: .pool)
+            defer { running.cancel() }
+            let sky = try await SkyClient(broker: cluster.clients)
+            let replies = try await withThrowingTaskGroup(of: (String, String).self) { group in
+                for index in 0..<1024 {
+                    group.addTask {
+                        let prefix = Array("\(index):".utf8)
+                        let service = index % 4 == 0 ? "pooled" : "where"
+                        let reply = try await sky.request(service: service, body: prefix)
+                        #expect(reply.starts(with: prefix))
+                        return (service, String(decoding: reply.dropFirst(prefix.count), as: UTF8.self))
+                    }
+                }
+                return try await group.reduce(into: []) { $0.append($1) }
+            }
+            #expect(replies.count == 1024)
+            let inline = Set(replies.filter { $0.0 == "where" }.map(\.1))
+            let pooled = Set(replies.filter { $0.0 == "pooled" }.map(\.1))
+            #expect(inline == ["skyworker-io"], "\(inline)")
+            #expect(!pooled.contains("skyworker-io"), "\(pooled)")
+            #expect(try await sky.scan(EchoTask(message: "hi")) == EchoTask(message: "hi!"))
+            let bad = await #expect(throws: SkyError.self) {
+                _ = try await sky.request(service: EchoTask.service, body: Array("{".utf8))
+            }
+            #expect(bad?.code == .invalidPayload, "\(String(describing: bad))")
+            let thrown = await #expect(throws: SkyError.self) {
+                _ = try await sky.request(service: "refuses", body: [], options: ScanOptions(retry: .never))
+            }
+            guard case .remote(let type, let message) = thrown else {
+                Issue.record("an inline handler's throw came back as \(String(describing: thrown))")
+                return
+            }
+            #expect(type.hasSuffix("Refusal") && message == "not inline today", "\(type): \(message)")
+            let local = await system.execute(
+                TaskRequest(requestID: RequestID(high: 1, low: 2), service: "where", body: [7]))
+            #expect(local.status == .ok && local.body.first == 7)
+            await sky.close()
+        }
+
         /// A handler that awaits on the I/O thread leaves the thread free: other tasks are answered
         /// meanwhile, and the caller's cancellation reaches the waiting handler.
         @Test func aHandlerAwaitingOnTheIOThreadLeavesItFreeAndIsCancelledWithItsCaller() async throws {
