@@ -13,12 +13,13 @@ extension SkyClient {
     ///
     /// `completion` runs on the client's I/O thread: it must not block or compute for long
     /// (while it runs, the thread reads no replies and sends no heartbeats); hand longer work
-    /// to a task. A call the client refuses at once (an invalid name, timeout or deadline, a
-    /// body over ``Configuration/maxRequestBytes``) completes before this method returns, on
-    /// the caller's thread; so does a call made after ``close()`` returned. A call that must
-    /// first ask the broker something (the client's first call, a body over 1 KiB, a
-    /// concurrency key, `keepIfAbandoned`), or that a tracer or a local fallback takes, runs as
-    /// the `async` form does, in a task, and its completion runs on that task.
+    /// to a task. It never runs inside this method, so a completion that starts another call
+    /// (a retry) cannot recurse: a call the client refuses at once (an invalid name, timeout or
+    /// deadline, a body over ``Configuration/maxRequestBytes``), and a call made after
+    /// ``close()``, complete on a task of the pool. A call that must first ask the broker
+    /// something (the client's first call, a body over 1 KiB, a concurrency key,
+    /// `keepIfAbandoned`), or that a tracer or a local fallback takes, runs as the `async` form
+    /// does, in a task, and completes on that task.
     /// Nothing cancels the call but its options' timeout and deadline, or ``close()``.
     public nonisolated func request(
         service: String, body: [UInt8], options: ScanOptions? = nil,
@@ -39,7 +40,8 @@ extension SkyClient {
         do {
             body = try coder.encode(task)
         } catch {
-            completion(.failure(.invalidTask("the task could not be encoded: \(error)")))
+            let failure = SkyError.invalidTask("the task could not be encoded: \(error)")
+            Task { completion(.failure(failure)) }
             return
         }
         start(service: T.service, body: body, options: options ?? configuration.defaults) { outcome in
@@ -87,7 +89,8 @@ extension SkyClient {
             }
         }
         if let refused = refusedAtOnce(service: service, body: body, options: options) {
-            finish(refused)
+            // Not on the caller's stack: a completion that retries at once would recurse.
+            Task { finish(refused) }
             return
         }
         shell.call(

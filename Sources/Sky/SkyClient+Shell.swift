@@ -153,11 +153,12 @@ extension SkyClient {
         }
 
         /// Starts one call whose outcome goes to `handler`, run on the I/O thread (or by the
-        /// close, for a call it ends).
+        /// close, for a call it ends; on a task, for a call made after it).
         func call(_ call: RequestTable.Call, handler: @escaping @Sendable (Completion) -> Void) {
             let waiter = calls.withLock { $0.insert(.handler(handler)) }
-            if !post(.start(call, waiter)) {
-                calls.withLock { $0.remove(waiter) }?.complete(Completion(result: .failure(.clientClosed), attempts: 0))
+            if !post(.start(call, waiter)), let waiting = calls.withLock({ $0.remove(waiter) }) {
+                // Not on the caller's stack: a completion that retries at once would recurse.
+                Task { waiting.complete(Completion(result: .failure(.clientClosed), attempts: 0)) }
             }
         }
 

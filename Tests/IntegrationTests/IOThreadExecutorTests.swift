@@ -206,12 +206,26 @@ extension IntegrationSuite {
             }
             #expect(type.hasSuffix("Refusal") && message.contains("no thanks"), "\(type): \(message)")
 
-            // Refused at once: the completion ran before `request` returned.
-            let refusedFirst = Locked(false)
-            sky.request(service: "", body: []) { result in
-                if case .failure(.invalidTask) = result { refusedFirst.withLock { $0 = true } }
+            // Refused at once, and retried from its completion a thousand times: the completion
+            // never runs inside `request`, so the retries do not recurse on one stack.
+            let depths = await withCheckedContinuation { (done: CheckedContinuation<[Int], Never>) in
+                let seen = Locked((depth: 0, most: 0, refusals: 0))
+                @Sendable func refused() {
+                    seen.withLock { $0.depth += 1 }
+                    sky.request(service: "", body: []) { result in
+                        let (most, refusals) = seen.withLock { seen in
+                            seen.most = max(seen.most, seen.depth)
+                            if case .failure(.invalidTask) = result { seen.refusals += 1 }
+                            return (seen.most, seen.refusals)
+                        }
+                        if refusals < 1000 { refused() } else { done.resume(returning: [most, refusals]) }
+                    }
+                    seen.withLock { $0.depth -= 1 }
+                }
+                refused()
             }
-            #expect(refusedFirst.withLock { $0 })
+            // (1 at most: a completion on another thread may run before `request`'s caller left it.)
+            #expect(depths[0] <= 1 && depths[1] == 1000, "deepest nesting, refusals: \(depths)")
 
             await sky.close()
             let afterClose = await withCheckedContinuation { done in
