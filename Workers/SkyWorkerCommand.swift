@@ -43,6 +43,11 @@ struct SkyWorkerCommand: AsyncParsableCommand {
         if let unknown = workloadNames.first(where: { !BuiltInWorkloads.all.contains($0) }) {
             throw ValidationError("--workloads: \(BuiltInWorkloads.UnknownWorkload(name: unknown))")
         }
+        if inlineEcho && !workloadNames.contains(EchoTask.service) {
+            throw ValidationError(
+                "--inline-echo changes how \(EchoTask.service) is served, and --workloads does not name it: add \(EchoTask.service) to --workloads, or leave the flag out"
+            )
+        }
     }
 
     /// The workloads `--workloads` names, trimmed, without empty entries.

@@ -229,7 +229,11 @@ package struct WorkerStateMachine: Sendable {
                 finish(left == 0 ? .drained : .abandoned(tasks: left), into: &actions)
                 return
             }
-            actions.append(.log(.warning, "the broker does not know this worker (did it restart?); registering again"))
+            actions.append(
+                .log(
+                    .warning,
+                    "the broker does not know this worker: it restarted, or it presumed this worker lost because its heartbeats stopped (an inline handler that ran longer than the broker's liveness window stops them); registering again"
+                ))
             _ = liveness.brokerDisconnected(now: now)
             reconnect(now: now, into: &actions)
         }

@@ -154,6 +154,9 @@ extension SecondLineSuite {
                 program: "skyworker", arguments: ["--workloads", "sky.echo,sky.nope"],
                 message: "--workloads: unknown built-in workload sky.nope; choose from sky.scan"),
             .init(
+                program: "skyworker", arguments: ["--workloads", "sky.scan", "--inline-echo"],
+                message: "--inline-echo changes how sky.echo is served, and --workloads does not name it"),
+            .init(
                 program: "skyworker", arguments: ["--liveness", "0"],
                 message: "--liveness must be a whole number in 1...1000"),
             .init(
