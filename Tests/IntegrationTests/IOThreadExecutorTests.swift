@@ -207,25 +207,10 @@ extension IntegrationSuite {
             #expect(type.hasSuffix("Refusal") && message.contains("no thanks"), "\(type): \(message)")
 
             // Refused at once, and retried from its completion a thousand times: the completion
-            // never runs inside `request`, so the retries do not recurse on one stack.
-            let depths = await withCheckedContinuation { (done: CheckedContinuation<[Int], Never>) in
-                let seen = Locked((depth: 0, most: 0, refusals: 0))
-                @Sendable func refused() {
-                    seen.withLock { $0.depth += 1 }
-                    sky.request(service: "", body: []) { result in
-                        let (most, refusals) = seen.withLock { seen in
-                            seen.most = max(seen.most, seen.depth)
-                            if case .failure(.invalidTask) = result { seen.refusals += 1 }
-                            return (seen.most, seen.refusals)
-                        }
-                        if refusals < 1000 { refused() } else { done.resume(returning: [most, refusals]) }
-                    }
-                    seen.withLock { $0.depth -= 1 }
-                }
-                refused()
-            }
-            // (1 at most: a completion on another thread may run before `request`'s caller left it.)
-            #expect(depths[0] <= 1 && depths[1] == 1000, "deepest nesting, refusals: \(depths)")
+            // never runs inside `request`, so the retries do not recurse on one stack (1 at
+            // most: a completion on another thread may run before `request`'s caller left it).
+            let refused = await Self.retriedFromCompletions(sky, service: "") { $0 == .invalidTask }
+            #expect(refused.deepest <= 1 && refused.failures == 1000, "\(refused)")
 
             await sky.close()
             let afterClose = await withCheckedContinuation { done in
@@ -234,6 +219,32 @@ extension IntegrationSuite {
             guard case .failure(.clientClosed) = afterClose else {
                 Issue.record("a call after close() came back as \(afterClose)")
                 return
+            }
+            // The same after the close: a chain that retries does not overflow the stack.
+            let closed = await Self.retriedFromCompletions(sky, service: "echo") { $0 == .clientClosed }
+            #expect(closed.deepest <= 1 && closed.failures == 1000, "\(closed)")
+        }
+
+        /// Calls `service` from each failed call's completion until 1,000 failed with
+        /// `expected`: the deepest nesting of completions inside `request`, and the failures.
+        static func retriedFromCompletions(
+            _ sky: SkyClient, service: String, expected: @escaping @Sendable (SkyError.Code) -> Bool
+        ) async -> (deepest: Int, failures: Int) {
+            await withCheckedContinuation { (done: CheckedContinuation<(deepest: Int, failures: Int), Never>) in
+                let seen = Locked((depth: 0, deepest: 0, failures: 0))
+                @Sendable func call() {
+                    seen.withLock { $0.depth += 1 }
+                    sky.request(service: service, body: []) { result in
+                        let (deepest, failures) = seen.withLock { seen in
+                            seen.deepest = max(seen.deepest, seen.depth)
+                            if case .failure(let error) = result, expected(error.code) { seen.failures += 1 }
+                            return (seen.deepest, seen.failures)
+                        }
+                        if failures < 1000 { call() } else { done.resume(returning: (deepest, failures)) }
+                    }
+                    seen.withLock { $0.depth -= 1 }
+                }
+                call()
             }
         }
 
