@@ -288,4 +288,47 @@ extension IntegrationSuite.WorkerRuntimeTests {
         #expect(replies.count == 30 * 5 + 4 && replies.values.allSatisfy { $0.count == 1 }, "\(replies)")
         #expect(replies[999_999] == nil)
     }
+
+    /// The same flood against an inline handler (`--inline-echo`): each request's CANCEL comes
+    /// right behind it, often in the same batch, after the I/O thread already ran the handler;
+    /// every delivery gets exactly one reply, `ok`, and a cancel of nothing is ignored.
+    @Test func aBrokerThatFloodsAndCancelsInlineTasksGetsOneReplyPerDelivery() async throws {
+        let broker = try await ScriptedBroker.start()
+        defer { broker.stop() }
+        let worker = try SkyProcess(
+            "skyworker",
+            [
+                "--broker", broker.endpoint, "--name", "inline", "--capacity", "4", "--workloads", "sky.echo",
+                "--inline-echo",
+            ])
+        defer { worker.killNow() }
+        let (peer, ready) = try await broker.nextCommand()
+        guard case .ready = ready else {
+            Issue.record("expected READY, got \(ready)")
+            return
+        }
+        var replies: [UInt64: [ReplyStatus]] = [:]
+        for round in 0..<50 {
+            let numbers = UInt64(round * 4 + 1)...UInt64(round * 4 + 4)
+            for number in numbers {
+                let id = RequestID(high: 7, low: number)
+                broker.send(
+                    to: peer,
+                    BrokerToWorker.request(
+                        tag: DeliveryTag(number: number),
+                        TaskRequest(requestID: id, service: EchoTask.service, body: Array("\(number)".utf8))
+                    ).encode())
+                broker.send(to: peer, BrokerToWorker.cancel(tag: DeliveryTag(number: number), id).encode())
+            }
+            broker.send(
+                to: peer, BrokerToWorker.cancel(tag: DeliveryTag(number: 999_999), RequestID(high: 7, low: 0)).encode())
+            while !numbers.allSatisfy({ replies[$0] != nil }) {
+                guard case .reply(let tag, let reply) = try await broker.nextCommand().command else { continue }
+                #expect(reply.body == Array("\(tag.number ?? 0)".utf8) || reply.status != .ok)
+                replies[tag.number ?? 0, default: []].append(reply.status)
+            }
+        }
+        #expect(replies.count == 200 && replies.values.allSatisfy { $0 == [.ok] }, "\(replies)")
+        #expect(replies[999_999] == nil)
+    }
 }
