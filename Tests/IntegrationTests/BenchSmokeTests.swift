@@ -6,8 +6,9 @@ extension SecondLineSuite {
     /// The benchmark never runs in the test suite; this checks that it still works end to end.
     @Suite("skybench smoke test")
     struct BenchSmokeTests {
-        /// skybench compiles the C baseline, measures a few hundred requests of Sky (handlers and
-        /// calls on the I/O threads, the placements made for such a load) and of the
+        /// skybench compiles the C baseline, measures a few hundred requests of Sky (the
+        /// synchronous path, made for such a load: calls by completion handlers, each starting
+        /// the next, and the echo inline on the worker's I/O thread) and of the
         /// baseline, prints its table and exits 0; its JSON report holds both systems' figures,
         /// their context switches per process, and Sky's typed path. The baseline runs with Sky's
         /// frame count (`--baseline-extra-frames 4`): its client checks that every reply came back
@@ -19,7 +20,7 @@ extension SecondLineSuite {
                     "--rounds", "1", "--workers", "1", "--payloads", "64", "--in-flight", "8",
                     "--latency-requests", "200", "--latency-warmup", "20", "--warmup", "0.05", "--measure", "0.3",
                     "--queue-memory", "500", "--scan-tasks", "0", "--free", "--baseline-extra-frames", "4",
-                    "--worker-handlers", "io-thread", "--client-callers", "io-thread", "--baseline-scheduling", "batch",
+                    "--worker-handlers", "inline", "--client-callers", "completion", "--baseline-scheduling", "batch",
                     "--syscall-tasks", "100",
                 ], timeout: .seconds(100))
             #expect(run.status == 0, "skybench failed: \(run.errors)")
@@ -32,7 +33,10 @@ extension SecondLineSuite {
                 table.contains(
                     "Sky's I/O threads scheduled batch (SKY_IO_THREAD_SCHEDULING), the baseline's threads batch (--baseline-scheduling)"
                 ))
-            #expect(table.contains("handlers on the workers' I/O thread, calls on the client's I/O thread"))
+            #expect(
+                table.contains(
+                    "handlers on the workers' I/O thread, inline (no task), calls on the client's I/O thread, by completion handlers"
+                ), "\(table)")
             #expect(table.contains("Targets"))
             #expect(table.contains("Context switches per task"))
             #expect(table.contains("- context switches per task at 8 in flight"))
