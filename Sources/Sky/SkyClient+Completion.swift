@@ -20,11 +20,12 @@ extension SkyClient {
     /// something (the client's first call, a body over 1 KiB, a concurrency key,
     /// `keepIfAbandoned`), or that a tracer or a local fallback takes, runs as the `async` form
     /// does, in a task, and completes on that task.
-    /// Nothing cancels the call but its options' timeout and deadline, or ``close()``.
+    /// - Returns: the call's handle, to cancel it (``CallHandle/cancel()``).
+    @discardableResult
     public nonisolated func request(
         service: String, body: [UInt8], options: ScanOptions? = nil,
         completion: @escaping @Sendable (Result<[UInt8], SkyError>) -> Void
-    ) {
+    ) -> CallHandle {
         start(service: service, body: body, options: options ?? configuration.defaults) { completion($0.result) }
     }
 
@@ -32,19 +33,21 @@ extension SkyClient {
     /// once: the callback form of ``scan(_:options:coder:)``, on the terms of
     /// ``request(service:body:options:completion:)`` (the result is decoded on the thread
     /// that runs `completion`).
+    /// - Returns: the call's handle, to cancel it (``CallHandle/cancel()``).
+    @discardableResult
     public nonisolated func scan<T: SkyTask>(
         _ task: T, options: ScanOptions? = nil, coder: some TaskCoder = .json,
         completion: @escaping @Sendable (Result<T.Result, SkyError>) -> Void
-    ) {
+    ) -> CallHandle {
         let body: [UInt8]
         do {
             body = try coder.encode(task)
         } catch {
             let failure = SkyError.invalidTask("the task could not be encoded: \(error)")
             Task { completion(.failure(failure)) }
-            return
+            return CallHandle(.none)
         }
-        start(service: T.service, body: body, options: options ?? configuration.defaults) { outcome in
+        return start(service: T.service, body: body, options: options ?? configuration.defaults) { outcome in
             completion(
                 outcome.result.flatMap { reply in
                     do {
@@ -60,21 +63,21 @@ extension SkyClient {
     /// nothing needs awaiting first, else through ``execute(service:body:options:)`` in a task.
     private nonisolated func start(
         service: String, body: [UInt8], options: ScanOptions, handler: @escaping @Sendable (Completion) -> Void
-    ) {
+    ) -> CallHandle {
         let direct =
             tracer == nil && configuration.localFallback == nil && shell.loop.load() != nil
             && body.count <= BrokerFeatures.smallestFrameLimit && options.concurrencyKey == nil
             && options.concurrencyLimit == nil && !options.keepIfAbandoned
         guard direct else {
-            Task {
+            let task = Task {
                 do {
                     handler(try await execute(service: service, body: body, options: options))
                 } catch {
-                    // The task is nobody's child and never cancelled; should that change, the call says so.
-                    handler(Completion(result: .failure(.cancelled("the call's task was cancelled")), attempts: 0))
+                    // Only `CancellationError`: the handle cancelled the task.
+                    handler(Completion(result: .failure(CallHandle.cancelledError), attempts: 0))
                 }
             }
-            return
+            return CallHandle(.task(task))
         }
         var finish = handler
         if metrics.enabled {
@@ -91,10 +94,11 @@ extension SkyClient {
         if let refused = refusedAtOnce(service: service, body: body, options: options) {
             // Not on the caller's stack: a completion that retries at once would recurse.
             Task { finish(refused) }
-            return
+            return CallHandle(.none)
         }
-        shell.call(
+        let waiter = shell.call(
             RequestTable.Call(service: service, body: body, options: options, trace: nil, startedAt: nil),
             handler: finish)
+        return CallHandle(waiter.map { .waiter(shell, $0) } ?? .none)
     }
 }

@@ -154,12 +154,26 @@ extension SkyClient {
 
         /// Starts one call whose outcome goes to `handler`, run on the I/O thread (or by the
         /// close, for a call it ends; on a task, for a call made after it).
-        func call(_ call: RequestTable.Call, handler: @escaping @Sendable (Completion) -> Void) {
+        /// - Returns: its waiter, to cancel it by; nil when the client had closed.
+        func call(_ call: RequestTable.Call, handler: @escaping @Sendable (Completion) -> Void) -> WaiterID? {
             let waiter = calls.withLock { $0.insert(.handler(handler)) }
-            if !post(.start(call, waiter)), let waiting = calls.withLock({ $0.remove(waiter) }) {
-                // Not on the caller's stack: a completion that retries at once would recurse.
-                Task { waiting.complete(Completion(result: .failure(.clientClosed), attempts: 0)) }
+            guard post(.start(call, waiter)) else {
+                if let waiting = calls.withLock({ $0.remove(waiter) }) {
+                    // Not on the caller's stack: a completion that retries at once would recurse.
+                    Task { waiting.complete(Completion(result: .failure(.clientClosed), attempts: 0)) }
+                }
+                return nil
             }
+            return waiter
+        }
+
+        /// Ends the call of `waiter` if its completion has not been taken yet: the completion
+        /// gets `cancelled` (on a task: never inside the caller's `cancel()`), and the machine
+        /// abandons the call as it does a cancelled `async` caller's.
+        func cancel(_ waiter: WaiterID) {
+            guard let waiting = calls.withLock({ $0.remove(waiter) }) else { return }
+            Task { waiting.complete(Completion(result: .failure(CallHandle.cancelledError), attempts: 0)) }
+            post(.abandon(waiter))
         }
 
         /// Returns once a connection to the broker is up; throws `CancellationError` if cancelled,

@@ -29,6 +29,24 @@ extension IntegrationSuite {
             return Task { try await worker.run() }
         }
 
+        /// A system whose `hold` handler says "started", waits until it is cancelled and says
+        /// "cancelled on THREAD"; and `echo`.
+        static func holdingSystem() async -> (ScanSystem, AsyncStream<String>) {
+            let (events, event) = AsyncStream.makeStream(of: String.self)
+            let system = ScanSystem(name: "holding", capacity: 4)
+            await system.registerRaw(service: "hold") { _ in
+                event.yield("started")
+                do {
+                    try await untilCancelled()
+                } catch {
+                    event.yield("cancelled on \(currentThreadName())")
+                    throw error
+                }
+            }
+            await system.registerRaw(service: "echo") { $0 }
+            return (system, events)
+        }
+
         @Test(arguments: HandlerExecutor.allCases)
         func handlersRunWhereTheWorkerIsConfiguredToRunThem(_ handlers: HandlerExecutor) async throws {
             let cluster = try await TestCluster.start()
@@ -113,18 +131,7 @@ extension IntegrationSuite {
         @Test func aHandlerAwaitingOnTheIOThreadLeavesItFreeAndIsCancelledWithItsCaller() async throws {
             let cluster = try await TestCluster.start()
             defer { cluster.killAll() }
-            let (events, event) = AsyncStream.makeStream(of: String.self)
-            let system = ScanSystem(name: "holding", capacity: 4)
-            await system.registerRaw(service: "hold") { _ in
-                event.yield("started")
-                do {
-                    try await untilCancelled()
-                } catch {
-                    event.yield("cancelled on \(currentThreadName())")
-                    throw error
-                }
-            }
-            await system.registerRaw(service: "echo") { $0 }
+            let (system, events) = await Self.holdingSystem()
             let running = Self.startWorker(system, cluster: cluster, handlers: .ioThread)
             defer { running.cancel() }
             let sky = try await SkyClient(broker: cluster.clients)
@@ -246,6 +253,55 @@ extension IntegrationSuite {
                 }
                 call()
             }
+        }
+
+        /// A callback call's handle cancels it: the completion runs once with `cancelled`, the
+        /// handler on the worker is cancelled, and a cancel after the outcome does nothing.
+        /// The client's first call (which goes through a task) is cancelled the same way.
+        @Test(.timeLimit(.minutes(1))) func aCallbackCallsHandleCancelsItOnceAndTheHandlerWithIt() async throws {
+            let cluster = try await TestCluster.start()
+            defer { cluster.killAll() }
+            let (system, events) = await Self.holdingSystem()
+            let running = Self.startWorker(system, cluster: cluster, handlers: .pool)
+            defer { running.cancel() }
+            let sky = try await SkyClient(broker: cluster.clients)
+            var seen = events.makeAsyncIterator()
+            let outcomes = Locked([String: [Result<[UInt8], SkyError>]]())
+            let (ended, end) = AsyncStream.makeStream(of: String.self)
+            @Sendable func record(_ name: String) -> @Sendable (Result<[UInt8], SkyError>) -> Void {
+                { result in
+                    outcomes.withLock { $0[name, default: []].append(result) }
+                    end.yield(name)
+                }
+            }
+            var endings = ended.makeAsyncIterator()
+            // The client's first call: through a task, whose cancellation ends it.
+            let first = sky.request(service: "hold", body: [], completion: record("first"))
+            #expect(await seen.next() == "started")
+            first.cancel()
+            #expect(await endings.next() == "first")
+            #expect(await seen.next()?.hasPrefix("cancelled") == true)
+            // A call in the machine, by its waiter.
+            let held = sky.request(service: "hold", body: [], completion: record("held"))
+            #expect(await seen.next() == "started")
+            held.cancel()
+            held.cancel()
+            #expect(await endings.next() == "held")
+            #expect(await seen.next()?.hasPrefix("cancelled") == true)
+            // Answered first: the cancel after it does nothing.
+            let echoed = sky.request(service: "echo", body: [5], completion: record("echoed"))
+            #expect(await endings.next() == "echoed")
+            echoed.cancel()
+            #expect(try await sky.request(service: "echo", body: [6]) == [6])
+            let all = outcomes.withLock { $0 }
+            for name in ["first", "held"] {
+                guard let results = all[name], results.count == 1, case .failure(.cancelled) = results[0] else {
+                    Issue.record("\(name): \(String(describing: all[name]))")
+                    continue
+                }
+            }
+            #expect(all["echoed"].map { $0.count == 1 && (try? $0[0].get()) == [5] } == true, "\(all)")
+            await sky.close()
         }
 
         /// Callers that prefer the client's I/O thread are resumed there and every call is
