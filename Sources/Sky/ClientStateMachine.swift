@@ -307,7 +307,9 @@ struct ClientStateMachine: Sendable {
     mutating func close(into actions: inout [Action]) {
         guard phase != .closed else { return }
         phase = .closed
-        endAll(.clientClosed, into: &actions)
+        // Its calls are dropped at the broker too: their work would hold workers' slots until
+        // the broker's lease ran out (a kept call's CANCEL asks the broker to keep it instead).
+        endAll(.clientClosed, cancelling: true, into: &actions)
     }
 
     // MARK: Steps
@@ -322,8 +324,8 @@ struct ClientStateMachine: Sendable {
         endAll(error, into: &actions)
     }
 
-    private mutating func endAll(_ error: SkyError, into actions: inout [Action]) {
-        table.failAll(error, into: &tableActions)
+    private mutating func endAll(_ error: SkyError, cancelling: Bool = false, into actions: inout [Action]) {
+        table.failAll(error, cancelling: cancelling, into: &tableActions)
         takeTableActions(into: &actions)
         if !connectionWaiters.isEmpty {
             actions.append(.connectionFailed(connectionWaiters, error))

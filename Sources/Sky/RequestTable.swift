@@ -475,8 +475,11 @@ struct RequestTable {
     }
 
     /// Ends every call with `error` (the client closed, or the broker refused its credentials).
-    mutating func failAll(_ error: SkyError, into actions: inout [Action]) {
+    /// Ends every call with `error`; `cancelling`: a call out on the connection is also
+    /// cancelled at the broker (the client closes), as an abandoned call is.
+    mutating func failAll(_ error: SkyError, cancelling: Bool = false, into actions: inout [Action]) {
         for slot in slots.indices where slots[slot].isLive {
+            if cancelling, slots[slot].phase == .sent, connection == .up { actions.append(.cancel(slots[slot].id)) }
             finish(slot, .fail(slots[slot].waiters, error, attempts: slots[slot].attempts), into: &actions)
         }
     }

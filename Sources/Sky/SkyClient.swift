@@ -172,16 +172,24 @@ public actor SkyClient {
             connected: connected, endpoint: endpoints[endpoint])
     }
 
-    /// Closes the connection. Waiting calls throw ``SkyError/clientClosed``.
+    /// How long, in milliseconds, ``close()`` lets the CANCELs of the calls it ends take to
+    /// leave: on a live connection they leave in microseconds; a broker that stopped reading
+    /// costs the close this much at most.
+    static let closeLinger: Int32 = 200
+
+    /// Closes the connection. Waiting calls throw ``SkyError/clientClosed``, and the calls that
+    /// were out are cancelled at the broker (a kept call is kept as a job, as at its deadline).
     public func close() async {
         guard !closed else { return }
         closed = true
         var loop = shell.loop.load()
         if loop == nil, let starting { loop = try? await starting.value }
-        // The machine fails every call and connection waiter on the I/O thread; then the thread
-        // stops, and whatever was posted too late is failed here.
+        // The machine fails every call and connection waiter on the I/O thread and cancels its
+        // calls at the broker; then the thread stops, letting those CANCELs leave for up to
+        // ``closeLinger`` (a broker that is away gets none), and whatever was posted too late is
+        // failed here.
         shell.post(.close)
-        await loop?.shutdown()
+        await loop?.shutdown(linger: Self.closeLinger)
         shell.closed()
     }
 

@@ -304,6 +304,39 @@ extension IntegrationSuite {
             await sky.close()
         }
 
+        /// `close()` cancels the calls it ends at the broker: the handlers running them are
+        /// cancelled at once (not at the broker's lease, 35 s on), and another client's call is
+        /// served.
+        @Test(.timeLimit(.minutes(1))) func closingAClientCancelsItsCallsAtTheBroker() async throws {
+            let cluster = try await TestCluster.start()
+            defer { cluster.killAll() }
+            let (system, events) = await Self.holdingSystem()
+            let running = Self.startWorker(system, cluster: cluster, handlers: .pool)
+            defer { running.cancel() }
+            let sky = try await SkyClient(broker: cluster.clients)
+            var seen = events.makeAsyncIterator()
+            // Four calls for the system's four slots, and two more that wait at the broker;
+            // async callers and a callback alike.
+            // (Bodies of their own: equal calls would share one request.)
+            let callers = (0..<5).map { index in Task { try await sky.request(service: "hold", body: [UInt8(index)]) } }
+            let ended = Locked(0)
+            sky.request(service: "hold", body: [9]) { _ in ended.withLock { $0 += 1 } }
+            for _ in 0..<4 { #expect(await seen.next() == "started") }
+            let closed = ContinuousClock.now
+            await sky.close()
+            for _ in 0..<4 { #expect(await seen.next()?.hasPrefix("cancelled") == true) }
+            #expect(
+                ContinuousClock.now - closed < .seconds(5),
+                "the handlers were cancelled \(ContinuousClock.now - closed) after the close")
+            for caller in callers {
+                await #expect(throws: SkyError.clientClosed) { try await caller.value }
+            }
+            let other = try await SkyClient(broker: cluster.clients)
+            #expect(try await other.request(service: "echo", body: [3]) == [3])
+            await other.close()
+            #expect(ended.withLock { $0 } == 1)
+        }
+
         /// Callers that prefer the client's I/O thread are resumed there and every call is
         /// answered; the first calls are made before the client ever connected (its executor
         /// then runs them elsewhere until its loop exists); a caller on the thread may close the
