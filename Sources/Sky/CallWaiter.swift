@@ -19,12 +19,12 @@ extension SkyClient {
         }
 
         /// The caller's task was cancelled: it throws `CancellationError`. (A handler has no
-        /// task, so nothing cancels it this way; it hears `cancelled` should it come here.)
+        /// task, so nothing cancels it this way; should it come here, it hears what its
+        /// ``CallHandle`` would have said.)
         func cancel() {
             switch self {
             case .suspended(let continuation): continuation.resume(throwing: CancellationError())
-            case .handler(let handler):
-                handler(Completion(result: .failure(.cancelled("the call was cancelled")), attempts: 0))
+            case .handler(let handler): handler(Completion(result: .failure(CallHandle.cancelledError), attempts: 0))
             }
         }
     }
