@@ -54,9 +54,10 @@ extension BrokerStateMachine {
     /// Puts a request in its service's queue (``RequestQueue``), counted in its client's share,
     /// to be answered at its deadline, the broker's maximum wait, or (nobody serves its service)
     /// the no-workers grace, whichever comes first.
-    mutating func enqueue(_ task: consuming QueuedRequest, now: Instant) {
+    /// - Parameter key: its key, if the caller has it hashed already.
+    mutating func enqueue(_ task: consuming QueuedRequest, now: Instant, key: TaskKey? = nil) {
         let bytes = task.request.queuedSize
-        tasks[task.key] = .waiting(arrival: task.arrival)
+        tasks[key ?? task.key] = .waiting(arrival: task.arrival)
         withClient(task.client) { client in
             client.waiting += 1
             client.waitingBytes += bytes
@@ -144,9 +145,7 @@ extension BrokerStateMachine {
     /// memory to the system. Costs one pass over what is live, once per large drain.
     private mutating func releaseStorage() {
         // Nothing waits: every task is at a worker.
-        var fresh = [TaskKey: TaskPlace](minimumCapacity: max(tasks.count, Self.taskTableRoom))
-        for (key, place) in tasks { fresh[key] = place }
-        tasks = fresh
+        tasks = tasks.resized(minimumCapacity: Self.taskTableRoom)
         queue.releaseStorage()
         leases = Heap(Array(leases.unordered))
         clients.shrink()
@@ -206,8 +205,10 @@ extension BrokerStateMachine {
     /// - Parameter index: the worker's place in ``workers``, if the caller found it already.
     /// - Returns: the delivery's tag, and whether the worker takes packed REQUESTs (read while
     ///   its record is at hand, so that the send needs no second lookup).
+    /// - Parameter key: the task's key, if the caller has it hashed already.
     mutating func hand(
-        _ task: consuming QueuedRequest, to peer: PeerID, at index: WorkerIndex? = nil, waited: Int64? = nil
+        _ task: consuming QueuedRequest, to peer: PeerID, at index: WorkerIndex? = nil, waited: Int64? = nil,
+        key: TaskKey? = nil
     ) -> (tag: UInt64, packed: Bool) {
         var task = task
         if task.deliveries < .max { task.deliveries += 1 }
@@ -221,8 +222,9 @@ extension BrokerStateMachine {
         guard let (anchor, packed) = index.map({ withWorker(at: $0, take) }) ?? withWorker(peer, take) else {
             preconditionFailure("a task is handed only to a registered worker")
         }
-        let (key, lease) = (task.key, leaseExpiry(task))
-        let tag = deliveries.insert(InFlightTask(task: consume task, waited: waited), worker: peer, anchor: anchor)
+        let (key, lease) = (key ?? task.key, leaseExpiry(task))
+        let tag = deliveries.insert(
+            InFlightTask(task: consume task, waited: waited, key: key), worker: peer, anchor: anchor)
         // A waiting request moves to running in place; a new one comes in.
         tasks[key] = .running(tag: tag)
         if let lease { leases.insert(LeaseEntry(expiry: lease, tag: tag)) }
@@ -261,12 +263,12 @@ extension BrokerStateMachine {
     /// strings and arrays.
     mutating func dispatch(
         _ task: consuming QueuedRequest, to peer: PeerID, at index: WorkerIndex? = nil, now: Instant,
-        into actions: inout [BrokerAction]
+        key: TaskKey? = nil, into actions: inout [BrokerAction]
     ) {
         let waited = ticks(now) - task.arrivedAt
         let delivery = UInt32(task.deliveries) + 1
         let request = task.request
-        let (tag, packed) = hand(consume task, to: peer, at: index, waited: waited)
+        let (tag, packed) = hand(consume task, to: peer, at: index, waited: waited, key: key)
         if configuration.taskEvents {
             publishTask(
                 .taskDispatched,

@@ -45,12 +45,15 @@ extension BrokerStateMachine {
             if let refusal = refusal(held.task, now: now, into: &actions) { return .refused(refusal) }
             // The delivery goes on as the job's first attempt: its worker's reply finds the job.
             tasks[key] = nil
-            deliveries.update(tag) { held in
-                held.task.client = Self.jobsClient
-                held.task.request.header.keepIfAbandoned = false
-                held.task.request.header.timeoutMilliseconds = 0
+            if let jobKey = deliveries.update(
+                tag,
+                { held in
+                    held.keepAsJob(client: Self.jobsClient)
+                    return held.key
+                })
+            {
+                tasks[jobKey] = .running(tag: tag)
             }
-            tasks[TaskKey(client: Self.jobsClient, requestID: key.requestID)] = .running(tag: tag)
             clients.addJobDelivery()
             finishRequest(key.client)
             let worker = deliveries.worker(of: tag).flatMap { workers[$0]?.name } ?? ""

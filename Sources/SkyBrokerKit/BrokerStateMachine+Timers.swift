@@ -170,7 +170,7 @@ extension BrokerStateMachine {
             leases.removeMin()
             guard let held = deliveries[first.tag], let peer = deliveries.worker(of: first.tag) else { continue }
             budget.spend()
-            let key = held.task.key
+            let key = held.key
             let name = workers[peer]?.name ?? peer.description
             if held.answered {
                 // Cancelled already: told again.

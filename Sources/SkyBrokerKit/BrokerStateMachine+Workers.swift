@@ -235,7 +235,7 @@ extension BrokerStateMachine {
             }
             // Queued again below (which moves it in ``tasks``), or answered.
             if Self.isJob(held.task) || held.task.deliveries >= configuration.maxDeliveries {
-                tasks[held.task.key] = nil
+                tasks[held.key] = nil
             }
             if Self.isJob(held.task) {
                 if jobDeliveryLost(held.task, worker: record.name, now: now, into: &actions) { requeued += 1 }
@@ -308,7 +308,7 @@ extension BrokerStateMachine {
         if failed {
             sampleFailure(held.task, answer.status, RemoteErrorBody(decoding: answer.body), worker: workerName)
         }
-        let key = held.task.key
+        let key = held.key
         if held.answered {
             // The client cancelled this delivery (and may have retried elsewhere): the reply
             // only returns the credit.

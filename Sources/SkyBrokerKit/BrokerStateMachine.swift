@@ -108,6 +108,7 @@ package struct BrokerStateMachine: Sendable {
         /// When it arrived, as nanoseconds after the machine's epoch (see ``BrokerStateMachine/ticks(_:)``).
         var arrivedAt: Int64
 
+        /// Its key, hashed anew (a delivery keeps the hash, ``InFlightTask/key``).
         var key: TaskKey { TaskKey(client: client, requestID: request.requestID) }
 
         /// Its service's number (``ServiceBook``), in the arrival number's low bits.
@@ -120,13 +121,36 @@ package struct BrokerStateMachine: Sendable {
         }
     }
 
-    /// Identifies a request: the client that sent it and its request id.
+    /// Identifies a request: the client that sent it and its request id, with their hash,
+    /// computed once (``TaskTable``).
     struct TaskKey: Hashable, Sendable {
-        var client: ClientNumber
-        var requestID: RequestID
+        let client: ClientNumber
+        let requestID: RequestID
+        /// The seeded `Hasher`'s hash of the two.
+        let hash: Int
+
+        init(client: ClientNumber, requestID: RequestID) {
+            var hasher = Hasher()
+            hasher.combine(client)
+            hasher.combine(requestID)
+            self.init(client: client, requestID: requestID, hash: hasher.finalize())
+        }
+
+        /// A key whose hash was computed before (a delivery's, ``InFlightTask/key``).
+        init(client: ClientNumber, requestID: RequestID, hash: Int) {
+            self.client = client
+            self.requestID = requestID
+            self.hash = hash
+        }
+
+        static func == (lhs: Self, rhs: Self) -> Bool { lhs.client == rhs.client && lhs.requestID == rhs.requestID }
+
+        func hash(into hasher: inout Hasher) { hasher.combine(hash) }
     }
 
     struct InFlightTask: Sendable {
+        /// Its client and request id make its key, whose hash is kept: ``keepAsJob(client:)``
+        /// changes the client.
         var task: QueuedRequest
         /// Already answered (cancelled by its client): the worker's reply only returns the credit.
         var answered = false
@@ -134,6 +158,31 @@ package struct BrokerStateMachine: Sendable {
         /// waits in the job book): recorded with the reply, so the service's window is
         /// touched once per task.
         var waited: Int64? = nil
+        /// ``key``'s hash, kept so that the reply finds the request in ``tasks`` without
+        /// hashing it again (the queue's requests do not keep it: 8 bytes each).
+        private var keyHash: Int
+
+        /// - Parameter key: the task's key, if the caller has it hashed already.
+        init(task: QueuedRequest, waited: Int64? = nil, key: TaskKey? = nil) {
+            keyHash = (key ?? task.key).hash
+            self.task = task
+            self.waited = waited
+        }
+
+        var key: TaskKey {
+            let key = TaskKey(client: task.client, requestID: task.request.requestID, hash: keyHash)
+            assert(keyHash == TaskKey(client: key.client, requestID: key.requestID).hash, "a delivery's key changed")
+            return key
+        }
+
+        /// A kept call's delivery becomes its job's first attempt: it is the jobs' client's now,
+        /// under a key of that client.
+        mutating func keepAsJob(client: ClientNumber) {
+            task.client = client
+            task.request.header.keepIfAbandoned = false
+            task.request.header.timeoutMilliseconds = 0
+            keyHash = task.key.hash
+        }
     }
 
     struct WorkerRecord: Sendable {
@@ -211,11 +260,10 @@ package struct BrokerStateMachine: Sendable {
     var clients = ClientBook()
     /// Every accepted request not yet answered, waiting or at a worker. Made with room for
     /// ``taskTableRoom`` (see there).
-    var tasks = [TaskKey: TaskPlace](minimumCapacity: taskTableRoom)
-    /// The requests ``tasks`` has room for from the start (256 KiB): with a few hundred in
-    /// flight its buckets stay mostly empty, so a removal moves no neighbours back (Swift's
-    /// dictionary rehashes each one it moves, on every reply when it had grown just big enough).
-    /// Above it the dictionary grows as usual, so a deep queue costs what it did.
+    var tasks = TaskTable(minimumCapacity: taskTableRoom)
+    /// The requests ``tasks`` has room for from the start: with a few hundred in flight its
+    /// slots stay mostly empty, so probes and removals touch few neighbours. Above it the table
+    /// grows, so a deep queue costs what it did.
     static let taskTableRoom = 4096
     /// The requests of ``tasks`` that wait for a worker: a sub-machine of its own.
     var queue = RequestQueue()
@@ -527,7 +575,7 @@ package struct BrokerStateMachine: Sendable {
             if limited { _ = takeStart(service, now: task.arrivedAt) }
             counters.requestsAccepted += 1
             if placeLimit > 0 { queue.placeDirectly(service, key: task.request.concurrencyKey ?? "") }
-            dispatch(task, to: worker, now: now, into: &actions)
+            dispatch(task, to: worker, now: now, key: key, into: &actions)
             return
         }
         if limited || keySlot != nil, !services[service].paused,
@@ -540,7 +588,7 @@ package struct BrokerStateMachine: Sendable {
             fail(task, .overloaded, refusal, into: &actions)
             return
         }
-        enqueue(task, now: now)
+        enqueue(task, now: now, key: key)
         counters.requestsAccepted += 1
         // Requests wait in turns, some of a key at its limit: a worker may have a free credit
         // for this one.

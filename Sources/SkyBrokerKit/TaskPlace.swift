@@ -27,6 +27,9 @@ extension BrokerStateMachine {
             return TaskPlace(raw: tag << slotBits | UInt64(ServiceBook.none))
         }
 
+        /// No place: what an empty slot of ``TaskTable`` holds (never a request's).
+        static let vacant = TaskPlace(raw: 0)
+
         var kind: Kind {
             raw & slotMask == UInt64(ServiceBook.none) ? .running(tag: raw >> slotBits) : .waiting(arrival: raw)
         }
