@@ -202,10 +202,11 @@ extension BrokerStateMachine {
     }
 
     /// Makes a delivery of `task` to `peer` (its credit, its lease) without sending it.
-    /// - Parameter index: the worker's place in ``workers``, if the caller found it already.
+    /// - Parameters:
+    ///   - index: the worker's place in ``workers``, if the caller found it already.
+    ///   - key: the task's key, if the caller has it hashed already.
     /// - Returns: the delivery's tag, and whether the worker takes packed REQUESTs (read while
     ///   its record is at hand, so that the send needs no second lookup).
-    /// - Parameter key: the task's key, if the caller has it hashed already.
     mutating func hand(
         _ task: consuming QueuedRequest, to peer: PeerID, at index: WorkerIndex? = nil, waited: Int64? = nil,
         key: TaskKey? = nil

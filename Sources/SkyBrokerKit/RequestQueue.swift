@@ -476,9 +476,9 @@ struct RequestQueue: Sendable {
             // no-workers grace, which the request does not hold (rebuilt from the deadline alone,
             // such a request without a timeout waited out --max-wait instead of the grace). One
             // per request, the earliest: a request queued again after a lost worker has two.
-            // Sorted by arrival to find those pairs: a dictionary by arrival hashed each entry, and
-            // the check that copied each entry's request out cost the broker about 800
-            // instructions a task at 256 in flight.
+            // Sorted by arrival to find those pairs: a dictionary by arrival hashed every entry,
+            // and the check read each entry's request by copying it out (docs/performance-history.md,
+            // "a request's key hashed once").
             var live = deadlines.unordered.filter { isWaiting($0.arrival) }
             live.sort { ($0.arrival, $0.expiry) < ($1.arrival, $1.expiry) }
             var earliest: [Deadline] = []

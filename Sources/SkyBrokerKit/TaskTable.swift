@@ -7,13 +7,13 @@ extension BrokerStateMachine {
     /// reply (``InFlightTask/key``).
     ///
     /// Swift's `Dictionary` runs its hasher over the key on every access, and a request is looked
-    /// up four times (accepted, queued, dispatched, answered): four keyed hashes, about 1.2k of
-    /// the broker's instructions a task at 256 in flight. It has no way to take a hash computed
-    /// before, hence this table. The hash is the standard library's seeded `Hasher`, so a client
-    /// that chooses its request ids cannot aim them at one slot.
+    /// up four times (accepted, queued, dispatched, answered); it has no way to take a hash
+    /// computed before, hence this table (docs/performance.md, "What is left"). The hash is the
+    /// standard library's seeded `Hasher`, so a client that chooses its request ids cannot aim
+    /// them at one slot.
     ///
-    /// Linear probing at a load of at most three quarters, as the dictionary's, in slots of 32
-    /// bytes (the dictionary's were 32 as well): a queued request costs the same memory. A
+    /// Linear probing at a load of at most three quarters, as the dictionary's, in slots as
+    /// small as the dictionary's key and value: a queued request costs the same memory. A
     /// removal shifts the entries after it back (no tombstones), so a long run of inserts and
     /// removals leaves no debris.
     struct TaskTable: Sendable {
