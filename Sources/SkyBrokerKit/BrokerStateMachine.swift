@@ -647,6 +647,8 @@ package struct BrokerStateMachine: Sendable {
         switch tasks[key]?.kind {
         case .waiting(let arrival)?:
             dropWaiting(key, arrival: arrival)
+            // Answered here, once: a running one is counted when its worker's reply comes.
+            recordWindow(of: ServiceBook.Number(arrival & Self.slotMask)) { $0.recordFailure(.cancelled) }
         case .running(let tag)?:
             tasks[key] = nil
             cancelAtWorker(key, tag: tag, into: &actions)

@@ -117,6 +117,29 @@ struct BrokerServiceStatsTests {
 
     /// The metrics' per-service queue bytes and dispatch waits: kept as requests come and go,
     /// never by a pass over the queue.
+    /// Each request is counted once in its service's statuses (`sky_broker_tasks_total`): one
+    /// cancelled while it waits as `cancelled` when the broker answers the CANCEL; one cancelled
+    /// while it runs by its worker's reply, whatever it says.
+    @Test func aCancelledRequestIsCountedOnceWhereverItWas() throws {
+        var broker = BrokerHarness()
+        _ = broker.ready(worker, capacity: 1, services: ["sky.scan"])
+        for low in 1...3 as ClosedRange<UInt64> { _ = broker.request(client, RequestID(high: 0, low: low)) }
+        _ = broker.advance(.milliseconds(10))  // the stats period starts at the first tick
+        _ = broker.cancel(client, RequestID(high: 0, low: 1))
+        _ = broker.cancel(client, RequestID(high: 0, low: 3))
+        _ = broker.cancel(client, RequestID(high: 0, low: 3))
+        _ = broker.reply(worker, client: client, RequestID(high: 0, low: 1), status: .cancelled)
+        _ = broker.reply(worker, client: client, RequestID(high: 0, low: 2))
+        _ = broker.worker(worker, .heartbeat)
+        let actions = broker.advance(.seconds(1))
+        let windows = try #require(
+            actions.compactMap { if case .serviceWindows(let windows) = $0 { windows } else { nil } }.first)
+        let statuses = try #require(windows["sky.scan"]?.statuses)
+        #expect(statuses[Int(ReplyStatus.cancelled.rawValue)] == 2, "the waiting one, and the running one's reply")
+        #expect(statuses[Int(ReplyStatus.ok.rawValue)] == 1)
+        #expect(statuses.reduce(0, +) == 3)
+    }
+
     @Test func aServiceReportsItsQueuedBytesAndItsRequestsWaits() throws {
         func queuedBytes(_ machine: BrokerStateMachine, _ service: String) -> Int? {
             machine.services.number(of: service).map { machine.queue.bytes(of: $0) }
