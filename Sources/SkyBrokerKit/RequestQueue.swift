@@ -532,12 +532,11 @@ struct RequestQueue: Sendable {
     private func isWaiting(_ arrival: UInt64) -> Bool {
         let service = Int(arrival & BrokerStateMachine.slotMask)
         guard service < lanes.count else { return false }
-        if let key = lanes[service].keyed?.keyOf[arrival] {
-            guard let index = lanes[service].keyed!.queues[key]?.place(of: arrival),
-                index < lanes[service].keyed!.queues[key]!.endIndex
-            else { return false }
-            return lanes[service].keyed!.queues[key]![index].arrival == arrival
-                && !lanes[service].keyed!.queues[key]![index].dropped
+        // A keyed lane (rare) is read through copies of its tables; a plain one in place.
+        if let keyed = lanes[service].keyed, let key = keyed.keyOf[arrival] {
+            guard let entries = keyed.queues[key] else { return false }
+            let index = entries.place(of: arrival)
+            return index < entries.endIndex && entries[index].arrival == arrival && !entries[index].dropped
         }
         let index = lanes[service].entries.place(of: arrival)
         return index < lanes[service].entries.endIndex && lanes[service].entries[index].arrival == arrival

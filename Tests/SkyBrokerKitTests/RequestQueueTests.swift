@@ -235,6 +235,26 @@ struct RequestQueueTests {
         #expect(queue.popDeadline(dueBy: .max)?.expiry == 1_001)
     }
 
+    /// The same in a lane of keyed requests: the dispatched ones' times go, the waiting ones'
+    /// stay, and those of requests cancelled while they wait (still in their key's queue) go.
+    @Test func compactionReadsAKeyedLaneToo() {
+        var queue = RequestQueue()
+        var rates = KeyRateBook()
+        var arrivals: [UInt64] = []
+        for low in 0..<2_000 as Range<UInt64> {
+            var task = request(&queue, low)
+            task.request.concurrencyKey = "k"
+            arrivals.append(task.arrival)
+            queue.insert(task, expiry: 1_000 + Int64(low))
+        }
+        for _ in 0..<1_990 { #expect(queue.popFirst(0, rates: &rates) != nil) }
+        for arrival in arrivals.suffix(5) { #expect(queue.drop(arrival: arrival) != nil) }
+        queue.compactIfMostlyDead()
+        #expect(queue.count == 5)
+        #expect(queue.entryCounts.deadlines == 5)
+        #expect(queue.popDeadline(dueBy: .max)?.arrival == arrivals[1_990])
+    }
+
     @Test func arrivalNumbersAreNeverUsedTwiceSoAStaleOneFindsNothing() {
         var queue = RequestQueue()
         var rates = KeyRateBook()
