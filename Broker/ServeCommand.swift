@@ -187,7 +187,18 @@ struct ServeCommand: AsyncParsableCommand {
             var key: KeyScope?
             if perKey {
                 let at = value.firstIndex(of: "@")
-                key = KeyScope(field: at.map { String(value[value.index(after: $0)...]) })
+                let field = at.map { String(value[value.index(after: $0)...]) }
+                // A field that ends in ":" and digits is far more often a burst put after it
+                // than a payload field of that name (which `skyctl limits set` still takes).
+                if let field, let colon = field.lastIndex(of: ":"),
+                    field[field.index(after: colon)...].allSatisfy(\.isNumber),
+                    colon < field.index(before: field.endIndex)
+                {
+                    throw ValidationError(
+                        "\(flag) \(text): the burst goes before @FIELD: give \(shape) (a field named \(field) can be set with skyctl limits set --key-field)"
+                    )
+                }
+                key = KeyScope(field: field)
                 if let at { value = value[..<at] }
             }
             let parts = value.split(separator: ":", maxSplits: 1, omittingEmptySubsequences: false)

@@ -57,8 +57,12 @@ extension BrokerStateMachine {
             clients.addJobDelivery()
             finishRequest(key.client)
             let worker = deliveries.worker(of: tag).flatMap { workers[$0]?.name } ?? ""
+            let handed = held.task.arrivedAt + (held.waited ?? 0)
+            let since = (ticks(now) - handed) / 1_000_000
             withJobs(now: now, into: &actions) {
-                $0.keep(held.task.request, at: .running(tag: tag), caller: caller, worker: worker, into: &$1)
+                $0.keep(
+                    held.task.request, at: .running(tag: tag), caller: caller, worker: worker, since: since,
+                    into: &$1)
             }
             handOverWaiters(key, now: now, into: &actions)
         }
@@ -258,8 +262,9 @@ extension BrokerStateMachine {
         guard let entry = keptReplies.take(peer: peer, requestID: reply.requestID),
             jobs.keepRefusal(JobID(reply.requestID)) == nil
         else { return }
+        let since = (ticks(now) - entry.at) / 1_000_000
         withJobs(now: now, into: &actions) {
-            $0.keep(entry.request, at: .ended(reply.status), reply: reply, caller: nil, into: &$1)
+            $0.keep(entry.request, at: .ended(reply.status), reply: reply, caller: nil, since: since, into: &$1)
         }
     }
 }

@@ -39,10 +39,14 @@ extension JobScheduler {
     /// Records `request`, whose caller left it, as a job whose id is its request id; `caller`
     /// (if still there) is answered ``ReplyStatus/keptAsJob`` once it is on disk. The caller
     /// checked ``keepRefusal(_:)``.
-    /// - Parameter reply: for ``JobBook/KeptCall/ended``, the answer its client did not take.
+    /// - Parameters:
+    ///   - reply: for ``JobBook/KeptCall/ended``, the answer its client did not take.
+    ///   - since: how many milliseconds ago it was handed to its worker (``JobBook/KeptCall/running``)
+    ///     or answered (``JobBook/KeptCall/ended``): its record's start or end, as an operator
+    ///     reads them (`skyctl jobs show`).
     mutating func keep(
         _ request: TaskRequest, at place: JobBook.KeptCall, reply: TaskReply? = nil, caller: JobCaller?,
-        worker: String = "", into actions: inout [Action]
+        worker: String = "", since: Int64 = 0, into actions: inout [Action]
     ) {
         let id = JobID(request.requestID)
         var submission = JobSubmission(service: request.service, body: request.body)
@@ -59,17 +63,20 @@ extension JobScheduler {
         case .running(let tag):
             record.state = .running
             record.attempt = 1
+            record.startedAt = configuration.wallClock() - max(since, 0)
             // Held from now: the worker's reply may come before the record is on disk.
             if var job = book.pendingSubmits[id]?.job {
                 job.attempt = 1
                 job.phase = .running(tag: tag, worker: worker)
-                job.startedAt = configuration.wallClock()
+                job.startedAt = record.startedAt
                 book.hold(job)
             }
         case .ended(let status):
             record.state = status == .ok ? .succeeded : .failed
             record.attempt = 1
             record.outcome = [status.rawValue] + (reply?.body ?? [])
+            record.endedAt = configuration.wallClock() - max(since, 0)
+            record.expiresAt = expiry(of: submission, ended: status == .ok ? .succeeded : .failed)
         }
         actions.append(.journal(.write([.submitted(record)], .submitted(id))))
     }

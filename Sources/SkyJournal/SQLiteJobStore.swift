@@ -50,8 +50,11 @@ public final class SQLiteJobStore: JobStore {
 
     private static let columns =
         "id, service, body, priority, not_before, idempotency_key, state, attempt, outcome, expires_at, submitted_at, options"
-    /// What a read takes: ``columns``, and the times an outcome records.
-    private static let readColumns = columns + ", started_at, ended_at, progress"
+    /// What an insert writes: ``columns``, and the times a job that is kept as it runs or
+    /// after it ended (a call its caller left) starts with.
+    private static let insertColumns = columns + ", started_at, ended_at"
+    /// What a read takes: ``insertColumns``, and an outcome's progress.
+    private static let readColumns = insertColumns + ", progress"
 
     /// Opens the journal at `path`, creating it if there is none.
     ///
@@ -76,7 +79,7 @@ public final class SQLiteJobStore: JobStore {
         try Self.addTimes(database)
         try Self.addProgress(database)
         insert = try database.prepare(
-            "INSERT INTO jobs (\(Self.columns)) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12) ON CONFLICT DO NOTHING"
+            "INSERT INTO jobs (\(Self.insertColumns)) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14) ON CONFLICT DO NOTHING"
         )
         // An outcome is recorded once: a job that already ended keeps its first.
         start = try database.prepare("UPDATE jobs SET state = 1, attempt = ?2 WHERE id = ?1 AND state < 2")
@@ -254,7 +257,7 @@ public final class SQLiteJobStore: JobStore {
                         .integer(job.notBefore), job.idempotencyKey.map { .text($0) } ?? .null,
                         .integer(job.state.rawValue), .integer(Int64(job.attempt)),
                         job.outcome.map { .blob($0) } ?? .null, .integer(job.expiresAt), .integer(job.submittedAt),
-                        .blob(job.options),
+                        .blob(job.options), .integer(job.startedAt), .integer(job.endedAt),
                     ])
                     if database.changes == 0 {
                         if let key = job.idempotencyKey, let first = try self.job(idempotencyKey: key),

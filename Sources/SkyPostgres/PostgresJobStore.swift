@@ -46,8 +46,11 @@ public final class PostgresJobStore: JobStore {
 
     private static let columns =
         "id, service, body, priority, not_before, idempotency_key, state, attempt, outcome, expires_at, submitted_at, options"
-    /// What a read takes: ``columns``, and the times an outcome records.
-    private static let readColumns = columns + ", started_at, ended_at, progress"
+    /// What an insert writes: ``columns``, and the times a job that is kept as it runs or
+    /// after it ended (a call its caller left) starts with.
+    private static let insertColumns = columns + ", started_at, ended_at"
+    /// What a read takes: ``insertColumns``, and an outcome's progress.
+    private static let readColumns = insertColumns + ", progress"
 
     /// This broker's turn at the store: the epoch it set when it took the store (`sky_lease`).
     /// A session lost and made again finds the same epoch unless another broker took the store
@@ -428,20 +431,24 @@ public final class PostgresJobStore: JobStore {
         // fraction of the time. Inserted in the arrays' order, which `seq` keeps.
         connection.define(
             "insert one",
-            "INSERT INTO sky_jobs (\(Self.columns)) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) ON CONFLICT DO NOTHING",
-            types: [bytes, text, bytes, integer, integer, text, integer, integer, bytes, integer, integer, bytes])
+            "INSERT INTO sky_jobs (\(Self.insertColumns)) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14) ON CONFLICT DO NOTHING",
+            types: [
+                bytes, text, bytes, integer, integer, text, integer, integer, bytes, integer, integer, bytes, integer,
+                integer,
+            ])
         connection.define(
             "insert",
             """
-            INSERT INTO sky_jobs (\(Self.columns))
-            SELECT \(Self.columns) FROM unnest($1::bytea[], $2::text[], $3::bytea[], $4::bigint[], $5::bigint[],
-                $6::text[], $7::bigint[], $8::bigint[], $9::bytea[], $10::bigint[], $11::bigint[], $12::bytea[])
-                WITH ORDINALITY AS given (\(Self.columns), n)
+            INSERT INTO sky_jobs (\(Self.insertColumns))
+            SELECT \(Self.insertColumns) FROM unnest($1::bytea[], $2::text[], $3::bytea[], $4::bigint[], $5::bigint[],
+                $6::text[], $7::bigint[], $8::bigint[], $9::bytea[], $10::bigint[], $11::bigint[], $12::bytea[],
+                $13::bigint[], $14::bigint[])
+                WITH ORDINALITY AS given (\(Self.insertColumns), n)
             ORDER BY n ON CONFLICT DO NOTHING
             """,
             types: [
                 byteses, texts, byteses, integers, integers, texts, integers, integers, byteses, integers, integers,
-                byteses,
+                byteses, integers, integers,
             ])
         // An outcome is recorded once: a job that already ended keeps its first.
         // `set` names the given values `given.<column>`; the form for one change takes them as
@@ -699,7 +706,7 @@ public final class PostgresJobStore: JobStore {
                         texts(jobs.map(\.idempotencyKey)), integers(jobs.map(\.state.rawValue)),
                         integers(jobs.map { Int64($0.attempt) }), byteses(jobs.map(\.outcome)),
                         integers(jobs.map(\.expiresAt)), integers(jobs.map(\.submittedAt)),
-                        byteses(jobs.map(\.options)),
+                        byteses(jobs.map(\.options)), integers(jobs.map(\.startedAt)), integers(jobs.map(\.endedAt)),
                     ]
                 ))
         }

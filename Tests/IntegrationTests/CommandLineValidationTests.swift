@@ -35,6 +35,9 @@ extension SecondLineSuite {
             .init(
                 program: "skybroker", arguments: ["--rate-limit", "a"], message: "--rate-limit a gives no rate"),
             .init(
+                program: "skybroker", arguments: ["--key-rate-limit", "geocode=10/s@customer:5"],
+                message: "--key-rate-limit geocode=10/s@customer:5: the burst goes before @FIELD"),
+            .init(
                 program: "skybroker", arguments: ["--heartbeat-interval", "inf"],
                 message: "--heartbeat-interval must be a number of seconds in 0.01...3600, not inf"),
             .init(

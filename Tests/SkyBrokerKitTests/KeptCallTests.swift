@@ -28,9 +28,12 @@ struct KeptCallTests {
         var broker = BrokerHarness.withJournal()
         _ = broker.ready(worker1)
         #expect(dispatched(broker.request(client, call, timeout: .seconds(5), keep: true)).map(\.1) == [call])
+        _ = broker.advance(.seconds(2))
         let left = broker.cancel(client, call)
         let record = try #require(keptRecord(left), "\(left)")
         #expect(record.state == .running && record.attempt == 1 && record.service == "sky.scan" && record.body == [1])
+        // It started when its worker took it, not when it was kept.
+        #expect(record.startedAt == 1_700_000_000_000 - 2_000 && record.endedAt == 0)
         #expect(replies(left, to: call).isEmpty, "answered once the job is on disk")
         #expect(!left.contains { if case .sendToWorker(_, .cancel) = $0 { true } else { false } }, "the worker goes on")
         let committed = broker.commit(left)
@@ -40,6 +43,18 @@ struct KeptCallTests {
         let replied = broker.reply(worker1, client: client, call)
         #expect(replies(replied, to: call).isEmpty, "the reply goes to the job, not the client")
         #expect(journalWrites(replied) == [.finished(JobID(call))])
+        let times = replied.flatMap { action -> [[Int64]] in
+            let changes: [JobChange]
+            switch action {
+            case .journal(.write(let written, _)), .journal(.writeWithNextCommit(let written, _)): changes = written
+            default: return []
+            }
+            return changes.compactMap {
+                guard case .finished(_, _, _, _, let startedAt, let endedAt, _) = $0 else { return nil }
+                return [startedAt, endedAt]
+            }
+        }
+        #expect(times == [[1_700_000_000_000 - 2_000, 1_700_000_000_000]], "\(replied)")
         let ended = broker.commit(replied)
         #expect(events(ended).map(\.event) == [.jobSucceeded])
         // Not held any more: a status is read from the journal.
@@ -135,11 +150,15 @@ struct KeptCallTests {
         _ = broker.request(client, call, timeout: .seconds(5), keep: true)
         let replied = broker.reply(worker1, client: client, call, body: [4, 2])
         let sent = try #require(replies(replied, to: call).first)
+        _ = broker.advance(.seconds(1))
         var actions: [BrokerAction] = []
         broker.machine.clientUnreachable(
             client, frames: BrokerToClient.reply(sent).frames(), now: broker.now, into: &actions)
         let record = try #require(keptRecord(actions), "\(actions)")
         #expect(record.state == .succeeded && record.outcome == [0, 4, 2] && record.attempt == 1)
+        // It ended when its reply was sent; when it started, the broker did not keep.
+        #expect(record.endedAt == 1_700_000_000_000 - 1_000 && record.startedAt == 0)
+        #expect(record.expiresAt > 1_700_000_000_000)
         #expect(events(broker.commit(actions)).map(\.event) == [.jobSubmitted, .jobSucceeded])
 
         // A call that did not ask to be kept is only counted.

@@ -21,6 +21,7 @@ enum JobStoreContract: CaseIterable, Sendable {
     case aListingsCountStopsAtItsBound
     case aSelectionPagesByFilterAndAnEndedJobIsDeleted
     case theCountsOfJobsAndAnOutcomesProgressAreKept
+    case aJobRecordedRunningOrEndedKeepsItsTimes
 
     typealias Open = () throws(JournalError) -> any JobStore
 
@@ -56,6 +57,8 @@ enum JobStoreContract: CaseIterable, Sendable {
             try Self.theCountsOfJobsAndAnOutcomesProgressAreKept(open)
         case .aSelectionPagesByFilterAndAnEndedJobIsDeleted:
             try Self.aSelectionPagesByFilterAndAnEndedJobIsDeleted(open)
+        case .aJobRecordedRunningOrEndedKeepsItsTimes:
+            try Self.aJobRecordedRunningOrEndedKeepsItsTimes(open)
         }
     }
 
@@ -113,6 +116,32 @@ enum JobStoreContract: CaseIterable, Sendable {
         #expect(try store.totals() == totals)
         #expect(try store.job(job(1).id)?.progress == [1, 2, 3])
         #expect(try store.job(job(2).id).map { $0.progress == nil } == true)
+    }
+
+    /// A job submitted running or ended (a call kept as a job after its caller left it) keeps
+    /// the start or end its submit gives, alone in a write or with others.
+    private static func aJobRecordedRunningOrEndedKeepsItsTimes(_ open: Open) throws {
+        var running = job(1)
+        running.state = .running
+        running.attempt = 1
+        running.startedAt = 5_000
+        var ended = job(2)
+        ended.state = .succeeded
+        ended.outcome = [0]
+        ended.endedAt = 7_000
+        var alone = job(4)
+        alone.state = .running
+        alone.startedAt = 9_000
+        do {
+            let store = try open()
+            try store.apply([.submitted(running), .submitted(ended), .submitted(job(3))])
+            try store.apply([.submitted(alone)])
+        }
+        let store = try open()
+        let times = try [1, 2, 3, 4].map { number in
+            try store.job(job(number).id).map { [$0.startedAt, $0.endedAt] }
+        }
+        #expect(times == [[5_000, 0], [0, 7_000], [0, 0], [9_000, 0]])
     }
 
     private static func aPausedServiceStaysPausedUntilResumed(_ open: Open) throws {
