@@ -23,6 +23,7 @@
 @_exported import struct SkyProtocol.JobID
 @_exported import enum SkyProtocol.JobState
 @_exported import struct SkyProtocol.KeyListing
+@_exported import struct SkyProtocol.KeyScope
 @_exported import struct SkyProtocol.KeyState
 @_exported import struct SkyProtocol.ProcessMemory
 @_exported import struct SkyProtocol.PropertyListTaskCoder
