@@ -11,9 +11,7 @@ enum JobDetailLines {
         }
         add("service", details.service)
         add("priority", details.priority.map { "\($0)" })
-        add(
-            "attempts",
-            details.attempt.map { attempt in details.maxAttempts.map { "\(attempt) of \($0)" } ?? "\(attempt)" })
+        add("attempts", details.attempt.map { attempts($0, allowed: details.maxAttempts) })
         add("submitted", details.submittedAt.map(time))
         add("not before", details.notBefore.map(time))
         add("started", details.startedAt.map(time))
@@ -47,6 +45,14 @@ enum JobDetailLines {
             lines += log.map { "    " + $0 }
         }
         return lines
+    }
+
+    /// Executions started, and how many the retry policy allows: work lost with a worker or a
+    /// broker runs again beyond that (up to `--max-deliveries`), which "3 of 1" would not say.
+    static func attempts(_ attempt: Int, allowed: Int?) -> String {
+        guard let allowed else { return "\(attempt)" }
+        guard attempt > allowed else { return "\(attempt) of \(allowed)" }
+        return "\(attempt) (its retry policy allows \(allowed); work lost with a worker or a broker runs again)"
     }
 
     /// Milliseconds since 1970 as UTC, to the millisecond.

@@ -1,0 +1,25 @@
+import Sky
+import Testing
+
+@testable import skyctl
+
+/// `skyctl jobs show`'s lines from a job's details, without a broker.
+@Suite("skyctl: a job's details, a fact a line")
+struct JobDetailLinesTests {
+    /// Work lost with a worker or a broker runs again beyond the retry policy's attempts: a
+    /// kept call (one attempt) run again after a broker restart read "attempts 2 of 1".
+    @Test func attemptsBeyondThePolicySayWhy() {
+        var details = JobDetails(id: "0", state: "succeeded")
+        details.attempt = 3
+        details.maxAttempts = 3
+        #expect(JobDetailLines.lines(details) == ["  attempts    3 of 3"])
+        details.attempt = 2
+        details.maxAttempts = 1
+        #expect(
+            JobDetailLines.lines(details) == [
+                "  attempts    2 (its retry policy allows 1; work lost with a worker or a broker runs again)"
+            ])
+        details.maxAttempts = nil
+        #expect(JobDetailLines.lines(details) == ["  attempts    2"])
+    }
+}
