@@ -39,7 +39,10 @@ extension BrokerStateMachine {
             if let refusal = refusal(task, now: now, into: &actions) { return .refused(refusal) }
             dropWaiting(key, arrival: arrival)
             finishRequest(key.client)
-            withJobs(now: now, into: &actions) { $0.keep(task.request, at: .waiting, caller: caller, into: &$1) }
+            let ago = JobBook.KeptCallTimes(arrived: (ticks(now) - task.arrivedAt) / 1_000_000)
+            withJobs(now: now, into: &actions) {
+                $0.keep(task.request, at: .waiting, caller: caller, ago: ago, into: &$1)
+            }
             handOverWaiters(key, now: now, into: &actions)
         case .running(let tag, let held):
             if let refusal = refusal(held.task, now: now, into: &actions) { return .refused(refusal) }
@@ -57,12 +60,13 @@ extension BrokerStateMachine {
             clients.addJobDelivery()
             finishRequest(key.client)
             let worker = deliveries.worker(of: tag).flatMap { workers[$0]?.name } ?? ""
-            let handed = held.task.arrivedAt + (held.waited ?? 0)
-            let since = (ticks(now) - handed) / 1_000_000
+            let tick = ticks(now)
+            let ago = JobBook.KeptCallTimes(
+                arrived: (tick - held.task.arrivedAt) / 1_000_000,
+                started: (tick - held.task.arrivedAt - (held.waited ?? 0)) / 1_000_000)
             withJobs(now: now, into: &actions) {
                 $0.keep(
-                    held.task.request, at: .running(tag: tag), caller: caller, worker: worker, since: since,
-                    into: &$1)
+                    held.task.request, at: .running(tag: tag), caller: caller, worker: worker, ago: ago, into: &$1)
             }
             handOverWaiters(key, now: now, into: &actions)
         }
@@ -246,9 +250,12 @@ extension BrokerStateMachine {
 
     /// A kept call's reply went to its client: remembered for ``keptReplyMemory``, in case the
     /// send fails (``keepUndelivered(_:frames:now:into:)``).
-    mutating func rememberKeptReply(to request: TaskRequest, of client: ClientNumber, now: Instant) {
+    mutating func rememberKeptReply(to held: InFlightTask, of client: ClientNumber, now: Instant) {
         guard let peer = clients.record(client)?.peer else { return }
-        keptReplies.remember(KeptReplies.Entry(peer: peer, request: request, at: ticks(now)))
+        keptReplies.remember(
+            KeptReplies.Entry(
+                peer: peer, request: held.task.request, arrivedAt: held.task.arrivedAt,
+                startedAt: held.task.arrivedAt + (held.waited ?? 0), at: ticks(now)))
     }
 
     /// A reply the shell could not send to `peer` (its frames after the routing id): if it
@@ -262,9 +269,12 @@ extension BrokerStateMachine {
         guard let entry = keptReplies.take(peer: peer, requestID: reply.requestID),
             jobs.keepRefusal(JobID(reply.requestID)) == nil
         else { return }
-        let since = (ticks(now) - entry.at) / 1_000_000
+        let tick = ticks(now)
+        let ago = JobBook.KeptCallTimes(
+            arrived: (tick - entry.arrivedAt) / 1_000_000, started: (tick - entry.startedAt) / 1_000_000,
+            ended: (tick - entry.at) / 1_000_000)
         withJobs(now: now, into: &actions) {
-            $0.keep(entry.request, at: .ended(reply.status), reply: reply, caller: nil, since: since, into: &$1)
+            $0.keep(entry.request, at: .ended(reply.status), reply: reply, caller: nil, ago: ago, into: &$1)
         }
     }
 }
@@ -277,6 +287,9 @@ struct KeptReplies: Sendable {
         var peer: PeerID
         /// The call: what the job is recorded with.
         var request: TaskRequest
+        /// When it arrived and was handed to its worker, and when it was answered (``BrokerStateMachine/ticks(_:)``).
+        var arrivedAt: Int64
+        var startedAt: Int64
         var at: Int64
     }
 

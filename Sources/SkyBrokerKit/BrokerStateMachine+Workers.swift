@@ -321,7 +321,7 @@ extension BrokerStateMachine {
             answer.attempt = held.task.request.header.attempt
             let requestID = answer.requestID
             if held.task.request.header.keepIfAbandoned && !Self.isJob(held.task) {
-                rememberKeptReply(to: held.task.request, of: key.client, now: now)
+                rememberKeptReply(to: held, of: key.client, now: now)
             }
             reply(to: key.client, consume answer, into: &actions)
             if configuration.taskEvents {

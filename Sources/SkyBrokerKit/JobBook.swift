@@ -194,6 +194,15 @@ struct JobBook: Sendable {
         case ended(ReplyStatus)
     }
 
+    /// How many milliseconds ago a kept call arrived, was handed to its worker, and was answered
+    /// (what it had of them): its record's submit, start and end, as an operator reads them
+    /// (`skyctl jobs show`).
+    struct KeptCallTimes: Sendable {
+        var arrived: Int64 = 0
+        var started: Int64? = nil
+        var ended: Int64? = nil
+    }
+
     private(set) var jobs: [JobID: Job] = [:]
     /// The held jobs' idempotency keys: a submit that repeats one is answered from memory,
     /// also while the store does not answer (the store stays the authority for jobs no longer

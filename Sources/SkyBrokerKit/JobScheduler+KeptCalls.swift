@@ -41,12 +41,10 @@ extension JobScheduler {
     /// checked ``keepRefusal(_:)``.
     /// - Parameters:
     ///   - reply: for ``JobBook/KeptCall/ended``, the answer its client did not take.
-    ///   - since: how many milliseconds ago it was handed to its worker (``JobBook/KeptCall/running``)
-    ///     or answered (``JobBook/KeptCall/ended``): its record's start or end, as an operator
-    ///     reads them (`skyctl jobs show`).
+    ///   - ago: when it arrived, started and ended, for its record.
     mutating func keep(
         _ request: TaskRequest, at place: JobBook.KeptCall, reply: TaskReply? = nil, caller: JobCaller?,
-        worker: String = "", since: Int64 = 0, into actions: inout [Action]
+        worker: String = "", ago: JobBook.KeptCallTimes = .init(), into actions: inout [Action]
     ) {
         let id = JobID(request.requestID)
         var submission = JobSubmission(service: request.service, body: request.body)
@@ -56,6 +54,9 @@ extension JobScheduler {
         // It ran, or runs, once as a call: the broker's own re-dispatch of lost work is its retry.
         submission.maxAttempts = 1
         var (_, record) = pend(submission, id: id, trace: request.trace, waiter: caller, mayStart: false)
+        let wall = configuration.wallClock()
+        func time(_ ago: Int64?) -> Int64 { ago.map { wall - max($0, 0) } ?? 0 }
+        record.submittedAt = time(ago.arrived)
         book.pendingSubmits[id]?.kept = place
         switch place {
         case .waiting:
@@ -63,7 +64,7 @@ extension JobScheduler {
         case .running(let tag):
             record.state = .running
             record.attempt = 1
-            record.startedAt = configuration.wallClock() - max(since, 0)
+            record.startedAt = time(ago.started)
             // Held from now: the worker's reply may come before the record is on disk.
             if var job = book.pendingSubmits[id]?.job {
                 job.attempt = 1
@@ -75,7 +76,8 @@ extension JobScheduler {
             record.state = status == .ok ? .succeeded : .failed
             record.attempt = 1
             record.outcome = [status.rawValue] + (reply?.body ?? [])
-            record.endedAt = configuration.wallClock() - max(since, 0)
+            record.startedAt = time(ago.started)
+            record.endedAt = time(ago.ended)
             record.expiresAt = expiry(of: submission, ended: status == .ok ? .succeeded : .failed)
         }
         actions.append(.journal(.write([.submitted(record)], .submitted(id))))

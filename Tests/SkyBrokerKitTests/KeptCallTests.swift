@@ -32,7 +32,9 @@ struct KeptCallTests {
         let left = broker.cancel(client, call)
         let record = try #require(keptRecord(left), "\(left)")
         #expect(record.state == .running && record.attempt == 1 && record.service == "sky.scan" && record.body == [1])
-        // It started when its worker took it, not when it was kept.
+        // It was submitted when it arrived and started when its worker took it, not when it was
+        // kept.
+        #expect(record.submittedAt == 1_700_000_000_000 - 2_000)
         #expect(record.startedAt == 1_700_000_000_000 - 2_000 && record.endedAt == 0)
         #expect(replies(left, to: call).isEmpty, "answered once the job is on disk")
         #expect(!left.contains { if case .sendToWorker(_, .cancel) = $0 { true } else { false } }, "the worker goes on")
@@ -138,6 +140,7 @@ struct KeptCallTests {
         let due = broker.advance(.milliseconds(1100))
         let record = try #require(keptRecord(due), "\(due)")
         #expect(record.state == .queued && record.attempt == 0)
+        #expect(record.submittedAt == 1_700_000_000_000 - 1_100 && record.startedAt == 0, "submitted as it arrived")
         let committed = broker.commit(due)
         #expect(replies(committed, to: call).map(\.status) == [.keptAsJob])
         #expect(broker.machine.queuedCount == 0, "no longer a waiting call")
@@ -148,6 +151,10 @@ struct KeptCallTests {
         var broker = BrokerHarness.withJournal()
         _ = broker.ready(worker1)
         _ = broker.request(client, call, timeout: .seconds(5), keep: true)
+        for _ in 0..<3 {
+            _ = broker.worker(worker1, .heartbeat)
+            _ = broker.advance(.seconds(1))
+        }
         let replied = broker.reply(worker1, client: client, call, body: [4, 2])
         let sent = try #require(replies(replied, to: call).first)
         _ = broker.advance(.seconds(1))
@@ -156,8 +163,10 @@ struct KeptCallTests {
             client, frames: BrokerToClient.reply(sent).frames(), now: broker.now, into: &actions)
         let record = try #require(keptRecord(actions), "\(actions)")
         #expect(record.state == .succeeded && record.outcome == [0, 4, 2] && record.attempt == 1)
-        // It ended when its reply was sent; when it started, the broker did not keep.
-        #expect(record.endedAt == 1_700_000_000_000 - 1_000 && record.startedAt == 0)
+        // Submitted when it arrived, started when its worker took it (at once), ended when its
+        // reply was sent.
+        #expect(record.submittedAt == 1_700_000_000_000 - 4_000, "\(record.submittedAt)")
+        #expect(record.startedAt == 1_700_000_000_000 - 4_000 && record.endedAt == 1_700_000_000_000 - 1_000)
         #expect(record.expiresAt > 1_700_000_000_000)
         #expect(events(broker.commit(actions)).map(\.event) == [.jobSubmitted, .jobSucceeded])
 
@@ -245,7 +254,7 @@ struct KeptCallTests {
                 KeptReplies.Entry(
                     peer: peer,
                     request: TaskRequest(requestID: RequestID(high: 1, low: UInt64(index)), service: "s", body: [1]),
-                    at: Int64(index)))
+                    arrivedAt: 0, startedAt: 0, at: Int64(index)))
         }
         #expect(replies.take(peer: peer, requestID: RequestID(high: 1, low: 0)) == nil, "the oldest went")
         #expect(replies.take(peer: peer, requestID: RequestID(high: 1, low: 4999)) != nil)
@@ -255,7 +264,7 @@ struct KeptCallTests {
                 KeptReplies.Entry(
                     peer: peer,
                     request: TaskRequest(requestID: RequestID(high: 2, low: UInt64(index)), service: "s", body: big),
-                    at: 6000))
+                    arrivedAt: 0, startedAt: 0, at: 6000))
         }
         #expect(replies.take(peer: peer, requestID: RequestID(high: 2, low: 0)) == nil, "over 64 MiB: the older went")
         #expect(replies.take(peer: peer, requestID: RequestID(high: 2, low: 1)) != nil)
