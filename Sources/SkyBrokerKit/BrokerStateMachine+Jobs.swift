@@ -56,6 +56,10 @@ extension BrokerStateMachine {
         case .cancelAttempt(let id, let tag):
             let key = TaskKey(client: Self.jobsClient, requestID: id.requestID)
             tasks[key] = nil
+            // Counted as it ends here: its worker's late reply only returns the credit.
+            if let held = deliveries[tag], !held.answered {
+                recordWindow(of: held.task.service) { $0.recordFailure(.cancelled) }
+            }
             cancelAtWorker(key, tag: tag, into: &actions)
         case .log(let level, let message, let fields):
             // A store out of reach fails every write, one line per job: within the same budget

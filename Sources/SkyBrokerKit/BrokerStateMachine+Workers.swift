@@ -301,14 +301,17 @@ extension BrokerStateMachine {
             return worker.name
         }
         tally.replied(failed: failed)
-        // The closure captures plain values: capturing `held` copied the delivery (its request
-        // and body references) on every reply.
-        let (took, status, waited) = (ticks(now) - held.task.arrivedAt, answer.status, held.waited)
-        recordWindow(of: held.task.service) { $0.record(nanoseconds: took, status: status, waited: waited) }
-        if failed {
-            sampleFailure(held.task, answer.status, RemoteErrorBody(decoding: answer.body), worker: workerName)
-        }
         let key = held.key
+        let status = answer.status
+        if !held.answered {
+            // The closure captures plain values: capturing `held` copied the delivery (its
+            // request and body references) on every reply.
+            let (took, waited) = (ticks(now) - held.task.arrivedAt, held.waited)
+            recordWindow(of: held.task.service) { $0.record(nanoseconds: took, status: status, waited: waited) }
+            if failed {
+                sampleFailure(held.task, answer.status, RemoteErrorBody(decoding: answer.body), worker: workerName)
+            }
+        }
         if held.answered {
             // The client cancelled this delivery (and may have retried elsewhere): the reply
             // only returns the credit.

@@ -647,10 +647,14 @@ package struct BrokerStateMachine: Sendable {
         switch tasks[key]?.kind {
         case .waiting(let arrival)?:
             dropWaiting(key, arrival: arrival)
-            // Answered here, once: a running one is counted when its worker's reply comes.
+            // Counted once, as its client is answered (so is a running one: its worker's late
+            // reply only returns the credit).
             recordWindow(of: ServiceBook.Number(arrival & Self.slotMask)) { $0.recordFailure(.cancelled) }
         case .running(let tag)?:
             tasks[key] = nil
+            if let service = deliveries[tag]?.task.service {
+                recordWindow(of: service) { $0.recordFailure(.cancelled) }
+            }
             cancelAtWorker(key, tag: tag, into: &actions)
             stillHeld = true
         case nil:

@@ -128,16 +128,43 @@ struct BrokerServiceStatsTests {
         _ = broker.cancel(client, RequestID(high: 0, low: 1))
         _ = broker.cancel(client, RequestID(high: 0, low: 3))
         _ = broker.cancel(client, RequestID(high: 0, low: 3))
-        _ = broker.reply(worker, client: client, RequestID(high: 0, low: 1), status: .cancelled)
+        // The running one's handler finished anyway: its late reply only returns the credit.
+        _ = broker.reply(worker, client: client, RequestID(high: 0, low: 1))
         _ = broker.reply(worker, client: client, RequestID(high: 0, low: 2))
         _ = broker.worker(worker, .heartbeat)
         let actions = broker.advance(.seconds(1))
         let windows = try #require(
             actions.compactMap { if case .serviceWindows(let windows) = $0 { windows } else { nil } }.first)
         let statuses = try #require(windows["sky.scan"]?.statuses)
-        #expect(statuses[Int(ReplyStatus.cancelled.rawValue)] == 2, "the waiting one, and the running one's reply")
+        #expect(statuses[Int(ReplyStatus.cancelled.rawValue)] == 2, "the waiting one and the running one, as answered")
         #expect(statuses[Int(ReplyStatus.ok.rawValue)] == 1)
         #expect(statuses.reduce(0, +) == 3)
+    }
+
+    /// A request its lease took (its deadline and the grace passed while it ran) is counted
+    /// once, as `deadlineExceeded`: its worker's late reply only returns the credit.
+    @Test func aRequestItsLeaseTookIsCountedOnce() throws {
+        var broker = BrokerHarness()
+        _ = broker.ready(worker, capacity: 1, services: ["sky.scan"])
+        _ = broker.request(client, RequestID(high: 0, low: 1), timeout: .milliseconds(100))
+        var taken: [BrokerAction] = []
+        for _ in 0..<7 {
+            taken += broker.worker(worker, .heartbeat)
+            taken += broker.advance(.seconds(1))
+        }
+        #expect(replies(taken, to: RequestID(high: 0, low: 1)).map(\.status) == [.deadlineExceeded])
+        _ = broker.reply(worker, client: client, RequestID(high: 0, low: 1))
+        _ = broker.worker(worker, .heartbeat)
+        let actions = taken + broker.advance(.seconds(1))
+        let statuses = actions.compactMap { action -> [UInt64]? in
+            guard case .serviceWindows(let windows) = action else { return nil }
+            return windows["sky.scan"]?.statuses.map { UInt64($0) }
+        }
+        let total = statuses.reduce(into: [UInt64](repeating: 0, count: 32)) { sum, window in
+            for (index, count) in window.enumerated() where index < sum.count { sum[index] += count }
+        }
+        #expect(total[Int(ReplyStatus.deadlineExceeded.rawValue)] == 1)
+        #expect(total.reduce(0, +) == 1, "\(statuses)")
     }
 
     @Test func aServiceReportsItsQueuedBytesAndItsRequestsWaits() throws {
