@@ -71,6 +71,8 @@ extension BrokerStateMachine {
             counters.cancelled += 1
         case .count(.failedWorkerLost):
             counters.failedWorkerLost += 1
+        case .count(.duplicate):
+            counters.duplicateRequests += 1
         }
     }
 

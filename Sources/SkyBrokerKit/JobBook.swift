@@ -230,6 +230,8 @@ struct JobBook: Sendable {
     private(set) var waiterCount = 0
     /// Waiters per peer: one peer's flood of waits may not take every other's place.
     private var waitsOf = PeerTally()
+    /// Every call in ``waiters``, so that one sent again while it waits is held once.
+    private var heldCallers: Set<Waiter> = []
     var pendingSubmits: [JobID: PendingSubmit] = [:]
     /// Callers whose answer waits for a journal read (a lookup or a listing); a caller's answer
     /// is sent only while it is here, so a read that comes back after the shutdown answered it
@@ -459,10 +461,15 @@ struct JobBook: Sendable {
         waiters[id] != nil
     }
 
-    mutating func addWaiter(_ waiter: Waiter, for id: JobID) {
+    /// Holds `waiter` until `id`'s outcome; `false` if the same call (peer, request id and
+    /// attempt) waits already, which is answered once.
+    @discardableResult
+    mutating func addWaiter(_ waiter: Waiter, for id: JobID) -> Bool {
+        guard heldCallers.insert(waiter).inserted else { return false }
         waiters[id, default: []].append(waiter)
         waiterCount += 1
         waitsOf.add(waiter.peer)
+        return true
     }
 
     /// Whether a wait of `caller` may be held: within ``maxWaiters`` in all and
@@ -474,6 +481,7 @@ struct JobBook: Sendable {
     private mutating func released(_ waiter: Waiter) {
         waiterCount -= 1
         waitsOf.remove(waiter.peer)
+        heldCallers.remove(waiter)
     }
 
     /// Takes one waiter of a job, if it still waits.

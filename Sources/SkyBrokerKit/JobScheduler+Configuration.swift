@@ -65,6 +65,9 @@ extension JobScheduler {
         case cancelled
         /// A job failed because the workers running it were lost too often.
         case failedWorkerLost
+        /// A call repeated while the same call (peer, request id and attempt) waits: answered
+        /// once.
+        case duplicate
     }
 
     /// What a job event says.

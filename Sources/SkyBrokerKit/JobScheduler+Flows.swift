@@ -225,7 +225,10 @@ extension JobScheduler {
             answer(caller, flowReport(run), into: &actions)
             return
         }
-        book.addWaiter(caller, for: id)
+        guard book.addWaiter(caller, for: id) else {
+            actions.append(.count(.duplicate))
+            return
+        }
         book.timers.insert(JobBook.TimerEntry(due: now + hold, id: id, kind: .hold(caller)))
     }
 

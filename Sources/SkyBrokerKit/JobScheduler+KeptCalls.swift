@@ -32,7 +32,7 @@ extension JobScheduler {
     /// A caller that waited (`mmi.jobs.wait`) on a kept call in flight, which was just kept as
     /// job `id`: it waits on for the job, whose record may not be on disk yet.
     mutating func holdForKeptJob(_ id: JobID, _ waiter: JobCaller, now: Int64) {
-        book.addWaiter(waiter, for: id)
+        guard book.addWaiter(waiter, for: id) else { return }
         book.timers.insert(JobBook.TimerEntry(due: now + configuration.waitHold, id: id, kind: .hold(waiter)))
     }
 

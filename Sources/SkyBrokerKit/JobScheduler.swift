@@ -345,7 +345,10 @@ struct JobScheduler: Sendable {
             answer(caller, report(job), into: &actions)
             return
         }
-        book.addWaiter(caller, for: id)
+        guard book.addWaiter(caller, for: id) else {
+            actions.append(.count(.duplicate))
+            return
+        }
         book.timers.insert(JobBook.TimerEntry(due: now + hold, id: id, kind: .hold(caller)))
     }
 

@@ -27,6 +27,8 @@ struct KeptCallIndex: Sendable {
     private(set) var waiterCount = 0
     /// Held waits per peer: one peer's flood of waits may not take every other's place.
     private var waitsOf = PeerTally()
+    /// Every call in ``waiters``.
+    private var heldCallers: Set<JobCaller> = []
     /// Every hold, oldest first (all last as long, so also soonest due first); one answered
     /// meanwhile is skipped when it comes up.
     private var holds: Deque<Hold> = []
@@ -77,9 +79,12 @@ struct KeptCallIndex: Sendable {
 
     /// Holds `caller` until `due`; `false` beyond ``maxWaiters``.
     mutating func hold(_ caller: JobCaller, on id: RequestID, service: String, until due: Int64) -> Bool {
+        // The same call sent again while it waits is held (and answered) once.
+        if heldCallers.contains(caller) { return true }
         guard waiterCount < Self.maxWaiters, waitsOf[caller.peer] < Self.maxWaitersPerPeer else {
             return false
         }
+        heldCallers.insert(caller)
         waiters[id, default: (service, [])].callers.append(caller)
         waiterCount += 1
         waitsOf.add(caller.peer)
@@ -106,5 +111,6 @@ struct KeptCallIndex: Sendable {
     private mutating func released(_ caller: JobCaller) {
         waiterCount -= 1
         waitsOf.remove(caller.peer)
+        heldCallers.remove(caller)
     }
 }

@@ -194,6 +194,24 @@ struct BrokerJobTests {
         #expect(broker.machine.jobBook.waiterCount == JobBook.maxWaitersPerPeer + 1)
     }
 
+    /// The same wait (peer, request id and attempt) sent again while it is held is held once,
+    /// counted as a duplicate, and answered once; it takes one place of its peer's share.
+    @Test func aWaitSentAgainWhileHeldIsAnsweredOnce() throws {
+        var broker = BrokerHarness.withJournal()
+        let (id, _) = broker.submit(client, RequestID(high: 1, low: 1))
+        let wait = RequestID(high: 2, low: 2)
+        for _ in 0..<50 { #expect(broker.ask(client, wait, BrokerService.jobWait, id).isEmpty) }
+        #expect(broker.machine.jobBook.waiterCount == 1)
+        #expect(broker.machine.counters.duplicateRequests == 49)
+        let started = broker.commit(broker.ready(worker1))
+        #expect(dispatched(started).map(\.1) == [id.requestID])
+        let recorded = broker.commit(broker.reply(worker1, client: client, id.requestID))
+        #expect(reports(recorded, to: wait).map(\.state) == [.succeeded])
+        #expect(broker.machine.jobBook.waiterCount == 0)
+        // Answered: the same id is a new wait now (read from the journal).
+        #expect(journalLookups(broker.ask(client, wait, BrokerService.jobWait, id)) == 1)
+    }
+
     @Test func aJobIsAnsweredRunAndReportedOnlyAfterEachStepIsOnDisk() throws {
         var broker = BrokerHarness.withJournal()
         let submitRequest = RequestID(high: 1, low: 1)

@@ -92,7 +92,8 @@ struct KeptCallTests {
             passed += broker.advance(.seconds(1))
         }
         #expect(reports(passed, to: wait).map(\.state) == [.running])
-        _ = broker.ask(reader, later, BrokerService.jobWait, JobID(call))
+        // Sent three times while it waits: held, and answered, once.
+        for _ in 0..<3 { _ = broker.ask(reader, later, BrokerService.jobWait, JobID(call)) }
         let replied = broker.reply(worker1, client: client, call, body: [4, 2])
         #expect(replies(replied, to: call).map(\.status) == [.ok], "its caller gets the result")
         let heard = reports(replied, to: later)
