@@ -162,7 +162,8 @@ public actor SkyClient {
 
     public var statistics: Statistics {
         let (counters, callsInFlight, connected, endpoint) = shell.machine.withLock {
-            ($0.table.counters, $0.table.callCount, $0.table.isConnected, $0.endpointIndex)
+            // A closed (or refused) client's table may not have heard its connection go yet.
+            ($0.table.counters, $0.table.callCount, $0.table.isConnected && $0.refusal == nil, $0.endpointIndex)
         }
         let suspended =
             shell.calls.withLock(\.count) + shell.connectionWaiters.withLock(\.count)

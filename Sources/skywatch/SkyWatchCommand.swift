@@ -28,7 +28,8 @@ struct SkyWatchCommand: AsyncParsableCommand {
 
     @Option(
         help:
-            "The broker's events endpoint, or several separated by commas (default: each clients endpoint's port + 2).")
+            "The broker's events endpoint, or several separated by commas (default: each clients endpoint's port + 2); the snapshot still comes from --broker."
+    )
     var events: String?
 
     @Flag(help: "Print JSON lines instead of a table or text.")

@@ -108,7 +108,9 @@ actor WatchDisplay {
     /// No snapshot yet after a while: the broker is probably down, or one of the two endpoints
     /// is not its own (both are named: the snapshot waits for the subscription's first event).
     func brokerSilent(events: String?) {
-        problem("no answer from the broker at \(broker) (events \(events ?? "unknown")) yet; still trying")
+        problem(
+            "no answer from the broker at \(broker) (events \(events ?? "unknown")) yet; still trying"
+                + " (--broker names its clients endpoint, where the snapshot comes from; --events its events endpoint)")
     }
 
     func problem(_ message: String) {

@@ -31,7 +31,9 @@ extension IntegrationSuite {
             let snapshot = try await sky.clusterSnapshot()
             #expect(snapshot.counters.cancelled == 1 && snapshot.inFlight == 0)
             print("cancellation: CancellationError after \(latency)")
+            #expect(await sky.statistics.connected)
             await sky.close()
+            #expect(await !sky.statistics.connected, "closed: no connection")
             await cluster.stop()
         }
 
