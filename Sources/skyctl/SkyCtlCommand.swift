@@ -215,6 +215,8 @@ struct JobsCommand: AsyncParsableCommand {
                     // (the handler's JSON, printed as it is).
                     let body = try await client.result(of: id, as: RawResult.self, coder: RawResult.Coder()).bytes
                     lines.append(String(decoding: body, as: UTF8.self))
+                } else if withResult {
+                    lines.append("(no result: the job has not succeeded)")
                 }
                 return lines.joined(separator: "\n")
             }

@@ -564,8 +564,9 @@ extension IntegrationSuite {
             #expect(newID != bad.id)
             #expect(try await sky.result(of: newID, as: FlakyTask.self).value == 2)
             // The retry and the failed job name each other; a second retry makes a job of its own.
-            let failedShown = try await skyctl(["jobs", "show", bad.id.description])
+            let failedShown = try await skyctl(["jobs", "show", bad.id.description, "--result"])
             #expect(failedShown.out.contains("  retried as  \(newID)"), "\(failedShown.out)")
+            #expect(failedShown.out.last == "(no result: the job has not succeeded)", "\(failedShown.out)")
             #expect(failedShown.out.contains { $0.hasPrefix("  error       ") }, "\(failedShown.out)")
             let retryShown = try await skyctl(["jobs", "show", newID.description])
             #expect(retryShown.out.contains("  retry of    \(bad.id)"), "\(retryShown.out)")
