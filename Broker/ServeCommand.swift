@@ -203,8 +203,12 @@ struct ServeCommand: AsyncParsableCommand {
             }
             let parts = value.split(separator: ":", maxSplits: 1, omittingEmptySubsequences: false)
             guard let perSecond = RateLimit.parseRate(String(parts[0])) else {
+                // A limit per key given to the flag for a whole service's.
+                let perKeyHint =
+                    !perKey && parts[0].contains("@")
+                    ? " (a limit for each key of a payload field is --key-rate-limit SERVICE=RATE[:BURST]@FIELD)" : ""
                 throw ValidationError(
-                    "\(flag) \(text): \(parts[0]) is not a rate: give a count per s, m, h or d, as 100/s")
+                    "\(flag) \(text): \(parts[0]) is not a rate: give a count per s, m, h or d, as 100/s\(perKeyHint)")
             }
             var burst = RateLimit.defaultBurst(perSecond)
             if parts.count == 2 {

@@ -126,7 +126,8 @@ public enum SkyError: Error, Sendable, Equatable, CustomStringConvertible {
         case .noWorkers(let service):
             "no connected worker serves \(service), and none joined in time (within the broker's no-workers grace, or before the call's deadline if that came first). Start a worker that serves \(service), or check the service name."
         case .workerLost(let message):
-            "the workers running this task were lost: \(message). Check the workers' logs: the task may crash them, or block their I/O thread past the broker's liveness window (an inline handler that runs too long)."
+            // The broker's message says whose and how often ("the workers running it were lost 3 times").
+            "workerLost: \(message). Check the workers' logs: the task may crash them, or block their I/O thread past the broker's liveness window (an inline handler that runs too long)."
         case .remote(let type, let message):
             "the task's handler failed with \(type): \(message). Fix the handler or the task; retrying will not help."
         case .unauthorized(let message):

@@ -89,7 +89,10 @@ struct LimitsCommand: AsyncParsableCommand {
             let key = perKey || keyField != nil ? KeyScope(field: keyField) : nil
             if let problem = key?.problem { throw ValidationError("--key-field: \(problem)") }
             let limit = RateLimit(perSecond: perSecond, burst: burst, key: key)
-            if let problem = limit.problem { throw ValidationError("--rate \(rate): \(problem)") }
+            if let problem = limit.problem {
+                let given = "--rate \(rate)" + (self.burst.map { " --burst \($0)" } ?? "")
+                throw ValidationError("\(given): \(problem)")
+            }
             return limit
         }
 

@@ -35,6 +35,14 @@ extension SecondLineSuite {
             .init(
                 program: "skybroker", arguments: ["--rate-limit", "a"], message: "--rate-limit a gives no rate"),
             .init(
+                program: "skybroker", arguments: ["--rate-limit", "geocode=10/s@customer"],
+                message:
+                    "is not a rate: give a count per s, m, h or d, as 100/s (a limit for each key of a payload field is --key-rate-limit"
+            ),
+            .init(
+                program: "skyctl", arguments: ["limits", "set", "a.e", "--rate", "10/s", "--burst", "0"],
+                message: "--rate 10/s --burst 0: a burst must be between 1 and 1000000 starts; got 0"),
+            .init(
                 program: "skybroker", arguments: ["--key-rate-limit", "geocode=10/s@customer:5"],
                 message: "--key-rate-limit geocode=10/s@customer:5: the burst goes before @FIELD"),
             .init(
