@@ -159,6 +159,11 @@ extension BrokerStateMachine {
             keptCalls.forget(requestID)
             return false
         }
+        if holding, keptCalls.holds(caller) {
+            // Sent again while it waits: held, and answered, once.
+            counters.duplicateRequests += 1
+            return true
+        }
         if holding,
             keptCalls.hold(
                 caller, on: requestID, service: report.service, until: ticks(now) + jobs.configuration.waitHold)

@@ -303,7 +303,12 @@ extension BrokerStateMachine {
         tally.replied(failed: failed)
         let key = held.key
         let status = answer.status
-        if !held.answered {
+        if held.answered {
+            // The client cancelled this delivery (and may have retried elsewhere), or its lease
+            // ran out: it was answered, and counted, then. The reply only returns the credit.
+            counters.repliesAfterCancel += 1
+            releaseCancelledDelivery(key, at: peer)
+        } else {
             // The closure captures plain values: capturing `held` copied the delivery (its
             // request and body references) on every reply.
             let (took, waited) = (ticks(now) - held.task.arrivedAt, held.waited)
@@ -311,13 +316,6 @@ extension BrokerStateMachine {
             if failed {
                 sampleFailure(held.task, answer.status, RemoteErrorBody(decoding: answer.body), worker: workerName)
             }
-        }
-        if held.answered {
-            // The client cancelled this delivery (and may have retried elsewhere): the reply
-            // only returns the credit.
-            counters.repliesAfterCancel += 1
-            releaseCancelledDelivery(key, at: peer)
-        } else {
             tasks[key] = nil
             // Moved on into the client's action, not copied (its references counted twice over).
             var answer = consume answer

@@ -837,7 +837,7 @@ struct JobScheduler: Sendable {
     /// for the journal's next commit (the first waiter asks; later ones wait for the same commit).
     private mutating func waitForOutcome(of id: JobID, _ caller: JobCaller, into actions: inout [Action]) {
         if !book.hasWaiters(id) { actions.append(.journal(.flush)) }
-        book.addWaiter(caller, for: id)
+        if !book.addWaiter(caller, for: id) { actions.append(.count(.duplicate)) }
     }
 
     // MARK: The journal's answers

@@ -79,8 +79,6 @@ struct KeptCallIndex: Sendable {
 
     /// Holds `caller` until `due`; `false` beyond ``maxWaiters``.
     mutating func hold(_ caller: JobCaller, on id: RequestID, service: String, until due: Int64) -> Bool {
-        // The same call sent again while it waits is held (and answered) once.
-        if heldCallers.contains(caller) { return true }
         guard waiterCount < Self.maxWaiters, waitsOf[caller.peer] < Self.maxWaitersPerPeer else {
             return false
         }
@@ -91,6 +89,9 @@ struct KeptCallIndex: Sendable {
         holds.append(Hold(id: id, caller: caller, due: due))
         return true
     }
+
+    /// Whether `caller` (the same peer, request id and attempt) is held already.
+    func holds(_ caller: JobCaller) -> Bool { heldCallers.contains(caller) }
 
     /// The next hold that is due by `now` and still waiting, taken out.
     mutating func nextDue(now: Int64) -> Hold? {

@@ -93,7 +93,9 @@ struct KeptCallTests {
         }
         #expect(reports(passed, to: wait).map(\.state) == [.running])
         // Sent three times while it waits: held, and answered, once.
+        let duplicates = broker.machine.counters.duplicateRequests
         for _ in 0..<3 { _ = broker.ask(reader, later, BrokerService.jobWait, JobID(call)) }
+        #expect(broker.machine.counters.duplicateRequests == duplicates + 2)
         let replied = broker.reply(worker1, client: client, call, body: [4, 2])
         #expect(replies(replied, to: call).map(\.status) == [.ok], "its caller gets the result")
         let heard = reports(replied, to: later)
