@@ -127,7 +127,7 @@ public final class Broker: Service, Sendable {
                 ThreadConfined(ZAPAuthenticator(security: $0), name: "the ZAP authenticator")
             }, journal: journal?.writer,
             limits: .init(frames: configuration.maxFramesPerMessage, bytes: configuration.maxMessageBytes),
-            logger: logger, stallGuard: journal?.stallGuard.map(StallGuard.init))
+            logger: logger, stallGuard: journal?.stallGuard.map(StallGuard.init), storeAnswers: journal?.storeAnswers)
         let loop: ZMQEventLoop
         // From here on a failure must stop the journal's thread and free its lock.
         do {
@@ -285,6 +285,8 @@ public final class Broker: Service, Sendable {
         let tracer = SkyTracing.active()
         /// On a shared job store: stops the broker from serving after a pause (see ``StallGuard``).
         var stallGuard: StallGuard? = nil
+        /// On a shared job store: whether it answered lately (``OpenedJournal/storeAnswers``).
+        var storeAnswers: (@Sendable () -> Bool)? = nil
 
         func snapshot() -> ClusterSnapshot {
             let now = BrokerInstant.now
@@ -326,7 +328,9 @@ public final class Broker: Service, Sendable {
             actions.reserveCapacity(batch.count * 2)
             let now = BrokerInstant.now
             // A rate limit's next token, if work waits for one: the loop wakes then.
+            let answers = storeAnswers?()
             let wake = state.withLock { machine in
+                if let answers { machine.storeAnswering(answers, now: now, into: &actions) }
                 // Each message moved out of the batch, not copied (see `takeEach`).
                 batch.takeEach(leaving: .tick) { inbound in
                     switch consume inbound {

@@ -305,7 +305,7 @@ extension BrokerStateMachine {
             }
             // Requests first: a call has a caller waiting on a deadline, a job waits on disk. Jobs
             // take the credits no waiting request needs.
-            if oldest == nil, jobs.hasPrepared,
+            if oldest == nil, !jobStartsHeld, jobs.hasPrepared,
                 let service = jobs.best(among: withWorker(at: index) { $0.services })
             {
                 if anyLimited, let number = services.number(of: service), !takeStart(number, now: nowTicks) {

@@ -49,6 +49,7 @@ extension BrokerStateMachine {
                 schedule: event.schedule, into: &actions)
         case .offer(let service):
             // Prepared jobs of `service` go to its workers with free credits.
+            guard !jobStartsHeld else { return }
             for peer in workers(serving: service) {
                 guard jobs.hasPrepared(for: service) else { return }
                 if (readWorker(peer) { $0.freeCredits } ?? 0) > 0 { fill(peer, now: now, into: &actions) }
@@ -73,6 +74,27 @@ extension BrokerStateMachine {
             counters.failedWorkerLost += 1
         case .count(.duplicate):
             counters.duplicateRequests += 1
+        }
+    }
+
+    /// Whether the shared job store answered lately, as the shell sees it at each wake-up. A
+    /// job handed to a worker while it does not could not have its outcome written here, and
+    /// a standby that takes over would run it again: the prepared jobs wait (calls go on)
+    /// until the store answers, or a standby takes over and this broker steps down.
+    mutating func storeAnswering(_ answers: Bool, now: Instant, into actions: inout [BrokerAction]) {
+        guard answers == jobStartsHeld else { return }
+        jobStartsHeld = !answers
+        if jobStartsHeld {
+            actions.append(
+                .log(
+                    .warning,
+                    "the job store does not answer: no job goes to a worker until it does (a standby that took over would run it again)"
+                ))
+            return
+        }
+        actions.append(.log(.warning, "the job store answers again: jobs go to workers"))
+        for peer in workers.keys where (readWorker(peer) { $0.freeCredits } ?? 0) > 0 {
+            fill(peer, now: now, into: &actions)
         }
     }
 

@@ -293,6 +293,9 @@ package struct BrokerStateMachine: Sendable {
     /// More expiries were due than one tick answers: the shell should tick again soon.
     package internal(set) var hasExpiryBacklog = false
     var stopping = false
+    /// The shared job store stopped answering (``storeAnswering(_:now:into:)``): no job goes to
+    /// a worker until it answers again.
+    var jobStartsHeld = false
     package internal(set) var counters = BrokerCounters()
     /// Durable jobs: a sub-machine of their own (see `BrokerStateMachine+Jobs.swift`).
     var jobs: JobScheduler

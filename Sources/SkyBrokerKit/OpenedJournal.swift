@@ -23,6 +23,11 @@ protocol OpenedJournal: Sendable {
     /// must step down (a standby may have taken over meanwhile); it is then told through
     /// ``lost``. `nil` for a journal only this process can use.
     var stallGuard: (@Sendable (Duration) -> Bool)? { get }
+    /// On a shared store: whether the store answered lately (its lease renewed within a renewal
+    /// and a half). While it does not, the broker hands no job to a worker: a standby that takes
+    /// over would run the job again, since its outcome could not be written here. `nil` for a
+    /// journal only this process can use.
+    var storeAnswers: (@Sendable () -> Bool)? { get }
 }
 
 extension JournalWriter {

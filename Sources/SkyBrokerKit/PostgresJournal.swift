@@ -18,6 +18,7 @@ final class PostgresJournal: OpenedJournal {
     private let renewal: Task<Void, Never>
     private let watchdog: Task<Void, Never>
     let stallGuard: (@Sendable (Duration) -> Bool)?
+    let storeAnswers: (@Sendable () -> Bool)?
 
     /// When the lease was last renewed (by a transaction or a renewal), and the standbys the
     /// last renewal found waiting.
@@ -101,6 +102,10 @@ final class PostgresJournal: OpenedJournal {
         // standby waits, the broker steps down: a standby may have taken over meanwhile, and a
         // woken broker must not expire its workers before it knows.
         let stepDownAfter = standby.stepDownAfter
+        // A renewal is due every `renewEvery`: one and a half of them without an answer, and the
+        // store is not answering (well before a standby may take over, at the lapse).
+        let answersWithin = standby.renewEvery * 3 / 2
+        storeAnswers = { watch.withLock { $0.renewedAt.duration(to: .now) } <= answersWithin }
         stallGuard = { silence in
             // Stepped down already (the watchdog below may wake first): nothing more is served.
             let (steppedDown, waiting) = watch.withLock { ($0.steppedDown, !$0.standbys.isEmpty) }

@@ -92,6 +92,7 @@ final class StateDirectory: OpenedJournal {
     var epoch: Int64? { nil }
     func announce(_ name: String) async {}
     var stallGuard: (@Sendable (Duration) -> Bool)? { nil }
+    var storeAnswers: (@Sendable () -> Bool)? { nil }
 
     /// Commits what is queued, stops the journal's thread, and frees the lock.
     func close() async {

@@ -194,6 +194,27 @@ struct BrokerJobTests {
         #expect(broker.machine.jobBook.waiterCount == JobBook.maxWaitersPerPeer + 1)
     }
 
+    /// While a shared job store does not answer, no prepared job goes to a worker (a standby
+    /// that took over would run it again); calls go on; once it answers, the jobs go.
+    @Test func noJobGoesToAWorkerWhileTheStoreDoesNotAnswer() throws {
+        var broker = BrokerHarness.withJournal()
+        let (first, _) = broker.submitted(client, RequestID(high: 1, low: 1))
+        let (second, _) = broker.submitted(client, RequestID(high: 1, low: 2))
+        let started = broker.commit(broker.ready(worker1, capacity: 1))
+        #expect(dispatched(started).map(\.1) == [first.requestID])
+        var held: [BrokerAction] = []
+        broker.machine.storeAnswering(false, now: broker.now, into: &held)
+        #expect(broker.machine.jobStartsHeld)
+        let replied = broker.commit(broker.reply(worker1, client: client, first.requestID))
+        #expect(dispatched(replied).isEmpty, "the second waits: \(replied)")
+        let call = RequestID(high: 0x0190_0000_0000_0001, low: 3)
+        #expect(dispatched(broker.request(client, call)).map(\.1) == [call], "calls go on")
+        _ = broker.reply(worker1, client: client, call)
+        var answered: [BrokerAction] = []
+        broker.machine.storeAnswering(true, now: broker.now, into: &answered)
+        #expect(dispatched(answered).map(\.1) == [second.requestID], "\(answered)")
+    }
+
     /// The same wait (peer, request id and attempt) sent again while it is held is held once,
     /// counted as a duplicate, and answered once; it takes one place of its peer's share.
     @Test func aWaitSentAgainWhileHeldIsAnsweredOnce() throws {
