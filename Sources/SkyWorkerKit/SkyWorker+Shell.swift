@@ -92,6 +92,9 @@ extension SkyWorker {
         struct FinishedTask: Sendable {
             var key: WorkerStateMachine.TaskKey
             var reply: TaskReply
+            /// The connection it came on (``WorkerStateMachine/generation``): a broker that
+            /// restarted may deliver the same task under the same tag on the next one.
+            var connection: Int
         }
 
         /// A handler finished (called from its task).
@@ -156,7 +159,8 @@ extension SkyWorker {
                             sendProgress(&machine, into: &actions)
                             var replies = finished.withLock { $0.take() }
                             for done in replies {
-                                machine.taskFinished(done.key, reply: done.reply, now: now, into: &actions)
+                                machine.taskFinished(
+                                    done.key, reply: done.reply, connection: done.connection, now: now, into: &actions)
                             }
                             finished.withLock { $0.giveBack(&replies) }
                         }
@@ -234,11 +238,12 @@ extension SkyWorker {
                         command, generation: generation, behindConnect: connectQueued, loop: loop, into: &outbound)
                 case .startTask(let key, let request, let slot):
                     if let handlers = inlineHandlers, let run = inlineHandler(for: request.service, in: handlers) {
-                        ranInline.append(FinishedTask(key: key, reply: runInline(request, run, handlers)))
+                        ranInline.append(
+                            FinishedTask(key: key, reply: runInline(request, run, handlers), connection: generation))
                         return
                     }
                     let ticket = handles.reserve(key, slot: slot)
-                    inbox.offer(TaskRun(key: key, ticket: ticket, request: request))
+                    inbox.offer(TaskRun(key: key, ticket: ticket, request: request, connection: generation))
                     offered = true
                 case .cancelTask(let key, let slot):
                     handles.cancel(key, slot: slot)
@@ -261,7 +266,10 @@ extension SkyWorker {
             let now = clock.now
             var more: [WorkerStateMachine.Action] = []
             machine.withLock { machine in
-                for done in ranInline { machine.taskFinished(done.key, reply: done.reply, now: now, into: &more) }
+                for done in ranInline {
+                    machine.taskFinished(
+                        done.key, reply: done.reply, connection: done.connection, now: now, into: &more)
+                }
             }
             execute(&more, generation: generation, into: &outbound)
         }

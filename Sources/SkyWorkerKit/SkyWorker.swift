@@ -223,7 +223,7 @@ public final class SkyWorker: Service, Sendable {
         }
         shell.metrics.finished(run.request.service, reply.status, after: ContinuousClock.now - started)
         shell.handles.detach(run.ticket)
-        shell.taskFinished(Shell.FinishedTask(key: run.key, reply: reply))
+        shell.taskFinished(Shell.FinishedTask(key: run.key, reply: reply, connection: run.connection))
     }
 
     /// Runs the handler inside a server span, a child of the request's trace context (the
@@ -258,6 +258,8 @@ public final class SkyWorker: Service, Sendable {
         var key: WorkerStateMachine.TaskKey
         var ticket: TaskHandles.Ticket
         var request: TaskRequest
+        /// The connection it came on (``Shell/FinishedTask/connection``).
+        var connection: Int
     }
 }
 

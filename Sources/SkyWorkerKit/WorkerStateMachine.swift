@@ -240,7 +240,13 @@ package struct WorkerStateMachine: Sendable {
     }
 
     /// A handler finished: its reply goes to the broker if the task is still this worker's.
-    package mutating func taskFinished(_ key: TaskKey, reply: TaskReply, now: Instant, into actions: inout [Action]) {
+    /// - Parameter connection: the ``generation`` it came on, if known: a task of an earlier
+    ///   connection was given up with it, and a broker that restarted may have delivered the
+    ///   same task under the same tag on this one, whose place its late reply must not take.
+    package mutating func taskFinished(
+        _ key: TaskKey, reply: TaskReply, connection: Int? = nil, now: Instant, into actions: inout [Action]
+    ) {
+        if let connection, connection != generation { return }
         // A finished machine holds no tasks (``finish(_:into:)``), so its late ones end here.
         guard let slot = running.removeValue(forKey: key) else { return }
         freeSlots.append(slot)

@@ -12,7 +12,8 @@ struct RunnerInboxTests {
             key: WorkerStateMachine.TaskKey(tag: [UInt8(truncatingIfNeeded: n)], requestID: RequestID(high: 0, low: n)),
             ticket: TaskHandles.Ticket(slot: Int(n), use: 1),
             request: TaskRequest(
-                requestID: RequestID(high: 0, low: n), service: "echo", body: [UInt8(truncatingIfNeeded: n)]))
+                requestID: RequestID(high: 0, low: n), service: "echo", body: [UInt8(truncatingIfNeeded: n)]),
+            connection: 1)
     }
 
     static func number(_ job: SkyWorker.TaskRun?) -> UInt64? { job?.request.requestID.low }

@@ -151,6 +151,22 @@ struct WorkerStateMachineTests {
         #expect(worker.receive(Self.deliver(3)) == [.startTask(Self.key(3), Self.request(3), slot: 0)])
     }
 
+    /// A broker that restarted hands out its tags anew: the task it runs again may come on the
+    /// next connection under the tag it had on the last. The handler of the last connection's
+    /// delivery, cancelled on the reconnect, ends late: its reply is not sent (the broker would
+    /// take it for the new delivery's outcome: jobs ended `cancelled` that nobody cancelled).
+    @Test func aLateReplyFromTheLastConnectionDoesNotAnswerTheSameTaskOnThisOne() {
+        var worker = Worker()
+        _ = worker.start()
+        _ = worker.receive(Self.deliver(1))
+        _ = worker.receive(.disconnect)
+        #expect(worker.receive(Self.deliver(1)) == [.startTask(Self.key(1), Self.request(1), slot: 0)])
+        let cancelled = TaskReply.failure(RequestID(high: 0, low: 1), .cancelled, message: "the task was cancelled")
+        #expect(worker.finished(Self.key(1), cancelled, connection: 1) == [], "the old delivery's late reply")
+        #expect(
+            worker.finished(Self.key(1), Self.ok(1)) == [.send(.reply(tag: Self.key(1).tag, Self.ok(1)))])
+    }
+
     /// A result larger than the broker takes would close the connection (and lose every task on
     /// it, then run again elsewhere and do the same): the worker answers that task with a failure
     /// that names both sizes instead, and sends results within the limit as they are.

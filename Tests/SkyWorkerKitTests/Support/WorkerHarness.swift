@@ -53,9 +53,10 @@ struct WorkerHarness {
         return Self.withoutLogs(actions)
     }
 
-    mutating func finished(_ key: Key, _ reply: TaskReply) -> [Action] {
+    /// - Parameter connection: the connection the task came on; the current one by default.
+    mutating func finished(_ key: Key, _ reply: TaskReply, connection: Int? = nil) -> [Action] {
         var actions: [Action] = []
-        machine.taskFinished(key, reply: reply, now: now, into: &actions)
+        machine.taskFinished(key, reply: reply, connection: connection ?? machine.generation, now: now, into: &actions)
         return Self.withoutLogs(actions)
     }
 
