@@ -401,13 +401,16 @@ public final class SQLiteJobStore: JobStore {
         return database.changes
     }
 
+    /// The bytes of the pages in use: deleted jobs' pages go to the free list, which new jobs
+    /// take first, but the file does not shrink (a journal measured by its file stayed over
+    /// `--journal-max-bytes` for good once it had been, its jobs all deleted). The WAL holds
+    /// copies of pages, not more jobs: left out.
     public func byteCount() throws(JournalError) -> Int {
-        var pages = 0
-        try database.prepare("SELECT page_count * page_size FROM pragma_page_count(), pragma_page_size()").run([]) {
-            pages = Int($0.integer(0))
-        }
-        let wal = (try? FileManager.default.attributesOfItem(atPath: path + "-wal"))?[.size] as? Int ?? 0
-        return pages + wal
+        var bytes = 0
+        try database.prepare(
+            "SELECT (page_count - freelist_count) * page_size FROM pragma_page_count(), pragma_freelist_count(), pragma_page_size()"
+        ).run([]) { bytes = Int($0.integer(0)) }
+        return bytes
     }
 
     public func jobCount() throws(JournalError) -> Int {

@@ -22,6 +22,7 @@ enum JobStoreContract: CaseIterable, Sendable {
     case aSelectionPagesByFilterAndAnEndedJobIsDeleted
     case theCountsOfJobsAndAnOutcomesProgressAreKept
     case aJobRecordedRunningOrEndedKeepsItsTimes
+    case aJournalEmptiedOfItsJobsCountsNoneOfTheirBytes
 
     typealias Open = () throws(JournalError) -> any JobStore
 
@@ -59,6 +60,8 @@ enum JobStoreContract: CaseIterable, Sendable {
             try Self.aSelectionPagesByFilterAndAnEndedJobIsDeleted(open)
         case .aJobRecordedRunningOrEndedKeepsItsTimes:
             try Self.aJobRecordedRunningOrEndedKeepsItsTimes(open)
+        case .aJournalEmptiedOfItsJobsCountsNoneOfTheirBytes:
+            try Self.aJournalEmptiedOfItsJobsCountsNoneOfTheirBytes(open)
         }
     }
 
@@ -142,6 +145,33 @@ enum JobStoreContract: CaseIterable, Sendable {
             try store.job(job(number).id).map { [$0.startedAt, $0.endedAt] }
         }
         #expect(times == [[5_000, 0], [0, 7_000], [0, 0], [9_000, 0]])
+    }
+
+    /// What `--journal-max-bytes` compares: 40 jobs of 20 KB count their bytes, and once they
+    /// ended and were deleted, the journal counts none of them, across a reopening too (a
+    /// journal measured by its file or table size on disk stayed over its limit for good).
+    private static func aJournalEmptiedOfItsJobsCountsNoneOfTheirBytes(_ open: Open) throws {
+        let ids = (1...40).map { UInt8($0) }
+        do {
+            let store = try open()
+            try store.apply(
+                ids.map { number in
+                    var big = job(number)
+                    // Bytes that do not compress (PostgreSQL compresses a large value).
+                    var state = UInt64(number) &* 0x9E37_79B9_7F4A_7C15
+                    big.body = (0..<20_000).map { _ in
+                        state = state &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
+                        return UInt8(truncatingIfNeeded: state >> 56)
+                    }
+                    return .submitted(big)
+                })
+            #expect(try store.byteCount() >= 40 * 20_000)
+            try store.apply(ids.map { .finished(id: job($0).id, state: .cancelled, outcome: [9], expiresAt: 10) })
+            #expect(try store.deleteExpired(before: 11, limit: 100) == 40)
+            let left = try store.byteCount()
+            #expect(left < 100_000, "\(left) bytes")
+        }
+        #expect(try open().byteCount() < 100_000)
     }
 
     private static func aPausedServiceStaysPausedUntilResumed(_ open: Open) throws {
