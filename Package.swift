@@ -108,7 +108,9 @@ let package = Package(
         ),
         .target(
             name: "SkyWorkloads",
-            dependencies: ["SkyWire", "SkyProtocol", "SkyTasks", .product(name: "Tracing", package: "swift-distributed-tracing")],
+            dependencies: [
+                "SkyWire", "SkyProtocol", "SkyTasks", .product(name: "Tracing", package: "swift-distributed-tracing"),
+            ],
             swiftSettings: strictSettings
         ),
         .target(
@@ -267,7 +269,8 @@ let package = Package(
         .executableTarget(
             name: "skybench",
             dependencies: [
-                "SkyWire", "Sky", "SkyProtocol", "SkyWorkloads", "SkyWorkerKit", "SkyTestSupport", "CSkySystem", "SkyCLISupport",
+                "SkyWire", "Sky", "SkyProtocol", "SkyWorkloads", "SkyWorkerKit", "SkyTestSupport", "CSkySystem",
+                "SkyCLISupport",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Histogram", package: "hdrhistogram-swift"),
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),
@@ -321,11 +324,13 @@ let package = Package(
         .testTarget(
             name: "IntegrationTests",
             dependencies: [
-                "SkyWire", "Sky", "SkyWorkloads", "SkyWorkerKit", "SkyBrokerKit", "SkyZMQ", "SkyProtocol", "SkyTestSupport",
+                "SkyWire", "Sky", "SkyWorkloads", "SkyWorkerKit", "SkyBrokerKit", "SkyZMQ", "SkyProtocol",
+                "SkyTestSupport",
                 "skybroker", "skyworker", "skyscan", "skywatch", "skyctl", "skyweb", "ExampleWorker", "skybench",
                 "SkyTracing",
                 .product(name: "Tracing", package: "swift-distributed-tracing"),
                 .product(name: "InMemoryTracing", package: "swift-distributed-tracing"),
+                .product(name: "FlyingFox", package: "FlyingFox"),
             ],
             swiftSettings: strictSettings
         ),
