@@ -103,6 +103,9 @@ public enum SkyError: Error, Sendable, Equatable, CustomStringConvertible {
         case .invalidPayload
         where error.type == RemoteErrorBody.idInUseType || error.type == RemoteErrorBody.keyMissingType:
             self = .invalidTask(error.message)
+        // The broker's own services read their arguments: a refusal is the caller's to change,
+        // not a worker's disagreement on the task type.
+        case .invalidPayload where service.hasPrefix(BrokerService.prefix): self = .invalidTask(error.message)
         case .invalidPayload: self = .invalidPayload(error.message)
         case .overloaded where error.type == RemoteErrorBody.rateLimitedType:
             self = .rateLimited(error.message, retryAfter: .milliseconds(max(0, error.retryAfterMs ?? 0)))
@@ -144,7 +147,7 @@ public enum SkyError: Error, Sendable, Equatable, CustomStringConvertible {
         case .invalidResult(let message):
             "the result could not be decoded: \(message). Client and worker disagree on the result type."
         case .invalidTask(let message):
-            "the call was not made: \(message). Change the task or the arguments; retrying will not help."
+            "refused: \(message). Change the task or the arguments; retrying will not help."
         case .clientClosed: "the client was closed; create a new SkyClient."
         case .wrongEndpoint(let message):
             "the client is pointed at the wrong endpoint: \(message)."

@@ -86,6 +86,11 @@ struct RetryPolicyTests {
             #expect(error.description.contains(says), "\(status)")
             #expect(error.description.count > "because".count + 20, "\(status): \(error)")
         }
+        // A broker service's refusal is the caller's arguments, not a worker's disagreement.
+        let refused = SkyError(
+            failure: .failure(RequestID(high: 1, low: 2), .invalidPayload, type: "t", message: "no such name"),
+            service: "mmi.schedules.pause")
+        #expect(refused == .invalidTask("no such name") && !refused.description.contains("worker"), "\(refused)")
         let lost = SkyError(
             failure: .failure(RequestID(high: 1, low: 2), .brokerShuttingDown, type: "b", message: "m"), service: "s")
         #expect(lost.code == .brokerUnreachable)
