@@ -31,8 +31,15 @@ extension JobScheduler {
             answer(caller, id: ScheduleListing(items: items).encode(), into: &actions)
             return
         }
-        let name = String(decoding: request.body, as: UTF8.self)
-        if let problem = WireFormat.nameProblem(name, what: "schedule name"), request.body.count > 0 {
+        // Not a name (empty, too long, control characters, not UTF-8): said so, not looked up.
+        guard let name = String(validating: request.body, as: UTF8.self) else {
+            answer(
+                caller, .invalidPayload,
+                "\(request.service): the schedule name is not UTF-8 (\(request.body.count) bytes)",
+                into: &actions)
+            return
+        }
+        if let problem = WireFormat.nameProblem(name, what: "schedule name") {
             answer(caller, .invalidPayload, "\(request.service): \(problem)", into: &actions)
             return
         }

@@ -230,6 +230,15 @@ struct ScheduleTests {
         let unknown = RequestID(high: 8, low: 6)
         let refused = schedules.jobs.request(BrokerService.schedulePause, name, unknown)
         #expect(Harness.statuses(in: refused).contains(.invalidPayload))
+        // What is not a name is said to be none, not looked up: empty, or not UTF-8.
+        for (body, says) in [([UInt8](), "is not 1...255 bytes"), ([0xFF, 0x28], "is not UTF-8")] {
+            let asked = schedules.jobs.request(BrokerService.scheduleTrigger, body, RequestID(high: 8, low: 7))
+            let messages = asked.compactMap { action -> String? in
+                guard case .answer(_, let reply) = action else { return nil }
+                return RemoteErrorBody(decoding: reply.body).message
+            }
+            #expect(messages.count == 1 && messages[0].contains(says), "\(messages)")
+        }
     }
 
     /// Bad schedules are refused naming the problem, and nothing is written.
