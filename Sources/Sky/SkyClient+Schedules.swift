@@ -16,7 +16,11 @@ extension SkyClient {
         name: String, every interval: Duration, task: T, options: JobOptions = JobOptions(),
         overlap: ScheduleSpec.Overlap = .skip, catchUp: ScheduleSpec.CatchUp = .last, coder: some TaskCoder = .json
     ) async throws -> Date {
-        let milliseconds = UInt64(clamping: max(0, interval.wholeMilliseconds))
+        guard interval > .zero else {
+            throw SkyError.invalidTask(
+                "an interval of \(interval) is not a schedule's: give one of 1 s to 366 days")
+        }
+        let milliseconds = UInt64(clamping: interval.wholeMilliseconds)
         return try await save(
             name: name, timing: .every(milliseconds: milliseconds), task: task, options: options, overlap: overlap,
             catchUp: catchUp, coder: coder)

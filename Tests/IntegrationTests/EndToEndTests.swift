@@ -144,6 +144,23 @@ extension IntegrationSuite {
             await sky.close()
         }
 
+        /// A schedule's interval of zero or less is refused naming it, before anything is sent
+        /// (it said "an interval of 0 ms" for -5 s).
+        @Test(arguments: [Duration.seconds(-5), .zero])
+        func aScheduleOfNoIntervalIsRefusedNamingIt(interval: Duration) async throws {
+            let sky = try await SkyClient(broker: "tcp://127.0.0.1:1")
+            let error = await #expect(throws: SkyError.self) {
+                try await sky.schedule(name: "beat", every: interval, task: EchoTask(message: "tick"))
+            }
+            guard case .invalidTask(let message)? = error else {
+                Issue.record("expected invalidTask, got \(String(describing: error))")
+                return
+            }
+            #expect(message.contains("an interval of \(interval)"), "\(message)")
+            #expect(await sky.statistics.counters.attemptsSent == 0)
+            await sky.close()
+        }
+
         /// A task the coder cannot encode fails at once with the coder's reason, and nothing is
         /// sent (there is no broker to send to).
         @Test func aTaskThatCannotBeEncodedFailsAtOnceAsInvalidTask() async throws {
