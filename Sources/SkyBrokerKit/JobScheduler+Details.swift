@@ -49,7 +49,8 @@ extension JobScheduler {
         let report = report(record)
         var details = JobDetails(id: id.description, state: report.state.description)
         details.service = record.service
-        details.attempt = record.attempt
+        // A flow has no attempts of its own (its record's 1 only marks it started).
+        details.attempt = record.service == FlowSpec.service ? nil : record.attempt
         details.priority = record.priority
         details.submittedAt = record.submittedAt
         details.notBefore = record.notBefore > 0 && !record.state.isFinished ? record.notBefore : nil

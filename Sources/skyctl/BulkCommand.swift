@@ -150,9 +150,11 @@ extension JobsCommand {
                 }
                 if outcome.acted + outcome.retriedBefore < outcome.matched {
                     let applies =
-                        ["retry": "failed or cancelled", "cancel": "unfinished", "delete": "ended"][kind.description]
-                        ?? ""
-                    Swift.print("the others were not \(applies) jobs")
+                        [
+                            "retry": "failed or cancelled jobs (a flow is not retried: submit it again)",
+                            "cancel": "unfinished jobs", "delete": "ended jobs",
+                        ][kind.description] ?? "jobs"
+                    Swift.print("the others were not \(applies)")
                 }
             }
             if outcome.left > 0 {

@@ -64,6 +64,13 @@ struct BrokerJobProgressTests {
         let details = try broker.described(id, record, to: client, describe)
         #expect(details.progress == 0.5 && details.progressMessage == "resizing" && details.log == ["a", "b"])
         #expect(details.progressAt == 1_700_000_000_000 && details.droppedLogLines == nil)
+        #expect(details.attempt == 0)
+        // A flow has no attempts of its own.
+        let flow = JobRecord(
+            id: id.bytes, service: FlowSpec.service, body: [], state: .succeeded, attempt: 1, outcome: [0],
+            expiresAt: .max)
+        _ = broker.request(client, RequestID(high: 3, low: 2), service: BrokerService.jobDescribe, body: id.bytes)
+        #expect(try broker.described(id, flow, to: client, RequestID(high: 3, low: 2)).attempt == nil)
     }
 
     /// Reports within a second of the job's last event are kept, and the newest is published
