@@ -55,13 +55,13 @@ public struct Flow<Output: Codable & Sendable>: Sendable {
     /// Then a job of `type`, whose task is this group's results (a chord).
     public func then<C: FlowResultsTask>(_ type: C.Type, options: JobOptions = JobOptions()) throws -> Flow<C.Result>
     where Output == [C.Element] {
-        Flow<C.Result>(node: chained(.step(try Self.step(C.service, [], options))))
+        Flow<C.Result>(node: try chained(.step(try Self.step(C.service, [], options))))
     }
 
     /// Then a job of `type`, whose task is this batch's counts (its completion job).
     public func then<C: FlowBatchTask>(_ type: C.Type, options: JobOptions = JobOptions()) throws -> Flow<C.Result>
     where Output == BatchCounts {
-        Flow<C.Result>(node: chained(.step(try Self.step(C.service, [], options))))
+        Flow<C.Result>(node: try chained(.step(try Self.step(C.service, [], options))))
     }
 
     /// The flow's wire form, for ``SkyClient/submitFlow(_:)``.
@@ -77,8 +77,16 @@ public struct Flow<Output: Codable & Sendable>: Sendable {
         return nodes
     }
 
-    func chained(_ next: FlowSpec.Node) -> FlowSpec.Node {
-        if case .chain(let parts) = node { return .chain(parts + [next]) }
+    /// This flow then `next`. A chain past ``FlowSpec/maxSteps`` is refused here, as the broker
+    /// would refuse it, rather than built step by step first (each `then` copies the chain).
+    func chained(_ next: FlowSpec.Node) throws -> FlowSpec.Node {
+        if case .chain(let parts) = node {
+            guard parts.count < FlowSpec.maxSteps else {
+                throw SkyError.invalidTask(
+                    "a chain of more than \(FlowSpec.maxSteps) steps: a flow has at most that many")
+            }
+            return .chain(parts + [next])
+        }
         return .chain([node, next])
     }
 
@@ -100,7 +108,7 @@ extension Flow where Output: SkyTask {
     /// Then a job of `type`, whose task is this flow's result (so `type` is this flow's result
     /// type: the compiler checks it).
     public func then(_ type: Output.Type, options: JobOptions = JobOptions()) throws -> Flow<Output.Result> {
-        Flow<Output.Result>(node: chained(.step(try Self.step(Output.service, [], options))))
+        Flow<Output.Result>(node: try chained(.step(try Self.step(Output.service, [], options))))
     }
 }
 

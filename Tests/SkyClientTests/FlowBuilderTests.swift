@@ -36,6 +36,20 @@ struct FlowBuilderTests {
         #expect(spec.problem == nil)
     }
 
+    struct Again: SkyTask {
+        static let service = "again"
+        typealias Result = Again
+    }
+
+    /// A chain past the broker's bound is refused as it grows, not built to 100,000 steps (two
+    /// minutes in a debug build) to be refused at submit.
+    @Test func aChainPastTheStepBoundIsRefusedAsItGrows() throws {
+        var flow = try Flow(Again())
+        for _ in 1..<FlowSpec.maxSteps { flow = try flow.then(Again.self) }
+        #expect(flow.spec().problem == nil)
+        #expect(throws: SkyError.self) { _ = try flow.then(Again.self) }
+    }
+
     @Test func aChordIsAChainOfAGroupAndItsCallback() throws {
         let parts = try ["a", "b"].map { try Flow(Resize(url: $0)).then(Compress.self) }
         let spec = try Flow(group: parts).then(Summarize.self).spec(
