@@ -127,6 +127,15 @@ extension IntegrationSuite {
             await sky.close()
         }
 
+        /// The message of `error` if it is `invalidTask`; an issue recorded otherwise.
+        static func invalidTaskMessage(_ error: SkyError?) -> String? {
+            guard case .invalidTask(let message)? = error else {
+                Issue.record("expected invalidTask, got \(String(describing: error))")
+                return nil
+            }
+            return message
+        }
+
         @Test(arguments: ["", "bad\nname", String(repeating: "s", count: 256)])
         func anInvalidServiceNameIsRefusedLocallyInsteadOfWaitingForever(service: String) async throws {
             // No broker at all: the call must fail before anything is sent, with the local check's
@@ -134,10 +143,7 @@ extension IntegrationSuite {
             let sky = try await SkyClient(broker: "tcp://127.0.0.1:1")
             let started = ContinuousClock.now
             let error = await #expect(throws: SkyError.self) { _ = try await sky.request(service: service, body: []) }
-            guard case .invalidTask(let message)? = error else {
-                Issue.record("expected invalidTask, got \(String(describing: error))")
-                return
-            }
+            guard let message = Self.invalidTaskMessage(error) else { return }
             #expect(message.contains("is not 1...255 bytes of UTF-8 without control characters"))
             #expect(ContinuousClock.now - started < .seconds(1))
             #expect(await sky.statistics.counters.attemptsSent == 0)
@@ -152,10 +158,7 @@ extension IntegrationSuite {
             let error = await #expect(throws: SkyError.self) {
                 try await sky.schedule(name: "beat", every: interval, task: EchoTask(message: "tick"))
             }
-            guard case .invalidTask(let message)? = error else {
-                Issue.record("expected invalidTask, got \(String(describing: error))")
-                return
-            }
+            guard let message = Self.invalidTaskMessage(error) else { return }
             #expect(message.contains("an interval of \(interval)"), "\(message)")
             #expect(await sky.statistics.counters.attemptsSent == 0)
             await sky.close()
@@ -166,10 +169,7 @@ extension IntegrationSuite {
         @Test func aTaskThatCannotBeEncodedFailsAtOnceAsInvalidTask() async throws {
             let sky = try await SkyClient(broker: "tcp://127.0.0.1:1")
             let error = await #expect(throws: SkyError.self) { _ = try await sky.scan(Measurement(value: .nan)) }
-            guard case .invalidTask(let message)? = error else {
-                Issue.record("expected invalidTask, got \(String(describing: error))")
-                return
-            }
+            guard let message = Self.invalidTaskMessage(error) else { return }
             #expect(message.contains("the task could not be encoded"), "\(message)")
             #expect(await sky.statistics.counters.attemptsSent == 0)
             await sky.close()
