@@ -231,7 +231,7 @@ struct JobScheduler: Sendable {
             actions.append(.count(.refusedOverloaded))
             answer(
                 caller, .overloaded,
-                "the journal holds \(book.journalBytes) bytes, over its limit of \(configuration.journalMaxBytes) (--journal-max-bytes): new jobs are refused until results expire",
+                "the journal holds \(book.journalBytes) bytes, over its limit of \(configuration.journalMaxBytes) (--journal-max-bytes): new jobs are refused until results expire or are deleted (skyctl jobs bulk delete)",
                 into: &actions)
             return
         }

@@ -42,7 +42,7 @@ public enum JournalError: Error, Equatable, CustomStringConvertible {
         case .full(let path):
             "the disk holding the journal \(path) is full: new jobs are refused until space is freed."
         case .overLimit(let path, let bytes, let limit):
-            "the journal \(path) holds \(bytes) bytes, at its limit of \(limit) (--journal-max-bytes): new jobs are refused until results expire."
+            "the journal \(path) holds \(bytes) bytes, at its limit of \(limit) (--journal-max-bytes): new jobs are refused until results expire or are deleted."
         case .failed(let path, let operation, let reason):
             "the journal \(path) failed to \(operation): \(reason)."
         case .cannotConnect(let store, let reason):

@@ -7,7 +7,7 @@ import Foundation
 /// or a user and password checked against the file's bcrypt hashes (``Bcrypt``), in a form and
 /// opens a session. Wrong tokens and passwords are answered one a second, however many come at
 /// once (in a form or a header), so that guessing is slow; a password is checked by one login at
-/// a time (the actor's), so that a flood of them keeps at most one core busy. An address has one
+/// a time (PasswordChecker), so that a flood of them keeps at most one core busy. An address has one
 /// login in flight at a time: more from it while one is checked or waits for its answer are
 /// answered at once, unchecked, so that one address's flood of wrong passwords takes at most one
 /// check at a time from everyone else's (20 at once held a right password 17 s, then a 500).
@@ -26,6 +26,9 @@ actor LoginGate {
     private var nextRefusal = ContinuousClock.now
     /// Addresses with a login being checked or waiting for its refusal's turn.
     private var loggingIn: Set<String> = []
+    /// Checks passwords one at a time, apart from the gate: while a check runs, sessions are
+    /// checked and other logins answered (a check held every request of the dashboard).
+    private let checker = PasswordChecker()
 
     init(token: String?, passwords: [String: String]) {
         self.token = token.map { Array($0.utf8) }
@@ -122,7 +125,8 @@ actor LoginGate {
             let password = Self.formValue("password", in: body) ?? ""
             // An unknown user costs a check too, so that the answer's time does not say who exists.
             let hash = passwords[user] ?? Self.unknownUserHash
-            guard Bcrypt.verify(password, against: hash), passwords[user] != nil else {
+            let right = await checker.verify(password, against: hash)
+            guard right, passwords[user] != nil else {
                 await refusalTurn()
                 return page(status: .unauthorized, message: "Wrong user or password.")
             }
@@ -237,4 +241,10 @@ actor LoginGate {
 struct TokenFileError: Error, CustomStringConvertible {
     var message: String
     var description: String { message }
+}
+
+/// bcrypt checks, one at a time (a flood of them keeps at most one core busy), off the gate's
+/// actor.
+private actor PasswordChecker {
+    func verify(_ password: String, against hash: String) -> Bool { Bcrypt.verify(password, against: hash) }
 }
