@@ -328,9 +328,7 @@ public final class Broker: Service, Sendable {
             actions.reserveCapacity(batch.count * 2)
             let now = BrokerInstant.now
             // A rate limit's next token, if work waits for one: the loop wakes then.
-            let answers = storeAnswers?()
             let wake = state.withLock { machine in
-                if let answers { machine.storeAnswering(answers, now: now, into: &actions) }
                 // Each message moved out of the batch, not copied (see `takeEach`).
                 batch.takeEach(leaving: .tick) { inbound in
                     switch consume inbound {
@@ -382,6 +380,9 @@ public final class Broker: Service, Sendable {
                         }
                         let loop = loop.withLock { $0 }
                         if let loop { machine.loopIteration(took: loop.takeLongestIteration()) }
+                        // At each tick, not each wake-up: the hold starts 1.5 s into a silence, and
+                        // a tick's tenth of a second later is no matter.
+                        if let storeAnswers { machine.storeAnswering(storeAnswers(), now: now, into: &actions) }
                         machine.tick(now: now, into: &actions)
                         let descriptors = DescriptorProbe.check()
                         machine.descriptorsChecked(

@@ -39,7 +39,7 @@ extension BrokerStateMachine {
             if let refusal = refusal(task, now: now, into: &actions) { return .refused(refusal) }
             dropWaiting(key, arrival: arrival)
             finishRequest(key.client)
-            let ago = JobBook.KeptCallTimes(arrived: (ticks(now) - task.arrivedAt) / 1_000_000)
+            let ago = JobBook.KeptCallTimes(arrived: millisecondsAgo(task.arrivedAt, now: ticks(now)))
             withJobs(now: now, into: &actions) {
                 $0.keep(task.request, at: .waiting, caller: caller, ago: ago, into: &$1)
             }
@@ -62,8 +62,8 @@ extension BrokerStateMachine {
             let worker = deliveries.worker(of: tag).flatMap { workers[$0]?.name } ?? ""
             let tick = ticks(now)
             let ago = JobBook.KeptCallTimes(
-                arrived: (tick - held.task.arrivedAt) / 1_000_000,
-                started: (tick - held.task.arrivedAt - (held.waited ?? 0)) / 1_000_000)
+                arrived: millisecondsAgo(held.task.arrivedAt, now: tick),
+                started: millisecondsAgo(held.task.arrivedAt + (held.waited ?? 0), now: tick))
             withJobs(now: now, into: &actions) {
                 $0.keep(
                     held.task.request, at: .running(tag: tag), caller: caller, worker: worker, ago: ago, into: &$1)
@@ -253,6 +253,9 @@ extension BrokerStateMachine {
         return refusal
     }
 
+    /// How many milliseconds before `tick` the instant `at` was (both ``ticks(_:)``).
+    private func millisecondsAgo(_ at: Int64, now tick: Int64) -> Int64 { (tick - at) / 1_000_000 }
+
     /// A kept call's reply went to its client: remembered for ``keptReplyMemory``, in case the
     /// send fails (``keepUndelivered(_:frames:now:into:)``).
     mutating func rememberKeptReply(to held: InFlightTask, of client: ClientNumber, now: Instant) {
@@ -276,8 +279,8 @@ extension BrokerStateMachine {
         else { return }
         let tick = ticks(now)
         let ago = JobBook.KeptCallTimes(
-            arrived: (tick - entry.arrivedAt) / 1_000_000, started: (tick - entry.startedAt) / 1_000_000,
-            ended: (tick - entry.at) / 1_000_000)
+            arrived: millisecondsAgo(entry.arrivedAt, now: tick), started: millisecondsAgo(entry.startedAt, now: tick),
+            ended: millisecondsAgo(entry.at, now: tick))
         withJobs(now: now, into: &actions) {
             $0.keep(entry.request, at: .ended(reply.status), reply: reply, caller: nil, ago: ago, into: &$1)
         }
