@@ -78,6 +78,7 @@ let package = Package(
         // read without importing the transport.
         .target(
             name: "SkyWire",
+            dependencies: [.product(name: "HeapModule", package: "swift-collections")],
             swiftSettings: strictSettings
         ),
         .target(

@@ -9,12 +9,17 @@ extension SkyClient {
         /// cost of an allocation a call.
         case suspended(UnsafeContinuation<Completion, any Error>)
         case handler(@Sendable (Completion) -> Void)
+        /// The result alone, for ``SkyClient/request(service:body:options:completion:)``: its
+        /// closure kept as it came, where wrapping it in one taking a ``Completion`` allocated a
+        /// closure context every call.
+        case resultHandler(@Sendable (Result<[UInt8], SkyError>) -> Void)
 
         /// Hands over the outcome (consumed: the one waiter takes it without a copy).
         func complete(_ completion: consuming Completion) {
             switch self {
             case .suspended(let continuation): continuation.resume(returning: completion)
             case .handler(let handler): handler(completion)
+            case .resultHandler(let handler): handler(completion.result)
             }
         }
 
@@ -25,6 +30,7 @@ extension SkyClient {
             switch self {
             case .suspended(let continuation): continuation.resume(throwing: CancellationError())
             case .handler(let handler): handler(Completion(result: .failure(CallHandle.cancelledError), attempts: 0))
+            case .resultHandler(let handler): handler(.failure(CallHandle.cancelledError))
             }
         }
     }

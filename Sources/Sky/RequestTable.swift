@@ -1,4 +1,3 @@
-import HeapModule
 import SkyProtocol
 import SkyWire
 
@@ -36,7 +35,7 @@ import SkyWire
 /// **Deadlines.** A caller's deadline (`options.deadline` from ``Call/startedAt``) is one more
 /// bound on the call's one timer: when it passes, that caller gets ``SkyError/timeout(_:)``
 /// whatever the attempts are doing, and the call is dropped at the broker once no caller is left. Here rather than as a
-/// task racing the call: one heap entry the call has anyway, instead of a task, an actor and a
+/// task racing the call: one timer entry the call has anyway, instead of a task, an actor and a
 /// second timer per call; and no attempt is sent after the caller's time is up.
 struct RequestTable {
     typealias WaiterID = UInt64
@@ -94,7 +93,7 @@ struct RequestTable {
         var attemptDeadline: Duration?
         /// Since when this attempt has been waiting for a connection.
         var unreachableSince: Duration?
-        /// Bumped whenever the deadline changes; older heap entries are stale.
+        /// Bumped whenever the deadline changes; older timer entries are stale.
         var generation: UInt64 = 0
         var deadline: Duration?
         /// The deadline of the caller that started the call, while it waits.
@@ -121,7 +120,7 @@ struct RequestTable {
         var body: [UInt8]
     }
 
-    /// A call's deadline in the heap. Ordered by whole nanoseconds: the heap compares on every
+    /// A call's deadline in the timer queue. Ordered by whole nanoseconds: the queue compares on every
     /// insert and removal, and `Duration`'s `Int128` comparison is a call each time.
     private struct Timer: Comparable {
         var nanoseconds: Int64
@@ -160,12 +159,10 @@ struct RequestTable {
     /// Calls in flight: the slots not free.
     var callCount: Int { slots.count - freeSlots.count }
     private var flights: [FlightKey: RequestID] = [:]
-    /// Made with room for ``room`` calls, as the slots: with its buckets mostly empty, a
-    /// finished call's removal moves no neighbours back (Swift's dictionary rehashes each one it
-    /// moves). Above it, it grows as usual.
-    private var callOfWaiter = [WaiterID: RequestID](minimumCapacity: room)
+    /// Made with room for ``room`` callers, as the slots; above it, it grows as usual.
+    private var callOfWaiter = WaiterIndex(room: room)
     static let room = 1024
-    private var timers = Heap<Timer>()
+    private var timers = ExpiryQueue<Timer>()
     /// The deadlines of callers that joined a call in flight (coalescing), each its own: rare,
     /// so kept here rather than in every entry.
     private var joinerDeadlines: [WaiterID: CallDeadline] = [:]
@@ -617,14 +614,13 @@ struct RequestTable {
     /// Re-arms the call's one timer at its current deadline.
     private mutating func schedule(_ slot: Int) {
         if let timer = Self.rearm(&slots[slot], connectTimeout: connectTimeout) { timers.insert(timer) }
-        // Timers of finished calls leave the heap only when they come due; with many short
-        // calls and long timeouts they would pile up, so rebuild from the live calls now and then.
+        // Timers of finished calls leave the queue only when they come due; with many short
+        // calls and long timeouts they would pile up, so drop the stale ones now and then.
         if timers.count > 1024 && timers.count > 4 * (callCount + 1) {
-            timers = Heap(
-                slots.compactMap { live in
-                    live.isLive
-                        ? live.deadline.map { Timer(deadline: $0, id: live.id, generation: live.generation) } : nil
-                })
+            var kept = ExpiryQueue<Timer>()
+            swap(&kept, &timers)
+            kept.removeAll { generation(of: $0.id) != $0.generation }
+            timers = kept
         }
     }
 

@@ -26,7 +26,7 @@ extension SkyClient {
         service: String, body: [UInt8], options: ScanOptions? = nil,
         completion: @escaping @Sendable (Result<[UInt8], SkyError>) -> Void
     ) -> CallHandle {
-        start(service: service, body: body, options: options ?? configuration.defaults) { completion($0.result) }
+        start(service: service, body: body, options: options ?? configuration.defaults, .resultHandler(completion))
     }
 
     /// Runs a task on some worker and hands its decoded result to `completion`, called exactly
@@ -47,9 +47,9 @@ extension SkyClient {
             Task { completion(.failure(failure)) }
             return CallHandle(.none)
         }
-        return start(service: T.service, body: body, options: options ?? configuration.defaults) { outcome in
+        let decoding = CallWaiter.resultHandler { result in
             completion(
-                outcome.result.flatMap { reply in
+                result.flatMap { reply in
                     do {
                         return .success(try coder.decode(T.Result.self, from: reply))
                     } catch {
@@ -57,12 +57,13 @@ extension SkyClient {
                     }
                 })
         }
+        return start(service: T.service, body: body, options: options ?? configuration.defaults, decoding)
     }
 
-    /// One call whose outcome goes to `handler`: straight into the client's machine when
+    /// One call whose outcome goes to `waiter`: straight into the client's machine when
     /// nothing needs awaiting first, else through ``execute(service:body:options:)`` in a task.
     private nonisolated func start(
-        service: String, body: [UInt8], options: ScanOptions, handler: @escaping @Sendable (Completion) -> Void
+        service: String, body: [UInt8], options: ScanOptions, _ waiter: CallWaiter
     ) -> CallHandle {
         let direct =
             tracer == nil && configuration.localFallback == nil && shell.loop.load() != nil
@@ -71,34 +72,34 @@ extension SkyClient {
         guard direct else {
             let task = Task {
                 do {
-                    handler(try await execute(service: service, body: body, options: options))
+                    waiter.complete(try await execute(service: service, body: body, options: options))
                 } catch {
                     // Only `CancellationError`: the handle cancelled the task.
-                    handler(Completion(result: .failure(CallHandle.cancelledError), attempts: 0))
+                    waiter.complete(Completion(result: .failure(CallHandle.cancelledError), attempts: 0))
                 }
             }
             return CallHandle(.task(task))
         }
-        var finish = handler
+        var finish = waiter
         if metrics.enabled {
             metrics.started()
             let metrics = metrics
             let started = ContinuousClock.now
-            finish = { completion in
+            finish = .handler { completion in
                 metrics.finished(
                     service, outcome: completion.outcome, attempts: completion.attempts,
                     after: ContinuousClock.now - started)
-                handler(completion)
+                waiter.complete(completion)
             }
         }
         if let refused = refusedAtOnce(service: service, body: body, options: options) {
             // Not on the caller's stack: a completion that retries at once would recurse.
-            Task { finish(refused) }
+            Task { [finish] in finish.complete(refused) }
             return CallHandle(.none)
         }
-        let waiter = shell.call(
+        let id = shell.call(
             RequestTable.Call(service: service, body: body, options: options, trace: nil, startedAt: nil),
-            handler: finish)
-        return CallHandle(waiter.map { .waiter(shell, $0) } ?? .none)
+            waiter: finish)
+        return CallHandle(id.map { .waiter(shell, $0) } ?? .none)
     }
 }

@@ -155,8 +155,8 @@ extension SkyClient {
         /// Starts one call whose outcome goes to `handler`, run on the I/O thread (or by the
         /// close, for a call it ends; on a task, for a call made after it).
         /// - Returns: its waiter, to cancel it by; nil when the client had closed.
-        func call(_ call: RequestTable.Call, handler: @escaping @Sendable (Completion) -> Void) -> WaiterID? {
-            let waiter = calls.withLock { $0.insert(.handler(handler)) }
+        func call(_ call: RequestTable.Call, waiter handler: CallWaiter) -> WaiterID? {
+            let waiter = calls.withLock { $0.insert(handler) }
             guard post(.start(call, waiter)) else {
                 if let waiting = calls.withLock({ $0.remove(waiter) }) {
                     // Not on the caller's stack: a completion that retries at once would recurse.

@@ -1,6 +1,7 @@
 import DequeModule
 import HeapModule
 import SkyProtocol
+import SkyWire
 
 extension BrokerStateMachine {
     /// When a waiting request must be answered if no worker takes it: its deadline or the
@@ -131,7 +132,7 @@ extension BrokerStateMachine {
                 guard !held.answered, let expiry = leaseExpiry(held.task) else { return }
                 entries.append(LeaseEntry(expiry: expiry, tag: tag))
             }
-            leases = Heap(entries)
+            leases = ExpiryQueue(entries)
         }
         if queue.count == 0
             && memoryReturn.held(bytes: configuration.memoryReleaseThreshold, orCount: configuration.memoryReleaseCount)
@@ -147,7 +148,7 @@ extension BrokerStateMachine {
         // Nothing waits: every task is at a worker.
         tasks = tasks.resized(minimumCapacity: Self.taskTableRoom)
         queue.releaseStorage()
-        leases = Heap(Array(leases.unordered))
+        leases = ExpiryQueue(leases.unordered)
         clients.shrink()
         memoryReturn.storageReleased()
     }

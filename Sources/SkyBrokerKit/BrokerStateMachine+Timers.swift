@@ -305,7 +305,7 @@ extension BrokerStateMachine {
         tasks.removeAll()
         deliveries = DeliveryBook()
         queue.removeAll()
-        leases = Heap()
+        leases = ExpiryQueue()
         unserved = Heap()
         actions.append(.log(.info, "stopping: answered waiting and running requests, told the workers"))
     }

@@ -269,7 +269,7 @@ package struct BrokerStateMachine: Sendable {
     var queue = RequestQueue()
     /// The deliveries workers hold, cancelled ones included (by tag, see ``DeliveryBook``).
     var deliveries = DeliveryBook()
-    var leases = Heap<LeaseEntry>()
+    var leases = ExpiryQueue<LeaseEntry>()
     var unserved = Heap<UnservedEntry>()
     /// The first instant the machine saw; compact timestamps count from it.
     var epoch: Instant?
@@ -370,7 +370,7 @@ package struct BrokerStateMachine: Sendable {
 
     package var workerCount: Int { workers.count }
 
-    /// Entries in the queues and the deadline heap, live or not (for tests of their bounds).
+    /// Entries in the queues and the deadline queue, live or not (for tests of their bounds).
     var bookkeepingEntries: (queued: Int, deadlines: Int) {
         queue.entryCounts
     }

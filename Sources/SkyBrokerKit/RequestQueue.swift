@@ -1,6 +1,7 @@
 import DequeModule
 import HeapModule
 import SkyProtocol
+import SkyWire
 
 /// The requests that wait for a worker: a sub-machine of the broker's, as postgres-nio's
 /// `PoolStateMachine` keeps its `RequestQueue`. It holds each service's queue in arrival order,
@@ -166,7 +167,7 @@ struct RequestQueue: Sendable {
     private(set) var bytes = 0
     /// Dead entries still in a lane.
     private(set) var deadEntries = 0
-    private var deadlines = Heap<Deadline>()
+    private var deadlines = ExpiryQueue<Deadline>()
     /// Arrivals so far: arrival numbers are never used twice, so a stale one finds nothing.
     private var arrivals: UInt64 = 0
 
@@ -189,7 +190,7 @@ struct RequestQueue: Sendable {
         Int(service) < lanes.count && (!lanes[Int(service)].entries.isEmpty || lanes[Int(service)].keyed != nil)
     }
 
-    /// Entries in the lanes and the deadline heap, live or not (for tests of their bounds).
+    /// Entries in the lanes and the deadline queue, live or not (for tests of their bounds).
     var entryCounts: (queued: Int, deadlines: Int) {
         (
             lanes.reduce(0) { $0 + $1.entries.count + ($1.keyed?.queues.values.reduce(0) { $0 + $1.count } ?? 0) },
@@ -455,7 +456,7 @@ struct RequestQueue: Sendable {
     }
 
     /// Drops dead entries once they outweigh the live ones, in the lanes and in the deadline
-    /// heap (whose entries stay when their request is dispatched or answered). Amortised
+    /// queue (whose entries stay when their request is dispatched or answered). Amortised
     /// O(log n) per request: a deadline is kept only after a binary search finds it waiting.
     mutating func compactIfMostlyDead() {
         if deadEntries > 256 && deadEntries > count {
@@ -474,21 +475,26 @@ struct RequestQueue: Sendable {
             // The entries of live requests are kept as they are, not made again from the
             // requests: an entry of a request that waits for a service nobody serves ends at its
             // no-workers grace, which the request does not hold (rebuilt from the deadline alone,
-            // such a request without a timeout waited out --max-wait instead of the grace). One
-            // per request, the earliest: a request queued again after a lost worker has two.
-            // Sorted by arrival to find those pairs: a dictionary by arrival hashed every entry,
-            // and the check read each entry's request by copying it out (docs/performance-history.md,
-            // "a request's key hashed once").
-            var live = deadlines.unordered.filter { isWaiting($0.arrival) }
+            // such a request without a timeout waited out --max-wait instead of the grace). First
+            // the dead ones go, in one pass in order; then, only if that was not enough (requests
+            // queued again after lost workers, each with two), one per request, the earliest,
+            // found by sorting by arrival: a dictionary by arrival hashed every entry
+            // (docs/performance-history.md, "a request's key hashed once").
+            var kept = ExpiryQueue<Deadline>()
+            swap(&kept, &deadlines)
+            kept.removeAll { !isWaiting($0.arrival) }
+            deadlines = kept
+            guard deadlines.count > 2 * count else { return }
+            var live = deadlines.unordered
             live.sort { ($0.arrival, $0.expiry) < ($1.arrival, $1.expiry) }
             var earliest: [Deadline] = []
             earliest.reserveCapacity(live.count)
             for entry in live where earliest.last?.arrival != entry.arrival { earliest.append(entry) }
-            deadlines = Heap(earliest)
+            deadlines = ExpiryQueue(earliest)
         }
     }
 
-    /// Nothing waits any more: the lanes and the heap are made anew, so that the memory a large
+    /// Nothing waits any more: the lanes and the deadline queue are made anew, so that the memory a large
     /// queue grew to can go back to the system (Swift's collections keep their capacity).
     mutating func releaseStorage() {
         precondition(count == 0, "the queue's storage is released only while nothing waits")
@@ -499,7 +505,7 @@ struct RequestQueue: Sendable {
             return fresh
         }
         deadEntries = 0
-        deadlines = Heap()
+        deadlines = ExpiryQueue()
     }
 
     /// Forgets every entry (the broker stopped and answered what waited); arrival numbers go on.
@@ -508,7 +514,7 @@ struct RequestQueue: Sendable {
         count = 0
         bytes = 0
         deadEntries = 0
-        deadlines = Heap()
+        deadlines = ExpiryQueue()
     }
 
     /// Where the request that arrived as number `arrival` is: its service's lane (in the arrival

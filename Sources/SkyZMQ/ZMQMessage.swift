@@ -4,15 +4,26 @@ import SkyWire
 public struct ZMQMessage: Sendable, Equatable {
     /// The frames in order, in one buffer (see ``Frames``). For a ROUTER socket the first frame
     /// is the sender's routing id.
-    public var content: Frames
+    public let content: Frames
     /// The ZAP `User-Id` of the authenticated peer, when the socket was asked to read it and
     /// the peer authenticated through a ZAP handler; `nil` otherwise.
-    public var userID: String?
+    public let userID: String?
     /// The peer's IP address, when the socket was asked to read it and the transport is TCP.
-    public var peerAddress: String?
+    public let peerAddress: String?
+
+    /// The total payload size over all frames, in bytes: counted once as the frames arrive,
+    /// since the loop (for its batches) and the broker (for its byte limits) both ask, and
+    /// counting walks every frame's bounds.
+    public let byteCount: Int
 
     public init(content: Frames, userID: String? = nil, peerAddress: String? = nil) {
+        self.init(content: content, byteCount: content.byteCount, userID: userID, peerAddress: peerAddress)
+    }
+
+    /// A message whose size the caller counted as it read the frames.
+    init(content: Frames, byteCount: Int, userID: String?, peerAddress: String?) {
         self.content = content
+        self.byteCount = byteCount
         self.userID = userID
         self.peerAddress = peerAddress
     }
@@ -23,7 +34,4 @@ public struct ZMQMessage: Sendable, Equatable {
 
     /// Each frame as an array (copies; for code off the hot paths).
     public var frames: [[UInt8]] { content.arrays }
-
-    /// The total payload size over all frames, in bytes.
-    public var byteCount: Int { content.byteCount }
 }

@@ -194,6 +194,7 @@ public final class ZMQSocket {
     ) throws(ZMQError) -> ZMQMessage? {
         var userID: String?
         var bytes = 0
+        var total = 0
         while true {
             let message = parts.next()
             let rc = zmq_msg_recv(message, handle, dontWait || parts.count > 1 ? ZMQ_DONTWAIT : 0)
@@ -204,7 +205,9 @@ public final class ZMQSocket {
                 if error.isWouldBlock && parts.count == 0 { return nil }
                 throw error
             }
-            bytes += Frames.inlineSize(zmq_msg_size(message))
+            let size = zmq_msg_size(message)
+            bytes += Frames.inlineSize(size)
+            total += size
             // A ROUTER makes up the routing-id frame itself; only the peer's own frames carry
             // its metadata, so look until one has it.
             if readUserID && userID == nil, let value = zmq_msg_gets(message, "User-Id") {
@@ -225,7 +228,7 @@ public final class ZMQSocket {
                 }
             }
         }
-        return ZMQMessage(content: content, userID: userID, peerAddress: peerAddress)
+        return ZMQMessage(content: content, byteCount: total, userID: userID, peerAddress: peerAddress)
     }
 
     /// Starts libzmq's socket monitor: events are published on a PAIR socket bound at `endpoint`

@@ -213,8 +213,8 @@ struct RequestQueueTests {
         #expect(queue.popDeadline(dueBy: .max) == nil)
     }
 
-    /// Compaction drops what the dead left, in the lanes and the heap, and keeps the earliest
-    /// time of each live request as it was (a no-workers grace is not in the request).
+    /// Compaction drops what the dead left, in the lanes and the deadline queue, and keeps the
+    /// times of live requests as they were (a no-workers grace is not in the request).
     @Test func compactionKeepsEachLiveRequestsEarliestTimeAndDropsTheDead() {
         var queue = RequestQueue()
         var arrivals: [UInt64] = []
@@ -228,11 +228,40 @@ struct RequestQueueTests {
         queue.lookAgain(at: 5, arrival: arrivals[0])
         #expect(queue.entryCounts == (queued: 2_000, deadlines: 2_001))
         queue.compactIfMostlyDead()
-        #expect(queue.entryCounts == (queued: 10, deadlines: 10))
+        // The dead went; the live ones' entries are few enough to keep, the grace's too.
+        #expect(queue.entryCounts == (queued: 10, deadlines: 11))
         #expect(queue.deadEntries == 0 && queue.count == 10)
         let first = queue.popDeadline(dueBy: .max)
         #expect(first?.arrival == arrivals[0] && first?.expiry == 5)
+        #expect(queue.popDeadline(dueBy: .max)?.expiry == 1_000)
         #expect(queue.popDeadline(dueBy: .max)?.expiry == 1_001)
+    }
+
+    /// Live requests with several entries each (graces looked at again, requests queued again
+    /// after lost workers) that outweigh them even with the dead gone keep one each, the
+    /// earliest.
+    @Test func compactionKeepsOneEntryALiveRequestWhenTheirEntriesOutweighThem() {
+        var queue = RequestQueue()
+        var arrivals: [UInt64] = []
+        for low in 0..<400 as Range<UInt64> {
+            let task = request(&queue, low)
+            arrivals.append(task.arrival)
+            queue.insert(task, expiry: 10_000 + Int64(low))
+        }
+        for arrival in arrivals {
+            queue.lookAgain(at: 20_000, arrival: arrival)
+            queue.lookAgain(at: 30_000, arrival: arrival)
+        }
+        #expect(queue.entryCounts == (queued: 400, deadlines: 1_200))
+        queue.compactIfMostlyDead()
+        #expect(queue.entryCounts == (queued: 400, deadlines: 400))
+        var seen = 0
+        while let next = queue.popDeadline(dueBy: .max) {
+            #expect(next.expiry == 10_000 + Int64(seen))
+            #expect(next.arrival == arrivals[seen])
+            seen += 1
+        }
+        #expect(seen == 400)
     }
 
     /// The same in a lane of keyed requests: the dispatched ones' times go, the waiting ones'
