@@ -8,7 +8,9 @@ import SkyProtocol
 ///
 /// A pause takes effect at once, before it is on disk, so that nothing starts meanwhile; its
 /// caller is answered once it is written, and a pause that cannot be written is undone (the
-/// caller told why), so that memory and disk agree.
+/// caller told why), so that memory and disk agree. A resume takes effect only once it is on
+/// disk: one that cannot be written started nothing (taken at once and undone, it ran jobs of
+/// a service that stayed paused).
 extension BrokerStateMachine {
     /// Services paused at most: each is a row in the journal and a line of the listing.
     static let maxPausedServices = 10_000
@@ -73,17 +75,20 @@ extension BrokerStateMachine {
                 failure: true, into: &actions)
             return
         }
-        setPaused(name, pause, now: now, into: &actions)
-        if changed {
-            logAboutPeer(.info, pause ? "service paused" : "service resumed", now: now, into: &actions) {
-                ["service": name]
-            }
+        if pause {
+            // A resume still being written no longer takes effect: this pause came after it.
+            services.resumesBeingWritten.remove(name)
         }
-        if !pause, changed { startWaitingWork(of: name, now: now, into: &actions) }
         guard jobs.configuration.journal else {
             // Kept in memory only: a broker without a journal forgets it when it stops.
+            apply(name, paused: pause, changed: changed, now: now, into: &actions)
             answer(caller, .ok, [changed ? 1 : 0], into: &actions)
             return
+        }
+        if pause {
+            apply(name, paused: true, changed: changed, now: now, into: &actions)
+        } else if changed {
+            services.resumesBeingWritten.insert(name)
         }
         actions.append(
             .journal(
@@ -100,21 +105,40 @@ extension BrokerStateMachine {
     ) {
         switch result {
         case .success:
+            // A resume takes effect now, unless a pause came since.
+            if !paused, changed, services.resumesBeingWritten.remove(name) != nil {
+                apply(name, paused: false, changed: isPaused(name), now: now, into: &actions)
+            }
             answer(caller, .ok, [changed ? 1 : 0], into: &actions)
         case .failure(let error):
-            // Undone only if it changed something, and nothing changed it since (a later pause
-            // or resume is its own).
-            if changed, isPaused(name) == paused {
-                setPaused(name, !paused, now: now, into: &actions)
-                if paused { startWaitingWork(of: name, now: now, into: &actions) }
+            if paused {
+                // Undone only if it changed something, and nothing changed it since (a later
+                // pause or resume is its own).
+                if changed, isPaused(name) {
+                    apply(name, paused: false, changed: true, now: now, into: &actions)
+                }
+            } else if changed {
+                services.resumesBeingWritten.remove(name)
             }
-            answer(
-                caller, .journalUnavailable,
-                Array(
-                    "the \(paused ? "pause" : "resume") of \(name) could not be recorded, so it was undone: \(error)"
-                        .utf8),
-                failure: true, into: &actions)
+            let what =
+                paused
+                ? "the pause of \(name) could not be recorded, so it was undone"
+                : "the resume of \(name) could not be recorded, so the service stays paused and nothing of it started"
+            answer(caller, .journalUnavailable, Array("\(what): \(error)".utf8), failure: true, into: &actions)
         }
+    }
+
+    /// Pauses or resumes `name` in memory, says so in the log, and starts its waiting work
+    /// once it is resumed.
+    private mutating func apply(
+        _ name: String, paused: Bool, changed: Bool, now: Instant, into actions: inout [BrokerAction]
+    ) {
+        setPaused(name, paused, now: now, into: &actions)
+        guard changed else { return }
+        logAboutPeer(.info, paused ? "service paused" : "service resumed", now: now, into: &actions) {
+            ["service": name]
+        }
+        if !paused { startWaitingWork(of: name, now: now, into: &actions) }
     }
 
     /// A resumed service's waiting calls and jobs go to its workers' free credits.

@@ -52,6 +52,9 @@ struct ServiceBook: Sendable {
     private var lastFound = ServiceBook.none
     /// The services paused, known or not: an entry made for one of them is made paused.
     private(set) var paused: Set<String> = []
+    /// Paused services whose resume is being written: it takes effect once it is on disk,
+    /// unless a pause comes meanwhile (which takes it out).
+    var resumesBeingWritten: Set<String> = []
     /// The services' rate limits, known services or not: an entry made for one of them gets
     /// its bucket.
     private(set) var limits: [String: RateLimit] = [:]

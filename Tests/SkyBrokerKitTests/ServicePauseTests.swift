@@ -55,8 +55,52 @@ struct ServicePauseTests {
 
         let resumed = broker.request(
             admin, RequestID(high: 4, low: 4), service: BrokerService.serviceResume, body: Array("a".utf8))
-        #expect(dispatched(resumed).map(\.1) == [callA], "the waiting call first, at once")
-        #expect(broker.settle(resumed) == [callA, job.requestID], "then the job, once its start is on disk")
+        #expect(dispatched(resumed).isEmpty, "nothing starts before the resume is on disk")
+        let written = broker.commit(resumed)
+        #expect(dispatched(written).map(\.1) == [callA], "the waiting call first, once the resume is written")
+        #expect(broker.settle(written) == [callA, job.requestID], "then the job, once its start is on disk")
+    }
+
+    /// A resume that cannot be written leaves the service paused and starts nothing of it: not
+    /// its waiting calls, not its jobs (taken at once and undone, it ran jobs of a service that
+    /// stayed paused).
+    @Test func aResumeThatCannotBeWrittenStartsNothing() throws {
+        var broker = BrokerHarness.withJournal()
+        _ = broker.ready(worker1, capacity: 4, services: ["a"])
+        _ = control(&broker, "a", pause: true)
+        let call = RequestID(high: 1, low: 1)
+        _ = broker.request(client, call, service: "a", timeout: .seconds(10))
+        let (job, _) = broker.submit(client, RequestID(high: 2, low: 1), service: "a")
+        let error = JournalError.cannotConnect(store: "/var/lib/sky/jobs.sqlite", reason: "the disk is full")
+        let id = RequestID(high: 3, low: 3)
+        let asked = broker.request(admin, id, service: BrokerService.serviceResume, body: Array("a".utf8))
+        let followed = broker.commit(asked, failing: error)
+        let answer = try #require(replies(asked + followed, to: id).first)
+        #expect(answer.status == .journalUnavailable)
+        #expect(RemoteErrorBody(decoding: answer.body).message.contains("stays paused"))
+        #expect(broker.machine.isPaused("a"))
+        #expect(dispatched(asked + followed).isEmpty && journalWrites(followed).isEmpty, "\(followed)")
+        #expect(broker.machine.jobBook.jobs[job]?.attempt == 0, "no start written")
+        // A resume that is written later starts them.
+        #expect(control(&broker, "a", pause: false).map(\.status) == [.ok])
+        #expect(!broker.machine.isPaused("a"))
+    }
+
+    /// A pause that comes while a resume is being written wins: the resume, written, starts
+    /// nothing.
+    @Test func aPauseWhileAResumeIsWrittenKeepsTheServicePaused() {
+        var broker = BrokerHarness.withJournal()
+        _ = broker.ready(worker1, capacity: 4, services: ["a"])
+        _ = control(&broker, "a", pause: true)
+        let call = RequestID(high: 1, low: 1)
+        _ = broker.request(client, call, service: "a", timeout: .seconds(10))
+        let resume = broker.request(
+            admin, RequestID(high: 3, low: 3), service: BrokerService.serviceResume, body: Array("a".utf8))
+        let pause = broker.request(
+            admin, RequestID(high: 4, low: 4), service: BrokerService.servicePause, body: Array("a".utf8))
+        let written = broker.commit(resume) + broker.commit(pause)
+        #expect(dispatched(written).isEmpty)
+        #expect(broker.machine.isPaused("a"))
     }
 
     @Test func aCallOfAPausedServiceIsAnsweredAtItsDeadlineSayingWhy() throws {
