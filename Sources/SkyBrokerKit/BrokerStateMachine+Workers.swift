@@ -41,6 +41,9 @@ extension BrokerStateMachine {
             remove(peer, reason: .unreachable, now: now, into: &actions)
             return
         }
+        // Any message is a sign of life (docs/protocol.md, HEARTBEAT), a malformed one too: a
+        // newer worker's command this broker cannot read must not make it look dead.
+        if let known { withWorker(at: known) { $0.lastHeard = now } }
         let command: WorkerToBroker
         do {
             command = try WorkerToBroker.decode(frames)
@@ -102,7 +105,6 @@ extension BrokerStateMachine {
             }
             return
         }
-        withWorker(at: known) { $0.lastHeard = now }
         switch consume command {
         case .ready:
             break
@@ -301,6 +303,13 @@ extension BrokerStateMachine {
             return worker.name
         }
         tally.replied(failed: failed)
+        if !answer.status.isWorkersToSend {
+            logAboutPeer(
+                .warning, "a worker answered with a status only the broker sends; passed on as internalError", now: now,
+                into: &actions
+            ) { ["worker": workerName, "status": "\(answer.status)", "request": "\(answer.requestID)"] }
+            answer = Self.fromWorker(answer, refusing: answer.status, worker: workerName)
+        }
         let key = held.key
         let status = answer.status
         if held.answered {
@@ -339,6 +348,22 @@ extension BrokerStateMachine {
         // No worker joined or left since `index` was found: the dispatches use it.
         fill(peer, at: index, now: now, into: &actions)
     }
+
+    /// A worker's reply whose status only the broker may send (``ReplyStatus/isWorkersToSend``),
+    /// made an `internalError` that names the worker and the status: passed on as it came,
+    /// `wrongEndpoint` stopped the client's every call and `keptAsJob` named a job that was
+    /// never kept.
+    static func fromWorker(_ reply: TaskReply, refusing status: ReplyStatus, worker: String) -> TaskReply {
+        let sent = RemoteErrorBody(decoding: reply.body)
+        let message =
+            "worker \(worker) answered with status \(status.rawValue) (\(status)), which only the broker sends; its message: \(sent.message)"
+        return TaskReply(
+            requestID: reply.requestID, attempt: reply.attempt, status: .internalError,
+            body: RemoteErrorBody(type: invalidWorkerStatusType, message: message).encoded())
+    }
+
+    /// The error type of ``fromWorker(_:refusing:worker:)``'s replies.
+    static let invalidWorkerStatusType = "invalidWorkerStatus"
 
     /// A worker's PROGRESS: kept with the job its delivery runs. For a call it is not kept
     /// (nobody could read it); one for a delivery the worker no longer holds (a handler's last

@@ -153,22 +153,20 @@ public enum BrokerToClient: Sendable, Equatable {
         {
             let requestID = try header.requestID()
             let attempt = try header.uint32("attempt")
-            let status = try header.status()
+            let (status, body) = ReplyStatus.received(try header.statusByte(), body: frames[1])
             try header.end()
-            return .packedReply(
-                TaskReply(requestID: requestID, attempt: attempt, status: status, body: Array(frames[1])))
+            return .packedReply(TaskReply(requestID: requestID, attempt: attempt, status: status, body: Array(body)))
         }
         let byte = try WireFormat.command(of: frames, signature: WireFormat.clientSignature)
         guard let command = Command(rawValue: byte) else { throw .unknownCommand(byte) }
         switch command {
         case .reply:
             try WireFormat.expectFrames(frames, 6, command: "REPLY")
+            let (status, body) = ReplyStatus.received(try ReplyStatus.byte(of: frames[4]), body: frames[5])
             return .reply(
                 TaskReply(
                     requestID: try RequestID(frame: frames[2]),
-                    attempt: try WireFormat.uint32(frames[3], name: "attempt"),
-                    status: try ReplyStatus(frame: frames[4]),
-                    bodyBytes: frames[5]))
+                    attempt: try WireFormat.uint32(frames[3], name: "attempt"), status: status, bodyBytes: body))
         }
     }
 

@@ -20,8 +20,8 @@ struct PackedFields {
         try WireFormat.uint32(take(4, name), name: name)
     }
 
-    mutating func status() throws(ProtocolError) -> ReplyStatus {
-        try ReplyStatus(frame: take(1, "status"))
+    mutating func statusByte() throws(ProtocolError) -> UInt8 {
+        try ReplyStatus.byte(of: take(1, "status"))
     }
 
     /// A delivery tag after its one-byte length.

@@ -65,13 +65,39 @@ public enum ReplyStatus: UInt8, Sendable, CaseIterable, CustomStringConvertible 
         }
     }
 
-    init(frame: ArraySlice<UInt8>) throws(ProtocolError) {
+    /// A one-byte status frame's byte.
+    static func byte(of frame: ArraySlice<UInt8>) throws(ProtocolError) -> UInt8 {
         guard frame.count == 1 else { throw .invalidField(name: "status", expectedLength: 1, actual: frame.count) }
-        let byte = frame[frame.startIndex]
-        guard let status = ReplyStatus(rawValue: byte) else {
-            throw .invalidValue(name: "status", reason: "unknown status \(byte)")
+        return frame[frame.startIndex]
+    }
+
+    /// A received reply's status and body. A status this edition does not know is a failure
+    /// (docs/protocol.md: statuses are only ever added, and a receiver treats one it does not
+    /// know as a failure): it is read as ``internalError`` with its number and the body's
+    /// message in the body, where dropping the reply as malformed left its call unanswered.
+    static func received(_ byte: UInt8, body: ArraySlice<UInt8>) -> (ReplyStatus, ArraySlice<UInt8>) {
+        if let status = ReplyStatus(rawValue: byte) { return (status, body) }
+        let sent = RemoteErrorBody(decoding: Array(body))
+        let said = sent.message.isEmpty ? "" : ": \(sent.type): \(sent.message)"
+        let message = "a reply with status \(byte), which this receiver does not know (sent by a newer peer?)\(said)"
+        return (.internalError, RemoteErrorBody(type: unknownStatusType, message: message).encoded()[...])
+    }
+
+    /// The error type of a reply whose status the receiver did not know (``received(_:body:)``).
+    public static let unknownStatusType = "unknownStatus"
+
+    /// Whether a worker may send this status. The others are the broker's own (about queues,
+    /// workers, the journal, the endpoint): from a worker they would make a client act on
+    /// something that did not happen (`wrongEndpoint` stops Sky's client).
+    public var isWorkersToSend: Bool {
+        switch self {
+        case .ok, .handlerError, .unknownService, .invalidPayload, .overloaded, .deadlineExceeded, .cancelled,
+            .internalError:
+            true
+        case .noWorkers, .workerLost, .brokerShuttingDown, .wrongEndpoint, .journalUnavailable, .journalUnconfirmed,
+            .keptAsJob:
+            false
         }
-        self = status
     }
 }
 

@@ -76,9 +76,9 @@ public enum WorkerToBroker: Sendable, Equatable {
             name: "packed REPLY", frameCounts: 2...2)
         {
             let requestID = try header.requestID()
-            let status = try header.status()
+            let (status, body) = ReplyStatus.received(try header.statusByte(), body: frames[1])
             let tag = try header.remainingTag()
-            return .packedReply(tag: tag, TaskReply(requestID: requestID, status: status, bodyBytes: frames[1]))
+            return .packedReply(tag: tag, TaskReply(requestID: requestID, status: status, bodyBytes: body))
         }
         let byte = try WireFormat.command(of: frames, signature: WireFormat.workerSignature)
         guard let command = Command(rawValue: byte) else { throw .unknownCommand(byte) }
@@ -102,12 +102,10 @@ public enum WorkerToBroker: Sendable, Equatable {
             return .ready(WorkerAnnouncement(name: name, capacity: capacity, services: services))
         case .reply:
             try WireFormat.expectFrames(frames, 6, command: "REPLY")
+            let (status, body) = ReplyStatus.received(try ReplyStatus.byte(of: frames[4]), body: frames[5])
             return .reply(
                 tag: try WireFormat.deliveryTag(frames[2]),
-                TaskReply(
-                    requestID: try RequestID(frame: frames[3]),
-                    status: try ReplyStatus(frame: frames[4]),
-                    bodyBytes: frames[5]))
+                TaskReply(requestID: try RequestID(frame: frames[3]), status: status, bodyBytes: body))
         case .heartbeat:
             try WireFormat.expectFrames(frames, 2, command: "HEARTBEAT")
             return .heartbeat

@@ -49,6 +49,76 @@ struct BrokerHostileInputTests {
         #expect(!effects(actions).contains { if case .sendToWorker(_, .request) = $0 { true } else { false } })
     }
 
+    /// A worker's reply with a status only the broker sends reaches the client as an
+    /// `internalError` naming the worker and the status: passed on as it came, `wrongEndpoint`
+    /// stopped the client's every call, and `keptAsJob` named a job that was never kept.
+    @Test func aStatusOnlyTheBrokerSendsIsNotPassedOnFromAWorker() {
+        var broker = BrokerHarness()
+        _ = broker.ready(worker, capacity: 8, services: ["sky.scan"])
+        let refused: [ReplyStatus] = ReplyStatus.allCases.filter { !$0.isWorkersToSend }
+        #expect(refused.map(\.rawValue) == [5, 6, 8, 11, 12, 13, 14])
+        for (index, status) in refused.enumerated() {
+            let id = RequestID(high: 7, low: UInt64(index))
+            _ = broker.request(client, id)
+            let body = RemoteErrorBody(type: "x", message: "from the worker").encoded()
+            let answer = replies(broker.reply(worker, client: client, id, status: status, body: body), to: id)
+            #expect(answer.map(\.status) == [.internalError], "\(status)")
+            let said = RemoteErrorBody(decoding: answer.first?.body ?? [])
+            #expect(said.type == BrokerStateMachine.invalidWorkerStatusType)
+            #expect(said.message.contains("status \(status.rawValue) (\(status))") && said.message.contains("from the worker"))
+        }
+        // What a worker may send goes through as it came.
+        let id = RequestID(high: 8, low: 1)
+        _ = broker.request(client, id)
+        #expect(replies(broker.reply(worker, client: client, id, status: .handlerError), to: id).map(\.status) == [.handlerError])
+    }
+
+    /// A status this edition does not know is a failure (docs/protocol.md: statuses are only
+    /// ever added): the call is answered and the worker's credit comes back, where the reply was
+    /// dropped as malformed, its call left hanging and the credit lost.
+    @Test func aReplyWithAStatusNobodyKnowsAnswersItsCall() throws {
+        var broker = BrokerHarness()
+        _ = broker.ready(worker, capacity: 1, services: ["sky.scan"])
+        let first = RequestID(high: 9, low: 1)
+        let second = RequestID(high: 9, low: 2)
+        _ = broker.request(client, first)
+        _ = broker.request(client, second)
+        for packed in [false, true] {
+            let id = packed ? second : first
+            var frames = WorkerToBroker.reply(tag: broker.tag(id, at: worker), TaskReply(requestID: id, status: .ok, body: [1]))
+                .encode()
+            if packed {
+                frames = WorkerToBroker.packedReply(
+                    tag: broker.tag(id, at: worker), TaskReply(requestID: id, status: .ok, body: [1])
+                ).encode()
+                // The status is the header's byte after the signature, the command and the id.
+                frames[0][frames[0].count - 1 - broker.tag(id, at: worker).bytes.count] = 200
+            } else {
+                frames[4] = [200]
+            }
+            let actions = broker.worker(worker, frames: frames)
+            let answer = try #require(replies(actions, to: id).first, "\(actions)")
+            #expect(answer.status == .internalError)
+            let said = RemoteErrorBody(decoding: answer.body)
+            #expect(said.type == ReplyStatus.unknownStatusType && said.message.contains("status 200"))
+            if !packed { #expect(dispatched(actions).map(\.1) == [second], "the credit came back") }
+        }
+        #expect(broker.machine.counters.malformedWorkerMessages == 0)
+    }
+
+    /// Any message from a registered worker is a sign of life, one the broker cannot read too
+    /// (a newer worker's command): it expired a worker that sent only those.
+    @Test func aMalformedMessageFromARegisteredWorkerKeepsItAlive() {
+        var broker = BrokerHarness()
+        _ = broker.ready(worker, capacity: 1, services: ["sky.scan"])
+        for _ in 0..<20 {
+            _ = broker.worker(worker, frames: [WireFormat.workerSignature, [0x0B]])
+            _ = broker.advance(.milliseconds(500))
+        }
+        #expect(broker.machine.workerCount == 1)
+        #expect(broker.machine.counters.malformedWorkerMessages == 20)
+    }
+
     /// Cancelled requests in the middle of a queue (the head stays live, so nothing is trimmed
     /// from the front) are compacted away once they outnumber the live ones, and the survivors
     /// keep their order.
