@@ -25,7 +25,8 @@ struct JobBook: Sendable {
         case prepared
         /// Its delivery `tag` runs at the worker named `worker` (kept for reports).
         case running(tag: UInt64, worker: String)
-        /// Its outcome is being written; waiters hear once it is on disk.
+        /// Its outcome is being written; waiters hear once it is on disk. Reports show it as
+        /// it was before (running if an attempt started, else queued) until then.
         case finishing(JobReport)
     }
 
@@ -47,6 +48,9 @@ struct JobBook: Sendable {
         /// When its latest attempt was sent to a worker (wall clock, milliseconds since 1970; 0
         /// before): recorded with its outcome.
         var startedAt: Int64 = 0
+        /// When its outcome was known (wall clock, milliseconds; 0 before): written with the
+        /// outcome, also when the write is tried again later.
+        var endedAt: Int64 = 0
         /// Workers lost while running it, in this run of the broker.
         var losses = 0
         /// What its handlers reported (``JobProgress``), written with its outcome; nil until
@@ -237,8 +241,10 @@ struct JobBook: Sendable {
     /// is sent only while it is here, so a read that comes back after the shutdown answered it
     /// answers nobody twice.
     var reads: Set<Waiter> = []
-    /// Outcomes whose write failed: written again at the next maintenance.
-    var unrecorded: [JobID] = []
+    /// Outcomes whose write failed: written again at the next maintenance. Their jobs report
+    /// what they were before their outcome (callers hear an outcome only once it is on disk),
+    /// and callers that ask for the outcome meanwhile hear `journalUnavailable` at once.
+    var unrecorded: Set<JobID> = []
     /// The journal's size on disk at the last look, and whether it is over the limit.
     var journalBytes = 0
     var overLimit = false

@@ -17,7 +17,9 @@ extension JobScheduler {
         case .running(_, let worker):
             return JobReport(state: .running, attempt: job.attempt, worker: worker, service: service)
         case .finishing(let report):
-            return report
+            // Its outcome is not on disk yet: callers hear it only once it is.
+            return JobReport(
+                state: job.startedAt > 0 ? .running : .queued, attempt: report.attempt, service: service)
         }
     }
 

@@ -803,6 +803,7 @@ struct JobScheduler: Sendable {
                 state: state, attempt: job.attempt, outcomeStatus: status, service: job.submission.service,
                 outcome: outcome)
             job.phase = .finishing(report)
+            job.endedAt = configuration.wallClock()
             return (job, report)
         }
     }
@@ -825,7 +826,8 @@ struct JobScheduler: Sendable {
             .finished(
                 id: job.id.bytes, state: state, outcome: [report.outcomeStatus.rawValue] + report.outcome,
                 expiresAt: flowStep ? Int64.max : expiry(of: job.submission, ended: report.state),
-                startedAt: job.startedAt, endedAt: configuration.wallClock(), progress: job.progress?.encode()))
+                startedAt: job.startedAt, endedAt: job.endedAt > 0 ? job.endedAt : configuration.wallClock(),
+                progress: job.progress?.encode()))
         if book.hasWaiters(job.id) || (flowStep && report.state == .succeeded) {
             actions.append(.journal(.write(changes, .finished(job.id))))
         } else {
@@ -836,6 +838,10 @@ struct JobScheduler: Sendable {
     /// `caller` waits until the outcome being written is on disk: the write is not left to wait
     /// for the journal's next commit (the first waiter asks; later ones wait for the same commit).
     private mutating func waitForOutcome(of id: JobID, _ caller: JobCaller, into actions: inout [Action]) {
+        if book.unrecorded.contains(id) {
+            answer(caller, .journalUnavailable, Self.unrecordedOutcome(id), into: &actions)
+            return
+        }
         if !book.hasWaiters(id) { actions.append(.journal(.flush)) }
         if !book.addWaiter(caller, for: id) { actions.append(.count(.duplicate)) }
     }
@@ -1050,12 +1056,16 @@ struct JobScheduler: Sendable {
     ) {
         guard let job = book.jobs[id], case .finishing(let report) = job.phase else { return }
         if case .failure(let error) = result {
-            // Not on disk: written again at the next maintenance; its callers wait till then.
-            book.unrecorded.append(id)
+            // Not on disk: written again at the next maintenance. Its callers hear so now: kept
+            // waiting, they heard a timeout that blamed the workers, and the outcome later.
+            book.unrecorded.insert(id)
             actions.append(
                 .log(
                     .warning, "journal: a job's outcome was not recorded; trying again",
                     ["job": "\(id)", "error": "\(error)"]))
+            for waiter in book.takeWaiters(of: id) {
+                answer(waiter, .journalUnavailable, "\(Self.unrecordedOutcome(id)): \(error)", into: &actions)
+            }
             return
         }
         book.release(id)
@@ -1141,6 +1151,11 @@ struct JobScheduler: Sendable {
 
     // MARK: Shutdown
 
+    /// What a caller hears of a job whose outcome is decided but not on disk.
+    static func unrecordedOutcome(_ id: JobID) -> String {
+        "job \(id) has ended, but the journal could not record its outcome; the broker writes it again every maintenance interval, and nothing runs the job meanwhile (a broker stopped before then runs it again). Ask again once the journal works (a full disk: free space)"
+    }
+
     /// The broker is stopping: every caller it still owes an answer hears so, once (a lookup
     /// or listing whose journal read is in flight too: its late answer is dropped), and later
     /// job requests are answered so. A submit whose write is in flight may still be recorded;
@@ -1150,6 +1165,13 @@ struct JobScheduler: Sendable {
     /// broker) instead of waiting out its attempt's timeout.
     mutating func shutdown(_ message: String, into actions: inout [Action]) {
         stopping = true
+        if !book.unrecorded.isEmpty {
+            actions.append(
+                .log(
+                    .warning,
+                    "stopping with outcomes the journal did not record: those jobs run again when the broker starts",
+                    ["jobs": "\(book.unrecorded.count)"]))
+        }
         // The starts prepared ahead never reach a worker now: taken back, on disk too (the
         // journal commits what is queued before it closes), so that the broker that starts next
         // counts only attempts that ran, as after a pause. A crash still counts them.

@@ -65,12 +65,17 @@ struct BrokerHostileInputTests {
             #expect(answer.map(\.status) == [.internalError], "\(status)")
             let said = RemoteErrorBody(decoding: answer.first?.body ?? [])
             #expect(said.type == BrokerStateMachine.invalidWorkerStatusType)
-            #expect(said.message.contains("status \(status.rawValue) (\(status))") && said.message.contains("from the worker"))
+            #expect(
+                said.message.contains("status \(status.rawValue) (\(status))")
+                    && said.message.contains("from the worker"))
         }
         // What a worker may send goes through as it came.
         let id = RequestID(high: 8, low: 1)
         _ = broker.request(client, id)
-        #expect(replies(broker.reply(worker, client: client, id, status: .handlerError), to: id).map(\.status) == [.handlerError])
+        #expect(
+            replies(broker.reply(worker, client: client, id, status: .handlerError), to: id).map(\.status) == [
+                .handlerError
+            ])
     }
 
     /// A status this edition does not know is a failure (docs/protocol.md: statuses are only
@@ -85,8 +90,10 @@ struct BrokerHostileInputTests {
         _ = broker.request(client, second)
         for packed in [false, true] {
             let id = packed ? second : first
-            var frames = WorkerToBroker.reply(tag: broker.tag(id, at: worker), TaskReply(requestID: id, status: .ok, body: [1]))
-                .encode()
+            var frames = WorkerToBroker.reply(
+                tag: broker.tag(id, at: worker), TaskReply(requestID: id, status: .ok, body: [1])
+            )
+            .encode()
             if packed {
                 frames = WorkerToBroker.packedReply(
                     tag: broker.tag(id, at: worker), TaskReply(requestID: id, status: .ok, body: [1])

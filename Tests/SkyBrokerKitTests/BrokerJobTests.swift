@@ -1,6 +1,7 @@
 import Foundation
 import SkyJSON
 import SkyJournal
+import Synchronization
 import Testing
 
 @testable import SkyBrokerKit
@@ -29,6 +30,16 @@ import Testing
                 false
             }
         }, "\(later)")
+}
+
+/// A wall clock a test moves by hand (milliseconds since 1970).
+final class WallClock: Sendable {
+    private let value: Mutex<Int64>
+    init(_ start: Int64) { value = Mutex(start) }
+    var now: Int64 {
+        get { value.withLock { $0 } }
+        set { value.withLock { $0 = newValue } }
+    }
 }
 
 extension BrokerHarness {
@@ -304,6 +315,61 @@ struct BrokerJobTests {
         #expect(details.state == "running" && details.worker == "w-\(worker1)" && details.attempt == 1)
         #expect(details.startedAt == 1_700_000_000_000 && details.concurrencyKey == "customer-42")
         #expect(details.service == "sky.scan" && details.endedAt == nil && details.retriedAs == nil)
+    }
+
+    /// An outcome the journal could not record (a full disk) is told to nobody: the job shows
+    /// as running, its waiters and later callers hear `journalUnavailable` at once (a cancel
+    /// waited 30 s and heard a timeout that blamed the workers, and a listing showed the job
+    /// ended, which it then was not after a restart), and the write tried again carries the
+    /// time the job ended, not the time of the retry.
+    @Test func anOutcomeTheJournalCouldNotRecordIsToldToNobodyAndItsCallersHearWhy() throws {
+        let wall = WallClock(1_700_000_000_000)
+        var broker = BrokerHarness.withJournal { $0.wallClock = { wall.now } }
+        let (id, _) = broker.submit(client, RequestID(high: 1, low: 1))
+        let started = broker.commit(broker.ready(worker1))
+        #expect(dispatched(started).map(\.1) == [id.requestID])
+        let wait = RequestID(high: 2, low: 1)
+        #expect(broker.ask(client, wait, BrokerService.jobWait, id).isEmpty)
+        let replied = broker.reply(worker1, client: client, id.requestID)
+        #expect(journalWrites(replied) == [.finished(id)])
+        let full = JournalError.cannotConnect(store: "/var/lib/sky/jobs.sqlite", reason: "the disk is full")
+        wall.now += 5_000
+        let failed = broker.commit(replied, failing: full)
+        let waited = try #require(replies(failed, to: wait).first)
+        #expect(waited.status == .journalUnavailable)
+        #expect(RemoteErrorBody(decoding: waited.body).message.contains("could not record its outcome"))
+        // Asked again: at once, without a flush that would wait.
+        let status = RequestID(high: 2, low: 2)
+        let asked = broker.ask(client, status, BrokerService.jobStatus, id)
+        #expect(replies(asked, to: status).map(\.status) == [.journalUnavailable])
+        #expect(journalFlushes(asked) == 0)
+        // Its details show it as it was: running.
+        var record = JobRecord(
+            id: id.bytes, service: "sky.scan", body: [7], state: .running, expiresAt: 0,
+            options: JobSubmission(service: "sky.scan", body: [7]).encode())
+        record.attempt = 1
+        let describe = RequestID(high: 2, low: 3)
+        _ = broker.request(client, describe, service: BrokerService.jobDescribe, body: id.bytes)
+        #expect(try broker.described(id, record, to: client, describe).state == "running")
+        // Written again at the next maintenance, with the time it ended.
+        wall.now += 60_000
+        let retried = broker.advance(.seconds(2))
+        let ended = retried.compactMap { action -> Int64? in
+            switch action {
+            case .journal(.write(let changes, .finished(id))),
+                .journal(.writeWithNextCommit(let changes, .finished(id))):
+                for case .finished(_, _, _, _, _, let endedAt, _) in changes { return endedAt }
+                return nil
+            default:
+                return nil
+            }
+        }
+        #expect(ended == [1_700_000_000_000], "\(effects(retried))")
+        let after = RequestID(high: 2, low: 4)
+        #expect(
+            replies(broker.ask(client, after, BrokerService.jobWait, id), to: after).isEmpty,
+            "the write is in flight: it waits")
+        #expect(reports(broker.commit(retried), to: after).map(\.state) == [.succeeded])
     }
 
     /// An outcome nobody waits for rides the journal's next commit (one fsync less per job at
@@ -592,11 +658,13 @@ struct BrokerJobTests {
         _ = broker.ask(client, wait, BrokerService.jobWait, id)
         let replied = broker.reply(worker1, client: client, id.requestID)
         let failed = broker.commit(replied, failing: .failed(path: "j", operation: "write", reason: "I/O"))
-        #expect(reports(failed, to: wait).isEmpty)
-        // The next maintenance writes it again.
+        #expect(replies(failed, to: wait).map(\.status) == [.journalUnavailable], "told at once, not kept waiting")
+        // The next maintenance writes it again; a wait then hears once it is written.
         let retried = broker.advance(.seconds(2))
         #expect(journalWrites(retried) == [.finished(id)])
-        #expect(reports(broker.commit(retried), to: wait).map(\.state) == [.succeeded])
+        let again = RequestID(high: 2, low: 2)
+        #expect(replies(broker.ask(client, again, BrokerService.jobWait, id), to: again).isEmpty)
+        #expect(reports(broker.commit(retried), to: again).map(\.state) == [.succeeded])
     }
 
     /// Per-job events are built only for a topic someone subscribed to; their numbers are
