@@ -18,9 +18,9 @@ public struct JobOptions: Sendable, Equatable {
     /// Attempts, backoff between them, and which failures are tried again; applied by the
     /// broker. ``RetryPolicy/jitter`` is not used (the broker spaces retries by itself).
     public var retry: RetryPolicy
-    /// How long the outcome is kept after the job ended (24 hours by default).
+    /// How long the outcome is kept after the job ended (24 hours by default; a second at least).
     public var retention: Duration
-    /// How long one attempt may run; `nil` for no limit. A timed-out attempt is cancelled on
+    /// How long one attempt may run (more than zero); `nil` for no limit. A timed-out attempt is cancelled on
     /// its worker and counts as a `timeout` failure for ``retry``.
     public var timeout: Duration?
     /// How long `submit` waits for the broker to confirm that the job is recorded before it
@@ -86,6 +86,27 @@ public struct JobOptions: Sendable, Equatable {
     /// default) and the trip back.
     public static let defaultConfirmWithin: Duration = .milliseconds(850)
 
+    /// Times that mean nothing are refused, as ``ScanOptions``' are: they were clamped (a
+    /// timeout of zero ran each attempt for 1 ms, a retention of zero forgot the outcome as it
+    /// was written).
+    private func checkTimes() throws(SkyError) {
+        if let timeout, timeout <= .zero {
+            throw .invalidTask("JobOptions.timeout is \(timeout): give each attempt a positive time, or nil for none")
+        }
+        if retention < .seconds(1) {
+            throw .invalidTask(
+                "JobOptions.retention is \(retention): keep the outcome at least a second, so that callers can read it")
+        }
+        if let delay, delay < .zero {
+            throw .invalidTask("JobOptions.delay is \(delay): give a time from now (zero or more), or nil to start at once")
+        }
+        if let confirmWithin, confirmWithin <= .zero {
+            throw .invalidTask(
+                "JobOptions.confirmWithin is \(confirmWithin): give a positive time, or nil to wait as long as the broker does"
+            )
+        }
+    }
+
     /// The submission the broker reads; it carries ``confirmWithin`` if `confirming` (the
     /// broker reads version 2 of the submission).
     func submission(
@@ -97,6 +118,7 @@ public struct JobOptions: Sendable, Equatable {
                 "\(unique == nil ? "an idempotency key" : "a unique job's key") must be 1...\(most) bytes; this one has \(key.utf8.count)"
             )
         }
+        try checkTimes()
         var submission = JobSubmission(service: service, body: body)
         submission.priority = priority.rawValue
         // Clamped to what an Int64 of milliseconds holds: a date of year 300,000,000 means "never".

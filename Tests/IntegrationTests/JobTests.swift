@@ -482,7 +482,7 @@ extension IntegrationSuite {
             _ = try await cluster.startWorker(name: "w1")
             let sky = try await SkyClient(broker: cluster.clients)
             let brief = try await sky.submit(
-                EchoTask(message: "brief"), options: JobOptions(retention: .milliseconds(300)))
+                EchoTask(message: "brief"), options: JobOptions(retention: .seconds(1)))
             let kept = try await sky.submit(EchoTask(message: "kept"))
             #expect(try await brief.value.message == "brief")
             #expect(try await kept.value.message == "kept")

@@ -20,6 +20,32 @@ struct JobOptionsTests {
         #expect(Duration.seconds(Int64.min).wholeMilliseconds == Int64.min)
     }
 
+    /// Times that mean nothing are refused, with what to give instead: they were clamped (a
+    /// timeout of zero ran each attempt for 1 ms, a retention of zero forgot the outcome as it
+    /// was written, a confirm-within of zero reported a journal that worked as failing).
+    @Test func timesThatMeanNothingAreRefused() {
+        let cases: [(JobOptions, String)] = [
+            (JobOptions(timeout: .zero), "JobOptions.timeout"),
+            (JobOptions(timeout: .seconds(-3)), "JobOptions.timeout"),
+            (JobOptions(retention: .zero), "JobOptions.retention"),
+            (JobOptions(retention: .milliseconds(999)), "JobOptions.retention"),
+            (JobOptions(delay: .seconds(-1)), "JobOptions.delay"),
+            (JobOptions(confirmWithin: .zero), "JobOptions.confirmWithin"),
+        ]
+        for (options, named) in cases {
+            #expect {
+                _ = try options.submission(service: "sky.echo", body: [1], key: "k")
+            } throws: { error in
+                guard case SkyError.invalidTask(let text) = error else { return false }
+                return text.contains(named) && (text.contains("positive") || text.contains("at least") || text.contains("zero or more"))
+            }
+        }
+        #expect(throws: Never.self) {
+            _ = try JobOptions(delay: .zero, retention: .seconds(1), timeout: .milliseconds(1), confirmWithin: nil)
+                .submission(service: "sky.echo", body: [1], key: "k")
+        }
+    }
+
     /// Durations beyond `Int64.max` seconds (an instant plus `.seconds(Int64.max)`, measured from
     /// an earlier one) saturate: reading their `components` trapped.
     @Test func durationsBeyondInt64SecondsSaturate() {
