@@ -50,9 +50,13 @@ struct SkyWorkerCommand: AsyncParsableCommand {
         }
     }
 
-    /// The workloads `--workloads` names, trimmed, without empty entries.
+    /// The workloads `--workloads` names, trimmed, without empty entries, each once (a name
+    /// given twice would register its service twice, which a worker refuses).
     private var workloadNames: [String] {
-        workloads.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+        var seen: Set<String> = []
+        return workloads.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter {
+            !$0.isEmpty && seen.insert($0).inserted
+        }
     }
 
     func run() async throws {

@@ -98,7 +98,8 @@ public struct JobOptions: Sendable, Equatable {
                 "JobOptions.retention is \(retention): keep the outcome at least a second, so that callers can read it")
         }
         if let delay, delay < .zero {
-            throw .invalidTask("JobOptions.delay is \(delay): give a time from now (zero or more), or nil to start at once")
+            throw .invalidTask(
+                "JobOptions.delay is \(delay): give a time from now (zero or more), or nil to start at once")
         }
         if let confirmWithin, confirmWithin <= .zero {
             throw .invalidTask(

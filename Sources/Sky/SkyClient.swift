@@ -75,11 +75,14 @@ public actor SkyClient {
     /// lost, soon when nothing listens there (a standby binds nothing), and after
     /// ``Configuration/connectTimeout`` when one completes no handshake. Calls in flight are sent
     /// again on the next connection. Connects on first use.
-    /// - Throws: ``SkyError/brokerUnreachable(_:)`` if the list is empty,
-    ///   ``SkyError/wrongEndpoint(_:)`` for a string that is not a ZeroMQ endpoint (such as
-    ///   `localhost:5555`, which libzmq would refuse with only "Invalid argument").
+    /// - Throws: ``SkyError/wrongEndpoint(_:)`` if the list is empty, or for a string that is
+    ///   not a ZeroMQ endpoint (such as `localhost:5555`, which libzmq would refuse with only
+    ///   "Invalid argument"): a mistake in the caller's code, not a broker out of reach.
     public init(brokers: [String], configuration: Configuration = Configuration()) async throws {
-        guard !brokers.isEmpty else { throw SkyError.brokerUnreachable("no broker endpoint was given") }
+        guard !brokers.isEmpty else {
+            throw SkyError.wrongEndpoint(
+                "no broker endpoint was given: SkyClient(brokers:) takes one or more, like tcp://127.0.0.1:5555")
+        }
         for endpoint in brokers + (configuration.eventsList ?? []) {
             if let problem = ZMQEndpoint.problem(endpoint, binding: false) {
                 throw SkyError.wrongEndpoint(ZMQEndpoint.advice(endpoint, problem: problem))

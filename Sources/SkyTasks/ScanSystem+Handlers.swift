@@ -6,6 +6,8 @@ extension ScanSystem {
     public struct Handlers: Sendable {
         let workerName: String
         let table: [String: Handler]
+        /// Services registered more than once, the last handler kept (a worker refuses them).
+        package var registeredTwice: [String] = []
         /// The logger a handler's ``TaskContext`` carries: the worker's; `nil` in the client's
         /// local fallback.
         package var logger: Logger? = nil

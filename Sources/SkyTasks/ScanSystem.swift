@@ -30,6 +30,9 @@ public actor ScanSystem {
     public nonisolated let capacity: Int
 
     private var handlers: [String: Handler] = [:]
+    /// Services registered more than once: the last handler would silently replace the
+    /// earlier one, so a worker refuses to start with them (``Handlers/registeredTwice``).
+    private var registeredTwice: [String] = []
     private var running = 0
     private var waiters: Deque<CheckedContinuation<Void, Never>> = []
 
@@ -63,9 +66,11 @@ public actor ScanSystem {
     public func register<T: SkyTask>(
         _ task: T.Type, coder: some TaskCoder = .json, handler: @escaping @Sendable (T) async throws -> T.Result
     ) {
-        handlers[T.service] = .plain { body in
-            try coder.encode(try await handler(try Self.decode(T.self, from: body, coder: coder)))
-        }
+        put(
+            T.service,
+            .plain { body in
+                try coder.encode(try await handler(try Self.decode(T.self, from: body, coder: coder)))
+            })
     }
 
     /// Registers a typed handler for `T.service` that also takes its task's ``TaskContext``
@@ -78,9 +83,11 @@ public actor ScanSystem {
         _ task: T.Type, coder: some TaskCoder = .json,
         handler: @escaping @Sendable (T, TaskContext) async throws -> T.Result
     ) {
-        handlers[T.service] = .contextual { body, context in
-            try coder.encode(try await handler(try Self.decode(T.self, from: body, coder: coder), context))
-        }
+        put(
+            T.service,
+            .contextual { body, context in
+                try coder.encode(try await handler(try Self.decode(T.self, from: body, coder: coder), context))
+            })
     }
 
     /// Registers a synchronous typed handler that never blocks and computes briefly (a lookup in
@@ -98,21 +105,29 @@ public actor ScanSystem {
     public func registerInline<T: SkyTask>(
         _ task: T.Type, coder: some TaskCoder = .json, handler: @escaping @Sendable (T) throws -> T.Result
     ) {
-        handlers[T.service] = .inline { body in
-            try coder.encode(try handler(try Self.decode(T.self, from: body, coder: coder)))
-        }
+        put(
+            T.service,
+            .inline { body in
+                try coder.encode(try handler(try Self.decode(T.self, from: body, coder: coder)))
+            })
     }
 
     /// ``registerInline(_:coder:handler:)`` for a handler that sees the encoded payload.
     public func registerRawInline(service: String, handler: @escaping InlineRawHandler) {
-        handlers[service] = .inline(handler)
+        put(service, .inline(handler))
     }
 
     /// Registers a handler that sees the encoded payload. A name of its own, not an overload of
     /// ``register(_:coder:handler:)``: with both named `register`, a mistake inside a typed
     /// handler was reported against this one ("missing argument label 'service:'").
     public func registerRaw(service: String, handler: @escaping RawHandler) {
-        handlers[service] = .plain(handler)
+        put(service, .plain(handler))
+    }
+
+    private func put(_ service: String, _ handler: Handler) {
+        if handlers.updateValue(handler, forKey: service) != nil, !registeredTwice.contains(service) {
+            registeredTwice.append(service)
+        }
     }
 
     /// A task's payload decoded, or ``InvalidPayload``.
@@ -126,7 +141,9 @@ public actor ScanSystem {
 
     /// The handlers as registered now. A worker takes them once when it starts and calls them
     /// without passing through the actor: the broker's credits bound how many run at once.
-    public var handlerTable: Handlers { Handlers(workerName: name, table: handlers) }
+    public var handlerTable: Handlers {
+        Handlers(workerName: name, table: handlers, registeredTwice: registeredTwice)
+    }
 
     /// Runs one task locally, at most ``capacity`` at once (the client's local fallback), and
     /// turns every outcome into a reply, as ``Handlers/execute(_:)`` does.

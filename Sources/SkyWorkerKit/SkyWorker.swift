@@ -102,6 +102,14 @@ public final class SkyWorker: Service, Sendable {
         let problems =
             [WireFormat.nameProblem(system.name, what: "worker name")]
             + table.services.map { WireFormat.nameProblem($0, what: "service name") }
+            + table.services.map { service in
+                service.hasPrefix(BrokerService.prefix)
+                    ? "the service name \(service) starts with \(BrokerService.prefix), which names the broker's own services; give it another name"
+                    : nil
+            }
+            + table.registeredTwice.map { service in
+                "the service \(service) is registered twice on the ScanSystem (the last handler would replace the first): register each service once"
+            }
         if let problem = problems.lazy.compactMap({ $0 }).first {
             throw WorkerSetupError.invalidName(problem)
         }

@@ -52,6 +52,7 @@ public enum ZMQEndpoint {
     /// The one-line advice for an endpoint with `problem`.
     public static func advice(_ value: String, problem: String, binding: Bool = false) -> String {
         let example = binding ? "tcp://127.0.0.1:5555 or tcp://*:5555" : "tcp://127.0.0.1:5555"
-        return "\(value) is not a ZeroMQ endpoint (\(problem)); write it like \(example)"
+        let shown = value.isEmpty ? "an empty string" : value
+        return "\(shown) is not a ZeroMQ endpoint (\(problem)); write it like \(example)"
     }
 }

@@ -14,6 +14,17 @@ struct ClientEndpointTests {
         #expect("\(String(describing: error))".contains("write it like tcp://127.0.0.1:5555"))
     }
 
+    /// No endpoint, or an empty one, is the caller's mistake: `wrongEndpoint`, which is not
+    /// retried, where `brokerUnreachable` (retried by default) blamed the network.
+    @Test func noEndpointOrAnEmptyOneIsTheCallersMistake() async {
+        let none = await #expect(throws: SkyError.self) { _ = try await SkyClient(brokers: []) }
+        #expect(none?.code == .wrongEndpoint)
+        #expect("\(String(describing: none))".contains("no broker endpoint was given"))
+        let empty = await #expect(throws: SkyError.self) { _ = try await SkyClient(broker: "") }
+        #expect(empty?.code == .wrongEndpoint)
+        #expect("\(String(describing: empty))".contains("an empty string is not a ZeroMQ endpoint"))
+    }
+
     /// A timeout of zero or less: each attempt timed out at once and was retried, three
     /// requests sent for nothing, and the error blamed the reply.
     @Test(arguments: [Duration.zero, .seconds(-1)])

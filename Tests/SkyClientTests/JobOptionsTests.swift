@@ -37,7 +37,8 @@ struct JobOptionsTests {
                 _ = try options.submission(service: "sky.echo", body: [1], key: "k")
             } throws: { error in
                 guard case SkyError.invalidTask(let text) = error else { return false }
-                return text.contains(named) && (text.contains("positive") || text.contains("at least") || text.contains("zero or more"))
+                return text.contains(named)
+                    && (text.contains("positive") || text.contains("at least") || text.contains("zero or more"))
             }
         }
         #expect(throws: Never.self) {

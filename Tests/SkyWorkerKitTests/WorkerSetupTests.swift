@@ -41,4 +41,22 @@ struct WorkerSetupTests {
         let text = error.map(String.init(describing:)) ?? ""
         #expect(text.contains(message) && text.hasSuffix("choose another name"), "\(text)")
     }
+
+    /// A service registered twice (the last handler silently replaced the first) and a name
+    /// of the broker's own (`mmi.`, refused by the broker after the worker said it was ready)
+    /// stop the worker before it connects, naming the service.
+    @Test(.timeLimit(.minutes(1)))
+    func aServiceRegisteredTwiceOrNamedLikeTheBrokersStopsTheWorker() async {
+        let twice = ScanSystem(name: "w", capacity: 1)
+        await twice.registerRaw(service: "images.resize") { body in body }
+        await twice.registerRaw(service: "images.resize") { _ in [] }
+        let owned = ScanSystem(name: "w", capacity: 1)
+        await owned.registerRaw(service: "mmi.mine") { body in body }
+        for (system, said) in [(twice, "images.resize is registered twice"), (owned, "mmi.mine starts with mmi.")] {
+            let worker = SkyWorker(
+                configuration: .init(broker: "tcp://127.0.0.1:1"), system: system, logger: Logger(label: "w"))
+            let error = await #expect(throws: WorkerSetupError.self) { try await worker.run() }
+            #expect(error.map(String.init(describing:))?.contains(said) == true, "\(String(describing: error))")
+        }
+    }
 }
