@@ -124,38 +124,41 @@ public enum SkyError: Error, Sendable, Equatable, CustomStringConvertible {
 
     public var description: String {
         switch self {
-        case .timeout(let message): "the task timed out: \(message). Raise the timeout or add workers."
-        case .overloaded(let message): "the broker is overloaded: \(message). Retry later or add workers."
+        case .timeout(let message):
+            "the task timed out: \(Self.clause(message)). Raise the timeout if the task needs longer, or add workers if it waited for one."
+        case .overloaded(let message): "the broker is overloaded: \(Self.clause(message)). Retry later or add workers."
         case .noWorkers(let service):
             "no connected worker serves \(service), and none joined in time (within the broker's no-workers grace, or before the call's deadline if that came first). Start a worker that serves \(service), or check the service name."
         case .workerLost(let message):
             // The broker's message says whose and how often ("the workers running it were lost 3 times").
-            "workerLost: \(message). Check the workers' logs: the task may crash them, or block their I/O thread past the broker's liveness window (an inline handler that runs too long)."
+            "workerLost: \(Self.clause(message)). Check the workers' logs: the task may crash them, or block their I/O thread past the broker's liveness window (an inline handler that runs too long)."
         case .remote(let type, let message):
-            "the task's handler failed with \(type): \(message). Fix the handler or the task; retrying will not help."
+            "the task's handler failed with \(type): \(Self.clause(message)). Fix the handler or the task; retry only a failure that passes (RetryPolicy.retryingHandlerErrors())."
         case .unauthorized(let message):
-            "the broker did not admit this client: \(message). Check the client's keys, the broker's allow-list and the endpoint."
-        case .cancelled(let message): "the task was cancelled: \(message)."
+            "the broker did not admit this client: \(Self.clause(message)). Check the client's keys, the broker's allow-list and the endpoint."
+        case .cancelled(let message): "the task was cancelled: \(Self.clause(message))."
         case .brokerUnreachable(let message):
-            "the broker is unreachable: \(message). Check that skybroker runs and that its clients endpoint is right."
+            "the broker is unreachable: \(Self.clause(message)). Check that skybroker runs and that its clients endpoint is right."
         case .unknownService(let message):
-            "\(message). Start a worker that serves this service, or check the service name."
+            "\(Self.clause(message)). Check the service name, or start a worker that serves it."
         case .invalidPayload(let message):
-            "\(message). Client and worker disagree on the task type; deploy matching versions."
+            "\(Self.clause(message)). Check the payload against the task type (a client and a worker built from different versions of it disagree)."
         case .internalError(let message):
-            "internal error in the broker or worker: \(message). Report it with the logs of both."
+            "internal error in the broker or worker: \(Self.clause(message)). Report it with the logs of both."
         case .invalidResult(let message):
-            "the result could not be decoded: \(message). Client and worker disagree on the result type."
+            "the result could not be decoded: \(Self.clause(message)). Client and worker disagree on the result type."
         case .invalidTask(let message):
-            "refused: \(message). Change the task or the arguments; retrying will not help."
+            "refused: \(Self.clause(message)). Change the task or the arguments; retrying will not help."
         case .clientClosed: "the client was closed; create a new SkyClient."
         case .wrongEndpoint(let message):
-            "the client is pointed at the wrong endpoint: \(message)."
+            "the client is pointed at the wrong endpoint: \(Self.clause(message))."
+        case .journalUnavailable(let message) where message.contains("keeps no journal"):
+            "the broker takes no jobs: \(Self.clause(message))."
         case .journalUnavailable(let message):
-            "the broker's journal of jobs cannot be used: \(message.hasSuffix(".") ? String(message.dropLast()) : message). Submits and job lookups fail until it is back (scan is not affected); to submit again without a second job, use the same idempotency key."
-        case .jobNotFound(let message): "\(message)."
+            "the broker's journal of jobs cannot be used: \(Self.clause(message)). Submits and job lookups fail until it is back (scan is not affected); to submit again without a second job, use the same idempotency key."
+        case .jobNotFound(let message): "\(Self.clause(message))."
         case .rateLimited(let message, _):
-            "the call was refused at once, its service's rate limit being reached: \(message)."
+            "the call was refused at once, its service's rate limit being reached: \(Self.clause(message))."
         case .keptAsJob(let id):
             "the call was left before its result and the broker kept it as job \(id); read its outcome with SkyClient.result(of:as:) or `skyctl jobs show \(id) --result`."
         case .requestTooLarge(let bytes, let limit):
@@ -165,6 +168,12 @@ public enum SkyError: Error, Sendable, Equatable, CustomStringConvertible {
 }
 
 extension SkyError {
+    /// A message to be followed by advice: without its own closing period (a decoding error's
+    /// text ends with one, and "container.. Check" followed).
+    static func clause(_ message: String) -> String {
+        message.hasSuffix(".") ? String(message.dropLast()) : message
+    }
+
     /// ``jobNotFound(_:)`` for `id`, in the one wording every caller uses.
     public static func jobNotFound(_ id: JobID) -> SkyError {
         .jobNotFound("the broker knows no job \(id): never submitted there, or kept past its retention")

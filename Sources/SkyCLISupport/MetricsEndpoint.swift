@@ -40,7 +40,8 @@ public struct MetricsOptions: ParsableArguments {
         do {
             return try await MetricsEndpoint.start(host: host, port: port)
         } catch {
-            ProcessSetup.fail(program, "cannot serve metrics at \(metrics): \(error); pick another --metrics")
+            ProcessSetup.fail(
+                program, "cannot serve metrics at \(metrics): \(ListenFailure.text(error)); pick another --metrics")
         }
     }
 }
@@ -105,4 +106,16 @@ extension HTTPServer {
 
 struct EndpointError: Error, CustomStringConvertible {
     var description: String
+}
+
+/// An HTTP listener's failure to start, in one phrase: FlyingFox's error printed as a Swift enum
+/// (`failed(type: "Bind", errno: 98, message: "Address already in use")`).
+public enum ListenFailure {
+    public static func text(_ error: any Error) -> String {
+        guard case SocketError.failed(let call, let code, let message) = error else { return "\(error)" }
+        if code == EADDRINUSE { return "the port is in use (another process listens there)" }
+        if code == EACCES { return "\(message.lowercased()) (a port below 1024 needs privileges)" }
+        if code == EADDRNOTAVAIL { return "no interface of this machine has that address" }
+        return "\(call.lowercased()) failed: \(message.lowercased())"
+    }
 }

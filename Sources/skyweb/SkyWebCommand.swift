@@ -113,7 +113,9 @@ struct SkyWebCommand: AsyncParsableCommand {
             )
             .start(host: host, port: port).port
         } catch {
-            ProcessSetup.fail("skyweb", "cannot serve the dashboard at \(listen): \(error); pick another --listen")
+            ProcessSetup.fail(
+                "skyweb", "cannot serve the dashboard at \(listen): \(ListenFailure.text(error)); pick another --listen"
+            )
         }
         ProcessSetup.readyLine("skyweb ready url=http://\(host):\(bound)/ broker=\(broker)")
         let signals = await UnixSignalsSequence(trapping: .sigterm, .sigint)

@@ -1,0 +1,35 @@
+import Testing
+
+@testable import Sky
+
+/// What an error says is what a newcomer acts on: advice that fits the cause, one sentence
+/// end each.
+@Suite("SkyError: what each says")
+struct SkyErrorTextTests {
+    /// A decoding error's text ends with a period of its own: it was followed by a second one.
+    @Test func aMessageEndingInAPeriodGetsNoSecond() {
+        let text = SkyError.invalidPayload(
+            "the payload is not a valid sky.scan task: Key 'size' not found in container."
+        )
+        .description
+        #expect(!text.contains(".."), "\(text)")
+        #expect(text.contains("Check the payload against the task type"), "\(text)")
+    }
+
+    /// A broker without a journal takes no jobs, ever: advice about its journal coming back and
+    /// about idempotency keys misled.
+    @Test func aBrokerWithoutAJournalIsNotAJournalThatFailed() {
+        let text = SkyError.journalUnavailable(
+            "this broker keeps no journal, so it takes no jobs: start skybroker with --state-dir (scan works without one)"
+        ).description
+        #expect(text.hasPrefix("the broker takes no jobs: this broker keeps no journal"), "\(text)")
+        #expect(!text.contains("until it is back") && !text.contains("idempotency"), "\(text)")
+    }
+
+    /// A handler's failure may pass (a service down for a moment): the advice names the retry
+    /// policy that retries them, instead of saying retrying never helps.
+    @Test func aHandlersFailureNamesTheRetryThatTakesIt() {
+        let text = SkyError.remote(type: "MyApp.Unavailable", message: "the mail server is down").description
+        #expect(text.contains("RetryPolicy.retryingHandlerErrors()") && !text.contains("will not help"), "\(text)")
+    }
+}
