@@ -152,9 +152,15 @@ extension BrokerStateMachine {
             ended =
                 "none joined before the request's deadline (\(task.request.header.timeoutMilliseconds) ms after it arrived, before the no-workers grace was over)"
         }
+        // A task that ran on a worker that was lost says so: "check the service name" alone
+        // misled a caller whose only worker died under its task.
+        let lost =
+            task.deliveries > 0
+            ? "; it had been running on a worker that was lost (\(task.deliveries) time\(task.deliveries == 1 ? "" : "s")): see that worker's log"
+            : ""
         fail(
             task, .noWorkers,
-            "no connected worker serves \(service), and \(ended); start a worker that serves it, or check the service name",
+            "no connected worker serves \(service), and \(ended)\(lost); start a worker that serves it, or check the service name",
             into: &actions)
     }
 

@@ -54,6 +54,19 @@ struct BrokerLivenessTests {
         #expect(broker.machine.workerCount == 0)
     }
 
+    /// A call whose only worker died under its task, and that nobody else serves, hears
+    /// `noWorkers` saying so: "check the service name" alone misled its caller.
+    @Test func aCallWhoseOnlyWorkerDiedUnderItSaysSo() throws {
+        var broker = BrokerHarness()
+        _ = broker.ready(worker1)
+        _ = broker.request(client, id, timeout: .seconds(30))
+        _ = broker.worker(worker1, .disconnect)
+        let answered = try #require(replies(broker.advance(.seconds(5)), to: id).first)
+        #expect(answered.status == .noWorkers)
+        let said = RemoteErrorBody(decoding: answered.body).message
+        #expect(said.contains("it had been running on a worker that was lost (1 time)"), "\(said)")
+    }
+
     @Test func theBrokerHeartbeatsEveryWorkerEachInterval() {
         var broker = BrokerHarness()
         _ = broker.ready(worker1)
