@@ -60,3 +60,20 @@ extension SkyClient {
         try await shell.waitForConnection()
     }
 }
+
+extension SkyClient {
+    /// Asks the broker once whether this client reaches it as a client: a mistake in the
+    /// endpoint (another port of the broker's) or in the keys, which retrying cannot fix, comes
+    /// back; anything else (a broker down or restarting) is `nil`. For the watchers (skywatch,
+    /// skyweb), whose events subscription alone waited forever on a wrong port.
+    package func endpointMistake() async -> SkyError? {
+        do {
+            _ = try await clusterSnapshot()
+            return nil
+        } catch let error as SkyError where [.unauthorized, .wrongEndpoint].contains(error.code) {
+            return error
+        } catch {
+            return nil
+        }
+    }
+}

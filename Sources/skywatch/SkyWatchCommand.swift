@@ -80,6 +80,15 @@ struct SkyWatchCommand: AsyncParsableCommand {
                 while (try? await Task.sleep(for: .seconds(1))) != nil { await display.checkBroker() }
                 return 0
             }
+            group.addTask {
+                // Pointed at another port of the broker's (or refused): said, and exit 1.
+                if let mistake = await client.endpointMistake() {
+                    await display.problem("\(mistake)")
+                    return 1
+                }
+                while (try? await Task.sleep(for: .seconds(3600))) != nil {}
+                return 0
+            }
             if waitWorkers != nil {
                 let limit = timeout
                 group.addTask {

@@ -125,6 +125,11 @@ struct SkyWebCommand: AsyncParsableCommand {
                 for await _ in signals { return }
             }
             group.addTask {
+                // Pointed at another port of the broker's (or refused): said, and exit 1.
+                if let mistake = await client.endpointMistake() { ProcessSetup.fail("skyweb", "\(mistake)") }
+                while (try? await Task.sleep(for: .seconds(3600))) != nil {}
+            }
+            group.addTask {
                 while (try? await Task.sleep(for: .seconds(1))) != nil { await dashboard.checkBroker() }
             }
             _ = await group.next()

@@ -601,6 +601,14 @@ extension IntegrationSuite {
                 SkyProcess("skywatch", ["--broker", cluster.clients, "--events", cluster.workers, "--json"]))
             #expect(try await watch.waitForExit(timeout: .seconds(10)) == 1)
             #expect(watch.errorText.contains("it is not the broker's events endpoint"), "\(watch.errorText)")
+            // The workers port given as the broker: the watchers said "giving up", then "still
+            // trying", and ran on half-working (skyweb served a page of nothing).
+            for program in ["skywatch", "skyweb"] {
+                let extra = program == "skyweb" ? ["--listen", "127.0.0.1:0"] : ["--json"]
+                let wrong = try cluster.track(SkyProcess(program, ["--broker", cluster.workers] + extra))
+                #expect(try await wrong.waitForExit(timeout: .seconds(10)) == 1, "\(program)")
+                #expect(wrong.errorText.contains("wrong endpoint"), "\(program): \(wrong.errorText)")
+            }
             // The worker used to retry forever saying only that the broker was silent.
             let deaf = try cluster.track(SkyProcess("skyworker", ["--broker", cluster.events, "--name", "deaf"]))
             let deafStarted = ContinuousClock.now
