@@ -39,28 +39,34 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(help: "Endpoint for event subscribers (PUB).")
     var events = BrokerConfiguration.defaultEventsEndpoint
 
-    @Option(help: "Largest frame a peer may send, in bytes; larger ones disconnect the peer.")
+    @Option(parsing: .unconditional, help: "Largest frame a peer may send, in bytes; larger ones disconnect the peer.")
     var maxFrameSize: Int64 = Self.defaults.maxFrameSize
 
-    @Option(help: "Seconds between heartbeats with workers.")
+    @Option(parsing: .unconditional, help: "Seconds between heartbeats with workers.")
     var heartbeatInterval: Double = Self.defaults.routing.heartbeatInterval.inSeconds
 
-    @Option(help: "Missed heartbeat intervals before a worker is declared dead.")
+    @Option(parsing: .unconditional, help: "Missed heartbeat intervals before a worker is declared dead.")
     var liveness = Self.defaults.routing.liveness
 
-    @Option(help: "Deliveries of one request before it fails with workerLost.")
+    @Option(parsing: .unconditional, help: "Deliveries of one request before it fails with workerLost.")
     var maxDeliveries = Self.defaults.routing.maxDeliveries
 
-    @Option(help: "Requests that may wait for a worker; more are refused as overloaded.")
+    @Option(parsing: .unconditional, help: "Requests that may wait for a worker; more are refused as overloaded.")
     var queueLimit = Self.defaults.routing.queueLimit
 
-    @Option(help: "Bytes of request bodies that may wait for a worker; more are refused as overloaded.")
+    @Option(
+        parsing: .unconditional,
+        help: "Bytes of request bodies that may wait for a worker; more are refused as overloaded.")
     var queueBytes = Self.defaults.routing.queueBytesLimit
 
-    @Option(help: "Share (0.01-1) of the queue limits one client may hold; beyond it only its requests are refused.")
+    @Option(
+        parsing: .unconditional,
+        help: "Share (0.01-1) of the queue limits one client may hold; beyond it only its requests are refused.")
     var clientQueueShare = Self.defaults.routing.clientQueueShare
 
-    @Option(help: "Seconds a request may wait for a worker at most, whatever its timeout (also with none).")
+    @Option(
+        parsing: .unconditional,
+        help: "Seconds a request may wait for a worker at most, whatever its timeout (also with none).")
     var maxWait: Double = Self.defaults.routing.maxWait.inSeconds
 
     // Unconditional: `-1` is a value (refused as such), not a flag.
@@ -69,10 +75,13 @@ struct ServeCommand: AsyncParsableCommand {
         help: "Seconds a failed job is kept at least (its own retention if longer), for a bulk retry or delete.")
     var failedRetention: Double = Self.defaults.routing.failedRetention.inSeconds
 
-    @Option(help: "Seconds a request may wait while no connected worker serves its service, before noWorkers.")
+    @Option(
+        parsing: .unconditional,
+        help: "Seconds a request may wait while no connected worker serves its service, before noWorkers.")
     var noWorkersGrace: Double = Self.defaults.routing.noWorkersGrace.inSeconds
 
     @Option(
+        parsing: .unconditional,
         help: """
             Seconds a task may run past its deadline before it is answered deadlineExceeded and cancelled on its \
             worker (a job's attempt is cancelled at its timeout; this is then how long its worker has to answer \
@@ -102,7 +111,7 @@ struct ServeCommand: AsyncParsableCommand {
     @Flag(help: "Publish task.dispatched and task.completed for every task (costs throughput).")
     var taskEvents = false
 
-    @Option(help: "Most frames a message may have; more are dropped and counted.")
+    @Option(parsing: .unconditional, help: "Most frames a message may have; more are dropped and counted.")
     var maxFrames = Self.defaults.maxFramesPerMessage
 
     @Option(help: "The broker's secret key file (skybroker keygen); turns CURVE on for every socket.")
@@ -136,6 +145,7 @@ struct ServeCommand: AsyncParsableCommand {
 
     /// Optional, so that giving it without --store is refused; its default is in the help.
     @Option(
+        parsing: .unconditional,
         help: ArgumentHelp(
             """
             With --store: seconds within which a standby takes over from an active broker that stopped renewing its \

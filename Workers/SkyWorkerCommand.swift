@@ -23,7 +23,7 @@ struct SkyWorkerCommand: AsyncParsableCommand {
     @Option(help: "Comma-separated built-in workloads to serve.")
     var workloads = BuiltInWorkloads.all.joined(separator: ",")
 
-    @Option(help: "sky.flaky fails every this many calls.")
+    @Option(parsing: .unconditional, help: "sky.flaky fails every this many calls.")
     var flakyEvery = 3
 
     @Flag(

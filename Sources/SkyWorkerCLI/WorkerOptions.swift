@@ -43,16 +43,18 @@ public struct WorkerOptions: ParsableArguments {
     @Option(help: "Worker name shown in events (default: host-pid).")
     public var name: String?
 
-    @Option(help: "Tasks run at once (by default, this machine's number of cores).")
+    @Option(parsing: .unconditional, help: "Tasks run at once (by default, this machine's number of cores).")
     public var capacity = ProcessInfo.processInfo.activeProcessorCount
 
-    @Option(help: "Seconds between heartbeats with the broker (match the broker's).")
+    @Option(parsing: .unconditional, help: "Seconds between heartbeats with the broker (match the broker's).")
     public var heartbeatInterval: Double = Self.defaults.liveness.heartbeatInterval.inSeconds
 
-    @Option(help: "Missed heartbeat intervals before the broker is presumed lost and the worker reconnects.")
+    @Option(
+        parsing: .unconditional,
+        help: "Missed heartbeat intervals before the broker is presumed lost and the worker reconnects.")
     public var liveness = Self.defaults.liveness.liveness
 
-    @Option(help: "Seconds a graceful stop waits for running tasks before handing them back.")
+    @Option(parsing: .unconditional, help: "Seconds a graceful stop waits for running tasks before handing them back.")
     public var drainGrace: Double = Self.defaults.drainGrace.inSeconds
 
     @Option(

@@ -25,7 +25,7 @@ struct SkyBenchCommand: AsyncParsableCommand {
             lets them run on every core.
             """)
 
-    @Option(help: "Rounds; each measures both systems at every point.")
+    @Option(parsing: .unconditional, help: "Rounds; each measures both systems at every point.")
     var rounds = 5
 
     @Option(help: "Comma-separated worker counts.")
@@ -37,7 +37,9 @@ struct SkyBenchCommand: AsyncParsableCommand {
     @Option(name: .customLong("in-flight"), help: "Comma-separated numbers of requests kept in flight.")
     var inFlight = "1,16,64,256"
 
-    @Option(help: "Credits per worker (skyworker --capacity; the baseline worker's READY credits).")
+    @Option(
+        parsing: .unconditional, help: "Credits per worker (skyworker --capacity; the baseline worker's READY credits)."
+    )
     var capacity = 16
 
     @Option(
@@ -54,16 +56,16 @@ struct SkyBenchCommand: AsyncParsableCommand {
             valueName: "pool|io-thread|completion"))
     var clientCallers = CallerPlacement.pool
 
-    @Option(help: "Timed round trips per latency measurement.")
+    @Option(parsing: .unconditional, help: "Timed round trips per latency measurement.")
     var latencyRequests = 5000
 
-    @Option(help: "Untimed round trips before them.")
+    @Option(parsing: .unconditional, help: "Untimed round trips before them.")
     var latencyWarmup = 500
 
-    @Option(help: "Seconds of each throughput measurement before counting starts.")
+    @Option(parsing: .unconditional, help: "Seconds of each throughput measurement before counting starts.")
     var warmup = 0.2
 
-    @Option(help: "Seconds counted in each throughput measurement.")
+    @Option(parsing: .unconditional, help: "Seconds counted in each throughput measurement.")
     var measure = 0.8
 
     @Option(help: "tcp or ipc.")
@@ -82,6 +84,7 @@ struct SkyBenchCommand: AsyncParsableCommand {
     var baselineBuild: String?
 
     @Option(
+        parsing: .unconditional,
         help: """
             Small frames the baseline adds to every message (0 to 4). With 4 its messages carry as \
             many frames as Sky's protocol does: what the frame count alone costs in libzmq.
@@ -96,10 +99,10 @@ struct SkyBenchCommand: AsyncParsableCommand {
             """)
     var baselineScheduling = ZMQEventLoop.Scheduling.normal
 
-    @Option(help: "Requests queued for the broker memory measurement (0 skips it).")
+    @Option(parsing: .unconditional, help: "Requests queued for the broker memory measurement (0 skips it).")
     var queueMemory = 100_000
 
-    @Option(help: "sky.scan tasks per scaling measurement (0 skips it).")
+    @Option(parsing: .unconditional, help: "sky.scan tasks per scaling measurement (0 skips it).")
     var scanTasks = 2000
 
     @Option(help: "Also write the report as JSON to this file.")
@@ -122,7 +125,7 @@ struct SkyBenchCommand: AsyncParsableCommand {
             """)
     var jobs = false
 
-    @Option(help: "Jobs per end-to-end measurement of --jobs.")
+    @Option(parsing: .unconditional, help: "Jobs per end-to-end measurement of --jobs.")
     var jobCount = 20_000
 
     @Option(
@@ -137,7 +140,9 @@ struct SkyBenchCommand: AsyncParsableCommand {
         ))
     var smoke = false
 
-    @Option(help: "Requests of the smaller of the two runs --instructions counts (the larger has 3x).")
+    @Option(
+        parsing: .unconditional,
+        help: "Requests of the smaller of the two runs --instructions counts (the larger has 3x).")
     var instructionTasks = 2000
 
     @Flag(
@@ -149,6 +154,7 @@ struct SkyBenchCommand: AsyncParsableCommand {
     var syscalls = false
 
     @Option(
+        parsing: .unconditional,
         help:
             "Requests of the smaller of the two runs the system-call counts take (the larger has 3x); 0 leaves them out of the timed runs."
     )
@@ -157,7 +163,7 @@ struct SkyBenchCommand: AsyncParsableCommand {
     @Option(help: ArgumentHelp("Run as a plain client of this broker (for --instructions).", visibility: .private))
     var loadClient: String?
 
-    @Option(help: ArgumentHelp("Requests --load-client makes.", visibility: .private))
+    @Option(parsing: .unconditional, help: ArgumentHelp("Requests --load-client makes.", visibility: .private))
     var loadTasks = 1000
 
     @Flag(help: ArgumentHelp("--load-client makes typed scan(EchoTask) calls.", visibility: .private))

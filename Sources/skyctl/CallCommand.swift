@@ -26,7 +26,7 @@ struct CallCommand: AsyncParsableCommand {
     @Option(help: "The task, as the handler's JSON; - reads it from standard input.")
     var json: String
 
-    @Option(help: "How long to wait for the result, in seconds.")
+    @Option(parsing: .unconditional, help: "How long to wait for the result, in seconds.")
     var timeout: Double = 30
 
     @Flag(help: "Keep the call as a job if it is left before its result; its id is printed first, on standard error.")

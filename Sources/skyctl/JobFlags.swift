@@ -12,13 +12,13 @@ struct JobFlags: ParsableArguments {
         help: "The job's priority, -128 to 127 (higher first among waiting jobs of its service).")
     var priority = 0
 
-    @Option(help: "How long one attempt of the job may run, in seconds (none by default).")
+    @Option(parsing: .unconditional, help: "How long one attempt of the job may run, in seconds (none by default).")
     var timeout: Double?
 
-    @Option(help: "Attempts (1 to 1000; a timed-out attempt is tried again after a backoff).")
+    @Option(parsing: .unconditional, help: "Attempts (1 to 1000; a timed-out attempt is tried again after a backoff).")
     var maxAttempts = RetryPolicy.default.maxAttempts
 
-    @Option(help: "How long the job's outcome is kept after it ended, in seconds.")
+    @Option(parsing: .unconditional, help: "How long the job's outcome is kept after it ended, in seconds.")
     var retention: Double = 86_400
 
     @Option(

@@ -96,7 +96,9 @@ struct SchedulesCommand: AsyncParsableCommand {
 
         @OptionGroup var schedule: NameArguments
 
-        @Option(help: "Fire every this many seconds (1 to 31622400), at its multiples since 1970 (UTC).")
+        @Option(
+            parsing: .unconditional,
+            help: "Fire every this many seconds (1 to 31622400), at its multiples since 1970 (UTC).")
         var every: Double?
 
         @Option(help: "Fire at the times this cron expression names: five fields, or @hourly and the like.")
@@ -121,7 +123,9 @@ struct SchedulesCommand: AsyncParsableCommand {
             help: "Ticks missed while no broker ran: none, last, or all (with --catch-up-limit, and --overlap allow).")
         var catchUp = "last"
 
-        @Option(help: "With --catch-up all: the most missed ticks that fire (1 to 1000; 10 by default).")
+        @Option(
+            parsing: .unconditional,
+            help: "With --catch-up all: the most missed ticks that fire (1 to 1000; 10 by default).")
         var catchUpLimit: Int?
 
         @OptionGroup var job: JobFlags

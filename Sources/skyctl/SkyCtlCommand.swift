@@ -92,7 +92,9 @@ struct JobsCommand: AsyncParsableCommand {
         @Option(help: "Only jobs of this service.")
         var service: String?
 
-        @Option(help: "At most this many jobs (at least 1; the broker lists at most 1000, newest first).")
+        @Option(
+            parsing: .unconditional,
+            help: "At most this many jobs (at least 1; the broker lists at most 1000, newest first).")
         var limit = 50
 
         @OptionGroup var options: BrokerOptions

@@ -21,7 +21,7 @@ extension JobsCommand {
         @Option(help: "The task, as the handler's JSON; - reads it from standard input.")
         var json: String
 
-        @Option(help: "Not started before this many seconds after it is recorded.")
+        @Option(parsing: .unconditional, help: "Not started before this many seconds after it is recorded.")
         var delay: Double?
 
         @Option(help: "An idempotency key (1 to 255 bytes): a second submit with it returns the first job.")

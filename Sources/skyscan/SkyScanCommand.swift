@@ -24,22 +24,23 @@ struct SkyScanCommand: AsyncParsableCommand {
             valueName: "endpoint[,endpoint…]"))
     var broker = "tcp://127.0.0.1:5555"
 
-    @Option(help: "How many sectors to scan.")
+    @Option(parsing: .unconditional, help: "How many sectors to scan.")
     var sectors = 1000
 
-    @Option(help: "First sector number.")
+    @Option(parsing: .unconditional, help: "First sector number.")
     var first = 0
 
-    @Option(help: "Scans in flight at once.")
+    @Option(parsing: .unconditional, help: "Scans in flight at once.")
     var concurrency = 64
 
     @Option(help: "Image side in pixels (CPU per scan grows with its square).")
     var size = ScanTask.defaultSize
 
-    @Option(help: "Seconds each attempt of a scan may take.")
+    @Option(parsing: .unconditional, help: "Seconds each attempt of a scan may take.")
     var timeout: Double = 60
 
     @Option(
+        parsing: .unconditional,
         help:
             "Attempts per scan (1 = no retry); timeouts and an unreachable broker are retried (the broker itself hands a lost worker's scan to another)."
     )

@@ -35,10 +35,10 @@ struct SkyWatchCommand: AsyncParsableCommand {
     @Flag(help: "Print JSON lines instead of a table or text.")
     var json = false
 
-    @Option(help: "Exit 0 once this many workers are connected.")
+    @Option(parsing: .unconditional, help: "Exit 0 once this many workers are connected.")
     var waitWorkers: Int?
 
-    @Option(help: "With --wait-workers: give up after this many seconds (exit 1).")
+    @Option(parsing: .unconditional, help: "With --wait-workers: give up after this many seconds (exit 1).")
     var timeout: Double = 30
 
     @OptionGroup var common: CommonOptions

@@ -212,6 +212,20 @@ extension SecondLineSuite {
             .init(
                 program: "skywatch", arguments: ["--wait-workers=-1"],
                 message: "--wait-workers must be a whole number in 0...1000000"),
+            // A negative number after a space is the flag's value, not another flag: it got
+            // "Missing value for '--heartbeat-interval'", which named no range.
+            .init(
+                program: "skywatch", arguments: ["--wait-workers", "-1"],
+                message: "--wait-workers must be a whole number in 0...1000000, not -1"),
+            .init(
+                program: "skybroker", arguments: ["--heartbeat-interval", "-1"],
+                message: "--heartbeat-interval must be a number of seconds in 0.01...3600, not -1.0"),
+            .init(
+                program: "skybroker", arguments: ["--queue-limit", "-5"],
+                message: "--queue-limit must be a whole number in 0...100000000, not -5"),
+            .init(
+                program: "skyworker", arguments: ["--capacity", "-2"],
+                message: "--capacity must be a whole number in 1...65536, not -2"),
             .init(
                 program: "skybroker",
                 arguments: ["--state-dir", "none", "--trace-log", "/nonexistent/folder/spans.jsonl"],
