@@ -88,6 +88,11 @@ struct BrokerMetrics: Sendable {
             Gauge(label: "sky_broker_jobs", dimensions: [("state", "queued")]).record(jobs.queued)
             Gauge(label: "sky_broker_journal_bytes").record(jobs.journalBytes)
             let last = lastJobs
+            Gauge(label: "sky_broker_journal_failing").record(jobs.journalFailing == true ? 1 : 0)
+            if let failures = jobs.journalFailures, failures > last?.journalFailures ?? 0 {
+                Counter(label: "sky_broker_journal_failures_total")
+                    .increment(by: Int64(clamping: failures - (last?.journalFailures ?? 0)))
+            }
             for (event, now, before) in [
                 ("submitted", jobs.submitted, last?.submitted), ("succeeded", jobs.succeeded, last?.succeeded),
                 ("failed", jobs.failed, last?.failed), ("cancelled", jobs.cancelled, last?.cancelled),

@@ -51,6 +51,9 @@ struct JobScheduler: Sendable {
     private var savedTotals = JobTotals()
     /// The broker is stopping: job requests are answered `brokerShuttingDown`.
     private(set) var stopping = false
+    /// Journal writes that failed since the start, and whether the last one did (``counts``).
+    private(set) var journalFailures: UInt64 = 0
+    private(set) var journalFailing = false
     /// When the journal last did something it was asked: a store that works through a backlog
     /// keeps its submitters waiting their turn; only one silent for a submit's bound has that
     /// submit answered `journalUnconfirmed` (``tick(now:budget:into:)``).
@@ -115,7 +118,8 @@ struct JobScheduler: Sendable {
             submitted: book.submitted, succeeded: book.ended.succeeded, failed: book.ended.failed,
             cancelled: book.ended.cancelled,
             retried: book.retried, journalBytes: book.journalBytes, waiters: book.waiterCount + keptWaiters,
-            schedules: schedules.loaded ? schedules.counts : nil, flows: flows.counts)
+            schedules: schedules.loaded ? schedules.counts : nil, flows: flows.counts,
+            journalFailures: journalFailures, journalFailing: journalFailing)
     }
 
     // MARK: Requests
@@ -853,6 +857,16 @@ struct JobScheduler: Sendable {
         switch answer {
         case .written(_, .success), .lookedUp(_, _, _, .success), .listed(_, .success), .maintained(.success):
             lastJournalSuccess = now
+        default:
+            break
+        }
+        switch answer {
+        case .written(_, .failure):
+            journalFailures += 1
+            journalFailing = true
+        case .written(_, .success) where journalFailing:
+            journalFailing = false
+            actions.append(.log(.info, "journal: writes succeed again", ["failed": "\(journalFailures)"]))
         default:
             break
         }

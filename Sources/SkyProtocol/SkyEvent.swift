@@ -336,12 +336,19 @@ public struct JobCounts: Codable, Sendable, Equatable {
     public var schedules: ScheduleCounts?
     /// The broker's flows (absent from older brokers).
     public var flows: FlowCounts?
+    /// Journal writes that failed since the broker started (a full disk, a store out of
+    /// reach), and whether the last write failed: a journal that fails shows here, not only in
+    /// the log. Absent from older brokers.
+    public var journalFailures: UInt64?
+    public var journalFailing: Bool?
 
     public init(
         held: Int, queued: Int, submitted: UInt64, succeeded: UInt64, failed: UInt64, cancelled: UInt64,
         retried: UInt64, journalBytes: Int, waiters: Int? = nil, schedules: ScheduleCounts? = nil,
-        flows: FlowCounts? = nil
+        flows: FlowCounts? = nil, journalFailures: UInt64? = nil, journalFailing: Bool? = nil
     ) {
+        self.journalFailures = journalFailures
+        self.journalFailing = journalFailing
         self.schedules = schedules
         self.flows = flows
         self.held = held

@@ -25,7 +25,7 @@ enum WorkerTable {
         ]
         if let jobs = view.jobs {
             lines.append(
-                "jobs: \(jobs.held) held (\(jobs.queued) waiting)   submitted \(jobs.submitted)   succeeded \(jobs.succeeded)   failed \(jobs.failed)   cancelled \(jobs.cancelled)   retried \(jobs.retried)   journal \(jobs.journalBytes / 1024) KiB"
+                "jobs: \(jobs.held) held (\(jobs.queued) waiting)   submitted \(jobs.submitted)   succeeded \(jobs.succeeded)   failed \(jobs.failed)   cancelled \(jobs.cancelled)   retried \(jobs.retried)   journal \(jobs.journalBytes / 1024) KiB\(jobs.journalFailing == true ? " FAILING (writes refused: see the broker's log)" : "")"
             )
         }
         lines += [

@@ -262,7 +262,8 @@ enum DashboardPage {
             counts.className = "";
             counts.textContent = j.held + " held (" + j.queued + " waiting) · submitted " + j.submitted +
               " · succeeded " + j.succeeded + " · failed " + j.failed + " · cancelled " + j.cancelled +
-              " · retried " + j.retried + " · journal " + Math.round(j.journalBytes / 1024) + " KiB";
+              " · retried " + j.retried + " · journal " + Math.round(j.journalBytes / 1024) + " KiB" +
+              (j.journalFailing ? " · JOURNAL FAILING (writes refused: see the broker's log)" : "");
             refreshRecentJobs(j);
             refreshFailed(j);
           }

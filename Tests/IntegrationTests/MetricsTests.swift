@@ -72,7 +72,7 @@ extension SecondLineSuite {
                 #"sky_broker_dispatch_wait_seconds_bucket{service="sky.echo""#,
                 #"sky_broker_service_queued_bytes{service="sky.echo"} 0"#,
                 "sky_broker_loop_iteration_max_seconds", #"sky_broker_jobs{state="held"}"#, "sky_broker_journal_bytes",
-                "sky_broker_journal_commits_total", "sky_broker_flows 0",
+                "sky_broker_journal_commits_total", "sky_broker_journal_failing 0", "sky_broker_flows 0",
                 #"sky_broker_rate_limit_per_second{service="mail.send",per="service"} 5"#,
                 #"sky_broker_rate_limit_throttled{service="sky.echo",per="service"} 0"#,
                 #"sky_broker_rate_limit_per_second{service="geocode",per="key"} 5"#,

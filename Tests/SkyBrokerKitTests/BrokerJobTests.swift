@@ -659,12 +659,18 @@ struct BrokerJobTests {
         let replied = broker.reply(worker1, client: client, id.requestID)
         let failed = broker.commit(replied, failing: .failed(path: "j", operation: "write", reason: "I/O"))
         #expect(replies(failed, to: wait).map(\.status) == [.journalUnavailable], "told at once, not kept waiting")
+        // A failing journal shows in the counts (metrics, skywatch, skyweb), not only in the log.
+        #expect(broker.machine.jobs.counts()?.journalFailing == true)
+        #expect(broker.machine.jobs.counts()?.journalFailures == 1)
         // The next maintenance writes it again; a wait then hears once it is written.
         let retried = broker.advance(.seconds(2))
         #expect(journalWrites(retried) == [.finished(id)])
         let again = RequestID(high: 2, low: 2)
         #expect(replies(broker.ask(client, again, BrokerService.jobWait, id), to: again).isEmpty)
-        #expect(reports(broker.commit(retried), to: again).map(\.state) == [.succeeded])
+        let written = broker.commit(retried)
+        #expect(reports(written, to: again).map(\.state) == [.succeeded])
+        #expect(broker.machine.jobs.counts()?.journalFailing == false)
+        #expect(logs(written).contains("journal: writes succeed again"))
     }
 
     /// Per-job events are built only for a topic someone subscribed to; their numbers are

@@ -92,8 +92,8 @@ struct MalformedInputTests {
             .invalidValue(name: "delivery tag", reason: "0 bytes")
         ),
         (
-            "reply with unknown status", [worker, [3], [1], id, [200], []],
-            .invalidValue(name: "status", reason: "unknown status 200")
+            "reply with a status of two bytes", [worker, [3], [1], id, [0, 0], []],
+            .invalidField(name: "status", expectedLength: 1, actual: 2)
         ),
         ("reply with truncated id", [worker, [3], [1], [1, 2], [0], []], .invalidRequestID(length: 2)),
     ]
