@@ -131,6 +131,7 @@ extension JobsCommand {
                     throw CommandFailure(message)
                 }
                 Self.print(outcome, kind: kind, dryRun: counting)
+                if outcome.matched == 0, let hint = Self.typeHint(jobFilter.errorType) { Swift.print(hint) }
             }
         }
 
@@ -162,6 +163,16 @@ extension JobsCommand {
                     "\(outcome.left) more jobs match beyond the first 100,000: run it again for them")
             }
             printTypes(outcome.errorTypes)
+        }
+
+        /// Why `--error-type` may have matched nothing: a thrown error's type is named with its
+        /// module (`Worker.ResizeError`), which a newcomer leaves out.
+        static func typeHint(_ errorType: String?) -> String? {
+            guard let errorType, !errorType.contains("."),
+                !ReplyStatus.allCases.map(\.description).contains(errorType)
+            else { return nil }
+            return
+                "no job's error has the type \(errorType): a thrown error's type carries its module (as MyWorker.\(errorType)); skyctl jobs failed lists the types"
         }
 
         static func printTypes(_ types: [(type: String, count: Int)]) {

@@ -22,4 +22,13 @@ struct JobDetailLinesTests {
         details.maxAttempts = nil
         #expect(JobDetailLines.lines(details) == ["  attempts    2"])
     }
+
+    /// A bulk action by an error type without its module matched nothing and said no more: the
+    /// type of a thrown error carries its module (`Worker.ResizeError`).
+    @Test func anErrorTypeWithoutItsModuleGetsAHint() {
+        #expect(JobsCommand.Bulk.typeHint("ResizeError")?.contains("MyWorker.ResizeError") == true)
+        #expect(JobsCommand.Bulk.typeHint("Worker.ResizeError") == nil)
+        #expect(JobsCommand.Bulk.typeHint("deadlineExceeded") == nil, "the broker's own types have no module")
+        #expect(JobsCommand.Bulk.typeHint(nil) == nil)
+    }
 }
