@@ -82,9 +82,7 @@ actor WatchDisplay {
         guard case .event(let event) = change else { return }
         switch event.event {
         case .workerDisconnected:
-            guard let worker = event.worker else { return }
-            var line = "\(event.time) \(worker.name) left: \(event.reason?.rawValue ?? "unknown reason")"
-            if let held = event.tasksHeld, held > 0 { line += ", \(held) task(s) sent elsewhere" }
+            guard let line = Self.departure(event) else { return }
             departures.append(line)
             if departures.count > 5 { departures.removeFirst() }
         default:
@@ -104,6 +102,16 @@ actor WatchDisplay {
     }
 
     static func time(_ date: Date) -> String { BrokerSilence.time(date) }
+
+    /// A departure's line: who left, why, and what went elsewhere.
+    static func departure(_ event: SkyEvent) -> String? {
+        guard let worker = event.worker else { return nil }
+        let held = event.tasksHeld ?? 0
+        // Graceful with tasks still held: its drain ran out of time, which is not "drained".
+        let reason =
+            event.reason == .graceful && held > 0 ? "drain grace ran out" : event.reason?.rawValue ?? "unknown reason"
+        return "\(event.time) \(worker.name) left: \(reason)" + (held > 0 ? ", \(held) task(s) sent elsewhere" : "")
+    }
 
     /// No snapshot yet after a while: the broker is probably down, or one of the two endpoints
     /// is not its own (both are named: the snapshot waits for the subscription's first event).

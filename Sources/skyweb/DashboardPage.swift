@@ -252,7 +252,8 @@ enum DashboardPage {
           $("departures").replaceChildren(...state.departures.map((d) => {
             const li = document.createElement("li");
             li.dataset.worker = d.name;
-            li.textContent = d.time + " " + d.name + " left: " + d.reason +
+            li.textContent = d.time + " " + d.name + " left: " +
+              (d.reason === "graceful" && d.tasksHeld > 0 ? "drain grace ran out" : d.reason) +
               (d.tasksHeld > 0 ? ", " + d.tasksHeld + " task(s) sent elsewhere" : "");
             return li;
           }));
