@@ -1,9 +1,8 @@
 import SkyProtocol
 
 /// The call each waiter waits for, found by the waiter number's slot index (its low 32 bits,
-/// ``WaiterSlots``) without hashing: a dictionary of waiter numbers hashed twice a call (its
-/// start and its end), about a twentieth of what a call costs the client on the synchronous
-/// path.
+/// ``WaiterSlots``) without hashing: a dictionary of waiter numbers hashed the number at each
+/// call's start and end, which showed in the client's profile (docs/performance-history.md).
 ///
 /// A number whose index is beyond ``directLimit``, or whose place holds another live waiter
 /// (numbers not made by ``WaiterSlots``, as tests' are), goes to a dictionary instead.
@@ -15,8 +14,8 @@ struct WaiterIndex {
         var call: RequestID
     }
 
-    /// Indexes up to this are kept in the array; ``WaiterSlots`` hands out the lowest free ones
-    /// again first, so they stay as few as the callers that waited at once.
+    /// Indexes up to this are kept in the array; ``WaiterSlots`` takes freed slots again
+    /// first, so indexes stay below the most callers that waited at once.
     static let directLimit = 1 << 20
 
     private var direct: [Entry?]

@@ -242,8 +242,9 @@ struct JobBook: Sendable {
     /// answers nobody twice.
     var reads: Set<Waiter> = []
     /// Outcomes whose write failed: written again at the next maintenance. Their jobs report
-    /// what they were before their outcome (callers hear an outcome only once it is on disk),
-    /// and callers that ask for the outcome meanwhile hear `journalUnavailable` at once.
+    /// what they were before their outcome (callers hear an outcome only once it is on disk):
+    /// a status hears that at once, a wait waits up to its hold, a cancel hears
+    /// `journalUnavailable` (the job has ended: there is nothing left to cancel).
     var unrecorded: Set<JobID> = []
     /// The journal's size on disk at the last look, and whether it is over the limit.
     var journalBytes = 0

@@ -341,7 +341,9 @@ struct JobScheduler: Sendable {
             }
             return
         }
-        if case .finishing = job.phase {
+        // An outcome being written: heard once on disk. One whose write failed waits for the
+        // next try: a status hears the job as it was, a wait waits up to its hold.
+        if case .finishing = job.phase, !book.unrecorded.contains(id) {
             waitForOutcome(of: id, caller, into: &actions)
             return
         }
@@ -374,7 +376,12 @@ struct JobScheduler: Sendable {
             .encoded()
         switch job.phase {
         case .finishing:
-            if let caller { waitForOutcome(of: id, caller, into: &actions) }
+            guard let caller else { break }
+            if book.unrecorded.contains(id) {
+                answer(caller, .journalUnavailable, Self.unrecordedOutcome(id), into: &actions)
+            } else {
+                waitForOutcome(of: id, caller, into: &actions)
+            }
         case .preparing, .prepared:
             if job.phase == .prepared {
                 book.ready.unmark(service)
@@ -842,10 +849,6 @@ struct JobScheduler: Sendable {
     /// `caller` waits until the outcome being written is on disk: the write is not left to wait
     /// for the journal's next commit (the first waiter asks; later ones wait for the same commit).
     private mutating func waitForOutcome(of id: JobID, _ caller: JobCaller, into actions: inout [Action]) {
-        if book.unrecorded.contains(id) {
-            answer(caller, .journalUnavailable, Self.unrecordedOutcome(id), into: &actions)
-            return
-        }
         if !book.hasWaiters(id) { actions.append(.journal(.flush)) }
         if !book.addWaiter(caller, for: id) { actions.append(.count(.duplicate)) }
     }
@@ -1070,16 +1073,15 @@ struct JobScheduler: Sendable {
     ) {
         guard let job = book.jobs[id], case .finishing(let report) = job.phase else { return }
         if case .failure(let error) = result {
-            // Not on disk: written again at the next maintenance. Its callers hear so now: kept
-            // waiting, they heard a timeout that blamed the workers, and the outcome later.
+            // Not on disk: written again at the next maintenance. Its callers hear the job as
+            // it was now (kept waiting, a status or a cancel heard a timeout that blamed the
+            // workers, and the outcome later); a wait asks again and waits up to its hold.
             book.unrecorded.insert(id)
             actions.append(
                 .log(
                     .warning, "journal: a job's outcome was not recorded; trying again",
                     ["job": "\(id)", "error": "\(error)"]))
-            for waiter in book.takeWaiters(of: id) {
-                answer(waiter, .journalUnavailable, "\(Self.unrecordedOutcome(id)): \(error)", into: &actions)
-            }
+            for waiter in book.takeWaiters(of: id) { answer(waiter, self.report(job), into: &actions) }
             return
         }
         book.release(id)

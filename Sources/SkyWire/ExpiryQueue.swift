@@ -5,7 +5,7 @@ import HeapModule
 /// The broker's request deadlines and leases and the client's call timers are set at a fixed
 /// length from "now", so each new one is almost always the latest: those go to the back of a
 /// sorted run in O(1) and leave from its front in O(1), where a heap moved every insert up and
-/// every removal down its levels (several hundred instructions a task). One that is earlier
+/// every removal down its levels. One that is earlier
 /// than the run's last (a shorter timeout, a retry's backoff) goes to a heap beside it; the
 /// minimum is the smaller of the two fronts.
 ///

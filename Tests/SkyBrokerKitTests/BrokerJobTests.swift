@@ -335,14 +335,20 @@ struct BrokerJobTests {
         let full = JournalError.cannotConnect(store: "/var/lib/sky/jobs.sqlite", reason: "the disk is full")
         wall.now += 5_000
         let failed = broker.commit(replied, failing: full)
-        let waited = try #require(replies(failed, to: wait).first)
-        #expect(waited.status == .journalUnavailable)
-        #expect(RemoteErrorBody(decoding: waited.body).message.contains("could not record its outcome"))
-        // Asked again: at once, without a flush that would wait.
+        #expect(reports(failed, to: wait).map(\.state) == [.running], "the wait hears it as it was")
+        // A status: at once, as it was, without a flush that would wait; a cancel hears why it
+        // cannot act (it waited 30 s and heard a timeout that blamed the workers).
         let status = RequestID(high: 2, low: 2)
         let asked = broker.ask(client, status, BrokerService.jobStatus, id)
-        #expect(replies(asked, to: status).map(\.status) == [.journalUnavailable])
+        #expect(reports(asked, to: status).map(\.state) == [.running])
         #expect(journalFlushes(asked) == 0)
+        let cancel = RequestID(high: 2, low: 5)
+        let cancelled = try #require(replies(broker.ask(client, cancel, BrokerService.jobCancel, id), to: cancel).first)
+        #expect(cancelled.status == .journalUnavailable)
+        #expect(RemoteErrorBody(decoding: cancelled.body).message.contains("could not record its outcome"))
+        // A wait now waits, up to its hold, for the outcome.
+        let held = RequestID(high: 2, low: 6)
+        #expect(replies(broker.ask(client, held, BrokerService.jobWait, id), to: held).isEmpty)
         // Its details show it as it was: running.
         var record = JobRecord(
             id: id.bytes, service: "sky.scan", body: [7], state: .running, expiresAt: 0,
@@ -369,7 +375,9 @@ struct BrokerJobTests {
         #expect(
             replies(broker.ask(client, after, BrokerService.jobWait, id), to: after).isEmpty,
             "the write is in flight: it waits")
-        #expect(reports(broker.commit(retried), to: after).map(\.state) == [.succeeded])
+        let written = broker.commit(retried)
+        #expect(reports(written, to: after).map(\.state) == [.succeeded])
+        #expect(reports(written, to: held).map(\.state) == [.succeeded], "the held wait hears the outcome")
     }
 
     /// An outcome nobody waits for rides the journal's next commit (one fsync less per job at
@@ -658,7 +666,7 @@ struct BrokerJobTests {
         _ = broker.ask(client, wait, BrokerService.jobWait, id)
         let replied = broker.reply(worker1, client: client, id.requestID)
         let failed = broker.commit(replied, failing: .failed(path: "j", operation: "write", reason: "I/O"))
-        #expect(replies(failed, to: wait).map(\.status) == [.journalUnavailable], "told at once, not kept waiting")
+        #expect(reports(failed, to: wait).map(\.state) == [.running], "told as it was, not kept waiting")
         // A failing journal shows in the counts (metrics, skywatch, skyweb), not only in the log.
         #expect(broker.machine.jobs.counts()?.journalFailing == true)
         #expect(broker.machine.jobs.counts()?.journalFailures == 1)
