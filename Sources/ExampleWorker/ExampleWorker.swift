@@ -13,7 +13,7 @@ struct Counts: Codable, Sendable {
     var characters: Int
 }
 
-/// A complete worker process with every flag skyworker has (`--help` lists them):
+/// A complete worker process with skyworker's flags (`--help` lists them):
 /// `sky-example-worker --broker tcp://broker:5556 --capacity 8 --metrics 127.0.0.1:9101`.
 @main
 struct ExampleWorker {

@@ -87,6 +87,15 @@ public enum WireFormat {
     /// Decodes a service or worker name: 1...255 bytes of UTF-8 without control characters.
     public static func name(_ frame: [UInt8]) throws(ProtocolError) -> String { try name(frame[...]) }
 
+    /// A name of another kind than a service's (a worker's, a feature's): the error says which.
+    static func name(_ frame: ArraySlice<UInt8>, of kind: String) throws(ProtocolError) -> String {
+        do {
+            return try name(frame)
+        } catch {
+            throw .invalidValue(name: kind, reason: "not 1...255 bytes of UTF-8 without control characters")
+        }
+    }
+
     static func name(_ frame: ArraySlice<UInt8>) throws(ProtocolError) -> String {
         guard hasNameShape(frame) else { throw .invalidServiceName }
         // Decoded from the bytes in place: an ASCII name (the usual) needs no validation beyond
@@ -108,7 +117,7 @@ public enum WireFormat {
             throw .wrongFrameCount(command: "FEATURES", expected: "2...\(2 + most)", actual: frames.count)
         }
         var names: [String] = []
-        for index in 2..<frames.count { names.append(try name(frames[index])) }
+        for index in 2..<frames.count { names.append(try name(frames[index], of: "feature name")) }
         return names
     }
 

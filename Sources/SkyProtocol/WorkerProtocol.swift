@@ -92,7 +92,7 @@ public enum WorkerToBroker: Sendable, Equatable {
                     command: "READY", expected: "at most \(maxReadyFrames) (\(maxServices) services)",
                     actual: frames.count)
             }
-            let name = try WireFormat.name(frames[2])
+            let name = try WireFormat.name(frames[2], of: "worker name")
             let capacity = try WireFormat.uint32(frames[3], name: "capacity")
             guard capacity >= 1, capacity <= maxCapacity else {
                 throw .invalidValue(name: "capacity", reason: "\(capacity) is outside 1...\(maxCapacity)")

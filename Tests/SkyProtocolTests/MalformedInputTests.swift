@@ -83,6 +83,12 @@ struct MalformedInputTests {
             "ready with a 2-byte capacity", [worker, [1], Array("w".utf8), [0, 1], Array("s".utf8)],
             .invalidField(name: "capacity", expectedLength: 4, actual: 2)
         ),
+        // The worker's name, not "invalid service name", which sent a worker's author looking
+        // at the services.
+        (
+            "ready with an empty worker name", [worker, [1], [], [0, 0, 0, 1], Array("s".utf8)],
+            .invalidValue(name: "worker name", reason: "not 1...255 bytes of UTF-8 without control characters")
+        ),
         (
             "heartbeat with a payload", [worker, [4], [1]],
             .wrongFrameCount(command: "HEARTBEAT", expected: "2", actual: 3)
