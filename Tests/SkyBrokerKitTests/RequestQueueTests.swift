@@ -213,16 +213,22 @@ struct RequestQueueTests {
         #expect(queue.popDeadline(dueBy: .max) == nil)
     }
 
+    /// Queues `count` requests whose times to look again are `start`, `start` + 1, …; returns
+    /// their arrival numbers in order.
+    func insert(_ count: UInt64, into queue: inout RequestQueue, expiringFrom start: Int64) -> [UInt64] {
+        (0..<count).map { low in
+            let task = request(&queue, low)
+            let arrival = task.arrival
+            queue.insert(task, expiry: start + Int64(low))
+            return arrival
+        }
+    }
+
     /// Compaction drops what the dead left, in the lanes and the deadline queue, and keeps the
     /// times of live requests as they were (a no-workers grace is not in the request).
     @Test func compactionKeepsEachLiveRequestsEarliestTimeAndDropsTheDead() {
         var queue = RequestQueue()
-        var arrivals: [UInt64] = []
-        for low in 0..<2_000 as Range<UInt64> {
-            let task = request(&queue, low)
-            arrivals.append(task.arrival)
-            queue.insert(task, expiry: 1_000 + Int64(low))
-        }
+        let arrivals = insert(2_000, into: &queue, expiringFrom: 1_000)
         for arrival in arrivals.dropFirst(10) { _ = queue.drop(arrival: arrival) }
         // A grace entry earlier than the first one's own time.
         queue.lookAgain(at: 5, arrival: arrivals[0])
@@ -242,12 +248,7 @@ struct RequestQueueTests {
     /// earliest.
     @Test func compactionKeepsOneEntryALiveRequestWhenTheirEntriesOutweighThem() {
         var queue = RequestQueue()
-        var arrivals: [UInt64] = []
-        for low in 0..<400 as Range<UInt64> {
-            let task = request(&queue, low)
-            arrivals.append(task.arrival)
-            queue.insert(task, expiry: 10_000 + Int64(low))
-        }
+        let arrivals = insert(400, into: &queue, expiringFrom: 10_000)
         for arrival in arrivals {
             queue.lookAgain(at: 20_000, arrival: arrival)
             queue.lookAgain(at: 30_000, arrival: arrival)
