@@ -221,6 +221,7 @@ extension BrokerStateMachine {
         let graceEnd = ticks(now) + Self.nanoseconds(configuration.noWorkersGrace)
         for number in record.serviceNumbers {
             services[number].workers.removeAll { $0 == peer }
+            if !services[number].isServed { services[number].lastWorkerLeftAt = ticks(now) }
             if !services[number].isServed && queue.hasEntries(number) {
                 // Requests already waiting get `noWorkers` after the grace unless a worker joins.
                 unserved.insert(UnservedEntry(expiry: graceEnd, service: services[number].name))

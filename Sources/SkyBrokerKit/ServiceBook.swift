@@ -33,6 +33,9 @@ struct ServiceBook: Sendable {
         /// Starts under its limit, and calls its limit answered at once, since it was known.
         var limitStarted: UInt64 = 0
         var limitRefused: UInt64 = 0
+        /// When its last worker left (the machine's ticks; `Int64.min`: never): the no-workers
+        /// grace of a request that waits then counts from here, not from its arrival.
+        var lastWorkerLeftAt = Int64.min
 
         var isServed: Bool { !workers.isEmpty }
         /// A limited service is kept while it is limited: forgotten, it would forget the

@@ -67,6 +67,21 @@ struct BrokerLivenessTests {
         #expect(said.contains("it had been running on a worker that was lost (1 time)"), "\(said)")
     }
 
+    /// A request that waited for a worker at first, ran on one that joined, and is back in the
+    /// queue after that worker's loss hears `noWorkers` a grace after the loss: its first grace
+    /// entry answered it 0.46 s after the loss (a third-party worker's test).
+    @Test func theGraceOfARequestWhoseWorkerWasLostCountsFromTheLoss() throws {
+        var broker = BrokerHarness()  // a grace of 2 s
+        _ = broker.request(client, id, timeout: .seconds(30))
+        _ = broker.advance(.milliseconds(100))
+        #expect(dispatched(broker.ready(worker1)).map(\.1) == [id])
+        _ = broker.advance(.milliseconds(1500))
+        _ = broker.worker(worker1, .disconnect)  // at 1.6 s
+        #expect(replies(broker.advance(.milliseconds(1900)), to: id).isEmpty, "not before the grace since the loss")
+        let answered = try #require(replies(broker.advance(.milliseconds(200)), to: id).first)
+        #expect(answered.status == .noWorkers)
+    }
+
     @Test func theBrokerHeartbeatsEveryWorkerEachInterval() {
         var broker = BrokerHarness()
         _ = broker.ready(worker1)
