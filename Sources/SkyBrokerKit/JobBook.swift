@@ -236,6 +236,10 @@ struct JobBook: Sendable {
     private var waitsOf = PeerTally()
     /// Every call in ``waiters``, so that one sent again while it waits is held once.
     private var heldCallers: Set<Waiter> = []
+    /// Of those, cancels waiting for the outcome they decided: if the journal cannot record it,
+    /// they hear so (a cancel answered with the job's state looked done, and was lost with a
+    /// broker stopped before the write), where a wait hears the job as it was.
+    private var cancellers: Set<Waiter> = []
     var pendingSubmits: [JobID: PendingSubmit] = [:]
     /// Callers whose answer waits for a journal read (a lookup or a listing); a caller's answer
     /// is sent only while it is here, so a read that comes back after the shutdown answered it
@@ -471,8 +475,9 @@ struct JobBook: Sendable {
     /// Holds `waiter` until `id`'s outcome; `false` if the same call (peer, request id and
     /// attempt) waits already, which is answered once.
     @discardableResult
-    mutating func addWaiter(_ waiter: Waiter, for id: JobID) -> Bool {
+    mutating func addWaiter(_ waiter: Waiter, for id: JobID, cancelling: Bool = false) -> Bool {
         guard heldCallers.insert(waiter).inserted else { return false }
+        if cancelling { cancellers.insert(waiter) }
         waiters[id, default: []].append(waiter)
         waiterCount += 1
         waitsOf.add(waiter.peer)
@@ -489,7 +494,11 @@ struct JobBook: Sendable {
         waiterCount -= 1
         waitsOf.remove(waiter.peer)
         heldCallers.remove(waiter)
+        if !cancellers.isEmpty { cancellers.remove(waiter) }
     }
+
+    /// Whether `waiter` is a cancel waiting for the outcome it decided.
+    func isCancelling(_ waiter: Waiter) -> Bool { cancellers.contains(waiter) }
 
     /// Takes one waiter of a job, if it still waits.
     mutating func removeWaiter(_ waiter: Waiter, of id: JobID) -> Bool {

@@ -377,10 +377,10 @@ struct JobScheduler: Sendable {
         switch job.phase {
         case .finishing:
             guard let caller else { break }
-            if book.unrecorded.contains(id) {
-                answer(caller, .journalUnavailable, Self.unrecordedOutcome(id), into: &actions)
+            if case .finishing(let decided) = job.phase, book.unrecorded.contains(id) {
+                answer(caller, .journalUnavailable, Self.unrecordedOutcome(id, decided.state), into: &actions)
             } else {
-                waitForOutcome(of: id, caller, into: &actions)
+                waitForOutcome(of: id, caller, cancelling: true, into: &actions)
             }
         case .preparing, .prepared:
             if job.phase == .prepared {
@@ -397,7 +397,7 @@ struct JobScheduler: Sendable {
             actions.append(.offer(service: service))
             actions.append(.count(.cancelled))
             // The caller waits first, so that the outcome is written in a commit of its own.
-            if let caller { book.addWaiter(caller, for: id) }
+            if let caller { book.addWaiter(caller, for: id, cancelling: true) }
             writeOutcome(held, report, into: &actions)
         case .scheduled, .queued, .running:
             switch job.phase {
@@ -406,7 +406,7 @@ struct JobScheduler: Sendable {
             default: break  // scheduled: its timer finds it no longer scheduled
             }
             actions.append(.count(.cancelled))
-            if let caller { book.addWaiter(caller, for: id) }
+            if let caller { book.addWaiter(caller, for: id, cancelling: true) }
             finish(id, .cancelled, status: .cancelled, outcome: outcome, into: &actions)
         }
     }
@@ -848,9 +848,11 @@ struct JobScheduler: Sendable {
 
     /// `caller` waits until the outcome being written is on disk: the write is not left to wait
     /// for the journal's next commit (the first waiter asks; later ones wait for the same commit).
-    private mutating func waitForOutcome(of id: JobID, _ caller: JobCaller, into actions: inout [Action]) {
+    private mutating func waitForOutcome(
+        of id: JobID, _ caller: JobCaller, cancelling: Bool = false, into actions: inout [Action]
+    ) {
         if !book.hasWaiters(id) { actions.append(.journal(.flush)) }
-        if !book.addWaiter(caller, for: id) { actions.append(.count(.duplicate)) }
+        if !book.addWaiter(caller, for: id, cancelling: cancelling) { actions.append(.count(.duplicate)) }
     }
 
     // MARK: The journal's answers
@@ -1081,7 +1083,16 @@ struct JobScheduler: Sendable {
                 .log(
                     .warning, "journal: a job's outcome was not recorded; trying again",
                     ["job": "\(id)", "error": "\(error)"]))
-            for waiter in book.takeWaiters(of: id) { answer(waiter, self.report(job), into: &actions) }
+            let cancels = book.waiters[id, default: []].filter(book.isCancelling)
+            for waiter in book.takeWaiters(of: id) {
+                if cancels.contains(waiter) {
+                    answer(
+                        waiter, .journalUnavailable, "\(Self.unrecordedOutcome(id, report.state)): \(error)",
+                        into: &actions)
+                } else {
+                    answer(waiter, self.report(job), into: &actions)
+                }
+            }
             return
         }
         book.release(id)
@@ -1168,8 +1179,8 @@ struct JobScheduler: Sendable {
     // MARK: Shutdown
 
     /// What a caller hears of a job whose outcome is decided but not on disk.
-    static func unrecordedOutcome(_ id: JobID) -> String {
-        "job \(id) has ended, but the journal could not record its outcome; the broker writes it again every maintenance interval, and nothing runs the job meanwhile (a broker stopped before then runs it again). Ask again once the journal works (a full disk: free space)"
+    static func unrecordedOutcome(_ id: JobID, _ state: JobState) -> String {
+        "job \(id) has ended \(state), but the journal could not record it; the broker writes it again every maintenance interval and nothing runs the job meanwhile, but a broker stopped before then runs it again (cancel it again then). Ask again once the journal works (a full disk: free space)"
     }
 
     /// The broker is stopping: every caller it still owes an answer hears so, once (a lookup

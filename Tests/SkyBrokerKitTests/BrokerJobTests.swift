@@ -345,7 +345,7 @@ struct BrokerJobTests {
         let cancel = RequestID(high: 2, low: 5)
         let cancelled = try #require(replies(broker.ask(client, cancel, BrokerService.jobCancel, id), to: cancel).first)
         #expect(cancelled.status == .journalUnavailable)
-        #expect(RemoteErrorBody(decoding: cancelled.body).message.contains("could not record its outcome"))
+        #expect(RemoteErrorBody(decoding: cancelled.body).message.contains("has ended succeeded, but the journal could not record it"))
         // A wait now waits, up to its hold, for the outcome.
         let held = RequestID(high: 2, low: 6)
         #expect(replies(broker.ask(client, held, BrokerService.jobWait, id), to: held).isEmpty)
@@ -378,6 +378,25 @@ struct BrokerJobTests {
         let written = broker.commit(retried)
         #expect(reports(written, to: after).map(\.state) == [.succeeded])
         #expect(reports(written, to: held).map(\.state) == [.succeeded], "the held wait hears the outcome")
+    }
+
+    /// A cancel whose outcome the journal cannot record hears so: answered with the job's
+    /// state (running, queued), it looked done, exited 0, and was lost with a broker stopped
+    /// before the write.
+    @Test func aCancelTheJournalCouldNotRecordSaysSo() throws {
+        var broker = BrokerHarness.withJournal()
+        let (running, _) = broker.submit(client, RequestID(high: 1, low: 1))
+        let started = broker.commit(broker.ready(worker1, capacity: 1))
+        #expect(dispatched(started).map(\.1) == [running.requestID])
+        let (queued, _) = broker.submit(client, RequestID(high: 1, low: 2))
+        let full = JournalError.cannotConnect(store: "/var/lib/sky/jobs.sqlite", reason: "the disk is full")
+        for (index, id) in [running, queued].enumerated() {
+            let cancel = RequestID(high: 3, low: UInt64(index))
+            let asked = broker.ask(client, cancel, BrokerService.jobCancel, id)
+            let answered = try #require(replies(asked + broker.commit(asked, failing: full), to: cancel).first)
+            #expect(answered.status == .journalUnavailable, "\(id)")
+            #expect(RemoteErrorBody(decoding: answered.body).message.contains("has ended cancelled, but the journal could not record it"))
+        }
     }
 
     /// An outcome nobody waits for rides the journal's next commit (one fsync less per job at
