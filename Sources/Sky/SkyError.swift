@@ -155,7 +155,7 @@ public enum SkyError: Error, Sendable, Equatable, CustomStringConvertible {
         case .journalUnavailable(let message) where message.contains("keeps no journal"):
             "the broker takes no jobs: \(Self.clause(message))."
         case .journalUnavailable(let message):
-            "the broker's journal of jobs cannot be used: \(Self.clause(message)). Submits and job lookups fail until it is back (scan is not affected); to submit again without a second job, use the same idempotency key."
+            "the broker's journal of jobs cannot be used: \(Self.clause(message)). What must be recorded (submits, cancels, pauses, limits) fails until it works again; scan is not affected, and a submit made again with the same idempotency key makes no second job."
         case .jobNotFound(let message): "\(Self.clause(message))."
         case .rateLimited(let message, _):
             "the call was refused at once, its service's rate limit being reached: \(Self.clause(message))."

@@ -30,6 +30,9 @@ struct SkyMetricsFactory: MetricsFactory {
         "sky_broker_jobs_total": "Durable-job events recorded: submitted, succeeded, failed, cancelled, retried.",
         "sky_broker_journal_bytes": "The job journal's size on disk.",
         "sky_broker_journal_commits_total": "Transactions the job journal committed (each one fsync'd).",
+        "sky_broker_journal_failing":
+            "1 while the job journal's last write failed (a full disk, a store out of reach), else 0.",
+        "sky_broker_journal_failures_total": "Job journal writes that failed since the broker started.",
         "sky_worker_tasks_total": "Tasks this worker's handlers finished, by service and outcome (a reply status).",
         "sky_worker_handler_duration_seconds": "Time a handler ran, by service.",
         "sky_worker_running": "Handlers running now.",

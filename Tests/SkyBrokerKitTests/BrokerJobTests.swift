@@ -345,7 +345,9 @@ struct BrokerJobTests {
         let cancel = RequestID(high: 2, low: 5)
         let cancelled = try #require(replies(broker.ask(client, cancel, BrokerService.jobCancel, id), to: cancel).first)
         #expect(cancelled.status == .journalUnavailable)
-        #expect(RemoteErrorBody(decoding: cancelled.body).message.contains("has ended succeeded, but the journal could not record it"))
+        #expect(
+            RemoteErrorBody(decoding: cancelled.body).message.contains(
+                "has ended succeeded, but the journal could not record it"))
         // A wait now waits, up to its hold, for the outcome.
         let held = RequestID(high: 2, low: 6)
         #expect(replies(broker.ask(client, held, BrokerService.jobWait, id), to: held).isEmpty)
@@ -395,7 +397,9 @@ struct BrokerJobTests {
             let asked = broker.ask(client, cancel, BrokerService.jobCancel, id)
             let answered = try #require(replies(asked + broker.commit(asked, failing: full), to: cancel).first)
             #expect(answered.status == .journalUnavailable, "\(id)")
-            #expect(RemoteErrorBody(decoding: answered.body).message.contains("has ended cancelled, but the journal could not record it"))
+            #expect(
+                RemoteErrorBody(decoding: answered.body).message.contains(
+                    "has ended cancelled, but the journal could not record it"))
         }
     }
 
