@@ -464,16 +464,17 @@ public final class Broker: Service, Sendable {
             switch consume action {
             case .sendToClient(let peer, let command):
                 outbound.append(
-                    .init(socket: Broker.clientsSocket, message: peer.withBytes { command.frames(routedTo: $0) }))
+                    peer.withBytes { routingID in
+                        command.parts(routedTo: routingID).map { .init(socket: Broker.clientsSocket, parts: $0) }
+                            ?? .init(socket: Broker.clientsSocket, message: command.frames(routedTo: routingID))
+                    })
             case .sendToWorker(let peer, let command):
-                outbound.append(
-                    .init(socket: Broker.workersSocket, message: peer.withBytes { command.frames(routedTo: $0) }))
+                outbound.append(Self.outbound(command, to: peer))
             case .sendTraced(let peer, let tag, var request, let dispatch):
                 if let tracer { request.trace = Self.span(request, dispatch, tracer) ?? request.trace }
                 let command: BrokerToWorker =
                     dispatch.packed ? .packedRequest(tag: tag, request) : .request(tag: tag, request)
-                outbound.append(
-                    .init(socket: Broker.workersSocket, message: peer.withBytes { command.frames(routedTo: $0) }))
+                outbound.append(Self.outbound(command, to: peer))
             case .sendRaw(.clients, let peer, let frames):
                 outbound.append(.init(socket: Broker.clientsSocket, frames: [peer.bytes] + frames))
             case .sendRaw(.workers, let peer, let frames):
@@ -504,6 +505,15 @@ public final class Broker: Service, Sendable {
 }
 
 extension Broker.Shell {
+    /// A command to a worker: from its parts when it has them (a packed REQUEST), else built in
+    /// one buffer.
+    fileprivate static func outbound(_ command: BrokerToWorker, to peer: PeerID) -> ZMQEventLoop.Outbound {
+        peer.withBytes { routingID in
+            command.parts(routedTo: routingID).map { .init(socket: Broker.workersSocket, parts: $0) }
+                ?? .init(socket: Broker.workersSocket, message: command.frames(routedTo: routingID))
+        }
+    }
+
     /// The broker's span of a traced request, from its arrival to its delivery (queue wait and
     /// dispatch), as a child of the client's; returns the span's context for the worker.
     fileprivate static func span(_ request: TaskRequest, _ dispatch: TracedDispatch, _ tracer: some Tracer) -> [UInt8]?

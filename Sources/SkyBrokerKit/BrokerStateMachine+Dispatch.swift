@@ -158,6 +158,7 @@ extension BrokerStateMachine {
     /// deadline on its side and the grace only spares a worker a race with it, but nobody
     /// watches a job's timeout except the broker, so a grace there would lengthen every attempt
     /// the user bounded (``expireLeases`` then gives the worker the grace to answer the cancel).
+    @inline(__always)  // called, it copied the whole machine (2 KB) to the stack from `hand`, which mutates
     func leaseExpiry(_ task: QueuedRequest) -> Int64? {
         guard task.deadline != Int64.max else { return nil }
         // A job's attempt ends at its timeout; a call that asked to be kept is kept at its

@@ -154,6 +154,7 @@ extension BrokerStateMachine {
     /// payload's field, if the limit names one.
     /// - Returns: `nil` if the work keeps the key it has (none, or its own); a failure says why
     ///   the payload gives none (the work is refused).
+    @inline(__always)  // called, it copied the whole machine (2 KB) to the stack from `accept`, which mutates
     func keyFromPayload(_ service: String, _ body: [UInt8]) -> Result<String, KeyFieldProblem>? {
         guard !jobs.book.keyRates.isEmpty, let scope = jobs.book.keyRates.limit(of: service)?.key, scope.field != nil
         else { return nil }

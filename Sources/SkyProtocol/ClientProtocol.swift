@@ -75,6 +75,26 @@ public enum ClientToBroker: Sendable, Equatable {
 
     public func encode() -> [[UInt8]] { frames().arrays }
 
+    /// A packed REQUEST as ``FrameParts``, sent with no buffer of its own; nil for any other
+    /// command, or when its head is too long to be kept inline (then ``frames()``).
+    public func parts() -> FrameParts? {
+        guard case .packedRequest(let request) = self else { return nil }
+        return FrameParts(
+            packed: WireFormat.packedClientSignature, command: Command.request.rawValue, request.requestID,
+            fieldBytes: 16 + request.service.utf8.count, routedTo: nil, body: request.body[...],
+            trailer: request.trace
+        ) { Self.writePackedFields(&$0, request) }
+    }
+
+    /// A packed REQUEST's fields after its request id.
+    private static func writePackedFields(_ fields: inout PackedFieldWriter, _ request: TaskRequest) {
+        fields.bigEndian(request.header.attempt)
+        fields.bigEndian(request.header.timeoutMilliseconds)
+        fields.bigEndian(request.header.noWorkersGraceMilliseconds)
+        fields.bigEndian(UInt32(bitPattern: Int32(request.header.priority)))
+        fields.utf8(request.service)
+    }
+
     /// The message in one buffer: a REQUEST, once per call, is written there directly.
     public func frames() -> Frames {
         switch self {
@@ -88,13 +108,7 @@ public enum ClientToBroker: Sendable, Equatable {
             writer.appendPacked(
                 signature, command: Command.request.rawValue, request.requestID,
                 fieldBytes: 16 + request.service.utf8.count
-            ) { fields in
-                fields.bigEndian(request.header.attempt)
-                fields.bigEndian(request.header.timeoutMilliseconds)
-                fields.bigEndian(request.header.noWorkersGraceMilliseconds)
-                fields.bigEndian(UInt32(bitPattern: Int32(request.header.priority)))
-                fields.utf8(request.service)
-            }
+            ) { Self.writePackedFields(&$0, request) }
             writer.append(request.body)
             if let trace { writer.append(trace) }
             return writer.finish()
@@ -177,6 +191,23 @@ public enum BrokerToClient: Sendable, Equatable {
         routingID.withUnsafeBytes { frames(routedTo: $0) }
     }
 
+    /// A packed REPLY as ``FrameParts``, after a ROUTER's routing-id frame when one is given,
+    /// sent with no buffer of its own; nil for any other command, or when the routing id is too
+    /// long to be kept inline (then ``frames(routedTo:)``).
+    public func parts(routedTo routingID: UnsafeRawBufferPointer?) -> FrameParts? {
+        guard case .packedReply(let reply) = self else { return nil }
+        return FrameParts(
+            packed: WireFormat.packedClientSignature, command: Command.reply.rawValue, reply.requestID, fieldBytes: 5,
+            routedTo: routingID, body: reply.bodyBytes, trailer: nil
+        ) { Self.writePackedFields(&$0, reply) }
+    }
+
+    /// A packed REPLY's fields after its request id: the attempt and the status.
+    private static func writePackedFields(_ fields: inout PackedFieldWriter, _ reply: TaskReply) {
+        fields.bigEndian(reply.attempt)
+        fields.byte(reply.status.rawValue)
+    }
+
     /// The message in one buffer, after a ROUTER's routing-id frame when one is given (the
     /// broker's one reply per request); the id is borrowed, as in `BrokerToWorker`.
     public func frames(routedTo routingID: UnsafeRawBufferPointer? = nil) -> Frames {
@@ -188,9 +219,8 @@ public enum BrokerToClient: Sendable, Equatable {
                 bytes: (routingID?.count ?? 0) + signature.count + 1 + RequestID.byteCount + 4 + 1
                     + Frames.inlineSize(reply.bodyBytes.count))
             if let routingID { writer.append(routingID) }
-            writer.appendPacked(signature, command: Command.reply.rawValue, reply.requestID, fieldBytes: 5) { fields in
-                fields.bigEndian(reply.attempt)
-                fields.byte(reply.status.rawValue)
+            writer.appendPacked(signature, command: Command.reply.rawValue, reply.requestID, fieldBytes: 5) {
+                Self.writePackedFields(&$0, reply)
             }
             writer.append(reply.bodyBytes)
             return writer.finish()

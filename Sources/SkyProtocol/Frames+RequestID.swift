@@ -26,3 +26,28 @@ extension Frames.Writer {
         }
     }
 }
+
+extension FrameParts {
+    /// A packed message (docs/protocol.md, "Packed messages") sent from its parts: a head of the
+    /// version 2 signature, the command byte and the request id, then what `fields` writes,
+    /// exactly `fieldBytes` bytes; then `body` and `trailer`. The head is the one
+    /// ``Frames/Writer/appendPacked(_:command:_:fieldBytes:_:)`` writes.
+    /// - Returns: nil when the routing id and the head do not fit ``FrameParts/inlineCapacity``.
+    @inlinable
+    public init?(
+        packed signature: [UInt8], command: UInt8, _ id: RequestID, fieldBytes: Int,
+        routedTo routingID: UnsafeRawBufferPointer?, body: ArraySlice<UInt8>, trailer: [UInt8]?,
+        _ fields: (inout PackedFieldWriter) -> Void
+    ) {
+        self.init(
+            routedTo: routingID, headBytes: signature.count + 1 + RequestID.byteCount + fieldBytes, body: body,
+            trailer: trailer
+        ) { writer in
+            writer.bytes(signature)
+            writer.byte(command)
+            writer.bigEndian(id.high)
+            writer.bigEndian(id.low)
+            fields(&writer)
+        }
+    }
+}

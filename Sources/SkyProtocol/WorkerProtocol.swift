@@ -165,10 +165,7 @@ public enum WorkerToBroker: Sendable, Equatable {
                     + Frames.inlineSize(reply.bodyBytes.count))
             writer.appendPacked(
                 signature, command: Command.reply.rawValue, reply.requestID, fieldBytes: 1 + tag.count
-            ) { fields in
-                fields.byte(reply.status.rawValue)
-                tag.withBytes { fields.bytes($0) }
-            }
+            ) { Self.writePackedFields(&$0, tag: tag, reply.status) }
             writer.append(reply.bodyBytes)
             return writer.finish()
         case .reply(let tag, let reply):
@@ -186,6 +183,22 @@ public enum WorkerToBroker: Sendable, Equatable {
         case let other:
             return Frames(other.encode())
         }
+    }
+
+    /// A packed REPLY as ``FrameParts``, sent with no buffer of its own; nil for any other
+    /// command (then ``frames()``).
+    public func parts() -> FrameParts? {
+        guard case .packedReply(let tag, let reply) = self else { return nil }
+        return FrameParts(
+            packed: WireFormat.packedWorkerSignature, command: Command.reply.rawValue, reply.requestID,
+            fieldBytes: 1 + tag.count, routedTo: nil, body: reply.bodyBytes, trailer: nil
+        ) { Self.writePackedFields(&$0, tag: tag, reply.status) }
+    }
+
+    /// A packed REPLY's fields after its request id: the status and the delivery's tag.
+    private static func writePackedFields(_ fields: inout PackedFieldWriter, tag: DeliveryTag, _ status: ReplyStatus) {
+        fields.byte(status.rawValue)
+        tag.withBytes { fields.bytes($0) }
     }
 }
 
@@ -334,24 +347,42 @@ public enum BrokerToWorker: Sendable, Equatable {
         let trace = request.trace
         var writer = Frames.Writer(
             frames: (routingID == nil ? 0 : 1) + (trace == nil ? 2 : 3),
-            bytes: (routingID?.count ?? 0) + signature.count + 1 + RequestID.byteCount + 8 + 1 + tag.count
-                + request.service.utf8.count + Frames.inlineSize(request.body.count)
+            bytes: (routingID?.count ?? 0) + signature.count + 1 + RequestID.byteCount
+                + packedFieldBytes(tag: tag, request) + Frames.inlineSize(request.body.count)
                 + Frames.inlineSize(trace?.count ?? 0))
         if let routingID { writer.append(routingID) }
         writer.appendPacked(
             signature, command: Command.request.rawValue, request.requestID,
-            fieldBytes: 9 + tag.count + request.service.utf8.count
-        ) { fields in
-            // As in the framed form, workers get attempt and timeout only.
-            fields.bigEndian(request.header.attempt)
-            fields.bigEndian(request.header.timeoutMilliseconds)
-            fields.byte(UInt8(clamping: tag.count))
-            tag.withBytes { fields.bytes($0) }
-            fields.utf8(request.service)
-        }
+            fieldBytes: packedFieldBytes(tag: tag, request)
+        ) { writePackedFields(&$0, tag: tag, request) }
         writer.append(request.body)
         if let trace { writer.append(trace) }
         return writer.finish()
+    }
+
+    /// A packed REQUEST as ``FrameParts``, sent with no buffer of its own; nil for any other
+    /// command, or when its head is too long to be kept inline (then ``frames(routedTo:)``).
+    public func parts(routedTo routingID: UnsafeRawBufferPointer?) -> FrameParts? {
+        guard case .packedRequest(let tag, let request) = self else { return nil }
+        return FrameParts(
+            packed: WireFormat.packedWorkerSignature, command: Command.request.rawValue, request.requestID,
+            fieldBytes: Self.packedFieldBytes(tag: tag, request), routedTo: routingID, body: request.body[...],
+            trailer: request.trace
+        ) { Self.writePackedFields(&$0, tag: tag, request) }
+    }
+
+    /// The bytes of a packed REQUEST's fields after its request id.
+    private static func packedFieldBytes(tag: DeliveryTag, _ request: TaskRequest) -> Int {
+        9 + tag.count + request.service.utf8.count
+    }
+
+    private static func writePackedFields(_ fields: inout PackedFieldWriter, tag: DeliveryTag, _ request: TaskRequest) {
+        // As in the framed form, workers get attempt and timeout only.
+        fields.bigEndian(request.header.attempt)
+        fields.bigEndian(request.header.timeoutMilliseconds)
+        fields.byte(UInt8(clamping: tag.count))
+        tag.withBytes { fields.bytes($0) }
+        fields.utf8(request.service)
     }
 
     private func otherFrames() -> [[UInt8]] {

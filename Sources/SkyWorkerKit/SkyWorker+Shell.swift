@@ -294,10 +294,13 @@ extension SkyWorker {
             _ command: WorkerToBroker, generation: Int, behindConnect: Bool, loop: ZMQEventLoop,
             into outbound: inout [ZMQEventLoop.Outbound]
         ) {
+            let message: ZMQEventLoop.Outbound =
+                command.parts().map { .init(socket: socket(generation), parts: $0) }
+                ?? .init(socket: socket(generation), message: command.frames())
             if behindConnect {
-                loop.send([.init(socket: socket(generation), message: command.frames())])
+                loop.send([message])
             } else {
-                outbound.append(.init(socket: socket(generation), message: command.frames()))
+                outbound.append(message)
             }
         }
     }

@@ -100,12 +100,15 @@ extension ZMQEventLoop {
         public enum Content: Sendable {
             case arrays([[UInt8]])
             case frames(Frames)
+            /// Sent straight from its parts (the hot messages; see ``FrameParts``).
+            case parts(FrameParts)
 
             /// Each frame as an array (copies a buffer's small frames).
             public var arrays: [[UInt8]] {
                 switch self {
                 case .arrays(let arrays): arrays
                 case .frames(let frames): frames.arrays
+                case .parts(let parts): parts.arrays
                 }
             }
         }
@@ -121,6 +124,11 @@ extension ZMQEventLoop {
         public init(socket: SocketID, frames: [[UInt8]]) {
             self.socket = socket
             content = .arrays(frames)
+        }
+
+        public init(socket: SocketID, parts: FrameParts) {
+            self.socket = socket
+            content = .parts(parts)
         }
 
         /// Each frame as an array.

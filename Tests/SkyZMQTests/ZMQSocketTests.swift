@@ -60,6 +60,38 @@ struct ZMQSocketTests {
         }
     }
 
+    /// A message sent from its parts (``FrameParts``) arrives as the frames it names: a routing
+    /// id and a head from its inline bytes, the body and the trailer from their arrays.
+    @Test func aMessageSentFromItsPartsArrivesWhole() async throws {
+        try await onThread {
+            let context = try ZMQContext()
+            let endpoint = "inproc://parts-\(UUID().uuidString)"
+            let receiver = try ZMQSocket(context: context, type: .pair)
+            try receiver.bind(endpoint)
+            let sender = try ZMQSocket(context: context, type: .pair)
+            try sender.connect(endpoint)
+            let routingID: [UInt8] = [7, 7, 7, 7, 7]
+            let messages: [(body: [UInt8], trailer: [UInt8]?)] = [
+                ([], nil), (Array(1...64), [9, 9]), ([UInt8](repeating: 5, count: 3000), nil),
+            ]
+            for (body, trailer) in messages {
+                let parts = try #require(
+                    routingID.withUnsafeBytes { id in
+                        FrameParts(routedTo: id, headBytes: 3, body: body[...], trailer: trailer) { head in
+                            head.byte(1)
+                            head.byte(2)
+                            head.byte(3)
+                        }
+                    })
+                #expect(try sender.send(.parts(parts)))
+                let received = try #require(try receiver.receive())
+                #expect(received.frames == [routingID, [1, 2, 3], body] + (trailer.map { [$0] } ?? []))
+            }
+            sender.close()
+            receiver.close()
+        }
+    }
+
     @Test func receiveWithDontWaitReturnsNilWhenIdle() async throws {
         try await onThread {
             let context = try ZMQContext()
