@@ -325,7 +325,10 @@ extension BrokerStateMachine {
         }
         withJobs(now: now, into: &actions) { $0.shutdown(message, into: &$1) }
         workers.removeAll()
-        services.updateAll(keeping: queue.hasEntries) { $1.workers.removeAll() }
+        services.updateAll(keeping: queue.hasEntries) {
+            $1.workers.removeAll()
+            $1.draining = 0
+        }
         tasks.removeAll()
         deliveries = DeliveryBook()
         queue.removeAll()
