@@ -535,6 +535,7 @@ struct RequestQueue: Sendable {
 
     /// Whether the request that arrived as number `arrival` still waits, read in place (the
     /// lane and the entry are not copied out, which would count their references up and down).
+    @inline(__always)  // called, it copied the whole queue from the compaction's closure, once an entry
     private func isWaiting(_ arrival: UInt64) -> Bool {
         let service = Int(arrival & BrokerStateMachine.slotMask)
         guard service < lanes.count else { return false }
