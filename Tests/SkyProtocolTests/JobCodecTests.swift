@@ -1,9 +1,21 @@
+import Foundation
 import Testing
 
 @testable import SkyProtocol
 
 @Suite("Job codecs: ids, submissions, reports, listings")
 struct JobCodecTests {
+    /// A job's times, milliseconds since 1970 on the wire, read as `Date`s; absent stays absent.
+    @Test func aJobsTimesReadAsDates() {
+        var details = JobDetails(id: "j", state: "succeeded")
+        details.submittedAt = 1_764_547_200_250
+        details.endedAt = 1_764_547_201_000
+        #expect(details.submissionDate == Date(timeIntervalSince1970: 1_764_547_200.25))
+        #expect(details.endDate?.timeIntervalSince(details.submissionDate!) == 0.75)
+        #expect(details.startDate == nil)
+        #expect(details.earliestStartDate == nil && details.expirationDate == nil && details.progressDate == nil)
+    }
+
     @Test func aJobIDPrintsAs26CrockfordCharactersAndParsesBack() throws {
         var random = SplitMix64(seed: 7)
         let id = JobID(milliseconds: 1_700_000_000_123, random: &random)
