@@ -18,8 +18,8 @@ extension BrokerStateMachine {
         return asked > 0 ? Int64(asked) * 1_000_000 : Self.nanoseconds(configuration.noWorkersGrace)
     }
 
-    /// Whether a connected worker serves the service (one that does not drain).
-    func isServed(_ service: String) -> Bool { services.number(of: service).map { services[$0].isServed } ?? false }
+    /// Whether a connected worker serves the service.
+    func isServed(_ service: String) -> Bool { !workers(serving: service).isEmpty }
 
     /// The connected workers that serve a service, in registration order.
     func workers(serving service: String) -> [PeerID] {

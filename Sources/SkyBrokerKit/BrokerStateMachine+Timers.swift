@@ -325,10 +325,7 @@ extension BrokerStateMachine {
         }
         withJobs(now: now, into: &actions) { $0.shutdown(message, into: &$1) }
         workers.removeAll()
-        services.updateAll(keeping: queue.hasEntries) {
-            $1.workers.removeAll()
-            $1.draining = 0
-        }
+        services.updateAll(keeping: queue.hasEntries) { $1.workers.removeAll() }
         tasks.removeAll()
         deliveries = DeliveryBook()
         queue.removeAll()

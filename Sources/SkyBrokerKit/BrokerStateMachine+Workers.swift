@@ -125,13 +125,6 @@ extension BrokerStateMachine {
         case .draining:
             guard let record = workers[peer], !record.draining else { return }
             workers[peer]?.draining = true
-            // It takes nothing more: a call of a service it alone served gets `noWorkers` after
-            // the grace, as when a worker leaves, not its deadline's wait for the drain's end.
-            // It stays on its services' lists while it runs their tasks (they stay known).
-            for number in record.serviceNumbers {
-                services[number].draining += 1
-                if !services[number].isServed { lostLastWorker(number, now: now) }
-            }
             // Every task for it was sent before this; the worker runs those, then leaves.
             actions.append(.sendToWorker(peer, .drainingAcknowledged))
             actions.append(
@@ -220,29 +213,18 @@ extension BrokerStateMachine {
         fill(peer, now: now, into: &actions)
     }
 
-    /// A service's last serving worker left or began to drain: its requests' no-workers grace
-    /// counts from now.
-    private mutating func lostLastWorker(_ number: ServiceBook.Number, now: Instant) {
-        services[number].lastWorkerLeftAt = ticks(now)
-        if queue.hasEntries(number) {
-            // Requests already waiting get `noWorkers` after the grace unless a worker joins.
-            let graceEnd = ticks(now) + Self.nanoseconds(configuration.noWorkersGrace)
-            unserved.insert(UnservedEntry(expiry: graceEnd, service: services[number].name))
-        }
-    }
-
     /// Removes a worker. Each task it held goes back to the front of its queue, or fails with
     /// `workerLost` once it was delivered the maximum number of times.
     mutating func remove(_ peer: PeerID, reason: DisconnectReason, now: Instant, into actions: inout [BrokerAction]) {
         guard let record = workers.removeValue(forKey: peer) else { return }
         jobs.workerLeft(serving: record.services, capacity: record.capacity)
+        let graceEnd = ticks(now) + Self.nanoseconds(configuration.noWorkersGrace)
         for number in record.serviceNumbers {
             services[number].workers.removeAll { $0 == peer }
-            // A draining worker stopped serving when it began to drain.
-            if record.draining {
-                services[number].draining -= 1
-            } else if !services[number].isServed {
-                lostLastWorker(number, now: now)
+            if !services[number].isServed { services[number].lastWorkerLeftAt = ticks(now) }
+            if !services[number].isServed && queue.hasEntries(number) {
+                // Requests already waiting get `noWorkers` after the grace unless a worker joins.
+                unserved.insert(UnservedEntry(expiry: graceEnd, service: services[number].name))
             }
         }
         var requeued = 0

@@ -37,10 +37,7 @@ struct ServiceBook: Sendable {
         /// grace of a request that waits then counts from here, not from its arrival.
         var lastWorkerLeftAt = Int64.min
 
-        /// How many of ``workers`` drain: they run what they hold and take nothing more.
-        var draining = 0
-        /// A worker takes its requests: one that does not drain.
-        var isServed: Bool { workers.count > draining }
+        var isServed: Bool { !workers.isEmpty }
         /// A limited service is kept while it is limited: forgotten, it would forget the
         /// tokens it spent.
         var isIdle: Bool { workers.isEmpty && window == nil && bucket == nil }

@@ -67,40 +67,6 @@ struct BrokerLivenessTests {
         #expect(said.contains("it had been running on a worker that was lost (1 time)"), "\(said)")
     }
 
-    /// A service whose only worker drains has nobody to take its calls: a call waiting behind
-    /// the drain, and one that comes during it, hear `noWorkers` a grace after the drain began
-    /// (they waited for their 30 s deadlines), while the task the worker holds still answers;
-    /// its departure later does not restart the grace, and a worker that joins within it takes
-    /// the call.
-    @Test func aCallOfAServiceWhoseOnlyWorkerDrainsHearsNoWorkers() throws {
-        var broker = BrokerHarness()  // a grace of 2 s
-        let (running, waiting, late, taken) = (
-            RequestID(high: 7, low: 1), RequestID(high: 7, low: 2), RequestID(high: 7, low: 3),
-            RequestID(high: 7, low: 4)
-        )
-        _ = broker.ready(worker1)  // one credit
-        #expect(dispatched(broker.request(client, running, timeout: .seconds(30))).map(\.1) == [running])
-        _ = broker.request(client, waiting, timeout: .seconds(30))
-        _ = broker.advance(.milliseconds(500))
-        _ = broker.worker(worker1, .draining)  // at 0.5 s
-        _ = broker.advance(.milliseconds(500))
-        _ = broker.request(client, late, timeout: .seconds(30))  // at 1 s
-        #expect(replies(broker.reply(worker1, client: client, running), to: running).map(\.status) == [.ok])
-        _ = broker.worker(worker1, .disconnect)  // at 1 s: gone, as a drained worker goes
-        var answered = replies(broker.advance(.milliseconds(1400)))  // 2.4 s
-        #expect(answered.isEmpty, "not before the grace since the drain")
-        answered = replies(broker.advance(.milliseconds(200)))  // 2.6 s
-        // A grace after the drain, not after the departure; the late call with it, as calls
-        // that wait when a service's last worker is lost are.
-        #expect(answered.map(\.1.requestID) == [waiting, late])
-        #expect(answered.map(\.1.status) == [.noWorkers, .noWorkers])
-        // Draining with another worker of the service about: that one takes the calls.
-        _ = broker.ready(worker1)
-        _ = broker.ready(worker2)
-        _ = broker.worker(worker1, .draining)
-        #expect(dispatched(broker.request(client, taken, timeout: .seconds(30))).map(\.0) == [worker2])
-    }
-
     /// A request that waited for a worker at first, ran on one that joined, and is back in the
     /// queue after that worker's loss hears `noWorkers` a grace after the loss: its first grace
     /// entry answered it 0.46 s after the loss (a third-party worker's test).
