@@ -324,9 +324,7 @@ extension SkyClient {
         ) {
             switch consume action {
             case .send(let socket, let command):
-                outbound.append(
-                    command.parts().map { .init(socket: Self.socketID(socket), parts: $0) }
-                        ?? .init(socket: Self.socketID(socket), message: command.frames()))
+                outbound.append(.init(socket: Self.socketID(socket), parts: command.parts()) { command.frames() })
             case .succeed(let waiters, let body, let attempts):
                 resume(waiters, Completion(result: .success(body), attempts: attempts))
             case .fail(let waiters, let error, let attempts):

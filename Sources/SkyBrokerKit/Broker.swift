@@ -465,8 +465,9 @@ public final class Broker: Service, Sendable {
             case .sendToClient(let peer, let command):
                 outbound.append(
                     peer.withBytes { routingID in
-                        command.parts(routedTo: routingID).map { .init(socket: Broker.clientsSocket, parts: $0) }
-                            ?? .init(socket: Broker.clientsSocket, message: command.frames(routedTo: routingID))
+                        .init(socket: Broker.clientsSocket, parts: command.parts(routedTo: routingID)) {
+                            command.frames(routedTo: routingID)
+                        }
                     })
             case .sendToWorker(let peer, let command):
                 outbound.append(Self.outbound(command, to: peer))
@@ -509,8 +510,9 @@ extension Broker.Shell {
     /// one buffer.
     fileprivate static func outbound(_ command: BrokerToWorker, to peer: PeerID) -> ZMQEventLoop.Outbound {
         peer.withBytes { routingID in
-            command.parts(routedTo: routingID).map { .init(socket: Broker.workersSocket, parts: $0) }
-                ?? .init(socket: Broker.workersSocket, message: command.frames(routedTo: routingID))
+            .init(socket: Broker.workersSocket, parts: command.parts(routedTo: routingID)) {
+                command.frames(routedTo: routingID)
+            }
         }
     }
 

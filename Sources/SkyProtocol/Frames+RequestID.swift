@@ -18,12 +18,21 @@ extension Frames.Writer {
         _ fields: (inout PackedFieldWriter) -> Void
     ) {
         appendWritten(capacity: signature.count + 1 + RequestID.byteCount + fieldBytes) { writer in
-            writer.bytes(signature)
-            writer.byte(command)
-            writer.bigEndian(id.high)
-            writer.bigEndian(id.low)
+            writer.packedStart(signature, command: command, id)
             fields(&writer)
         }
+    }
+}
+
+extension PackedFieldWriter {
+    /// What every packed header starts with: the version 2 signature, the command byte and the
+    /// request id (docs/protocol.md, "Packed messages").
+    @inlinable
+    public mutating func packedStart(_ signature: [UInt8], command: UInt8, _ id: RequestID) {
+        bytes(signature)
+        byte(command)
+        bigEndian(id.high)
+        bigEndian(id.low)
     }
 }
 
@@ -43,10 +52,7 @@ extension FrameParts {
             routedTo: routingID, headBytes: signature.count + 1 + RequestID.byteCount + fieldBytes, body: body,
             trailer: trailer
         ) { writer in
-            writer.bytes(signature)
-            writer.byte(command)
-            writer.bigEndian(id.high)
-            writer.bigEndian(id.low)
+            writer.packedStart(signature, command: command, id)
             fields(&writer)
         }
     }

@@ -294,9 +294,7 @@ extension SkyWorker {
             _ command: WorkerToBroker, generation: Int, behindConnect: Bool, loop: ZMQEventLoop,
             into outbound: inout [ZMQEventLoop.Outbound]
         ) {
-            let message: ZMQEventLoop.Outbound =
-                command.parts().map { .init(socket: socket(generation), parts: $0) }
-                ?? .init(socket: socket(generation), message: command.frames())
+            let message = ZMQEventLoop.Outbound(socket: socket(generation), parts: command.parts()) { command.frames() }
             if behindConnect {
                 loop.send([message])
             } else {

@@ -131,6 +131,13 @@ extension ZMQEventLoop {
             content = .parts(parts)
         }
 
+        /// A message from its parts when it has them, else built in one buffer by `frames`
+        /// (a command of another kind, or a head too long to keep inline).
+        public init(socket: SocketID, parts: FrameParts?, otherwise frames: () -> Frames) {
+            self.socket = socket
+            content = parts.map { .parts($0) } ?? .frames(frames())
+        }
+
         /// Each frame as an array.
         public var frames: [[UInt8]] { content.arrays }
     }

@@ -32,18 +32,25 @@ struct ZMQSocketTests {
         }
     }
 
+    /// Two PAIR sockets connected over inproc, with their context (kept alive by the caller).
+    static func connectedPair() throws -> (ZMQContext, sender: ZMQSocket, receiver: ZMQSocket) {
+        let context = try ZMQContext()
+        let endpoint = "inproc://pair-\(UUID().uuidString)"
+        let receiver = try ZMQSocket(context: context, type: .pair)
+        try receiver.bind(endpoint)
+        let sender = try ZMQSocket(context: context, type: .pair)
+        try sender.connect(endpoint)
+        return (context, sender, receiver)
+    }
+
     /// A received message is held as libzmq messages (on the stack up to 12 frames, then on
     /// the heap) and copied into one buffer: every size across that boundary, large frames
     /// (libzmq's own allocations) and small ones (kept inside `zmq_msg_t`) alike, comes out whole.
     @Test(arguments: [1, 12, 13, 1029])
     func messagesOfManyFramesArriveWhole(frameCount: Int) async throws {
         try await onThread {
-            let context = try ZMQContext()
-            let endpoint = "inproc://frames-\(UUID().uuidString)"
-            let receiver = try ZMQSocket(context: context, type: .pair)
-            try receiver.bind(endpoint)
-            let sender = try ZMQSocket(context: context, type: .pair)
-            try sender.connect(endpoint)
+            let (context, sender, receiver) = try Self.connectedPair()
+            defer { withExtendedLifetime(context) {} }
             let frames = (0..<frameCount).map { index in
                 [UInt8](repeating: UInt8(truncatingIfNeeded: index), count: index % 3 == 0 ? 100 + index : index % 7)
             }
@@ -64,12 +71,8 @@ struct ZMQSocketTests {
     /// id and a head from its inline bytes, the body and the trailer from their arrays.
     @Test func aMessageSentFromItsPartsArrivesWhole() async throws {
         try await onThread {
-            let context = try ZMQContext()
-            let endpoint = "inproc://parts-\(UUID().uuidString)"
-            let receiver = try ZMQSocket(context: context, type: .pair)
-            try receiver.bind(endpoint)
-            let sender = try ZMQSocket(context: context, type: .pair)
-            try sender.connect(endpoint)
+            let (context, sender, receiver) = try Self.connectedPair()
+            defer { withExtendedLifetime(context) {} }
             let routingID: [UInt8] = [7, 7, 7, 7, 7]
             let messages: [(body: [UInt8], trailer: [UInt8]?)] = [
                 ([], nil), (Array(1...64), [9, 9]), ([UInt8](repeating: 5, count: 3000), nil),
