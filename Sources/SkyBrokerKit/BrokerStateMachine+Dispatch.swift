@@ -56,16 +56,25 @@ extension BrokerStateMachine {
     /// to be answered at its deadline, the broker's maximum wait, or (nobody serves its service)
     /// the no-workers grace, whichever comes first.
     /// - Parameter key: its key, if the caller has it hashed already.
-    mutating func enqueue(_ task: consuming QueuedRequest, now: Instant, key: TaskKey? = nil) {
+    /// - Parameter graceFrom: when its no-workers grace started (ticks), if not now: a request
+    ///   put back after its service's last worker left counts it from its arrival or the loss.
+    mutating func enqueue(
+        _ task: consuming QueuedRequest, now: Instant, key: TaskKey? = nil, graceFrom: Int64? = nil
+    ) {
         let bytes = task.request.queuedSize
         tasks[key ?? task.key] = .waiting(arrival: task.arrival)
         withClient(task.client) { client in
             client.waiting += 1
             client.waitingBytes += bytes
         }
+        let asked = task.request.header.noWorkersGraceMilliseconds
+        if asked > 0 {
+            let grace = Int64(asked) * 1_000_000
+            if grace < services[task.service].shortestAskedGrace { services[task.service].shortestAskedGrace = grace }
+        }
         var expiry = queueExpiry(task)
         if !services[task.service].isServed {
-            let (graceEnd, overflow) = ticks(now).addingReportingOverflow(noWorkersGrace(task))
+            let (graceEnd, overflow) = (graceFrom ?? ticks(now)).addingReportingOverflow(noWorkersGrace(task))
             expiry = min(expiry, overflow ? Int64.max : graceEnd)
         }
         queue.insert(task, expiry: expiry)

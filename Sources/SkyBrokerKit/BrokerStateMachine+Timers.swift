@@ -130,20 +130,56 @@ extension BrokerStateMachine {
         return "it waited for a free \(name) worker past its deadline"
     }
 
-    /// Services whose last worker left while requests of them waited: once the grace has passed
-    /// and still nobody serves them, their requests are answered `noWorkers`.
-    private mutating func expireUnserved(now: Instant, budget: inout WorkBudget, into actions: inout [BrokerAction]) {
-        let now = ticks(now)
+    /// Services whose last worker left while requests of them waited: once a grace has passed
+    /// and still nobody serves them, the requests whose own grace is over (counted from the
+    /// loss, or from their arrival if they came later; the one they asked for, or the broker's)
+    /// are answered `noWorkers`. The others wait on, looked at again when theirs ends: the loss
+    /// once answered them all at the broker's grace, a request that came a moment before or
+    /// asked for a longer grace too.
+    private mutating func expireUnserved(
+        now instant: Instant, budget: inout WorkBudget, into actions: inout [BrokerAction]
+    ) {
+        let now = ticks(instant)
         while budget.hasRoom, let first = unserved.min, first.expiry <= now {
             guard let number = services.number(of: first.service), !services[number].isServed else {
                 unserved.removeMin()
                 continue
             }
-            while budget.hasRoom, let task = popWaiting(number) {
+            let lost = services[number].lastWorkerLeftAt
+            var later: [(task: QueuedRequest, graceFrom: Int64)] = []
+            var emptied = false
+            var passLength = 0
+            while budget.hasRoom {
+                guard let task = popWaiting(number) else {
+                    emptied = true
+                    break
+                }
                 budget.spend()
-                answerNoWorkers(task, endedBy: .grace, into: &actions)
+                passLength += 1
+                let graceFrom = max(task.arrivedAt, lost)
+                let (graceEnd, overflow) = graceFrom.addingReportingOverflow(noWorkersGrace(task))
+                if overflow || graceEnd > now {
+                    later.append((task, graceFrom))
+                } else {
+                    answerNoWorkers(task, endedBy: .grace, into: &actions)
+                }
             }
-            if !queue.hasEntries(number) { unserved.removeMin() }
+            let answeredNone = later.count == passLength
+            var nextEnd: Int64?
+            for (task, graceFrom) in later {
+                let (end, overflow) = graceFrom.addingReportingOverflow(noWorkersGrace(task))
+                nextEnd = min(nextEnd ?? .max, overflow ? .max : end)
+            }
+            // Put back in their places, each to be looked at again at the end of its grace.
+            for (task, graceFrom) in later { enqueue(task, now: instant, graceFrom: graceFrom) }
+            if emptied || !queue.hasEntries(number) {
+                unserved.removeMin()
+            } else if answeredNone, let nextEnd {
+                // The budget went on requests whose grace goes on, which the next pass would
+                // take first again: look again when the first of them ends, not at every tick.
+                unserved.removeMin()
+                unserved.insert(UnservedEntry(expiry: nextEnd, service: first.service))
+            }
         }
     }
 

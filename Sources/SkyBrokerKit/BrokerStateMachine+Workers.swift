@@ -218,13 +218,15 @@ extension BrokerStateMachine {
     mutating func remove(_ peer: PeerID, reason: DisconnectReason, now: Instant, into actions: inout [BrokerAction]) {
         guard let record = workers.removeValue(forKey: peer) else { return }
         jobs.workerLeft(serving: record.services, capacity: record.capacity)
-        let graceEnd = ticks(now) + Self.nanoseconds(configuration.noWorkersGrace)
+        let grace = Self.nanoseconds(configuration.noWorkersGrace)
         for number in record.serviceNumbers {
             services[number].workers.removeAll { $0 == peer }
             if !services[number].isServed { services[number].lastWorkerLeftAt = ticks(now) }
             if !services[number].isServed && queue.hasEntries(number) {
-                // Requests already waiting get `noWorkers` after the grace unless a worker joins.
-                unserved.insert(UnservedEntry(expiry: graceEnd, service: services[number].name))
+                // Requests already waiting get `noWorkers` at the end of their grace, counted
+                // from now, unless a worker joins: looked at when the first of them can end.
+                let first = min(grace, services[number].shortestAskedGrace)
+                unserved.insert(UnservedEntry(expiry: ticks(now) + first, service: services[number].name))
             }
         }
         var requeued = 0

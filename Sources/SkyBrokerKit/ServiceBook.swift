@@ -36,6 +36,11 @@ struct ServiceBook: Sendable {
         /// When its last worker left (the machine's ticks; `Int64.min`: never): the no-workers
         /// grace of a request that waits then counts from here, not from its arrival.
         var lastWorkerLeftAt = Int64.min
+        /// The shortest no-workers grace a request of it asked for (nanoseconds; `Int64.max`:
+        /// none asked), so that the look at its waiting requests after its last worker left
+        /// comes no later than the first of their graces ends. Never raised: a look that comes
+        /// early answers nothing it should not.
+        var shortestAskedGrace = Int64.max
 
         var isServed: Bool { !workers.isEmpty }
         /// A limited service is kept while it is limited: forgotten, it would forget the

@@ -82,6 +82,61 @@ struct BrokerLivenessTests {
         #expect(answered.status == .noWorkers)
     }
 
+    /// A request that came after its service's last worker left has its own grace from its
+    /// arrival: the loss's grace answered every waiting request, one that came 1.9 s after the
+    /// loss 0.1 s after it arrived.
+    @Test func aRequestThatCameAfterTheLastWorkerLeftKeepsItsOwnGrace() throws {
+        var broker = BrokerHarness()  // a grace of 2 s
+        let waiting = RequestID(high: 5, low: 2)
+        _ = broker.ready(worker1, capacity: 1)
+        _ = broker.request(client, id, timeout: .seconds(30))  // runs
+        _ = broker.request(client, waiting, timeout: .seconds(30))  // waits
+        _ = broker.worker(worker1, .disconnect)  // at 0 s
+        _ = broker.advance(.milliseconds(1900))
+        let late = RequestID(high: 5, low: 3)
+        _ = broker.request(client, late, timeout: .seconds(30))
+        let atGrace = replies(broker.advance(.milliseconds(100)))
+        #expect(Set(atGrace.map(\.1.requestID)) == [id, waiting], "the requests that waited at the loss")
+        #expect(atGrace.allSatisfy { $0.1.status == .noWorkers })
+        #expect(replies(broker.advance(.milliseconds(1899)), to: late).isEmpty, "not before its own grace")
+        let answered = try #require(replies(broker.advance(.milliseconds(1)), to: late).first)
+        #expect(answered.status == .noWorkers)
+    }
+
+    /// A request that asked for a longer grace than the broker's (a client that waits out a
+    /// rolling restart) keeps it when its service's last worker leaves; one that asked for a
+    /// shorter one is answered at its end, counted from the loss.
+    @Test func aGraceTheRequestAskedForHoldsWhenTheLastWorkerLeaves() throws {
+        var broker = BrokerHarness()  // a grace of 2 s
+        let patient = RequestID(high: 5, low: 2)
+        let hasty = RequestID(high: 5, low: 3)
+        _ = broker.ready(worker1, capacity: 1)
+        _ = broker.request(client, id, timeout: .seconds(60))  // runs
+        _ = broker.request(client, patient, timeout: .seconds(60), noWorkersGrace: .seconds(10))
+        _ = broker.request(client, hasty, timeout: .seconds(60), noWorkersGrace: .milliseconds(500))
+        _ = broker.advance(.seconds(1))
+        _ = broker.worker(worker1, .disconnect)  // at 1 s
+        #expect(replies(broker.advance(.milliseconds(499))).isEmpty)
+        #expect(replies(broker.advance(.milliseconds(1))).map(\.1.requestID) == [hasty])
+        #expect(replies(broker.advance(.milliseconds(1500))).map(\.1.requestID) == [id])
+        #expect(replies(broker.advance(.milliseconds(7999)), to: patient).isEmpty, "not before its own grace")
+        let answered = try #require(replies(broker.advance(.milliseconds(1)), to: patient).first)
+        #expect(answered.status == .noWorkers)
+    }
+
+    /// Waiting requests whose grace has not ended when their service's last worker's grace
+    /// does are still dispatched when a worker of it joins.
+    @Test func aRequestKeptPastTheLossesGraceRunsWhenAWorkerJoins() {
+        var broker = BrokerHarness()  // a grace of 2 s
+        let patient = RequestID(high: 5, low: 2)
+        _ = broker.ready(worker1, capacity: 1)
+        _ = broker.request(client, id, timeout: .seconds(60))
+        _ = broker.request(client, patient, timeout: .seconds(60), noWorkersGrace: .seconds(10))
+        _ = broker.worker(worker1, .disconnect)
+        _ = broker.advance(.seconds(5))
+        #expect(dispatched(broker.ready(worker2)).map(\.1) == [patient])
+    }
+
     @Test func theBrokerHeartbeatsEveryWorkerEachInterval() {
         var broker = BrokerHarness()
         _ = broker.ready(worker1)
