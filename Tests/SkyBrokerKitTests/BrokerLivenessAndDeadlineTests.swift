@@ -137,6 +137,30 @@ struct BrokerLivenessTests {
         #expect(dispatched(broker.ready(worker2)).map(\.1) == [patient])
     }
 
+    /// More requests whose grace goes on than a tick's batch, ahead of one whose grace is over:
+    /// the broker does not take the same ones at every tick; it looks again when the first of
+    /// their graces ends, and every request is answered once.
+    @Test func patientRequestsBeyondATicksBatchAreAnsweredOnceEach() {
+        var configuration = BrokerStateMachine.Configuration()
+        configuration.expiryBatch = 2
+        var broker = BrokerHarness(configuration)  // a grace of 2 s
+        let patient = (2...4).map { RequestID(high: 5, low: $0) }
+        _ = broker.ready(worker1, capacity: 1)
+        _ = broker.request(client, id, timeout: .seconds(60), noWorkersGrace: .seconds(10))  // runs
+        for request in patient { _ = broker.request(client, request, timeout: .seconds(60), noWorkersGrace: .seconds(10)) }
+        let plain = RequestID(high: 5, low: 9)
+        _ = broker.request(client, plain, timeout: .seconds(60))
+        _ = broker.worker(worker1, .disconnect)
+        _ = broker.advance(.seconds(2))  // the grace's pass: two requests whose grace goes on
+        _ = broker.advance(.milliseconds(1))
+        #expect(!broker.machine.hasExpiryBacklog, "the same requests taken at every tick")
+        var answered: [RequestID: Int] = [:]
+        for _ in 0..<20 {
+            for (_, reply) in replies(broker.advance(.milliseconds(500))) { answered[reply.requestID, default: 0] += 1 }
+        }
+        #expect(answered == Dictionary(uniqueKeysWithValues: ([id, plain] + patient).map { ($0, 1) }))
+    }
+
     @Test func theBrokerHeartbeatsEveryWorkerEachInterval() {
         var broker = BrokerHarness()
         _ = broker.ready(worker1)
