@@ -54,6 +54,11 @@ extension SkyClient {
         init(_ shell: Shell) { self.shell = shell }
     }
 
+    /// Whether this client has had a connection to the broker, now or before.
+    nonisolated var hasReachedBroker: Bool {
+        shell.machine.withLock { $0.table.isConnected || $0.table.connectionEpoch > 0 }
+    }
+
     /// Returns once a connection to the broker is up; throws `CancellationError` if cancelled.
     func waitForConnection() async throws {
         try await startIfNeeded()

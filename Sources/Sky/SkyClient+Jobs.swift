@@ -1,4 +1,5 @@
 import Foundation
+import Logging
 import SkyJSON
 import SkyProtocol
 
@@ -85,15 +86,43 @@ extension SkyClient {
     }
 
     /// Waits for a job to end and returns its result, decoded as `type`.
+    ///
+    /// Once this client has reached the broker, the wait rides out the broker's restarts and
+    /// outages, however long (the job lives on in its journal): it asks again every few seconds
+    /// and logs the outage once. Cancel the waiting task to stop sooner. A broker never reached
+    /// (a wrong endpoint) fails the wait as any call.
     public nonisolated func result<R: Decodable & Sendable>(
         of id: JobID, as type: R.Type, coder: some TaskCoder = .json
     ) async throws -> R {
         // A broker that answers "not yet" at once (it holds as many waits as it may) is asked
         // again after a pause, growing to a second: at once, the loop would flood it.
         var pause = Duration.milliseconds(50)
+        var outage: (since: Duration, pause: Duration)?
         while true {
             let asked = time.now()
-            let report = try await jobReport(BrokerService.jobWait, id)
+            let report: JobReport
+            do {
+                report = try await jobReport(BrokerService.jobWait, id)
+            } catch let error as SkyError where error.isOutage && hasReachedBroker {
+                // Each wait call retried by the client's policy already: the broker is down or
+                // stalled for longer. Waited out, a pause growing to 5 s between the asks.
+                let now = time.now()
+                if outage == nil {
+                    configuration.logger.warning(
+                        "waiting out a broker outage for a job's result",
+                        metadata: ["job": "\(id)", "error": "\(error)"])
+                }
+                let next = outage.map { min($0.pause * 2, .seconds(5)) } ?? .seconds(1)
+                outage = (outage?.since ?? now, next)
+                try await Task.sleep(for: next, clock: configuration.clock)
+                continue
+            }
+            if let since = outage?.since {
+                configuration.logger.notice(
+                    "the broker answers again about a job",
+                    metadata: ["job": "\(id)", "outage": "\(time.now() - since)"])
+                outage = nil
+            }
             switch report.state {
             case .succeeded:
                 do {

@@ -61,6 +61,15 @@ public enum SkyError: Error, Sendable, Equatable, CustomStringConvertible {
     /// what it is.
     case rateLimited(String, retryAfter: Duration)
 
+    /// The broker did not answer: down, restarting or stalled (not a refusal, nor a mistake
+    /// in the call). A job's waiter waits it out.
+    var isOutage: Bool {
+        switch self {
+        case .brokerUnreachable, .timeout: true
+        default: false
+        }
+    }
+
     /// The kind of an error without its message: what retry policies name.
     public enum Code: String, Sendable, Hashable, CaseIterable {
         case timeout, overloaded, noWorkers, workerLost, remote, unauthorized, cancelled, brokerUnreachable

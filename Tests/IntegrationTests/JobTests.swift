@@ -264,6 +264,33 @@ extension IntegrationSuite {
             await cluster.stop()
         }
 
+        /// A job's reader waits out a broker outage longer than its calls' retries: the job
+        /// lives on in the journal. It gave up with `brokerUnreachable` after three connect
+        /// timeouts (a newcomer's wait, 10 s into a 15 s restart).
+        @Test func aJobsReaderWaitsOutABrokerOutageLongerThanItsRetries() async throws {
+            let state = try await JobStoreFixture(.sqlite)
+            let cluster = try await TestCluster.start(extraArguments: state.arguments)
+            defer { cluster.killAll() }
+            var configuration = SkyClient.Configuration()
+            configuration.connectTimeout = .milliseconds(500)
+            let sky = try await SkyClient(broker: cluster.clients, configuration: configuration)
+            let job = try await sky.submit(EchoTask(message: "outlived"))
+            let reading = Task { try await job.value }
+            try await eventually("the broker holds the reader's wait") {
+                try await sky.clusterSnapshot().jobs?.waiters == 1
+            }
+            cluster.broker.signal(SIGKILL)
+            _ = try await cluster.broker.waitForExit()
+            // The outage: longer than the reader's wait call takes to give up (three attempts
+            // of a connect timeout each), which nothing the test could await marks.
+            try await Task.sleep(for: .seconds(4))
+            try await cluster.restartBroker()
+            _ = try await cluster.startWorker(name: "w1")
+            #expect(try await reading.value.message == "outlived")
+            await sky.close()
+            await cluster.stop()
+        }
+
         @Test func aDelayedJobDoesNotStartBefore3sAlsoWhenTheBrokerRestartsMeanwhile() async throws {
             try await Self.aDelayedJobDoesNotStartBefore3sAlsoWhenTheBrokerRestartsMeanwhile(on: .sqlite)
         }

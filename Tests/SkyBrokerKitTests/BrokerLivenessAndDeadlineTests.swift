@@ -147,7 +147,9 @@ struct BrokerLivenessTests {
         let patient = (2...4).map { RequestID(high: 5, low: $0) }
         _ = broker.ready(worker1, capacity: 1)
         _ = broker.request(client, id, timeout: .seconds(60), noWorkersGrace: .seconds(10))  // runs
-        for request in patient { _ = broker.request(client, request, timeout: .seconds(60), noWorkersGrace: .seconds(10)) }
+        for request in patient {
+            _ = broker.request(client, request, timeout: .seconds(60), noWorkersGrace: .seconds(10))
+        }
         let plain = RequestID(high: 5, low: 9)
         _ = broker.request(client, plain, timeout: .seconds(60))
         _ = broker.worker(worker1, .disconnect)
