@@ -150,7 +150,9 @@ extension BrokerStateMachine {
         into actions: inout [BrokerAction]
     ) {
         if workers[peer] != nil {
-            actions.append(.log(.warning, "a worker sent a second READY; disconnecting it", ["peer": "\(peer)"]))
+            logAboutPeer(.warning, "a worker sent a second READY; disconnecting it", now: now, into: &actions) {
+                ["peer": "\(peer)"]
+            }
             remove(peer, reason: .protocolError, now: now, into: &actions)
             actions.append(.sendToWorker(peer, .disconnect))
             return
@@ -173,8 +175,10 @@ extension BrokerStateMachine {
                 now: now, into: &actions)
             return
         }
-        var services: [String] = []
-        for service in announcement.services where !services.contains(service) { services.append(service) }
+        memoryReturn.registered(bytes: announcement.services.reduce(0) { $0 + $1.utf8.count })
+        // In order, each once: a set, as a READY may name a thousand services.
+        var seen = Set<String>()
+        let services = announcement.services.filter { seen.insert($0).inserted }
         var numbers: [ServiceBook.Number] = []
         for service in services {
             guard let number = self.services.number(for: service, limit: Int(ServiceBook.none)) else {
@@ -202,13 +206,15 @@ extension BrokerStateMachine {
             edition: BrokerFeatures.currentEdition, maxFrameSize: Int(configuration.maxFrameSize), takesPacked: true,
             takesProgress: true)
         actions.append(.sendToWorker(peer, .features(features.lines)))
-        actions.append(
-            .log(
-                .info, "worker connected",
-                [
-                    "worker": announcement.name, "peer": "\(peer)", "capacity": "\(record.capacity)",
-                    "services": services.joined(separator: ","),
-                ]))
+        // Within the peer-line budget: a peer that sends READY, then what gets it disconnected,
+        // over and over, wrote two lines a cycle (a quarter of a megabyte each with a thousand
+        // long names) until the disk filled.
+        logAboutPeer(.info, "worker connected", now: now, into: &actions) {
+            [
+                "worker": announcement.name, "peer": "\(peer)", "capacity": "\(record.capacity)",
+                "services": Self.loggedServices(services),
+            ]
+        }
         publish(SkyEvent(seq: 0, event: .workerConnected, time: "", worker: record.info), into: &actions)
         fill(peer, now: now, into: &actions)
     }
@@ -264,10 +270,9 @@ extension BrokerStateMachine {
         }
         counters.requeued += UInt64(requeued)
         if reason == .expired { counters.workersExpired += 1 }
-        actions.append(
-            .log(
-                reason == .graceful ? .info : .warning, "worker disconnected",
-                ["worker": record.name, "peer": "\(peer)", "reason": reason.rawValue, "requeued": "\(requeued)"]))
+        logAboutPeer(reason == .graceful ? .info : .warning, "worker disconnected", now: now, into: &actions) {
+            ["worker": record.name, "peer": "\(peer)", "reason": reason.rawValue, "requeued": "\(requeued)"]
+        }
         publish(
             SkyEvent(
                 seq: 0, event: .workerDisconnected, time: "", worker: record.info, reason: reason,
@@ -420,4 +425,13 @@ extension BrokerStateMachine {
                 .warning, "a client sent a request to the workers port; told it which to use",
                 ["clients": configuration.clientsEndpoint]))
     }
+
+    /// A worker's services for a log line: the first ``loggedServiceNames``, then how many in
+    /// all (a READY may name 1,024 of 255 bytes).
+    static func loggedServices(_ services: [String]) -> String {
+        guard services.count > loggedServiceNames else { return services.joined(separator: ",") }
+        return services.prefix(loggedServiceNames).joined(separator: ",") + ",… (\(services.count) in all)"
+    }
+
+    static let loggedServiceNames = 16
 }

@@ -23,6 +23,23 @@ struct MemoryReturn: Sendable {
         peakCount = max(peakCount, count)
     }
 
+    /// Peers' registrations of `bytes` (their services' names) since memory was last returned.
+    private var registeredBytes = 0
+    /// Registrations of this many bytes in all make the shell return memory, as a large drain
+    /// does: a READY names up to a quarter of a megabyte, and a peer that registers over and
+    /// over fills libzmq's pipe with them, whose memory the allocator keeps once they are read
+    /// (1.2 GB after 3 s of it).
+    static let registeredBytesToReturn = 32 << 20
+
+    /// A peer registered, naming `bytes` of services.
+    mutating func registered(bytes: Int) {
+        registeredBytes += bytes
+        if registeredBytes >= Self.registeredBytesToReturn {
+            registeredBytes = 0
+            soon = true
+        }
+    }
+
     /// Whether the queue held `bytes` or `count` requests since memory was last returned: its
     /// drain is then worth making the storage anew.
     func held(bytes: Int, orCount count: Int) -> Bool { peakBytes >= bytes || peakCount >= count }

@@ -115,6 +115,28 @@ struct BrokerHostileInputTests {
 
     /// Any message from a registered worker is a sign of life, one the broker cannot read too
     /// (a newer worker's command): it expired a worker that sent only those.
+    /// A peer that registers, sends a second READY (and is disconnected for it), registers
+    /// again, over and over, writes lines within the peer-line budget, and short ones: it wrote
+    /// three lines a cycle, one of them a quarter of a megabyte of service names, and filled
+    /// the disk.
+    @Test func aPeerThatRegistersOverAndOverWritesBoundedLines() {
+        var broker = BrokerHarness()
+        let names = (0..<1024).map { "r.\($0)." + String(repeating: "y", count: 240) }
+        var lines: [(String, [String: String])] = []
+        for _ in 0..<500 {
+            for action in broker.ready(worker, services: names) + broker.ready(worker, services: names) {
+                if case .log(_, let line, let fields) = action { lines.append((line, fields)) }
+            }
+        }
+        let perSecond = broker.machine.configuration.peerLinesPerSecond
+        // Three texts within one second: each at most the budget, and a summary each later.
+        #expect(lines.count <= 3 * perSecond, "\(lines.count) lines")
+        let longest = lines.map { $0.1.values.reduce(0) { $0 + $1.utf8.count } }.max() ?? 0
+        #expect(longest < 8192, "a line of \(longest) bytes")
+        _ = broker.ready(worker, services: names)
+        #expect(broker.machine.workerCount == 1, "a READY after the disconnect registers it again")
+    }
+
     @Test func aMalformedMessageFromARegisteredWorkerKeepsItAlive() {
         var broker = BrokerHarness()
         _ = broker.ready(worker, capacity: 1, services: ["sky.scan"])

@@ -73,4 +73,19 @@ struct BrokerPartsTests {
         }
         #expect(returned == [0, 1, 3, 7, 15])
     }
+
+    /// Registrations naming many bytes in all return memory as a drain does (a peer that
+    /// registered over and over left the broker at 1.2 GB).
+    @Test func memoryGoesBackAfterManyBytesOfRegistrations() {
+        var memory = MemoryReturn()
+        memory.registered(bytes: MemoryReturn.registeredBytesToReturn - 1)
+        var returned: [Double] = []
+        if memory.isDue(now: Self.at(0)) { returned.append(0) }
+        memory.registered(bytes: 1)
+        for tenth in 1...20 {
+            let second = Double(tenth) / 10
+            if memory.isDue(now: Self.at(second)) { returned.append(second) }
+        }
+        #expect(returned == [0.1, 1.1], "at the next tick, and again later as after a drain")
+    }
 }
