@@ -39,8 +39,9 @@ extension SkyClient {
         return AsyncThrowingStream(unfolding: { try await feed.next() })
     }
 
-    /// The events endpoint ``events()`` subscribes to: the configured one, or the clients
-    /// endpoint's port + 2 (`nil` when that cannot be told).
+    /// The events endpoint configured, or the clients endpoint's port + 2 (`nil` when that
+    /// cannot be told): where ``events()`` subscribes unless the broker says another
+    /// (`mmi.features`, asked as it subscribes).
     public nonisolated var eventsEndpoint: String? {
         eventsEndpoints.first
     }
@@ -61,13 +62,38 @@ extension SkyClient {
         return derived
     }
 
+    /// The events endpoint the broker says it bound (`mmi.features`), when none is configured
+    /// and the client has one broker endpoint (with several, only the active one answers): the
+    /// port + 2 rule does not hold for a broker on chosen or random ports or on `ipc://`, and a
+    /// subscription there hears nothing, silently. A wildcard host (`0.0.0.0`, `::`) is
+    /// replaced by the host this client reaches the broker at. `nil`: none configured, or the
+    /// broker did not say within the connect timeout.
+    func toldEventsEndpoints() async -> [String]? {
+        guard configuration.eventsList == nil, endpoints.count == 1,
+            let told = await brokerFeatures()?.eventsEndpoint
+        else { return nil }
+        return [Self.reachable(told, via: endpoints[0])]
+    }
+
+    /// `endpoint` with a wildcard host replaced by `broker`'s host.
+    static func reachable(_ endpoint: String, via broker: String) -> String {
+        let scheme = "tcp://"
+        guard endpoint.hasPrefix(scheme), broker.hasPrefix(scheme), let colon = endpoint.lastIndex(of: ":"),
+            let brokerColon = broker.lastIndex(of: ":")
+        else { return endpoint }
+        let host = endpoint[endpoint.index(endpoint.startIndex, offsetBy: scheme.count)..<colon]
+        guard ["0.0.0.0", "*", "::", "[::]"].contains(host) else { return endpoint }
+        return String(broker[..<brokerColon]) + String(endpoint[colon...])
+    }
+
     /// Opens one events subscription: a SUB socket on the events endpoint whose events arrive,
     /// at most `buffered` of them waiting, in the returned stream.
     func subscribeToEvents(buffered: Int) async throws -> EventFeed.Subscription {
-        let endpoints = eventsEndpoints
+        let endpoints = await toldEventsEndpoints() ?? eventsEndpoints
         guard let endpoint = endpoints.first else {
-            throw SkyError.brokerUnreachable(
-                "cannot tell the events endpoint from \(broker); set SkyClient.Configuration.events")
+            throw SkyError.wrongEndpoint(
+                "cannot tell the events endpoint from \(broker), and the broker did not say it (none answered within the connect timeout, or it predates saying it); set it: SkyClient.Configuration.events, or --events for skywatch and skyweb"
+            )
         }
         try await startIfNeeded()
         guard let loop = shell.loop.load(), !closed else { throw SkyError.clientClosed }

@@ -147,7 +147,9 @@ public final class Broker: Service, Sendable {
             workers: loop.boundEndpoints(of: workersSocket).first ?? configuration.workersEndpoint,
             events: loop.boundEndpoints(of: eventsSocket).first ?? configuration.eventsEndpoint)
         shell.loop.withLock { $0 = loop }
-        shell.state.withLock { $0.announce(clients: endpoints.clients, workers: endpoints.workers) }
+        shell.state.withLock {
+            $0.announce(clients: endpoints.clients, workers: endpoints.workers, events: endpoints.events)
+        }
         await journal?.announce(PostgresJournal.name(clients: endpoints.clients))
         if let journal {
             // Jobs unfinished when the broker last stopped are queued again before anyone connects.

@@ -108,6 +108,8 @@ public struct BrokerRouting: Sendable {
     /// The endpoints named to peers that connected to the wrong one.
     package var clientsEndpoint = "the broker's clients endpoint"
     package var workersEndpoint = "the broker's workers endpoint"
+    /// The events endpoint bound, told to clients in `mmi.features`.
+    package var eventsEndpoint: String?
 
     public init() {}
 

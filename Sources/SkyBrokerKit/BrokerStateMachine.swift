@@ -841,10 +841,12 @@ package struct BrokerStateMachine: Sendable {
             into: &actions)
     }
 
-    /// The endpoints actually bound, named to peers that connect to the wrong one.
-    package mutating func announce(clients: String, workers: String) {
+    /// The endpoints actually bound, named to peers that connect to the wrong one; the events
+    /// endpoint is told to clients in `mmi.features`.
+    package mutating func announce(clients: String, workers: String, events: String? = nil) {
         configuration.clientsEndpoint = clients
         configuration.workersEndpoint = workers
+        configuration.eventsEndpoint = events
     }
 
     /// The shell measured an iteration of the event loop; the longest per stats period is
@@ -873,7 +875,8 @@ package struct BrokerStateMachine: Sendable {
             return
         case BrokerService.features:
             let features = BrokerFeatures.broker(
-                maxFrameSize: Int(configuration.maxFrameSize), journal: jobs.configuration.journal)
+                maxFrameSize: Int(configuration.maxFrameSize), journal: jobs.configuration.journal,
+                eventsEndpoint: configuration.eventsEndpoint)
             answer = TaskReply(requestID: request.requestID, status: .ok, body: features.encode())
         default:
             answer = .failure(

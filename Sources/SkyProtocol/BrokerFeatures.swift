@@ -61,6 +61,12 @@ public struct BrokerFeatures: Sendable, Equatable {
     /// The broker takes PROGRESS from workers (``ProgressReport``); said to workers only, in
     /// FEATURES. To one that does not say, a worker sends none.
     public var takesProgress: Bool
+    /// The events endpoint the broker bound (`events-endpoint=ENDPOINT`), as libzmq reports it
+    /// (a wildcard host as `0.0.0.0`, a port asked as `*` as the one it got): a client that was
+    /// not told where the events are subscribes there, rather than at the clients port + 2,
+    /// which a broker on chosen or random ports or on `ipc://` does not use. Said to clients
+    /// only; `nil`: a broker that does not say.
+    public var eventsEndpoint: String?
 
     /// The edition this build speaks: docs/protocol.md, "Editions". Raised only with a change
     /// of meaning under an unchanged form, together with the doc's "Changes by edition".
@@ -94,6 +100,8 @@ public struct BrokerFeatures: Sendable, Equatable {
     /// The line that names ``describesJobs``.
     public static let jobDetailsFeature = "job-details"
 
+    /// The line that carries ``eventsEndpoint``.
+    public static let eventsEndpointName = "events-endpoint"
     /// The line that carries ``maxFrameSize``.
     public static let maxFrameSizeName = "max-frame-size"
     /// The line that carries ``jobSubmissionVersion``.
@@ -131,13 +139,15 @@ public struct BrokerFeatures: Sendable, Equatable {
 
     /// Everything this build of the broker says to clients (`mmi.features`); `journal`: it keeps
     /// one (else it cannot keep abandoned calls, and does not say it does).
-    public static func broker(maxFrameSize: Int, journal: Bool = true) -> BrokerFeatures {
-        BrokerFeatures(
+    public static func broker(maxFrameSize: Int, journal: Bool = true, eventsEndpoint: String? = nil) -> BrokerFeatures {
+        var features = BrokerFeatures(
             edition: currentEdition, takesTrace: true, maxFrameSize: maxFrameSize, takesPacked: true,
             takesNoWorkersGrace: true, takesPriority: true, jobSubmissionVersion: Int(JobSubmission.newestVersion),
             takesScheduleQueue: true, takesFlows: true, keepsAbandonedCalls: journal, pausesServices: true,
             limitsRates: true, actsInBulk: true, takesConcurrencyKeys: true, describesJobs: true,
             limitsRatesPerKey: true)
+        features.eventsEndpoint = eventsEndpoint
+        return features
     }
 
     /// Reads what a broker said, a line each (a FEATURES to a worker carries a line a frame);
@@ -174,6 +184,8 @@ public struct BrokerFeatures: Sendable, Equatable {
                 describesJobs = true
             } else if text == ProgressReport.feature {
                 takesProgress = true
+            } else if text.hasPrefix(Self.eventsEndpointName + "="), text.count > Self.eventsEndpointName.count + 1 {
+                eventsEndpoint = String(text.dropFirst(Self.eventsEndpointName.count + 1))
             } else if let equals = text.firstIndex(of: "="),
                 let value = Int(text[text.index(after: equals)...]), value > 0
             {
@@ -212,6 +224,7 @@ public struct BrokerFeatures: Sendable, Equatable {
         if takesConcurrencyKeys { lines.append(Self.concurrencyKeysFeature) }
         if describesJobs { lines.append(Self.jobDetailsFeature) }
         if takesProgress { lines.append(ProgressReport.feature) }
+        if let eventsEndpoint { lines.append("\(Self.eventsEndpointName)=\(eventsEndpoint)") }
         return lines
     }
 

@@ -63,6 +63,22 @@ extension InProcessSuite {
             await cluster.stop()
         }
 
+        /// A client told no events endpoint subscribes where the broker says it bound one: on
+        /// `ipc://` (as here) or random ports the clients port + 2 means nothing, and the stream
+        /// failed, or on random ports waited for ever, silently (a newcomer's `events()`).
+        @Test func eventsFindTheEndpointTheBrokerSays() async throws {
+            let cluster = try await InProcessCluster.start()
+            let sky = try await SkyClient(broker: cluster.clients)
+            #expect(sky.eventsEndpoint == nil, "nothing to derive from an ipc:// endpoint")
+            var events = sky.events().makeAsyncIterator()
+            guard case .snapshot = try await events.next() else {
+                Issue.record("the first element is not a snapshot")
+                return
+            }
+            await sky.close()
+            await cluster.stop()
+        }
+
         @Test func eventsStartFromASnapshotAndFollowTheCluster() async throws {
             let cluster = try await InProcessCluster.start()
             var configuration = SkyClient.Configuration()

@@ -14,6 +14,18 @@ struct ClientEndpointTests {
         #expect("\(String(describing: error))".contains("write it like tcp://127.0.0.1:5555"))
     }
 
+    /// The events endpoint a broker says it bound, as a client subscribes to it: a wildcard
+    /// host (`tcp://*:5557` bound reads `tcp://0.0.0.0:5557`) is the host the client reaches the
+    /// broker at; any other endpoint is taken as said.
+    @Test func aWildcardHostInTheEventsEndpointTheBrokerSaysIsTheBrokersHost() {
+        let broker = "tcp://10.1.2.3:5555"
+        #expect(SkyClient.reachable("tcp://0.0.0.0:40123", via: broker) == "tcp://10.1.2.3:40123")
+        #expect(SkyClient.reachable("tcp://[::]:40123", via: broker) == "tcp://10.1.2.3:40123")
+        #expect(SkyClient.reachable("tcp://127.0.0.1:40123", via: broker) == "tcp://127.0.0.1:40123")
+        #expect(SkyClient.reachable("ipc:///run/sky/events", via: broker) == "ipc:///run/sky/events")
+        #expect(SkyClient.reachable("tcp://0.0.0.0:40123", via: "ipc:///run/sky/c") == "tcp://0.0.0.0:40123")
+    }
+
     /// No endpoint, or an empty one, is the caller's mistake: `wrongEndpoint`, which is not
     /// retried, where `brokerUnreachable` (retried by default) blamed the network.
     @Test func noEndpointOrAnEmptyOneIsTheCallersMistake() async {

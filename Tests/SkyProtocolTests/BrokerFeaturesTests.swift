@@ -11,6 +11,8 @@ struct BrokerFeaturesTests {
         BrokerFeatures(takesTrace: true, maxFrameSize: 16 << 20),
         BrokerFeatures.broker(maxFrameSize: 1024),
         BrokerFeatures(edition: 3, takesNoWorkersGrace: true),
+        BrokerFeatures.broker(maxFrameSize: 1024, eventsEndpoint: "tcp://0.0.0.0:40123"),
+        BrokerFeatures.broker(maxFrameSize: 1024, eventsEndpoint: "ipc:///run/sky/events"),
     ])
     func whatABrokerSaysIsReadBackAsItWasSaid(features: BrokerFeatures) {
         #expect(BrokerFeatures(decoding: features.encode()) == features)
@@ -32,6 +34,9 @@ struct BrokerFeaturesTests {
         #expect(BrokerFeatures(decoding: [0xff, 0xfe, 0x0a, 0x00]) == BrokerFeatures())
         for junk in ["edition=", "edition=0", "edition=-1", "edition=two", "edition"] {
             #expect(BrokerFeatures(decoding: Array(junk.utf8)).edition == nil, "\(junk)")
+        }
+        for junk in ["events-endpoint=", "events-endpoint"] {
+            #expect(BrokerFeatures(decoding: Array(junk.utf8)).eventsEndpoint == nil, "\(junk)")
         }
     }
 
