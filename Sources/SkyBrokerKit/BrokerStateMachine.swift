@@ -607,7 +607,8 @@ package struct BrokerStateMachine: Sendable {
         guard let record = clients.record(task.client) else { return nil }
         if queue.count >= configuration.queueLimit {
             counters.rejectedOverloaded += 1
-            return "the broker's queue holds \(configuration.queueLimit) requests, its limit (--queue-limit)"
+            return
+                "the broker's queue holds \(configuration.queueLimit) requests, its limit (--queue-limit): retry later, or add workers; its operator can raise the limit, lower --client-queue-share, or shorten --max-wait (what clients that went away left waits up to it)"
         }
         if queue.bytes + bytes > configuration.queueBytesLimit {
             counters.rejectedQueueBytes += 1

@@ -26,8 +26,11 @@ public enum FlagCheck {
         throws
     {
         guard range.contains(value) else {
-            throw ValidationError(
-                "\(flag) must be a whole number in \(range.lowerBound)...\(range.upperBound), not \(value)")
+            // A range open above reads as such: "1...9223372036854775807" named a bound nobody means.
+            let bounds =
+                Int(exactly: range.upperBound) == Int.max ? "of at least \(range.lowerBound)"
+                : "in \(range.lowerBound)...\(range.upperBound)"
+            throw ValidationError("\(flag) must be a whole number \(bounds), not \(value)")
         }
     }
 

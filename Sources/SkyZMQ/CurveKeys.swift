@@ -158,7 +158,7 @@ public enum CurveKeyFile {
             throw .unreadable(path: secretPath, reason: "short write")
         }
         do {
-            try "# Sky CURVE public key (\(name))\n\(pair.publicKey.z85)\n".write(
+            try "\(publicKeyHeader) (\(name))\n\(pair.publicKey.z85)\n".write(
                 toFile: publicPath, atomically: true, encoding: .utf8)
         } catch {
             throw .unreadable(path: publicPath, reason: "\(error)")
@@ -166,11 +166,23 @@ public enum CurveKeyFile {
         return (secretPath, publicPath)
     }
 
+    /// How a public key file that keygen writes begins.
+    static let publicKeyHeader = "# Sky CURVE public key"
+
     /// Reads a secret key file (refused if other users may read it) and derives its pair.
     public static func readSecret(_ path: String) throws(CurveKeyError) -> CurveKeyPair {
         var status = stat()
         guard stat(path, &status) == 0 else { throw .unreadable(path: path, reason: String(cString: strerror(errno))) }
         guard status.st_mode & 0o077 == 0 else { throw .unsafePermissions(path: path) }
+        // A public key reads as a key too: taken as the secret, it made a broker whose public
+        // key matched no peer's copy, and every peer was refused.
+        if let data = FileManager.default.contents(atPath: path),
+            String(decoding: data, as: UTF8.self).hasPrefix(publicKeyHeader)
+        {
+            throw .invalid(
+                "\(path) is a public key file (its first line says so); give the secret key file, the .key that keygen wrote beside it"
+            )
+        }
         let keys = try readKeys(path)
         guard keys.count == 1 else { throw .invalid("\(path) holds \(keys.count) keys; a secret key file holds one") }
         return try CurveKeyPair(secretKey: keys[0])

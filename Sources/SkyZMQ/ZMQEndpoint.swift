@@ -51,7 +51,15 @@ public enum ZMQEndpoint {
 
     /// The one-line advice for an endpoint with `problem`.
     public static func advice(_ value: String, problem: String, binding: Bool = false) -> String {
-        let example = binding ? "tcp://127.0.0.1:5555 or tcp://*:5555" : "tcp://127.0.0.1:5555"
+        // The value's own host and port when it has them (`localhost:5556` is
+        // `tcp://localhost:5556`): a worker told the clients port 5555 was sent the wrong way.
+        var example = binding ? "tcp://127.0.0.1:5555 or tcp://*:5555" : "tcp://127.0.0.1:5555"
+        if !value.contains("://"), let colon = value.lastIndex(of: ":"),
+            let port = Int(value[value.index(after: colon)...]), (1...65535).contains(port)
+        {
+            let host = value[..<colon].isEmpty ? "127.0.0.1" : String(value[..<colon])
+            example = "tcp://\(host):\(port)"
+        }
         let shown = value.isEmpty ? "an empty string" : value
         return "\(shown) is not a ZeroMQ endpoint (\(problem)); write it like \(example)"
     }

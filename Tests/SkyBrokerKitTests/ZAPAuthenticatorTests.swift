@@ -92,6 +92,13 @@ struct ZAPAuthenticatorTests {
         try "# Sky keys, one per line\n  \(pair.publicKey.z85)  \n\(hashes.z85)\n#not a key\n".write(
             toFile: list, atomically: true, encoding: .utf8)
         #expect(try CurveKeyFile.readAllowList(list) == [pair.publicKey, hashes])
+        // A public key file given as the secret (mode 600 too) is refused, saying so.
+        chmod(paths.public, 0o600)
+        #expect {
+            try CurveKeyFile.readSecret(paths.public)
+        } throws: { error in
+            "\(error)".contains("is a public key file")
+        }
         chmod(paths.secret, 0o644)
         #expect(throws: CurveKeyError.unsafePermissions(path: paths.secret)) {
             try CurveKeyFile.readSecret(paths.secret)

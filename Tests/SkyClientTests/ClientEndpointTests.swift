@@ -11,7 +11,7 @@ struct ClientEndpointTests {
         let error = await #expect(throws: SkyError.self) { _ = try await SkyClient(broker: broker) }
         #expect(error?.code == .wrongEndpoint)
         #expect("\(String(describing: error))".contains("\(broker) is not a ZeroMQ endpoint"))
-        #expect("\(String(describing: error))".contains("write it like tcp://127.0.0.1:5555"))
+        #expect("\(String(describing: error))".contains("write it like tcp://"))
     }
 
     /// The events endpoint a broker says it bound, as a client subscribes to it: a wildcard

@@ -29,10 +29,18 @@ struct ZMQEndpointTests {
         #expect(ZMQEndpoint.problem(endpoint, binding: binding) == problem)
     }
 
+    /// With its own host and port when it has them: a worker's `localhost:5556` was told to
+    /// write `tcp://127.0.0.1:5555`, the clients port.
     @Test func theAdviceShowsHowToWriteIt() {
         #expect(
-            ZMQEndpoint.advice("localhost:5555", problem: "no transport")
-                == "localhost:5555 is not a ZeroMQ endpoint (no transport); write it like tcp://127.0.0.1:5555")
+            ZMQEndpoint.advice("localhost:5556", problem: "no transport")
+                == "localhost:5556 is not a ZeroMQ endpoint (no transport); write it like tcp://localhost:5556")
+        #expect(
+            ZMQEndpoint.advice(":5557", problem: "no transport")
+                == ":5557 is not a ZeroMQ endpoint (no transport); write it like tcp://127.0.0.1:5557")
+        #expect(
+            ZMQEndpoint.advice("broker", problem: "no transport")
+                == "broker is not a ZeroMQ endpoint (no transport); write it like tcp://127.0.0.1:5555")
     }
 
     @Test(
