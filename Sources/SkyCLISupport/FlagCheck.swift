@@ -28,7 +28,8 @@ public enum FlagCheck {
         guard range.contains(value) else {
             // A range open above reads as such: "1...9223372036854775807" named a bound nobody means.
             let bounds =
-                Int(exactly: range.upperBound) == Int.max ? "of at least \(range.lowerBound)"
+                Int(exactly: range.upperBound) == Int.max
+                ? "of at least \(range.lowerBound)"
                 : "in \(range.lowerBound)...\(range.upperBound)"
             throw ValidationError("\(flag) must be a whole number \(bounds), not \(value)")
         }

@@ -139,7 +139,8 @@ public struct BrokerFeatures: Sendable, Equatable {
 
     /// Everything this build of the broker says to clients (`mmi.features`); `journal`: it keeps
     /// one (else it cannot keep abandoned calls, and does not say it does).
-    public static func broker(maxFrameSize: Int, journal: Bool = true, eventsEndpoint: String? = nil) -> BrokerFeatures {
+    public static func broker(maxFrameSize: Int, journal: Bool = true, eventsEndpoint: String? = nil) -> BrokerFeatures
+    {
         var features = BrokerFeatures(
             edition: currentEdition, takesTrace: true, maxFrameSize: maxFrameSize, takesPacked: true,
             takesNoWorkersGrace: true, takesPriority: true, jobSubmissionVersion: Int(JobSubmission.newestVersion),

@@ -232,7 +232,7 @@ package struct WorkerStateMachine: Sendable {
             actions.append(
                 .log(
                     .warning,
-                    "the broker does not know this worker: it restarted, or it presumed this worker lost because its heartbeats stopped (an inline handler that ran longer than the broker's liveness window stops them); registering again"
+                    "the broker does not know this worker: it restarted, or it presumed this worker lost because its heartbeats stopped (an inline handler that ran longer than the broker's liveness window stops them, or this worker's --heartbeat-interval is longer than the broker's: they must agree); registering again"
                 ))
             _ = liveness.brokerDisconnected(now: now)
             reconnect(now: now, into: &actions)

@@ -71,6 +71,16 @@ extension JobsCommand {
             let service = service
             await options.run("skyctl") { client in
                 print("\(try await client.submit(service: service, body: body, options: submitted))")
+                // A typo queues a job nobody runs: say so, on stderr (stdout is the id alone).
+                // It waits all the same, until a worker of the service registers.
+                if let services = try? await client.services(),
+                    (services.first { $0.name == service }?.workers ?? 0) == 0
+                {
+                    FileHandle.standardError.write(
+                        Data(
+                            "note: no worker serves \(service) now; the job waits until one registers. Check the name (skyctl services list)\n"
+                                .utf8))
+                }
             }
         }
     }

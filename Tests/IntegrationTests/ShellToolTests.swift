@@ -69,6 +69,11 @@ extension ThirdLineSuite {
                 "--concurrency-limit", "1",
             ])
             let keyedID = try #require(keyed.out.first.flatMap { JobID($0) }, "\(keyed)")
+            #expect(!keyed.err.contains("no worker serves"), "\(keyed)")
+            // A service nobody serves (a typo): the job is queued, and skyctl says so on stderr.
+            let typo = try await skyctl(["jobs", "submit", "sky.ehco", "--json", "{}"])
+            #expect(typo.status == 0 && typo.out.count == 1 && JobID(typo.out[0]) != nil, "\(typo)")
+            #expect(typo.err.contains("note: no worker serves sky.ehco now"), "\(typo)")
             #expect(try await sky.result(of: keyedID, as: EchoTask.self) == EchoTask(message: "keyed"))
             for (arguments, says) in [
                 (["--concurrency-limit", "2"], "give --concurrency-key"),
