@@ -587,7 +587,7 @@ package struct BrokerStateMachine: Sendable {
             fail(task, .overloaded, refusal.message, error: refusal, into: &actions)
             return
         }
-        if let refusal = queueRefusal(for: task) {
+        if let refusal = queueRefusal(for: task, into: &actions) {
             fail(task, .overloaded, refusal, into: &actions)
             return
         }
@@ -601,10 +601,14 @@ package struct BrokerStateMachine: Sendable {
     }
 
     /// Why a new request may not wait, if it may not: a full queue (in count or bytes), or a
-    /// client that holds its share of it already.
-    private mutating func queueRefusal(for task: QueuedRequest) -> String? {
+    /// client that holds its share of it already. A client under its fair share of a full
+    /// queue takes the place of another's newest request (``makeRoom(for:bytes:into:)``).
+    private mutating func queueRefusal(for task: QueuedRequest, into actions: inout [BrokerAction]) -> String? {
         let bytes = task.request.queuedSize
         guard let record = clients.record(task.client) else { return nil }
+        if queue.count >= configuration.queueLimit || queue.bytes + bytes > configuration.queueBytesLimit {
+            makeRoom(for: task, bytes: bytes, into: &actions)
+        }
         if queue.count >= configuration.queueLimit {
             counters.rejectedOverloaded += 1
             return
@@ -624,6 +628,42 @@ package struct BrokerStateMachine: Sendable {
         }
         return nil
     }
+
+    /// The queue is full and `task`'s client holds less than its fair share of it (the limit
+    /// split evenly among the clients with requests waiting, itself counted): the newest
+    /// waiting requests of the client that holds the most, if that is more than its fair share,
+    /// give way (a few at most, until `task` fits), each answered `overloaded` saying why.
+    /// Clients that filled the queue at their shares (two at 0.5), or went away leaving their
+    /// requests, refused every other client until their requests expired.
+    private mutating func makeRoom(for task: QueuedRequest, bytes: Int, into actions: inout [BrokerAction]) {
+        guard let record = clients.record(task.client) else { return }
+        let holders = clients.waitingHolders()
+        let sharing = max(1, holders.count + (record.waiting == 0 ? 1 : 0))
+        let fairCount = configuration.queueLimit / sharing
+        let fairBytes = configuration.queueBytesLimit / sharing
+        guard record.waiting < fairCount, record.waitingBytes + bytes <= fairBytes,
+            let most = holders.most, most.number != task.client,
+            let holder = clients.record(most.number), holder.waiting > fairCount || holder.waitingBytes > fairBytes
+        else { return }
+        var given = 0
+        while given < Self.mostGivingWay,
+            queue.count >= configuration.queueLimit || queue.bytes + bytes > configuration.queueBytesLimit,
+            let arrival = queue.newestWaiting(of: most.number, lookingAt: Self.givingWayLook),
+            let victim = waitingRequest(arrival: arrival)
+        {
+            given += 1
+            dropWaiting(victim.key, arrival: arrival)
+            counters.rejectedClientShare += 1
+            fail(
+                victim, .overloaded,
+                "the broker's queue was full and this client held more than its share of it (\(most.waiting) of \(configuration.queueLimit) waiting, \(sharing) clients sharing): this request, its newest, gave its place to another client's; retry later",
+                into: &actions)
+        }
+    }
+
+    /// Requests that give way for one new request, at most, and entries looked at for each.
+    static let mostGivingWay = 16
+    static let givingWayLook = 4096
 
     /// Records a retry's attempt number on the request it repeats, so that its reply answers it.
     private mutating func supersede(_ key: TaskKey, attempt: UInt32) {

@@ -75,6 +75,19 @@ struct ClientBook: Sendable {
         jobsRecord = record
     }
 
+    /// How many clients have requests waiting, and the one with the most (the jobs' record
+    /// has none waiting). A pass over the clients: for a full queue only.
+    func waitingHolders() -> (count: Int, most: (number: Number, waiting: Int)?) {
+        var count = 0
+        var most: (number: Number, waiting: Int)?
+        for (index, record) in records.enumerated() {
+            guard let waiting = record?.waiting, waiting > 0 else { continue }
+            count += 1
+            if waiting > most?.waiting ?? 0 { most = (Number(index), waiting) }
+        }
+        return (count, most)
+    }
+
     /// Forgets a client; its number is free for the next new one.
     mutating func remove(_ number: Number) {
         guard number != Self.jobs else { return }

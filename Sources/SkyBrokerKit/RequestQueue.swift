@@ -434,6 +434,31 @@ struct RequestQueue: Sendable {
 
     /// The entry of the request that arrived as number `arrival`, live or dead, if it is still
     /// in its lane.
+    /// The newest live request of `client` among the last `limit` entries of the lanes (their
+    /// own and their keys' queues), by arrival number: the one that gives way when the queue is
+    /// full and another client, under its share, brings one. `nil` if none is found within the
+    /// bound: a client's requests behind many of others' are not looked for.
+    func newestWaiting(of client: BrokerStateMachine.ClientNumber, lookingAt limit: Int) -> UInt64? {
+        var newest: UInt64?
+        var looked = 0
+        func scan(_ entries: Deque<QueuedRequest>) {
+            var index = entries.endIndex
+            while index > entries.startIndex, looked < limit {
+                index -= 1
+                looked += 1
+                guard entries[index].client == client, !entries[index].dropped else { continue }
+                let arrival = entries[index].arrival
+                if arrival > newest ?? 0 { newest = arrival }
+                return
+            }
+        }
+        for lane in lanes {
+            scan(lane.entries)
+            for queue in lane.keyed?.queues.values ?? [:].values { scan(queue) }
+        }
+        return newest
+    }
+
     func request(arrival: UInt64) -> QueuedRequest? {
         place(of: arrival).map { entry(at: $0) }
     }

@@ -285,6 +285,37 @@ struct BrokerReliabilityTests {
         #expect(broker.machine.queuedCount == 10)
     }
 
+    /// Two clients at their shares fill the queue; a third, under its fair share (a third of
+    /// it), takes the place of the newest request of the client that holds the most, which is
+    /// answered `overloaded` saying why; past its fair share it is refused as before. Clients
+    /// that filled the queue and went away refused everyone else for up to `--max-wait`.
+    @Test func aClientUnderItsFairShareOfAFullQueueTakesThePlaceOfTheLargestHoldersNewest() {
+        var configuration = BrokerStateMachine.Configuration()
+        configuration.queueLimit = 10
+        var broker = BrokerHarness(configuration)
+        let clientC = PeerID([0, 0, 0, 0, 3])
+        for index in 0..<5 {
+            _ = broker.request(clientA, RequestID(high: 1, low: UInt64(index)))
+            _ = broker.request(clientB, RequestID(high: 2, low: UInt64(index)))
+        }
+        #expect(broker.machine.queuedCount == 10)
+        var gaveWay: [RequestID] = []
+        for index in 0..<3 {
+            let answered = replies(broker.request(clientC, RequestID(high: 3, low: UInt64(index))))
+            #expect(answered.map(\.1.status) == [.overloaded], "\(index)")
+            #expect(answered.allSatisfy { $0.0 != clientC }, "C's request waits; another's gives way")
+            #expect(firstMessage(answered).contains("gave its place to another client's"))
+            gaveWay += answered.map(\.1.requestID)
+        }
+        // The newest of the largest holder each time: A's 4, B's 4, then A's 3 (or B's first).
+        #expect(Set(gaveWay).count == 3 && gaveWay.allSatisfy { $0.low >= 3 }, "\(gaveWay)")
+        // C holds its fair share (10 / 3 = 3): its next request is refused, nobody else's.
+        let refused = replies(broker.request(clientC, RequestID(high: 3, low: 99)))
+        #expect(refused.map(\.0) == [clientC] && refused.map(\.1.status) == [.overloaded])
+        #expect(firstMessage(refused).contains("--queue-limit"))
+        #expect(broker.machine.queuedCount == 10)
+    }
+
     /// A client's share of the queue is rounded down, and is at least one request
     /// (docs/protocol.md, "Delivery rules"): `--queue-limit 5` at share 0.5 lets a client hold
     /// 2 waiting requests, not 3; at share 0.1, 1, not 0.
