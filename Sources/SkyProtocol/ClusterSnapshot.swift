@@ -42,7 +42,8 @@ public struct BrokerCounters: Codable, Sendable, Equatable {
     /// Replies from workers for deliveries the client had cancelled (for example a hung
     /// attempt the client gave up on and retried): they only return the worker's credit.
     public var repliesAfterCancel: UInt64 = 0
-    /// Requests refused because their client already held its share of the queue.
+    /// Requests refused because their client already held its share of the queue, and waiting
+    /// requests that gave way in a full queue to a client under its fair share.
     public var rejectedClientShare: UInt64 = 0
     /// Requests refused because the queued bodies reached the byte limit (`--queue-bytes`).
     public var rejectedQueueBytes: UInt64 = 0
