@@ -202,9 +202,10 @@ extension BrokerStateMachine {
         // Before any REQUEST on this connection: the edition the broker speaks, the largest
         // result the worker may send back, and that it may answer packed (and ask for packed
         // REQUESTs with its own FEATURES). The REQUEST header's longer forms are the clients'.
-        let features = BrokerFeatures(
+        var features = BrokerFeatures(
             edition: BrokerFeatures.currentEdition, maxFrameSize: Int(configuration.maxFrameSize), takesPacked: true,
             takesProgress: true)
+        features.heartbeatMilliseconds = Int(configuration.heartbeatInterval.wholeMilliseconds)
         actions.append(.sendToWorker(peer, .features(features.lines)))
         // Within the peer-line budget: a peer that sends READY, then what gets it disconnected,
         // over and over, wrote two lines a cycle (a quarter of a megabyte each with a thousand

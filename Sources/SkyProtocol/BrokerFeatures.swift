@@ -67,6 +67,12 @@ public struct BrokerFeatures: Sendable, Equatable {
     /// which a broker on chosen or random ports or on `ipc://` does not use. Said to clients
     /// only; `nil`: a broker that does not say.
     public var eventsEndpoint: String?
+    /// The broker's heartbeat interval in milliseconds (`heartbeat-ms=N`), said to workers in
+    /// FEATURES: a worker that heartbeats less often than the broker's liveness window is
+    /// declared dead between two heartbeats and registers again, over and over, and one that
+    /// expects the broker's more often than they come reconnects; a Sky worker adopts the
+    /// broker's. `nil`: a broker that does not say.
+    public var heartbeatMilliseconds: Int?
 
     /// The edition this build speaks: docs/protocol.md, "Editions". Raised only with a change
     /// of meaning under an unchanged form, together with the doc's "Changes by edition".
@@ -100,6 +106,8 @@ public struct BrokerFeatures: Sendable, Equatable {
     /// The line that names ``describesJobs``.
     public static let jobDetailsFeature = "job-details"
 
+    /// The line that carries ``heartbeatMilliseconds``.
+    public static let heartbeatName = "heartbeat-ms"
     /// The line that carries ``eventsEndpoint``.
     public static let eventsEndpointName = "events-endpoint"
     /// The line that carries ``maxFrameSize``.
@@ -194,6 +202,7 @@ public struct BrokerFeatures: Sendable, Equatable {
                 case Self.maxFrameSizeName[...]: maxFrameSize = value
                 case Self.editionName[...]: edition = value
                 case Self.jobSubmissionName[...]: jobSubmissionVersion = value
+                case Self.heartbeatName[...]: heartbeatMilliseconds = value
                 default: break
                 }
             }
@@ -226,6 +235,7 @@ public struct BrokerFeatures: Sendable, Equatable {
         if describesJobs { lines.append(Self.jobDetailsFeature) }
         if takesProgress { lines.append(ProgressReport.feature) }
         if let eventsEndpoint { lines.append("\(Self.eventsEndpointName)=\(eventsEndpoint)") }
+        if let heartbeatMilliseconds { lines.append("\(Self.heartbeatName)=\(heartbeatMilliseconds)") }
         return lines
     }
 

@@ -46,7 +46,9 @@ public struct WorkerOptions: ParsableArguments {
     @Option(parsing: .unconditional, help: "Tasks run at once (by default, this machine's number of cores).")
     public var capacity = ProcessInfo.processInfo.activeProcessorCount
 
-    @Option(parsing: .unconditional, help: "Seconds between heartbeats with the broker (match the broker's).")
+    @Option(
+        parsing: .unconditional,
+        help: "Seconds between heartbeats with the broker, until it says its own (which the worker then uses).")
     public var heartbeatInterval: Double = Self.defaults.liveness.heartbeatInterval.inSeconds
 
     @Option(

@@ -30,7 +30,7 @@ package struct BrokerLiveness: Sendable {
         case waiting(until: Instant)
     }
 
-    package let configuration: Configuration
+    package private(set) var configuration: Configuration
     package private(set) var state: State
     package private(set) var backoff: Duration
     private var random: UInt64
@@ -40,6 +40,14 @@ package struct BrokerLiveness: Sendable {
         state = .connected(lastHeard: now)
         backoff = self.configuration.initialBackoff
         random = seed | 1
+    }
+
+    /// The broker heartbeats every `interval` (its FEATURES said so): its silence is judged by
+    /// its interval from now on.
+    package mutating func adopt(heartbeatInterval interval: Duration) {
+        var adopted = configuration
+        adopted.heartbeatInterval = interval
+        configuration = adopted.clamped
     }
 
     /// A message arrived from the broker on the current connection.

@@ -230,9 +230,13 @@ extension SkyWorker {
                             WorkerToBroker.features([BrokerFeatures.currentEditionLine, TraceContext.feature]).encode(),
                             on: socket)
                     }
-                    loop.sendPeriodically(
-                        WorkerToBroker.heartbeat.encode(), on: socket, every: configuration.liveness.heartbeatInterval)
+                    // The broker's interval once it said it (FEATURES), else the configured one.
+                    let interval = machine.withLock { $0.liveness.configuration.heartbeatInterval }
+                    loop.sendPeriodically(WorkerToBroker.heartbeat.encode(), on: socket, every: interval)
                     if number > 1 { loop.close(Self.socket(number - 1), linger: 0) }
+                case .heartbeatEvery(let interval):
+                    loop.sendPeriodically(
+                        WorkerToBroker.heartbeat.encode(), on: Self.socket(generation), every: interval)
                 case .send(let command):
                     Self.send(
                         command, generation: generation, behindConnect: connectQueued, loop: loop, into: &outbound)

@@ -86,6 +86,8 @@ package struct WorkerStateMachine: Sendable {
         /// still goes back), or the task is no longer this worker's (its reply is not sent, and
         /// its slot may be given to another task before the handler returns).
         case cancelTask(TaskKey, slot: Int)
+        /// Heartbeat every `interval` on the current connection from now on (the broker's).
+        case heartbeatEvery(Duration)
         /// Stop: say DISCONNECT unless refused, close the connection, and return.
         case finish(Ending)
         case log(Logger.Level, String, Logger.Metadata = [:])
@@ -210,6 +212,9 @@ package struct WorkerStateMachine: Sendable {
         case .features(let lines):
             let features = BrokerFeatures(lines: lines)
             resultLimit = features.maxFrameSize
+            if let milliseconds = features.heartbeatMilliseconds {
+                adoptHeartbeat(.milliseconds(milliseconds), into: &actions)
+            }
             brokerTakesProgress = features.takesProgress
             if features.takesPacked, !brokerTakesPacked {
                 brokerTakesPacked = true
@@ -232,7 +237,7 @@ package struct WorkerStateMachine: Sendable {
             actions.append(
                 .log(
                     .warning,
-                    "the broker does not know this worker: it restarted, or it presumed this worker lost because its heartbeats stopped (an inline handler that ran longer than the broker's liveness window stops them, or this worker's --heartbeat-interval is longer than the broker's: they must agree); registering again"
+                    "the broker does not know this worker: it restarted, or it presumed this worker lost because its heartbeats stopped (an inline handler that ran longer than the broker's liveness window stops them, or, with a broker that does not say its interval, this worker's --heartbeat-interval is longer than the broker's); registering again"
                 ))
             _ = liveness.brokerDisconnected(now: now)
             reconnect(now: now, into: &actions)
@@ -273,6 +278,23 @@ package struct WorkerStateMachine: Sendable {
     package mutating func progress(_ key: TaskKey, _ report: ProgressReport, into actions: inout [Action]) {
         guard brokerTakesProgress, running[key] != nil, !isFinished else { return }
         actions.append(.send(.progress(tag: key.tag, key.requestID, report)))
+    }
+
+    /// The broker said its heartbeat interval: unless it is this worker's already, the worker
+    /// heartbeats as often and judges the broker's silence by it. With another interval, a
+    /// worker that heartbeated less often than the broker's liveness window was declared dead
+    /// between two heartbeats and registered again, over and over; one that expected the
+    /// broker's heartbeats more often than they came reconnected.
+    private mutating func adoptHeartbeat(_ interval: Duration, into actions: inout [Action]) {
+        let before = liveness.configuration.heartbeatInterval
+        liveness.adopt(heartbeatInterval: interval)
+        let adopted = liveness.configuration.heartbeatInterval
+        guard adopted != before else { return }
+        actions.append(.heartbeatEvery(adopted))
+        actions.append(
+            .log(
+                .notice, "heartbeating at the broker's interval",
+                ["interval": "\(Self.text(adopted))", "configured": "\(Self.text(before))"]))
     }
 
     /// Time passed: the broker's liveness and the drain's deadline.

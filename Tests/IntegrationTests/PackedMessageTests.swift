@@ -80,8 +80,9 @@ extension IntegrationSuite {
             // Its FEATURES answer may still be on its way; the broker takes either form meanwhile.
             try await eventually("the worker's FEATURES answered") {
                 worker.messages.contains {
-                    (try? BrokerToWorker.decode($0))
-                        == .features(["edition=2", "max-frame-size=16777216", "packed", "progress"])
+                    guard case .features(let lines)? = try? BrokerToWorker.decode($0) else { return false }
+                    return lines.dropLast() == ["edition=2", "max-frame-size=16777216", "packed", "progress"]
+                        && lines.last?.hasPrefix("heartbeat-ms=") == true
                 }
             }
 

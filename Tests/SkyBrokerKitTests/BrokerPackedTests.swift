@@ -26,7 +26,7 @@ struct BrokerPackedTests {
         var broker = BrokerHarness()
         #expect(
             sent(broker.ready(worker, capacity: 4)).first
-                == .features(["edition=2", "max-frame-size=16777216", "packed", "progress"]))
+                == .features(["edition=2", "max-frame-size=16777216", "packed", "progress", "heartbeat-ms=1000"]))
         // Before it asks: framed.
         guard case .request(_, let framed)? = sent(broker.request(client, Self.id(1), body: [1])).first else {
             Issue.record("expected a framed REQUEST")

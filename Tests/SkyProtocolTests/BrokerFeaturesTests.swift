@@ -35,6 +35,10 @@ struct BrokerFeaturesTests {
         for junk in ["edition=", "edition=0", "edition=-1", "edition=two", "edition"] {
             #expect(BrokerFeatures(decoding: Array(junk.utf8)).edition == nil, "\(junk)")
         }
+        #expect(BrokerFeatures(decoding: Array("heartbeat-ms=2500".utf8)).heartbeatMilliseconds == 2500)
+        var told = BrokerFeatures()
+        told.heartbeatMilliseconds = 1000
+        #expect(told.lines == ["heartbeat-ms=1000"] && BrokerFeatures(lines: told.lines) == told)
         for junk in ["events-endpoint=", "events-endpoint"] {
             #expect(BrokerFeatures(decoding: Array(junk.utf8)).eventsEndpoint == nil, "\(junk)")
         }

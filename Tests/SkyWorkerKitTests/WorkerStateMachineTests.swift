@@ -242,6 +242,24 @@ struct WorkerStateMachineTests {
         #expect(worker.finished(Self.key(6), Self.ok(6)) == [.send(.reply(tag: Self.key(6).tag, Self.ok(6)))])
     }
 
+    /// The broker says its heartbeat interval in FEATURES: the worker heartbeats as often and
+    /// judges the broker's silence by it. A worker at 10 s under a broker at 1 s was declared
+    /// dead between two heartbeats, over and over, and blamed an inline handler.
+    @Test func theWorkerAdoptsTheHeartbeatIntervalTheBrokerSays() {
+        var worker = Worker()  // 1 s × 3
+        _ = worker.start()
+        #expect(worker.receive(.features(["edition=2", "heartbeat-ms=10000"])) == [.heartbeatEvery(.seconds(10))])
+        #expect(worker.receive(.features(["edition=2", "heartbeat-ms=10000"])) == [], "said once")
+        // Silence is judged by the broker's 10 s × 3.
+        #expect(worker.advance(.seconds(30) - .nanoseconds(1)) == [])
+        #expect(worker.advance(.nanoseconds(1)) == [])  // lost: wait 1 s on the old connection
+        #expect(worker.advance(.seconds(1)) == [.connect(generation: 2)])
+        // The same interval as the worker's: nothing to change.
+        var same = Worker()
+        _ = same.start()
+        #expect(same.receive(.features(["heartbeat-ms=1000"])) == [])
+    }
+
     @Test func silenceLosesTheBrokerAndTheWorkerReconnectsAfterTheBackoff() {
         var worker = Worker()
         _ = worker.start()
