@@ -89,7 +89,7 @@ extension SkyClient {
     ///
     /// Once this client has reached the broker, the wait rides out the broker's restarts and
     /// outages, however long (the job lives on in its journal): it asks again every few seconds
-    /// and logs the outage once. Cancel the waiting task to stop sooner. A broker never reached
+    /// and logs when it starts and ends. Cancel the waiting task to stop sooner. A broker never reached
     /// (a wrong endpoint) fails the wait as any call.
     public nonisolated func result<R: Decodable & Sendable>(
         of id: JobID, as type: R.Type, coder: some TaskCoder = .json
@@ -120,7 +120,9 @@ extension SkyClient {
             if let since = outage?.since {
                 configuration.logger.notice(
                     "the broker answers again about a job",
-                    metadata: ["job": "\(id)", "outage": "\(time.now() - since)"])
+                    // From the first ask that gave up, to this answer (a held wait answers when
+                    // the job ends): not the broker's downtime, which the client cannot see.
+                    metadata: ["job": "\(id)", "waitedOut": "\(time.now() - since)"])
                 outage = nil
             }
             switch report.state {
