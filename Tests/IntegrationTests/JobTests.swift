@@ -273,6 +273,8 @@ extension IntegrationSuite {
             defer { cluster.killAll() }
             var configuration = SkyClient.Configuration()
             configuration.connectTimeout = .milliseconds(500)
+            let log = RecordedLog()
+            configuration.logger = log.logger
             let sky = try await SkyClient(broker: cluster.clients, configuration: configuration)
             let job = try await sky.submit(EchoTask(message: "outlived"))
             let reading = Task { try await job.value }
@@ -281,9 +283,11 @@ extension IntegrationSuite {
             }
             cluster.broker.signal(SIGKILL)
             _ = try await cluster.broker.waitForExit()
-            // The outage: longer than the reader's wait call takes to give up (three attempts
-            // of a connect timeout each), which nothing the test could await marks.
-            try await Task.sleep(for: .seconds(4))
+            // The outage lasts until the reader's wait call gave up (three attempts of a connect
+            // timeout each) and the reader waits it out: where it failed before.
+            try await eventually("the reader waits out the outage") {
+                log.contains("waiting out a broker outage")
+            }
             try await cluster.restartBroker()
             _ = try await cluster.startWorker(name: "w1")
             #expect(try await reading.value.message == "outlived")
