@@ -128,12 +128,8 @@ struct ZMQSocketTests {
 
     @Test func pollSeesReadableSocketsAndPipes() async throws {
         try await onThread {
-            let context = try ZMQContext()
-            let endpoint = "inproc://poll-\(UUID().uuidString)"
-            let a = try ZMQSocket(context: context, type: .pair)
-            try a.bind(endpoint)
-            let b = try ZMQSocket(context: context, type: .pair)
-            try b.connect(endpoint)
+            let (context, b, a) = try Self.connectedPair()
+            defer { withExtendedLifetime(context) {} }
             var fds: [Int32] = [0, 0]
             #expect(pipe(&fds) == 0)
             defer { close(fds[0]); close(fds[1]) }
