@@ -75,15 +75,9 @@ extension SkyClient {
         return [Self.reachable(told, via: endpoints[0])]
     }
 
-    /// `endpoint` with a wildcard host replaced by `broker`'s host.
+    /// `endpoint` with a wildcard host replaced by `broker`'s host (``ZMQEndpoint/reachable(_:via:)``).
     static func reachable(_ endpoint: String, via broker: String) -> String {
-        let scheme = "tcp://"
-        guard endpoint.hasPrefix(scheme), broker.hasPrefix(scheme), let colon = endpoint.lastIndex(of: ":"),
-            let brokerColon = broker.lastIndex(of: ":")
-        else { return endpoint }
-        let host = endpoint[endpoint.index(endpoint.startIndex, offsetBy: scheme.count)..<colon]
-        guard ["0.0.0.0", "*", "::", "[::]"].contains(host) else { return endpoint }
-        return String(broker[..<brokerColon]) + String(endpoint[colon...])
+        ZMQEndpoint.reachable(endpoint, via: broker)
     }
 
     /// Opens one events subscription: a SUB socket on the events endpoint whose events arrive,

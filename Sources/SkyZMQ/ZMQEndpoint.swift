@@ -45,8 +45,19 @@ public enum ZMQEndpoint {
     public static func sameBinding(_ first: String, _ second: String) -> Bool {
         guard let a = tcpAddress(first), let b = tcpAddress(second) else { return first == second }
         guard a.port != "*", a.port == b.port else { return false }
-        let everyHost: Set<Substring> = ["*", "0.0.0.0"]
         return a.host == b.host || everyHost.contains(a.host) || everyHost.contains(b.host)
+    }
+
+    /// The hosts that name every interface in a bound endpoint (libzmq reports `*` as `0.0.0.0`).
+    static let everyHost: Set<Substring> = ["*", "0.0.0.0", "::", "[::]"]
+
+    /// A bound endpoint as a peer reaches it: a host of every interface replaced by the host of
+    /// `via`, an endpoint the peer reaches the same process at; any other endpoint as it is.
+    public static func reachable(_ bound: String, via: String) -> String {
+        guard let address = tcpAddress(bound), everyHost.contains(address.host), let peer = tcpAddress(via) else {
+            return bound
+        }
+        return "tcp://\(peer.host):\(address.port)"
     }
 
     /// The one-line advice for an endpoint with `problem`.
@@ -54,11 +65,10 @@ public enum ZMQEndpoint {
         // The value's own host and port when it has them (`localhost:5556` is
         // `tcp://localhost:5556`): a worker told the clients port 5555 was sent the wrong way.
         var example = binding ? "tcp://127.0.0.1:5555 or tcp://*:5555" : "tcp://127.0.0.1:5555"
-        if !value.contains("://"), let colon = value.lastIndex(of: ":"),
-            let port = Int(value[value.index(after: colon)...]), (1...65535).contains(port)
+        if !value.contains("://"), let address = tcpAddress("tcp://" + value), let port = Int(address.port),
+            (1...65535).contains(port)
         {
-            let host = value[..<colon].isEmpty ? "127.0.0.1" : String(value[..<colon])
-            example = "tcp://\(host):\(port)"
+            example = "tcp://\(address.host.isEmpty ? "127.0.0.1" : address.host):\(port)"
         }
         let shown = value.isEmpty ? "an empty string" : value
         return "\(shown) is not a ZeroMQ endpoint (\(problem)); write it like \(example)"
