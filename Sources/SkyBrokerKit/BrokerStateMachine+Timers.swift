@@ -146,7 +146,7 @@ extension BrokerStateMachine {
                 continue
             }
             let lost = services[number].lastWorkerLeftAt
-            var later: [(task: QueuedRequest, graceFrom: Int64)] = []
+            var later: [(task: QueuedRequest, graceFrom: Int64, graceEnd: Int64)] = []
             var emptied = false
             var passLength = 0
             while budget.hasRoom {
@@ -159,19 +159,15 @@ extension BrokerStateMachine {
                 let graceFrom = max(task.arrivedAt, lost)
                 let (graceEnd, overflow) = graceFrom.addingReportingOverflow(noWorkersGrace(task))
                 if overflow || graceEnd > now {
-                    later.append((task, graceFrom))
+                    later.append((task, graceFrom, overflow ? .max : graceEnd))
                 } else {
                     answerNoWorkers(task, endedBy: .grace, into: &actions)
                 }
             }
             let answeredNone = later.count == passLength
-            var nextEnd: Int64?
-            for (task, graceFrom) in later {
-                let (end, overflow) = graceFrom.addingReportingOverflow(noWorkersGrace(task))
-                nextEnd = min(nextEnd ?? .max, overflow ? .max : end)
-            }
+            let nextEnd = later.lazy.map(\.graceEnd).min()
             // Put back in their places, each to be looked at again at the end of its grace.
-            for (task, graceFrom) in later { enqueue(task, now: instant, graceFrom: graceFrom) }
+            for (task, graceFrom, _) in later { enqueue(task, now: instant, graceFrom: graceFrom) }
             if emptied || !queue.hasEntries(number) {
                 unserved.removeMin()
             } else if answeredNone, let nextEnd {

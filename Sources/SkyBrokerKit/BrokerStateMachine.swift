@@ -602,12 +602,12 @@ package struct BrokerStateMachine: Sendable {
 
     /// Why a new request may not wait, if it may not: a full queue (in count or bytes), or a
     /// client that holds its share of it already. A client under its fair share of a full
-    /// queue takes the place of another's newest request (``makeRoom(for:bytes:into:)``).
+    /// queue takes the place of another's newest request (``makeRoom(for:of:bytes:into:)``).
     private mutating func queueRefusal(for task: QueuedRequest, into actions: inout [BrokerAction]) -> String? {
         let bytes = task.request.queuedSize
         guard let record = clients.record(task.client) else { return nil }
         if queue.count >= configuration.queueLimit || queue.bytes + bytes > configuration.queueBytesLimit {
-            makeRoom(for: task, bytes: bytes, into: &actions)
+            makeRoom(for: task, of: record, bytes: bytes, into: &actions)
         }
         if queue.count >= configuration.queueLimit {
             counters.rejectedOverloaded += 1
@@ -635,8 +635,9 @@ package struct BrokerStateMachine: Sendable {
     /// give way (a few at most, until `task` fits), each answered `overloaded` saying why.
     /// Clients that filled the queue at their shares (two at 0.5), or went away leaving their
     /// requests, refused every other client until their requests expired.
-    private mutating func makeRoom(for task: QueuedRequest, bytes: Int, into actions: inout [BrokerAction]) {
-        guard let record = clients.record(task.client) else { return }
+    private mutating func makeRoom(
+        for task: QueuedRequest, of record: ClientRecord, bytes: Int, into actions: inout [BrokerAction]
+    ) {
         let holders = clients.waitingHolders()
         let sharing = max(1, holders.count + (record.waiting == 0 ? 1 : 0))
         let fairCount = configuration.queueLimit / sharing

@@ -176,14 +176,13 @@ public enum CurveKeyFile {
         guard status.st_mode & 0o077 == 0 else { throw .unsafePermissions(path: path) }
         // A public key reads as a key too: taken as the secret, it made a broker whose public
         // key matched no peer's copy, and every peer was refused.
-        if let data = FileManager.default.contents(atPath: path),
-            String(decoding: data, as: UTF8.self).hasPrefix(publicKeyHeader)
-        {
+        let text = try readText(path)
+        if text.hasPrefix(publicKeyHeader) {
             throw .invalid(
                 "\(path) is a public key file (its first line says so); give the secret key file, the .key that keygen wrote beside it"
             )
         }
-        let keys = try readKeys(path)
+        let keys = try keys(in: text, of: path)
         guard keys.count == 1 else { throw .invalid("\(path) holds \(keys.count) keys; a secret key file holds one") }
         return try CurveKeyPair(secretKey: keys[0])
     }
@@ -216,6 +215,11 @@ public enum CurveKeyFile {
     }
 
     private static func readKeys(_ path: String) throws(CurveKeyError) -> [CurveKey] {
+        try keys(in: try readText(path), of: path)
+    }
+
+    /// A key file's text.
+    private static func readText(_ path: String) throws(CurveKeyError) -> String {
         guard let data = FileManager.default.contents(atPath: path) else {
             let reason =
                 FileManager.default.fileExists(atPath: path) ? "Permission denied" : "No such file or directory"
@@ -224,6 +228,11 @@ public enum CurveKeyFile {
         guard let text = String(data: data, encoding: .utf8) else {
             throw .invalid("\(path) is not UTF-8 text; a key file holds a 40-character Z85 key")
         }
+        return text
+    }
+
+    /// The keys of a key file's text: a line each, blank lines and comments skipped.
+    private static func keys(in text: String, of path: String) throws(CurveKeyError) -> [CurveKey] {
         var keys: [CurveKey] = []
         for line in text.split(whereSeparator: \.isNewline) {
             let trimmed = line.trimmingCharacters(in: .whitespaces)

@@ -77,7 +77,8 @@ struct BrokerTracingTests {
             if case .sendTraced(worker, let tag, let request, _) = action { return .request(tag: tag, request) }
             return nil
         }
-        #expect(sent.first == .features(["edition=2", "max-frame-size=65536", "packed", "progress", "heartbeat-ms=1000"]))
+        #expect(
+            sent.first == .features(["edition=2", "max-frame-size=65536", "packed", "progress", "heartbeat-ms=1000"]))
         #expect(sent.count == 2, "the features, then the waiting request: \(sent)")
     }
 
