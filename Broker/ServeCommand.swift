@@ -158,7 +158,8 @@ struct ServeCommand: AsyncParsableCommand {
             """, valueName: "seconds"))
     var takeoverAfter: Double?
 
-    @Option(help: "Journal bytes beyond which new jobs are refused as overloaded; 0 for no limit.")
+    @Option(
+        parsing: .unconditional, help: "Journal bytes beyond which new jobs are refused as overloaded; 0 for no limit.")
     var journalMaxBytes = Self.defaults.journalMaxBytes
 
     /// Where the journal is kept without --state-dir: from this process's environment.

@@ -135,7 +135,10 @@ public enum SkyError: Error, Sendable, Equatable, CustomStringConvertible {
         switch self {
         case .timeout(let message):
             "the task timed out: \(Self.clause(message)). Raise the timeout if the task needs longer, or add workers if it waited for one."
-        case .overloaded(let message): "the broker is overloaded: \(Self.clause(message)). Retry later or add workers."
+        // Status 4 comes from the broker (a queue, a limit, a write in progress) or from a worker
+        // that holds its capacity: the message names which; the advice fits both.
+        case .overloaded(let message):
+            "refused as overloaded: \(Self.clause(message)). Retry later; if it goes on, add workers or raise the limit named."
         case .noWorkers(let service):
             "no connected worker serves \(service), and none joined in time (within the broker's no-workers grace, or before the call's deadline if that came first). Start a worker that serves \(service), or check the service name."
         case .workerLost(let message):

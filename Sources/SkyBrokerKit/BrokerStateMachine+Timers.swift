@@ -310,8 +310,9 @@ extension BrokerStateMachine {
             into: &actions)
     }
 
-    /// Each service's period, then a new period: the services served, waiting or with work in
-    /// it, the busiest ``ServiceStats/maxServices``. Costs a pass over those services once a period.
+    /// Each service's period, then a new period: the services served, waiting, paused or with
+    /// work in it, the busiest ``ServiceStats/maxServices``. Costs a pass over those services
+    /// once a period.
     /// The windows also go to the shell, for the metrics.
     private mutating func serviceStats(over seconds: Double, into actions: inout [BrokerAction]) -> [String:
         ServiceStats]
@@ -329,8 +330,16 @@ extension BrokerStateMachine {
                 queued: queue.count(of: number), queuedBytes: queue.bytes(of: number),
                 completed: window.completed, failed: window.failed,
                 completedPerSecond: seconds > 0 ? Double(window.completed) / seconds : 0,
-                p50Milliseconds: window.quantileMilliseconds(0.5), p99Milliseconds: window.quantileMilliseconds(0.99))
+                p50Milliseconds: window.quantileMilliseconds(0.5), p99Milliseconds: window.quantileMilliseconds(0.99),
+                paused: service.paused ? true : nil)
             service.window = nil
+        }
+        // A service paused with nothing of it here (paused ahead of its workers, or idle) is
+        // still one an operator should see paused.
+        for name in services.paused where all[name] == nil {
+            all[name] = ServiceStats(
+                queued: 0, queuedBytes: 0, completed: 0, failed: 0, completedPerSecond: 0, p50Milliseconds: nil,
+                p99Milliseconds: nil, paused: true)
         }
         if !windows.isEmpty { actions.append(.serviceWindows(windows)) }
         guard all.count > ServiceStats.maxServices else { return all }

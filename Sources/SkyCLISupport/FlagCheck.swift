@@ -40,11 +40,18 @@ public enum FlagCheck {
         .milliseconds(Int64((seconds * 1000).rounded()))
     }
 
-    /// `value` is a ZeroMQ endpoint libzmq can use: `tcp://HOST:PORT` (port 1–65535; `*` for
-    /// host or port only when binding), `ipc://PATH` or `inproc://NAME`.
+    /// `value` is a ZeroMQ endpoint another process can reach: `tcp://HOST:PORT` (port 1–65535;
+    /// `*` for host or port only when binding) or `ipc://PATH`. libzmq takes `inproc://NAME`
+    /// too, but it joins sockets of one process only: a program bound or connected to it waits
+    /// for a peer that can never come, silently.
     public static func endpoint(_ value: String, _ flag: String, binding: Bool = false) throws {
         if let problem = ZMQEndpoint.problem(value, binding: binding) {
             throw ValidationError("\(flag) \(ZMQEndpoint.advice(value, problem: problem, binding: binding))")
+        }
+        if value.hasPrefix("inproc://") {
+            throw ValidationError(
+                "\(flag) \(value): inproc:// joins sockets inside one process, and no other program can reach it;"
+                    + " use ipc://PATH (this machine) or tcp://HOST:PORT")
         }
     }
 
@@ -54,8 +61,11 @@ public enum FlagCheck {
         value.split(separator: ",", omittingEmptySubsequences: false).map(String.init)
     }
 
-    /// Every endpoint of a comma-separated list connects (see ``endpoint(_:_:binding:)``).
+    /// Every endpoint of a comma-separated list connects (see ``endpoint(_:_:binding:)``), and
+    /// none is given twice: the list names a broker and its standbys, and a repeated entry is a
+    /// standby that is not there (most likely a typo for another host).
     public static func endpointList(_ value: String, _ flag: String) throws {
+        var seen: Set<String> = []
         for endpoint in endpoints(value) {
             guard !endpoint.isEmpty else {
                 throw ValidationError(
@@ -63,6 +73,10 @@ public enum FlagCheck {
                 )
             }
             try self.endpoint(endpoint, flag)
+            guard seen.insert(endpoint).inserted else {
+                throw ValidationError(
+                    "\(flag) \(value) names \(endpoint) twice: list each broker once (the active one and its standbys)")
+            }
         }
     }
 

@@ -421,14 +421,18 @@ public struct ServiceStats: Codable, Sendable, Equatable {
     /// absent without any. Upper bounds of 19 % wide buckets.
     public var p50Milliseconds: Double?
     public var p99Milliseconds: Double?
+    /// `true` while the service is paused (`mmi.services.pause`): nothing of it goes to a worker,
+    /// so its queue grows with workers idle. Absent when it is not, and from older brokers.
+    public var paused: Bool?
 
     /// Services one `broker.stats` reports at most (the busiest), so that its size stays bounded.
     public static let maxServices = 100
 
     public init(
         queued: Int, queuedBytes: Int? = nil, completed: UInt64, failed: UInt64, completedPerSecond: Double,
-        p50Milliseconds: Double?, p99Milliseconds: Double?
+        p50Milliseconds: Double?, p99Milliseconds: Double?, paused: Bool? = nil
     ) {
+        self.paused = paused
         self.queued = queued
         self.queuedBytes = queuedBytes
         self.completed = completed

@@ -34,6 +34,7 @@ enum EventFormatter {
             for (name, service) in (stats.services ?? [:]).sorted(by: { $0.key < $1.key }) {
                 text += " \(name):queued=\(service.queued),rate=\(String(format: "%.1f", service.completedPerSecond))/s"
                 text += ",failed=\(service.failed)"
+                if service.paused == true { text += ",paused" }
                 if let p50 = service.p50Milliseconds, let p99 = service.p99Milliseconds {
                     text += ",p50=\(String(format: "%.1f", p50))ms,p99=\(String(format: "%.1f", p99))ms"
                 }

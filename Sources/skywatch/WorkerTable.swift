@@ -49,7 +49,8 @@ enum WorkerTable {
                 lines.append(
                     pad(
                         [
-                            name, "\(service.queued)", String(format: "%.1f", service.completedPerSecond),
+                            service.paused == true ? "\(name) (paused)" : name, "\(service.queued)",
+                            String(format: "%.1f", service.completedPerSecond),
                             "\(service.failed)", milliseconds(service.p50Milliseconds),
                             milliseconds(service.p99Milliseconds),
                         ], widths: serviceWidths))

@@ -224,6 +224,19 @@ extension SecondLineSuite {
                 program: "skybroker", arguments: ["--queue-limit", "-5"],
                 message: "--queue-limit must be a whole number in 0...100000000, not -5"),
             .init(
+                program: "skybroker", arguments: ["--journal-max-bytes", "-1"],
+                message: "--journal-max-bytes must be a whole number in 0...1125899906842624, not -1"),
+            // inproc:// joins sockets of one process: a broker bound there serves nobody.
+            .init(
+                program: "skybroker", arguments: ["--clients", "inproc://sky"],
+                message: "--clients inproc://sky: inproc:// joins sockets inside one process"),
+            .init(
+                program: "skyworker", arguments: ["--broker", "inproc://sky"],
+                message: "--broker inproc://sky: inproc:// joins sockets inside one process"),
+            .init(
+                program: "skyctl", arguments: ["services", "list", "--broker", "tcp://127.0.0.1:5555,tcp://127.0.0.1:5555"],
+                message: "names tcp://127.0.0.1:5555 twice"),
+            .init(
                 program: "skyworker", arguments: ["--capacity", "-2"],
                 message: "--capacity must be a whole number in 1...65536, not -2"),
             .init(

@@ -61,6 +61,25 @@ struct ServicePauseTests {
         #expect(broker.settle(written) == [callA, job.requestID], "then the job, once its start is on disk")
     }
 
+    /// `broker.stats` says which services are paused, those with work waiting and those paused
+    /// ahead of any: skywatch showed a paused service's queue growing with workers idle and
+    /// nothing saying why.
+    @Test func statsSayWhichServicesArePaused() {
+        var broker = BrokerHarness.withJournal()
+        _ = broker.ready(worker1, capacity: 4, services: ["a", "b"])
+        _ = broker.advance(.milliseconds(10))  // starts the stats clock
+        _ = control(&broker, "a", pause: true)
+        _ = control(&broker, "later", pause: true)
+        _ = broker.request(client, RequestID(high: 1, low: 1), service: "a", timeout: .seconds(10))
+        let stats = events(broker.advance(.seconds(1))).first { $0.event == .brokerStats }?.stats
+        #expect(stats?.services?["a"]?.paused == true && stats?.services?["a"]?.queued == 1)
+        #expect(stats?.services?["later"]?.paused == true && stats?.services?["later"]?.queued == 0)
+        #expect(stats?.services?["b"] != nil && stats?.services?["b"]?.paused == nil, "absent when not paused")
+        _ = control(&broker, "later", pause: false)
+        let after = events(broker.advance(.seconds(1))).first { $0.event == .brokerStats }?.stats
+        #expect(after?.services?["later"] == nil, "a resumed service with nothing of it is not listed")
+    }
+
     /// A resume that cannot be written leaves the service paused and starts nothing of it: not
     /// its waiting calls, not its jobs (taken at once and undone, it ran jobs of a service that
     /// stayed paused).

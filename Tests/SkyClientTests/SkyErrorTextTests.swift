@@ -1,3 +1,4 @@
+import SkyProtocol
 import Testing
 
 @testable import Sky
@@ -31,5 +32,15 @@ struct SkyErrorTextTests {
     @Test func aHandlersFailureNamesTheRetryThatTakesIt() {
         let text = SkyError.remote(type: "MyApp.Unavailable", message: "the mail server is down").description
         #expect(text.contains("RetryPolicy.retryingHandlerErrors()") && !text.contains("will not help"), "\(text)")
+    }
+
+    /// A worker may answer status 4 itself (it already runs its capacity): that reached the
+    /// caller as "the broker is overloaded", blaming a broker with room to spare.
+    @Test func anOverloadedWorkerIsNotCalledTheBroker() {
+        let reply = TaskReply.failure(
+            RequestID(high: 0, low: 1), .overloaded, type: nil, message: "worker w-1 already runs its capacity of 4 tasks")
+        let text = SkyError(failure: reply, service: "sky.echo").description
+        #expect(!text.contains("the broker is overloaded"), "\(text)")
+        #expect(text.hasPrefix("refused as overloaded: worker w-1 already runs its capacity of 4 tasks."), "\(text)")
     }
 }
