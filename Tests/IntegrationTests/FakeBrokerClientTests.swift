@@ -1,5 +1,5 @@
 import Foundation
-import Sky
+@testable import Sky
 import SkyProtocol
 import SkyTestSupport
 import SkyWorkerKit
@@ -83,6 +83,20 @@ extension IntegrationSuite {
             print("dropped \(k): \(requests.count) attempts, \(cancels) cancels, \(elapsed)")
             await sky.close()
             await broker.stop()
+        }
+
+        /// A broker that predates `events-endpoint` in `mmi.features` (this fake answers it
+        /// `unknownService`, as such a broker does): the events are looked for where every
+        /// broker before put them, the clients port + 2.
+        @Test func aBrokerThatDoesNotSayItsEventsEndpointIsHeardAtItsPortPlusTwo() async throws {
+            let broker = try await FakeBroker.start()
+            let sky = try await SkyClient(broker: broker.endpoint)
+            let port = try #require(broker.endpoint.split(separator: ":").last.flatMap { Int($0) })
+            #expect(await sky.toldEventsEndpoints() == nil)
+            let subscription = try await sky.subscribeToEvents(buffered: 1)
+            #expect(subscription.endpoint == "tcp://127.0.0.1:\(port + 2)")
+            _ = subscription.close()
+            await sky.close()
         }
 
         @Test func aTimeoutFiresNeverEarlyAndSoonAfterItsDeadlineOnTheRealClock() async throws {
