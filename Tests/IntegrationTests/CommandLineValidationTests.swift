@@ -234,7 +234,8 @@ extension SecondLineSuite {
                 program: "skyworker", arguments: ["--broker", "inproc://sky"],
                 message: "--broker inproc://sky: inproc:// joins sockets inside one process"),
             .init(
-                program: "skyctl", arguments: ["services", "list", "--broker", "tcp://127.0.0.1:5555,tcp://127.0.0.1:5555"],
+                program: "skyctl",
+                arguments: ["services", "list", "--broker", "tcp://127.0.0.1:5555,tcp://127.0.0.1:5555"],
                 message: "names tcp://127.0.0.1:5555 twice"),
             .init(
                 program: "skyworker", arguments: ["--capacity", "-2"],

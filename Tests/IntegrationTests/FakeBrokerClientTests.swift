@@ -1,10 +1,11 @@
 import Foundation
-@testable import Sky
 import SkyProtocol
 import SkyTestSupport
 import SkyWorkerKit
 import SkyWorkloads
 import Testing
+
+@testable import Sky
 
 extension IntegrationSuite {
     /// SkyClient against a scripted fake broker (a raw ROUTER in this process). Part of the

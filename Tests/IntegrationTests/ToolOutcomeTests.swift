@@ -156,7 +156,9 @@ extension SecondLineSuite {
             // A paused service is named so, in both forms, even with nothing of it waiting.
             #expect(try await sky.pause(service: "sky.held"))
             _ = try await table.waitForLine(timeout: .seconds(20)) { $0.hasPrefix("sky.held (paused) ") }
-            try await lines.waitForLine { $0.contains("broker.stats") && $0.contains("sky.held:queued=0,") && $0.contains(",paused") }
+            try await lines.waitForLine {
+                $0.contains("broker.stats") && $0.contains("sky.held:queued=0,") && $0.contains(",paused")
+            }
             load.cancel()
             await sky.close()
         }

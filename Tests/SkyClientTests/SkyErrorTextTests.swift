@@ -38,7 +38,8 @@ struct SkyErrorTextTests {
     /// caller as "the broker is overloaded", blaming a broker with room to spare.
     @Test func anOverloadedWorkerIsNotCalledTheBroker() {
         let reply = TaskReply.failure(
-            RequestID(high: 0, low: 1), .overloaded, type: nil, message: "worker w-1 already runs its capacity of 4 tasks")
+            RequestID(high: 0, low: 1), .overloaded, type: nil,
+            message: "worker w-1 already runs its capacity of 4 tasks")
         let text = SkyError(failure: reply, service: "sky.echo").description
         #expect(!text.contains("the broker is overloaded"), "\(text)")
         #expect(text.hasPrefix("refused as overloaded: worker w-1 already runs its capacity of 4 tasks."), "\(text)")
