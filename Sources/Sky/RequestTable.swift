@@ -549,6 +549,14 @@ struct RequestTable {
         let due = slots[slot].waiters.compactMap { waiter in
             deadline(of: waiter, in: slot).flatMap { $0.at <= now ? $0 : nil }
         }
+        // Without a connection the cause is the broker, not the task or the workers: said, so
+        // that a deadline shorter than the connect timeout does not hide a wrong endpoint.
+        var offline = ""
+        if case .down(let since) = connection {
+            offline =
+                " with no connection to the broker for \(Self.seconds(now - since))"
+                + (unreachableHint.map { " (\($0))" } ?? "")
+        }
         for deadline in due {
             callOfWaiter[deadline.waiter] = nil
             slots[slot].waiters.remove(deadline.waiter)
@@ -558,7 +566,7 @@ struct RequestTable {
             actions.append(
                 .fail(
                     WaiterList(deadline.waiter),
-                    .timeout("the call's deadline of \(length) passed (attempt \(attempts))"),
+                    .timeout("the call's deadline of \(length) passed\(offline) (attempt \(attempts))"),
                     attempts: attempts))
         }
         updateEarliestDeadline(slot)

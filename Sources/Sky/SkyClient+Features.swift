@@ -28,4 +28,25 @@ extension SkyClient {
         if let known = shell.lastFeatures.withLock({ $0 }) { return known[keyPath: feature] }
         return await brokerFeatures()?[keyPath: feature]
     }
+
+    /// Ends a call that needs `feature` of the broker before anything is sent: with
+    /// `invalidTask` saying `lacking` when the broker answered without it, and with
+    /// `brokerUnreachable` when no broker answered within the connect timeout. Telling a caller
+    /// whose broker is down to upgrade it sent them the wrong way.
+    nonisolated func requireBroker(
+        _ feature: KeyPath<BrokerFeatures, Bool>, named name: String, lacking: String
+    ) async throws(SkyError) {
+        switch await brokerSays(feature) {
+        case true?: return
+        case false?: throw .invalidTask(lacking)
+        case nil: throw Self.silentBroker(needing: name, connectTimeout: configuration.connectTimeout)
+        }
+    }
+
+    /// The failure of a call that needed to know what the broker takes and heard nothing.
+    static func silentBroker(needing name: String, connectTimeout: Duration) -> SkyError {
+        .brokerUnreachable(
+            "no broker said what it takes within the connect timeout (\(connectTimeout)), and this call needs \(name) of it; nothing was sent"
+        )
+    }
 }

@@ -23,11 +23,11 @@ extension SkyClient {
     /// - Returns: the flow's id.
     public nonisolated func submitFlow(_ spec: FlowSpec) async throws -> JobID {
         if let problem = spec.problem { throw SkyError.invalidTask(problem) }
-        guard await brokerTakes(\.takesFlows) else {
-            throw SkyError.invalidTask(
+        try await requireBroker(
+            \.takesFlows, named: BrokerFeatures.flowsFeature,
+            lacking:
                 "this broker does not take flows (it names no \(BrokerFeatures.flowsFeature) in mmi.features); upgrade the broker"
-            )
-        }
+        )
         let reply: [UInt8]
         do {
             reply = try await jobCall(BrokerService.flowSubmit, spec.encode())

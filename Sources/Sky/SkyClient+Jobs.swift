@@ -43,12 +43,17 @@ extension SkyClient {
         }
         let key = options.idempotencyKey ?? shell.callKey()
         var confirming = false
+        // Asking what the broker takes waits up to the connect timeout, as an attempt does: a
+        // question nobody answered counts as the first attempt, so that a submit to a broker
+        // that is down fails after the policy's attempts, not one connect timeout more.
+        var attemptsSpent = 0
         if options.confirmWithin != nil || options.unique != nil || options.concurrencyKey != nil {
             let features: BrokerFeatures?
             if let known = shell.lastFeatures.withLock({ $0 }) {
                 features = known
             } else {
                 features = await brokerFeatures()
+                if features == nil { attemptsSpent = 1 }
             }
             let version = features?.jobSubmissionVersion ?? 1
             for (asked, needed, what) in [
@@ -64,7 +69,7 @@ extension SkyClient {
         let submission = try options.submission(service: service, body: body, key: key, confirming: confirming)
         let reply: [UInt8]
         do {
-            reply = try await jobCall(BrokerService.jobSubmit, submission.encode())
+            reply = try await jobCall(BrokerService.jobSubmit, submission.encode(), attemptsSpent: attemptsSpent)
         } catch SkyError.journalUnavailable(let message) where options.idempotencyKey == nil {
             // The key was this call's own: name it, so that a retry can make sure of one job.
             throw SkyError.journalUnavailable("\(message) (this submit's idempotency key: \(key))")
@@ -235,13 +240,16 @@ extension SkyClient {
     }
 
     /// One request to the broker's job service. The timeout leaves a held wait room to end.
-    nonisolated func jobCall(_ service: String, _ body: [UInt8]) async throws -> [UInt8] {
+    /// - Parameter attemptsSpent: attempts of the retry policy already used up (a question
+    ///   to the broker nobody answered); one attempt is always left.
+    nonisolated func jobCall(_ service: String, _ body: [UInt8], attemptsSpent: Int = 0) async throws -> [UInt8] {
         // The client's default retry policy (``Configuration/defaults``): a service keeps the
         // default and rides out a broker restart; an operator's tool fails at once.
         // No deadline: a held wait is bounded by the broker's hold, and the retries ride out a restart.
+        var retry = configuration.defaults.retry
+        retry.maxAttempts = max(1, retry.maxAttempts - attemptsSpent)
         let options = ScanOptions(
-            timeout: BrokerService.jobWaitHold + .seconds(10), deadline: nil, retry: configuration.defaults.retry,
-            coalesce: false)
+            timeout: BrokerService.jobWaitHold + .seconds(10), deadline: nil, retry: retry, coalesce: false)
         // A submit or a retry is traced: the job's executions join the caller's trace.
         if let tracer, service == BrokerService.jobSubmit || service == BrokerService.jobRetry {
             return try await withCallSpan(service: service, tracer: tracer) { frame in

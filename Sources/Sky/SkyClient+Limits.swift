@@ -36,11 +36,11 @@ extension SkyClient {
     /// A broker that does not say it takes per-key limits would read one as a limit on the
     /// whole service: nothing per key is sent to it.
     private nonisolated func requirePerKey() async throws {
-        guard await brokerSays(\.limitsRatesPerKey) == true else {
-            throw SkyError.invalidTask(
-                "this broker does not limit rates per key (it names no \(BrokerFeatures.keyRateLimitsFeature) in mmi.features, or did not answer it); upgrade the broker"
-            )
-        }
+        try await requireBroker(
+            \.limitsRatesPerKey, named: BrokerFeatures.keyRateLimitsFeature,
+            lacking:
+                "this broker does not limit rates per key (it names no \(BrokerFeatures.keyRateLimitsFeature) in mmi.features); upgrade the broker"
+        )
     }
 
     /// Every limited service, by name, with what its limit did since the broker started.

@@ -120,14 +120,11 @@ extension SkyClient {
         spec.paused = paused
         if let problem = spec.problem { throw SkyError.invalidTask(problem) }
         if spec.overlap == .queue {
-            let known = shell.lastFeatures.withLock { $0 }
-            let features: BrokerFeatures?
-            if let known { features = known } else { features = await brokerFeatures() }
-            guard features?.takesScheduleQueue == true else {
-                throw SkyError.invalidTask(
+            try await requireBroker(
+                \.takesScheduleQueue, named: BrokerFeatures.scheduleQueueFeature,
+                lacking:
                     "overlap .queue needs a broker that names \(BrokerFeatures.scheduleQueueFeature) in mmi.features, and this one does not (it predates it); upgrade the broker, or use .skip"
-                )
-            }
+            )
         }
         return try Self.date(try await scheduleCall(BrokerService.scheduleSave, spec.encode()))
     }

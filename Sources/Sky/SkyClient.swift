@@ -315,10 +315,12 @@ public actor SkyClient {
         return completion
     }
 
-    /// A call that needs `feature` of the broker, ended before anything is sent if the broker
-    /// does not name it (`message` says why), or if the client cannot start; `nil`: it may go.
+    /// A call that needs `feature` (named `name` in `mmi.features`) of the broker, ended before
+    /// anything is sent if the broker does not name it (`message` says why), if no broker
+    /// answered (``requireBroker(_:named:lacking:)``), or if the client cannot start; `nil`: it
+    /// may go.
     private nonisolated(nonsending) func refusal(
-        unless feature: any KeyPath<BrokerFeatures, Bool> & Sendable, _ message: String
+        unless feature: any KeyPath<BrokerFeatures, Bool> & Sendable, named name: String, _ message: String
     ) async -> Completion? {
         if shell.loop.load() == nil {
             do {
@@ -329,8 +331,10 @@ public actor SkyClient {
                 return Completion(result: .failure(.internalError("\(error)")), attempts: 0)
             }
         }
-        guard await brokerTakes(feature) else {
-            return Completion(result: .failure(.invalidTask(message)), attempts: 0)
+        do {
+            try await requireBroker(feature, named: name, lacking: message)
+        } catch {
+            return Completion(result: .failure(error), attempts: 0)
         }
         return nil
     }
@@ -351,7 +355,7 @@ public actor SkyClient {
             // One customer's call: shared with another's, it would run under the other's key.
             options.coalesce = false
             if let refusal = await refusal(
-                unless: \.takesConcurrencyKeys,
+                unless: \.takesConcurrencyKeys, named: BrokerFeatures.concurrencyKeysFeature,
                 "this broker takes no concurrency keys (it names no \(BrokerFeatures.concurrencyKeysFeature) in mmi.features): upgrade it, or call without concurrencyKey"
             ) {
                 return refusal
@@ -365,7 +369,7 @@ public actor SkyClient {
             if options.deadline == nil { options.deadline = options.timeout }
             options.timeout = options.deadline
             if let refusal = await refusal(
-                unless: \.keepsAbandonedCalls,
+                unless: \.keepsAbandonedCalls, named: BrokerFeatures.keepIfAbandonedFeature,
                 "this broker does not keep abandoned calls (it names no \(BrokerFeatures.keepIfAbandonedFeature) in mmi.features: it keeps no journal, --state-dir none, or predates them); give it a journal or upgrade it, or call without keepIfAbandoned"
             ) {
                 return refusal

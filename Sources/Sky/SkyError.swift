@@ -134,7 +134,7 @@ public enum SkyError: Error, Sendable, Equatable, CustomStringConvertible {
     public var description: String {
         switch self {
         case .timeout(let message):
-            "the task timed out: \(Self.clause(message)). Raise the timeout if the task needs longer, or add workers if it waited for one."
+            "the task timed out: \(Self.clause(message)). Raise the timeout if the task needs longer, add workers if it waited for one, or check that skybroker runs at the client's endpoint if there was no connection."
         // Status 4 comes from the broker (a queue, a limit, a write in progress) or from a worker
         // that holds its capacity: the message names which; the advice fits both.
         case .overloaded(let message):

@@ -787,6 +787,44 @@ extension IntegrationSuite {
                 "\(failed.errorText)")
         }
 
+        /// Calls that must first learn what the broker takes, with no broker there: each fails
+        /// as unreachable, not as a broker to upgrade (a flow, a keyed call, a per-key limit,
+        /// a queued schedule said "upgrade the broker"); and a submit's unanswered question
+        /// counts as its first attempt (it cost one connect timeout more than the policy's).
+        @Test func callsThatAskTheBrokerFirstSayItIsUnreachable() async throws {
+            let endpoint = try await unusedEndpoint()
+            var configuration = SkyClient.Configuration()
+            configuration.connectTimeout = .milliseconds(300)
+            configuration.defaults.retry = RetryPolicy(maxAttempts: 3, initialBackoff: .milliseconds(10), jitter: 0)
+            let sky = try await SkyClient(broker: endpoint, configuration: configuration)
+            func unreachable(_ what: String, _ call: () async throws -> Void) async {
+                do {
+                    try await call()
+                    Issue.record("\(what) succeeded with no broker")
+                } catch {
+                    #expect((error as? SkyError)?.code == .brokerUnreachable, "\(what): \(error)")
+                    #expect(!"\(error)".contains("upgrade"), "\(what): \(error)")
+                }
+            }
+            await unreachable("a flow") {
+                _ = try await sky.submit(try Flow(EchoTask(message: "a")))
+            }
+            await unreachable("a keyed call") {
+                _ = try await sky.scan(EchoTask(message: "k"), options: ScanOptions(concurrencyKey: "c"))
+            }
+            await unreachable("a limit per key") {
+                _ = try await sky.setRateLimit(RateLimit(perSecond: 1, burst: 1, key: KeyScope()), for: "svc")
+            }
+            do {
+                _ = try await sky.submit(EchoTask(message: "j"))
+                Issue.record("a submit succeeded with no broker")
+            } catch {
+                #expect((error as? SkyError)?.code == .brokerUnreachable, "\(error)")
+                #expect("\(error)".contains("(attempt 2)"), "the question was the first of 3 attempts: \(error)")
+            }
+            await sky.close()
+        }
+
         /// A port that takes TCP connections but speaks no ZeroMQ (a listening socket that never
         /// answers, as an HTTP server waiting for a request line does) is named as such.
         @Test func skyctlOnAPortThatIsNotZeroMQSaysSo() async throws {

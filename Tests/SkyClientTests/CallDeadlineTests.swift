@@ -65,6 +65,23 @@ struct CallDeadlineTests {
         #expect(table.counters.deadlinesPassed == 1 && table.counters.unmatchedReplies == 1)
     }
 
+    /// A deadline shorter than the connect timeout, with no broker to reach: the failure names
+    /// the missing connection and what the transport saw. It said only "the call's deadline of
+    /// 3 s passed", which with "add workers" sent a newcomer with a wrong port to the workers.
+    @Test func aDeadlinePassedWithoutAConnectionSaysSo() {
+        var table = RequestTable(connectTimeout: .seconds(5), seed: 1)
+        table.unreachableHint = "nothing listens at tcp://127.0.0.1:31999"
+        _ = table.start(Self.call(deadline: .seconds(3)), waiter: 1, now: .zero)
+        let failures = Self.failures(Self.run(&table, until: .seconds(10)).map(\.1))
+        let (_, error, _) = try! #require(failures.first)
+        #expect(failures.count == 1 && error.code == .timeout)
+        #expect(
+            "\(error)".contains(
+                "the call's deadline of 3 s passed with no connection to the broker for 3 s (nothing listens at tcp://127.0.0.1:31999) (attempt 1)"
+            ), "\(error)")
+        #expect("\(error)".contains("check that skybroker runs"), "\(error)")
+    }
+
     /// The default options: a handler that never answers costs the caller 30 s and one attempt,
     /// not 90 s and three attempts on as many workers.
     @Test func byDefaultAHungCallEndsAfter30SecondsWithOneAttempt() {
