@@ -92,7 +92,7 @@ public struct WorkerOptions: ParsableArguments {
     /// Runs the worker as `skyworker` does, until SIGTERM or SIGINT has drained it: sets up
     /// logging at `--log-level`, lets `register` put the handlers on a `ScanSystem` of
     /// `--capacity`, starts the metrics endpoint and the trace log if asked, prints
-    /// "`program` ready name=… capacity=… broker=… [metrics=…]" once connected, and exits 1 with
+    /// "`program` ready name=… capacity=… broker=… [metrics=…]" once a broker answered, and exits 1 with
     /// one line naming `program` if the worker cannot start (a second signal exits at once).
     /// A process-wide setup: call it once, from your executable's `run`.
     /// - Parameters:

@@ -61,6 +61,7 @@ extension SkyWorker {
         /// frame after READY (only then: a broker that predates it logs the unknown command).
         let tracer = SkyTracing.active()
         private let startedReported = Locked(false)
+        private let answeredReported = Locked(false)
         /// Each wake-up's actions, in one buffer kept from wake-up to wake-up.
         let spareActions = SpareBuffer<WorkerStateMachine.Action>()
 
@@ -141,7 +142,9 @@ extension SkyWorker {
             var actions = spareActions.take()
             let now = clock.now
             var started = false
+            var answered = false
             let generation = machine.withLock { machine in
+                defer { answered = machine.heardBroker }
                 // Each message moved out of the batch, not copied (see `takeEach`).
                 batch.takeEach(leaving: .tick) { inbound in
                     switch consume inbound {
@@ -192,6 +195,13 @@ extension SkyWorker {
                         "capacity": "\(announcement.capacity)",
                         "services": "\(announcement.services.joined(separator: ","))",
                     ])
+            }
+            if answered,
+                answeredReported.withLock({ reported in
+                    defer { reported = true }
+                    return !reported
+                })
+            {
                 configuration.onStarted?()
             }
             execute(&actions, generation: generation, into: &outbound)

@@ -47,8 +47,9 @@ public final class SkyWorker: Service, Sendable {
         /// Where handlers run (see ``HandlerExecutor``): Swift's cooperative pool unless the
         /// handlers are short enough to share the I/O thread.
         public var handlerExecutor: HandlerExecutor
-        /// Called once the worker's first connection is open and its READY is on the way
-        /// (skyworker prints its ready line here, so that a line means the worker really started).
+        /// Called once a broker first answered the worker (with anything but a refusal): its
+        /// connection is up and its READY reached a broker. skyworker prints its ready line
+        /// here, so that a script that waits for the line does not go on without a broker.
         public var onStarted: (@Sendable () -> Void)?
 
         /// A worker of an active broker and its standbys (`brokers` empty: the default endpoint).

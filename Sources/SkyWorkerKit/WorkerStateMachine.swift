@@ -139,6 +139,9 @@ package struct WorkerStateMachine: Sendable {
     private var slotsGiven = 0
     /// Counted drops, for logs and tests.
     package private(set) var malformedMessages = 0
+    /// Whether a broker has answered this worker with anything but a refusal: its connection
+    /// is really up (connecting alone says nothing: libzmq connects in the background).
+    package private(set) var heardBroker = false
     package private(set) var refusedOverCapacity = 0
     /// The largest result the broker of this connection takes (its FEATURES after READY): a
     /// larger REPLY would close the connection before the broker saw it, and with it every task
@@ -192,6 +195,7 @@ package struct WorkerStateMachine: Sendable {
             actions.append(.log(.warning, "dropped a malformed message from the broker", ["error": "\(error)"]))
             return
         }
+        if !heardBroker, case .refused = command {} else { heardBroker = true }
         switch command {
         case .request(let tag, let request), .packedRequest(let tag, let request):
             // Also while draining: the broker sent it before it saw DRAINING.

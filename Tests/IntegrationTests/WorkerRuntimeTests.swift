@@ -173,6 +173,20 @@ extension IntegrationSuite {
 }
 
 extension IntegrationSuite.WorkerRuntimeTests {
+    /// The ready line means a broker answered: printed when none listened yet, it let a
+    /// script go on with no broker (worker.md promised the line once the connection is up).
+    @Test func theReadyLineWaitsForABrokerToAnswer() async throws {
+        let workers = try await unusedEndpoint()
+        let worker = try SkyProcess(
+            "skyworker", ["--broker", workers, "--name", "early"] + TestCluster.fastHeartbeats)
+        defer { worker.killNow() }
+        try await worker.waitForLine(onStandardError: true) { $0.contains("nothing listens there") }
+        #expect(!worker.outputLines.contains { $0.hasPrefix("skyworker ready ") }, "\(worker.outputLines)")
+        let broker = try await StartedBroker.start(workers: workers, arguments: TestCluster.fastHeartbeats)
+        defer { broker.process.killNow() }
+        try await worker.waitForLine(timeout: .seconds(30)) { $0.hasPrefix("skyworker ready name=early ") }
+    }
+
     /// docs/protocol.md: a REQUEST the broker sent before it saw the worker's DRAINING crosses
     /// it on the wire; the worker runs it like the ones it held, answers both, and only then
     /// says DISCONNECT. A scripted broker (a raw ROUTER) sends that REQUEST right after the
