@@ -237,9 +237,10 @@ struct ClientStateMachine: Sendable {
                     .unauthorized(
                         "\(event.endpoint) closed the connection during the handshake \(HandshakeWatch.strikes) times in a row: "
                             + (usesCredentials
-                                ? "the broker public key given to this client is probably not the broker's"
-                                : "the broker probably requires CURVE; give this client credentials")
-                            + ", or it is not a broker's clients endpoint (its events port?)"),
+                                ? "the broker public key given to this client is probably not the broker's,"
+                                    + " or it is not a broker's clients endpoint (its events port?)"
+                                : "it is not a broker's clients endpoint (its events port? another program's?),"
+                                    + " or the broker requires CURVE (then give this client credentials)")),
                     into: &actions)
                 return
             }

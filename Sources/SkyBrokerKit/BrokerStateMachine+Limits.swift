@@ -116,7 +116,7 @@ extension BrokerStateMachine {
             if let due = services[service].bucket?.due(position: ahead + 1, now: now), due > expiry {
                 services[service].limitRefused += 1
                 return refusal(
-                    "the service \(task.request.service) is limited to \(limit.rateText) (burst \(limit.burst)) and \(ahead) calls wait ahead of this one",
+                    "the service \(task.request.service) is limited to \(limit.rateText) (burst \(limit.burst)) and \(ahead) \(ahead == 1 ? "call waits" : "calls wait") ahead of this one",
                     wait: due - now, expiry: expiry, now: now)
             }
         }

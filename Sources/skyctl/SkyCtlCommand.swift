@@ -207,7 +207,13 @@ struct JobsCommand: AsyncParsableCommand {
                 var lines = ["\(id)  \(status)"]
                 // The first line as any broker answers it; the rest from one that describes jobs.
                 if await client.brokerTakes(\.describesJobs) {
-                    lines += JobDetailLines.lines(try await client.details(of: id))
+                    let details = try await client.details(of: id)
+                    lines += JobDetailLines.lines(details)
+                    if case .queued = status, let service = details.service,
+                        let note = await Self.whyWaiting(service, client)
+                    {
+                        lines.append(note)
+                    }
                 }
                 // What a handler or a worker wrote (an error's type and message) may hold control
                 // characters; printed raw they would drive the terminal.
@@ -222,6 +228,20 @@ struct JobsCommand: AsyncParsableCommand {
                 }
                 return lines.joined(separator: "\n")
             }
+        }
+
+        /// Why a queued job of `service` waits, when it is not only its turn: the service is
+        /// paused, or no worker serves it (a typo in its name waits silently for ever).
+        static func whyWaiting(_ service: String, _ client: SkyClient) async -> String? {
+            guard let services = try? await client.services() else { return nil }
+            let state = services.first { $0.name == service }
+            if state?.paused == true {
+                return
+                    "note: \(service) is paused; its jobs wait until it is resumed (skyctl services resume \(service))"
+            }
+            guard (state?.workers ?? 0) == 0 else { return nil }
+            return
+                "note: no worker serves \(service) now; the job waits until one registers. Check the name (skyctl services list)"
         }
 
         /// `text` with its control characters made spaces (as the broker makes a handler's

@@ -581,7 +581,11 @@ extension IntegrationSuite {
             let error = await #expect(throws: SkyError.self) {
                 _ = try await deafClient.request(service: "sky.echo", body: [1])
             }
-            #expect("\(String(describing: error))".contains("not a broker's clients endpoint (its events port?)"))
+            // The likelier mistake first: a broker without CURVE is not told to want it.
+            #expect(
+                "\(String(describing: error))".contains(
+                    "it is not a broker's clients endpoint (its events port? another program's?), or the broker requires CURVE"
+                ), "\(String(describing: error))")
             #expect(ContinuousClock.now - clientStarted < .seconds(2))
             await deafClient.close()
             // The clients port given as the events endpoint: the subscription's handshake fails

@@ -74,6 +74,15 @@ extension ThirdLineSuite {
             let typo = try await skyctl(["jobs", "submit", "sky.ehco", "--json", "{}"])
             #expect(typo.status == 0 && typo.out.count == 1 && JobID(typo.out[0]) != nil, "\(typo)")
             #expect(typo.err.contains("note: no worker serves sky.ehco now"), "\(typo)")
+            // Shown later, it says the same: queued alone did not tell a typo from a wait.
+            let typoShown = try await skyctl(["jobs", "show", typo.out[0]])
+            #expect(typoShown.out.last?.hasPrefix("note: no worker serves sky.ehco now") == true, "\(typoShown)")
+            #expect(try await sky.pause(service: "sky.ehco"))
+            let pausedShown = try await skyctl(["jobs", "show", typo.out[0]])
+            #expect(
+                pausedShown.out.last
+                    == "note: sky.ehco is paused; its jobs wait until it is resumed (skyctl services resume sky.ehco)",
+                "\(pausedShown)")
             #expect(try await sky.result(of: keyedID, as: EchoTask.self) == EchoTask(message: "keyed"))
             for (arguments, says) in [
                 (["--concurrency-limit", "2"], "give --concurrency-key"),
