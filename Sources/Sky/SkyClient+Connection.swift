@@ -54,6 +54,14 @@ extension SkyClient {
         init(_ shell: Shell) { self.shell = shell }
     }
 
+    /// What the transport showed of the broker's endpoint while no connection is up ("nothing
+    /// listens there", "accepts TCP connections but completes no ZeroMQ handshake"); `nil`
+    /// while connected or before anything was seen. For watchers that wait on: said, a port of
+    /// another kind of server is named instead of "no answer".
+    package nonisolated var unreachableCause: String? {
+        shell.machine.withLock { $0.table.isConnected ? nil : $0.table.unreachableHint }
+    }
+
     /// Whether this client has had a connection to the broker, now or before.
     nonisolated var hasReachedBroker: Bool {
         shell.machine.withLock { $0.table.isConnected || $0.table.connectionEpoch > 0 }

@@ -326,6 +326,11 @@ extension BrokerStateMachine {
             if rates.setLimit(name, perKey: perKey) == limit {
                 setLimit(name, previous, perKey: perKey, now: now, into: &actions)
             }
+            // The log said "rate limit set" (or removed) when it took effect: it says the undo too.
+            actions.append(
+                .log(
+                    .warning, "rate limit change undone: it could not be recorded",
+                    ["service": name, "perKey": "\(perKey)", "error": "\(error)"]))
             answer(
                 caller, .journalUnavailable,
                 Array("the limit of \(name) could not be recorded, so it was undone: \(error)".utf8), failure: true,

@@ -115,7 +115,7 @@ extension BrokerStateMachine {
                 // Undone only if it changed something, and nothing changed it since (a later
                 // pause or resume is its own).
                 if changed, isPaused(name) {
-                    apply(name, paused: false, changed: true, now: now, into: &actions)
+                    apply(name, paused: false, changed: true, logged: false, now: now, into: &actions)
                 }
             } else if changed {
                 services.resumesBeingWritten.remove(name)
@@ -124,19 +124,26 @@ extension BrokerStateMachine {
                 paused
                 ? "the pause of \(name) could not be recorded, so it was undone"
                 : "the resume of \(name) could not be recorded, so the service stays paused and nothing of it started"
+            // The log said "service paused" when the pause took effect: it says the undo too.
+            if paused || changed {
+                actions.append(.log(.warning, "\(what)", ["service": name, "error": "\(error)"]))
+            }
             answer(caller, .journalUnavailable, Array("\(what): \(error)".utf8), failure: true, into: &actions)
         }
     }
 
-    /// Pauses or resumes `name` in memory, says so in the log, and starts its waiting work
-    /// once it is resumed.
+    /// Pauses or resumes `name` in memory, says so in the log (unless `logged` is false: an
+    /// undo, which says so itself), and starts its waiting work once it is resumed.
     private mutating func apply(
-        _ name: String, paused: Bool, changed: Bool, now: Instant, into actions: inout [BrokerAction]
+        _ name: String, paused: Bool, changed: Bool, logged: Bool = true, now: Instant,
+        into actions: inout [BrokerAction]
     ) {
         setPaused(name, paused, now: now, into: &actions)
         guard changed else { return }
-        logAboutPeer(.info, paused ? "service paused" : "service resumed", now: now, into: &actions) {
-            ["service": name]
+        if logged {
+            logAboutPeer(.info, paused ? "service paused" : "service resumed", now: now, into: &actions) {
+                ["service": name]
+            }
         }
         if !paused { startWaitingWork(of: name, now: now, into: &actions) }
     }

@@ -5,8 +5,12 @@ import Logging
 
 /// Options every Sky executable shares.
 public struct CommonOptions: ParsableArguments {
-    @Option(help: "Log level: trace, debug, info, notice, warning, error or critical. Logs go to standard error.")
-    public var logLevel: Logger.Level = .info
+    @Option(
+        help: """
+            Log level: trace, debug, info, notice, warning, error or critical. Logs go to standard error. \
+            (default: info; skyctl's: critical, as it says what went wrong in its own one line)
+            """)
+    public var logLevel: Logger.Level?
 
     public init() {}
 }
@@ -21,11 +25,13 @@ public enum ProcessSetup {
 
     /// Sends logs to standard error at the chosen level, ignores SIGPIPE, and starts the parent
     /// watchdog when asked for. Write standard output with ``line(_:)``.
-    public static func prepare(label: String, options: CommonOptions) -> Logger {
+    /// - Parameter quiet: logs only what is critical unless `--log-level` says otherwise: for a
+    ///   one-shot command whose outcome is its own line (a log line before it said the same).
+    public static func prepare(label: String, options: CommonOptions, quiet: Bool = false) -> Logger {
         // A process whose standard output or error is a pipe nobody reads any more must not die
         // of SIGPIPE at its next log line: writes fail with EPIPE instead.
         signal(SIGPIPE, SIG_IGN)
-        let level = options.logLevel
+        let level = options.logLevel ?? (quiet ? .critical : .info)
         LoggingSystem.bootstrap { label in
             var handler = StreamLogHandler.standardError(label: label)
             handler.logLevel = level

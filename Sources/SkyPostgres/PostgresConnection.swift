@@ -140,7 +140,7 @@ final class PostgresConnection {
         self.silenceBound = silenceBound
         self.setup = setup
         self.secrets = Self.secrets(in: uri)
-        self.store = Self.redact(uri, secrets)
+        self.store = Self.redacted(uri)
         try connect()
     }
 
@@ -148,9 +148,32 @@ final class PostgresConnection {
         PQfinish(handle)
     }
 
-    /// `uri` with every password it holds replaced by `***` (see ``secrets(in:)``).
+    /// `uri` with every password it holds replaced by `***`: the user-info's after its first
+    /// `:` and each `password` parameter's value, by where they stand in the URI, so that the
+    /// rest of it reads as written (a password of one letter replaced as text took that letter
+    /// out of the whole URI, and showed where it stood).
     static func redacted(_ uri: String) -> String {
-        redact(uri, secrets(in: uri))
+        var spans: [Range<String.Index>] = []
+        let rest = uri.range(of: "://").map { uri[$0.upperBound...] } ?? uri[...]
+        let query = rest.firstIndex(of: "?")
+        let beforeQuery = rest[..<(query ?? rest.endIndex)]
+        if let at = beforeQuery.lastIndex(of: "@"), let colon = beforeQuery[..<at].firstIndex(of: ":") {
+            spans.append(beforeQuery.index(after: colon)..<at)
+        }
+        if let query {
+            for pair in rest[rest.index(after: query)...].split(separator: "&") {
+                let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
+                let key = parts[0].removingPercentEncoding ?? String(parts[0])
+                if key.lowercased() == "password", parts.count == 2 {
+                    spans.append(parts[1].startIndex..<parts[1].endIndex)
+                }
+            }
+        }
+        var text = uri
+        for span in spans.sorted(by: { $0.lowerBound > $1.lowerBound }) where !span.isEmpty {
+            text.replaceSubrange(span, with: "***")
+        }
+        return text
     }
 
     /// The passwords `uri` holds, as written and percent-decoded: the user-info's after its
@@ -182,9 +205,26 @@ final class PostgresConnection {
         return Set(found).sorted { $0.count > $1.count }
     }
 
-    /// `text` with each of `secrets` replaced by `***`.
+    /// `text` (libpq's words) with each of `secrets` replaced by `***` where it stands apart: not
+    /// inside a word, so that a short password (`e`) does not take its letter out of every word
+    /// of the message, and so show itself by the gaps. libpq quotes a password only as a piece
+    /// of the URI it was given (between quotes, `:`, `@`, `/`).
     static func redact(_ text: String, _ secrets: [String]) -> String {
-        secrets.reduce(text) { $0.replacingOccurrences(of: $1, with: "***") }
+        secrets.reduce(text) { text, secret in
+            var result = ""
+            var rest = text[...]
+            while let found = rest.range(of: secret) {
+                let before = found.lowerBound > text.startIndex ? text[text.index(before: found.lowerBound)] : nil
+                let after = found.upperBound < text.endIndex ? text[found.upperBound] : nil
+                let apart =
+                    !(before?.isLetter ?? false) && !(before?.isNumber ?? false)
+                    && !(after?.isLetter ?? false) && !(after?.isNumber ?? false)
+                result += rest[..<found.lowerBound]
+                result += apart ? "***" : String(rest[found])
+                rest = rest[found.upperBound...]
+            }
+            return result + rest
+        }
     }
 
     /// libpq's words, on one line, without the URI's passwords.

@@ -173,15 +173,16 @@ public enum CurveKeyFile {
     public static func readSecret(_ path: String) throws(CurveKeyError) -> CurveKeyPair {
         var status = stat()
         guard stat(path, &status) == 0 else { throw .unreadable(path: path, reason: String(cString: strerror(errno))) }
-        guard status.st_mode & 0o077 == 0 else { throw .unsafePermissions(path: path) }
         // A public key reads as a key too: taken as the secret, it made a broker whose public
-        // key matched no peer's copy, and every peer was refused.
+        // key matched no peer's copy, and every peer was refused. Said before the permissions,
+        // which a public key file need not keep ("chmod 600 it" sent its owner the wrong way).
         let text = try readText(path)
         if text.hasPrefix(publicKeyHeader) {
             throw .invalid(
                 "\(path) is a public key file (its first line says so); give the secret key file, the .key that keygen wrote beside it"
             )
         }
+        guard status.st_mode & 0o077 == 0 else { throw .unsafePermissions(path: path) }
         let keys = try keys(in: text, of: path)
         guard keys.count == 1 else { throw .invalid("\(path) holds \(keys.count) keys; a secret key file holds one") }
         return try CurveKeyPair(secretKey: keys[0])

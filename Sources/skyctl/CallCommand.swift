@@ -80,7 +80,21 @@ struct CallCommand: AsyncParsableCommand {
                     Foundation.exit(Self.keptExitCode)
                 }
             } else {
-                result = try await client.request(service: service, body: body, options: call)
+                do {
+                    result = try await client.request(service: service, body: body, options: call)
+                } catch SkyError.timeout(let message) {
+                    // The broker names a paused service at the call's deadline, but this
+                    // client's own timer ends the call first: asked here, it is said instead of
+                    // "add workers".
+                    if let services = try? await client.services(),
+                        services.contains(where: { $0.name == service && $0.paused })
+                    {
+                        throw CommandFailure(
+                            "the call timed out: \(message); \(service) is paused, so nothing of it runs until it is resumed (skyctl services resume \(service))"
+                        )
+                    }
+                    throw SkyError.timeout(message)
+                }
             }
             print(String(decoding: result, as: UTF8.self))
         }

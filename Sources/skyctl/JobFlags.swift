@@ -35,7 +35,7 @@ struct JobFlags: ParsableArguments {
         try FlagCheck.integer(priority, "--priority", in: Int(Int8.min)...Int(Int8.max))
         if let timeout { try FlagCheck.seconds(timeout, "--timeout", in: 0.001...4_000_000) }
         try FlagCheck.integer(maxAttempts, "--max-attempts", in: 1...1000)
-        try FlagCheck.seconds(retention, "--retention", in: 0...315_360_000)
+        try FlagCheck.seconds(retention, "--retention", in: 1...315_360_000)
         try Self.checkConcurrency(key: concurrencyKey, limit: concurrencyLimit, of: "jobs")
     }
 

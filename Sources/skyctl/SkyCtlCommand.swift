@@ -36,7 +36,7 @@ struct BrokerOptions: ParsableArguments {
     ///   attempt (a bulk action): its attempts then ask again for the same answer.
     func client(_ program: String, retry: RetryPolicy = .never) async -> SkyClient {
         var configuration = SkyClient.Configuration()
-        configuration.logger = ProcessSetup.prepare(label: program, options: common)
+        configuration.logger = ProcessSetup.prepare(label: program, options: common, quiet: true)
         configuration.credentials = curve.credentials(program: program)
         configuration.connectTimeout = .seconds(5)
         // One try: a wrong endpoint or a stopped broker is said after the connect timeout,

@@ -42,10 +42,12 @@ enum EventFormatter {
             if let jobs = stats.jobs {
                 text +=
                     " jobs-held=\(jobs.held) jobs-submitted=\(jobs.submitted) jobs-succeeded=\(jobs.succeeded)"
-                    + " jobs-failed=\(jobs.failed) jobs-cancelled=\(jobs.cancelled)"
+                    + " jobs-failed=\(jobs.failed) jobs-cancelled=\(jobs.cancelled) journal-bytes=\(jobs.journalBytes)"
+                // As the table says it: the piped lines are what `ops/sky up` keeps in its log.
+                if jobs.journalFailing == true { text += " journal=FAILING" }
                 if let schedules = jobs.schedules {
                     text +=
-                        " schedules=\(schedules.count) paused=\(schedules.paused) fired=\(schedules.fired)"
+                        " schedules=\(schedules.count) schedules-paused=\(schedules.paused) fired=\(schedules.fired)"
                         + " skipped=\(schedules.skipped) next-fire=\(schedules.nextFire ?? "-")"
                 }
                 if let flows = jobs.flows {

@@ -109,9 +109,13 @@ struct SkyWatchCommand: AsyncParsableCommand {
 
     /// Follows the cluster until --wait-workers is met (returns 0) or the task is cancelled.
     private static func watch(_ client: SkyClient, _ display: WatchDisplay, until waitWorkers: Int?) async -> Int32 {
+        // Said after 2 s, and again when what the transport saw changes (another kind of
+        // server on the port shows only once its handshake has timed out).
         let patience = Task {
-            try await Task.sleep(for: .seconds(2))
-            await display.brokerSilent(events: client.eventsEndpoint)
+            while true {
+                try await Task.sleep(for: .seconds(2))
+                await display.brokerSilent(events: client.eventsEndpoint, cause: client.unreachableCause)
+            }
         }
         defer { patience.cancel() }
         while !Task.isCancelled {

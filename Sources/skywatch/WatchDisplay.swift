@@ -115,9 +115,11 @@ actor WatchDisplay {
 
     /// No snapshot yet after a while: the broker is probably down, or one of the two endpoints
     /// is not its own (both are named: the snapshot waits for the subscription's first event).
-    func brokerSilent(events: String?) {
+    /// - Parameter cause: what the transport saw of the clients endpoint, if anything.
+    func brokerSilent(events: String?, cause: String? = nil) {
         problem(
-            "no answer from the broker at \(broker) (events \(events ?? "unknown")) yet; still trying"
+            "no answer from the broker at \(broker) (events \(events ?? "unknown")) yet"
+                + (cause.map { ": \($0)" } ?? "") + "; still trying"
                 + " (--broker names its clients endpoint, where the snapshot comes from; --events its events endpoint)")
     }
 

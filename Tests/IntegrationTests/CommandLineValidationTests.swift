@@ -149,6 +149,10 @@ extension SecondLineSuite {
             .init(
                 program: "skyctl", arguments: ["jobs", "bulk", "cancel", "--state", "scheduled"],
                 message: "--state \"scheduled\" is not a state a bulk action selects by"),
+            // Under a second is the API's refusal too, but a flag's is 64 naming the flag.
+            .init(
+                program: "skyctl", arguments: ["jobs", "submit", "sky.echo", "--json", "{}", "--retention", "0.5"],
+                message: "--retention must be a number of seconds in 1...315360000, not 0.5"),
             .init(
                 program: "skybroker", arguments: ["--failed-retention", "-1"],
                 message: "--failed-retention must be a number of seconds in 0...315360000"),

@@ -849,6 +849,14 @@ extension IntegrationSuite {
                 process.errorText.contains(
                     "\(endpoint) accepts TCP connections but completes no ZeroMQ handshake (another kind of server on that port?)"
                 ), "\(process.errorText)")
+            // skywatch, which waits on, says the same in its "no answer" line (it said only "no
+            // answer", as for a broker that is down).
+            let watch = try SkyProcess("skywatch", ["--broker", endpoint, "--json"])
+            defer { watch.killNow() }
+            try await watch.waitForLine(onStandardError: true, timeout: .seconds(30)) {
+                $0.contains("no answer from the broker at \(endpoint)")
+                    && $0.contains("accepts TCP connections but completes no ZeroMQ handshake")
+            }
         }
 
         /// A job's per-attempt timeout: the attempt is taken from its worker (and cancelled

@@ -24,6 +24,12 @@ extension ThirdLineSuite {
             }
             let called = try await skyctl(["call", "sky.echo", "--json", #"{"message":"hi"}"#])
             #expect(called.status == 0 && called.out == [#"{"message":"hi"}"#], "\(called)")
+            // Pointed at the workers port: one line on standard error, skyctl's own (the
+            // client's log line said the same just before it).
+            let misdirected = try SkyProcess("skyctl", ["services", "list", "--broker", cluster.workers])
+            #expect(try await misdirected.waitForExit() == 1)
+            let said = misdirected.errorText.split(separator: "\n")
+            #expect(said.count == 1 && said.first?.hasPrefix("skyctl: ") == true, "\(misdirected.errorText)")
             let keyedCall = try await skyctl([
                 "call", "sky.echo", "--json", #"{"message":"hi"}"#, "--concurrency-key", "c", "--concurrency-limit",
                 "1",
@@ -83,6 +89,12 @@ extension ThirdLineSuite {
                 pausedShown.out.last
                     == "note: sky.ehco is paused; its jobs wait until it is resumed (skyctl services resume sky.ehco)",
                 "\(pausedShown)")
+            // A call to a paused service: its timeout says the pause, not "add workers".
+            let pausedCall = try await skyctl(["call", "sky.ehco", "--json", "{}", "--timeout", "1"])
+            #expect(pausedCall.status == 1, "\(pausedCall)")
+            #expect(
+                pausedCall.err.contains("sky.ehco is paused, so nothing of it runs until it is resumed")
+                    && !pausedCall.err.contains("add workers"), "\(pausedCall)")
             #expect(try await sky.result(of: keyedID, as: EchoTask.self) == EchoTask(message: "keyed"))
             for (arguments, says) in [
                 (["--concurrency-limit", "2"], "give --concurrency-key"),

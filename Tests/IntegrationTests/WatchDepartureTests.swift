@@ -19,4 +19,24 @@ struct WatchDepartureTests {
             seq: 3, event: .workerDisconnected, time: "12:00:02", worker: worker, reason: .expired, tasksHeld: 1)
         #expect(WatchDisplay.departure(lost) == "12:00:02 w3 left: expired, 1 task(s) sent elsewhere")
     }
+
+    /// The piped line says what the table says of the journal and of paused services: a
+    /// failing journal (only the table and --json said it, so `ops/sky up`'s log never had it),
+    /// and schedules' pauses apart from a service's.
+    @Test func thePipedStatsLineSaysAFailingJournalAndWhatIsPaused() {
+        var stats = BrokerStats(
+            workers: 1, capacity: 4, queued: 0, inFlight: 0, completed: 0, completedPerSecond: 0, failed: 0)
+        stats.services = [
+            "sky.held": ServiceStats(
+                queued: 2, completed: 0, failed: 0, completedPerSecond: 0, p50Milliseconds: nil, p99Milliseconds: nil,
+                paused: true)
+        ]
+        stats.jobs = JobCounts(
+            held: 6, queued: 6, submitted: 12, succeeded: 6, failed: 0, cancelled: 0, retried: 0, journalBytes: 61_440,
+            schedules: ScheduleCounts(count: 1, paused: 0, fired: 0, skipped: 0, nextFire: nil), journalFailing: true)
+        let line = EventFormatter.line(SkyEvent(seq: 4, event: .brokerStats, time: "12:00:00", stats: stats))
+        #expect(line.contains(" sky.held:queued=2,rate=0.0/s,failed=0,paused"), "\(line)")
+        #expect(line.contains(" journal-bytes=61440 journal=FAILING"), "\(line)")
+        #expect(line.contains(" schedules=1 schedules-paused=0 "), "\(line)")
+    }
 }

@@ -132,9 +132,15 @@ struct RateLimitTests {
         #expect(replies(broker.commit(written), to: RequestID(high: 9, low: 9)).map(\.body) == [[1]])
         #expect(try listing().map { "\($0.limit.rateText) \($0.burst) \($0.source)" } == ["100/s 20 set"])
         #expect(set(100, 20).map(\.body) == [[0]], "the same limit changes nothing")
-        // A write that fails is undone, and its caller told.
-        let failed = set(5, 5, failing: .failed(path: "j", operation: "write", reason: "disk full"))
-        #expect(failed.map(\.status) == [.journalUnavailable])
+        // A write that fails is undone, and its caller told; so is the log, which said "rate
+        // limit set" when it took effect (it never said the undo).
+        let failing = broker.request(
+            admin, RequestID(high: 9, low: 10), service: BrokerService.limitSet,
+            body: try CanonicalJSON.encode(
+                ServiceRateLimit(service: "sky.scan", limit: RateLimit(perSecond: 5, burst: 5))))
+        let undone = broker.commit(failing, failing: .failed(path: "j", operation: "write", reason: "disk full"))
+        #expect(replies(undone, to: RequestID(high: 9, low: 10)).map(\.status) == [.journalUnavailable])
+        #expect(logs(failing + undone) == ["rate limit set", "rate limit change undone: it could not be recorded"])
         #expect(try listing().map(\.perSecond) == [100])
         // Removed, the flag's applies again.
         #expect(control(BrokerService.limitRemove, Array("sky.scan".utf8)).map(\.body) == [[1]])

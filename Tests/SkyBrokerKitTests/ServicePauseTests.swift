@@ -146,7 +146,12 @@ struct ServicePauseTests {
         var broker = BrokerHarness.withJournal()
         _ = broker.ready(worker1, services: ["a"])
         let error = JournalError.cannotConnect(store: "postgresql://sky@db/sky", reason: "the server did not answer")
-        let answer = try #require(control(&broker, "a", pause: true, failing: error).first)
+        let id = RequestID(high: 0xAD, low: 1)
+        let asked = broker.request(admin, id, service: BrokerService.servicePause, body: Array("a".utf8))
+        let followed = broker.commit(asked, failing: error)
+        let answer = try #require(replies(followed, to: id).first)
+        // The log says the undo, not an operator's resume ("service resumed" came after "paused").
+        #expect(logs(asked + followed) == ["service paused", "the pause of a could not be recorded, so it was undone"])
         #expect(answer.status == .journalUnavailable)
         #expect(RemoteErrorBody(decoding: answer.body).message.contains("undone"))
         #expect(!broker.machine.isPaused("a"))

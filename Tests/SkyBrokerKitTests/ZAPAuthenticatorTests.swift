@@ -92,12 +92,15 @@ struct ZAPAuthenticatorTests {
         try "# Sky keys, one per line\n  \(pair.publicKey.z85)  \n\(hashes.z85)\n#not a key\n".write(
             toFile: list, atomically: true, encoding: .utf8)
         #expect(try CurveKeyFile.readAllowList(list) == [pair.publicKey, hashes])
-        // A public key file given as the secret (mode 600 too) is refused, saying so.
-        chmod(paths.public, 0o600)
-        #expect {
-            try CurveKeyFile.readSecret(paths.public)
-        } throws: { error in
-            "\(error)".contains("is a public key file")
+        // A public key file given as the secret is refused, saying so: at the mode keygen gives
+        // it (where it was told "chmod 600 it" first), and at 600.
+        for mode: mode_t in [0o644, 0o600] {
+            chmod(paths.public, mode)
+            #expect {
+                try CurveKeyFile.readSecret(paths.public)
+            } throws: { error in
+                "\(error)".contains("is a public key file")
+            }
         }
         chmod(paths.secret, 0o644)
         #expect(throws: CurveKeyError.unsafePermissions(path: paths.secret)) {

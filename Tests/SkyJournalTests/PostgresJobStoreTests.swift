@@ -227,6 +227,25 @@ struct PostgresJobStoreTests {
         #expect(!text.contains("hunter2"), "\(text)")
     }
 
+    /// A password short enough to be in every other word (`e`), or cut at an `@` into a piece
+    /// that is (`ss`): the message and the store's name read as written. Each occurrence was
+    /// replaced: "postgr***sql", "Conn***ction r***fus***d", "addre***", which also showed the
+    /// password.
+    @Test func aShortPasswordTakesNothingElseOutOfTheMessage() throws {
+        let port = try freeLoopbackPort()
+        let short = "postgresql://sky:e@127.0.0.1:\(port)/sky"
+        let error = #expect(throws: JournalError.self) { try PostgresJobStore(uri: short) }
+        let text = error?.description ?? ""
+        #expect(text.contains("postgresql://sky:***@127.0.0.1:\(port)/sky"), "\(text)")
+        #expect(text.contains("Connection refused") && text.contains("server"), "\(text)")
+        let cut = "postgresql://sky:p@ss@127.0.0.1:\(port)/sky"
+        let cutError = #expect(throws: JournalError.self) { try PostgresJobStore(uri: cut) }
+        let cutText = cutError?.description ?? ""
+        #expect(!cutText.contains("p@ss") && !cutText.contains("\"ss@"), "\(cutText)")
+        #expect(!cutText.contains("addre***"), "\(cutText)")
+        #expect(PostgresJobStore.redacted(cut) == "postgresql://sky:***@127.0.0.1:\(port)/sky")
+    }
+
     /// Passwords libpq quotes back in its errors (a URI it cannot parse, a password cut at an
     /// `@`), passwords in the query (repeated, or under a percent-encoded key): none appears
     /// in an error or in the store's name.
