@@ -39,14 +39,10 @@ extension SkyClient {
         switch await brokerSays(feature) {
         case true?: return
         case false?: throw .invalidTask(lacking)
-        case nil: throw Self.silentBroker(needing: name, connectTimeout: configuration.connectTimeout)
+        case nil:
+            throw .brokerUnreachable(
+                "no broker said what it takes within the connect timeout (\(configuration.connectTimeout)), and this call needs \(name) of it; nothing was sent"
+            )
         }
-    }
-
-    /// The failure of a call that needed to know what the broker takes and heard nothing.
-    static func silentBroker(needing name: String, connectTimeout: Duration) -> SkyError {
-        .brokerUnreachable(
-            "no broker said what it takes within the connect timeout (\(connectTimeout)), and this call needs \(name) of it; nothing was sent"
-        )
     }
 }

@@ -195,7 +195,7 @@ package struct WorkerStateMachine: Sendable {
             actions.append(.log(.warning, "dropped a malformed message from the broker", ["error": "\(error)"]))
             return
         }
-        if !heardBroker, case .refused = command {} else { heardBroker = true }
+        if case .refused = command {} else { heardBroker = true }
         switch command {
         case .request(let tag, let request), .packedRequest(let tag, let request):
             // Also while draining: the broker sent it before it saw DRAINING.
