@@ -24,7 +24,7 @@ extension SkyClient {
 
     /// As ``brokerTakes(_:)``, but `nil` when no broker answered (unreachable, or not a broker):
     /// a command then goes out anyway and fails saying why, not "upgrade the broker".
-    nonisolated func brokerSays(_ feature: KeyPath<BrokerFeatures, Bool>) async -> Bool? {
+    package nonisolated func brokerSays(_ feature: KeyPath<BrokerFeatures, Bool>) async -> Bool? {
         if let known = shell.lastFeatures.withLock({ $0 }) { return known[keyPath: feature] }
         return await brokerFeatures()?[keyPath: feature]
     }
@@ -39,10 +39,17 @@ extension SkyClient {
         switch await brokerSays(feature) {
         case true?: return
         case false?: throw .invalidTask(lacking)
-        case nil:
-            throw .brokerUnreachable(
-                "no broker said what it takes within the connect timeout (\(configuration.connectTimeout)), and this call needs \(name) of it; nothing was sent"
-            )
+        case nil: throw silentBroker(needing: name)
         }
+    }
+
+    /// The failure of a call that had to learn what the broker takes first and heard nothing
+    /// within the connect timeout: with what the transport saw of the endpoint, if anything
+    /// ("nothing listens there"), and the feature the call needed, if one.
+    package nonisolated func silentBroker(needing name: String? = nil) -> SkyError {
+        .brokerUnreachable(
+            "no broker said what it takes within the connect timeout (\(configuration.connectTimeout))"
+                + (unreachableCause.map { ": \($0)" } ?? "")
+                + (name.map { "; this call needs \($0) of it" } ?? "") + "; nothing was sent")
     }
 }

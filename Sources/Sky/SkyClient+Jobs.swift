@@ -53,7 +53,14 @@ extension SkyClient {
                 features = known
             } else {
                 features = await brokerFeatures()
-                if features == nil { attemptsSpent = 1 }
+                if features == nil {
+                    // A unique or keyed job needs a newer submission than version 1: taken for a
+                    // broker's answer, silence said "upgrade the broker".
+                    if options.unique != nil || options.concurrencyKey != nil {
+                        throw silentBroker(needing: "job-submission=\(JobSubmission.keyHoldVersion) or later")
+                    }
+                    attemptsSpent = 1
+                }
             }
             let version = features?.jobSubmissionVersion ?? 1
             for (asked, needed, what) in [
@@ -241,13 +248,14 @@ extension SkyClient {
 
     /// One request to the broker's job service. The timeout leaves a held wait room to end.
     /// - Parameter attemptsSpent: attempts of the retry policy already used up (a question
-    ///   to the broker nobody answered); one attempt is always left.
+    ///   to the broker nobody answered); with none left, the call fails as that silence.
     nonisolated func jobCall(_ service: String, _ body: [UInt8], attemptsSpent: Int = 0) async throws -> [UInt8] {
         // The client's default retry policy (``Configuration/defaults``): a service keeps the
         // default and rides out a broker restart; an operator's tool fails at once.
         // No deadline: a held wait is bounded by the broker's hold, and the retries ride out a restart.
         var retry = configuration.defaults.retry
-        retry.maxAttempts = max(1, retry.maxAttempts - attemptsSpent)
+        retry.maxAttempts -= attemptsSpent
+        guard retry.maxAttempts >= 1 else { throw silentBroker() }
         let options = ScanOptions(
             timeout: BrokerService.jobWaitHold + .seconds(10), deadline: nil, retry: retry, coalesce: false)
         // A submit or a retry is traced: the job's executions join the caller's trace.

@@ -17,13 +17,15 @@ extension SkyClient {
         if let service, let problem = WireFormat.nameProblem(service, what: "service name") {
             throw SkyError.invalidTask(problem)
         }
-        // No answer at all: the command goes out, and fails naming the cause.
-        guard await brokerSays(feature) != false else {
+        // No answer at all: the command goes out with the attempts left (none, for a tool that
+        // tries once), and fails naming the cause.
+        let says = await brokerSays(feature)
+        guard says != false else {
             throw SkyError.invalidTask(
                 "this broker does not \(lacking) (it names no \(featureName) in mmi.features); upgrade the broker")
         }
         do {
-            return try await jobCall(command, body)
+            return try await jobCall(command, body, attemptsSpent: says == nil ? 1 : 0)
         } catch SkyError.invalidPayload(let message) {
             throw SkyError.invalidTask(message)
         }

@@ -62,10 +62,13 @@ struct CallCommand: AsyncParsableCommand {
         await options.run("skyctl") { client in
             let result: [UInt8]
             if let keptAs {
-                guard await client.brokerTakes(\.keepsAbandonedCalls) else {
+                switch await client.brokerSays(\.keepsAbandonedCalls) {
+                case true?: break
+                case false?:
                     throw CommandFailure(
-                        "--keep needs a broker that keeps abandoned calls (it names \(BrokerFeatures.keepIfAbandonedFeature) in mmi.features), and this one did not say so: it keeps no journal (--state-dir none), is older, or did not answer in time. Nothing was sent: call without --keep, or give the broker a journal"
+                        "--keep needs a broker that keeps abandoned calls (it names \(BrokerFeatures.keepIfAbandonedFeature) in mmi.features), and this one does not: it keeps no journal (--state-dir none), or is older. Nothing was sent: call without --keep, or give the broker a journal"
                     )
+                case nil: throw client.silentBroker(needing: BrokerFeatures.keepIfAbandonedFeature)
                 }
                 // Said before the call goes out: whoever stops this process can still find the work.
                 ProcessSetup.standardError(

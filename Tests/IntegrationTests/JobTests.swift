@@ -779,12 +779,22 @@ extension IntegrationSuite {
                 process.errorText.contains("\(endpoint) accepts no connection (nothing listens there"),
                 "the cause is named: \(process.errorText)")
             // An operator's command that first asks what the broker takes says the same, not
-            // "upgrade the broker".
-            let failed = try SkyProcess("skyctl", ["jobs", "failed", "--broker", endpoint])
-            #expect(try await failed.waitForExit(timeout: .seconds(30)) == 1)
-            #expect(
-                failed.errorText.contains("the broker is unreachable") && !failed.errorText.contains("upgrade"),
-                "\(failed.errorText)")
+            // "upgrade the broker", after that one question (it then waited a connect timeout
+            // more: "no connection to the broker for 10 s").
+            for arguments in [
+                ["jobs", "failed"], ["services", "list"], ["jobs", "submit", "sky.echo", "--json", "{}"],
+                ["jobs", "submit", "sky.echo", "--json", "{}", "--concurrency-key", "k"],
+                ["call", "sky.echo", "--json", "{}", "--keep"],
+            ] {
+                let failed = try SkyProcess("skyctl", arguments + ["--broker", endpoint])
+                #expect(try await failed.waitForExit(timeout: .seconds(30)) == 1)
+                #expect(
+                    failed.errorText.contains("the broker is unreachable") && !failed.errorText.contains("upgrade")
+                        && !failed.errorText.contains("for 10."), "\(arguments): \(failed.errorText)")
+                #expect(
+                    failed.errorText.contains("nothing listens there"),
+                    "the cause is named: \(arguments): \(failed.errorText)")
+            }
         }
 
         /// Calls that must first learn what the broker takes, with no broker there: each fails
@@ -814,6 +824,9 @@ extension IntegrationSuite {
             }
             await unreachable("a limit per key") {
                 _ = try await sky.setRateLimit(RateLimit(perSecond: 1, burst: 1, key: KeyScope()), for: "svc")
+            }
+            await unreachable("a keyed job") {
+                _ = try await sky.submit(EchoTask(message: "k"), options: JobOptions(concurrencyKey: "c"))
             }
             do {
                 _ = try await sky.submit(EchoTask(message: "j"))
