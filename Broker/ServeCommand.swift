@@ -279,6 +279,14 @@ struct ServeCommand: AsyncParsableCommand {
                     "--store \(PostgresJobStore.redacted(store)) is not a PostgreSQL URI: give postgresql://user@host:5432/database"
                 )
             }
+            // libpq ends the user-info at the first `@`: a password holding one made the rest
+            // of it a host name ("could not translate host name").
+            let authority = store.drop { $0 != "/" }.dropFirst(2).prefix { $0 != "/" && $0 != "?" }
+            if authority.filter({ $0 == "@" }).count > 1 {
+                throw ValidationError(
+                    "--store \(PostgresJobStore.redacted(store)) has more than one @ before its host: write an @ in the user or password as %40 (or keep the password in PGPASSWORD or ~/.pgpass)"
+                )
+            }
             if stateDir != nil {
                 throw ValidationError(
                     "--store and --state-dir both say where the jobs are kept: give one (with --store, nothing is kept in a state directory)"

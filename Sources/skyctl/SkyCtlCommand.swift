@@ -39,11 +39,16 @@ struct BrokerOptions: ParsableArguments {
         configuration.logger = ProcessSetup.prepare(label: program, options: common, quiet: true)
         configuration.credentials = curve.credentials(program: program)
         configuration.connectTimeout = .seconds(5)
-        // One try: a wrong endpoint or a stopped broker is said after the connect timeout,
-        // not after three of them; the operator runs the command again.
-        configuration.defaults.retry = retry
+        // One try per broker endpoint: a wrong endpoint or a stopped broker is said after the
+        // connect timeout, not after three of them; with standbys, the next endpoint is tried
+        // before the command gives up (one try ended at the failover, with the active broker
+        // the next endpoint).
+        let endpoints = FlagCheck.endpoints(broker)
+        var tries = retry
+        tries.maxAttempts = max(retry.maxAttempts, endpoints.count)
+        configuration.defaults.retry = tries
         do {
-            return try await SkyClient(brokers: FlagCheck.endpoints(broker), configuration: configuration)
+            return try await SkyClient(brokers: endpoints, configuration: configuration)
         } catch {
             ProcessSetup.fail(program, "\(error)")
         }

@@ -27,8 +27,10 @@ enum EventFormatter {
             if let status = task.status { text += " status=\(status)" }
         }
         if let stats = event.stats {
+            // The count once: a stats event that lists its workers said it above.
+            if event.workers == nil { text += " workers=\(stats.workers)" }
             text +=
-                " workers=\(stats.workers) capacity=\(stats.capacity) queued=\(stats.queued) in-flight=\(stats.inFlight)"
+                " capacity=\(stats.capacity) queued=\(stats.queued) in-flight=\(stats.inFlight)"
                 + " completed=\(stats.completed) failed=\(stats.failed ?? 0)"
                 + " rate=\(String(format: "%.1f", stats.completedPerSecond))/s"
             for (name, service) in (stats.services ?? [:]).sorted(by: { $0.key < $1.key }) {

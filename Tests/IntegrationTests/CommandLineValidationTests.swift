@@ -279,6 +279,12 @@ extension SecondLineSuite {
                 program: "skybroker", arguments: ["--store", "mysql://sky:secret@db/sky"],
                 message:
                     "--store mysql://sky:***@db/sky is not a PostgreSQL URI: give postgresql://user@host:5432/database"),
+            // libpq takes what follows the first @ for the host.
+            .init(
+                program: "skybroker", arguments: ["--store", "postgresql://sky:p@ss@127.0.0.1:5432/sky"],
+                message:
+                    "--store postgresql://sky:***@127.0.0.1:5432/sky has more than one @ before its host: write an @ in the user or password as %40"
+            ),
             .init(
                 program: "skybroker", arguments: ["--store", "postgresql://db/sky", "--state-dir", "/var/lib/sky"],
                 message: "--store and --state-dir both say where the jobs are kept: give one"),

@@ -841,21 +841,9 @@ extension IntegrationSuite {
         /// A port that takes TCP connections but speaks no ZeroMQ (a listening socket that never
         /// answers, as an HTTP server waiting for a request line does) is named as such.
         @Test func skyctlOnAPortThatIsNotZeroMQSaysSo() async throws {
-            let listener = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-            #expect(listener >= 0)
-            defer { close(listener) }
-            var address = sockaddr_in()
-            address.sin_family = sa_family_t(AF_INET)
-            address.sin_addr.s_addr = inet_addr("127.0.0.1")
-            var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-            let bound = withUnsafeMutablePointer(to: &address) { pointer in
-                pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { address in
-                    bind(listener, address, length) == 0 && listen(listener, 16) == 0
-                        && getsockname(listener, address, &length) == 0
-                }
-            }
-            #expect(bound)
-            let endpoint = "tcp://127.0.0.1:\(UInt16(bigEndian: address.sin_port))"
+            let listener = try SilentListener()
+            defer { listener.close() }
+            let endpoint = listener.endpoint
             let process = try SkyProcess("skyctl", ["jobs", "list", "--broker", endpoint])
             #expect(try await process.waitForExit(timeout: .seconds(30)) == 1)
             #expect(

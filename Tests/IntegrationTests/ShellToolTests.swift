@@ -24,6 +24,15 @@ extension ThirdLineSuite {
             }
             let called = try await skyctl(["call", "sky.echo", "--json", #"{"message":"hi"}"#])
             #expect(called.status == 0 && called.out == [#"{"message":"hi"}"#], "\(called)")
+            // A standby list whose first endpoint is another kind of server: skyctl tries the
+            // next before it gives up (its one try ended at the failover, with the broker up at
+            // the second).
+            let silent = try SilentListener()
+            defer { silent.close() }
+            let failover = try SkyProcess(
+                "skyctl", ["services", "list", "--broker", "\(silent.endpoint),\(cluster.clients)"])
+            #expect(try await failover.waitForExit(timeout: .seconds(30)) == 0, "\(failover.errorText)")
+            #expect(failover.errorText.isEmpty && failover.outputLines.contains { $0.contains("sky.echo") })
             // Pointed at the workers port: one line on standard error, skyctl's own (the
             // client's log line said the same just before it).
             let misdirected = try SkyProcess("skyctl", ["services", "list", "--broker", cluster.workers])

@@ -35,7 +35,14 @@ struct WatchDepartureTests {
             held: 6, queued: 6, submitted: 12, succeeded: 6, failed: 0, cancelled: 0, retried: 0, journalBytes: 61_440,
             schedules: ScheduleCounts(count: 1, paused: 0, fired: 0, skipped: 0, nextFire: nil), journalFailing: true)
         let line = EventFormatter.line(SkyEvent(seq: 4, event: .brokerStats, time: "12:00:00", stats: stats))
+        #expect(line.contains(" workers=1 capacity=4 "), "\(line)")
         #expect(line.contains(" sky.held:queued=2,rate=0.0/s,failed=0,paused"), "\(line)")
+        // With its workers listed, the count is said once ("workers=1 (w1) workers=1").
+        let listed = EventFormatter.line(
+            SkyEvent(
+                seq: 5, event: .brokerStats, time: "12:00:01",
+                workers: [WorkerInfo(id: "01", name: "w1", capacity: 4, services: ["sky.echo"])], stats: stats))
+        #expect(listed.ranges(of: "workers=").count == 1, "\(listed)")
         #expect(line.contains(" journal-bytes=61440 journal=FAILING"), "\(line)")
         #expect(line.contains(" schedules=1 schedules-paused=0 "), "\(line)")
     }
