@@ -97,7 +97,10 @@ actor WatchDisplay {
         let since = Self.time(unreachableSince)
         switch style {
         case .table: redraw()
-        case .lines, .json: problem("broker unreachable since \(since): no event from \(broker) for \(silent)")
+        case .lines, .json:
+            let seconds = Double(silent.components.seconds) + Double(silent.components.attoseconds) / 1e18
+            problem(
+                "broker unreachable since \(since): no event from \(broker) for \(String(format: "%.1f", seconds)) s")
         }
     }
 

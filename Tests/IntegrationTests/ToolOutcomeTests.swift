@@ -111,6 +111,8 @@ extension SecondLineSuite {
                 $0.contains("broker unreachable since")
             }
             #expect(silence.contains(cluster.clients), "\(silence)")
+            // A time a person reads: "for 4.0 s", not "for 4.013318183 seconds".
+            #expect(silence.wholeMatch(of: /.* for \d+\.\d s/) != nil, "\(silence)")
             lines.signal(SIGTERM)
             #expect(try await lines.waitForExit() == 0)
         }
