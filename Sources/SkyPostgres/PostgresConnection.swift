@@ -148,11 +148,21 @@ final class PostgresConnection {
         PQfinish(handle)
     }
 
-    /// `uri` with every password it holds replaced by `***`: the user-info's after its first
-    /// `:` and each `password` parameter's value, by where they stand in the URI, so that the
-    /// rest of it reads as written (a password of one letter replaced as text took that letter
-    /// out of the whole URI, and showed where it stood).
+    /// `uri` with every password it holds replaced by `***` (``passwords(in:)``), by where they
+    /// stand, so that the rest of it reads as written (a password of one letter replaced as text
+    /// took that letter out of the whole URI, and showed where it stood).
     static func redacted(_ uri: String) -> String {
+        var text = uri
+        for span in passwords(in: uri).reversed() where !span.isEmpty {
+            text.replaceSubrange(span, with: "***")
+        }
+        return text
+    }
+
+    /// Where `uri`'s passwords stand, in order: the user-info's after its first `:` (up to the
+    /// last `@` before the query), and each `password` parameter's value (its key
+    /// percent-decoded, any case, every occurrence).
+    static func passwords(in uri: String) -> [Range<String.Index>] {
         var spans: [Range<String.Index>] = []
         let rest = uri.range(of: "://").map { uri[$0.upperBound...] } ?? uri[...]
         let query = rest.firstIndex(of: "?")
@@ -169,37 +179,20 @@ final class PostgresConnection {
                 }
             }
         }
-        var text = uri
-        for span in spans.sorted(by: { $0.lowerBound > $1.lowerBound }) where !span.isEmpty {
-            text.replaceSubrange(span, with: "***")
-        }
-        return text
+        return spans
     }
 
-    /// The passwords `uri` holds, as written and percent-decoded: the user-info's after its
-    /// first `:` (up to the last `@` before the query), each `password` parameter of the query
-    /// (its key percent-decoded, any case, every occurrence), and the parts of each between
-    /// `@`s, since libpq's messages may quote a password cut at one. Longest first.
+    /// The passwords `uri` holds (``passwords(in:)``), as written and percent-decoded, and the
+    /// parts of each between `@`s, since libpq's messages may quote a password cut at one.
+    /// Longest first.
     static func secrets(in uri: String) -> [String] {
         var found: [String] = []
-        func add(_ secret: Substring) {
+        for span in passwords(in: uri) {
+            let secret = uri[span]
             let decoded = secret.removingPercentEncoding.map { [$0] } ?? []
             for whole in [String(secret)] + decoded where !whole.isEmpty {
                 found.append(whole)
                 found += whole.split(separator: "@").filter { $0.count >= 2 }.map(String.init)
-            }
-        }
-        let rest = uri.range(of: "://").map { uri[$0.upperBound...] } ?? uri[...]
-        let query = rest.firstIndex(of: "?")
-        let beforeQuery = rest[..<(query ?? rest.endIndex)]
-        if let at = beforeQuery.lastIndex(of: "@"), let colon = beforeQuery[..<at].firstIndex(of: ":") {
-            add(beforeQuery[beforeQuery.index(after: colon)..<at])
-        }
-        if let query {
-            for pair in rest[rest.index(after: query)...].split(separator: "&") {
-                let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
-                let key = parts[0].removingPercentEncoding ?? String(parts[0])
-                if key.lowercased() == "password", parts.count == 2 { add(parts[1]) }
             }
         }
         return Set(found).sorted { $0.count > $1.count }
