@@ -202,6 +202,23 @@ struct CodecRoundTripTests {
         #expect(try SkyEvent.decode(event.encodeFrames()).event.rawValue == "future.thing")
     }
 
+    /// A service's `paused` in `broker.stats` is an addition: a stats event from a broker that
+    /// predates it reads with none, and one carrying it reads, beside a key a later broker may
+    /// add (skipped, as readers that predate `paused` skip it).
+    @Test func aServicesPausedIsReadWhenPresentAndSkippedByOlderReaders() throws {
+        func stats(_ service: String) -> [[UInt8]] {
+            let body =
+                #"{"event":"broker.stats","seq":3,"stats":{"capacity":4,"completed":0,"completedPerSecond":0,"inFlight":0,"queued":1,"#
+                + #""services":{"a":{"completed":0,"completedPerSecond":0,"failed":0,"queued":1"# + service
+                + #"}},"workers":1},"time":"t"}"#
+            return [Array("broker.stats".utf8), Array("SKYE01".utf8), [0, 0, 0, 0, 0, 0, 0, 3], Array(body.utf8)]
+        }
+        #expect(try SkyEvent.decode(stats("")).stats?.services?["a"]?.paused == nil, "an older broker's")
+        #expect(try SkyEvent.decode(stats(#","paused":true"#)).stats?.services?["a"]?.paused == true)
+        // Sky's reader skips a key it does not know, as a reader before `paused` skipped it.
+        #expect(try SkyEvent.decode(stats(#","paused":true,"later":[1]"#)).stats?.services?["a"]?.paused == true)
+    }
+
     @Test func remoteErrorBodyRoundTripsAndToleratesPlainText() {
         let body = RemoteErrorBody(type: "MyError", message: "boom")
         #expect(RemoteErrorBody(decoding: body.encoded()) == body)
