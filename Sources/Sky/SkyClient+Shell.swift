@@ -219,9 +219,11 @@ extension SkyClient {
 
         /// Hands `input` to the I/O thread; `false` once the loop has stopped.
         @discardableResult
-        func post(_ input: Input) -> Bool {
+        func post(_ input: consuming Input) -> Bool {
             guard let loop = loop.load() else { return false }
-            switch inputs.withLock({ $0.append(input) }) {
+            // Moved into the queue through the lock's closure, not copied.
+            var moving = Optional(input)
+            switch inputs.withLock({ $0.append(moving.take()!) }) {
             case .refused: return false
             case .queued: return true
             case .first:
@@ -255,7 +257,7 @@ extension SkyClient {
         // MARK: The I/O thread
 
         /// Everything the I/O thread read or was posted since its last wake-up.
-        func handle(_ batch: inout [ZMQEventLoop.Inbound], into outbound: inout [ZMQEventLoop.Outbound]) {
+        func handle(_ batch: inout [ZMQEventLoop.Inbound], into outbound: inout some OutboundSink) {
             let now = time.now()
             var actions = spareActions.take()
             let next = machine.withLock { machine in
@@ -313,18 +315,17 @@ extension SkyClient {
             }
         }
 
-        private func execute(_ actions: inout [ClientStateMachine.Action], into outbound: inout [ZMQEventLoop.Outbound])
-        {
+        private func execute(_ actions: inout [ClientStateMachine.Action], into outbound: inout some OutboundSink) {
             // Each action moved out, not copied; `.close` of no socket (a plain value) is left in its place.
             actions.takeEach(leaving: .close(socket: -1)) { carryOut($0, into: &outbound) }
         }
 
         private func carryOut(
-            _ action: consuming ClientStateMachine.Action, into outbound: inout [ZMQEventLoop.Outbound]
+            _ action: consuming ClientStateMachine.Action, into outbound: inout some OutboundSink
         ) {
             switch consume action {
             case .send(let socket, let command):
-                outbound.append(.init(socket: Self.socketID(socket), parts: command.parts()) { command.frames() })
+                outbound.send(socket: Self.socketID(socket), parts: command.parts()) { command.frames() }
             case .succeed(let waiters, let body, let attempts):
                 resume(waiters, Completion(result: .success(body), attempts: attempts))
             case .fail(let waiters, let error, let attempts):

@@ -321,7 +321,7 @@ public final class Broker: Service, Sendable {
             execute(&actions, into: &outbound)
         }
 
-        func handle(_ batch: inout [ZMQEventLoop.Inbound], into outbound: inout [ZMQEventLoop.Outbound]) {
+        func handle(_ batch: inout [ZMQEventLoop.Inbound], into outbound: inout some OutboundSink) {
             if let stallGuard, !stallGuard.mayServe(now: .now) {
                 batch.removeAll(keepingCapacity: true)
                 return
@@ -441,7 +441,7 @@ public final class Broker: Service, Sendable {
 
         /// Answers libzmq's ZAP request for a connecting CURVE peer.
         private func authenticate(
-            _ message: ZMQMessage, machine: inout BrokerStateMachine, into outbound: inout [ZMQEventLoop.Outbound],
+            _ message: ZMQMessage, machine: inout BrokerStateMachine, into outbound: inout some OutboundSink,
             actions: inout [BrokerAction]
         ) {
             let answered = authenticator?.withValue { authenticator in
@@ -455,29 +455,28 @@ public final class Broker: Service, Sendable {
             if let listError { actions.append(.log(.warning, "allow-list unreadable, admitting nobody: \(listError)")) }
         }
 
-        private func execute(_ actions: inout [BrokerAction], into outbound: inout [ZMQEventLoop.Outbound]) {
+        private func execute(_ actions: inout [BrokerAction], into outbound: inout some OutboundSink) {
             // Each action moved out, not copied; `.releaseMemory` (no payload) is left in its place.
             actions.takeEach(leaving: .releaseMemory) { carryOut($0, into: &outbound) }
         }
 
         /// Carries out one action, taken out of the machine's list: a `switch consume`, so that its
         /// payload is moved into the outbound message rather than copied and then destroyed.
-        private func carryOut(_ action: consuming BrokerAction, into outbound: inout [ZMQEventLoop.Outbound]) {
+        private func carryOut(_ action: consuming BrokerAction, into outbound: inout some OutboundSink) {
             switch consume action {
             case .sendToClient(let peer, let command):
-                outbound.append(
-                    peer.withBytes { routingID in
-                        .init(socket: Broker.clientsSocket, parts: command.parts(routedTo: routingID)) {
-                            command.frames(routedTo: routingID)
-                        }
-                    })
+                peer.withBytes { routingID in
+                    outbound.send(socket: Broker.clientsSocket, parts: command.parts(routedTo: routingID)) {
+                        command.frames(routedTo: routingID)
+                    }
+                }
             case .sendToWorker(let peer, let command):
-                outbound.append(Self.outbound(command, to: peer))
+                Self.send(command, to: peer, into: &outbound)
             case .sendTraced(let peer, let tag, var request, let dispatch):
                 if let tracer { request.trace = Self.span(request, dispatch, tracer) ?? request.trace }
                 let command: BrokerToWorker =
                     dispatch.packed ? .packedRequest(tag: tag, request) : .request(tag: tag, request)
-                outbound.append(Self.outbound(command, to: peer))
+                Self.send(command, to: peer, into: &outbound)
             case .sendRaw(.clients, let peer, let frames):
                 outbound.append(.init(socket: Broker.clientsSocket, frames: [peer.bytes] + frames))
             case .sendRaw(.workers, let peer, let frames):
@@ -510,9 +509,9 @@ public final class Broker: Service, Sendable {
 extension Broker.Shell {
     /// A command to a worker: from its parts when it has them (a packed REQUEST), else built in
     /// one buffer.
-    fileprivate static func outbound(_ command: BrokerToWorker, to peer: PeerID) -> ZMQEventLoop.Outbound {
+    fileprivate static func send(_ command: BrokerToWorker, to peer: PeerID, into outbound: inout some OutboundSink) {
         peer.withBytes { routingID in
-            .init(socket: Broker.workersSocket, parts: command.parts(routedTo: routingID)) {
+            outbound.send(socket: Broker.workersSocket, parts: command.parts(routedTo: routingID)) {
                 command.frames(routedTo: routingID)
             }
         }

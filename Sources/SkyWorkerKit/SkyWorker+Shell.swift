@@ -99,8 +99,10 @@ extension SkyWorker {
         }
 
         /// A handler finished (called from its task).
-        func taskFinished(_ task: FinishedTask) {
-            if finished.withLock({ $0.append(task) }) == .first {
+        func taskFinished(_ task: consuming FinishedTask) {
+            // Moved into the queue through the lock's closure, not copied.
+            var moving = Optional(task)
+            if finished.withLock({ $0.append(moving.take()!) }) == .first {
                 loop.withLock { $0 }?.post(input: Input.repliesReady)
             }
         }
@@ -138,7 +140,7 @@ extension SkyWorker {
             ZMQEventLoop.SocketID(generation, numbered: "broker")
         }
 
-        func handle(_ batch: inout [ZMQEventLoop.Inbound], into outbound: inout [ZMQEventLoop.Outbound]) {
+        func handle(_ batch: inout [ZMQEventLoop.Inbound], into outbound: inout some OutboundSink) {
             var actions = spareActions.take()
             let now = clock.now
             var started = false
@@ -209,7 +211,7 @@ extension SkyWorker {
         }
 
         private func execute(
-            _ actions: inout [WorkerStateMachine.Action], generation: Int, into outbound: inout [ZMQEventLoop.Outbound]
+            _ actions: inout [WorkerStateMachine.Action], generation: Int, into outbound: inout some OutboundSink
         ) {
             guard !actions.isEmpty, let loop = loop.withLock({ $0 }) else { return }
             // Once a connection was asked for in this batch, messages go through the mailbox
@@ -306,13 +308,14 @@ extension SkyWorker {
         /// variables put them in a box whose every access the runtime checked for exclusivity.
         private static func send(
             _ command: WorkerToBroker, generation: Int, behindConnect: Bool, loop: ZMQEventLoop,
-            into outbound: inout [ZMQEventLoop.Outbound]
+            into outbound: inout some OutboundSink
         ) {
-            let message = ZMQEventLoop.Outbound(socket: socket(generation), parts: command.parts()) { command.frames() }
             if behindConnect {
-                loop.send([message])
+                loop.send([
+                    ZMQEventLoop.Outbound(socket: socket(generation), parts: command.parts()) { command.frames() }
+                ])
             } else {
-                outbound.append(message)
+                outbound.send(socket: socket(generation), parts: command.parts()) { command.frames() }
             }
         }
     }

@@ -27,8 +27,10 @@ public struct InputQueue<Input: Sendable>: Sendable {
 
     public init() {}
 
+    /// Consumed: a client call's input (its service, body and options) was copied into the
+    /// queue, each of its references retained, and the caller's copy destroyed, on every call.
     @inlinable
-    public mutating func append(_ input: Input) -> Appended {
+    public mutating func append(_ input: consuming Input) -> Appended {
         guard !stopped else { return .refused }
         items.append(input)
         return items.count == 1 ? .first : .queued

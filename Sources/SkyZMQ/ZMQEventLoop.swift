@@ -67,11 +67,11 @@ public final class ZMQEventLoop: Sendable {
     /// Times the thread polled (for tests and diagnostics: a thread that spins polls without end).
     let polls = Atomic<Int>(0)
 
-    /// A consumer that runs on the I/O thread: it gets each batch as it is read and appends what
-    /// to send, which the thread sends at once. It must not block or await anything.
+    /// A consumer that runs on the I/O thread: it gets each batch as it is read, and what it
+    /// gives the ``Sender`` leaves at once. It must not block or await anything.
     /// The handler may take the batch's elements out (``Swift/Array/takeEach(leaving:_:)``): the
     /// loop empties it afterwards, keeping its buffer for the next wake-up.
-    public typealias InlineHandler = @Sendable (_ batch: inout [Inbound], _ send: inout [Outbound]) -> Void
+    public typealias InlineHandler = @Sendable (_ batch: inout [Inbound], _ send: inout Sender) -> Void
 
     private init(tick: Duration?, maxPendingMessages: Int, handler: InlineHandler?) throws(ZMQError) {
         self.handler = handler

@@ -80,9 +80,6 @@ final class ZMQEventLoopRunner {
         }
     }
 
-    /// What ``yieldBatch()`` leaves in the outbound list's places as it sends.
-    private static let noSocket = ZMQEventLoop.SocketID(-1, name: "")
-
     /// Upper bound of messages read from one socket per wake-up, so one busy socket cannot
     /// starve the others or the mailbox. The loop polls again at once when it was reached.
     private static let readBudget = 1024
@@ -113,9 +110,8 @@ final class ZMQEventLoopRunner {
     @exclusivity(unchecked) private var poll = SignalPoll()
     @exclusivity(unchecked) private var pollIsStale = true
     @exclusivity(unchecked) private var batch: [ZMQEventLoop.Inbound] = []
-    /// Buffers kept between wake-ups (see ``takeCommands()`` and ``yieldBatch()``).
+    /// Buffers kept between wake-ups (see ``takeCommands()``).
     @exclusivity(unchecked) private var spareCommands: [ZMQEventLoop.Command] = []
-    @exclusivity(unchecked) private var spareOutbound: [ZMQEventLoop.Outbound] = []
     @exclusivity(unchecked) private var spareJobs: [ZMQEventLoop.Job] = []
     @exclusivity(unchecked) private var running = true
     @exclusivity(unchecked) private var closingLinger: Int32 = 0
@@ -296,16 +292,12 @@ final class ZMQEventLoopRunner {
     private func yieldBatch() {
         guard !batch.isEmpty else { return }
         if let handler = loop.handler {
-            // The batch's and the outbound list's buffers are used again on the next wake-up.
+            // The batch's buffer is used again on the next wake-up.
             var taken: [ZMQEventLoop.Inbound] = []
             swap(&taken, &batch)
-            var outbound = spareOutbound
-            spareOutbound = []
-            handler(&taken, &outbound)
-            // Failures land in `batch`, for the handler's next call.
-            outbound.takeEach(leaving: .init(socket: Self.noSocket, frames: [])) { send($0) }
-            outbound.removeAllKeepingBuffer()
-            spareOutbound = outbound
+            // Sends leave as the handler makes them; failures land in `batch`, for its next call.
+            var sender = ZMQEventLoop.Sender(runner: self)
+            handler(&taken, &sender)
             if batch.isEmpty {
                 taken.removeAllKeepingBuffer()
                 batch = taken
@@ -375,7 +367,8 @@ final class ZMQEventLoopRunner {
         }
     }
 
-    private func send(_ outbound: ZMQEventLoop.Outbound) {
+    /// Sends one message now, or keeps it for later (see ``ZMQEventLoop/Sender``).
+    func send(_ outbound: ZMQEventLoop.Outbound) {
         guard let entry = entry(outbound.socket) else {
             batch.append(
                 .sendFailed(
@@ -401,6 +394,32 @@ final class ZMQEventLoopRunner {
             }
         } catch {
             batch.append(.sendFailed(outbound.socket, outbound.content.arrays, error))
+        }
+    }
+
+    /// ``send(_:)`` for a message in its parts, with no ``ZMQEventLoop/Outbound`` made unless
+    /// it must wait or failed.
+    func send(_ parts: FrameParts, on id: ZMQEventLoop.SocketID) {
+        guard let entry = entry(id) else {
+            send(ZMQEventLoop.Outbound(socket: id, parts: parts))
+            return
+        }
+        if entry.hasPending {
+            entry.pending.append(.parts(parts))
+            loop.blockedSends.add(1, ordering: .relaxed)
+            return
+        }
+        entry.stale = true
+        do {
+            if try entry.socket.send(parts, dontWait: true) { return }
+            if entry.dropsWhenFull {
+                batch.append(.sendFailed(id, parts.arrays, ZMQError(code: EAGAIN, operation: "zmq_send")))
+            } else {
+                entry.pending.append(.parts(parts))
+                loop.blockedSends.add(1, ordering: .relaxed)
+            }
+        } catch {
+            batch.append(.sendFailed(id, parts.arrays, error))
         }
     }
 

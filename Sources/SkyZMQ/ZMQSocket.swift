@@ -118,22 +118,20 @@ public final class ZMQSocket {
     @discardableResult
     public func send(_ message: Frames, dontWait: Bool = false) throws(ZMQError) -> Bool {
         precondition(!message.isEmpty, "a ZeroMQ message has at least one frame")
-        return try send(eachFrameOf: message.forEachFrame, dontWait: dontWait)
+        return try send(eachFrameOf: message, dontWait: dontWait)
     }
 
     /// Sends a message each frame straight from the value that holds it.
     @discardableResult
     public func send(_ message: FrameParts, dontWait: Bool = false) throws(ZMQError) -> Bool {
-        try send(eachFrameOf: message.forEachFrame, dontWait: dontWait)
+        try send(eachFrameOf: message, dontWait: dontWait)
     }
 
-    /// Sends the frames `forEachFrame` lends, stopping at the first that fails.
-    private func send(
-        eachFrameOf forEachFrame: ((UnsafeRawBufferPointer, _ isLast: Bool) -> Bool) -> Void, dontWait: Bool
-    ) throws(ZMQError) -> Bool {
+    /// Sends the frames `message` lends, stopping at the first that fails.
+    private func send(eachFrameOf message: borrowing some FrameSource, dontWait: Bool) throws(ZMQError) -> Bool {
         var outcome: Result<Bool, ZMQError> = .success(true)
         var first = true
-        forEachFrame { frame, isLast in
+        message.forEachFrame { frame, isLast in
             do throws(ZMQError) {
                 guard try sendFrame(frame, first: first, last: isLast, dontWait: dontWait) else {
                     outcome = .success(false)
