@@ -38,6 +38,9 @@ import SkyWire
 /// task racing the call: one timer entry the call has anyway, instead of a task, an actor and a
 /// second timer per call; and no attempt is sent after the caller's time is up.
 struct RequestTable {
+    /// What a deadline's message says when it passed while no connection was up.
+    static let noConnection = "with no connection to the broker"
+
     typealias WaiterID = UInt64
 
     /// What a call asks for.
@@ -549,12 +552,13 @@ struct RequestTable {
         let due = slots[slot].waiters.compactMap { waiter in
             deadline(of: waiter, in: slot).flatMap { $0.at <= now ? $0 : nil }
         }
-        // Without a connection the cause is the broker, not the task or the workers: said, so
+        // Without a connection the cause is the broker, not the task or the workers: said (and
+        // ``SkyError``'s advice names skybroker only then), so
         // that a deadline shorter than the connect timeout does not hide a wrong endpoint.
         var offline = ""
         if case .down(let since) = connection {
             offline =
-                " with no connection to the broker for \(Self.seconds(now - since))"
+                " \(Self.noConnection) for \(Self.seconds(now - since))"
                 + (unreachableHint.map { " (\($0))" } ?? "")
         }
         for deadline in due {

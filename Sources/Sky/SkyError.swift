@@ -133,8 +133,10 @@ public enum SkyError: Error, Sendable, Equatable, CustomStringConvertible {
 
     public var description: String {
         switch self {
+        case .timeout(let message) where message.contains(RequestTable.noConnection):
+            "the task timed out: \(Self.clause(message)). Check that skybroker runs at the client's endpoint, then raise the timeout if the broker needs longer to come up."
         case .timeout(let message):
-            "the task timed out: \(Self.clause(message)). Raise the timeout if the task needs longer, add workers if it waited for one, or check that skybroker runs at the client's endpoint if there was no connection."
+            "the task timed out: \(Self.clause(message)). Raise the timeout if the task needs longer, or add workers if it waited for one."
         // Status 4 comes from the broker (a queue, a limit, a write in progress) or from a worker
         // that holds its capacity: the message names which; the advice fits both.
         case .overloaded(let message):

@@ -49,10 +49,19 @@ extension BrokerStateMachine {
             command = try WorkerToBroker.decode(frames)
         } catch {
             switch try? ClientToBroker.decode(frames) {
-            case .request(let request)?, .packedRequest(let request)?:
-                misdirected(client: peer, request, now: now, into: &actions)
+            case .request(let request)?:
+                misdirected(client: peer, request.requestID, attempt: request.header.attempt, now: now, into: &actions)
                 return
-            case .cancel?, nil:
+            case .packedRequest(let request)?:
+                misdirected(
+                    client: peer, request.requestID, attempt: request.header.attempt, packed: true, now: now,
+                    into: &actions)
+                return
+            case .cancel(let requestID)?:
+                // A CANCEL's answer has attempt 0 (docs/protocol.md, CANCEL).
+                misdirected(client: peer, requestID, attempt: 0, now: now, into: &actions)
+                return
+            case nil:
                 break
             }
             counters.malformedWorkerMessages += 1
@@ -123,7 +132,10 @@ extension BrokerStateMachine {
         case .disconnect:
             remove(peer, reason: .graceful, now: now, into: &actions)
         case .draining:
-            guard let record = workers[peer], !record.draining else { return }
+            guard let record = workers[peer] else { return }
+            // A repeat is acknowledged again (its worker may have missed the first answer, or
+            // asks once more), and is logged and published once.
+            guard !record.draining else { return actions.append(.sendToWorker(peer, .drainingAcknowledged)) }
             workers[peer]?.draining = true
             // Every task for it was sent before this; the worker runs those, then leaves.
             actions.append(.sendToWorker(peer, .drainingAcknowledged))
@@ -407,20 +419,23 @@ extension BrokerStateMachine {
         actions.append(.sendToWorker(peer, .refused(reason: reason)))
     }
 
-    /// A client's REQUEST on the workers port: answered (rate-limited) with a REPLY
-    /// `wrongEndpoint` that names the clients endpoint.
+    /// A client's REQUEST or CANCEL on the workers port: answered (rate-limited) with a REPLY
+    /// `wrongEndpoint` for its request id that names the clients endpoint, packed to a packed
+    /// REQUEST, as every reply to one is.
     private mutating func misdirected(
-        client peer: PeerID, _ request: TaskRequest, now: Instant, into actions: inout [BrokerAction]
+        client peer: PeerID, _ requestID: RequestID, attempt: UInt32, packed: Bool = false, now: Instant,
+        into actions: inout [BrokerAction]
     ) {
         counters.misdirectedMessages += 1
         guard refusals.admit(.workers, now: now).allowed else { return }
         let answer = TaskReply.failure(
-            request.requestID, .wrongEndpoint,
+            requestID, .wrongEndpoint,
             message:
                 "this is the broker's workers endpoint (\(configuration.workersEndpoint)); clients connect to \(configuration.clientsEndpoint)",
-            attempt: request.header.attempt)
+            attempt: attempt)
         counters.repliesSent += 1
-        actions.append(.sendRaw(.workers, peer, BrokerToClient.reply(answer).encode()))
+        let command: BrokerToClient = packed ? .packedReply(answer) : .reply(answer)
+        actions.append(.sendRaw(.workers, peer, command.encode()))
         actions.append(
             .log(
                 .warning, "a client sent a request to the workers port; told it which to use",

@@ -51,6 +51,9 @@ public enum ClientToBroker: Sendable, Equatable {
             }
             let header = frames[4]
             let keyed = header.count > RequestHeader.flaggedByteCount
+            if !keyed && !RequestHeader.unkeyedByteCounts.contains(header.count) {
+                throw RequestHeader.clientHeaderLength(header.count)
+            }
             var request = TaskRequest(
                 requestID: try RequestID(frame: frames[2]),
                 service: try WireFormat.name(frames[3]),

@@ -28,7 +28,8 @@ public enum ProtocolError: Error, Equatable, Sendable, CustomStringConvertible {
     public var description: String {
         switch self {
         case .empty: "empty message"
-        case .unknownSignature(let bytes): "unknown signature \(Hex.encode(Array(bytes.prefix(16))))"
+        case .unknownSignature(let bytes):
+            "unknown signature \(Hex.encode(Array(bytes.prefix(16))))\(Self.known(bytes))"
         case .missingCommand: "missing command frame"
         case .invalidCommandFrame(let length): "command frame of \(length) bytes (expected 1)"
         case .unknownCommand(let byte): "unknown command 0x\(Hex.encode([byte]))"
@@ -41,6 +42,20 @@ public enum ProtocolError: Error, Equatable, Sendable, CustomStringConvertible {
         case .invalidFieldLength(let name, let allowed, let actual):
             "\(name) of \(actual) bytes (expected \(Self.alternatives(allowed)))"
         case .invalidValue(let name, let reason): "invalid \(name): \(reason)"
+        }
+    }
+
+    /// What a signature another port or socket takes is: a worker's READY on the clients port
+    /// read "unknown signature 534b59573031", which says nothing to whoever made the mistake.
+    private static func known(_ bytes: [UInt8]) -> String {
+        switch bytes {
+        case WireFormat.clientSignature, WireFormat.packedClientSignature:
+            " (\(String(decoding: bytes, as: UTF8.self)): the client protocol's, for the broker's clients port)"
+        case WireFormat.workerSignature, WireFormat.packedWorkerSignature:
+            " (\(String(decoding: bytes, as: UTF8.self)): the worker protocol's, for the broker's workers port)"
+        case WireFormat.eventSignature:
+            " (SKYE01: the event protocol's, which the broker only publishes)"
+        default: ""
         }
     }
 

@@ -25,6 +25,8 @@ public struct RequestHeader: Sendable, Equatable {
     public static let extendedByteCount = 12
     public static let prioritizedByteCount = 16
     public static let flaggedByteCount = 20
+    /// Every length of a header without a concurrency key.
+    static let unkeyedByteCounts = [byteCount, extendedByteCount, prioritizedByteCount, flaggedByteCount]
     /// The flag that says ``keepIfAbandoned``; the other bits are sent 0 and ignored.
     static let keepFlag: UInt32 = 1
 
@@ -40,9 +42,9 @@ public struct RequestHeader: Sendable, Equatable {
     }
 
     init(frame: ArraySlice<UInt8>) throws(ProtocolError) {
-        let lengths = [Self.byteCount, Self.extendedByteCount, Self.prioritizedByteCount, Self.flaggedByteCount]
-        guard lengths.contains(frame.count) else {
-            throw .invalidFieldLength(name: "request header", allowedLengths: lengths, actual: frame.count)
+        guard Self.unkeyedByteCounts.contains(frame.count) else {
+            throw .invalidFieldLength(
+                name: "request header", allowedLengths: Self.unkeyedByteCounts, actual: frame.count)
         }
         let start = frame.startIndex
         attempt = try WireFormat.uint32(frame[start..<start + 4], name: "attempt")
@@ -84,16 +86,20 @@ public struct RequestHeader: Sendable, Equatable {
         return frame
     }
 
+    /// A client's REQUEST header of a length no form has: its message names every form, the
+    /// keyed one too (a 9-byte header's line once listed only 8, 12, 16 or 20).
+    static func clientHeaderLength(_ count: Int) -> ProtocolError {
+        .invalidValue(
+            name: "request header",
+            reason:
+                "\(count) bytes; 8, 12, 16 or 20, or with a concurrency key \(keyedByteCount) to \(flaggedByteCount + 5 + WireFormat.maxNameLength)"
+        )
+    }
+
     /// Reads what follows the 20-byte fields of a header with a concurrency key: the limit
     /// (u32, at most ``maxConcurrencyLimit``), the key's length (1–255) and the key (a name).
     static func concurrency(_ rest: ArraySlice<UInt8>) throws(ProtocolError) -> (key: String, limit: UInt32) {
-        guard rest.count >= 6 else {
-            throw .invalidValue(
-                name: "request header",
-                reason:
-                    "\(rest.count + flaggedByteCount) bytes; 8, 12, 16 or 20, or with a concurrency key \(keyedByteCount) to \(flaggedByteCount + 5 + WireFormat.maxNameLength)"
-            )
-        }
+        guard rest.count >= 6 else { throw clientHeaderLength(rest.count + flaggedByteCount) }
         let start = rest.startIndex
         let limit = try WireFormat.uint32(rest[start..<start + 4], name: "concurrency limit")
         guard limit <= maxConcurrencyLimit else {

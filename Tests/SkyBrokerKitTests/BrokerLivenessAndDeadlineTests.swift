@@ -220,6 +220,18 @@ struct BrokerLivenessTests {
         #expect(dispatched(broker.ready(worker2)).map(\.0) == [worker2])
     }
 
+    /// protocol.md: the broker "answers with the same command". A second DRAINING went
+    /// unanswered (a worker that missed the first answer waited on it); it is acknowledged
+    /// again, and published once.
+    @Test func aRepeatedDrainingIsAcknowledgedAgainAndPublishedOnce() {
+        var broker = BrokerHarness()
+        _ = broker.ready(worker1, capacity: 2)
+        _ = broker.worker(worker1, .draining)
+        let again = broker.worker(worker1, .draining)
+        #expect(effects(again) == [.sendToWorker(worker1, .drainingAcknowledged)])
+        #expect(events(again).isEmpty)
+    }
+
     @Test func afterTheMaximumDeliveriesTheClientGetsWorkerLost() {
         var configuration = BrokerStateMachine.Configuration()
         configuration.maxDeliveries = 2

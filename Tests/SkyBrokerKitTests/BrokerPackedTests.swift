@@ -148,11 +148,40 @@ struct BrokerPackedClientTests {
         #expect(answer.requestID == Self.id(2) && answer.status == .cancelled && answer.attempt == 0)
     }
 
-    /// A packed REQUEST on the workers port is a client's mistake, told as a framed one is.
+    /// A packed REQUEST on the workers port is a client's mistake, told as a framed one is,
+    /// in a packed REPLY as every answer to a packed REQUEST (it came framed).
     @Test func aPackedRequestOnTheWorkersPortIsToldItsEndpoint() {
         var broker = BrokerHarness()
         let actions = broker.worker(packedClient, frames: ClientToBroker.packedRequest(Self.request(1)).encode())
         #expect(broker.machine.counters.misdirectedMessages == 1)
-        #expect(actions.contains { if case .sendRaw(.workers, packedClient, _) = $0 { true } else { false } })
+        let answers = Self.answersOnTheWorkersPort(actions, to: packedClient)
+        guard case .packedReply(let reply)? = answers.first else {
+            Issue.record("expected a packed REPLY, got \(answers)")
+            return
+        }
+        #expect(reply.requestID == Self.id(1) && reply.status == .wrongEndpoint)
+    }
+
+    /// What the broker sent `peer` on the workers port, read as client commands.
+    static func answersOnTheWorkersPort(_ actions: [BrokerAction], to peer: PeerID) -> [BrokerToClient] {
+        actions.compactMap { action in
+            guard case .sendRaw(.workers, peer, let frames) = action else { return nil }
+            return try? BrokerToClient.decode(frames)
+        }
+    }
+
+    /// A client's CANCEL on the workers port is the other protocol's message too: it was
+    /// counted as a malformed worker message and logged as an "unknown signature".
+    @Test func aCancelOnTheWorkersPortIsToldItsEndpoint() {
+        var broker = BrokerHarness()
+        let actions = broker.worker(packedClient, frames: ClientToBroker.cancel(Self.id(3)).encode())
+        #expect(broker.machine.counters.misdirectedMessages == 1)
+        #expect(broker.machine.counters.malformedWorkerMessages == 0)
+        let answers = Self.answersOnTheWorkersPort(actions, to: packedClient)
+        guard case .reply(let reply)? = answers.first else {
+            Issue.record("expected a REPLY, got \(answers)")
+            return
+        }
+        #expect(reply.requestID == Self.id(3) && reply.status == .wrongEndpoint && reply.attempt == 0)
     }
 }

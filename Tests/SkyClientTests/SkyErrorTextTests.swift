@@ -44,4 +44,21 @@ struct SkyErrorTextTests {
         #expect(!text.contains("the broker is overloaded"), "\(text)")
         #expect(text.hasPrefix("refused as overloaded: worker w-1 already runs its capacity of 4 tasks."), "\(text)")
     }
+
+    /// A task that ran past its timeout on a reachable broker was told to "check that
+    /// skybroker runs": the advice names the broker only when the deadline passed without a
+    /// connection.
+    @Test func aTimeoutNamesTheBrokerOnlyWithoutAConnection() {
+        let ran = SkyError(
+            failure: TaskReply.failure(
+                RequestID(high: 0, low: 1), .deadlineExceeded, type: nil, message: "the job ran past its timeout of 1 s"
+            ),
+            service: "sky.sleep"
+        ).description
+        #expect(!ran.contains("skybroker") && ran.contains("Raise the timeout"), "\(ran)")
+        let offline = SkyError.timeout(
+            "the call's deadline of 2 s passed \(RequestTable.noConnection) for 2 s (nothing listens) (attempt 1)"
+        ).description
+        #expect(offline.contains("Check that skybroker runs") && !offline.contains("add workers"), "\(offline)")
+    }
 }

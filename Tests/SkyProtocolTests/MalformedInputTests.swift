@@ -36,7 +36,8 @@ struct MalformedInputTests {
         ),
         (
             "short header", [client, [1], id, Array("s".utf8), [0, 0, 1], []],
-            .invalidFieldLength(name: "request header", allowedLengths: [8, 12, 16, 20], actual: 3)
+            .invalidValue(
+                name: "request header", reason: "3 bytes; 8, 12, 16 or 20, or with a concurrency key 26 to 280")
         ),
         (
             "attempt 0 (reserved for the answer to a CANCEL)", [client, [1], id, Array("s".utf8), header, []],
@@ -44,9 +45,19 @@ struct MalformedInputTests {
         ),
     ]
 
+    /// A message of another Sky protocol says whose signature it carries: a worker's READY on
+    /// the clients port was logged as "unknown signature 534b59573031".
+    @Test func anotherProtocolsSignatureIsNamed() {
+        let worker = ProtocolError.unknownSignature(Array("SKYW01".utf8)).description
+        #expect(worker.contains("SKYW01: the worker protocol's, for the broker's workers port"), "\(worker)")
+        let client = ProtocolError.unknownSignature(Array("SKYC02".utf8)).description
+        #expect(client.contains("SKYC02: the client protocol's"), "\(client)")
+        #expect(ProtocolError.unknownSignature(Array("MDPC02".utf8)).description == "unknown signature 4d4450433032")
+    }
+
     /// The line a broker logs for a header of a length it does not take names every length it
     /// does (issue 44.11: it read "request header of 10 bytes (expected 8)", while 12 and 16
-    /// are valid too).
+    /// are valid too; a later trial found the keyed form missing from it).
     @Test func aHeaderOfAnotherLengthNamesEveryValidLength() throws {
         let frames = [
             Array("SKYC01".utf8), [1], [UInt8](repeating: 7, count: 16), Array("s".utf8),
@@ -56,7 +67,9 @@ struct MalformedInputTests {
             _ = try ClientToBroker.decode(frames)
             Issue.record("a 10-byte header was taken")
         } catch {
-            #expect(error.description == "request header of 10 bytes (expected 8, 12, 16 or 20)")
+            #expect(
+                error.description
+                    == "invalid request header: 10 bytes; 8, 12, 16 or 20, or with a concurrency key 26 to 280")
         }
     }
 
