@@ -21,6 +21,9 @@ public struct ClusterView: Sendable, Equatable {
     public private(set) var jobs: JobCounts?
     /// Per service, as of the last `broker.stats`: queue, rate, failures, latency.
     public private(set) var services: [String: ServiceStats] = [:]
+    /// The broker's counters, as of the last snapshot or `broker.stats` that had them
+    /// (``BrokerCounters/drops`` is what it dropped or refused).
+    public private(set) var counters: BrokerCounters?
     /// The number of the last event applied (or of the snapshot).
     public private(set) var seq: UInt64 = 0
     /// Snapshots taken so far: 1 at the start, more after gaps or broker restarts.
@@ -46,6 +49,7 @@ public struct ClusterView: Sendable, Equatable {
             completed = snapshot.tasksCompleted ?? snapshot.counters.repliesSent
             failed = snapshot.tasksFailed ?? 0
             jobs = snapshot.jobs
+            counters = snapshot.counters
             services = services.filter { snapshot.queued[$0.key] != nil || $0.value.completed > 0 }
             for (service, count) in snapshot.queued { services[service, default: Self.idle].queued = count }
             seq = snapshot.seq
@@ -76,6 +80,7 @@ public struct ClusterView: Sendable, Equatable {
                 completed = stats.completed
                 failed = stats.failed ?? failed
                 jobs = stats.jobs ?? jobs
+                counters = stats.counters ?? counters
                 services = stats.services ?? services
                 tasksPerSecond = stats.completedPerSecond
             }

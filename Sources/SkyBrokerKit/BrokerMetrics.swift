@@ -16,6 +16,7 @@ struct BrokerMetrics: Sendable {
     private var known: Set<String> = []
     private var lastJobs: JobCounts?
     private var lastCommits = 0
+    private var lastCounters: BrokerCounters?
     /// Each limit's starts and refusals at the last record, for the counters' steps.
     private var lastLimits: [LimitSeries: (started: UInt64, refused: UInt64)] = [:]
 
@@ -32,6 +33,14 @@ struct BrokerMetrics: Sendable {
         if let journalCommits, journalCommits > lastCommits {
             Counter(label: "sky_broker_journal_commits_total").increment(by: Int64(journalCommits - lastCommits))
             lastCommits = journalCommits
+        }
+        if let counters = stats.counters {
+            let before = Dictionary(lastCounters?.drops ?? [], uniquingKeysWith: { $1 })
+            for (reason, count) in counters.drops where count > before[reason] ?? 0 {
+                Counter(label: "sky_broker_dropped_messages_total", dimensions: [("reason", reason)])
+                    .increment(by: Int64(clamping: count - (before[reason] ?? 0)))
+            }
+            lastCounters = counters
         }
         Gauge(label: "sky_broker_workers").record(stats.workers)
         Gauge(label: "sky_broker_capacity").record(stats.capacity)

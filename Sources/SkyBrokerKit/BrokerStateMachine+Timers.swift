@@ -299,6 +299,7 @@ extension BrokerStateMachine {
             queuedBytes: queue.bytes, longestIterationMilliseconds: closed.longestIteration.inSeconds * 1000,
             failed: tally.failed, jobs: jobs.counts(keptWaiters: keptCalls.waiterCount))
         stats.services = serviceStats(over: seconds, into: &actions)
+        stats.counters = counters
         if !closed.failures.isEmpty { stats.failures = closed.failures }
         if !services.limits.isEmpty || !jobs.book.keyRates.isEmpty {
             stats.limits = limitListing(atMost: BrokerStats.maxLimits).limits

@@ -58,6 +58,20 @@ public struct BrokerCounters: Codable, Sendable, Equatable {
     public var refusedRegistrations: UInt64 = 0
 
     public init() {}
+
+    /// What the broker dropped or refused of its peers' messages, by counter name (as protocol.md
+    /// lists them), in a fixed order, the nonzero ones only: what a watcher shows of the
+    /// counters, since the others are a healthy broker's traffic.
+    public var drops: [(name: String, count: UInt64)] {
+        [
+            ("malformedClientMessages", malformedClientMessages), ("malformedWorkerMessages", malformedWorkerMessages),
+            ("unknownWorkerMessages", unknownWorkerMessages), ("oversizedMessages", oversizedMessages),
+            ("misdirectedMessages", misdirectedMessages), ("refusedRegistrations", refusedRegistrations),
+            ("handshakesDenied", handshakesDenied), ("unauthenticatedMessages", unauthenticatedMessages),
+            ("spoofedWorkerMessages", spoofedWorkerMessages), ("staleReplies", staleReplies),
+            ("undeliverableReplies", undeliverableReplies),
+        ].filter { $0.1 > 0 }
+    }
 }
 
 /// Memory the broker process uses.

@@ -166,6 +166,9 @@ public struct BrokerStats: Codable, Sendable, Equatable {
     /// The services' rate limits and what they did, by name, at most ``maxLimits`` (absent
     /// when there are none, and from older brokers).
     public var limits: [RateLimitState]?
+    /// The broker's counters, as `mmi.workers` has them (absent from older brokers): a watcher
+    /// sees dropped and refused input grow without asking for a snapshot.
+    public var counters: BrokerCounters?
 
     /// Rate limits a `broker.stats` carries at most; `mmi.limits.list` has them all.
     public static let maxLimits = 1000

@@ -41,6 +41,9 @@ enum EventFormatter {
                     text += ",p50=\(String(format: "%.1f", p50))ms,p99=\(String(format: "%.1f", p99))ms"
                 }
             }
+            if let dropped = stats.counters?.drops, !dropped.isEmpty {
+                text += " dropped=" + dropped.map { "\($0.name):\($0.count)" }.joined(separator: ",")
+            }
             if let jobs = stats.jobs {
                 text +=
                     " jobs-held=\(jobs.held) jobs-submitted=\(jobs.submitted) jobs-succeeded=\(jobs.succeeded)"

@@ -28,6 +28,11 @@ enum WorkerTable {
                 "jobs: \(jobs.held) held (\(jobs.queued) waiting)   submitted \(jobs.submitted)   succeeded \(jobs.succeeded)   failed \(jobs.failed)   cancelled \(jobs.cancelled)   retried \(jobs.retried)   journal \(jobs.journalBytes / 1024) KiB\(jobs.journalFailing == true ? " FAILING (writes refused: see the broker's log)" : "")"
             )
         }
+        if let dropped = view.counters?.drops, !dropped.isEmpty {
+            lines.append(
+                "dropped: " + dropped.map { "\($0.name) \($0.count)" }.joined(separator: "   ")
+                    + "   (docs/protocol.md lists each; the broker's log says why)")
+        }
         lines += [
             "",
             pad(["WORKER", "HOST", "CAPACITY", "RUNNING", "COMPLETED", "FAILED", "LAST HEARD", "SERVICES"]),

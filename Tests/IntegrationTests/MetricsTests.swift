@@ -54,6 +54,9 @@ extension SecondLineSuite {
                 _ = try await sky.scan(EchoTask(message: "\(index)"))
                 _ = try? await sky.scan(FlakyTask(value: index), options: ScanOptions(retry: .never))
             }
+            // A malformed message: counted, and so a series of the dropped messages.
+            let raw = try await RawPeer(connectingTo: cluster.clients)
+            raw.send([Array("MDPC02".utf8), [1]])
             _ = try await sky.submit(EchoTask(message: "a job")).value
             _ = try await sky.submit(try Flow(group: [EchoTask(message: "a flow's step")])).value
             // The broker's figures come with its stats, once a second.
@@ -64,6 +67,7 @@ extension SecondLineSuite {
                     && brokerText.contains(#"sky_broker_rate_limited_starts_total{service="sky.echo",per="service"} 2"#)
                     && brokerText.contains(#"sky_broker_jobs_total{event="succeeded"}"#)
                     && brokerText.contains(#"sky_broker_flows_total{outcome="succeeded"} 1"#)
+                    && brokerText.contains(#"sky_broker_dropped_messages_total{reason="malformedClientMessages"} 1"#)
             }
             for series in [
                 #"sky_broker_tasks_total{service="sky.echo",status="ok"}"#,
@@ -106,6 +110,7 @@ extension SecondLineSuite {
             print(
                 "metrics: broker \(brokerText.split(separator: "\n").count) lines, worker \(workerText.split(separator: "\n").count), promtool accepts both"
             )
+            await raw.close()
             await sky.close()
             await cluster.stop()
         }

@@ -204,6 +204,17 @@ struct BrokerReliabilityTests {
         #expect(next?.longestIterationMilliseconds == 0)
     }
 
+    /// broker.stats carries the counters, so that a watcher sees drops grow (skywatch showed
+    /// them only from its first snapshot).
+    @Test func statsCarryTheCounters() {
+        var broker = BrokerHarness()
+        _ = broker.advance(.milliseconds(1))
+        _ = broker.client(clientA, [[1, 2, 3]])
+        let stats = events(broker.advance(.seconds(1))).first { $0.event == .brokerStats }?.stats
+        #expect(stats?.counters?.malformedClientMessages == 1)
+        #expect(stats?.counters?.drops.map(\.name) == ["malformedClientMessages"])
+    }
+
     /// Item 4: a storm of subscriptions gets one hello per interval, and a subscription that
     /// came during the interval still gets one, at its end.
     @Test func subscriptionChurnIsCoalescedWithoutLosingTheGreeting() {
