@@ -387,6 +387,8 @@ struct BrokerDeadlineTests {
                         p99Milliseconds: 0.001)
                 ])
         stats?.services = nil
+        #expect(stats?.counters?.requestsAccepted == 4 && stats?.counters?.repliesSent == 3)
+        stats?.counters = nil
         #expect(
             stats
                 == BrokerStats(
