@@ -64,6 +64,10 @@ extension SkyWorker {
         private let answeredReported = Locked(false)
         /// Each wake-up's actions, in one buffer kept from wake-up to wake-up.
         let spareActions = SpareBuffer<WorkerStateMachine.Action>()
+        /// The inline handlers' replies, and the actions they lead to, in buffers kept from batch
+        /// to batch: two lists made and freed with every batch that ran a handler inline.
+        let spareFinished = SpareBuffer<FinishedTask>()
+        let spareFollowing = SpareBuffer<WorkerStateMachine.Action>()
 
         init(
             machine: WorkerStateMachine, configuration: Configuration, inbox: RunnerInbox,
@@ -222,7 +226,7 @@ extension SkyWorker {
             var offered = false
             defer { if offered { inbox.flush() } }
             // Replies of the inline handlers run below, for the machine once these actions are done.
-            var ranInline: [FinishedTask] = []
+            var ranInline = spareFinished.take()
             // Each action moved out, not copied (a task's request is handed on, not retained and
             // released); `.connect(generation: 0)` (a plain value) is left in its place.
             actions.takeEach(leaving: .connect(generation: 0)) { (action: consuming WorkerStateMachine.Action) in
@@ -277,17 +281,19 @@ extension SkyWorker {
                     logger.log(level: level, "\(message)", metadata: metadata)
                 }
             }
-            guard !ranInline.isEmpty else { return }
+            guard !ranInline.isEmpty else { return spareFinished.giveBack(&ranInline) }
             // Their replies, and whatever else the machine does then (a drain that ends).
             let now = clock.now
-            var more: [WorkerStateMachine.Action] = []
+            var more = spareFollowing.take()
             machine.withLock { machine in
                 for done in ranInline {
                     machine.taskFinished(
                         done.key, reply: done.reply, connection: done.connection, now: now, into: &more)
                 }
             }
+            spareFinished.giveBack(&ranInline)
             execute(&more, generation: generation, into: &outbound)
+            spareFollowing.giveBack(&more)
         }
 
         /// One task whose handler is inline, run on the I/O thread: no ticket, no runner, and

@@ -128,9 +128,8 @@ package struct WorkerStateMachine: Sendable {
     /// Tasks whose handlers run, with their slots (all came on the current connection: a new
     /// one cancels the rest).
     /// Made with room for four times the capacity (at most `runningRoomLimit`): with its
-    /// buckets mostly empty, a finished task's removal moves no neighbours back (Swift's
-    /// dictionary rehashes each one it moves).
-    package private(set) var running: [TaskKey: Int]
+    /// buckets mostly empty, a probe or a finished task's removal seldom passes a neighbour.
+    package private(set) var running: RunningTasks
     static let runningRoomLimit = 1024
     /// Slots given out before and free again, and how many were ever given out (since the
     /// last connection): a new task takes a freed one first, so slots stay as few as the tasks
@@ -166,8 +165,8 @@ package struct WorkerStateMachine: Sendable {
         origin = now
         connectionStart = now
         liveness = BrokerLiveness(configuration: configuration.liveness, now: now, seed: seed)
-        running = Dictionary(
-            minimumCapacity: min(4 * Int(configuration.announcement.capacity), Self.runningRoomLimit))
+        running = RunningTasks(
+            minimumCapacity: min(4 * Int(configuration.announcement.capacity), Self.runningRoomLimit), seed: seed)
     }
 
     /// The worker starts: connect and register.
@@ -257,7 +256,7 @@ package struct WorkerStateMachine: Sendable {
     ) {
         if let connection, connection != generation { return }
         // A finished machine holds no tasks (``finish(_:into:)``), so its late ones end here.
-        guard let slot = running.removeValue(forKey: key) else { return }
+        guard let slot = running.remove(key) else { return }
         freeSlots.append(slot)
         var reply = reply
         if let resultLimit, reply.bodyBytes.count > resultLimit {
@@ -464,11 +463,10 @@ package struct WorkerStateMachine: Sendable {
             send(reply, tag: key.tag, into: &actions)
             return
         }
-        // One hash both checks for a second delivery and takes the key. (With no slot left,
+        // One probe both checks for a second delivery and takes the key. (With no slot left,
         // every slot is a running task's, this one's among them: the check above passed.)
         guard let slot = freeSlots.popLast() ?? newSlot() else { return duplicate(key, into: &actions) }
-        if let earlier = running.updateValue(slot, forKey: key) {
-            running[key] = earlier
+        if running.insert(key, slot: slot) != nil {
             freeSlots.append(slot)
             return duplicate(key, into: &actions)
         }
@@ -522,10 +520,10 @@ package struct WorkerStateMachine: Sendable {
     @discardableResult
     private mutating func abandonAll(into actions: inout [Action]) -> Int {
         let count = running.count
-        for (key, slot) in running.sorted(by: { Self.inRequestOrder($0.key, $1.key) }) {
+        for (key, slot) in running.all.sorted(by: { Self.inRequestOrder($0.key, $1.key) }) {
             actions.append(.cancelTask(key, slot: slot))
         }
-        running.removeAll(keepingCapacity: true)
+        running.removeAll()
         freeSlots.removeAll()
         slotsGiven = 0
         return count
@@ -558,7 +556,7 @@ package struct WorkerStateMachine: Sendable {
     /// (every path here has abandoned them already, or never had any).
     private mutating func finish(_ ending: Ending, into actions: inout [Action]) {
         phase = .finished
-        running.removeAll(keepingCapacity: true)
+        running.removeAll()
         freeSlots.removeAll()
         actions.append(.finish(ending))
     }

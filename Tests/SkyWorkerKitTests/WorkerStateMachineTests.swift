@@ -48,7 +48,7 @@ struct WorkerStateMachineTests {
         #expect(worker.receive(Self.deliver(2)) == [.startTask(Self.key(2), Self.request(2), slot: 1)])
         #expect(worker.receive(Self.deliver(1)) == [], "a second delivery takes no slot")
         #expect(worker.receive(Self.deliver(3)) == [.startTask(Self.key(3), Self.request(3), slot: 2)])
-        #expect(worker.machine.running == [Self.key(1): 0, Self.key(2): 1, Self.key(3): 2])
+        #expect(worker.machine.running.all == [Self.key(1): 0, Self.key(2): 1, Self.key(3): 2])
         _ = worker.finished(Self.key(2), Self.ok(2))
         #expect(worker.receive(Self.deliver(4)) == [.startTask(Self.key(4), Self.request(4), slot: 1)])
         #expect(
