@@ -22,7 +22,7 @@ public struct ClusterView: Sendable, Equatable {
     /// Per service, as of the last `broker.stats`: queue, rate, failures, latency.
     public private(set) var services: [String: ServiceStats] = [:]
     /// The broker's counters, as of the last snapshot or `broker.stats` that had them
-    /// (``BrokerCounters/drops`` is what it dropped or refused).
+    /// (`BrokerCounters.drops` is what it dropped or refused).
     public private(set) var counters: BrokerCounters?
     /// The number of the last event applied (or of the snapshot).
     public private(set) var seq: UInt64 = 0

@@ -126,14 +126,15 @@ package struct BrokerStateMachine: Sendable {
     struct TaskKey: Hashable, Sendable {
         let client: ClientNumber
         let requestID: RequestID
-        /// The seeded `Hasher`'s hash of the two.
+        /// The request id mixed under the process's seed, then with the client's number.
         let hash: Int
 
+        /// Random for each process, so that a client cannot aim its request ids at one slot.
+        static let seed = UInt64.random(in: .min ... .max)
+
         init(client: ClientNumber, requestID: RequestID) {
-            var hasher = Hasher()
-            hasher.combine(client)
-            hasher.combine(requestID)
-            self.init(client: client, requestID: requestID, hash: hasher.finalize())
+            let mixed = SplitMix64.mix(requestID.mixed(with: Self.seed) ^ UInt64(client))
+            self.init(client: client, requestID: requestID, hash: Int(truncatingIfNeeded: mixed))
         }
 
         /// A key whose hash was computed before (a delivery's, ``InFlightTask/key``).

@@ -9,8 +9,8 @@ extension BrokerStateMachine {
     /// Swift's `Dictionary` runs its hasher over the key on every access, and a request is looked
     /// up four times (accepted, queued, dispatched, answered); it has no way to take a hash
     /// computed before, hence this table (docs/performance.md, "What is left"). The hash is the
-    /// standard library's seeded `Hasher`, so a client that chooses its request ids cannot aim
-    /// them at one slot.
+    /// request id mixed under a seed random for each process (`RequestID.mixed(with:)`), so a
+    /// client that chooses its request ids cannot aim them at one slot.
     ///
     /// Linear probing at a load of at most three quarters, as the dictionary's, in slots as
     /// small as the dictionary's key and value: a queued request costs the same memory. A

@@ -8,6 +8,16 @@ public struct RequestID: Hashable, Sendable, CustomStringConvertible {
 
     public static let byteCount = 16
 
+    /// The id's bits mixed under `seed`, for a table's bucket: the low half mixed with the seed,
+    /// then the high half mixed in. A peer that does not know the seed cannot choose ids that
+    /// share buckets (with `high ^ low`, any two ids of equal XOR would), and it costs a few
+    /// multiplications where the standard library's seeded `Hasher` cost about ten times the
+    /// instructions.
+    @inlinable
+    public func mixed(with seed: UInt64) -> UInt64 {
+        SplitMix64.mix(SplitMix64.mix(low ^ seed) ^ high)
+    }
+
     public init(high: UInt64, low: UInt64) {
         self.high = high
         self.low = low

@@ -9,7 +9,14 @@ public struct SplitMix64: RandomNumberGenerator, Sendable {
 
     public mutating func next() -> UInt64 {
         state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
+        return Self.mix(state)
+    }
+
+    /// The generator's output function: a bijection in which every bit of the result depends
+    /// on every bit of `value` (the tables keyed by request id take their buckets from it).
+    @inlinable
+    public static func mix(_ value: UInt64) -> UInt64 {
+        var z = value
         z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
         z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
         return z ^ (z >> 31)

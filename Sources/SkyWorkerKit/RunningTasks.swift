@@ -4,9 +4,9 @@
 /// Written here rather than a `Dictionary`: a dictionary hashes its key with a seeded SipHash on
 /// every lookup, and a task took two (its start and its reply), a tenth of the worker's own
 /// instructions a task on the synchronous path (docs/performance-history.md). Here a key's
-/// bucket is a multiplication of its request id's bits and a random seed, so a client choosing
-/// ids still cannot choose buckets; and removal shifts the entries after it back, so no
-/// tombstones pile up.
+/// bucket comes from its request id mixed under a random seed (`RequestID.mixed(with:)`), so
+/// a client choosing ids still cannot aim them at one bucket; and removal shifts the entries
+/// after it back, so no tombstones pile up.
 package struct RunningTasks: Sendable {
     package typealias Key = WorkerStateMachine.TaskKey
 
@@ -86,10 +86,9 @@ package struct RunningTasks: Sendable {
 
     private var mask: Int { buckets.count - 1 }
 
-    /// Fibonacci hashing of the request id's bits, seeded: the top bits of the product.
+    /// The top bits of the request id mixed under the seed.
     private func bucket(of key: Key) -> Int {
-        let bits = (key.requestID.high ^ key.requestID.low ^ seed) &* 0x9E37_79B9_7F4A_7C15
-        return Int(truncatingIfNeeded: bits >> UInt64(shift))
+        Int(truncatingIfNeeded: key.requestID.mixed(with: seed) >> UInt64(shift))
     }
 
     /// After a removal at `hole`: moves back each entry of the run that follows whose home
