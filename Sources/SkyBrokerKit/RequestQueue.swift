@@ -600,6 +600,10 @@ extension Deque where Element == BrokerStateMachine.QueuedRequest {
     /// The first place whose arrival number is not below `arrival` (a lane is kept in
     /// arrival-number order).
     func place(of arrival: UInt64) -> Int {
+        // Before the oldest or after the newest, without a search: the queue's compaction asks
+        // this of every deadline entry, most of them of requests dispatched long ago.
+        guard !isEmpty, self[startIndex].arrival < arrival else { return startIndex }
+        if self[endIndex - 1].arrival < arrival { return endIndex }
         var low = startIndex
         var high = endIndex
         while low < high {
