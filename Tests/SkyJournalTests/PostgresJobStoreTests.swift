@@ -216,12 +216,16 @@ struct PostgresJobStoreTests {
         await server.stop()
     }
 
+    /// What opening a store at `uri` fails with, as said ("" if it opened).
+    static func refusal(of uri: String) -> String {
+        let error = #expect(throws: JournalError.self) { try PostgresJobStore(uri: uri) }
+        return error?.description ?? ""
+    }
+
     /// A server that is not there is named, with what to check, and without the URI's password.
     @Test func anUnreachableServerIsNamedWithoutItsPassword() throws {
         let port = try freeLoopbackPort()
-        let uri = "postgresql://sky:hunter2@127.0.0.1:\(port)/jobs"
-        let error = #expect(throws: JournalError.self) { try PostgresJobStore(uri: uri) }
-        let text = error?.description ?? ""
+        let text = Self.refusal(of: "postgresql://sky:hunter2@127.0.0.1:\(port)/jobs")
         #expect(text.contains("postgresql://sky:***@127.0.0.1:\(port)/jobs"), "\(text)")
         #expect(text.contains("Connection refused"), "\(text)")
         #expect(!text.contains("hunter2"), "\(text)")
@@ -233,14 +237,11 @@ struct PostgresJobStoreTests {
     /// password.
     @Test func aShortPasswordTakesNothingElseOutOfTheMessage() throws {
         let port = try freeLoopbackPort()
-        let short = "postgresql://sky:e@127.0.0.1:\(port)/sky"
-        let error = #expect(throws: JournalError.self) { try PostgresJobStore(uri: short) }
-        let text = error?.description ?? ""
+        let text = Self.refusal(of: "postgresql://sky:e@127.0.0.1:\(port)/sky")
         #expect(text.contains("postgresql://sky:***@127.0.0.1:\(port)/sky"), "\(text)")
         #expect(text.contains("Connection refused") && text.contains("server"), "\(text)")
         let cut = "postgresql://sky:p@ss@127.0.0.1:\(port)/sky"
-        let cutError = #expect(throws: JournalError.self) { try PostgresJobStore(uri: cut) }
-        let cutText = cutError?.description ?? ""
+        let cutText = Self.refusal(of: cut)
         #expect(!cutText.contains("p@ss") && !cutText.contains("\"ss@"), "\(cutText)")
         #expect(!cutText.contains("addre***"), "\(cutText)")
         #expect(PostgresJobStore.redacted(cut) == "postgresql://sky:***@127.0.0.1:\(port)/sky")

@@ -219,6 +219,26 @@ struct CodecRoundTripTests {
         #expect(try SkyEvent.decode(stats(#","paused":true,"later":[1]"#)).stats?.services?["a"]?.paused == true)
     }
 
+    /// `counters` in `broker.stats` is an addition too: absent from an older broker's stats,
+    /// read from a broker's that carries them, with a counter a later broker may add skipped.
+    @Test func theCountersInStatsAreReadWhenPresent() throws {
+        var stats = BrokerStats(workers: 0, capacity: 0, queued: 0, inFlight: 0, completed: 0, completedPerSecond: 0)
+        #expect(
+            try SkyEvent.decode(SkyEvent(seq: 1, event: .brokerStats, time: "t", stats: stats).encodeFrames())
+                .stats?.counters == nil, "an older broker's")
+        var counters = BrokerCounters()
+        counters.malformedClientMessages = 531
+        stats.counters = counters
+        let frames = SkyEvent(seq: 2, event: .brokerStats, time: "t", stats: stats).encodeFrames()
+        #expect(try SkyEvent.decode(frames).stats?.counters == counters)
+        let later = String(decoding: frames[3], as: UTF8.self).split(separator: #""malformedClientMessages":531"#)
+            .joined(separator: #""malformedClientMessages":531,"laterCounter":2"#)
+        #expect(later.contains("laterCounter"))
+        var laterFrames = frames
+        laterFrames[3] = Array(later.utf8)
+        #expect(try SkyEvent.decode(laterFrames).stats?.counters?.malformedClientMessages == 531)
+    }
+
     @Test func remoteErrorBodyRoundTripsAndToleratesPlainText() {
         let body = RemoteErrorBody(type: "MyError", message: "boom")
         #expect(RemoteErrorBody(decoding: body.encoded()) == body)
