@@ -376,24 +376,8 @@ final class ZMQEventLoopRunner {
                     ZMQError(code: ENOTSOCK, operation: "send on \(outbound.socket): socket is not open")))
             return
         }
-        if entry.hasPending {
-            entry.pending.append(outbound.content)
-            loop.blockedSends.add(1, ordering: .relaxed)
-            return
-        }
-        entry.stale = true
-        do {
-            if try entry.socket.send(outbound.content, dontWait: true) { return }
-            if entry.dropsWhenFull {
-                batch.append(
-                    .sendFailed(outbound.socket, outbound.content.arrays, ZMQError(code: EAGAIN, operation: "zmq_send"))
-                )
-            } else {
-                entry.pending.append(outbound.content)
-                loop.blockedSends.add(1, ordering: .relaxed)
-            }
-        } catch {
-            batch.append(.sendFailed(outbound.socket, outbound.content.arrays, error))
+        deliver(on: entry, { () throws(ZMQError) in try entry.socket.send(outbound.content, dontWait: true) }) {
+            outbound.content
         }
     }
 
@@ -404,22 +388,31 @@ final class ZMQEventLoopRunner {
             send(ZMQEventLoop.Outbound(socket: id, parts: parts))
             return
         }
+        deliver(on: entry, { () throws(ZMQError) in try entry.socket.send(parts, dontWait: true) }) { .parts(parts) }
+    }
+
+    /// Sends by `attempt` now, or keeps the message (`kept` makes it, only then) behind those
+    /// waiting for room; a ROUTER or PUB that cannot take it, or a failed send, reports it in
+    /// the next batch.
+    private func deliver(
+        on entry: Entry, _ attempt: () throws(ZMQError) -> Bool, kept: () -> ZMQEventLoop.Outbound.Content
+    ) {
         if entry.hasPending {
-            entry.pending.append(.parts(parts))
+            entry.pending.append(kept())
             loop.blockedSends.add(1, ordering: .relaxed)
             return
         }
         entry.stale = true
         do {
-            if try entry.socket.send(parts, dontWait: true) { return }
+            if try attempt() { return }
             if entry.dropsWhenFull {
-                batch.append(.sendFailed(id, parts.arrays, ZMQError(code: EAGAIN, operation: "zmq_send")))
+                batch.append(.sendFailed(entry.id, kept().arrays, ZMQError(code: EAGAIN, operation: "zmq_send")))
             } else {
-                entry.pending.append(.parts(parts))
+                entry.pending.append(kept())
                 loop.blockedSends.add(1, ordering: .relaxed)
             }
         } catch {
-            batch.append(.sendFailed(id, parts.arrays, error))
+            batch.append(.sendFailed(entry.id, kept().arrays, error))
         }
     }
 
