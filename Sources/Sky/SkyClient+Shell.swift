@@ -325,7 +325,10 @@ extension SkyClient {
         ) {
             switch consume action {
             case .send(let socket, let command):
-                outbound.send(socket: Self.socketID(socket), parts: command.parts()) { command.frames() }
+                let id = Self.socketID(socket)
+                if !command.lendParts({ outbound.send(socket: id, parts: $0) }) {
+                    outbound.append(ZMQEventLoop.Outbound(socket: id, message: command.frames()))
+                }
             case .succeed(let waiters, let body, let attempts):
                 resume(waiters, Completion(result: .success(body), attempts: attempts))
             case .fail(let waiters, let error, let attempts):

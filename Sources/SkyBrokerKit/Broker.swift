@@ -466,8 +466,12 @@ public final class Broker: Service, Sendable {
             switch consume action {
             case .sendToClient(let peer, let command):
                 peer.withBytes { routingID in
-                    outbound.send(socket: Broker.clientsSocket, parts: command.parts(routedTo: routingID)) {
-                        command.frames(routedTo: routingID)
+                    let lent = command.lendParts(routedTo: routingID) {
+                        outbound.send(socket: Broker.clientsSocket, parts: $0)
+                    }
+                    if !lent {
+                        outbound.append(
+                            .init(socket: Broker.clientsSocket, message: command.frames(routedTo: routingID)))
                     }
                 }
             case .sendToWorker(let peer, let command):
@@ -511,8 +515,9 @@ extension Broker.Shell {
     /// one buffer.
     fileprivate static func send(_ command: BrokerToWorker, to peer: PeerID, into outbound: inout some OutboundSink) {
         peer.withBytes { routingID in
-            outbound.send(socket: Broker.workersSocket, parts: command.parts(routedTo: routingID)) {
-                command.frames(routedTo: routingID)
+            let lent = command.lendParts(routedTo: routingID) { outbound.send(socket: Broker.workersSocket, parts: $0) }
+            if !lent {
+                outbound.append(.init(socket: Broker.workersSocket, message: command.frames(routedTo: routingID)))
             }
         }
     }

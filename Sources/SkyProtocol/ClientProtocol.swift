@@ -78,15 +78,15 @@ public enum ClientToBroker: Sendable, Equatable {
 
     public func encode() -> [[UInt8]] { frames().arrays }
 
-    /// A packed REQUEST as ``FrameParts``, sent with no buffer of its own; nil for any other
-    /// command, or when its head is too long to be kept inline (then ``frames()``).
-    public func parts() -> FrameParts? {
-        guard case .packedRequest(let request) = self else { return nil }
-        return FrameParts(
-            packed: WireFormat.packedClientSignature, command: Command.request.rawValue, request.requestID,
+    /// Lends a packed REQUEST to `use` as ``FrameParts``, sent with no buffer of its own;
+    /// false, and `use` not called, for any other command (then ``frames()``).
+    public func lendParts(_ use: (FrameParts) -> Void) -> Bool {
+        guard case .packedRequest(let request) = self else { return false }
+        FrameParts.lendPacked(
+            WireFormat.packedClientSignature, command: Command.request.rawValue, request.requestID,
             fieldBytes: 16 + request.service.utf8.count, routedTo: nil, body: request.body[...],
-            trailer: request.trace
-        ) { Self.writePackedFields(&$0, request) }
+            trailer: request.trace, fields: { Self.writePackedFields(&$0, request) }, to: use)
+        return true
     }
 
     /// A packed REQUEST's fields after its request id.
@@ -194,15 +194,18 @@ public enum BrokerToClient: Sendable, Equatable {
         routingID.withUnsafeBytes { frames(routedTo: $0) }
     }
 
-    /// A packed REPLY as ``FrameParts``, after a ROUTER's routing-id frame when one is given,
-    /// sent with no buffer of its own; nil for any other command, or when the routing id is too
-    /// long to be kept inline (then ``frames(routedTo:)``).
-    public func parts(routedTo routingID: UnsafeRawBufferPointer?) -> FrameParts? {
-        guard case .packedReply(let reply) = self else { return nil }
-        return FrameParts(
-            packed: WireFormat.packedClientSignature, command: Command.reply.rawValue, reply.requestID, fieldBytes: 5,
-            routedTo: routingID, body: reply.bodyBytes, trailer: nil
-        ) { Self.writePackedFields(&$0, reply) }
+    /// Lends a packed REPLY to `use` as ``FrameParts``, after a ROUTER's routing-id frame when
+    /// one is given, sent with no buffer of its own; false, and `use` not called, for any other
+    /// command (then ``frames(routedTo:)``).
+    public func lendParts(
+        routedTo routingID: UnsafeRawBufferPointer?, _ use: (FrameParts) -> Void
+    ) -> Bool {
+        guard case .packedReply(let reply) = self else { return false }
+        FrameParts.lendPacked(
+            WireFormat.packedClientSignature, command: Command.reply.rawValue, reply.requestID, fieldBytes: 5,
+            routedTo: routingID, body: reply.bodyBytes, trailer: nil, fields: { Self.writePackedFields(&$0, reply) },
+            to: use)
+        return true
     }
 
     /// A packed REPLY's fields after its request id: the attempt and the status.

@@ -37,23 +37,22 @@ extension PackedFieldWriter {
 }
 
 extension FrameParts {
-    /// A packed message (docs/protocol.md, "Packed messages") sent from its parts: a head of the
-    /// version 2 signature, the command byte and the request id, then what `fields` writes,
-    /// exactly `fieldBytes` bytes; then `body` and `trailer`. The head is the one
+    /// Lends a packed message (docs/protocol.md, "Packed messages") to `use` from its parts: a
+    /// head of the version 2 signature, the command byte and the request id, then what `fields`
+    /// writes, exactly `fieldBytes` bytes; then `body` and `trailer`. The head is the one
     /// ``Frames/Writer/appendPacked(_:command:_:fieldBytes:_:)`` writes.
-    /// - Returns: nil when the routing id and the head do not fit ``FrameParts/inlineCapacity``.
     @inlinable
-    public init?(
-        packed signature: [UInt8], command: UInt8, _ id: RequestID, fieldBytes: Int,
+    public static func lendPacked<Result>(
+        _ signature: [UInt8], command: UInt8, _ id: RequestID, fieldBytes: Int,
         routedTo routingID: UnsafeRawBufferPointer?, body: ArraySlice<UInt8>, trailer: [UInt8]?,
-        _ fields: (inout PackedFieldWriter) -> Void
-    ) {
-        self.init(
+        fields: (inout PackedFieldWriter) -> Void, to use: (FrameParts) -> Result
+    ) -> Result {
+        lend(
             routedTo: routingID, headBytes: signature.count + 1 + RequestID.byteCount + fieldBytes, body: body,
-            trailer: trailer
-        ) { writer in
-            writer.packedStart(signature, command: command, id)
-            fields(&writer)
-        }
+            trailer: trailer,
+            head: { writer in
+                writer.packedStart(signature, command: command, id)
+                fields(&writer)
+            }, to: use)
     }
 }

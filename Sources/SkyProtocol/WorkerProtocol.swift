@@ -185,14 +185,15 @@ public enum WorkerToBroker: Sendable, Equatable {
         }
     }
 
-    /// A packed REPLY as ``FrameParts``, sent with no buffer of its own; nil for any other
-    /// command (then ``frames()``).
-    public func parts() -> FrameParts? {
-        guard case .packedReply(let tag, let reply) = self else { return nil }
-        return FrameParts(
-            packed: WireFormat.packedWorkerSignature, command: Command.reply.rawValue, reply.requestID,
-            fieldBytes: 1 + tag.count, routedTo: nil, body: reply.bodyBytes, trailer: nil
-        ) { Self.writePackedFields(&$0, tag: tag, reply.status) }
+    /// Lends a packed REPLY to `use` as ``FrameParts``, sent with no buffer of its own; false,
+    /// and `use` not called, for any other command (then ``frames()``).
+    public func lendParts(_ use: (FrameParts) -> Void) -> Bool {
+        guard case .packedReply(let tag, let reply) = self else { return false }
+        FrameParts.lendPacked(
+            WireFormat.packedWorkerSignature, command: Command.reply.rawValue, reply.requestID,
+            fieldBytes: 1 + tag.count, routedTo: nil, body: reply.bodyBytes, trailer: nil,
+            fields: { Self.writePackedFields(&$0, tag: tag, reply.status) }, to: use)
+        return true
     }
 
     /// A packed REPLY's fields after its request id: the status and the delivery's tag.
@@ -360,15 +361,18 @@ public enum BrokerToWorker: Sendable, Equatable {
         return writer.finish()
     }
 
-    /// A packed REQUEST as ``FrameParts``, sent with no buffer of its own; nil for any other
-    /// command, or when its head is too long to be kept inline (then ``frames(routedTo:)``).
-    public func parts(routedTo routingID: UnsafeRawBufferPointer?) -> FrameParts? {
-        guard case .packedRequest(let tag, let request) = self else { return nil }
-        return FrameParts(
-            packed: WireFormat.packedWorkerSignature, command: Command.request.rawValue, request.requestID,
+    /// Lends a packed REQUEST to `use` as ``FrameParts``, after a ROUTER's routing-id frame when
+    /// one is given, sent with no buffer of its own; false, and `use` not called, for any other
+    /// command (then ``frames(routedTo:)``).
+    public func lendParts(
+        routedTo routingID: UnsafeRawBufferPointer?, _ use: (FrameParts) -> Void
+    ) -> Bool {
+        guard case .packedRequest(let tag, let request) = self else { return false }
+        FrameParts.lendPacked(
+            WireFormat.packedWorkerSignature, command: Command.request.rawValue, request.requestID,
             fieldBytes: Self.packedFieldBytes(tag: tag, request), routedTo: routingID, body: request.body[...],
-            trailer: request.trace
-        ) { Self.writePackedFields(&$0, tag: tag, request) }
+            trailer: request.trace, fields: { Self.writePackedFields(&$0, tag: tag, request) }, to: use)
+        return true
     }
 
     /// The bytes of a packed REQUEST's fields after its request id.

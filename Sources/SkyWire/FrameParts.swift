@@ -1,77 +1,74 @@
-/// A message sent frame by frame straight from the values that hold it: a routing id and a
-/// head kept inline, then a body and an optional trailer by reference. Nothing is allocated
-/// and nothing copied to gather them; libzmq copies each frame as it takes it.
+/// A message lent frame by frame straight from the memory that holds it, for the length of one
+/// call: a routing id (a ROUTER's first frame), a head written on the stack, a body and an
+/// optional trailer. Nothing is allocated, copied or reference counted to gather them; libzmq
+/// copies each frame as it takes it.
 ///
-/// The hot messages (a REQUEST or REPLY in its packed form) are built this way; building them
-/// in a ``Frames`` buffer first cost an allocation, a copy of every byte and a release a
-/// message. A message whose routing id and head do not fit ``inlineCapacity`` together (a long
-/// service name) is built as ``Frames`` instead: ``init(routedTo:headBytes:body:trailer:head:)``
-/// returns nil for it.
-public struct FrameParts: Sendable {
-    /// Bytes the routing id and the head may take together.
-    public static let inlineCapacity = 112
-
-    /// The routing id's bytes, then the head's.
-    @usableFromInline var inline:
-        (
-            UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64,
-            UInt64
-        ) = (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
-    /// Whether the message starts with a routing-id frame (a ROUTER's), and its length.
-    @usableFromInline var routed: Bool
-    @usableFromInline var routingCount: UInt8
-    @usableFromInline var headCount: UInt8
+/// The hot messages (a REQUEST or REPLY in its packed form) are sent this way. Building them in
+/// a ``Frames`` buffer first cost an allocation, a copy of every byte and a release a message;
+/// keeping the head in a value of its own, which moved from the codec to the sender and into
+/// the socket, cost a `memcpy` of it at every step (docs/performance-history.md).
+///
+/// Its pointers are valid only inside the closure that lends it: keep none of them. A message
+/// that must outlive the call (a send that has to wait for room) is copied into a ``Frames``
+/// with ``Frames/init(_:)``.
+public struct FrameParts {
+    /// The routing-id frame a ROUTER sends first, if any.
+    public let routingID: UnsafeRawBufferPointer?
+    /// The frame that names the message: the packed header.
+    public let head: UnsafeRawBufferPointer
     /// The frame after the head.
-    public var body: ArraySlice<UInt8>
+    public let body: UnsafeRawBufferPointer
     /// The last frame, if there is one.
-    public var trailer: [UInt8]?
+    public let trailer: UnsafeRawBufferPointer?
 
-    /// Writes the head with `head`, which must write exactly `headBytes` bytes.
-    /// - Parameters:
-    ///   - routingID: the routing-id frame a ROUTER sends first, if any.
-    ///   - headBytes: the head's exact size.
-    /// - Returns: nil when the routing id and the head do not fit ``inlineCapacity``.
-    @inlinable public init?(
-        routedTo routingID: UnsafeRawBufferPointer?, headBytes: Int, body: ArraySlice<UInt8>, trailer: [UInt8]?,
-        head: (inout PackedFieldWriter) -> Void
+    @usableFromInline init(
+        routingID: UnsafeRawBufferPointer?, head: UnsafeRawBufferPointer, body: UnsafeRawBufferPointer,
+        trailer: UnsafeRawBufferPointer?
     ) {
-        let routingCount = routingID?.count ?? 0
-        guard routingCount + headBytes <= Self.inlineCapacity else { return nil }
-        routed = routingID != nil
-        self.routingCount = UInt8(routingCount)
-        headCount = UInt8(headBytes)
+        self.routingID = routingID
+        self.head = head
         self.body = body
         self.trailer = trailer
-        withUnsafeMutableBytes(of: &inline) { raw in
-            if let routingID, let source = routingID.baseAddress, routingCount > 0 {
-                raw.baseAddress!.copyMemory(from: source, byteCount: routingCount)
-            }
-            var writer = PackedFieldWriter(
-                UnsafeMutableRawBufferPointer(rebasing: raw[routingCount..<(routingCount + headBytes)]))
-            head(&writer)
+    }
+
+    /// Writes the head with `write` into memory on the stack (the heap for an unusually long
+    /// one), then lends the message to `use`.
+    /// - Parameters:
+    ///   - routingID: the routing-id frame a ROUTER sends first, if any.
+    ///   - headBytes: the head's exact size; `write` must write exactly that many bytes.
+    ///   - body: the frame after the head.
+    ///   - trailer: the last frame, if any.
+    @inlinable public static func lend<Result>(
+        routedTo routingID: UnsafeRawBufferPointer?, headBytes: Int, body: ArraySlice<UInt8>, trailer: [UInt8]?,
+        head write: (inout PackedFieldWriter) -> Void, to use: (FrameParts) -> Result
+    ) -> Result {
+        withUnsafeTemporaryAllocation(byteCount: headBytes, alignment: MemoryLayout<UInt64>.alignment) { buffer in
+            var writer = PackedFieldWriter(buffer)
+            write(&writer)
             precondition(writer.count == headBytes, "a packed head shorter than its announced size")
+            let head = UnsafeRawBufferPointer(buffer)
+            return body.withUnsafeBytes { body in
+                guard let trailer else {
+                    return use(FrameParts(routingID: routingID, head: head, body: body, trailer: nil))
+                }
+                return trailer.withUnsafeBytes { trailer in
+                    use(FrameParts(routingID: routingID, head: head, body: body, trailer: trailer))
+                }
+            }
         }
     }
 
     /// How many frames the message has.
-    @inlinable public var count: Int { (routed ? 1 : 0) + 2 + (trailer == nil ? 0 : 1) }
+    @inlinable public var count: Int { (routingID == nil ? 0 : 1) + 2 + (trailer == nil ? 0 : 1) }
 
-    /// Lends each frame in order, with whether it is the last; stops when `body` returns false.
+    /// Lends each frame in order, with whether it is the last; stops when `visit` returns false.
     @inlinable public func forEachFrame(_ visit: (UnsafeRawBufferPointer, _ isLast: Bool) -> Bool) {
-        var inline = inline
-        let routingCount = Int(routingCount)
-        let headEnd = routingCount + Int(headCount)
-        let goOn = withUnsafeBytes(of: &inline) { raw in
-            if routed, !visit(UnsafeRawBufferPointer(rebasing: raw[0..<routingCount]), false) { return false }
-            return visit(UnsafeRawBufferPointer(rebasing: raw[routingCount..<headEnd]), false)
-        }
-        guard goOn else { return }
-        let bodyIsLast = trailer == nil
-        guard body.withUnsafeBytes({ visit($0, bodyIsLast) }), let trailer else { return }
-        _ = trailer.withUnsafeBytes { visit($0, true) }
+        if let routingID, !visit(routingID, false) { return }
+        guard visit(head, false), visit(body, trailer == nil), let trailer else { return }
+        _ = visit(trailer, true)
     }
 
-    /// Each frame as an array (a message that could not be sent, and tests).
+    /// Each frame as an array (tests, and messages off the hot paths).
     public var arrays: [[UInt8]] {
         var frames: [[UInt8]] = []
         frames.reserveCapacity(count)
@@ -82,3 +79,21 @@ public struct FrameParts: Sendable {
         return frames
     }
 }
+
+extension Frames {
+    /// The message's frames copied into one buffer, to outlive the call that lent them.
+    public init(_ parts: FrameParts) {
+        let routing = parts.routingID.map { Self.inlineSize($0.count) } ?? 0
+        let trailer = parts.trailer.map { Self.inlineSize($0.count) } ?? 0
+        var writer = Writer(
+            frames: parts.count,
+            bytes: routing + Self.inlineSize(parts.head.count) + Self.inlineSize(parts.body.count) + trailer)
+        parts.forEachFrame { frame, _ in
+            writer.append(frame)
+            return true
+        }
+        self = writer.finish()
+    }
+}
+
+extension FrameParts: FrameSource {}

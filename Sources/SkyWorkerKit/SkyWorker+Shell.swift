@@ -316,12 +316,11 @@ extension SkyWorker {
             _ command: WorkerToBroker, generation: Int, behindConnect: Bool, loop: ZMQEventLoop,
             into outbound: inout some OutboundSink
         ) {
+            let socket = socket(generation)
             if behindConnect {
-                loop.send([
-                    ZMQEventLoop.Outbound(socket: socket(generation), parts: command.parts()) { command.frames() }
-                ])
-            } else {
-                outbound.send(socket: socket(generation), parts: command.parts()) { command.frames() }
+                loop.send([ZMQEventLoop.Outbound(socket: socket, message: command.frames())])
+            } else if !command.lendParts({ outbound.send(socket: socket, parts: $0) }) {
+                outbound.append(ZMQEventLoop.Outbound(socket: socket, message: command.frames()))
             }
         }
     }

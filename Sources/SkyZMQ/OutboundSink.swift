@@ -5,21 +5,19 @@ import SkyWire
 /// ``ZMQEventLoop/Sender``, which sends each at once.
 ///
 /// Why two: on the hot path a message built into an `Outbound`, appended, moved out again and
-/// destroyed after its send paid copies of its ``FrameParts`` and generic value witnesses,
-/// every message (docs/performance.md has the count).
+/// destroyed after its send paid copies and generic value witnesses, every message
+/// (docs/performance.md has the count).
 public protocol OutboundSink {
     /// One message, sent in the order of the calls.
     mutating func append(_ message: ZMQEventLoop.Outbound)
 
-    /// A message from its parts when it has them, else built in one buffer by `frames`.
-    mutating func send(socket: ZMQEventLoop.SocketID, parts: consuming FrameParts?, otherwise frames: () -> Frames)
+    /// A message lent from its parts: sent before this returns, or copied to be sent later.
+    mutating func send(socket: ZMQEventLoop.SocketID, parts: FrameParts)
 }
 
 extension Array: OutboundSink where Element == ZMQEventLoop.Outbound {
-    public mutating func send(
-        socket: ZMQEventLoop.SocketID, parts: consuming FrameParts?, otherwise frames: () -> Frames
-    ) {
-        append(ZMQEventLoop.Outbound(socket: socket, parts: parts, otherwise: frames))
+    public mutating func send(socket: ZMQEventLoop.SocketID, parts: FrameParts) {
+        append(ZMQEventLoop.Outbound(socket: socket, message: Frames(parts)))
     }
 }
 
@@ -35,12 +33,8 @@ extension ZMQEventLoop {
             runner.send(message)
         }
 
-        public mutating func send(socket: SocketID, parts: consuming FrameParts?, otherwise frames: () -> Frames) {
-            // Moved out of the optional, not copied.
-            switch consume parts {
-            case .some(let parts): runner.send(parts, on: socket)
-            case .none: runner.send(Outbound(socket: socket, message: frames()))
-            }
+        public mutating func send(socket: SocketID, parts: FrameParts) {
+            runner.send(parts, on: socket)
         }
     }
 }

@@ -100,15 +100,12 @@ extension ZMQEventLoop {
         public enum Content: Sendable {
             case arrays([[UInt8]])
             case frames(Frames)
-            /// Sent straight from its parts (the hot messages; see ``FrameParts``).
-            case parts(FrameParts)
 
             /// Each frame as an array (copies a buffer's small frames).
             public var arrays: [[UInt8]] {
                 switch self {
                 case .arrays(let arrays): arrays
                 case .frames(let frames): frames.arrays
-                case .parts(let parts): parts.arrays
                 }
             }
         }
@@ -124,18 +121,6 @@ extension ZMQEventLoop {
         public init(socket: SocketID, frames: [[UInt8]]) {
             self.socket = socket
             content = .arrays(frames)
-        }
-
-        public init(socket: SocketID, parts: FrameParts) {
-            self.socket = socket
-            content = .parts(parts)
-        }
-
-        /// A message from its parts when it has them, else built in one buffer by `frames`
-        /// (a command of another kind, or a head too long to keep inline).
-        public init(socket: SocketID, parts: FrameParts?, otherwise frames: () -> Frames) {
-            self.socket = socket
-            content = parts.map { .parts($0) } ?? .frames(frames())
         }
 
         /// Each frame as an array.

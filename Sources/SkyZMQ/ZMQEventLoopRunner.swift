@@ -381,14 +381,16 @@ final class ZMQEventLoopRunner {
         }
     }
 
-    /// ``send(_:)`` for a message in its parts, with no ``ZMQEventLoop/Outbound`` made unless
-    /// it must wait or failed.
+    /// ``send(_:)`` for a message lent in its parts, copied into a ``ZMQEventLoop/Outbound``
+    /// only when it must wait or failed.
     func send(_ parts: FrameParts, on id: ZMQEventLoop.SocketID) {
         guard let entry = entry(id) else {
-            send(ZMQEventLoop.Outbound(socket: id, parts: parts))
+            send(ZMQEventLoop.Outbound(socket: id, message: Frames(parts)))
             return
         }
-        deliver(on: entry, { () throws(ZMQError) in try entry.socket.send(parts, dontWait: true) }) { .parts(parts) }
+        deliver(on: entry, { () throws(ZMQError) in try entry.socket.send(parts, dontWait: true) }) {
+            .frames(Frames(parts))
+        }
     }
 
     /// Sends by `attempt` now, or keeps the message (`kept` makes it, only then) behind those

@@ -121,7 +121,7 @@ public final class ZMQSocket {
         return try send(eachFrameOf: message, dontWait: dontWait)
     }
 
-    /// Sends a message each frame straight from the value that holds it.
+    /// Sends a message each frame straight from the memory that holds it.
     @discardableResult
     public func send(_ message: FrameParts, dontWait: Bool = false) throws(ZMQError) -> Bool {
         try send(eachFrameOf: message, dontWait: dontWait)
@@ -153,7 +153,6 @@ public final class ZMQSocket {
         switch content {
         case .arrays(let frames): try send(frames, dontWait: dontWait)
         case .frames(let message): try send(message, dontWait: dontWait)
-        case .parts(let message): try send(message, dontWait: dontWait)
         }
     }
 

@@ -5,8 +5,8 @@ import Testing
 
 /// The hot messages sent from their parts (``FrameParts``) are byte for byte the messages built
 /// in one buffer (``Frames``), which the codec tests check against docs/protocol.md: with and
-/// without a routing id and a trace frame, for empty, small and large bodies; and a head too
-/// long to keep inline falls back to the buffer.
+/// without a routing id and a trace frame, for empty, small and large bodies, and when copied
+/// to be kept.
 @Suite("Protocol codec: messages sent from their parts")
 struct FramePartsTests {
     static let id = RequestID(high: 0x0102_0304_0506_0708, low: 0x090a_0b0c_0d0e_0f10)
@@ -27,44 +27,64 @@ struct FramePartsTests {
         return id.withUnsafeBytes { body($0) }
     }
 
+    /// The frames a command lends, as arrays; nil when it lends none.
+    static func lent(_ lend: ((FrameParts) -> Void) -> Bool) -> [[UInt8]]? {
+        var frames: [[UInt8]]?
+        guard lend({ frames = $0.arrays }) else { return nil }
+        return frames
+    }
+
     @Test(arguments: bodies)
     func theHotMessagesAreTheSameFromTheirParts(body: [UInt8]) throws {
         for trace in [nil, Array("00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01".utf8)] {
             let request = Self.request(body: body, trace: trace)
             let client = ClientToBroker.packedRequest(request)
-            #expect(try #require(client.parts()).arrays == client.frames().arrays)
+            #expect(Self.lent(client.lendParts) == client.frames().arrays)
             let reply = TaskReply(requestID: Self.id, attempt: 4, status: .handlerError, body: body)
             let worker = WorkerToBroker.packedReply(tag: Self.tag, reply)
-            #expect(try #require(worker.parts()).arrays == worker.frames().arrays)
+            #expect(Self.lent(worker.lendParts) == worker.frames().arrays)
             for routingID in Self.routingIDs {
                 let toWorker = BrokerToWorker.packedRequest(tag: Self.tag, request)
                 let toClient = BrokerToClient.packedReply(reply)
                 Self.routed(routingID) { id in
-                    #expect(toWorker.parts(routedTo: id)?.arrays == toWorker.frames(routedTo: id).arrays)
-                    #expect(toClient.parts(routedTo: id)?.arrays == toClient.frames(routedTo: id).arrays)
+                    #expect(Self.lent { toWorker.lendParts(routedTo: id, $0) } == toWorker.frames(routedTo: id).arrays)
+                    #expect(Self.lent { toClient.lendParts(routedTo: id, $0) } == toClient.frames(routedTo: id).arrays)
                 }
             }
         }
     }
 
-    /// A routing id and head over ``FrameParts/inlineCapacity`` (a long service name) has no
-    /// parts: the sender builds it in one buffer; the framed forms have none either.
-    @Test func aHeadTooLongToKeepInlineHasNoParts() {
-        let long = Self.request(body: [1, 2], trace: nil, service: String(repeating: "s", count: 100))
-        #expect(ClientToBroker.packedRequest(long).parts() == nil)
-        #expect(
-            Self.routed(Self.routingIDs[2]) { BrokerToWorker.packedRequest(tag: Self.tag, long).parts(routedTo: $0) }
-                == nil)
-        // Just within: a head that fills the inline bytes exactly.
-        let head = WireFormat.packedClientSignature.count + 1 + RequestID.byteCount + 16
-        let fits = Self.request(
-            body: [1], trace: nil, service: String(repeating: "s", count: FrameParts.inlineCapacity - head))
-        let client = ClientToBroker.packedRequest(fits)
-        #expect(client.parts()?.arrays == client.frames().arrays)
+    /// A message kept to be sent later is copied out of the memory that lent it: the copy holds
+    /// the same frames, small ones in its buffer and a large body as an array of its own.
+    @Test(arguments: bodies)
+    func aCopyOfLentPartsHoldsTheSameFrames(body: [UInt8]) {
+        let request = Self.request(body: body, trace: [7, 7])
+        for routingID in Self.routingIDs {
+            Self.routed(routingID) { id in
+                let command = BrokerToWorker.packedRequest(tag: Self.tag, request)
+                var copy: Frames?
+                #expect(command.lendParts(routedTo: id) { copy = Frames($0) })
+                #expect(copy?.arrays == command.frames(routedTo: id).arrays)
+                #expect(copy?.byteCount == command.frames(routedTo: id).byteCount)
+            }
+        }
+    }
+
+    /// A long service name (a head of hundreds of bytes) is lent from its parts too; the framed
+    /// forms and the other commands lend none, and are built in one buffer.
+    @Test func aLongHeadIsLentAndTheOtherCommandsAreNot() {
+        let long = Self.request(body: [1, 2], trace: nil, service: String(repeating: "s", count: 2000))
+        let client = ClientToBroker.packedRequest(long)
+        #expect(Self.lent(client.lendParts) == client.frames().arrays)
+        Self.routed(Self.routingIDs[2]) { id in
+            let command = BrokerToWorker.packedRequest(tag: Self.tag, long)
+            #expect(Self.lent { command.lendParts(routedTo: id, $0) } == command.frames(routedTo: id).arrays)
+        }
         let request = Self.request(body: [1], trace: nil)
-        #expect(ClientToBroker.request(request).parts() == nil)
-        #expect(BrokerToWorker.request(tag: Self.tag, request).parts(routedTo: nil) == nil)
-        #expect(BrokerToClient.reply(TaskReply(requestID: Self.id, status: .ok, body: [])).parts(routedTo: nil) == nil)
-        #expect(WorkerToBroker.heartbeat.parts() == nil)
+        #expect(Self.lent(ClientToBroker.request(request).lendParts) == nil)
+        #expect(Self.lent { BrokerToWorker.request(tag: Self.tag, request).lendParts(routedTo: nil, $0) } == nil)
+        let reply = BrokerToClient.reply(TaskReply(requestID: Self.id, status: .ok, body: []))
+        #expect(Self.lent { reply.lendParts(routedTo: nil, $0) } == nil)
+        #expect(Self.lent(WorkerToBroker.heartbeat.lendParts) == nil)
     }
 }

@@ -68,7 +68,7 @@ struct ZMQSocketTests {
     }
 
     /// A message sent from its parts (``FrameParts``) arrives as the frames it names: a routing
-    /// id and a head from its inline bytes, the body and the trailer from their arrays.
+    /// id, a head written on the stack, the body and the trailer from their arrays.
     @Test func aMessageSentFromItsPartsArrivesWhole() async throws {
         try await onThread {
             let (context, sender, receiver) = try Self.connectedPair()
@@ -78,15 +78,17 @@ struct ZMQSocketTests {
                 ([], nil), (Array(1...64), [9, 9]), ([UInt8](repeating: 5, count: 3000), nil),
             ]
             for (body, trailer) in messages {
-                let parts = try #require(
-                    routingID.withUnsafeBytes { id in
-                        FrameParts(routedTo: id, headBytes: 3, body: body[...], trailer: trailer) { head in
+                let sent = try routingID.withUnsafeBytes { id in
+                    try FrameParts.lend(
+                        routedTo: id, headBytes: 3, body: body[...], trailer: trailer,
+                        head: { head in
                             head.byte(1)
                             head.byte(2)
                             head.byte(3)
-                        }
-                    })
-                #expect(try sender.send(.parts(parts)))
+                        }, to: { parts in Result { () throws(ZMQError) in try sender.send(parts) } }
+                    ).get()
+                }
+                #expect(sent)
                 // Waited for with a bound: a message whose last frame never went stays unreadable.
                 var poller = ZMQPoller()
                 poller.add(receiver, events: .readable)
