@@ -424,8 +424,12 @@ struct RequestQueue: Sendable {
             guard let key = lanes[lane].nextKey(rates: &rates, dead: &deadEntries) else { return nil }
             return key.isEmpty ? lanes[lane].entries.first?.arrival : lanes[lane].keyed!.queues[key]?.first?.arrival
         }
-        while let head = lanes[lane].entries.first {
-            if !head.dropped { return lanes[lane].plainHeadMayStart(&rates, taking: false) ? head.arrival : nil }
+        // The head's fields read in place: `entries.first` copied the whole request out (its
+        // references counted up and down again) every time a worker looked for work.
+        while !lanes[lane].entries.isEmpty {
+            if !lanes[lane].entries[0].dropped {
+                return lanes[lane].plainHeadMayStart(&rates, taking: false) ? lanes[lane].entries[0].arrival : nil
+            }
             lanes[lane].entries.removeFirst()
             deadEntries -= 1
         }
