@@ -485,7 +485,7 @@ package struct BrokerStateMachine: Sendable {
         _ request: consuming TaskRequest, from peer: PeerID, packed: Bool, now: Instant,
         into actions: inout [BrokerAction]
     ) {
-        if request.service.hasPrefix(BrokerService.prefix) {
+        if BrokerService.isReserved(request.service) {
             if !answerJobService(request, for: peer, now: now, into: &actions) {
                 answerBrokerService(request, for: peer, now: now, into: &actions)
             }
@@ -549,10 +549,10 @@ package struct BrokerStateMachine: Sendable {
         if request.header.keepIfAbandoned { indexKeptCall(request.requestID, from: client) }
         // The service's name is looked up here, once; the rest goes by its number.
         let service = services.number(for: request.service, limit: waitingServicesLimit)
-        let task = QueuedRequest(
-            client: client, request: request,
-            arrival: queue.nextArrival(priority: request.header.priority) | UInt64(service ?? ServiceBook.none),
-            arrivedAt: ticks(now))
+        // Read before the request moves into its queue entry: read after, it was copied in
+        // (its references counted up) and destroyed here.
+        let arrival = queue.nextArrival(priority: request.header.priority) | UInt64(service ?? ServiceBook.none)
+        let task = QueuedRequest(client: client, request: consume request, arrival: arrival, arrivedAt: ticks(now))
         guard let service else {
             counters.rejectedOverloaded += 1
             fail(
@@ -606,8 +606,10 @@ package struct BrokerStateMachine: Sendable {
     /// queue takes the place of another's newest request (``makeRoom(for:of:bytes:into:)``).
     private mutating func queueRefusal(for task: QueuedRequest, into actions: inout [BrokerAction]) -> String? {
         let bytes = task.request.queuedSize
-        guard let record = clients.record(task.client) else { return nil }
-        if queue.count >= configuration.queueLimit || queue.bytes + bytes > configuration.queueBytesLimit {
+        guard let waiting = clients.waiting(task.client) else { return nil }
+        if queue.count >= configuration.queueLimit || queue.bytes + bytes > configuration.queueBytesLimit,
+            let record = clients.record(task.client)
+        {
             makeRoom(for: task, of: record, bytes: bytes, into: &actions)
         }
         if queue.count >= configuration.queueLimit {
@@ -620,12 +622,13 @@ package struct BrokerStateMachine: Sendable {
             return
                 "the broker's queue holds \(queue.bytes) bytes of requests and this one has \(bytes); the limit is \(configuration.queueBytesLimit) (--queue-bytes)"
         }
-        if record.waiting >= configuration.clientQueueLimit
-            || record.waitingBytes + bytes > configuration.clientQueueBytesLimit
+        // Making room takes only other clients' requests: this one's share is as read above.
+        if waiting.count >= configuration.clientQueueLimit
+            || waiting.bytes + bytes > configuration.clientQueueBytesLimit
         {
             counters.rejectedClientShare += 1
             return
-                "this client already has \(record.waiting) requests (\(record.waitingBytes) bytes) waiting, its share of the broker's queue (--client-queue-share \(configuration.clientQueueShare))"
+                "this client already has \(waiting.count) requests (\(waiting.bytes) bytes) waiting, its share of the broker's queue (--client-queue-share \(configuration.clientQueueShare))"
         }
         return nil
     }

@@ -55,6 +55,14 @@ struct ClientBook: Sendable {
         return Int(number) < records.count ? records[Int(number)] : nil
     }
 
+    /// A known client's waiting requests and their bytes, read in place: ``record(_:)`` copied
+    /// the whole record (its routing id's reference counted) on every request the broker took.
+    func waiting(_ number: Number) -> (count: Int, bytes: Int)? {
+        if number == Self.jobs { return jobsRecord.map { ($0.waiting, $0.waitingBytes) } }
+        guard Int(number) < records.count, records[Int(number)] != nil else { return nil }
+        return (records[Int(number)]!.waiting, records[Int(number)]!.waitingBytes)
+    }
+
     /// Runs `change` on a known client's record in place; nil for a free number. (A closure,
     /// not a `_modify` accessor: the accessor's coroutine allocated its frame on every call.)
     @inline(__always)

@@ -142,6 +142,14 @@ public enum BrokerService {
     public static let features = "mmi.features"
     /// The prefix reserved for broker services; workers may not register such names.
     public static let prefix = "mmi."
+
+    /// Whether `name` starts with ``prefix`` ("mmi."): its first bytes compared, where
+    /// `hasPrefix` compared by characters, about 100 instructions on every request the broker
+    /// takes. A test holds the two to the same answers.
+    public static func isReserved(_ name: String) -> Bool {
+        var bytes = name.utf8.makeIterator()
+        return bytes.next() == 0x6D && bytes.next() == 0x6D && bytes.next() == 0x69 && bytes.next() == 0x2E
+    }
     /// Body: a ``JobSubmission``. Reply: the job's 16-byte id, once the journal holds it on disk
     /// (for an idempotency key already used, the first job's id).
     public static let jobSubmit = "mmi.jobs.submit"

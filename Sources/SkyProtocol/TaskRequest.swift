@@ -138,11 +138,12 @@ public struct TaskRequest: Sendable, Equatable {
     public var header: RequestHeader
     /// Body, trace frame and concurrency key in one word: the broker keeps a copy of every
     /// waiting request, and an optional field of its own would cost each of them its bytes (and
-    /// each copy its reference counting), whether it is set or not.
-    private var payload: Payload
+    /// each copy its reference counting), whether it is set or not. Readable by inlined code:
+    /// a getter called across modules made the broker copy the whole request to call it.
+    @usableFromInline var payload: Payload
 
     public var body: [UInt8] {
-        get {
+        @inlinable get {
             switch payload {
             case .plain(let body): body
             case .extended(let extended): extended.body
@@ -154,7 +155,7 @@ public struct TaskRequest: Sendable, Equatable {
     /// The optional trace frame (a ``TraceContext``), at most ``TraceContext/maxBytes``;
     /// carried as it came, never read by the broker.
     public var trace: [UInt8]? {
-        get { extended?.trace }
+        @inlinable get { extended?.trace }
         set { payload = Payload(body: body, trace: newValue, key: concurrencyKey, limit: concurrencyLimit) }
     }
 
@@ -163,17 +164,17 @@ public struct TaskRequest: Sendable, Equatable {
     /// control characters), or `nil`. Travels only from client to broker, in a REQUEST header of
     /// 26 bytes or more, to a broker that names ``BrokerFeatures/concurrencyKeysFeature``.
     public var concurrencyKey: String? {
-        get { extended?.key }
+        @inlinable get { extended?.key }
         set { payload = Payload(body: body, trace: trace, key: newValue, limit: concurrencyLimit) }
     }
 
     /// At most this many calls of ``concurrencyKey`` run at once; 0 for no limit.
     public var concurrencyLimit: UInt32 {
-        get { extended?.limit ?? 0 }
+        @inlinable get { extended?.limit ?? 0 }
         set { payload = Payload(body: body, trace: trace, key: concurrencyKey, limit: newValue) }
     }
 
-    private var extended: Extended? {
+    @inlinable var extended: Extended? {
         switch payload {
         case .plain: nil
         case .extended(let extended): extended
@@ -200,7 +201,7 @@ public struct TaskRequest: Sendable, Equatable {
         }
     }
 
-    private enum Payload: Sendable, Equatable {
+    @usableFromInline enum Payload: Sendable, Equatable {
         case plain([UInt8])
         case extended(Extended)
 
@@ -215,11 +216,11 @@ public struct TaskRequest: Sendable, Equatable {
 
     /// A request's frames beyond the body (a trace frame, a concurrency key), boxed with the
     /// body (immutable: a change makes a new box).
-    private final class Extended: Sendable, Equatable {
-        let body: [UInt8]
-        let trace: [UInt8]?
-        let key: String?
-        let limit: UInt32
+    @usableFromInline final class Extended: Sendable, Equatable {
+        @usableFromInline let body: [UInt8]
+        @usableFromInline let trace: [UInt8]?
+        @usableFromInline let key: String?
+        @usableFromInline let limit: UInt32
 
         init(body: [UInt8], trace: [UInt8]?, key: String?, limit: UInt32) {
             self.body = body
@@ -228,7 +229,7 @@ public struct TaskRequest: Sendable, Equatable {
             self.limit = limit
         }
 
-        static func == (lhs: Extended, rhs: Extended) -> Bool {
+        @usableFromInline static func == (lhs: Extended, rhs: Extended) -> Bool {
             lhs.body == rhs.body && lhs.trace == rhs.trace && lhs.key == rhs.key && lhs.limit == rhs.limit
         }
     }

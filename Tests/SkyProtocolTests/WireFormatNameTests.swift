@@ -31,4 +31,10 @@ struct WireFormatNameTests {
         #expect(!WireFormat.isValidName("del\u{7f}"))
         #expect(WireFormat.isValidName("läuft"))
     }
+
+    /// The broker's quick check of its own services' prefix answers as `hasPrefix` does.
+    @Test(arguments: names + ["mmi.", "mmi", "mm", "", "Mmi.x", "mmi.jobs.submit", "xmmi.", "mmi.数据", "ｍmi."])
+    func theReservedPrefixIsFoundAsHasPrefixFindsIt(_ name: String) {
+        #expect(BrokerService.isReserved(name) == name.hasPrefix(BrokerService.prefix), "\(name)")
+    }
 }
