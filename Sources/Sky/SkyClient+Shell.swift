@@ -324,6 +324,10 @@ extension SkyClient {
             _ action: consuming ClientStateMachine.Action, into outbound: inout some OutboundSink
         ) {
             switch consume action {
+            case .send(let socket, .packedRequest(let request)):
+                // Taken out of the action as it is destructured, not copied out of the command.
+                let id = Self.socketID(socket)
+                ClientToBroker.lendPackedRequest(request) { outbound.send(socket: id, parts: $0) }
             case .send(let socket, let command):
                 let id = Self.socketID(socket)
                 if !command.lendParts({ outbound.send(socket: id, parts: $0) }) {

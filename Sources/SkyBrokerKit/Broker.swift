@@ -464,6 +464,20 @@ public final class Broker: Service, Sendable {
         /// payload is moved into the outbound message rather than copied and then destroyed.
         private func carryOut(_ action: consuming BrokerAction, into outbound: inout some OutboundSink) {
             switch consume action {
+            case .sendToClient(let peer, .packedReply(let reply)):
+                // The reply taken out of the action as it is destructured, not copied out of
+                // the command (see `BrokerToClient.lendPackedReply`).
+                peer.withBytes { routingID in
+                    BrokerToClient.lendPackedReply(reply, routedTo: routingID) {
+                        outbound.send(socket: Broker.clientsSocket, parts: $0)
+                    }
+                }
+            case .sendToWorker(let peer, .packedRequest(let tag, let request)):
+                peer.withBytes { routingID in
+                    BrokerToWorker.lendPackedRequest(tag: tag, request, routedTo: routingID) {
+                        outbound.send(socket: Broker.workersSocket, parts: $0)
+                    }
+                }
             case .sendToClient(let peer, let command):
                 peer.withBytes { routingID in
                     let lent = command.lendParts(routedTo: routingID) {

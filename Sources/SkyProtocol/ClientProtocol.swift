@@ -82,20 +82,33 @@ public enum ClientToBroker: Sendable, Equatable {
     /// false, and `use` not called, for any other command (then ``frames()``).
     public func lendParts(_ use: (FrameParts) -> Void) -> Bool {
         guard case .packedRequest(let request) = self else { return false }
+        Self.lendPackedRequest(request, use)
+        return true
+    }
+
+    /// ``lendParts(_:)`` of `.packedRequest(request)`, for a sender that holds the request
+    /// itself: taking it out of the enum copied it (its references counted up and down).
+    public static func lendPackedRequest(_ request: TaskRequest, _ use: (FrameParts) -> Void) {
+        // The closure takes the fields it writes, not the request: capturing it copied it.
+        let (header, service) = (request.header, request.service)
         FrameParts.lendPacked(
             WireFormat.packedClientSignature, command: Command.request.rawValue, request.requestID,
-            fieldBytes: 16 + request.service.utf8.count, routedTo: nil, body: request.body[...],
-            trailer: request.trace, fields: { Self.writePackedFields(&$0, request) }, to: use)
-        return true
+            fieldBytes: 16 + service.utf8.count, routedTo: nil, body: request.body[...], trailer: request.trace,
+            fields: { writePackedFields(&$0, header, service) }, to: use)
     }
 
     /// A packed REQUEST's fields after its request id.
     private static func writePackedFields(_ fields: inout PackedFieldWriter, _ request: TaskRequest) {
-        fields.bigEndian(request.header.attempt)
-        fields.bigEndian(request.header.timeoutMilliseconds)
-        fields.bigEndian(request.header.noWorkersGraceMilliseconds)
-        fields.bigEndian(UInt32(bitPattern: Int32(request.header.priority)))
-        fields.utf8(request.service)
+        writePackedFields(&fields, request.header, request.service)
+    }
+
+    private static func writePackedFields(_ fields: inout PackedFieldWriter, _ header: RequestHeader, _ service: String)
+    {
+        fields.bigEndian(header.attempt)
+        fields.bigEndian(header.timeoutMilliseconds)
+        fields.bigEndian(header.noWorkersGraceMilliseconds)
+        fields.bigEndian(UInt32(bitPattern: Int32(header.priority)))
+        fields.utf8(service)
     }
 
     /// The message in one buffer: a REQUEST, once per call, is written there directly.
@@ -201,17 +214,31 @@ public enum BrokerToClient: Sendable, Equatable {
         routedTo routingID: UnsafeRawBufferPointer?, _ use: (FrameParts) -> Void
     ) -> Bool {
         guard case .packedReply(let reply) = self else { return false }
+        Self.lendPackedReply(reply, routedTo: routingID, use)
+        return true
+    }
+
+    /// ``lendParts(routedTo:_:)`` of `.packedReply(reply)`, for a sender that holds the reply
+    /// itself: taking it out of the enum copied it.
+    public static func lendPackedReply(
+        _ reply: TaskReply, routedTo routingID: UnsafeRawBufferPointer?, _ use: (FrameParts) -> Void
+    ) {
+        // The closure takes the fields it writes, not the reply: capturing it copied it.
+        let (attempt, status) = (reply.attempt, reply.status)
         FrameParts.lendPacked(
             WireFormat.packedClientSignature, command: Command.reply.rawValue, reply.requestID, fieldBytes: 5,
-            routedTo: routingID, body: reply.bodyBytes, trailer: nil, fields: { Self.writePackedFields(&$0, reply) },
-            to: use)
-        return true
+            routedTo: routingID, body: reply.bodyBytes, trailer: nil,
+            fields: { writePackedFields(&$0, attempt: attempt, status) }, to: use)
     }
 
     /// A packed REPLY's fields after its request id: the attempt and the status.
     private static func writePackedFields(_ fields: inout PackedFieldWriter, _ reply: TaskReply) {
-        fields.bigEndian(reply.attempt)
-        fields.byte(reply.status.rawValue)
+        writePackedFields(&fields, attempt: reply.attempt, reply.status)
+    }
+
+    private static func writePackedFields(_ fields: inout PackedFieldWriter, attempt: UInt32, _ status: ReplyStatus) {
+        fields.bigEndian(attempt)
+        fields.byte(status.rawValue)
     }
 
     /// The message in one buffer, after a ROUTER's routing-id frame when one is given (the

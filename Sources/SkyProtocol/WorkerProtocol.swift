@@ -189,11 +189,19 @@ public enum WorkerToBroker: Sendable, Equatable {
     /// and `use` not called, for any other command (then ``frames()``).
     public func lendParts(_ use: (FrameParts) -> Void) -> Bool {
         guard case .packedReply(let tag, let reply) = self else { return false }
+        Self.lendPackedReply(tag: tag, reply, use)
+        return true
+    }
+
+    /// ``lendParts(_:)`` of `.packedReply(tag:reply)`, for a sender that holds the reply
+    /// itself: taking it out of the enum copied it.
+    public static func lendPackedReply(tag: DeliveryTag, _ reply: TaskReply, _ use: (FrameParts) -> Void) {
+        // The closure takes the status, not the reply: capturing it copied it.
+        let status = reply.status
         FrameParts.lendPacked(
             WireFormat.packedWorkerSignature, command: Command.reply.rawValue, reply.requestID,
             fieldBytes: 1 + tag.count, routedTo: nil, body: reply.bodyBytes, trailer: nil,
-            fields: { Self.writePackedFields(&$0, tag: tag, reply.status) }, to: use)
-        return true
+            fields: { writePackedFields(&$0, tag: tag, status) }, to: use)
     }
 
     /// A packed REPLY's fields after its request id: the status and the delivery's tag.
@@ -368,11 +376,23 @@ public enum BrokerToWorker: Sendable, Equatable {
         routedTo routingID: UnsafeRawBufferPointer?, _ use: (FrameParts) -> Void
     ) -> Bool {
         guard case .packedRequest(let tag, let request) = self else { return false }
+        Self.lendPackedRequest(tag: tag, request, routedTo: routingID, use)
+        return true
+    }
+
+    /// ``lendParts(routedTo:_:)`` of `.packedRequest(tag:request)`, for a sender that holds the
+    /// request itself: taking it out of the enum copied it (its references counted up and down,
+    /// through the runtime's generic tuple witness).
+    public static func lendPackedRequest(
+        tag: DeliveryTag, _ request: TaskRequest, routedTo routingID: UnsafeRawBufferPointer?,
+        _ use: (FrameParts) -> Void
+    ) {
+        // The closure takes the fields it writes, not the request: capturing it copied it.
+        let (header, service) = (request.header, request.service)
         FrameParts.lendPacked(
             WireFormat.packedWorkerSignature, command: Command.request.rawValue, request.requestID,
-            fieldBytes: Self.packedFieldBytes(tag: tag, request), routedTo: routingID, body: request.body[...],
-            trailer: request.trace, fields: { Self.writePackedFields(&$0, tag: tag, request) }, to: use)
-        return true
+            fieldBytes: packedFieldBytes(tag: tag, request), routedTo: routingID, body: request.body[...],
+            trailer: request.trace, fields: { writePackedFields(&$0, tag: tag, header, service) }, to: use)
     }
 
     /// The bytes of a packed REQUEST's fields after its request id.
@@ -381,12 +401,18 @@ public enum BrokerToWorker: Sendable, Equatable {
     }
 
     private static func writePackedFields(_ fields: inout PackedFieldWriter, tag: DeliveryTag, _ request: TaskRequest) {
+        writePackedFields(&fields, tag: tag, request.header, request.service)
+    }
+
+    private static func writePackedFields(
+        _ fields: inout PackedFieldWriter, tag: DeliveryTag, _ header: RequestHeader, _ service: String
+    ) {
         // As in the framed form, workers get attempt and timeout only.
-        fields.bigEndian(request.header.attempt)
-        fields.bigEndian(request.header.timeoutMilliseconds)
+        fields.bigEndian(header.attempt)
+        fields.bigEndian(header.timeoutMilliseconds)
         fields.byte(UInt8(clamping: tag.count))
         tag.withBytes { fields.bytes($0) }
-        fields.utf8(request.service)
+        fields.utf8(service)
     }
 
     private func otherFrames() -> [[UInt8]] {

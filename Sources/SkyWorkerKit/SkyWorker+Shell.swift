@@ -313,14 +313,20 @@ extension SkyWorker {
         /// otherwise). Not a function nested in ``execute(_:generation:into:)``: one capturing its
         /// variables put them in a box whose every access the runtime checked for exclusivity.
         private static func send(
-            _ command: WorkerToBroker, generation: Int, behindConnect: Bool, loop: ZMQEventLoop,
+            _ command: consuming WorkerToBroker, generation: Int, behindConnect: Bool, loop: ZMQEventLoop,
             into outbound: inout some OutboundSink
         ) {
             let socket = socket(generation)
             if behindConnect {
                 loop.send([ZMQEventLoop.Outbound(socket: socket, message: command.frames())])
-            } else if !command.lendParts({ outbound.send(socket: socket, parts: $0) }) {
-                outbound.append(ZMQEventLoop.Outbound(socket: socket, message: command.frames()))
+                return
+            }
+            // Consumed: a reply is taken out as the command is destructured, not copied out of it.
+            switch consume command {
+            case .packedReply(let tag, let reply):
+                WorkerToBroker.lendPackedReply(tag: tag, reply) { outbound.send(socket: socket, parts: $0) }
+            case let other:
+                outbound.append(ZMQEventLoop.Outbound(socket: socket, message: other.frames()))
             }
         }
     }

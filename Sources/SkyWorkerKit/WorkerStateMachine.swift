@@ -195,7 +195,8 @@ package struct WorkerStateMachine: Sendable {
             return
         }
         if case .refused = command {} else { heardBroker = true }
-        switch command {
+        // Consumed: a request moves on into its start action instead of being copied out.
+        switch consume command {
         case .request(let tag, let request), .packedRequest(let tag, let request):
             // Also while draining: the broker sent it before it saw DRAINING.
             accept(TaskKey(tag: tag, requestID: request.requestID), request, into: &actions)
