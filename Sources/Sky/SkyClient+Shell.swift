@@ -329,10 +329,7 @@ extension SkyClient {
                 let id = Self.socketID(socket)
                 ClientToBroker.lendPackedRequest(request) { outbound.send(socket: id, parts: $0) }
             case .send(let socket, let command):
-                let id = Self.socketID(socket)
-                if !command.lendParts({ outbound.send(socket: id, parts: $0) }) {
-                    outbound.append(ZMQEventLoop.Outbound(socket: id, message: command.frames()))
-                }
+                outbound.append(ZMQEventLoop.Outbound(socket: Self.socketID(socket), message: command.frames()))
             case .succeed(let waiters, let body, let attempts):
                 resume(waiters, Completion(result: .success(body), attempts: attempts))
             case .fail(let waiters, let error, let attempts):

@@ -465,36 +465,34 @@ public final class Broker: Service, Sendable {
         private func carryOut(_ action: consuming BrokerAction, into outbound: inout some OutboundSink) {
             switch consume action {
             case .sendToClient(let peer, .packedReply(let reply)):
-                // The reply taken out of the action as it is destructured, not copied out of
-                // the command (see `BrokerToClient.lendPackedReply`).
+                // Taken out of the action as it is destructured: lending it from the command
+                // copied it out (see `BrokerToClient.lendPackedReply`).
                 peer.withBytes { routingID in
                     BrokerToClient.lendPackedReply(reply, routedTo: routingID) {
                         outbound.send(socket: Broker.clientsSocket, parts: $0)
                     }
                 }
-            case .sendToWorker(let peer, .packedRequest(let tag, let request)):
-                peer.withBytes { routingID in
-                    BrokerToWorker.lendPackedRequest(tag: tag, request, routedTo: routingID) {
-                        outbound.send(socket: Broker.workersSocket, parts: $0)
-                    }
-                }
             case .sendToClient(let peer, let command):
                 peer.withBytes { routingID in
-                    let lent = command.lendParts(routedTo: routingID) {
-                        outbound.send(socket: Broker.clientsSocket, parts: $0)
-                    }
-                    if !lent {
-                        outbound.append(
-                            .init(socket: Broker.clientsSocket, message: command.frames(routedTo: routingID)))
-                    }
+                    outbound.append(.init(socket: Broker.clientsSocket, message: command.frames(routedTo: routingID)))
                 }
+            case .sendToWorker(let peer, .packedRequest(let tag, let request)):
+                Self.sendPacked(tag, request, to: peer, into: &outbound)
             case .sendToWorker(let peer, let command):
-                Self.send(command, to: peer, into: &outbound)
+                peer.withBytes { routingID in
+                    outbound.append(.init(socket: Broker.workersSocket, message: command.frames(routedTo: routingID)))
+                }
             case .sendTraced(let peer, let tag, var request, let dispatch):
                 if let tracer { request.trace = Self.span(request, dispatch, tracer) ?? request.trace }
-                let command: BrokerToWorker =
-                    dispatch.packed ? .packedRequest(tag: tag, request) : .request(tag: tag, request)
-                Self.send(command, to: peer, into: &outbound)
+                if dispatch.packed {
+                    Self.sendPacked(tag, request, to: peer, into: &outbound)
+                } else {
+                    peer.withBytes { routingID in
+                        let command = BrokerToWorker.request(tag: tag, request)
+                        outbound.append(
+                            .init(socket: Broker.workersSocket, message: command.frames(routedTo: routingID)))
+                    }
+                }
             case .sendRaw(.clients, let peer, let frames):
                 outbound.append(.init(socket: Broker.clientsSocket, frames: [peer.bytes] + frames))
             case .sendRaw(.workers, let peer, let frames):
@@ -525,13 +523,13 @@ public final class Broker: Service, Sendable {
 }
 
 extension Broker.Shell {
-    /// A command to a worker: from its parts when it has them (a packed REQUEST), else built in
-    /// one buffer.
-    fileprivate static func send(_ command: BrokerToWorker, to peer: PeerID, into outbound: inout some OutboundSink) {
+    /// A packed REQUEST to a worker, lent from its parts.
+    fileprivate static func sendPacked(
+        _ tag: DeliveryTag, _ request: TaskRequest, to peer: PeerID, into outbound: inout some OutboundSink
+    ) {
         peer.withBytes { routingID in
-            let lent = command.lendParts(routedTo: routingID) { outbound.send(socket: Broker.workersSocket, parts: $0) }
-            if !lent {
-                outbound.append(.init(socket: Broker.workersSocket, message: command.frames(routedTo: routingID)))
+            BrokerToWorker.lendPackedRequest(tag: tag, request, routedTo: routingID) {
+                outbound.send(socket: Broker.workersSocket, parts: $0)
             }
         }
     }
