@@ -57,20 +57,20 @@ extension SkyClient {
                     }
                 })
         }
-        return start(service: T.service, body: body, options: options ?? configuration.defaults, decoding)
+        return start(service: T.service, body: body, options: options ?? configuration.defaults, consume decoding)
     }
 
     /// One call whose outcome goes to `waiter`: straight into the client's machine when
     /// nothing needs awaiting first, else through ``execute(service:body:options:)`` in a task.
     private nonisolated func start(
-        service: String, body: [UInt8], options: ScanOptions, _ waiter: CallWaiter
+        service: String, body: [UInt8], options: ScanOptions, _ waiter: consuming CallWaiter
     ) -> CallHandle {
         let direct =
             tracer == nil && configuration.localFallback == nil && shell.loop.load() != nil
             && body.count <= BrokerFeatures.smallestFrameLimit && options.concurrencyKey == nil
             && options.concurrencyLimit == nil && !options.keepIfAbandoned
         guard direct else {
-            let task = Task {
+            let task = Task { [waiter] in
                 do {
                     waiter.complete(try await execute(service: service, body: body, options: options))
                 } catch {
@@ -80,16 +80,17 @@ extension SkyClient {
             }
             return CallHandle(.task(task))
         }
-        var finish = waiter
+        // Moved, not copied, on to the shell (each copy counted its closure's references).
+        var finish = consume waiter
         if metrics.enabled {
             metrics.started()
-            let metrics = metrics
+            let (metrics, inner) = (metrics, finish)
             let started = ContinuousClock.now
             finish = .handler { completion in
                 metrics.finished(
                     service, outcome: completion.outcome, attempts: completion.attempts,
                     after: ContinuousClock.now - started)
-                waiter.complete(completion)
+                inner.complete(completion)
             }
         }
         if let refused = refusedAtOnce(service: service, body: body, options: options) {
@@ -99,7 +100,7 @@ extension SkyClient {
         }
         let id = shell.call(
             RequestTable.Call(service: service, body: body, options: options, trace: nil, startedAt: nil),
-            waiter: finish)
+            waiter: consume finish)
         return CallHandle(id.map { .waiter(shell, $0) } ?? .none)
     }
 }

@@ -155,9 +155,12 @@ extension SkyClient {
         /// Starts one call whose outcome goes to `handler`, run on the I/O thread (or by the
         /// close, for a call it ends; on a task, for a call made after it).
         /// - Returns: its waiter, to cancel it by; nil when the client had closed.
-        func call(_ call: RequestTable.Call, waiter handler: CallWaiter) -> WaiterID? {
-            let waiter = calls.withLock { $0.insert(handler) }
-            guard post(.start(call, waiter)) else {
+        func call(_ call: consuming RequestTable.Call, waiter handler: consuming CallWaiter) -> WaiterID? {
+            // Both moved on, not copied: into the lock's closure through an optional, as in
+            // ``post(_:)``.
+            var moving = Optional(consume handler)
+            let waiter = calls.withLock { $0.insert(moving.take()!) }
+            guard post(.start(consume call, waiter)) else {
                 if let waiting = calls.withLock({ $0.remove(waiter) }) {
                     // Not on the caller's stack: a completion that retries at once would recurse.
                     Task { waiting.complete(Completion(result: .failure(.clientClosed), attempts: 0)) }
@@ -222,7 +225,7 @@ extension SkyClient {
         func post(_ input: consuming Input) -> Bool {
             guard let loop = loop.load() else { return false }
             // Moved into the queue through the lock's closure, not copied.
-            var moving = Optional(input)
+            var moving = Optional(consume input)
             switch inputs.withLock({ $0.append(moving.take()!) }) {
             case .refused: return false
             case .queued: return true

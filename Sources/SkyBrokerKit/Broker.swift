@@ -467,11 +467,7 @@ public final class Broker: Service, Sendable {
             case .sendToClient(let peer, .packedReply(let reply)):
                 // Taken out of the action as it is destructured: lending it from the command
                 // copied it out (see `BrokerToClient.lendPackedReply`).
-                peer.withBytes { routingID in
-                    BrokerToClient.lendPackedReply(reply, routedTo: routingID) {
-                        outbound.send(socket: Broker.clientsSocket, parts: $0)
-                    }
-                }
+                Self.sendPacked(reply, to: peer, into: &outbound)
             case .sendToClient(let peer, let command):
                 peer.withBytes { routingID in
                     outbound.append(.init(socket: Broker.clientsSocket, message: command.frames(routedTo: routingID)))
@@ -523,6 +519,19 @@ public final class Broker: Service, Sendable {
 }
 
 extension Broker.Shell {
+    /// A packed REPLY to a client, lent from its parts. A function of its own because a
+    /// closure here that captured the action's binding copied the reply; a parameter it only
+    /// borrows.
+    fileprivate static func sendPacked(_ reply: TaskReply, to peer: PeerID, into outbound: inout some OutboundSink) {
+        peer.withBytes { routingID in
+            BrokerToClient.lendPackedReply(
+                reply.requestID, attempt: reply.attempt, reply.status, body: reply.bodyBytes, routedTo: routingID
+            ) {
+                outbound.send(socket: Broker.clientsSocket, parts: $0)
+            }
+        }
+    }
+
     /// A packed REQUEST to a worker, lent from its parts.
     fileprivate static func sendPacked(
         _ tag: DeliveryTag, _ request: TaskRequest, to peer: PeerID, into outbound: inout some OutboundSink

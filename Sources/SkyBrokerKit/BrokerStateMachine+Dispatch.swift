@@ -77,7 +77,7 @@ extension BrokerStateMachine {
             let (graceEnd, overflow) = (graceFrom ?? ticks(now)).addingReportingOverflow(noWorkersGrace(task))
             expiry = min(expiry, overflow ? Int64.max : graceEnd)
         }
-        queue.insert(task, expiry: expiry)
+        queue.insert(consume task, expiry: expiry)
         memoryReturn.queueHolds(bytes: queue.bytes, count: queue.count)
     }
 
@@ -330,7 +330,7 @@ extension BrokerStateMachine {
             guard let pick = oldest, let task = queue.popFirst(pick.service, rates: &jobs.book.keyRates) else { return }
             unmarkWaiting(client: task.client, bytes: task.request.queuedSize)
             if anyLimited { _ = takeStart(pick.service, now: nowTicks) }
-            dispatch(task, to: peer, at: index, now: now, into: &actions)
+            dispatch(consume task, to: peer, at: index, now: now, into: &actions)
             free -= 1
         }
     }

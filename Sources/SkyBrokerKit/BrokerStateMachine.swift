@@ -785,7 +785,7 @@ package struct BrokerStateMachine: Sendable {
         }
         if !keptCalls.isEmpty { keptCallAnswered(client, reply, into: &actions) }
         guard let record = clients.record(client) else { return }
-        replyTo(record.peer, reply, packed: record.packed, into: &actions)
+        replyTo(record.peer, consume reply, packed: record.packed, into: &actions)
     }
 
     /// Answers a client: packed for a client whose REQUESTs come packed, framed for all others
@@ -795,7 +795,11 @@ package struct BrokerStateMachine: Sendable {
         _ peer: PeerID, _ reply: consuming TaskReply, packed: Bool = false, into actions: inout [BrokerAction]
     ) {
         counters.repliesSent += 1
-        actions.append(.sendToClient(peer, packed ? .packedReply(reply) : .reply(reply)))
+        if packed {
+            actions.append(.sendToClient(peer, .packedReply(consume reply)))
+        } else {
+            actions.append(.sendToClient(peer, .reply(consume reply)))
+        }
     }
 
     /// Answers a request with a failure the broker made, says so on the event socket, and

@@ -215,7 +215,7 @@ struct RequestQueue: Sendable {
         let key = task.request.concurrencyKey
         guard key != nil || lanes[service].keyed != nil else {
             // Last: the task is moved into its lane.
-            lanes[service].entries.insertInOrder(task)
+            lanes[service].entries.insertInOrder(consume task)
             return
         }
         if lanes[service].keyed == nil { startTurns(service, unkeyed: lanes[service].live - 1) }
@@ -623,9 +623,10 @@ extension Deque where Element == BrokerStateMachine.QueuedRequest {
         // The last one's arrival read in place: `last` copied the whole request out (its
         // body's and service name's references counted up and down again).
         if !isEmpty, self[count - 1].arrival > task.arrival {
-            insert(task, at: place(of: task.arrival))
+            let place = place(of: task.arrival)
+            insert(consume task, at: place)
         } else {
-            append(task)
+            append(consume task)
         }
     }
 }

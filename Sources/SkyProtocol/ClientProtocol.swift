@@ -223,11 +223,19 @@ public enum BrokerToClient: Sendable, Equatable {
     public static func lendPackedReply(
         _ reply: TaskReply, routedTo routingID: UnsafeRawBufferPointer?, _ use: (FrameParts) -> Void
     ) {
-        // The closure takes the fields it writes, not the reply: capturing it copied it.
-        let (attempt, status) = (reply.attempt, reply.status)
+        lendPackedReply(
+            reply.requestID, attempt: reply.attempt, reply.status, body: reply.bodyBytes, routedTo: routingID, use)
+    }
+
+    /// The same from the reply's fields: lent from the whole reply, the head writer's closures
+    /// made the compiler copy it (its body's reference counted up and down) on every reply.
+    public static func lendPackedReply(
+        _ requestID: RequestID, attempt: UInt32, _ status: ReplyStatus, body: ArraySlice<UInt8>,
+        routedTo routingID: UnsafeRawBufferPointer?, _ use: (FrameParts) -> Void
+    ) {
         FrameParts.lendPacked(
-            WireFormat.packedClientSignature, command: Command.reply.rawValue, reply.requestID, fieldBytes: 5,
-            routedTo: routingID, body: reply.bodyBytes, trailer: nil,
+            WireFormat.packedClientSignature, command: Command.reply.rawValue, requestID, fieldBytes: 5,
+            routedTo: routingID, body: body, trailer: nil,
             fields: { writePackedFields(&$0, attempt: attempt, status) }, to: use)
     }
 

@@ -196,11 +196,18 @@ public enum WorkerToBroker: Sendable, Equatable {
     /// ``lendParts(_:)`` of `.packedReply(tag:reply)`, for a sender that holds the reply
     /// itself: taking it out of the enum copied it.
     public static func lendPackedReply(tag: DeliveryTag, _ reply: TaskReply, _ use: (FrameParts) -> Void) {
-        // The closure takes the status, not the reply: capturing it copied it.
-        let status = reply.status
+        lendPackedReply(tag: tag, reply.requestID, reply.status, body: reply.bodyBytes, use)
+    }
+
+    /// The same from the reply's fields: lent from the whole reply, the head writer's closures
+    /// made the compiler copy it (its body's reference counted up and down) on every reply.
+    public static func lendPackedReply(
+        tag: DeliveryTag, _ requestID: RequestID, _ status: ReplyStatus, body: ArraySlice<UInt8>,
+        _ use: (FrameParts) -> Void
+    ) {
         FrameParts.lendPacked(
-            WireFormat.packedWorkerSignature, command: Command.reply.rawValue, reply.requestID,
-            fieldBytes: 1 + tag.count, routedTo: nil, body: reply.bodyBytes, trailer: nil,
+            WireFormat.packedWorkerSignature, command: Command.reply.rawValue, requestID,
+            fieldBytes: 1 + tag.count, routedTo: nil, body: body, trailer: nil,
             fields: { writePackedFields(&$0, tag: tag, status) }, to: use)
     }
 

@@ -102,10 +102,25 @@ extension SkyWorker {
             var connection: Int
         }
 
+        /// Each finished task's reply moved out of `list` into the machine, in order (the list
+        /// keeps the rest of each entry until it is given back): iterating the list copied each
+        /// entry and its reply again.
+        private static func hand(
+            _ list: inout [FinishedTask], to machine: inout WorkerStateMachine, now: ContinuousClock.Instant,
+            into actions: inout [WorkerStateMachine.Action]
+        ) {
+            for index in list.indices {
+                var reply = TaskReply(requestID: RequestID(high: 0, low: 0), status: .ok, bodyBytes: [])
+                swap(&reply, &list[index].reply)
+                machine.taskFinished(
+                    list[index].key, reply: consume reply, connection: list[index].connection, now: now, into: &actions)
+            }
+        }
+
         /// A handler finished (called from its task).
         func taskFinished(_ task: consuming FinishedTask) {
             // Moved into the queue through the lock's closure, not copied.
-            var moving = Optional(task)
+            var moving = Optional(consume task)
             if finished.withLock({ $0.append(moving.take()!) }) == .first {
                 loop.withLock { $0 }?.post(input: Input.repliesReady)
             }
@@ -167,10 +182,7 @@ extension SkyWorker {
                         case .repliesReady:
                             sendProgress(&machine, into: &actions)
                             var replies = finished.withLock { $0.take() }
-                            for done in replies {
-                                machine.taskFinished(
-                                    done.key, reply: done.reply, connection: done.connection, now: now, into: &actions)
-                            }
+                            Self.hand(&replies, to: &machine, now: now, into: &actions)
                             finished.withLock { $0.giveBack(&replies) }
                         }
                     case .opened(let socket, .success):
@@ -255,7 +267,8 @@ extension SkyWorker {
                         WorkerToBroker.heartbeat.encode(), on: Self.socket(generation), every: interval)
                 case .send(let command):
                     Self.send(
-                        command, generation: generation, behindConnect: connectQueued, loop: loop, into: &outbound)
+                        consume command, generation: generation, behindConnect: connectQueued, loop: loop,
+                        into: &outbound)
                 case .startTask(let key, let request, let slot):
                     if let handlers = inlineHandlers, let run = inlineHandler(for: request.service, in: handlers) {
                         ranInline.append(
@@ -285,12 +298,7 @@ extension SkyWorker {
             // Their replies, and whatever else the machine does then (a drain that ends).
             let now = clock.now
             var more = spareFollowing.take()
-            machine.withLock { machine in
-                for done in ranInline {
-                    machine.taskFinished(
-                        done.key, reply: done.reply, connection: done.connection, now: now, into: &more)
-                }
-            }
+            machine.withLock { Self.hand(&ranInline, to: &$0, now: now, into: &more) }
             spareFinished.giveBack(&ranInline)
             execute(&more, generation: generation, into: &outbound)
             spareFollowing.giveBack(&more)
@@ -324,7 +332,9 @@ extension SkyWorker {
             // Consumed: a reply is taken out as the command is destructured, not copied out of it.
             switch consume command {
             case .packedReply(let tag, let reply):
-                WorkerToBroker.lendPackedReply(tag: tag, reply) { outbound.send(socket: socket, parts: $0) }
+                WorkerToBroker.lendPackedReply(tag: tag, reply.requestID, reply.status, body: reply.bodyBytes) {
+                    outbound.send(socket: socket, parts: $0)
+                }
             case let other:
                 outbound.append(ZMQEventLoop.Outbound(socket: socket, message: other.frames()))
             }

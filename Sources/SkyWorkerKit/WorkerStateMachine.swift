@@ -253,13 +253,13 @@ package struct WorkerStateMachine: Sendable {
     ///   connection was given up with it, and a broker that restarted may have delivered the
     ///   same task under the same tag on this one, whose place its late reply must not take.
     package mutating func taskFinished(
-        _ key: TaskKey, reply: TaskReply, connection: Int? = nil, now: Instant, into actions: inout [Action]
+        _ key: TaskKey, reply: consuming TaskReply, connection: Int? = nil, now: Instant,
+        into actions: inout [Action]
     ) {
         if let connection, connection != generation { return }
         // A finished machine holds no tasks (``finish(_:into:)``), so its late ones end here.
         guard let slot = running.remove(key) else { return }
         freeSlots.append(slot)
-        var reply = reply
         if let resultLimit, reply.bodyBytes.count > resultLimit {
             resultsTooLarge += 1
             actions.append(
@@ -272,7 +272,7 @@ package struct WorkerStateMachine: Sendable {
                     "the result is \(reply.bodyBytes.count) bytes and the broker takes at most \(resultLimit) (skybroker --max-frame-size); return a reference to the data instead, or raise the broker's limit",
                 attempt: reply.attempt)
         }
-        send(reply, tag: key.tag, into: &actions)
+        send(consume reply, tag: key.tag, into: &actions)
         finishIfDrained(into: &actions)
     }
 
@@ -479,8 +479,13 @@ package struct WorkerStateMachine: Sendable {
     }
 
     /// A REPLY in the form the broker of this connection takes.
-    private func send(_ reply: TaskReply, tag: DeliveryTag, into actions: inout [Action]) {
-        actions.append(.send(brokerTakesPacked ? .packedReply(tag: tag, reply) : .reply(tag: tag, reply)))
+    /// Moved into the action: built through `?:`, the command copied the reply.
+    private func send(_ reply: consuming TaskReply, tag: DeliveryTag, into actions: inout [Action]) {
+        if brokerTakesPacked {
+            actions.append(.send(.packedReply(tag: tag, consume reply)))
+        } else {
+            actions.append(.send(.reply(tag: tag, consume reply)))
+        }
     }
 
     private var isDraining: Bool {
