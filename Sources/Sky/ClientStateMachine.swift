@@ -388,11 +388,12 @@ struct ClientStateMachine: Sendable {
     private mutating func mapTableAction(_ action: consuming RequestTable.Action, into mapped: inout [Action]) {
         switch consume action {
         case .send(let request):
-            mapped.append(
-                .send(
-                    socket: socket,
-                    sendsPacked && !request.header.keepIfAbandoned && request.concurrencyKey == nil
-                        ? .packedRequest(request) : .request(request)))
+            // Moved into the command: built through `?:`, it copied the request.
+            if sendsPacked && !request.header.keepIfAbandoned && request.concurrencyKey == nil {
+                mapped.append(.send(socket: socket, .packedRequest(consume request)))
+            } else {
+                mapped.append(.send(socket: socket, .request(consume request)))
+            }
         case .cancel(let id): mapped.append(.send(socket: socket, .cancel(id)))
         case .succeed(let waiters, let body, let attempts):
             mapped.append(.succeed(waiters, body: body, attempts: attempts))

@@ -290,7 +290,8 @@ struct RequestTable {
         }
         nextSequence += 1
         // The call moved into its slot: its only home from here on, where it is changed in place.
-        Self.fill(&slots[slot], id: id, sequence: nextSequence, call: call, waiter: waiter, flight: key, now: now)
+        Self.fill(
+            &slots[slot], id: id, sequence: nextSequence, call: consume call, waiter: waiter, flight: key, now: now)
         if let key { flights[key] = id }
         callOfWaiter[waiter] = id
         beginAttempt(slot, now: now, into: &actions)
@@ -667,10 +668,10 @@ struct RequestTable {
     func requestID(of waiter: WaiterID) -> RequestID? { callOfWaiter[waiter] }
 
     /// Ends the call in `slot` with `outcome`, for all its waiters.
-    private mutating func finish(_ slot: Int, _ outcome: Action, into actions: inout [Action]) {
+    private mutating func finish(_ slot: Int, _ outcome: consuming Action, into actions: inout [Action]) {
         for waiter in slots[slot].waiters { callOfWaiter[waiter] = nil }
         release(slot)
-        actions.append(outcome)
+        actions.append(consume outcome)
     }
 
     /// A call's timer generation, read in place.
@@ -725,7 +726,7 @@ struct RequestTable {
     ) {
         entry.id = id
         entry.sequence = sequence
-        entry.call = call
+        entry.call = consume call
         entry.waiters = WaiterList(waiter)
         entry.flight = flight
         entry.wireAttempt = 1

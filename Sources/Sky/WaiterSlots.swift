@@ -43,17 +43,17 @@ struct WaiterSlots<Continuation: Sendable>: Sendable {
 
     /// Takes a slot and puts `continuation` in it at once (a waiter that exists before its call
     /// starts: a completion handler).
-    mutating func insert(_ continuation: Continuation) -> WaiterID {
+    mutating func insert(_ continuation: consuming Continuation) -> WaiterID {
         let waiter = reserve()
-        slots[Int(waiter & 0xffff_ffff)].continuation = continuation
+        slots[Int(waiter & 0xffff_ffff)].continuation = consume continuation
         return waiter
     }
 
     /// Puts the caller's continuation in its slot; `false` when the slot was freed meanwhile
     /// (the caller was cancelled, or every waiter was taken at the close).
-    mutating func fill(_ waiter: WaiterID, with continuation: Continuation) -> Bool {
+    mutating func fill(_ waiter: WaiterID, with continuation: consuming Continuation) -> Bool {
         guard let index = self.index(of: waiter) else { return false }
-        slots[index].continuation = continuation
+        slots[index].continuation = consume continuation
         return true
     }
 
@@ -76,8 +76,8 @@ struct WaiterSlots<Continuation: Sendable>: Sendable {
     }
 
     private mutating func release(_ index: Int) -> Continuation? {
-        let continuation = slots[index].continuation
-        slots[index].continuation = nil
+        // Taken out, not copied out and then cleared (its closure's references counted twice).
+        let continuation = slots[index].continuation.take()
         slots[index].taken = false
         free.append(UInt32(index))
         count -= 1

@@ -460,10 +460,12 @@ public final class Broker: Service, Sendable {
             actions.takeEach(leaving: .releaseMemory) { carryOut($0, into: &outbound) }
         }
 
-        /// Carries out one action, taken out of the machine's list: a `switch consume`, so that its
-        /// payload is moved into the outbound message rather than copied and then destroyed.
-        private func carryOut(_ action: consuming BrokerAction, into outbound: inout some OutboundSink) {
-            switch consume action {
+        /// Carries out one action, taken out of the machine's list and destroyed after this
+        /// returns. Borrowed, not consumed: a `switch consume` made the compiler copy each
+        /// payload it bound (a request's or a reply's references counted up and down) before it
+        /// destroyed the action; bound from a borrowed action, they are borrowed too.
+        private func carryOut(_ action: BrokerAction, into outbound: inout some OutboundSink) {
+            switch action {
             case .sendToClient(let peer, .packedReply(let reply)):
                 // Taken out of the action as it is destructured: lending it from the command
                 // copied it out (see `BrokerToClient.lendPackedReply`).

@@ -222,7 +222,6 @@ extension BrokerStateMachine {
         _ task: consuming QueuedRequest, to peer: PeerID, at index: WorkerIndex? = nil, waited: Int64? = nil,
         key: TaskKey? = nil
     ) -> (tag: UInt64, packed: Bool) {
-        var task = task
         if task.deliveries < .max { task.deliveries += 1 }
         dispatchCounter += 1
         let order = dispatchCounter

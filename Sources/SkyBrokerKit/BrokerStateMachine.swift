@@ -579,7 +579,7 @@ package struct BrokerStateMachine: Sendable {
             if limited { _ = takeStart(service, now: task.arrivedAt) }
             counters.requestsAccepted += 1
             if placeLimit > 0 { queue.placeDirectly(service, key: task.request.concurrencyKey ?? "") }
-            dispatch(task, to: worker, now: now, key: key, into: &actions)
+            dispatch(consume task, to: worker, now: now, key: key, into: &actions)
             return
         }
         if limited || keySlot != nil, !services[service].paused,
@@ -592,7 +592,8 @@ package struct BrokerStateMachine: Sendable {
             fail(task, .overloaded, refusal, into: &actions)
             return
         }
-        enqueue(task, now: now, key: key)
+        // Moved on (`consume`): passed as it is, the request was copied and this one destroyed.
+        enqueue(consume task, now: now, key: key)
         counters.requestsAccepted += 1
         // Requests wait in turns, some of a key at its limit: a worker may have a free credit
         // for this one.

@@ -401,7 +401,7 @@ struct RequestQueue: Sendable {
                 continue
             }
             unmark(lane, task.request.queuedSize)
-            return task
+            return consume task
         }
         return nil
     }

@@ -192,8 +192,9 @@ public struct TaskRequest: Sendable, Equatable {
     }
 
     /// The bytes it holds beyond its fixed fields, which bound a queue: body, trace frame and
-    /// concurrency key.
-    public var queuedSize: Int {
+    /// concurrency key. Inlinable: called across modules, it made the broker copy the queue
+    /// entry that holds the request (every reference counted up and down) to call it.
+    @inlinable @inline(__always) public var queuedSize: Int {
         switch payload {
         case .plain(let body): body.count
         case .extended(let extended):

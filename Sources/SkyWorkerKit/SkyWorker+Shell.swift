@@ -242,6 +242,13 @@ extension SkyWorker {
             // Each action moved out, not copied (a task's request is handed on, not retained and
             // released); `.connect(generation: 0)` (a plain value) is left in its place.
             actions.takeEach(leaving: .connect(generation: 0)) { (action: consuming WorkerStateMachine.Action) in
+                // A message, the most common action, sent from the action it is in (borrowed): bound
+                // by the `switch consume` below, the command was copied out of it whole.
+                if Self.sendIfMessage(
+                    action, generation: generation, behindConnect: connectQueued, loop: loop, into: &outbound)
+                {
+                    return
+                }
                 switch consume action {
                 case .connect(let number):
                     connectQueued = true
@@ -265,10 +272,8 @@ extension SkyWorker {
                 case .heartbeatEvery(let interval):
                     loop.sendPeriodically(
                         WorkerToBroker.heartbeat.encode(), on: Self.socket(generation), every: interval)
-                case .send(let command):
-                    Self.send(
-                        consume command, generation: generation, behindConnect: connectQueued, loop: loop,
-                        into: &outbound)
+                case .send:
+                    return  // sent above
                 case .startTask(let key, let request, let slot):
                     if let handlers = inlineHandlers, let run = inlineHandler(for: request.service, in: handlers) {
                         ranInline.append(
@@ -316,12 +321,24 @@ extension SkyWorker {
             return reply
         }
 
+        /// ``send(_:generation:behindConnect:loop:into:)`` of a `.send` action; false for any other.
+        private static func sendIfMessage(
+            _ action: WorkerStateMachine.Action, generation: Int, behindConnect: Bool, loop: ZMQEventLoop,
+            into outbound: inout some OutboundSink
+        ) -> Bool {
+            guard case .send(let command) = action else { return false }
+            send(command, generation: generation, behindConnect: behindConnect, loop: loop, into: &outbound)
+            return true
+        }
+
         /// A message to the broker: through the mailbox, behind the opening of its socket, once a
         /// connection was asked for in this batch (it would leave before the socket exists
         /// otherwise). Not a function nested in ``execute(_:generation:into:)``: one capturing its
         /// variables put them in a box whose every access the runtime checked for exclusivity.
+        /// Borrowed, not consumed: a `switch consume` made the compiler copy the reply it bound
+        /// before it destroyed the command; bound from a borrowed command, it is borrowed too.
         private static func send(
-            _ command: consuming WorkerToBroker, generation: Int, behindConnect: Bool, loop: ZMQEventLoop,
+            _ command: WorkerToBroker, generation: Int, behindConnect: Bool, loop: ZMQEventLoop,
             into outbound: inout some OutboundSink
         ) {
             let socket = socket(generation)
@@ -329,8 +346,7 @@ extension SkyWorker {
                 loop.send([ZMQEventLoop.Outbound(socket: socket, message: command.frames())])
                 return
             }
-            // Consumed: a reply is taken out as the command is destructured, not copied out of it.
-            switch consume command {
+            switch command {
             case .packedReply(let tag, let reply):
                 WorkerToBroker.lendPackedReply(tag: tag, reply.requestID, reply.status, body: reply.bodyBytes) {
                     outbound.send(socket: socket, parts: $0)

@@ -452,7 +452,7 @@ package struct WorkerStateMachine: Sendable {
 
     // MARK: Helpers
 
-    private mutating func accept(_ key: TaskKey, _ request: TaskRequest, into actions: inout [Action]) {
+    private mutating func accept(_ key: TaskKey, _ request: consuming TaskRequest, into actions: inout [Action]) {
         if running.count >= Int(configuration.announcement.capacity), running[key] == nil {
             // The broker's credits never allow this; a broker that oversends gets a typed answer.
             refusedOverCapacity += 1
@@ -471,7 +471,8 @@ package struct WorkerStateMachine: Sendable {
             freeSlots.append(slot)
             return duplicate(key, into: &actions)
         }
-        actions.append(.startTask(key, request, slot: slot))
+        // Moved into the action (passed as it is, the request was copied and this one destroyed).
+        actions.append(.startTask(key, consume request, slot: slot))
     }
 
     private func duplicate(_ key: TaskKey, into actions: inout [Action]) {
