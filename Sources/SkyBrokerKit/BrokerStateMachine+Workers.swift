@@ -317,14 +317,16 @@ extension BrokerStateMachine {
             return
         }
         vacatePlace(of: held.task)
-        let workerName = withWorker(at: index) { worker in
+        withWorker(at: index) { worker in
             worker.held -= 1
             worker.completed += 1
             if failed { worker.failed += 1 }
-            return worker.name
         }
         tally.replied(failed: failed)
+        // The worker's name is read only where it is used, on failures: taken on every reply,
+        // its reference was counted up and down.
         if !answer.status.isWorkersToSend {
+            let workerName = workers.values[index].name
             logAboutPeer(
                 .warning, "a worker answered with a status only the broker sends; passed on as internalError", now: now,
                 into: &actions
@@ -344,6 +346,7 @@ extension BrokerStateMachine {
             let (took, waited) = (ticks(now) - held.task.arrivedAt, held.waited)
             recordWindow(of: held.task.service) { $0.record(nanoseconds: took, status: status, waited: waited) }
             if failed {
+                let workerName = workers.values[index].name
                 sampleFailure(held.task, answer.status, RemoteErrorBody(decoding: answer.body), worker: workerName)
             }
             tasks[key] = nil
