@@ -214,21 +214,14 @@ public enum BrokerToClient: Sendable, Equatable {
         routedTo routingID: UnsafeRawBufferPointer?, _ use: (FrameParts) -> Void
     ) -> Bool {
         guard case .packedReply(let reply) = self else { return false }
-        Self.lendPackedReply(reply, routedTo: routingID, use)
+        Self.lendPackedReply(
+            reply.requestID, attempt: reply.attempt, reply.status, body: reply.bodyBytes, routedTo: routingID, use)
         return true
     }
 
-    /// ``lendParts(routedTo:_:)`` of `.packedReply(reply)`, for a sender that holds the reply
-    /// itself: taking it out of the enum copied it.
-    public static func lendPackedReply(
-        _ reply: TaskReply, routedTo routingID: UnsafeRawBufferPointer?, _ use: (FrameParts) -> Void
-    ) {
-        lendPackedReply(
-            reply.requestID, attempt: reply.attempt, reply.status, body: reply.bodyBytes, routedTo: routingID, use)
-    }
-
-    /// The same from the reply's fields: lent from the whole reply, the head writer's closures
-    /// made the compiler copy it (its body's reference counted up and down) on every reply.
+    /// ``lendParts(routedTo:_:)`` of `.packedReply(reply)` from the reply's fields, for a sender
+    /// that holds the reply itself: taking it out of the enum copied it, and lending it from
+    /// the whole reply made the compiler copy it too (its body's reference counted up and down).
     public static func lendPackedReply(
         _ requestID: RequestID, attempt: UInt32, _ status: ReplyStatus, body: ArraySlice<UInt8>,
         routedTo routingID: UnsafeRawBufferPointer?, _ use: (FrameParts) -> Void

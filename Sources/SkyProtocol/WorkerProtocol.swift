@@ -189,18 +189,13 @@ public enum WorkerToBroker: Sendable, Equatable {
     /// and `use` not called, for any other command (then ``frames()``).
     public func lendParts(_ use: (FrameParts) -> Void) -> Bool {
         guard case .packedReply(let tag, let reply) = self else { return false }
-        Self.lendPackedReply(tag: tag, reply, use)
+        Self.lendPackedReply(tag: tag, reply.requestID, reply.status, body: reply.bodyBytes, use)
         return true
     }
 
-    /// ``lendParts(_:)`` of `.packedReply(tag:reply)`, for a sender that holds the reply
-    /// itself: taking it out of the enum copied it.
-    public static func lendPackedReply(tag: DeliveryTag, _ reply: TaskReply, _ use: (FrameParts) -> Void) {
-        lendPackedReply(tag: tag, reply.requestID, reply.status, body: reply.bodyBytes, use)
-    }
-
-    /// The same from the reply's fields: lent from the whole reply, the head writer's closures
-    /// made the compiler copy it (its body's reference counted up and down) on every reply.
+    /// ``lendParts(_:)`` of `.packedReply(tag:reply)` from the reply's fields, for a sender that
+    /// holds the reply itself: taking it out of the enum copied it, and lending it from the
+    /// whole reply made the compiler copy it too (its body's reference counted up and down).
     public static func lendPackedReply(
         tag: DeliveryTag, _ requestID: RequestID, _ status: ReplyStatus, body: ArraySlice<UInt8>,
         _ use: (FrameParts) -> Void
