@@ -60,8 +60,10 @@ extension SkyWorker {
         /// The process's tracer, nil without one. With one, the worker announces the trace
         /// frame after READY (only then: a broker that predates it logs the unknown command).
         let tracer = SkyTracing.active()
-        private let startedReported = Locked(false)
-        private let answeredReported = Locked(false)
+        /// Whether the first start and the first answer were reported: read at every batch,
+        /// without a lock.
+        private let startedReported = Atomic<Bool>(false)
+        private let answeredReported = Atomic<Bool>(false)
         /// Each wake-up's actions, in one buffer kept from wake-up to wake-up.
         let spareActions = SpareBuffer<WorkerStateMachine.Action>()
         /// The inline handlers' replies, and the actions they lead to, in buffers kept from batch
@@ -198,12 +200,7 @@ extension SkyWorker {
                 }
                 return machine.generation
             }
-            let firstStart =
-                started
-                && startedReported.withLock { reported in
-                    defer { reported = true }
-                    return !reported
-                }
+            let firstStart = started && !startedReported.exchange(true, ordering: .relaxed)
             if firstStart {
                 let announcement = machine.withLock { $0.configuration.announcement }
                 logger.info(
@@ -214,11 +211,8 @@ extension SkyWorker {
                         "services": "\(announcement.services.joined(separator: ","))",
                     ])
             }
-            if answered,
-                answeredReported.withLock({ reported in
-                    defer { reported = true }
-                    return !reported
-                })
+            if answered, !answeredReported.load(ordering: .relaxed),
+                !answeredReported.exchange(true, ordering: .relaxed)
             {
                 configuration.onStarted?()
             }

@@ -31,6 +31,7 @@ extension ZMQEventLoop: TaskExecutor {
             box.jobs.append(job)
             if box.wakePending { return .queued }
             box.wakePending = true
+            mailPending.store(true, ordering: .releasing)
             return .wake
         }
         switch outcome {

@@ -179,6 +179,8 @@ extension ZMQEventLoop {
         var pendingMessages = 0
         /// The thread stopped reading sockets because ``pendingMessages`` reached the limit.
         var readingPaused = false
+        /// The thread was signalled and has not taken the mailbox since (mirrored, for reading
+        /// without the lock, by ``ZMQEventLoop/mailPending``).
         var wakePending = false
         var stopped = false
         var shutdownWaiters: [CheckedContinuation<Void, Never>] = []

@@ -49,6 +49,10 @@ public final class ZMQEventLoop: Sendable {
     /// The loop's thread (``sky_current_thread_id()``), 0 until it runs: how ``enqueue(_:)``
     /// tells a job queued by the thread itself, which needs no wake-up.
     let threadID = Atomic<UInt>(0)
+    /// ``Mailbox/wakePending`` as it stands, written with it under the mailbox's lock: read
+    /// without the lock, it spares the thread the lock on every wake-up that finds no mail
+    /// (false there means nothing was posted since the thread last took the mailbox).
+    let mailPending = Atomic<Bool>(false)
     /// Set when the thread posted to its own mailbox (a job, a command): it takes the mailbox
     /// again before it polls, and does not sleep in that poll.
     let queuedOnThread = Atomic<Bool>(false)
@@ -285,6 +289,7 @@ public final class ZMQEventLoop: Sendable {
             box.readingPaused = false
             if box.wakePending { return false }
             box.wakePending = true
+            mailPending.store(true, ordering: .releasing)
             return true
         }
         if resume { wakeThread() }
@@ -313,6 +318,7 @@ public final class ZMQEventLoop: Sendable {
             append(&box.commands)
             if box.wakePending { return (true, false) }
             box.wakePending = true
+            mailPending.store(true, ordering: .releasing)
             return (true, true)
         }
         if wake { wakeThread() }

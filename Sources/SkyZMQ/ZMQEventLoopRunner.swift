@@ -106,7 +106,14 @@ final class ZMQEventLoopRunner {
     private let ownsContext: Bool
     /// The open sockets in the order they were opened (the poll set's order). A process has a
     /// handful, so finding one is a short scan: a dictionary hashed the id on every send.
-    @exclusivity(unchecked) private var entries: [Entry] = []
+    @exclusivity(unchecked) private var entries: [Entry] = [] {
+        didSet { held = entries.map { Unmanaged.passUnretained($0) } }
+    }
+    /// ``entries`` again, unretained, for the hot paths: each is lent to them with
+    /// `_withUnsafeGuaranteedRef`, since a strong reference taken from ``entries`` was retained
+    /// and released at every turn (a dozen times a wake-up in the broker). Only
+    /// ``takeCommands()`` opens and closes sockets, never while one is lent.
+    @exclusivity(unchecked) private var held: [Unmanaged<Entry>] = []
     @exclusivity(unchecked) private var poll = SignalPoll()
     @exclusivity(unchecked) private var pollIsStale = true
     @exclusivity(unchecked) private var batch: [ZMQEventLoop.Inbound] = []
@@ -189,13 +196,14 @@ final class ZMQEventLoopRunner {
 
     // MARK: Sockets
 
-    private func entry(_ id: ZMQEventLoop.SocketID) -> Entry? {
-        for entry in entries where entry.id == id { return entry }
+    /// Where socket `id` is in ``entries`` and ``held``.
+    private func index(of id: ZMQEventLoop.SocketID) -> Int? {
+        for index in held.indices where held[index]._withUnsafeGuaranteedRef({ $0.id == id }) { return index }
         return nil
     }
 
     private func open(_ spec: ZMQEventLoop.SocketSpec) throws(ZMQEventLoop.SetupError) -> [String] {
-        if entry(spec.id) != nil {
+        if index(of: spec.id) != nil {
             throw ZMQEventLoop.SetupError(
                 socket: spec.id, underlying: ZMQError(code: EEXIST, operation: "open: socket id already in use"))
         }
@@ -324,6 +332,7 @@ final class ZMQEventLoopRunner {
     }
 
     private func takeCommandsOnce() {
+        guard loop.mailPending.load(ordering: .acquiring) else { return }
         // The buffers trade places, so neither side allocates once both have grown.
         var commands = spareCommands
         spareCommands = []
@@ -331,6 +340,7 @@ final class ZMQEventLoopRunner {
         spareJobs = []
         loop.mailbox.withLock { box in
             box.wakePending = false
+            loop.mailPending.store(false, ordering: .relaxed)
             swap(&box.commands, &commands)
             if !box.jobs.isEmpty { swap(&box.jobs, &jobs) }
         }
@@ -369,27 +379,31 @@ final class ZMQEventLoopRunner {
 
     /// Sends one message now, or keeps it for later (see ``ZMQEventLoop/Sender``).
     func send(_ outbound: ZMQEventLoop.Outbound) {
-        guard let entry = entry(outbound.socket) else {
+        guard let index = index(of: outbound.socket) else {
             batch.append(
                 .sendFailed(
                     outbound.socket, outbound.content.arrays,
                     ZMQError(code: ENOTSOCK, operation: "send on \(outbound.socket): socket is not open")))
             return
         }
-        deliver(on: entry, { () throws(ZMQError) in try entry.socket.send(outbound.content, dontWait: true) }) {
-            outbound.content
+        held[index]._withUnsafeGuaranteedRef { entry in
+            deliver(on: entry, { () throws(ZMQError) in try entry.socket.send(outbound.content, dontWait: true) }) {
+                outbound.content
+            }
         }
     }
 
     /// ``send(_:)`` for a message lent in its parts, copied into a ``ZMQEventLoop/Outbound``
     /// only when it must wait or failed.
     func send(_ parts: FrameParts, on id: ZMQEventLoop.SocketID) {
-        guard let entry = entry(id) else {
+        guard let index = index(of: id) else {
             send(ZMQEventLoop.Outbound(socket: id, message: Frames(parts)))
             return
         }
-        deliver(on: entry, { () throws(ZMQError) in try entry.socket.send(parts, dontWait: true) }) {
-            .frames(Frames(parts))
+        held[index]._withUnsafeGuaranteedRef { entry in
+            deliver(on: entry, { () throws(ZMQError) in try entry.socket.send(parts, dontWait: true) }) {
+                .frames(Frames(parts))
+            }
         }
     }
 
@@ -421,7 +435,7 @@ final class ZMQEventLoopRunner {
     /// Replaces the message sent periodically on `socket` (`nil`: none). The first one is due at once.
     private func setPeriodic(_ frames: [[UInt8]]?, on socket: ZMQEventLoop.SocketID, every interval: Duration) {
         periodic.removeAll { $0.socket == socket }
-        if let frames, entry(socket) != nil {
+        if let frames, index(of: socket) != nil {
             periodic.append(.init(socket: socket, frames: frames, interval: LoopTime.nanoseconds(interval), next: 0))
         }
         periodicDue = periodic.lazy.map(\.next).min() ?? .max
@@ -442,21 +456,24 @@ final class ZMQEventLoopRunner {
     }
 
     private func flushPending() {
-        for entry in entries where entry.hasPending {
-            let id = entry.id
-            entry.stale = true
-            while entry.hasPending {
-                let frames = entry.pending[entry.pendingHead]
-                do {
-                    guard try entry.socket.send(frames, dontWait: true) else { break }
-                } catch {
-                    batch.append(.sendFailed(id, frames.arrays, error))
+        for index in held.indices {
+            held[index]._withUnsafeGuaranteedRef { entry in
+                guard entry.hasPending else { return }
+                let id = entry.id
+                entry.stale = true
+                while entry.hasPending {
+                    let frames = entry.pending[entry.pendingHead]
+                    do throws(ZMQError) {
+                        guard try entry.socket.send(frames, dontWait: true) else { break }
+                    } catch {
+                        batch.append(.sendFailed(id, frames.arrays, error))
+                    }
+                    entry.pendingHead += 1
                 }
-                entry.pendingHead += 1
-            }
-            if !entry.hasPending {
-                entry.pending.removeAll(keepingCapacity: true)
-                entry.pendingHead = 0
+                if !entry.hasPending {
+                    entry.pending.removeAll(keepingCapacity: true)
+                    entry.pendingHead = 0
+                }
             }
         }
     }
@@ -477,9 +494,11 @@ final class ZMQEventLoopRunner {
             pollIsStale = false
         }
         var ready = false
-        for entry in entries {
-            entry.refresh()
-            if entry.isReady(paused: paused) { ready = true }
+        for index in held.indices {
+            held[index]._withUnsafeGuaranteedRef { entry in
+                entry.refresh()
+                if entry.isReady(paused: paused) { ready = true }
+            }
         }
         var timeout = -1
         if ready || loop.tickRequested.load(ordering: .relaxed) || loop.queuedOnThread.load(ordering: .relaxed) {
@@ -506,25 +525,31 @@ final class ZMQEventLoopRunner {
             return
         }
         if poll.wakeFired { drainWakePipe() }
-        for (index, entry) in entries.enumerated() {
+        for index in held.indices {
             // A socket that fired is read at once (a receive that finds nothing costs what the
             // question would, and resets the descriptor too). The events are asked for when a
             // send waits, or when nothing will be read: a descriptor left signalled would wake
             // every poll, and the thread would spin while reading is paused.
-            if poll.socketFired(index) {
-                entry.readable = true
-                if entry.hasPending || paused { entry.stale = true }
+            let fired = poll.socketFired(index)
+            let monitorFired = poll.monitorFired(index)
+            held[index]._withUnsafeGuaranteedRef { entry in
+                if fired {
+                    entry.readable = true
+                    if entry.hasPending || paused { entry.stale = true }
+                }
+                if monitorFired {
+                    entry.monitorReadable = true
+                    if paused { entry.monitorStale = true }
+                }
+                entry.refresh()
             }
-            if poll.monitorFired(index) {
-                entry.monitorReadable = true
-                if paused { entry.monitorStale = true }
-            }
-            entry.refresh()
         }
         guard !paused else { return }
-        for entry in entries {
-            if entry.readable { read(from: entry) }
-            if entry.monitorReadable { readMonitor(of: entry) }
+        for index in held.indices {
+            held[index]._withUnsafeGuaranteedRef { entry in
+                if entry.readable { read(from: entry) }
+                if entry.monitorReadable { readMonitor(of: entry) }
+            }
         }
     }
 

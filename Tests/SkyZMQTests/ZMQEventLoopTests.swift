@@ -102,6 +102,37 @@ struct ZMQEventLoopTests {
         await loop.shutdown()
     }
 
+    /// The thread looks at its mailbox without the lock and takes it only when something was
+    /// posted since its last look: inputs posted from four threads at once, while it wakes and
+    /// takes them, all arrive, each poster's in order (a post missed by that look would stay
+    /// in the mailbox, and the thread would sleep on it).
+    @Test(.timeLimit(.minutes(1)))
+    func inputsPostedFromManyThreadsAtOnceAllArriveInOrder() async throws {
+        let (loop, inputs) = try await loopEchoingInputs(name: "sky-mail-io")
+        let posters = 4
+        let each = 5_000
+        await withTaskGroup(of: Void.self) { group in
+            for poster in 0..<posters {
+                group.addTask {
+                    for index in 0..<each {
+                        loop.post(input: poster * each + index)
+                        if index % 64 == 0 { await Task.yield() }
+                    }
+                }
+            }
+        }
+        var next = Array(repeating: 0, count: posters)
+        var iterator = inputs.makeAsyncIterator()
+        for _ in 0..<(posters * each) {
+            guard let value = await iterator.next() else { break }
+            let poster = value / each
+            #expect(value % each == next[poster], "poster \(poster) out of order")
+            next[poster] = value % each + 1
+        }
+        #expect(next == Array(repeating: each, count: posters))
+        await loop.shutdown()
+    }
+
     /// The I/O thread carries its name in the kernel too, where `top -H`, perf and /proc show it.
     @Test(.timeLimit(.minutes(1)))
     func theLoopsThreadHasItsNameInTheKernel() async throws {
