@@ -4,12 +4,12 @@
 /// are kept once per request and read or written once per message: an array of each was a heap
 /// allocation apiece.
 public struct InlineBytes: Hashable, Sendable {
-    private enum Storage: Hashable, Sendable {
+    @usableFromInline enum Storage: Hashable, Sendable {
         case inline(UInt64, UInt64, count: UInt8)
         case heap([UInt8])
     }
 
-    private let storage: Storage
+    @usableFromInline let storage: Storage
 
     // Concrete initializers, no generic one: called from other modules, a generic one ran
     // unspecialised (a metadata lookup per byte), which doubled the broker's cost of a task.
@@ -46,8 +46,10 @@ public struct InlineBytes: Hashable, Sendable {
         withBytes { Array($0) }
     }
 
-    /// Lends the bytes without making an array of them.
-    public func withBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
+    /// Lends the bytes without making an array of them. Inlinable: called across modules for
+    /// every message the broker sends, it ran unspecialised (the generic `withUnsafeBytes(of:)`
+    /// and `prefix` under it too).
+    @inlinable public func withBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
         switch storage {
         case .heap(let bytes):
             return try bytes.withUnsafeBytes(body)

@@ -34,8 +34,9 @@ public struct Frames: Sendable {
     ///   - count: how many frames.
     ///   - smallBytes: the bytes the small frames take (the sum of ``inlineSize(_:)``); the frames
     ///     must not hold more.
-    ///   - frame: frame `index`'s bytes, asked once per frame.
-    public init(copying count: Int, smallBytes: Int, frame: (_ index: Int) -> UnsafeRawBufferPointer) {
+    ///   - frame: frame `index`'s bytes, asked once per frame (inlinable, so that the receive
+    ///     loop's closure is inlined, not called through a context per frame).
+    @inlinable public init(copying count: Int, smallBytes: Int, frame: (_ index: Int) -> UnsafeRawBufferPointer) {
         let header = Self.headerSize(frames: count)
         var large: [[UInt8]] = []
         let storage = ByteArray.written(capacity: header + smallBytes) { raw in
@@ -88,7 +89,8 @@ public struct Frames: Sendable {
     }
 
     /// Frame `index` (counted from the first shown), as a view of the buffer or of its array.
-    @inlinable public subscript(index: Int) -> ArraySlice<UInt8> {
+    /// Always inlined: left to the optimiser, it stayed a call, made for each frame decoded.
+    @inlinable @inline(__always) public subscript(index: Int) -> ArraySlice<UInt8> {
         precondition(index >= 0 && index < count, "frame \(index) of \(count)")
         let (start, end) = bounds(of: first + index)
         if start < 0 { return large[-1 - start][...] }
