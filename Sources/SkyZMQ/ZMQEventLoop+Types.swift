@@ -4,16 +4,18 @@ extension ZMQEventLoop {
     /// Names a socket of the loop. Chosen by the caller, unique within one loop.
     public struct SocketID: Hashable, Sendable, CustomStringConvertible {
         public let rawValue: Int
-        private let label: Label
+        @usableFromInline let label: Label
 
         /// Static text only, so that an id is a plain value: with a `String` in it, every copy
         /// of a message's id (in and out of the loop's lists) retained and released the name.
-        private enum Label: Sendable {
+        @usableFromInline enum Label: Sendable {
             case name(StaticString)
             case numbered(StaticString)
         }
 
-        public init(_ rawValue: Int, name: StaticString) {
+        /// Inlinable, as are its comparisons: a `static let` id made by a call was initialised
+        /// lazily, and each use (a `case` matching a message's socket) went through `swift_once`.
+        @inlinable public init(_ rawValue: Int, name: StaticString) {
             self.rawValue = rawValue
             label = .name(name)
         }
@@ -21,7 +23,7 @@ extension ZMQEventLoop {
         /// A socket named `prefix-rawValue`, for sockets numbered as they are made (a client's
         /// connection to its broker): the name is built when it is shown, not each time a
         /// message is addressed to the socket (an interpolation on every call).
-        public init(_ rawValue: Int, numbered prefix: StaticString) {
+        @inlinable public init(_ rawValue: Int, numbered prefix: StaticString) {
             self.rawValue = rawValue
             label = .numbered(prefix)
         }
@@ -33,8 +35,8 @@ extension ZMQEventLoop {
             }
         }
 
-        public static func == (lhs: SocketID, rhs: SocketID) -> Bool { lhs.rawValue == rhs.rawValue }
-        public func hash(into hasher: inout Hasher) { hasher.combine(rawValue) }
+        @inlinable public static func == (lhs: SocketID, rhs: SocketID) -> Bool { lhs.rawValue == rhs.rawValue }
+        @inlinable public func hash(into hasher: inout Hasher) { hasher.combine(rawValue) }
         public var description: String { name }
     }
 
