@@ -36,7 +36,9 @@ extension ThirdLineSuite {
                 for lane in 0..<50 {
                     group.addTask {
                         for index in stride(from: lane, to: Self.jobs, by: 50) {
-                            _ = try await sky.submit(FlakyTask(value: index), options: JobOptions(retry: .never))
+                            var options = JobOptions.besideOtherSuites
+                            options.retry = .never
+                            _ = try await sky.submit(FlakyTask(value: index), options: options)
                         }
                     }
                 }
