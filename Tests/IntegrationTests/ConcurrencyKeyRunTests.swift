@@ -100,7 +100,9 @@ extension ThirdLineSuite {
                     group.addTask {
                         var ids: [JobID] = []
                         for index in stride(from: lane, to: count, by: 50) {
-                            let options = JobOptions(concurrencyKey: key, concurrencyLimit: limit)
+                            var options = JobOptions.besideOtherSuites
+                            options.concurrencyKey = key
+                            options.concurrencyLimit = limit
                             let task = KeyedSleep(key: key, index: index, milliseconds: milliseconds)
                             ids.append(try await sky.submit(task, options: options).id)
                         }
