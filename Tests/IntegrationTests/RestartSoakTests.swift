@@ -104,7 +104,7 @@ extension ThirdLineSuite {
             for (round, signal) in order.enumerated() {
                 for number in 0..<3 {
                     let task = SleepTask(milliseconds: 10, tag: round * 10 + number)
-                    jobs.append((try await sky.submit(task), task))
+                    jobs.append((try await sky.submit(task, options: .besideOtherSuites), task))
                 }
                 let before = await ledger.finished
                 let snapshotsBefore = watch.outputLines.count { $0.hasPrefix(#"{"snapshot":"#) }
