@@ -102,7 +102,10 @@ extension IntegrationSuite {
             }
             let priorities: [JobPriority] = [.low, .normal, .high, .urgent]
             func options(_ index: Int) -> JobOptions {
-                JobOptions(delay: index % 10 == 0 ? .seconds(2) : nil, priority: priorities[index % 4])
+                var options = JobOptions.besideOtherSuites
+                options.delay = index % 10 == 0 ? .seconds(2) : nil
+                options.priority = priorities[index % 4]
+                return options
             }
 
             // Submitting, with the broker killed a third of the way through.

@@ -4,7 +4,7 @@ extension JobOptions {
     /// For the suites' durable loads, which test what becomes of jobs, not the submit's
     /// deadline: on a fresh clone's CI with its disk under pressure (other suites' fsyncs, a
     /// PostgreSQL server's), a commit took more than the default 850 ms, and the submits of the
-    /// chaos soak, the bulk actions, the concurrency keys and the restart soak failed with it
-    /// (`journalUnavailable`, as documented).
+    /// chaos soak, the bulk actions, the concurrency keys, the restart soak and the jobs' kill
+    /// run failed with it (`journalUnavailable`, as documented).
     static let besideOtherSuites = JobOptions(confirmWithin: .seconds(30))
 }
