@@ -8,6 +8,11 @@ import SkyZMQ
 ///
 /// The server is this process's child: ``stop()`` (or the test's end, through `deinit`) ends
 /// it at once, as a crash would, and removes the directory.
+///
+/// It runs with `fsync=off`: tests end processes, never the machine, and a commit written to
+/// the kernel outlives a killed server all the same. With fsync on, a CI whose disk was busy
+/// with other suites' fsyncs left a commit unanswered past the broker's 2 s bound for a silent
+/// store, and the broker, rightly, gave the session up.
 public final class PostgresServer: Sendable {
     public struct Unavailable: Error, CustomStringConvertible {
         public let description: String
@@ -126,6 +131,7 @@ public final class PostgresServer: Sendable {
                 [
                     "-D", data, "-p", "\(port)", "-k", directory.path, "-c", "listen_addresses=127.0.0.1",
                     "-c", "max_connections=20", "-c", "shared_buffers=16MB", "-c", "cluster_name=\(name)",
+                    "-c", "fsync=off",
                 ], name: name)
             do {
                 try await server.waitForLine(onStandardError: true, timeout: .seconds(60)) {

@@ -172,7 +172,7 @@ extension SecondLineSuite {
                     var ids = [JobID?](repeating: nil, count: count)
                     for (index, task) in tasks.enumerated() {
                         if index >= 64, let (done, id) = try await group.next() { ids[done] = id }
-                        group.addTask { (index, try await submitter.submit(task).id) }
+                        group.addTask { (index, try await submitter.submit(task, options: .besideOtherSuites).id) }
                     }
                     for try await (done, id) in group { ids[done] = id }
                     return ids.compactMap { $0 }

@@ -22,7 +22,12 @@ extension ThirdLineSuite {
             defer { cluster.killAll() }
             _ = try await cluster.startWorker(name: "w1", capacity: 4, extraArguments: ["--workloads", "sky.sleep"])
             let sky = try await SkyClient(broker: cluster.clients)
-            let options = JobOptions(idempotencyKey: "nightly-report", unique: .whileRunning)
+            let options = {
+                var options = JobOptions.besideOtherSuites
+                options.idempotencyKey = "nightly-report"
+                options.unique = .whileRunning
+                return options
+            }()
             let ids = try await withThrowingTaskGroup(of: JobID.self) { group in
                 for tag in 0..<1000 {
                     group.addTask {
