@@ -324,7 +324,18 @@ extension IntegrationSuite {
             for _ in 0..<4 { #expect(await seen.next() == "started") }
             let closed = ContinuousClock.now
             await sky.close()
-            for _ in 0..<4 { #expect(await seen.next()?.hasPrefix("cancelled") == true) }
+            // A call that waited may still start before its cancel reaches the broker (a running
+            // call's cancel freed a slot first, on a loaded machine): it is cancelled as well.
+            var held = 4
+            while held > 0, let event = await seen.next() {
+                if event == "started" {
+                    held += 1
+                } else {
+                    #expect(event.hasPrefix("cancelled"), "\(event)")
+                    held -= 1
+                }
+            }
+            #expect(held == 0)
             #expect(
                 ContinuousClock.now - closed < .seconds(5),
                 "the handlers were cancelled \(ContinuousClock.now - closed) after the close")
