@@ -66,7 +66,7 @@ extension SkyClient {
         service: String, body: [UInt8], options: ScanOptions, _ waiter: consuming CallWaiter
     ) -> CallHandle {
         let direct =
-            tracer == nil && configuration.localFallback == nil && shell.loop.load() != nil
+            untracedWithoutFallback && shell.loop.load() != nil
             && body.count <= BrokerFeatures.smallestFrameLimit && options.concurrencyKey == nil
             && options.concurrencyLimit == nil && !options.keepIfAbandoned
         guard direct else {

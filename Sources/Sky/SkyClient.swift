@@ -45,6 +45,9 @@ public actor SkyClient {
     var localRuns = 0
     /// The tracer, resolved once: nil when none is bootstrapped, and calls are not traced.
     nonisolated let tracer: (any Tracer)?
+    /// No tracer and no local fallback: a callback's call may go straight to the I/O thread.
+    /// Resolved once: testing the existential for nil copied it, every call.
+    nonisolated let untracedWithoutFallback: Bool
 
     /// Makes a call's trace frame (nil: none to send), by the call's deadline (on the client's
     /// clock) if it has one: it may ask the broker first.
@@ -92,6 +95,7 @@ public actor SkyClient {
         self.configuration = configuration
         metrics = ClientMetrics(factory: configuration.metricsFactory)
         tracer = SkyTracing.active(configuration.tracer)
+        untracedWithoutFallback = tracer == nil && configuration.localFallback == nil
         time = TimeSource(configuration.clock)
         let table = RequestTable(
             connectTimeout: configuration.connectTimeout, endpointCount: brokers.count,
@@ -240,20 +244,31 @@ public actor SkyClient {
     nonisolated(nonsending) func execute(service: String, body: [UInt8], options: ScanOptions) async throws
         -> Completion
     {
+        // Without a metrics backend the clock is not read: two readings a call, for nothing.
+        guard metrics.enabled else {
+            return try await executeTracedOrNot(service: service, body: body, options: options)
+        }
         metrics.started()
         let started = ContinuousClock.now
         var outcome = "cancelled"
         var attempts = 0
         defer { metrics.finished(service, outcome: outcome, attempts: attempts, after: ContinuousClock.now - started) }
-        let completion: Completion
-        if let tracer {
-            completion = try await executeTraced(service: service, body: body, options: options, tracer: tracer)
-        } else {
-            completion = try await executeMeasured(service: service, body: body, options: options)
-        }
+        let completion = try await executeTracedOrNot(service: service, body: body, options: options)
         attempts = completion.attempts
         outcome = completion.outcome
         return completion
+    }
+
+    /// The call without the metrics ``execute(service:body:options:)`` records: in a span if a
+    /// tracer was resolved. The optional tracer is looked at only then: testing it for nil
+    /// copied the existential, every call.
+    private nonisolated(nonsending) func executeTracedOrNot(
+        service: String, body: [UInt8], options: ScanOptions
+    ) async throws -> Completion {
+        if !untracedWithoutFallback, let tracer {
+            return try await executeTraced(service: service, body: body, options: options, tracer: tracer)
+        }
+        return try await executeMeasured(service: service, body: body, options: options)
     }
 
     /// A call refused before anything is sent (a bad name, timeout or deadline, a body over

@@ -97,13 +97,16 @@ public enum WireFormat {
     }
 
     static func name(_ frame: ArraySlice<UInt8>) throws(ProtocolError) -> String {
-        guard hasNameShape(frame) else { throw .invalidServiceName }
-        // Decoded from the bytes in place: an ASCII name (the usual) needs no validation beyond
-        // its bytes, and `String(validating:)` of a slice ran unspecialised, looking up generic
-        // metadata on every call, once per message in the worker.
+        // Decoded from the bytes in place, checked in one pass: an ASCII name (the usual) needs
+        // no validation beyond its bytes, and `String(validating:)` of a slice ran
+        // unspecialised, looking up generic metadata on every call, once per message in the
+        // worker.
         let name = frame.withUnsafeBufferPointer { bytes -> String? in
-            if !bytes.contains(where: { $0 >= 0x80 }) { return String(decoding: bytes, as: UTF8.self) }
-            return String(validating: bytes, as: UTF8.self)
+            switch nameShape(bytes) {
+            case .invalid: nil
+            case .ascii: String(decoding: bytes, as: UTF8.self)
+            case .beyondASCII: String(validating: bytes, as: UTF8.self)
+            }
         }
         guard let name else { throw .invalidServiceName }
         return name
@@ -127,7 +130,7 @@ public enum WireFormat {
         // (this runs on every call a client makes; the `utf8` view's generic path is far slower
         // than the bytes).
         var name = name
-        return name.withUTF8 { hasNameShape($0) }
+        return name.withUTF8 { nameShape($0) != .invalid }
     }
 
     /// What is wrong with `name` as a service or worker name (`what`: "service name", "worker
@@ -142,9 +145,18 @@ public enum WireFormat {
             + " without control characters"
     }
 
-    /// A name's rules besides valid UTF-8: 1...``maxNameLength`` bytes, no control characters.
-    private static func hasNameShape(_ bytes: some Collection<UInt8>) -> Bool {
-        (1...maxNameLength).contains(bytes.count) && !bytes.contains { $0 < 0x20 || $0 == 0x7f }
+    /// A name's rules besides valid UTF-8, checked in one pass over its bytes: 1...``maxNameLength``
+    /// bytes, no control characters; and whether it is all ASCII (valid UTF-8 as it is).
+    private enum NameShape { case invalid, ascii, beyondASCII }
+
+    private static func nameShape(_ bytes: UnsafeBufferPointer<UInt8>) -> NameShape {
+        guard (1...maxNameLength).contains(bytes.count) else { return .invalid }
+        var shape = NameShape.ascii
+        for byte in bytes {
+            if byte < 0x20 || byte == 0x7f { return .invalid }
+            if byte >= 0x80 { shape = .beyondASCII }
+        }
+        return shape
     }
 
     /// Decodes a delivery tag: 1...255 opaque bytes the broker chose (Sky's broker uses 8).

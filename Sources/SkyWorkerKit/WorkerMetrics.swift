@@ -18,8 +18,9 @@ final class WorkerMetrics: Sendable {
         Gauge(label: "sky_worker_capacity").record(capacity)
     }
 
-    /// Whether a backend listens (see `ClientMetrics`): without one a task pays nothing here.
-    private let enabled = !(MetricsSystem.factory is NOOPMetricsHandler)
+    /// Whether a backend listens (see `ClientMetrics`): without one a task pays nothing here,
+    /// and callers skip reading the clock for ``finished(_:_:after:)``.
+    let enabled = !(MetricsSystem.factory is NOOPMetricsHandler)
 
     func started() {
         if enabled { running.increment() }

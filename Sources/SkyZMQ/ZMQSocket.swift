@@ -183,23 +183,29 @@ public final class ZMQSocket {
     ///   - readPeerAddress: also read the peer's IP address (`Peer-Address`, TCP only).
     ///   - peerAddressFilter: read the address only of messages it takes (otherwise every
     ///     message pays a metadata lookup and a string).
-    public func receive(
+    ///
+    /// Always inlined, with ``receiveParts(into:dontWait:readUserID:readPeerAddress:peerAddressFilter:)``,
+    /// into the event loop's read: with the sizes' buffer beside the messages' the optimiser left
+    /// both calls, each message.
+    @inline(__always) public func receive(
         dontWait: Bool = false, readUserID: Bool = false, readPeerAddress: Bool = false,
         peerAddressFilter: ((Frames) -> Bool)? = nil
     ) throws(ZMQError) -> ZMQMessage? {
         let outcome = withUnsafeTemporaryAllocation(of: zmq_msg_t.self, capacity: Self.stackFrames) { stack in
-            var parts = Parts(stack: stack)
-            defer { parts.closeAll() }
-            return Result { () throws(ZMQError) -> ZMQMessage? in
-                try receiveParts(
-                    into: &parts, dontWait: dontWait, readUserID: readUserID, readPeerAddress: readPeerAddress,
-                    peerAddressFilter: peerAddressFilter)
+            withUnsafeTemporaryAllocation(of: Int.self, capacity: Self.stackFrames) { sizes in
+                var parts = Parts(stack: stack, sizes: sizes)
+                defer { parts.closeAll() }
+                return Result { () throws(ZMQError) -> ZMQMessage? in
+                    try receiveParts(
+                        into: &parts, dontWait: dontWait, readUserID: readUserID, readPeerAddress: readPeerAddress,
+                        peerAddressFilter: peerAddressFilter)
+                }
             }
         }
         return try outcome.get()
     }
 
-    private func receiveParts(
+    @inline(__always) private func receiveParts(
         into parts: inout Parts, dontWait: Bool, readUserID: Bool, readPeerAddress: Bool,
         peerAddressFilter: ((Frames) -> Bool)?
     ) throws(ZMQError) -> ZMQMessage? {
@@ -216,7 +222,10 @@ public final class ZMQSocket {
                 if error.isWouldBlock && parts.count == 0 { return nil }
                 throw error
             }
-            let size = zmq_msg_size(message)
+            // zmq_msg_recv's result is the size (capped at Int32.max): asking libzmq again, here
+            // and when copying, cost two calls a frame.
+            let size = rc < Int32.max ? Int(rc) : zmq_msg_size(message)
+            parts.recordSize(size)
             bytes += Frames.inlineSize(size)
             total += size
             // A ROUTER makes up the routing-id frame itself; only the peer's own frames carry
@@ -227,8 +236,7 @@ public final class ZMQSocket {
             if zmq_msg_more(message) == 0 { break }
         }
         let content = Frames(copying: parts.count, smallBytes: bytes) { index in
-            let message = parts[index]
-            return UnsafeRawBufferPointer(start: zmq_msg_data(message), count: zmq_msg_size(message))
+            UnsafeRawBufferPointer(start: zmq_msg_data(parts[index]), count: parts.size(of: index))
         }
         var peerAddress: String?
         if readPeerAddress && peerAddressFilter?(content) != false {
@@ -263,12 +271,32 @@ public final class ZMQSocket {
 /// and closed by ``closeAll()``: in the caller's stack buffer up to its size, then on the heap.
 private struct Parts {
     private let stack: UnsafeMutableBufferPointer<zmq_msg_t>
+    /// Each received frame's size, beside its message (``recordSize(_:)``).
+    private let stackSizes: UnsafeMutableBufferPointer<Int>
     private var heap: UnsafeMutablePointer<zmq_msg_t>?
+    private var heapSizes: UnsafeMutablePointer<Int>?
     private var heapCapacity = 0
     private(set) var count = 0
 
-    init(stack: UnsafeMutableBufferPointer<zmq_msg_t>) {
+    init(stack: UnsafeMutableBufferPointer<zmq_msg_t>, sizes: UnsafeMutableBufferPointer<Int>) {
+        precondition(sizes.count >= stack.count, "a size for each message on the stack")
         self.stack = stack
+        stackSizes = sizes
+    }
+
+    /// Keeps the size of the last message, which received it.
+    mutating func recordSize(_ size: Int) {
+        let index = count - 1
+        if index < stack.count {
+            stackSizes[index] = size
+        } else {
+            heapSizes![index - stack.count] = size
+        }
+    }
+
+    /// The size ``recordSize(_:)`` kept for message `index`.
+    func size(of index: Int) -> Int {
+        index < stack.count ? stackSizes[index] : heapSizes![index - stack.count]
     }
 
     /// A new empty message after the others.
@@ -293,6 +321,7 @@ private struct Parts {
     func closeAll() {
         for index in 0..<count { zmq_msg_close(self[index]) }
         heap?.deallocate()
+        heapSizes?.deallocate()
     }
 
     /// A `zmq_msg_t` may be moved bit for bit (`zmq_msg_move` does no more), so the heap part
@@ -300,11 +329,15 @@ private struct Parts {
     private mutating func grow() {
         let capacity = max(16, heapCapacity * 2)
         let bigger = UnsafeMutablePointer<zmq_msg_t>.allocate(capacity: capacity)
-        if let heap {
+        let biggerSizes = UnsafeMutablePointer<Int>.allocate(capacity: capacity)
+        if let heap, let heapSizes {
             bigger.moveInitialize(from: heap, count: count - stack.count)
+            biggerSizes.moveInitialize(from: heapSizes, count: count - stack.count)
             heap.deallocate()
+            heapSizes.deallocate()
         }
         heap = bigger
+        heapSizes = biggerSizes
         heapCapacity = capacity
     }
 }
