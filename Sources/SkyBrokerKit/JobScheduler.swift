@@ -47,8 +47,9 @@ struct JobScheduler: Sendable {
     private var nextArrival: UInt64 = 0
     /// When the journal is next asked to expire outcomes and to measure itself.
     private var nextMaintenance: Int64?
-    /// The counts of jobs the journal holds (saved, or read at start).
-    private var savedTotals = JobTotals()
+    /// The counts of jobs the journal holds (saved, or read at start); `nil` when a save failed
+    /// and what the journal holds is not known.
+    private var savedTotals: JobTotals? = JobTotals()
     /// The broker is stopping: job requests are answered `brokerShuttingDown`.
     private(set) var stopping = false
     /// Journal writes that failed since the start, and whether the last one did (``counts``).
@@ -108,6 +109,11 @@ struct JobScheduler: Sendable {
         savedTotals = now
         return now
     }
+
+    /// A maintenance failed: its counts are saved again by the next, changed or not (they were
+    /// marked saved when it was asked, and a broker killed before the next change of a count
+    /// started again from older ones).
+    private mutating func unsavedTotals() { savedTotals = nil }
 
     /// The jobs' counts for stats and snapshots; `nil` without a journal.
     /// - Parameter keptWaiters: callers the broker holds waiting on kept calls in flight.
@@ -953,6 +959,8 @@ struct JobScheduler: Sendable {
             // expiry keeps up with any steady load (a batch per tick, not per second).
             if measured.deleted >= Self.expiryBatch { nextMaintenance = now }
         case .maintained(.failure(let error)):
+            // The counts it carried may not be on disk: the next maintenance saves them again.
+            unsavedTotals()
             actions.append(.log(.warning, "journal: maintenance failed", ["error": "\(error)"]))
         case .written(.fired(let name, let jobs, let ticks, let next, let caller), let result):
             scheduleFired(name, jobs: jobs, ticks: ticks, next: next, caller: caller, result, now: now, into: &actions)

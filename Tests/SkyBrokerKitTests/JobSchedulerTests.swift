@@ -90,6 +90,16 @@ struct JobSchedulerTests {
         #expect(jobs.scheduler.totals == expected)
         jobs.now += 1_000_000_000
         #expect(saved(jobs.tick()) == [nil], "saved already")
+        // A maintenance that failed (a busy or unreachable store) may have saved nothing: the
+        // next one saves the same counts again.
+        var answered: [JobScheduler.Action] = []
+        jobs.scheduler.journalAnswered(
+            .maintained(.failure(.cannotConnect(store: "jobs.sqlite", reason: "busy"))), now: jobs.now,
+            into: &answered)
+        jobs.now += 1_000_000_000
+        #expect(saved(jobs.tick()) == [expected], "saved again after a failed maintenance")
+        jobs.now += 1_000_000_000
+        #expect(saved(jobs.tick()) == [nil], "and then not again")
     }
 
     @Test func aFailedAttemptRunsAgainAfterItsBackoffWhichIsRecorded() throws {
