@@ -13,6 +13,9 @@
 public struct Frames: Sendable {
     /// Frames of at least this many bytes are kept as arrays of their own.
     public static let largeFrame = 1024
+    /// At most this many bytes after the last frame in a buffer used again
+    /// (``init(copying:smallBytes:pool:frame:)``).
+    @usableFromInline static let spareTail = 256
 
     @usableFromInline var storage: [UInt8]
     @usableFromInline var large: [[UInt8]]
@@ -37,31 +40,70 @@ public struct Frames: Sendable {
     ///   - frame: frame `index`'s bytes, asked once per frame (inlinable, so that the receive
     ///     loop's closure is inlined, not called through a context per frame).
     @inlinable public init(copying count: Int, smallBytes: Int, frame: (_ index: Int) -> UnsafeRawBufferPointer) {
-        let header = Self.headerSize(frames: count)
         var large: [[UInt8]] = []
-        let storage = ByteArray.written(capacity: header + smallBytes) { raw in
-            raw.storeBytes(of: count, toByteOffset: 0, as: Int.self)
-            var end = 0
-            for index in 0..<count {
-                let bytes = frame(index)
-                let bounds: (start: Int, end: Int)
-                if bytes.count >= Self.largeFrame {
-                    large.append(Array(bytes))
-                    bounds = (-large.count, 0)
-                } else {
-                    precondition(end + bytes.count <= smallBytes, "frames hold more than \(smallBytes) small bytes")
-                    if let source = bytes.baseAddress, bytes.count > 0 {
-                        (raw.baseAddress! + header + end).copyMemory(from: source, byteCount: bytes.count)
-                    }
-                    bounds = (end, end + bytes.count)
-                    end = bounds.end
-                }
-                raw.storeBytes(of: bounds.start, toByteOffset: Self.wordSize * Self.startWord(index), as: Int.self)
-                raw.storeBytes(of: bounds.end, toByteOffset: Self.wordSize * (Self.startWord(index) + 1), as: Int.self)
-            }
-            return header + end
+        let storage = ByteArray.written(capacity: Self.headerSize(frames: count) + smallBytes) { raw in
+            Self.write(count, smallBytes: smallBytes, into: raw, large: &large, frame: frame)
         }
         self.init(storage: storage, large: large)
+    }
+
+    /// ``init(copying:smallBytes:frame:)`` into a buffer of `pool`'s if it has one (a message
+    /// the I/O thread's handler is done with), else into a new one; the result is tracked, to go
+    /// back to `pool` once the handler is done with it.
+    @inlinable public init(
+        copying count: Int, smallBytes: Int, pool: inout FrameBufferPool,
+        frame: (_ index: Int) -> UnsafeRawBufferPointer
+    ) {
+        let size = Self.headerSize(frames: count) + smallBytes
+        guard var storage = pool.take(size) else {
+            self.init(copying: count, smallBytes: smallBytes, frame: frame)
+            pool.track(storage)
+            return
+        }
+        // Grown to the message if it is shorter; if it is longer, cut only by more than
+        // ``spareTail`` bytes: the views never show the bytes after the last frame, and
+        // resizing a buffer to each message's size cost more than the allocation it saves.
+        if storage.count < size {
+            storage.append(contentsOf: repeatElement(0, count: size - storage.count))
+        } else if storage.count > size + Self.spareTail {
+            storage.removeLast(storage.count - size)
+        }
+        var large: [[UInt8]] = []
+        // A buffer that another holder still shares is copied here, on write, as any array is.
+        _ = storage.withUnsafeMutableBytes { raw in
+            Self.write(count, smallBytes: smallBytes, into: raw, large: &large, frame: frame)
+        }
+        self.init(storage: storage, large: large)
+        pool.track(storage)
+    }
+
+    /// Writes the layout (header, then the small frames' bytes) into `raw`, which has room for
+    /// it; returns how many bytes it wrote. Large frames go to `large`.
+    @inlinable static func write(
+        _ count: Int, smallBytes: Int, into raw: UnsafeMutableRawBufferPointer, large: inout [[UInt8]],
+        frame: (_ index: Int) -> UnsafeRawBufferPointer
+    ) -> Int {
+        let header = headerSize(frames: count)
+        raw.storeBytes(of: count, toByteOffset: 0, as: Int.self)
+        var end = 0
+        for index in 0..<count {
+            let bytes = frame(index)
+            let bounds: (start: Int, end: Int)
+            if bytes.count >= largeFrame {
+                large.append(Array(bytes))
+                bounds = (-large.count, 0)
+            } else {
+                precondition(end + bytes.count <= smallBytes, "frames hold more than \(smallBytes) small bytes")
+                if let source = bytes.baseAddress, bytes.count > 0 {
+                    (raw.baseAddress! + header + end).copyMemory(from: source, byteCount: bytes.count)
+                }
+                bounds = (end, end + bytes.count)
+                end = bounds.end
+            }
+            raw.storeBytes(of: bounds.start, toByteOffset: wordSize * startWord(index), as: Int.self)
+            raw.storeBytes(of: bounds.end, toByteOffset: wordSize * (startWord(index) + 1), as: Int.self)
+        }
+        return header + end
     }
 
     @usableFromInline init(storage: [UInt8], large: [[UInt8]]) {

@@ -117,6 +117,9 @@ final class ZMQEventLoopRunner {
     @exclusivity(unchecked) private var poll = SignalPoll()
     @exclusivity(unchecked) private var pollIsStale = true
     @exclusivity(unchecked) private var batch: [ZMQEventLoop.Inbound] = []
+    /// Received messages' buffers written again once the inline handler is done with them; none
+    /// for a loop that hands its batches to a task (they leave the thread).
+    @exclusivity(unchecked) private var framePool: FrameBufferPool?
     /// Buffers kept between wake-ups (see ``takeCommands()``).
     @exclusivity(unchecked) private var spareCommands: [ZMQEventLoop.Command] = []
     @exclusivity(unchecked) private var spareJobs: [ZMQEventLoop.Job] = []
@@ -145,6 +148,7 @@ final class ZMQEventLoopRunner {
         self.ownsContext = ownsContext
         time = loop.time
         tick = loop.tick.map(LoopTime.nanoseconds)
+        framePool = loop.handler == nil ? nil : FrameBufferPool()
     }
 
     func run(
@@ -306,6 +310,7 @@ final class ZMQEventLoopRunner {
             // Sends leave as the handler makes them; failures land in `batch`, for its next call.
             var sender = ZMQEventLoop.Sender(runner: self)
             handler(&taken, &sender)
+            framePool?.reclaim()
             if batch.isEmpty {
                 taken.removeAllKeepingBuffer()
                 batch = taken
@@ -570,7 +575,7 @@ final class ZMQEventLoopRunner {
                 guard
                     let message = try entry.socket.receive(
                         dontWait: true, readUserID: entry.spec.readUserID, readPeerAddress: entry.spec.readPeerAddress,
-                        peerAddressFilter: entry.spec.peerAddressFilter)
+                        peerAddressFilter: entry.spec.peerAddressFilter, pool: &framePool)
                 else {
                     entry.readable = false
                     return

@@ -191,6 +191,18 @@ public final class ZMQSocket {
         dontWait: Bool = false, readUserID: Bool = false, readPeerAddress: Bool = false,
         peerAddressFilter: ((Frames) -> Bool)? = nil
     ) throws(ZMQError) -> ZMQMessage? {
+        var noPool: FrameBufferPool? = nil
+        return try receive(
+            dontWait: dontWait, readUserID: readUserID, readPeerAddress: readPeerAddress,
+            peerAddressFilter: peerAddressFilter, pool: &noPool)
+    }
+
+    /// ``receive(dontWait:readUserID:readPeerAddress:peerAddressFilter:)``, the message written
+    /// into a buffer of `pool`'s if it has one (the I/O thread's, for its inline handler).
+    @inline(__always) public func receive(
+        dontWait: Bool = false, readUserID: Bool = false, readPeerAddress: Bool = false,
+        peerAddressFilter: ((Frames) -> Bool)? = nil, pool: inout FrameBufferPool?
+    ) throws(ZMQError) -> ZMQMessage? {
         let outcome = withUnsafeTemporaryAllocation(of: zmq_msg_t.self, capacity: Self.stackFrames) { stack in
             withUnsafeTemporaryAllocation(of: Int.self, capacity: Self.stackFrames) { sizes in
                 var parts = Parts(stack: stack, sizes: sizes)
@@ -198,7 +210,7 @@ public final class ZMQSocket {
                 return Result { () throws(ZMQError) -> ZMQMessage? in
                     try receiveParts(
                         into: &parts, dontWait: dontWait, readUserID: readUserID, readPeerAddress: readPeerAddress,
-                        peerAddressFilter: peerAddressFilter)
+                        peerAddressFilter: peerAddressFilter, pool: &pool)
                 }
             }
         }
@@ -207,7 +219,7 @@ public final class ZMQSocket {
 
     @inline(__always) private func receiveParts(
         into parts: inout Parts, dontWait: Bool, readUserID: Bool, readPeerAddress: Bool,
-        peerAddressFilter: ((Frames) -> Bool)?
+        peerAddressFilter: ((Frames) -> Bool)?, pool: inout FrameBufferPool?
     ) throws(ZMQError) -> ZMQMessage? {
         var userID: String?
         var bytes = 0
@@ -235,8 +247,15 @@ public final class ZMQSocket {
             }
             if zmq_msg_more(message) == 0 { break }
         }
-        let content = Frames(copying: parts.count, smallBytes: bytes) { index in
-            UnsafeRawBufferPointer(start: zmq_msg_data(parts[index]), count: parts.size(of: index))
+        let content: Frames
+        if pool != nil {
+            content = Frames(copying: parts.count, smallBytes: bytes, pool: &pool!) { index in
+                UnsafeRawBufferPointer(start: zmq_msg_data(parts[index]), count: parts.size(of: index))
+            }
+        } else {
+            content = Frames(copying: parts.count, smallBytes: bytes) { index in
+                UnsafeRawBufferPointer(start: zmq_msg_data(parts[index]), count: parts.size(of: index))
+            }
         }
         var peerAddress: String?
         if readPeerAddress && peerAddressFilter?(content) != false {
