@@ -49,15 +49,15 @@ public struct Frames: Sendable {
 
     /// ``init(copying:smallBytes:frame:)`` into a buffer of `pool`'s if it has one (a message
     /// the I/O thread's handler is done with), else into a new one; the result is tracked, to go
-    /// back to `pool` once the handler is done with it.
+    /// back to `pool` once the handler is done with it. Without a pool, that initialiser.
     @inlinable public init(
-        copying count: Int, smallBytes: Int, pool: inout FrameBufferPool,
+        copying count: Int, smallBytes: Int, pool: inout FrameBufferPool?,
         frame: (_ index: Int) -> UnsafeRawBufferPointer
     ) {
         let size = Self.headerSize(frames: count) + smallBytes
-        guard var storage = pool.take(size) else {
+        guard pool != nil, var storage = pool!.take(size) else {
             self.init(copying: count, smallBytes: smallBytes, frame: frame)
-            pool.track(storage)
+            pool?.track(storage)
             return
         }
         // Grown to the message if it is shorter; if it is longer, cut only by more than
@@ -74,7 +74,7 @@ public struct Frames: Sendable {
             Self.write(count, smallBytes: smallBytes, into: raw, large: &large, frame: frame)
         }
         self.init(storage: storage, large: large)
-        pool.track(storage)
+        pool!.track(storage)
     }
 
     /// Writes the layout (header, then the small frames' bytes) into `raw`, which has room for

@@ -308,12 +308,9 @@ extension SkyWorker {
         private func runInline(
             _ request: TaskRequest, _ run: ScanSystem.InlineRawHandler, _ handlers: ScanSystem.Handlers
         ) -> TaskReply {
-            // Two readings of the clock a task, for metrics nobody collects without a backend.
-            guard metrics.enabled else { return handlers.execute(request, inline: run) }
-            metrics.started()
-            let started = ContinuousClock.now
+            let started = metrics.started()
             let reply = handlers.execute(request, inline: run)
-            metrics.finished(request.service, reply.status, after: ContinuousClock.now - started)
+            metrics.finished(request.service, reply.status, startedAt: started)
             return reply
         }
 

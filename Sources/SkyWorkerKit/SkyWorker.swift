@@ -222,18 +222,14 @@ public final class SkyWorker: Service, Sendable {
         _ run: TaskRun, handlers: ScanSystem.Handlers, shell: Shell, runner: RunnerHandle
     ) async {
         shell.handles.attach(run.ticket, runner: runner)
-        shell.metrics.started()
-        // Read only for a backend's metrics (`WorkerMetrics.enabled`).
-        let started = shell.metrics.enabled ? ContinuousClock.now : nil
+        let started = shell.metrics.started()
         let reply: TaskReply
         if let tracer = shell.tracer {
             reply = await Self.traced(run.request, tag: run.key.tag, handlers: handlers, tracer: tracer)
         } else {
             reply = await handlers.execute(run.request, tag: run.key.tag)
         }
-        if let started {
-            shell.metrics.finished(run.request.service, reply.status, after: ContinuousClock.now - started)
-        }
+        shell.metrics.finished(run.request.service, reply.status, startedAt: started)
         shell.handles.detach(run.ticket)
         shell.taskFinished(Shell.FinishedTask(key: run.key, reply: reply, connection: run.connection))
     }

@@ -18,17 +18,23 @@ final class WorkerMetrics: Sendable {
         Gauge(label: "sky_worker_capacity").record(capacity)
     }
 
-    /// Whether a backend listens (see `ClientMetrics`): without one a task pays nothing here,
-    /// and callers skip reading the clock for ``finished(_:_:after:)``.
-    let enabled = !(MetricsSystem.factory is NOOPMetricsHandler)
+    /// Whether a backend listens (see `ClientMetrics`): without one a task pays nothing here.
+    private let enabled = !(MetricsSystem.factory is NOOPMetricsHandler)
 
-    func started() {
-        if enabled { running.increment() }
+    /// A handler starts: when, as the clock's nanoseconds, or 0 without a backend, which spares
+    /// the task both readings of the clock. A plain integer: an optional
+    /// `ContinuousClock.Instant`, a resilient type, went through the runtime's generic witnesses
+    /// and cost as much as the clock.
+    func started() -> Int64 {
+        guard enabled else { return 0 }
+        running.increment()
+        return LoopTime.clockNanoseconds()
     }
 
-    /// A handler of `service` ended with `status` after `duration`.
-    func finished(_ service: String, _ status: ReplyStatus, after duration: Duration) {
+    /// A handler of `service` that ``started()`` at `start` ended with `status`.
+    func finished(_ service: String, _ status: ReplyStatus, startedAt start: Int64) {
         guard enabled else { return }
+        let nanoseconds = LoopTime.clockNanoseconds() - start
         running.decrement()
         let (counter, timer) = handles.withLock { table in
             var entry =
@@ -45,7 +51,6 @@ final class WorkerMetrics: Sendable {
             return (counter, entry.duration)
         }
         counter.increment()
-        let (seconds, attoseconds) = duration.components
-        timer.recordNanoseconds(seconds * 1_000_000_000 + attoseconds / 1_000_000_000)
+        timer.recordNanoseconds(nanoseconds)
     }
 }

@@ -247,15 +247,8 @@ public final class ZMQSocket {
             }
             if zmq_msg_more(message) == 0 { break }
         }
-        let content: Frames
-        if pool != nil {
-            content = Frames(copying: parts.count, smallBytes: bytes, pool: &pool!) { index in
-                UnsafeRawBufferPointer(start: zmq_msg_data(parts[index]), count: parts.size(of: index))
-            }
-        } else {
-            content = Frames(copying: parts.count, smallBytes: bytes) { index in
-                UnsafeRawBufferPointer(start: zmq_msg_data(parts[index]), count: parts.size(of: index))
-            }
+        let content = Frames(copying: parts.count, smallBytes: bytes, pool: &pool) { index in
+            UnsafeRawBufferPointer(start: zmq_msg_data(parts[index]), count: parts.size(of: index))
         }
         var peerAddress: String?
         if readPeerAddress && peerAddressFilter?(content) != false {

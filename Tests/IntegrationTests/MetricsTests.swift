@@ -99,6 +99,12 @@ extension SecondLineSuite {
             ] {
                 #expect(workerText.contains(series), "\(series)")
             }
+            // The handlers' time is measured, and plausible: an echo takes well under a second.
+            let durationSum = workerText.split(separator: "\n").first {
+                $0.hasPrefix(#"sky_worker_handler_duration_seconds_sum{service="sky.echo""#)
+            }
+            let seconds = durationSum.flatMap { $0.split(separator: " ").last }.flatMap { Double($0) }
+            #expect(seconds.map { $0 > 0 && $0 < 1 } == true, "\(durationSum.map(String.init) ?? "no sum")")
             for (name, text) in [("broker", brokerText), ("worker", workerText)] {
                 let check = try SkyProcess(
                     program: URL(fileURLWithPath: "/bin/sh"),
