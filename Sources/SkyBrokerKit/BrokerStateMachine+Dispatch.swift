@@ -295,7 +295,7 @@ extension BrokerStateMachine {
     /// - Parameter known: the worker's place in ``workers``, if the caller found it already (a
     ///   reply's worker): its dispatches then look it up by that place instead of its id.
     mutating func fill(_ peer: PeerID, at known: WorkerIndex? = nil, now: Instant, into actions: inout [BrokerAction]) {
-        guard let index = known ?? workers.index(forKey: peer) else { return }
+        guard let index = known ?? workerIndex(of: peer) else { return }
         // Only these two fields: a copy of the whole record would retain its tables and arrays,
         // and the dispatches below, which change the record, would then copy them on write.
         let (numbers, credits) = withWorker(at: index) { ($0.serviceNumbers, $0.freeCredits) }

@@ -72,7 +72,7 @@ extension BrokerStateMachine {
     /// Whether `service` may start one more now (a token is there, not taken); if not, its work
     /// waits for the next token. For a service with a limit only.
     mutating func hasStart(_ service: ServiceBook.Number, now: Int64) -> Bool {
-        guard services[service].bucket?.hasToken(now: now) == false else { return true }
+        guard services.update(service, { $0.bucket?.hasToken(now: now) }) == false else { return true }
         throttle(service, now: now)
         return false
     }
@@ -80,10 +80,13 @@ extension BrokerStateMachine {
     /// Takes a token of `service` for a start, if it has a limit; `false` (the start waits) if
     /// it has no token.
     mutating func takeStart(_ service: ServiceBook.Number, now: Int64) -> Bool {
-        guard let took = services[service].bucket?.take(now: now) else { return true }
-        if took {
-            services[service].limitStarted += 1
-        } else {
+        let took = services.update(service) { entry -> Bool? in
+            guard let took = entry.bucket?.take(now: now) else { return nil }
+            if took { entry.limitStarted += 1 }
+            return took
+        }
+        guard let took else { return true }
+        if !took {
             throttle(service, now: now)
         }
         return took
@@ -111,7 +114,7 @@ extension BrokerStateMachine {
         func mayWait(_ limit: RateLimit) -> Bool {
             Double(expiry - now) > Double(waiting + 1) / limit.perSecond * 1e9
         }
-        if let limit = services[service].bucket?.limit, !mayWait(limit) {
+        if let limit = services.read(service, { $0.bucket?.limit }), !mayWait(limit) {
             let ahead = waiting
             if let due = services[service].bucket?.due(position: ahead + 1, now: now), due > expiry {
                 services[service].limitRefused += 1

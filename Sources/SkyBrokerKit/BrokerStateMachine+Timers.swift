@@ -366,7 +366,7 @@ extension BrokerStateMachine {
             actions.append(.sendToWorker(peer, .disconnect))
         }
         withJobs(now: now, into: &actions) { $0.shutdown(message, into: &$1) }
-        workers.removeAll()
+        removeAllWorkers()
         services.updateAll(keeping: queue.hasEntries) { $1.workers.removeAll() }
         tasks.removeAll()
         deliveries = DeliveryBook()

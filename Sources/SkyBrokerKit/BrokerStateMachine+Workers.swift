@@ -30,7 +30,7 @@ extension BrokerStateMachine {
         clockKeyRates(now)
         // One lookup of the sender for the whole message: its key now, its liveness and its
         // reply's delivery below (nothing adds or removes workers in between).
-        let known = workers.index(forKey: peer)
+        let known = workerIndex(of: peer)
         if let known, let name = withWorker(at: known, { $0.key != key ? $0.name : nil }) {
             counters.spoofedWorkerMessages += 1
             actions.append(
@@ -136,7 +136,7 @@ extension BrokerStateMachine {
             // A repeat is acknowledged again (its worker may have missed the first answer, or
             // asks once more), and is logged and published once.
             guard !record.draining else { return actions.append(.sendToWorker(peer, .drainingAcknowledged)) }
-            workers[peer]?.draining = true
+            withWorker(peer) { $0.draining = true }
             // Every task for it was sent before this; the worker runs those, then leaves.
             actions.append(.sendToWorker(peer, .drainingAcknowledged))
             actions.append(
@@ -206,7 +206,7 @@ extension BrokerStateMachine {
             host: host, key: key, lastHeard: now)
         record.serviceNumbers = numbers
         record.anchor = deliveries.addWorker(peer)
-        workers[peer] = record
+        addWorker(record)
         for number in numbers { self.services[number].workers.append(peer) }
         withJobs(now: now, into: &actions) {
             $0.workerJoined(serving: record.services, capacity: record.capacity, into: &$1)
@@ -235,7 +235,7 @@ extension BrokerStateMachine {
     /// Removes a worker. Each task it held goes back to the front of its queue, or fails with
     /// `workerLost` once it was delivered the maximum number of times.
     mutating func remove(_ peer: PeerID, reason: DisconnectReason, now: Instant, into actions: inout [BrokerAction]) {
-        guard let record = workers.removeValue(forKey: peer) else { return }
+        guard let record = removeWorker(peer) else { return }
         jobs.workerLeft(serving: record.services, capacity: record.capacity)
         let grace = Self.nanoseconds(configuration.noWorkersGrace)
         for number in record.serviceNumbers {

@@ -255,10 +255,21 @@ package struct BrokerStateMachine: Sendable {
     }
 
     package private(set) var configuration: Configuration
-    var workers: [PeerID: WorkerRecord] = [:]
+    /// Added and removed only through ``addWorker(_:)``, ``removeWorker(_:)`` and
+    /// ``removeAllWorkers()``, which count the changes that end ``WorkerIndex``es' validity.
+    private(set) var workers: [PeerID: WorkerRecord] = [:]
+    /// Workers added or removed so far: a ``lastWorker`` found before a change is not used.
+    private var workerChanges: UInt64 = 0
+    /// The worker the last lookup by routing id found, and ``workerChanges`` then: a worker's
+    /// replies come in runs (a batch of them per read), and comparing two ids costs less than
+    /// hashing one. A dictionary's index of a changed dictionary is not valid (its use traps),
+    /// hence the count.
+    private var lastWorker: (peer: PeerID, index: WorkerIndex, changes: UInt64)?
     /// Each known service's workers, pause, limit and stats, by number.
     var services = ServiceBook()
     var clients = ClientBook()
+    /// The service name the last REQUEST named (see ``NameCache``).
+    var serviceNames = NameCache()
     /// Every accepted request not yet answered, waiting or at a worker. Made with room for
     /// ``taskTableRoom`` (see there).
     var tasks = TaskTable(minimumCapacity: taskTableRoom)
@@ -326,8 +337,35 @@ package struct BrokerStateMachine: Sendable {
     /// again and moves the whole record, the largest cost in the machine's profile then.
     @inline(__always)
     mutating func withWorker<R>(_ peer: PeerID, _ change: (inout WorkerRecord) -> R) -> R? {
-        guard let index = workers.index(forKey: peer) else { return nil }
+        guard let index = workerIndex(of: peer) else { return nil }
         return change(&workers.values[index])
+    }
+
+    /// A known worker's place in ``workers``, found by comparison with the last one found
+    /// when it is the same worker and none joined or left since, by hashing otherwise.
+    mutating func workerIndex(of peer: PeerID) -> WorkerIndex? {
+        if let last = lastWorker, last.changes == workerChanges, last.peer == peer { return last.index }
+        guard let index = workers.index(forKey: peer) else { return nil }
+        lastWorker = (peer, index, workerChanges)
+        return index
+    }
+
+    /// A worker joins (or its record is replaced).
+    mutating func addWorker(_ record: WorkerRecord) {
+        workerChanges &+= 1
+        workers[record.id] = record
+    }
+
+    /// A worker leaves: its record, if it was known.
+    mutating func removeWorker(_ peer: PeerID) -> WorkerRecord? {
+        workerChanges &+= 1
+        return workers.removeValue(forKey: peer)
+    }
+
+    /// Every worker leaves (the broker stops).
+    mutating func removeAllWorkers() {
+        workerChanges &+= 1
+        workers.removeAll()
     }
 
     /// A worker's place in ``workers``: valid until a worker is added or removed.
@@ -350,7 +388,7 @@ package struct BrokerStateMachine: Sendable {
     /// dictionary's getter copies the whole record, its tables' references included).
     @inline(__always)
     mutating func readWorker<R>(_ peer: PeerID, _ read: (borrowing WorkerRecord) -> R) -> R? {
-        guard let index = workers.index(forKey: peer) else { return nil }
+        guard let index = workerIndex(of: peer) else { return nil }
         return withWorker(at: index) { read($0) }
     }
 
@@ -419,7 +457,7 @@ package struct BrokerStateMachine: Sendable {
         clockKeyRates(now)
         let command: ClientToBroker
         do {
-            command = try ClientToBroker.decode(frames)
+            command = try ClientToBroker.decode(frames, names: &serviceNames)
         } catch {
             if (try? WorkerToBroker.decode(frames)) != nil {
                 misdirected(worker: client, now: now, into: &actions)

@@ -50,20 +50,29 @@ package struct ServiceWindow: Sendable, Equatable {
         statuses[min(Int(status.rawValue), Self.statusSlots - 1)] += 1
     }
 
-    /// `⌈4 log₂ µs⌉`, from the value's binary exponent and a comparison of its significand
-    /// with the quarter powers of two, not two `log2` calls a task.
+    /// `⌈4 log₂ µs⌉`, from the value's binary exponent (its leading zeros) and a comparison of
+    /// its significand, shifted to the top bit, with the quarter powers of two as integers: not
+    /// two `log2` calls a task, nor `Double`'s `significand` and `exponent`, which are not inlined.
     static func bucket(_ nanoseconds: Int64) -> Int {
-        let microseconds = Double(max(1, nanoseconds / 1000))
+        let microseconds = UInt64(max(1, nanoseconds / 1000))
+        let zeros = microseconds.leadingZeroBitCount
+        let significand = microseconds << zeros
         let quarter: Int
-        switch microseconds.significand {
-        case 1: quarter = 0
-        case ...1.189_207_115_002_721: quarter = 1  // 2^(1/4)
-        case ...1.414_213_562_373_095_1: quarter = 2  // 2^(2/4)
-        case ...1.681_792_830_507_429: quarter = 3  // 2^(3/4)
+        switch significand {
+        case 1 << 63: quarter = 0
+        case ...Self.quarterPowers.0: quarter = 1
+        case ...Self.quarterPowers.1: quarter = 2
+        case ...Self.quarterPowers.2: quarter = 3
         default: quarter = 4
         }
-        return min(bucketCount - 1, 4 * Int(microseconds.exponent) + quarter)
+        return min(bucketCount - 1, 4 * (63 - zeros) + quarter)
     }
+
+    /// 2^(1/4), 2^(2/4) and 2^(3/4) (as `Double`s) times 2^63: exact integers, written out because
+    /// a computed `static let` is an initialisation check on every read.
+    static let quarterPowers: (UInt64, UInt64, UInt64) = (
+        0x9837_f051_8db8_a800, 0xb504_f333_f9de_6800, 0xd744_fcca_d69d_6800
+    )
 
     /// The largest latency bucket `bucket` holds, in nanoseconds.
     static func upperBoundNanoseconds(_ bucket: Int) -> Double { exp2(Double(bucket) / 4) * 1000 }

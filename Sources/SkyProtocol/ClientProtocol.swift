@@ -22,6 +22,13 @@ public enum ClientToBroker: Sendable, Equatable {
     }
 
     public static func decode(_ frames: Frames) throws(ProtocolError) -> ClientToBroker {
+        var names = NameCache()
+        return try decode(frames, names: &names)
+    }
+
+    /// ``decode(_:)-(Frames)`` of a packed REQUEST's service name through `names` (the broker's,
+    /// which reads the same few names over and over).
+    package static func decode(_ frames: Frames, names: inout NameCache) throws(ProtocolError) -> ClientToBroker {
         if var header = try WireFormat.packedFields(
             of: frames, signature: WireFormat.packedClientSignature, command: Command.request.rawValue,
             name: "packed REQUEST", frameCounts: 2...3)
@@ -33,7 +40,7 @@ public enum ClientToBroker: Sendable, Equatable {
             let timeout = try header.uint32("timeout")
             let grace = try header.uint32("grace")
             let priority = Int8(clamping: Int32(bitPattern: try header.uint32("priority")))
-            let service = try header.remainingName()
+            let service = try header.remainingName(&names)
             return .packedRequest(
                 TaskRequest(
                     requestID: requestID, service: service,

@@ -31,15 +31,16 @@ public enum WireFormat {
         return command[command.startIndex]
     }
 
-    /// The command byte and the fields after it when the first frame is a packed header with
-    /// `signature`; `nil` when it is not one (a version 1 signature frame, or anything else).
-    static func packedHeader(
-        of frames: Frames, signature: [UInt8]
-    ) -> (command: UInt8, fields: ArraySlice<UInt8>)? {
+    /// The header fields of a packed message with `signature` (after its command byte),
+    /// checked to be `command` in `frameCounts` frames; `nil` when the first frame is not a
+    /// packed header with `signature` (a version 1 signature frame, or anything else).
+    static func packedFields(
+        of frames: Frames, signature: [UInt8], command: UInt8, name: String, frameCounts: ClosedRange<Int>
+    ) throws(ProtocolError) -> PackedFields? {
         guard !frames.isEmpty else { return nil }
         let first = frames[0]
         // Compared as bytes in place: the generic `starts(with:)` ran unspecialised on every
-        // message, in every process.
+        // message, in every process (and six bytes cost less one at a time than as words).
         guard first.count > signature.count,
             first.withUnsafeBytes({ bytes in
                 signature.withUnsafeBytes { expected in
@@ -48,16 +49,7 @@ public enum WireFormat {
                 }
             })
         else { return nil }
-        let command = first[first.startIndex + signature.count]
-        return (command, first[(first.startIndex + signature.count + 1)...])
-    }
-
-    /// The header fields of a packed message with `signature`, checked to be `command` in
-    /// `frameCounts` frames; `nil` when the message is not packed (see ``packedHeader(of:signature:)``).
-    static func packedFields(
-        of frames: Frames, signature: [UInt8], command: UInt8, name: String, frameCounts: ClosedRange<Int>
-    ) throws(ProtocolError) -> PackedFields? {
-        guard let (byte, fields) = packedHeader(of: frames, signature: signature) else { return nil }
+        let byte = first[first.startIndex + signature.count]
         guard byte == command else { throw .unknownCommand(byte) }
         guard frameCounts.contains(frames.count) else {
             let expected =
@@ -65,7 +57,27 @@ public enum WireFormat {
                 ? "\(frameCounts.lowerBound)" : "\(frameCounts.lowerBound) or \(frameCounts.upperBound)"
             throw .wrongFrameCount(command: name, expected: expected, actual: frames.count)
         }
-        return PackedFields(fields, command: name)
+        // The fields straight into the reader: returned as an optional tuple first, they were
+        // destroyed through the runtime's generic witness on every message.
+        return PackedFields(first[(first.startIndex + signature.count + 1)...], command: name)
+    }
+
+    /// Whether two buffers of one length hold the same bytes, compared eight at a time (the
+    /// generic `elementsEqual` went through iterators: 30 instructions a byte).
+    static func sameBytes(_ given: UnsafeRawBufferPointer, _ other: UnsafeRawBufferPointer) -> Bool {
+        var offset = 0
+        while offset + 8 <= given.count {
+            guard
+                given.loadUnaligned(fromByteOffset: offset, as: UInt64.self)
+                    == other.loadUnaligned(fromByteOffset: offset, as: UInt64.self)
+            else { return false }
+            offset += 8
+        }
+        while offset < given.count {
+            guard given[offset] == other[offset] else { return false }
+            offset += 1
+        }
+        return true
     }
 
     /// A REQUEST's trace frame: 1...``TraceContext/maxBytes`` bytes, read by tracers only.

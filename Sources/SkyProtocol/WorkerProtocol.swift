@@ -258,6 +258,13 @@ public enum BrokerToWorker: Sendable, Equatable {
     }
 
     public static func decode(_ frames: Frames) throws(ProtocolError) -> BrokerToWorker {
+        var names = NameCache()
+        return try decode(frames, names: &names)
+    }
+
+    /// ``decode(_:)-(Frames)`` of a packed REQUEST's service name through `names` (the worker's,
+    /// which reads the same few names over and over).
+    package static func decode(_ frames: Frames, names: inout NameCache) throws(ProtocolError) -> BrokerToWorker {
         if var header = try WireFormat.packedFields(
             of: frames, signature: WireFormat.packedWorkerSignature, command: Command.request.rawValue,
             name: "packed REQUEST", frameCounts: 2...3)
@@ -266,7 +273,7 @@ public enum BrokerToWorker: Sendable, Equatable {
             let attempt = try header.uint32("attempt")
             let timeout = try header.uint32("timeout")
             let tag = try header.lengthPrefixedTag()
-            let service = try header.remainingName()
+            let service = try header.remainingName(&names)
             return .packedRequest(
                 tag: tag,
                 TaskRequest(

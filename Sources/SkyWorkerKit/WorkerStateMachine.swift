@@ -159,6 +159,8 @@ package struct WorkerStateMachine: Sendable {
     /// What the broker socket's monitor showed while no connection is up: named in the log
     /// line of a lost broker.
     private var unreachable = UnreachableCause()
+    /// The service name the last REQUEST named (see ``NameCache``).
+    private var serviceNames = NameCache()
 
     package init(configuration: Configuration, now: Instant, seed: UInt64 = .random(in: 1...(.max))) {
         self.configuration = configuration
@@ -188,7 +190,7 @@ package struct WorkerStateMachine: Sendable {
         liveness.heard(now: now)
         let command: BrokerToWorker
         do {
-            command = try BrokerToWorker.decode(frames)
+            command = try BrokerToWorker.decode(frames, names: &serviceNames)
         } catch {
             malformedMessages += 1
             actions.append(.log(.warning, "dropped a malformed message from the broker", ["error": "\(error)"]))

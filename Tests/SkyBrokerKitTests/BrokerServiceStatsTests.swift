@@ -35,7 +35,9 @@ struct BrokerServiceStatsTests {
         values += (1...1_000_000).map { Int64($0) * 1000 }
         values += (0..<40).flatMap { shift in [-1, 0, 1].map { (Int64(1000) << shift) + $0 * 1000 } }
         let wrong = values.filter { ServiceWindow.bucket($0) != expected($0) }
-        #expect(wrong.isEmpty, "\(wrong.prefix(5).map { ($0, ServiceWindow.bucket($0), expected($0)) })")
+        // The count, not the list: a wrong bound puts hundreds of thousands of values in it.
+        let wrongCount = wrong.count
+        #expect(wrongCount == 0, "\(wrong.prefix(5).map { ($0, ServiceWindow.bucket($0), expected($0)) })")
     }
 
     /// A window of failures the broker answered itself holds its status counts only: a flood

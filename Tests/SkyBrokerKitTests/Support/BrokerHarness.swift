@@ -136,3 +136,6 @@ func dispatched(_ actions: [BrokerAction]) -> [(PeerID, RequestID)] {
 func events(_ actions: [BrokerAction]) -> [SkyEvent] {
     actions.compactMap { if case .publish(let event) = $0 { event } else { nil } }
 }
+
+/// Request id `n` (tests number their requests).
+func requestID(_ n: UInt64) -> RequestID { RequestID(high: 0, low: n) }
