@@ -336,16 +336,19 @@ public final class Broker: Service, Sendable {
                     switch consume inbound {
                     case .message(Broker.zapSocket, let message):
                         authenticate(message, machine: &machine, into: &outbound, actions: &actions)
-                    case .message(Broker.clientsSocket, let message):
+                    case .message(Broker.clientsSocket, var message):
                         guard admit(message, as: .client, machine: &machine, actions: &actions) else { return }
-                        machine.clientMessage(
-                            from: PeerID(message.content[0]), message: message.content.dropFirst(), now: now,
-                            into: &actions)
-                    case .message(Broker.workersSocket, let message):
+                        // The routing id read in place and hidden: no views or copies of the message.
+                        let peer = message.content.withFrame(0) { PeerID($0) }
+                        message.content.removeFirst()
+                        machine.clientMessage(from: peer, message: message.content, now: now, into: &actions)
+                    case .message(Broker.workersSocket, var message):
                         guard admit(message, as: .worker, machine: &machine, actions: &actions) else { return }
+                        let peer = message.content.withFrame(0) { PeerID($0) }
+                        message.content.removeFirst()
                         machine.workerMessage(
-                            from: PeerID(message.content[0]), message: message.content.dropFirst(),
-                            host: message.peerAddress, key: message.userID, now: now, into: &actions)
+                            from: peer, message: message.content, host: message.peerAddress, key: message.userID,
+                            now: now, into: &actions)
                     case .message(Broker.eventsSocket, let message):
                         guard admit(message, as: .watcher, machine: &machine, actions: &actions) else { return }
                         // XPUB: [0x01 topic] subscribes, [0x00 topic] unsubscribes.

@@ -16,6 +16,11 @@ package struct PeerID: Hashable, Sendable, CustomStringConvertible {
         storage = InlineBytes(bytes)
     }
 
+    /// A routing id lent from a received message (``Frames/withFrame(_:_:)``).
+    package init(_ bytes: UnsafeRawBufferPointer) {
+        storage = InlineBytes(bytes)
+    }
+
     /// The routing id as sent on the wire.
     package var bytes: [UInt8] { storage.array }
 

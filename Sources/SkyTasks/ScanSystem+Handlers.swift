@@ -71,8 +71,10 @@ extension ScanSystem {
         }
 
         /// Runs `request` with its synchronous handler `run` here and now, and turns the
-        /// outcome into a reply as ``execute(_:)`` does.
-        package func execute(_ request: TaskRequest, inline run: ScanSystem.InlineRawHandler) -> TaskReply {
+        /// outcome into a reply as ``execute(_:)`` does. Static: it needs nothing of the set, and
+        /// a caller that bound the set to call it copied it (its table's and logger's references
+        /// counted up and down) every task.
+        package static func execute(_ request: TaskRequest, inline run: ScanSystem.InlineRawHandler) -> TaskReply {
             do {
                 return TaskReply(requestID: request.requestID, status: .ok, body: try run(request.body))
             } catch {

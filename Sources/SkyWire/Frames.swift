@@ -140,6 +140,22 @@ public struct Frames: Sendable {
         return storage[(base + start)..<(base + end)]
     }
 
+    /// Lends frame `index`'s bytes without making a view of them (a view counts the buffer's
+    /// reference up and down: a ROUTER's routing id is read this way on every message).
+    @inlinable @inline(__always) public func withFrame<R>(_ index: Int, _ body: (UnsafeRawBufferPointer) -> R) -> R {
+        precondition(index >= 0 && index < count, "frame \(index) of \(count)")
+        let (start, end) = bounds(of: first + index)
+        if start < 0 { return large[-1 - start].withUnsafeBytes(body) }
+        let base = dataStart
+        return storage.withUnsafeBytes { body(UnsafeRawBufferPointer(rebasing: $0[(base + start)..<(base + end)])) }
+    }
+
+    /// Hides the first frame shown, in place: ``dropFirst()`` without a second value (whose
+    /// two references were counted up and down on every message a ROUTER read).
+    @inlinable public mutating func removeFirst() {
+        first = min(first + 1, total)
+    }
+
     /// The frames after the first, sharing the buffer.
     @inlinable public func dropFirst() -> Frames {
         var rest = self

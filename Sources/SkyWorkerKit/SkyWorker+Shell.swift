@@ -88,10 +88,8 @@ extension SkyWorker {
         }
 
         /// `service`'s inline handler, if it has one.
-        private func inlineHandler(
-            for service: String, in handlers: ScanSystem.Handlers
-        ) -> ScanSystem.InlineRawHandler? {
-            guard let inlineList else { return handlers.inlineHandler(for: service) }
+        private func inlineHandler(for service: String) -> ScanSystem.InlineRawHandler? {
+            guard let inlineList else { return inlineHandlers?.inlineHandler(for: service) }
             for entry in inlineList where entry.service == service { return entry.run }
             return nil
         }
@@ -269,9 +267,8 @@ extension SkyWorker {
                 case .send:
                     return  // sent above
                 case .startTask(let key, let request, let slot):
-                    if let handlers = inlineHandlers, let run = inlineHandler(for: request.service, in: handlers) {
-                        ranInline.append(
-                            FinishedTask(key: key, reply: runInline(request, run, handlers), connection: generation))
+                    if let run = inlineHandler(for: request.service) {
+                        ranInline.append(FinishedTask(key: key, reply: runInline(request, run), connection: generation))
                         return
                     }
                     let ticket = handles.reserve(key, slot: slot)
@@ -305,11 +302,9 @@ extension SkyWorker {
 
         /// One task whose handler is inline, run on the I/O thread: no ticket, no runner, and
         /// nothing to cancel (it ends before a cancellation could be read).
-        private func runInline(
-            _ request: TaskRequest, _ run: ScanSystem.InlineRawHandler, _ handlers: ScanSystem.Handlers
-        ) -> TaskReply {
+        private func runInline(_ request: TaskRequest, _ run: ScanSystem.InlineRawHandler) -> TaskReply {
             let started = metrics.started()
-            let reply = handlers.execute(request, inline: run)
+            let reply = ScanSystem.Handlers.execute(request, inline: run)
             metrics.finished(request.service, reply.status, startedAt: started)
             return reply
         }

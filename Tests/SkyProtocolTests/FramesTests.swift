@@ -55,6 +55,24 @@ struct FramesTests {
         #expect(none.isEmpty && none.byteCount == 0 && none.arrays.isEmpty)
     }
 
+    /// The broker reads a ROUTER's routing id in place and hides it: the same bytes, and the
+    /// same frames after it, as a view and ``Frames/dropFirst()`` give.
+    @Test func aFrameLentInPlaceAndTheFirstHiddenInPlaceMatchTheirViews() {
+        var frames = Frames(Self.arrays + [Array(repeating: 0x5a, count: Frames.largeFrame)])
+        for index in 0..<frames.count {
+            #expect(frames.withFrame(index) { Array($0) } == Array(frames[index]), "frame \(index)")
+        }
+        let dropped = frames.dropFirst()
+        frames.removeFirst()
+        #expect(frames == dropped && frames.count == Self.arrays.count)
+        #expect(frames.withFrame(0) { Array($0) } == Array("SKYC01".utf8))
+        #expect(frames.withFrame(frames.count - 1) { $0.count } == Frames.largeFrame)
+        var last = Frames([[7]])
+        last.removeFirst()
+        last.removeFirst()
+        #expect(last.isEmpty)
+    }
+
     @Test func aCopyOutlivesTheValueItCameFromAndChangesNothingInIt() {
         var copy: Frames?
         do {
