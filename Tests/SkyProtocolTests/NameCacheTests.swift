@@ -40,3 +40,31 @@ struct NameCacheTests {
         #expect(try cache.name(Array("sky.scan".utf8)[...]) == "sky.scan")
     }
 }
+
+/// The name check reads eight bytes at a time: every byte value at every place of a word and
+/// of a padded tail gives what a byte-at-a-time check gives.
+@Suite("Service names: checked a word at a time")
+struct NameShapeTests {
+    static func reference(_ bytes: [UInt8]) -> WireFormat.NameShape {
+        guard (1...WireFormat.maxNameLength).contains(bytes.count) else { return .invalid }
+        if bytes.contains(where: { $0 < 0x20 || $0 == 0x7f }) { return .invalid }
+        return bytes.allSatisfy { $0 < 0x80 } ? .ascii : .beyondASCII
+    }
+
+    @Test(arguments: [1, 5, 8, 13, 16, 17])
+    func everyByteAtEveryPlaceIsJudgedAsOneAtATime(length: Int) {
+        var wrong = 0
+        for place in 0..<length {
+            for value in 0...255 {
+                // Around it: plain letters, or bytes that are themselves borderline.
+                for filler: UInt8 in [0x61, 0x20, 0x7e, 0x80, 0xff] {
+                    var bytes = [UInt8](repeating: filler, count: length)
+                    bytes[place] = UInt8(value)
+                    let shape = bytes.withUnsafeBufferPointer { WireFormat.nameShape($0) }
+                    if shape != Self.reference(bytes) { wrong += 1 }
+                }
+            }
+        }
+        #expect(wrong == 0)
+    }
+}
