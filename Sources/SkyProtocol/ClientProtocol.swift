@@ -61,17 +61,15 @@ public enum ClientToBroker: Sendable, Equatable {
             if !keyed && !RequestHeader.unkeyedByteCounts.contains(header.count) {
                 throw RequestHeader.clientHeaderLength(header.count)
             }
-            var request = TaskRequest(
+            let (key, limit) =
+                keyed ? try RequestHeader.concurrency(header.dropFirst(RequestHeader.flaggedByteCount)) : (nil, 0)
+            let request = TaskRequest(
                 requestID: try RequestID(frame: frames[2]),
                 service: try WireFormat.name(frames[3]),
                 header: try RequestHeader(frame: keyed ? header.prefix(RequestHeader.flaggedByteCount) : header),
                 body: Array(frames[5]),
-                trace: frames.count == 7 ? try WireFormat.traceFrame(frames[6]) : nil)
-            if keyed {
-                let (key, limit) = try RequestHeader.concurrency(header.dropFirst(RequestHeader.flaggedByteCount))
-                request.concurrencyKey = key
-                request.concurrencyLimit = limit
-            }
+                trace: frames.count == 7 ? try WireFormat.traceFrame(frames[6]) : nil, concurrencyKey: key,
+                concurrencyLimit: limit)
             // 0 names the answer to a CANCEL; a request's attempts count from 1.
             guard request.header.attempt >= 1 else {
                 throw .invalidValue(name: "attempt", reason: "0; attempts count from 1")

@@ -191,6 +191,18 @@ public struct TaskRequest: Sendable, Equatable {
         payload = Payload(body: body, trace: trace, key: nil, limit: 0)
     }
 
+    /// A request with its concurrency key and limit, boxed with its body once (each setter
+    /// makes a new box: two allocations a keyed request when the broker decoded it so).
+    package init(
+        requestID: RequestID, service: String, header: RequestHeader, body: [UInt8], trace: [UInt8]?,
+        concurrencyKey: String?, concurrencyLimit: UInt32
+    ) {
+        self.requestID = requestID
+        self.service = service
+        self.header = header
+        payload = Payload(body: body, trace: trace, key: concurrencyKey, limit: concurrencyLimit)
+    }
+
     /// The bytes it holds beyond its fixed fields, which bound a queue: body, trace frame and
     /// concurrency key. Inlinable: called across modules, it made the broker copy the queue
     /// entry that holds the request (every reference counted up and down) to call it.

@@ -174,11 +174,13 @@ struct InstructionCount {
 
     /// The hidden `--load-client` mode: this process as a plain Sky client, for callgrind.
     static func loadClient(
-        broker: String, tasks: Int, inFlight: Int, payload: Int, callers: CallerPlacement, typed: Bool
+        broker: String, tasks: Int, inFlight: Int, payload: Int, callers: CallerPlacement, typed: Bool,
+        key: String? = nil
     ) async throws {
         let client = try await SkyClient(broker: broker)
         try await waitForWorker(client)
-        try await load(client, tasks: tasks, inFlight: inFlight, payload: payload, callers: callers, typed: typed)
+        try await load(
+            client, tasks: tasks, inFlight: inFlight, payload: payload, callers: callers, typed: typed, key: key)
         await client.close()
     }
 

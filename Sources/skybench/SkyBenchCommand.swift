@@ -171,6 +171,11 @@ struct SkyBenchCommand: AsyncParsableCommand {
 
     @Option(
         help: ArgumentHelp(
+            "--load-client's calls carry this concurrency key (to profile the keyed broker).", visibility: .private))
+    var loadKey: String?
+
+    @Option(
+        help: ArgumentHelp(
             "Submit --jobs' paced durable load to this broker until SIGTERM (its other-process phase).",
             visibility: .private))
     var pacedJobs: String?
@@ -213,7 +218,7 @@ struct SkyBenchCommand: AsyncParsableCommand {
         if let loadClient {
             try await InstructionCount.loadClient(
                 broker: loadClient, tasks: loadTasks, inFlight: mostInFlight, payload: payload, callers: clientCallers,
-                typed: loadTyped)
+                typed: loadTyped, key: loadKey)
             return
         }
         let settings = BenchSettings(

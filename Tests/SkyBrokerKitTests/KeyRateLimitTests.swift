@@ -266,6 +266,9 @@ struct KeyRateLimitTests {
         #expect(listing.keysWaiting == 0 && !listing.throttled, "\(listing)")
     }
 
+    /// Also the test of the key book's last lookup kept (`bucketIndex`): "a" is found, its
+    /// bucket dropped with the rest, and found again, where a place kept from before would
+    /// stop the process.
     @Test func theKeyBookDropsFullBucketsAndSharesOneBeyondItsBound() {
         var book = KeyRateBook()
         _ = book.set("s", RateLimit(perSecond: 1, burst: 1, key: KeyScope()))
