@@ -162,9 +162,8 @@ public enum WireFormat {
     /// bytes, no control characters; and whether it is all ASCII (valid UTF-8 as it is).
     enum NameShape { case invalid, ascii, beyondASCII }
 
-    ///
-    /// Eight bytes at a time (a byte at a time, two comparisons each, was most of a client's
-    /// check of every call's name); the last word is padded with spaces.
+    /// A name's ``NameShape``, read eight bytes at a time (a byte at a time took two comparisons
+    /// a byte, on every call a client makes); the last word is padded with spaces.
     static func nameShape(_ bytes: UnsafeBufferPointer<UInt8>) -> NameShape {
         guard (1...maxNameLength).contains(bytes.count) else { return .invalid }
         let raw = UnsafeRawBufferPointer(bytes)
