@@ -338,14 +338,11 @@ public final class Broker: Service, Sendable {
                         authenticate(message, machine: &machine, into: &outbound, actions: &actions)
                     case .message(Broker.clientsSocket, var message):
                         guard admit(message, as: .client, machine: &machine, actions: &actions) else { return }
-                        // The routing id read in place and hidden: no views or copies of the message.
-                        let peer = message.content.withFrame(0) { PeerID($0) }
-                        message.content.removeFirst()
+                        let peer = message.takeRoutingID()
                         machine.clientMessage(from: peer, message: message.content, now: now, into: &actions)
                     case .message(Broker.workersSocket, var message):
                         guard admit(message, as: .worker, machine: &machine, actions: &actions) else { return }
-                        let peer = message.content.withFrame(0) { PeerID($0) }
-                        message.content.removeFirst()
+                        let peer = message.takeRoutingID()
                         machine.workerMessage(
                             from: peer, message: message.content, host: message.peerAddress, key: message.userID,
                             now: now, into: &actions)
@@ -694,5 +691,15 @@ public struct BrokerStartError: Error, CustomStringConvertible {
         }
         let text = "cannot bind the \(role) endpoint \(endpoint): \(underlying.message)"
         return underlying.bindAdvice.map { "\(text). \($0) (--\(role))." } ?? text
+    }
+}
+
+extension ZMQMessage {
+    /// A ROUTER's routing id (the first frame, which ``Broker/Shell`` has admitted as there),
+    /// read in place and hidden: no view of it, and no second `Frames` of the rest.
+    fileprivate mutating func takeRoutingID() -> PeerID {
+        let peer = content.withFrame(0) { PeerID($0) }
+        content.removeFirst()
+        return peer
     }
 }

@@ -256,15 +256,10 @@ package struct BrokerStateMachine: Sendable {
 
     package private(set) var configuration: Configuration
     /// Added and removed only through ``addWorker(_:)``, ``removeWorker(_:)`` and
-    /// ``removeAllWorkers()``, which count the changes that end ``WorkerIndex``es' validity.
+    /// ``removeAllWorkers()``, which tell ``workerLookup``.
     private(set) var workers: [PeerID: WorkerRecord] = [:]
-    /// Workers added or removed so far: a ``lastWorker`` found before a change is not used.
-    private var workerChanges: UInt64 = 0
-    /// The worker the last lookup by routing id found, and ``workerChanges`` then: a worker's
-    /// replies come in runs (a batch of them per read), and comparing two ids costs less than
-    /// hashing one. A dictionary's index of a changed dictionary is not valid (its use traps),
-    /// hence the count.
-    private var lastWorker: (peer: PeerID, index: WorkerIndex, changes: UInt64)?
+    /// The worker the last lookup by routing id found (see ``workerIndex(of:)``).
+    private var workerLookup = LastLookup<PeerID, WorkerRecord>()
     /// Each known service's workers, pause, limit and stats, by number.
     var services = ServiceBook()
     var clients = ClientBook()
@@ -341,30 +336,27 @@ package struct BrokerStateMachine: Sendable {
         return change(&workers.values[index])
     }
 
-    /// A known worker's place in ``workers``, found by comparison with the last one found
-    /// when it is the same worker and none joined or left since, by hashing otherwise.
+    /// A known worker's place in ``workers``: a worker's replies come in runs (a batch of them
+    /// per read), found by comparison with the last one while none joined or left since.
     mutating func workerIndex(of peer: PeerID) -> WorkerIndex? {
-        if let last = lastWorker, last.changes == workerChanges, last.peer == peer { return last.index }
-        guard let index = workers.index(forKey: peer) else { return nil }
-        lastWorker = (peer, index, workerChanges)
-        return index
+        workerLookup.index(of: peer, in: workers)
     }
 
     /// A worker joins (or its record is replaced).
     mutating func addWorker(_ record: WorkerRecord) {
-        workerChanges &+= 1
+        workerLookup.changed()
         workers[record.id] = record
     }
 
     /// A worker leaves: its record, if it was known.
     mutating func removeWorker(_ peer: PeerID) -> WorkerRecord? {
-        workerChanges &+= 1
+        workerLookup.changed()
         return workers.removeValue(forKey: peer)
     }
 
     /// Every worker leaves (the broker stops).
     mutating func removeAllWorkers() {
-        workerChanges &+= 1
+        workerLookup.changed()
         workers.removeAll()
     }
 

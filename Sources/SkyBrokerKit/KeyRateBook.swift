@@ -21,15 +21,12 @@ struct KeyRateBook: Sendable {
     struct Service: Sendable {
         let name: String
         var limit: RateLimit
-        /// Changed only through ``addBucket(_:)``, ``dropFullBuckets(now:)`` and
-        /// ``change(to:now:)``, which count the changes that end ``lastBucket``'s validity.
+        /// Entries added and removed only in ``check(_:now:shared:taking:)``,
+        /// ``dropFullBuckets(now:)`` and ``change(to:now:)``, which tell ``bucketLookup``.
         private(set) var buckets: [String: TokenBucket] = [:]
-        private var bucketChanges: UInt64 = 0
-        /// The bucket the last lookup found, its place, and ``bucketChanges`` then: a call's key
-        /// is looked up when its lane asks whether it may start and again when it takes the
-        /// token, and comparing two keys costs less than hashing one (twice a call). A
-        /// dictionary's place is not valid once it changed (its use traps), hence the count.
-        private var lastBucket: (key: String, index: Dictionary<String, TokenBucket>.Index, changes: UInt64)?
+        /// The bucket the last lookup found: a call's key is looked up when its lane asks
+        /// whether it may start and again when it takes the token.
+        private var bucketLookup = LastLookup<String, TokenBucket>()
         /// Keys whose work waits for a token, and when it is due (nanoseconds).
         var resting: [String: Int64] = [:]
         /// Starts under the limit, and calls it answered at once, since it was set.
@@ -51,7 +48,7 @@ struct KeyRateBook: Sendable {
         /// - Returns: the keys that rested (they look again).
         mutating func change(to limit: RateLimit, now: Int64) -> [String] {
             self.limit = limit
-            bucketChanges &+= 1
+            bucketLookup.changed()
             for (key, bucket) in buckets { buckets[key] = TokenBucket(limit, keeping: bucket, now: now) }
             let rested = Array(resting.keys)
             resting = [:]
@@ -61,21 +58,12 @@ struct KeyRateBook: Sendable {
         /// Drops the buckets that are full again; returns how many.
         mutating func dropFullBuckets(now: Int64) -> Int {
             let before = buckets.count
-            bucketChanges &+= 1
+            bucketLookup.changed()
             buckets = buckets.filter { _, bucket in
                 var bucket = bucket
                 return !bucket.isFull(now: now)
             }
             return before - buckets.count
-        }
-
-        /// `bucketKey`'s place in ``buckets``, found by comparison with the last key looked up
-        /// when nothing changed since, by hashing otherwise.
-        private mutating func bucketIndex(_ bucketKey: String) -> Dictionary<String, TokenBucket>.Index? {
-            if let last = lastBucket, last.changes == bucketChanges, last.key == bucketKey { return last.index }
-            guard let index = buckets.index(forKey: bucketKey) else { return nil }
-            lastBucket = (bucketKey, index, bucketChanges)
-            return index
         }
 
         /// When the `position`-th start of `key` from `now` may go.
@@ -102,11 +90,11 @@ struct KeyRateBook: Sendable {
             // which allocated its frame on every call.
             let bucketKey = bucketKey(key, shared: shared)
             var added = 0
-            var index = bucketIndex(bucketKey)
+            var index = bucketLookup.index(of: bucketKey, in: buckets)
             if index == nil, taking {
-                bucketChanges &+= 1
+                bucketLookup.changed()
                 buckets[bucketKey] = TokenBucket(limit)
-                index = bucketIndex(bucketKey)
+                index = bucketLookup.index(of: bucketKey, in: buckets)
                 added = 1
             }
             guard let index else { return (true, nil, 0) }  // no bucket: a full one
