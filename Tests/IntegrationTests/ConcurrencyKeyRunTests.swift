@@ -78,7 +78,7 @@ extension ThirdLineSuite {
                 let system = ScanSystem(name: "keyed-\(number)", capacity: 4)
                 await system.register(KeyedSleep.self) { task in
                     log.add(task.key, task.index, .start)
-                    try await Task.sleep(for: .milliseconds(task.milliseconds))
+                    try await Task.sleep(for: .milliseconds(task.milliseconds))  // the handler's work
                     log.add(task.key, task.index, .end)
                     return task.index
                 }

@@ -149,14 +149,14 @@ extension IntegrationSuite {
                 return done
             }
             // The baseline after a warm-up: until then the broker's tables grow to their working size.
-            try await Task.sleep(until: started + .seconds(min(20, seconds / 3)), clock: .continuous)
+            try await Task.sleep(until: started + .seconds(min(20, seconds / 3)), clock: .continuous)  // a time
             let early = try await sky.clusterSnapshot()
             // The heap every 5 s after the baseline: transient peaks (tasks held by fuzz workers
             // for their lease, a burst of real scans) are not growth; the typical value is.
             var heaps: [Int] = []
             var next = started + .seconds(min(20, seconds / 3)) + .seconds(5)
             while next < end {
-                try await Task.sleep(until: next, clock: .continuous)
+                try await Task.sleep(until: next, clock: .continuous)  // the samples' times
                 heaps.append(try await sky.clusterSnapshot().memory?.heapInUse ?? 0)
                 next = next + .seconds(5)
             }

@@ -50,7 +50,7 @@ struct PostgresJobStoreTests {
                 try PostgresJobStore(uri: uri)
             }
             if case .failure(.inUse) = result, ContinuousClock.now < deadline {
-                try await Task.sleep(for: .milliseconds(20))
+                try await Task.sleep(for: .milliseconds(20))  // the lock's release has no event to await
                 continue
             }
             return try result.get()

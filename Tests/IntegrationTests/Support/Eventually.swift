@@ -7,7 +7,7 @@ func value<T: Sendable>(of task: Task<T, any Error>, within timeout: Duration = 
     try await withThrowingTaskGroup(of: T?.self) { group in
         group.addTask { try await task.value }
         group.addTask {
-            try await Task.sleep(for: timeout)
+            try await Task.sleep(for: timeout)  // the time limit, raced against the task
             return nil
         }
         defer { group.cancelAll() }

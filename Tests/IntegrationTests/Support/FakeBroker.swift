@@ -109,7 +109,7 @@ final class FakeBroker: Sendable {
             } else if let timeout {
                 let mailbox = mailbox
                 Task {
-                    try? await Task.sleep(for: timeout)
+                    try? await Task.sleep(for: timeout)  // the receive's time limit, not a wait for it
                     let expired = mailbox.withLock { box -> Waiter? in
                         guard box.waiter?.number == number else { return nil }
                         defer { box.waiter = nil }

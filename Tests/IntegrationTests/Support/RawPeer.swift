@@ -122,7 +122,7 @@ final class HungWorker: Sendable {
         heartbeats = Task {
             while !Task.isCancelled {
                 peer.send(WorkerToBroker.heartbeat.encode())
-                try? await Task.sleep(for: heartbeat)
+                try? await Task.sleep(for: heartbeat)  // the heartbeats' pace
             }
         }
     }
