@@ -370,6 +370,85 @@ extension IntegrationSuite {
             await cluster.stop()
         }
 
+        /// Packed REQUESTs written from protocol.md, whose service names change from one to the
+        /// next: the broker keeps the last name it decoded and compares the next one's bytes with
+        /// it, so names of one length that differ in one byte (a control character, DEL, a
+        /// letter, in the first eight bytes or the tail), and headers that end inside a field,
+        /// come in between valid ones. Each valid REQUEST is answered once (by the echo, or
+        /// `noWorkers` for the services nobody serves), each malformed one counted and dropped.
+        @Test func packedRequestsWithNamesThatDifferByAByteAreEachAnsweredOnceOrCountedMalformed() async throws {
+            let cluster = try await TestCluster.start()
+            defer { cluster.killAll() }
+            _ = try await cluster.startWorker(name: "echo", capacity: 4)
+            let peer = try await RawPeer(connectingTo: cluster.clients)
+            defer { Task { await peer.close() } }
+            func bigEndian(_ value: UInt32) -> [UInt8] { withUnsafeBytes(of: value.bigEndian) { Array($0) } }
+            // `SKYC02`, 0x01, request id, attempt 1, timeout 10 s, no-workers 1 ms, priority 0, name.
+            func packed(_ low: UInt64, _ name: [UInt8]) -> [[UInt8]] {
+                let id =
+                    withUnsafeBytes(of: UInt64(0x5a).bigEndian) { Array($0) }
+                    + withUnsafeBytes(of: low.bigEndian) { Array($0) }
+                let header =
+                    Array("SKYC02".utf8) + [0x01] + id + bigEndian(1) + bigEndian(10_000) + bigEndian(1) + bigEndian(0)
+                    + name
+                return [header, [UInt8(truncatingIfNeeded: low)]]
+            }
+            let echo = Array("sky.echo".utf8)
+            let long = Array("sky.echo.unserved".utf8)
+            var valid: [(UInt64, [UInt8])] = []
+            var malformed: [[[UInt8]]] = []
+            var next: UInt64 = 0
+            func add(_ name: [UInt8]) {
+                valid.append((next, name))
+                next += 1
+            }
+            for round in 0..<4 {
+                add(echo)
+                malformed.append(packed(1000 + UInt64(round) * 10, Array("sky.ech".utf8) + [0x01]))
+                add(echo)
+                malformed.append(packed(1001 + UInt64(round) * 10, Array("sky.ech".utf8) + [0x7f]))
+                add(Array("sky.echp".utf8))  // a name of the same length: another service
+                add(echo)
+                malformed.append(packed(1002 + UInt64(round) * 10, Array(long.dropLast()) + [0x1f]))
+                add(long)
+                add(Array(long.dropLast()) + [0x65])  // the tail differs
+                // 30 bytes: the header ends inside its timeout.
+                malformed.append([Array(packed(1003 + UInt64(round) * 10, echo)[0].prefix(30)), [1]])
+                add(echo)
+            }
+            let before = try await cluster.snapshot().counters.malformedClientMessages
+            var messages: [[[UInt8]]] = []
+            var bad = malformed.makeIterator()
+            for (low, name) in valid {
+                messages.append(packed(low, name))
+                if low % 2 == 1, let one = bad.next() { messages.append(one) }
+            }
+            while let one = bad.next() { messages.append(one) }
+            peer.send(messages)
+            let replies = try await peer.waitForReplies(valid.count)
+            let names = Dictionary(uniqueKeysWithValues: valid)
+            for reply in replies {
+                guard let name = names[reply.requestID.low] else {
+                    Issue.record("a malformed REQUEST (\(reply.requestID.low)) was answered: \(reply.status)")
+                    continue
+                }
+                if name == echo {
+                    #expect(reply.status == .ok && reply.body == [UInt8(reply.requestID.low)], "\(reply.requestID.low)")
+                } else {
+                    #expect(reply.status == .noWorkers, "\(reply.requestID.low): \(reply.status)")
+                }
+            }
+            #expect(Set(replies.map(\.requestID.low)) == Set(valid.map(\.0)), "each valid one once")
+            try await eventually("the malformed ones counted") {
+                try await cluster.snapshot().counters.malformedClientMessages == before + UInt64(malformed.count)
+            }
+            #expect(peer.replies.count == valid.count, "nothing answered the malformed ones")
+            let sky = try await SkyClient(broker: cluster.clients)
+            #expect(try await sky.scan(EchoTask(message: "still serving")).message == "still serving")
+            await sky.close()
+            await cluster.stop()
+        }
+
         /// A flood of job lookups (statuses of ids nobody submitted, each a read of the journal's
         /// disk) from a raw peer: the reads waiting for the journal stay within `--queue-limit`,
         /// every call is answered exactly once (a report, or `overloaded`), and the broker serves on.
