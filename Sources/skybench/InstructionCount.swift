@@ -197,12 +197,12 @@ struct InstructionCount {
         if callers == .completion {
             // Each lane's calls one after the other, as the task lanes below make them.
             let left = Atomic(tasks - lanes)
-            try await CallbackChains.run(lanes: lanes, more: { left.subtract(1, ordering: .relaxed).oldValue > 0 }) {
-                done in
+            let more: @Sendable () -> Bool = { left.subtract(1, ordering: .relaxed).oldValue > 0 }
+            try await CallbackChains.run(lanes: lanes, more: more) { done in
                 if typed {
-                    client.scan(task, options: options) { done($0.failure) }
+                    client.scan(task, options: options) { done($0.map { _ in [] }) }
                 } else {
-                    client.request(service: EchoTask.service, body: body, options: options) { done($0.failure) }
+                    client.request(service: EchoTask.service, body: body, options: options, completion: done)
                 }
             }
             return

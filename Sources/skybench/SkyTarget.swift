@@ -105,7 +105,7 @@ final class SkyTarget: BenchTarget {
                         timed.sent = ContinuousClock.now
                         return timed.left >= 0
                     }
-                }
+                }, check: check(body)
             ) { done in self.call(body, completion: done) }
             histogram = timed.withLock { $0.histogram }
         } else {
@@ -128,7 +128,7 @@ final class SkyTarget: BenchTarget {
         let body = [UInt8](repeating: 0x61, count: payload)
         return try await throughput(
             inFlight: inFlight, warmup: warmup, measure: measure, call: { try await self.call(body) },
-            callback: { self.call(body, completion: $0) })
+            check: check(body), callback: { self.call(body, completion: $0) })
     }
 
     /// Throughput of the typed path: `scan(EchoTask)`, whose message is `payload` bytes of text,
@@ -142,22 +142,23 @@ final class SkyTarget: BenchTarget {
                 let echoed = try await client.scan(task, options: Self.options)
                 guard echoed == task else { throw BenchError("sky.echo answered \(echoed) for \(task)") }
             },
+            check: { _ in nil },
             callback: { done in
                 client.scan(task, options: Self.options) { result in
-                    switch result {
-                    case .success(let echoed) where echoed == task: done(nil)
-                    case .success(let echoed): done(BenchError("sky.echo answered \(echoed) for \(task)"))
-                    case .failure(let error): done(error)
-                    }
+                    done(
+                        result.flatMap { echoed in
+                            echoed == task
+                                ? .success([]) : .failure(.invalidResult("sky.echo answered \(echoed) for \(task)"))
+                        })
                 }
             })
     }
 
-    /// Keeps `inFlight` calls of `call` going (of `callback` in the completion placement);
-    /// counts those that complete in the measured phase.
+    /// Keeps `inFlight` calls of `call` going (of `callback` in the completion placement, each
+    /// success checked by `check`); counts those that complete in the measured phase.
     func throughput(
         inFlight: Int, warmup: Duration, measure: Duration, call: @escaping @Sendable () async throws -> Void,
-        callback: @escaping CallbackChains.Call
+        check: @escaping CallbackChains.Check, callback: @escaping CallbackChains.Call
     ) async throws -> Figures {
         let from = clock.now + warmup
         let until = from + measure
@@ -177,7 +178,7 @@ final class SkyTarget: BenchTarget {
                     let now = ContinuousClock.now
                     if now >= from, now < until { counted.add(1, ordering: .relaxed) }
                     return now < until
-                }, call: callback)
+                }, check: check, call: callback)
             let (cpuSeconds, switches) = try await cpuUsed.value
             return Figures(
                 tasks: counted.load(ordering: .relaxed), seconds: measure.inSeconds, cpuSeconds: cpuSeconds,
@@ -231,15 +232,16 @@ final class SkyTarget: BenchTarget {
         try await client.clusterSnapshot()
     }
 
-    /// ``call(_:)`` by the callback API.
-    private func call(_ body: [UInt8], completion: @escaping @Sendable ((any Error)?) -> Void) {
-        client.request(service: service, body: body, options: Self.options) { result in
-            switch result {
-            case .success(let reply) where reply.count == body.count: completion(nil)
-            case .success(let reply):
-                completion(BenchError("\(self.service) answered \(reply.count) bytes for \(body.count)"))
-            case .failure(let error): completion(error)
-            }
+    /// ``call(_:)`` by the callback API; its reply is checked by the chain (``check(_:)``).
+    private func call(_ body: [UInt8], completion: @escaping CallbackChains.Done) {
+        client.request(service: service, body: body, options: Self.options, completion: completion)
+    }
+
+    /// What ``call(_:)`` checks of a reply to `body`.
+    private func check(_ body: [UInt8]) -> CallbackChains.Check {
+        let (service, count) = (service, body.count)
+        return { reply in
+            reply.count == count ? nil : BenchError("\(service) answered \(reply.count) bytes for \(count)")
         }
     }
 
