@@ -41,13 +41,15 @@ public enum ClientToBroker: Sendable, Equatable {
             let grace = try header.uint32("grace")
             let priority = Int8(clamping: Int32(bitPattern: try header.uint32("priority")))
             let service = try header.remainingName(&names)
+            // Copied out of the buffer in place (see the packed REPLY's body in `BrokerToClient`).
+            let body = frames.withFrame(1) { [UInt8]($0) }
             return .packedRequest(
                 TaskRequest(
                     requestID: requestID, service: service,
                     header: RequestHeader(
                         attempt: attempt, timeoutMilliseconds: timeout, noWorkersGraceMilliseconds: grace,
                         priority: priority),
-                    body: Array(frames[1]), trace: frames.count == 3 ? try WireFormat.traceFrame(frames[2]) : nil))
+                    body: body, trace: frames.count == 3 ? try WireFormat.traceFrame(frames[2]) : nil))
         }
         let byte = try WireFormat.command(of: frames, signature: WireFormat.clientSignature)
         guard let command = Command(rawValue: byte) else { throw .unknownCommand(byte) }
@@ -188,9 +190,17 @@ public enum BrokerToClient: Sendable, Equatable {
         {
             let requestID = try header.requestID()
             let attempt = try header.uint32("attempt")
-            let (status, body) = ReplyStatus.received(try header.statusByte(), body: frames[1])
+            let byte = try header.statusByte()
             try header.end()
-            return .packedReply(TaskReply(requestID: requestID, attempt: attempt, status: status, body: Array(body)))
+            guard let status = ReplyStatus(rawValue: byte) else {
+                let (status, body) = ReplyStatus.received(byte, body: frames[1])
+                return .packedReply(
+                    TaskReply(requestID: requestID, attempt: attempt, status: status, body: Array(body)))
+            }
+            // Copied out of the buffer in place: through a view (`frames[1]`), the buffer's
+            // reference was counted up and down, and the copy took the generic path.
+            let body = frames.withFrame(1) { [UInt8]($0) }
+            return .packedReply(TaskReply(requestID: requestID, attempt: attempt, status: status, body: body))
         }
         let byte = try WireFormat.command(of: frames, signature: WireFormat.clientSignature)
         guard let command = Command(rawValue: byte) else { throw .unknownCommand(byte) }

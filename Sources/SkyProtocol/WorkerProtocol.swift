@@ -274,11 +274,13 @@ public enum BrokerToWorker: Sendable, Equatable {
             let timeout = try header.uint32("timeout")
             let tag = try header.lengthPrefixedTag()
             let service = try header.remainingName(&names)
+            // Copied out of the buffer in place (as a client's reply body is, in `BrokerToClient`).
+            let body = frames.withFrame(1) { [UInt8]($0) }
             return .packedRequest(
                 tag: tag,
                 TaskRequest(
                     requestID: requestID, service: service,
-                    header: RequestHeader(attempt: attempt, timeoutMilliseconds: timeout), body: Array(frames[1]),
+                    header: RequestHeader(attempt: attempt, timeoutMilliseconds: timeout), body: body,
                     trace: frames.count == 3 ? try WireFormat.traceFrame(frames[2]) : nil))
         }
         let byte = try WireFormat.command(of: frames, signature: WireFormat.workerSignature)
