@@ -325,8 +325,13 @@ extension BrokerStateMachine {
                 free -= 1
                 continue
             }
-            // The head `oldestWaiting` just found live, and nothing changed since.
-            guard let pick = oldest, let task = queue.popFirst(pick.service, rates: &jobs.book.keyRates) else { return }
+            // The head `oldestWaiting` just found live, and nothing changed since. Moved out of
+            // the optional (`take()`): bound with `guard let`, the request was copied out of it
+            // (each of its references counted up) and the optional destroyed.
+            guard let pick = oldest else { return }
+            var popped = queue.popFirst(pick.service, rates: &jobs.book.keyRates)
+            guard popped != nil else { return }
+            let task = popped.take()!
             unmarkWaiting(client: task.client, bytes: task.request.queuedSize)
             if anyLimited { _ = takeStart(pick.service, now: nowTicks) }
             dispatch(consume task, to: peer, at: index, now: now, into: &actions)

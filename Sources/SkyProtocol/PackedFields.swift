@@ -16,7 +16,8 @@ struct PackedFields {
         self.command = command
     }
 
-    mutating func requestID() throws(ProtocolError) -> RequestID {
+    // The fixed-size reads inlined: called, each field cost a call more than its read.
+    @inline(__always) mutating func requestID() throws(ProtocolError) -> RequestID {
         let at = try take(RequestID.byteCount, "request id")
         return fields.withUnsafeBytes { raw in
             RequestID(
@@ -25,7 +26,7 @@ struct PackedFields {
         }
     }
 
-    mutating func uint32(_ name: String) throws(ProtocolError) -> UInt32 {
+    @inline(__always) mutating func uint32(_ name: String) throws(ProtocolError) -> UInt32 {
         let at = try take(4, name)
         return fields.withUnsafeBytes { UInt32(bigEndian: $0.loadUnaligned(fromByteOffset: at, as: UInt32.self)) }
     }
