@@ -29,10 +29,22 @@ extension Duration {
     /// duration (`components` traps beyond `Int64.max` seconds, such as an instant plus
     /// `.seconds(Int64.max)` measured from an earlier one, and its software 128-bit division ran
     /// on every call a client made).
+    ///
+    /// Divided as a 128-bit magnitude by a 64-bit divisor (`dividingFullWidth`), not by
+    /// `Int128`'s signed `/`, whose general routine cost twice the instructions, twice a call (a
+    /// client's attempt timeout and its timer).
     @usableFromInline func whole(perSecond units: Int64) -> Int64 {
-        let whole = attoseconds / Int128(1_000_000_000_000_000_000 / units)
-        if whole > Int128(Int64.max) { return .max }
-        if whole < Int128(Int64.min) { return .min }
-        return Int64(whole)
+        // Attoseconds per unit: at most 10¹⁸ (a unit of a second), so it fits a word.
+        let divisor = UInt64(1_000_000_000_000_000_000 / units)
+        let magnitude = attoseconds.magnitude
+        let high = UInt64(truncatingIfNeeded: magnitude >> 64)
+        let negative = attoseconds < 0
+        // A quotient of 2⁶⁴ or more is beyond Int64 either way.
+        guard high < divisor else { return negative ? .min : .max }
+        let quotient = divisor.dividingFullWidth((high, UInt64(truncatingIfNeeded: magnitude))).quotient
+        if negative {
+            return quotient > UInt64(Int64.max) ? .min : -Int64(quotient)
+        }
+        return quotient > UInt64(Int64.max) ? .max : Int64(quotient)
     }
 }
