@@ -31,7 +31,7 @@ struct PackedFields {
         return fields.withUnsafeBytes { UInt32(bigEndian: $0.loadUnaligned(fromByteOffset: at, as: UInt32.self)) }
     }
 
-    mutating func statusByte() throws(ProtocolError) -> UInt8 {
+    @inline(__always) mutating func statusByte() throws(ProtocolError) -> UInt8 {
         try byte("status")
     }
 

@@ -33,7 +33,7 @@ extension Duration {
     /// Divided as a 128-bit magnitude by a 64-bit divisor (`dividingFullWidth`), not by
     /// `Int128`'s signed `/`, whose general routine cost twice the instructions, twice a call (a
     /// client's attempt timeout and its timer).
-    @usableFromInline func whole(perSecond units: Int64) -> Int64 {
+    @inlinable func whole(perSecond units: Int64) -> Int64 {
         // Attoseconds per unit: at most 10¹⁸ (a unit of a second), so it fits a word.
         let divisor = UInt64(1_000_000_000_000_000_000 / units)
         let magnitude = attoseconds.magnitude

@@ -392,7 +392,9 @@ public struct PackedFieldWriter {
         written += size
     }
 
-    @inlinable mutating func copy(_ bytes: UnsafeRawBufferPointer) {
+    /// Always inlined: called, each of a header's byte runs (a signature, a name, a tag) cost
+    /// a call more than its copy.
+    @inlinable @inline(__always) mutating func copy(_ bytes: UnsafeRawBufferPointer) {
         precondition(count + bytes.count <= buffer.count, "a packed header over its announced size")
         guard let source = bytes.baseAddress, !bytes.isEmpty else { return }
         (buffer.baseAddress! + count).copyMemory(from: source, byteCount: bytes.count)

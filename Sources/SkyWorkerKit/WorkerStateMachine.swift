@@ -454,8 +454,10 @@ package struct WorkerStateMachine: Sendable {
 
     // MARK: Helpers
 
-    private mutating func accept(_ key: TaskKey, _ request: consuming TaskRequest, into actions: inout [Action]) {
-        if running.count >= Int(configuration.announcement.capacity), running[key] == nil {
+    private mutating func accept(
+        _ key: consuming TaskKey, _ request: consuming TaskRequest, into actions: inout [Action]
+    ) {
+        if running.count >= Int(configuration.announcement.capacity), running[copy key] == nil {
             // The broker's credits never allow this; a broker that oversends gets a typed answer.
             refusedOverCapacity += 1
             let reply = TaskReply.failure(
@@ -469,12 +471,12 @@ package struct WorkerStateMachine: Sendable {
         // One probe both checks for a second delivery and takes the key. (With no slot left,
         // every slot is a running task's, this one's among them: the check above passed.)
         guard let slot = freeSlots.popLast() ?? newSlot() else { return duplicate(key, into: &actions) }
-        if running.insert(key, slot: slot) != nil {
+        if running.insert(copy key, slot: slot) != nil {
             freeSlots.append(slot)
             return duplicate(key, into: &actions)
         }
-        // Moved into the action (passed as it is, the request was copied and this one destroyed).
-        actions.append(.startTask(key, consume request, slot: slot))
+        // Both moved into the action (passed as they are, each was copied and this one destroyed).
+        actions.append(.startTask(consume key, consume request, slot: slot))
     }
 
     private func duplicate(_ key: TaskKey, into actions: inout [Action]) {
