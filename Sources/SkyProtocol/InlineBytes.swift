@@ -86,6 +86,9 @@ public struct InlineBytes: Hashable, Sendable {
             return try bytes.withUnsafeBytes(body)
         case .inline(let first, let second, let count):
             var words = (first, second)
+            // `prefix`, not `UnsafeRawBufferPointer(start:count:)`: with that, Swift 6.3.1's
+            // optimiser made a load in `body` read the words wrong (docs/performance-history.md,
+            // "copies made in place").
             return try withUnsafeBytes(of: &words) { try body(UnsafeRawBufferPointer(rebasing: $0.prefix(Int(count)))) }
         }
     }
