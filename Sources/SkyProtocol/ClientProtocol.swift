@@ -41,8 +41,7 @@ public enum ClientToBroker: Sendable, Equatable {
             let grace = try header.uint32("grace")
             let priority = Int8(clamping: Int32(bitPattern: try header.uint32("priority")))
             let service = try header.remainingName(&names)
-            // Copied out of the buffer in place (see the packed REPLY's body in `BrokerToClient`).
-            let body = frames.withFrame(1) { [UInt8]($0) }
+            let body = frames.array(1)
             return .packedRequest(
                 TaskRequest(
                     requestID: requestID, service: service,
@@ -197,9 +196,7 @@ public enum BrokerToClient: Sendable, Equatable {
                 return .packedReply(
                     TaskReply(requestID: requestID, attempt: attempt, status: status, body: Array(body)))
             }
-            // Copied out of the buffer in place: through a view (`frames[1]`), the buffer's
-            // reference was counted up and down, and the copy took the generic path.
-            let body = frames.withFrame(1) { [UInt8]($0) }
+            let body = frames.array(1)
             return .packedReply(TaskReply(requestID: requestID, attempt: attempt, status: status, body: body))
         }
         let byte = try WireFormat.command(of: frames, signature: WireFormat.clientSignature)

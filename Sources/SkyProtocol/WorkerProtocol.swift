@@ -274,8 +274,7 @@ public enum BrokerToWorker: Sendable, Equatable {
             let timeout = try header.uint32("timeout")
             let tag = try header.lengthPrefixedTag()
             let service = try header.remainingName(&names)
-            // Copied out of the buffer in place (as a client's reply body is, in `BrokerToClient`).
-            let body = frames.withFrame(1) { [UInt8]($0) }
+            let body = frames.array(1)
             return .packedRequest(
                 tag: tag,
                 TaskRequest(

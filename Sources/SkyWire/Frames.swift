@@ -150,6 +150,18 @@ public struct Frames: Sendable {
         return storage.withUnsafeBytes { body(UnsafeRawBufferPointer(rebasing: $0[(base + start)..<(base + end)])) }
     }
 
+    /// Frame `index` as an array of its own: a large frame's array as it is (no copy), a small
+    /// frame's bytes copied out of the buffer in place (`Array(frames[index])` made a view of
+    /// the buffer, counting its reference up and down, and copied it through the generic path,
+    /// which asks the runtime what owns the view). A message's body is taken this way.
+    @inlinable public func array(_ index: Int) -> [UInt8] {
+        precondition(index >= 0 && index < count, "frame \(index) of \(count)")
+        let (start, end) = bounds(of: first + index)
+        if start < 0 { return large[-1 - start] }
+        let base = dataStart
+        return storage.withUnsafeBytes { [UInt8](UnsafeRawBufferPointer(rebasing: $0[(base + start)..<(base + end)])) }
+    }
+
     /// Hides the first frame shown, in place: ``dropFirst()`` without a second value (whose
     /// two references were counted up and down on every message a ROUTER read).
     @inlinable public mutating func removeFirst() {

@@ -73,6 +73,21 @@ struct FramesTests {
         #expect(last.isEmpty)
     }
 
+    /// A message's body is taken as an array of its own: a small frame's bytes, and a large
+    /// frame's own array, shared rather than copied (a copy of a large body would cost a
+    /// megabyte's copy for a megabyte's task).
+    @Test func aFrameTakenAsAnArrayHasItsBytesAndALargeOneIsNotCopied() {
+        let large = [UInt8](repeating: 0x5a, count: Frames.largeFrame)
+        let frames = Frames(Self.arrays + [large]).dropFirst()
+        let wrong = (0..<frames.count).filter { frames.array($0) != Array(frames[$0]) }
+        #expect(wrong.count == 0, "frames \(wrong)")
+        let taken = frames.array(frames.count - 1)
+        let shared = taken.withUnsafeBufferPointer { mine in
+            frames[frames.count - 1].withUnsafeBufferPointer { $0.baseAddress == mine.baseAddress }
+        }
+        #expect(shared)
+    }
+
     @Test func aCopyOutlivesTheValueItCameFromAndChangesNothingInIt() {
         var copy: Frames?
         do {
