@@ -59,6 +59,22 @@ extension IntegrationSuite {
             await cluster.stop()
         }
 
+        /// After a raw peer sent `malformed` bad messages among valid ones: the broker counted
+        /// each bad one, answered only the `answered` valid ones, and serves a client still; then
+        /// the cluster stops.
+        static func malformedCountedAndServing(
+            _ cluster: TestCluster, peer: RawPeer, before: UInt64, malformed: Int, answered: Int
+        ) async throws {
+            try await eventually("the malformed ones counted") {
+                try await cluster.snapshot().counters.malformedClientMessages == before + UInt64(malformed)
+            }
+            #expect(peer.replies.count == answered, "nothing answered the malformed ones")
+            let sky = try await SkyClient(broker: cluster.clients)
+            #expect(try await sky.scan(EchoTask(message: "still serving")).message == "still serving")
+            await sky.close()
+            await cluster.stop()
+        }
+
         static func request(_ id: RequestID, _ service: String, body: [UInt8] = [1], timeout: UInt32 = 0) -> [[UInt8]] {
             ClientToBroker.request(
                 TaskRequest(
@@ -360,14 +376,8 @@ extension IntegrationSuite {
             let replies = try await peer.waitForReplies(valid.count)
             #expect(replies.allSatisfy { $0.status == .ok && $0.body == [UInt8($0.requestID.low)] })
             #expect(Set(replies.map(\.requestID.low)) == Set(0..<UInt64(valid.count)), "each valid one once")
-            try await eventually("the malformed ones counted") {
-                try await cluster.snapshot().counters.malformedClientMessages == before + UInt64(malformed.count)
-            }
-            #expect(peer.replies.count == valid.count, "nothing answered the malformed ones")
-            let sky = try await SkyClient(broker: cluster.clients)
-            #expect(try await sky.scan(EchoTask(message: "still serving")).message == "still serving")
-            await sky.close()
-            await cluster.stop()
+            try await Self.malformedCountedAndServing(
+                cluster, peer: peer, before: before, malformed: malformed.count, answered: valid.count)
         }
 
         /// Packed REQUESTs written from protocol.md, whose service names change from one to the
@@ -439,14 +449,8 @@ extension IntegrationSuite {
                 }
             }
             #expect(Set(replies.map(\.requestID.low)) == Set(valid.map(\.0)), "each valid one once")
-            try await eventually("the malformed ones counted") {
-                try await cluster.snapshot().counters.malformedClientMessages == before + UInt64(malformed.count)
-            }
-            #expect(peer.replies.count == valid.count, "nothing answered the malformed ones")
-            let sky = try await SkyClient(broker: cluster.clients)
-            #expect(try await sky.scan(EchoTask(message: "still serving")).message == "still serving")
-            await sky.close()
-            await cluster.stop()
+            try await Self.malformedCountedAndServing(
+                cluster, peer: peer, before: before, malformed: malformed.count, answered: valid.count)
         }
 
         /// A flood of job lookups (statuses of ids nobody submitted, each a read of the journal's
