@@ -62,8 +62,6 @@ struct ClientStateMachine: Sendable {
     /// seeded at random, not the system's random source (one system call per id). Unique within
     /// the client; the broker keys them by client too.
     private var requestIDs: SplitMix64
-    /// What the table asked for in the current input (see ``takeTableActions(into:)``).
-    private var tableActions: [RequestTable.Action] = []
     /// What the broker said of itself in `mmi.features` during connection `epoch`. The machine
     /// asks once a connection is up (a reconnect may reach another broker), not as a call: it
     /// is counted nowhere and waits for nothing but its answer or `connectTimeout`.
@@ -124,8 +122,9 @@ struct ClientStateMachine: Sendable {
             return
         }
         let random = RequestID(high: requestIDs.next(), low: requestIDs.next())
-        table.start(call, random: random, waiter: waiter, now: now, into: &tableActions)
-        takeTableActions(into: &actions)
+        var output = tableOutput(taking: &actions)
+        table.start(call, random: random, waiter: waiter, now: now, into: &output)
+        tableDone(&output, into: &actions)
     }
 
     /// A caller waits for what the broker of this connection says of itself: at once if known,
@@ -154,8 +153,9 @@ struct ClientStateMachine: Sendable {
     /// A caller stopped waiting (its task was cancelled); the shell
     /// already resumed it.
     mutating func abandon(_ waiter: WaiterID, into actions: inout [Action]) {
-        table.abandon(waiter, into: &tableActions)
-        takeTableActions(into: &actions)
+        var output = tableOutput(taking: &actions)
+        table.abandon(waiter, into: &output)
+        tableDone(&output, into: &actions)
     }
 
     /// A caller waits until a connection is up.
@@ -206,8 +206,9 @@ struct ClientStateMachine: Sendable {
             learned(reply.status == .ok ? BrokerFeatures(decoding: reply.body) : BrokerFeatures(), into: &actions)
             return
         }
-        table.received(reply, now: now, into: &tableActions)
-        takeTableActions(into: &actions)
+        var output = tableOutput(taking: &actions)
+        table.received(reply, now: now, into: &output)
+        tableDone(&output, into: &actions)
     }
 
     /// The monitor of broker socket number `socket` reported `event`.
@@ -226,8 +227,9 @@ struct ClientStateMachine: Sendable {
                 connectionWaiters.removeAll()
             }
             askFeatures(now: now, into: &actions)
-            table.connectionUp(now: now, into: &tableActions)
-            takeTableActions(into: &actions)
+            var output = tableOutput(taking: &actions)
+            table.connectionUp(now: now, into: &output)
+            tableDone(&output, into: &actions)
         case .disconnected:
             if handshake.closedBeforeHandshake() {
                 // A CURVE server that cannot open our HELLO (we hold the wrong server key) just
@@ -300,8 +302,9 @@ struct ClientStateMachine: Sendable {
             featureWaiters.removeAll { now >= $0.deadline }
             actions.append(.featuresKnown(due, nil))
         }
-        table.expire(now: now, into: &tableActions)
-        takeTableActions(into: &actions)
+        var output = tableOutput(taking: &actions)
+        table.expire(now: now, into: &output)
+        tableDone(&output, into: &actions)
     }
 
     /// The client is closing: every call and every caller waiting for a connection fails.
@@ -326,8 +329,9 @@ struct ClientStateMachine: Sendable {
     }
 
     private mutating func endAll(_ error: SkyError, cancelling: Bool = false, into actions: inout [Action]) {
-        table.failAll(error, cancelling: cancelling, into: &tableActions)
-        takeTableActions(into: &actions)
+        var output = tableOutput(taking: &actions)
+        table.failAll(error, cancelling: cancelling, into: &output)
+        tableDone(&output, into: &actions)
         if !connectionWaiters.isEmpty {
             actions.append(.connectionFailed(connectionWaiters, error))
             connectionWaiters.removeAll()
@@ -369,48 +373,68 @@ struct ClientStateMachine: Sendable {
         featureWaiters.removeAll()
     }
 
-    /// Moves the table's actions to `actions`, on the socket in use. The table's list is kept
-    /// (emptied) for the next input, so that an input allocates no list of its own.
-    private mutating func takeTableActions(into mapped: inout [Action]) {
-        // Swapped out first: mapping an action changes the machine (a new socket), which may not
-        // happen while its own list is being walked.
-        var taken: [RequestTable.Action] = []
-        swap(&taken, &tableActions)
-        defer {
-            taken.removeAllKeepingBuffer()
-            tableActions = taken
-        }
-        // Each action moved out, its payload moved on: a `for` loop copied each (its request's
-        // or result's buffer retained), and the list's emptying destroyed it again.
-        taken.takeEach(leaving: .cancel(RequestID(high: 0, low: 0))) { mapTableAction($0, into: &mapped) }
+    /// An output for the table's actions that writes them into `actions` as the machine's own
+    /// (see ``RequestTableOutput``): the list moved into it, not copied. Handed back by
+    /// ``tableDone(_:into:)`` once the table's input ran.
+    private func tableOutput(taking actions: inout [Action]) -> TableOutput {
+        var output = TableOutput(socket: socket, packed: sendsPacked)
+        swap(&output.actions, &actions)
+        return output
     }
 
-    private mutating func mapTableAction(_ action: consuming RequestTable.Action, into mapped: inout [Action]) {
-        switch consume action {
-        case .send(let request):
-            // Moved into the command: built through `?:`, it copied the request.
-            if sendsPacked && !request.header.keepIfAbandoned && request.concurrencyKey == nil {
-                mapped.append(.send(socket: socket, .packedRequest(consume request)))
-            } else {
-                mapped.append(.send(socket: socket, .request(consume request)))
-            }
-        case .cancel(let id): mapped.append(.send(socket: socket, .cancel(id)))
-        case .succeed(let waiters, let body, let attempts):
-            mapped.append(.succeed(waiters, body: body, attempts: attempts))
-        case .fail(let waiters, let error, let attempts): mapped.append(.fail(waiters, error, attempts: attempts))
-        case .switchEndpoint(let index):
-            // A new socket, whose first handshake makes the table send every call again.
-            mapped.append(
-                .log(
-                    switchedSinceConnected ? .debug : .warning, "broker endpoint unreachable; trying the next",
-                    ["endpoint": "\(endpoints[endpointIndex])", "next": "\(endpoints[index])"]))
-            switchedSinceConnected = true
-            mapped.append(.close(socket: socket))
-            socket += 1
-            unreachable.newSocket()
-            table.unreachableHint = nil
-            endpointIndex = index
-            mapped.append(.open(socket: socket, endpoint: index))
+    /// The list back from `output`; a switch of endpoints the table asked for is made now, as
+    /// the table's input held the machine while it ran.
+    private mutating func tableDone(_ output: inout TableOutput, into actions: inout [Action]) {
+        swap(&output.actions, &actions)
+        if let index = output.switchTo { switchEndpoint(to: index, into: &actions) }
+    }
+
+    /// The table's actions as the machine's: on the socket in use, packed where the broker
+    /// takes it.
+    private struct TableOutput: RequestTableOutput {
+        var actions: [Action] = []
+        let socket: Int
+        let packed: Bool
+        /// The endpoint the table gave up the current one for: switched to by the machine, which
+        /// the table's input holds while it runs.
+        var switchTo: Int?
+
+        init(socket: Int, packed: Bool) {
+            self.socket = socket
+            self.packed = packed
         }
+
+        mutating func append(_ action: consuming RequestTable.Action) {
+            switch consume action {
+            case .send(let request):
+                // Moved into the command: built through `?:`, it copied the request.
+                if packed && !request.header.keepIfAbandoned && request.concurrencyKey == nil {
+                    actions.append(.send(socket: socket, .packedRequest(consume request)))
+                } else {
+                    actions.append(.send(socket: socket, .request(consume request)))
+                }
+            case .cancel(let id): actions.append(.send(socket: socket, .cancel(id)))
+            case .succeed(let waiters, let body, let attempts):
+                actions.append(.succeed(waiters, body: body, attempts: attempts))
+            case .fail(let waiters, let error, let attempts): actions.append(.fail(waiters, error, attempts: attempts))
+            case .switchEndpoint(let index): switchTo = index
+            }
+        }
+    }
+
+    /// Closes the socket in use and connects to `endpoints[index]` on a new one, whose first
+    /// handshake makes the table send every call again.
+    private mutating func switchEndpoint(to index: Int, into actions: inout [Action]) {
+        actions.append(
+            .log(
+                switchedSinceConnected ? .debug : .warning, "broker endpoint unreachable; trying the next",
+                ["endpoint": "\(endpoints[endpointIndex])", "next": "\(endpoints[index])"]))
+        switchedSinceConnected = true
+        actions.append(.close(socket: socket))
+        socket += 1
+        unreachable.newSocket()
+        table.unreachableHint = nil
+        endpointIndex = index
+        actions.append(.open(socket: socket, endpoint: index))
     }
 }

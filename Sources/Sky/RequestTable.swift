@@ -5,8 +5,9 @@ import SkyWire
 ///
 /// Inputs are a new call, a reply, the passing of time (`expire`), a caller giving up, and the
 /// connection going up or down; each carries `now` (time since the client started) and appends
-/// ``Action``s for the client to perform to the caller's list (one list per wake-up of the I/O
-/// thread, as the broker's and the worker's machines do). Tests drive it by hand.
+/// ``Action``s for the client to perform to the caller's ``RequestTableOutput``: a list (one per
+/// wake-up of the I/O thread, as the broker's and the worker's machines keep), or the client
+/// machine's list written in its own terms. Tests drive it by hand.
 ///
 /// **One outcome per call.** A call is finished exactly once, by its first success or by the
 /// failure that ends its retries, and is then forgotten: any later reply for its id matches
@@ -242,7 +243,8 @@ struct RequestTable {
     /// A caller starts a call. Its request id is `random`'s top 96 bits and the call's slot
     /// (unless the call joins an equal one); ``requestID(of:)`` tells it.
     mutating func start(
-        _ call: consuming Call, random: RequestID, waiter: WaiterID, now: Duration, into actions: inout [Action]
+        _ call: consuming Call, random: RequestID, waiter: WaiterID, now: Duration,
+        into actions: inout some RequestTableOutput
     ) {
         counters.calls += 1
         // The key only for a call that may coalesce: it holds the service and body.
@@ -298,7 +300,7 @@ struct RequestTable {
     }
 
     /// A reply arrived.
-    mutating func received(_ reply: TaskReply, now: Duration, into actions: inout [Action]) {
+    mutating func received(_ reply: TaskReply, now: Duration, into actions: inout some RequestTableOutput) {
         guard let slot = slot(of: reply.requestID) else {
             counters.unmatchedReplies += 1
             return
@@ -333,7 +335,7 @@ struct RequestTable {
     }
 
     /// Time passed: attempts time out, backoffs end, a silent endpoint is given up for the next.
-    mutating func expire(now: Duration, into actions: inout [Action]) {
+    mutating func expire(now: Duration, into actions: inout some RequestTableOutput) {
         if let failover = failoverAt, failover <= now {
             if connection == .up {
                 failoverAt = nil
@@ -396,7 +398,7 @@ struct RequestTable {
 
     /// A caller stopped waiting (its task was cancelled). The call is cancelled at the broker once
     /// no caller waits for it.
-    mutating func abandon(_ waiter: WaiterID, into actions: inout [Action]) {
+    mutating func abandon(_ waiter: WaiterID, into actions: inout some RequestTableOutput) {
         guard let id = callOfWaiter.removeValue(forKey: waiter), let slot = slot(of: id) else { return }
         slots[slot].waiters.remove(waiter)
         forgetDeadline(of: waiter, in: slot)
@@ -414,7 +416,7 @@ struct RequestTable {
     }
 
     /// A connection to the broker is ready (the first, or again after a loss).
-    mutating func connectionUp(now: Duration, into actions: inout [Action]) {
+    mutating func connectionUp(now: Duration, into actions: inout some RequestTableOutput) {
         connection = .up
         failoverAt = nil
         let inOrder = slots.indices.filter { slots[$0].isLive }.sorted { slots[$0].sequence < slots[$1].sequence }
@@ -471,14 +473,14 @@ struct RequestTable {
     }
 
     /// The client is closing: every call fails.
-    mutating func closeAll(into actions: inout [Action]) {
+    mutating func closeAll(into actions: inout some RequestTableOutput) {
         failAll(.clientClosed, into: &actions)
     }
 
     /// Ends every call with `error` (the client closed, or the broker refused its credentials).
     /// Ends every call with `error`; `cancelling`: a call out on the connection is also
     /// cancelled at the broker (the client closes), as an abandoned call is.
-    mutating func failAll(_ error: SkyError, cancelling: Bool = false, into actions: inout [Action]) {
+    mutating func failAll(_ error: SkyError, cancelling: Bool = false, into actions: inout some RequestTableOutput) {
         for slot in slots.indices where slots[slot].isLive {
             if cancelling, slots[slot].phase == .sent, connection == .up { actions.append(.cancel(slots[slot].id)) }
             finish(slot, .fail(slots[slot].waiters, error, attempts: slots[slot].attempts), into: &actions)
@@ -492,7 +494,7 @@ struct RequestTable {
 
     // MARK: Steps (each on a call in its slot, in place)
 
-    private mutating func beginAttempt(_ slot: Int, now: Duration, into actions: inout [Action]) {
+    private mutating func beginAttempt(_ slot: Int, now: Duration, into actions: inout some RequestTableOutput) {
         slots[slot].attemptDeadline = slots[slot].call.options.timeout.map { now + $0 }
         if connection == .up {
             slots[slot].unreachableSince = nil
@@ -504,7 +506,7 @@ struct RequestTable {
         schedule(slot)
     }
 
-    private mutating func send(_ slot: Int, now: Duration, into actions: inout [Action]) {
+    private mutating func send(_ slot: Int, now: Duration, into actions: inout some RequestTableOutput) {
         counters.attemptsSent += 1
         let grace = noWorkersGraceMilliseconds
         let withTrace = traceEpoch == connectionEpoch
@@ -537,7 +539,7 @@ struct RequestTable {
 
     /// The deadline of some of the call's waiters passed: they get ``SkyError/timeout(_:)``,
     /// and the call is dropped at the broker once no waiter is left.
-    private mutating func deadlinePassed(_ slot: Int, now: Duration, into actions: inout [Action]) {
+    private mutating func deadlinePassed(_ slot: Int, now: Duration, into actions: inout some RequestTableOutput) {
         let attempts = slots[slot].attempts
         if slots[slot].call.options.keepIfAbandoned, slots[slot].phase == .sent, connection == .up {
             // A kept call is left, not dropped: the broker records it as a job and says so.
@@ -611,7 +613,9 @@ struct RequestTable {
         slots[slot].earliestDeadline = earliest
     }
 
-    private mutating func attemptFailed(_ slot: Int, _ error: SkyError, now: Duration, into actions: inout [Action]) {
+    private mutating func attemptFailed(
+        _ slot: Int, _ error: SkyError, now: Duration, into actions: inout some RequestTableOutput
+    ) {
         let attempts = slots[slot].attempts
         let retry = slots[slot].call.options.retry
         guard retry.shouldRetry(error, afterAttempt: attempts) else {
@@ -668,7 +672,8 @@ struct RequestTable {
     func requestID(of waiter: WaiterID) -> RequestID? { callOfWaiter[waiter] }
 
     /// Ends the call in `slot` with `outcome`, for all its waiters.
-    private mutating func finish(_ slot: Int, _ outcome: consuming Action, into actions: inout [Action]) {
+    private mutating func finish(_ slot: Int, _ outcome: consuming Action, into actions: inout some RequestTableOutput)
+    {
         for waiter in slots[slot].waiters { callOfWaiter[waiter] = nil }
         release(slot)
         actions.append(consume outcome)
