@@ -13,12 +13,9 @@ extension SkyClient {
             starting = Task {
                 // Started without sockets, so that the handler knows its loop before the broker
                 // socket's first event (see ``Shell/handlerLoop``).
-                // Weakly, so that the loop does not keep the shell alive; through a `weak let`, as
-                // a `[weak shell]` capture is a variable whose every read the runtime checked for
-                // exclusivity (on every wake-up).
-                let target = WeakShell(shell)
+                let target = handlerTarget
                 let loop = try await ZMQEventLoop.start(name: "skyclient-io", sockets: []) { batch, outbound in
-                    target.shell?.handle(&batch, into: &outbound)
+                    target.handle(&batch, into: &outbound)
                 }
                 shell.handlerLoop.withLock { $0 = loop }
                 do {
@@ -47,11 +44,31 @@ extension SkyClient {
         shell.post(.timer)
     }
 
-    /// The shell, held weakly by its loop's handler.
-    final class WeakShell: Sendable {
-        weak let shell: Shell?
+    /// The shell as its loop's handler reaches it: held strongly until the client goes
+    /// (``SkyClient`` lets go of it in its `deinit`, and the loop's thread then stops), so that
+    /// the loop does not keep the shell alive after its client.
+    ///
+    /// Not a weak reference: a weak reference to an object moves its reference counts to a side
+    /// table for good, and every retain and release of the shell (several on every call: a
+    /// call's handle holds it) then took the runtime's slow path. The lock is taken once a
+    /// wake-up of the I/O thread.
+    final class HandlerTarget: Sendable {
+        private let shell: Mutex<Shell?>
 
-        init(_ shell: Shell) { self.shell = shell }
+        init(_ shell: Shell) { self.shell = Mutex(shell) }
+
+        /// Runs the shell's handler, unless the client has gone.
+        func handle(_ batch: inout [ZMQEventLoop.Inbound], into outbound: inout ZMQEventLoop.Sender) {
+            shell.withLock { $0 }?.handle(&batch, into: &outbound)
+        }
+
+        /// The client has gone: the handler does nothing from now on.
+        func release() {
+            // Taken out under the lock and released after it: the shell's deinit must not run
+            // while the lock is held.
+            let shell = self.shell.withLock { $0.take() }
+            _ = consume shell
+        }
     }
 
     /// What the transport showed of the broker's endpoint while no connection is up ("nothing

@@ -37,6 +37,8 @@ public actor SkyClient {
     /// The connection: the state machine on the I/O thread, and the callers it resumes. Every
     /// call goes through it without entering the actor.
     nonisolated let shell: Shell
+    /// How the I/O thread's handler reaches ``shell``, until this client goes.
+    nonisolated let handlerTarget: HandlerTarget
     nonisolated let metrics: ClientMetrics
     var starting: Task<ZMQEventLoop, any Error>?
     var closed = false
@@ -107,9 +109,12 @@ public actor SkyClient {
         // This client's routing id at the broker, the same on every connection: the broker
         // holds requests under it, so after a reconnect their replies still reach this client.
         shell = Shell(machine: machine, time: time, configuration: configuration, identity: RequestID.random().frame)
+        handlerTarget = HandlerTarget(shell)
     }
 
     deinit {
+        // The loop's handler lets go of the shell, which the loop holds through it.
+        handlerTarget.release()
         // Calls in flight keep the client alive, so none is waiting here; just free the thread.
         shell.loop.load()?.requestShutdown()
         shell.closed()
