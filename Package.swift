@@ -78,7 +78,7 @@ let package = Package(
         // read without importing the transport.
         .target(
             name: "SkyWire",
-            dependencies: [.product(name: "HeapModule", package: "swift-collections")],
+            dependencies: ["CSkySystem", .product(name: "HeapModule", package: "swift-collections")],
             swiftSettings: strictSettings
         ),
         .target(

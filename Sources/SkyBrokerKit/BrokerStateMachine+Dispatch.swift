@@ -6,7 +6,7 @@ import SkyWire
 extension BrokerStateMachine {
     /// When a waiting request must be answered if no worker takes it: its deadline or the
     /// broker's maximum wait, whichever comes first.
-    func queueExpiry(_ task: QueuedRequest) -> Int64 {
+    @inline(__always) func queueExpiry(_ task: borrowing QueuedRequest) -> Int64 {
         let maxWait = Self.nanoseconds(configuration.maxWait)
         let (limit, overflow) = task.arrivedAt.addingReportingOverflow(maxWait)
         return min(task.deadline, overflow ? Int64.max : limit)

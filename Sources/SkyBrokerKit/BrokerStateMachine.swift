@@ -798,13 +798,13 @@ package struct BrokerStateMachine: Sendable {
         return now.nanoseconds(since: epoch)
     }
 
-    /// `duration` in nanoseconds, saturating at `Int64.max / 2` beyond ±292 years. From the
-    /// 128-bit attoseconds: `components` is a software 128-bit division, and this runs several
+    /// `duration` in nanoseconds, saturating at `Int64.max / 2` beyond ±292 years (so that sums
+    /// of a few stay in range). Through ``Swift/Duration/wholeNanoseconds``, one machine division:
+    /// `components`, and `Int128`'s `/`, are software 128-bit divisions, and this runs several
     /// times per task.
-    static func nanoseconds(_ duration: Duration) -> Int64 {
-        let nanoseconds = duration.attoseconds / 1_000_000_000
-        guard let exact = Int64(exactly: nanoseconds) else { return Int64.max / 2 }
-        return exact
+    @inline(__always) static func nanoseconds(_ duration: Duration) -> Int64 {
+        let nanoseconds = duration.wholeNanoseconds
+        return nanoseconds == .max || nanoseconds == .min ? Int64.max / 2 : nanoseconds
     }
 
     // MARK: Replies and events

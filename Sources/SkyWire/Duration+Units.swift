@@ -1,3 +1,5 @@
+import CSkySystem
+
 extension Duration {
     /// The duration in seconds, as a floating-point number (for rates and reports).
     public var inSeconds: Double {
@@ -30,9 +32,11 @@ extension Duration {
     /// `.seconds(Int64.max)` measured from an earlier one, and its software 128-bit division ran
     /// on every call a client made).
     ///
-    /// Divided as a 128-bit magnitude by a 64-bit divisor (`dividingFullWidth`), not by
-    /// `Int128`'s signed `/`, whose general routine cost twice the instructions, twice a call (a
-    /// client's attempt timeout and its timer).
+    /// Divided as a 128-bit magnitude by a 64-bit divisor in one machine division
+    /// (`sky_divide_wide`), not by `Int128`'s signed `/`, whose general routine cost four times
+    /// the instructions, nor by `dividingFullWidth`, itself a library call: this runs on every
+    /// call a client makes (its attempt timeout and its timer) and on every task the broker
+    /// dispatches.
     @inlinable func whole(perSecond units: Int64) -> Int64 {
         // Attoseconds per unit: at most 10¹⁸ (a unit of a second), so it fits a word.
         let divisor = UInt64(1_000_000_000_000_000_000 / units)
@@ -41,7 +45,7 @@ extension Duration {
         let negative = attoseconds < 0
         // A quotient of 2⁶⁴ or more is beyond Int64 either way.
         guard high < divisor else { return negative ? .min : .max }
-        let quotient = divisor.dividingFullWidth((high, UInt64(truncatingIfNeeded: magnitude))).quotient
+        let quotient = sky_divide_wide(high, UInt64(truncatingIfNeeded: magnitude), divisor)
         if negative {
             return quotient > UInt64(Int64.max) ? .min : -Int64(quotient)
         }

@@ -1,6 +1,7 @@
 #ifndef SKY_SYSTEM_H
 #define SKY_SYSTEM_H
 #include <stddef.h>
+#include <stdint.h>
 
 // Every call here that only Linux has has a portable way beside it (sky_system.c): what a
 // system without it runs, and what Linux runs too when SKY_SYSTEM_PORTABLE=1 is set, so that
@@ -49,5 +50,19 @@ int sky_kernel_thread_id(void);
 /// The calling thread, as a number that no other live thread has (pthread_self, which is a
 /// pointer on some systems and an integer on others).
 unsigned long sky_current_thread_id(void);
+
+/// (high × 2⁶⁴ + low) ÷ divisor, for high < divisor (so that the quotient fits 64 bits): one
+/// `divq` on x86-64, where Swift's and C's 128-bit division call a library routine of about 25
+/// instructions (`__udivti3`) plus the checks around it. Inline, so that Swift code inlines it.
+static inline uint64_t sky_divide_wide(uint64_t high, uint64_t low, uint64_t divisor) {
+#if defined(__x86_64__)
+    uint64_t quotient, remainder;
+    __asm__("divq %4" : "=a"(quotient), "=d"(remainder) : "a"(low), "d"(high), "rm"(divisor));
+    (void)remainder;
+    return quotient;
+#else
+    return (uint64_t)((((unsigned __int128)high << 64) | low) / divisor);
+#endif
+}
 
 #endif
