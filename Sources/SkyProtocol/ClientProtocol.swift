@@ -204,11 +204,11 @@ public enum BrokerToClient: Sendable, Equatable {
         switch command {
         case .reply:
             try WireFormat.expectFrames(frames, 6, command: "REPLY")
-            let (status, body) = ReplyStatus.received(try ReplyStatus.byte(of: frames[4]), body: frames[5])
+            let byte = try ReplyStatus.byte(of: frames[4])
             return .reply(
-                TaskReply(
-                    requestID: try RequestID(frame: frames[2]),
-                    attempt: try WireFormat.uint32(frames[3], name: "attempt"), status: status, bodyBytes: body))
+                ReplyStatus.reply(
+                    try RequestID(frame: frames[2]), attempt: try WireFormat.uint32(frames[3], name: "attempt"),
+                    byte: byte, body: 5, of: frames))
         }
     }
 

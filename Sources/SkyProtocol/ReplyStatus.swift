@@ -1,5 +1,6 @@
 import Foundation
 import SkyJSON
+import SkyWire
 
 /// The one-byte outcome of a task, as carried in every reply.
 public enum ReplyStatus: UInt8, Sendable, CaseIterable, CustomStringConvertible {
@@ -81,6 +82,19 @@ public enum ReplyStatus: UInt8, Sendable, CaseIterable, CustomStringConvertible 
         let said = sent.message.isEmpty ? "" : ": \(sent.type): \(sent.message)"
         let message = "a reply with status \(byte), which this receiver does not know (sent by a newer peer?)\(said)"
         return (.internalError, RemoteErrorBody(type: unknownStatusType, message: message).encoded()[...])
+    }
+
+    /// A received reply whose status is `byte` (read as ``received(_:body:)`` says) and whose
+    /// body is frame `index` of `frames`, shared with the message, not copied.
+    static func reply(
+        _ requestID: RequestID, attempt: UInt32 = 1, byte: UInt8, body index: Int, of frames: Frames
+    ) -> TaskReply {
+        guard let status = ReplyStatus(rawValue: byte) else {
+            let (status, body) = received(byte, body: frames[index])
+            return TaskReply(requestID: requestID, attempt: attempt, status: status, bodyBytes: body)
+        }
+        let (array, range) = frames.arrayAndRange(index)
+        return TaskReply(requestID: requestID, attempt: attempt, status: status, bodyIn: array, range: range)
     }
 
     /// The error type of a reply whose status the receiver did not know (``received(_:body:)``).

@@ -256,29 +256,61 @@ public struct TaskReply: Sendable, Equatable {
     /// Carried on the client protocol only; the broker fills it in from the request it holds.
     public var attempt: UInt32
     public var status: ReplyStatus
-    /// The body as a view. A reply decoded from a received message shares that message's
-    /// buffer, so the broker, which forwards a worker's reply at once, writes its body into the
-    /// client's message without first copying it out into an array of its own (an allocation,
-    /// a copy and a release a task).
-    public var bodyBytes: ArraySlice<UInt8>
+    /// The array that holds the body, and the body's place in it: an array of its own (the
+    /// whole range), or a received message's buffer, shared. The broker, which forwards a
+    /// worker's reply at once, writes its body into the client's message without first copying
+    /// it out into an array of its own (an allocation, a copy and a release a task); and a
+    /// client hands the body to its caller as the array it is, where an `ArraySlice` would be
+    /// cast at run time twice to find its array.
+    @usableFromInline var bodyStorage: [UInt8]
+    @usableFromInline var bodyRange: Range<Int>
+
+    /// The body as a view (of a received message's buffer, for a reply decoded from one).
+    @inlinable public var bodyBytes: ArraySlice<UInt8> {
+        get { bodyStorage[bodyRange] }
+        set {
+            bodyStorage = Array(newValue)
+            bodyRange = 0..<bodyStorage.count
+        }
+    }
 
     /// The encoded result when ``status`` is ``ReplyStatus/ok``, otherwise a ``RemoteErrorBody`` as JSON.
     /// The array the reply was made with, not a copy of it; a copy when the reply was decoded
     /// from a view of a larger buffer (see ``bodyBytes``).
-    public var body: [UInt8] {
-        get { Array(bodyBytes) }
-        set { bodyBytes = newValue[...] }
+    @inlinable public var body: [UInt8] {
+        get { bodyRange == 0..<bodyStorage.count ? bodyStorage : Array(bodyStorage[bodyRange]) }
+        set {
+            bodyStorage = newValue
+            bodyRange = 0..<newValue.count
+        }
     }
 
     public init(requestID: RequestID, attempt: UInt32 = 1, status: ReplyStatus, body: [UInt8]) {
-        self.init(requestID: requestID, attempt: attempt, status: status, bodyBytes: body[...])
+        self.init(requestID: requestID, attempt: attempt, status: status, bodyIn: body, range: 0..<body.count)
     }
 
+    /// A reply whose body is a view: copied into an array of its own unless it spans the whole
+    /// of one (decoders share a received buffer through ``init(requestID:attempt:status:bodyIn:range:)``).
     public init(requestID: RequestID, attempt: UInt32 = 1, status: ReplyStatus, bodyBytes: ArraySlice<UInt8>) {
+        let body = Array(bodyBytes)
+        self.init(requestID: requestID, attempt: attempt, status: status, bodyIn: body, range: 0..<body.count)
+    }
+
+    /// A reply whose body is `range` of `array` (a received message's buffer, shared).
+    public init(
+        requestID: RequestID, attempt: UInt32 = 1, status: ReplyStatus, bodyIn array: [UInt8], range: Range<Int>
+    ) {
+        precondition(range.lowerBound >= 0 && range.upperBound <= array.count, "a body within its array")
         self.requestID = requestID
         self.attempt = attempt
         self.status = status
-        self.bodyBytes = bodyBytes
+        bodyStorage = array
+        bodyRange = range
+    }
+
+    public static func == (lhs: TaskReply, rhs: TaskReply) -> Bool {
+        lhs.requestID == rhs.requestID && lhs.attempt == rhs.attempt && lhs.status == rhs.status
+            && lhs.bodyBytes == rhs.bodyBytes
     }
 
     /// A failure reply whose body explains it.

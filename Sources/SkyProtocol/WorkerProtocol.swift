@@ -76,9 +76,9 @@ public enum WorkerToBroker: Sendable, Equatable {
             name: "packed REPLY", frameCounts: 2...2)
         {
             let requestID = try header.requestID()
-            let (status, body) = ReplyStatus.received(try header.statusByte(), body: frames[1])
+            let byte = try header.statusByte()
             let tag = try header.remainingTag()
-            return .packedReply(tag: tag, TaskReply(requestID: requestID, status: status, bodyBytes: body))
+            return .packedReply(tag: tag, ReplyStatus.reply(requestID, byte: byte, body: 1, of: frames))
         }
         let byte = try WireFormat.command(of: frames, signature: WireFormat.workerSignature)
         guard let command = Command(rawValue: byte) else { throw .unknownCommand(byte) }
@@ -102,10 +102,10 @@ public enum WorkerToBroker: Sendable, Equatable {
             return .ready(WorkerAnnouncement(name: name, capacity: capacity, services: services))
         case .reply:
             try WireFormat.expectFrames(frames, 6, command: "REPLY")
-            let (status, body) = ReplyStatus.received(try ReplyStatus.byte(of: frames[4]), body: frames[5])
+            let byte = try ReplyStatus.byte(of: frames[4])
             return .reply(
                 tag: try WireFormat.deliveryTag(frames[2]),
-                TaskReply(requestID: try RequestID(frame: frames[3]), status: status, bodyBytes: body))
+                ReplyStatus.reply(try RequestID(frame: frames[3]), byte: byte, body: 5, of: frames))
         case .heartbeat:
             try WireFormat.expectFrames(frames, 2, command: "HEARTBEAT")
             return .heartbeat

@@ -150,6 +150,21 @@ public struct Frames: Sendable {
         return storage.withUnsafeBytes { body(UnsafeRawBufferPointer(rebasing: $0[(base + start)..<(base + end)])) }
     }
 
+    /// Frame `index` as the array that holds it and its place there, without a copy: the
+    /// message's shared buffer for a small frame, its own array for a large one. For values that
+    /// keep a frame as an array and a range (``TaskReply``), whose array they can hand out whole
+    /// when the range spans it (an `ArraySlice` must be cast at run time to find its array).
+    @inlinable public func arrayAndRange(_ index: Int) -> (array: [UInt8], range: Range<Int>) {
+        precondition(index >= 0 && index < count, "frame \(index) of \(count)")
+        let (start, end) = bounds(of: first + index)
+        if start < 0 {
+            let array = large[-1 - start]
+            return (array, 0..<array.count)
+        }
+        let base = dataStart
+        return (storage, (base + start)..<(base + end))
+    }
+
     /// Frame `index` as an array of its own: a large frame's array as it is (no copy), a small
     /// frame's bytes copied out of the buffer in place (`Array(frames[index])` made a view of
     /// the buffer, counting its reference up and down, and copied it through the generic path,

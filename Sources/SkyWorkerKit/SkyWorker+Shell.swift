@@ -110,7 +110,7 @@ extension SkyWorker {
             into actions: inout [WorkerStateMachine.Action]
         ) {
             for index in list.indices {
-                var reply = TaskReply(requestID: RequestID(high: 0, low: 0), status: .ok, bodyBytes: [])
+                var reply = TaskReply(requestID: RequestID(high: 0, low: 0), status: .ok, body: [])
                 swap(&reply, &list[index].reply)
                 machine.taskFinished(
                     list[index].key, reply: consume reply, connection: list[index].connection, now: now, into: &actions)
