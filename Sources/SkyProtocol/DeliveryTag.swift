@@ -16,6 +16,10 @@ public struct DeliveryTag: Hashable, Sendable, ExpressibleByArrayLiteral, Custom
         self.bytes = InlineBytes(bytes)
     }
 
+    package init(_ bytes: InlineBytes) {
+        self.bytes = bytes
+    }
+
     public init(arrayLiteral bytes: UInt8...) {
         self.init(bytes)
     }

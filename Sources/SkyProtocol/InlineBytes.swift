@@ -42,6 +42,19 @@ public struct InlineBytes: Hashable, Sendable {
         storage = .inline(first, second, count: UInt8(count))
     }
 
+    /// The two words and length of a value of up to 16 bytes; nil for a longer one. For tables
+    /// that keep keys as plain words (`RunningTasks`): an `InlineBytes` is copied and compared
+    /// through its enum's outlined value witnesses.
+    @inlinable package var inlineWords: (first: UInt64, second: UInt64, count: UInt8)? {
+        if case .inline(let first, let second, let count) = storage { return (first, second, count) }
+        return nil
+    }
+
+    /// The value ``inlineWords`` gave.
+    @inlinable package init(inlineWords first: UInt64, _ second: UInt64, count: UInt8) {
+        storage = .inline(first, second, count: count)
+    }
+
     /// Up to 8 bytes from `offset` as a word whose memory holds them in order, zeros after (as
     /// copying them into a zeroed word would leave it).
     @inlinable @inline(__always)

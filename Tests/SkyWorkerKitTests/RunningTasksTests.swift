@@ -9,20 +9,25 @@ import Testing
 struct RunningTasksTests {
     typealias Key = WorkerStateMachine.TaskKey
 
-    static func key(_ high: UInt64, _ low: UInt64, tag: UInt8 = 1) -> Key {
-        Key(tag: [tag, UInt8(truncatingIfNeeded: low)], requestID: RequestID(high: high, low: low))
+    /// A key whose tag is `length` bytes: up to 16 are kept as words in the table, longer
+    /// ones (no tag of Sky's broker) in a dictionary beside it.
+    static func key(_ high: UInt64, _ low: UInt64, tag: UInt8 = 1, length: Int = 2) -> Key {
+        let bytes = [tag, UInt8(truncatingIfNeeded: low)] + [UInt8](repeating: tag, count: length - 2)
+        return Key(tag: DeliveryTag(bytes), requestID: RequestID(high: high, low: low))
     }
 
     /// Random starts and ends, with keys drawn from a small pool so that repeats, second
     /// deliveries (the same id under another tag) and removals of absent keys all happen; the
-    /// table grows from its smallest size several times over.
+    /// table grows from its smallest size several times over. Tags of 2, 8, 16 and 17 bytes:
+    /// both sides of the longest kept as words.
     @Test(arguments: [1, 2, 3, 4] as [UInt64])
     func itAgreesWithADictionary(seed: UInt64) {
         var random = SplitMix64(seed: seed)
         var table = RunningTasks(minimumCapacity: 1, seed: seed &* 31)
         var reference: [Key: Int] = [:]
         let pool = (0..<300).map { index in
-            Self.key(random.next() % 4, random.next() % 64, tag: UInt8(index % 3))
+            Self.key(
+                random.next() % 4, random.next() % 64, tag: UInt8(index % 3), length: [2, 8, 16, 17][index % 4])
         }
         for step in 0..<20_000 {
             let key = pool[Int(random.next() % UInt64(pool.count))]
