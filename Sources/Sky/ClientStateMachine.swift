@@ -404,7 +404,7 @@ struct ClientStateMachine: Sendable {
             self.packed = packed
         }
 
-        mutating func append(_ action: consuming RequestTable.Action) {
+        @inline(__always) mutating func append(_ action: consuming RequestTable.Action) {
             switch consume action {
             case .send(let request):
                 // Moved into the command: built through `?:`, it copied the request.

@@ -10,10 +10,12 @@ extension SkyClient {
         if starting == nil {
             let shell = shell
             let spec = shell.brokerSocket(0, endpoint: endpoints[0])
+            // Read here: inside the task it would capture the client, which its `deinit` (that
+            // lets the handler go of the shell) then waited for the task to release.
+            let target = handlerTarget
             starting = Task {
                 // Started without sockets, so that the handler knows its loop before the broker
                 // socket's first event (see ``Shell/handlerLoop``).
-                let target = handlerTarget
                 let loop = try await ZMQEventLoop.start(name: "skyclient-io", sockets: []) { batch, outbound in
                     target.handle(&batch, into: &outbound)
                 }

@@ -19,7 +19,11 @@ extension SkyClient {
 
         /// What callers post to the I/O thread.
         enum Input: Sendable {
-            case start(RequestTable.Call, WaiterID)
+            /// A call; `mayHaveLeft`: its caller may have gone before the thread takes it (an
+            /// `async` caller's task cancelled between posting it and the thread taking it),
+            /// so the thread looks first. A completion caller cancels through its handle, which
+            /// it gets once the start is posted: its abandonment always comes after the start.
+            case start(RequestTable.Call, WaiterID, mayHaveLeft: Bool)
             case abandon(WaiterID)
             case waitForConnection(WaiterID)
             case stopWaitingForConnection(WaiterID)
@@ -138,7 +142,7 @@ extension SkyClient {
                     if Task.isCancelled {
                         // Cancelled before the handler below could find the continuation.
                         calls.withLock { $0.remove(waiter) }?.cancel()
-                    } else if !post(.start(call, waiter)) {
+                    } else if !post(.start(call, waiter, mayHaveLeft: true)) {
                         calls.withLock { $0.remove(waiter) }?.complete(
                             Completion(result: .failure(.clientClosed), attempts: 0))
                     }
@@ -160,7 +164,7 @@ extension SkyClient {
             // ``post(_:)``.
             var moving = Optional(consume handler)
             let waiter = calls.withLock { $0.insert(moving.take()!) }
-            guard post(.start(consume call, waiter)) else {
+            guard post(.start(consume call, waiter, mayHaveLeft: false)) else {
                 if let waiting = calls.withLock({ $0.remove(waiter) }) {
                     // Not on the caller's stack: a completion that retries at once would recurse.
                     Task { waiting.complete(Completion(result: .failure(.clientClosed), attempts: 0)) }
@@ -303,9 +307,10 @@ extension SkyClient {
             actions: inout [ClientStateMachine.Action]
         ) {
             switch consume input {
-            case .start(let call, let waiter):
-                // A caller cancelled before the thread took its call has gone.
-                guard calls.withLock({ $0.contains(waiter) }) else { return }
+            case .start(let call, let waiter, let mayHaveLeft):
+                // A caller cancelled before the thread took its call has gone. Looked at only
+                // when it may have (a lock round trip on every call).
+                guard !mayHaveLeft || calls.withLock({ $0.contains(waiter) }) else { return }
                 machine.start(call, waiter: waiter, now: now, into: &actions)
             case .abandon(let waiter): machine.abandon(waiter, into: &actions)
             case .waitForConnection(let waiter): machine.waitForConnection(waiter, into: &actions)
