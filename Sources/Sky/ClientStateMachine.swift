@@ -62,6 +62,10 @@ struct ClientStateMachine: Sendable {
     /// seeded at random, not the system's random source (one system call per id). Unique within
     /// the client; the broker keys them by client too.
     private var requestIDs: SplitMix64
+    /// The last service name found valid: a call's name is checked once per change of name,
+    /// here on the I/O thread (its bytes' check on every call cost a call more than the rest of
+    /// its refusals at once together).
+    private var validService = ""
     /// What the broker said of itself in `mmi.features` during connection `epoch`. The machine
     /// asks once a connection is up (a reconnect may reach another broker), not as a call: it
     /// is counted nowhere and waits for nothing but its answer or `connectTimeout`.
@@ -120,6 +124,14 @@ struct ClientStateMachine: Sendable {
         if let refusal {
             actions.append(.fail([waiter], refusal, attempts: 0))
             return
+        }
+        // The broker drops a request with an invalid name unanswered; refused here instead.
+        if call.service != validService {
+            if let problem = WireFormat.nameProblem(call.service, what: "service name") {
+                actions.append(.fail([waiter], .invalidTask(problem), attempts: 0))
+                return
+            }
+            validService = call.service
         }
         let random = RequestID(high: requestIDs.next(), low: requestIDs.next())
         var output = tableOutput(taking: &actions)

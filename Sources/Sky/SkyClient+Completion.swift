@@ -14,9 +14,10 @@ extension SkyClient {
     /// `completion` runs on the client's I/O thread: it must not block or compute for long
     /// (while it runs, the thread reads no replies and sends no heartbeats); hand longer work
     /// to a task. It never runs inside this method, so a completion that starts another call
-    /// (a retry) cannot recurse: a call the client refuses at once (an invalid name, timeout or
+    /// (a retry) cannot recurse: a call the client refuses at once (an invalid timeout or
     /// deadline, a body over ``Configuration/maxRequestBytes``), and a call made after
-    /// ``close()``, complete on a task of the pool. A call that must first ask the broker
+    /// ``close()``, complete on a task of the pool; a call to an invalid service name is
+    /// refused by the I/O thread, and completes there. A call that must first ask the broker
     /// something (the client's first call, a body over 1 KiB, a concurrency key,
     /// `keepIfAbandoned`), or that a tracer or a local fallback takes, runs as the `async` form
     /// does, in a task, and completes on that task.
@@ -93,7 +94,7 @@ extension SkyClient {
                 inner.complete(completion)
             }
         }
-        if let refused = refusedAtOnce(service: service, body: body, options: options) {
+        if let refused = refusedAtOnce(service: service, body: body, options: options, checkingName: false) {
             // Not on the caller's stack: a completion that retries at once would recurse.
             Task { [finish] in finish.complete(refused) }
             return CallHandle(.none)

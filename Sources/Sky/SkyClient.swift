@@ -278,9 +278,13 @@ public actor SkyClient {
 
     /// A call refused before anything is sent (a bad name, timeout or deadline, a body over
     /// the client's limit); `nil`: it may go.
-    nonisolated func refusedAtOnce(service: String, body: [UInt8], options: ScanOptions) -> Completion? {
+    /// - Parameter checkingName: whether the service name is checked here too; not for a call
+    ///   that goes straight to the client's machine, which checks it on the I/O thread.
+    nonisolated func refusedAtOnce(
+        service: String, body: [UInt8], options: ScanOptions, checkingName: Bool = true
+    ) -> Completion? {
         // The broker drops a request with an invalid name unanswered; refuse it here instead.
-        if let problem = WireFormat.nameProblem(service, what: "service name") {
+        if checkingName, let problem = WireFormat.nameProblem(service, what: "service name") {
             return Completion(result: .failure(.invalidTask(problem)), attempts: 0)
         }
         // Each attempt would time out at once and be retried, sending work that nobody waits for.

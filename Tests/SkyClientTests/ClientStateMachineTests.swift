@@ -29,9 +29,11 @@ struct ClientStateMachineTests {
             actions.filter { if case .log = $0 { false } else { true } }
         }
 
-        mutating func start(_ waiter: UInt64, body: [UInt8] = [1], timeout: Duration = .seconds(1)) -> [Action] {
+        mutating func start(
+            _ waiter: UInt64, service: String = "svc", body: [UInt8] = [1], timeout: Duration = .seconds(1)
+        ) -> [Action] {
             let call = RequestTable.Call(
-                service: "svc", body: body, options: ScanOptions(timeout: timeout, retry: .never, coalesce: false))
+                service: service, body: body, options: ScanOptions(timeout: timeout, retry: .never, coalesce: false))
             return Self.withoutLogs(machine.start(call, waiter: waiter, now: now))
         }
 
@@ -93,6 +95,29 @@ struct ClientStateMachineTests {
                 .succeed([1], body: [5], attempts: 1)
             ])
         #expect(client.machine.table.callCount == 0)
+    }
+
+    /// A call to a name the broker would drop unanswered is refused here, however the names of
+    /// the calls before it went (the machine checks a name only when it changes).
+    @Test func aCallToAnInvalidServiceNameIsRefusedWhateverCameBefore() throws {
+        var client = Client()
+        _ = client.event(.handshakeSucceeded)
+        for (waiter, service) in [(1, "svc"), (2, "bad\nname"), (3, "svc"), (4, ""), (5, "bad\nname")]
+            as [(UInt64, String)]
+        {
+            let actions = client.start(waiter, service: service)
+            if service == "svc" {
+                #expect(try #require(Client.request(actions)).request.service == "svc")
+            } else {
+                guard case .fail(let waiters, let error, let attempts)? = actions.first, actions.count == 1 else {
+                    Issue.record("\(service): \(actions)")
+                    continue
+                }
+                #expect(waiters == [waiter] && error.code == .invalidTask && attempts == 0)
+                #expect("\(error)".contains("service name"))
+            }
+        }
+        #expect(client.machine.table.counters.attemptsSent == 2)
     }
 
     /// A call that finds no connection names what the transport saw of the endpoint: nothing
