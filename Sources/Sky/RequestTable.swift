@@ -752,7 +752,7 @@ struct RequestTable {
         entry.call.service = ""
         entry.call.body = []
         entry.call.trace = nil
-        entry.waiters = []
+        entry.waiters = WaiterList()
         entry.flight = nil
     }
 

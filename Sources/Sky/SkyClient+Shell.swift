@@ -343,13 +343,11 @@ extension SkyClient {
             case .fail(let waiters, let error, let attempts):
                 resume(waiters, Completion(result: .failure(error), attempts: attempts))
             case .connected(let waiters):
-                for continuation in takeConnectionWaiters(waiters) { continuation.resume() }
+                resumeConnectionWaiters(waiters, with: nil)
             case .connectionFailed(let waiters, let error):
-                for continuation in takeConnectionWaiters(waiters) { continuation.resume(throwing: error) }
+                resumeConnectionWaiters(waiters, with: error)
             case .featuresKnown(let waiters, let features):
-                if let features { lastFeatures.withLock { $0 = features } }
-                let taken = featureWaiters.withLock { all in waiters.compactMap { all.removeValue(forKey: $0) } }
-                for continuation in taken { continuation.resume(returning: features) }
+                resumeFeatureWaiters(waiters, with: features)
             case .open(let socket, let endpoint):
                 handlerLoop.withLock { $0 }?.requestOpen(brokerSocket(socket, endpoint: endpoints[endpoint]))
             case .close(let socket):
@@ -371,8 +369,24 @@ extension SkyClient {
             for waiting in taken { waiting.complete(shared) }
         }
 
-        private func takeConnectionWaiters(_ waiters: [WaiterID]) -> [CheckedContinuation<Void, any Error>] {
-            connectionWaiters.withLock { all in waiters.compactMap { all.removeValue(forKey: $0) } }
+        // The continuations are resumed apart, in functions not inlined: their types' layouts
+        // are read from metadata, and while they were handled in ``carryOut(_:into:)`` every
+        // call of it (two a call the client makes) looked that metadata up and reserved stack.
+
+        /// Callers waiting for a connection: resumed, or thrown `error`.
+        @inline(never)
+        private func resumeConnectionWaiters(_ waiters: [WaiterID], with error: SkyError?) {
+            let taken = connectionWaiters.withLock { all in waiters.compactMap { all.removeValue(forKey: $0) } }
+            for continuation in taken {
+                if let error { continuation.resume(throwing: error) } else { continuation.resume() }
+            }
+        }
+
+        @inline(never)
+        private func resumeFeatureWaiters(_ waiters: [WaiterID], with features: BrokerFeatures?) {
+            if let features { lastFeatures.withLock { $0 = features } }
+            let taken = featureWaiters.withLock { all in waiters.compactMap { all.removeValue(forKey: $0) } }
+            for continuation in taken { continuation.resume(returning: features) }
         }
 
         private func publish(_ message: ZMQMessage, from socket: ZMQEventLoop.SocketID) {

@@ -12,6 +12,9 @@ struct WaiterList: Sequence, Equatable, ExpressibleByArrayLiteral, Sendable {
         first = waiter
     }
 
+    /// No waiters: what a freed slot holds (the empty literal went through a variadic array).
+    init() {}
+
     init(arrayLiteral elements: Element...) {
         first = elements.first
         rest = Array(elements.dropFirst())
