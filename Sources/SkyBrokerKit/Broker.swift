@@ -291,7 +291,7 @@ public final class Broker: Service, Sendable {
         var storeAnswers: (@Sendable () -> Bool)? = nil
 
         func snapshot() -> ClusterSnapshot {
-            let now = BrokerInstant.now
+            let now = MonotonicInstant.now
             return state.withLock { $0.snapshot(now: now) }
         }
 
@@ -302,7 +302,7 @@ public final class Broker: Service, Sendable {
 
         func recover(_ records: [JobRecord], settings: JournalSettings, into outbound: inout [ZMQEventLoop.Outbound]) {
             var actions: [BrokerAction] = []
-            let now = BrokerInstant.now
+            let now = MonotonicInstant.now
             state.withLock { machine in
                 // Paused and limited first: none of a paused service's jobs may start, nor more
                 // of a limited one's than its limit.
@@ -316,7 +316,7 @@ public final class Broker: Service, Sendable {
 
         func shutdown(into outbound: inout [ZMQEventLoop.Outbound]) {
             var actions: [BrokerAction] = []
-            let now = BrokerInstant.now
+            let now = MonotonicInstant.now
             state.withLock { $0.shutdown(now: now, into: &actions) }
             execute(&actions, into: &outbound)
         }
@@ -328,7 +328,7 @@ public final class Broker: Service, Sendable {
             }
             var actions = spareActions.take()
             actions.reserveCapacity(batch.count * 2)
-            let now = BrokerInstant.now
+            let now = MonotonicInstant.now
             // A rate limit's next token, if work waits for one: the loop wakes then.
             let wake = state.withLock { machine in
                 // Each message moved out of the batch, not copied (see `takeEach`).
@@ -369,7 +369,7 @@ public final class Broker: Service, Sendable {
                         let interval = BrokerStateMachine.nanoseconds(machine.configuration.tickInterval)
                         let full = lastFullTick.withValue { last in
                             if let last, !machine.hasExpiryBacklog,
-                                now.nanoseconds(since: BrokerInstant(nanoseconds: last)) < interval / 10 * 9
+                                now.nanoseconds(since: MonotonicInstant(nanoseconds: last)) < interval / 10 * 9
                             {
                                 return false
                             }
@@ -422,18 +422,18 @@ public final class Broker: Service, Sendable {
                 machine.dropped(
                     .oversized(
                         port: role.rawValue, frames: frames, bytes: bytes, frameLimit: frameLimit,
-                        byteLimit: limits.bytes), now: BrokerInstant.now, into: &actions)
+                        byteLimit: limits.bytes), now: MonotonicInstant.now, into: &actions)
                 if role == .worker, BrokerStateMachine.looksLikeReady(message.content.dropFirst()) {
                     machine.refuseRegistration(
                         PeerID(message.content[0]),
                         reason:
                             "READY of \(frames) frames and \(bytes) bytes is over the broker's limits (at most \(WorkerToBroker.maxServices) services, \(limits.bytes) bytes)",
-                        now: BrokerInstant.now, into: &actions)
+                        now: MonotonicInstant.now, into: &actions)
                 }
                 return false
             }
             if authenticator != nil, !(message.userID?.hasPrefix(role.userIDPrefix) ?? false) {
-                machine.dropped(.unauthenticated(port: role.rawValue), now: BrokerInstant.now, into: &actions)
+                machine.dropped(.unauthenticated(port: role.rawValue), now: MonotonicInstant.now, into: &actions)
                 return false
             }
             return true
@@ -450,7 +450,7 @@ public final class Broker: Service, Sendable {
             guard let (reply, decision, listError) = answered ?? nil else { return }
             outbound.append(.init(socket: Broker.zapSocket, frames: reply))
             if case .denied(let reason) = decision {
-                machine.dropped(.handshakeDenied(reason: reason), now: BrokerInstant.now, into: &actions)
+                machine.dropped(.handshakeDenied(reason: reason), now: MonotonicInstant.now, into: &actions)
             }
             if let listError { actions.append(.log(.warning, "allow-list unreadable, admitting nobody: \(listError)")) }
         }

@@ -1,5 +1,7 @@
 import Foundation
 import SkyProtocol
+import SkyWire
+import SkyZMQ
 
 /// The broker's limits and timings for routing: what `skybroker`'s flags set, and what an
 /// application that embeds a ``Broker`` changes through ``BrokerConfiguration/routing``.
@@ -44,7 +46,7 @@ public struct BrokerRouting: Sendable {
     public var tickWorkLimit: Duration = .milliseconds(4)
     /// The clock the tick reads to keep to ``tickWorkLimit`` (inputs carry their own `now`;
     /// this one measures the work as it goes). Tests replace it.
-    package var workClock: @Sendable () -> BrokerInstant = { BrokerInstant.now }
+    package var workClock: @Sendable () -> MonotonicInstant = { MonotonicInstant.now }
     /// Services' rate limits (`skybroker --rate-limit`): a limit set through `mmi.limits.set`
     /// (kept in the journal) replaces the one given here for its service until it is removed.
     public var rateLimits: [String: RateLimit] = [:]

@@ -1,6 +1,8 @@
 import SkyJSON
 import SkyJournal
 import SkyProtocol
+import SkyWire
+import SkyZMQ
 
 /// Durable jobs at the broker: what ``JobScheduler`` decides, done with the broker's workers,
 /// credits and sockets.

@@ -1,6 +1,7 @@
 import SkyJSON
 import SkyJournal
 import SkyProtocol
+import SkyWire
 
 /// Rate limits on services' starts: at most R starts a second, in bursts of at most B, for a
 /// service's calls and jobs together (a token bucket each, ``TokenBucket``). Set by the broker's

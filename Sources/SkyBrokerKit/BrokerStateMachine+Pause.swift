@@ -1,6 +1,8 @@
 import SkyJSON
 import SkyJournal
 import SkyProtocol
+import SkyWire
+import SkyZMQ
 
 /// Paused services: nothing of a paused service is sent to a worker (its waiting calls wait up
 /// to their deadline, its jobs wait unprepared), what runs finishes, and the pause is kept in

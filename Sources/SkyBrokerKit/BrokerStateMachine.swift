@@ -67,8 +67,8 @@ import SkyWire
 ///   ``descriptorsChecked(exhausted:limit:now:into:)``, ``loopIteration(took:)``,
 ///   ``announce(clients:workers:)``, ``shutdown(now:into:)``.
 package struct BrokerStateMachine: Sendable {
-    /// The machine's time (see ``BrokerInstant``).
-    package typealias Instant = BrokerInstant
+    /// The machine's time (see ``MonotonicInstant``).
+    package typealias Instant = MonotonicInstant
 
     /// What the machine is told at its start: ``BrokerRouting``.
     package typealias Configuration = BrokerRouting
@@ -798,13 +798,9 @@ package struct BrokerStateMachine: Sendable {
         return now.nanoseconds(since: epoch)
     }
 
-    /// `duration` in nanoseconds, saturating at `Int64.max / 2` beyond ±292 years (so that sums
-    /// of a few stay in range). Through ``Swift/Duration/wholeNanoseconds``, one machine division:
-    /// `components`, and `Int128`'s `/`, are software 128-bit divisions, and this runs several
-    /// times per task.
+    /// `duration` in nanoseconds (``MonotonicInstant/nanoseconds(_:)``).
     @inline(__always) static func nanoseconds(_ duration: Duration) -> Int64 {
-        let nanoseconds = duration.wholeNanoseconds
-        return nanoseconds == .max || nanoseconds == .min ? Int64.max / 2 : nanoseconds
+        MonotonicInstant.nanoseconds(duration)
     }
 
     // MARK: Replies and events

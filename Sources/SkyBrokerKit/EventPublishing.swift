@@ -1,4 +1,5 @@
 import SkyProtocol
+import SkyWire
 
 /// The broker's side of its event socket: the events' numbers, the topics watchers subscribed
 /// to, and the pace of greetings.
@@ -12,7 +13,7 @@ struct EventPublishing: Sendable {
     private(set) var lastSeq: UInt64 = 0
     private var topics: Set<[UInt8]> = []
     /// When the next `broker.hello` may go out, and whether a subscription waits for one.
-    private var nextHelloAllowed: BrokerInstant?
+    private var nextHelloAllowed: MonotonicInstant?
     private var helloPending = false
     /// `broker.active` went out (once a run, with the first stats a subscriber takes).
     var activeAnnounced = false
@@ -38,7 +39,7 @@ struct EventPublishing: Sendable {
     }
 
     /// Someone subscribed: whether to greet now; otherwise the greeting waits for the interval.
-    mutating func subscriberJoined(now: BrokerInstant) -> Bool {
+    mutating func subscriberJoined(now: MonotonicInstant) -> Bool {
         if let allowed = nextHelloAllowed, now < allowed {
             helloPending = true
             return false
@@ -47,10 +48,10 @@ struct EventPublishing: Sendable {
     }
 
     /// Whether a greeting held back is due.
-    func isHelloDue(now: BrokerInstant) -> Bool { helloPending && now >= nextHelloAllowed ?? now }
+    func isHelloDue(now: MonotonicInstant) -> Bool { helloPending && now >= nextHelloAllowed ?? now }
 
     /// A greeting went out: the next waits `interval`.
-    mutating func greeted(now: BrokerInstant, interval: Duration) {
+    mutating func greeted(now: MonotonicInstant, interval: Duration) {
         helloPending = false
         nextHelloAllowed = now + interval
     }

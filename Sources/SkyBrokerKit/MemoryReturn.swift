@@ -1,3 +1,5 @@
+import SkyWire
+
 /// When the broker asks its shell to return freed memory to the system.
 ///
 /// Swift's tables keep the capacity they grew to, so a queue that drained after holding much
@@ -13,7 +15,7 @@ struct MemoryReturn: Sendable {
     /// The storage was made anew: the next tick returns memory.
     private var soon = false
     /// When to return memory again, and the wait before the time after.
-    private var later: (at: BrokerInstant, next: Duration)?
+    private var later: (at: MonotonicInstant, next: Duration)?
     static let laterReturns = (first: Duration.seconds(1), last: Duration.seconds(8))
 
     /// The queue holds `bytes` in `count` waiting requests.
@@ -52,7 +54,7 @@ struct MemoryReturn: Sendable {
     }
 
     /// Whether the shell returns freed memory at this tick.
-    mutating func isDue(now: BrokerInstant) -> Bool {
+    mutating func isDue(now: MonotonicInstant) -> Bool {
         if soon {
             soon = false
             let first = Self.laterReturns.first

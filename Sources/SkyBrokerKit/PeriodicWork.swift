@@ -1,18 +1,20 @@
+import SkyWire
+
 /// When the broker's periodic work is due: heartbeats to its workers, and `broker.stats`.
 struct PeriodicWork: Sendable {
-    private var nextHeartbeat: BrokerInstant?
-    private var nextStats: BrokerInstant?
+    private var nextHeartbeat: MonotonicInstant?
+    private var nextStats: MonotonicInstant?
 
     /// Whether heartbeats go out at `now` (the first tick sends them); the next are due
     /// `interval` later.
-    mutating func heartbeatsDue(now: BrokerInstant, interval: Duration) -> Bool {
+    mutating func heartbeatsDue(now: MonotonicInstant, interval: Duration) -> Bool {
         guard now >= nextHeartbeat ?? now else { return false }
         nextHeartbeat = now + interval
         return true
     }
 
     /// Whether a stats period ends at `now`; the first tick starts the first period.
-    mutating func statsDue(now: BrokerInstant, interval: Duration) -> Bool {
+    mutating func statsDue(now: MonotonicInstant, interval: Duration) -> Bool {
         guard let due = nextStats else {
             nextStats = now + interval
             return false

@@ -1,3 +1,5 @@
+import SkyWire
+
 /// At most `perSecond` of something a second for each key, counting what was held back.
 ///
 /// The broker answers misdirected peers (per port) and logs what peers send wrong (per line of
@@ -6,7 +8,7 @@
 /// first use; what is held back in it is reported once it is over, by the next use of the key or
 /// by ``endedSeconds(now:)``.
 struct RateBudget<Key: Hashable & Sendable>: Sendable {
-    typealias Instant = BrokerInstant
+    typealias Instant = MonotonicInstant
 
     /// Whether one more may go now, and how many the key's previous second held back (reported
     /// once, with the first use after it).

@@ -1,3 +1,5 @@
+import SkyWire
+
 /// How much of one tick's bounded work (expiries, due jobs) is left: a count and a time.
 ///
 /// A count alone does not bound an iteration of the I/O thread: on a loaded machine, or in a
@@ -7,10 +9,10 @@
 /// entries) are bounded by the time too.
 struct WorkBudget {
     private var remaining: Int
-    private let deadline: BrokerInstant
-    private let clock: @Sendable () -> BrokerInstant
+    private let deadline: MonotonicInstant
+    private let clock: @Sendable () -> MonotonicInstant
 
-    init(count: Int, until deadline: BrokerInstant, clock: @escaping @Sendable () -> BrokerInstant) {
+    init(count: Int, until deadline: MonotonicInstant, clock: @escaping @Sendable () -> MonotonicInstant) {
         remaining = count
         self.deadline = deadline
         self.clock = clock

@@ -1,4 +1,5 @@
 import SkyProtocol
+import SkyWire
 
 /// The worker's view of whether its broker is alive, and when to reconnect. A value type: every
 /// input carries `now`, so tests move time by hand.
@@ -12,7 +13,7 @@ import SkyProtocol
 /// lockstep. A message from the broker resets the backoff. A DISCONNECT from the broker (it does
 /// not know this worker) means: register again now. ``WorkerStateMachine`` owns one.
 package struct BrokerLiveness: Sendable {
-    package typealias Instant = ContinuousClock.Instant
+    package typealias Instant = MonotonicInstant
 
     /// What the machine is told at its start: ``LivenessOptions``.
     package typealias Configuration = LivenessOptions

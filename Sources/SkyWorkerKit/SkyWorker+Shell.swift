@@ -55,7 +55,6 @@ extension SkyWorker {
         /// How the machine ended, once it has.
         let ending = Locked<WorkerStateMachine.Ending?>(nil)
         let logger: Logger
-        let clock = ContinuousClock()
         let metrics: WorkerMetrics
         /// The process's tracer, nil without one. With one, the worker announces the trace
         /// frame after READY (only then: a broker that predates it logs the unknown command).
@@ -106,7 +105,7 @@ extension SkyWorker {
         /// keeps the rest of each entry until it is given back): iterating the list copied each
         /// entry and its reply again.
         private static func hand(
-            _ list: inout [FinishedTask], to machine: inout WorkerStateMachine, now: ContinuousClock.Instant,
+            _ list: inout [FinishedTask], to machine: inout WorkerStateMachine, now: MonotonicInstant,
             into actions: inout [WorkerStateMachine.Action]
         ) {
             for index in list.indices {
@@ -161,7 +160,7 @@ extension SkyWorker {
 
         func handle(_ batch: inout [ZMQEventLoop.Inbound], into outbound: inout some OutboundSink) {
             var actions = spareActions.take()
-            let now = clock.now
+            let now = MonotonicInstant.now
             var started = false
             var answered = false
             let generation = machine.withLock { machine in
@@ -292,7 +291,7 @@ extension SkyWorker {
             }
             guard !ranInline.isEmpty else { return spareFinished.giveBack(&ranInline) }
             // Their replies, and whatever else the machine does then (a drain that ends).
-            let now = clock.now
+            let now = MonotonicInstant.now
             var more = spareFollowing.take()
             machine.withLock { Self.hand(&ranInline, to: &$0, now: now, into: &more) }
             spareFinished.giveBack(&ranInline)

@@ -129,7 +129,7 @@ public final class SkyWorker: Service, Sendable {
                 liveness: configuration.liveness, drainGrace: configuration.drainGrace,
                 usesCurve: configuration.credentials != nil, takesTrace: SkyTracing.active() != nil,
                 endpointCount: configuration.brokers.count),
-            now: ContinuousClock.now)
+            now: .now)
         // Each task to a runner waiting for one; for the rest the group starts runners, asked
         // once (at most one wake-up) for every task that arrived together.
         let inbox = RunnerInbox()

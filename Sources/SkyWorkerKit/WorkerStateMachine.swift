@@ -11,7 +11,7 @@ import SkyWire
 /// `BrokerStateMachine`: a message from the broker crosses no other thread before the
 /// machine has decided, and a task's reply is one post to that thread.
 package struct WorkerStateMachine: Sendable {
-    package typealias Instant = ContinuousClock.Instant
+    package typealias Instant = MonotonicInstant
 
     package struct Configuration: Sendable {
         /// What READY announces; `capacity` is also the most tasks run at once.

@@ -1,3 +1,5 @@
+import SkyWire
+import SkyZMQ
 import Testing
 
 @testable import SkyBrokerKit

@@ -1,4 +1,6 @@
 import Foundation
+import SkyWire
+import SkyZMQ
 import Testing
 
 @testable import SkyBrokerKit
@@ -264,7 +266,7 @@ struct BrokerPeerLinesTests {
     /// A line that is held back costs no formatting: its fields are not built.
     @Test func theFieldsOfAHeldBackLineAreNotBuilt() {
         var machine = BrokerStateMachine()
-        let now = BrokerInstant.now
+        let now = MonotonicInstant.now
         var built = 0
         var actions: [BrokerAction] = []
         for _ in 0..<100 {

@@ -1,3 +1,5 @@
+import SkyWire
+import SkyZMQ
 import Testing
 
 @testable import SkyBrokerKit
@@ -7,7 +9,7 @@ import Testing
 /// tests (`BrokerReliabilityTests`, `BrokerServiceStatsTests`, …) run them in place.
 @Suite("Broker parts: periodic work, tally, event publishing, memory return")
 struct BrokerPartsTests {
-    static func at(_ seconds: Double) -> BrokerInstant { BrokerInstant(nanoseconds: Int64(seconds * 1e9)) }
+    static func at(_ seconds: Double) -> MonotonicInstant { MonotonicInstant(nanoseconds: Int64(seconds * 1e9)) }
 
     @Test func heartbeatsGoAtTheFirstTickAndStatsAfterAWholePeriod() {
         var periodic = PeriodicWork()

@@ -1,4 +1,5 @@
 import Foundation
+import SkyWire
 import SkyZMQ
 import Testing
 
@@ -122,7 +123,7 @@ struct BrokerReliabilityTests {
         configuration.tickWorkLimit = .milliseconds(4)
         let readings = Locked<Int64>(0)
         var broker = BrokerHarness(configuration) {
-            BrokerInstant(
+            MonotonicInstant(
                 nanoseconds: readings.withLock {
                     $0 += 1_000_000; return $0
                 })

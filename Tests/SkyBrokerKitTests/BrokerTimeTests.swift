@@ -1,3 +1,4 @@
+import SkyWire
 import SkyZMQ
 import Testing
 
@@ -23,7 +24,7 @@ struct BrokerTimeTests {
     /// An instant converts against the first one the machine saw, also when asked again.
     @Test func instantsCountFromTheFirstAndRepeatTheSameValue() {
         var machine = BrokerStateMachine()
-        let start = BrokerInstant.now
+        let start = MonotonicInstant.now
         #expect(machine.ticks(start) == 0)
         #expect(machine.ticks(start + .microseconds(5)) == 5_000)
         #expect(machine.ticks(start + .microseconds(5)) == 5_000)
@@ -34,17 +35,17 @@ struct BrokerTimeTests {
     /// The machine's instants are plain nanoseconds: sums and differences exact in range, held
     /// at the ends beyond it (an absurd interval is a time that never comes, not a trap).
     @Test func instantsAddSubtractAndSaturate() {
-        let start = BrokerInstant(nanoseconds: 1_000)
+        let start = MonotonicInstant(nanoseconds: 1_000)
         #expect((start + .microseconds(2)).nanoseconds == 3_000)
         #expect((start - .microseconds(2)).nanoseconds == -1_000)
         #expect((start + .microseconds(2)) - start == .microseconds(2))
         #expect(start - (start + .seconds(1)) == .seconds(-1))
         #expect(start < start + .nanoseconds(1))
         #expect((start + .seconds(1)).nanoseconds(since: start) == 1_000_000_000)
-        let late = BrokerInstant(nanoseconds: .max - 10)
+        let late = MonotonicInstant(nanoseconds: .max - 10)
         #expect((late + .seconds(1)).nanoseconds == .max)
         #expect((late + .seconds(Int64.max)).nanoseconds == .max)
-        let early = BrokerInstant(nanoseconds: .min + 10)
+        let early = MonotonicInstant(nanoseconds: .min + 10)
         #expect((early - .seconds(1)).nanoseconds == .min)
         #expect(late.nanoseconds(since: early) == .max)
         #expect(early.nanoseconds(since: late) == .min)
@@ -52,9 +53,9 @@ struct BrokerTimeTests {
 
     /// `now` reads the clock the loops read, and never goes back.
     @Test func nowReadsTheLoopsClock() {
-        let first = BrokerInstant.now
+        let first = MonotonicInstant.now
         let clock = LoopTime.clockNanoseconds()
-        let second = BrokerInstant.now
+        let second = MonotonicInstant.now
         #expect(first.nanoseconds <= clock && clock <= second.nanoseconds)
     }
 }

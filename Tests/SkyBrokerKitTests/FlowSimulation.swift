@@ -1,5 +1,7 @@
 import Foundation
 import SkyJournal
+import SkyWire
+import SkyZMQ
 
 @testable import SkyBrokerKit
 @testable import SkyProtocol
@@ -103,7 +105,7 @@ struct FlowSimulation {
     mutating func tick() {
         var actions: [JobScheduler.Action] = []
         var budget = WorkBudget(
-            count: 100, until: BrokerInstant(nanoseconds: .max), clock: { BrokerInstant(nanoseconds: 0) })
+            count: 100, until: MonotonicInstant(nanoseconds: .max), clock: { MonotonicInstant(nanoseconds: 0) })
         scheduler.tick(now: 0, budget: &budget, into: &actions)
         queue += actions
     }

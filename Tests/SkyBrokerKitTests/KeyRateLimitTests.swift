@@ -1,5 +1,7 @@
 import SkyJSON
 import SkyJournal
+import SkyWire
+import SkyZMQ
 import Testing
 
 @testable import SkyBrokerKit

@@ -1,10 +1,12 @@
+import SkyWire
+import SkyZMQ
 import Testing
 
 @testable import SkyBrokerKit
 
 @Suite("RateBudget: so many a second for each key, and a count of the rest")
 struct RateBudgetTests {
-    let start = BrokerInstant.now
+    let start = MonotonicInstant.now
 
     @Test func theFirstUsesOfASecondGoAndTheRestAreCountedOnceItIsOver() {
         var budget = RateBudget<String>(perSecond: 3)

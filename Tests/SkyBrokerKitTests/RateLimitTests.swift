@@ -1,5 +1,7 @@
 import SkyJSON
 import SkyJournal
+import SkyWire
+import SkyZMQ
 import Testing
 
 @testable import SkyBrokerKit
@@ -25,7 +27,7 @@ struct RateLimitTests {
 
     /// Wakes the machine at each time it asks for, as the shell's alarm does, until `end`;
     /// commits journal writes on the way. Returns what it did.
-    static func wakeUntil(_ end: BrokerInstant, _ broker: inout BrokerHarness) -> [BrokerAction] {
+    static func wakeUntil(_ end: MonotonicInstant, _ broker: inout BrokerHarness) -> [BrokerAction] {
         var actions: [BrokerAction] = []
         while let wake = broker.machine.nextRateWake, wake <= end {
             broker.now = max(broker.now, wake)

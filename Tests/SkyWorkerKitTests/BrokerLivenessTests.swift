@@ -1,10 +1,12 @@
+import SkyWire
+import SkyZMQ
 import Testing
 
 @testable import SkyWorkerKit
 
 @Suite("Worker: broker liveness and reconnect backoff (time moved by hand)")
 struct WorkerBrokerLivenessTests {
-    let start = ContinuousClock.now
+    let start = MonotonicInstant.now
 
     func liveness(jitter: Double = 0) -> BrokerLiveness {
         var configuration = BrokerLiveness.Configuration()

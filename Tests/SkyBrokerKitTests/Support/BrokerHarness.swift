@@ -1,5 +1,6 @@
 import Foundation
 import SkyWire
+import SkyZMQ
 import Testing
 
 @testable import SkyBrokerKit
@@ -9,7 +10,7 @@ import Testing
 struct BrokerHarness {
     var machine: BrokerStateMachine
     /// The injected clock: tests move it by hand.
-    var now = BrokerInstant.now
+    var now = MonotonicInstant.now
     /// The delivery tag of the latest REQUEST of each request id to each worker, as a worker
     /// would remember it to echo in its REPLY.
     var tags: [String: DeliveryTag] = [:]
@@ -22,7 +23,7 @@ struct BrokerHarness {
     /// only the counts bound a tick (a test of the time bound passes a clock that moves).
     init(
         _ configuration: BrokerStateMachine.Configuration = .init(),
-        workClock: @escaping @Sendable () -> BrokerInstant = { BrokerInstant(nanoseconds: 0) }
+        workClock: @escaping @Sendable () -> MonotonicInstant = { MonotonicInstant(nanoseconds: 0) }
     ) {
         var configuration = configuration
         configuration.workClock = workClock

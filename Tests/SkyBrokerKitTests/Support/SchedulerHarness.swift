@@ -1,4 +1,5 @@
 import SkyJournal
+import SkyWire
 import SkyZMQ
 import Testing
 
@@ -95,7 +96,7 @@ struct SchedulerHarness {
     mutating func tick() -> [JobScheduler.Action] {
         var actions: [JobScheduler.Action] = []
         var budget = WorkBudget(
-            count: 100, until: BrokerInstant(nanoseconds: .max), clock: { BrokerInstant(nanoseconds: 0) })
+            count: 100, until: MonotonicInstant(nanoseconds: .max), clock: { MonotonicInstant(nanoseconds: 0) })
         scheduler.tick(now: now, budget: &budget, into: &actions)
         return actions
     }

@@ -14,7 +14,7 @@ struct WorkerHarness {
     typealias Key = WorkerStateMachine.TaskKey
 
     var machine: WorkerStateMachine
-    var now = ContinuousClock.now
+    var now = MonotonicInstant.now
 
     init(capacity: UInt32 = 2, takesTrace: Bool = false, endpoints: Int = 1) {
         var liveness = BrokerLiveness.Configuration()
