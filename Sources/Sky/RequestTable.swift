@@ -693,8 +693,9 @@ struct RequestTable {
     static let keepConfirmation: Duration = .seconds(5)
 
     /// The slot of the call in flight under `id`; nil for an id that names none (finished, or
-    /// never this client's).
-    private func slot(of id: RequestID) -> Int? {
+    /// never this client's). Inlined: called from a mutating input, it was handed a copy of
+    /// the whole table (a 328-byte `memcpy` a reply).
+    @inline(__always) private func slot(of id: RequestID) -> Int? {
         let slot = Int(truncatingIfNeeded: id.low & Self.slotMask)
         guard slot < slots.count, slots[slot].isLive, slots[slot].id == id else {
             return chosenIDs.isEmpty ? nil : chosenIDs[id]

@@ -274,7 +274,7 @@ package struct WorkerStateMachine: Sendable {
                     "the result is \(reply.bodyBytes.count) bytes and the broker takes at most \(resultLimit) (skybroker --max-frame-size); return a reference to the data instead, or raise the broker's limit",
                 attempt: reply.attempt)
         }
-        send(consume reply, tag: key.tag, into: &actions)
+        Self.send(consume reply, tag: key.tag, packed: brokerTakesPacked, into: &actions)
         finishIfDrained(into: &actions)
     }
 
@@ -465,7 +465,7 @@ package struct WorkerStateMachine: Sendable {
                 message:
                     "worker \(configuration.announcement.name) already runs its capacity of \(configuration.announcement.capacity) tasks"
             )
-            send(reply, tag: key.tag, into: &actions)
+            Self.send(reply, tag: key.tag, packed: brokerTakesPacked, into: &actions)
             return
         }
         // One probe both checks for a second delivery and takes the key. (With no slot left,
@@ -485,8 +485,12 @@ package struct WorkerStateMachine: Sendable {
 
     /// A REPLY in the form the broker of this connection takes.
     /// Moved into the action: built through `?:`, the command copied the reply.
-    private func send(_ reply: consuming TaskReply, tag: DeliveryTag, into actions: inout [Action]) {
-        if brokerTakesPacked {
+    /// Static, given what it reads: as a method of the machine, called from a mutating one, it
+    /// was handed a copy of the whole machine (a 464-byte `memcpy` a task).
+    private static func send(
+        _ reply: consuming TaskReply, tag: DeliveryTag, packed: Bool, into actions: inout [Action]
+    ) {
+        if packed {
             actions.append(.send(.packedReply(tag: tag, consume reply)))
         } else {
             actions.append(.send(.reply(tag: tag, consume reply)))
