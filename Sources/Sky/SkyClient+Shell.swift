@@ -281,7 +281,9 @@ extension SkyClient {
                         eventsTransport(from, event)
                     case .tick:
                         machine.expire(now: now, into: &actions)
-                    case .input(is InputsPosted):
+                    // The marker's type compared, not cast to (`is` ran the runtime's dynamic
+                    // cast on every wake-up).
+                    case .input(let posted) where type(of: posted) == InputsPosted.self:
                         var posted = inputs.withLock { $0.take() }
                         // Each input moved out, its call moved on into the table (see `takeEach`).
                         posted.takeEach(leaving: .timer) { take($0, into: &machine, now: now, actions: &actions) }

@@ -42,7 +42,7 @@ public struct ExpiryQueue<Element: Comparable>: Sendable where Element: Sendable
     @inlinable public mutating func insert(_ element: Element) {
         if head == run.count {
             // Empty run: start it again at the array's front.
-            run.removeAll(keepingCapacity: true)
+            run.removeAllKeepingBuffer()
             head = 0
             run.append(element)
         } else if !(element < run[run.count - 1]) {
@@ -60,7 +60,7 @@ public struct ExpiryQueue<Element: Comparable>: Sendable where Element: Sendable
         let first = run[head]
         head += 1
         if head == run.count {
-            run.removeAll(keepingCapacity: true)
+            run.removeAllKeepingBuffer()
             head = 0
         } else if head >= 1024 && head * 2 >= run.count {
             // Left entries outnumber the ones held: drop them, one move of what is left.

@@ -18,9 +18,12 @@ extension SkyWorker {
             case stop
             /// The worker's task was cancelled: end now.
             case cancel
-            /// ``finished`` holds replies (posted when it stops being empty).
-            case repliesReady
         }
+
+        /// Posted when ``finished`` stops being empty: a type of its own, recognised by
+        /// comparing types (a cast to ``Input`` ran the runtime's dynamic cast on every
+        /// wake-up that brought replies).
+        struct RepliesReady: Sendable {}
 
         let machine: Locked<WorkerStateMachine>
         let configuration: Configuration
@@ -121,7 +124,7 @@ extension SkyWorker {
             // Moved into the queue through the lock's closure, not copied.
             var moving = Optional(consume task)
             if finished.withLock({ $0.append(moving.take()!) }) == .first {
-                loop.withLock { $0 }?.post(input: Input.repliesReady)
+                loop.withLock { $0 }?.post(input: RepliesReady())
             }
         }
 
@@ -173,16 +176,16 @@ extension SkyWorker {
                     case .tick:
                         sendProgress(&machine, into: &actions)
                         machine.tick(now: now, into: &actions)
+                    case .input(let posted) where type(of: posted) == RepliesReady.self:
+                        sendProgress(&machine, into: &actions)
+                        var replies = finished.withLock { $0.take() }
+                        Self.hand(&replies, to: &machine, now: now, into: &actions)
+                        finished.withLock { $0.giveBack(&replies) }
                     case .input(let input as Input):
                         switch input {
                         case .start: machine.start(now: now, into: &actions)
                         case .stop: machine.stop(now: now, into: &actions)
                         case .cancel: machine.cancel(now: now, into: &actions)
-                        case .repliesReady:
-                            sendProgress(&machine, into: &actions)
-                            var replies = finished.withLock { $0.take() }
-                            Self.hand(&replies, to: &machine, now: now, into: &actions)
-                            finished.withLock { $0.giveBack(&replies) }
                         }
                     case .opened(let socket, .success):
                         if socket.rawValue == 1 { started = true }

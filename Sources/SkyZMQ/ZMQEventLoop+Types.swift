@@ -142,7 +142,9 @@ extension ZMQEventLoop {
     enum Command: Sendable {
         case send(Outbound)
         /// Without a continuation, the outcome is reported as ``Inbound/opened(_:_:)``.
-        case open(SocketSpec, CheckedContinuation<[String], any Error>?)
+        /// Indirect: `CheckedContinuation` is not frozen, so held inline it made every command
+        /// (a client's call posts one) copied, tagged and destroyed through the runtime.
+        indirect case open(SocketSpec, CheckedContinuation<[String], any Error>?)
         case input(any Sendable)
         case close(SocketID, linger: Int32)
         case periodic(SocketID, [[UInt8]]?, every: Duration)
