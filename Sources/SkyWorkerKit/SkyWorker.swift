@@ -190,8 +190,18 @@ public final class SkyWorker: Service, Sendable {
         _ inbox: RunnerInbox, _ handlers: ScanSystem.Handlers, _ shell: Shell, _ executor: (any TaskExecutor)?
     ) async {
         let runner = RunnerHandle()
-        let task = Task(executorPreference: executor) {
-            await Self.run(inbox, handlers: handlers, shell: shell, runner: runner)
+        let task: Task<Void, Never>
+        if let executor {
+            task = Task(executorPreference: executor) {
+                await Self.run(inbox, handlers: handlers, shell: shell, runner: runner)
+            }
+        } else {
+            // Not `Task(executorPreference: nil)`: that still gave the task a preference record
+            // (of no executor), and with one the runtime looks the preference up under the
+            // task's status lock at every switch and enqueue, six times a task.
+            task = Task {
+                await Self.run(inbox, handlers: handlers, shell: shell, runner: runner)
+            }
         }
         runner.started(task)
         await withTaskCancellationHandler {
