@@ -283,7 +283,7 @@ extension SkyClient {
                         machine.expire(now: now, into: &actions)
                     // The marker's type compared, not cast to (`is` ran the runtime's dynamic
                     // cast on every wake-up).
-                    case .input(let posted) where type(of: posted) == InputsPosted.self:
+                    case .input(let marker) where type(of: marker) == InputsPosted.self:
                         var posted = inputs.withLock { $0.take() }
                         // Each input moved out, its call moved on into the table (see `takeEach`).
                         posted.takeEach(leaving: .timer) { take($0, into: &machine, now: now, actions: &actions) }
