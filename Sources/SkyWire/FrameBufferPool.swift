@@ -43,7 +43,8 @@ public struct FrameBufferPool {
             return
         }
         while let buffer = lent.popLast(), spare.count < Self.most { spare.append(buffer) }
-        lent.removeAll(keepingCapacity: true)
+        // Not `removeAll(keepingCapacity:)`: see `removeAllKeepingBuffer`.
+        lent.removeAllKeepingBuffer()
     }
 
     /// How many buffers are spare (tests).
