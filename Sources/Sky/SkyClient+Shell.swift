@@ -64,6 +64,8 @@ extension SkyClient {
         let spareActions = SpareBuffer<ClientStateMachine.Action>()
         /// Inputs for the I/O thread, behind one ``InputsPosted`` marker in the loop's mailbox.
         let inputs = Locked(InputQueue<Input>())
+        /// The buffer ``inputs`` is traded for, kept from wake-up to wake-up.
+        let spareInputs = SpareBuffer<Input>()
         /// The I/O thread's loop, set once when it started: read on every call without a lock.
         let loop = LoopReference()
         /// The loop the handler runs on, set before its first broker socket opens. The handler's
@@ -284,10 +286,11 @@ extension SkyClient {
                     // The marker's type compared, not cast to (`is` ran the runtime's dynamic
                     // cast on every wake-up).
                     case .input(let marker) where type(of: marker) == InputsPosted.self:
-                        var posted = inputs.withLock { $0.take() }
+                        var posted = spareInputs.take()
+                        inputs.withLock { $0.take(into: &posted) }
                         // Each input moved out, its call moved on into the table (see `takeEach`).
                         posted.takeEach(leaving: .timer) { take($0, into: &machine, now: now, actions: &actions) }
-                        inputs.withLock { $0.giveBack(&posted) }
+                        spareInputs.giveBack(&posted)
                     case .opened(let socket, .failure(let error)) where socket.rawValue < Self.firstEventSocket:
                         machine.openFailed(socket: socket.rawValue, error: "\(error.underlying)", into: &actions)
                     case .sendFailed, .input, .opened:

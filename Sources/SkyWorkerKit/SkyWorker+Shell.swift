@@ -54,7 +54,9 @@ extension SkyWorker {
         /// Whether ``progressed`` may hold a sink: read without its lock at each wake-up, which
         /// most find empty.
         let progressWaiting = Atomic<Bool>(false)
-        let loop = Locked<ZMQEventLoop?>(nil)
+        /// Set once the loop started; read without a lock by every wake-up that has actions and
+        /// by every finished task.
+        let loop = LoopReference()
         /// How the machine ended, once it has.
         let ending = Locked<WorkerStateMachine.Ending?>(nil)
         let logger: Logger
@@ -71,6 +73,8 @@ extension SkyWorker {
         /// The inline handlers' replies, and the actions they lead to, in buffers kept from batch
         /// to batch: two lists made and freed with every batch that ran a handler inline.
         let spareFinished = SpareBuffer<FinishedTask>()
+        /// The buffer ``finished`` is traded for, kept from wake-up to wake-up.
+        let spareReplies = SpareBuffer<FinishedTask>()
         let spareFollowing = SpareBuffer<WorkerStateMachine.Action>()
 
         init(
@@ -124,7 +128,7 @@ extension SkyWorker {
             // Moved into the queue through the lock's closure, not copied.
             var moving = Optional(consume task)
             if finished.withLock({ $0.append(moving.take()!) }) == .first {
-                loop.withLock { $0 }?.post(input: RepliesReady())
+                loop.load()?.post(input: RepliesReady())
             }
         }
 
@@ -178,9 +182,10 @@ extension SkyWorker {
                         machine.tick(now: now, into: &actions)
                     case .input(let posted) where type(of: posted) == RepliesReady.self:
                         sendProgress(&machine, into: &actions)
-                        var replies = finished.withLock { $0.take() }
+                        var replies = spareReplies.take()
+                        finished.withLock { $0.take(into: &replies) }
                         Self.hand(&replies, to: &machine, now: now, into: &actions)
-                        finished.withLock { $0.giveBack(&replies) }
+                        spareReplies.giveBack(&replies)
                     case .input(let input as Input):
                         switch input {
                         case .start: machine.start(now: now, into: &actions)
@@ -223,7 +228,7 @@ extension SkyWorker {
         private func execute(
             _ actions: inout [WorkerStateMachine.Action], generation: Int, into outbound: inout some OutboundSink
         ) {
-            guard !actions.isEmpty, let loop = loop.withLock({ $0 }) else { return }
+            guard !actions.isEmpty, let loop = loop.load() else { return }
             // Once a connection was asked for in this batch, messages go through the mailbox
             // too, behind its opening, instead of leaving before the socket exists.
             var connectQueued = false

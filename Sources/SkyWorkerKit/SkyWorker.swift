@@ -142,7 +142,7 @@ public final class SkyWorker: Service, Sendable {
         let loop = try await ZMQEventLoop.start(
             name: "skyworker-io", sockets: [], tick: tick,
             handler: { batch, outbound in shell.handle(&batch, into: &outbound) })
-        shell.loop.withLock { $0 = loop }
+        shell.loop.storeIfNil(loop)
         loop.post(input: Shell.Input.start)
 
         // On the I/O thread, the group's loop and its children run there too (nil: no preference).

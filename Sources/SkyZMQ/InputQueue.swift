@@ -8,11 +8,9 @@ import SkyWire
 /// options) was boxed into one and cast back on the thread, on every call.
 /// Here each input is one append. The first input of a batch posts one marker to the loop (so
 /// at most one wake-up for every input posted before the thread takes them), and the thread
-/// takes the whole queue when it reads the marker.
+/// takes the whole queue when it reads the marker, trading it for an empty buffer of its own.
 public struct InputQueue<Input: Sendable>: Sendable {
     @usableFromInline var items: [Input] = []
-    /// The buffer the thread gave back, empty: neither side allocates once both have grown.
-    @usableFromInline var spare: [Input] = []
     /// Nothing will take the queue again (the loop stopped): inputs are refused.
     public private(set) var stopped = false
 
@@ -36,20 +34,14 @@ public struct InputQueue<Input: Sendable>: Sendable {
         return items.count == 1 ? .first : .queued
     }
 
-    /// Everything posted so far, oldest first; give the buffer back with ``giveBack(_:)``.
+    /// Everything posted so far, oldest first, into `buffer`, whose storage the queue keeps for
+    /// the next inputs: one lock round trip a batch, where taking the inputs and giving the
+    /// buffer back took two, and neither side allocates once both buffers have grown. `buffer`
+    /// comes empty (the thread's spare, emptied outside the lock); anything left in it is dropped.
     @inlinable
-    public mutating func take() -> [Input] {
-        var taken = spare
-        spare = []
-        swap(&taken, &items)
-        return taken
-    }
-
-    /// Returns a buffer from ``take()``, emptied, for a later batch.
-    @inlinable
-    public mutating func giveBack(_ buffer: inout [Input]) {
-        buffer.removeAllKeepingBuffer()
-        swap(&spare, &buffer)
+    public mutating func take(into buffer: inout [Input]) {
+        if !buffer.isEmpty { buffer.removeAllKeepingBuffer() }
+        swap(&items, &buffer)
     }
 
     /// Refuses every later input and returns those still waiting, for the caller to fail.
