@@ -48,16 +48,20 @@ final class RunnerInbox: Sendable {
 
     /// A started task: to a waiting runner, or queued (see ``flush()``). Tasks given after
     /// ``finish()`` are dropped: the machine starts none once it finished.
-    func offer(_ run: SkyWorker.TaskRun) {
-        let runner = state.withLock { state -> UnsafeContinuation<SkyWorker.TaskRun?, Never>? in
-            guard !state.finished else { return nil }
+    /// - Returns: whether the task was queued, so that only then ``flush()`` takes the lock.
+    @discardableResult
+    func offer(_ run: SkyWorker.TaskRun) -> Bool {
+        let runner = state.withLock { state -> UnsafeContinuation<SkyWorker.TaskRun?, Never>?? in
+            guard !state.finished else { return .some(nil) }
             if let runner = state.idle.popLast() { return runner }
             state.pending.append(run)
-            return nil
+            return .none
         }
+        guard let runner else { return true }
         // Resumed after the lock is released: the woken runner may take the CPU at once and
         // would block on the lock at its next task (two more thread switches a task).
         runner?.resume(returning: run)
+        return false
     }
 
     /// Asks the group's loop for runners if queued tasks need them: once per batch of offers.

@@ -279,8 +279,9 @@ extension SkyWorker {
                         return
                     }
                     let ticket = handles.reserve(key, slot: slot)
-                    inbox.offer(TaskRun(key: key, ticket: ticket, request: request, connection: generation))
-                    offered = true
+                    if inbox.offer(TaskRun(key: key, ticket: ticket, request: request, connection: generation)) {
+                        offered = true
+                    }
                 case .cancelTask(let key, let slot):
                     handles.cancel(key, slot: slot)
                 case .finish(let ending):
@@ -294,7 +295,7 @@ extension SkyWorker {
                     }
                     inbox.finish()
                 case .log(let level, let message, let metadata):
-                    logger.log(level: level, "\(message)", metadata: metadata)
+                    log(level, message, metadata)
                 }
             }
             guard !ranInline.isEmpty else { return spareFinished.giveBack(&ranInline) }
@@ -305,6 +306,14 @@ extension SkyWorker {
             spareFinished.giveBack(&ranInline)
             execute(&more, generation: generation, into: &outbound)
             spareFollowing.giveBack(&more)
+        }
+
+        /// A machine's log line. Out of line: inlined into ``execute(_:generation:into:)``, the
+        /// read of the logger's storage (a class in swift-log, read under the runtime's
+        /// exclusivity check) was hoisted to the top of every batch, which logs next to never.
+        @inline(never)
+        private func log(_ level: Logger.Level, _ message: String, _ metadata: Logger.Metadata) {
+            logger.log(level: level, "\(message)", metadata: metadata)
         }
 
         /// One task whose handler is inline, run on the I/O thread: no ticket, no runner, and

@@ -31,6 +31,21 @@ struct RunnerInboxTests {
         return taken
     }
 
+    /// Only a queued task needs the group's loop: the I/O thread takes the inbox's lock to ask
+    /// it (``RunnerInbox/flush()``) only after an offer that queued one.
+    @Test(.timeLimit(.minutes(1)))
+    func anOfferSaysWhetherItQueuedTheTask() async throws {
+        let inbox = RunnerInbox()
+        #expect(inbox.offer(Self.job(1)), "no runner waits: queued")
+        #expect(Self.number(await inbox.nextForRunner()) == 1)
+        let waiting = Task { Self.number(await inbox.nextForRunner()) }
+        try await eventually("a runner waits") { inbox.idleRunners == 1 }
+        #expect(!inbox.offer(Self.job(2)), "handed to the waiting runner, nothing queued")
+        #expect(await waiting.value == 2)
+        inbox.finish()
+        #expect(!inbox.offer(Self.job(3)), "dropped after the finish, nothing queued")
+    }
+
     @Test func theGroupIsAskedOnceForARunnerPerQueuedTaskAndTheyTakeThemInOrder() async {
         let inbox = RunnerInbox()
         Self.batch([Self.job(1), Self.job(2)], to: inbox)
