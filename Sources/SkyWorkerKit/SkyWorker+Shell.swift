@@ -233,9 +233,9 @@ extension SkyWorker {
             // too, behind its opening, instead of leaving before the socket exists.
             var connectQueued = false
             // Tasks with no waiting runner wake the group's loop once, after the batch (and only a
-            // batch that started some takes the inbox's lock for it).
-            var offered = false
-            defer { if offered { inbox.flush() } }
+            // batch that queued some takes the inbox's lock for it).
+            var queued = false
+            defer { if queued { inbox.flush() } }
             // Replies of the inline handlers run below, for the machine once these actions are done.
             var ranInline = spareFinished.take()
             // Each action moved out, not copied (a task's request is handed on, not retained and
@@ -280,7 +280,7 @@ extension SkyWorker {
                     }
                     let ticket = handles.reserve(key, slot: slot)
                     if inbox.offer(TaskRun(key: key, ticket: ticket, request: request, connection: generation)) {
-                        offered = true
+                        queued = true
                     }
                 case .cancelTask(let key, let slot):
                     handles.cancel(key, slot: slot)
