@@ -66,6 +66,8 @@ extension SkyClient {
         let inputs = Locked(InputQueue<Input>())
         /// The buffer ``inputs`` is traded for, kept from wake-up to wake-up.
         let spareInputs = SpareBuffer<Input>()
+        /// What the I/O thread posts to itself while it runs ``handle(_:into:)``.
+        let onThread = ThreadConfined(OnThread(), name: "the client's I/O thread's own posts")
         /// The I/O thread's loop, set once when it started: read on every call without a lock.
         let loop = LoopReference()
         /// The loop the handler runs on, set before its first broker socket opens. The handler's
@@ -236,12 +238,19 @@ extension SkyClient {
             case .refused: return false
             case .queued: return true
             case .first:
-                if loop.post(input: InputsPosted()) { return true }
-                // The loop stopped before taking the queue, so nothing ever will: whoever waits
-                // on an input in it (this one too) is told now.
-                closed()
-                return false
+                // A call a completion starts on the I/O thread: taken before the wake-up ends.
+                if loop.isOnLoopThread, onThread.withValue({ $0.markFromHandler() }) { return true }
+                return postMarker(to: loop)
             }
+        }
+
+        /// Tells the loop that ``inputs`` holds something; `false` once the loop has stopped.
+        private func postMarker(to loop: ZMQEventLoop) -> Bool {
+            if loop.post(input: InputsPosted()) { return true }
+            // The loop stopped before taking the queue, so nothing ever will: whoever waits
+            // on an input in it (this one too) is told now.
+            closed()
+            return false
         }
 
         /// After the loop stopped: every caller still suspended gets `clientClosed`.
@@ -267,9 +276,10 @@ extension SkyClient {
 
         /// Everything the I/O thread read or was posted since its last wake-up.
         func handle(_ batch: inout [ZMQEventLoop.Inbound], into outbound: inout some OutboundSink) {
+            onThread.withValue { $0.handling = true }
             let now = time.now()
             var actions = spareActions.take()
-            let next = machine.withLock { machine in
+            var next = machine.withLock { machine in
                 // Each message moved out of the batch, not copied (see `takeEach`).
                 batch.takeEach(leaving: .tick) { inbound in
                     switch consume inbound {
@@ -300,8 +310,59 @@ extension SkyClient {
                 return machine.nextDeadline()
             }
             execute(&actions, into: &outbound)
+            // Calls that the completions above started: into the machine and sent now, not
+            // through a marker in the mailbox and another pass of the loop (a handler run
+            // and a mailbox round trip a call, for a caller that calls again from its
+            // completion). A few rounds at most: a call failed at once, called again from its
+            // completion, would otherwise keep the thread here.
+            var rounds = 0
+            while onThread.withValue({ $0.takeMarked() }) {
+                rounds += 1
+                guard rounds <= Self.ownRounds else {
+                    onThread.withValue { $0.handling = false }
+                    if let loop = loop.load() { _ = postMarker(to: loop) }
+                    break
+                }
+                // Emptied of what `execute` left in place of the actions it took.
+                actions.removeAllKeepingBuffer()
+                var posted = spareInputs.take()
+                inputs.withLock { $0.take(into: &posted) }
+                let now = time.now()
+                next = machine.withLock { machine in
+                    posted.takeEach(leaving: .timer) { take($0, into: &machine, now: now, actions: &actions) }
+                    return machine.nextDeadline()
+                }
+                spareInputs.giveBack(&posted)
+                execute(&actions, into: &outbound)
+            }
+            onThread.withValue { $0.handling = false }
             spareActions.giveBack(&actions)
             arm(next)
+        }
+
+        /// Rounds of its own calls a wake-up takes before it leaves the rest to the next one.
+        static let ownRounds = 8
+
+        /// The I/O thread's view of what it posts to itself while it handles a batch.
+        struct OnThread {
+            /// The thread is in ``handle(_:into:)``.
+            var handling = false
+            /// An input the thread posted there waits in ``inputs`` without a marker.
+            var marked = false
+
+            /// For ``post(_:)`` on the I/O thread, whose input was the first in the queue:
+            /// whether ``handle(_:into:)`` takes it (no marker is posted then).
+            mutating func markFromHandler() -> Bool {
+                guard handling else { return false }
+                marked = true
+                return true
+            }
+
+            /// Whether inputs wait unmarked; the flag is cleared.
+            mutating func takeMarked() -> Bool {
+                defer { marked = false }
+                return marked
+            }
         }
 
         /// One input a caller posted. A method, not a function nested in ``handle(_:into:)``: a
@@ -356,6 +417,8 @@ extension SkyClient {
             case .open(let socket, let endpoint):
                 handlerLoop.withLock { $0 }?.requestOpen(brokerSocket(socket, endpoint: endpoints[endpoint]))
             case .close(let socket):
+                // `-1` is what `execute` leaves in place of an action it took: never carried out.
+                assert(socket >= 0, "an action list carried out twice")
                 handlerLoop.withLock { $0 }?.close(Self.socketID(socket))
             case .log(let level, let message, let metadata):
                 logger.log(level: level, "\(message)", metadata: metadata)

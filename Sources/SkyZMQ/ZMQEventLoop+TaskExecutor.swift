@@ -48,7 +48,7 @@ extension ZMQEventLoop: TaskExecutor {
     }
 
     /// Whether the caller runs on the loop's thread.
-    var isOnLoopThread: Bool {
+    package var isOnLoopThread: Bool {
         threadID.load(ordering: .relaxed) == sky_current_thread_id()
     }
 }

@@ -70,6 +70,8 @@ public final class ZMQEventLoop: Sendable {
     let jobsRun = Atomic<Int>(0)
     /// Times the thread polled (for tests and diagnostics: a thread that spins polls without end).
     let polls = Atomic<Int>(0)
+    /// Inputs posted so far (for tests and diagnostics).
+    package let inputsPosted = Atomic<Int>(0)
 
     /// A consumer that runs on the I/O thread: it gets each batch as it is read, and what it
     /// gives the ``Sender`` leaves at once. It must not block or await anything.
@@ -175,7 +177,8 @@ public final class ZMQEventLoop: Sendable {
     /// - Returns: `false` if the loop has stopped and the input was dropped.
     @discardableResult
     public func post(input: any Sendable) -> Bool {
-        post(.input(input))
+        inputsPosted.add(1, ordering: .relaxed)
+        return post(.input(input))
     }
 
     /// Makes the I/O thread itself send `frames` on `socket` every `interval` (a heartbeat), so the

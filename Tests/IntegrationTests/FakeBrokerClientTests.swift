@@ -3,6 +3,8 @@ import SkyProtocol
 import SkyTestSupport
 import SkyWorkerKit
 import SkyWorkloads
+import SkyZMQ
+import Synchronization
 import Testing
 
 @testable import Sky
@@ -310,6 +312,41 @@ extension IntegrationSuite {
             #expect(statistics.staleReplies == 5_000, "failures naming an attempt never sent")
             #expect(statistics.unmatchedReplies == 5_001, "stray ids and the duplicate")
             #expect(statistics.suspendedCallers == 0 && statistics.callsInFlight == 0)
+            await sky.close()
+            await broker.stop()
+        }
+
+        /// A call started from a completion (which runs on the I/O thread) goes into the
+        /// machine and out to the broker in the wake-up that ran the completion, not through a
+        /// marker in the loop's mailbox and another pass of the loop: a chain of 100 such calls
+        /// posts no input, and each is answered once, in order.
+        @Test(.timeLimit(.minutes(1)))
+        func callsStartedFromCompletionsAreTakenInTheWakeUpThatRanThem() async throws {
+            let broker = try await FakeBroker.start()
+            let sky = try await SkyClient(broker: broker.endpoint)
+            let first = Task { try await sky.request(service: "svc", body: [0]) }
+            broker.echo(await broker.nextRequest())
+            #expect(try await first.value == [0])
+            let started = sky.shell.loop.load()
+            let loop = try #require(started)
+            let postedBefore = loop.inputsPosted.load(ordering: .relaxed)
+            let chain = 100
+            let answers = Locked<[[UInt8]]>([])
+            let (done, finish) = AsyncStream.makeStream(of: Void.self)
+            @Sendable func call(_ number: Int) {
+                sky.request(service: "svc", body: [UInt8(number)]) { result in
+                    answers.withLock { $0.append((try? result.get()) ?? []) }
+                    if number < chain { call(number + 1) } else { finish.yield() }
+                }
+            }
+            // The first from the test's task (one marker), the rest from completions.
+            call(1)
+            for _ in 1...chain { broker.echo(await broker.nextRequest()) }
+            for await _ in done { break }
+            #expect(answers.withLock { $0 } == (1...chain).map { [UInt8($0)] })
+            let posted = loop.inputsPosted.load(ordering: .relaxed) - postedBefore
+            #expect(posted <= 1, "\(posted) inputs posted for \(chain) calls")
+            #expect(await sky.statistics.suspendedCallers == 0)
             await sky.close()
             await broker.stop()
         }
