@@ -296,11 +296,7 @@ extension SkyClient {
                     // The marker's type compared, not cast to (`is` ran the runtime's dynamic
                     // cast on every wake-up).
                     case .input(let marker) where type(of: marker) == InputsPosted.self:
-                        var posted = spareInputs.take()
-                        inputs.withLock { $0.take(into: &posted) }
-                        // Each input moved out, its call moved on into the table (see `takeEach`).
-                        posted.takeEach(leaving: .timer) { take($0, into: &machine, now: now, actions: &actions) }
-                        spareInputs.giveBack(&posted)
+                        takePosted(into: &machine, now: now, actions: &actions)
                     case .opened(let socket, .failure(let error)) where socket.rawValue < Self.firstEventSocket:
                         machine.openFailed(socket: socket.rawValue, error: "\(error.underlying)", into: &actions)
                     case .sendFailed, .input, .opened:
@@ -325,14 +321,11 @@ extension SkyClient {
                 }
                 // Emptied of what `execute` left in place of the actions it took.
                 actions.removeAllKeepingBuffer()
-                var posted = spareInputs.take()
-                inputs.withLock { $0.take(into: &posted) }
                 let now = time.now()
                 next = machine.withLock { machine in
-                    posted.takeEach(leaving: .timer) { take($0, into: &machine, now: now, actions: &actions) }
+                    takePosted(into: &machine, now: now, actions: &actions)
                     return machine.nextDeadline()
                 }
-                spareInputs.giveBack(&posted)
                 execute(&actions, into: &outbound)
             }
             onThread.withValue { $0.handling = false }
@@ -363,6 +356,17 @@ extension SkyClient {
                 defer { marked = false }
                 return marked
             }
+        }
+
+        /// Everything in ``inputs``, traded for the thread's spare buffer (one lock), into the
+        /// machine: each input moved out, its call moved on into the table (see `takeEach`).
+        private func takePosted(
+            into machine: inout ClientStateMachine, now: Duration, actions: inout [ClientStateMachine.Action]
+        ) {
+            var posted = spareInputs.take()
+            inputs.withLock { $0.take(into: &posted) }
+            posted.takeEach(leaving: .timer) { take($0, into: &machine, now: now, actions: &actions) }
+            spareInputs.giveBack(&posted)
         }
 
         /// One input a caller posted. A method, not a function nested in ``handle(_:into:)``: a

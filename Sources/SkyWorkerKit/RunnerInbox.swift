@@ -51,17 +51,16 @@ final class RunnerInbox: Sendable {
     /// - Returns: whether the task was queued, so that only then ``flush()`` takes the lock.
     @discardableResult
     func offer(_ run: SkyWorker.TaskRun) -> Bool {
-        let runner = state.withLock { state -> UnsafeContinuation<SkyWorker.TaskRun?, Never>?? in
-            guard !state.finished else { return .some(nil) }
-            if let runner = state.idle.popLast() { return runner }
+        let (runner, queued) = state.withLock { state -> (UnsafeContinuation<SkyWorker.TaskRun?, Never>?, Bool) in
+            guard !state.finished else { return (nil, false) }
+            if let runner = state.idle.popLast() { return (runner, false) }
             state.pending.append(run)
-            return .none
+            return (nil, true)
         }
-        guard let runner else { return true }
         // Resumed after the lock is released: the woken runner may take the CPU at once and
         // would block on the lock at its next task (two more thread switches a task).
         runner?.resume(returning: run)
-        return false
+        return queued
     }
 
     /// Asks the group's loop for runners if queued tasks need them: once per batch of offers.
