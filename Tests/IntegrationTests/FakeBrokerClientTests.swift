@@ -248,11 +248,7 @@ extension IntegrationSuite {
         /// thread, so the machine never starts it.
         @Test(.timeLimit(.minutes(1)))  // before the fix the cancelled call hung
         func aCallFromACancelledTaskThrowsAtOnceAndIsNeverSent() async throws {
-            let broker = try await FakeBroker.start()
-            let sky = try await SkyClient(broker: broker.endpoint)
-            let first = Task { try await sky.request(service: "svc", body: [1]) }
-            broker.echo(await broker.nextRequest())
-            #expect(try await first.value == [1])
+            let (broker, sky) = try await FakeBroker.startWithConnectedClient(first: [1])
             let cancelled = Task {
                 withUnsafeCurrentTask { $0?.cancel() }
                 return try await sky.request(service: "svc", body: [2])
@@ -322,11 +318,7 @@ extension IntegrationSuite {
         /// posts no input, and each is answered once, in order.
         @Test(.timeLimit(.minutes(1)))
         func callsStartedFromCompletionsAreTakenInTheWakeUpThatRanThem() async throws {
-            let broker = try await FakeBroker.start()
-            let sky = try await SkyClient(broker: broker.endpoint)
-            let first = Task { try await sky.request(service: "svc", body: [0]) }
-            broker.echo(await broker.nextRequest())
-            #expect(try await first.value == [0])
+            let (broker, sky) = try await FakeBroker.startWithConnectedClient()
             let started = sky.shell.loop.load()
             let loop = try #require(started)
             let postedBefore = loop.inputsPosted.load(ordering: .relaxed)

@@ -66,7 +66,7 @@ struct PostgresJobStoreTests {
                 return try PostgresJobStore(uri: uri)
             } catch {
                 guard case .inUse = error, ContinuousClock.now < deadline else { throw error }
-                Thread.sleep(forTimeInterval: 0.02)
+                Thread.sleep(forTimeInterval: 0.02)  // the lock's release has no event to await
             }
         }
     }

@@ -1,6 +1,8 @@
+import Sky
 import SkyProtocol
 import SkyWire
 import SkyZMQ
+import Testing
 
 /// A raw ROUTER playing the broker: it reports every message a client sends, with its arrival
 /// time, and answers only what the test tells it to. Read what arrived with ``next()``.
@@ -182,4 +184,17 @@ func unusedEndpoint() async throws -> String {
     let endpoint = broker.endpoint
     await broker.stop()
     return endpoint
+}
+
+extension FakeBroker {
+    /// A fake broker and a client whose first call (`first` to `svc`) it answered: the client is
+    /// connected, so later calls go out at once instead of waiting for a connection.
+    static func startWithConnectedClient(first body: [UInt8] = [0]) async throws -> (FakeBroker, SkyClient) {
+        let broker = try await FakeBroker.start()
+        let sky = try await SkyClient(broker: broker.endpoint)
+        let first = Task { try await sky.request(service: "svc", body: body) }
+        broker.echo(await broker.nextRequest())
+        #expect(try await first.value == body)
+        return (broker, sky)
+    }
 }
