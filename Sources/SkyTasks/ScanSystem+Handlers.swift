@@ -6,6 +6,11 @@ extension ScanSystem {
     public struct Handlers: Sendable {
         let workerName: String
         let table: [String: Handler]
+        /// The handlers by service when there are a few, looked through in order: a service
+        /// name compared costs far less than one hashed for the table's lookup, on every task
+        /// (nil: more than ``fewLimit``, then the table).
+        private let few: [Entry]?
+        static let fewLimit = 8
         /// Services registered more than once, the last handler kept (a worker refuses them).
         package var registeredTwice: [String] = []
         /// The logger a handler's ``TaskContext`` carries: the worker's; `nil` in the client's
@@ -14,10 +19,29 @@ extension ScanSystem {
         /// Where a ``TaskContext``'s progress goes: the worker's sinks; `nil` for nowhere.
         package var progressSinks: (any ProgressSinks)? = nil
 
+        private struct Entry: Sendable {
+            var service: String
+            var handler: Handler
+        }
+
+        init(workerName: String, table: [String: Handler], registeredTwice: [String]) {
+            self.workerName = workerName
+            self.table = table
+            self.registeredTwice = registeredTwice
+            few = table.count > Self.fewLimit ? nil : table.map { Entry(service: $0.key, handler: $0.value) }
+        }
+
+        /// `service`'s handler, if it has one.
+        private func handler(for service: String) -> Handler? {
+            guard let few else { return table[service] }
+            for entry in few where entry.service == service { return entry.handler }
+            return nil
+        }
+
         /// The services that have a handler, sorted (what READY announces).
         public var services: [String] { table.keys.sorted() }
 
-        public func serves(_ service: String) -> Bool { table[service] != nil }
+        public func serves(_ service: String) -> Bool { handler(for: service) != nil }
 
         /// Runs one task and turns every outcome into a reply: the result, or a typed failure
         /// (unknown service, undecodable payload, cancellation, or the handler's error with its
@@ -32,7 +56,7 @@ extension ScanSystem {
         /// ``execute(_:)`` for the delivery `tag`, whose handler's progress goes to
         /// ``progressSinks``.
         package nonisolated(nonsending) func execute(_ request: TaskRequest, tag: DeliveryTag?) async -> TaskReply {
-            guard let handler = table[request.service] else {
+            guard let handler = handler(for: request.service) else {
                 return .failure(
                     request.requestID, .unknownService,
                     message:
@@ -66,7 +90,7 @@ extension ScanSystem {
 
         /// `service`'s handler if it is synchronous.
         package func inlineHandler(for service: String) -> ScanSystem.InlineRawHandler? {
-            guard case .inline(let run) = table[service] else { return nil }
+            guard case .inline(let run) = handler(for: service) else { return nil }
             return run
         }
 

@@ -127,6 +127,24 @@ struct ScanSystemTests {
         #expect(bad.status == .invalidPayload)
     }
 
+    /// A few services are looked through in order, more in the table: each finds its own
+    /// handler, and a service that is not there is unknown either way.
+    @Test(arguments: [1, ScanSystem.Handlers.fewLimit, ScanSystem.Handlers.fewLimit + 1, 40])
+    func eachServiceFindsItsOwnHandlerHoweverManyThereAre(services: Int) async {
+        let system = ScanSystem(name: "t", capacity: 1)
+        for number in 0..<services {
+            await system.registerRaw(service: "service-\(number)") { _ in Array("\(number)".utf8) }
+        }
+        let table = await system.handlerTable
+        for number in 0..<services {
+            let reply = await table.execute(Self.request("service-\(number)", []))
+            #expect(reply.status == .ok && reply.body == Array("\(number)".utf8), "service-\(number)")
+            #expect(table.serves("service-\(number)"))
+        }
+        #expect(await table.execute(Self.request("service-\(services)", [])).status == .unknownService)
+        #expect(!table.serves("service-\(services)"))
+    }
+
     /// The handler sees its cancellation within 50 ms: the median of five trials (other suites
     /// share the two cores and can delay any single one); the worst within 5 s, where a
     /// cancellation that never arrived would take the handler's 30 s.
