@@ -66,11 +66,7 @@ extension SkyClient {
     private nonisolated func start(
         service: String, body: [UInt8], options: ScanOptions, _ waiter: consuming CallWaiter
     ) -> CallHandle {
-        let direct =
-            untracedWithoutFallback && shell.loop.load() != nil
-            && body.count <= BrokerFeatures.smallestFrameLimit && options.concurrencyKey == nil
-            && options.concurrencyLimit == nil && !options.keepIfAbandoned
-        guard direct else {
+        guard goesStraightToTheMachine(body: body, options: options) else {
             let task = Task { [waiter] in
                 do {
                     waiter.complete(try await execute(service: service, body: body, options: options))

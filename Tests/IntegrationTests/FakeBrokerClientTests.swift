@@ -312,6 +312,29 @@ extension IntegrationSuite {
             await broker.stop()
         }
 
+        /// An `async` call on a started client goes straight to the client's machine, as a
+        /// completion's does; a name the protocol cannot carry is still refused before anything
+        /// is sent, with the local check's reason, and the next call goes out.
+        @Test(.timeLimit(.minutes(1)), arguments: ["", "bad\nname", String(repeating: "s", count: 256)])
+        func anInvalidServiceNameIsRefusedOnAStartedClientWithoutBeingSent(service: String) async throws {
+            let (broker, sky) = try await FakeBroker.startWithConnectedClient()
+            let sentBefore = await sky.statistics.counters.attemptsSent
+            let error = await #expect(throws: SkyError.self) { _ = try await sky.request(service: service, body: []) }
+            guard case .invalidTask(let message)? = error else {
+                Issue.record("expected invalidTask, got \(String(describing: error))")
+                return
+            }
+            #expect(message.contains("is not 1...255 bytes of UTF-8 without control characters"), "\(message)")
+            #expect(await sky.statistics.counters.attemptsSent == sentBefore)
+            let next = Task { try await sky.request(service: "svc", body: [7]) }
+            let received = await broker.nextRequest()
+            #expect(received.request?.service == "svc", "the refused call was not sent: the next is the broker's next")
+            broker.echo(received)
+            #expect(try await next.value == [7])
+            await sky.close()
+            await broker.stop()
+        }
+
         /// A call started from a completion (which runs on the I/O thread) goes into the
         /// machine and out to the broker in the wake-up that ran the completion, not through a
         /// marker in the loop's mailbox and another pass of the loop: a chain of 100 such calls
