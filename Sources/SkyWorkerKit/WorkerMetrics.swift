@@ -37,20 +37,26 @@ final class WorkerMetrics: Sendable {
         let nanoseconds = LoopTime.clockNanoseconds() - start
         running.decrement()
         let (counter, timer) = handles.withLock { table in
-            var entry =
-                table[service]
-                ?? Handles(
-                    duration: Timer(label: "sky_worker_handler_duration_seconds", dimensions: [("service", service)]))
-            let counter =
-                entry.outcomes[status]
-                ?? Counter(
-                    label: "sky_worker_tasks_total",
-                    dimensions: [("service", service), ("outcome", status.description)])
-            entry.outcomes[status] = counter
-            table[service] = entry
-            return (counter, entry.duration)
+            // Read only once the service's outcome has its counter, as after its first task: the
+            // entry taken out, changed and stored back copied its dictionary of counters (the
+            // table still held it) and hashed the service twice, every task.
+            if let entry = table[service], let counter = entry.outcomes[status] { return (counter, entry.duration) }
+            return Self.register(service, status, in: &table)
         }
         counter.increment()
         timer.recordNanoseconds(nanoseconds)
+    }
+
+    /// The counter of `service`'s `status`, and the service's timer, made the first time.
+    private static func register(
+        _ service: String, _ status: ReplyStatus, in table: inout [String: Handles]
+    ) -> (Counter, Timer) {
+        let duration =
+            table[service]?.duration
+            ?? Timer(label: "sky_worker_handler_duration_seconds", dimensions: [("service", service)])
+        let counter = Counter(
+            label: "sky_worker_tasks_total", dimensions: [("service", service), ("outcome", status.description)])
+        table[service, default: Handles(duration: duration)].outcomes[status] = counter
+        return (counter, duration)
     }
 }

@@ -93,7 +93,10 @@ extension SecondLineSuite {
             let workerText = try await Self.fetch(workerURL)
             for series in [
                 #"sky_worker_tasks_total{service="sky.echo",outcome="ok"}"#,
-                #"sky_worker_tasks_total{service="sky.flaky",outcome="handlerError"}"#,
+                // Each outcome of one service counted on its own, every other call failing.
+                #"sky_worker_tasks_total{service="sky.flaky",outcome="handlerError"} 10"#,
+                #"sky_worker_tasks_total{service="sky.flaky",outcome="ok"} 10"#,
+                #"sky_worker_handler_duration_seconds_count{service="sky.flaky"} 20"#,
                 #"sky_worker_handler_duration_seconds_bucket{service="sky.echo""#, "sky_worker_running 0",
                 "sky_worker_capacity",
             ] {
