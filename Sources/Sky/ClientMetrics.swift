@@ -38,26 +38,40 @@ final class ClientMetrics: Sendable {
         guard enabled else { return }
         inFlight.decrement()
         let (counter, attemptCounter, timer) = handles.withLock { table in
-            let name = table[service] != nil || table.count < Self.maxServices ? service : "other"
-            var entry =
-                table[name]
-                ?? Handles(
-                    attempts: Counter(
-                        label: "sky_client_attempts_total", dimensions: [("service", name)], factory: factory),
-                    duration: Timer(
-                        label: "sky_client_call_duration_seconds", dimensions: [("service", name)], factory: factory))
-            let counter =
-                entry.outcomes[outcome]
-                ?? Counter(
-                    label: "sky_client_calls_total", dimensions: [("service", name), ("outcome", outcome)],
-                    factory: factory)
-            entry.outcomes[outcome] = counter
-            table[name] = entry
-            return (counter, entry.attempts, entry.duration)
+            // Read only once the service's outcome has its counter, as after its first call: the
+            // entry taken out, changed and stored back copied its dictionary of counters (the
+            // table still held it) and hashed the service three times, every call.
+            if let entry = table[service], let counter = entry.outcomes[outcome] {
+                return (counter, entry.attempts, entry.duration)
+            }
+            return register(service, outcome, in: &table)
         }
         counter.increment()
         if attempts > 0 { attemptCounter.increment(by: Int64(attempts)) }
         let (seconds, attoseconds) = duration.components
         timer.recordNanoseconds(seconds * 1_000_000_000 + attoseconds / 1_000_000_000)
+    }
+
+    /// The counter of `service`'s `outcome` (of "other" past ``maxServices``) and the service's
+    /// attempts and timer, made the first time.
+    private func register(
+        _ service: String, _ outcome: String, in table: inout [String: Handles]
+    ) -> (Counter, Counter, Timer) {
+        let name = table[service] != nil || table.count < Self.maxServices ? service : "other"
+        var entry =
+            table[name]
+            ?? Handles(
+                attempts: Counter(
+                    label: "sky_client_attempts_total", dimensions: [("service", name)], factory: factory),
+                duration: Timer(
+                    label: "sky_client_call_duration_seconds", dimensions: [("service", name)], factory: factory))
+        let counter =
+            entry.outcomes[outcome]
+            ?? Counter(
+                label: "sky_client_calls_total", dimensions: [("service", name), ("outcome", outcome)],
+                factory: factory)
+        entry.outcomes[outcome] = counter
+        table[name] = entry
+        return (counter, entry.attempts, entry.duration)
     }
 }
