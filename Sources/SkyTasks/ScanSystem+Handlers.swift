@@ -5,12 +5,10 @@ extension ScanSystem {
     /// A fixed set of handlers, callable from any task without the actor.
     public struct Handlers: Sendable {
         let workerName: String
-        let table: [String: Handler]
-        /// The handlers by service when there are a few, looked through in order: a service
-        /// name compared costs far less than one hashed for the table's lookup, on every task
-        /// (nil: more than ``fewLimit``, then the table).
-        private let few: [Entry]?
-        static let fewLimit = 8
+        var table: [String: Handler] { lookup.table }
+        /// Where a task finds its handler; a class, so that a worker's I/O thread holds it and
+        /// asks it without copying this set (its strings, table and logger counted) every task.
+        package let lookup: Lookup
         /// Services registered more than once, the last handler kept (a worker refuses them).
         package var registeredTwice: [String] = []
         /// The logger a handler's ``TaskContext`` carries: the worker's; `nil` in the client's
@@ -19,24 +17,50 @@ extension ScanSystem {
         /// Where a ``TaskContext``'s progress goes: the worker's sinks; `nil` for nowhere.
         package var progressSinks: (any ProgressSinks)? = nil
 
-        private struct Entry: Sendable {
-            var service: String
-            var handler: Handler
+        /// The handlers by service, fixed once made. Its lookups are inlinable: the worker's
+        /// I/O thread asks it for every task, from another module.
+        package final class Lookup: Sendable {
+            @usableFromInline let table: [String: Handler]
+            /// The handlers by service when there are a few, looked through in order: a service
+            /// name compared costs far less than one hashed for the table's lookup, on every
+            /// task (nil: more than ``fewLimit``, then the table).
+            @usableFromInline let few: [Entry]?
+            static let fewLimit = 8
+
+            @usableFromInline struct Entry: Sendable {
+                @usableFromInline var service: String
+                @usableFromInline var handler: Handler
+            }
+
+            init(_ table: [String: Handler]) {
+                self.table = table
+                few = table.count > Self.fewLimit ? nil : table.map { Entry(service: $0.key, handler: $0.value) }
+            }
+
+            /// `service`'s handler, if it has one.
+            @inlinable
+            func handler(for service: String) -> Handler? {
+                guard let few else { return table[service] }
+                for entry in few where entry.service == service { return entry.handler }
+                return nil
+            }
+
+            /// `service`'s handler if it is synchronous.
+            @inlinable
+            package func inlineHandler(for service: String) -> ScanSystem.InlineRawHandler? {
+                guard case .inline(let run) = handler(for: service) else { return nil }
+                return run
+            }
         }
 
         init(workerName: String, table: [String: Handler], registeredTwice: [String]) {
             self.workerName = workerName
-            self.table = table
+            lookup = Lookup(table)
             self.registeredTwice = registeredTwice
-            few = table.count > Self.fewLimit ? nil : table.map { Entry(service: $0.key, handler: $0.value) }
         }
 
         /// `service`'s handler, if it has one.
-        private func handler(for service: String) -> Handler? {
-            guard let few else { return table[service] }
-            for entry in few where entry.service == service { return entry.handler }
-            return nil
-        }
+        private func handler(for service: String) -> Handler? { lookup.handler(for: service) }
 
         /// The services that have a handler, sorted (what READY announces).
         public var services: [String] { table.keys.sorted() }
@@ -90,8 +114,7 @@ extension ScanSystem {
 
         /// `service`'s handler if it is synchronous.
         package func inlineHandler(for service: String) -> ScanSystem.InlineRawHandler? {
-            guard case .inline(let run) = handler(for: service) else { return nil }
-            return run
+            lookup.inlineHandler(for: service)
         }
 
         /// Runs `request` with its synchronous handler `run` here and now, and turns the

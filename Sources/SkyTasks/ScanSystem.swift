@@ -19,7 +19,7 @@ public actor ScanSystem {
 
     /// A registered handler: with its task's ``TaskContext`` or without. Only a handler that asks
     /// for the context gets one made, so the others cost what they did.
-    enum Handler: Sendable {
+    @usableFromInline enum Handler: Sendable {
         case plain(RawHandler)
         case contextual(@Sendable ([UInt8], TaskContext) async throws -> [UInt8])
         /// Synchronous and declared non-blocking: a worker runs it on its I/O thread.

@@ -31,17 +31,7 @@ extension SkyWorker {
         /// The handlers, for those the I/O thread runs itself (``ScanSystem/registerInline(_:coder:handler:)``);
         /// nil when none is inline, or when a tracer is bootstrapped (each handler then runs in
         /// its span, on a runner).
-        let inlineHandlers: ScanSystem.Handlers?
-        /// The inline handlers by service when there are a few, looked through in order: a
-        /// service name compared costs far less than one hashed for the table's lookup on
-        /// every task (nil: none, or more than ``inlineListLimit``, then the table).
-        let inlineList: [InlineEntry]?
-        static let inlineListLimit = 8
-
-        struct InlineEntry: Sendable {
-            var service: String
-            var run: ScanSystem.InlineRawHandler
-        }
+        let inlineHandlers: ScanSystem.Handlers.Lookup?
         let handles = TaskHandles()
         /// Replies of finished tasks, for the I/O thread: one lock each, and one post (so at
         /// most one wake-up) for all that finish before the thread takes them.
@@ -81,23 +71,13 @@ extension SkyWorker {
             machine: WorkerStateMachine, configuration: Configuration, inbox: RunnerInbox,
             logger: Logger, capacity: Int, handlers: ScanSystem.Handlers
         ) {
-            inlineHandlers = tracer == nil && handlers.services.contains(where: handlers.isInline) ? handlers : nil
-            let inline = (inlineHandlers?.services ?? []).compactMap { service in
-                handlers.inlineHandler(for: service).map { InlineEntry(service: service, run: $0) }
-            }
-            inlineList = inline.isEmpty || inline.count > Self.inlineListLimit ? nil : inline
+            let anyInline = handlers.services.contains(where: handlers.isInline)
+            inlineHandlers = tracer == nil && anyInline ? handlers.lookup : nil
             metrics = WorkerMetrics(capacity: capacity)
             self.machine = Locked(machine)
             self.configuration = configuration
             self.inbox = inbox
             self.logger = logger
-        }
-
-        /// `service`'s inline handler, if it has one.
-        private func inlineHandler(for service: String) -> ScanSystem.InlineRawHandler? {
-            guard let inlineList else { return inlineHandlers?.inlineHandler(for: service) }
-            for entry in inlineList where entry.service == service { return entry.run }
-            return nil
         }
 
         struct FinishedTask: Sendable {
@@ -274,7 +254,7 @@ extension SkyWorker {
                 case .send:
                     return  // sent above
                 case .startTask(let key, let request, let slot):
-                    if let run = inlineHandler(for: request.service) {
+                    if let run = inlineHandlers?.inlineHandler(for: request.service) {
                         ranInline.append(FinishedTask(key: key, reply: runInline(request, run), connection: generation))
                         return
                     }

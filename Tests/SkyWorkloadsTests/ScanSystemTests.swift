@@ -129,7 +129,7 @@ struct ScanSystemTests {
 
     /// A few services are looked through in order, more in the table: each finds its own
     /// handler, and a service that is not there is unknown either way.
-    @Test(arguments: [1, ScanSystem.Handlers.fewLimit, ScanSystem.Handlers.fewLimit + 1, 40])
+    @Test(arguments: [1, ScanSystem.Handlers.Lookup.fewLimit, ScanSystem.Handlers.Lookup.fewLimit + 1, 40])
     func eachServiceFindsItsOwnHandlerHoweverManyThereAre(services: Int) async {
         let system = ScanSystem(name: "t", capacity: 1)
         for number in 0..<services {
