@@ -38,7 +38,7 @@ extension ScanSystem {
             }
 
             /// `service`'s handler, if it has one.
-            @inlinable
+            @inlinable @inline(__always)
             func handler(for service: String) -> Handler? {
                 guard let few else { return table[service] }
                 for entry in few where entry.service == service { return entry.handler }
@@ -46,7 +46,7 @@ extension ScanSystem {
             }
 
             /// `service`'s handler if it is synchronous.
-            @inlinable
+            @inlinable @inline(__always)
             package func inlineHandler(for service: String) -> ScanSystem.InlineRawHandler? {
                 guard case .inline(let run) = handler(for: service) else { return nil }
                 return run
